@@ -1,0 +1,22 @@
+"""The ``cudasched`` command line. Each command group lives in its own module and registers
+itself on :data:`cudasched.cli.app.app`; this module only wires them together."""
+
+from __future__ import annotations
+
+import sys
+
+from cudasched.cli.app import app, fail
+from cudasched.errors import InputError
+
+# Importing a command module registers its commands on `app`.
+from cudasched.cli import core as _core  # noqa: F401, E402  isort: skip
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    try:
+        app()
+    except InputError as exc:  # pragma: no cover - commands normally handle this themselves
+        fail(str(exc))
+    sys.exit(0)

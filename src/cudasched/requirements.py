@@ -1,0 +1,71 @@
+"""What a workload needs from a node: the CUDA it was built with and the policy to judge it by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from cudasched.errors import InputError
+from cudasched.versions import ComputeCapability, CudaVersion
+
+
+class Policy(StrEnum):
+    """How strictly a driver must match the workload's CUDA.
+
+    ``strict``: the driver natively supports the toolkit. ``minor-compat``: also any driver at or
+    above the CUDA major's floor (no PTX JIT). ``forward-compat``: also older data-center driver
+    branches listed in NVIDIA's forward-compatibility matrix, when the image ships ``cuda-compat``.
+    """
+
+    STRICT = "strict"
+    MINOR_COMPAT = "minor-compat"
+    FORWARD_COMPAT = "forward-compat"
+
+    @classmethod
+    def parse(cls, value: str) -> Policy:
+        try:
+            return cls(value.strip().lower())
+        except ValueError:
+            allowed = ", ".join(p.value for p in cls)
+            raise InputError(f"invalid policy {value!r}: expected one of {allowed}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class FrameworkBuild:
+    """A framework binary, e.g. ``torch 2.5.1+cu124``: the CUDA it was built with and, when
+    known, the compute capabilities it ships kernels for (``None`` = unknown, not "all")."""
+
+    name: str
+    version: str
+    cuda: CudaVersion | None
+    arch_list: tuple[ComputeCapability, ...] | None = None
+    ptx: bool = False
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """A workload's needs. ``source`` says where they were found (annotation, runtime label,
+    image table ...) so every answer can be explained."""
+
+    cuda: CudaVersion | None = None
+    min_compute: ComputeCapability | None = None
+    policy: Policy | None = None
+    ships_cuda_compat: bool = False
+    framework: FrameworkBuild | None = None
+    source: str = ""
+
+    @property
+    def is_empty(self) -> bool:
+        return self.cuda is None and self.min_compute is None and self.framework is None
+
+    def describe(self) -> str:
+        """Short human form, e.g. ``cuda>=12.4, cc>=8.0``."""
+        parts = []
+        if self.cuda is not None:
+            parts.append(f"cuda>={self.cuda.release}")
+        if self.min_compute is not None:
+            parts.append(f"cc>={self.min_compute}")
+        if self.framework is not None:
+            parts.append(f"{self.framework.name} {self.framework.version}")
+        return ", ".join(parts) or "none"

@@ -1,0 +1,1 @@
+"""Core commands: ``check`` and ``affinity``."""

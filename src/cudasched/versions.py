@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 _DRIVER_RE = re.compile(r"^[rR]?(\d{2,4})\.(\d{1,4})(?:\.(\d{1,4}))?$")
-_CUDA_DOTTED_RE = re.compile(r"^(?:cuda[-_ ]?|v)?(\d{1,3})(?:\.(\d{1,2}))?(?:\.(\d{1,4}))?$", re.I)
+_CUDA_DOTTED_RE = re.compile(r"^(?:cuda[-_ ]?|v)?(\d{1,2})(?:\.(\d{1,2}))?(?:\.(\d{1,4}))?$", re.I)
 _CUDA_CU_RE = re.compile(r"^cu(\d{2,4})$", re.I)
 _CC_DOTTED_RE = re.compile(r"^(\d{1,2})\.(\d)$")
 _CC_SM_RE = re.compile(r"^(?:sm|compute)_?(\d{2,3})[af]?$", re.I)
@@ -144,7 +144,7 @@ def parse_driver(value: str | int | DriverVersion) -> DriverVersion:
 
 
 def parse_cuda(value: str | int | CudaVersion) -> CudaVersion:
-    """Parse ``12``, ``12.4``, ``12.4.1``, ``cuda12.4``, ``cu124``, ``cu92`` or the code ``12040``."""
+    """Parse ``12``, ``12.4``, ``12.4.1``, ``cuda12.4``, ``cu124``, ``cu92`` or ``12040``."""
     if isinstance(value, CudaVersion):
         return value
     text = _text("CUDA version", value, _CUDA_FORMS)

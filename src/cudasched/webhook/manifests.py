@@ -1,0 +1,392 @@
+"""Install manifests for the webhook (and the node agent): pure builders of Kubernetes objects.
+
+Choices a reviewer should know about, each deliberate:
+
+* ``failurePolicy: Ignore``. The webhook sits on every GPU pod creation; if it is down, pods are
+  admitted without CUDA-aware affinity (the pre-cudasched behaviour) rather than blocking every
+  deployment in the cluster. The cost is that a pod created during an outage may land on a node
+  that cannot run it. Clusters that prefer the opposite pass ``--fail-closed`` (``Fail``).
+* ``reinvocationPolicy: IfNeeded``: other mutating webhooks (KServe's own pod mutator, Istio,
+  GPU sharing) may add containers or affinity after us; being re-invoked lets us AND the
+  requirement into their final affinity. The mutation is idempotent, so re-invocation is safe.
+* ``timeoutSeconds: 3``: the API server default is 10 s; admission answers from memory in
+  milliseconds, so a short timeout bounds the damage of a stuck replica.
+* ``matchConditions`` skip pods that cannot need a GPU before the API server calls us at all:
+  no ``nvidia.com/*`` resource, no resource claim, no ``cudasched.io/*`` annotation and no KServe
+  label. The webhook re-checks everything itself, so the conditions only save round trips.
+* ``namespaceSelector`` excludes ``kube-system`` and cudasched's own namespace, so the webhook can
+  never block its own recovery.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from cudasched import __version__
+
+DEFAULT_NAMESPACE = "cudasched"
+DEFAULT_IMAGE = f"cudasched/cudasched:{__version__}"
+APP = "cudasched-webhook"
+PORT = 8443
+
+# CEL: true when the pod could need a GPU or declares a requirement. Kept on one condition so a
+# pod is sent when ANY of these hold (matchConditions are ANDed with each other).
+_POD_MAY_NEED_GPU = " || ".join(
+    [
+        "(has(object.metadata.annotations) && "
+        "object.metadata.annotations.exists(k, k.startsWith('cudasched.io/')))",
+        "(has(object.metadata.labels) && "
+        "'serving.kserve.io/inferenceservice' in object.metadata.labels)",
+        "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)",
+        "object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && "
+        "c.resources.limits.exists(r, r.startsWith('nvidia.com/')))",
+    ]
+)
+_NOT_SKIPPED = (
+    "!has(object.metadata.annotations) || "
+    "!('cudasched.io/skip' in object.metadata.annotations) || "
+    "object.metadata.annotations['cudasched.io/skip'] != 'true'"
+)
+
+DEFAULT_CONFIG = {
+    "mode": "required",
+    "policy": "strict",
+    "labelScheme": "auto",
+    "onNoFit": "warn",
+    "server": {
+        "port": PORT,
+        "certFile": "/tls/tls.crt",
+        "keyFile": "/tls/tls.key",
+    },
+}
+
+
+def _labels(component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "cudasched",
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/version": __version__,
+    }
+
+
+def _meta(name: str, namespace: str | None, component: str, **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": _labels(component)}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta.update(extra)
+    return meta
+
+
+def rbac_objects(namespace: str) -> list[dict[str, Any]]:
+    """Read-only access to what the caches watch, nothing else."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(APP, namespace, "webhook"),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _meta(APP, None, "webhook"),
+            "rules": [
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+                {
+                    "apiGroups": ["serving.kserve.io"],
+                    "resources": [
+                        "inferenceservices",
+                        "servingruntimes",
+                        "clusterservingruntimes",
+                    ],
+                    "verbs": ["get", "list", "watch"],
+                },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _meta(APP, None, "webhook"),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": APP,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": namespace}],
+        },
+    ]
+
+
+def workload_objects(namespace: str, image: str, replicas: int = 2) -> list[dict[str, Any]]:
+    """ConfigMap, Deployment, PodDisruptionBudget and Service of the webhook."""
+    selector = {"app.kubernetes.io/name": "cudasched", "app.kubernetes.io/component": "webhook"}
+    probe_common = {"periodSeconds": 10, "timeoutSeconds": 2, "failureThreshold": 3}
+    container = {
+        "name": "webhook",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["webhook", "--config", "/config/config.yaml"],
+        "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"},
+            "initialDelaySeconds": 2,
+            **probe_common,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "https", "scheme": "HTTPS"},
+            "initialDelaySeconds": 5,
+            **probe_common,
+        },
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "limits": {"memory": "256Mi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [
+            {"name": "tls", "mountPath": "/tls", "readOnly": True},
+            {"name": "config", "mountPath": "/config", "readOnly": True},
+        ],
+    }
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(f"{APP}-config", namespace, "webhook"),
+            "data": {"config.yaml": yaml.safe_dump(DEFAULT_CONFIG, sort_keys=False)},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": _meta(APP, namespace, "webhook"),
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": selector},
+                "strategy": {
+                    "type": "RollingUpdate",
+                    "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+                },
+                "template": {
+                    "metadata": {"labels": {**_labels("webhook"), **selector}},
+                    "spec": {
+                        "serviceAccountName": APP,
+                        "priorityClassName": "system-cluster-critical",
+                        "terminationGracePeriodSeconds": 30,
+                        "topologySpreadConstraints": [
+                            {
+                                "maxSkew": 1,
+                                "topologyKey": "kubernetes.io/hostname",
+                                "whenUnsatisfiable": "ScheduleAnyway",
+                                "labelSelector": {"matchLabels": selector},
+                            }
+                        ],
+                        "containers": [container],
+                        "volumes": [
+                            {"name": "tls", "secret": {"secretName": f"{APP}-tls"}},
+                            {"name": "config", "configMap": {"name": f"{APP}-config"}},
+                        ],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": _meta(APP, namespace, "webhook"),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(APP, namespace, "webhook"),
+            "spec": {
+                "selector": selector,
+                "ports": [
+                    {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
+                ],
+            },
+        },
+    ]
+
+
+def webhook_configuration(
+    namespace: str,
+    *,
+    ca_bundle_pem: bytes | None = None,
+    cert_manager: bool = False,
+    fail_closed: bool = False,
+) -> dict[str, Any]:
+    """The MutatingWebhookConfiguration: one webhook for pods, one for InferenceServices."""
+    annotations: dict[str, str] = {}
+    if cert_manager:
+        annotations["cert-manager.io/inject-ca-from"] = f"{namespace}/{APP}"
+    client_config_extra: dict[str, Any] = {}
+    if ca_bundle_pem is not None:
+        client_config_extra["caBundle"] = base64.b64encode(ca_bundle_pem).decode()
+    namespace_selector = {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": sorted({"kube-system", namespace}),
+            }
+        ]
+    }
+    common: dict[str, Any] = {
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "timeoutSeconds": 3,
+        "failurePolicy": "Fail" if fail_closed else "Ignore",
+        "reinvocationPolicy": "IfNeeded",
+        "matchPolicy": "Equivalent",
+        "namespaceSelector": namespace_selector,
+    }
+
+    def client_config(path: str) -> dict[str, Any]:
+        return {
+            "service": {"name": APP, "namespace": namespace, "path": path, "port": 443},
+            **client_config_extra,
+        }
+
+    meta = _meta(APP, None, "webhook")
+    if annotations:
+        meta["annotations"] = annotations
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": meta,
+        "webhooks": [
+            {
+                "name": "pods.cudasched.io",
+                "clientConfig": client_config("/mutate/pods"),
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "matchConditions": [
+                    {"name": "may-need-gpu", "expression": _POD_MAY_NEED_GPU},
+                    {"name": "not-skipped", "expression": _NOT_SKIPPED},
+                ],
+                **common,
+            },
+            {
+                "name": "inferenceservices.cudasched.io",
+                "clientConfig": client_config("/mutate/inferenceservices"),
+                "rules": [
+                    {
+                        "apiGroups": ["serving.kserve.io"],
+                        "apiVersions": ["v1beta1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["inferenceservices"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "matchConditions": [{"name": "not-skipped", "expression": _NOT_SKIPPED}],
+                **common,
+            },
+        ],
+    }
+
+
+def tls_objects(
+    namespace: str,
+    *,
+    cert_manager: bool,
+    cert_pem: bytes | None = None,
+    key_pem: bytes | None = None,
+) -> list[dict[str, Any]]:
+    """Serving certificate: a cert-manager Issuer + Certificate, or a Secret holding the given
+    self-signed pair (whose certificate is also the webhook's ``caBundle``)."""
+    dns = [f"{APP}.{namespace}.svc", f"{APP}.{namespace}.svc.cluster.local"]
+    if cert_manager:
+        return [
+            {
+                "apiVersion": "cert-manager.io/v1",
+                "kind": "Issuer",
+                "metadata": _meta(f"{APP}-selfsigned", namespace, "webhook"),
+                "spec": {"selfSigned": {}},
+            },
+            {
+                "apiVersion": "cert-manager.io/v1",
+                "kind": "Certificate",
+                "metadata": _meta(APP, namespace, "webhook"),
+                "spec": {
+                    "secretName": f"{APP}-tls",
+                    "dnsNames": dns,
+                    "issuerRef": {"name": f"{APP}-selfsigned", "kind": "Issuer"},
+                    "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+                    "duration": "2160h",
+                    "renewBefore": "360h",
+                },
+            },
+        ]
+    if cert_pem is None or key_pem is None:
+        raise ValueError("self-signed TLS objects need the certificate and key PEM")
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": _meta(f"{APP}-tls", namespace, "webhook"),
+            "type": "kubernetes.io/tls",
+            "data": {
+                "tls.crt": base64.b64encode(cert_pem).decode(),
+                "tls.key": base64.b64encode(key_pem).decode(),
+            },
+        }
+    ]
+
+
+def service_dns_names(namespace: str) -> list[str]:
+    """Names the serving certificate must carry for the API server to reach the Service."""
+    return [APP, f"{APP}.{namespace}", f"{APP}.{namespace}.svc", f"{APP}.{namespace}.svc.cluster.local"]
+
+
+def all_objects(
+    namespace: str = DEFAULT_NAMESPACE,
+    image: str = DEFAULT_IMAGE,
+    *,
+    cert_manager: bool = True,
+    cert_pem: bytes | None = None,
+    key_pem: bytes | None = None,
+    fail_closed: bool = False,
+    agent_objects: Sequence[dict[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """Everything ``cudasched manifests`` prints, in apply order."""
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": {"app.kubernetes.io/name": "cudasched"}},
+        }
+    ]
+    objects += rbac_objects(namespace)
+    objects += tls_objects(namespace, cert_manager=cert_manager, cert_pem=cert_pem, key_pem=key_pem)
+    objects += workload_objects(namespace, image)
+    objects.append(
+        webhook_configuration(
+            namespace,
+            ca_bundle_pem=None if cert_manager else cert_pem,
+            cert_manager=cert_manager,
+            fail_closed=fail_closed,
+        )
+    )
+    objects += agent_objects
+    return objects
+
+
+def to_yaml(objects: Sequence[dict[str, Any]]) -> str:
+    return yaml.safe_dump_all(list(objects), sort_keys=False, explicit_start=True)

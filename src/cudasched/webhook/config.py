@@ -1,0 +1,218 @@
+"""Webhook configuration: one YAML file, camelCase keys, validated up front.
+
+The webhook runs unattended inside a cluster, so a typo in its configuration must stop it at
+start-up with a message that names the field and the values it accepts, rather than silently
+falling back to a default that schedules workloads differently from what the operator meant.
+Hence ``extra="forbid"`` everywhere and every pydantic error re-raised as one
+:class:`~cudasched.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from cudasched.errors import InputError, VersionError
+from cudasched.labels import LabelScheme
+from cudasched.requirements import Policy
+from cudasched.versions import CudaVersion, parse_cuda
+
+__all__ = [
+    "ImageOverride",
+    "KubeConfig",
+    "Mode",
+    "NamespaceFilter",
+    "OnNoFit",
+    "ServerConfig",
+    "WebhookConfig",
+    "load_config",
+]
+
+
+class Mode(StrEnum):
+    """``required``: incompatible nodes are excluded. ``preferred``: only ranked lower, for
+    clusters that want a soft roll-out before they trust their node labels."""
+
+    REQUIRED = "required"
+    PREFERRED = "preferred"
+
+
+class OnNoFit(StrEnum):
+    """What admission does when no node of the cluster can currently run the workload."""
+
+    WARN = "warn"  # admit, constrain, and tell the user why it will stay Pending
+    DENY = "deny"  # refuse the object with the reason
+    ALLOW = "allow"  # admit silently
+
+
+class _Model(BaseModel):
+    """Shared settings: camelCase in YAML, snake_case in Python, unknown keys rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_enum_values=False,
+        validate_default=True,
+    )
+
+
+class NamespaceFilter(_Model):
+    """Which namespaces are admitted. An empty ``include`` means every namespace; ``exclude``
+    always wins so system namespaces stay untouched even when listed in both."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ("kube-system",)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not name or not name.strip():
+                raise ValueError("namespace names must be non-empty strings")
+        return value
+
+    def admits(self, namespace: str) -> bool:
+        """Whether objects in ``namespace`` are mutated. ``""`` (cluster-scoped or unknown)
+        is admitted unless an include list is given."""
+        if namespace in self.exclude:
+            return False
+        return not self.include or namespace in self.include
+
+
+class ImageOverride(_Model):
+    """Declares the CUDA version of images matching a shell-style glob, for in-house images the
+    built-in table cannot know (``registry.local/llm/*:cu124`` -> ``12.4``)."""
+
+    pattern: str = Field(min_length=1)
+    cuda: str
+
+    @field_validator("cuda", mode="before")
+    @classmethod
+    def _cuda(cls, value: object) -> str:
+        if isinstance(value, float):
+            # YAML reads an unquoted `cuda: 12.4` as a float. Accept it (it is what people
+            # type); the docs ask for quotes because `12.10` would already have become 12.1.
+            value = repr(value)
+        if not isinstance(value, str | int):
+            raise ValueError("expected a CUDA version string such as '12.4'")
+        try:
+            return str(parse_cuda(value))
+        except VersionError as exc:
+            raise ValueError(str(exc)) from None
+
+    @property
+    def cuda_version(self) -> CudaVersion:
+        return parse_cuda(self.cuda)
+
+    def matches(self, image: str) -> bool:
+        return fnmatch.fnmatchcase(image, self.pattern)
+
+
+class ServerConfig(_Model):
+    """HTTPS listener settings. The API server gives up after ``timeoutSeconds`` of the webhook
+    configuration (10 s by default), so our own request timeout stays well below it."""
+
+    host: str = "0.0.0.0"
+    port: int = Field(default=8443, ge=1, le=65535)
+    cert_file: str | None = None
+    key_file: str | None = None
+    self_signed: bool = False
+    max_body_bytes: int = Field(default=3_145_728, ge=1024)
+    request_timeout_seconds: float = Field(default=2.5, gt=0, le=30)
+    workers: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> ServerConfig:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("certFile and keyFile must be given together")
+        return self
+
+
+class KubeConfig(_Model):
+    """How the cache reaches the API server: in-cluster config unless ``kubeconfig`` is set."""
+
+    kubeconfig: str | None = None
+    resync_seconds: int = Field(default=300, ge=1)
+
+
+class WebhookConfig(_Model):
+    """Everything the admission webhook can be told. Defaults are the safe production choice:
+    required affinity, strict CUDA policy, warn (not deny) when nothing fits, fail open."""
+
+    mode: Mode = Mode.REQUIRED
+    policy: Policy = Policy.STRICT
+    label_scheme: LabelScheme = LabelScheme.AUTO
+    on_no_fit: OnNoFit = OnNoFit.WARN
+    namespaces: NamespaceFilter = Field(default_factory=NamespaceFilter)
+    constrain_gpu_pods_by_image: bool = True
+    isvc_affinity: bool = False
+    image_overrides: tuple[ImageOverride, ...] = ()
+    fail_closed: bool = False
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    kube: KubeConfig = Field(default_factory=KubeConfig)
+
+    @field_validator("mode", "policy", "label_scheme", "on_no_fit", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        # Accept `Required` / `STRICT`: YAML authors copy casing from Kubernetes docs.
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @classmethod
+    def from_mapping(
+        cls, data: Mapping[str, Any] | None, *, origin: str = "config"
+    ) -> WebhookConfig:
+        """Validate a parsed YAML/JSON mapping; ``origin`` names it in error messages."""
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise InputError(
+                f"invalid {origin}: expected a mapping of settings, got {type(data).__name__}"
+            )
+        try:
+            return cls.model_validate(dict(data))
+        except ValidationError as exc:
+            raise InputError(_describe(exc, origin)) from None
+
+
+def _describe(exc: ValidationError, origin: str) -> str:
+    """One line per problem: ``server.port: Input should be less than or equal to 65535
+    (got 70000)`` — the dotted camelCase path is what the user typed in the file."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown setting"
+        elif msg.startswith("Value error, "):
+            msg = msg.removeprefix("Value error, ")
+        got = err.get("input")
+        suffix = "" if err["type"] in ("missing",) or isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"{loc}: {msg}{suffix}")
+    return f"invalid {origin}: " + "; ".join(lines)
+
+
+def load_config(path: str | Path | None) -> WebhookConfig:
+    """Read the YAML configuration at ``path``; ``None`` gives the defaults."""
+    if path is None:
+        return WebhookConfig()
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"config file {str(p)!r} does not exist") from None
+    except OSError as exc:
+        raise InputError(f"cannot read config file {str(p)!r}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"config file {str(p)!r} is not valid YAML: {exc}") from None
+    return WebhookConfig.from_mapping(data, origin=f"config file {str(p)!r}")

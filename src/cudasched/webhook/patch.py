@@ -1,0 +1,129 @@
+"""Minimal RFC 6902 JSON patches between an admitted object and our mutation of it.
+
+The API server applies a webhook's patch with evanphx/json-patch, and a patch that does not
+apply fails the user's request with HTTP 500 *even under* ``failurePolicy: Ignore``. So every
+patch built here only ever:
+
+* ``add``\\s a key whose parent exists in the original (a missing parent is added whole, never
+  walked into: ``add /spec/affinity`` rather than ``add /spec/affinity/nodeAffinity``);
+* ``replace``\\s or ``remove``\\s a key that exists in the original;
+* escapes ``~`` and ``/`` in keys (``nvidia.com/gpu`` -> ``nvidia.com~1gpu``).
+
+The diff is limited to the subtrees the admission touches (annotations, affinity), so a field
+we never changed can never appear in the patch, and keys are visited in sorted order so the
+same input always gives byte-identical output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "Op",
+    "Scope",
+    "diff",
+    "escape",
+    "pointer",
+    "unescape",
+]
+
+Op = dict[str, Any]
+
+_MISSING: Any = object()
+
+
+def escape(token: str) -> str:
+    """RFC 6901 reference-token escaping (``~`` first, or ``/`` -> ``~1`` -> ``~01``)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def unescape(token: str) -> str:
+    """Inverse of :func:`escape` (``~1`` first, so ``~01`` stays ``~1``)."""
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def pointer(parts: Iterable[str | int]) -> str:
+    """A JSON pointer from unescaped path parts: ``("metadata", "annotations", "a/b")`` ->
+    ``/metadata/annotations/a~1b``; ``()`` -> ``""`` (the whole document)."""
+    return "".join("/" + escape(str(p)) for p in parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """A subtree to compare: ``path`` (unescaped keys from the root) and ``depth``, how many
+    levels of mapping keys below it are diffed one by one before a differing value is replaced
+    whole. ``depth=1`` on ``metadata.annotations`` gives one op per changed annotation;
+    ``depth=1`` on ``spec.affinity`` replaces ``nodeAffinity`` as one value and leaves
+    ``podAffinity`` alone."""
+
+    path: tuple[str, ...]
+    depth: int = 1
+
+
+def _get(doc: Any, parts: Sequence[str]) -> Any:
+    cur = doc
+    for part in parts:
+        if not isinstance(cur, Mapping) or part not in cur:
+            return _MISSING
+        cur = cur[part]
+    return cur
+
+
+def _diff_value(path: tuple[str, ...], old: Any, new: Any, depth: int, out: list[Op]) -> None:
+    if old is _MISSING and new is _MISSING:
+        return
+    if new is _MISSING:
+        out.append({"op": "remove", "path": pointer(path)})
+        return
+    if old is _MISSING:
+        out.append({"op": "add", "path": pointer(path), "value": new})
+        return
+    if old == new and type(old) is type(new):
+        return
+    if depth > 0 and isinstance(old, Mapping) and isinstance(new, Mapping):
+        for key in sorted(set(old) | set(new)):
+            _diff_value(
+                (*path, key), old.get(key, _MISSING), new.get(key, _MISSING), depth - 1, out
+            )
+        return
+    out.append({"op": "replace", "path": pointer(path), "value": new})
+
+
+def diff(
+    original: Mapping[str, Any], mutated: Mapping[str, Any], scopes: Iterable[Scope]
+) -> list[Op]:
+    """Operations that turn ``original`` into ``mutated`` within ``scopes`` (and nothing else).
+
+    For each scope the nearest ancestor missing from ``original`` is added whole, so the patch
+    applies whatever the original looked like. Scopes are processed in the given order; they
+    must not overlap. An empty list means "nothing changed": the caller must then send no
+    patch at all.
+    """
+    out: list[Op] = []
+    for scope in scopes:
+        path = scope.path
+        # Find the first prefix of `path` that is missing (or not an object) in the original.
+        for i in range(1, len(path) + 1):
+            parent_old = _get(original, path[: i - 1])
+            if not isinstance(parent_old, Mapping):
+                # Cannot happen for i == 1 with a mapping document; deeper, the previous
+                # iteration already handled a missing key and stopped.
+                break
+            if path[i - 1] not in parent_old:
+                new = _get(mutated, path[:i])
+                if new is not _MISSING:
+                    out.append({"op": "add", "path": pointer(path[:i]), "value": new})
+                break
+            if i == len(path):
+                _diff_value(path, _get(original, path), _get(mutated, path), scope.depth, out)
+            elif not isinstance(_get(original, path[:i]), Mapping):
+                # A scalar (or null) where we need an object: replace it whole.
+                new = _get(mutated, path[:i])
+                if new is _MISSING:
+                    out.append({"op": "remove", "path": pointer(path[:i])})
+                elif new != _get(original, path[:i]):
+                    out.append({"op": "replace", "path": pointer(path[:i]), "value": new})
+                break
+    return out

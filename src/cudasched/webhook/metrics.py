@@ -1,0 +1,114 @@
+"""Prometheus metrics of the webhook process.
+
+Every server owns its metrics in its own :class:`~prometheus_client.CollectorRegistry` rather
+than the library's global default registry: tests, the ``demo`` command and e2e runs start
+several servers in one interpreter, and the global registry would make the second one fail
+with "duplicated timeseries" (and mix the numbers of unrelated servers).
+
+Label values are closed vocabularies (endpoint paths, outcomes, kinds) so the series count is
+fixed and small no matter what the cluster sends.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+__all__ = [
+    "CONTENT_TYPE",
+    "KINDS",
+    "OUTCOMES",
+    "WebhookMetrics",
+]
+
+CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+
+#: What happened to one admission request. ``error`` covers every answer that did not come
+#: from a normal admission decision: malformed request, oversized body, time budget exceeded,
+#: cluster state not synced, internal error (the ``fallbacks`` counter says which).
+OUTCOMES: Final = ("patched", "unchanged", "denied", "error")
+
+#: The object kinds the cache mirrors, as they appear in the ``kind`` label.
+KINDS: Final = ("nodes", "inferenceservices", "servingruntimes", "clusterservingruntimes")
+
+# Webhook answers are expected in milliseconds; the API server gives up after a few seconds.
+_LATENCY_BUCKETS: Final = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+)
+
+
+class WebhookMetrics:
+    """The webhook's metric families, registered on one private registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "cudasched_webhook_requests",
+            "Admission requests answered, by endpoint and outcome.",
+            ("endpoint", "outcome"),
+            registry=r,
+        )
+        self.latency = Histogram(
+            "cudasched_webhook_request_duration_seconds",
+            "Time from receiving an admission request to sending the answer.",
+            ("endpoint",),
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.fallbacks = Counter(
+            "cudasched_webhook_fallbacks",
+            "Admission answers given by the failure mode instead of an admission decision.",
+            ("endpoint", "reason"),
+            registry=r,
+        )
+        self.cache_objects = Gauge(
+            "cudasched_cache_objects",
+            "Objects held in the watch cache, by kind.",
+            ("kind",),
+            registry=r,
+        )
+        self.cache_synced = Gauge(
+            "cudasched_cache_synced",
+            "1 once every watched kind was listed successfully, else 0.",
+            registry=r,
+        )
+        self.watch_restarts = Counter(
+            "cudasched_cache_watch_restarts",
+            "Watch streams restarted after an error, by kind and reason.",
+            ("kind", "reason"),
+            registry=r,
+        )
+        self.state_publishes = Counter(
+            "cudasched_cache_state_publishes",
+            "Cluster-state snapshots published to the request path.",
+            registry=r,
+        )
+        # Pre-create the children so dashboards see zeros instead of missing series.
+        for kind in KINDS:
+            self.cache_objects.labels(kind=kind).set(0)
+        self.cache_synced.set(0)
+
+    def render(self) -> bytes:
+        """The text exposition of every metric in this registry."""
+        return generate_latest(self.registry)

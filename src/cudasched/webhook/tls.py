@@ -1,0 +1,387 @@
+"""TLS for the webhook: a server context that follows certificate rotation, and a self-signed
+mode for development.
+
+Rotation design
+---------------
+The API server only talks HTTPS to admission webhooks, and in a cluster the serving
+certificate is a Secret that cert-manager (or an operator) renews: kubelet swaps the mounted
+files in place while the pod keeps running. Restarting the process on every renewal would
+drop in-flight admissions, so the listening socket keeps one *outer* :class:`ssl.SSLContext`
+for its whole life and every TLS handshake goes through its SNI callback. OpenSSL calls that
+callback for every ClientHello (``server_name`` is ``None`` when the client sent no SNI, as
+for an IP address), before the server certificate is chosen. The callback:
+
+1. ``stat``\\ s the certificate and key files (two cheap syscalls; a handshake costs far more);
+2. if their (inode, mtime, size) signature changed, builds a *complete new* context from the
+   files, and only when that succeeded (certificate and key parse and match) makes it the
+   current one;
+3. points the handshaking connection at the current context (``ssl_object.context = ...``),
+   which is how OpenSSL's SNI support selects a certificate.
+
+So a connection always gets a context that was fully built: never a half-updated one. While a
+rotation is only half written (new certificate, old key), building fails, the previous good
+context keeps serving, and the next handshake tries again. Established connections keep
+their session; only new handshakes see the new certificate. No request fails during a
+rotation, and no timer thread or event-loop task is needed. The protocol floor (TLS 1.2) is
+set on the outer context and on every inner one.
+
+Self-signed mode
+----------------
+For development and the demo there is no cert-manager: :func:`generate_self_signed` makes a
+small CA and a serving certificate signed by it (EC P-256), with the SANs the API server and
+local clients use. The CA certificate is what goes into the webhook configuration's
+``caBundle``. Files are written atomically with mode 0600 so a crash never leaves a partial key
+and no other local user can read it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import ipaddress
+import logging
+import os
+import ssl
+import tempfile
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from cudasched.errors import InputError
+
+__all__ = [
+    "ReloadingServerContext",
+    "SelfSignedBundle",
+    "TLSConfigError",
+    "generate_self_signed",
+    "load_server_context",
+    "service_dns_names",
+    "write_atomic",
+    "write_self_signed",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SERVICE = "cudasched-webhook"
+DEFAULT_NAMESPACE = "cudasched"
+
+
+class TLSConfigError(InputError):
+    """Certificate or key files are missing, unreadable or do not belong together."""
+
+
+# --------------------------------------------------------------------------- server contexts
+
+
+def load_server_context(
+    cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str]
+) -> ssl.SSLContext:
+    """A TLS >= 1.2 server context with the certificate chain and key from the files.
+
+    Raises :class:`TLSConfigError` naming the files when they cannot be used.
+    """
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
+    # HTTP/1.1 only: the API server's webhook client speaks it, and so does uvicorn.
+    ctx.set_alpn_protocols(["http/1.1"])
+    try:
+        ctx.load_cert_chain(os.fspath(cert_file), os.fspath(key_file))
+    except FileNotFoundError as exc:
+        raise TLSConfigError(
+            f"TLS file {exc.filename or os.fspath(cert_file)!r} does not exist: expected a PEM "
+            "certificate (certFile) and private key (keyFile)"
+        ) from None
+    except (ssl.SSLError, OSError) as exc:
+        raise TLSConfigError(
+            f"cannot use certificate {os.fspath(cert_file)!r} with key {os.fspath(key_file)!r}: "
+            f"{exc}; expected a PEM certificate chain and its matching private key"
+        ) from None
+    return ctx
+
+
+_Signature = tuple[tuple[int, int, int, int], tuple[int, int, int, int]]
+
+
+def _signature(cert_file: str, key_file: str) -> _Signature:
+    def one(path: str) -> tuple[int, int, int, int]:
+        st = os.stat(path)
+        return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+    return one(cert_file), one(key_file)
+
+
+class ReloadingServerContext:
+    """An SSL server context whose certificate follows the files on disk (see module docs).
+
+    ``context`` is the object to hand to the listener (uvicorn's ``ssl_context_factory``
+    returns it). ``reloads`` and ``failures`` count successful and failed rebuilds, for logs
+    and tests.
+    """
+
+    def __init__(self, cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str]) -> None:
+        self.cert_file = os.fspath(cert_file)
+        self.key_file = os.fspath(key_file)
+        # Fail at start-up, loudly, if the initial files are unusable.
+        signature = _signature_or_error(self.cert_file, self.key_file)
+        self._current = load_server_context(self.cert_file, self.key_file)
+        self._signature: _Signature | None = signature
+        self._failed: _Signature | None = None
+        self._last_warning: str | None = None
+        self._lock = threading.Lock()  # handshakes may run on several loops (threads)
+        self.reloads = 0
+        self.failures = 0
+        outer = load_server_context(self.cert_file, self.key_file)
+        outer.sni_callback = self._on_client_hello
+        self.context = outer
+
+    @property
+    def current(self) -> ssl.SSLContext:
+        """The inner context new handshakes are pointed at."""
+        return self._current
+
+    def check(self) -> bool:
+        """Rebuild the inner context if the files changed; True when a new one was installed.
+
+        Never raises: a failed rebuild keeps the previous context (logged once per distinct
+        file state), because refusing handshakes would turn a half-finished rotation into an
+        outage.
+        """
+        try:
+            signature = _signature(self.cert_file, self.key_file)
+        except OSError as exc:
+            # Mid-rotation a file can briefly be absent (kubelet swaps a symlink).
+            self._warn_once(f"TLS files not readable, keeping the current certificate: {exc}")
+            return False
+        if signature == self._signature or signature == self._failed:
+            return False
+        with self._lock:
+            if signature == self._signature or signature == self._failed:
+                return False
+            try:
+                fresh = load_server_context(self.cert_file, self.key_file)
+            except TLSConfigError as exc:
+                self.failures += 1
+                self._failed = signature  # retried once either file changes again
+                self._warn_once(
+                    f"TLS files changed but are not usable yet; keeping the current "
+                    f"certificate: {exc}"
+                )
+                return False
+            self._current = fresh
+            self._signature = signature
+            self._failed = None
+            self._last_warning = None
+            self.reloads += 1
+        log.info("TLS certificate reloaded from %s", self.cert_file)
+        return True
+
+    def _warn_once(self, message: str) -> None:
+        # A half-written rotation is seen by every handshake until it completes: log it once.
+        if message != self._last_warning:
+            self._last_warning = message
+            log.warning("%s", message)
+
+    def _on_client_hello(
+        self, ssl_object: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _ctx: object
+    ) -> None:
+        self.check()
+        ssl_object.context = self._current
+        return None
+
+
+def _signature_or_error(cert_file: str, key_file: str) -> _Signature:
+    try:
+        return _signature(cert_file, key_file)
+    except OSError as exc:
+        raise TLSConfigError(
+            f"TLS file {exc.filename!r} is not readable ({exc.strerror}): expected a PEM "
+            "certificate (certFile) and private key (keyFile)"
+        ) from None
+
+
+# --------------------------------------------------------------------------- self-signed
+
+
+@dataclass(frozen=True, slots=True)
+class SelfSignedBundle:
+    """A development CA and a serving certificate it signed.
+
+    ``cert_pem`` is the serving certificate followed by the CA (the chain a server presents);
+    ``ca_pem`` is what clients trust and what the webhook configuration's ``caBundle`` holds.
+    """
+
+    ca_pem: bytes
+    cert_pem: bytes
+    key_pem: bytes
+    dns_names: tuple[str, ...]
+    ip_addresses: tuple[str, ...]
+
+
+def service_dns_names(service: str, namespace: str) -> tuple[str, ...]:
+    """The names the API server may use to reach a webhook Service (it dials
+    ``<service>.<namespace>.svc``; the longer form is what some proxies use)."""
+    return (
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+    )
+
+
+def generate_self_signed(
+    *,
+    service: str = DEFAULT_SERVICE,
+    namespace: str = DEFAULT_NAMESPACE,
+    extra_dns_names: Iterable[str] = (),
+    ip_addresses: Sequence[str] = ("127.0.0.1",),
+    days: int = 365,
+    now: dt.datetime | None = None,
+) -> SelfSignedBundle:
+    """Make a CA and a serving certificate for ``localhost``, the given IPs and the Service.
+
+    Pure apart from randomness: nothing is written (see :func:`write_self_signed`).
+    """
+    if days < 1:
+        raise InputError(f"invalid certificate lifetime {days!r}: expected at least 1 day")
+    for ip in ip_addresses:
+        try:
+            ipaddress.ip_address(ip)
+        except ValueError:
+            raise InputError(
+                f"invalid IP address {ip!r} for the certificate: expected e.g. 127.0.0.1"
+            ) from None
+    dns: list[str] = ["localhost", *service_dns_names(service, namespace)]
+    for name in extra_dns_names:
+        if not name or any(c.isspace() for c in name):
+            raise InputError(f"invalid DNS name {name!r} for the certificate")
+        if name not in dns:
+            dns.append(name)
+
+    start = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(minutes=5)  # tolerate clock skew
+    end = start + dt.timedelta(days=days)
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cudasched development CA")])
+    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(ca_ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(
+            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{service}.{namespace}.svc")])
+        )
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
+    return SelfSignedBundle(
+        ca_pem=ca_pem,
+        cert_pem=cert.public_bytes(serialization.Encoding.PEM) + ca_pem,
+        key_pem=key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+        dns_names=tuple(dns),
+        ip_addresses=tuple(ip_addresses),
+    )
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -> Path:
+    """Write ``data`` to ``path`` so readers see the old file or the new one, never a part.
+
+    The temporary file is created with ``mode`` from the start (no window in which a key is
+    world-readable), flushed to disk, then renamed over the target.
+    """
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def write_self_signed(
+    directory: str | os.PathLike[str], bundle: SelfSignedBundle
+) -> tuple[Path, Path, Path]:
+    """Write ``tls.crt``, ``tls.key`` and ``ca.crt`` (the names of a Kubernetes TLS Secret) into
+    ``directory``; returns their paths. The key is written last: a reloading server that sees
+    the new certificate before the new key keeps its old pair until both match."""
+    d = Path(directory)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create TLS directory {str(d)!r}: {exc.strerror}") from None
+    ca = write_atomic(d / "ca.crt", bundle.ca_pem)
+    cert = write_atomic(d / "tls.crt", bundle.cert_pem)
+    key = write_atomic(d / "tls.key", bundle.key_pem)
+    return cert, key, ca

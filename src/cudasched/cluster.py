@@ -1,0 +1,334 @@
+"""Cluster snapshots: the Kubernetes objects cudasched reasons about, loaded from files.
+
+Every offline command (``explain``, ``mutate``, ``audit``, ``demo``) works on a *snapshot*: the
+objects a real cluster returns, saved by ``kubectl get ... -o yaml`` (or ``-o json``). Loading
+them here, once, keeps the core pure: it only ever sees plain dicts exactly as the API returns
+them, and the same recorded files drive the tests.
+
+Accepted input shapes, because that is what people actually have on disk:
+
+* a ``List`` (``kubectl get a,b,c -A -o yaml``) or a typed list (``NodeList`` from the raw API,
+  whose items carry no ``kind``/``apiVersion``: they are filled in from the list's own kind);
+* multi-document YAML (``kubectl apply -f`` style manifests), empty documents ignored;
+* JSON (a single object, a ``List``, or an array of objects);
+* a single object.
+
+Objects are classified by ``apiVersion``/``kind`` into the buckets the rest of the code needs.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from cudasched.errors import InputError
+
+__all__ = [
+    "KSERVE_GROUP",
+    "WORKLOAD_KINDS",
+    "ClusterSnapshot",
+    "bundled_snapshot",
+    "load_nodes",
+    "load_snapshot",
+    "parse_objects",
+]
+
+KSERVE_GROUP = "serving.kserve.io"
+
+# Controllers whose pod template a workload check can read (apiVersion group, kind).
+WORKLOAD_KINDS = frozenset(
+    {
+        ("apps", "Deployment"),
+        ("apps", "StatefulSet"),
+        ("apps", "DaemonSet"),
+        ("apps", "ReplicaSet"),
+        ("batch", "Job"),
+        ("batch", "CronJob"),
+        ("", "ReplicationController"),
+        ("", "PodTemplate"),
+    }
+)
+
+BUNDLED_NAME = "bundled sample cluster"
+
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+KubeObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """The objects of one cluster, grouped by what cudasched does with them.
+
+    Tuples keep the snapshot itself immutable; the dicts inside are the API's own objects and
+    must be treated as read-only by every consumer (the core copies before it changes anything).
+    """
+
+    nodes: tuple[KubeObject, ...] = ()
+    inference_services: tuple[KubeObject, ...] = ()
+    serving_runtimes: tuple[KubeObject, ...] = ()
+    cluster_serving_runtimes: tuple[KubeObject, ...] = ()
+    pods: tuple[KubeObject, ...] = ()
+    workloads: tuple[KubeObject, ...] = ()
+    other: tuple[KubeObject, ...] = ()
+    source: str = field(default="", compare=False)
+
+    @classmethod
+    def from_objects(
+        cls, objects: Iterable[Mapping[str, Any]], source: str = ""
+    ) -> ClusterSnapshot:
+        """Classify already-parsed objects (each must carry ``apiVersion`` and ``kind``)."""
+        buckets: dict[str, list[KubeObject]] = {
+            "nodes": [],
+            "inference_services": [],
+            "serving_runtimes": [],
+            "cluster_serving_runtimes": [],
+            "pods": [],
+            "workloads": [],
+            "other": [],
+        }
+        for index, obj in enumerate(objects, start=1):
+            where = f"object {index}"
+            _check_object(obj, source or "<input>", where)
+            buckets[_bucket_of(obj)].append(dict(obj))
+        for node in buckets["nodes"]:
+            if not _name_of(node):
+                raise InputError(f"{source or '<input>'}: a Node has no metadata.name")
+        return cls(**{k: tuple(v) for k, v in buckets.items()}, source=source)
+
+    def objects(self) -> Iterator[KubeObject]:
+        """Every object of the snapshot, bucket by bucket."""
+        for bucket in (
+            self.nodes,
+            self.inference_services,
+            self.serving_runtimes,
+            self.cluster_serving_runtimes,
+            self.pods,
+            self.workloads,
+            self.other,
+        ):
+            yield from bucket
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.objects())
+
+    def with_nodes(self, nodes: Iterable[KubeObject]) -> ClusterSnapshot:
+        """The same snapshot with its nodes replaced (``--nodes FILE`` next to ``--cluster``)."""
+        return replace(self, nodes=tuple(nodes))
+
+    def serving_runtimes_in(self, namespace: str) -> tuple[KubeObject, ...]:
+        """Namespace ``ServingRuntime``s visible to an InferenceService in ``namespace``."""
+        return tuple(
+            rt
+            for rt in self.serving_runtimes
+            if rt.get("metadata", {}).get("namespace") == namespace
+        )
+
+
+def load_snapshot(source: Path | str | bytes, *, name: str | None = None) -> ClusterSnapshot:
+    """Load a cluster snapshot from a file path, or from YAML/JSON text or bytes.
+
+    A ``str`` is read as *text* when it contains a newline or starts with ``{``/``[``, and as a
+    file path otherwise (a one-line YAML object is not a realistic dump; a path is).
+    ``name`` labels error messages (defaults to the path, or ``<input>``).
+    """
+    text, label = _read_source(source, name)
+    return ClusterSnapshot.from_objects(parse_objects(text, label), source=label)
+
+
+def load_nodes(path: Path | str | bytes, *, name: str | None = None) -> tuple[KubeObject, ...]:
+    """The ``Node`` objects of a file (``kubectl get nodes -o yaml``); an error if none."""
+    text, label = _read_source(path, name)
+    snapshot = ClusterSnapshot.from_objects(parse_objects(text, label), source=label)
+    if not snapshot.nodes:
+        kinds = sorted({str(o.get("kind")) for o in snapshot.objects()})
+        found = f"found only {', '.join(kinds)}" if kinds else "it holds no objects"
+        raise InputError(
+            f"{label}: no Node objects ({found}); expected the output of kubectl get nodes -o yaml"
+        )
+    return snapshot.nodes
+
+
+def bundled_snapshot() -> ClusterSnapshot:
+    """The sample cluster shipped with the package (``cudasched/data/sample-cluster.yaml``)."""
+    data = importlib.resources.files("cudasched").joinpath("data", "sample-cluster.yaml")
+    return load_snapshot(data.read_bytes(), name=BUNDLED_NAME)
+
+
+def parse_objects(text: str, label: str = "<input>") -> list[KubeObject]:
+    """Parse YAML or JSON text into a flat list of Kubernetes objects (lists expanded).
+
+    Raises :class:`InputError` naming ``label`` for invalid syntax, for a document that is not
+    a Kubernetes object, and for text without any document at all.
+    """
+    stripped = text.lstrip()
+    if not stripped:
+        raise InputError(f"{label}: empty file, expected Kubernetes objects in YAML or JSON")
+    is_json = stripped[0] in "{["
+    docs: list[Any] = [_parse_json(stripped, label)] if is_json else _parse_yaml(text, label)
+    docs = [d for d in docs if d is not None]
+    if not docs:
+        raise InputError(f"{label}: no YAML documents, expected Kubernetes objects")
+    objects: list[KubeObject] = []
+    for number, doc in enumerate(docs, start=1):
+        where = f"document {number}" if len(docs) > 1 else "the document"
+        if isinstance(doc, list):  # a JSON array of objects
+            for item_no, item in enumerate(doc, start=1):
+                objects.extend(_expand(item, label, f"{where}, element {item_no}"))
+        else:
+            objects.extend(_expand(doc, label, where))
+    return objects
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _read_source(source: Path | str | bytes, name: str | None) -> tuple[str, str]:
+    if isinstance(source, bytes | bytearray):
+        return _decode(bytes(source), name or "<input>"), name or "<input>"
+    if isinstance(source, str) and ("\n" in source or source.lstrip()[:1] in ("{", "[")):
+        return source, name or "<input>"
+    if not isinstance(source, str | Path):
+        raise InputError(f"cannot load a cluster snapshot from {type(source).__name__}")
+    path = Path(source)
+    label = name or str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{label}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{label}: is a directory, expected a YAML or JSON file") from None
+    except PermissionError:
+        raise InputError(f"{label}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"{label}: cannot read file ({exc.strerror or exc})") from None
+    return _decode(raw, label), label
+
+
+def _decode(raw: bytes, label: str) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{label}: not UTF-8 text (byte {exc.start}); expected YAML or JSON"
+        ) from None
+
+
+def _parse_json(text: str, label: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(
+            f"{label}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+
+
+def _parse_yaml(text: str, label: str) -> list[Any]:
+    try:
+        return list(yaml.load_all(text, Loader=_YAML_LOADER))  # noqa: S506 - a safe loader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = exc.problem or exc.context or "syntax error"
+        raise InputError(f"{label}: invalid YAML{where}: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{label}: invalid YAML: {exc}") from None
+
+
+def _expand(doc: Any, label: str, where: str) -> list[KubeObject]:
+    """One document -> its objects; a ``*List`` yields its items (kind filled in if missing)."""
+    _check_object(doc, label, where)
+    kind = doc["kind"]
+    if not kind.endswith("List") or "items" not in doc:
+        return [doc]
+    items = doc["items"]
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise InputError(f"{label}: {where} is a {kind} whose items is not a list")
+    item_kind = kind[: -len("List")] if kind != "List" else None
+    out: list[KubeObject] = []
+    for number, item in enumerate(items, start=1):
+        item_where = f"{where}, item {number} of the {kind}"
+        if isinstance(item, dict) and item_kind and "kind" not in item:
+            # The raw API returns typed lists (NodeList) whose items carry no kind/apiVersion.
+            item = {"apiVersion": doc["apiVersion"], "kind": item_kind, **item}
+        out.extend(_expand(item, label, item_where))
+    return out
+
+
+def _check_object(obj: Any, label: str, where: str) -> None:
+    if not isinstance(obj, Mapping):
+        raise InputError(
+            f"{label}: {where} is a {_type_name(obj)}, expected a Kubernetes object "
+            "(a mapping with apiVersion and kind)"
+        )
+    missing = [
+        key
+        for key in ("apiVersion", "kind")
+        if not (isinstance(obj.get(key), str) and obj[key].strip())
+    ]
+    if missing:
+        raise InputError(
+            f"{label}: {where} has no {' or '.join(missing)}: not a Kubernetes object{_hint(obj)}"
+        )
+    metadata = obj.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InputError(
+            f"{label}: {where} ({obj['kind']}) has metadata of type {_type_name(metadata)}, "
+            "expected a mapping"
+        )
+
+
+def _hint(obj: Mapping[str, Any]) -> str:
+    keys = sorted(str(k) for k in obj)[:5]
+    return f" (keys: {', '.join(keys)})" if keys else " (empty mapping)"
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, list):
+        return "list"
+    return type(value).__name__
+
+
+def _group_of(api_version: str) -> tuple[str, str]:
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+def _bucket_of(obj: Mapping[str, Any]) -> str:
+    group, version = _group_of(obj["apiVersion"])
+    kind = obj["kind"]
+    if group == "" and kind == "Node":
+        return "nodes"
+    if group == "" and kind == "Pod":
+        return "pods"
+    if group == KSERVE_GROUP:
+        if kind == "InferenceService" and version == "v1beta1":
+            return "inference_services"
+        if kind == "ServingRuntime" and version == "v1alpha1":
+            return "serving_runtimes"
+        if kind == "ClusterServingRuntime" and version == "v1alpha1":
+            return "cluster_serving_runtimes"
+    if (group, kind) in WORKLOAD_KINDS:
+        return "workloads"
+    return "other"
+
+
+def _name_of(obj: Mapping[str, Any]) -> str:
+    name = (obj.get("metadata") or {}).get("name")
+    return name if isinstance(name, str) else ""

@@ -178,7 +178,7 @@ class WebhookConfig(_Model):
                 f"invalid {origin}: expected a mapping of settings, got {type(data).__name__}"
             )
         try:
-            return cls.model_validate(dict(data))
+            return cls.model_validate(dict(data), by_alias=True, by_name=False)
         except ValidationError as exc:
             raise InputError(_describe(exc, origin)) from None
 

@@ -71,6 +71,17 @@ def _get(doc: Any, parts: Sequence[str]) -> Any:
     return cur
 
 
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: Python's ``==`` says ``1 == True == 1.0``, JSON does not."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
 def _diff_value(path: tuple[str, ...], old: Any, new: Any, depth: int, out: list[Op]) -> None:
     if old is _MISSING and new is _MISSING:
         return
@@ -80,7 +91,7 @@ def _diff_value(path: tuple[str, ...], old: Any, new: Any, depth: int, out: list
     if old is _MISSING:
         out.append({"op": "add", "path": pointer(path), "value": new})
         return
-    if old == new and type(old) is type(new):
+    if _same(old, new):
         return
     if depth > 0 and isinstance(old, Mapping) and isinstance(new, Mapping):
         for key in sorted(set(old) | set(new)):
@@ -123,7 +134,7 @@ def diff(
                 new = _get(mutated, path[:i])
                 if new is _MISSING:
                     out.append({"op": "remove", "path": pointer(path[:i])})
-                elif new != _get(original, path[:i]):
+                elif not _same(new, _get(original, path[:i])):
                     out.append({"op": "replace", "path": pointer(path[:i]), "value": new})
                 break
     return out

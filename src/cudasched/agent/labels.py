@@ -1,0 +1,296 @@
+"""Node labels from discovered facts: small labelers, each returning a label map, merged.
+
+This follows GFD's shape (one labeler per fact family) but fixes its known flaw: on a node with
+mixed GPU models GFD labels whichever model its map iteration visits last, so labels flap.
+Here every aggregate is deterministic: the LOWEST compute capability (a workload must run on
+every GPU the scheduler may hand it), the product list sorted and de-duplicated, and
+``gpu.datacenter`` true only when every GPU is a data-center part.
+
+Every value is checked against the Kubernetes label-value grammar before it leaves this module.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from cudasched import labels as L
+from cudasched.agent.facts import DriverFacts, GpuFacts
+from cudasched.errors import InputError
+from cudasched.versions import ComputeCapability, parse_compute_capability
+
+__all__ = [
+    "AGENT_KEYS",
+    "GFD_KEYS",
+    "GpuCatalog",
+    "build_labels",
+    "enrich",
+    "failure_labels",
+    "gfd_family",
+    "is_valid_label_value",
+    "sanitise_product",
+]
+
+# The cudasched.io/ keys the agent owns: it may set and remove these and nothing else.
+AGENT_KEYS = frozenset(
+    {
+        L.CUDA_CODE,
+        L.CUDA_VERSION,
+        L.DRIVER_CODE,
+        L.DRIVER_VERSION,
+        L.DRIVER_BRANCH,
+        L.COMPUTE_CODE,
+        L.GPU_ARCH,
+        L.GPU_PRODUCT,
+        L.GPU_DATACENTER,
+        L.PROBE_STATUS,
+        L.PROBE_REASON,
+    }
+)
+
+# GFD keys written with --gfd-compatible (both key generations). Only then does the agent
+# consider them its own; without the flag it never touches nvidia.com/ labels.
+GFD_KEYS = frozenset(
+    {
+        L.GFD_DRIVER_FULL,
+        L.GFD_DRIVER_MAJOR,
+        L.GFD_DRIVER_MINOR,
+        L.GFD_DRIVER_REVISION,
+        L.GFD_CUDA_FULL,
+        L.GFD_CUDA_MAJOR,
+        L.GFD_CUDA_MINOR,
+        L.GFD_OLD_DRIVER_MAJOR,
+        L.GFD_OLD_DRIVER_MINOR,
+        L.GFD_OLD_DRIVER_REV,
+        L.GFD_OLD_CUDA_MAJOR,
+        L.GFD_OLD_CUDA_MINOR,
+        L.GFD_PRODUCT,
+        L.GFD_COMPUTE_MAJOR,
+        L.GFD_COMPUTE_MINOR,
+        L.GFD_FAMILY,
+        L.GFD_COUNT,
+        "nvidia.com/gpu.memory",
+    }
+)
+
+_LABEL_VALUE_RE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_PRODUCT_DROP_RE = re.compile(r"[^A-Za-z0-9\-_. ]")
+_EDGE_RE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+
+
+class _GpuInfo(Protocol):
+    compute: ComputeCapability | str | None
+    datacenter: bool | None
+
+
+class GpuCatalog(Protocol):
+    """What the agent needs from ``cudasched.knowledge.KnowledgeBase``: ``gpu(name)``."""
+
+    def gpu(self, name: str) -> Any: ...
+
+
+def is_valid_label_value(value: str) -> bool:
+    """Kubernetes label value: empty, or <= 63 chars of ``[-A-Za-z0-9_.]``, alphanumeric ends."""
+    return len(value) <= 63 and bool(_LABEL_VALUE_RE.match(value))
+
+
+def _fit(value: str) -> str:
+    """Trim to a valid label value: at most 63 characters, alphanumeric at both ends."""
+    return _EDGE_RE.sub("", _EDGE_RE.sub("", value)[:63])
+
+
+def sanitise_product(name: str) -> str:
+    """GFD's product sanitising: drop characters outside ``[A-Za-z0-9-_. ]``, join words with
+    ``-`` (``NVIDIA A100-SXM4-80GB`` -> ``NVIDIA-A100-SXM4-80GB``); then trimmed to a valid
+    label value (nvidia-smi's truncated ``NVIDIA A100-SXM...`` loses the dots)."""
+    kept = _PRODUCT_DROP_RE.sub("", name)
+    return _fit("-".join(kept.split()))
+
+
+def gfd_family(cc: ComputeCapability) -> str:
+    """GFD's ``gpu.family`` vocabulary for a compute capability (lowercase, as GFD v0.20)."""
+    major, minor = cc.major, cc.minor
+    if major == 7:
+        return "volta" if minor < 5 else "turing"
+    if major == 8:
+        return "ada-lovelace" if minor == 9 else "ampere"
+    return {
+        1: "tesla",
+        2: "fermi",
+        3: "kepler",
+        5: "maxwell",
+        6: "pascal",
+        9: "hopper",
+        10: "blackwell",
+        12: "blackwell",
+        13: "rubin",
+    }.get(major, "undefined")
+
+
+def _as_cc(value: Any) -> ComputeCapability | None:
+    if value is None:
+        return None
+    try:
+        return parse_compute_capability(value)
+    except InputError:
+        return None
+
+
+def enrich(facts: DriverFacts, kb: GpuCatalog | None) -> DriverFacts:
+    """Fill compute capability and data-center flags the source did not report from the
+    knowledge base (``kb.gpu(name)``); facts the source did report always win."""
+    if kb is None:
+        return facts
+    gpus: list[GpuFacts] = []
+    for gpu in facts.gpus:
+        compute, datacenter = gpu.compute, gpu.datacenter
+        if compute is None or datacenter is None:
+            info = kb.gpu(gpu.name)
+            if info is not None:
+                if compute is None:
+                    compute = _as_cc(getattr(info, "compute", None))
+                if datacenter is None:
+                    known = getattr(info, "datacenter", None)
+                    datacenter = known if isinstance(known, bool) else None
+        gpus.append(
+            GpuFacts(
+                name=gpu.name,
+                compute=compute,
+                memory_mib=gpu.memory_mib,
+                brand=gpu.brand,
+                datacenter=datacenter,
+                mig_enabled=gpu.mig_enabled,
+                uuid=gpu.uuid,
+            )
+        )
+    return DriverFacts(
+        driver=facts.driver, cuda=facts.cuda, gpus=tuple(gpus), source=facts.source, host=facts.host
+    )
+
+
+def _lowest(gpus: Iterable[GpuFacts]) -> GpuFacts | None:
+    """The GPU with the lowest compute capability, or ``None`` when any GPU's is unknown
+    (an unknown one might be the lowest, and a wrong "minimum" would admit pods that crash)."""
+    gpus = list(gpus)
+    if not gpus or any(g.compute is None for g in gpus):
+        return None
+    return min(gpus, key=lambda g: (g.compute, sanitise_product(g.name)))
+
+
+# ---------------------------------------------------------------- labelers (facts -> map)
+
+Labeler = Callable[[DriverFacts], dict[str, str]]
+
+
+def driver_labels(facts: DriverFacts) -> dict[str, str]:
+    d = facts.driver
+    return {
+        L.DRIVER_CODE: str(d.code),
+        L.DRIVER_VERSION: str(d),
+        L.DRIVER_BRANCH: str(d.branch),
+    }
+
+
+def cuda_labels(facts: DriverFacts) -> dict[str, str]:
+    if facts.cuda is None:
+        return {}
+    c = facts.cuda.release
+    return {L.CUDA_CODE: str(c.code), L.CUDA_VERSION: str(c)}
+
+
+def gpu_labels(facts: DriverFacts) -> dict[str, str]:
+    out: dict[str, str] = {}
+    lowest = _lowest(facts.gpus)
+    if lowest is not None and lowest.compute is not None:
+        out[L.COMPUTE_CODE] = str(lowest.compute.code)
+        out[L.GPU_ARCH] = gfd_family(lowest.compute)
+    products = sorted({p for g in facts.gpus if (p := sanitise_product(g.name))})
+    if products:
+        out[L.GPU_PRODUCT] = _fit("_".join(products))
+    flags = [g.datacenter for g in facts.gpus]
+    if flags and all(f is True for f in flags):
+        out[L.GPU_DATACENTER] = "true"
+    elif any(f is False for f in flags):
+        out[L.GPU_DATACENTER] = "false"
+    return out
+
+
+def status_labels(facts: DriverFacts) -> dict[str, str]:
+    return {L.PROBE_STATUS: "ok"}
+
+
+def gfd_labels(facts: DriverFacts) -> dict[str, str]:
+    """GFD's keys in GFD's exact formats, for clusters that run no GFD.
+
+    Driver parts keep NVIDIA's leading zeros and an empty revision for two-part versions; the
+    ``runtime`` keys carry the driver's CUDA version as GFD does. Where GFD labels one random
+    model, we label the model with the lowest compute capability and count every GPU.
+    """
+    out: dict[str, str] = {}
+    parts = str(facts.driver).split(".")
+    major, minor = parts[0], parts[1]
+    rev = parts[2] if len(parts) > 2 else ""
+    out.update(
+        {
+            L.GFD_DRIVER_FULL: str(facts.driver),
+            L.GFD_DRIVER_MAJOR: major,
+            L.GFD_DRIVER_MINOR: minor,
+            L.GFD_DRIVER_REVISION: rev,
+            L.GFD_OLD_DRIVER_MAJOR: major,
+            L.GFD_OLD_DRIVER_MINOR: minor,
+            L.GFD_OLD_DRIVER_REV: rev,
+        }
+    )
+    if facts.cuda is not None:
+        c = facts.cuda
+        out.update(
+            {
+                L.GFD_CUDA_FULL: f"{c.major}.{c.minor}",
+                L.GFD_CUDA_MAJOR: str(c.major),
+                L.GFD_CUDA_MINOR: str(c.minor),
+                L.GFD_OLD_CUDA_MAJOR: str(c.major),
+                L.GFD_OLD_CUDA_MINOR: str(c.minor),
+            }
+        )
+    out[L.GFD_COUNT] = str(len(facts.gpus))
+    lowest = _lowest(facts.gpus)
+    chosen = lowest or min(facts.gpus, key=lambda g: sanitise_product(g.name))
+    if product := sanitise_product(chosen.name):
+        out[L.GFD_PRODUCT] = product
+    if chosen.memory_mib:
+        out["nvidia.com/gpu.memory"] = str(chosen.memory_mib)
+    if lowest is not None and lowest.compute is not None:
+        out[L.GFD_COMPUTE_MAJOR] = str(lowest.compute.major)
+        out[L.GFD_COMPUTE_MINOR] = str(lowest.compute.minor)
+        out[L.GFD_FAMILY] = gfd_family(lowest.compute)
+    return out
+
+
+LABELERS: tuple[Labeler, ...] = (driver_labels, cuda_labels, gpu_labels, status_labels)
+
+
+def _merge(maps: Iterable[Mapping[str, str]]) -> dict[str, str]:
+    merged: dict[str, str] = {}
+    for m in maps:
+        merged.update(m)
+    for key, value in merged.items():
+        if not is_valid_label_value(value):  # a bug in a labeler, never user input
+            raise ValueError(f"label {key}={value!r} is not a valid Kubernetes label value")
+    return dict(sorted(merged.items()))
+
+
+def build_labels(facts: DriverFacts, *, gfd_compatible: bool = False) -> dict[str, str]:
+    """All labels for a successful probe, sorted by key."""
+    labelers: tuple[Labeler, ...] = LABELERS + ((gfd_labels,) if gfd_compatible else ())
+    return _merge(labeler(facts) for labeler in labelers)
+
+
+def failure_labels(reason: str) -> dict[str, str]:
+    """The two labels a failed probe changes; everything else keeps its last good value."""
+    return _merge([{L.PROBE_STATUS: "failed", L.PROBE_REASON: _fit(reason) or "unknown"}])
+
+
+def owned_keys(gfd_compatible: bool) -> frozenset[str]:
+    """Keys this agent may set or delete on the Node."""
+    return AGENT_KEYS | GFD_KEYS if gfd_compatible else AGENT_KEYS

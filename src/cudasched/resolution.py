@@ -1,0 +1,396 @@
+"""Where a workload's CUDA requirement comes from, in a fixed order of trust.
+
+1. The object's own annotations (``cudasched.io/cuda-version``, ``min-compute-capability``,
+   ``policy``, ``ships-cuda-compat``): the user said so.
+2. The serving runtime's ``metadata`` annotations and labels: ``cudasched.io/*``, then Alauda's
+   ``cpaas.io/accelerator-type`` + ``cpaas.io/cuda-version``. These never reach pods (KServe
+   copies only the runtime's ``spec.labels``/``spec.annotations``), so the runtime object must
+   be passed in. A runtime whose accelerator type is not NVIDIA yields no NVIDIA requirement.
+3. The GPU container: its ``NVIDIA_REQUIRE_CUDA`` env, then its image in the image table.
+   The env comes first because a pod-level value replaces the image's own and is exactly what
+   the NVIDIA container toolkit enforces when the container starts.
+4. Nothing: an empty requirement.
+
+The first source that names a CUDA version or a compute capability wins as a whole, so every
+answer has one ``source``. ``policy`` and ``ships-cuda-compat`` are modifiers: the object's
+annotations win over the runtime's, whichever source gave the CUDA version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cudasched import labels as L
+from cudasched.errors import InputError
+from cudasched.images import ImageTable, ReleaseFacts, parse_require_cuda
+from cudasched.kserve import (
+    PREDICTOR_CONTAINER,
+    WORKER_CONTAINER,
+    RuntimeChoice,
+    component_of,
+    predictor_container,
+)
+from cudasched.requirements import Policy, Requirement
+from cudasched.versions import (
+    ComputeCapability,
+    CudaVersion,
+    parse_compute_capability,
+    parse_cuda,
+)
+
+__all__ = [
+    "ALAUDA_ACCELERATOR_TYPE",
+    "ALAUDA_CUDA_VERSION",
+    "REQUIRE_CUDA_ENV",
+    "declared_by_annotation",
+    "gpu_container",
+    "resolve_isvc",
+    "resolve_pod",
+    "uses_gpu",
+    "wants_constraint",
+]
+
+ALAUDA_ACCELERATOR_TYPE = "cpaas.io/accelerator-type"
+ALAUDA_CUDA_VERSION = "cpaas.io/cuda-version"
+REQUIRE_CUDA_ENV = "NVIDIA_REQUIRE_CUDA"
+_ANNOTATION_SOURCE = "annotation"  # every object-annotation source starts with this word
+_GPU_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """What one place says: the requirement fields and the keys they came from."""
+
+    cuda: CudaVersion | None = None
+    min_compute: ComputeCapability | None = None
+    policy: Policy | None = None
+    ships_cuda_compat: bool | None = None
+    keys: tuple[str, ...] = ()
+
+    @property
+    def names_requirement(self) -> bool:
+        return self.cuda is not None or self.min_compute is not None
+
+
+def _mapping(value: object, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"invalid {what}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _text(value: object, key: str, where: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise InputError(f"invalid {key} {value!r} on {where}: expected a string")
+    return str(value).strip()
+
+
+def _parse_bool(value: object, key: str, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = _text(value, key, where).lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise InputError(f"invalid {key} {value!r} on {where}: expected true or false")
+
+
+def _read_cudasched(values: Mapping[str, Any], where: str) -> _Found:
+    """Our four keys from one annotation (or label) map; bad values name the key."""
+    cuda = min_cc = policy = ships = None
+    keys: list[str] = []
+
+    def fail(key: str, exc: InputError) -> InputError:
+        return InputError(f"invalid {key} on {where}: {exc}")
+
+    if (raw := values.get(L.ANN_CUDA_VERSION)) is not None:
+        try:
+            cuda = parse_cuda(_text(raw, L.ANN_CUDA_VERSION, where))
+        except InputError as exc:
+            raise fail(L.ANN_CUDA_VERSION, exc) from None
+        keys.append(L.ANN_CUDA_VERSION)
+    if (raw := values.get(L.ANN_MIN_COMPUTE)) is not None:
+        try:
+            min_cc = parse_compute_capability(_text(raw, L.ANN_MIN_COMPUTE, where))
+        except InputError as exc:
+            raise fail(L.ANN_MIN_COMPUTE, exc) from None
+        keys.append(L.ANN_MIN_COMPUTE)
+    if (raw := values.get(L.ANN_POLICY)) is not None:
+        try:
+            policy = Policy.parse(_text(raw, L.ANN_POLICY, where))
+        except InputError as exc:
+            raise fail(L.ANN_POLICY, exc) from None
+    if (raw := values.get(L.ANN_SHIPS_CUDA_COMPAT)) is not None:
+        ships = _parse_bool(raw, L.ANN_SHIPS_CUDA_COMPAT, where)
+    return _Found(cuda, min_cc, policy, ships, tuple(keys))
+
+
+def _merge_modifiers(first: _Found, second: _Found) -> _Found:
+    """``first``'s policy/compat flag win; requirement fields are not merged."""
+    return replace(
+        first,
+        policy=first.policy if first.policy is not None else second.policy,
+        ships_cuda_compat=(
+            first.ships_cuda_compat
+            if first.ships_cuda_compat is not None
+            else second.ships_cuda_compat
+        ),
+    )
+
+
+def _requirement(found: _Found, modifiers: _Found, source: str) -> Requirement:
+    return Requirement(
+        cuda=found.cuda,
+        min_compute=found.min_compute,
+        policy=modifiers.policy,
+        ships_cuda_compat=bool(modifiers.ships_cuda_compat),
+        source=source,
+    )
+
+
+def _annotation_source(keys: tuple[str, ...]) -> str:
+    return f"{_ANNOTATION_SOURCE} {', '.join(keys)}"
+
+
+def declared_by_annotation(requirement: Requirement) -> bool:
+    """True when the requirement came from the workload's own annotations."""
+    return requirement.source.startswith(_ANNOTATION_SOURCE)
+
+
+# --------------------------------------------------------------------------- runtime step
+
+
+@dataclass(frozen=True, slots=True)
+class _RuntimeAnswer:
+    found: _Found  # cudasched keys (modifiers always; requirement when names_requirement)
+    requirement: Requirement | None  # a decided answer (requirement or "not NVIDIA")
+
+
+def _runtime_identity(runtime: Mapping[str, Any] | RuntimeChoice) -> tuple[str, Mapping]:
+    if isinstance(runtime, RuntimeChoice):
+        return runtime.describe(), runtime.obj
+    if not isinstance(runtime, Mapping):
+        raise InputError(f"invalid runtime {runtime!r}: expected a ServingRuntime object")
+    meta = _mapping(runtime.get("metadata"), "runtime metadata")
+    kind = str(runtime.get("kind") or "ServingRuntime")
+    return f"{kind} {meta.get('name') or '?'}", runtime
+
+
+def _from_runtime(runtime: Mapping[str, Any] | RuntimeChoice | None) -> _RuntimeAnswer:
+    if runtime is None:
+        return _RuntimeAnswer(_Found(), None)
+    who, obj = _runtime_identity(runtime)
+    meta = _mapping(obj.get("metadata"), f"{who} metadata")
+    annotations = _mapping(meta.get("annotations"), f"{who} annotations")
+    labels = _mapping(meta.get("labels"), f"{who} labels")
+    by_annotation = _read_cudasched(annotations, f"{who} (annotation)")
+    by_label = _read_cudasched(labels, f"{who} (label)")
+    modifiers = _merge_modifiers(by_annotation, by_label)
+    for found, kind in ((by_annotation, "annotation"), (by_label, "label")):
+        if found.names_requirement:
+            source = f"{who}, {kind} {', '.join(found.keys)}"
+            return _RuntimeAnswer(modifiers, _requirement(found, modifiers, source))
+    accelerator = labels.get(ALAUDA_ACCELERATOR_TYPE, annotations.get(ALAUDA_ACCELERATOR_TYPE))
+    if accelerator is not None:
+        kind_text = _text(accelerator, ALAUDA_ACCELERATOR_TYPE, who)
+        if kind_text.lower() != "nvidia":
+            source = f"{who}, label {ALAUDA_ACCELERATOR_TYPE}={kind_text}: not an NVIDIA runtime"
+            return _RuntimeAnswer(modifiers, Requirement(source=source))
+    raw = labels.get(ALAUDA_CUDA_VERSION)
+    where = "label"
+    if raw is None:
+        raw, where = annotations.get(ALAUDA_CUDA_VERSION), "annotation"
+    if raw is not None:
+        try:
+            cuda = parse_cuda(_text(raw, ALAUDA_CUDA_VERSION, who))
+        except InputError as exc:
+            raise InputError(f"invalid {ALAUDA_CUDA_VERSION} on {who}: {exc}") from None
+        found = _Found(cuda=cuda, keys=(ALAUDA_CUDA_VERSION,))
+        source = f"{who}, {where} {ALAUDA_CUDA_VERSION}"
+        return _RuntimeAnswer(modifiers, _requirement(found, modifiers, source))
+    return _RuntimeAnswer(modifiers, None)
+
+
+# --------------------------------------------------------------------------- containers
+
+
+def _quantity_positive(value: object, key: str) -> bool:
+    """Extended resources are whole numbers; ``"0"`` does not request a GPU."""
+    if isinstance(value, bool):
+        raise InputError(f"invalid resource quantity {value!r} for {key}: expected a number")
+    text = str(value).strip()
+    try:
+        return float(text) > 0
+    except ValueError:
+        raise InputError(
+            f"invalid resource quantity {value!r} for {key}: expected a whole number such as 1"
+        ) from None
+
+
+def _container_gpus(container: Mapping[str, Any]) -> bool:
+    resources = _mapping(container.get("resources"), "container resources")
+    for part in ("limits", "requests"):
+        for key, value in _mapping(resources.get(part), f"resources.{part}").items():
+            if str(key).startswith(_GPU_PREFIXES) and _quantity_positive(value, str(key)):
+                return True
+    return False
+
+
+def _containers(pod_spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    value = pod_spec.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"invalid pod spec.{key}: expected a list")
+    return [_mapping(c, f"pod spec.{key}[]") for c in value]
+
+
+def uses_gpu(pod_spec: Mapping[str, Any]) -> bool:
+    """Does the pod ask for an NVIDIA GPU?
+
+    Any container or init container with an ``nvidia.com/gpu*`` (including renamed shared
+    resources such as ``nvidia.com/gpu.shared``) or ``nvidia.com/mig-*`` limit or request
+    above zero, or any ``spec.resourceClaims`` entry (dynamic resource allocation: the claim's
+    device class is not visible here, so a claim counts as a GPU).
+    """
+    spec = _mapping(pod_spec, "pod spec")
+    if spec.get("resourceClaims"):
+        return True
+    containers = _containers(spec, "containers") + _containers(spec, "initContainers")
+    return any(_container_gpus(c) for c in containers)
+
+
+def gpu_container(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The container whose CUDA matters: the first with a GPU limit, else KServe's
+    ``kserve-container``, else a multi-node ``worker-container``."""
+    containers = _containers(_mapping(pod_spec, "pod spec"), "containers")
+    for c in containers:
+        if _container_gpus(c):
+            return c
+    for name in (PREDICTOR_CONTAINER, WORKER_CONTAINER):
+        for c in containers:
+            if c.get("name") == name:
+                return c
+    return None
+
+
+def _from_container(
+    container: Mapping[str, Any] | None, images: ImageTable, kb: ReleaseFacts | None
+) -> tuple[CudaVersion | None, str]:
+    if container is None:
+        return None, ""
+    name = str(container.get("name") or "?")
+    env = container.get("env") or []
+    if not isinstance(env, list):
+        raise InputError(f"invalid env of container {name}: expected a list")
+    for var in env:
+        if isinstance(var, Mapping) and var.get("name") == REQUIRE_CUDA_ENV:
+            value = var.get("value")
+            if value is None:
+                continue  # valueFrom: not knowable at admission
+            try:
+                floor = parse_require_cuda(str(value))
+            except InputError as exc:
+                raise InputError(
+                    f"invalid env {REQUIRE_CUDA_ENV} of container {name}: {exc}"
+                ) from None
+            if floor is not None:
+                return floor, f"env {REQUIRE_CUDA_ENV} of container {name}"
+    image = container.get("image")
+    if isinstance(image, str) and image.strip():
+        match = images.cuda_for_image(image, kb=kb)
+        if match is not None:
+            return match.cuda, f"image {image.strip()}"
+    return None, ""
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _resolve(
+    annotations: Mapping[str, Any],
+    where: str,
+    runtime: Mapping[str, Any] | RuntimeChoice | None,
+    container: Mapping[str, Any] | None,
+    images: ImageTable,
+    kb: ReleaseFacts | None,
+) -> Requirement:
+    own = _read_cudasched(annotations, where)
+    answer = _from_runtime(runtime)
+    modifiers = _merge_modifiers(own, answer.found)
+    if own.names_requirement:
+        return _requirement(own, modifiers, _annotation_source(own.keys))
+    if answer.requirement is not None:
+        if answer.requirement.is_empty:  # a non-NVIDIA runtime: decided, no requirement
+            return answer.requirement
+        return replace(
+            answer.requirement,
+            policy=modifiers.policy,
+            ships_cuda_compat=bool(modifiers.ships_cuda_compat),
+        )
+    cuda, source = _from_container(container, images, kb)
+    if cuda is not None:
+        return _requirement(_Found(cuda=cuda), modifiers, source)
+    return _requirement(_Found(), modifiers, "")
+
+
+def resolve_pod(
+    pod: Mapping[str, Any],
+    runtime: Mapping[str, Any] | RuntimeChoice | None,
+    images: ImageTable,
+    kb: ReleaseFacts | None,
+) -> Requirement:
+    """The requirement of a pod (a KServe predictor or any GPU pod), first hit wins."""
+    if not isinstance(pod, Mapping):
+        raise InputError(f"invalid pod: expected a mapping, got {type(pod).__name__}")
+    meta = _mapping(pod.get("metadata"), "pod metadata")
+    annotations = _mapping(meta.get("annotations"), "pod annotations")
+    where = f"pod {meta.get('name') or meta.get('generateName') or '?'}"
+    container = gpu_container(_mapping(pod.get("spec"), "pod spec"))
+    return _resolve(annotations, where, runtime, container, images, kb)
+
+
+def resolve_isvc(
+    isvc: Mapping[str, Any],
+    runtime: Mapping[str, Any] | RuntimeChoice | None,
+    images: ImageTable,
+    kb: ReleaseFacts | None,
+) -> Requirement:
+    """The requirement of an InferenceService's predictor, from the same sources its pods
+    will show: the annotation set is KServe's union for predictor pods (runtime
+    ``spec.annotations`` < InferenceService annotations < ``spec.predictor.annotations``),
+    and the container is the predictor container KServe would build."""
+    if not isinstance(isvc, Mapping):
+        raise InputError(f"invalid InferenceService: expected a mapping, got {type(isvc)}")
+    meta = _mapping(isvc.get("metadata"), "InferenceService metadata")
+    spec = _mapping(isvc.get("spec"), "InferenceService spec")
+    predictor = _mapping(spec.get("predictor"), "spec.predictor")
+    runtime_obj = runtime.obj if isinstance(runtime, RuntimeChoice) else runtime
+    runtime_spec = _mapping((runtime_obj or {}).get("spec"), "runtime spec")
+    annotations = {
+        **_mapping(runtime_spec.get("annotations"), "runtime spec.annotations"),
+        **_mapping(meta.get("annotations"), "InferenceService annotations"),
+        **_mapping(predictor.get("annotations"), "spec.predictor.annotations"),
+    }
+    where = f"InferenceService {meta.get('name') or '?'}"
+    container = predictor_container(isvc, runtime_obj)
+    return _resolve(annotations, where, runtime, container, images, kb)
+
+
+def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
+    """Should the webhook constrain this pod's placement?
+
+    Only when there is something to constrain, and then: a pod that declares its requirement
+    by annotation always; a transformer or explainer pod only then (they do not run the
+    serving runtime); any other pod only when it uses a GPU, so a CPU-only predictor of a
+    GPU-capable runtime is left alone.
+    """
+    if requirement.is_empty:
+        return False
+    if declared_by_annotation(requirement):
+        return True
+    if component_of(pod) in ("transformer", "explainer"):
+        return False
+    return uses_gpu(_mapping(pod.get("spec"), "pod spec"))

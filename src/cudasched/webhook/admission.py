@@ -1,0 +1,598 @@
+"""Admission decisions: an AdmissionReview v1 request in, the AdmissionReview response out.
+
+This module is pure (bytes in, bytes out, no clock, no network) so the HTTPS server, the
+``cudasched mutate`` command and the tests all run exactly the same code.
+
+Two entry points, one per webhook path:
+
+* **Pod CREATE** is authoritative. It is the only place where the final, merged pod spec is
+  visible: KServe replaces runtime ``nodeSelectorTerms`` with InferenceService ones instead of
+  ANDing them, and Knative rejects affinity on its Services unless feature flags are on. The
+  requirement is ANDed into the pod's own required (or preferred) node affinity.
+* **InferenceService CREATE/UPDATE** only records the resolved requirement in an annotation and
+  warns, at ``kubectl apply`` time, when no node can run it (writing affinity there is opt-in).
+
+The API server fails the user's request with HTTP 500 when a webhook returns a patch that does
+not apply, even under ``failurePolicy: Ignore``. Patches therefore come from
+:mod:`cudasched.webhook.patch`, which only adds keys under existing parents, and the mutation is
+idempotent so ``reinvocationPolicy: IfNeeded`` and KServe's dry-run updates see no change the
+second time.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+
+from cudasched import labels as L
+from cudasched.errors import InputError
+from cudasched.kserve import is_kserve_pod, is_predictor_pod, isvc_name_of
+from cudasched.nodeaffinity import NodeSelector
+from cudasched.placement import compile_requirement, merge_preferred, merge_required
+from cudasched.requirements import Policy, Requirement
+from cudasched.resolution import (
+    declared_by_annotation,
+    resolve_isvc,
+    resolve_pod,
+    uses_gpu,
+    wants_constraint,
+)
+from cudasched.webhook.config import Mode, OnNoFit, WebhookConfig
+from cudasched.webhook.patch import Op, Scope, diff
+
+if TYPE_CHECKING:
+    from cudasched.images import ImageTable
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.webhook.state import ClusterState
+
+__all__ = [
+    "API_VERSION",
+    "MAX_WARNING_CHARS",
+    "Admitter",
+    "BadReviewError",
+    "Decision",
+    "Kind",
+    "Outcome",
+]
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "admission.k8s.io/v1"
+REVIEW_KIND = "AdmissionReview"
+
+#: Kubernetes asks webhooks to keep each warning to 120 characters (longer ones may be cut).
+MAX_WARNING_CHARS = 120
+
+Kind = Literal["pod", "isvc"]
+Outcome = Literal["patched", "unchanged", "denied", "error"]
+
+_EXPECTED_KIND = {"pod": ("", "Pod"), "isvc": ("serving.kserve.io", "InferenceService")}
+_PREFERRED_WEIGHT = 100
+
+#: Pre-`model:` predictor fields; KServe's defaulter rewrites them into `model`, but our
+#: InferenceService webhook may run before it. Each carries a container inline.
+_LEGACY_FRAMEWORKS = (
+    "sklearn",
+    "xgboost",
+    "tensorflow",
+    "pytorch",
+    "triton",
+    "onnx",
+    "huggingface",
+    "pmml",
+    "lightgbm",
+    "paddle",
+)
+
+#: Annotations cudasched writes or reads as switches; they do not declare a requirement.
+_NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
+
+
+class BadReviewError(InputError):
+    """The body is not an AdmissionReview v1 request (the server answers HTTP 400)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One admission answer before it is serialised; the server reads ``outcome`` for its
+    metrics and the CLI reads ``requirement`` and ``patch`` for ``--explain``."""
+
+    uid: str
+    allowed: bool = True
+    patch: tuple[Op, ...] = ()
+    warnings: tuple[str, ...] = ()
+    message: str = ""
+    code: int = 0
+    outcome: Outcome = "unchanged"
+    requirement: str = ""
+    reason: str = ""
+    audit: Mapping[str, str] = field(default_factory=dict)
+
+    def response(self) -> dict[str, Any]:
+        """The AdmissionReview v1 response object (``patch`` base64-encoded JSON)."""
+        resp: dict[str, Any] = {"uid": self.uid, "allowed": self.allowed}
+        if self.patch:
+            resp["patchType"] = "JSONPatch"
+            resp["patch"] = base64.b64encode(orjson.dumps(list(self.patch))).decode("ascii")
+        if not self.allowed:
+            resp["status"] = {
+                "metadata": {},
+                "status": "Failure",
+                "message": self.message,
+                "reason": "Forbidden" if self.code == 403 else "InternalError",
+                "code": self.code or 403,
+            }
+        if self.warnings:
+            resp["warnings"] = list(self.warnings)
+        if self.audit:
+            resp["auditAnnotations"] = dict(self.audit)
+        return {"apiVersion": API_VERSION, "kind": REVIEW_KIND, "response": resp}
+
+    def render(self) -> bytes:
+        return orjson.dumps(self.response(), option=orjson.OPT_SORT_KEYS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    uid: str
+    operation: str
+    namespace: str
+    group: str
+    kind: str
+    sub_resource: str
+    obj: Mapping[str, Any] | None
+
+
+def clip(text: str, limit: int = MAX_WARNING_CHARS) -> str:
+    """Shorten ``text`` to ``limit`` characters, marking the cut with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def parse_review(body: bytes | str) -> _Request:
+    """Validate the envelope; anything the API server would never send is a
+    :class:`BadReviewError` naming what is wrong."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadReviewError(f"request body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BadReviewError(f"request body must be a JSON object, got {type(doc).__name__}")
+    if doc.get("apiVersion") != API_VERSION or doc.get("kind") != REVIEW_KIND:
+        raise BadReviewError(
+            f"expected apiVersion {API_VERSION!r} and kind {REVIEW_KIND!r}, "
+            f"got {doc.get('apiVersion')!r} and {doc.get('kind')!r}"
+        )
+    req = doc.get("request")
+    if not isinstance(req, dict):
+        raise BadReviewError("AdmissionReview has no 'request' object")
+    uid = req.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReviewError(f"AdmissionReview request.uid must be a non-empty string, got {uid!r}")
+    op = req.get("operation")
+    if not isinstance(op, str) or not op:
+        raise BadReviewError(f"AdmissionReview request.operation must be a string, got {op!r}")
+    gvk = req.get("kind") if isinstance(req.get("kind"), dict) else {}
+    obj = req.get("object")
+    ns = req.get("namespace")
+    sub = req.get("subResource")
+    return _Request(
+        uid=uid,
+        operation=op,
+        namespace=ns if isinstance(ns, str) else "",
+        group=str(gvk.get("group") or ""),
+        kind=str(gvk.get("kind") or ""),
+        sub_resource=sub if isinstance(sub, str) else "",
+        obj=obj if isinstance(obj, dict) else None,
+    )
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    ann = _meta(obj).get("annotations")
+    return ann if isinstance(ann, Mapping) else {}
+
+
+def _is_true(value: object) -> bool:
+    return isinstance(value, str) and value.strip().lower() in ("true", "yes", "1")
+
+
+def _declares_requirement(obj: Mapping[str, Any]) -> bool:
+    """Whether the object carries one of our annotations that states a need (a skip switch or
+    our own output annotation does not count)."""
+    return any(
+        isinstance(k, str) and k.startswith(L.PREFIX) and k not in _NOT_DECLARING
+        for k in _annotations(obj)
+    )
+
+
+def _with_namespace(obj: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+    """A deep copy whose metadata.namespace is filled in: pods arrive with an empty namespace
+    (the request carries it) and resolution looks runtimes up by namespace."""
+    out = copy.deepcopy(dict(obj))
+    meta = out.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+        out["metadata"] = meta
+    if namespace and not meta.get("namespace"):
+        meta["namespace"] = namespace
+    return out
+
+
+def _set_annotation(obj: dict[str, Any], key: str, value: str | None) -> None:
+    meta = obj.setdefault("metadata", {})
+    ann = dict(meta.get("annotations") or {})
+    if value is None:
+        ann.pop(key, None)
+    else:
+        ann[key] = value
+    if ann or "annotations" in meta:
+        meta["annotations"] = ann
+
+
+def _kserve_merge(runtime: Any, isvc: Any) -> Any:
+    """KServe merges runtime and InferenceService scheduling fields with a strategic merge
+    patch whose affinity lists carry no merge key: objects merge key by key, lists (and
+    scalars) from the InferenceService replace the runtime's."""
+    if isinstance(runtime, Mapping) and isinstance(isvc, Mapping):
+        out = {k: copy.deepcopy(v) for k, v in runtime.items()}
+        for k, v in isvc.items():
+            out[k] = _kserve_merge(runtime.get(k), v) if k in runtime else copy.deepcopy(v)
+        return out
+    return copy.deepcopy(isvc if isvc is not None else runtime)
+
+
+class Admitter:
+    """Decides admission for pods and InferenceServices under one configuration.
+
+    ``kb`` and ``images`` are loaded once by the caller and shared across requests; the cluster
+    snapshot is passed per request because the cache replaces it while the server runs.
+    """
+
+    def __init__(self, config: WebhookConfig, kb: KnowledgeBase, images: ImageTable) -> None:
+        self.config = config
+        self.kb = kb
+        self.images = images
+
+    @classmethod
+    def from_config(cls, config: WebhookConfig, kb: KnowledgeBase | None = None) -> Admitter:
+        """The production Admitter: the bundled knowledge base (unless given) and the built-in
+        image table with the configuration's ``imageOverrides`` in front. Reads package data,
+        so call it once at start-up, never per request."""
+        from cudasched.images import ImageTable
+        from cudasched.knowledge import KnowledgeBase
+
+        kb = kb if kb is not None else KnowledgeBase.load()
+        images = ImageTable.builtin(kb).with_overrides(
+            [{"pattern": o.pattern, "cuda": o.cuda} for o in config.image_overrides]
+        )
+        return cls(config, kb, images)
+
+    # ------------------------------------------------------------------ entry points
+
+    def review(self, kind: Kind, body: bytes | str, state: ClusterState) -> bytes:
+        """The AdmissionReview response for ``body``. Raises :class:`BadReviewError` only for
+        bodies that are not an AdmissionReview v1; never anything else."""
+        return self.decide(kind, body, state).render()
+
+    def decide(self, kind: Kind, body: bytes | str, state: ClusterState) -> Decision:
+        """Like :meth:`review`, returning the unserialised :class:`Decision`."""
+        if kind not in _EXPECTED_KIND:
+            raise InputError(f"invalid admission kind {kind!r}: expected 'pod' or 'isvc'")
+        req = parse_review(body)
+        try:
+            if (req.group, req.kind) != _EXPECTED_KIND[kind] or req.sub_resource:
+                return Decision(req.uid, reason=f"not handled: {req.group}/{req.kind}")
+            if req.obj is None:
+                return Decision(req.uid, reason="request has no object")
+            if kind == "pod":
+                return self._pod(req, req.obj, state)
+            return self._isvc(req, req.obj, state)
+        except Exception as exc:  # the API server must always get an answer
+            log.exception("admission of %s uid=%s failed", kind, req.uid)
+            text = clip(
+                f"cudasched: internal error ({type(exc).__name__}); "
+                + (
+                    "request denied (failClosed)"
+                    if self.config.fail_closed
+                    else "admitted unchanged"
+                )
+            )
+            if self.config.fail_closed:
+                return Decision(
+                    req.uid,
+                    allowed=False,
+                    code=500,
+                    message=text,
+                    warnings=(text,),
+                    outcome="error",
+                    reason="internal error",
+                )
+            return Decision(req.uid, warnings=(text,), outcome="error", reason="internal error")
+
+    # ------------------------------------------------------------------ shared steps
+
+    def _skipped(self, req: _Request, obj: Mapping[str, Any]) -> str | None:
+        """Why the object is left alone before anything is resolved, or ``None``."""
+        if _is_true(_annotations(obj).get(L.ANN_SKIP)):
+            return f"annotation {L.ANN_SKIP}"
+        ns = req.namespace or str(_meta(obj).get("namespace") or "")
+        if not self.config.namespaces.admits(ns):
+            return f"namespace {ns!r} excluded"
+        if _meta(obj).get("deletionTimestamp"):
+            return "being deleted"
+        return None
+
+    def _policy(self, requirement: Requirement) -> Policy:
+        return requirement.policy if requirement.policy is not None else self.config.policy
+
+    @staticmethod
+    def _record(requirement: Requirement, policy: Policy) -> str:
+        """The ``cudasched.io/requirement`` value: what is needed, why, under which policy."""
+        text = requirement.describe()
+        if policy is not Policy.STRICT:
+            text += f" [{policy.value}]"
+        if requirement.source:
+            text += f" ({requirement.source})"
+        return text
+
+    def _compile(
+        self, requirement: Requirement, policy: Policy, state: ClusterState
+    ) -> tuple[list[dict[str, Any]] | None, str | None]:
+        """The node-selector terms for ``requirement`` in the cluster's label scheme, and the
+        "no node can run it" message when it applies.
+
+        Terms are ``None`` when no selector can exist (a toolkit or compute capability no GPU
+        could ever satisfy): the pod is then annotated but its affinity is left alone, and the
+        message always applies. Otherwise the message needs a synced snapshot, because an
+        empty or half-listed cache must never produce warnings or denials.
+        """
+        what = (
+            f"CUDA {requirement.cuda.release}"
+            if requirement.cuda is not None
+            and requirement.min_compute is None
+            and requirement.framework is None
+            else requirement.describe()
+        )
+        scheme = state.scheme(self.config.label_scheme)
+        try:
+            terms = compile_requirement(requirement, policy, scheme, self.kb, state.gfd_keys)
+        except InputError as exc:
+            return None, f"cudasched: no node can ever run {what}: {exc}"
+        if not state.synced or not terms:
+            return terms, None
+        selector = NodeSelector.compile({"nodeSelectorTerms": terms})
+        if any(selector.match(node) for node in state.nodes):
+            return terms, None
+        return terms, f"cudasched: no node can run {what}; {state.drivers.describe()}"
+
+    def _merge(self, spec: Mapping[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.config.mode is Mode.PREFERRED:
+            return merge_preferred(dict(spec), terms, _PREFERRED_WEIGHT)
+        return merge_required(dict(spec), terms)
+
+    def _finish(
+        self,
+        req: _Request,
+        original: Mapping[str, Any],
+        mutated: Mapping[str, Any],
+        scopes: Sequence[Scope],
+        *,
+        record: str,
+        no_fit: str | None,
+        may_deny: bool,
+    ) -> Decision:
+        """Apply ``onNoFit`` and turn the mutation into a patch (none when nothing changed)."""
+        warnings: tuple[str, ...] = ()
+        audit = {"requirement": record} if record else {}
+        if no_fit is not None:
+            if self.config.on_no_fit is OnNoFit.DENY and may_deny:
+                return Decision(
+                    req.uid,
+                    allowed=False,
+                    code=403,
+                    message=no_fit,
+                    outcome="denied",
+                    requirement=record,
+                    reason="no node fits",
+                    audit=audit,
+                )
+            if self.config.on_no_fit is not OnNoFit.ALLOW:
+                warnings = (clip(no_fit),)
+        ops = diff(original, mutated, scopes)
+        return Decision(
+            req.uid,
+            patch=tuple(ops),
+            warnings=warnings,
+            outcome="patched" if ops else "unchanged",
+            requirement=record,
+            reason="constrained" if ops else "already constrained",
+            audit=audit,
+        )
+
+    # ------------------------------------------------------------------ pods
+
+    def _pod(self, req: _Request, pod: Mapping[str, Any], state: ClusterState) -> Decision:
+        if req.operation != "CREATE":
+            return Decision(req.uid, reason=f"operation {req.operation}")
+        why = self._skipped(req, pod)
+        if why is not None:
+            return Decision(req.uid, reason=f"skipped: {why}")
+        spec = pod.get("spec")
+        if not isinstance(spec, Mapping):
+            return Decision(req.uid, reason="pod has no spec")
+        try:
+            return self._pod_checked(req, pod, spec, state)
+        except InputError as exc:
+            # The pod says something we cannot read (a bad annotation value, a malformed
+            # quantity): never block it for that, but tell the user at once.
+            return Decision(
+                req.uid,
+                warnings=(clip(f"cudasched: pod not constrained: {exc}"),),
+                reason=f"unreadable: {exc}",
+            )
+
+    def _pod_checked(
+        self,
+        req: _Request,
+        pod: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        state: ClusterState,
+    ) -> Decision:
+        declared = _declares_requirement(pod)
+        if not declared and not uses_gpu(spec):
+            # Only pods that use a GPU, or say what they need, are ever constrained.
+            return Decision(req.uid, reason="no GPU and no declared requirement")
+        kserve_pod = is_kserve_pod(pod)
+        if not (kserve_pod or declared or self.config.constrain_gpu_pods_by_image):
+            return Decision(req.uid, reason="GPU pod outside KServe (constrainGpuPodsByImage off)")
+
+        full = _with_namespace(pod, req.namespace)
+        ns = str(full["metadata"].get("namespace") or "")
+        choice = None
+        if is_predictor_pod(pod):
+            isvc_name = isvc_name_of(pod)
+            choice = state.runtime_of(ns, isvc_name) if isvc_name else None
+        requirement = resolve_pod(full, choice, self.images, self.kb)
+        if not wants_constraint(full, requirement):
+            return Decision(req.uid, reason="no requirement to enforce")
+
+        policy = self._policy(requirement)
+        record = self._record(requirement, policy)
+        terms, no_fit = self._compile(requirement, policy, state)
+
+        mutated = copy.deepcopy(dict(pod))
+        if terms is not None:
+            try:
+                # Called even when `terms` is empty: the merge also strips stale expressions on
+                # the keys cudasched owns (hand-written CUDA affinity is replaced, never kept).
+                mutated["spec"] = self._merge(spec, terms)
+            except InputError as exc:
+                # The pod's own affinity cannot be combined with ours (malformed, or the cross
+                # product would explode): admit it as it is and say why.
+                return self._unconstrained(req, record, str(exc))
+        _set_annotation(mutated, L.ANN_REQUIREMENT, record)
+        scopes = (Scope(("metadata", "annotations")), Scope(("spec", "affinity")))
+        return self._finish(
+            req,
+            pod,
+            mutated,
+            scopes,
+            record=record,
+            no_fit=no_fit,
+            may_deny=True,
+        )
+
+    def _unconstrained(self, req: _Request, record: str, why: str) -> Decision:
+        text = clip(f"cudasched: not constrained to {record}: {why}")
+        return Decision(req.uid, warnings=(text,), requirement=record, reason=why)
+
+    # ------------------------------------------------------------------ InferenceServices
+
+    def _isvc(self, req: _Request, isvc: Mapping[str, Any], state: ClusterState) -> Decision:
+        if req.operation not in ("CREATE", "UPDATE"):
+            return Decision(req.uid, reason=f"operation {req.operation}")
+        why = self._skipped(req, isvc)
+        if why is not None:
+            return Decision(req.uid, reason=f"skipped: {why}")
+        try:
+            return self._isvc_checked(req, isvc, state)
+        except InputError as exc:
+            return Decision(
+                req.uid,
+                warnings=(clip(f"cudasched: requirement not resolved: {exc}"),),
+                reason=f"unreadable: {exc}",
+            )
+
+    def _isvc_checked(
+        self, req: _Request, isvc: Mapping[str, Any], state: ClusterState
+    ) -> Decision:
+        full = _with_namespace(isvc, req.namespace)
+        choice = state.select_runtime_for(full)
+        requirement = resolve_isvc(full, choice, self.images, self.kb)
+        runtime = choice.obj if choice is not None else None
+
+        mutated = copy.deepcopy(dict(isvc))
+        ann_scope = Scope(("metadata", "annotations"))
+        if requirement.is_empty or not (
+            declared_by_annotation(requirement) or self._isvc_uses_gpu(isvc, runtime)
+        ):
+            # Nothing to record: drop a stale record left by an earlier version of the object.
+            _set_annotation(mutated, L.ANN_REQUIREMENT, None)
+            ops = diff(isvc, mutated, (ann_scope,))
+            return Decision(
+                req.uid,
+                patch=tuple(ops),
+                outcome="patched" if ops else "unchanged",
+                reason="no requirement to enforce",
+            )
+
+        policy = self._policy(requirement)
+        record = self._record(requirement, policy)
+        terms, no_fit = self._compile(requirement, policy, state)
+        _set_annotation(mutated, L.ANN_REQUIREMENT, record)
+        scopes = [ann_scope]
+        spec = mutated.get("spec")
+        predictor = spec.get("predictor") if isinstance(spec, dict) else None
+        if self.config.isvc_affinity and terms is not None and isinstance(predictor, dict):
+            # KServe replaces the runtime's node-selector terms with the InferenceService's
+            # (strategic merge, no merge key), so the runtime's affinity is folded in first.
+            runtime_spec = (runtime or {}).get("spec")
+            runtime_aff = (
+                runtime_spec.get("affinity") if isinstance(runtime_spec, Mapping) else None
+            )
+            base = _kserve_merge(runtime_aff, predictor.get("affinity"))
+            try:
+                merged = self._merge({"affinity": base} if base else {}, terms)
+            except InputError as exc:
+                return self._unconstrained(req, record, str(exc))
+            if merged.get("affinity"):
+                predictor["affinity"] = merged["affinity"]
+                scopes.append(Scope(("spec", "predictor", "affinity")))
+        # Denying an UPDATE could wedge a service whose nodes went away (finalizer removal is
+        # an UPDATE too), so only a CREATE is ever refused.
+        return self._finish(
+            req,
+            isvc,
+            mutated,
+            scopes,
+            record=record,
+            no_fit=no_fit,
+            may_deny=req.operation == "CREATE",
+        )
+
+    @staticmethod
+    def _isvc_uses_gpu(isvc: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> bool:
+        """Whether the predictor's pods will request a GPU. KServe merges the runtime's
+        container into the model container (resource maps merge key by key), so a GPU limit on
+        either side reaches the pod; the union is checked."""
+        spec = isvc.get("spec")
+        predictor = spec.get("predictor") if isinstance(spec, Mapping) else None
+        if not isinstance(predictor, Mapping):
+            return False
+        containers: list[Any] = []
+        model = predictor.get("model")
+        if isinstance(model, Mapping):
+            containers.append(model)
+        for key in _LEGACY_FRAMEWORKS:
+            legacy = predictor.get(key)
+            if isinstance(legacy, Mapping):
+                containers.append(legacy)
+        containers.extend(c for c in predictor.get("containers") or () if isinstance(c, Mapping))
+        rt_spec = (runtime or {}).get("spec")
+        if isinstance(rt_spec, Mapping):
+            containers.extend(c for c in rt_spec.get("containers") or () if isinstance(c, Mapping))
+        worker = predictor.get("workerSpec")
+        if isinstance(worker, Mapping):
+            containers.extend(c for c in worker.get("containers") or () if isinstance(c, Mapping))
+        pseudo = {"containers": containers, "resourceClaims": predictor.get("resourceClaims") or []}
+        return bool(uses_gpu(pseudo))

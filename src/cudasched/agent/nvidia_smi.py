@@ -75,7 +75,7 @@ def check_error_output(text: str) -> None:
     for pattern, reason in _ERRORS:
         if pattern.search(text):
             first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-            raise DiscoveryError(reason, f"nvidia-smi reports a failure ({reason}): {first}")
+            raise DiscoveryError(reason, f"nvidia-smi failed: {first}")
 
 
 def _driver(value: str, where: str) -> DriverVersion:

@@ -11,6 +11,7 @@ from cudasched.errors import InputError
 # Importing a command module registers its commands on `app`.
 from cudasched.cli import core as _core  # noqa: F401, E402  isort: skip
 from cudasched.cli import mutate as _mutate  # noqa: F401, E402  isort: skip
+from cudasched.cli import agent as _agent  # noqa: F401, E402  isort: skip
 
 __all__ = ["app", "main"]
 

@@ -1,0 +1,193 @@
+"""``cudasched agent`` (the node agent) and ``cudasched probe`` (one probe, printed).
+
+``probe`` is the same discovery and label code the agent runs, so ``cudasched probe -o labels``
+on a node (or on a saved ``nvidia-smi`` output) shows exactly what the agent would publish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.errors import InputError
+
+__all__ = ["agent", "probe"]
+
+_OUTPUTS = ("json", "labels")
+_AGENT_OUTPUTS = ("node", "nfd")
+
+
+def _knowledge() -> Any:
+    """The knowledge base, or ``None`` when it cannot load (probing must still work)."""
+    try:
+        from cudasched.knowledge import KnowledgeBase
+
+        return KnowledgeBase.load()
+    except Exception as exc:  # a broken KB must not stop a node from being labelled
+        logging.getLogger("cudasched.agent").warning("knowledge base unavailable: %s", exc)
+        return None
+
+
+def _read_input(path: Path) -> str:
+    try:
+        if str(path) == "-":
+            return sys.stdin.read()
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        fail(f"cannot read {path}: {exc.strerror or exc}")
+
+
+def probe_document(facts: Any, labels: dict[str, str]) -> dict[str, Any]:
+    """The JSON contract of ``cudasched probe -o json``."""
+    doc = facts.to_json()
+    doc["labels"] = labels
+    doc["source"] = facts.source
+    doc["host"] = facts.host.to_json() if facts.host is not None else None
+    return doc
+
+
+@app.command("probe")
+def probe(
+    from_nvidia_smi: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-nvidia-smi",
+            help="Read a saved nvidia-smi output (plain table, -q or -q -x; '-' for stdin) "
+            "instead of probing this machine.",
+        ),
+    ] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="json or labels")] = "json",
+    gfd_compatible: Annotated[
+        bool, typer.Option("--gfd-compatible", help="Also show GFD-compatible labels.")
+    ] = False,
+) -> None:
+    """Print the driver, CUDA and GPU facts of this machine (or a saved nvidia-smi output) and
+    the labels the agent would publish. Exit 2 when there is nothing to read."""
+    from cudasched.agent.discovery import default_discovery
+    from cudasched.agent.facts import DiscoveryError
+    from cudasched.agent.labels import build_labels, enrich
+    from cudasched.agent.nvidia_smi import parse_nvidia_smi
+    from cudasched.agent.nvml import NvmlSession
+
+    if output not in _OUTPUTS:
+        fail(f"invalid output {output!r}: expected one of {', '.join(_OUTPUTS)}")
+    kb = _knowledge()
+    try:
+        if from_nvidia_smi is not None:
+            facts = enrich(parse_nvidia_smi(_read_input(from_nvidia_smi)), kb)
+        else:
+            with NvmlSession() as session:
+                facts = default_discovery(kb=kb, session=session).probe()
+    except DiscoveryError as exc:
+        where = f"{from_nvidia_smi}: " if from_nvidia_smi is not None else ""
+        fail(f"{where}{exc} [{exc.reason}]")
+    labels = build_labels(facts, gfd_compatible=gfd_compatible)
+    if output == "labels":
+        sys.stdout.write("".join(f"{k}={v}\n" for k, v in labels.items()))
+    else:
+        doc = probe_document(facts, labels)
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    raise typer.Exit(EXIT_OK)
+
+
+@app.command("agent")
+def agent(
+    node_name: Annotated[
+        str | None,
+        typer.Option("--node-name", envvar="NODE_NAME", help="This node's name (downward API)."),
+    ] = None,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between probes.")] = 60.0,
+    jitter: Annotated[
+        float,
+        typer.Option("--jitter", help="Add up to this fraction of the interval at random."),
+    ] = 0.1,
+    oneshot: Annotated[
+        bool, typer.Option("--oneshot", help="Probe and publish once, then exit.")
+    ] = False,
+    output: Annotated[
+        str, typer.Option("--output", help="node (patch the Node) or nfd (features.d file)")
+    ] = "node",
+    nfd_path: Annotated[
+        Path | None, typer.Option("--nfd-path", help="features.d file for --output nfd.")
+    ] = None,
+    gfd_compatible: Annotated[
+        bool,
+        typer.Option("--gfd-compatible", help="Also publish GFD's keys (clusters without GFD)."),
+    ] = False,
+    kubeconfig: Annotated[
+        str | None, typer.Option("--kubeconfig", help="Kubeconfig (default: in-cluster).")
+    ] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning")] = "info",
+) -> None:
+    """Discover driver/CUDA/GPU facts on this node and publish them as labels, every
+    --interval seconds until SIGTERM (or once with --oneshot)."""
+    from cudasched.agent.discovery import default_discovery
+    from cudasched.agent.loop import Agent, run_forever
+    from cudasched.agent.nvml import NvmlSession
+    from cudasched.agent.publish import (
+        DEFAULT_NFD_PATH,
+        LogEvents,
+        NfdFilePublisher,
+        NodePublisher,
+        make_client,
+    )
+
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if output not in _AGENT_OUTPUTS:
+        fail(f"invalid --output {output!r}: expected one of {', '.join(_AGENT_OUTPUTS)}")
+    if interval <= 0:
+        fail(f"invalid --interval {interval}: expected a positive number of seconds")
+    if jitter < 0:
+        fail(f"invalid --jitter {jitter}: expected a fraction >= 0")
+    if output == "node" and not node_name:
+        fail("--node-name (or NODE_NAME) is required with --output node")
+
+    client: Any = None
+    if output == "node" or node_name:
+        try:
+            client = make_client(kubeconfig)
+        except InputError as exc:
+            if output == "node":
+                fail(str(exc))
+            # NFD mode without API access: events go to the log instead.
+    node_api = NodePublisher(client, node_name) if client is not None and node_name else None
+    publisher: Any = (
+        node_api if output == "node" else NfdFilePublisher(nfd_path or DEFAULT_NFD_PATH)
+    )
+    events: Any = node_api if node_api is not None else LogEvents()
+
+    async def main() -> int:
+        with NvmlSession() as session:
+            the_agent = Agent(
+                default_discovery(kb=_knowledge(), session=session),
+                publisher,
+                events,
+                gfd_compatible=gfd_compatible,
+            )
+            try:
+                if oneshot:
+                    result = await the_agent.step()
+                    return EXIT_OK if result.ok else EXIT_INCOMPATIBLE
+                await run_forever(the_agent, interval=interval, jitter=jitter)
+                return EXIT_OK
+            finally:
+                if client is not None:
+                    await client.close()
+
+    try:
+        code = asyncio.run(main())
+    except InputError as exc:
+        fail(str(exc))
+    except Exception as exc:  # oneshot API failures: one line, not a traceback
+        fail(f"publishing failed: {exc}", code=EXIT_INCOMPATIBLE)
+    raise typer.Exit(code)

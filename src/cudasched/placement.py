@@ -1,0 +1,431 @@
+"""The placement compiler: a workload requirement as node-selector terms in a label scheme.
+
+The compiled terms select exactly the nodes :func:`cudasched.engine.check` does not call
+``incompatible``, for nodes whose labels were written by the scheme's publisher (our agent, or
+GFD with both label generations in step). The compiler does not re-implement the rules: it asks
+the engine's own helpers (:func:`~cudasched.engine.arch_window_reason`,
+:func:`~cudasched.engine.framework_coverage`) about every compute capability the knowledge base
+can answer for, and turns the answer into label expressions. The structure of the result is::
+
+    OR over GPU groups g (same driver-branch cap, same framework coverage):
+        compute capability in g  AND  driver branch <= cap(g)
+        AND ( native  OR  forward-compat  OR  minor-version-compat )
+
+with the disjunction expanded into terms (Kubernetes ORs terms and ANDs expressions in a term).
+
+How each piece is written (Kubernetes ``Gt``/``Lt`` take one base-10 integer and every value
+must be a valid label value, so never a negative number: ``reference/kserve-k8s.md``):
+
+* ``cudasched`` scheme: every bound is one ``Gt``/``Lt`` on an integer code: CUDA >= 12.4 is
+  ``cudasched.io/cuda.code Gt 12039``; a compute-capability range is ``gpu.compute.code Gt lo-1``
+  (``Lt hi+1``); the minor-compat floor is ``driver.code Gt floor-1``; a driver-branch cap is
+  ``driver.code Lt (cap+1)*1000000``; forward compatibility is
+  ``gpu.datacenter In [true]`` AND ``driver.branch In [535, ...]``.
+* ``gfd`` scheme: CUDA >= M.m is ``(major Gt M) OR (major In [M] AND minor Gt m-1)``, a single
+  ``major Gt M-1`` for M.0 (never ``Gt -1``); compute capabilities are ``major In [..]`` AND
+  ``minor In [..]`` over ``nvidia.com/gpu.compute.major|minor`` (GFD prints plain integers);
+  the driver floor is the lexicographic comparison over
+  ``cuda.driver-version.major|minor|revision`` (deprecated: ``cuda.driver.major|minor|rev``),
+  written with ``Gt``/``Lt`` only because GFD keeps leading zeros (``07``) that ``In`` would
+  miss; a branch cap is ``driver major Lt cap+1``.
+
+**Forward compatibility over GFD is not compiled.** It needs "this is a data-center GPU", which
+GFD only carries as a product name (``nvidia.com/gpu.product``), and product names are neither
+complete in any table nor stable (``-SHARED``, ``-MIG-1g.5gb`` suffixes, ``NVIDIA`` prefix that
+depends on the driver). Over GFD a ``forward-compat`` requirement therefore compiles to its
+native and minor-compat alternatives: the selector is stricter than the engine there (it never
+admits a node the engine rejects), and the ``cudasched`` scheme, whose agent publishes
+``cudasched.io/gpu.datacenter``, is the way to get forward-compat placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cudasched import labels as L
+from cudasched.engine import (
+    Coverage,
+    arch_window_reason,
+    effective_cuda,
+    framework_coverage,
+    resolve_policy,
+)
+from cudasched.errors import InputError
+from cudasched.labels import LabelScheme
+from cudasched.merge import merge_preferred, merge_required, node_affinity
+from cudasched.nodes import has_gpu_labels
+from cudasched.requirements import Policy, Requirement
+from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion
+
+if TYPE_CHECKING:
+    from cudasched.knowledge import KnowledgeBase
+
+__all__ = [
+    "GfdKeys",
+    "choose_gfd_keys",
+    "choose_scheme",
+    "compile_requirement",
+    "forward_compat_compiled",
+    "merge_preferred",
+    "merge_required",
+    "node_affinity",
+]
+
+Term = dict[str, Any]
+Expr = dict[str, Any]
+
+_MAX_MAJOR = 99  # compute-capability majors the knowledge base is asked about (code <= 999)
+
+
+class GfdKeys(StrEnum):
+    """Which GFD label generation to target. Real clusters mix GFD versions: older GFD sets
+    only the deprecated keys, newer sets both, so the deprecated ones are the common ground."""
+
+    NEW = "new"
+    DEPRECATED = "deprecated"
+
+    @classmethod
+    def parse(cls, value: str | GfdKeys) -> GfdKeys:
+        if isinstance(value, GfdKeys):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            allowed = ", ".join(k.value for k in cls)
+            raise InputError(f"invalid GFD key generation {value!r}: expected {allowed}") from None
+
+
+class _HasLabels(Protocol):
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _GfdKeySet:
+    cuda_major: str
+    cuda_minor: str
+    driver_major: str
+    driver_minor: str
+    driver_rev: str
+
+
+_GFD_KEYS = {
+    GfdKeys.NEW: _GfdKeySet(
+        L.GFD_CUDA_MAJOR,
+        L.GFD_CUDA_MINOR,
+        L.GFD_DRIVER_MAJOR,
+        L.GFD_DRIVER_MINOR,
+        L.GFD_DRIVER_REVISION,
+    ),
+    GfdKeys.DEPRECATED: _GfdKeySet(
+        L.GFD_OLD_CUDA_MAJOR,
+        L.GFD_OLD_CUDA_MINOR,
+        L.GFD_OLD_DRIVER_MAJOR,
+        L.GFD_OLD_DRIVER_MINOR,
+        L.GFD_OLD_DRIVER_REV,
+    ),
+}
+
+_OUR_CODES = (L.CUDA_CODE, L.DRIVER_CODE, L.COMPUTE_CODE)
+_GFD_NEW = (L.GFD_CUDA_MAJOR, L.GFD_CUDA_MINOR, L.GFD_DRIVER_MAJOR)
+
+
+def _labels_of(node: _HasLabels | Mapping[str, Any]) -> Mapping[str, str]:
+    if isinstance(node, Mapping):
+        # A Kubernetes Node object as the API returns it.
+        meta = node.get("metadata") or {}
+        return meta.get("labels") or {}
+    return node.labels
+
+
+def choose_scheme(nodes: Iterable[_HasLabels | Mapping[str, Any]]) -> LabelScheme:
+    """Resolve ``auto``: ``cudasched`` when every GPU node carries our codes, else ``gfd``.
+
+    A node counts as a GPU node when it carries any GPU fact label (see
+    :func:`cudasched.nodes.has_gpu_labels`). With no GPU node at all the answer is ``cudasched``
+    (every GPU node, vacuously, has our codes), which selects nothing either way.
+    """
+    gpu_labels = [lab for lab in map(_labels_of, nodes) if has_gpu_labels(lab)]
+    if all(all(k in lab for k in _OUR_CODES) for lab in gpu_labels):
+        return LabelScheme.CUDASCHED
+    return LabelScheme.GFD
+
+
+def choose_gfd_keys(nodes: Iterable[_HasLabels | Mapping[str, Any]]) -> GfdKeys:
+    """The GFD key generation every GPU node carries: ``new`` only when all have the new keys."""
+    gpu_labels = [lab for lab in map(_labels_of, nodes) if has_gpu_labels(lab)]
+    if all(all(k in lab for k in _GFD_NEW) for lab in gpu_labels):
+        return GfdKeys.NEW
+    return GfdKeys.DEPRECATED
+
+
+def forward_compat_compiled(scheme: LabelScheme | str) -> bool:
+    """Whether forward-compat alternatives can be expressed in ``scheme`` (see module doc)."""
+    return LabelScheme.parse(str(scheme)) is LabelScheme.CUDASCHED
+
+
+# --------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True, slots=True)
+class _Alt:
+    """One way the driver can run the toolkit."""
+
+    kind: str  # "native" | "fc" | "mvc"
+    cuda: CudaVersion | None = None
+    floor: DriverVersion | None = None
+    branches: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    codes: tuple[int, ...]  # compute-capability codes, sorted
+    cap: int | None  # last driver branch for these GPUs
+    alts: tuple[_Alt, ...]
+
+
+def _runs(values: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted integers as inclusive runs: [1,2,3,7] -> [(1,3),(7,7)]."""
+    out: list[tuple[int, int]] = []
+    for v in sorted(set(values)):
+        if out and v == out[-1][1] + 1:
+            out[-1] = (out[-1][0], v)
+        else:
+            out.append((v, v))
+    return out
+
+
+def _plan(
+    req: Requirement, pol: Policy, scheme: LabelScheme, kb: KnowledgeBase
+) -> list[_Group] | None:
+    """The scheme-independent shape of the answer; ``None`` when nothing needs constraining."""
+    if req.is_empty:
+        return None
+    cuda = effective_cuda(req)
+    if req.framework is not None and cuda is None:
+        raise InputError(
+            f"{req.framework.name} {req.framework.version} does not say which CUDA it was built "
+            "with: give the CUDA version explicitly"
+        )
+    if cuda is None:
+        # Only a compute-capability floor: no toolkit, hence no architecture window or driver.
+        assert req.min_compute is not None
+        return [_Group((req.min_compute.code,), None, ())]
+    if kb.toolkit(cuda) is None:
+        raise InputError(
+            f"unknown CUDA toolkit {cuda}: not a release in the knowledge base (NVIDIA Table 3), "
+            "so no node can be judged able to run it"
+        )
+
+    members: dict[tuple[int | None, bool], list[int]] = {}
+    for major in range(1, _MAX_MAJOR + 1):
+        # The knowledge base answers a missing minor from the nearest lower one of the same
+        # major, so when X.9 has no answer, no X.y has one.
+        if kb.arch(ComputeCapability(major, 9)) is None:
+            continue
+        for minor in range(10):
+            cc = ComputeCapability(major, minor)
+            arch = kb.arch(cc)
+            if arch is None or arch_window_reason(arch, cc, cuda) is not None:
+                continue
+            if req.min_compute is not None and cc < req.min_compute:
+                continue
+            coverage = framework_coverage(req.framework, cc)
+            if coverage is Coverage.NONE:
+                continue
+            key = (arch.last_driver_branch, coverage is Coverage.PTX)
+            members.setdefault(key, []).append(cc.code)
+    if not members:
+        raise InputError(
+            f"no GPU can run {req.describe()}: no compute capability the knowledge base knows is "
+            f"both supported by CUDA {cuda} and accepted by the requirement"
+        )
+
+    floor = kb.minor_compat_floor(cuda.major)
+    fc_branches = tuple(sorted(kb.forward_compat_branches(cuda)))
+    groups: list[_Group] = []
+    for (cap, ptx_only), codes in sorted(members.items(), key=lambda kv: min(kv[1])):
+        alts = [_Alt("native", cuda=cuda)]
+        if (
+            pol is Policy.FORWARD_COMPAT
+            and req.ships_cuda_compat
+            and scheme is LabelScheme.CUDASCHED
+        ):
+            usable = tuple(b for b in fc_branches if cap is None or b <= cap)
+            if usable:
+                alts.append(_Alt("fc", branches=usable))
+        # Minor-version compatibility has no PTX JIT: never for PTX-only GPUs.
+        if (
+            pol in (Policy.MINOR_COMPAT, Policy.FORWARD_COMPAT)
+            and floor is not None
+            and not ptx_only
+        ):
+            alts.append(_Alt("mvc", floor=floor))
+        groups.append(_Group(tuple(sorted(codes)), cap, tuple(alts)))
+    return groups
+
+
+# --------------------------------------------------------------------------- expressions
+
+
+def _gt(key: str, bound: int) -> Expr:
+    """``key > bound``; callers never pass a negative bound (not a valid label value)."""
+    assert bound >= 0, (key, bound)
+    return {"key": key, "operator": "Gt", "values": [str(bound)]}
+
+
+def _lt(key: str, bound: int) -> Expr:
+    assert bound >= 1, (key, bound)
+    return {"key": key, "operator": "Lt", "values": [str(bound)]}
+
+
+def _in(key: str, values: Iterable[int | str]) -> Expr:
+    return {"key": key, "operator": "In", "values": [str(v) for v in values]}
+
+
+def _between(key: str, lo: int, hi: int | None) -> list[Expr]:
+    """``lo <= key <= hi`` over integer labels (``hi`` None: unbounded)."""
+    out = [_gt(key, lo - 1)] if lo >= 1 else []
+    if hi is not None:
+        out.append(_lt(key, hi + 1))
+    return out
+
+
+def _eq_int(key: str, value: int) -> list[Expr]:
+    """``key == value`` numerically, so ``07`` equals 7 (GFD keeps leading zeros)."""
+    return _between(key, value, value)
+
+
+# --------------------------------------------------------------------------- cudasched scheme
+
+
+def _ours_compute(group: _Group, open_ended: bool) -> list[list[Expr]]:
+    if open_ended:
+        return [[_gt(L.COMPUTE_CODE, group.codes[0] - 1)]]
+    return [_between(L.COMPUTE_CODE, lo, hi) for lo, hi in _runs(group.codes)]
+
+
+def _ours_alt(alt: _Alt) -> list[list[Expr]]:
+    if alt.kind == "native":
+        assert alt.cuda is not None
+        return [[_gt(L.CUDA_CODE, alt.cuda.code - 1)]]
+    if alt.kind == "fc":
+        return [[_in(L.GPU_DATACENTER, ["true"]), _in(L.DRIVER_BRANCH, alt.branches)]]
+    assert alt.floor is not None
+    return [[_gt(L.DRIVER_CODE, alt.floor.code - 1)]]
+
+
+def _ours_cap(cap: int) -> list[Expr]:
+    return [_lt(L.DRIVER_CODE, (cap + 1) * 1_000_000)]
+
+
+# --------------------------------------------------------------------------- gfd scheme
+
+
+def _gfd_compute(group: _Group, open_ended: bool) -> list[list[Expr]]:
+    major_key, minor_key = L.GFD_COMPUTE_MAJOR, L.GFD_COMPUTE_MINOR
+    if open_ended:
+        low = ComputeCapability.from_code(group.codes[0])
+        if low.minor == 0:
+            return [[_gt(major_key, low.major - 1)]]
+        return [
+            [_gt(major_key, low.major)],
+            [_in(major_key, [low.major]), _gt(minor_key, low.minor - 1)],
+        ]
+    minors: dict[int, set[int]] = {}
+    for code in group.codes:
+        minors.setdefault(code // 10, set()).add(code % 10)
+    # Majors that allow the same minors share one term. GFD prints both as plain integers
+    # (`%d`), so `In` is exact here and keeps a sparse set of minors in a single expression.
+    by_minors: dict[tuple[int, ...], list[int]] = {}
+    for major, ms in minors.items():
+        by_minors.setdefault(tuple(sorted(ms)), []).append(major)
+    out: list[list[Expr]] = []
+    for ms, majors in sorted(by_minors.items(), key=lambda kv: min(kv[1])):
+        exprs = [_in(major_key, sorted(majors))]
+        if ms != tuple(range(10)):
+            exprs.append(_in(minor_key, ms))
+        out.append(exprs)
+    return out
+
+
+def _gfd_driver_at_least(keys: _GfdKeySet, floor: DriverVersion) -> list[list[Expr]]:
+    """``driver >= floor`` as a lexicographic comparison over the three GFD components."""
+    a, b, c = floor.major, floor.minor, floor.revision
+    if b == 0 and c == 0:
+        return [[_gt(keys.driver_major, a - 1)]]
+    terms = [[_gt(keys.driver_major, a)]]
+    same_major = _eq_int(keys.driver_major, a)
+    if c == 0:
+        terms.append([*same_major, _gt(keys.driver_minor, b - 1)])
+    else:
+        terms.append([*same_major, _gt(keys.driver_minor, b)])
+        terms.append([*same_major, *_eq_int(keys.driver_minor, b), _gt(keys.driver_rev, c - 1)])
+    return terms
+
+
+def _gfd_alt(keys: _GfdKeySet, alt: _Alt) -> list[list[Expr]]:
+    if alt.kind == "native":
+        assert alt.cuda is not None
+        major, minor = alt.cuda.major, alt.cuda.minor
+        if minor == 0:
+            return [[_gt(keys.cuda_major, major - 1)]]
+        return [
+            [_gt(keys.cuda_major, major)],
+            [_in(keys.cuda_major, [major]), _gt(keys.cuda_minor, minor - 1)],
+        ]
+    assert alt.kind == "mvc" and alt.floor is not None  # fc is never planned for GFD
+    return _gfd_driver_at_least(keys, alt.floor)
+
+
+# --------------------------------------------------------------------------- compile
+
+
+def compile_requirement(
+    req: Requirement,
+    policy: Policy | str,
+    scheme: LabelScheme | str,
+    kb: KnowledgeBase,
+    gfd_keys: GfdKeys | str = GfdKeys.NEW,
+) -> list[Term]:
+    """Node-selector terms (ORed) that admit exactly the nodes able to run ``req``.
+
+    ``[]`` means "no constraint" (an empty requirement). ``scheme`` must be concrete: resolve
+    ``auto`` with :func:`choose_scheme` (and :func:`choose_gfd_keys`) first. Raises
+    :class:`InputError` for a requirement no node could ever satisfy (an unknown toolkit, a
+    compute-capability floor beyond every architecture the toolkit builds for, a framework whose
+    CUDA is unknown): there is no selector for "nothing", and the caller must tell the user.
+    The requirement's own ``policy`` overrides ``policy``.
+    """
+    pol = resolve_policy(req, policy)
+    scheme = LabelScheme.parse(str(scheme))
+    if scheme is LabelScheme.AUTO:
+        raise InputError(
+            "label scheme 'auto' must be resolved against the cluster's nodes first "
+            "(placement.choose_scheme): expected cudasched or gfd"
+        )
+    keys = _GFD_KEYS[GfdKeys.parse(gfd_keys)]
+    groups = _plan(req, pol, scheme, kb)
+    if groups is None:
+        return []
+    open_ended = effective_cuda(req) is None
+
+    terms: list[Term] = []
+    for group in groups:
+        if scheme is LabelScheme.CUDASCHED:
+            cc_terms = _ours_compute(group, open_ended)
+            cap = _ours_cap(group.cap) if group.cap is not None else []
+            alt_terms = [t for alt in group.alts for t in _ours_alt(alt)]
+        else:
+            cc_terms = _gfd_compute(group, open_ended)
+            cap = [_lt(keys.driver_major, group.cap + 1)] if group.cap is not None else []
+            alt_terms = [t for alt in group.alts for t in _gfd_alt(keys, alt)]
+        for cc_exprs in cc_terms:
+            for alt_exprs in alt_terms or [[]]:
+                term = {"matchExpressions": [*cc_exprs, *cap, *alt_exprs]}
+                if term not in terms:
+                    terms.append(term)
+    return terms

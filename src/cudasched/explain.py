@@ -1,0 +1,594 @@
+"""Why a workload can or cannot land on each node: the ``cudasched explain`` answer.
+
+For every node the answer has three parts:
+
+* ``eligible``: exactly what Kubernetes' required node affinity would decide for the pod spec
+  *as cudasched would admit it*: the spec as given, with the workload's CUDA requirement compiled
+  to node-selector terms and ANDed in by :func:`cudasched.merge.merge_required`, then matched by
+  the faithful port in :mod:`cudasched.nodeaffinity` (``spec.nodeSelector`` AND required terms).
+  Nothing here re-implements matching, so ``explain`` cannot disagree with the webhook's patch.
+* ``score``: the raw preferred-affinity sum the scheduler's NodeAffinity plugin starts from
+  (before normalisation), or ``"error"`` when the preferred terms do not parse (the scheduler
+  then fails the scoring step for the pod).
+* ``reasons``: the compatibility engine's reasons for the node, plus ``node-selector-mismatch``
+  / ``affinity-mismatch`` when the user's own constraints exclude it, plus
+  ``requirement-labels-missing`` when the engine would accept the node but it lacks the labels
+  the chosen label scheme selects on (an agent or GFD not rolled out there yet).
+
+A workload states its requirement with annotations on the object or on its pod template
+(``cudasched.io/cuda-version``, ``min-compute-capability``, ``policy``, ``ships-cuda-compat``);
+a caller that resolved it another way (a KServe runtime, the image) passes ``requirement=``.
+
+Cost: large fleets repeat the same few GPU label sets (one per node pool). :class:`Fleet` reads
+GPU facts once per set, and :func:`explain` decides once per (facts, values of the label keys the
+workload's selectors read) signature, so 5,000 nodes cost a few dozen decisions per workload.
+Only ``matchFields`` (which look at the node *name*) force per-node matching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from cudasched import labels as L
+from cudasched.engine import Reason, VerdictStatus, check, resolve_policy
+from cudasched.errors import InputError
+from cudasched.merge import merge_required
+from cudasched.nodeaffinity import (
+    Node,
+    NodeSelector,
+    NodeSelectorError,
+    PreferredTerms,
+    RequiredNodeAffinity,
+)
+from cudasched.nodes import NodeFacts, facts_from_labels
+from cudasched.placement import GfdKeys, choose_gfd_keys, choose_scheme, compile_requirement
+from cudasched.requirements import Policy, Requirement
+from cudasched.versions import parse_compute_capability, parse_cuda
+
+if TYPE_CHECKING:
+    from cudasched.knowledge import KnowledgeBase
+
+__all__ = [
+    "AFFINITY_MISMATCH",
+    "NODE_SELECTOR_MISMATCH",
+    "REQUIREMENT_LABELS_MISSING",
+    "Explanation",
+    "Fleet",
+    "NodeExplanation",
+    "explain",
+    "explain_many",
+    "pod_spec_of",
+    "pod_template_metadata_of",
+    "requirement_from_annotations",
+    "workload_id",
+]
+
+NODE_SELECTOR_MISMATCH = "node-selector-mismatch"
+AFFINITY_MISMATCH = "affinity-mismatch"
+REQUIREMENT_LABELS_MISSING = "requirement-labels-missing"
+
+SCORE_ERROR = "error"
+
+# Controllers whose pods come from ``spec.template`` (CronJob nests one level deeper).
+_TEMPLATE_KINDS = frozenset(
+    {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "ReplicationController"}
+)
+
+_TRUE = frozenset({"true", "yes", "1"})
+_FALSE = frozenset({"false", "no", "0"})
+
+Score = int | Literal["error"]
+
+
+# --------------------------------------------------------------------------- workload reading
+
+
+def _mapping(value: object, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"invalid {what} {value!r}: expected a mapping")
+    return value
+
+
+def workload_id(obj: Mapping[str, Any]) -> str:
+    """``namespace/Kind/name`` (namespace ``default`` when unset, as kubectl would apply it)."""
+    meta = _mapping(obj.get("metadata"), "metadata")
+    name = meta.get("name") or meta.get("generateName") or "<unnamed>"
+    return f"{meta.get('namespace') or 'default'}/{obj.get('kind') or '?'}/{name}"
+
+
+def _template_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pod template of a controller (``None`` for a Pod or a bare pod spec holder)."""
+    kind = obj.get("kind")
+    spec = _mapping(obj.get("spec"), f"spec of {workload_id(obj)}")
+    if kind == "CronJob":
+        job = _mapping(spec.get("jobTemplate"), f"spec.jobTemplate of {workload_id(obj)}")
+        job_spec = _mapping(job.get("spec"), f"spec.jobTemplate.spec of {workload_id(obj)}")
+        return _mapping(job_spec.get("template"), f"pod template of {workload_id(obj)}")
+    if kind == "PodTemplate":
+        return _mapping(obj.get("template"), f"template of {workload_id(obj)}")
+    if kind in _TEMPLATE_KINDS or isinstance(spec.get("template"), Mapping):
+        return _mapping(spec.get("template"), f"spec.template of {workload_id(obj)}")
+    return None
+
+
+def pod_spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod spec a workload's pods get: a Pod's ``spec``, a controller's
+    ``spec.template.spec``, a CronJob's ``spec.jobTemplate.spec.template.spec``, or the ``spec``
+    of any object that holds ``containers`` directly. Raises :class:`InputError` otherwise."""
+    if not isinstance(obj, Mapping):
+        raise InputError(f"invalid workload {obj!r}: expected a Kubernetes object (a mapping)")
+    who = workload_id(obj)
+    if obj.get("kind") != "Pod":
+        template = _template_of(obj)
+        if template is not None:
+            spec = _mapping(template.get("spec"), f"pod template spec of {who}")
+            if spec:
+                return dict(spec)
+            raise InputError(f"{who}: its pod template has no spec")
+    spec = _mapping(obj.get("spec"), f"spec of {who}")
+    if obj.get("kind") == "Pod" or "containers" in spec:
+        return dict(spec)
+    raise InputError(
+        f"{who}: no pod spec found; expected a Pod, a workload with spec.template "
+        "(Deployment, StatefulSet, DaemonSet, ReplicaSet, Job), a CronJob, or an object "
+        "whose spec has containers"
+    )
+
+
+def pod_template_metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The metadata the workload's pods get (the template's; a Pod's own)."""
+    if obj.get("kind") == "Pod":
+        return _mapping(obj.get("metadata"), "metadata")
+    template = _template_of(obj)
+    if template is None:
+        return {}
+    return _mapping(template.get("metadata"), f"pod template metadata of {workload_id(obj)}")
+
+
+def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+    """The object's annotations overlaid with its pod template's (those reach the pods)."""
+    own = _mapping(_mapping(obj.get("metadata"), "metadata").get("annotations"), "annotations")
+    template = _mapping(pod_template_metadata_of(obj).get("annotations"), "annotations")
+    merged = {**own, **template}
+    return {str(k): v for k, v in merged.items()}
+
+
+def _annotation_text(annotations: Mapping[str, Any], key: str, who: str) -> str | None:
+    value = annotations.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{who}: annotation {key} must be a string, got {value!r}")
+    return value.strip() or None
+
+
+def requirement_from_annotations(obj: Mapping[str, Any]) -> Requirement | None:
+    """The CUDA requirement a workload declares with ``cudasched.io/*`` annotations.
+
+    ``None`` when it declares neither a CUDA version nor a minimum compute capability (a policy
+    alone constrains nothing). Bad values raise :class:`InputError` naming the annotation.
+    """
+    who = workload_id(obj)
+    ann = _annotations(obj)
+    texts = {
+        key: _annotation_text(ann, key, who)
+        for key in (L.ANN_CUDA_VERSION, L.ANN_MIN_COMPUTE, L.ANN_POLICY, L.ANN_SHIPS_CUDA_COMPAT)
+    }
+    cuda_text, cc_text = texts[L.ANN_CUDA_VERSION], texts[L.ANN_MIN_COMPUTE]
+    if cuda_text is None and cc_text is None:
+        return None
+    try:
+        cuda = parse_cuda(cuda_text) if cuda_text is not None else None
+        cc = parse_compute_capability(cc_text) if cc_text is not None else None
+        policy = Policy.parse(texts[L.ANN_POLICY]) if texts[L.ANN_POLICY] else None
+    except InputError as exc:
+        raise InputError(f"{who}: {exc}") from None
+    compat_text = texts[L.ANN_SHIPS_CUDA_COMPAT]
+    ships = False
+    if compat_text is not None:
+        lowered = compat_text.lower()
+        if lowered not in _TRUE | _FALSE:
+            raise InputError(
+                f"{who}: invalid annotation {L.ANN_SHIPS_CUDA_COMPAT}={compat_text!r}: "
+                "expected true or false"
+            )
+        ships = lowered in _TRUE
+    used = [L.ANN_CUDA_VERSION] if cuda is not None else [L.ANN_MIN_COMPUTE]
+    return Requirement(
+        cuda=cuda,
+        min_compute=cc,
+        policy=policy,
+        ships_cuda_compat=ships,
+        source=f"annotation {used[0]}",
+    )
+
+
+def _skipped(obj: Mapping[str, Any]) -> bool:
+    value = _annotations(obj).get(L.ANN_SKIP)
+    return isinstance(value, str) and value.strip().lower() in _TRUE
+
+
+# --------------------------------------------------------------------------- fleet
+
+
+# Label keys that can change a node's GPU facts: everything under our prefix and NVIDIA's,
+# except GFD's refresh timestamp (different on every node, meaningless for compatibility).
+_FACT_PREFIXES = (L.PREFIX, "nvidia.com/")
+_VOLATILE_KEYS = frozenset({"nvidia.com/gfd.timestamp"})
+
+
+def _facts_signature(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    return frozenset(
+        (k, v)
+        for k, v in labels.items()
+        if k.startswith(_FACT_PREFIXES) and k not in _VOLATILE_KEYS
+    )
+
+
+class Fleet:
+    """Nodes prepared once for many :func:`explain` calls.
+
+    Each node is parsed once (:class:`Node` pre-parses integer labels) and nodes with the same
+    GPU labels share one :class:`NodeFacts` (read once per pool, not once per node). Every node
+    still has unique labels (``kubernetes.io/hostname``), so :func:`explain` groups per workload
+    by the values of the keys that workload's selectors actually read. The auto label scheme
+    and GFD key generation are resolved once for the whole fleet, as the webhook does.
+    """
+
+    __slots__ = ("_auto_scheme", "_facts", "_facts_of", "_gfd_keys", "kb", "nodes")
+
+    def __init__(self, nodes: Iterable[Mapping[str, Any] | Node], kb: KnowledgeBase) -> None:
+        self.kb = kb
+        parsed: list[Node] = []
+        for item in nodes:
+            node = item if isinstance(item, Node) else Node.from_k8s(item)
+            if not node.name:
+                raise InputError("a Node has no metadata.name")
+            parsed.append(node)
+        self.nodes: tuple[Node, ...] = tuple(parsed)
+        index: dict[frozenset[tuple[str, str]], int] = {}
+        facts: list[NodeFacts] = []
+        facts_of: list[int] = []
+        for node in self.nodes:
+            signature = _facts_signature(node.labels)
+            number = index.get(signature)
+            if number is None:
+                number = index[signature] = len(facts)
+                facts.append(facts_from_labels(node.name, node.labels, kb))
+            facts_of.append(number)
+        self._facts: tuple[NodeFacts, ...] = tuple(facts)
+        self._facts_of: tuple[int, ...] = tuple(facts_of)
+        self._auto_scheme: L.LabelScheme | None = None
+        self._gfd_keys: GfdKeys | None = None
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def group_count(self) -> int:
+        """How many distinct GPU-fact label sets the fleet has (node pools, roughly)."""
+        return len(self._facts)
+
+    def members(self) -> Iterable[tuple[Node, int, NodeFacts]]:
+        """Each node with its facts group number and facts, in input order. The facts' ``name``
+        is the first node of the group; use the node's own name for display."""
+        for node, number in zip(self.nodes, self._facts_of, strict=True):
+            yield node, number, self._facts[number]
+
+    def resolve_scheme(self, scheme: L.LabelScheme | str) -> L.LabelScheme:
+        """``auto`` becomes what every GPU node of this fleet carries."""
+        chosen = scheme if isinstance(scheme, L.LabelScheme) else L.LabelScheme.parse(scheme)
+        if chosen is not L.LabelScheme.AUTO:
+            return chosen
+        if self._auto_scheme is None:
+            self._auto_scheme = choose_scheme(self.nodes)
+        return self._auto_scheme
+
+    @property
+    def gfd_keys(self) -> GfdKeys:
+        """The GFD key generation every GPU node carries (new keys only if all have them)."""
+        if self._gfd_keys is None:
+            self._gfd_keys = choose_gfd_keys(self.nodes)
+        return self._gfd_keys
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class NodeExplanation:
+    """The answer for one node. ``facts`` feeds the table (GPU, driver, CUDA); the JSON
+    contract is :meth:`to_dict`."""
+
+    node: str
+    eligible: bool
+    score: Score
+    reasons: tuple[Reason, ...]
+    facts: NodeFacts = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "eligible": self.eligible,
+            "score": self.score,
+            "reasons": [r.to_dict() for r in self.reasons],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Per-node answers for one workload, and what they were computed from."""
+
+    workload: str
+    nodes: tuple[NodeExplanation, ...]
+    requirement: Requirement | None
+    policy: Policy
+    scheme: L.LabelScheme
+    terms: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
+    gfd_keys: GfdKeys | None = None
+    skipped: bool = False
+    score_error: str | None = None
+    requirement_error: str | None = None
+
+    @property
+    def eligible(self) -> tuple[NodeExplanation, ...]:
+        return tuple(n for n in self.nodes if n.eligible)
+
+    def summary(self) -> dict[str, Any]:
+        req = self.requirement
+        return {
+            "workload": self.workload,
+            "eligible": len(self.eligible),
+            "total": len(self.nodes),
+            "requirement": req.describe() if req is not None else None,
+            "requirementSource": req.source if req is not None else None,
+            "policy": self.policy.value,
+            "scheme": self.scheme.value,
+            "gfdKeys": self.gfd_keys.value if self.gfd_keys is not None else None,
+            "requirementTerms": [dict(t) for t in self.terms],
+            "requirementError": self.requirement_error,
+            "skipped": self.skipped,
+            "scoreError": self.score_error,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodes": [n.to_dict() for n in self.nodes], "summary": self.summary()}
+
+
+# --------------------------------------------------------------------------- explain
+
+
+def _has_match_fields(spec: Mapping[str, Any]) -> bool:
+    """Whether any node-affinity term looks at the node name (then grouping cannot decide)."""
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    if not isinstance(node_affinity, Mapping):
+        return False
+    terms: list[Any] = []
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if isinstance(required, Mapping) and isinstance(required.get("nodeSelectorTerms"), list):
+        terms.extend(required["nodeSelectorTerms"])
+    preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
+    if isinstance(preferred, list):
+        terms.extend(p.get("preference") for p in preferred if isinstance(p, Mapping))
+    return any(isinstance(t, Mapping) and t.get("matchFields") for t in terms)
+
+
+def _referenced_keys(spec: Mapping[str, Any]) -> set[str]:
+    """Every label key the pod's nodeSelector and node-affinity terms read: two nodes that agree
+    on these (and share GPU facts) get the same answer for this pod."""
+    keys: set[str] = set()
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, Mapping):
+        keys.update(str(k) for k in selector)
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    if not isinstance(node_affinity, Mapping):
+        return keys
+    terms: list[Any] = []
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if isinstance(required, Mapping) and isinstance(required.get("nodeSelectorTerms"), list):
+        terms.extend(required["nodeSelectorTerms"])
+    preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
+    if isinstance(preferred, list):
+        terms.extend(p.get("preference") for p in preferred if isinstance(p, Mapping))
+    for term in terms:
+        expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
+        if isinstance(expressions, list):
+            keys.update(
+                str(e.get("key")) for e in expressions if isinstance(e, Mapping) and "key" in e
+            )
+    return keys
+
+
+def _selector_mismatch(selector: Mapping[str, Any], node: Node) -> Reason | None:
+    wrong = []
+    for key, want in selector.items():
+        have = node.labels.get(key)
+        if have != want:
+            shown = "absent" if have is None else repr(have)
+            wrong.append(f"{key}={want} (node: {shown})")
+    if not wrong:
+        return None
+    return Reason(NODE_SELECTOR_MISMATCH, "the pod's nodeSelector wants " + ", ".join(wrong))
+
+
+def _required_affinity(spec: Mapping[str, Any]) -> NodeSelector | None:
+    return RequiredNodeAffinity.from_pod_spec({"affinity": spec.get("affinity")}).affinity
+
+
+class _Plan:
+    """Everything about one workload that does not depend on the node."""
+
+    __slots__ = (
+        "merged",
+        "preferred",
+        "req_selector",
+        "requirement",
+        "score_error",
+        "user_affinity",
+        "user_selector",
+    )
+
+    def __init__(
+        self, spec: Mapping[str, Any], requirement: Requirement | None, terms: list[Any]
+    ) -> None:
+        self.requirement = requirement
+        # Our merge strips expressions on keys cudasched owns before ANDing the requirement in;
+        # the user's own constraints are what is left after that strip.
+        user_spec = merge_required(spec, []) if requirement is not None else dict(spec)
+        self.merged = merge_required(spec, terms) if requirement is not None else user_spec
+        self.user_selector = _mapping(spec.get("nodeSelector"), "spec.nodeSelector")
+        self.user_affinity = _required_affinity(user_spec)
+        self.req_selector = NodeSelector.from_terms(terms) if terms else None
+        self.score_error: str | None = None
+        self.preferred: PreferredTerms | None = None
+        try:
+            self.preferred = PreferredTerms.from_pod_spec(self.merged)
+        except NodeSelectorError as exc:
+            self.score_error = str(exc)
+
+
+def _decide(
+    plan: _Plan,
+    required: RequiredNodeAffinity,
+    node: Node,
+    facts: NodeFacts,
+    policy: Policy,
+    kb: KnowledgeBase,
+) -> tuple[bool, Score, tuple[Reason, ...]]:
+    eligible = required.match(node)
+    score: Score = plan.preferred.score(node) if plan.preferred is not None else SCORE_ERROR
+    reasons: list[Reason] = []
+    if plan.requirement is not None:
+        verdict = check(facts, plan.requirement, policy, kb)
+        reasons.extend(verdict.reasons)
+        accepted = verdict.status is not VerdictStatus.INCOMPATIBLE
+        if accepted and plan.req_selector is not None and not plan.req_selector.match(node):
+            reasons.append(
+                Reason(
+                    REQUIREMENT_LABELS_MISSING,
+                    "the node could run the workload but lacks the labels the compiled "
+                    "requirement selects on (label scheme not published on this node yet)",
+                )
+            )
+    if (mismatch := _selector_mismatch(plan.user_selector, node)) is not None:
+        reasons.append(mismatch)
+    if plan.user_affinity is not None and not plan.user_affinity.match(node):
+        count = plan.user_affinity.term_count
+        detail = f"none of its {count} term(s) match" if count else "it has no usable term"
+        if plan.user_affinity.errors:
+            detail += "; skipped terms: " + "; ".join(plan.user_affinity.errors)
+        reasons.append(
+            Reason(AFFINITY_MISMATCH, f"the pod's required node affinity excludes it: {detail}")
+        )
+    return eligible, score, tuple(reasons)
+
+
+def _renamed(reasons: tuple[Reason, ...], old: str, new: str) -> tuple[Reason, ...]:
+    """Reasons computed for a group's first member, reworded for another member."""
+    if old == new:
+        return reasons
+    quoted_old, quoted_new = repr(old), repr(new)
+    return tuple(
+        Reason(r.code, r.message.replace(quoted_old, quoted_new)) if quoted_old in r.message else r
+        for r in reasons
+    )
+
+
+def explain(
+    workload: Mapping[str, Any],
+    nodes: Fleet | Iterable[Mapping[str, Any] | Node],
+    policy: Policy | str,
+    kb: KnowledgeBase,
+    scheme: L.LabelScheme | str = L.LabelScheme.AUTO,
+    *,
+    requirement: Requirement | None = None,
+) -> Explanation:
+    """Explain, node by node, where ``workload`` (a Pod, a controller, a CronJob) may land.
+
+    ``requirement`` replaces the one read from the workload's annotations (pass what the
+    resolution of a KServe runtime or an image found); ``policy`` is the default the
+    requirement's own policy overrides; ``scheme`` ``auto`` picks the labels every GPU node
+    carries. A workload with ``cudasched.io/skip: "true"`` is explained as given.
+    """
+    fleet = nodes if isinstance(nodes, Fleet) else Fleet(nodes, kb)
+    spec = pod_spec_of(workload)
+    skipped = _skipped(workload)
+    req = requirement if requirement is not None else requirement_from_annotations(workload)
+    if req is not None and req.is_empty:
+        req = None
+    if skipped:
+        req = None
+    base_policy = policy if isinstance(policy, Policy) else Policy.parse(str(policy))
+    effective = resolve_policy(req, base_policy) if req is not None else base_policy
+    chosen = fleet.resolve_scheme(scheme)
+    gfd_keys = fleet.gfd_keys if chosen is L.LabelScheme.GFD else None
+    terms: list[Any] = []
+    requirement_error: str | None = None
+    if req is not None:
+        try:
+            terms = compile_requirement(req, effective, chosen, fleet.kb, gfd_keys or GfdKeys.NEW)
+        except InputError as exc:
+            # No selector can express "no node": the webhook refuses such a pod, so no node is
+            # eligible; the engine's per-node reasons say why.
+            requirement_error = str(exc)
+    plan = _Plan(spec, req, terms)
+    required = RequiredNodeAffinity.from_pod_spec(plan.merged)
+
+    keys = None if _has_match_fields(plan.merged) else sorted(_referenced_keys(plan.merged))
+    decided: dict[tuple[Any, ...], tuple[bool, Score, tuple[Reason, ...]]] = {}
+    results: list[NodeExplanation] = []
+    kb = fleet.kb
+    for node, facts_no, facts in fleet.members():
+        if keys is None:  # matchFields look at the node name: no two nodes are alike
+            decision = _decide(plan, required, node, facts, effective, kb)
+        else:
+            signature = (facts_no, *(node.labels.get(k) for k in keys))
+            decision = decided.get(signature)  # type: ignore[assignment]
+            if decision is None:
+                decision = decided[signature] = _decide(plan, required, node, facts, effective, kb)
+        eligible, score, reasons = decision
+        # The engine names the node it was shown: the facts group's first member.
+        reasons = _renamed(reasons, facts.name, node.name)
+        if requirement_error is not None:
+            eligible = False
+        results.append(NodeExplanation(node.name, eligible, score, reasons, facts))
+    return Explanation(
+        workload=workload_id(workload),
+        nodes=tuple(results),
+        requirement=req,
+        policy=effective,
+        scheme=chosen,
+        terms=tuple(terms),
+        gfd_keys=gfd_keys,
+        skipped=skipped,
+        score_error=plan.score_error,
+        requirement_error=requirement_error,
+    )
+
+
+def explain_many(
+    workloads: Sequence[Mapping[str, Any]],
+    nodes: Fleet | Iterable[Mapping[str, Any] | Node],
+    policy: Policy | str,
+    kb: KnowledgeBase,
+    scheme: L.LabelScheme | str = L.LabelScheme.AUTO,
+    requirements: Sequence[Requirement | None] | None = None,
+) -> list[Explanation]:
+    """:func:`explain` for several workloads over one prepared fleet."""
+    fleet = nodes if isinstance(nodes, Fleet) else Fleet(nodes, kb)
+    if requirements is not None and len(requirements) != len(workloads):
+        raise InputError(
+            f"got {len(requirements)} requirements for {len(workloads)} workloads: "
+            "expected one (or None) per workload"
+        )
+    reqs = requirements if requirements is not None else [None] * len(workloads)
+    return [
+        explain(w, fleet, policy, kb, scheme, requirement=r)
+        for w, r in zip(workloads, reqs, strict=True)
+    ]

@@ -437,7 +437,7 @@ def _read_data_files() -> dict[str, object]:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class KnowledgeBase:
     """Indexed facts. Build with :meth:`load` (bundled files) or :meth:`from_documents`."""
 
@@ -457,6 +457,12 @@ class KnowledgeBase:
     _vllm: Mapping[str, _SimpleRelease]
     _ngc: Mapping[tuple[str, str], ContainerRelease]
     _ga_desc: tuple[ToolkitRelease, ...] = field(default=(), repr=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"KnowledgeBase({len(self._toolkits)} toolkit releases, {len(self._archs)} "
+            f"architectures, {len(self._gpus)} GPUs, {len(self._ngc)} NGC releases)"
+        )
 
     # ---- construction --------------------------------------------------------------------
 

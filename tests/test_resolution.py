@@ -1,0 +1,507 @@
+"""Requirement resolution: each source wins over the later ones, Alauda runtime labels,
+non-NVIDIA runtimes, bad annotation values, GPU detection and who gets constrained."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cudasched.errors import InputError
+from cudasched.images import ImageTable
+from cudasched.kserve import RuntimeChoice, select_runtime
+from cudasched.requirements import Policy, Requirement
+from cudasched.resolution import (
+    declared_by_annotation,
+    gpu_container,
+    resolve_isvc,
+    resolve_pod,
+    uses_gpu,
+    wants_constraint,
+)
+from cudasched.versions import ComputeCapability, CudaVersion
+
+DATA = Path(__file__).parent / "data" / "kserve"
+TABLE = ImageTable.builtin()
+
+
+def load(name: str) -> list[dict[str, Any]]:
+    return yaml.safe_load((DATA / name).read_text())["items"]
+
+
+def by_name(items: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(i for i in items if i["metadata"]["name"] == name)
+
+
+def pod(
+    *,
+    annotations: dict[str, str] | None = None,
+    image: str = "nvidia/cuda:12.2.2-runtime-ubuntu22.04",
+    env: list[dict[str, Any]] | None = None,
+    gpu: str | None = "1",
+    component: str | None = "predictor",
+    name: str = "kserve-container",
+) -> dict[str, Any]:
+    labels = {"serving.kserve.io/inferenceservice": "svc"}
+    if component:
+        labels["component"] = component
+    container: dict[str, Any] = {"name": name, "image": image}
+    if env is not None:
+        container["env"] = env
+    if gpu is not None:
+        container["resources"] = {"limits": {"nvidia.com/gpu": gpu}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": labels, "annotations": annotations or {}},
+        "spec": {"containers": [container]},
+    }
+
+
+def runtime(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None):
+    return {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ClusterServingRuntime",
+        "metadata": {"name": "rt", "labels": labels or {}, "annotations": annotations or {}},
+        "spec": {"containers": [{"name": "kserve-container", "image": "nvidia/cuda:11.8.0-base"}]},
+    }
+
+
+REQUIRE = [
+    {"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=12.6 brand=tesla,driver>=535,driver<536"}
+]
+
+
+# --------------------------------------------------------------------------- order of sources
+
+
+def test_annotation_wins_over_everything() -> None:
+    p = pod(annotations={"cudasched.io/cuda-version": "12.8"}, env=REQUIRE)
+    rt = runtime(labels={"cudasched.io/cuda-version": "12.1", "cpaas.io/cuda-version": "11.8"})
+    req = resolve_pod(p, rt, TABLE, None)
+    assert req.cuda == CudaVersion(12, 8)
+    assert req.source == "annotation cudasched.io/cuda-version"
+    assert declared_by_annotation(req)
+
+
+def test_runtime_cudasched_label_wins_over_alauda_label_and_container() -> None:
+    rt = runtime(labels={"cudasched.io/cuda-version": "12.1", "cpaas.io/cuda-version": "11.8"})
+    req = resolve_pod(pod(env=REQUIRE), rt, TABLE, None)
+    assert req.cuda == CudaVersion(12, 1)
+    assert req.source == "ClusterServingRuntime rt, label cudasched.io/cuda-version"
+    assert not declared_by_annotation(req)
+
+
+def test_runtime_annotation_wins_over_runtime_label() -> None:
+    rt = runtime(
+        labels={"cudasched.io/cuda-version": "12.1"},
+        annotations={"cudasched.io/cuda-version": "12.3"},
+    )
+    req = resolve_pod(pod(), rt, TABLE, None)
+    assert (req.cuda, req.source) == (
+        CudaVersion(12, 3),
+        "ClusterServingRuntime rt, annotation cudasched.io/cuda-version",
+    )
+
+
+def test_alauda_label_wins_over_container() -> None:
+    rt = runtime(labels={"cpaas.io/accelerator-type": "nvidia", "cpaas.io/cuda-version": "11.8"})
+    req = resolve_pod(pod(env=REQUIRE), rt, TABLE, None)
+    assert req.cuda == CudaVersion(11, 8)
+    assert req.source == "ClusterServingRuntime rt, label cpaas.io/cuda-version"
+
+
+def test_alauda_cuda_version_without_accelerator_type_is_used() -> None:
+    req = resolve_pod(pod(), runtime(labels={"cpaas.io/cuda-version": "12.1"}), TABLE, None)
+    assert req.cuda == CudaVersion(12, 1)
+
+
+def test_env_wins_over_image() -> None:
+    req = resolve_pod(pod(env=REQUIRE), None, TABLE, None)
+    assert req.cuda == CudaVersion(12, 6)
+    assert req.source == "env NVIDIA_REQUIRE_CUDA of container kserve-container"
+
+
+def test_image_used_when_nothing_else() -> None:
+    req = resolve_pod(pod(), None, TABLE, None)
+    assert req.cuda == CudaVersion(12, 2)
+    assert req.source == "image nvidia/cuda:12.2.2-runtime-ubuntu22.04"
+
+
+def test_env_without_cuda_floor_falls_through_to_image() -> None:
+    env = [
+        {"name": "NVIDIA_REQUIRE_CUDA", "value": "brand=tesla,driver>=535,driver<536"},
+        {"name": "OTHER", "value": "x"},
+    ]
+    req = resolve_pod(pod(env=env), None, TABLE, None)
+    assert req.source.startswith("image ")
+    from_field = [{"name": "NVIDIA_REQUIRE_CUDA", "valueFrom": {"configMapKeyRef": {"name": "c"}}}]
+    assert resolve_pod(pod(env=from_field), None, TABLE, None).source.startswith("image ")
+
+
+def test_nothing_gives_empty_requirement() -> None:
+    req = resolve_pod(pod(image="python:3.12"), None, TABLE, None)
+    assert req.is_empty and req.source == ""
+    assert req == Requirement()
+
+
+def test_runtime_without_facts_falls_through() -> None:
+    req = resolve_pod(pod(), runtime(labels={"team": "ml"}), TABLE, None)
+    assert req.source.startswith("image ")
+
+
+def test_image_override_through_table() -> None:
+    table = TABLE.with_overrides([{"pattern": "registry.example.com/llm:*", "cuda": "12.4"}])
+    req = resolve_pod(pod(image="registry.example.com/llm:v7"), None, table, None)
+    assert (req.cuda, req.source) == (CudaVersion(12, 4), "image registry.example.com/llm:v7")
+
+
+def test_knowledge_base_passed_through_to_the_table() -> None:
+    class KB:
+        def ngc_release(self, product: str, release: str):
+            return type("R", (), {"cuda": CudaVersion(12, 4, 1), "source": "notes"})()
+
+        def framework(self, spec: str):
+            return None
+
+    p = pod(image="nvcr.io/nvidia/tritonserver:24.05-py3")
+    assert resolve_pod(p, None, TABLE, None).is_empty
+    assert resolve_pod(p, None, TABLE, KB()).cuda == CudaVersion(12, 4)
+
+
+# --------------------------------------------------------------------------- non-NVIDIA runtimes
+
+
+def test_other_accelerator_type_gets_no_nvidia_requirement() -> None:
+    npu = by_name(load("cluster-runtimes.yaml"), "aml-mindie-cann-8.3")
+    req = resolve_pod(
+        pod(image="nvcr.io/nvidia/tritonserver:24.05-py3", env=REQUIRE), npu, TABLE, None
+    )
+    assert req.is_empty
+    assert "cpaas.io/accelerator-type=npu" in req.source and "not an NVIDIA runtime" in req.source
+    assert not wants_constraint(pod(), req)
+
+
+def test_annotation_still_wins_over_a_non_nvidia_runtime() -> None:
+    npu = runtime(labels={"cpaas.io/accelerator-type": "ascend"})
+    req = resolve_pod(pod(annotations={"cudasched.io/cuda-version": "12.4"}), npu, TABLE, None)
+    assert req.cuda == CudaVersion(12, 4)
+
+
+def test_accelerator_type_is_case_insensitive() -> None:
+    rt = runtime(labels={"cpaas.io/accelerator-type": "NVIDIA", "cpaas.io/cuda-version": "12.2"})
+    assert resolve_pod(pod(), rt, TABLE, None).cuda == CudaVersion(12, 2)
+
+
+# --------------------------------------------------------------------------- modifiers
+
+
+def test_all_annotations_parsed() -> None:
+    p = pod(
+        annotations={
+            "cudasched.io/cuda-version": "12.4.1",
+            "cudasched.io/min-compute-capability": "sm_80",
+            "cudasched.io/policy": "forward-compat",
+            "cudasched.io/ships-cuda-compat": "true",
+        }
+    )
+    req = resolve_pod(p, None, TABLE, None)
+    assert req.cuda == CudaVersion(12, 4)
+    assert req.min_compute == ComputeCapability(8, 0)
+    assert req.policy is Policy.FORWARD_COMPAT
+    assert req.ships_cuda_compat is True
+    assert req.source == (
+        "annotation cudasched.io/cuda-version, cudasched.io/min-compute-capability"
+    )
+
+
+def test_min_compute_alone_is_a_requirement_from_annotation() -> None:
+    req = resolve_pod(
+        pod(annotations={"cudasched.io/min-compute-capability": "8.6"}), None, TABLE, None
+    )
+    assert req.cuda is None and req.min_compute == ComputeCapability(8, 6)
+    assert declared_by_annotation(req)
+
+
+def test_policy_annotation_modifies_requirement_from_later_source() -> None:
+    p = pod(
+        annotations={"cudasched.io/policy": "strict", "cudasched.io/ships-cuda-compat": "False"}
+    )
+    rt = runtime(
+        labels={"cudasched.io/policy": "minor-compat", "cudasched.io/cuda-version": "12.1"}
+    )
+    req = resolve_pod(p, rt, TABLE, None)
+    assert req.cuda == CudaVersion(12, 1)
+    assert req.policy is Policy.STRICT and req.ships_cuda_compat is False
+    assert req.source.startswith("ClusterServingRuntime rt")
+
+
+def test_runtime_policy_used_when_object_has_none() -> None:
+    rt = runtime(
+        annotations={
+            "cudasched.io/policy": "minor-compat",
+            "cudasched.io/ships-cuda-compat": "true",
+        }
+    )
+    req = resolve_pod(pod(), rt, TABLE, None)
+    assert req.policy is Policy.MINOR_COMPAT and req.ships_cuda_compat
+    assert req.source.startswith("image ")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("cudasched.io/cuda-version", "twelve"),
+        ("cudasched.io/cuda-version", ""),
+        ("cudasched.io/min-compute-capability", "ampere"),
+        ("cudasched.io/policy", "lenient"),
+        ("cudasched.io/ships-cuda-compat", "yes"),
+        ("cudasched.io/ships-cuda-compat", "1"),
+    ],
+)
+def test_bad_annotation_values_name_the_annotation(key: str, value: str) -> None:
+    with pytest.raises(InputError, match=key.replace(".", r"\.")):
+        resolve_pod(pod(annotations={key: value}), None, TABLE, None)
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"cpaas.io/cuda-version": "11.8-beta"},
+        {"cudasched.io/cuda-version": "x"},
+        {"cudasched.io/policy": "whatever", "cudasched.io/cuda-version": "12.1"},
+    ],
+)
+def test_bad_runtime_label_values_name_label_and_runtime(labels: dict[str, str]) -> None:
+    with pytest.raises(InputError, match="ClusterServingRuntime rt"):
+        resolve_pod(pod(), runtime(labels=labels), TABLE, None)
+
+
+def test_bad_env_value_names_container() -> None:
+    env = [{"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=abc"}]
+    with pytest.raises(InputError, match="kserve-container"):
+        resolve_pod(pod(env=env), None, TABLE, None)
+
+
+# --------------------------------------------------------------------------- InferenceServices
+
+
+def test_resolve_isvc_alauda_runtime() -> None:
+    cluster = load("cluster-runtimes.yaml")
+    obj = by_name(load("isvcs.yaml"), "qwen-alauda")
+    choice = select_runtime(obj, [], cluster)
+    assert isinstance(choice, RuntimeChoice)
+    req = resolve_isvc(obj, choice, TABLE, None)
+    assert req.cuda == CudaVersion(12, 6)
+    assert req.source == "ClusterServingRuntime aml-vllm-cuda-12.6, label cpaas.io/cuda-version"
+    # the plain object works too
+    assert resolve_isvc(obj, choice.obj, TABLE, None) == req
+
+
+def test_resolve_isvc_reads_the_predictor_image() -> None:
+    cluster = load("cluster-runtimes.yaml")
+    legacy = by_name(load("isvcs.yaml"), "triton-legacy")
+    triton = by_name(cluster, "kserve-tritonserver")
+
+    class KB:
+        def ngc_release(self, product: str, release: str):
+            cuda = {"23.05": CudaVersion(12, 1, 1), "24.05": CudaVersion(12, 4, 1)}[release]
+            return type("R", (), {"cuda": cuda, "source": "notes"})()
+
+        def framework(self, spec: str):
+            return None
+
+    req = resolve_isvc(legacy, triton, TABLE, KB())
+    # runtimeVersion 23.05-py3 replaced the runtime's 24.05-py3 tag
+    assert (req.cuda, req.source) == (
+        CudaVersion(12, 1),
+        "image nvcr.io/nvidia/tritonserver:23.05-py3",
+    )
+
+
+def test_resolve_isvc_annotation_sources_follow_kserve_union() -> None:
+    rt = runtime()
+    rt["spec"]["annotations"] = {"cudasched.io/cuda-version": "11.8"}
+    obj = {
+        "metadata": {"name": "m", "annotations": {"cudasched.io/cuda-version": "12.1"}},
+        "spec": {
+            "predictor": {
+                "model": {"modelFormat": {"name": "x"}},
+                "annotations": {"cudasched.io/cuda-version": "12.4"},
+            }
+        },
+    }
+    assert resolve_isvc(obj, rt, TABLE, None).cuda == CudaVersion(12, 4)
+    del obj["spec"]["predictor"]["annotations"]
+    assert resolve_isvc(obj, rt, TABLE, None).cuda == CudaVersion(12, 1)
+    del obj["metadata"]["annotations"]
+    req = resolve_isvc(obj, rt, TABLE, None)
+    assert req.cuda == CudaVersion(11, 8) and declared_by_annotation(req)
+
+
+def test_resolve_isvc_without_runtime_uses_custom_container() -> None:
+    obj = {
+        "metadata": {"name": "c"},
+        "spec": {
+            "predictor": {
+                "containers": [
+                    {
+                        "name": "kserve-container",
+                        "image": "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
+                    }
+                ]
+            }
+        },
+    }
+    req = resolve_isvc(obj, None, TABLE, None)
+    assert req.cuda == CudaVersion(12, 4)
+
+
+def test_resolution_does_not_mutate_inputs() -> None:
+    cluster = load("cluster-runtimes.yaml")
+    objs = load("isvcs.yaml")
+    pods = load("pods.yaml")
+    before = copy.deepcopy((cluster, objs, pods))
+    for obj in objs:
+        resolve_isvc(obj, select_runtime(obj, [], cluster), TABLE, None)
+    for p in pods:
+        resolve_pod(p, None, TABLE, None)
+    assert (cluster, objs, pods) == before
+
+
+# --------------------------------------------------------------------------- GPU detection
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}, True),
+        ({"containers": [{"name": "a", "resources": {"requests": {"nvidia.com/gpu": 2}}}]}, True),
+        ({"containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "0"}}}]}, False),
+        (
+            {
+                "containers": [
+                    {"name": "a", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}}
+                ]
+            },
+            True,
+        ),
+        (
+            {
+                "containers": [
+                    {"name": "a", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}
+                ]
+            },
+            True,
+        ),
+        ({"containers": [{"name": "a", "resources": {"limits": {"amd.com/gpu": "1"}}}]}, False),
+        (
+            {
+                "containers": [{"name": "a"}],
+                "initContainers": [{"name": "i", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+            True,
+        ),
+        (
+            {
+                "containers": [{"name": "a"}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+            },
+            True,
+        ),
+        ({"containers": [{"name": "a", "resources": {"limits": {"cpu": "4"}}}]}, False),
+        ({}, False),
+    ],
+)
+def test_uses_gpu(spec: dict, expected: bool) -> None:
+    assert uses_gpu(spec) is expected
+
+
+def test_uses_gpu_rejects_garbage_quantities() -> None:
+    with pytest.raises(InputError, match=r"nvidia\.com/gpu"):
+        uses_gpu(
+            {"containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "lots"}}}]}
+        )
+    with pytest.raises(InputError):
+        uses_gpu({"containers": "nope"})
+
+
+def test_gpu_container_choice() -> None:
+    spec = {
+        "containers": [
+            {"name": "kserve-container", "image": "a"},
+            {"name": "llm", "image": "b", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+        ]
+    }
+    assert gpu_container(spec)["name"] == "llm"  # type: ignore[index]
+    spec["containers"][1]["resources"] = {}
+    assert gpu_container(spec)["name"] == "kserve-container"  # type: ignore[index]
+    assert (
+        gpu_container({"containers": [{"name": "worker-container"}]})["name"] == "worker-container"
+    )  # type: ignore[index]
+    assert gpu_container({"containers": [{"name": "app"}]}) is None
+
+
+def test_recorded_pods() -> None:
+    predictor, transformer, worker, knative = load("pods.yaml")
+    assert uses_gpu(predictor["spec"]) and uses_gpu(worker["spec"])
+    assert not uses_gpu(transformer["spec"]) and not uses_gpu(knative["spec"])
+    # kserve/huggingfaceserver GPU tags carry no CUDA: nothing found without a hint
+    assert resolve_pod(predictor, None, TABLE, None).is_empty
+
+
+# --------------------------------------------------------------------------- wants_constraint
+
+CUDA_REQ = Requirement(cuda=CudaVersion(12, 4), source="image nvidia/cuda:12.4.1")
+ANNOTATED = Requirement(cuda=CudaVersion(12, 4), source="annotation cudasched.io/cuda-version")
+
+
+@pytest.mark.parametrize(
+    ("p", "req", "expected"),
+    [
+        (pod(), CUDA_REQ, True),  # GPU predictor
+        (pod(gpu=None), CUDA_REQ, False),  # CPU-only predictor of a GPU-capable runtime
+        (pod(gpu="0"), CUDA_REQ, False),
+        (pod(gpu=None), ANNOTATED, True),  # declared by annotation
+        (pod(component="transformer"), CUDA_REQ, False),
+        (pod(component="transformer"), ANNOTATED, True),
+        (pod(component="explainer", gpu=None), ANNOTATED, True),
+        (pod(component="explainer"), CUDA_REQ, False),
+        (pod(component=None), CUDA_REQ, True),  # any GPU pod
+        (pod(), Requirement(), False),  # nothing to constrain
+        (pod(), Requirement(policy=Policy.STRICT, source="annotation cudasched.io/policy"), False),
+    ],
+)
+def test_wants_constraint(p: dict, req: Requirement, expected: bool) -> None:
+    assert wants_constraint(p, req) is expected
+
+
+@settings(max_examples=60)
+@given(
+    ann=st.sampled_from([None, "11.8", "12.4"]),
+    rt_label=st.sampled_from([None, "12.1"]),
+    env=st.sampled_from([None, "cuda>=12.6"]),
+    image=st.sampled_from(["nvidia/cuda:12.2.2-base", "python:3.12"]),
+)
+def test_first_source_present_wins(ann, rt_label, env, image) -> None:
+    p = pod(
+        annotations={"cudasched.io/cuda-version": ann} if ann else {},
+        env=[{"name": "NVIDIA_REQUIRE_CUDA", "value": env}] if env else None,
+        image=image,
+    )
+    rt = runtime(labels={"cudasched.io/cuda-version": rt_label} if rt_label else {})
+    req = resolve_pod(p, rt, TABLE, None)
+    candidates = [
+        (ann, "annotation"),
+        (rt_label, "ClusterServingRuntime"),
+        (env and env.removeprefix("cuda>="), "env"),
+        ("12.2" if image.startswith("nvidia/cuda") else None, "image"),
+    ]
+    expected = next(((v, s) for v, s in candidates if v), (None, ""))
+    assert (str(req.cuda.release) if req.cuda else None) == expected[0]
+    assert req.source.startswith(expected[1])

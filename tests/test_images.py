@@ -149,11 +149,6 @@ def test_registry_prefixes_and_digests(table: ImageTable, prefix: str, suffix: s
             ("ngc", "tritonserver", "24.05"),
         ),
         (
-            "nvcr.io/nvidia/tritonserver:24.05-trtllm-python-py3",
-            CudaVersion(12, 4),
-            ("ngc", "tritonserver", "24.05"),
-        ),
-        (
             "harbor.example.com/nvcr.io/nvidia/tritonserver:25.08-py3",
             CudaVersion(13, 0),
             ("ngc", "tritonserver", "25.08"),
@@ -193,6 +188,9 @@ def test_knowledge_base_rules(
         "nvcr.io/nvidia/tritonserver:23.01-py3",  # release the knowledge base does not know
         "nvcr.io/nvidia/tritonserver:19.01-py3",  # known release, CUDA unknown
         "nvcr.io/nvidia/tritonserver:latest",
+        "nvcr.io/nvidia/tritonserver:24.05-trtllm-python-py3",  # other builds of a release
+        "nvcr.io/nvidia/tritonserver:24.05-py3-igpu",
+        "nvcr.io/nvidia/tensorflow:24.05-py3",
         "nvcr.io/nvidia/tritonserver@" + DIGEST,  # digest only: no tag to read
         "vllm/vllm-openai:latest",
         "vllm/vllm-openai:nightly",
@@ -446,3 +444,29 @@ def test_parse_require_cuda_without_floor(value) -> None:
 def test_parse_require_cuda_malformed(value) -> None:
     with pytest.raises(InputError, match="NVIDIA_REQUIRE_CUDA"):
         parse_require_cuda(value)
+
+
+def test_real_knowledge_base_answers_ngc_and_vllm_images(table: ImageTable) -> None:
+    """The image table against the bundled knowledge base (its own tests pin the facts)."""
+    from cudasched.knowledge import KnowledgeBase
+
+    kb = KnowledgeBase.load()
+    for image, product, release in [
+        ("nvcr.io/nvidia/tritonserver:24.10-py3", "tritonserver", "24.10"),
+        ("nvcr.io/nvidia/pytorch:25.12-py3", "pytorch", "25.12"),
+        ("nvcr.io/nvidia/tritonserver:20.03.1-py3", "tritonserver", "20.03.1"),
+    ]:
+        fact = kb.ngc_release(product, release)
+        match = table.cuda_for_image(image, kb=kb)
+        if fact is None:
+            assert match is None
+        else:
+            assert match is not None and match.cuda == fact.cuda
+            assert match.source.startswith(f"NGC {product} {release}")
+    build = kb.framework("vllm 0.9.0")
+    match = table.cuda_for_image("vllm/vllm-openai:v0.9.0", kb=kb)
+    assert build is not None and build.cuda is not None
+    assert match is not None and match.cuda == build.cuda
+    assert (
+        table.cuda_for_image("nvcr.io/nvidia/tritonserver:24.05-trtllm-python-py3", kb=kb) is None
+    )

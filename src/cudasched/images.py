@@ -87,6 +87,7 @@ class ImageRule:
     source: str
     product: str | None = None
     framework: str | None = None
+    main_variants: tuple[str, ...] | None = None
     note: str = ""
 
     def matches(self, ref: ImageRef) -> re.Match[str] | None:
@@ -175,6 +176,13 @@ def _compile_rule(entry: object, index: int) -> ImageRule:
         raise KnowledgeError(f"images.yaml {rule_id}: framework rules need a framework")
     if not entry.get("source"):
         raise KnowledgeError(f"images.yaml {rule_id}: every rule needs a source")
+    variants = entry.get("main_variants")
+    if variants is not None:
+        if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
+            raise KnowledgeError(f"images.yaml {rule_id}: main_variants must be a list of strings")
+        if "variant" not in tag.groupindex:
+            raise KnowledgeError(f"images.yaml {rule_id}: main_variants needs a `variant` group")
+        variants = tuple(variants)
     return ImageRule(
         id=rule_id,
         repositories=tuple(r.strip("/").lower() for r in repos),
@@ -183,6 +191,7 @@ def _compile_rule(entry: object, index: int) -> ImageRule:
         source=" ".join(str(entry["source"]).split()),
         product=str(entry["product"]) if entry.get("product") else None,
         framework=str(entry["framework"]) if entry.get("framework") else None,
+        main_variants=variants,
         note=" ".join(str(entry.get("note") or "").split()),
     )
 
@@ -266,6 +275,9 @@ class ImageTable:
         if rule.cuda_from == "tag":
             return ImageMatch(parse_cuda(m.group("cuda")), f"image table {rule.id}, tag {m.string}")
         if rule.cuda_from == "ngc" and facts is not None and rule.product:
+            variant = (m.groupdict().get("variant")) or ""
+            if rule.main_variants is not None and variant not in rule.main_variants:
+                return None  # another build of that release: the notes do not cover it
             release = facts.ngc_release(rule.product, m.group("release"))
             return _from_fact(release, f"NGC {rule.product} {m.group('release')}")
         if rule.cuda_from == "framework" and facts is not None and rule.framework:

@@ -386,6 +386,13 @@ def test_node_copies_labels_and_preparses_integers() -> None:
         node.labels["zone"] = "x"  # type: ignore[index]
 
 
+def test_nodes_compare_and_hash_by_name_and_labels() -> None:
+    a = Node("n", {"x": "1", "y": "2"})
+    b = Node("n", {"y": "2", "x": "1"})
+    assert a == b and hash(a) == hash(b)
+    assert len({a, b, Node("m", {"x": "1", "y": "2"}), Node("n", {"x": "1"})}) == 3
+
+
 @pytest.mark.parametrize(
     ("name", "labels"),
     [(None, {}), ("n", None), ("n", {"a": 1}), ("n", {1: "a"})],

@@ -201,6 +201,10 @@ class Node:
         object.__setattr__(self, "labels", MappingProxyType(labels))
         object.__setattr__(self, "int_labels", MappingProxyType(ints))
 
+    def __hash__(self) -> int:
+        # Explicit because the label mapping itself is unhashable; equal nodes hash equal.
+        return hash((self.name, frozenset(self.labels.items())))
+
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any]) -> Node:
         """Build from a Node object exactly as the API returns it (``metadata.name/labels``)."""

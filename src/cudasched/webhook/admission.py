@@ -493,7 +493,8 @@ class Admitter:
         )
 
     def _unconstrained(self, req: _Request, record: str, why: str) -> Decision:
-        text = clip(f"cudasched: not constrained to {record}: {why}")
+        # The reason first: a clipped warning must still say what went wrong.
+        text = clip(f"cudasched: not constrained ({why}); requirement {record}")
         return Decision(req.uid, warnings=(text,), requirement=record, reason=why)
 
     # ------------------------------------------------------------------ InferenceServices

@@ -470,3 +470,22 @@ def test_real_knowledge_base_answers_ngc_and_vllm_images(table: ImageTable) -> N
     assert (
         table.cuda_for_image("nvcr.io/nvidia/tritonserver:24.05-trtllm-python-py3", kb=kb) is None
     )
+
+
+def test_from_config_accepts_config_objects() -> None:
+    @dataclass(frozen=True)
+    class Override:
+        pattern: str
+        cuda: str
+
+    @dataclass(frozen=True)
+    class Config:
+        image_overrides: tuple[Override, ...]
+
+    t = ImageTable.from_config(
+        Config((Override("registry.local/llm/*:cu124", "12.4"),)), kb=FakeKB()
+    )
+    m = t.cuda_for_image("registry.local/llm/qwen:cu124")
+    assert m is not None and m.cuda == CudaVersion(12, 4)
+    assert t.cuda_for_image("nvcr.io/nvidia/tritonserver:24.05-py3") is not None  # kb bound
+    assert ImageTable.from_config(object()).overrides == ()

@@ -197,6 +197,8 @@ def _compile_rule(entry: object, index: int) -> ImageRule:
 
 
 def _override(entry: object, index: int) -> OverrideRule:
+    if not isinstance(entry, Mapping) and hasattr(entry, "pattern") and hasattr(entry, "cuda"):
+        entry = {"pattern": entry.pattern, "cuda": entry.cuda}  # e.g. a pydantic config model
     if not isinstance(entry, Mapping):
         raise InputError(
             f"invalid image override #{index} {entry!r}: expected a mapping such as "
@@ -242,6 +244,13 @@ class ImageTable:
             raise KnowledgeError("images.yaml must be a mapping with an `images` list")
         rules = tuple(_compile_rule(e, i) for i, e in enumerate(data["images"]))
         return cls(rules=rules, kb=kb)
+
+    @classmethod
+    def from_config(cls, config: object, kb: ReleaseFacts | None = None) -> ImageTable:
+        """The built-in table with a webhook configuration's ``image_overrides`` in front
+        (any object with that attribute; entries are mappings or objects with ``pattern`` and
+        ``cuda``). Pass ``kb``, or NGC and vLLM images cannot be answered."""
+        return cls.builtin(kb=kb).with_overrides(getattr(config, "image_overrides", ()) or ())
 
     def with_overrides(self, entries: Iterable[Mapping[str, Any]]) -> ImageTable:
         """A copy whose overrides are ``entries`` (in order) in front of the existing ones."""

@@ -384,11 +384,15 @@ def test_legacy_framework_fields_become_model_formats(
     assert m.origin == f"spec.predictor.{field}"
 
 
-def test_legacy_explicit_protocol_kept_and_model_field_wins() -> None:
+def test_legacy_explicit_protocol_kept_and_legacy_field_overwrites_model() -> None:
     m = effective_model(isvc(triton={"protocolVersion": "grpc-v2"}))
     assert m is not None and m.protocol == "grpc-v2"
+    # setPredictorModelDefaults assigns Model from the first legacy field it finds
     both = isvc(model("xgboost"), sklearn={})
     m = effective_model(both)
+    assert m is not None and m.format_name == "sklearn"
+    # switch order: sklearn before tensorflow before ... paddle
+    m = effective_model(isvc(paddle={}, xgboost={}))
     assert m is not None and m.format_name == "xgboost"
 
 

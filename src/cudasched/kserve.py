@@ -320,27 +320,8 @@ def effective_model(isvc: Mapping[str, Any]) -> ModelRequest | None:
     spec = _spec(isvc, "InferenceService")
     predictor = _mapping(spec.get("predictor"), "spec.predictor")
     multi_node = predictor.get("workerSpec") is not None
-    model = predictor.get("model")
-    if model is not None:
-        model = _mapping(model, "spec.predictor.model")
-        fmt = _mapping(model.get("modelFormat"), "spec.predictor.model.modelFormat")
-        name = _optional_str(fmt.get("name"), "spec.predictor.model.modelFormat.name")
-        if not name:
-            raise InputError(
-                "invalid spec.predictor.model: expected modelFormat.name (KServe requires it)"
-            )
-        protocol = _optional_str(model.get("protocolVersion"), "protocolVersion")
-        if protocol is None and name in _V2_DEFAULT_FORMATS:
-            protocol = "v2"
-        return ModelRequest(
-            format_name=name,
-            format_version=_optional_str(fmt.get("version"), "modelFormat.version"),
-            runtime=_optional_str(model.get("runtime"), "spec.predictor.model.runtime") or None,
-            protocol=protocol,
-            multi_node=multi_node,
-            origin="spec.predictor.model",
-            container=model,
-        )
+    # The defaulter's switch looks at the legacy fields first and overwrites `model` with the
+    # first one set, so a legacy field wins over a `model` written next to it.
     for key, fmt_name, v2_default in _LEGACY_FRAMEWORKS:
         legacy = predictor.get(key)
         if legacy is None:
@@ -358,7 +339,28 @@ def effective_model(isvc: Mapping[str, Any]) -> ModelRequest | None:
             origin=f"spec.predictor.{key}",
             container=legacy,
         )
-    return None
+    model = predictor.get("model")
+    if model is None:
+        return None
+    model = _mapping(model, "spec.predictor.model")
+    fmt = _mapping(model.get("modelFormat"), "spec.predictor.model.modelFormat")
+    name = _optional_str(fmt.get("name"), "spec.predictor.model.modelFormat.name")
+    if not name:
+        raise InputError(
+            "invalid spec.predictor.model: expected modelFormat.name (KServe requires it)"
+        )
+    protocol = _optional_str(model.get("protocolVersion"), "protocolVersion")
+    if protocol is None and name in _V2_DEFAULT_FORMATS:
+        protocol = "v2"
+    return ModelRequest(
+        format_name=name,
+        format_version=_optional_str(fmt.get("version"), "modelFormat.version"),
+        runtime=_optional_str(model.get("runtime"), "spec.predictor.model.runtime") or None,
+        protocol=protocol,
+        multi_node=multi_node,
+        origin="spec.predictor.model",
+        container=model,
+    )
 
 
 # --------------------------------------------------------------------------- runtime facts

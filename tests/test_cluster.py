@@ -371,3 +371,31 @@ def test_sample_predictor_pods_are_pending_kserve_pods(sample: ClusterSnapshot) 
         assert meta["labels"]["component"] == "predictor"
         assert (meta["namespace"], meta["labels"]["serving.kserve.io/inferenceservice"]) in isvcs
         assert pod["spec"]["containers"][0]["name"] == "kserve-container"
+
+
+def test_sample_labels_agree_with_the_knowledge_base(sample: ClusterSnapshot) -> None:
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.nodes import facts_from_labels
+
+    kb = KnowledgeBase.load()
+    for node in sample.nodes:
+        labels = _labels(node)
+        name = node["metadata"]["name"]
+        if L.GFD_OLD_DRIVER_MAJOR not in labels:
+            assert not facts_from_labels(name, labels, kb).has_gpu
+            continue
+        facts = facts_from_labels(name, labels, kb)
+        assert facts.driver is not None and facts.cuda is not None, name
+        assert kb.max_cuda_for_driver(facts.driver) == facts.cuda, name
+        info = kb.gpu(labels[L.GFD_PRODUCT])
+        assert info is not None, labels[L.GFD_PRODUCT]
+        assert facts.compute == info.compute, name
+        assert facts.datacenter == info.datacenter, name
+        # GFD-only reading (strip our labels) gives the same facts as reading our labels.
+        gfd_only = {k: v for k, v in labels.items() if not k.startswith(L.PREFIX)}
+        plain = facts_from_labels(name, gfd_only, kb)
+        assert (plain.driver, plain.cuda, plain.compute) == (
+            facts.driver,
+            facts.cuda,
+            facts.compute,
+        )

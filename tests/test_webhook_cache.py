@@ -1,0 +1,321 @@
+"""The watch cache against a mock Kubernetes API server (kmock) over real HTTP.
+
+Every test talks to the cache only through the Kubernetes API traffic kmock serves: objects are
+created, patched and deleted with API calls, failures are scripted as API responses. Nothing in
+the client is patched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import kmock
+import pytest
+
+from cudasched.webhook.cache import ClusterCache
+from cudasched.webhook.metrics import WebhookMetrics
+
+NODES = "/api/v1/nodes"
+ISVCS = "/apis/serving.kserve.io/v1beta1/namespaces/{ns}/inferenceservices"
+RUNTIMES = "/apis/serving.kserve.io/v1alpha1/namespaces/{ns}/servingruntimes"
+CLUSTER_RUNTIMES = "/apis/serving.kserve.io/v1alpha1/clusterservingruntimes"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A stand-in for ClusterState: what the cache handed to the builder."""
+
+    nodes: dict[str, dict[str, str]]
+    isvcs: tuple[str, ...]
+    runtimes: tuple[str, ...]
+    cluster_runtimes: tuple[str, ...]
+    raw_nodes: tuple[dict[str, Any], ...]
+
+
+def build(nodes, isvcs, runtimes, cluster_runtimes) -> Snapshot:
+    def names(objs):
+        return tuple(
+            sorted(
+                f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}".lstrip("/")
+                for o in objs
+            )
+        )
+
+    return Snapshot(
+        nodes={n["metadata"]["name"]: dict(n["metadata"].get("labels") or {}) for n in nodes},
+        isvcs=names(isvcs),
+        runtimes=names(runtimes),
+        cluster_runtimes=names(cluster_runtimes),
+        raw_nodes=tuple(nodes),
+    )
+
+
+def node(name: str, **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": {"nfd.node.kubernetes.io/feature-labels": "x" * 100},
+            "managedFields": [{"manager": "kubelet"}],
+        },
+        "status": {
+            "capacity": {"nvidia.com/gpu": "8"},
+            "images": [{"names": [f"registry/image-{i}"], "sizeBytes": 1} for i in range(20)],
+        },
+    }
+
+
+def named(name: str, namespace: str | None = None, **spec: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"metadata": meta, "spec": spec}
+
+
+def make_cache(url: Any, **kwargs: Any) -> ClusterCache:
+    options: dict[str, Any] = {
+        "base_url": str(url).rstrip("/"),
+        "build_state": build,
+        "debounce_seconds": 0.01,
+        "backoff_initial": 0.02,
+        "backoff_max": 0.1,
+        "missing_crd_retry_seconds": 0.1,
+    }
+    options.update(kwargs)
+    return ClusterCache(**options)
+
+
+def requests_to(server: kmock.RawHandler, method: str, path: str, *, watch: bool) -> int:
+    count = 0
+    for request in list(server):
+        if request.method.value != method or request.url.path != path:
+            continue
+        if (request.url.query.get("watch") == "true") == watch:
+            count += 1
+    return count
+
+
+async def test_initial_list_publishes_every_kind(kmock: kmock.KubernetesEmulator) -> None:
+    await kmock.post(NODES, json=node("gpu-a", **{"nvidia.com/cuda.runtime.major": "12"}))
+    await kmock.post(NODES, json=node("cpu-b"))
+    await kmock.post(ISVCS.format(ns="ml"), json=named("llm", "ml"))
+    await kmock.post(RUNTIMES.format(ns="ml"), json=named("vllm", "ml"))
+    await kmock.post(CLUSTER_RUNTIMES, json=named("triton"))
+    metrics = WebhookMetrics()
+    cache = make_cache(kmock.url, metrics=metrics)
+    assert not cache.synced
+    assert "waiting for the first list" in cache.not_ready_reason
+    await cache.start()
+    try:
+        await eventually(cache, lambda c: c.synced, 10)
+        state: Snapshot = cache.state
+        assert state.nodes == {"gpu-a": {"nvidia.com/cuda.runtime.major": "12"}, "cpu-b": {}}
+        assert state.isvcs == ("ml/llm",)
+        assert state.runtimes == ("ml/vllm",)
+        assert state.cluster_runtimes == ("triton",)
+        assert cache.not_ready_reason == ""
+        # Nodes are kept small: identity, labels and capacity only.
+        stored = {n["metadata"]["name"]: n for n in state.raw_nodes}["gpu-a"]
+        assert stored["status"] == {"capacity": {"nvidia.com/gpu": "8"}}
+        assert set(stored["metadata"]) <= {"name", "uid", "resourceVersion", "labels"}
+        assert [o["metadata"]["name"] for o in cache.objects("inferenceservices")] == ["llm"]
+        assert "managedFields" not in cache.objects("inferenceservices")[0]["metadata"]
+        text = metrics.render().decode()
+        assert 'cudasched_cache_objects{kind="nodes"} 2.0' in text
+        assert "cudasched_cache_synced 1.0" in text
+    finally:
+        await cache.stop()
+
+
+async def test_watch_events_update_the_snapshot(kmock: kmock.KubernetesEmulator) -> None:
+    kmock.resources["v1/nodes"] = {}
+    for path in (ISVCS.format(ns="ml"), RUNTIMES.format(ns="ml"), CLUSTER_RUNTIMES):
+        await kmock.post(path, json=named("seed", "ml" if "namespaces" in path else None))
+    cache = make_cache(kmock.url)
+    await cache.start()
+    try:
+        await eventually(cache, lambda c: c.synced, 10)
+        assert cache.state.nodes == {}
+
+        await kmock.post(NODES, json=node("n1", tier="a"))
+        await eventually(cache, lambda c: c.state.nodes.get("n1") == {"tier": "a"})
+
+        await kmock.patch(f"{NODES}/n1", json={"metadata": {"labels": {"tier": "b"}}})
+        await eventually(cache, lambda c: c.state.nodes.get("n1") == {"tier": "b"})
+
+        await kmock.post(ISVCS.format(ns="ml"), json=named("llm", "ml"))
+        await eventually(cache, lambda c: "ml/llm" in c.state.isvcs)
+
+        await kmock.delete(f"{NODES}/n1")
+        await eventually(cache, lambda c: "n1" not in c.state.nodes)
+        await kmock.delete(ISVCS.format(ns="ml") + "/llm")
+        await eventually(cache, lambda c: c.state.isvcs == ("ml/seed",))
+    finally:
+        await cache.stop()
+
+
+async def test_label_free_node_updates_do_not_rebuild(kmock: kmock.KubernetesEmulator) -> None:
+    """Kubelet heartbeats modify Nodes all the time; only label changes matter to admission."""
+    await kmock.post(NODES, json=node("n1", tier="a"))
+    await kmock.post(NODES, json=node("n2", tier="a"))
+    cache = make_cache(kmock.url)
+    await cache.start()
+    try:
+        await eventually(cache, lambda c: c.synced and len(c.state.nodes) == 2, 10)
+        # Let the watch's initial replay settle, then count publishes.
+        await asyncio.sleep(0.2)
+        before = cache.generation
+        await kmock.patch(f"{NODES}/n1", json={"status": {"capacity": {"nvidia.com/gpu": "4"}}})
+        await kmock.patch(f"{NODES}/n2", json={"metadata": {"labels": {"tier": "b"}}})
+        await eventually(cache, lambda c: c.state.nodes["n2"] == {"tier": "b"})
+        await asyncio.sleep(0.1)
+        # The label change published; the capacity-only change was stored without a rebuild.
+        assert cache.generation == before + 1
+        stored = {n["metadata"]["name"]: n for n in cache.objects("nodes")}
+        assert stored["n1"]["status"]["capacity"] == {"nvidia.com/gpu": "4"}
+    finally:
+        await cache.stop()
+
+
+async def test_stream_cut_mid_event_reconnects(kmock: kmock.KubernetesEmulator) -> None:
+    await kmock.post(NODES, json=node("n1"))
+    # The first nodes watch delivers one whole event, then half of the next, then ends.
+    first_watch = kmock[kmock.action.WATCH, kmock.resource("v1/nodes")][:1]
+    first_watch << (
+        {"type": "ADDED", "object": node("n-streamed", tier="x")},
+        b'{"type": "MODIFIED", "object": {"apiVersion": "v1", "kind": "No',
+    )
+    metrics = WebhookMetrics()
+    cache = make_cache(kmock.url, metrics=metrics)
+    await cache.start()
+    try:
+        await eventually(cache, lambda c: c.synced, 10)
+        await eventually(cache, lambda c: "n-streamed" in c.state.nodes)
+        # After the broken stream the watch is re-established and delivers new events.
+        await eventually(cache, lambda c: requests_to(kmock, "GET", NODES, watch=True) >= 2)
+        await kmock.post(NODES, json=node("n2", tier="y"))
+        await eventually(cache, lambda c: c.state.nodes.get("n2") == {"tier": "y"})
+        text = metrics.render().decode()
+        assert 'cudasched_cache_watch_restarts_total{kind="nodes",reason="watch_error"}' in text
+        assert cache.synced
+    finally:
+        await cache.stop()
+
+
+async def test_gone_relists(kmock: kmock.KubernetesEmulator) -> None:
+    await kmock.post(NODES, json=node("n1"))
+    expired = {
+        "type": "ERROR",
+        "object": {
+            "apiVersion": "v1",
+            "kind": "Status",
+            "metadata": {},
+            "status": "Failure",
+            "message": "too old resource version: 5 (9)",
+            "reason": "Expired",
+            "code": 410,
+        },
+    }
+    kmock[kmock.action.WATCH, kmock.resource("v1/nodes")][:1] << (expired,)
+    metrics = WebhookMetrics()
+    cache = make_cache(kmock.url, metrics=metrics)
+    await cache.start()
+    try:
+        await eventually(cache, lambda c: c.synced, 10)
+        await eventually(cache, lambda c: requests_to(kmock, "GET", NODES, watch=False) >= 2)
+        text = metrics.render().decode()
+        assert 'cudasched_cache_watch_restarts_total{kind="nodes",reason="gone"} 1.0' in text
+        # The re-list is followed by a working watch.
+        await kmock.post(NODES, json=node("n2"))
+        await eventually(cache, lambda c: set(c.state.nodes) == {"n1", "n2"})
+    finally:
+        await cache.stop()
+
+
+async def eventually(cache: ClusterCache, predicate: Any, timeout: float = 5.0) -> None:
+    """Poll ``predicate(cache)``: some conditions (request counts) change without a publish."""
+    async with asyncio.timeout(timeout):
+        while not predicate(cache):
+            await asyncio.sleep(0.01)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_unreachable_api_is_not_synced_until_it_appears() -> None:
+    port = _free_port()
+    cache = make_cache(f"http://127.0.0.1:{port}", request_timeout=1.0)
+    await cache.start()
+    try:
+        await asyncio.sleep(0.3)
+        assert not cache.synced
+        assert "waiting for the first list of nodes" in cache.not_ready_reason
+        assert "last error" in cache.not_ready_reason
+        async with kmock.KubernetesEmulator() as api, kmock.Server(api, port=port):
+            await api.post(NODES, json=node("late"))
+            await eventually(cache, lambda c: c.synced, 10)
+            assert set(cache.state.nodes) == {"late"}
+            # Close the watch streams before the mock server shuts down.
+            await cache.stop()
+    finally:
+        await cache.stop()
+
+
+async def test_missing_kserve_crds_count_as_empty(
+    kmock: kmock.KubernetesEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="cudasched.webhook.cache")
+    await kmock.post(NODES, json=node("n1"))
+    cache = make_cache(kmock.url)
+    await cache.start()
+    try:
+        await eventually(cache, lambda c: c.synced, 10)
+        assert cache.state.isvcs == ()
+        # Retried in the background (several times by now) but logged once per kind.
+        await eventually(
+            cache,
+            lambda c: (
+                requests_to(kmock, "GET", ISVCS.replace("/namespaces/{ns}", ""), watch=False) >= 3
+            ),
+        )
+        missing = [r for r in caplog.records if "inferenceservices are not served" in r.message]
+        assert len(missing) == 1
+        # Installing KServe later needs no restart.
+        await kmock.post(ISVCS.format(ns="ml"), json=named("llm", "ml"))
+        await eventually(cache, lambda c: c.state.isvcs == ("ml/llm",))
+    finally:
+        await cache.stop()
+
+
+async def test_default_builder_publishes_cluster_state(kmock: kmock.KubernetesEmulator) -> None:
+    from cudasched.webhook.state import ClusterState
+
+    labels = {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/cuda.driver-version.full": "550.90.07",
+        "nvidia.com/cuda.driver-version.major": "550",
+        "nvidia.com/cuda.runtime-version.full": "12.4",
+        "nvidia.com/cuda.runtime-version.major": "12",
+        "nvidia.com/cuda.runtime-version.minor": "4",
+    }
+    await kmock.post(NODES, json=node("gpu-1", **labels))
+    cache = make_cache(kmock.url, build_state=None)
+    assert isinstance(cache.state, ClusterState) and not cache.state.synced
+    await cache.start()
+    try:
+        await eventually(cache, lambda c: c.synced, 10)
+        state = cache.state
+        assert isinstance(state, ClusterState)
+        assert state.synced
+        assert [n.name for n in state.nodes] == ["gpu-1"]
+    finally:
+        await cache.stop()

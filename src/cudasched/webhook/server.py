@@ -235,6 +235,9 @@ class WebhookApp:
         self._executor = ThreadPoolExecutor(
             max_workers=max(1, review_threads), thread_name_prefix="cudasched-review"
         )
+        self._reviewer_decide: Callable[[str, bytes, Any], Any] | None = getattr(
+            reviewer, "decide", None
+        )
         self._admission: dict[str, str] = {POD_PATH: "pod", ISVC_PATH: "isvc"}
         self._plain: dict[str, Callable[[], tuple[int, bytes, bytes]]] = {
             HEALTH_PATH: self._healthz,
@@ -379,10 +382,10 @@ class WebhookApp:
             )
         state = source.state
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._executor, self.reviewer.review, kind, body, state)
+        future = loop.run_in_executor(self._executor, self._review, kind, body, state)
         try:
             async with asyncio.timeout_at(deadline):
-                answer = await future
+                answer, outcome = await future
         except TimeoutError:
             log.warning(
                 "admission of %s exceeded %.2fs; answered by the failure mode",
@@ -397,6 +400,16 @@ class WebhookApp:
         except Exception:
             log.exception("admission of %s failed", path)
             return self._fallback(body, path, "internal", "internal error", 500)
+        return answer, outcome
+
+    def _review(self, kind: str, body: bytes, state: ClusterState) -> tuple[bytes, str]:
+        """Runs in a review thread. Uses ``decide`` when the reviewer has it (the Admitter
+        reports its own outcome), else classifies the serialised answer."""
+        decide = self._reviewer_decide
+        if decide is not None:
+            decision = decide(kind, body, state)
+            return decision.render(), str(decision.outcome)
+        answer = self.reviewer.review(kind, body, state)
         return answer, _outcome_of(answer)
 
     def _fallback(
@@ -440,25 +453,13 @@ async def _respond(
 
 def default_reviewer(config: WebhookConfig) -> Reviewer:
     """The production :class:`Admitter` for ``config`` with the bundled knowledge base and
-    image table (``imageOverrides`` applied)."""
+    image table (``imageOverrides`` in front)."""
     from cudasched.images import ImageTable
     from cudasched.knowledge import KnowledgeBase
-
     from cudasched.webhook.admission import Admitter
 
     kb = KnowledgeBase.load()
-    images = _image_table(ImageTable, config)
-    return Admitter(config, kb, images)
-
-
-def _image_table(table_cls: Any, config: WebhookConfig) -> Any:
-    overrides = tuple(config.image_overrides)
-    for name in ("from_config", "with_overrides"):
-        factory = getattr(table_cls, name, None)
-        if factory is not None:
-            return factory(config) if name == "from_config" else factory(overrides)
-    builtin = getattr(table_cls, "builtin", None)
-    return builtin() if builtin is not None else table_cls()
+    return Admitter(config, kb, ImageTable.from_config(config, kb=kb))
 
 
 def build_app(
@@ -533,10 +534,16 @@ class RunningServer:
     key_file: Path
     app: WebhookApp
     tls: ReloadingServerContext
+    server: uvicorn.Server
 
     @property
     def url(self) -> str:
         return f"https://{self.host}:{self.port}"
+
+    def request_stop(self) -> None:
+        """Begin a graceful shutdown (what SIGTERM does): stop accepting, finish in-flight
+        requests. Leaving the ``serve_in_thread`` block waits for it to complete."""
+        self.server.should_exit = True
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -622,6 +629,7 @@ def serve_in_thread(
                 key_file=key_path,
                 app=app,
                 tls=tls,
+                server=server,
             )
         finally:
             server.should_exit = True

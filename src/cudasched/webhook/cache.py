@@ -257,8 +257,7 @@ class ClusterCache:
             return
         if self._kinds is None:
             self._kinds = default_kinds()
-        if self._client is None:
-            self._client = self._make_client()
+        self.prepare()
         self._changed = asyncio.Condition()
         if self._build is None:
             self._build = _default_builder()
@@ -266,6 +265,13 @@ class ClusterCache:
             self._stores.setdefault(spec.name, {})
             task = asyncio.create_task(self._follow(spec), name=f"cudasched-watch-{spec.name}")
             self._tasks.append(task)
+
+    def prepare(self) -> None:
+        """Load the Kubernetes configuration and create the client now (``start`` does it
+        otherwise), so a bad kubeconfig is reported before the server starts listening.
+        Raises :class:`InputError` naming where the configuration was looked for."""
+        if self._client is None:
+            self._client = self._make_client()
 
     async def stop(self) -> None:
         """Cancel the watches and the publisher; close the client if we created it."""

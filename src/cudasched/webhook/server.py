@@ -46,6 +46,7 @@ from cudasched.webhook.metrics import WebhookMetrics
 from cudasched.webhook.tls import (
     ReloadingServerContext,
     generate_self_signed,
+    load_server_context,
     write_self_signed,
 )
 
@@ -60,6 +61,7 @@ __all__ = [
     "POD_PATH",
     "Reviewer",
     "RunningServer",
+    "SourceFactory",
     "StateSource",
     "StaticStateSource",
     "WebhookApp",
@@ -641,62 +643,153 @@ async def serve(
     config: WebhookConfig,
     source: StateSource,
     *,
-    reviewer: Reviewer | None = None,
     tls: ReloadingServerContext,
+    reviewer: Reviewer | None = None,
+    metrics: WebhookMetrics | None = None,
     host: str | None = None,
     port: int | None = None,
     sockets: list[socket.socket] | None = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT (uvicorn's handlers, main thread): new connections stop,
-    in-flight requests finish (up to the graceful timeout), then the cache is stopped."""
+    """Serve on the running loop until SIGTERM/SIGINT (uvicorn's handlers, main thread only):
+    new connections stop, in-flight requests finish (up to the graceful timeout), then the
+    source (the cache) is stopped by the lifespan shutdown."""
     import uvicorn
 
-    app = build_app(config, source, reviewer=reviewer)
+    app = build_app(config, source, reviewer=reviewer, metrics=metrics)
     ucfg = uvicorn_config(
         app, tls, host=host or config.server.host, port=port or config.server.port
     )
     await uvicorn.Server(ucfg).serve(sockets=sockets)
 
 
+#: Builds the state source of one server process; it receives that process's metrics so the
+#: cache reports into the same registry the ``/metrics`` endpoint renders.
+SourceFactory = Callable[[WebhookMetrics], StateSource]
+
+
 def run_server(
     config: WebhookConfig,
-    source: StateSource,
+    source_factory: SourceFactory,
     *,
     reviewer: Reviewer | None = None,
     self_signed_dir: str | os.PathLike[str] | None = None,
     host: str | None = None,
     port: int | None = None,
 ) -> None:
-    """Blocking entry point of ``cudasched webhook``: TLS from ``server.certFile/keyFile`` or a
-    self-signed pair (written to ``self_signed_dir`` or a temporary directory), then
-    :func:`serve` on uvicorn's preferred loop."""
+    """Blocking entry point of ``cudasched webhook``.
+
+    TLS comes from ``server.certFile``/``keyFile`` (followed across rotations) or, with
+    ``server.selfSigned``, from a fresh self-signed pair written to ``self_signed_dir`` (a
+    temporary directory when ``None``). With ``server.workers`` > 1 the listening socket is
+    bound once and that many processes are forked to accept on it, each with its own cache,
+    event loop and metrics; SIGTERM/SIGINT are forwarded to them and each drains gracefully.
+    """
+    host = host or config.server.host
+    port = port or config.server.port
+    workers = config.server.workers or 1
+    with contextlib.ExitStack() as stack:
+        cert, key = _server_tls_files(config, self_signed_dir, stack)
+        if workers == 1:
+            _serve_process(config, source_factory, reviewer, cert, key, host, port, None)
+            return
+        sock = _bind(host, port)
+        children: list[int] = []
+        for _ in range(workers):
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - runs in the child process
+                code = 0
+                try:
+                    _serve_process(config, source_factory, reviewer, cert, key, host, port, [sock])
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else 0
+                except BaseException:
+                    log.exception("webhook worker failed")
+                    code = 1
+                finally:
+                    os._exit(code)
+            children.append(pid)
+        sock.close()
+        _supervise(children)
+
+
+def _serve_process(
+    config: WebhookConfig,
+    source_factory: SourceFactory,
+    reviewer: Reviewer | None,
+    cert: Path,
+    key: Path,
+    host: str,
+    port: int,
+    sockets: list[socket.socket] | None,
+) -> None:
+    import signal
+
     import uvicorn
 
-    with contextlib.ExitStack() as stack:
-        tls = _server_tls(config, self_signed_dir, stack)
-        app = build_app(config, source, reviewer=reviewer)
-        ucfg = uvicorn_config(
-            app, tls, host=host or config.server.host, port=port or config.server.port
-        )
-        uvicorn.Server(ucfg).run()
+    # uvicorn drains on SIGTERM, then re-raises the signal with the previous handler in place;
+    # this handler turns that into a clean exit status 0 (and a SIGTERM during start-up too).
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_cleanly)
+    metrics = WebhookMetrics()
+    tls = ReloadingServerContext(cert, key)
+    app = build_app(config, source_factory(metrics), reviewer=reviewer, metrics=metrics)
+    server = uvicorn.Server(uvicorn_config(app, tls, host=host, port=port))
+    server.run(sockets=sockets)
+    if not server.started:
+        raise SystemExit(1)
 
 
-def _server_tls(
+def _exit_cleanly(_signum: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _supervise(children: list[int]) -> None:
+    """Wait for the worker processes, forwarding termination signals to them."""
+    import signal
+
+    def forward(signum: int, _frame: object) -> None:
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    status = 0
+    try:
+        for pid in children:
+            while True:
+                try:
+                    _, raw = os.waitpid(pid, 0)
+                    break
+                except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+                    continue
+            code = os.waitstatus_to_exitcode(raw)
+            status = status or (code if code > 0 else 0)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if status:
+        raise SystemExit(status)
+
+
+def _server_tls_files(
     config: WebhookConfig,
     self_signed_dir: str | os.PathLike[str] | None,
     stack: contextlib.ExitStack,
-) -> ReloadingServerContext:
+) -> tuple[Path, Path]:
     srv = config.server
-    if srv.cert_file and srv.key_file and not srv.self_signed:
-        return ReloadingServerContext(srv.cert_file, srv.key_file)
-    if not srv.self_signed and self_signed_dir is None:
-        raise InputError(
-            "no TLS certificate: set server.certFile and server.keyFile, or use --self-signed"
-        )
+    if not srv.self_signed:
+        if not (srv.cert_file and srv.key_file):
+            raise InputError(
+                "no TLS certificate: set server.certFile and server.keyFile, "
+                "or server.selfSigned (--self-signed)"
+            )
+        # Fail now, with the file names, rather than at the first handshake.
+        load_server_context(srv.cert_file, srv.key_file)
+        return Path(srv.cert_file), Path(srv.key_file)
     directory = self_signed_dir
     if directory is None:
         directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="cudasched-tls-"))
     bundle = generate_self_signed()
     cert, key, ca = write_self_signed(directory, bundle)
-    log.warning("serving a self-signed certificate; CA written to %s", ca)
-    return ReloadingServerContext(cert, key)
+    log.warning("serving a self-signed certificate (development only); its CA is %s", ca)
+    return cert, key

@@ -1,0 +1,95 @@
+"""``cudasched webhook``: run the admission webhook (HTTPS server + watch cache).
+
+The command only assembles what :mod:`cudasched.webhook.server` and
+:mod:`cudasched.webhook.cache` provide; flags override the matching configuration fields so a
+quick local run needs no file (``cudasched webhook --self-signed --kubeconfig ~/.kube/config``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from cudasched.cli.app import app, fail
+from cudasched.errors import InputError
+
+__all__ = ["webhook_cmd"]
+
+
+@app.command("webhook")
+def webhook_cmd(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="Webhook configuration YAML (camelCase keys)."),
+    ] = None,
+    self_signed: Annotated[
+        bool,
+        typer.Option(
+            "--self-signed",
+            help="Serve a freshly generated self-signed certificate (development only).",
+        ),
+    ] = False,
+    tls_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-dir",
+            help="Where --self-signed writes tls.crt, tls.key and ca.crt (default: a "
+            "temporary directory removed at exit).",
+        ),
+    ] = None,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(
+            "--kubeconfig",
+            help="Kubeconfig file; default: in-cluster service account, then $KUBECONFIG.",
+        ),
+    ] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Listen address.")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Listen port.", min=1, max=65535)] = (
+        None
+    ),
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="debug, info, warning or error.")
+    ] = "info",
+) -> None:
+    """Run the CUDA-aware admission webhook until SIGTERM (in-flight requests finish)."""
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        fail(f"invalid --log-level {log_level!r}: expected debug, info, warning or error")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        from cudasched.webhook.cache import ClusterCache
+        from cudasched.webhook.config import load_config
+        from cudasched.webhook.metrics import WebhookMetrics
+        from cudasched.webhook.server import run_server
+
+        cfg = load_config(config)
+        server_update: dict[str, Any] = {}
+        if self_signed:
+            server_update["self_signed"] = True
+        if host is not None:
+            server_update["host"] = host
+        if port is not None:
+            server_update["port"] = port
+        if server_update:
+            cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update=server_update)})
+        if kubeconfig is not None:
+            cfg = cfg.model_copy(
+                update={"kube": cfg.kube.model_copy(update={"kubeconfig": kubeconfig})}
+            )
+
+        def make_cache(metrics: WebhookMetrics) -> ClusterCache:
+            cache = ClusterCache(
+                kubeconfig=cfg.kube.kubeconfig,
+                resync_seconds=float(cfg.kube.resync_seconds),
+                metrics=metrics,
+            )
+            cache.prepare()
+            return cache
+
+        run_server(cfg, make_cache, self_signed_dir=tls_dir)
+    except InputError as exc:
+        fail(str(exc))

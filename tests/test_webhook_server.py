@@ -1,0 +1,485 @@
+"""The webhook HTTPS server, exercised as the API server uses it: a real uvicorn server on
+127.0.0.1 with a self-signed certificate, requests over TLS verified against its CA.
+
+A small stand-in reviewer (below) plays admission where a test needs to control what the
+decision does (block, raise, deny); one test runs the real Admitter on the bundled cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cudasched.errors import InputError
+from cudasched.webhook.config import WebhookConfig
+from cudasched.webhook.server import (
+    RunningServer,
+    StaticStateSource,
+    WebhookApp,
+    serve_in_thread,
+)
+
+DATA = Path(__file__).parent / "data" / "admission"
+
+
+def review(uid: str = "uid-1", **request: Any) -> bytes:
+    body = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": uid, "operation": "CREATE", **request},
+    }
+    return orjson.dumps(body)
+
+
+class StandIn:
+    """Plays the Admitter: answers with the request uid; ``mode`` picks the decision."""
+
+    def __init__(self, mode: str = "unchanged") -> None:
+        self.mode = mode
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def review(self, kind: str, body: bytes, state: Any) -> bytes:
+        self.calls += 1
+        doc = orjson.loads(body)
+        if doc.get("kind") != "AdmissionReview":
+            raise InputError("not an AdmissionReview")
+        uid = doc["request"]["uid"]
+        if self.mode == "block":
+            self.entered.set()
+            self.release.wait(30)
+        if self.mode == "raise":
+            raise RuntimeError("bug in admission")
+        response: dict[str, Any] = {"uid": uid, "allowed": self.mode != "deny"}
+        if self.mode == "patch":
+            ops = [{"op": "add", "path": "/metadata/annotations", "value": {"k": kind}}]
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(orjson.dumps(ops)).decode()
+        if self.mode == "deny":
+            response["status"] = {"code": 403, "message": "no"}
+        return orjson.dumps(
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+        )
+
+
+class Unsynced:
+    """A state source whose cache never finished its first list."""
+
+    state = None
+    synced = False
+    not_ready_reason = "waiting for the first list of nodes"
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+
+def client(server: RunningServer, **kwargs: Any) -> httpx.Client:
+    tls = ssl.create_default_context(cadata=server.ca_pem.decode())
+    return httpx.Client(base_url=server.url, verify=tls, timeout=10.0, **kwargs)
+
+
+@pytest.fixture()
+def standin() -> StandIn:
+    return StandIn()
+
+
+@pytest.fixture()
+def server(standin: StandIn) -> Iterator[RunningServer]:
+    cfg = WebhookConfig.from_mapping({"server": {"maxBodyBytes": 4096}})
+    with serve_in_thread(object(), config=cfg, reviewer=standin) as srv:
+        yield srv
+    standin.release.set()
+
+
+def metric(text: str, line_prefix: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(line_prefix + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+# ---------------------------------------------------------------------- plain endpoints
+
+
+def test_health_ready_and_metrics(server: RunningServer) -> None:
+    with client(server) as c:
+        assert c.get("/healthz").status_code == 200
+        ready = c.get("/readyz")
+        assert ready.status_code == 200 and ready.text.strip() == "ok"
+        metrics = c.get("/metrics")
+        assert metrics.status_code == 200
+        assert metrics.headers["content-type"].startswith("text/plain")
+        assert "cudasched_webhook_request_duration_seconds" in metrics.text
+        assert "cudasched_cache_synced" in metrics.text
+        assert c.head("/healthz").status_code == 200
+
+
+def test_two_servers_keep_separate_metrics(server: RunningServer, standin: StandIn) -> None:
+    """Each app has its own registry: a second server in the same process starts cleanly
+    and its counters do not include the first one's requests."""
+    with client(server) as c:
+        assert c.post("/mutate/pods", content=review()).status_code == 200
+    with serve_in_thread(object(), reviewer=standin) as other, client(other) as c2:
+        text = c2.get("/metrics").text
+        assert (
+            metric(
+                text,
+                'cudasched_webhook_requests_total{endpoint="/mutate/pods",outcome="unchanged"}',
+            )
+            == 0
+        )
+    with client(server) as c:
+        text = c.get("/metrics").text
+        assert (
+            metric(
+                text,
+                'cudasched_webhook_requests_total{endpoint="/mutate/pods",outcome="unchanged"}',
+            )
+            == 1
+        )
+
+
+# ---------------------------------------------------------------------- request errors
+
+
+def test_unknown_path_and_wrong_methods(server: RunningServer) -> None:
+    with client(server) as c:
+        assert c.get("/mutate/nodes").status_code == 404
+        wrong = c.get("/mutate/pods")
+        assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+        assert c.put("/mutate/inferenceservices", content=b"{}").status_code == 405
+        assert c.post("/healthz", content=b"").status_code == 405
+
+
+def test_oversized_bodies_are_refused(server: RunningServer, standin: StandIn) -> None:
+    big = review(padding="x" * 5000)
+    with client(server) as c:
+        declared = c.post("/mutate/pods", content=big)
+        assert declared.status_code == 413
+        assert "4096" in declared.text
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the server counts while reading
+        for i in range(0, len(big), 1000):
+            yield big[i : i + 1000]
+
+    with client(server) as c:
+        streamed = c.post("/mutate/pods", content=chunks())
+        assert streamed.status_code == 413
+    assert standin.calls == 0
+    with client(server) as c:  # the server is still fine afterwards
+        assert c.post("/mutate/pods", content=review()).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"not json", b"[1, 2]", orjson.dumps({"apiVersion": "v1", "kind": "Pod"}), b""],
+)
+def test_malformed_reviews_get_one_line_400(server: RunningServer, body: bytes) -> None:
+    with client(server) as c:
+        resp = c.post("/mutate/pods", content=body)
+    assert resp.status_code == 400
+    assert resp.text.count("\n") == 1 and resp.text.strip()
+
+
+def test_uid_is_echoed_and_outcomes_counted(server: RunningServer, standin: StandIn) -> None:
+    with client(server) as c:
+        for mode, uid in (("unchanged", "a-1"), ("patch", "b-2"), ("deny", "c-3")):
+            standin.mode = mode
+            resp = c.post("/mutate/inferenceservices", content=review(uid))
+            assert resp.status_code == 200
+            assert resp.headers["content-type"] == "application/json"
+            answer = resp.json()["response"]
+            assert answer["uid"] == uid
+        text = c.get("/metrics").text
+    for outcome in ("unchanged", "patched", "denied"):
+        prefix = (
+            f'cudasched_webhook_requests_total{{endpoint="/mutate/inferenceservices",'
+            f'outcome="{outcome}"}}'
+        )
+        assert metric(text, prefix) == 1, outcome
+
+
+# ---------------------------------------------------------------------- failure modes
+
+
+@pytest.mark.parametrize("fail_closed", [False, True])
+def test_not_synced_answers_by_failure_mode(fail_closed: bool) -> None:
+    standin = StandIn()
+    cfg = WebhookConfig.from_mapping({"failClosed": fail_closed})
+    with serve_in_thread(Unsynced(), config=cfg, reviewer=standin) as srv, client(srv) as c:
+        ready = c.get("/readyz")
+        assert ready.status_code == 503
+        assert "waiting for the first list of nodes" in ready.text
+        answer = c.post("/mutate/pods", content=review("u-9")).json()["response"]
+        assert c.post("/mutate/pods", content=b"{").status_code == 400
+    assert answer["uid"] == "u-9"
+    assert answer["allowed"] is (not fail_closed)
+    assert "not ready" in answer["warnings"][0] and len(answer["warnings"][0]) <= 120
+    if fail_closed:
+        assert answer["status"]["code"] == 503
+    assert standin.calls == 0  # admission never ran on an unsynced snapshot
+
+
+@pytest.mark.parametrize("fail_closed", [False, True])
+def test_time_budget_overrun_is_answered_without_waiting(fail_closed: bool) -> None:
+    standin = StandIn("block")
+    cfg = WebhookConfig.from_mapping(
+        {"failClosed": fail_closed, "server": {"requestTimeoutSeconds": 0.3}}
+    )
+    try:
+        with serve_in_thread(object(), config=cfg, reviewer=standin) as srv, client(srv) as c:
+            answer = c.post("/mutate/pods", content=review("slow-1")).json()["response"]
+            # The decision is still blocked: the answer came from the failure mode.
+            assert standin.entered.is_set() and not standin.release.is_set()
+            text = c.get("/metrics").text
+            assert c.get("/healthz").status_code == 200
+            standin.release.set()
+    finally:
+        standin.release.set()
+    assert answer["uid"] == "slow-1"
+    assert answer["allowed"] is (not fail_closed)
+    assert "exceeded" in answer["warnings"][0]
+    assert (
+        metric(text, 'cudasched_webhook_fallbacks_total{endpoint="/mutate/pods",reason="timeout"}')
+        == 1
+    )
+
+
+@pytest.mark.parametrize("fail_closed", [False, True])
+def test_internal_error_is_answered_by_failure_mode(fail_closed: bool) -> None:
+    cfg = WebhookConfig.from_mapping({"failClosed": fail_closed})
+    with serve_in_thread(object(), config=cfg, reviewer=StandIn("raise")) as srv, client(srv) as c:
+        resp = c.post("/mutate/pods", content=review("boom"))
+    assert resp.status_code == 200
+    answer = resp.json()["response"]
+    assert answer["uid"] == "boom" and answer["allowed"] is (not fail_closed)
+    if fail_closed:
+        assert answer["status"]["code"] == 500
+
+
+def test_in_flight_request_finishes_on_graceful_stop() -> None:
+    standin = StandIn("block")
+    result: dict[str, Any] = {}
+    with serve_in_thread(object(), reviewer=standin) as srv:
+
+        def send() -> None:
+            with client(srv) as c:
+                result["resp"] = c.post("/mutate/pods", content=review("inflight"))
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        assert standin.entered.wait(10)
+        srv.request_stop()  # what SIGTERM does
+        time.sleep(0.2)  # the server is draining, the request still in flight
+        standin.release.set()
+        sender.join(10)
+    assert result["resp"].status_code == 200
+    assert result["resp"].json()["response"]["uid"] == "inflight"
+
+
+# ---------------------------------------------------------------------- the real Admitter
+
+
+def test_real_admitter_on_the_bundled_cluster() -> None:
+    from cudasched.cluster import bundled_snapshot
+    from cudasched.webhook.state import ClusterState
+
+    snap = bundled_snapshot()
+    state = ClusterState.from_objects(
+        snap.nodes, snap.inference_services, snap.serving_runtimes, snap.cluster_serving_runtimes
+    )
+    body = (DATA / "pod-job-gpu.json").read_bytes()
+    uid = json.loads(body)["request"]["uid"]
+    with serve_in_thread(state) as srv, client(srv) as c:
+        resp = c.post("/mutate/pods", content=body)
+        text = c.get("/metrics").text
+    assert resp.status_code == 200
+    answer = resp.json()
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    assert answer["response"]["uid"] == uid and answer["response"]["allowed"] is True
+    outcome = "patched" if "patch" in answer["response"] else "unchanged"
+    assert (
+        metric(
+            text, f'cudasched_webhook_requests_total{{endpoint="/mutate/pods",outcome="{outcome}"}}'
+        )
+        == 1
+    )
+
+
+# ---------------------------------------------------------------------- ASGI invariants
+
+
+def _call(app: WebhookApp, path: str, body: bytes, method: str = "POST") -> tuple[int, bytes]:
+    """Drive the ASGI app directly (no network) and collect status and body."""
+    import asyncio
+
+    sent: list[dict[str, Any]] = []
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "headers": [(b"content-length", str(len(body)).encode())],
+    }
+    asyncio.run(app(scope, receive, send))
+    status = sent[0]["status"]
+    return status, b"".join(m.get("body", b"") for m in sent[1:])
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@pytest.fixture(scope="module")
+def real_app() -> Iterator[WebhookApp]:
+    """The production Admitter behind the ASGI app, on an empty synced cluster."""
+    from cudasched.webhook.server import default_reviewer
+    from cudasched.webhook.state import ClusterState
+
+    state = ClusterState.from_objects([], [], [], [])
+    app = WebhookApp(default_reviewer(WebhookConfig()), StaticStateSource(state), request_timeout=5)
+    yield app
+    app.close()
+
+
+@settings(max_examples=60)
+@given(
+    uid=st.text(min_size=1, max_size=40),
+    request=st.dictionaries(
+        st.sampled_from(["operation", "kind", "object", "namespace", "subResource"]), _json
+    ),
+    garbage=st.binary(max_size=64),
+    use_garbage=st.booleans(),
+    path=st.sampled_from(["/mutate/pods", "/mutate/inferenceservices"]),
+)
+def test_every_body_gets_a_well_formed_answer(
+    real_app: WebhookApp,
+    uid: str,
+    request: dict[str, Any],
+    garbage: bytes,
+    use_garbage: bool,
+    path: str,
+) -> None:
+    """Whatever arrives, the server answers 200 with the request's uid or a one-line 400;
+    never a 500 and never a hang."""
+    if use_garbage:
+        body = garbage
+    else:
+        body = orjson.dumps(
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {**request, "uid": uid},
+            }
+        )
+    status, out = _call(real_app, path, body)
+    assert status in (200, 400)
+    if status == 200:
+        answer = orjson.loads(out)
+        assert answer["kind"] == "AdmissionReview"
+        assert answer["response"]["uid"] == uid
+    else:
+        assert out.endswith(b"\n") and out.count(b"\n") == 1
+
+
+# ---------------------------------------------------------------------- the CLI command
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_cli_webhook_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """``cudasched webhook --self-signed`` against an API server that does not answer: it
+    serves health, reports not-ready, admits by the failure mode, and exits 0 on SIGTERM."""
+    api_port, port = _free_port(), _free_port()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+        f"clusters: [{{name: t, cluster: {{server: 'http://127.0.0.1:{api_port}'}}}}]\n"
+        "users: [{name: t, user: {}}]\n"
+        "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
+    )
+    tls_dir = tmp_path / "tls"
+    cmd = [
+        sys.executable,
+        "-c",
+        "from cudasched.cli import main; main()",
+        "webhook",
+        "--self-signed",
+        "--tls-dir",
+        str(tls_dir),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    try:
+        ca = tls_dir / "ca.crt"
+        limit = time.monotonic() + 30
+        health = None
+        while time.monotonic() < limit and proc.poll() is None:
+            if ca.exists():
+                tls = ssl.create_default_context(cadata=ca.read_text())
+                try:
+                    with httpx.Client(verify=tls, timeout=2) as c:
+                        health = c.get(f"https://127.0.0.1:{port}/healthz")
+                        ready = c.get(f"https://127.0.0.1:{port}/readyz")
+                        answer = c.post(
+                            f"https://127.0.0.1:{port}/mutate/pods", content=review("cli-1")
+                        ).json()["response"]
+                    break
+                except httpx.TransportError:
+                    pass
+            time.sleep(0.1)
+        assert health is not None and health.status_code == 200, proc.poll()
+        assert ready.status_code == 503
+        assert answer["uid"] == "cli-1" and answer["allowed"] is True
+        assert oct(ca.stat().st_mode & 0o777) == oct(0o600)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out.decode()[-2000:]

@@ -425,9 +425,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_cli_webhook_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_cli_webhook_serves_and_stops_on_sigterm(tmp_path: Path, workers: int) -> None:
     """``cudasched webhook --self-signed`` against an API server that does not answer: it
-    serves health, reports not-ready, admits by the failure mode, and exits 0 on SIGTERM."""
+    serves health, reports not-ready, admits by the failure mode, and exits 0 on SIGTERM
+    (with ``server.workers: 2`` the supervisor forwards the signal to both workers)."""
     api_port, port = _free_port(), _free_port()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
@@ -437,6 +439,8 @@ def test_cli_webhook_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
         "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
     )
     tls_dir = tmp_path / "tls"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"server:\n  workers: {workers}\n")
     cmd = [
         sys.executable,
         "-c",
@@ -445,6 +449,8 @@ def test_cli_webhook_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
         "--self-signed",
         "--tls-dir",
         str(tls_dir),
+        "--config",
+        str(config),
         "--kubeconfig",
         str(kubeconfig),
         "--host",
@@ -483,3 +489,5 @@ def test_cli_webhook_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, out.decode()[-2000:]
+    assert out.count(b"Started server process") == workers, out.decode()[-2000:]
+    assert out.count(b"Finished server process") == workers, out.decode()[-2000:]

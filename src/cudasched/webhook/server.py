@@ -693,13 +693,37 @@ def run_server(
             _serve_process(config, source_factory, reviewer, cert, key, host, port, None)
             return
         sock = _bind(host, port)
-        children: list[int] = []
+        _prefork(
+            workers,
+            sock,
+            lambda: _serve_process(config, source_factory, reviewer, cert, key, host, port, [sock]),
+        )
+
+
+def _prefork(workers: int, sock: socket.socket, serve_child: Callable[[], None]) -> None:
+    """Fork ``workers`` processes running ``serve_child`` on the shared listening socket and
+    wait for them, forwarding SIGTERM/SIGINT. Signal forwarding is installed before the first
+    fork so a SIGTERM during start-up cannot orphan workers."""
+    import signal
+
+    children: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    status = 0
+    try:
         for _ in range(workers):
             pid = os.fork()
             if pid == 0:  # pragma: no cover - runs in the child process
                 code = 0
                 try:
-                    _serve_process(config, source_factory, reviewer, cert, key, host, port, [sock])
+                    for sig in previous:
+                        signal.signal(sig, signal.SIG_DFL)
+                    serve_child()
                 except SystemExit as exc:
                     code = exc.code if isinstance(exc.code, int) else 0
                 except BaseException:
@@ -709,7 +733,15 @@ def run_server(
                     os._exit(code)
             children.append(pid)
         sock.close()
-        _supervise(children)
+        for pid in children:
+            _, raw = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(raw)
+            status = status or (code if code > 0 else 0)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if status:
+        raise SystemExit(status)
 
 
 def _serve_process(
@@ -741,34 +773,6 @@ def _serve_process(
 
 def _exit_cleanly(_signum: int, _frame: object) -> None:
     raise SystemExit(0)
-
-
-def _supervise(children: list[int]) -> None:
-    """Wait for the worker processes, forwarding termination signals to them."""
-    import signal
-
-    def forward(signum: int, _frame: object) -> None:
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
-    status = 0
-    try:
-        for pid in children:
-            while True:
-                try:
-                    _, raw = os.waitpid(pid, 0)
-                    break
-                except InterruptedError:  # pragma: no cover - PEP 475 retries for us
-                    continue
-            code = os.waitstatus_to_exitcode(raw)
-            status = status or (code if code > 0 else 0)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if status:
-        raise SystemExit(status)
 
 
 def _server_tls_files(

@@ -541,6 +541,17 @@ def test_plain_gpu_pod_constrained_by_its_image(kb: KnowledgeBase, state: Cluste
     assert "patch" not in ask(off, "pod", review, state)
 
 
+def test_image_overrides_from_config(kb: KnowledgeBase, state: ClusterState) -> None:
+    review = load("pod-job-gpu.json")
+    review["request"]["object"]["spec"]["containers"][0]["image"] = "registry.local/team/llm:7"
+    assert "patch" not in ask(make(kb), "pod", review, state)  # unknown image: left alone
+    adm = make(kb, imageOverrides=[{"pattern": "registry.local/team/*", "cuda": "12.8"}])
+    pod = applied(review, ask(adm, "pod", review, state))
+    assert_valid_pod(pod)
+    assert eligible(pod, state) == {"h100-r570", "l4-r570"}
+    assert "registry.local/team/" in pod["metadata"]["annotations"][L.ANN_REQUIREMENT]
+
+
 def test_annotation_declares_requirement_without_gpu(
     admitter: Admitter, state: ClusterState
 ) -> None:

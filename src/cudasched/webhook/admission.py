@@ -272,9 +272,7 @@ class Admitter:
         from cudasched.knowledge import KnowledgeBase
 
         kb = kb if kb is not None else KnowledgeBase.load()
-        images = ImageTable.builtin(kb).with_overrides(
-            [{"pattern": o.pattern, "cuda": o.cuda} for o in config.image_overrides]
-        )
+        images = ImageTable.from_config(config, kb=kb)
         return cls(config, kb, images)
 
     # ------------------------------------------------------------------ entry points

@@ -27,10 +27,12 @@ command -v nvidia-smi >/dev/null 2>&1 || die "nvidia-smi not found: run this on 
 command -v "$cudasched" >/dev/null 2>&1 || die "cudasched not found ($cudasched); set CUDASCHED"
 command -v "$python" >/dev/null 2>&1 || die "python not found ($python); set PYTHON"
 
-smi_driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1 | head -n 1 | tr -d '[:space:]')" \
-  || die "nvidia-smi --query-gpu failed: $smi_driver"
-smi_names="$(nvidia-smi --query-gpu=name --format=csv,noheader)" || die "nvidia-smi --query-gpu=name failed"
-smi_header="$(nvidia-smi)" || die "nvidia-smi failed: $(echo "$smi_header" | head -n 1)"
+smi_drivers="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1)" \
+  || die "nvidia-smi --query-gpu=driver_version failed: $(printf '%s\n' "$smi_drivers" | head -n 1)"
+smi_driver="$(printf '%s\n' "$smi_drivers" | head -n 1 | tr -d '[:space:]')"
+smi_names="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>&1)" \
+  || die "nvidia-smi --query-gpu=name failed: $(printf '%s\n' "$smi_names" | head -n 1)"
+smi_header="$(nvidia-smi 2>&1)" || die "nvidia-smi failed: $(printf '%s\n' "$smi_header" | head -n 1)"
 smi_cuda="$(printf '%s\n' "$smi_header" | sed -n -E 's/.*CUDA( UMD)? Version: *([0-9]+\.[0-9]+|N\/A).*/\2/p' | head -n 1)"
 [[ -n "$smi_cuda" ]] || smi_cuda="N/A"
 

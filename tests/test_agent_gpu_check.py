@@ -99,3 +99,18 @@ def test_cuda_mismatch_fails_with_new_header(tmp_path: Path) -> None:
     result = run_check(tmp_path, driver="580.95.05", table=table, names=H100)
     assert result.returncode == 1
     assert "FAIL CUDA version" in result.stdout
+
+
+def test_driver_down_exits_2(tmp_path: Path) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "nvidia-smi"
+    message = (DATA / "error-no-driver.txt").read_text().strip()
+    fake.write_text(f'#!/bin/sh\necho "{message}"\nexit 9\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
+    result = subprocess.run(
+        ["bash", str(SCRIPT)], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert result.returncode == 2
+    assert "couldn't communicate with the NVIDIA driver" in result.stderr

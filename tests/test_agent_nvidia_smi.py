@@ -158,6 +158,18 @@ def test_new_header_reads_kmd_and_umd_versions() -> None:
     assert (str(facts.driver), str(facts.cuda)) == ("610.43.02", "13.3")
 
 
+def test_xml_with_renamed_version_fields() -> None:
+    text = read("xml-580-h100x2.xml").replace(
+        "<cuda_version>13.0</cuda_version>",
+        "<cuda_version>13.0</cuda_version>\n\t<cuda_umd_version>13.1</cuda_umd_version>",
+    )
+    text = text.replace(
+        "driver_version>580.95.05</driver_version", "kmd_version>610.43.02</kmd_version"
+    )
+    facts = parse_query_xml(text)
+    assert (str(facts.driver), str(facts.cuda)) == ("610.43.02", "13.1")
+
+
 def test_header_without_cuda_version_from_old_drivers() -> None:
     text = read("plain-470-tesla-t4x2.txt").replace("CUDA Version: 11.4", "               ")
     assert parse_table(text).cuda is None

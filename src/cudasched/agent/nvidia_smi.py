@@ -172,11 +172,14 @@ def parse_query_xml(text: str) -> DriverFacts:
             Reason.UNRECOGNISED_OUTPUT,
             f"XML root is <{root.tag}>, expected <nvidia_smi_log> from nvidia-smi -q -x",
         )
-    driver_text = root.findtext("driver_version")
+    # R610 renamed the text fields to "KMD Version" / "CUDA UMD Version"; should the XML follow,
+    # the snake_case forms of the new names are read first.
+    driver_text = root.findtext("kmd_version") or root.findtext("driver_version")
     if not driver_text:
         raise DiscoveryError(Reason.UNRECOGNISED_OUTPUT, "nvidia-smi XML has no <driver_version>")
     driver = _driver(driver_text, "<driver_version>")
-    cuda = _cuda(root.findtext("cuda_version"), "<cuda_version>")
+    cuda_text = root.findtext("cuda_umd_version") or root.findtext("cuda_version")
+    cuda = _cuda(cuda_text, "<cuda_version>")
     gpus: list[GpuFacts] = []
     for node in root.findall("gpu"):
         where = f"<gpu id={node.get('id', '?')!r}>"

@@ -291,7 +291,7 @@ class WebhookApp:
             return
         handler = self._plain.get(path)
         if handler is None:
-            await _respond(send, 404, f"not found: {path}\n".encode())
+            await _respond(send, 404, f"not found: {path!r}\n".encode())
             return
         if method not in ("GET", "HEAD"):
             await _respond(send, 405, b"method not allowed: use GET\n", allow=b"GET, HEAD")

@@ -208,7 +208,10 @@ async def test_stream_cut_mid_event_reconnects(kmock: kmock.KubernetesEmulator) 
         await cache.stop()
 
 
-async def test_gone_relists(kmock: kmock.KubernetesEmulator) -> None:
+@pytest.mark.parametrize("as_http_status", [False, True], ids=["error-event", "http-410"])
+async def test_gone_relists(kmock: kmock.KubernetesEmulator, as_http_status: bool) -> None:
+    """The API server reports an expired resourceVersion as an ERROR event in the stream, or
+    (before streaming starts) as an HTTP 410; either way the kind is listed again."""
     await kmock.post(NODES, json=node("n1"))
     expired = {
         "type": "ERROR",
@@ -222,7 +225,11 @@ async def test_gone_relists(kmock: kmock.KubernetesEmulator) -> None:
             "code": 410,
         },
     }
-    kmock[kmock.action.WATCH, kmock.resource("v1/nodes")][:1] << (expired,)
+    first_watch = kmock[kmock.action.WATCH, kmock.resource("v1/nodes")][:1]
+    if as_http_status:
+        first_watch << 410 << expired["object"]
+    else:
+        first_watch << (expired,)
     metrics = WebhookMetrics()
     cache = make_cache(kmock.url, metrics=metrics)
     await cache.start()

@@ -141,7 +141,7 @@ def _doc(annotations: Any, affinity: Any, with_spec: bool, with_meta: bool) -> d
     return doc
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     a1=_maybe_map,
     a2=st.dictionaries(_keys, _values, max_size=4),

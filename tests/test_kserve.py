@@ -30,6 +30,7 @@ from cudasched.kserve import (
     runtime_containers,
     runtime_of_pod,
     select_runtime,
+    supporting_runtimes,
 )
 
 DATA = Path(__file__).parent / "data" / "kserve"
@@ -652,3 +653,99 @@ def test_selection_properties(ns, cl, name, version, protocol, data) -> None:
     # a fitting namespace runtime always wins over every cluster runtime
     ns_fit = select_runtime(obj, ns, [])
     assert (choice.kind == SERVING_RUNTIME) == (ns_fit is not None)
+
+
+# --------------------------------------------------------------------------- KServe's own table
+# The scenario set of KServe's TestGetSupportingRuntimes (predictor_model_test.go), restated:
+# seven namespace runtimes and three cluster runtimes, all without creation timestamps.
+
+
+def _kserve_fixture() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    v1v2, v2 = ["v1", "v2"], ["v2"]
+    specs: dict[str, tuple[list[dict[str, Any]], list[str], dict[str, Any]]] = {
+        "tf-runtime": ([fmt("tensorflow", "1", True, 1)], v1v2, {"disabled": False}),
+        "sklearn-runtime": ([fmt("sklearn", "0", True, 1)], v1v2, {"disabled": False}),
+        "pmml-runtime": ([fmt("pmml", "4", None, 1)], v1v2, {"disabled": True}),
+        "mlserver-runtime-mms": (
+            [
+                fmt("sklearn", "0", True, 2),
+                fmt("xgboost", "1", True, 2),
+                fmt("lightgbm", "3", True, 2),
+            ],
+            v2,
+            {"multiModel": True},
+        ),
+        "mlserver-runtime": (
+            [fmt("sklearn", "0", True, 2), fmt("lightgbm", "3", True, 2)],
+            v2,
+            {"multiModel": False},
+        ),
+        "xgboost-runtime": ([fmt("xgboost", "0", True, 1)], v2, {}),
+        "triton-runtime": (
+            [fmt("sklearn", "0", True), fmt("triton", "1", True, 1), fmt("lightgbm", "3", True)],
+            v2,
+            {"multiModel": False},
+        ),
+        "test-runtime": ([fmt("sklearn", "0", True)], v2, {}),
+        "huggingface-multinode-runtime": (
+            [fmt("huggingface", "1", True, 2)],
+            v1v2,
+            {"workerSpec": {}},
+        ),
+    }
+
+    def make(name: str, kind: str, prefix: str = "") -> dict[str, Any]:
+        formats, protos, extra = specs[name]
+        return runtime(prefix + name, formats, protocols=protos, created=None, kind=kind, **extra)
+
+    ns_names = [
+        "tf-runtime",
+        "sklearn-runtime",
+        "pmml-runtime",
+        "mlserver-runtime",
+        "triton-runtime",
+        "test-runtime",
+        "huggingface-multinode-runtime",
+    ]
+    ns = [make(n, SERVING_RUNTIME) for n in ns_names]
+    cluster = [
+        make(n, CLUSTER_SERVING_RUNTIME, "cluster-")
+        for n in ("mlserver-runtime-mms", "tf-runtime", "xgboost-runtime")
+    ]
+    return ns, cluster
+
+
+@pytest.mark.parametrize(
+    ("name", "protocol", "mms", "workers", "expected"),
+    [
+        ("tensorflow", None, False, False, ["tf-runtime", "cluster-tf-runtime"]),
+        ("nonexistent-modelformat", None, False, False, []),
+        ("pmml", None, False, False, []),
+        ("sklearn", "v2", True, False, ["cluster-mlserver-runtime-mms"]),
+        ("sklearn", None, False, False, ["sklearn-runtime"]),
+        ("xgboost", "v2", False, False, ["cluster-xgboost-runtime"]),
+        ("xgboost", "v1", False, False, []),
+        (
+            "sklearn",
+            "v2",
+            False,
+            False,
+            ["mlserver-runtime", "sklearn-runtime", "test-runtime", "triton-runtime"],
+        ),
+        ("huggingface", "v2", False, True, ["huggingface-multinode-runtime"]),
+        ("huggingface", "v2", False, False, []),
+    ],
+)
+def test_supporting_runtimes_match_kserve_scenarios(
+    name: str, protocol: str | None, mms: bool, workers: bool, expected: list[str]
+) -> None:
+    ns, cluster = _kserve_fixture()
+    extra = {"protocolVersion": protocol} if protocol else {}
+    predictor = {"workerSpec": {"pipelineParallelSize": 2}} if workers else {}
+    obj = isvc(model(name, **extra), **predictor)
+    obj["metadata"]["namespace"] = "ns"
+    got = supporting_runtimes(obj, ns, cluster, multi_model=mms)
+    assert [c.name for c in got] == expected
+    if not mms:
+        first = select_runtime(obj, ns, cluster)
+        assert (first.name if first else None) == (expected[0] if expected else None)

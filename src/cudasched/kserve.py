@@ -58,6 +58,7 @@ __all__ = [
     "runtime_containers",
     "runtime_of_pod",
     "select_runtime",
+    "supporting_runtimes",
 ]
 
 # pkg/constants/constants.go
@@ -565,23 +566,7 @@ def explain_runtime_selection(
 
     # 3. Auto-selection (GetSupportingRuntimes; the caller takes the first element).
     protocol = model.effective_protocol
-
-    def candidates(objs: Iterable[Any], kind: str) -> list[_Runtime]:
-        parsed = _sorted_list([_runtime(o, kind) for o in objs])
-        kept = [
-            r
-            for r in parsed
-            if not r.disabled
-            and not r.multi_model  # isMMS is false for the InferenceService controller
-            and r.supports_model(model)
-            and r.supports_protocol(protocol)
-            and r.multi_node == model.multi_node  # KServe >= 0.15 multi-node filter
-        ]
-        return _by_priority(kept, model.format_name)
-
-    ns_candidates = candidates(ns_objs, SERVING_RUNTIME)
-    cluster_candidates = candidates(cluster_runtimes, CLUSTER_SERVING_RUNTIME)
-    ordered = ns_candidates + cluster_candidates
+    ordered = _supporting(model, ns_objs, cluster_runtimes, multi_model=False)
     if not ordered:
         notes.append(
             f"no enabled autoSelect runtime supports {model.format_label} over protocol "
@@ -591,12 +576,63 @@ def explain_runtime_selection(
     first = ordered[0]
     prio = first.priority(model.format_name)
     detail = f"priority {prio}" if prio is not None else "no priority"
-    scope = "namespace runtimes before cluster runtimes" if ns_candidates else "cluster runtimes"
+    scope = (
+        "namespace runtimes before cluster runtimes"
+        if first.kind == SERVING_RUNTIME
+        else "cluster runtimes"
+    )
     reason = (
         f"auto-selected for {model.format_label} over {protocol}: first of {len(ordered)} "
         f"candidate(s), {scope}, {detail}"
     )
     return _choice(first, reason), ""
+
+
+def _supporting(
+    model: ModelRequest,
+    ns_objs: Iterable[Any],
+    cluster_objs: Iterable[Any],
+    *,
+    multi_model: bool,
+) -> list[_Runtime]:
+    protocol = model.effective_protocol
+
+    def candidates(objs: Iterable[Any], kind: str) -> list[_Runtime]:
+        parsed = _sorted_list([_runtime(o, kind) for o in objs])
+        kept = [
+            r
+            for r in parsed
+            if not r.disabled
+            and r.multi_model == multi_model  # IsMultiModelRuntime() == isMMS
+            and r.supports_model(model)
+            and r.supports_protocol(protocol)
+            and r.multi_node == model.multi_node  # KServe >= 0.15 multi-node filter
+        ]
+        return _by_priority(kept, model.format_name)
+
+    return candidates(ns_objs, SERVING_RUNTIME) + candidates(cluster_objs, CLUSTER_SERVING_RUNTIME)
+
+
+def supporting_runtimes(
+    isvc: Mapping[str, Any],
+    runtimes: Sequence[Mapping[str, Any]],
+    cluster_runtimes: Sequence[Mapping[str, Any]],
+    *,
+    multi_model: bool = False,
+) -> tuple[RuntimeChoice, ...]:
+    """Every runtime auto-selection would accept, best first: KServe's
+    ``GetSupportingRuntimes`` result for the predictor's (defaulted) model, ignoring any
+    explicit or recorded runtime. The InferenceService controller passes ``isMMS=false``;
+    ``multi_model=True`` gives the ModelMesh view. Empty for custom-container predictors."""
+    model = effective_model(isvc)
+    if model is None:
+        return ()
+    ns_objs = _in_namespace(runtimes, _namespace(isvc))
+    ordered = _supporting(model, ns_objs, cluster_runtimes, multi_model=multi_model)
+    return tuple(
+        _choice(r, f"supports {model.format_label} over {model.effective_protocol}")
+        for r in ordered
+    )
 
 
 def select_runtime(

@@ -439,7 +439,16 @@ def _read_data_files() -> dict[str, object]:
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class KnowledgeBase:
-    """Indexed facts. Build with :meth:`load` (bundled files) or :meth:`from_documents`."""
+    """Indexed facts. Build with :meth:`load` (bundled files) or :meth:`from_documents`.
+
+    Immutable after construction, so one instance can be shared by every request handler.
+    Two judgement calls are made here rather than left to each caller:
+
+    * a *disputed* Table 3 minimum (13.4) is judged by its highest alternative, so a node the
+      engine accepts is acceptable under every source (:meth:`min_driver`);
+    * an *unknown* minimum (13.5) is never guessed: the toolkit exists but needs no driver we
+      could name, and :meth:`max_cuda_for_driver` never answers it.
+    """
 
     _toolkits: tuple[ToolkitRelease, ...]
     _ga: Mapping[tuple[int, int], ToolkitRelease]

@@ -334,6 +334,27 @@ def test_status_names_win_over_everything() -> None:
     )
 
 
+def test_spec_runtime_edit_beats_stale_status() -> None:
+    ns = [runtime("old", [fmt("sklearn")]), runtime("new", [fmt("sklearn")])]
+    obj = isvc(model("sklearn", runtime="new"))
+    obj["status"] = {"servingRuntimeName": "old"}
+    choice = select_runtime(obj, ns, [])
+    assert choice is not None and choice.name == "new"
+    assert choice.reason == "spec.predictor.model.runtime (status still names old)"
+    # the same name: the status answers
+    obj["spec"]["predictor"]["model"]["runtime"] = "old"
+    choice = select_runtime(obj, ns, [])
+    assert choice is not None and choice.reason == "status.servingRuntimeName"
+    # a named runtime KServe refuses leaves the recorded one serving
+    ns[1]["spec"]["disabled"] = True
+    obj["spec"]["predictor"]["model"]["runtime"] = "new"
+    choice = select_runtime(obj, ns, [])
+    assert choice is not None and (choice.name, choice.reason) == (
+        "old",
+        "status.servingRuntimeName",
+    )
+
+
 def test_status_name_not_found_falls_back_to_selection() -> None:
     obj = isvc(model("sklearn"))
     obj["status"] = {"servingRuntimeName": "deleted"}

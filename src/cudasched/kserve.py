@@ -526,7 +526,12 @@ def explain_runtime_selection(
     ns_objs = _in_namespace(runtimes, namespace)
     notes: list[str] = []
 
+    annotations = _mapping(_meta(isvc).get("annotations"), "metadata.annotations")
+    if annotations.get(DEPLOYMENT_MODE_ANNOTATION) == "ModelMesh":
+        return None, "ModelMesh InferenceServices are placed by the ModelMesh controller"
+
     # 1. What the controller recorded (inference_service_status.go, KServe >= 0.16).
+    recorded_choice: RuntimeChoice | None = None
     recorded = recorded_runtime(isvc)
     if recorded is not None:
         pool = ns_objs if recorded.kind == SERVING_RUNTIME else cluster_runtimes
@@ -537,32 +542,30 @@ def explain_runtime_selection(
             else "clusterServingRuntimeName"
         )
         if found is not None:
-            return _choice(found, f"status.{field_name}"), ""
-        notes.append(f"status.{field_name} names {recorded.name}, which was not found")
-
-    annotations = _mapping(_meta(isvc).get("annotations"), "metadata.annotations")
-    if annotations.get(DEPLOYMENT_MODE_ANNOTATION) == "ModelMesh":
-        return None, "ModelMesh InferenceServices are placed by the ModelMesh controller"
+            recorded_choice = _choice(found, f"status.{field_name}")
+        else:
+            notes.append(f"status.{field_name} names {recorded.name}, which was not found")
 
     model = effective_model(isvc)
+    explicit = model.runtime if model is not None else None
+    if recorded_choice is not None and explicit in (None, recorded_choice.name):
+        return recorded_choice, ""
     if model is None:
         return None, "the predictor has custom containers and uses no ServingRuntime"
 
-    # 2. An explicit runtime: utils.GetServingRuntime looks in the namespace first.
-    if model.runtime is not None:
-        rt = _find(ns_objs, model.runtime, SERVING_RUNTIME) or _find(
-            cluster_runtimes, model.runtime, CLUSTER_SERVING_RUNTIME
-        )
-        if rt is None:
-            return None, f"runtime {model.runtime} named by {model.origin}.runtime not found"
-        # reconcileModel refuses these; KServe then creates no predictor pods.
-        if rt.disabled:
-            return None, f"{rt.kind} {rt.name} is disabled"
-        if model.protocol is not None and not rt.supports_protocol(model.protocol):
-            return None, f"{rt.kind} {rt.name} does not support protocol {model.protocol}"
-        if not rt.supports_model(model):
-            return None, f"{rt.kind} {rt.name} does not support model format {model.format_label}"
-        return _choice(rt, f"{model.origin}.runtime"), ""
+    # 2. An explicit runtime: utils.GetServingRuntime looks in the namespace first. The status
+    # lags a spec edit by one reconcile, so a runtime named in the spec that KServe accepts
+    # wins over a different recorded one; one KServe refuses leaves the recorded one serving.
+    if explicit is not None:
+        rt, why = _explicit_runtime(model, explicit, ns_objs, cluster_runtimes)
+        if rt is not None:
+            reason = f"{model.origin}.runtime"
+            if recorded_choice is not None:
+                reason += f" (status still names {recorded_choice.name})"
+            return _choice(rt, reason), ""
+        if recorded_choice is not None:
+            return recorded_choice, ""
+        return None, why
 
     # 3. Auto-selection (GetSupportingRuntimes; the caller takes the first element).
     protocol = model.effective_protocol
@@ -586,6 +589,24 @@ def explain_runtime_selection(
         f"candidate(s), {scope}, {detail}"
     )
     return _choice(first, reason), ""
+
+
+def _explicit_runtime(
+    model: ModelRequest, name: str, ns_objs: Iterable[Any], cluster_objs: Iterable[Any]
+) -> tuple[_Runtime | None, str]:
+    """``reconcileModel`` with a named runtime: found (namespace first), enabled, speaking
+    the model's explicit protocol (only checked when set) and supporting its format."""
+    rt = _find(ns_objs, name, SERVING_RUNTIME) or _find(cluster_objs, name, CLUSTER_SERVING_RUNTIME)
+    if rt is None:
+        return None, f"runtime {name} named by {model.origin}.runtime not found"
+    # reconcileModel refuses these; KServe then creates no predictor pods.
+    if rt.disabled:
+        return None, f"{rt.kind} {rt.name} is disabled"
+    if model.protocol is not None and not rt.supports_protocol(model.protocol):
+        return None, f"{rt.kind} {rt.name} does not support protocol {model.protocol}"
+    if not rt.supports_model(model):
+        return None, f"{rt.kind} {rt.name} does not support model format {model.format_label}"
+    return rt, ""
 
 
 def _supporting(
@@ -642,13 +663,15 @@ def select_runtime(
 ) -> RuntimeChoice | None:
     """The runtime KServe uses for ``isvc``'s predictor, or ``None`` when it uses none.
 
-    Order: the runtime recorded in ``status`` (if it is in the given lists), then
-    ``spec.predictor.model.runtime`` (namespace runtime first, then cluster runtime; rejected
-    like KServe rejects it when disabled, on an unsupported explicit protocol, or when the
-    format does not match), then auto-selection: namespace runtimes always before cluster
-    runtimes; disabled, multi-model and (for KServe >= 0.15) multi-node-mismatched runtimes
-    skipped; ``autoSelect`` entries only; exact ``name[:version]`` match; protocol default
-    ``v1``; lists sorted by protocol, newest first, name; then by priority, higher first.
+    Order: the runtime recorded in ``status`` (if it is in the given lists), unless
+    ``spec.predictor.model.runtime`` names another one that KServe would accept (the status
+    is one reconcile behind such an edit); then ``spec.predictor.model.runtime`` (namespace
+    runtime first, then cluster runtime; rejected like KServe rejects it when disabled, on an
+    unsupported explicit protocol, or when the format does not match); then auto-selection:
+    namespace runtimes always before cluster runtimes; disabled, multi-model and (for KServe
+    >= 0.15) multi-node-mismatched runtimes skipped; ``autoSelect`` entries only; exact
+    ``name[:version]`` match; protocol default ``v1``; lists sorted by protocol, newest
+    first, name; then by priority, higher first.
     """
     return explain_runtime_selection(isvc, runtimes, cluster_runtimes)[0]
 

@@ -21,17 +21,20 @@ Choices a reviewer should know about, each deliberate:
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import yaml
 
 from cudasched import __version__
+from cudasched.errors import InputError
 
 DEFAULT_NAMESPACE = "cudasched"
 DEFAULT_IMAGE = f"cudasched/cudasched:{__version__}"
 APP = "cudasched-webhook"
 PORT = 8443
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 # CEL: true when the pod could need a GPU or declares a requirement. Kept on one condition so a
 # pod is sent when ANY of these hold (matchConditions are ANDed with each other).
@@ -210,9 +213,7 @@ def workload_objects(namespace: str, image: str, replicas: int = 2) -> list[dict
             "metadata": _meta(APP, namespace, "webhook"),
             "spec": {
                 "selector": selector,
-                "ports": [
-                    {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
-                ],
+                "ports": [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}],
             },
         },
     ]
@@ -350,11 +351,6 @@ def tls_objects(
     ]
 
 
-def service_dns_names(namespace: str) -> list[str]:
-    """Names the serving certificate must carry for the API server to reach the Service."""
-    return [APP, f"{APP}.{namespace}", f"{APP}.{namespace}.svc", f"{APP}.{namespace}.svc.cluster.local"]
-
-
 def all_objects(
     namespace: str = DEFAULT_NAMESPACE,
     image: str = DEFAULT_IMAGE,
@@ -362,10 +358,15 @@ def all_objects(
     cert_manager: bool = True,
     cert_pem: bytes | None = None,
     key_pem: bytes | None = None,
+    ca_pem: bytes | None = None,
     fail_closed: bool = False,
     agent_objects: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    """Everything ``cudasched manifests`` prints, in apply order."""
+    """Everything ``cudasched manifests`` prints, in apply order. Without cert-manager the
+    ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or ``cert_pem`` itself when
+    the certificate is its own CA."""
+    if not isinstance(namespace, str) or not _DNS_LABEL.fullmatch(namespace):
+        raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -379,7 +380,7 @@ def all_objects(
     objects.append(
         webhook_configuration(
             namespace,
-            ca_bundle_pem=None if cert_manager else cert_pem,
+            ca_bundle_pem=None if cert_manager else (ca_pem or cert_pem),
             cert_manager=cert_manager,
             fail_closed=fail_closed,
         )

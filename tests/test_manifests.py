@@ -1,0 +1,197 @@
+"""Install manifests: schema-valid, least privilege, and webhook settings chosen on purpose."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import celpy
+import pytest
+import yaml
+from cryptography import x509
+from typer.testing import CliRunner
+
+from cudasched.cli import app
+from cudasched.cluster import bundled_snapshot
+from cudasched.webhook import manifests
+from cudasched.webhook.config import load_config
+from k8s_schema import assert_valid
+
+CERT_MANAGER_KINDS = {"Issuer", "Certificate"}
+
+
+def _render(*args: str) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(app, ["manifests", *args])
+    assert result.exit_code == 0, result.output
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def _one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [
+        o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+@pytest.mark.parametrize("mode", ["--cert-manager", "--self-signed"])
+def test_every_object_is_schema_valid(mode: str) -> None:
+    objects = _render(mode, "--namespace", "gpu-system")
+    kinds = {o["kind"] for o in objects}
+    assert {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Service",
+        "ConfigMap",
+        "MutatingWebhookConfiguration",
+        "DaemonSet",
+    } <= kinds
+    for obj in objects:
+        if obj["kind"] in CERT_MANAGER_KINDS:
+            assert obj["apiVersion"] == "cert-manager.io/v1"
+            continue
+        assert_valid(obj)
+        if obj["kind"] not in {"Namespace", "ClusterRole", "ClusterRoleBinding"} and (
+            obj["kind"] != "MutatingWebhookConfiguration"
+        ):
+            assert obj["metadata"]["namespace"] == "gpu-system"
+
+
+def test_webhook_rbac_is_read_only() -> None:
+    role = _one(_render(), "ClusterRole", manifests.APP)
+    resources = {r for rule in role["rules"] for r in rule["resources"]}
+    assert resources == {"nodes", "inferenceservices", "servingruntimes", "clusterservingruntimes"}
+    for rule in role["rules"]:
+        assert set(rule["verbs"]) == {"get", "list", "watch"}
+
+
+def test_webhook_configuration_settings() -> None:
+    config = _one(_render("--namespace", "gpu-system"), "MutatingWebhookConfiguration")
+    hooks = {h["name"]: h for h in config["webhooks"]}
+    assert set(hooks) == {"pods.cudasched.io", "inferenceservices.cudasched.io"}
+    for hook in hooks.values():
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["sideEffects"] == "None"
+        assert hook["reinvocationPolicy"] == "IfNeeded"
+        assert hook["failurePolicy"] == "Ignore"
+        assert 1 <= hook["timeoutSeconds"] <= 5
+        (expr,) = hook["namespaceSelector"]["matchExpressions"]
+        assert expr["operator"] == "NotIn"
+        assert {"kube-system", "gpu-system"} <= set(expr["values"])
+        assert hook["clientConfig"]["service"]["namespace"] == "gpu-system"
+    assert hooks["pods.cudasched.io"]["rules"][0]["operations"] == ["CREATE"]
+    assert hooks["inferenceservices.cudasched.io"]["rules"][0]["operations"] == [
+        "CREATE",
+        "UPDATE",
+    ]
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"gpu-system/{manifests.APP}"
+    )
+
+
+def test_fail_closed_flag() -> None:
+    config = _one(_render("--fail-closed"), "MutatingWebhookConfiguration")
+    assert {h["failurePolicy"] for h in config["webhooks"]} == {"Fail"}
+
+
+def test_deployment_is_highly_available_and_probed() -> None:
+    objects = _render()
+    deployment = _one(objects, "Deployment", manifests.APP)
+    assert deployment["spec"]["replicas"] == 2
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["resources"]["requests"] and container["resources"]["limits"]
+    assert container["securityContext"]["runAsNonRoot"] is True
+    pdb = _one(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    service = _one(objects, "Service", manifests.APP)
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_bundled_config_is_accepted_by_the_webhook(tmp_path: Path) -> None:
+    config_map = _one(_render(), "ConfigMap")
+    path = tmp_path / "config.yaml"
+    path.write_text(config_map["data"]["config.yaml"])
+    config = load_config(path)
+    assert config.server.port == manifests.PORT
+
+
+def test_self_signed_ca_bundle_signs_the_serving_certificate() -> None:
+    objects = _render("--self-signed", "--namespace", "gpu-system")
+    secret = _one(objects, "Secret")
+    config = _one(objects, "MutatingWebhookConfiguration")
+    ca = x509.load_pem_x509_certificate(
+        base64.b64decode(config["webhooks"][0]["clientConfig"]["caBundle"])
+    )
+    serving = x509.load_pem_x509_certificates(base64.b64decode(secret["data"]["tls.crt"]))[0]
+    serving.verify_directly_issued_by(ca)
+    names = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert f"{manifests.APP}.gpu-system.svc" in names.get_values_for_type(x509.DNSName)
+    assert "cert-manager.io/inject-ca-from" not in config["metadata"].get("annotations", {})
+
+
+def test_no_agent_flag_drops_the_daemonset() -> None:
+    assert not [o for o in _render("--no-agent") if o["kind"] == "DaemonSet"]
+
+
+def test_bad_namespace_is_one_line_exit_2() -> None:
+    result = CliRunner().invoke(app, ["manifests", "--namespace", "Not_A_Namespace"])
+    assert result.exit_code == 2
+    assert "Not_A_Namespace" in result.output
+
+
+def _conditions(webhook_name: str) -> list[Any]:
+    config = _one(_render(), "MutatingWebhookConfiguration")
+    (hook,) = [h for h in config["webhooks"] if h["name"] == webhook_name]
+    env = celpy.Environment()
+    return [env.program(env.compile(c["expression"])) for c in hook["matchConditions"]]
+
+
+def _sent(programs: list[Any], obj: dict[str, Any]) -> bool:
+    activation = {"object": celpy.json_to_cel(obj)}
+    return all(bool(p.evaluate(activation)) for p in programs)
+
+
+def test_match_conditions_send_every_pod_the_webhook_may_change() -> None:
+    """Evaluate the CEL conditions (with a CEL interpreter) on every sample pod: each pod the
+    webhook would constrain is sent; a plain CPU pod and a skipped GPU pod are not."""
+    programs = _conditions("pods.cudasched.io")
+    for pod in bundled_snapshot().pods:
+        labels = pod["metadata"].get("labels", {})
+        annotations = pod["metadata"].get("annotations", {})
+        limits = [
+            c.get("resources", {}).get("limits", {}) for c in pod["spec"].get("containers", [])
+        ]
+        may_need = (
+            "serving.kserve.io/inferenceservice" in labels
+            or any(k.startswith("cudasched.io/") for k in annotations)
+            or any(k.startswith("nvidia.com/") for lim in limits for k in lim)
+        )
+        if annotations.get("cudasched.io/skip") == "true":
+            may_need = False
+        assert _sent(programs, pod) == may_need, pod["metadata"]["name"]
+
+    cpu = {"metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    gpu = {
+        "metadata": {"name": "train"},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ]
+        },
+    }
+    skipped = {**gpu, "metadata": {"name": "t", "annotations": {"cudasched.io/skip": "true"}}}
+    claim = {
+        "metadata": {"name": "dra"},
+        "spec": {"containers": [{"name": "c"}], "resourceClaims": [{"name": "gpu"}]},
+    }
+    assert not _sent(programs, cpu)
+    assert _sent(programs, gpu)
+    assert not _sent(programs, skipped)
+    assert _sent(programs, claim)

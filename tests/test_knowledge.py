@@ -528,6 +528,28 @@ def test_every_listed_name_and_its_gfd_label_resolve_to_the_board(kb: KnowledgeB
                 assert found.variant.lower().endswith(name.lower()), spelling  # type: ignore[union-attr]
 
 
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_gpu_lookup_ignores_case_and_spacing(kb: KnowledgeBase, data: st.DataObject) -> None:
+    gpu = data.draw(st.sampled_from(list(kb.gpus())))
+    name = data.draw(st.sampled_from(gpu.names))
+    flips = data.draw(st.lists(st.booleans(), min_size=len(name), max_size=len(name)))
+    cased = "".join(c.upper() if f else c.lower() for c, f in zip(name, flips, strict=True))
+    spaced = data.draw(st.sampled_from(["  ", "\t", " "])).join(cased.split(" "))
+    found = kb.gpu(f" {spaced} ")
+    assert found is not None and found.product == gpu.product
+
+
+@settings(max_examples=150, deadline=None)
+@given(major=st.integers(min_value=1, max_value=15), minor=st.integers(min_value=0, max_value=9))
+def test_arch_lookup_stays_within_the_major(kb: KnowledgeBase, major: int, minor: int) -> None:
+    value = ComputeCapability(major, minor)
+    arch = kb.arch(value)
+    if arch is not None:
+        assert all(c.major == major for c in arch.compute)
+        assert min(arch.compute) <= value
+
+
 def test_gpu_unknown_and_ambiguous_names(kb: KnowledgeBase) -> None:
     for name in ("", "   ", "NVIDIA", "Quadro RTX 6000", "RTX 6000", "Radeon RX 7900", "A1000"):
         assert kb.gpu(name) is None, name

@@ -297,7 +297,8 @@ def gfd_product_label(nvml_name: str) -> str:
 def _product_key(name: str) -> str:
     """A lookup key equal for every spelling of one name: GFD-sanitised, lower case, with the
     optional brand prefixes (``NVIDIA``, ``Tesla``, ``GeForce``) removed."""
-    key = re.sub(r"-{2,}", "-", gfd_product_label(name).lower()).strip("-")
+    # Any whitespace separates words here (GFD itself would delete a tab, not split on it).
+    key = re.sub(r"-{2,}", "-", gfd_product_label(" ".join(name.split())).lower()).strip("-")
     changed = True
     while changed:
         changed = False

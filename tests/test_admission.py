@@ -589,15 +589,7 @@ def test_unknown_isvc_falls_back_to_the_image(admitter: Admitter, state: Cluster
         ("cudasched", "strict"),
         ("gfd", "strict"),
         ("cudasched", "minor-compat"),
-        pytest.param(
-            "gfd",
-            "minor-compat",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="placement emits GFD driver minor/revision keys that labels.OWNED_KEYS "
-                "lacks, so merge_required refuses them (reported to the owners)",
-            ),
-        ),
+        ("gfd", "minor-compat"),
     ],
 )
 def test_schemes_and_policies_give_valid_idempotent_patches(

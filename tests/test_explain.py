@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.cluster import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
+from cudasched.engine import VerdictStatus, check
 from cudasched.errors import InputError
 from cudasched.explain import (
     AFFINITY_MISMATCH,
@@ -307,12 +308,6 @@ def test_old_gfd_nodes_file_strict(kb: KnowledgeBase) -> None:
     assert [r.code for r in strict.nodes[1].reasons] == ["driver-too-old"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=InputError,
-    reason="placement emits nvidia.com/cuda.driver.minor for minor-compat floors, but "
-    "labels.OWNED_KEYS lacks the driver minor/revision keys, so merge_required refuses the terms",
-)
 def test_old_gfd_nodes_file_minor_compat(kb: KnowledgeBase) -> None:
     nodes = load_nodes(DATA / "nodes-gfd-old.yaml")
     job = load_snapshot(DATA / "job-cuda-compat.json").workloads[0]
@@ -563,3 +558,32 @@ def test_grouped_answers_equal_direct_kubernetes_matching(
         assert (NODE_SELECTOR_MISMATCH in codes) == (
             not RequiredNodeAffinity({**spec.get("nodeSelector", {})}).match(parsed_node)
         )
+
+
+@settings(max_examples=40)
+@given(
+    cuda=st.sampled_from(["11.8", "12.0", "12.2", "12.4", "12.6", "12.8", "12.9", "13.0", "13.1"]),
+    cc=st.sampled_from([None, "7.0", "8.0", "9.0"]),
+    scheme=st.sampled_from([LabelScheme.CUDASCHED, LabelScheme.GFD]),
+)
+def test_requirement_eligibility_matches_engine_on_labelled_nodes(
+    fleet: Fleet, kb: KnowledgeBase, cuda: str, cc: str | None, scheme: LabelScheme
+) -> None:
+    annotations = {"cudasched.io/cuda-version": cuda}
+    if cc is not None:
+        annotations["cudasched.io/min-compute-capability"] = cc
+    workload = pod({"containers": [GPU_CONTAINER]}, annotations)
+    exp = explain(workload, fleet, Policy.STRICT, kb, scheme)
+    assert [n.eligible for n in exp.nodes] == _direct(
+        pod_spec_of(workload), exp.requirement, fleet, kb, scheme
+    )
+    for node, (_, _, facts) in zip(exp.nodes, fleet.members(), strict=True):
+        codes = {r.code for r in node.reasons}
+        if REQUIREMENT_LABELS_MISSING in codes:
+            assert scheme is LabelScheme.CUDASCHED and node.node == L4_NEW
+            continue
+        # Strict policy, no user constraints: eligible exactly when the engine accepts the
+        # node (the compiled selector and the engine agree), and the reasons are the engine's.
+        verdict = check(facts, exp.requirement, Policy.STRICT, kb)
+        assert node.eligible == (verdict.status is not VerdictStatus.INCOMPATIBLE), node.node
+        assert {r.code for r in verdict.reasons} == codes

@@ -20,6 +20,7 @@ from cudasched.cluster import (
 )
 from cudasched.errors import InputError
 from cudasched.versions import CudaVersion, parse_driver
+from k8s_schema import assert_valid
 
 DATA = Path(__file__).parent / "data"
 
@@ -399,3 +400,12 @@ def test_sample_labels_agree_with_the_knowledge_base(sample: ClusterSnapshot) ->
             facts.cuda,
             facts.compute,
         )
+
+
+def test_sample_and_recorded_objects_are_valid_kubernetes_objects(sample: ClusterSnapshot) -> None:
+    objects = list(sample.objects())
+    for name in ("deployment-vllm.yaml", "job-cuda-compat.json", "cronjob-gpu.yaml"):
+        objects.extend(load_snapshot(DATA / name).objects())
+    objects.extend(load_nodes(DATA / "nodes-gfd-old.yaml"))
+    for obj in objects:
+        assert_valid(obj)

@@ -179,7 +179,7 @@ def test_bad_workload_files_exit_2(tmp_path: Path) -> None:
     config_map.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")
     result = run("--workload", str(config_map))
     assert result.exit_code == 2
-    assert "no Pod or workload" in result.stderr
+    assert "no Pod, workload" in result.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n"
@@ -198,3 +198,35 @@ def test_bad_workload_files_exit_2(tmp_path: Path) -> None:
 def test_scheme_choice_is_validated() -> None:
     result = run("--scheme", "nfd")
     assert result.exit_code == 2
+
+
+def test_inference_services_explained_like_their_predictor_pods(tmp_path: Path) -> None:
+    snapshot = bundled_snapshot()
+    path = tmp_path / "isvcs.yaml"
+    path.write_text("---\n".join(yaml.safe_dump(i) for i in snapshot.inference_services))
+    services = run_json("--workload", str(path))["workloads"]
+    pods = {w["workload"]: w for w in run_json()["workloads"]}
+    assert len(services) == len(snapshot.inference_services)
+    for item in services:
+        check_shape(item)
+        namespace, kind, name = item["workload"].split("/")
+        assert kind == "InferenceService"
+        pod = next(w for k, w in pods.items() if k.startswith(f"{namespace}/Pod/{name}-predictor-"))
+        assert eligible(item) == eligible(pod), name
+        assert item["summary"]["requirement"] == pod["summary"]["requirement"], name
+        assert item["summary"]["runtime"] == pod["summary"]["runtime"], name
+        assert [n["score"] for n in item["nodes"]] == [n["score"] for n in pod["nodes"]], name
+
+
+def test_inference_service_without_pod_is_explained_in_cluster_mode(tmp_path: Path) -> None:
+    snapshot = bundled_snapshot()
+    kept = [p for p in snapshot.pods if "qwen2-7b" not in p["metadata"]["name"]]
+    items = [*snapshot.nodes, *snapshot.inference_services, *snapshot.cluster_serving_runtimes]
+    items += [*snapshot.serving_runtimes, *kept]
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    doc = run_json("--cluster", str(cluster))
+    names = [w["workload"] for w in doc["workloads"]]
+    assert names[-1] == "team-nlp/InferenceService/qwen2-7b"
+    assert sum(1 for n in names if "/InferenceService/" in n) == 1
+    assert eligible(doc["workloads"][-1]) == {"ip-10-42-22-41.us-west-2.compute.internal"}

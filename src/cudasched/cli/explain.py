@@ -3,8 +3,11 @@
 The requirement of each workload is found the way the admission webhook finds it (annotations,
 then the KServe runtime of a predictor pod, then the GPU container's ``NVIDIA_REQUIRE_CUDA`` or
 image), and only workloads the webhook would constrain get one; the per-node answer then comes
-from :func:`cudasched.explain.explain`. Without ``--workload`` every Pod and controller of the
-cluster is explained: with the bundled sample cluster that is the project's demo.
+from :func:`cudasched.explain.explain`. An InferenceService is explained through the predictor
+pod KServe would build for it (runtime selection, merged scheduling fields and container).
+Without ``--workload`` every Pod and controller of the cluster is explained, plus the
+InferenceServices that have no predictor pod yet: with the bundled sample cluster that is the
+project's demo.
 
 ``-o json`` is a stable contract (keys are only ever added): one workload gives
 ``{"nodes": [...], "summary": {...}}``, several give ``{"workloads": [{"workload": ID, "nodes":
@@ -13,10 +16,11 @@ cluster is explained: with the bundled sample cluster that is the project's demo
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -37,14 +41,17 @@ from cudasched.explain import (
     pod_template_metadata_of,
 )
 from cudasched.kserve import (
+    COMPONENT_LABEL,
+    INFERENCESERVICE_LABEL,
     RuntimeChoice,
     is_predictor_pod,
     isvc_name_of,
+    predictor_container,
     select_runtime,
 )
 from cudasched.labels import LabelScheme
 from cudasched.requirements import Policy, Requirement
-from cudasched.resolution import resolve_pod, wants_constraint
+from cudasched.resolution import resolve_isvc, resolve_pod, wants_constraint
 
 if TYPE_CHECKING:
     from cudasched.images import ImageTable
@@ -101,6 +108,10 @@ class _Context:
         isvc = self.isvcs.get((namespace, isvc_name_of(pod)))
         if isvc is None:
             return None
+        return self.runtime_of_isvc(isvc)
+
+    def runtime_of_isvc(self, isvc: Mapping[str, Any]) -> RuntimeChoice | None:
+        namespace = _meta(isvc).get("namespace") or "default"
         return select_runtime(
             isvc,
             self.snapshot.serving_runtimes_in(namespace),
@@ -134,6 +145,76 @@ def _as_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# Pod-spec fields KServe takes from the runtime and the predictor (``MergePodSpec``).
+_MERGED_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulerName")
+
+
+def _smp(runtime: Any, isvc: Any) -> Any:
+    """KServe's strategic merge of runtime and predictor scheduling fields: mappings merge key
+    by key, lists and scalars from the InferenceService replace the runtime's (no list in
+    these fields carries a merge key)."""
+    if isinstance(runtime, Mapping) and isinstance(isvc, Mapping):
+        out = {k: copy.deepcopy(v) for k, v in runtime.items()}
+        for key, value in isvc.items():
+            out[key] = _smp(runtime.get(key), value) if key in runtime else copy.deepcopy(value)
+        return out
+    return copy.deepcopy(isvc if isvc is not None else runtime)
+
+
+def _predictor_pod(isvc: Mapping[str, Any], choice: RuntimeChoice | None) -> dict[str, Any]:
+    """The predictor pod KServe would create for ``isvc`` (the parts placement depends on):
+    the runtime's scheduling fields under the predictor's, the merged predictor container,
+    and the labels and annotations KServe puts on predictor pods."""
+    meta = _meta(isvc)
+    spec = isvc.get("spec") if isinstance(isvc.get("spec"), Mapping) else {}
+    predictor = spec.get("predictor") if isinstance(spec.get("predictor"), Mapping) else {}
+    runtime_spec = (choice.obj.get("spec") or {}) if choice is not None else {}
+    pod_spec: dict[str, Any] = {}
+    for key in _MERGED_FIELDS:
+        merged = _smp(runtime_spec.get(key), predictor.get(key))
+        if merged is not None:
+            pod_spec[key] = merged
+    container = predictor_container(isvc, choice.obj if choice is not None else None)
+    pod_spec["containers"] = [container] if container is not None else []
+    name = str(meta.get("name") or "")
+    annotations = {
+        **(runtime_spec.get("annotations") or {}),
+        **(meta.get("annotations") or {}),
+        **(predictor.get("annotations") or {}),
+    }
+    labels = {
+        **(runtime_spec.get("labels") or {}),
+        **(meta.get("labels") or {}),
+        **(predictor.get("labels") or {}),
+        INFERENCESERVICE_LABEL: name,
+        COMPONENT_LABEL: "predictor",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{name}-predictor",
+            "namespace": meta.get("namespace") or "default",
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": pod_spec,
+    }
+
+
+def _isvc_requirement(
+    isvc: Mapping[str, Any], ctx: _Context
+) -> tuple[dict[str, Any], Requirement, RuntimeChoice | None]:
+    """The predictor pod of an InferenceService and the requirement the webhook would put on
+    it (only when the predictor uses a GPU or the service declares a requirement)."""
+    choice = ctx.runtime_of_isvc(isvc)
+    pod = _predictor_pod(isvc, choice)
+    req = resolve_isvc(isvc, choice, ctx.images, ctx.kb)
+    if not wants_constraint(pod, req):
+        return pod, Requirement(), choice
+    return pod, req, choice
+
+
 def _requirement(obj: Mapping[str, Any], ctx: _Context) -> tuple[Requirement, RuntimeChoice | None]:
     """What the webhook would enforce for ``obj`` (empty when it would leave it alone)."""
     pod = _as_pod(obj)
@@ -164,10 +245,21 @@ def _owned_by_listed(obj: Mapping[str, Any], listed: set[tuple[str, str, str]]) 
 
 
 def workloads_of(snapshot: ClusterSnapshot) -> list[dict[str, Any]]:
-    """Pods and controllers, minus those whose controller is listed too."""
+    """Controllers, pods (minus those whose controller is listed too), then InferenceServices
+    that have no predictor pod in the snapshot (not created yet, or scaled to zero)."""
     candidates = [*snapshot.workloads, *snapshot.pods]
     listed = {_controller_key(o) for o in snapshot.workloads}
-    return [o for o in candidates if not _owned_by_listed(o, listed)]
+    chosen = [o for o in candidates if not _owned_by_listed(o, listed)]
+    with_pods = {
+        (_meta(p).get("namespace") or "default", isvc_name_of(p))
+        for p in snapshot.pods
+        if is_predictor_pod(p)
+    }
+    for isvc in snapshot.inference_services:
+        key = (_meta(isvc).get("namespace") or "default", _meta(isvc).get("name"))
+        if key not in with_pods:
+            chosen.append(isvc)
+    return chosen
 
 
 def explain_snapshot(
@@ -181,12 +273,37 @@ def explain_snapshot(
 ) -> list[_Explained]:
     """Resolve each workload's requirement against ``context`` and explain it on ``nodes``."""
     ctx = _Context(context, kb, images)
-    resolved = [_requirement(w, ctx) for w in workloads]
+    targets: list[Mapping[str, Any]] = []
+    resolved: list[tuple[Requirement, RuntimeChoice | None]] = []
+    for obj in workloads:
+        if _is_isvc(obj):
+            pod, req, choice = _isvc_requirement(obj, ctx)
+            targets.append(pod)
+            resolved.append((req, choice))
+        else:
+            targets.append(obj)
+            resolved.append(_requirement(obj, ctx))
     fleet = Fleet(nodes, kb)
     explanations = explain_many(
-        workloads, fleet, policy, kb, scheme, requirements=[r for r, _ in resolved]
+        targets, fleet, policy, kb, scheme, requirements=[r for r, _ in resolved]
     )
-    return [_Explained(e, c) for e, (_, c) in zip(explanations, resolved, strict=True)]
+    out = []
+    for obj, exp, (_, choice) in zip(workloads, explanations, resolved, strict=True):
+        if _is_isvc(obj):  # name the service, not the pod we built for it
+            meta = _meta(obj)
+            exp = replace(
+                exp,
+                workload=f"{meta.get('namespace') or 'default'}/InferenceService/"
+                f"{meta.get('name')}",
+            )
+        out.append(_Explained(exp, choice))
+    return out
+
+
+def _is_isvc(obj: Mapping[str, Any]) -> bool:
+    return obj.get("kind") == "InferenceService" and str(obj.get("apiVersion", "")).startswith(
+        "serving.kserve.io/"
+    )
 
 
 # --------------------------------------------------------------------------- rendering
@@ -290,11 +407,12 @@ def _explained_objects(snapshot: ClusterSnapshot, label: str) -> list[dict[str, 
     objs = workloads_of(snapshot)
     if not objs:
         raise InputError(
-            f"{label}: no Pod or workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, "
-            "CronJob) to explain"
+            f"{label}: no Pod, workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, "
+            "CronJob) or InferenceService to explain"
         )
     for obj in objs:
-        pod_spec_of(obj)  # a controller without a pod template is bad input, said up front
+        if not _is_isvc(obj):
+            pod_spec_of(obj)  # a controller without a pod template is bad input, said up front
     return objs
 
 
@@ -315,8 +433,8 @@ def explain_cmd(
         Path | None,
         typer.Option(
             "--workload",
-            help="YAML/JSON file with a Pod, Deployment, StatefulSet, DaemonSet, Job or CronJob "
-            "(several allowed). Default: every workload of the cluster.",
+            help="YAML/JSON file with a Pod, Deployment, StatefulSet, DaemonSet, Job, CronJob or "
+            "InferenceService (several allowed). Default: every workload of the cluster.",
         ),
     ] = None,
     nodes: Annotated[

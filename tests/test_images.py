@@ -489,3 +489,23 @@ def test_from_config_accepts_config_objects() -> None:
     assert m is not None and m.cuda == CudaVersion(12, 4)
     assert t.cuda_for_image("nvcr.io/nvidia/tritonserver:24.05-py3") is not None  # kb bound
     assert ImageTable.from_config(object()).overrides == ()
+
+
+def test_knowledge_base_extras_travel_with_the_match(table: ImageTable) -> None:
+    """An NGC release's lowest supported GPU and a framework build's kernel list come along,
+    so the engine can rule out GPUs the image cannot run on."""
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.requirements import FrameworkBuild
+
+    kb = KnowledgeBase.load()
+    release = kb.ngc_release("tritonserver", "25.08")
+    match = table.cuda_for_image("nvcr.io/nvidia/tritonserver:25.08-py3", kb=kb)
+    assert release is not None and match is not None
+    assert match.min_compute == release.min_compute and match.framework is None
+    build = kb.framework("vllm 0.23.0")
+    match = table.cuda_for_image("vllm/vllm-openai:v0.23.0", kb=kb)
+    assert isinstance(build, FrameworkBuild) and match is not None
+    assert match.framework == build and match.min_compute is None
+    # facts without these extras leave them empty
+    fake = table.cuda_for_image("nvcr.io/nvidia/tritonserver:24.05-py3", kb=FakeKB())
+    assert fake is not None and fake.min_compute is None and fake.framework is None

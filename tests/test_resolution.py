@@ -505,3 +505,20 @@ def test_first_source_present_wins(ann, rt_label, env, image) -> None:
     expected = next(((v, s) for v, s in candidates if v), (None, ""))
     assert (str(req.cuda.release) if req.cuda else None) == expected[0]
     assert req.source.startswith(expected[1])
+
+
+def test_image_facts_from_the_knowledge_base_reach_the_requirement() -> None:
+    from cudasched.knowledge import KnowledgeBase
+
+    kb = KnowledgeBase.load()
+    table = ImageTable.builtin(kb)
+    triton = resolve_pod(pod(image="nvcr.io/nvidia/tritonserver:25.08-py3"), None, table, kb)
+    release = kb.ngc_release("tritonserver", "25.08")
+    assert release is not None
+    assert (triton.cuda, triton.min_compute) == (release.cuda, release.min_compute)
+    vllm = resolve_pod(pod(image="vllm/vllm-openai:v0.23.0"), None, table, kb)
+    assert vllm.framework == kb.framework("vllm 0.23.0")
+    assert vllm.source == "image vllm/vllm-openai:v0.23.0"
+    # an explicit env floor says nothing about the framework
+    env = resolve_pod(pod(image="vllm/vllm-openai:v0.23.0", env=REQUIRE), None, table, kb)
+    assert env.framework is None and env.cuda == CudaVersion(12, 6)

@@ -23,7 +23,8 @@ from typing import Any, Protocol
 import yaml
 
 from cudasched.errors import InputError, KnowledgeError
-from cudasched.versions import CudaVersion, parse_cuda
+from cudasched.requirements import FrameworkBuild
+from cudasched.versions import ComputeCapability, CudaVersion, parse_cuda
 
 __all__ = [
     "ImageMatch",
@@ -70,10 +71,14 @@ class ImageRef:
 
 @dataclass(frozen=True, slots=True)
 class ImageMatch:
-    """The CUDA an image was built with and the fact that says so."""
+    """The CUDA an image was built with and the fact that says so. When the knowledge base
+    knows more about the build, ``min_compute`` (an NGC release's lowest supported GPU) and
+    ``framework`` (a framework build with its kernel list) come along."""
 
     cuda: CudaVersion
     source: str
+    min_compute: ComputeCapability | None = None
+    framework: FrameworkBuild | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +308,13 @@ def _from_fact(fact: object, what: str) -> ImageMatch | None:
     if cuda is None:
         return None
     source = getattr(fact, "source", "") or ""
-    return ImageMatch(parse_cuda(cuda), f"{what}: {source}" if source else what)
+    min_compute = getattr(fact, "min_compute", None)
+    return ImageMatch(
+        parse_cuda(cuda),
+        f"{what}: {source}" if source else what,
+        min_compute=min_compute if isinstance(min_compute, ComputeCapability) else None,
+        framework=fact if isinstance(fact, FrameworkBuild) else None,
+    )
 
 
 def parse_require_cuda(value: str | None) -> CudaVersion | None:

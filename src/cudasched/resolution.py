@@ -32,7 +32,7 @@ from cudasched.kserve import (
     component_of,
     predictor_container,
 )
-from cudasched.requirements import Policy, Requirement
+from cudasched.requirements import FrameworkBuild, Policy, Requirement
 from cudasched.versions import (
     ComputeCapability,
     CudaVersion,
@@ -276,11 +276,19 @@ def gpu_container(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _ContainerFacts:
+    cuda: CudaVersion | None = None
+    min_compute: ComputeCapability | None = None
+    framework: FrameworkBuild | None = None
+    source: str = ""
+
+
 def _from_container(
     container: Mapping[str, Any] | None, images: ImageTable, kb: ReleaseFacts | None
-) -> tuple[CudaVersion | None, str]:
+) -> _ContainerFacts:
     if container is None:
-        return None, ""
+        return _ContainerFacts()
     name = str(container.get("name") or "?")
     env = container.get("env") or []
     if not isinstance(env, list):
@@ -297,13 +305,15 @@ def _from_container(
                     f"invalid env {REQUIRE_CUDA_ENV} of container {name}: {exc}"
                 ) from None
             if floor is not None:
-                return floor, f"env {REQUIRE_CUDA_ENV} of container {name}"
+                return _ContainerFacts(floor, source=f"env {REQUIRE_CUDA_ENV} of container {name}")
     image = container.get("image")
     if isinstance(image, str) and image.strip():
         match = images.cuda_for_image(image, kb=kb)
         if match is not None:
-            return match.cuda, f"image {image.strip()}"
-    return None, ""
+            return _ContainerFacts(
+                match.cuda, match.min_compute, match.framework, f"image {image.strip()}"
+            )
+    return _ContainerFacts()
 
 
 # --------------------------------------------------------------------------- entry points
@@ -330,9 +340,13 @@ def _resolve(
             policy=modifiers.policy,
             ships_cuda_compat=bool(modifiers.ships_cuda_compat),
         )
-    cuda, source = _from_container(container, images, kb)
-    if cuda is not None:
-        return _requirement(_Found(cuda=cuda), modifiers, source)
+    facts = _from_container(container, images, kb)
+    if facts.cuda is not None:
+        return replace(
+            _requirement(_Found(cuda=facts.cuda, min_compute=facts.min_compute), modifiers, ""),
+            framework=facts.framework,
+            source=facts.source,
+        )
     return _requirement(_Found(), modifiers, "")
 
 

@@ -522,3 +522,9 @@ def test_image_facts_from_the_knowledge_base_reach_the_requirement() -> None:
     # an explicit env floor says nothing about the framework
     env = resolve_pod(pod(image="vllm/vllm-openai:v0.23.0", env=REQUIRE), None, table, kb)
     assert env.framework is None and env.cuda == CudaVersion(12, 6)
+
+
+def test_unparsable_image_is_just_unknown() -> None:
+    assert resolve_pod(pod(image="Registry/Foo:{{.Name}}"), None, TABLE, None).is_empty
+    req = resolve_pod(pod(image="Bad Image", env=REQUIRE), None, TABLE, None)
+    assert req.cuda == CudaVersion(12, 6)

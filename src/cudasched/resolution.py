@@ -308,7 +308,12 @@ def _from_container(
                 return _ContainerFacts(floor, source=f"env {REQUIRE_CUDA_ENV} of container {name}")
     image = container.get("image")
     if isinstance(image, str) and image.strip():
-        match = images.cuda_for_image(image, kb=kb)
+        try:
+            match = images.cuda_for_image(image, kb=kb)
+        except InputError:
+            # The API server does not validate image references; one we cannot parse is
+            # simply not a well-known image (the kubelet will report it at pull time).
+            match = None
         if match is not None:
             return _ContainerFacts(
                 match.cuda, match.min_compute, match.framework, f"image {image.strip()}"

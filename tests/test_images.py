@@ -419,6 +419,7 @@ VLLM_0_8_5 = (
         ("cuda>=11.8", CudaVersion(11, 8)),
         ("cuda>=12", CudaVersion(12, 0)),
         ("  cuda>=12.4.1  ", CudaVersion(12, 4)),
+        ("cuda>=12.4.131", CudaVersion(12, 4)),
         ("CUDA>=12.2", CudaVersion(12, 2)),
         ("cuda=12.1", CudaVersion(12, 1)),
         ("cuda>12.1", CudaVersion(12, 1)),

@@ -1,0 +1,743 @@
+"""Admission over HTTPS on loopback: the real webhook server against a no-op floor.
+
+What is measured, and why this way:
+
+* **Server**: one uvicorn process (the stack ``cudasched webhook`` runs: httptools, uvloop when
+  installed, the reloading TLS context) pinned to one CPU, holding a synthetic cluster of
+  ``--nodes`` nodes, ``--runtimes`` runtimes and ``--isvcs`` InferenceServices
+  (:mod:`benchmarks.synth`). It answers realistic KServe predictor-pod AdmissionReviews.
+* **Floor**: the same uvicorn + TLS configuration serving an ASGI app that reads the body and
+  returns one fixed "allowed" AdmissionReview. Whatever the floor costs is HTTP + TLS + the
+  load generator; the ratio mutation/no-op is what cudasched itself adds.
+* **Load**: a separate process pinned to the other CPU. ``wrk`` (when installed) measures
+  saturation with a Lua script that POSTs the recorded reviews in turn; a Python generator
+  (aiohttp, keep-alive, several connections, uvloop when installed) measures saturation too,
+  and latency at fixed arrival rates (open loop: each request's latency counts from when it was
+  *scheduled*, so a stalled server cannot hide its queueing). Both are bounded by a request
+  count and a duration, and only ever talk to 127.0.0.1.
+
+Run ``python -m benchmarks.admission --help``; ``--quick`` is a small smoke run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import Table, loadavg, percentile, pin, progress
+
+__all__ = ["AdmissionResult", "LoadResult", "main", "run"]
+
+HOST = "127.0.0.1"  # loopback only, by design: the load generator never targets anything else
+PATH = "/mutate/pods"
+
+_ALLOW = (
+    b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",'
+    b'"response":{"uid":"00000000-0000-4000-8000-000000000000","allowed":true}}'
+)
+
+_WRK_LUA = """
+-- POST the recorded AdmissionReviews (one JSON document per line) in turn.
+local bodies = {}
+local index = 0
+init = function(args)
+  for line in io.lines(args[1]) do
+    if #line > 0 then bodies[#bodies + 1] = line end
+  end
+end
+request = function()
+  index = index % #bodies + 1
+  return wrk.format("POST", nil, {["Content-Type"] = "application/json"}, bodies[index])
+end
+"""
+
+
+# --------------------------------------------------------------------------- server side
+
+
+class NoopApp:
+    """The floor: reads the whole request body and answers one fixed allow response."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        more = True
+        while more:
+            message = await receive()
+            more = message.get("more_body", False)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(_ALLOW)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": _ALLOW})
+
+
+class RetainingSource:
+    """A synced snapshot that also keeps the listed objects the way the watch cache does
+    (nodes trimmed to identity, labels and capacity; other kinds whole), so the server's
+    resident memory is what a production process with that cluster would hold."""
+
+    def __init__(self, state: Any, objects: Sequence[Any]) -> None:
+        self._state = state
+        self.objects = objects
+
+    @property
+    def state(self) -> Any:
+        return self._state
+
+    @property
+    def synced(self) -> bool:
+        return True
+
+    @property
+    def not_ready_reason(self) -> str:
+        return ""
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+
+def _trim_node(node: dict[str, Any]) -> dict[str, Any]:
+    """What ``cudasched.webhook.cache`` keeps of a Node (see its ``_plain``)."""
+    meta = node.get("metadata") or {}
+    status = node.get("status") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion", "labels") if k in meta},
+        "status": {k: status[k] for k in ("capacity", "allocatable") if k in status},
+    }
+
+
+def build_mutation_app(nodes: int, runtimes: int, isvcs: int) -> Any:
+    """The production ASGI app (Admitter, metrics, review threads) over a synthetic cluster."""
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.webhook.config import WebhookConfig
+    from cudasched.webhook.server import build_app
+    from cudasched.webhook.state import ClusterState
+
+    from benchmarks import synth
+
+    kb = KnowledgeBase.load()
+    if nodes or runtimes or isvcs:
+        cluster = synth.make_cluster(nodes, runtimes, isvcs)
+        kept = [
+            [_trim_node(n) for n in cluster.nodes],
+            list(cluster.inference_services),
+            list(cluster.serving_runtimes),
+            list(cluster.cluster_serving_runtimes),
+        ]
+        del cluster
+    else:
+        kept = [[], [], [], []]
+    state = ClusterState.from_objects(*kept, kb=kb)
+    return build_app(WebhookConfig(), RetainingSource(state, kept))
+
+
+def serve_main(args: argparse.Namespace) -> None:
+    """The server process: build the app, bind, publish the port, serve until killed."""
+    import uvicorn
+
+    from cudasched.webhook.server import uvicorn_config
+    from cudasched.webhook.tls import ReloadingServerContext
+
+    pin(args.cpu)
+    app: Any = (
+        NoopApp()
+        if args.app == "noop"
+        else build_mutation_app(args.nodes, args.runtimes, args.isvcs)
+    )
+    tls = ReloadingServerContext(args.cert, args.key)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((HOST, 0))
+    port = sock.getsockname()[1]
+    config = uvicorn_config(app, tls, host=HOST, port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    tmp = Path(args.port_file + ".tmp")
+    tmp.write_text(str(port))
+    tmp.replace(args.port_file)
+    server.run(sockets=[sock])
+
+
+@dataclass(slots=True)
+class _Server:
+    process: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"https://{HOST}:{self.port}{PATH}"
+
+
+@contextlib.contextmanager
+def start_server(
+    app: str,
+    cert: Path,
+    key: Path,
+    ca: Path,
+    *,
+    nodes: int = 0,
+    runtimes: int = 0,
+    isvcs: int = 0,
+    cpu: int | None = 0,
+    timeout: float = 120.0,
+) -> Iterator[_Server]:
+    """Start a server process and wait until it answers over HTTPS; stop it on exit."""
+    with tempfile.TemporaryDirectory(prefix="cudasched-bench-") as tmp:
+        port_file = Path(tmp) / "port"
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchmarks.admission",
+            "--role=server",
+            f"--app={app}",
+            f"--cert={cert}",
+            f"--key={key}",
+            f"--port-file={port_file}",
+            f"--nodes={nodes}",
+            f"--runtimes={runtimes}",
+            f"--isvcs={isvcs}",
+        ]
+        if cpu is not None:
+            cmd.append(f"--cpu={cpu}")
+        proc = subprocess.Popen(cmd, cwd=_repo_root(), env=_child_env())
+        try:
+            port = _wait_ready(proc, port_file, ca, timeout)
+            yield _Server(proc, port)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], port_file: Path, ca: Path, timeout: float) -> int:
+    limit = time.monotonic() + timeout
+    context = ssl.create_default_context(cafile=str(ca))
+    while time.monotonic() < limit:
+        if proc.poll() is not None:
+            raise RuntimeError(f"benchmark server exited with status {proc.returncode}")
+        if port_file.exists():
+            port = int(port_file.read_text())
+            with contextlib.suppress(OSError):
+                with socket.create_connection((HOST, port), timeout=1) as raw:
+                    with context.wrap_socket(raw, server_hostname=HOST) as tls:
+                        tls.sendall(
+                            b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                        )
+                        if tls.recv(64).startswith(b"HTTP/1.1 200"):
+                            return port
+        time.sleep(0.05)
+    raise RuntimeError(f"benchmark server not ready within {timeout:.0f}s")
+
+
+def _repo_root() -> str:
+    return str(Path(__file__).resolve().parent.parent)
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    root = _repo_root()
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+# --------------------------------------------------------------------------- load generation
+
+
+@dataclass(slots=True)
+class LoadResult:
+    """One load run: how many answers, how fast, how late."""
+
+    generator: str
+    mode: str  # "saturation" or "rate=<n>/s"
+    sent: int = 0
+    ok: int = 0
+    errors: int = 0
+    patched: int = 0
+    seconds: float = 0.0
+    p50_ms: float = float("nan")
+    p99_ms: float = float("nan")
+    max_ms: float = float("nan")
+
+    @property
+    def rps(self) -> float:
+        return self.ok / self.seconds if self.seconds > 0 else 0.0
+
+
+async def _python_load(
+    url: str,
+    ca: str,
+    bodies: list[bytes],
+    *,
+    connections: int,
+    duration: float,
+    max_requests: int,
+    rate: float | None,
+) -> LoadResult:
+    import aiohttp
+
+    context = ssl.create_default_context(cafile=ca)
+    connector = aiohttp.TCPConnector(ssl=context, limit=connections, force_close=False)
+    headers = {"Content-Type": "application/json"}
+    latencies: list[float] = []
+    result = LoadResult("python", "saturation" if rate is None else f"rate={rate:g}/s")
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one(index: int, scheduled: float) -> None:
+            body = bodies[index % len(bodies)]
+            try:
+                async with session.post(url, data=body, headers=headers) as response:
+                    payload = await response.read()
+                    if response.status == 200:
+                        result.ok += 1
+                        if b'"patch":' in payload:
+                            result.patched += 1
+                    else:
+                        result.errors += 1
+            except (aiohttp.ClientError, OSError):
+                result.errors += 1
+            latencies.append(time.perf_counter() - scheduled)
+
+        # Warm-up: open every connection (TLS handshakes) before anything is measured.
+        await asyncio.gather(*(one(i, time.perf_counter()) for i in range(connections * 4)))
+        latencies.clear()
+        result.ok = result.errors = result.patched = 0
+
+        start = time.perf_counter()
+        deadline = start + duration
+        if rate is None:
+            counter = iter(range(max_requests))
+
+            async def worker() -> None:
+                for index in counter:
+                    if time.perf_counter() >= deadline:
+                        return
+                    await one(index, time.perf_counter())
+
+            await asyncio.gather(*(worker() for _ in range(connections)))
+            result.sent = len(latencies)
+        else:
+            total = min(max_requests, int(rate * duration))
+            tasks = []
+            for index in range(total):
+                scheduled = start + index / rate
+                delay = scheduled - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.ensure_future(one(index, scheduled)))
+            await asyncio.gather(*tasks)
+            result.sent = total
+        result.seconds = time.perf_counter() - start
+    result.p50_ms = percentile(latencies, 0.50) * 1e3
+    result.p99_ms = percentile(latencies, 0.99) * 1e3
+    result.max_ms = max(latencies) * 1e3 if latencies else float("nan")
+    return result
+
+
+def client_main(args: argparse.Namespace) -> None:
+    """The load-generator process: run one load and print its result as JSON."""
+    pin(args.cpu)
+    bodies = [line for line in Path(args.bodies_file).read_bytes().splitlines() if line]
+    coro = _python_load(
+        args.url,
+        args.ca,
+        bodies,
+        connections=args.connections,
+        duration=args.duration,
+        max_requests=args.max_requests,
+        rate=args.rate,
+    )
+    try:
+        import uvloop
+
+        result = uvloop.run(coro)
+    except ImportError:
+        result = asyncio.run(coro)
+    print(json.dumps(asdict(result)))
+
+
+def python_load(
+    url: str,
+    ca: Path,
+    bodies_file: Path,
+    *,
+    connections: int,
+    duration: float,
+    max_requests: int,
+    rate: float | None = None,
+    cpu: int | None = 1,
+) -> LoadResult:
+    """Run the Python load generator in its own (pinned) process."""
+    if not url.startswith(f"https://{HOST}:"):
+        raise ValueError(f"refusing to load {url!r}: the benchmark only targets {HOST}")
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.admission",
+        "--role=client",
+        f"--url={url}",
+        f"--ca={ca}",
+        f"--bodies-file={bodies_file}",
+        f"--connections={connections}",
+        f"--duration={duration}",
+        f"--max-requests={max_requests}",
+    ]
+    if rate is not None:
+        cmd.append(f"--rate={rate}")
+    if cpu is not None:
+        cmd.append(f"--cpu={cpu}")
+    out = subprocess.run(
+        cmd,
+        cwd=_repo_root(),
+        env=_child_env(),
+        capture_output=True,
+        check=True,
+        timeout=duration * 4 + 60,
+    )
+    return LoadResult(**json.loads(out.stdout.decode().strip().splitlines()[-1]))
+
+
+def wrk_load(
+    url: str,
+    bodies_file: Path,
+    lua_file: Path,
+    *,
+    connections: int,
+    duration: float,
+    cpu: int | None = 1,
+) -> LoadResult | None:
+    """Saturation with ``wrk`` (one thread), or ``None`` when wrk is not installed."""
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        return None
+    if not url.startswith(f"https://{HOST}:"):
+        raise ValueError(f"refusing to load {url!r}: the benchmark only targets {HOST}")
+    seconds = max(1, round(duration))
+    cmd = [wrk, "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(lua_file)]
+    cmd += [url, "--", str(bodies_file)]
+
+    def pin_child() -> None:
+        if cpu is not None and hasattr(os, "sched_setaffinity"):
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, {cpu})
+
+    out = subprocess.run(
+        cmd, capture_output=True, check=True, timeout=seconds + 60, preexec_fn=pin_child
+    ).stdout.decode()
+    return _parse_wrk(out)
+
+
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def _parse_wrk(out: str) -> LoadResult:
+    result = LoadResult("wrk", "saturation")
+    total = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)", out)
+    if total:
+        result.sent = int(total.group(1))
+        factor = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[total.group(3)]
+        result.seconds = float(total.group(2)) * factor
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    result.errors = (int(bad.group(1)) if bad else 0) + (
+        sum(int(g) for g in errors.groups()) if errors else 0
+    )
+    result.ok = max(0, result.sent - (int(bad.group(1)) if bad else 0))
+    for name, attr in (("50%", "p50_ms"), ("99%", "p99_ms")):
+        found = re.search(rf"{re.escape(name)}\s+([\d.]+)(us|ms|s)", out)
+        if found:
+            setattr(result, attr, float(found.group(1)) * _UNITS[found.group(2)])
+    return result
+
+
+# --------------------------------------------------------------------------- orchestration
+
+
+@dataclass(slots=True)
+class AdmissionResult:
+    """Everything one run measured, and the ratios against the floor."""
+
+    settings: dict[str, Any]
+    runs: dict[str, list[LoadResult]] = field(default_factory=dict)  # by server
+    ratios: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def table(self) -> str:
+        t = Table(["server", "generator", "load", "ok", "errors", "req/s", "p50 ms", "p99 ms"])
+        for server, runs in self.runs.items():
+            for r in runs:
+                t.add(server, r.generator, r.mode, r.ok, r.errors, r.rps, r.p50_ms, r.p99_ms)
+        ratios = Table(["ratio", "value"])
+        for name, value in self.ratios.items():
+            ratios.add(name, value)
+        return t.render() + "\n\n" + ratios.render() + "\n\n" + "\n".join(self.notes)
+
+
+def _find(runs: list[LoadResult], generator: str, mode: str) -> LoadResult | None:
+    return next((r for r in runs if r.generator == generator and r.mode == mode), None)
+
+
+def run(
+    *,
+    nodes: int = 5000,
+    runtimes: int = 200,
+    isvcs: int = 1000,
+    bodies: int = 2000,
+    duration: float = 10.0,
+    rates: Sequence[float] = (500.0, 1000.0),
+    connections: int = 8,
+    max_requests: int = 200_000,
+    use_wrk: bool = True,
+    server_cpu: int | None = 0,
+    client_cpu: int | None = 1,
+) -> AdmissionResult:
+    """Measure the no-op floor and the mutation server with the same load; return the table
+    data and the ratios mutation/no-op (throughput: floor req/s over mutation req/s; latency:
+    mutation p50 over floor p50 at the same rate)."""
+    from cudasched.webhook.tls import generate_self_signed, write_self_signed
+
+    from benchmarks import synth
+
+    settings = {
+        "nodes": nodes,
+        "runtimes": runtimes,
+        "isvcs": isvcs,
+        "bodies": bodies,
+        "duration_s": duration,
+        "rates": list(rates),
+        "connections": connections,
+        "max_requests": max_requests,
+        "wrk": bool(use_wrk and shutil.which("wrk")),
+        "cpus": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+    }
+    result = AdmissionResult(settings)
+    settings["loadavg_before"] = loadavg()
+    with tempfile.TemporaryDirectory(prefix="cudasched-bench-") as tmp:
+        cert, key, ca = write_self_signed(tmp, generate_self_signed(ip_addresses=(HOST,)))
+        progress(f"generating {bodies} AdmissionReviews from a {nodes}-node synthetic cluster")
+        cluster = synth.make_cluster(nodes, runtimes, isvcs) if nodes or isvcs else None
+        body_list = synth.review_bodies(cluster, bodies) if cluster else _tiny_bodies(bodies)
+        del cluster
+        bodies_file = Path(tmp) / "bodies.jsonl"
+        bodies_file.write_bytes(b"\n".join(body_list) + b"\n")
+        lua_file = Path(tmp) / "post.lua"
+        lua_file.write_text(_WRK_LUA)
+        for app in ("noop", "mutation"):
+            progress(f"starting the {app} server")
+            with start_server(
+                app,
+                cert,
+                key,
+                ca,
+                nodes=nodes if app == "mutation" else 0,
+                runtimes=runtimes if app == "mutation" else 0,
+                isvcs=isvcs if app == "mutation" else 0,
+                cpu=server_cpu,
+            ) as server:
+                runs: list[LoadResult] = []
+                if use_wrk:
+                    progress(f"{app}: wrk saturation for {duration:g}s")
+                    found = wrk_load(
+                        server.url,
+                        bodies_file,
+                        lua_file,
+                        connections=connections,
+                        duration=duration,
+                        cpu=client_cpu,
+                    )
+                    if found is not None:
+                        runs.append(found)
+                progress(f"{app}: python saturation for {duration:g}s")
+                runs.append(
+                    python_load(
+                        server.url,
+                        ca,
+                        bodies_file,
+                        connections=connections,
+                        duration=duration,
+                        max_requests=max_requests,
+                        cpu=client_cpu,
+                    )
+                )
+                for rate in rates:
+                    progress(f"{app}: python at {rate:g} req/s for {duration:g}s")
+                    runs.append(
+                        python_load(
+                            server.url,
+                            ca,
+                            bodies_file,
+                            connections=connections,
+                            duration=duration,
+                            max_requests=max_requests,
+                            rate=rate,
+                            cpu=client_cpu,
+                        )
+                    )
+                result.runs[app] = runs
+    settings["loadavg_after"] = loadavg()
+    _ratios(result, rates)
+    return result
+
+
+def _tiny_bodies(count: int) -> list[bytes]:
+    from benchmarks import synth
+
+    cluster = synth.make_cluster(0, 0, max(1, count))
+    return synth.review_bodies(cluster, count)
+
+
+def _ratios(result: AdmissionResult, rates: Sequence[float]) -> None:
+    noop, mutation = result.runs.get("noop", []), result.runs.get("mutation", [])
+    for generator in ("wrk", "python"):
+        a, b = _find(noop, generator, "saturation"), _find(mutation, generator, "saturation")
+        if a and b and b.rps > 0:
+            result.ratios[f"throughput no-op/mutation ({generator})"] = a.rps / b.rps
+    for rate in rates:
+        mode = f"rate={rate:g}/s"
+        a, b = _find(noop, "python", mode), _find(mutation, "python", mode)
+        if a and b and a.p50_ms > 0:
+            result.ratios[f"p50 mutation/no-op at {rate:g}/s"] = b.p50_ms / a.p50_ms
+            result.ratios[f"p99 mutation/no-op at {rate:g}/s"] = b.p99_ms / a.p99_ms
+    py, wrk = _find(noop, "python", "saturation"), _find(noop, "wrk", "saturation")
+    if py and wrk and wrk.rps > 0:
+        share = py.rps / wrk.rps
+        result.ratios["python/wrk generator on the no-op floor"] = share
+        if share < 0.8:
+            result.notes.append(
+                f"The Python generator reaches only {share:.0%} of wrk's rate against the no-op "
+                "floor: it is the bottleneck there; use the wrk rows for saturation."
+            )
+    elif py:
+        result.notes.append(
+            "wrk is not installed: saturation comes from the Python generator only, which may "
+            "itself be the bottleneck (compare its no-op row with the mutation row)."
+        )
+    for server, runs in result.runs.items():
+        for r in runs:
+            if r.errors:
+                result.notes.append(f"{server} {r.generator} {r.mode}: {r.errors} errors")
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.admission",
+        description="Admission throughput and latency over HTTPS on loopback, "
+        "against a no-op webhook on the same server stack.",
+    )
+    p.add_argument("--quick", action="store_true", help="small, fast smoke run")
+    p.add_argument("--nodes", type=int, default=None)
+    p.add_argument("--runtimes", type=int, default=None)
+    p.add_argument("--isvcs", type=int, default=None)
+    p.add_argument("--bodies", type=int, default=None, help="distinct AdmissionReviews")
+    p.add_argument("--duration", type=float, default=None, help="seconds per load run")
+    p.add_argument("--rates", default=None, help="fixed arrival rates, e.g. 500,1000")
+    p.add_argument("--connections", type=int, default=8)
+    p.add_argument("--max-requests", type=int, default=200_000)
+    p.add_argument("--no-wrk", action="store_true", help="do not use wrk even if installed")
+    p.add_argument("--server-cpu", type=int, default=0)
+    p.add_argument("--client-cpu", type=int, default=1)
+    p.add_argument("--json", default=None, help="also write the results to this file")
+    # internal roles (the server and the load generator run in their own processes)
+    p.add_argument("--role", choices=("main", "server", "client"), default="main")
+    p.add_argument("--app", choices=("noop", "mutation"), default="noop")
+    p.add_argument("--cert")
+    p.add_argument("--key")
+    p.add_argument("--port-file")
+    p.add_argument("--cpu", type=int, default=None)
+    p.add_argument("--url")
+    p.add_argument("--ca")
+    p.add_argument("--bodies-file")
+    p.add_argument("--rate", type=float, default=None)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.role == "server":
+        serve_main(args)
+        return 0
+    if args.role == "client":
+        client_main(args)
+        return 0
+    quick = args.quick
+    rates = (
+        tuple(float(r) for r in args.rates.split(",") if r)
+        if args.rates
+        else ((200.0,) if quick else (500.0, 1000.0))
+    )
+    result = run(
+        nodes=args.nodes if args.nodes is not None else (500 if quick else 5000),
+        runtimes=args.runtimes if args.runtimes is not None else (40 if quick else 200),
+        isvcs=args.isvcs if args.isvcs is not None else (200 if quick else 1000),
+        bodies=args.bodies if args.bodies is not None else (200 if quick else 2000),
+        duration=args.duration if args.duration is not None else (2.0 if quick else 10.0),
+        rates=rates,
+        connections=args.connections,
+        max_requests=args.max_requests,
+        use_wrk=not args.no_wrk,
+        server_cpu=args.server_cpu,
+        client_cpu=args.client_cpu,
+    )
+    print(
+        "command: python -m benchmarks.admission "
+        + " ".join(sys.argv[1:] if argv is None else argv)
+    )
+    print("settings: " + json.dumps(result.settings))
+    print(result.table())
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "settings": result.settings,
+                    "runs": {k: [asdict(r) for r in v] for k, v in result.runs.items()},
+                    "ratios": result.ratios,
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

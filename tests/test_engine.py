@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +24,12 @@ INCOMPATIBLE = VerdictStatus.INCOMPATIBLE
 
 @pytest.fixture(scope="module")
 def kb() -> KnowledgeBase:
+    return KnowledgeBase.load()
+
+
+@functools.cache
+def _kb() -> KnowledgeBase:
+    """One knowledge base for property tests (loading it per example would dominate)."""
     return KnowledgeBase.load()
 
 
@@ -280,7 +288,7 @@ _POSITIVE = {"native", "minor-version-compat", "forward-compat", "compute-capabi
 def test_policies_only_widen(
     gpu: str, driver: str, cuda: str, min_cc: str | None, ships: bool
 ) -> None:
-    kb = KnowledgeBase.load()
+    kb = _kb()
     n = node(kb, gpu, driver)
     r = req(cuda, min_compute=cc(min_cc) if min_cc else None, ships_cuda_compat=ships)
     verdicts = [

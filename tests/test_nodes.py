@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +26,12 @@ from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion
 
 @pytest.fixture(scope="module")
 def kb() -> KnowledgeBase:
+    return KnowledgeBase.load()
+
+
+@functools.cache
+def _kb() -> KnowledgeBase:
+    """One knowledge base for property tests (loading it per example would dominate)."""
     return KnowledgeBase.load()
 
 
@@ -282,7 +290,7 @@ _VALUES = st.one_of(
 @settings(max_examples=150)
 @given(labels=st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=10))
 def test_never_raises_on_label_values(labels: dict[str, str]) -> None:
-    kb = KnowledgeBase.load()
+    kb = _kb()
     f = facts_from_labels("fuzz", labels, kb)
     assert f.source in {SOURCE_CUDASCHED, SOURCE_GFD, SOURCE_GFD_DEPRECATED, SOURCE_NONE}
     if f.source == SOURCE_NONE:

@@ -260,6 +260,8 @@ def test_every_toolkit_compiles_to_well_formed_terms(kb: KnowledgeBase, cuda: st
                 _assert_well_formed(terms)
                 assert len(terms) <= MAX_MERGED_TERMS
                 assert not NodeSelector.from_terms(terms).errors
+                # Merging strips owned keys before ANDing: every key we write must be owned.
+                assert {e["key"] for e in exprs_of(terms)} <= L.OWNED_KEYS
 
 
 @pytest.mark.parametrize(
@@ -304,8 +306,11 @@ def test_merged_into_a_pod_is_valid(kb: KnowledgeBase) -> None:
         assert_valid_pod(merged)
         assert merge_required(merged, terms) == merged  # idempotent
         assert_valid_pod(merge_preferred(spec, terms))
-    strict_gfd = compile_requirement(req("13.0"), "strict", "gfd", kb, gfd_keys="deprecated")
-    assert_valid_pod(merge_required(spec, strict_gfd))
+    for keys in GfdKeys:
+        gfd = compile_requirement(req("13.2"), "minor-compat", "gfd", kb, gfd_keys=keys)
+        merged = merge_required(spec, gfd)
+        assert_valid_pod(merged)
+        assert merge_required(merged, gfd) == merged
 
 
 @pytest.mark.parametrize("scheme", [LabelScheme.CUDASCHED, LabelScheme.GFD])

@@ -143,12 +143,11 @@ def _trim_node(node: dict[str, Any]) -> dict[str, Any]:
 
 def build_mutation_app(nodes: int, runtimes: int, isvcs: int) -> Any:
     """The production ASGI app (Admitter, metrics, review threads) over a synthetic cluster."""
+    from benchmarks import synth
     from cudasched.knowledge import KnowledgeBase
     from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.server import build_app
     from cudasched.webhook.state import ClusterState
-
-    from benchmarks import synth
 
     kb = KnowledgeBase.load()
     if nodes or runtimes or isvcs:
@@ -254,14 +253,14 @@ def _wait_ready(proc: subprocess.Popen[bytes], port_file: Path, ca: Path, timeou
             raise RuntimeError(f"benchmark server exited with status {proc.returncode}")
         if port_file.exists():
             port = int(port_file.read_text())
-            with contextlib.suppress(OSError):
-                with socket.create_connection((HOST, port), timeout=1) as raw:
-                    with context.wrap_socket(raw, server_hostname=HOST) as tls:
-                        tls.sendall(
-                            b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-                        )
-                        if tls.recv(64).startswith(b"HTTP/1.1 200"):
-                            return port
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection((HOST, port), timeout=1) as raw,
+                context.wrap_socket(raw, server_hostname=HOST) as tls,
+            ):
+                tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                if tls.recv(64).startswith(b"HTTP/1.1 200"):
+                    return port
         time.sleep(0.05)
     raise RuntimeError(f"benchmark server not ready within {timeout:.0f}s")
 
@@ -530,9 +529,8 @@ def run(
     """Measure the no-op floor and the mutation server with the same load; return the table
     data and the ratios mutation/no-op (throughput: floor req/s over mutation req/s; latency:
     mutation p50 over floor p50 at the same rate)."""
-    from cudasched.webhook.tls import generate_self_signed, write_self_signed
-
     from benchmarks import synth
+    from cudasched.webhook.tls import generate_self_signed, write_self_signed
 
     settings = {
         "nodes": nodes,

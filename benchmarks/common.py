@@ -45,7 +45,7 @@ def loadavg() -> str:
     """The 1/5/15-minute load averages: numbers from a busy machine are not comparable with
     numbers from an idle one, so every report carries them."""
     try:
-        return " ".join(os.getloadavg().__repr__().strip("()").split(", "))
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         return "unknown"
 

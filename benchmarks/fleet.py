@@ -1,0 +1,341 @@
+"""Fleet scale: ``cudasched.explain`` over many workloads and growing fleets.
+
+For each fleet size (500 -> 5,000 -> 50,000 nodes by default) and a fixed set of 20,000
+workloads (:func:`benchmarks.synth.make_workloads`), this measures:
+
+* **explain**: :func:`cudasched.explain.explain_many` over a prepared
+  :class:`~cudasched.explain.Fleet` (the way ``cudasched explain`` runs it). Fleet preparation
+  is timed separately. Each size has a time budget: when all workloads would not fit in it, a
+  random sample (seeded) of the workloads is explained and the time is extrapolated linearly to
+  the full count (the table says how many were measured).
+* **naive**: the same question answered pair by pair, with no grouping of any kind: for every
+  (workload, node) the compatibility engine runs on that node's facts and the merged affinity is
+  matched and scored on that node. Node facts are read once per node (not per pair) and each
+  workload's requirement is compiled and merged once; only the per-pair work is what grouping
+  saves. Measured on a sample of workloads and extrapolated.
+* **agreement**: on the naive sample both answers are compared node by node (eligibility and
+  score); any difference is reported, since a fast wrong answer is worthless.
+
+Linearity is shown as the cost per (workload, node) pair at each size and the ratio of the
+extrapolated times between consecutive sizes next to the ratio of the sizes.
+
+Run ``python -m benchmarks.fleet --help``; ``--quick`` is a small smoke run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import Table, loadavg, progress
+
+__all__ = ["FleetResult", "SizeResult", "main", "naive_answers", "run"]
+
+
+@dataclass(slots=True)
+class SizeResult:
+    """What one fleet size measured (seconds; ``*_full_s`` extrapolated to all workloads)."""
+
+    nodes: int
+    groups: int
+    prepare_s: float
+    workloads: int
+    explained: int
+    explain_s: float
+    explain_full_s: float
+    naive_sampled: int
+    naive_s: float
+    naive_full_s: float
+    disagreements: int
+
+    @property
+    def us_per_pair(self) -> float:
+        pairs = self.explained * self.nodes
+        return self.explain_s / pairs * 1e6 if pairs else float("nan")
+
+    @property
+    def naive_ratio(self) -> float:
+        return self.naive_full_s / self.explain_full_s if self.explain_full_s else float("nan")
+
+
+@dataclass(slots=True)
+class FleetResult:
+    settings: dict[str, Any]
+    sizes: list[SizeResult] = field(default_factory=list)
+    ratios: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def table(self) -> str:
+        t = Table(
+            [
+                "nodes",
+                "fact groups",
+                "fleet prep s",
+                "explained",
+                "explain s (all)",
+                "us/pair",
+                "naive sample",
+                "naive s (all)",
+                "naive/explain",
+                "disagree",
+            ]
+        )
+        for s in self.sizes:
+            t.add(
+                s.nodes,
+                s.groups,
+                s.prepare_s,
+                f"{s.explained}/{s.workloads}",
+                s.explain_full_s,
+                s.us_per_pair,
+                s.naive_sampled,
+                s.naive_full_s,
+                s.naive_ratio,
+                s.disagreements,
+            )
+        r = Table(["ratio", "value"])
+        for name, value in self.ratios.items():
+            r.add(name, value)
+        return t.render() + "\n\n" + r.render() + "\n\n" + "\n".join(self.notes)
+
+
+def naive_answers(
+    workload: Mapping[str, Any], nodes: Sequence[Any], facts: Sequence[Any], policy: Any, kb: Any
+) -> list[tuple[bool, Any, bool | None]]:
+    """(eligible, score, engine accepts) for every node, evaluated pair by pair with no
+    grouping of nodes or workloads."""
+    from cudasched import labels as L
+    from cudasched.engine import VerdictStatus, check, resolve_policy
+    from cudasched.errors import InputError
+    from cudasched.explain import pod_spec_of, requirement_from_annotations
+    from cudasched.merge import merge_required
+    from cudasched.nodeaffinity import NodeSelectorError, PreferredTerms, RequiredNodeAffinity
+    from cudasched.placement import (
+        GfdKeys,
+        choose_gfd_keys,
+        choose_scheme,
+        compile_requirement,
+    )
+
+    spec = pod_spec_of(workload)
+    req = requirement_from_annotations(workload)
+    if req is not None and req.is_empty:
+        req = None
+    effective = resolve_policy(req, policy) if req is not None else policy
+    scheme = choose_scheme(nodes)
+    gfd_keys = choose_gfd_keys(nodes)
+    terms: list[Any] = []
+    impossible = False
+    if req is not None:
+        try:
+            keys = gfd_keys if scheme is L.LabelScheme.GFD else GfdKeys.NEW
+            terms = compile_requirement(req, effective, scheme, kb, keys)
+        except InputError:
+            impossible = True
+    merged = merge_required(spec, terms) if req is not None else dict(spec)
+    required = RequiredNodeAffinity.from_pod_spec(merged)
+    try:
+        preferred: PreferredTerms | None = PreferredTerms.from_pod_spec(merged)
+    except NodeSelectorError:
+        preferred = None
+    out: list[tuple[bool, Any, bool | None]] = []
+    for node, node_facts in zip(nodes, facts, strict=True):
+        # The engine's verdict for the pair (explain reports its reasons per node).
+        compatible = (
+            check(node_facts, req, effective, kb).status is not VerdictStatus.INCOMPATIBLE
+            if req is not None
+            else None
+        )
+        eligible = required.match(node) and not impossible
+        score = preferred.score(node) if preferred is not None else "error"
+        out.append((eligible, score, compatible))
+    return out
+
+
+def run(
+    *,
+    sizes: Sequence[int] = (500, 5000, 50000),
+    workloads: int = 20000,
+    budget_s: float = 30.0,
+    naive_budget_s: float = 15.0,
+    policy: str = "strict",
+) -> FleetResult:
+    """Measure every size; see the module docstring for what is timed and what is sampled."""
+    from benchmarks import synth
+    from cudasched.explain import Fleet, explain_many
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.nodes import facts_from_labels
+    from cudasched.requirements import Policy
+
+    kb = KnowledgeBase.load()
+    base_policy = Policy.parse(policy)
+    result = FleetResult(
+        {
+            "sizes": list(sizes),
+            "workloads": workloads,
+            "budget_s": budget_s,
+            "naive_budget_s": naive_budget_s,
+            "policy": policy,
+            "loadavg_before": loadavg(),
+        }
+    )
+    progress(f"generating {workloads} workloads")
+    items = synth.make_workloads(workloads)
+    for size in sizes:
+        progress(f"{size} nodes: generating the fleet")
+        node_objs = synth.make_nodes(size)
+        started = time.perf_counter()
+        fleet = Fleet(node_objs, kb)
+        prepare = time.perf_counter() - started
+        del node_objs
+
+        # Explain: growing chunks of a seeded shuffle until the budget is spent.
+        progress(f"{size} nodes: explain ({fleet.group_count} fact groups)")
+        order = random.Random(7).sample(items, len(items))  # any prefix is a fair sample
+        probe = explain_many(order[:1], fleet, base_policy, kb)  # warm the fleet's caches
+        del probe
+        done = 0
+        spent = 0.0
+        chunk = 1
+        explained: list[Any] = []
+        while done < len(order) and spent < budget_s:
+            batch = order[done : done + chunk]
+            started = time.perf_counter()
+            answers = explain_many(batch, fleet, base_policy, kb)
+            spent += time.perf_counter() - started
+            explained.extend(zip(batch, answers, strict=True))
+            done += len(batch)
+            chunk = min(chunk * 2, 4096)
+            if len(explained) > 64:  # keep memory bounded: only the first answers are compared
+                explained = explained[:64]
+        full = spent / done * len(items)
+
+        # Naive: pair by pair on a sample of the workloads explained above.
+        progress(f"{size} nodes: naive pair-by-pair on a sample")
+        nodes = fleet.nodes
+        facts = [facts_from_labels(n.name, n.labels, kb) for n in nodes]
+        naive_done = 0
+        naive_spent = 0.0
+        disagreements = 0
+        for workload, answer in explained:
+            if naive_spent >= naive_budget_s:
+                break
+            started = time.perf_counter()
+            pairs = naive_answers(workload, nodes, facts, base_policy, kb)
+            naive_spent += time.perf_counter() - started
+            naive_done += 1
+            for (eligible, score, _), node_answer in zip(pairs, answer.nodes, strict=True):
+                if eligible != node_answer.eligible or score != node_answer.score:
+                    disagreements += 1
+        naive_full = naive_spent / naive_done * len(items) if naive_done else float("nan")
+        result.sizes.append(
+            SizeResult(
+                nodes=size,
+                groups=fleet.group_count,
+                prepare_s=prepare,
+                workloads=len(items),
+                explained=done,
+                explain_s=spent,
+                explain_full_s=full,
+                naive_sampled=naive_done,
+                naive_s=naive_spent,
+                naive_full_s=naive_full,
+                disagreements=disagreements,
+            )
+        )
+        progress(
+            f"{size} nodes: explain {full:.2f}s for all {len(items)} "
+            f"({done} measured), naive {naive_full:.1f}s ({naive_done} measured)"
+        )
+        del fleet, nodes, facts
+    _ratios(result)
+    result.settings["loadavg_after"] = loadavg()
+    return result
+
+
+def _ratios(result: FleetResult) -> None:
+    sizes = result.sizes
+    for a, b in itertools.pairwise(sizes):
+        grow = b.nodes / a.nodes
+        ratio = b.explain_full_s / a.explain_full_s if a.explain_full_s else float("nan")
+        result.ratios[f"explain time {b.nodes}/{a.nodes} nodes (size x{grow:g})"] = ratio
+        if ratio > 0 and grow > 1:
+            result.ratios[f"scaling exponent {a.nodes}->{b.nodes} (1 = linear)"] = math.log(
+                ratio
+            ) / math.log(grow)
+    for s in sizes:
+        result.ratios[f"naive/explain at {s.nodes} nodes"] = s.naive_ratio
+        if s.explained < s.workloads:
+            result.notes.append(
+                f"{s.nodes} nodes: explain measured on {s.explained} of {s.workloads} workloads "
+                "(a seeded random sample) and extrapolated linearly."
+            )
+        if s.naive_sampled < s.workloads:
+            result.notes.append(
+                f"{s.nodes} nodes: naive measured on {s.naive_sampled} workloads and "
+                "extrapolated linearly."
+            )
+        if s.disagreements:
+            result.notes.append(
+                f"{s.nodes} nodes: {s.disagreements} (workload, node) answers differ between "
+                "explain and the naive evaluation!"
+            )
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.fleet",
+        description="cudasched.explain over growing fleets, against naive pair-by-pair evaluation.",
+    )
+    p.add_argument("--quick", action="store_true", help="small, fast smoke run")
+    p.add_argument("--sizes", default=None, help="fleet sizes, e.g. 500,5000,50000")
+    p.add_argument("--workloads", type=int, default=None)
+    p.add_argument("--budget", type=float, default=None, help="explain seconds per size")
+    p.add_argument("--naive-budget", type=float, default=None, help="naive seconds per size")
+    p.add_argument("--policy", default="strict")
+    p.add_argument("--json", default=None, help="also write the results to this file")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    quick = args.quick
+    sizes = (
+        tuple(int(s) for s in args.sizes.split(",") if s)
+        if args.sizes
+        else ((50, 500) if quick else (500, 5000, 50000))
+    )
+    result = run(
+        sizes=sizes,
+        workloads=args.workloads if args.workloads is not None else (500 if quick else 20000),
+        budget_s=args.budget if args.budget is not None else (1.0 if quick else 30.0),
+        naive_budget_s=(
+            args.naive_budget if args.naive_budget is not None else (0.5 if quick else 15.0)
+        ),
+        policy=args.policy,
+    )
+    shown = " ".join(sys.argv[1:] if argv is None else argv)
+    print("command: python -m benchmarks.fleet " + shown)
+    print("settings: " + json.dumps(result.settings))
+    print(result.table())
+    if args.json:
+        data = {
+            "settings": result.settings,
+            "sizes": [asdict(s) for s in result.sizes],
+            "ratios": result.ratios,
+        }
+        Path(args.json).write_text(json.dumps(data, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

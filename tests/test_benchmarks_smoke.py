@@ -1,0 +1,106 @@
+"""Smoke test of the benchmark scripts: each one runs end to end on a tiny size and reports
+its ratios. No timing is asserted (numbers belong in benchmarks/RESULTS.md); what is asserted is
+that the scripts still work against the current code, that every request was answered, and
+that explain and the naive pair-by-pair evaluation agree."""
+
+from __future__ import annotations
+
+import importlib
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+
+    def load(name: str) -> ModuleType:
+        return importlib.import_module(f"benchmarks.{name}")
+
+    return load
+
+
+def _finite(ratios: dict[str, float]) -> bool:
+    return bool(ratios) and all(math.isfinite(v) and v > 0 for v in ratios.values())
+
+
+def test_synthetic_cluster_looks_real(bench) -> None:
+    synth = bench("synth")
+    cluster = synth.make_cluster(40, runtimes=20, isvcs=16)
+    names = [n["metadata"]["name"] for n in cluster.nodes]
+    assert len(set(names)) == 40
+    assert all(
+        n["metadata"]["labels"]["kubernetes.io/hostname"] == n["metadata"]["name"]
+        for n in cluster.nodes
+    )
+    assert len(cluster.serving_runtimes) + len(cluster.cluster_serving_runtimes) == 20
+    images = {
+        rt["spec"]["containers"][0]["image"]
+        for rt in (*cluster.serving_runtimes, *cluster.cluster_serving_runtimes)
+    }
+    assert len(images) > 5
+    assert all("status" not in p and "name" not in p["metadata"] for p in cluster.pods)
+    body = synth.review_bodies(cluster, 3)[2]
+    assert b'"operation":"CREATE"' in body
+
+
+def test_fleet_quick(bench) -> None:
+    fleet = bench("fleet")
+    result = fleet.run(sizes=(20, 60), workloads=30, budget_s=0.3, naive_budget_s=0.2)
+    assert [s.nodes for s in result.sizes] == [20, 60]
+    assert all(s.disagreements == 0 and s.explained > 0 for s in result.sizes)
+    assert _finite(result.ratios)
+    assert "naive/explain" in result.table()
+
+
+def test_memory_quick(bench) -> None:
+    memory = bench("memory")
+    result = memory.run(nodes=30, runtimes=10, isvcs=8, requests=5)
+    assert [s.answered for s in result.samples] == [5, 5]
+    assert all(s.rss_mib > 0 for s in result.samples)
+    assert _finite({k: v for k, v in result.ratios.items() if "added" not in k})
+
+
+def test_admission_quick(bench) -> None:
+    admission = bench("admission")
+    result = admission.run(
+        nodes=30,
+        runtimes=10,
+        isvcs=8,
+        bodies=8,
+        duration=0.3,
+        rates=(40.0,),
+        connections=2,
+        max_requests=200,
+        use_wrk=False,
+    )
+    for server in ("noop", "mutation"):
+        runs = result.runs[server]
+        assert [r.mode for r in runs] == ["saturation", "rate=40/s"]
+        assert all(r.ok > 0 and r.errors == 0 for r in runs)
+    assert _finite(result.ratios)
+    assert "throughput no-op/mutation (python)" in result.ratios
+
+
+def test_wrk_output_is_parsed(bench) -> None:
+    admission = bench("admission")
+    out = """Running 2s test @ https://127.0.0.1:4443/mutate/pods
+  1 threads and 8 connections
+  Latency Distribution
+     50%  410.00us
+     75%  600.00us
+     90%    1.20ms
+     99%    3.50ms
+  4512 requests in 2.00s, 1.23MB read
+  Non-2xx or 3xx responses: 12
+Requests/sec:   2256.00
+"""
+    r = admission._parse_wrk(out)
+    assert (r.sent, r.ok, r.errors) == (4512, 4500, 12)
+    assert r.p50_ms == pytest.approx(0.41) and r.p99_ms == pytest.approx(3.5)
+    assert r.rps == pytest.approx(2250.0)

@@ -664,7 +664,7 @@ def check_merge(spec: dict[str, Any], ours: list[dict[str, Any]], fleet: list[No
     assert_valid_pod(merged)
 
 
-@settings(max_examples=150)
+@settings(max_examples=120)
 @given(spec=pod_specs(with_owned=False), ours=OUR_TERMS, fleet=FLEETS)
 def test_merge_is_intersection_and_idempotent(
     spec: dict[str, Any], ours: list[dict[str, Any]], fleet: list[Node]
@@ -673,7 +673,7 @@ def test_merge_is_intersection_and_idempotent(
     check_merge(spec, ours, fleet)
 
 
-@settings(max_examples=150)
+@settings(max_examples=120)
 @given(spec=pod_specs(with_owned=True), ours=OUR_TERMS, fleet=FLEETS)
 def test_merge_replaces_owned_user_constraints(
     spec: dict[str, Any], ours: list[dict[str, Any]], fleet: list[Node]
@@ -681,7 +681,7 @@ def test_merge_replaces_owned_user_constraints(
     check_merge(spec, ours, fleet)
 
 
-@settings(max_examples=75)
+@settings(max_examples=60)
 @given(spec=pod_specs(with_owned=False), ours=OUR_TERMS, weight=st.integers(1, 100), fleet=FLEETS)
 def test_merge_preferred_scores_and_is_idempotent(
     spec: dict[str, Any], ours: list[dict[str, Any]], weight: int, fleet: list[Node]
@@ -696,3 +696,59 @@ def test_merge_preferred_scores_and_is_idempotent(
         ours_score = sum(weight for t in unique if NodeSelector.from_terms([t]).match(node))
         assert after.score(node) == user.score(node) + ours_score
     assert_valid_pod(merged)
+
+
+# --------------------------------------------------------------------------- the validator itself
+
+
+@pytest.mark.parametrize(
+    "node_aff",
+    [
+        pytest.param({REQUIRED_KEY: {"nodeSelectorTerms": []}}, id="no-terms"),
+        pytest.param({REQUIRED_KEY: {}}, id="terms-missing"),
+        pytest.param(node_affinity(OURS_CODE, "required") | {"extra": 1}, id="unknown-field"),
+        pytest.param(
+            with_required({}, [term(expr("a", "Gt", "-1"))])["affinity"]["nodeAffinity"],
+            id="gt-negative",
+        ),
+        pytest.param(
+            with_required({}, [term(expr("a", "Lt", "x"))])["affinity"]["nodeAffinity"],
+            id="lt-word",
+        ),
+        pytest.param(
+            with_required({}, [term(expr("a", "Gt", "1", "2"))])["affinity"]["nodeAffinity"],
+            id="gt-two",
+        ),
+        pytest.param(
+            with_required({}, [term(expr("a", "In"))])["affinity"]["nodeAffinity"], id="in-empty"
+        ),
+        pytest.param(
+            with_required({}, [term(expr("a", "Exists", "x"))])["affinity"]["nodeAffinity"],
+            id="exists-value",
+        ),
+        pytest.param(
+            with_required({}, [term(expr("a b", "Exists"))])["affinity"]["nodeAffinity"],
+            id="bad-key",
+        ),
+        pytest.param(
+            with_required({}, [term(expr("a", "In", "x y"))])["affinity"]["nodeAffinity"],
+            id="bad-value",
+        ),
+        pytest.param(
+            with_required({}, [{"matchFields": [expr("metadata.uid", "In", "x")]}])["affinity"][
+                "nodeAffinity"
+            ],
+            id="field-key",
+        ),
+        pytest.param({PREFERRED_KEY: [{"weight": 0, "preference": OURS_CODE[0]}]}, id="weight-0"),
+        pytest.param(
+            {PREFERRED_KEY: [{"weight": 101, "preference": OURS_CODE[0]}]}, id="weight-101"
+        ),
+        pytest.param(
+            {PREFERRED_KEY: [{"weight": "5", "preference": OURS_CODE[0]}]}, id="weight-string"
+        ),
+    ],
+)
+def test_validator_rejects_what_the_api_server_rejects(node_aff: dict[str, Any]) -> None:
+    with pytest.raises(AssertionError):
+        assert_valid_node_affinity(node_aff)

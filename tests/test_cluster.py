@@ -409,3 +409,12 @@ def test_sample_and_recorded_objects_are_valid_kubernetes_objects(sample: Cluste
     objects.extend(load_nodes(DATA / "nodes-gfd-old.yaml"))
     for obj in objects:
         assert_valid(obj)
+
+
+def test_unquoted_timestamps_stay_strings() -> None:
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n"
+        "  creationTimestamp: 2026-11-30T03:35:10Z\n"
+    )
+    snap = load_snapshot(text)
+    assert snap.pods[0]["metadata"]["creationTimestamp"] == "2026-11-30T03:35:10Z"

@@ -57,7 +57,21 @@ WORKLOAD_KINDS = frozenset(
 
 BUNDLED_NAME = "bundled sample cluster"
 
-_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+class _KubeYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """A safe loader that keeps unquoted timestamps as the strings they are written as.
+
+    The Kubernetes API returns ``creationTimestamp`` and friends as RFC 3339 strings, and
+    kubectl's YAML-to-JSON conversion keeps them strings too; plain PyYAML would turn a
+    hand-written, unquoted one into a ``datetime`` that no consumer expects.
+    """
+
+
+_KubeYamlLoader.add_constructor(
+    "tag:yaml.org,2002:timestamp", yaml.constructor.SafeConstructor.construct_yaml_str
+)
+
+_YAML_LOADER: Any = _KubeYamlLoader
 
 KubeObject = dict[str, Any]
 

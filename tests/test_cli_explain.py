@@ -153,6 +153,8 @@ def test_table_for_the_whole_sample() -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.count("eligible;") == 9
     assert "no CUDA requirement (not constrained)" in result.stdout
+    overview = result.stdout[result.stdout.rindex("summary") :]
+    assert "aml-vllm-cuda-12.8" in overview and "0/21" in overview
     assert max(len(line) for line in result.stdout.splitlines()) <= 100
 
 

@@ -372,6 +372,27 @@ def _table(item: _Explained) -> Table:
     return table
 
 
+def _overview(items: Sequence[_Explained]) -> Table:
+    """One line per workload, after the per-workload tables: the demo's punch line."""
+    table = Table(title=Text("summary", style="bold"), expand=False)
+    table.add_column("workload", overflow="fold", max_width=46)
+    table.add_column("needs", overflow="fold", max_width=20)
+    table.add_column("runtime / source", overflow="fold", max_width=18)
+    table.add_column("eligible", justify="right", no_wrap=True)
+    for item in items:
+        exp = item.explanation
+        req = exp.requirement
+        where = item.runtime.name if item.runtime else (req.source.split(" ")[0] if req else "")
+        count = len(exp.eligible)
+        table.add_row(
+            exp.workload,
+            req.describe() if req is not None else "-",
+            where or "-",
+            Text(f"{count}/{len(exp.nodes)}", style="red" if count == 0 else ""),
+        )
+    return table
+
+
 def _render_json(items: Sequence[_Explained], single: bool) -> str:
     if single:
         return json.dumps(items[0].to_dict(), indent=2)
@@ -513,4 +534,7 @@ def explain_cmd(
             if number:
                 console.print()
             console.print(_table(item))
+        if len(items) > 1:
+            console.print()
+            console.print(_overview(items))
     raise typer.Exit(EXIT_OK)

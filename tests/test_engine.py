@@ -109,6 +109,10 @@ def test_forward_compat_refused_on_geforce(kb: KnowledgeBase) -> None:
     v = check(n, req("13.0", ships_cuda_compat=True), Policy.FORWARD_COMPAT, kb)
     assert v.status is INCOMPATIBLE
     assert "no-forward-compat-on-geforce" in v.codes
+    # Said even when the branch is not a forward-compat target anyway.
+    other = node(kb, "RTX 4090", "550.90.07")
+    w = check(other, req("13.0", ships_cuda_compat=True), Policy.FORWARD_COMPAT, kb)
+    assert {"driver-too-old", "no-forward-compat-on-geforce"} <= set(w.codes)
 
 
 def test_forward_compat_only_on_listed_branches(kb: KnowledgeBase) -> None:

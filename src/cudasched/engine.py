@@ -378,45 +378,46 @@ def _driver_mode(
     # Forward compatibility (cuda-compat package): data-center GPUs, listed branches only.
     if pol is Policy.FORWARD_COMPAT and req.ships_cuda_compat:
         branches = kb.forward_compat_branches(cuda)
+        listed = facts.driver is not None and facts.driver.branch in branches
+        if facts.datacenter is False:
+            # Never possible on this GPU, whatever the branch: say so first.
+            notes.append(
+                Reason(
+                    NO_FORWARD_COMPAT_ON_GEFORCE,
+                    f"forward compatibility needs a data-center GPU; {_gpu_name(facts)} is "
+                    "not one (CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)",
+                )
+            )
         if facts.driver is None:
             notes.append(
                 Reason(
                     UNKNOWN_DRIVER, "forward compatibility needs the driver branch, not reported"
                 )
             )
-        elif facts.driver.branch in branches:
-            if facts.datacenter is True:
-                return FORWARD_COMPAT, [
-                    Reason(
-                        FORWARD_COMPAT,
-                        f"driver {facts.driver} supports CUDA {facts.cuda or 'unknown'}; CUDA "
-                        f"{cuda} runs through the image's cuda-compat-{cuda.major}-{cuda.minor} "
-                        f"libraries on R{facts.driver.branch} (forward compatibility, data-center "
-                        "GPU; no OpenGL/Vulkan interop)",
-                    )
-                ]
-            if facts.datacenter is False:
-                notes.append(
-                    Reason(
-                        NO_FORWARD_COMPAT_ON_GEFORCE,
-                        f"forward compatibility needs a data-center GPU; {_gpu_name(facts)} is "
-                        "not one (CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)",
-                    )
-                )
-            else:
-                notes.append(
-                    Reason(
-                        UNKNOWN_DATACENTER,
-                        f"forward compatibility needs a data-center GPU and the node does not say "
-                        f"whether {_gpu_name(facts)} is one",
-                    )
-                )
-        else:
-            listed = _fmt_list(branches) if branches else "none"
+        elif not listed:
+            names = _fmt_list(branches) if branches else "no branch"
             too_old = Reason(
                 DRIVER_TOO_OLD,
                 f"{too_old.message}; forward compatibility for CUDA {cuda} is listed only on "
-                f"{listed}, not R{facts.driver.branch}",
+                f"{names}, not R{facts.driver.branch}",
+            )
+        elif facts.datacenter is True:
+            return FORWARD_COMPAT, [
+                Reason(
+                    FORWARD_COMPAT,
+                    f"driver {facts.driver} supports CUDA {facts.cuda or 'unknown'}; CUDA "
+                    f"{cuda} runs through the image's cuda-compat-{cuda.major}-{cuda.minor} "
+                    f"libraries on R{facts.driver.branch} (forward compatibility, data-center "
+                    "GPU; no OpenGL/Vulkan interop)",
+                )
+            ]
+        elif facts.datacenter is None:
+            notes.append(
+                Reason(
+                    UNKNOWN_DATACENTER,
+                    "forward compatibility needs a data-center GPU and the node does not say "
+                    f"whether {_gpu_name(facts)} is one",
+                )
             )
     elif pol is Policy.FORWARD_COMPAT:
         too_old = Reason(

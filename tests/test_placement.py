@@ -658,3 +658,64 @@ def test_selector_is_sound_on_partial_labels(
     ours = data.draw(st.lists(partial_cudasched_labels(r), **_NODES))
     _assert_invariant(r, policy, LabelScheme.GFD, keys, gfd, exact=False)
     _assert_invariant(r, policy, LabelScheme.CUDASCHED, keys, ours, exact=False)
+
+
+# --------------------------------------------------------------------------- recorded cluster
+
+_SCHEME_KEYS = {
+    (LabelScheme.CUDASCHED, GfdKeys.NEW): (
+        L.CUDA_CODE,
+        L.DRIVER_CODE,
+        L.DRIVER_BRANCH,
+        L.COMPUTE_CODE,
+        L.GPU_DATACENTER,
+    ),
+    (LabelScheme.GFD, GfdKeys.NEW): (
+        L.GFD_CUDA_MAJOR,
+        L.GFD_CUDA_MINOR,
+        L.GFD_DRIVER_MAJOR,
+        L.GFD_DRIVER_MINOR,
+        L.GFD_DRIVER_REVISION,
+        L.GFD_COMPUTE_MAJOR,
+        L.GFD_COMPUTE_MINOR,
+    ),
+    (LabelScheme.GFD, GfdKeys.DEPRECATED): (
+        L.GFD_OLD_CUDA_MAJOR,
+        L.GFD_OLD_CUDA_MINOR,
+        L.GFD_OLD_DRIVER_MAJOR,
+        L.GFD_OLD_DRIVER_MINOR,
+        L.GFD_OLD_DRIVER_REV,
+        L.GFD_COMPUTE_MAJOR,
+        L.GFD_COMPUTE_MINOR,
+    ),
+}
+
+
+@pytest.mark.parametrize(("scheme", "keys"), list(_SCHEME_KEYS))
+def test_invariant_on_the_bundled_sample_cluster(
+    kb: KnowledgeBase, scheme: LabelScheme, keys: GfdKeys
+) -> None:
+    """The recorded sample cluster (21 real-shaped nodes): the selector agrees with the engine
+    on every node that carries the scheme's labels and never admits a node the engine rejects."""
+    from cudasched.cluster import bundled_snapshot
+
+    nodes = [Node.from_k8s(obj) for obj in bundled_snapshot().nodes]
+    carrying = [n for n in nodes if all(k in n.labels for k in _SCHEME_KEYS[(scheme, keys)])]
+    assert carrying, "the sample cluster should exercise every scheme"
+    admitted = 0
+    for cuda in ("11.4", "11.8", "12.2", "12.4", "12.8", "13.0", "13.2"):
+        for policy in Policy:
+            r = req(cuda, ships_cuda_compat=True)
+            selector = NodeSelector.from_terms(compile_requirement(r, policy, scheme, kb, keys))
+            judged = policy
+            if scheme is LabelScheme.GFD and policy is Policy.FORWARD_COMPAT:
+                judged = Policy.MINOR_COMPAT  # not expressible over GFD (see placement docs)
+            for n in nodes:
+                matched = selector.match(n)
+                facts = facts_from_labels(n.name, n.labels, kb)
+                if matched:
+                    admitted += 1
+                    assert check(facts, r, policy, kb).compatible, (n.name, cuda, policy)
+                if n in carrying:
+                    assert matched == check(facts, r, judged, kb).compatible, (n.name, cuda)
+    assert admitted

@@ -460,12 +460,21 @@ def test_cli_webhook_serves_and_stops_on_sigterm(tmp_path: Path, workers: int) -
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    lines: list[bytes] = []
+    assert proc.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")))
+    reader.start()
+
+    def started() -> int:
+        return sum(b"Application startup complete" in line for line in list(lines))
+
     try:
         ca = tls_dir / "ca.crt"
         limit = time.monotonic() + 30
         health = None
         while time.monotonic() < limit and proc.poll() is None:
-            if ca.exists():
+            # Every worker must be up before the signal, or it would (correctly) stop early.
+            if ca.exists() and started() == workers:
                 tls = ssl.create_default_context(cadata=ca.read_text())
                 try:
                     with httpx.Client(verify=tls, timeout=2) as c:
@@ -483,11 +492,13 @@ def test_cli_webhook_serves_and_stops_on_sigterm(tmp_path: Path, workers: int) -
         assert answer["uid"] == "cli-1" and answer["allowed"] is True
         assert oct(ca.stat().st_mode & 0o777) == oct(0o600)
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            proc.wait()
+        reader.join(10)
+    out = b"".join(lines)
     assert proc.returncode == 0, out.decode()[-2000:]
     assert out.count(b"Started server process") == workers, out.decode()[-2000:]
     assert out.count(b"Finished server process") == workers, out.decode()[-2000:]

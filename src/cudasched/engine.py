@@ -128,6 +128,12 @@ class Reason:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    """The answer for one node. A compatible verdict carries exactly one reason, the mode that
+    makes it work (``native``, ``minor-version-compat``, ``forward-compat``, or
+    ``compute-capability-ok`` for a capability-only requirement). An incompatible verdict lists
+    every blocking reason first, then what was found about the driver, which may be positive
+    (``native``): "the driver is fine, the GPU is not" is exactly what ``explain`` must say."""
+
     status: VerdictStatus
     reasons: tuple[Reason, ...]
 

@@ -366,6 +366,12 @@ def test_invalid_our_terms_raise(ours: Any) -> None:
         merge_preferred(BARE, ours)
 
 
+def test_invalid_our_terms_message_names_the_value() -> None:
+    bad = [OURS_CODE[0], term(expr(L.CUDA_CODE, "Gt", "-1"))]
+    with pytest.raises(InputError, match=r"terms\[1\]\.matchExpressions\[0\]\.values\[0\].*'-1'"):
+        merge_required(BARE, bad)
+
+
 @pytest.mark.parametrize(
     "spec",
     [

@@ -99,9 +99,10 @@ def _checked_terms(terms: Sequence[Mapping[str, Any]], *, owned_only: bool) -> l
                 f"invalid {where}: expected a non-empty matchExpressions list, got {exprs!r} "
                 "(an empty term matches no node)"
             )
-        errors = NodeSelector({"nodeSelectorTerms": [term]}, path=where).errors
+        errors = NodeSelector({"nodeSelectorTerms": [term]}).errors
         if errors:
-            raise NodeSelectorError(errors)
+            prefix = "nodeSelectorTerms[0]"
+            raise NodeSelectorError([where + e.removeprefix(prefix) for e in errors])
         if owned_only:
             for j, expr in enumerate(exprs):
                 if expr.get("key") not in OWNED_KEYS:

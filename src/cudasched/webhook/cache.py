@@ -20,6 +20,10 @@ How each kind is followed (the client-go reflector pattern, in asyncio):
 * a KServe CRD that is not installed (404 on list) counts as an empty, synced kind; it is
   retried periodically and logged once, so installing KServe later needs no restart.
 
+Readiness reflects the first sync only: once synced, a replica whose watch breaks keeps
+answering from its last snapshot (stale, but consistent) while it reconnects, instead of
+leaving the Service and making the API server fail every call.
+
 After any change that matters to admission a new snapshot is built, debounced (50 ms by
 default) so a burst of events costs one rebuild, and off the event loop so building it never
 delays requests. Node heartbeats that do not change labels do not trigger a rebuild. Objects
@@ -216,6 +220,7 @@ class ClusterCache:
         self._listed: set[str] = set()
         self._missing: set[str] = set()
         self._errors: dict[str, str] = {}
+        self._resume: dict[str, str | None] = {}  # last resourceVersion seen, per kind
         self._state: Any = None
         self._synced = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -342,10 +347,9 @@ class ClusterCache:
     async def _follow(self, spec: KindSpec) -> None:
         """List, then watch, forever (until cancelled)."""
         attempt = 0
-        version: str | None = None
-        listed_once = False
+        version: str | None = None  # None: (re-)list before watching
         while True:
-            if version is None or not listed_once:
+            if version is None:
                 try:
                     version = await self._list(spec)
                 except asyncio.CancelledError:
@@ -353,16 +357,14 @@ class ClusterCache:
                 except Exception as exc:
                     if spec.optional and _status_code(exc) == 404:
                         self._crd_missing(spec)
-                        listed_once = True
-                        version = None
                         await asyncio.sleep(self.missing_crd_retry_seconds)
                         continue
                     attempt += 1
                     self._record_error(spec, "list_error", exc)
                     await asyncio.sleep(self._backoff(attempt))
                     continue
-                listed_once = True
                 attempt = 0
+                self._resume[spec.name] = version
             resync = self.resync_seconds * self._rng.uniform(0.9, 1.1)
             try:
                 async with asyncio.timeout(resync) as deadline:
@@ -376,6 +378,7 @@ class ClusterCache:
                     continue
                 attempt += 1
                 self._record_error(spec, "watch_error", TimeoutError("watch timed out"))
+                version = self._resume.get(spec.name, version)
                 await asyncio.sleep(self._backoff(attempt))
             except Exception as exc:
                 code = _status_code(exc)
@@ -389,6 +392,8 @@ class ClusterCache:
                     continue
                 attempt += 1
                 self._record_error(spec, "watch_error", exc)
+                # Resume after the last event applied, not from the list's version.
+                version = self._resume.get(spec.name, version)
                 await asyncio.sleep(self._backoff(attempt))
             else:
                 # The watch generator ended on its own (it normally reconnects internally).
@@ -434,6 +439,7 @@ class ClusterCache:
             rv = _meta(plain).get("resourceVersion")
             if isinstance(rv, str) and rv:
                 version = rv
+                self._resume[spec.name] = rv
             key = _key(plain)
             if key is None or event_type == "BOOKMARK":
                 continue

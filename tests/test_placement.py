@@ -352,6 +352,44 @@ def test_minor_compat_floor_boundaries(kb: KnowledgeBase, scheme: LabelScheme, c
         assert selector.match(Node("n", labels)) is expected, driver
 
 
+@pytest.mark.parametrize("scheme", [LabelScheme.CUDASCHED, LabelScheme.GFD])
+def test_ptx_only_gpus_get_no_minor_compat_alternative(
+    kb: KnowledgeBase, scheme: LabelScheme
+) -> None:
+    """8.0 SASS + PTX: Hopper runs it only by JIT, which minor-version compat does not allow."""
+    fw = FrameworkBuild(
+        "torch", "x", CudaVersion(12, 8), arch_list=(ComputeCapability(8, 0),), ptx=True
+    )
+    r = Requirement(framework=fw)
+    selector = NodeSelector.from_terms(compile_requirement(r, "minor-compat", scheme, kb))
+
+    def labels(cc: str, driver: DriverVersion, cuda: CudaVersion) -> dict[str, str]:
+        if scheme is LabelScheme.CUDASCHED:
+            return {
+                L.CUDA_CODE: str(cuda.code),
+                L.DRIVER_CODE: str(driver.code),
+                L.COMPUTE_CODE: cc.replace(".", ""),
+            }
+        return {
+            L.GFD_CUDA_MAJOR: str(cuda.major),
+            L.GFD_CUDA_MINOR: str(cuda.minor),
+            L.GFD_DRIVER_MAJOR: str(driver.major),
+            L.GFD_DRIVER_MINOR: f"{driver.minor:02d}",
+            L.GFD_DRIVER_REVISION: f"{driver.revision:02d}",
+            L.GFD_COMPUTE_MAJOR: cc.split(".")[0],
+            L.GFD_COMPUTE_MINOR: cc.split(".")[1],
+        }
+
+    old = (DriverVersion(535, 104, 5), CudaVersion(12, 2))
+    new = (DriverVersion(570, 124, 6), CudaVersion(12, 8))
+    cases = [("9.0", old, False), ("9.0", new, True), ("8.0", old, True), ("8.6", old, True)]
+    for cc, (driver, cuda), expected in cases:
+        lab = labels(cc, driver, cuda)
+        verdict = check(facts_from_labels("n", lab, kb), r, "minor-compat", kb)
+        assert verdict.compatible is expected, (cc, driver, verdict)
+        assert selector.match(Node("n", lab)) is expected, (cc, driver)
+
+
 # --------------------------------------------------------------------------- the invariant
 
 _BRANCHES = [390, 418, 450, 470, 515, 520, 525, 535, 545, 550, 560, 570, 575, 580, 590, 595, 610]

@@ -187,8 +187,10 @@ async def test_stream_cut_mid_event_reconnects(kmock: kmock.KubernetesEmulator) 
     await kmock.post(NODES, json=node("n1"))
     # The first nodes watch delivers one whole event, then half of the next, then ends.
     first_watch = kmock[kmock.action.WATCH, kmock.resource("v1/nodes")][:1]
+    streamed = node("n-streamed", tier="x")
+    streamed["metadata"]["resourceVersion"] = "42"
     first_watch << (
-        {"type": "ADDED", "object": node("n-streamed", tier="x")},
+        {"type": "ADDED", "object": streamed},
         b'{"type": "MODIFIED", "object": {"apiVersion": "v1", "kind": "No',
     )
     metrics = WebhookMetrics()
@@ -199,6 +201,11 @@ async def test_stream_cut_mid_event_reconnects(kmock: kmock.KubernetesEmulator) 
         await eventually(cache, lambda c: "n-streamed" in c.state.nodes)
         # After the broken stream the watch is re-established and delivers new events.
         await eventually(cache, lambda c: requests_to(kmock, "GET", NODES, watch=True) >= 2)
+        # The watch resumes after the last event it applied, not from the list's version.
+        watches = [
+            r for r in list(kmock) if r.url.path == NODES and r.url.query.get("watch") == "true"
+        ]
+        assert watches[1].url.query.get("resourceVersion") == "42"
         await kmock.post(NODES, json=node("n2", tier="y"))
         await eventually(cache, lambda c: c.state.nodes.get("n2") == {"tier": "y"})
         text = metrics.render().decode()
@@ -324,5 +331,19 @@ async def test_default_builder_publishes_cluster_state(kmock: kmock.KubernetesEm
         assert isinstance(state, ClusterState)
         assert state.synced
         assert [n.name for n in state.nodes] == ["gpu-1"]
+    finally:
+        await cache.stop()
+
+
+async def test_periodic_resync_relists(kmock: kmock.KubernetesEmulator) -> None:
+    await kmock.post(NODES, json=node("n1"))
+    metrics = WebhookMetrics()
+    cache = make_cache(kmock.url, metrics=metrics, resync_seconds=0.2)
+    await cache.start()
+    try:
+        await eventually(cache, lambda c: requests_to(kmock, "GET", NODES, watch=False) >= 3)
+        text = metrics.render().decode()
+        assert 'cudasched_cache_watch_restarts_total{kind="nodes",reason="resync"}' in text
+        assert set(cache.state.nodes) == {"n1"}
     finally:
         await cache.stop()

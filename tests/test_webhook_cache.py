@@ -347,3 +347,64 @@ async def test_periodic_resync_relists(kmock: kmock.KubernetesEmulator) -> None:
         assert set(cache.state.nodes) == {"n1"}
     finally:
         await cache.stop()
+
+
+async def test_server_readiness_follows_the_cache(kmock: kmock.KubernetesEmulator) -> None:
+    """Production wiring: the real HTTPS server with the cache as its state source, the cache
+    running on the server's event loop and talking to the mock API server."""
+    import ssl
+
+    import httpx
+    import orjson
+
+    from cudasched.webhook.server import serve_in_thread
+
+    class Echo:
+        def review(self, kind: str, body: bytes, state: Any) -> bytes:
+            uid = orjson.loads(body)["request"]["uid"]
+            nodes = ",".join(sorted(state.nodes))
+            return orjson.dumps(
+                {
+                    "apiVersion": "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "response": {"uid": uid, "allowed": True, "warnings": [nodes]},
+                }
+            )
+
+    def review(uid: str) -> bytes:
+        return orjson.dumps(
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": uid},
+            }
+        )
+
+    kmock.resources["v1/nodes"] = {}
+    # The nodes list is held back until released, so the server starts unsynced.
+    gate = asyncio.Event()
+    kmock[kmock.action.LIST, kmock.resource("v1/nodes")][:1] >> (lambda: gate.wait())
+    cache = make_cache(kmock.url)
+    with serve_in_thread(cache, reviewer=Echo()) as srv:
+        tls = ssl.create_default_context(cadata=srv.ca_pem.decode())
+
+        def call(method: str, path: str, body: bytes = b"") -> httpx.Response:
+            with httpx.Client(base_url=srv.url, verify=tls, timeout=10) as c:
+                return c.request(method, path, content=body or None)
+
+        ready = await asyncio.to_thread(call, "GET", "/readyz")
+        assert ready.status_code == 503 and "nodes" in ready.text
+        early = (await asyncio.to_thread(call, "POST", "/mutate/pods", review("e"))).json()
+        assert early["response"]["allowed"] is True
+        assert "not ready" in early["response"]["warnings"][0]
+
+        await kmock.post(NODES, json=node("gpu-1"))
+        gate.set()
+        await eventually(cache, lambda c: c.synced, 10)
+        assert (await asyncio.to_thread(call, "GET", "/readyz")).status_code == 200
+        late = (await asyncio.to_thread(call, "POST", "/mutate/pods", review("l"))).json()
+        assert late["response"]["warnings"] == ["gpu-1"]
+        metrics = (await asyncio.to_thread(call, "GET", "/metrics")).text
+        assert "cudasched_cache_synced 1.0" in metrics
+        await asyncio.to_thread(srv.request_stop)
+    assert not cache.running  # the lifespan shutdown stopped the watches

@@ -271,6 +271,11 @@ class ClusterCache:
             task = asyncio.create_task(self._follow(spec), name=f"cudasched-watch-{spec.name}")
             self._tasks.append(task)
 
+    @property
+    def running(self) -> bool:
+        """Whether the watch tasks are running (between ``start`` and ``stop``)."""
+        return bool(self._tasks)
+
     def prepare(self) -> None:
         """Load the Kubernetes configuration and create the client now (``start`` does it
         otherwise), so a bad kubeconfig is reported before the server starts listening.

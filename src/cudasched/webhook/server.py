@@ -598,7 +598,9 @@ def serve_in_thread(
             ca_path = Path(tmp) / "ca.crt"
             ca_path.write_bytes(trust)
         tls = ReloadingServerContext(cert_path, key_path)
-        app = build_app(cfg, source, reviewer=reviewer)
+        shared = getattr(source, "metrics", None)  # a cache reports into the same registry
+        metrics = shared if isinstance(shared, WebhookMetrics) else None
+        app = build_app(cfg, source, reviewer=reviewer, metrics=metrics)
         sock = _bind(host, port)
         bound_port = sock.getsockname()[1]
         server = uvicorn.Server(uvicorn_config(app, tls, host=host, port=bound_port))

@@ -246,8 +246,10 @@ def _plan(
 
     floor = kb.minor_compat_floor(cuda.major)
     fc_branches = tuple(sorted(kb.forward_compat_branches(cuda)))
-    groups: list[_Group] = []
-    for (cap, ptx_only), codes in sorted(members.items(), key=lambda kv: min(kv[1])):
+    # GPUs that end up with the same cap and the same alternatives share terms (PTX-only GPUs
+    # differ from the others only where minor-version compat is on the table).
+    merged: dict[tuple[int | None, tuple[_Alt, ...]], list[int]] = {}
+    for (cap, ptx_only), codes in members.items():
         alts = [_Alt("native", cuda=cuda)]
         if (
             pol is Policy.FORWARD_COMPAT
@@ -264,8 +266,9 @@ def _plan(
             and not ptx_only
         ):
             alts.append(_Alt("mvc", floor=floor))
-        groups.append(_Group(tuple(sorted(codes)), cap, tuple(alts)))
-    return groups
+        merged.setdefault((cap, tuple(alts)), []).extend(codes)
+    groups = [_Group(tuple(sorted(codes)), cap, alts) for (cap, alts), codes in merged.items()]
+    return sorted(groups, key=lambda g: g.codes[0])
 
 
 # --------------------------------------------------------------------------- expressions

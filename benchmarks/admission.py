@@ -141,26 +141,41 @@ def _trim_node(node: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_mutation_app(nodes: int, runtimes: int, isvcs: int) -> Any:
-    """The production ASGI app (Admitter, metrics, review threads) over a synthetic cluster."""
-    from benchmarks import synth
+def write_cluster(cluster: Any, path: Path) -> None:
+    """Save what the watch cache would hold for ``cluster`` (Nodes trimmed as the cache trims
+    them) as JSON; the server process decodes it the way the API client decodes a list."""
+    import orjson
+
+    data = {
+        "nodes": [_trim_node(n) for n in cluster.nodes],
+        "inference_services": list(cluster.inference_services),
+        "serving_runtimes": list(cluster.serving_runtimes),
+        "cluster_serving_runtimes": list(cluster.cluster_serving_runtimes),
+    }
+    path.write_bytes(orjson.dumps(data))
+
+
+def build_mutation_app(cluster_file: str | None) -> Any:
+    """The production ASGI app (Admitter, metrics, review threads) over the saved cluster
+    (an empty, synced cache when ``cluster_file`` is ``None``)."""
+    import orjson
+
     from cudasched.knowledge import KnowledgeBase
     from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.server import build_app
     from cudasched.webhook.state import ClusterState
 
     kb = KnowledgeBase.load()
-    if nodes or runtimes or isvcs:
-        cluster = synth.make_cluster(nodes, runtimes, isvcs)
+    kept: list[list[Any]] = [[], [], [], []]
+    if cluster_file:
+        data = orjson.loads(Path(cluster_file).read_bytes())
         kept = [
-            [_trim_node(n) for n in cluster.nodes],
-            list(cluster.inference_services),
-            list(cluster.serving_runtimes),
-            list(cluster.cluster_serving_runtimes),
+            data["nodes"],
+            data["inference_services"],
+            data["serving_runtimes"],
+            data["cluster_serving_runtimes"],
         ]
-        del cluster
-    else:
-        kept = [[], [], [], []]
+        del data
     state = ClusterState.from_objects(*kept, kb=kb)
     return build_app(WebhookConfig(), RetainingSource(state, kept))
 
@@ -173,11 +188,7 @@ def serve_main(args: argparse.Namespace) -> None:
     from cudasched.webhook.tls import ReloadingServerContext
 
     pin(args.cpu)
-    app: Any = (
-        NoopApp()
-        if args.app == "noop"
-        else build_mutation_app(args.nodes, args.runtimes, args.isvcs)
-    )
+    app: Any = NoopApp() if args.app == "noop" else build_mutation_app(args.cluster_file)
     tls = ReloadingServerContext(args.cert, args.key)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -208,9 +219,7 @@ def start_server(
     key: Path,
     ca: Path,
     *,
-    nodes: int = 0,
-    runtimes: int = 0,
-    isvcs: int = 0,
+    cluster_file: Path | None = None,
     cpu: int | None = 0,
     timeout: float = 120.0,
 ) -> Iterator[_Server]:
@@ -226,10 +235,9 @@ def start_server(
             f"--cert={cert}",
             f"--key={key}",
             f"--port-file={port_file}",
-            f"--nodes={nodes}",
-            f"--runtimes={runtimes}",
-            f"--isvcs={isvcs}",
         ]
+        if cluster_file is not None:
+            cmd.append(f"--cluster-file={cluster_file}")
         if cpu is not None:
             cmd.append(f"--cpu={cpu}")
         proc = subprocess.Popen(cmd, cwd=_repo_root(), env=_child_env())
@@ -551,8 +559,10 @@ def run(
     with tempfile.TemporaryDirectory(prefix="cudasched-bench-") as tmp:
         cert, key, ca = write_self_signed(tmp, generate_self_signed(ip_addresses=(HOST,)))
         progress(f"generating {bodies} AdmissionReviews from a {nodes}-node synthetic cluster")
-        cluster = synth.make_cluster(nodes, runtimes, isvcs) if nodes or isvcs else None
-        body_list = synth.review_bodies(cluster, bodies) if cluster else _tiny_bodies(bodies)
+        cluster = synth.make_cluster(nodes, runtimes, max(isvcs, 1))
+        body_list = synth.review_bodies(cluster, bodies)
+        cluster_file = Path(tmp) / "cluster.json"
+        write_cluster(cluster, cluster_file)
         del cluster
         bodies_file = Path(tmp) / "bodies.jsonl"
         bodies_file.write_bytes(b"\n".join(body_list) + b"\n")
@@ -565,9 +575,7 @@ def run(
                 cert,
                 key,
                 ca,
-                nodes=nodes if app == "mutation" else 0,
-                runtimes=runtimes if app == "mutation" else 0,
-                isvcs=isvcs if app == "mutation" else 0,
+                cluster_file=cluster_file if app == "mutation" else None,
                 cpu=server_cpu,
             ) as server:
                 runs: list[LoadResult] = []
@@ -613,13 +621,6 @@ def run(
     settings["loadavg_after"] = loadavg()
     _ratios(result, rates)
     return result
-
-
-def _tiny_bodies(count: int) -> list[bytes]:
-    from benchmarks import synth
-
-    cluster = synth.make_cluster(0, 0, max(1, count))
-    return synth.review_bodies(cluster, count)
 
 
 def _ratios(result: AdmissionResult, rates: Sequence[float]) -> None:
@@ -682,6 +683,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cert")
     p.add_argument("--key")
     p.add_argument("--port-file")
+    p.add_argument("--cluster-file")
     p.add_argument("--cpu", type=int, default=None)
     p.add_argument("--url")
     p.add_argument("--ca")

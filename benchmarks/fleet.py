@@ -214,7 +214,10 @@ def run(
             spent += time.perf_counter() - started
             explained.extend(zip(batch, answers, strict=True))
             done += len(batch)
-            chunk = min(chunk * 2, 4096)
+            # Double the chunk, but never past what the remaining budget can pay for.
+            per_workload = spent / done
+            affordable = int(max(0.0, budget_s - spent) / per_workload) if per_workload else chunk
+            chunk = max(1, min(chunk * 2, 4096, affordable))
             if len(explained) > 64:  # keep memory bounded: only the first answers are compared
                 explained = explained[:64]
         full = spent / done * len(items)

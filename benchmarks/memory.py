@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.admission import HOST, start_server
+from benchmarks.admission import HOST, start_server, write_cluster
 from benchmarks.common import Table, loadavg, progress
 
 __all__ = ["MemoryResult", "main", "run"]
@@ -98,17 +98,17 @@ def run(
     )
     cluster = synth.make_cluster(nodes, runtimes, max(isvcs, 1))
     bodies = synth.review_bodies(cluster, requests)
-    del cluster
     with tempfile.TemporaryDirectory(prefix="cudasched-bench-") as tmp:
+        cluster_file = Path(tmp) / "cluster.json"
+        write_cluster(cluster, cluster_file)
+        del cluster
         cert, key, ca = write_self_signed(tmp, generate_self_signed(ip_addresses=(HOST,)))
-        for label, n, r, i in (
-            ("empty cache", 0, 0, 0),
-            ("cluster cached", nodes, runtimes, isvcs),
+        for label, n, r, i, path in (
+            ("empty cache", 0, 0, 0, None),
+            ("cluster cached", nodes, runtimes, isvcs, cluster_file),
         ):
             progress(f"memory: starting the server with {label} ({n} nodes, {r} runtimes)")
-            with start_server(
-                "mutation", cert, key, ca, nodes=n, runtimes=r, isvcs=i, cpu=None
-            ) as server:
+            with start_server("mutation", cert, key, ca, cluster_file=path, cpu=None) as server:
                 answered = _post_all(server.port, ca, bodies)
                 rss, hwm = _status_mib(server.process.pid)
             result.samples.append(Sample(label, n, r, i, rss, hwm, answered))

@@ -68,7 +68,6 @@ __all__ = [
     "build_app",
     "default_reviewer",
     "run_server",
-    "serve",
     "serve_in_thread",
     "uvicorn_config",
 ]
@@ -639,29 +638,6 @@ def serve_in_thread(
             server.should_exit = True
             thread.join(30)
             sock.close()
-
-
-async def serve(
-    config: WebhookConfig,
-    source: StateSource,
-    *,
-    tls: ReloadingServerContext,
-    reviewer: Reviewer | None = None,
-    metrics: WebhookMetrics | None = None,
-    host: str | None = None,
-    port: int | None = None,
-    sockets: list[socket.socket] | None = None,
-) -> None:
-    """Serve on the running loop until SIGTERM/SIGINT (uvicorn's handlers, main thread only):
-    new connections stop, in-flight requests finish (up to the graceful timeout), then the
-    source (the cache) is stopped by the lifespan shutdown."""
-    import uvicorn
-
-    app = build_app(config, source, reviewer=reviewer, metrics=metrics)
-    ucfg = uvicorn_config(
-        app, tls, host=host or config.server.host, port=port or config.server.port
-    )
-    await uvicorn.Server(ucfg).serve(sockets=sockets)
 
 
 #: Builds the state source of one server process; it receives that process's metrics so the

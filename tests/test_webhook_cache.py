@@ -267,7 +267,7 @@ def _free_port() -> int:
 
 async def test_unreachable_api_is_not_synced_until_it_appears() -> None:
     port = _free_port()
-    cache = make_cache(f"http://127.0.0.1:{port}", request_timeout=1.0)
+    cache = make_cache(f"http://127.0.0.1:{port}")
     await cache.start()
     try:
         await asyncio.sleep(0.3)

@@ -192,7 +192,6 @@ class ClusterCache:
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         missing_crd_retry_seconds: float = 60.0,
-        request_timeout: float = 10.0,
         rng: random.Random | None = None,
     ) -> None:
         if resync_seconds <= 0 or debounce_seconds < 0 or backoff_initial <= 0:
@@ -213,7 +212,6 @@ class ClusterCache:
         self.backoff_initial = backoff_initial
         self.backoff_max = max(backoff_max, backoff_initial)
         self.missing_crd_retry_seconds = missing_crd_retry_seconds
-        self.request_timeout = request_timeout
         self._rng = rng if rng is not None else random.Random()
 
         self._stores: dict[str, dict[_Key, dict[str, Any]]] = {}
@@ -318,7 +316,6 @@ class ClusterCache:
     # ------------------------------------------------------------------ client
 
     def _make_client(self) -> AsyncClient:
-        import httpx2
         from lightkube import AsyncClient, ConfigError
         from lightkube.config.kubeconfig import KubeConfig
         from lightkube.config.models import Cluster, User
@@ -338,7 +335,6 @@ class ClusterCache:
             raise InputError(f"cannot load Kubernetes configuration from {where}: {exc}") from None
         return AsyncClient(
             config,
-            timeout=httpx2.Timeout(self.request_timeout),
             trust_env=self._base_url is None,
         )
 

@@ -539,7 +539,8 @@ class RunningServer:
 
     @property
     def url(self) -> str:
-        return f"https://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"https://{host}:{self.port}"
 
     def request_stop(self) -> None:
         """Begin a graceful shutdown (what SIGTERM does): stop accepting, finish in-flight
@@ -620,6 +621,7 @@ def serve_in_thread(
                 server.should_exit = True
                 thread.join(5)
                 sock.close()
+                app.close()
                 raise RuntimeError(f"webhook server did not start: {failure or 'timeout'}")
             time.sleep(0.01)
         try:

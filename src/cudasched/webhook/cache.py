@@ -192,6 +192,7 @@ class ClusterCache:
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         missing_crd_retry_seconds: float = 60.0,
+        request_timeout: float = 10.0,
         rng: random.Random | None = None,
     ) -> None:
         if resync_seconds <= 0 or debounce_seconds < 0 or backoff_initial <= 0:
@@ -212,6 +213,7 @@ class ClusterCache:
         self.backoff_initial = backoff_initial
         self.backoff_max = max(backoff_max, backoff_initial)
         self.missing_crd_retry_seconds = missing_crd_retry_seconds
+        self.request_timeout = request_timeout  # per API call (watches have no read timeout)
         self._rng = rng if rng is not None else random.Random()
 
         self._stores: dict[str, dict[_Key, dict[str, Any]]] = {}
@@ -333,8 +335,13 @@ class ClusterCache:
         except (ConfigError, OSError) as exc:
             where = self._kubeconfig or "in-cluster service account or KUBECONFIG"
             raise InputError(f"cannot load Kubernetes configuration from {where}: {exc}") from None
+        try:  # lightkube >= 1.0 is built on httpx2, earlier releases on httpx
+            from httpx2 import Timeout
+        except ImportError:  # pragma: no cover - depends on the installed lightkube
+            from httpx import Timeout
         return AsyncClient(
             config,
+            timeout=Timeout(self.request_timeout),
             trust_env=self._base_url is None,
         )
 

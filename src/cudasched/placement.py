@@ -20,7 +20,8 @@ must be a valid label value, so never a negative number: ``reference/kserve-k8s.
   ``cudasched.io/cuda.code Gt 12039``; a compute-capability range is ``gpu.compute.code Gt lo-1``
   (``Lt hi+1``); the minor-compat floor is ``driver.code Gt floor-1``; a driver-branch cap is
   ``driver.code Lt (cap+1)*1000000``; forward compatibility is
-  ``gpu.datacenter In [true]`` AND ``driver.branch In [535, ...]``.
+  ``gpu.datacenter In [true]`` AND ``driver.branch In [535, ...]`` (plus ``driver.code`` bounds
+  spanning those branches, so the branch label never stands in for a missing driver version).
 * ``gfd`` scheme: CUDA >= M.m is ``(major Gt M) OR (major In [M] AND minor Gt m-1)``, a single
   ``major Gt M-1`` for M.0 (never ``Gt -1``); compute capabilities are ``major In [..]`` AND
   ``minor In [..]`` over ``nvidia.com/gpu.compute.major|minor`` (GFD prints plain integers);
@@ -316,7 +317,16 @@ def _ours_alt(alt: _Alt) -> list[list[Expr]]:
         assert alt.cuda is not None
         return [[_gt(L.CUDA_CODE, alt.cuda.code - 1)]]
     if alt.kind == "fc":
-        return [[_in(L.GPU_DATACENTER, ["true"]), _in(L.DRIVER_BRANCH, alt.branches)]]
+        # The branch list is the readable part; the code bounds tie it to the driver version
+        # the engine reads, so a node whose driver code is missing is never admitted.
+        low, high = min(alt.branches), max(alt.branches)
+        return [
+            [
+                _in(L.GPU_DATACENTER, ["true"]),
+                _in(L.DRIVER_BRANCH, alt.branches),
+                *_between(L.DRIVER_CODE, low * 1_000_000, (high + 1) * 1_000_000 - 1),
+            ]
+        ]
     assert alt.floor is not None
     return [[_gt(L.DRIVER_CODE, alt.floor.code - 1)]]
 

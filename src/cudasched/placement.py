@@ -30,6 +30,13 @@ must be a valid label value, so never a negative number: ``reference/kserve-k8s.
   written with ``Gt``/``Lt`` only because GFD keeps leading zeros (``07``) that ``In`` would
   miss; a branch cap is ``driver major Lt cap+1``.
 
+**Scope of the guarantee.** Equality with the engine holds for nodes labelled the way the
+publishers label them: our agent writes every ``cudasched.io/`` code, GFD writes each label
+group (driver, CUDA, compute capability, in each key generation) whole. Where labels are missing
+the selector stays on the safe side: it may skip a node whose facts the engine could derive
+(CUDA from the driver, compute capability from the product name), it never admits a node the
+engine rejects. Both properties are tested with generated label sets.
+
 **Forward compatibility over GFD is not compiled.** It needs "this is a data-center GPU", which
 GFD only carries as a product name (``nvidia.com/gpu.product``), and product names are neither
 complete in any table nor stable (``-SHARED``, ``-MIG-1g.5gb`` suffixes, ``NVIDIA`` prefix that

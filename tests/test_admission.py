@@ -374,7 +374,7 @@ def test_triton_predictor_pod_gets_required_cuda_affinity(
     ]
     pod = applied(review, resp)
     assert_valid_pod(pod)
-    assert pod["metadata"]["annotations"][L.ANN_REQUIREMENT].startswith("cuda>=12.4 (")
+    assert pod["metadata"]["annotations"][L.ANN_REQUIREMENT].startswith("cuda>=12.4, cc>=6.0 (")
     assert "tritonserver:24.05" in pod["metadata"]["annotations"][L.ANN_REQUIREMENT]
     assert eligible(pod, state) == {"h100-r550", "h100-r570", "l4-r570"}
     # Everything else is exactly as it came in.

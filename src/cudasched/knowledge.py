@@ -438,6 +438,22 @@ def _read_data_files() -> dict[str, object]:
 # ---------------------------------------------------------------------------------------------
 
 
+def _nearest_arch_rows(
+    arch_by_cc: Mapping[ComputeCapability, ArchInfo],
+) -> dict[ComputeCapability, ArchInfo]:
+    """Each capability of a known major mapped to its own row, else to the row of the nearest
+    lower minor of the same major."""
+    out: dict[ComputeCapability, ArchInfo] = {}
+    for major in sorted({cc.major for cc in arch_by_cc}):
+        current: ArchInfo | None = None
+        for minor in range(10):
+            cc = ComputeCapability(major, minor)
+            current = arch_by_cc.get(cc, current)
+            if current is not None:
+                out[cc] = current
+    return out
+
+
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class KnowledgeBase:
     """Indexed facts. Build with :meth:`load` (bundled files) or :meth:`from_documents`.
@@ -467,6 +483,11 @@ class KnowledgeBase:
     _vllm: Mapping[str, _SimpleRelease]
     _ngc: Mapping[tuple[str, str], ContainerRelease]
     _ga_desc: tuple[ToolkitRelease, ...] = field(default=(), repr=False)
+    # Every capability X.0 .. X.9 of a major that has rows, resolved once (placement asks for
+    # whole ranges of capabilities on every compile).
+    _arch_nearest: Mapping[ComputeCapability, ArchInfo] = field(
+        default_factory=lambda: MappingProxyType({}), repr=False
+    )
 
     def __repr__(self) -> str:
         return (
@@ -521,6 +542,7 @@ class KnowledgeBase:
             _vllm=MappingProxyType(vllm),
             _ngc=MappingProxyType(ngc),
             _ga_desc=ga_desc,
+            _arch_nearest=MappingProxyType(_nearest_arch_rows(arch_by_cc)),
         )
 
     # ---- toolkits and drivers ------------------------------------------------------------
@@ -590,11 +612,7 @@ class KnowledgeBase:
     def arch(self, cc: ComputeCapability) -> ArchInfo | None:
         """The architecture of ``cc``; a capability without its own row gets the row of the same
         major with the nearest lower minor (a new Jetson or Blackwell variant), else None."""
-        found = self._arch_by_cc.get(cc)
-        if found is not None:
-            return found
-        lower = [c for c in self._arch_by_cc if c.major == cc.major and c.minor < cc.minor]
-        return self._arch_by_cc[max(lower)] if lower else None
+        return self._arch_nearest.get(cc)
 
     def architectures(self) -> Iterator[ArchInfo]:
         """Architecture rows, by lowest compute capability."""

@@ -18,12 +18,12 @@ exactly one integer that is a valid label value, weights in 1..100.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
 from cudasched.errors import InputError
+from cudasched.jsontree import copy_json
 from cudasched.labels import OWNED_KEYS
 from cudasched.nodeaffinity import NodeSelector, NodeSelectorError
 
@@ -138,7 +138,7 @@ def _weight(weight: int) -> int:
 def _copy_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(spec, Mapping):
         raise InputError(f"invalid pod spec {spec!r}: expected a mapping")
-    return copy.deepcopy(dict(spec))
+    return copy_json(spec)
 
 
 def _node_affinity(spec: dict[str, Any], *, create: bool) -> dict[str, Any] | None:
@@ -229,8 +229,8 @@ def _strip_required(terms: list[Any]) -> list[tuple[Any, bool]]:
 
 
 def _and_terms(term: Mapping[str, Any], ours: Mapping[str, Any]) -> dict[str, Any]:
-    anded = copy.deepcopy(dict(term))
-    anded["matchExpressions"] = list(anded.get("matchExpressions") or []) + copy.deepcopy(
+    anded = copy_json(term)
+    anded["matchExpressions"] = list(anded.get("matchExpressions") or []) + copy_json(
         list(ours["matchExpressions"])
     )
     return anded

@@ -22,7 +22,6 @@ second time.
 from __future__ import annotations
 
 import base64
-import copy
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,8 +31,8 @@ import orjson
 
 from cudasched import labels as L
 from cudasched.errors import InputError
+from cudasched.jsontree import copy_json
 from cudasched.kserve import is_kserve_pod, is_predictor_pod, isvc_name_of
-from cudasched.nodeaffinity import NodeSelector
 from cudasched.placement import compile_requirement, merge_preferred, merge_required
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import (
@@ -74,6 +73,7 @@ Outcome = Literal["patched", "unchanged", "denied", "error"]
 
 _EXPECTED_KIND = {"pod": ("", "Pod"), "isvc": ("serving.kserve.io", "InferenceService")}
 _PREFERRED_WEIGHT = 100
+_MEMO_LIMIT = 4096
 
 #: Pre-`model:` predictor fields; KServe's defaulter rewrites them into `model`, but our
 #: InferenceService webhook may run before it. Each carries a container inline.
@@ -218,7 +218,7 @@ def _declares_requirement(obj: Mapping[str, Any]) -> bool:
 def _with_namespace(obj: Mapping[str, Any], namespace: str) -> dict[str, Any]:
     """A deep copy whose metadata.namespace is filled in: pods arrive with an empty namespace
     (the request carries it) and resolution looks runtimes up by namespace."""
-    out = copy.deepcopy(dict(obj))
+    out = copy_json(obj)
     meta = out.get("metadata")
     if not isinstance(meta, dict):
         meta = {}
@@ -244,11 +244,11 @@ def _kserve_merge(runtime: Any, isvc: Any) -> Any:
     patch whose affinity lists carry no merge key: objects merge key by key, lists (and
     scalars) from the InferenceService replace the runtime's."""
     if isinstance(runtime, Mapping) and isinstance(isvc, Mapping):
-        out = {k: copy.deepcopy(v) for k, v in runtime.items()}
+        out = {k: copy_json(v) for k, v in runtime.items()}
         for k, v in isvc.items():
-            out[k] = _kserve_merge(runtime.get(k), v) if k in runtime else copy.deepcopy(v)
+            out[k] = _kserve_merge(runtime.get(k), v) if k in runtime else copy_json(v)
         return out
-    return copy.deepcopy(isvc if isvc is not None else runtime)
+    return copy_json(isvc if isvc is not None else runtime)
 
 
 class Admitter:
@@ -262,6 +262,9 @@ class Admitter:
         self.config = config
         self.kb = kb
         self.images = images
+        # Compiled terms per (requirement, policy, scheme, GFD key generation): pure, so valid
+        # across snapshots; bounded, and a race between threads only computes an entry twice.
+        self._compiled: dict[tuple[Any, ...], tuple[list[dict[str, Any]] | None, str]] = {}
 
     @classmethod
     def from_config(cls, config: WebhookConfig, kb: KnowledgeBase | None = None) -> Admitter:
@@ -362,14 +365,25 @@ class Admitter:
             else requirement.describe()
         )
         scheme = state.scheme(self.config.label_scheme)
-        try:
-            terms = compile_requirement(requirement, policy, scheme, self.kb, state.gfd_keys)
-        except InputError as exc:
-            return None, f"cudasched: no node can ever run {what}: {exc}"
+        key = (requirement, policy, scheme, state.gfd_keys)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            try:
+                compiled = (
+                    compile_requirement(requirement, policy, scheme, self.kb, state.gfd_keys),
+                    "",
+                )
+            except InputError as exc:
+                compiled = (None, str(exc))
+            if len(self._compiled) >= _MEMO_LIMIT:
+                self._compiled.clear()
+            self._compiled[key] = compiled
+        terms, error = compiled
+        if terms is None:
+            return None, f"cudasched: no node can ever run {what}: {error}"
         if not state.synced or not terms:
             return terms, None
-        selector = NodeSelector.compile({"nodeSelectorTerms": terms})
-        if any(selector.match(node) for node in state.nodes):
+        if state.fits(key, terms):
             return terms, None
         return terms, f"cudasched: no node can run {what}; {state.drivers.describe()}"
 
@@ -468,7 +482,7 @@ class Admitter:
         record = self._record(requirement, policy)
         terms, no_fit = self._compile(requirement, policy, state)
 
-        mutated = copy.deepcopy(dict(pod))
+        mutated = copy_json(pod)
         if terms is not None:
             try:
                 # Called even when `terms` is empty: the merge also strips stale expressions on
@@ -520,7 +534,7 @@ class Admitter:
         requirement = resolve_isvc(full, choice, self.images, self.kb)
         runtime = choice.obj if choice is not None else None
 
-        mutated = copy.deepcopy(dict(isvc))
+        mutated = copy_json(isvc)
         ann_scope = Scope(("metadata", "annotations"))
         if requirement.is_empty or not (
             declared_by_annotation(requirement) or self._isvc_uses_gpu(isvc, runtime)

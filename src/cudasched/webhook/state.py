@@ -10,7 +10,7 @@ deliver changes concurrently.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from cudasched.errors import InputError
 from cudasched.kserve import RuntimeChoice, select_runtime
 from cudasched.labels import LabelScheme
-from cudasched.nodeaffinity import Node
+from cudasched.nodeaffinity import Node, NodeSelector
 from cudasched.nodes import facts_from_labels, has_gpu_labels
 from cudasched.placement import GfdKeys, choose_gfd_keys, choose_scheme
 from cudasched.versions import CudaVersion
@@ -90,6 +90,21 @@ class ClusterState:
     cluster_serving_runtimes: tuple[Mapping[str, Any], ...] = ()
     runtime_choices: Mapping[tuple[str, str], RuntimeChoice | None] = field(default_factory=_frozen)
     synced: bool = False
+    # Per-snapshot memo of "does any node match these terms", keyed by the caller's key for
+    # the terms. A snapshot is never mutated otherwise; this only saves recomputation.
+    _fit_memo: dict[Any, bool] = field(default_factory=dict, repr=False)
+
+    def fits(self, key: Any, terms: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether any node of this snapshot matches the node-selector ``terms``; ``key`` must
+        identify ``terms`` (memoised per snapshot, bounded)."""
+        found = self._fit_memo.get(key)
+        if found is None:
+            selector = NodeSelector.compile({"nodeSelectorTerms": list(terms)})
+            found = any(selector.match(node) for node in self.nodes)
+            if len(self._fit_memo) >= 4096:
+                self._fit_memo.clear()
+            self._fit_memo[key] = found
+        return found
 
     @classmethod
     def empty(cls) -> ClusterState:

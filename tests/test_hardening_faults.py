@@ -342,18 +342,20 @@ def test_huge_declared_body_answered_before_it_is_sent() -> None:
             answer_of(c.post(POD_PATH, content=pod_review("next")), "next")
 
 
-class SlowState:
-    """A real ClusterState whose node list takes ``delay`` seconds to read: stands for a
-    decision that is slow for any reason (a pathological pod, a starved CPU)."""
+class SlowReviewer:
+    """The production Admitter behind a delay: stands for a decision that is slow for any
+    reason (a pathological pod, a starved CPU). Wraps ``decide``, which the server prefers."""
 
-    def __init__(self, state: ClusterState, delay: float) -> None:
-        self._state = state
+    def __init__(self, config: WebhookConfig, delay: float) -> None:
+        self.admitter = default_reviewer(config)
         self.delay = delay
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "nodes":
-            time.sleep(self.delay)
-        return getattr(self._state, name)
+    def decide(self, kind: str, body: bytes, state: Any) -> Any:
+        time.sleep(self.delay)
+        return self.admitter.decide(kind, body, state)  # type: ignore[attr-defined]
+
+    def review(self, kind: str, body: bytes, state: Any) -> bytes:
+        return bytes(self.decide(kind, body, state).render())
 
 
 @pytest.mark.parametrize("fail_closed", [False, True], ids=["fail-open", "fail-closed"])
@@ -361,12 +363,12 @@ def test_slow_decisions_answered_by_failure_mode_within_budget(fail_closed: bool
     """More slow decisions than review threads: every request is still answered within its
     budget (queued ones too) by the failure mode, and health stays responsive."""
     state = ClusterState.from_objects([node(OLD_NODE)], [], [], [])
-    slow = SlowState(state, delay=1.5)
     budget = 0.4
     cfg = WebhookConfig.from_mapping(
         {**DENY, "failClosed": fail_closed, "server": {"requestTimeoutSeconds": budget}}
     )
-    with serve_in_thread(StaticStateSource(slow), config=cfg) as srv:  # type: ignore[arg-type]
+    slow = SlowReviewer(cfg, delay=1.5)
+    with serve_in_thread(state, config=cfg, reviewer=slow) as srv:
         results: dict[str, tuple[float, httpx.Response]] = {}
 
         def send(uid: str) -> None:

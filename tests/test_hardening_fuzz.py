@@ -651,3 +651,28 @@ def test_deep_value_copied_into_a_patch(env: Env) -> None:
         assert response["uid"] == review["request"]["uid"]
         if "patch" in response:
             jsonpatch.apply_patch(review["request"]["object"], _ops(response))
+
+
+def test_fuzz_target_replays_seeds() -> None:
+    """The atheris target (fuzz/admission_fuzz.py) runs without atheris on its seeds and on
+    inputs that reach each way it builds a body, so it cannot rot unnoticed."""
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "fuzz" / "admission_fuzz.py"
+    spec = importlib.util.spec_from_file_location("cudasched_admission_fuzz", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    inputs = [p.read_bytes() for p in sorted(DATA.glob("*.json"))]
+    inputs += [
+        b"",
+        b"\x00",
+        b"\x00\x05x",  # containers: "x"
+        b"\x01\x01[]",  # annotations: []
+        b'\x02\x08{"nodeAffinity": 5}',
+        b'\x04\x00{"metadata": {"annotations": {"cudasched.io/cuda-version": 12}}}',
+        b"\x03\x0b\xff\xfe\xfd",
+        b"[" * 3000,
+    ]
+    for data in inputs:
+        module.check_one(data)

@@ -299,3 +299,11 @@ def test_never_raises_on_label_values(labels: dict[str, str]) -> None:
         assert f.driver.major > 0
     if f.compute is not None:
         assert f.compute.major >= 1 and 0 <= f.compute.minor <= 9
+
+
+def test_two_part_driver_keeps_its_spelling(kb: KnowledgeBase) -> None:
+    labels = {"cudasched.io/driver.code": "550120000", "cudasched.io/driver.version": "550.120"}
+    assert str(facts_from_labels("n", labels, kb).driver) == "550.120"
+    # The code wins when the readable label disagrees with it.
+    labels["cudasched.io/driver.version"] = "550.90.07"
+    assert str(facts_from_labels("n", labels, kb).driver) == "550.120.00"

@@ -223,17 +223,24 @@ def _cuda_from_parts(r: _Reader, major_key: str, minor_key: str) -> CudaVersion 
 
 
 def _read_driver(r: _Reader) -> tuple[DriverVersion | None, str]:
+    # The readable label keeps the driver's own spelling (550.120 has no revision); the code is
+    # what selectors compare, so it wins whenever the two disagree.
     code = r.integer(L.DRIVER_CODE)
-    if code is not None:
-        if code >= 1_000_000:
-            return DriverVersion.from_code(code), SOURCE_CUDASCHED
-        r.bad(L.DRIVER_CODE, "is not a driver code (major*1000000 + minor*1000 + revision)")
     text = r.text(L.DRIVER_VERSION)
+    readable: DriverVersion | None = None
     if text:
         try:
-            return parse_driver(text), SOURCE_CUDASCHED
+            readable = parse_driver(text)
         except VersionError:
             r.bad(L.DRIVER_VERSION, "is not a driver version")
+    if code is not None:
+        if code >= 1_000_000:
+            if readable is not None and readable.code == code:
+                return readable, SOURCE_CUDASCHED
+            return DriverVersion.from_code(code), SOURCE_CUDASCHED
+        r.bad(L.DRIVER_CODE, "is not a driver code (major*1000000 + minor*1000 + revision)")
+    if readable is not None:
+        return readable, SOURCE_CUDASCHED
     driver = _driver_from_parts(r, L.GFD_DRIVER_MAJOR, L.GFD_DRIVER_MINOR, L.GFD_DRIVER_REVISION)
     if driver is not None:
         return driver, SOURCE_GFD

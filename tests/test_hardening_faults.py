@@ -342,6 +342,44 @@ def test_huge_declared_body_answered_before_it_is_sent() -> None:
             answer_of(c.post(POD_PATH, content=pod_review("next")), "next")
 
 
+def test_stalled_and_abandoned_uploads() -> None:
+    """A client that sends the head and part of the body, then stalls, is answered 408 once
+    the time budget is spent (the request never holds a review thread); one that hangs up
+    mid-body costs nothing. The server keeps answering others throughout."""
+    state = ClusterState.from_objects([node(NEW_NODE)], [], [], [])
+    cfg = WebhookConfig.from_mapping({"server": {"requestTimeoutSeconds": 0.5}})
+    body = pod_review("stalled")
+    head = (
+        b"POST /mutate/pods HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    with serve_in_thread(state, config=cfg) as srv:
+        verify = trust(srv.ca_pem)
+        # Hang up half-way through the body, twice.
+        for _ in range(2):
+            raw = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            with verify.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                tls.sendall(head + body[: len(body) // 2])
+        # Stall half-way: the 10 s socket timeout is only a guard against a hang.
+        raw = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        with verify.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            tls.sendall(head + body[: len(body) // 2])
+            with httpx.Client(base_url=srv.url, verify=verify, timeout=10) as c:
+                answer_of(c.post(POD_PATH, content=pod_review("meanwhile")), "meanwhile")
+            received = b""
+            while b"\r\n\r\n" not in received and (chunk := tls.recv(65536)):
+                received += chunk
+        assert received.startswith(b"HTTP/1.1 408"), received[:200]
+        with httpx.Client(base_url=srv.url, verify=verify, timeout=10) as c:
+            answer = answer_of(c.post(POD_PATH, content=pod_review("after")), "after")
+            assert "patch" in answer
+            metrics = c.get("/metrics").text
+    # The stalled and abandoned requests were refused before admission ran.
+    assert 'cudasched_webhook_requests_total{endpoint="/mutate/pods",outcome="error"} 3.0' in (
+        metrics
+    )
+
+
 class SlowReviewer:
     """The production Admitter behind a delay: stands for a decision that is slow for any
     reason (a pathological pod, a starved CPU). Wraps ``decide``, which the server prefers."""

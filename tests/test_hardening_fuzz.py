@@ -753,3 +753,38 @@ def test_huge_objects_within_the_default_limits(
     assert response["allowed"] is True
     if kind == "many-required-terms":
         assert "patch" not in response and "not constrained" in response["warnings"][0]
+
+
+@fuzz(60)
+@given(
+    content_length=st.one_of(
+        st.none(),
+        st.integers(-(2**70), 2**70).map(lambda n: str(n).encode()),
+        st.binary(max_size=12),
+        st.sampled_from([b"", b" 12 ", b"1e3", b"0x10", b"\xff", "٣".encode()]),
+    ),
+    method=st.sampled_from(["POST", "GET", "PUT", "HEAD", "OPTIONS", "PATCH"]),
+    path=st.sampled_from([POD_PATH, ISVC_PATH, "/healthz", "/readyz", "/metrics", "/", "/%00"]),
+)
+def test_request_heads_asgi(
+    app: WebhookApp, content_length: bytes | None, method: str, path: str
+) -> None:
+    """Whatever the method, path and Content-Length header say, the app answers without a
+    5xx and never with an exception."""
+    body = encode(load("pod-predictor-triton.json"))
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [] if content_length is None else [(b"content-length", content_length)]
+    scope = {"type": "http", "method": method, "path": path, "headers": headers}
+    asyncio.run(app(scope, receive, send))
+    status = sent[0]["status"]
+    assert status < 500 or (path == "/readyz" and status == 503), status
+    if path in (POD_PATH, ISVC_PATH) and method == "POST" and status == 200:
+        assert orjson.loads(sent[1]["body"])["response"]["uid"]

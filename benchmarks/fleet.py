@@ -168,6 +168,7 @@ def run(
     budget_s: float = 30.0,
     naive_budget_s: float = 15.0,
     policy: str = "strict",
+    max_pairs: int = 100_000_000,
 ) -> FleetResult:
     """Measure every size; see the module docstring for what is timed and what is sampled."""
     from benchmarks import synth
@@ -185,6 +186,7 @@ def run(
             "budget_s": budget_s,
             "naive_budget_s": naive_budget_s,
             "policy": policy,
+            "max_pairs": max_pairs,
             "loadavg_before": loadavg(),
         }
     )
@@ -198,28 +200,25 @@ def run(
         prepare = time.perf_counter() - started
         del node_objs
 
-        # Explain: growing chunks of a seeded shuffle until the budget is spent.
-        progress(f"{size} nodes: explain ({fleet.group_count} fact groups)")
+        # Explain: one call on a growing prefix of a seeded shuffle (16, 32, 64, ... workloads)
+        # until a call takes more than half the budget or covers every workload. Whole calls,
+        # not chunks, because explain_many shares answers between the workloads it is given;
+        # extrapolating the last prefix linearly is therefore conservative.
         order = random.Random(7).sample(items, len(items))  # any prefix is a fair sample
-        probe = explain_many(order[:1], fleet, base_policy, kb)  # warm the fleet's caches
-        del probe
-        done = 0
-        spent = 0.0
-        chunk = 1
-        explained: list[Any] = []
-        while done < len(order) and spent < budget_s:
-            batch = order[done : done + chunk]
+        done = min(len(order), 16, max(1, max_pairs // max(1, size)))
+        while True:
             started = time.perf_counter()
-            answers = explain_many(batch, fleet, base_policy, kb)
-            spent += time.perf_counter() - started
-            explained.extend(zip(batch, answers, strict=True))
-            done += len(batch)
-            # Double the chunk, but never past what the remaining budget can pay for.
-            per_workload = spent / done
-            affordable = int(max(0.0, budget_s - spent) / per_workload) if per_workload else chunk
-            chunk = max(1, min(chunk * 2, 4096, affordable))
-            if len(explained) > 64:  # keep memory bounded: only the first answers are compared
-                explained = explained[:64]
+            answers = explain_many(order[:done], fleet, base_policy, kb)
+            spent = time.perf_counter() - started
+            limit = min(len(order), max(1, max_pairs // max(1, size)))
+            if done >= limit or spent > budget_s / 2:
+                break
+            # Grow towards what the rest of the budget allows, at most 8x per step.
+            affordable = int(done * (budget_s / 2) / spent) if spent > 0 else done * 8
+            done = max(done + 1, min(limit, done * 8, affordable))
+            del answers
+        explained = list(zip(order[: min(64, done)], answers[:64], strict=True))
+        del answers
         full = spent / done * len(items)
 
         # Naive: pair by pair on a sample of the workloads explained above.

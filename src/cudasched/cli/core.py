@@ -145,6 +145,23 @@ def _render_check(facts: NodeFacts, req: Requirement, policy: Policy, verdict: A
     return "\n".join(lines)
 
 
+# Options shared by `check` and `affinity`, declared once.
+MinComputeOption = Annotated[
+    str | None,
+    typer.Option("--min-compute-capability", help="Lowest acceptable compute capability."),
+]
+FrameworkOption = Annotated[
+    str | None,
+    typer.Option("--framework", help="Framework build, e.g. 'torch 2.5.1+cu124'."),
+]
+ShipsCudaCompatOption = Annotated[
+    bool,
+    typer.Option(
+        "--ships-cuda-compat", help="The image carries cuda-compat (forward compatibility)."
+    ),
+]
+
+
 @app.command("check")
 def check_cmd(
     gpu: Annotated[
@@ -167,20 +184,9 @@ def check_cmd(
         ),
     ] = None,
     policy: Annotated[str, typer.Option("--policy", help=_POLICY_HELP)] = Policy.STRICT.value,
-    min_compute_capability: Annotated[
-        str | None,
-        typer.Option("--min-compute-capability", help="Lowest acceptable compute capability."),
-    ] = None,
-    framework: Annotated[
-        str | None,
-        typer.Option("--framework", help="Framework build, e.g. 'torch 2.5.1+cu124'."),
-    ] = None,
-    ships_cuda_compat: Annotated[
-        bool,
-        typer.Option(
-            "--ships-cuda-compat", help="The image carries cuda-compat (forward compatibility)."
-        ),
-    ] = False,
+    min_compute_capability: MinComputeOption = None,
+    framework: FrameworkOption = None,
+    ships_cuda_compat: ShipsCudaCompatOption = False,
     node_labels: Annotated[
         Path | None,
         typer.Option(
@@ -258,20 +264,9 @@ def affinity_cmd(
         ModeChoice,
         typer.Option("--mode", help="required (hard constraint) or preferred (weight 100)."),
     ] = ModeChoice.REQUIRED,
-    min_compute_capability: Annotated[
-        str | None,
-        typer.Option("--min-compute-capability", help="Lowest acceptable compute capability."),
-    ] = None,
-    framework: Annotated[
-        str | None,
-        typer.Option("--framework", help="Framework build, e.g. 'torch 2.5.1+cu124'."),
-    ] = None,
-    ships_cuda_compat: Annotated[
-        bool,
-        typer.Option(
-            "--ships-cuda-compat", help="The image carries cuda-compat (forward compatibility)."
-        ),
-    ] = False,
+    min_compute_capability: MinComputeOption = None,
+    framework: FrameworkOption = None,
+    ships_cuda_compat: ShipsCudaCompatOption = False,
     output: Annotated[AffinityFormat, typer.Option("-o", "--output", help="Output format.")] = (
         AffinityFormat.YAML
     ),

@@ -362,12 +362,12 @@ class Explanation:
 # --------------------------------------------------------------------------- explain
 
 
-def _has_match_fields(spec: Mapping[str, Any]) -> bool:
-    """Whether any node-affinity term looks at the node name (then grouping cannot decide)."""
+def _affinity_terms(spec: Mapping[str, Any]) -> list[Any]:
+    """The pod's required node-selector terms and preferred preferences, as written."""
     affinity = spec.get("affinity")
     node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
     if not isinstance(node_affinity, Mapping):
-        return False
+        return []
     terms: list[Any] = []
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if isinstance(required, Mapping) and isinstance(required.get("nodeSelectorTerms"), list):
@@ -375,7 +375,12 @@ def _has_match_fields(spec: Mapping[str, Any]) -> bool:
     preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
     if isinstance(preferred, list):
         terms.extend(p.get("preference") for p in preferred if isinstance(p, Mapping))
-    return any(isinstance(t, Mapping) and t.get("matchFields") for t in terms)
+    return terms
+
+
+def _has_match_fields(spec: Mapping[str, Any]) -> bool:
+    """Whether any node-affinity term looks at the node name (then grouping cannot decide)."""
+    return any(isinstance(t, Mapping) and t.get("matchFields") for t in _affinity_terms(spec))
 
 
 def _referenced_keys(spec: Mapping[str, Any]) -> set[str]:
@@ -385,18 +390,7 @@ def _referenced_keys(spec: Mapping[str, Any]) -> set[str]:
     selector = spec.get("nodeSelector")
     if isinstance(selector, Mapping):
         keys.update(str(k) for k in selector)
-    affinity = spec.get("affinity")
-    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
-    if not isinstance(node_affinity, Mapping):
-        return keys
-    terms: list[Any] = []
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if isinstance(required, Mapping) and isinstance(required.get("nodeSelectorTerms"), list):
-        terms.extend(required["nodeSelectorTerms"])
-    preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
-    if isinstance(preferred, list):
-        terms.extend(p.get("preference") for p in preferred if isinstance(p, Mapping))
-    for term in terms:
+    for term in _affinity_terms(spec):
         expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
         if isinstance(expressions, list):
             keys.update(

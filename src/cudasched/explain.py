@@ -43,6 +43,7 @@ from cudasched.nodeaffinity import (
     RequiredNodeAffinity,
 )
 from cudasched.nodes import NodeFacts, facts_from_labels
+from cudasched.objects import as_mapping as _mapping
 from cudasched.placement import GfdKeys, choose_gfd_keys, choose_scheme, compile_requirement
 from cudasched.requirements import Policy, Requirement
 from cudasched.versions import parse_compute_capability, parse_cuda
@@ -83,14 +84,6 @@ Score = int | Literal["error"]
 
 
 # --------------------------------------------------------------------------- workload reading
-
-
-def _mapping(value: object, what: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InputError(f"invalid {what} {value!r}: expected a mapping")
-    return value
 
 
 def workload_id(obj: Mapping[str, Any]) -> str:

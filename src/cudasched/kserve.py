@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cudasched.errors import InputError
+from cudasched.objects import as_mapping as _mapping
 
 __all__ = [
     "CLUSTER_SERVING_RUNTIME",
@@ -176,14 +177,6 @@ class ModelRequest:
 
 
 # --------------------------------------------------------------------------- small readers
-
-
-def _mapping(value: object, what: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InputError(f"invalid {what}: expected a mapping, got {type(value).__name__}")
-    return value
 
 
 def _list(value: object, what: str) -> list[Any]:

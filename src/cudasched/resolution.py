@@ -32,6 +32,7 @@ from cudasched.kserve import (
     component_of,
     predictor_container,
 )
+from cudasched.objects import as_mapping as _mapping
 from cudasched.requirements import FrameworkBuild, Policy, Requirement
 from cudasched.versions import (
     ComputeCapability,
@@ -72,14 +73,6 @@ class _Found:
     @property
     def names_requirement(self) -> bool:
         return self.cuda is not None or self.min_compute is not None
-
-
-def _mapping(value: object, what: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InputError(f"invalid {what}: expected a mapping, got {type(value).__name__}")
-    return value
 
 
 def _text(value: object, key: str, where: str) -> str:

@@ -33,6 +33,7 @@ from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.jsontree import copy_json
 from cudasched.kserve import is_kserve_pod, is_predictor_pod, isvc_name_of
+from cudasched.objects import metadata_of as _meta
 from cudasched.placement import compile_requirement, merge_preferred, merge_required
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import (
@@ -190,11 +191,6 @@ def parse_review(body: bytes | str) -> _Request:
         sub_resource=sub if isinstance(sub, str) else "",
         obj=obj if isinstance(obj, dict) else None,
     )
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
 
 
 def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cudasched.errors import InputError
+from cudasched.objects import metadata_of as _meta
 from cudasched.webhook.metrics import WebhookMetrics
 
 if TYPE_CHECKING:
@@ -116,11 +117,6 @@ def default_kinds() -> tuple[KindSpec, ...]:
         KindSpec(RUNTIMES, runtime, namespaced=True, optional=True),
         KindSpec(CLUSTER_RUNTIMES, cluster_runtime, namespaced=False, optional=True),
     )
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
 
 
 def _key(obj: Mapping[str, Any]) -> _Key | None:

@@ -20,6 +20,7 @@ from cudasched.kserve import RuntimeChoice, select_runtime
 from cudasched.labels import LabelScheme
 from cudasched.nodeaffinity import Node, NodeSelector
 from cudasched.nodes import facts_from_labels, has_gpu_labels
+from cudasched.objects import metadata_of as _meta
 from cudasched.placement import GfdKeys, choose_gfd_keys, choose_scheme
 from cudasched.versions import CudaVersion
 
@@ -50,11 +51,6 @@ class DriverSummary:
             return "no GPU node reports a CUDA version"
         n = self.nodes_with_newest
         return f"newest driver supports {self.newest_cuda} ({n} node{'s' if n != 1 else ''})"
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else _EMPTY
 
 
 def _name(obj: Mapping[str, Any]) -> str | None:

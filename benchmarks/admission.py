@@ -502,6 +502,7 @@ class AdmissionResult:
 
     settings: dict[str, Any]
     runs: dict[str, list[LoadResult]] = field(default_factory=dict)  # by server
+    in_process: float = 0.0  # reviews/s of the Admitter called directly
     ratios: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -510,10 +511,37 @@ class AdmissionResult:
         for server, runs in self.runs.items():
             for r in runs:
                 t.add(server, r.generator, r.mode, r.ok, r.errors, r.rps, r.p50_ms, r.p99_ms)
+        if self.in_process:
+            t.add("in-process", "-", "Admitter.review loop", "-", "-", self.in_process, "-", "-")
         ratios = Table(["ratio", "value"])
         for name, value in self.ratios.items():
             ratios.add(name, value)
         return t.render() + "\n\n" + ratios.render() + "\n\n" + "\n".join(self.notes)
+
+
+def in_process_rate(cluster_file: Path, bodies: Sequence[bytes], duration: float) -> float:
+    """Reviews per second of the production Admitter called directly (no HTTP, TLS or
+    threads), cycling through ``bodies`` for about ``duration`` seconds after one warm-up
+    pass: what the decision itself costs, to set against the server's rate."""
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.webhook.admission import Admitter
+    from cudasched.webhook.config import WebhookConfig
+
+    app = build_mutation_app(str(cluster_file))
+    state = app.source.state
+    admitter = Admitter.from_config(WebhookConfig(), KnowledgeBase.load())
+    for body in bodies:
+        admitter.review("pod", body, state)
+    done = 0
+    started = time.perf_counter()
+    deadline = started + duration
+    while time.perf_counter() < deadline:
+        for body in bodies[:200]:
+            admitter.review("pod", body, state)
+        done += min(200, len(bodies))
+    elapsed = time.perf_counter() - started
+    app.close()
+    return done / elapsed
 
 
 def _find(runs: list[LoadResult], generator: str, mode: str) -> LoadResult | None:
@@ -568,6 +596,8 @@ def run(
         bodies_file.write_bytes(b"\n".join(body_list) + b"\n")
         lua_file = Path(tmp) / "post.lua"
         lua_file.write_text(_WRK_LUA)
+        progress("in-process: Admitter.review over the same reviews, no HTTP")
+        result.in_process = in_process_rate(cluster_file, body_list, duration)
         for app in ("noop", "mutation"):
             progress(f"starting the {app} server")
             with start_server(
@@ -635,6 +665,9 @@ def _ratios(result: AdmissionResult, rates: Sequence[float]) -> None:
         if a and b and a.p50_ms > 0:
             result.ratios[f"p50 mutation/no-op at {rate:g}/s"] = b.p50_ms / a.p50_ms
             result.ratios[f"p99 mutation/no-op at {rate:g}/s"] = b.p99_ms / a.p99_ms
+    best = _find(mutation, "wrk", "saturation") or _find(mutation, "python", "saturation")
+    if best and result.in_process:
+        result.ratios["in-process/server reviews per second"] = result.in_process / best.rps
     py, wrk = _find(noop, "python", "saturation"), _find(noop, "wrk", "saturation")
     if py and wrk and wrk.rps > 0:
         share = py.rps / wrk.rps
@@ -732,6 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "settings": result.settings,
                     "runs": {k: [asdict(r) for r in v] for k, v in result.runs.items()},
                     "ratios": result.ratios,
+                    "in_process_rps": result.in_process,
                 },
                 indent=2,
             )

@@ -610,16 +610,21 @@ async def test_certificate_rotated_while_serving(
         await proc.close()
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 async def test_sigterm_under_load_finishes_every_request(
-    kmock: kmock.KubernetesEmulator, tmp_path: Path
+    kmock: kmock.KubernetesEmulator, tmp_path: Path, workers: int
 ) -> None:
     """SIGTERM while many requests are in flight (their bodies still being uploaded): each
-    gets a complete 200 answer with a real decision, and the process exits 0."""
+    gets a complete 200 answer with a real decision, and the process exits 0. With two
+    pre-forked workers the supervisor forwards the signal and both drain."""
     await kmock.post(NODES, json=node(NEW_NODE))
     tls_dir = tmp_path / "tls"
     bundle = generate_self_signed(ip_addresses=("127.0.0.1",))
     cert, key, _ca = write_self_signed(tls_dir, bundle)
-    config = f"server:\n  certFile: {cert}\n  keyFile: {key}\n  requestTimeoutSeconds: 8\n"
+    config = (
+        f"server:\n  certFile: {cert}\n  keyFile: {key}\n  requestTimeoutSeconds: 8\n"
+        f"  workers: {workers}\n"
+    )
     proc = WebhookProcess(tmp_path, config, str(kmock.url).rstrip("/"))
     await proc.start()
     verify = trust(bundle.ca_pem)
@@ -667,7 +672,10 @@ async def test_sigterm_under_load_finishes_every_request(
     for uid, resp in zip(uids, responses, strict=True):
         assert isinstance(resp, httpx.Response)
         answer = answer_of(resp, uid)
-        assert answer["allowed"] is True and "patch" in answer  # a real decision
+        assert answer["allowed"] is True
+        # A real decision; with two workers, one may (rarely) still be listing the cluster,
+        # and then its answer comes from the failure mode, which is just as complete.
+        assert "patch" in answer or (workers > 1 and "not ready" in answer["warnings"][0])
     # Every request was still in flight when the signal arrived.
     assert len(finished) == n and min(finished) > terminated
     assert code == 0, proc.output()

@@ -124,15 +124,24 @@ def env(kb: KnowledgeBase, state: ClusterState) -> Env:
 # --------------------------------------------------------------------------- damage
 
 
-def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    """Every path to a value in ``doc`` (dict keys and list indexes)."""
-    yield prefix
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            yield from _paths(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for i, value in enumerate(doc):
-            yield from _paths(value, (*prefix, i))
+def _paths(doc: Any, limit: int = 24) -> list[tuple[Any, ...]]:
+    """Paths to the values in ``doc`` (dict keys and list indexes), at most ``limit`` deep.
+
+    Iterative and depth-limited: earlier damage may have planted a 200-level structure, and
+    recursing through it inside hypothesis's own deep stack would hit the recursion limit."""
+    out: list[tuple[Any, ...]] = []
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), doc)]
+    while stack:
+        prefix, value = stack.pop()
+        out.append(prefix)
+        if len(prefix) >= limit:
+            continue
+        if isinstance(value, dict):
+            stack.extend(((*prefix, k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend(((*prefix, i), v) for i, v in enumerate(value))
+    out.reverse()
+    return out
 
 
 def _deep(depth: int) -> Any:
@@ -155,11 +164,11 @@ _scalars = st.one_of(
 )
 _weird = st.one_of(
     _scalars,
-    st.just([]),
-    st.just({}),
+    st.builds(list),  # fresh objects: a shared one would alias two places in the review
+    st.builds(dict),
     st.lists(_scalars, max_size=3),
     st.dictionaries(_unicode, _scalars, max_size=3),
-    st.integers(1, 200).map(_deep),
+    st.integers(1, 120).map(_deep),
     st.integers(1_000, 200_000).map(lambda n: "g" * n),
     st.integers(1, 2_000).map(lambda n: {f"k{i}": str(i) for i in range(n)}),
 )
@@ -297,6 +306,8 @@ def _node_affinity(obj: Any, path: tuple[str, ...]) -> Any:
 def check_answer(review: dict[str, Any], answer: bytes) -> dict[str, Any]:
     """What the API server relies on: envelope, uid, bounded warnings, a patch that applies to
     the request object, and an object no less acceptable than the one that came in."""
+    # What the API server holds is the decoded body: no Python object shared between paths.
+    review = json.loads(json.dumps(review))
     doc = orjson.loads(answer)
     assert doc["apiVersion"] == "admission.k8s.io/v1" and doc["kind"] == "AdmissionReview"
     response = doc["response"]

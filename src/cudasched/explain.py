@@ -27,9 +27,13 @@ Only ``matchFields`` (which look at the node *name*) force per-node matching.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
 
 from cudasched import labels as L
 from cudasched.engine import Reason, VerdictStatus, check, resolve_policy
@@ -232,7 +236,16 @@ class Fleet:
     and GFD key generation are resolved once for the whole fleet, as the webhook does.
     """
 
-    __slots__ = ("_auto_scheme", "_facts", "_facts_of", "_gfd_keys", "kb", "nodes")
+    __slots__ = (
+        "_auto_scheme",
+        "_canonical",
+        "_facts",
+        "_facts_of",
+        "_gfd_keys",
+        "_partitions",
+        "kb",
+        "nodes",
+    )
 
     def __init__(self, nodes: Iterable[Mapping[str, Any] | Node], kb: KnowledgeBase) -> None:
         self.kb = kb
@@ -257,6 +270,8 @@ class Fleet:
         self._facts_of: tuple[int, ...] = tuple(facts_of)
         self._auto_scheme: L.LabelScheme | None = None
         self._gfd_keys: GfdKeys | None = None
+        self._partitions: dict[tuple[str, ...], _Partition] = {}
+        self._canonical: dict[tuple[tuple[int, ...], ...], _Partition] = {}
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -271,6 +286,23 @@ class Fleet:
         is the first node of the group; use the node's own name for display."""
         for node, number in zip(self.nodes, self._facts_of, strict=True):
             yield node, number, self._facts[number]
+
+    def partition(self, keys: tuple[str, ...]) -> _Partition:
+        """Nodes grouped by (facts group, values of ``keys``), computed once per key set:
+        workloads whose selectors read the same label keys share it, so the per-node signature
+        work is paid once per key set instead of once per workload."""
+        # Keys that take part in the facts signature add nothing: their values are already
+        # fixed by the facts group. Dropping them lets most workloads share a few partitions.
+        keys = tuple(
+            k for k in keys if not (k.startswith(_FACT_PREFIXES) and k not in _VOLATILE_KEYS)
+        )
+        found = self._partitions.get(keys)
+        if found is None:
+            # Key sets that split the fleet the same way share one partition object, so the
+            # answers built per group are shared by their workloads too.
+            built = _Partition.build(self, keys)
+            found = self._partitions[keys] = self._canonical.setdefault(built.members, built)
+        return found
 
     def resolve_scheme(self, scheme: L.LabelScheme | str) -> L.LabelScheme:
         """``auto`` becomes what every GPU node of this fleet carries."""
@@ -287,6 +319,54 @@ class Fleet:
         if self._gfd_keys is None:
             self._gfd_keys = choose_gfd_keys(self.nodes)
         return self._gfd_keys
+
+
+class _Partition:
+    """A fleet split into groups of nodes that no selector reading ``keys`` can tell apart.
+
+    ``first`` holds each group's first node, ``members`` each group's nodes (positions in fleet
+    order). :meth:`gather` turns one block of answers per group (in member order) back into
+    fleet order with one C-level pass (``operator.itemgetter``), so assembling a workload's
+    5,000 answers costs no Python-level work per node.
+    """
+
+    __slots__ = ("_getter", "first", "members", "size")
+
+    def __init__(
+        self, first: tuple[int, ...], members: tuple[tuple[int, ...], ...], size: int
+    ) -> None:
+        self.first = first
+        self.members = members
+        self.size = size
+        offset_of = [0] * size
+        offset = 0
+        for group in members:
+            for position in group:
+                offset_of[position] = offset
+                offset += 1
+        self._getter = operator.itemgetter(*offset_of) if size > 1 else None
+
+    @classmethod
+    def build(cls, fleet: Fleet, keys: tuple[str, ...]) -> _Partition:
+        index: dict[tuple[Any, ...], int] = {}
+        members: list[list[int]] = []
+        for position, (node, facts_no) in enumerate(zip(fleet.nodes, fleet._facts_of, strict=True)):
+            labels = node.labels
+            signature = (facts_no, *[labels.get(k) for k in keys])
+            number = index.get(signature)
+            if number is None:
+                number = index[signature] = len(members)
+                members.append([])
+            members[number].append(position)
+        return cls(
+            tuple(group[0] for group in members),
+            tuple(tuple(group) for group in members),
+            len(fleet.nodes),
+        )
+
+    def gather(self, blocks: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
+        joined = tuple(itertools.chain.from_iterable(blocks))
+        return self._getter(joined) if self._getter is not None else joined
 
 
 # --------------------------------------------------------------------------- results
@@ -504,6 +584,34 @@ def explain(
     carries. A workload with ``cudasched.io/skip: "true"`` is explained as given.
     """
     fleet = nodes if isinstance(nodes, Fleet) else Fleet(nodes, kb)
+    return _explain(workload, fleet, policy, scheme, requirement, None)
+
+
+# What explain's per-node answers depend on besides the fleet: the pod's nodeSelector and
+# affinity (as canonical JSON), the requirement (its repr, patch level included), the effective
+# policy and the label scheme. Workloads that agree on all of these get the same answers.
+_MemoKey = tuple[bytes, str, Policy, L.LabelScheme]
+_Memo = dict[Any, Any]
+
+
+def _memo_key(
+    spec: Mapping[str, Any], req: Requirement | None, policy: Policy, scheme: L.LabelScheme
+) -> _MemoKey | None:
+    try:
+        selectors = orjson.dumps([spec.get("nodeSelector"), spec.get("affinity")])
+    except TypeError:  # not plain JSON data (a caller's own objects): no sharing
+        return None
+    return (selectors, repr(req), policy, scheme)
+
+
+def _explain(
+    workload: Mapping[str, Any],
+    fleet: Fleet,
+    policy: Policy | str,
+    scheme: L.LabelScheme | str,
+    requirement: Requirement | None,
+    memo: _Memo | None,
+) -> Explanation:
     spec = pod_spec_of(workload)
     skipped = _skipped(workload)
     req = requirement if requirement is not None else requirement_from_annotations(workload)
@@ -515,6 +623,44 @@ def explain(
     effective = resolve_policy(req, base_policy) if req is not None else base_policy
     chosen = fleet.resolve_scheme(scheme)
     gfd_keys = fleet.gfd_keys if chosen is L.LabelScheme.GFD else None
+    key = _memo_key(spec, req, effective, chosen) if memo is not None else None
+    hit = memo.get(key) if memo is not None and key is not None else None
+    if hit is None:
+        terms, requirement_error, score_error, results = _answers(
+            spec, req, effective, chosen, gfd_keys, fleet, memo
+        )
+        if memo is not None and key is not None:
+            memo[key] = (terms, requirement_error, score_error, results)
+    else:
+        terms, requirement_error, score_error, results = hit
+    return Explanation(
+        workload=workload_id(workload),
+        nodes=results,
+        requirement=req,
+        policy=effective,
+        scheme=chosen,
+        terms=tuple(terms),
+        gfd_keys=gfd_keys,
+        skipped=skipped,
+        score_error=score_error,
+        requirement_error=requirement_error,
+    )
+
+
+def _answers(
+    spec: Mapping[str, Any],
+    req: Requirement | None,
+    effective: Policy,
+    chosen: L.LabelScheme,
+    gfd_keys: GfdKeys | None,
+    fleet: Fleet,
+    memo: _Memo | None = None,
+) -> tuple[list[Any], str | None, str | None, tuple[NodeExplanation, ...]]:
+    """The per-node answers for one pod spec and requirement (the expensive part).
+
+    With ``memo``, the answers of a group of nodes are built once per distinct decision and
+    shared by every workload that gets the same decision there: the fleet's per-node objects are
+    built a bounded number of times however many workloads are explained."""
     terms: list[Any] = []
     requirement_error: str | None = None
     if req is not None:
@@ -526,37 +672,48 @@ def explain(
             requirement_error = str(exc)
     plan = _Plan(spec, req, terms)
     required = RequiredNodeAffinity.from_pod_spec(plan.merged)
-
-    keys = None if _has_match_fields(plan.merged) else sorted(_referenced_keys(plan.merged))
-    decided: dict[tuple[Any, ...], tuple[bool, Score, tuple[Reason, ...]]] = {}
-    results: list[NodeExplanation] = []
     kb = fleet.kb
-    for node, facts_no, facts in fleet.members():
-        if keys is None:  # matchFields look at the node name: no two nodes are alike
-            decision = _decide(plan, required, node, facts, effective, kb)
-        else:
-            signature = (facts_no, *(node.labels.get(k) for k in keys))
-            decision = decided.get(signature)  # type: ignore[assignment]
-            if decision is None:
-                decision = decided[signature] = _decide(plan, required, node, facts, effective, kb)
-        eligible, score, reasons = decision
-        # The engine names the node it was shown: the facts group's first member.
-        reasons = _renamed(reasons, facts.name, node.name)
+    results: list[NodeExplanation] = []
+    if _has_match_fields(plan.merged):
+        # matchFields look at the node name: no two nodes are alike.
+        for node, _, facts in fleet.members():
+            eligible, score, reasons = _decide(plan, required, node, facts, effective, kb)
+            # The engine names the node it was shown: the facts group's first member.
+            reasons = _renamed(reasons, facts.name, node.name)
+            if requirement_error is not None:
+                eligible = False
+            results.append(NodeExplanation(node.name, eligible, score, reasons, facts))
+        return terms, requirement_error, plan.score_error, tuple(results)
+    keys = tuple(sorted(_referenced_keys(plan.merged)))
+    part = fleet.partition(keys)
+    nodes, facts_of, all_facts = fleet.nodes, fleet._facts_of, fleet._facts
+    blocks: list[tuple[NodeExplanation, ...]] = []
+    for number, position in enumerate(part.first):
+        facts = all_facts[facts_of[position]]
+        eligible, score, reasons = _decide(plan, required, nodes[position], facts, effective, kb)
         if requirement_error is not None:
             eligible = False
-        results.append(NodeExplanation(node.name, eligible, score, reasons, facts))
-    return Explanation(
-        workload=workload_id(workload),
-        nodes=tuple(results),
-        requirement=req,
-        policy=effective,
-        scheme=chosen,
-        terms=tuple(terms),
-        gfd_keys=gfd_keys,
-        skipped=skipped,
-        score_error=plan.score_error,
-        requirement_error=requirement_error,
-    )
+        block_key = (part, number, eligible, score, reasons)
+        block = memo.get(block_key) if memo is not None else None
+        if block is None:
+            # The engine names the node it was shown (the facts group's first member); only
+            # reasons that quote that name need rewording per member.
+            quoted = repr(facts.name)
+            rename = any(quoted in r.message for r in reasons)
+            block = tuple(
+                NodeExplanation(
+                    nodes[p].name,
+                    eligible,
+                    score,
+                    _renamed(reasons, facts.name, nodes[p].name) if rename else reasons,
+                    facts,
+                )
+                for p in part.members[number]
+            )
+            if memo is not None:
+                memo[block_key] = block
+        blocks.append(block)
+    return terms, requirement_error, plan.score_error, part.gather(blocks)
 
 
 def explain_many(
@@ -575,7 +732,9 @@ def explain_many(
             "expected one (or None) per workload"
         )
     reqs = requirements if requirements is not None else [None] * len(workloads)
+    # Workloads with the same selectors and requirement share their per-node answers (replicas
+    # of one template, pods of one ReplicaSet): computed once, reused as the same tuple.
+    memo: _Memo = {}
     return [
-        explain(w, fleet, policy, kb, scheme, requirement=r)
-        for w, r in zip(workloads, reqs, strict=True)
+        _explain(w, fleet, policy, scheme, r, memo) for w, r in zip(workloads, reqs, strict=True)
     ]

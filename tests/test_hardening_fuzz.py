@@ -630,11 +630,6 @@ def test_random_bytes_and_json_over_https(https: tuple[RunningServer, httpx.Clie
     assert "patch" in check_answer(review, resp.content)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="admission._set_annotation creates metadata before removing a stale record, so an "
-    "InferenceService without metadata gets a no-op 'add /metadata {}' patch (outcome patched)",
-)
 def test_nothing_to_change_means_no_patch(env: Env) -> None:
     """An InferenceService with nothing to record and no stale record is left without a
     patch: a no-op patch still counts as a mutation (metrics, reinvocation, audit)."""
@@ -646,13 +641,6 @@ def test_nothing_to_change_means_no_patch(env: Env) -> None:
     assert "patch" not in response, base64.b64decode(response["patch"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="Decision.render: orjson refuses to write a patch nested deeper than 254 levels, and "
-    "Admitter.review lets that TypeError escape (the server turns it into an internal-error "
-    "fallback; the pure contract promises BadReviewError or an answer)",
-)
 def test_deep_value_copied_into_a_patch(env: Env) -> None:
     """The merge carries the pod's own nodeAffinity fields into the patch value; a body the
     parser accepted (<= 1024 levels) must not make writing the answer fail."""
@@ -801,18 +789,15 @@ def test_request_heads_asgi(
         assert orjson.loads(sent[1]["body"])["response"]["uid"]
 
 
-# --------------------------------------------------------------------------- known gaps
-# Damage that admission answers only through its internal-error path (fail open: admitted
-# with a warning; failClosed: denied with code 500). The API server never sends such objects,
-# so these are robustness gaps rather than outages; each test turns green when it is handled.
+# --------------------------------------------------------------------------- internal errors
+# Damage that used to reach admission's internal-error path (fail open: admitted with a
+# warning; failClosed: denied with code 500). The API server never sends such objects, so
+# these are robustness gaps rather than outages; an xfail marks one not yet handled.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="admission._set_annotation assumes an InferenceService's metadata is an object "
-    "(a pod's is checked earlier, by resolution, and so are bad annotations)",
-)
 def test_malformed_isvc_metadata_is_not_an_internal_error(env: Env) -> None:
+    """An InferenceService whose metadata is not an object is answered normally (its record
+    annotation replaces the bad value), not by the internal-error path."""
     review = load("isvc-create.json")
     review["request"]["object"]["metadata"] = "x"
     decision = env.admitters["strict-deny"].decide("isvc", encode(review), env.state)
@@ -826,6 +811,8 @@ def test_malformed_isvc_metadata_is_not_an_internal_error(env: Env) -> None:
     "TypeError instead of InputError (merge.py is outside this task; change requested)",
 )
 def test_unhashable_expression_key_is_not_an_internal_error(env: Env) -> None:
+    """A node-selector requirement whose key is a list is unreadable input (a warning), not
+    an internal error that failClosed turns into a denial."""
     review = load("pod-predictor-triton.json")
     bad = {"key": [], "operator": "Exists"}
     affinity = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [bad]}]}}}

@@ -95,6 +95,10 @@ _LEGACY_FRAMEWORKS = (
 _NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
 
 
+# A miss in the merge memo (whose values may be None).
+_MISSING: Any = object()
+
+
 class BadReviewError(InputError):
     """The body is not an AdmissionReview v1 request (the server answers HTTP 400)."""
 
@@ -211,10 +215,21 @@ def _declares_requirement(obj: Mapping[str, Any]) -> bool:
     )
 
 
+def _copy_decoded(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of an object that :func:`parse_review` decoded with orjson (plain JSON data
+    by construction): an orjson round trip in C is several times faster than walking the tree
+    in Python, and each review copies its object twice."""
+    try:
+        copied = orjson.loads(orjson.dumps(obj))
+    except TypeError:  # not plain JSON data after all: copy it the general way
+        return copy_json(obj)
+    return copied if isinstance(copied, dict) else copy_json(obj)
+
+
 def _with_namespace(obj: Mapping[str, Any], namespace: str) -> dict[str, Any]:
     """A deep copy whose metadata.namespace is filled in: pods arrive with an empty namespace
     (the request carries it) and resolution looks runtimes up by namespace."""
-    out = copy_json(obj)
+    out = _copy_decoded(obj)
     meta = out.get("metadata")
     if not isinstance(meta, dict):
         meta = {}
@@ -225,8 +240,14 @@ def _with_namespace(obj: Mapping[str, Any], namespace: str) -> dict[str, Any]:
 
 
 def _set_annotation(obj: dict[str, Any], key: str, value: str | None) -> None:
-    meta = obj.setdefault("metadata", {})
-    ann = dict(meta.get("annotations") or {})
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        if value is None:
+            return  # nothing to remove; creating metadata would be a no-op patch
+        meta = {}  # a malformed value is replaced whole, never walked into
+        obj["metadata"] = meta
+    current = meta.get("annotations")
+    ann = dict(current) if isinstance(current, Mapping) else {}
     if value is None:
         ann.pop(key, None)
     else:
@@ -261,6 +282,10 @@ class Admitter:
         # Compiled terms per (requirement, policy, scheme, GFD key generation): pure, so valid
         # across snapshots; bounded, and a race between threads only computes an entry twice.
         self._compiled: dict[tuple[Any, ...], tuple[list[dict[str, Any]] | None, str]] = {}
+        # Merged affinity per (the object's own affinity, our terms), as JSON: pods of one
+        # Deployment or InferenceService repeat the same pair, and the merge re-validates our
+        # terms and copies the spec every time. Bounded like the compiled terms.
+        self._merged: dict[bytes, bytes | None] = {}
 
     @classmethod
     def from_config(cls, config: WebhookConfig, kb: KnowledgeBase | None = None) -> Admitter:
@@ -279,7 +304,14 @@ class Admitter:
     def review(self, kind: Kind, body: bytes | str, state: ClusterState) -> bytes:
         """The AdmissionReview response for ``body``. Raises :class:`BadReviewError` only for
         bodies that are not an AdmissionReview v1; never anything else."""
-        return self.decide(kind, body, state).render()
+        decision = self.decide(kind, body, state)
+        try:
+            return decision.render()
+        except (TypeError, orjson.JSONEncodeError) as exc:
+            # orjson writes at most 254 levels of nesting and a patch may carry the object's
+            # own deeper fields: answer by the failure mode rather than raise.
+            log.warning("answer for uid=%s could not be written: %s", decision.uid, exc)
+            return self._internal_error(decision.uid, exc).render()
 
     def decide(self, kind: Kind, body: bytes | str, state: ClusterState) -> Decision:
         """Like :meth:`review`, returning the unserialised :class:`Decision`."""
@@ -296,25 +328,25 @@ class Admitter:
             return self._isvc(req, req.obj, state)
         except Exception as exc:  # the API server must always get an answer
             log.exception("admission of %s uid=%s failed", kind, req.uid)
-            text = clip(
-                f"cudasched: internal error ({type(exc).__name__}); "
-                + (
-                    "request denied (failClosed)"
-                    if self.config.fail_closed
-                    else "admitted unchanged"
-                )
+            return self._internal_error(req.uid, exc)
+
+    def _internal_error(self, uid: str, exc: BaseException) -> Decision:
+        """The failure mode's answer when admission itself failed."""
+        text = clip(
+            f"cudasched: internal error ({type(exc).__name__}); "
+            + ("request denied (failClosed)" if self.config.fail_closed else "admitted unchanged")
+        )
+        if self.config.fail_closed:
+            return Decision(
+                uid,
+                allowed=False,
+                code=500,
+                message=text,
+                warnings=(text,),
+                outcome="error",
+                reason="internal error",
             )
-            if self.config.fail_closed:
-                return Decision(
-                    req.uid,
-                    allowed=False,
-                    code=500,
-                    message=text,
-                    warnings=(text,),
-                    outcome="error",
-                    reason="internal error",
-                )
-            return Decision(req.uid, warnings=(text,), outcome="error", reason="internal error")
+        return Decision(uid, warnings=(text,), outcome="error", reason="internal error")
 
     # ------------------------------------------------------------------ shared steps
 
@@ -384,9 +416,34 @@ class Admitter:
         return terms, f"cudasched: no node can run {what}; {state.drivers.describe()}"
 
     def _merge(self, spec: Mapping[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:
+        """``spec`` with ``terms`` merged into its node affinity (required or preferred, per
+        ``mode``). The merge only ever changes ``spec.affinity`` (everything else is copied
+        as it is), so it runs on the affinity alone and its result is memoised by the JSON of
+        (affinity, terms); each call still gets its own copy of the merged affinity."""
+        out = dict(spec)
+        try:
+            key = orjson.dumps(["affinity" in out, out.get("affinity"), terms])
+        except TypeError:  # not plain JSON data: no memo
+            return self._merge_affinity(out, terms)
+        found = self._merged.get(key, _MISSING)
+        if found is _MISSING:
+            merged = self._merge_affinity(
+                {"affinity": out["affinity"]} if "affinity" in out else {}, terms
+            )
+            found = orjson.dumps(merged["affinity"]) if "affinity" in merged else None
+            if len(self._merged) >= _MEMO_LIMIT:
+                self._merged.clear()
+            self._merged[key] = found
+        if found is None:
+            out.pop("affinity", None)
+        else:
+            out["affinity"] = orjson.loads(found)
+        return out
+
+    def _merge_affinity(self, spec: dict[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:
         if self.config.mode is Mode.PREFERRED:
-            return merge_preferred(dict(spec), terms, _PREFERRED_WEIGHT)
-        return merge_required(dict(spec), terms)
+            return merge_preferred(spec, terms, _PREFERRED_WEIGHT)
+        return merge_required(spec, terms)
 
     def _finish(
         self,
@@ -478,7 +535,7 @@ class Admitter:
         record = self._record(requirement, policy)
         terms, no_fit = self._compile(requirement, policy, state)
 
-        mutated = copy_json(pod)
+        mutated = _copy_decoded(pod)
         if terms is not None:
             try:
                 # Called even when `terms` is empty: the merge also strips stale expressions on
@@ -530,7 +587,7 @@ class Admitter:
         requirement = resolve_isvc(full, choice, self.images, self.kb)
         runtime = choice.obj if choice is not None else None
 
-        mutated = copy_json(isvc)
+        mutated = _copy_decoded(isvc)
         ann_scope = Scope(("metadata", "annotations"))
         if requirement.is_empty or not (
             declared_by_annotation(requirement) or self._isvc_uses_gpu(isvc, runtime)

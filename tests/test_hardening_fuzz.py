@@ -792,7 +792,7 @@ def test_request_heads_asgi(
 # --------------------------------------------------------------------------- internal errors
 # Damage that used to reach admission's internal-error path (fail open: admitted with a
 # warning; failClosed: denied with code 500). The API server never sends such objects, so
-# these are robustness gaps rather than outages; an xfail marks one not yet handled.
+# these are robustness gaps rather than outages.
 
 
 def test_malformed_isvc_metadata_is_not_an_internal_error(env: Env) -> None:
@@ -805,11 +805,6 @@ def test_malformed_isvc_metadata_is_not_an_internal_error(env: Env) -> None:
     check_answer(review, decision.render())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="merge._strip_required looks up expr['key'] in a set: an unhashable key raises "
-    "TypeError instead of InputError (merge.py is outside this task; change requested)",
-)
 def test_unhashable_expression_key_is_not_an_internal_error(env: Env) -> None:
     """A node-selector requirement whose key is a list is unreadable input (a warning), not
     an internal error that failClosed turns into a denial."""

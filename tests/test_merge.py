@@ -758,3 +758,27 @@ def test_merge_preferred_scores_and_is_idempotent(
 def test_validator_rejects_what_the_api_server_rejects(node_aff: dict[str, Any]) -> None:
     with pytest.raises(AssertionError):
         assert_valid_node_affinity(node_aff)
+
+
+def test_thousands_of_user_terms_cost_one_pass() -> None:
+    """A legal pod with 2,000 required terms: stripping and crossing de-duplicate through a set
+    (the result is the same as before: one alternative keeps the term count)."""
+    user = [term(expr("topology.kubernetes.io/zone", "In", f"zone-{i}")) for i in range(2000)]
+    spec = {"affinity": {"nodeAffinity": {REQUIRED_KEY: {"nodeSelectorTerms": user}}}}
+    ours = [term(expr("cudasched.io/cuda.code", "Gt", "12039"))]
+    merged = merge_required(spec, ours)
+    terms = merged["affinity"]["nodeAffinity"][REQUIRED_KEY]["nodeSelectorTerms"]
+    assert len(terms) == 2000
+    assert all(t["matchExpressions"][-1]["key"] == "cudasched.io/cuda.code" for t in terms)
+    assert merge_required(merged, ours) == merged
+    with pytest.raises(InputError, match="more than the limit of 64"):
+        merge_required(spec, [*ours, term(expr("cudasched.io/cuda.code", "Gt", "13000"))])
+
+
+def test_unhashable_expression_key_is_input_error_or_kept() -> None:
+    bad = {"key": ["x"], "operator": "Exists"}
+    spec = {"affinity": {"nodeAffinity": {REQUIRED_KEY: {"nodeSelectorTerms": [term(bad)]}}}}
+    ours = [term(expr("cudasched.io/cuda.code", "Gt", "12039"))]
+    merged = merge_required(spec, ours)
+    (only,) = merged["affinity"]["nodeAffinity"][REQUIRED_KEY]["nodeSelectorTerms"]
+    assert only["matchExpressions"][0] == bad

@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
+import orjson
+
 from cudasched.errors import InputError
 from cudasched.jsontree import copy_json
 from cudasched.labels import OWNED_KEYS
@@ -105,7 +107,7 @@ def _checked_terms(terms: Sequence[Mapping[str, Any]], *, owned_only: bool) -> l
             raise NodeSelectorError([where + e.removeprefix(prefix) for e in errors])
         if owned_only:
             for j, expr in enumerate(exprs):
-                if expr.get("key") not in OWNED_KEYS:
+                if not _owned(expr):
                     raise InputError(
                         f"invalid {where}.matchExpressions[{j}].key {expr.get('key')!r}: "
                         "cudasched only writes expressions on the keys it owns "
@@ -189,6 +191,21 @@ def _expressions(term: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]
     return exprs
 
 
+def _owned(expr: Mapping[str, Any]) -> bool:
+    """Whether an expression is on a key cudasched owns (a non-string key never is: it is the
+    user's malformed input, left for the API server to judge)."""
+    key = expr.get("key")
+    return isinstance(key, str) and key in OWNED_KEYS
+
+
+def _identity(term: Any) -> bytes:
+    """A hashable identity of a term (canonical JSON), so de-duplication is linear."""
+    try:
+        return orjson.dumps(term, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise InputError(f"invalid node selector term {term!r}: not JSON ({exc})") from None
+
+
 def _is_empty_term(term: Mapping[str, Any]) -> bool:
     return not term.get("matchExpressions") and not term.get("matchFields")
 
@@ -206,6 +223,7 @@ def _strip_required(terms: list[Any]) -> list[tuple[Any, bool]]:
     """
     where = f"spec.affinity.nodeAffinity.{REQUIRED_KEY}.nodeSelectorTerms"
     result: list[tuple[Any, bool]] = []
+    seen: set[bytes] = set()
     for i, term in enumerate(terms):
         if term is None:
             result.append((term, False))
@@ -213,17 +231,20 @@ def _strip_required(terms: list[Any]) -> list[tuple[Any, bool]]:
         if not isinstance(term, dict):
             raise InputError(f"invalid {where}[{i}] {term!r}: expected a node selector term")
         exprs = _expressions(term, f"{where}[{i}]")
-        kept = [expr for expr in exprs if expr.get("key") not in OWNED_KEYS]
+        kept = [expr for expr in exprs if not _owned(expr)]
         if len(kept) == len(exprs):
             result.append((term, not _is_empty_term(term)))
+            seen.add(_identity(term))
             continue
         stripped = {k: v for k, v in term.items() if k != "matchExpressions"}
         if kept:
             stripped["matchExpressions"] = kept
         if _is_empty_term(stripped):
             continue
-        if any(stripped == earlier for earlier, _ in result):
+        identity = _identity(stripped)
+        if identity in seen:
             continue
+        seen.add(identity)
         result.append((stripped, True))
     return result
 
@@ -271,23 +292,27 @@ def merge_required(spec: Mapping[str, Any], terms: Sequence[Mapping[str, Any]]) 
     if not ours:
         required["nodeSelectorTerms"] = [term for term, _ in kept]
         return out
+    # The limit applies only when the merge itself grows the pod past it, and is checked while
+    # crossing, so a pod with thousands of terms costs at most one pass over them.
+    limit = max(MAX_MERGED_TERMS, len(existing))
     merged: list[Any] = []
-    crossed: list[dict[str, Any]] = []
+    crossed: set[bytes] = set()
     for term, crossable in kept:
         if not crossable:
             merged.append(term)
             continue
         for alternative in ours:
             anded = _and_terms(term, alternative)
-            if anded not in crossed:
-                crossed.append(anded)
+            identity = _identity(anded)
+            if identity not in crossed:
+                crossed.add(identity)
                 merged.append(anded)
-    if len(merged) > MAX_MERGED_TERMS and len(merged) > len(existing):
-        raise InputError(
-            f"merging {len(ours)} CUDA alternative(s) into {len(kept)} required node selector "
-            f"term(s) gives {len(merged)} terms, more than the limit of {MAX_MERGED_TERMS}: "
-            "simplify the pod's node affinity or set the requirement by annotation"
-        )
+        if len(merged) > limit:
+            raise InputError(
+                f"merging {len(ours)} CUDA alternative(s) into {len(kept)} required node "
+                f"selector term(s) gives more than the limit of {MAX_MERGED_TERMS} terms: simplify "
+                "the pod's node affinity or set the requirement by annotation"
+            )
     required["nodeSelectorTerms"] = merged
     return out
 
@@ -305,7 +330,7 @@ def _is_ours_preferred(item: Any) -> bool:
     exprs = preference.get("matchExpressions")
     if not isinstance(exprs, list) or not exprs:
         return False
-    return all(isinstance(e, Mapping) and e.get("key") in OWNED_KEYS for e in exprs)
+    return all(isinstance(e, Mapping) and _owned(e) for e in exprs)
 
 
 def merge_preferred(

@@ -56,6 +56,8 @@ class SizeResult:
     naive_s: float
     naive_full_s: float
     disagreements: int
+    single_sampled: int = 0
+    single_ms: float = float("nan")  # one explain() call, no sharing, per workload
 
     @property
     def us_per_pair(self) -> float:
@@ -87,6 +89,7 @@ class FleetResult:
                 "naive s (all)",
                 "naive/explain",
                 "disagree",
+                "explain() ms/workload",
             ]
         )
         for s in self.sizes:
@@ -101,6 +104,7 @@ class FleetResult:
                 s.naive_full_s,
                 s.naive_ratio,
                 s.disagreements,
+                s.single_ms,
             )
         r = Table(["ratio", "value"])
         for name, value in self.ratios.items():
@@ -172,7 +176,7 @@ def run(
 ) -> FleetResult:
     """Measure every size; see the module docstring for what is timed and what is sampled."""
     from benchmarks import synth
-    from cudasched.explain import Fleet, explain_many
+    from cudasched.explain import Fleet, explain, explain_many
     from cudasched.knowledge import KnowledgeBase
     from cudasched.nodes import facts_from_labels
     from cudasched.requirements import Policy
@@ -221,6 +225,18 @@ def run(
         del answers
         full = spent / done * len(items)
 
+        # Single calls: explain() one workload at a time shares nothing between workloads, so
+        # its cost per workload is the per-workload linearity measure.
+        single_done = 0
+        single_spent = 0.0
+        for workload in order[:200]:
+            if single_spent >= budget_s / 4:
+                break
+            started = time.perf_counter()
+            explain(workload, fleet, base_policy, kb)
+            single_spent += time.perf_counter() - started
+            single_done += 1
+
         # Naive: pair by pair on a sample of the workloads explained above.
         progress(f"{size} nodes: naive pair-by-pair on a sample")
         nodes = fleet.nodes
@@ -252,6 +268,8 @@ def run(
                 naive_s=naive_spent,
                 naive_full_s=naive_full,
                 disagreements=disagreements,
+                single_sampled=single_done,
+                single_ms=single_spent / single_done * 1e3 if single_done else float("nan"),
             )
         )
         progress(
@@ -274,6 +292,12 @@ def _ratios(result: FleetResult) -> None:
             result.ratios[f"scaling exponent {a.nodes}->{b.nodes} (1 = linear)"] = math.log(
                 ratio
             ) / math.log(grow)
+        single = b.single_ms / a.single_ms if a.single_ms > 0 else float("nan")
+        if single > 0 and grow > 1:
+            result.ratios[f"explain() per workload {b.nodes}/{a.nodes} nodes"] = single
+            result.ratios[f"explain() scaling exponent {a.nodes}->{b.nodes} (1 = linear)"] = (
+                math.log(single) / math.log(grow)
+            )
     for s in sizes:
         result.ratios[f"naive/explain at {s.nodes} nodes"] = s.naive_ratio
         if s.explained < s.workloads:

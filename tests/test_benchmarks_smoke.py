@@ -26,7 +26,11 @@ def bench(monkeypatch: pytest.MonkeyPatch):
 
 
 def _finite(ratios: dict[str, float]) -> bool:
-    return bool(ratios) and all(math.isfinite(v) and v > 0 for v in ratios.values())
+    """Every ratio is a number; only scaling exponents may be <= 0 (timing noise at tiny
+    sizes can make a bigger fleet look no slower)."""
+    return bool(ratios) and all(
+        math.isfinite(v) and (v > 0 or "exponent" in k) for k, v in ratios.items()
+    )
 
 
 def test_synthetic_cluster_looks_real(bench) -> None:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Table, loadavg, percentile, pin, progress
+from cudasched.webhook.server import StaticStateSource
 
 __all__ = ["AdmissionResult", "LoadResult", "main", "run"]
 
@@ -101,32 +102,14 @@ class NoopApp:
         await send({"type": "http.response.body", "body": _ALLOW})
 
 
-class RetainingSource:
+class RetainingSource(StaticStateSource):
     """A synced snapshot that also keeps the listed objects the way the watch cache does
     (nodes trimmed to identity, labels and capacity; other kinds whole), so the server's
     resident memory is what a production process with that cluster would hold."""
 
     def __init__(self, state: Any, objects: Sequence[Any]) -> None:
-        self._state = state
+        super().__init__(state)
         self.objects = objects
-
-    @property
-    def state(self) -> Any:
-        return self._state
-
-    @property
-    def synced(self) -> bool:
-        return True
-
-    @property
-    def not_ready_reason(self) -> str:
-        return ""
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
 
 
 def _trim_node(node: dict[str, Any]) -> dict[str, Any]:

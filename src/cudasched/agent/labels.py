@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from cudasched import labels as L
 from cudasched.agent.facts import DriverFacts, GpuFacts
 from cudasched.errors import InputError
+from cudasched.knowledge import gfd_family
 from cudasched.versions import ComputeCapability, parse_compute_capability
 
 __all__ = [
@@ -106,26 +107,6 @@ def sanitise_product(name: str) -> str:
     label value (nvidia-smi's truncated ``NVIDIA A100-SXM...`` loses the dots)."""
     kept = _PRODUCT_DROP_RE.sub("", name)
     return _fit("-".join(kept.split()))
-
-
-def gfd_family(cc: ComputeCapability) -> str:
-    """GFD's ``gpu.family`` vocabulary for a compute capability (lowercase, as GFD v0.20)."""
-    major, minor = cc.major, cc.minor
-    if major == 7:
-        return "volta" if minor < 5 else "turing"
-    if major == 8:
-        return "ada-lovelace" if minor == 9 else "ampere"
-    return {
-        1: "tesla",
-        2: "fermi",
-        3: "kepler",
-        5: "maxwell",
-        6: "pascal",
-        9: "hopper",
-        10: "blackwell",
-        12: "blackwell",
-        13: "rubin",
-    }.get(major, "undefined")
 
 
 def _as_cc(value: Any) -> ComputeCapability | None:

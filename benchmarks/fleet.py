@@ -4,10 +4,16 @@ For each fleet size (500 -> 5,000 -> 50,000 nodes by default) and a fixed set of
 workloads (:func:`benchmarks.synth.make_workloads`), this measures:
 
 * **explain**: :func:`cudasched.explain.explain_many` over a prepared
-  :class:`~cudasched.explain.Fleet` (the way ``cudasched explain`` runs it). Fleet preparation
-  is timed separately. Each size has a time budget: when all workloads would not fit in it, a
-  random sample (seeded) of the workloads is explained and the time is extrapolated linearly to
-  the full count (the table says how many were measured).
+  :class:`~cudasched.explain.Fleet` (the way ``cudasched explain`` runs it), plus reading each
+  answer's eligible count (what the CLI overview shows). This is the decision cost: the
+  per-node answers are lazy and not built. Fleet preparation is timed separately.
+* **nodes**: then reading ``Explanation.nodes`` of every answer of that call, which builds the
+  per-node answer tuples (``NodeExplanation`` blocks per distinct decision, fleet order
+  restored). Timed separately and extrapolated the same way; explain + nodes is what a caller
+  that reads every node pays (the table and JSON output).
+* Each size has a time budget: when all workloads would not fit in it, a random sample
+  (seeded) of the workloads is explained and the times are extrapolated linearly to the full
+  count (the table says how many were measured).
 * **naive**: the same question answered pair by pair, with no grouping of any kind: for every
   (workload, node) the compatibility engine runs on that node's facts and the merged affinity is
   matched and scored on that node. Node facts are read once per node (not per pair) and each
@@ -58,6 +64,13 @@ class SizeResult:
     disagreements: int
     single_sampled: int = 0
     single_ms: float = float("nan")  # one explain() call, no sharing, per workload
+    single_nodes_ms: float = float("nan")  # the same calls with .nodes read
+    nodes_s: float = float("nan")  # materialising .nodes of the explained answers
+    nodes_full_s: float = float("nan")
+
+    @property
+    def with_nodes_full_s(self) -> float:
+        return self.explain_full_s + self.nodes_full_s
 
     @property
     def us_per_pair(self) -> float:
@@ -84,12 +97,15 @@ class FleetResult:
                 "fleet prep s",
                 "explained",
                 "explain s (all)",
+                "+ nodes s (all)",
+                "explain+nodes s (all)",
                 "us/pair",
                 "naive sample",
                 "naive s (all)",
                 "naive/explain",
                 "disagree",
                 "explain() ms/workload",
+                "explain()+nodes ms/workload",
             ]
         )
         for s in self.sizes:
@@ -99,12 +115,15 @@ class FleetResult:
                 s.prepare_s,
                 f"{s.explained}/{s.workloads}",
                 s.explain_full_s,
+                s.nodes_full_s,
+                s.with_nodes_full_s,
                 s.us_per_pair,
                 s.naive_sampled,
                 s.naive_full_s,
                 s.naive_ratio,
                 s.disagreements,
                 s.single_ms,
+                s.single_nodes_ms,
             )
         r = Table(["ratio", "value"])
         for name, value in self.ratios.items():
@@ -213,7 +232,9 @@ def run(
         while True:
             started = time.perf_counter()
             answers = explain_many(order[:done], fleet, base_policy, kb)
+            counts = [a.eligible_count for a in answers]  # the CLI overview's read
             spent = time.perf_counter() - started
+            del counts
             limit = min(len(order), max(1, max_pairs // max(1, size)))
             if done >= limit or spent > budget_s / 2:
                 break
@@ -221,20 +242,30 @@ def run(
             affordable = int(done * (budget_s / 2) / spent) if spent > 0 else done * 8
             done = max(done + 1, min(limit, done * 8, affordable))
             del answers
+        # Materialising every per-node answer of the same call, timed on its own.
+        started = time.perf_counter()
+        built = sum(len(a.nodes) for a in answers)
+        nodes_spent = time.perf_counter() - started
+        assert built == done * size
         explained = list(zip(order[: min(64, done)], answers[:64], strict=True))
         del answers
         full = spent / done * len(items)
+        nodes_full = nodes_spent / done * len(items)
 
         # Single calls: explain() one workload at a time shares nothing between workloads, so
         # its cost per workload is the per-workload linearity measure.
         single_done = 0
         single_spent = 0.0
+        single_nodes_spent = 0.0
         for workload in order[:200]:
-            if single_spent >= budget_s / 4:
+            if single_spent + single_nodes_spent >= budget_s / 4:
                 break
             started = time.perf_counter()
-            explain(workload, fleet, base_policy, kb)
-            single_spent += time.perf_counter() - started
+            answer = explain(workload, fleet, base_policy, kb)
+            decided = time.perf_counter()
+            answer.nodes  # noqa: B018 - builds the per-node answers
+            single_nodes_spent += time.perf_counter() - decided
+            single_spent += decided - started
             single_done += 1
 
         # Naive: pair by pair on a sample of the workloads explained above.
@@ -270,11 +301,19 @@ def run(
                 disagreements=disagreements,
                 single_sampled=single_done,
                 single_ms=single_spent / single_done * 1e3 if single_done else float("nan"),
+                single_nodes_ms=(
+                    (single_spent + single_nodes_spent) / single_done * 1e3
+                    if single_done
+                    else float("nan")
+                ),
+                nodes_s=nodes_spent,
+                nodes_full_s=nodes_full,
             )
         )
         progress(
             f"{size} nodes: explain {full:.2f}s for all {len(items)} "
-            f"({done} measured), naive {naive_full:.1f}s ({naive_done} measured)"
+            f"({done} measured), + nodes {nodes_full:.2f}s, "
+            f"naive {naive_full:.1f}s ({naive_done} measured)"
         )
         del fleet, nodes, facts
     _ratios(result)
@@ -291,6 +330,13 @@ def _ratios(result: FleetResult) -> None:
         if ratio > 0 and grow > 1:
             result.ratios[f"scaling exponent {a.nodes}->{b.nodes} (1 = linear)"] = math.log(
                 ratio
+            ) / math.log(grow)
+        with_nodes = (
+            b.single_nodes_ms / a.single_nodes_ms if a.single_nodes_ms > 0 else float("nan")
+        )
+        if with_nodes > 0 and grow > 1:
+            result.ratios[f"explain()+nodes scaling exponent {a.nodes}->{b.nodes}"] = math.log(
+                with_nodes
             ) / math.log(grow)
         single = b.single_ms / a.single_ms if a.single_ms > 0 else float("nan")
         if single > 0 and grow > 1:

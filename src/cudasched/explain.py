@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
@@ -392,9 +392,90 @@ class NodeExplanation:
         }
 
 
+class _LazyAnswers:
+    """A workload's per-node answers, kept as one decision per partition group until asked for.
+
+    The decision (eligible, score, reasons) is made once per group of nodes that no selector of
+    the workload can tell apart; counting eligible nodes needs only the group sizes. The
+    per-node :class:`NodeExplanation` tuple is built (and cached) on first access: answers
+    for 5,000 nodes x 20,000 workloads are 100 million entries that a summary never reads.
+    """
+
+    __slots__ = ("_decisions", "_memo", "_nodes", "_part", "_positions", "eligible_count")
+
+    def __init__(
+        self,
+        part: _Partition,
+        decisions: list[tuple[bool, Score, tuple[Reason, ...], NodeFacts]],
+        positions: tuple[Node, ...],
+        memo: _Memo | None,
+    ) -> None:
+        self._part = part
+        self._decisions = decisions
+        self._positions = positions
+        self._memo = memo
+        self._nodes: tuple[NodeExplanation, ...] | None = None
+        members = part.members
+        self.eligible_count = sum(
+            len(members[number]) for number, d in enumerate(decisions) if d[0]
+        )
+
+    @property
+    def total(self) -> int:
+        return self._part.size
+
+    def materialise(self) -> tuple[NodeExplanation, ...]:
+        found = self._nodes
+        if found is not None:
+            return found
+        part, nodes, memo = self._part, self._positions, self._memo
+        blocks: list[tuple[NodeExplanation, ...]] = []
+        for number, (eligible, score, reasons, facts) in enumerate(self._decisions):
+            block_key = (part, number, eligible, score, reasons)
+            block = memo.get(block_key) if memo is not None else None
+            if block is None:
+                # The engine names the node it was shown (the facts group's first member); only
+                # reasons that quote that name need rewording per member.
+                quoted = repr(facts.name)
+                rename = any(quoted in r.message for r in reasons)
+                block = tuple(
+                    NodeExplanation(
+                        nodes[p].name,
+                        eligible,
+                        score,
+                        _renamed(reasons, facts.name, nodes[p].name) if rename else reasons,
+                        facts,
+                    )
+                    for p in part.members[number]
+                )
+                if memo is not None:
+                    memo[block_key] = block
+            blocks.append(block)
+        # Two threads may both build it; they build equal tuples and either one is kept.
+        found = self._nodes = part.gather(blocks)
+        return found
+
+
+_Answers = tuple[NodeExplanation, ...] | _LazyAnswers
+
+
+class _AnswerSlot:
+    """Where :attr:`Explanation.nodes` really lives: a slot that is not a dataclass field, so
+    ``fields()``, ``asdict()`` and ``replace()`` see ``nodes`` exactly as before."""
+
+    __slots__ = ("_answers",)
+    _answers: _Answers
+
+
 @dataclass(frozen=True, slots=True)
-class Explanation:
-    """Per-node answers for one workload, and what they were computed from."""
+class Explanation(_AnswerSlot):
+    """Per-node answers for one workload, and what they were computed from.
+
+    ``nodes`` accepts the per-node tuple or the lazy per-group answers :func:`explain` builds;
+    reading :attr:`nodes` (or :attr:`eligible`, equality, hashing, :meth:`to_dict`) always gives
+    the tuple, materialised on first access. :meth:`summary`, :attr:`eligible_count` and
+    :attr:`total` count from the groups without building it.
+    """
 
     workload: str
     nodes: tuple[NodeExplanation, ...]
@@ -411,12 +492,36 @@ class Explanation:
     def eligible(self) -> tuple[NodeExplanation, ...]:
         return tuple(n for n in self.nodes if n.eligible)
 
+    @property
+    def eligible_count(self) -> int:
+        """How many nodes are eligible (no per-node answers built)."""
+        answers = self._answers
+        if isinstance(answers, _LazyAnswers):
+            return answers.eligible_count
+        return sum(1 for n in answers if n.eligible)
+
+    @property
+    def total(self) -> int:
+        """How many nodes were explained (no per-node answers built)."""
+        answers = self._answers
+        return answers.total if isinstance(answers, _LazyAnswers) else len(answers)
+
+    def replaced(self, **changes: Any) -> Explanation:
+        """:func:`dataclasses.replace` that keeps lazy answers lazy (``replace`` reads
+        :attr:`nodes` and so builds every per-node answer)."""
+        kept: dict[str, Any] = {
+            f.name: getattr(self, f.name) for f in fields(self) if f.name != "nodes"
+        }
+        kept["nodes"] = self._answers
+        kept.update(changes)
+        return Explanation(**kept)
+
     def summary(self) -> dict[str, Any]:
         req = self.requirement
         return {
             "workload": self.workload,
-            "eligible": len(self.eligible),
-            "total": len(self.nodes),
+            "eligible": self.eligible_count,
+            "total": self.total,
             "requirement": req.describe() if req is not None else None,
             "requirementSource": req.source if req is not None else None,
             "policy": self.policy.value,
@@ -430,6 +535,25 @@ class Explanation:
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodes": [n.to_dict() for n in self.nodes], "summary": self.summary()}
+
+
+def _get_nodes(self: Explanation) -> tuple[NodeExplanation, ...]:
+    answers = self._answers
+    return answers.materialise() if isinstance(answers, _LazyAnswers) else answers
+
+
+def _set_nodes(self: Explanation, value: Iterable[NodeExplanation] | _LazyAnswers) -> None:
+    # Only the dataclass machinery gets here (__init__, unpickling): the instance is frozen.
+    answers = value if isinstance(value, _LazyAnswers) else tuple(value)
+    object.__setattr__(self, "_answers", answers)
+
+
+# The generated __init__, __eq__, __hash__, __repr__, dataclasses.replace and pickling all go
+# through the ``nodes`` attribute, so they keep working on the materialised tuple; assigning
+# from outside still raises FrozenInstanceError (the dataclass's own __setattr__).
+Explanation.nodes = property(  # type: ignore[assignment,method-assign]
+    _get_nodes, _set_nodes, doc="One answer per node, in fleet order (built on first access)."
+)
 
 
 # --------------------------------------------------------------------------- explain
@@ -655,12 +779,13 @@ def _answers(
     gfd_keys: GfdKeys | None,
     fleet: Fleet,
     memo: _Memo | None = None,
-) -> tuple[list[Any], str | None, str | None, tuple[NodeExplanation, ...]]:
+) -> tuple[list[Any], str | None, str | None, _Answers]:
     """The per-node answers for one pod spec and requirement (the expensive part).
 
-    With ``memo``, the answers of a group of nodes are built once per distinct decision and
-    shared by every workload that gets the same decision there: the fleet's per-node objects are
-    built a bounded number of times however many workloads are explained."""
+    Without ``matchFields`` the answers are one decision per partition group (a
+    :class:`_LazyAnswers`); the per-node objects are built on first access. With ``memo``, a
+    group's block of answers is built once per distinct decision and shared by every workload
+    that gets the same decision there."""
     terms: list[Any] = []
     requirement_error: str | None = None
     if req is not None:
@@ -687,33 +812,16 @@ def _answers(
     keys = tuple(sorted(_referenced_keys(plan.merged)))
     part = fleet.partition(keys)
     nodes, facts_of, all_facts = fleet.nodes, fleet._facts_of, fleet._facts
-    blocks: list[tuple[NodeExplanation, ...]] = []
-    for number, position in enumerate(part.first):
+    decisions: list[tuple[bool, Score, tuple[Reason, ...], NodeFacts]] = []
+    for position in part.first:
         facts = all_facts[facts_of[position]]
         eligible, score, reasons = _decide(plan, required, nodes[position], facts, effective, kb)
         if requirement_error is not None:
             eligible = False
-        block_key = (part, number, eligible, score, reasons)
-        block = memo.get(block_key) if memo is not None else None
-        if block is None:
-            # The engine names the node it was shown (the facts group's first member); only
-            # reasons that quote that name need rewording per member.
-            quoted = repr(facts.name)
-            rename = any(quoted in r.message for r in reasons)
-            block = tuple(
-                NodeExplanation(
-                    nodes[p].name,
-                    eligible,
-                    score,
-                    _renamed(reasons, facts.name, nodes[p].name) if rename else reasons,
-                    facts,
-                )
-                for p in part.members[number]
-            )
-            if memo is not None:
-                memo[block_key] = block
-        blocks.append(block)
-    return terms, requirement_error, plan.score_error, part.gather(blocks)
+        decisions.append((eligible, score, reasons, facts))
+    # One decision per group; the per-node answers are built only if someone reads them.
+    lazy = _LazyAnswers(part, decisions, nodes, memo)
+    return terms, requirement_error, plan.score_error, lazy
 
 
 def explain_many(

@@ -20,7 +20,7 @@ import copy
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -291,8 +291,7 @@ def explain_snapshot(
     for obj, exp, (_, choice) in zip(workloads, explanations, resolved, strict=True):
         if _is_isvc(obj):  # name the service, not the pod we built for it
             meta = _meta(obj)
-            exp = replace(
-                exp,
+            exp = exp.replaced(
                 workload=f"{meta.get('namespace') or 'default'}/InferenceService/"
                 f"{meta.get('name')}",
             )
@@ -383,12 +382,13 @@ def _overview(items: Sequence[_Explained]) -> Table:
         exp = item.explanation
         req = exp.requirement
         where = item.runtime.name if item.runtime else (req.source.split(" ")[0] if req else "")
-        count = len(exp.eligible)
+        # Counted per group of alike nodes: the overview builds no per-node answer.
+        count = exp.eligible_count
         table.add_row(
             exp.workload,
             req.describe() if req is not None else "-",
             where or "-",
-            Text(f"{count}/{len(exp.nodes)}", style="red" if count == 0 else ""),
+            Text(f"{count}/{exp.total}", style="red" if count == 0 else ""),
         )
     return table
 

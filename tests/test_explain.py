@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from affinity_builders import expr
 from cudasched.cluster import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
 from cudasched.engine import VerdictStatus, check
 from cudasched.errors import InputError
@@ -75,13 +76,6 @@ def required(*terms: list[dict[str, Any]]) -> dict[str, Any]:
             }
         }
     }
-
-
-def expr(key: str, op: str, *values: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": key, "operator": op}
-    if values:
-        out["values"] = list(values)
-    return out
 
 
 def eligible_names(exp: Any) -> set[str]:

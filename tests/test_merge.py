@@ -15,6 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from affinity_builders import expr, term
 from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.merge import (
@@ -28,17 +29,6 @@ from cudasched.merge import (
 )
 from cudasched.nodeaffinity import Node, NodeSelector, PreferredTerms, RequiredNodeAffinity
 from k8s_schema import assert_valid_node_affinity, assert_valid_pod
-
-
-def expr(key: str, op: str, *values: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": key, "operator": op}
-    if values:
-        out["values"] = list(values)
-    return out
-
-
-def term(*exprs: dict[str, Any]) -> dict[str, Any]:
-    return {"matchExpressions": list(exprs)}
 
 
 def required_terms(spec: dict[str, Any]) -> list[dict[str, Any]]:

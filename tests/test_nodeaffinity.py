@@ -15,6 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from affinity_builders import expr
 from cudasched.errors import InputError
 from cudasched.nodeaffinity import (
     Node,
@@ -26,13 +27,6 @@ from cudasched.nodeaffinity import (
     label_value_ok,
     parse_int64,
 )
-
-
-def expr(key: str, op: str, *values: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": key, "operator": op}
-    if values:
-        out["values"] = list(values)
-    return out
 
 
 def selector(*terms: dict[str, Any]) -> NodeSelector:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from affinity_builders import expr
 from cudasched import labels as L
 from cudasched.engine import check, effective_cuda, resolve_policy
 from cudasched.errors import InputError
@@ -43,10 +44,6 @@ def _kb() -> KnowledgeBase:
 @pytest.fixture(scope="module")
 def kb() -> KnowledgeBase:
     return KnowledgeBase.load()
-
-
-def expr(key: str, op: str, *values: object) -> dict[str, Any]:
-    return {"key": key, "operator": op, "values": [str(v) for v in values]}
 
 
 def req(cuda: str | None = None, **kw: Any) -> Requirement:

@@ -38,3 +38,16 @@ def test_mappings_become_dicts() -> None:
     copied = copy_json(source)
     assert copied == {"a": [{"b": 1}]}
     assert type(copied) is dict and type(copied["a"][0]) is dict
+
+
+def test_subclasses_of_dict_and_list_are_copied_as_plain_containers() -> None:
+    class Labels(dict):  # type: ignore[type-arg]
+        pass
+
+    class Items(list):  # type: ignore[type-arg]
+        pass
+
+    source = Labels(a=Items([Labels(b=1)]))
+    copied = copy_json(source)
+    assert copied == {"a": [{"b": 1}]}
+    assert copied["a"] is not source["a"] and copied["a"][0] is not source["a"][0]

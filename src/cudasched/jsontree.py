@@ -10,11 +10,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+# Exact-type checks first: JSON decodes to exactly these types, and an ``isinstance`` check
+# against the ``Mapping`` ABC costs more than the copy of a string.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
 
 def copy_json(value: Any) -> Any:
     """A deep copy of dicts and lists (and other mappings, as dicts); scalars and any other
     value are shared, which is safe for the immutable values JSON decodes to."""
-    if isinstance(value, dict | Mapping):
+    kind = type(value)
+    if kind is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if kind is list:
+        return [copy_json(v) for v in value]
+    if kind in _SCALARS:
+        return value
+    if isinstance(value, Mapping):
         return {k: copy_json(v) for k, v in value.items()}
     if isinstance(value, list):
         return [copy_json(v) for v in value]

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import Table, loadavg, percentile, pin, progress
+from benchmarks.common import Table, loadavg, percentile, pin, progress, report
 from cudasched.webhook.server import StaticStateSource
 
 __all__ = ["AdmissionResult", "LoadResult", "main", "run"]
@@ -735,24 +735,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         server_cpu=args.server_cpu,
         client_cpu=args.client_cpu,
     )
-    print(
-        "command: python -m benchmarks.admission "
-        + " ".join(sys.argv[1:] if argv is None else argv)
+    report(
+        "admission",
+        argv,
+        result.settings,
+        result.table(),
+        args.json,
+        {
+            "settings": result.settings,
+            "runs": {k: [asdict(r) for r in v] for k, v in result.runs.items()},
+            "ratios": result.ratios,
+            "in_process_rps": result.in_process,
+        },
     )
-    print("settings: " + json.dumps(result.settings))
-    print(result.table())
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                {
-                    "settings": result.settings,
-                    "runs": {k: [asdict(r) for r in v] for k, v in result.runs.items()},
-                    "ratios": result.ratios,
-                    "in_process_rps": result.in_process,
-                },
-                indent=2,
-            )
-        )
     return 0
 
 

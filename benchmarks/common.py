@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-__all__ = ["Table", "loadavg", "percentile", "pin", "progress", "rss_kib"]
+__all__ = ["Table", "loadavg", "percentile", "pin", "progress", "report", "rss_kib"]
 
 _START = time.monotonic()
 
@@ -93,3 +96,21 @@ def _cell(value: object) -> str:
             return "-"
         return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
     return str(value)
+
+
+def report(
+    module: str,
+    argv: Sequence[str] | None,
+    settings: Mapping[str, Any],
+    table: str,
+    json_path: str | None,
+    data: Mapping[str, Any],
+) -> None:
+    """Print what every script ends with (the command, the settings, the result table) and,
+    when asked, write ``data`` (which should include the settings) as JSON."""
+    shown = " ".join(sys.argv[1:] if argv is None else argv)
+    print(f"command: python -m benchmarks.{module} {shown}".rstrip())
+    print("settings: " + json.dumps(settings))
+    print(table)
+    if json_path:
+        Path(json_path).write_text(json.dumps(data, indent=2))

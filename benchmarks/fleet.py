@@ -32,17 +32,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import random
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from benchmarks.common import Table, loadavg, progress
+from benchmarks.common import Table, loadavg, progress, report
 
 __all__ = ["FleetResult", "SizeResult", "main", "naive_answers", "run"]
 
@@ -395,17 +392,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         policy=args.policy,
     )
-    shown = " ".join(sys.argv[1:] if argv is None else argv)
-    print("command: python -m benchmarks.fleet " + shown)
-    print("settings: " + json.dumps(result.settings))
-    print(result.table())
-    if args.json:
-        data = {
+    report(
+        "fleet",
+        argv,
+        result.settings,
+        result.table(),
+        args.json,
+        {
             "settings": result.settings,
             "sizes": [asdict(s) for s in result.sizes],
             "ratios": result.ratios,
-        }
-        Path(args.json).write_text(json.dumps(data, indent=2))
+        },
+    )
     return 0
 
 

@@ -14,9 +14,7 @@ Run ``python -m benchmarks.memory --help``; ``--quick`` is a small smoke run.
 from __future__ import annotations
 
 import argparse
-import json
 import ssl
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.admission import HOST, start_server, write_cluster
-from benchmarks.common import Table, loadavg, progress
+from benchmarks.common import Table, loadavg, progress, report
 
 __all__ = ["MemoryResult", "main", "run"]
 
@@ -146,18 +144,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         isvcs=args.isvcs if args.isvcs is not None else (200 if quick else 1000),
         requests=args.requests if args.requests is not None else (50 if quick else 200),
     )
-    print(
-        "command: python -m benchmarks.memory " + " ".join(sys.argv[1:] if argv is None else argv)
-    )
-    print("settings: " + json.dumps(result.settings))
-    print(result.table())
-    if args.json:
-        data = {
+    report(
+        "memory",
+        argv,
+        result.settings,
+        result.table(),
+        args.json,
+        {
             "settings": result.settings,
             "samples": [asdict(s) for s in result.samples],
             "ratios": result.ratios,
-        }
-        Path(args.json).write_text(json.dumps(data, indent=2))
+        },
+    )
     return 0
 
 

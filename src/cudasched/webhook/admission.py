@@ -22,6 +22,7 @@ second time.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from cudasched.resolution import (
     wants_constraint,
 )
 from cudasched.webhook.config import Mode, OnNoFit, WebhookConfig
+from cudasched.webhook.memo import Answer, DecisionMemo
 from cudasched.webhook.patch import Op, Scope, diff
 
 if TYPE_CHECKING:
@@ -59,6 +61,7 @@ __all__ = [
     "Decision",
     "Kind",
     "Outcome",
+    "Prepared",
 ]
 
 log = logging.getLogger(__name__)
@@ -97,6 +100,12 @@ _NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
 
 # A miss in the merge memo (whose values may be None).
 _MISSING: Any = object()
+
+# The uid a remembered answer is rendered with before it is cut in two around it. NUL cannot
+# occur unescaped in JSON text, so the serialised placeholder appears exactly once unless a
+# request quotes it verbatim (then the answer is simply not remembered).
+_UID_PLACEHOLDER = "\x00cudasched-uid\x00"
+_UID_PLACEHOLDER_JSON = orjson.dumps(_UID_PLACEHOLDER)
 
 
 class BadReviewError(InputError):
@@ -152,6 +161,22 @@ class _Request:
     kind: str
     sub_resource: str
     obj: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A parsed review ready to be decided: what :meth:`Admitter.prepare` returns.
+
+    ``key`` identifies everything the decision reads except the uid (``None`` when the request
+    cannot be remembered, e.g. an object nested too deeply to serialise)."""
+
+    kind: Kind
+    request: _Request
+    key: bytes | None
+
+    @property
+    def uid(self) -> str:
+        return self.request.uid
 
 
 def clip(text: str, limit: int = MAX_WARNING_CHARS) -> str:
@@ -286,6 +311,8 @@ class Admitter:
         # Deployment or InferenceService repeat the same pair, and the merge re-validates our
         # terms and copies the spec every time. Bounded like the compiled terms.
         self._merged: dict[bytes, bytes | None] = {}
+        # Whole answers per request-without-uid for the current snapshot (see memo.py).
+        self.memo = DecisionMemo(config.decision_cache_bytes)
 
     @classmethod
     def from_config(cls, config: WebhookConfig, kb: KnowledgeBase | None = None) -> Admitter:
@@ -304,20 +331,79 @@ class Admitter:
     def review(self, kind: Kind, body: bytes | str, state: ClusterState) -> bytes:
         """The AdmissionReview response for ``body``. Raises :class:`BadReviewError` only for
         bodies that are not an AdmissionReview v1; never anything else."""
-        decision = self.decide(kind, body, state)
+        prepared = self.prepare(kind, body)
+        found = self.recall(prepared, state)
+        if found is not None:
+            return found[0]
+        return self.answer(prepared, state)[0]
+
+    def decide(self, kind: Kind, body: bytes | str, state: ClusterState) -> Decision:
+        """Like :meth:`review`, returning the unserialised :class:`Decision` (never
+        remembered: the CLI's ``--explain`` and the tests read its fields)."""
+        return self._decide(self.prepare(kind, body, key=False), state)
+
+    # The server's path, in three steps: `prepare` and `recall` are cheap and run on the
+    # event loop; `answer` is the decision itself and runs in a review thread under the
+    # deadline. `review` chains them for callers without a loop.
+
+    def prepare(self, kind: Kind, body: bytes | str, *, key: bool = True) -> Prepared:
+        """Parse and validate ``body`` (:class:`BadReviewError` when it is not an AdmissionReview
+        v1) and compute its memo key."""
+        if kind not in _EXPECTED_KIND:
+            raise InputError(f"invalid admission kind {kind!r}: expected 'pod' or 'isvc'")
+        req = parse_review(body)
+        memo_key: bytes | None = None
+        if key and self.memo.max_bytes:
+            try:
+                memo_key = orjson.dumps(
+                    (
+                        kind,
+                        req.operation,
+                        req.namespace,
+                        req.group,
+                        req.kind,
+                        req.sub_resource,
+                        req.obj,
+                    )
+                )
+            except (TypeError, orjson.JSONEncodeError):
+                memo_key = None  # deeper than orjson writes: decided every time
+        return Prepared(kind, req, memo_key)
+
+    def recall(self, prepared: Prepared, state: ClusterState) -> tuple[bytes, Outcome] | None:
+        """The remembered answer for ``prepared`` under ``state`` with its outcome, or ``None``."""
+        if prepared.key is None:
+            return None
+        found = self.memo.get(state, prepared.key)
+        if found is None:
+            return None
+        outcome: Outcome = found.outcome  # type: ignore[assignment]
+        return found.render(orjson.dumps(prepared.uid)), outcome
+
+    def answer(self, prepared: Prepared, state: ClusterState) -> tuple[bytes, Outcome]:
+        """Decide ``prepared``, serialise the answer and remember it for repeats."""
+        decision = self._decide(prepared, state)
         try:
-            return decision.render()
+            rendered = decision.render()
         except (TypeError, orjson.JSONEncodeError) as exc:
             # orjson writes at most 254 levels of nesting and a patch may carry the object's
             # own deeper fields: answer by the failure mode rather than raise.
             log.warning("answer for uid=%s could not be written: %s", decision.uid, exc)
-            return self._internal_error(decision.uid, exc).render()
+            failed = self._internal_error(decision.uid, exc)
+            return failed.render(), failed.outcome
+        if prepared.key is not None and decision.outcome != "error":
+            self._remember(prepared.key, decision, state)
+        return rendered, decision.outcome
 
-    def decide(self, kind: Kind, body: bytes | str, state: ClusterState) -> Decision:
-        """Like :meth:`review`, returning the unserialised :class:`Decision`."""
-        if kind not in _EXPECTED_KIND:
-            raise InputError(f"invalid admission kind {kind!r}: expected 'pod' or 'isvc'")
-        req = parse_review(body)
+    def _remember(self, key: bytes, decision: Decision, state: ClusterState) -> None:
+        template = dataclasses.replace(decision, uid=_UID_PLACEHOLDER).render()
+        parts = template.split(_UID_PLACEHOLDER_JSON)
+        if len(parts) == 2:
+            self.memo.put(state, key, Answer(parts[0], parts[1], decision.outcome))
+
+    def _decide(self, prepared: Prepared, state: ClusterState) -> Decision:
+        req = prepared.request
+        kind = prepared.kind
         try:
             if (req.group, req.kind) != _EXPECTED_KIND[kind] or req.sub_resource:
                 return Decision(req.uid, reason=f"not handled: {req.group}/{req.kind}")

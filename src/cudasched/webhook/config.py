@@ -157,6 +157,9 @@ class WebhookConfig(_Model):
     isvc_affinity: bool = False
     image_overrides: tuple[ImageOverride, ...] = ()
     fail_closed: bool = False
+    # Answers remembered for repeated requests (replicas of one template), per snapshot;
+    # bounded in bytes, 0 turns it off. See cudasched.webhook.memo.
+    decision_cache_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
     server: ServerConfig = Field(default_factory=ServerConfig)
     kube: KubeConfig = Field(default_factory=KubeConfig)
 

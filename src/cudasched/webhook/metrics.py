@@ -82,6 +82,13 @@ class WebhookMetrics:
             ("endpoint", "reason"),
             registry=r,
         )
+        self.remembered_answers = Counter(
+            "cudasched_webhook_remembered_answers",
+            "Admission requests answered from the decision memo (a repeat of an object already "
+            "decided under the current cluster snapshot), by endpoint.",
+            ("endpoint",),
+            registry=r,
+        )
         self.cache_objects = Gauge(
             "cudasched_cache_objects",
             "Objects held in the watch cache, by kind.",

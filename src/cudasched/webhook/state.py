@@ -70,7 +70,7 @@ def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in labels.items() if isinstance(v, str)}
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class ClusterState:
     """What admission knows about the cluster. Build it with :meth:`from_objects` (plain dicts
     as the API returns them) or :meth:`empty`; ``synced`` is false until every initial list

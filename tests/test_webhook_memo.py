@@ -1,0 +1,335 @@
+"""The decision memo: a repeated request (a replica of a template) gets exactly the answer a
+fresh decision would give, with its own uid, and nothing is ever answered from a snapshot other
+than the current one.
+
+The reference for every check is an Admitter with the memo turned off (``decisionCacheBytes:
+0``) deciding the same bytes: the memo may only ever change how fast an answer comes.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import json
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cudasched.cli.mutate import creation_review
+from cudasched.cluster import ClusterSnapshot, bundled_snapshot
+from cudasched.knowledge import KnowledgeBase
+from cudasched.webhook.admission import Admitter
+from cudasched.webhook.config import WebhookConfig
+from cudasched.webhook.memo import Answer, DecisionMemo
+from cudasched.webhook.server import serve_in_thread
+from cudasched.webhook.state import ClusterState
+
+DATA = Path(__file__).parent / "data" / "admission"
+
+
+# --------------------------------------------------------------------------- the memo alone
+
+
+class Snap:
+    """Something a memo can hold a weak reference to, like a ClusterState."""
+
+
+def answer(text: str, outcome: str = "patched") -> Answer:
+    return Answer(b'{"uid":', b',"x":"' + text.encode() + b'"}', outcome)
+
+
+def test_get_returns_what_put_stored_for_the_same_snapshot() -> None:
+    memo = DecisionMemo(1 << 20)
+    s = Snap()
+    assert memo.get(s, b"k") is None  # adopts s
+    assert memo.put(s, b"k", answer("a"))
+    assert memo.get(s, b"k") == answer("a")
+    assert answer("a").render(b'"u-1"') == b'{"uid":"u-1","x":"a"}'
+
+
+def test_a_new_snapshot_drops_every_entry() -> None:
+    memo = DecisionMemo(1 << 20)
+    old, new = Snap(), Snap()
+    memo.get(old, b"k")
+    memo.put(old, b"k", answer("a"))
+    assert memo.get(new, b"k") is None
+    assert len(memo) == 0 and memo.bytes_used == 0
+    assert memo.get(old, b"k") is None  # and the old entries do not come back
+
+
+def test_an_answer_from_a_replaced_snapshot_is_not_stored() -> None:
+    """A slow review thread finishing after the cache published a new snapshot."""
+    memo = DecisionMemo(1 << 20)
+    old, new = Snap(), Snap()
+    memo.get(old, b"k")
+    memo.get(new, b"k")
+    assert not memo.put(old, b"k", answer("stale"))
+    assert memo.get(new, b"k") is None
+
+
+def test_a_collected_snapshot_is_never_matched() -> None:
+    memo = DecisionMemo(1 << 20)
+    s = Snap()
+    memo.get(s, b"k")
+    memo.put(s, b"k", answer("a"))
+    del s
+    gc.collect()
+    assert memo.get(Snap(), b"k") is None
+
+
+def test_memory_is_bounded_oldest_first() -> None:
+    memo = DecisionMemo(8_000)
+    s = Snap()
+    memo.get(s, b"")
+    for i in range(40):
+        memo.put(s, f"key-{i:03d}".encode() + b"x" * 200, answer("y" * 300))
+        assert memo.bytes_used <= 8_000
+    kept = [i for i in range(40) if memo.get(s, f"key-{i:03d}".encode() + b"x" * 200)]
+    assert kept and kept == list(range(40 - len(kept), 40))  # the newest survive
+
+
+def test_entries_larger_than_an_eighth_of_the_budget_are_not_stored() -> None:
+    memo = DecisionMemo(8_000)
+    s = Snap()
+    memo.get(s, b"big")
+    assert not memo.put(s, b"big", answer("z" * 2_000))
+    assert memo.get(s, b"big") is None
+
+
+def test_zero_bytes_disables_the_memo() -> None:
+    memo = DecisionMemo(0)
+    s = Snap()
+    assert memo.get(s, b"k") is None
+    assert not memo.put(s, b"k", answer("a"))
+    assert memo.get(s, b"k") is None
+    with pytest.raises(ValueError, match="max_bytes"):
+        DecisionMemo(-1)
+
+
+# --------------------------------------------------------------------------- with the Admitter
+
+
+@pytest.fixture(scope="module")
+def kb() -> KnowledgeBase:
+    return KnowledgeBase.load()
+
+
+@pytest.fixture(scope="module")
+def snapshot() -> ClusterSnapshot:
+    return bundled_snapshot()
+
+
+def state_of(snap: ClusterSnapshot, kb: KnowledgeBase, nodes: Any = None) -> ClusterState:
+    return ClusterState.from_objects(
+        snap.nodes if nodes is None else nodes,
+        snap.inference_services,
+        snap.serving_runtimes,
+        snap.cluster_serving_runtimes,
+        kb=kb,
+    )
+
+
+@pytest.fixture(scope="module")
+def state(snapshot: ClusterSnapshot, kb: KnowledgeBase) -> ClusterState:
+    return state_of(snapshot, kb)
+
+
+def admitter(kb: KnowledgeBase, **settings_: Any) -> Admitter:
+    return Admitter.from_config(WebhookConfig.from_mapping(settings_), kb=kb)
+
+
+def pod_reviews(snap: ClusterSnapshot) -> list[dict[str, Any]]:
+    reviews = [creation_review(pod, uid="seed") for pod in snap.pods]
+    reviews += [json.loads((DATA / f).read_text()) for f in sorted(p.name for p in DATA.iterdir())]
+    return reviews
+
+
+def with_uid(review: dict[str, Any], uid: str) -> bytes:
+    out = copy.deepcopy(review)
+    out["request"]["uid"] = uid
+    return orjson.dumps(out)
+
+
+def kind_of(review: dict[str, Any]) -> str:
+    return "isvc" if review["request"]["kind"]["kind"] == "InferenceService" else "pod"
+
+
+_uids = st.text(min_size=1, max_size=24).filter(lambda u: u.strip() != "") | st.sampled_from(
+    ['quote"d', "back\\slash", "\x00cudasched-uid\x00", "ünï-cødé", "</script>"]
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data(), first=_uids, second=_uids)
+def test_a_repeat_gets_the_fresh_answer_with_its_own_uid(
+    kb: KnowledgeBase,
+    snapshot: ClusterSnapshot,
+    state: ClusterState,
+    data: st.DataObject,
+    first: str,
+    second: str,
+) -> None:
+    review = data.draw(st.sampled_from(pod_reviews(snapshot)))
+    policy = data.draw(st.sampled_from(["strict", "minor-compat", "forward-compat"]))
+    mode = data.draw(st.sampled_from(["required", "preferred"]))
+    remembering = admitter(kb, policy=policy, mode=mode)
+    fresh = admitter(kb, policy=policy, mode=mode, decisionCacheBytes=0)
+    kind = kind_of(review)
+    remembering.review(kind, with_uid(review, first), state)  # type: ignore[arg-type]
+    again = remembering.review(kind, with_uid(review, second), state)  # type: ignore[arg-type]
+    assert again == fresh.review(kind, with_uid(review, second), state)  # type: ignore[arg-type]
+    assert orjson.loads(again)["response"]["uid"] == second
+
+
+def test_repeats_are_remembered_and_counted_once(
+    kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState
+) -> None:
+    adm = admitter(kb)
+    reviews = pod_reviews(snapshot)
+    for review in reviews:
+        prepared = adm.prepare(kind_of(review), with_uid(review, "a"))  # type: ignore[arg-type]
+        assert adm.recall(prepared, state) is None
+        adm.answer(prepared, state)
+    for review in reviews:
+        prepared = adm.prepare(kind_of(review), with_uid(review, "b"))  # type: ignore[arg-type]
+        found = adm.recall(prepared, state)
+        assert found is not None
+        assert found == adm.answer(prepared, state)
+    assert len(adm.memo) == len(reviews)
+
+
+def test_a_new_snapshot_is_decided_afresh(
+    kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState
+) -> None:
+    """The same pod, first on the sample cluster, then on one whose only GPU nodes are too old
+    for it: the second answer warns, as a fresh decision does."""
+    adm = admitter(kb)
+    review = creation_review(
+        next(p for p in snapshot.pods if p["metadata"].get("generateName", "").startswith("qwen2")),
+        uid="x",
+    )
+    body = orjson.dumps(review)
+    first = orjson.loads(adm.review("pod", body, state))["response"]
+    old_nodes = [
+        n
+        for n in snapshot.nodes
+        if n["metadata"]["labels"].get("nvidia.com/gpu.product") == "Tesla-K80"
+    ]
+    assert old_nodes
+    older = state_of(snapshot, kb, old_nodes)
+    second = orjson.loads(adm.review("pod", body, older))["response"]
+    fresh = orjson.loads(admitter(kb, decisionCacheBytes=0).review("pod", body, older))
+    assert second == fresh["response"]
+    assert second != first and second.get("warnings")
+
+
+def test_requests_that_cannot_be_cut_around_the_uid_are_answered_but_not_remembered(
+    kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState
+) -> None:
+    """An object quoting the placeholder verbatim in a field the answer repeats."""
+    adm = admitter(kb)
+    review = copy.deepcopy(pod_reviews(snapshot)[0])
+    annotations = review["request"]["object"]["metadata"].setdefault("annotations", {})
+    annotations["cudasched.io/cuda-version"] = "\x00cudasched-uid\x00"
+    kind = kind_of(review)
+    answers = [adm.review(kind, with_uid(review, u), state) for u in ("u1", "u2")]  # type: ignore[arg-type]
+    fresh = admitter(kb, decisionCacheBytes=0)
+    assert answers[1] == fresh.review(kind, with_uid(review, "u2"), state)  # type: ignore[arg-type]
+
+
+def test_objects_too_deep_to_key_are_decided_every_time(
+    kb: KnowledgeBase, state: ClusterState
+) -> None:
+    adm = admitter(kb)
+    deep: Any = "leaf"
+    for _ in range(300):
+        deep = {"d": deep}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "deep-", "annotations": {}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}], "x": deep},
+    }
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "d1",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "namespace": "default",
+            "operation": "CREATE",
+            "object": pod,
+        },
+    }
+    prepared = adm.prepare("pod", json.dumps(review).encode())
+    assert prepared.key is None
+    out = orjson.loads(adm.answer(prepared, state)[0])
+    assert out["response"]["uid"] == "d1"
+    assert len(adm.memo) == 0
+
+
+# --------------------------------------------------------------------------- over HTTPS
+
+
+def _metric(text: str, prefix: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+@pytest.fixture()
+def client_for() -> Iterator[Any]:
+    clients: list[httpx.Client] = []
+
+    def make(srv: Any) -> httpx.Client:
+        tls = ssl.create_default_context(cadata=srv.ca_pem.decode())
+        c = httpx.Client(base_url=srv.url, verify=tls, timeout=10.0)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        c.close()
+
+
+@pytest.mark.parametrize("cache_bytes", [16 << 20, 0], ids=["memo", "no-memo"])
+def test_server_answers_replicas_from_the_memo(
+    kb: KnowledgeBase,
+    snapshot: ClusterSnapshot,
+    state: ClusterState,
+    client_for: Any,
+    cache_bytes: int,
+) -> None:
+    """Every predictor pod of the sample cluster twice, as two replicas: each answer carries its
+    own uid, the second is the first's answer, and the metric counts the remembered ones."""
+    cfg = WebhookConfig.from_mapping({"decisionCacheBytes": cache_bytes})
+    reviews = [creation_review(pod, uid="r") for pod in snapshot.pods]
+    with serve_in_thread(state, config=cfg) as srv:
+        c = client_for(srv)
+        answers = []
+        for replica in ("a", "b"):
+            for i, review in enumerate(reviews):
+                uid = f"{replica}-{i}"
+                resp = c.post("/mutate/pods", content=with_uid(review, uid))
+                assert resp.status_code == 200
+                body = resp.json()["response"]
+                assert body["uid"] == uid
+                body.pop("uid")
+                answers.append(body)
+        metrics = c.get("/metrics").text
+    half = len(reviews)
+    assert answers[:half] == answers[half:]
+    remembered = _metric(
+        metrics, 'cudasched_webhook_remembered_answers_total{endpoint="/mutate/pods"}'
+    )
+    assert remembered == (half if cache_bytes else 0)

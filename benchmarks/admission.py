@@ -6,9 +6,16 @@ What is measured, and why this way:
   installed, the reloading TLS context) pinned to one CPU, holding a synthetic cluster of
   ``--nodes`` nodes, ``--runtimes`` runtimes and ``--isvcs`` InferenceServices
   (:mod:`benchmarks.synth`). It answers realistic KServe predictor-pod AdmissionReviews.
-* **Floor**: the same uvicorn + TLS configuration serving an ASGI app that reads the body and
-  returns one fixed "allowed" AdmissionReview. Whatever the floor costs is HTTP + TLS + the
-  load generator; the ratio mutation/no-op is what cudasched itself adds.
+* **Floor**: the same uvicorn + TLS configuration serving the smallest valid webhook: it reads
+  the body, decodes it with orjson to find ``request.uid`` and allows the request with that uid
+  (the API server rejects an answer whose uid differs, so a webhook cannot do less). Whatever
+  the floor costs is HTTP + TLS + one JSON decode + the load generator; the ratio
+  mutation/no-op is what cudasched itself adds.
+* **Two mutation servers**: ``mutation`` is the production configuration, whose decision memo
+  answers a repeated object (a replica of the same template) without deciding again;
+  ``mutation-nomemo`` turns the memo off (``decisionCacheBytes: 0``), so every request is
+  decided: the cost of a first-seen object. The reviews are ``--isvcs`` distinct predictor pods
+  cycled to ``--bodies`` requests, each with its own uid, as ReplicaSets create them.
 * **Load**: a separate process pinned to the other CPU. ``wrk`` (when installed) measures
   saturation with a Lua script that POSTs the recorded reviews in turn; a Python generator
   (aiohttp, keep-alive, several connections, uvloop when installed) measures saturation too,
@@ -39,6 +46,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from benchmarks.common import Table, loadavg, percentile, pin, progress, report
 from cudasched.webhook.server import StaticStateSource
 
@@ -47,10 +56,9 @@ __all__ = ["AdmissionResult", "LoadResult", "main", "run"]
 HOST = "127.0.0.1"  # loopback only, by design: the load generator never targets anything else
 PATH = "/mutate/pods"
 
-_ALLOW = (
-    b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",'
-    b'"response":{"uid":"00000000-0000-4000-8000-000000000000","allowed":true}}'
-)
+_ALLOW_HEAD = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":'
+_ALLOW_TAIL = b',"allowed":true}}'
+_SERVERS = ("noop", "mutation", "mutation-nomemo")
 
 _WRK_LUA = """
 -- POST the recorded AdmissionReviews (one JSON document per line) in turn.
@@ -72,7 +80,7 @@ end
 
 
 class NoopApp:
-    """The floor: reads the whole request body and answers one fixed allow response."""
+    """The floor: reads the whole request body, decodes it and allows it with its uid."""
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -85,21 +93,28 @@ class NoopApp:
                     return
         if scope["type"] != "http":
             return
+        chunks = []
         more = True
         while more:
             message = await receive()
+            chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
+        if scope["method"] == "POST":
+            uid = orjson.loads(b"".join(chunks))["request"]["uid"]
+            answer = _ALLOW_HEAD + orjson.dumps(uid) + _ALLOW_TAIL
+        else:  # the readiness probe's GET /healthz
+            answer = b"ok\n"
         await send(
             {
                 "type": "http.response.start",
                 "status": 200,
                 "headers": [
                     (b"content-type", b"application/json"),
-                    (b"content-length", str(len(_ALLOW)).encode()),
+                    (b"content-length", str(len(answer)).encode()),
                 ],
             }
         )
-        await send({"type": "http.response.body", "body": _ALLOW})
+        await send({"type": "http.response.body", "body": answer})
 
 
 class RetainingSource(StaticStateSource):
@@ -138,11 +153,10 @@ def write_cluster(cluster: Any, path: Path) -> None:
     path.write_bytes(orjson.dumps(data))
 
 
-def build_mutation_app(cluster_file: str | None) -> Any:
+def build_mutation_app(cluster_file: str | None, *, memo: bool = True) -> Any:
     """The production ASGI app (Admitter, metrics, review threads) over the saved cluster
-    (an empty, synced cache when ``cluster_file`` is ``None``)."""
-    import orjson
-
+    (an empty, synced cache when ``cluster_file`` is ``None``); ``memo=False`` turns the
+    decision memo off."""
     from cudasched.knowledge import KnowledgeBase
     from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.server import build_app
@@ -160,7 +174,8 @@ def build_mutation_app(cluster_file: str | None) -> Any:
         ]
         del data
     state = ClusterState.from_objects(*kept, kb=kb)
-    return build_app(WebhookConfig(), RetainingSource(state, kept))
+    config = WebhookConfig() if memo else WebhookConfig.from_mapping({"decisionCacheBytes": 0})
+    return build_app(config, RetainingSource(state, kept))
 
 
 def serve_main(args: argparse.Namespace) -> None:
@@ -171,7 +186,11 @@ def serve_main(args: argparse.Namespace) -> None:
     from cudasched.webhook.tls import ReloadingServerContext
 
     pin(args.cpu)
-    app: Any = NoopApp() if args.app == "noop" else build_mutation_app(args.cluster_file)
+    app: Any = (
+        NoopApp()
+        if args.app == "noop"
+        else build_mutation_app(args.cluster_file, memo=args.app == "mutation")
+    )
     tls = ReloadingServerContext(args.cert, args.key)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -486,6 +505,7 @@ class AdmissionResult:
     settings: dict[str, Any]
     runs: dict[str, list[LoadResult]] = field(default_factory=dict)  # by server
     in_process: float = 0.0  # reviews/s of the Admitter called directly
+    in_process_nomemo: float = 0.0  # the same with the decision memo off
     ratios: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -496,23 +516,38 @@ class AdmissionResult:
                 t.add(server, r.generator, r.mode, r.ok, r.errors, r.rps, r.p50_ms, r.p99_ms)
         if self.in_process:
             t.add("in-process", "-", "Admitter.review loop", "-", "-", self.in_process, "-", "-")
+        if self.in_process_nomemo:
+            t.add(
+                "in-process-nomemo",
+                "-",
+                "Admitter.review loop",
+                "-",
+                "-",
+                self.in_process_nomemo,
+                "-",
+                "-",
+            )
         ratios = Table(["ratio", "value"])
         for name, value in self.ratios.items():
             ratios.add(name, value)
         return t.render() + "\n\n" + ratios.render() + "\n\n" + "\n".join(self.notes)
 
 
-def in_process_rate(cluster_file: Path, bodies: Sequence[bytes], duration: float) -> float:
+def in_process_rate(
+    cluster_file: Path, bodies: Sequence[bytes], duration: float, *, memo: bool = True
+) -> float:
     """Reviews per second of the production Admitter called directly (no HTTP, TLS or
     threads), cycling through ``bodies`` for about ``duration`` seconds after one warm-up
-    pass: what the decision itself costs, to set against the server's rate."""
+    pass: what the decision itself costs, to set against the server's rate. ``memo=False``
+    decides every request (the decision memo off)."""
     from cudasched.knowledge import KnowledgeBase
     from cudasched.webhook.admission import Admitter
     from cudasched.webhook.config import WebhookConfig
 
     app = build_mutation_app(str(cluster_file))
     state = app.source.state
-    admitter = Admitter.from_config(WebhookConfig(), KnowledgeBase.load())
+    config = WebhookConfig() if memo else WebhookConfig.from_mapping({"decisionCacheBytes": 0})
+    admitter = Admitter.from_config(config, KnowledgeBase.load())
     for body in bodies:
         admitter.review("pod", body, state)
     done = 0
@@ -581,14 +616,16 @@ def run(
         lua_file.write_text(_WRK_LUA)
         progress("in-process: Admitter.review over the same reviews, no HTTP")
         result.in_process = in_process_rate(cluster_file, body_list, duration)
-        for app in ("noop", "mutation"):
+        progress("in-process: the same with the decision memo off")
+        result.in_process_nomemo = in_process_rate(cluster_file, body_list, duration, memo=False)
+        for app in _SERVERS:
             progress(f"starting the {app} server")
             with start_server(
                 app,
                 cert,
                 key,
                 ca,
-                cluster_file=cluster_file if app == "mutation" else None,
+                cluster_file=cluster_file if app != "noop" else None,
                 cpu=server_cpu,
             ) as server:
                 runs: list[LoadResult] = []
@@ -637,20 +674,27 @@ def run(
 
 
 def _ratios(result: AdmissionResult, rates: Sequence[float]) -> None:
-    noop, mutation = result.runs.get("noop", []), result.runs.get("mutation", [])
-    for generator in ("wrk", "python"):
-        a, b = _find(noop, generator, "saturation"), _find(mutation, generator, "saturation")
-        if a and b and b.rps > 0:
-            result.ratios[f"throughput no-op/mutation ({generator})"] = a.rps / b.rps
-    for rate in rates:
-        mode = f"rate={rate:g}/s"
-        a, b = _find(noop, "python", mode), _find(mutation, "python", mode)
-        if a and b and a.p50_ms > 0:
-            result.ratios[f"p50 mutation/no-op at {rate:g}/s"] = b.p50_ms / a.p50_ms
-            result.ratios[f"p99 mutation/no-op at {rate:g}/s"] = b.p99_ms / a.p99_ms
-    best = _find(mutation, "wrk", "saturation") or _find(mutation, "python", "saturation")
-    if best and result.in_process:
-        result.ratios["in-process/server reviews per second"] = result.in_process / best.rps
+    noop = result.runs.get("noop", [])
+    for server in _SERVERS[1:]:
+        runs = result.runs.get(server, [])
+        for generator in ("wrk", "python"):
+            a, b = _find(noop, generator, "saturation"), _find(runs, generator, "saturation")
+            if a and b and b.rps > 0:
+                result.ratios[f"throughput no-op/{server} ({generator})"] = a.rps / b.rps
+        for rate in rates:
+            mode = f"rate={rate:g}/s"
+            a, b = _find(noop, "python", mode), _find(runs, "python", mode)
+            if a and b and a.p50_ms > 0:
+                result.ratios[f"p50 {server}/no-op at {rate:g}/s"] = b.p50_ms / a.p50_ms
+                result.ratios[f"p99 {server}/no-op at {rate:g}/s"] = b.p99_ms / a.p99_ms
+    for server, rate in (
+        ("mutation", result.in_process),
+        ("mutation-nomemo", result.in_process_nomemo),
+    ):
+        runs = result.runs.get(server, [])
+        best = _find(runs, "wrk", "saturation") or _find(runs, "python", "saturation")
+        if best and rate:
+            result.ratios[f"in-process/server reviews per second ({server})"] = rate / best.rps
     py, wrk = _find(noop, "python", "saturation"), _find(noop, "wrk", "saturation")
     if py and wrk and wrk.rps > 0:
         share = py.rps / wrk.rps
@@ -695,7 +739,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, help="also write the results to this file")
     # internal roles (the server and the load generator run in their own processes)
     p.add_argument("--role", choices=("main", "server", "client"), default="main")
-    p.add_argument("--app", choices=("noop", "mutation"), default="noop")
+    p.add_argument("--app", choices=_SERVERS, default="noop")
     p.add_argument("--cert")
     p.add_argument("--key")
     p.add_argument("--port-file")
@@ -746,6 +790,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "runs": {k: [asdict(r) for r in v] for k, v in result.runs.items()},
             "ratios": result.ratios,
             "in_process_rps": result.in_process,
+            "in_process_nomemo_rps": result.in_process_nomemo,
         },
     )
     return 0

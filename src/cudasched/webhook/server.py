@@ -11,7 +11,10 @@ Failure behaviour (what the API server sees):
   the webhook's ``failurePolicy``); oversized bodies get 413 before the rest is read;
 * while the cluster cache has not completed its first list of every kind, admission requests
   are answered by the failure mode: allowed with a warning, or denied when ``failClosed``;
-* each review runs in a worker thread under a deadline (``requestTimeoutSeconds``, kept below
+* a repeat of an object already decided under the current snapshot (another replica of the
+  same template) is answered on the event loop from the reviewer's memo: parsing a body of at
+  most 64 KiB, building its key and splicing the uid cost microseconds;
+* every other review runs in a worker thread under a deadline (``requestTimeoutSeconds``, kept below
   the API server's ``timeoutSeconds``). If the decision is not ready in time the request is
   answered by the failure mode at once and the late result is discarded: a slow or stuck
   decision can never make the API server wait for its own timeout, and the event loop stays

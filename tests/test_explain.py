@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -449,6 +450,101 @@ def test_explain_many_and_errors(sample: ClusterSnapshot, fleet: Fleet, kb: Know
         explain(sample.pods[0], fleet, "strict", kb, "nfd")
     with pytest.raises(InputError, match=r"no metadata\.name"):
         Fleet([{"apiVersion": "v1", "kind": "Node", "metadata": {}}], kb)
+
+
+def _sharing_workloads() -> list[dict[str, Any]]:
+    """Workloads that share selectors, requirements and terms in every combination
+    ``explain_many`` caches: equal requirements worded differently (same terms), the same
+    selectors under different requirements, an unsatisfiable requirement, a skipped workload,
+    matchFields, a broken preferred term and a broken required term."""
+    zone = {"affinity": required([expr("pool", "In", "a", "b")])}
+    owned = {"affinity": required([expr("nvidia.com/cuda.runtime.major", "In", "12")])}
+    by_name = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": ["dc1-t4-02"]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    }
+    broken_preferred = {
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 3, "preference": {"matchExpressions": [expr("x", "Gt", "y")]}}
+                ]
+            }
+        }
+    }
+    broken_required = {"affinity": required([expr("pool", "Bogus", "a")], [expr("pool", "In")])}
+    shapes: list[dict[str, Any]] = [
+        {},
+        {"nodeSelector": {"pool": "a"}},
+        zone,
+        owned,
+        by_name,
+        broken_preferred,
+        broken_required,
+    ]
+    annotation_sets: list[dict[str, str]] = [
+        {},
+        {"cudasched.io/cuda-version": "12.4"},
+        {"cudasched.io/cuda-version": "12.4.1"},
+        {"cudasched.io/cuda-version": "12.4", "cudasched.io/policy": "minor-compat"},
+        {"cudasched.io/cuda-version": "12.8", "cudasched.io/min-compute-capability": "8.0"},
+        {"cudasched.io/min-compute-capability": "8.0"},
+        {"cudasched.io/cuda-version": "19.0"},
+        {"cudasched.io/cuda-version": "13.0", "cudasched.io/skip": "true"},
+    ]
+    out = []
+    for i, (shape, declared) in enumerate(itertools.product(shapes, annotation_sets)):
+        workload = pod({"containers": [GPU_CONTAINER], **copy.deepcopy(shape)}, declared)
+        workload["metadata"]["name"] = f"w{i}"
+        out.append(workload)
+    return out
+
+
+def test_explain_many_shares_without_changing_answers(
+    sample: ClusterSnapshot, fleet: Fleet, kb: KnowledgeBase
+) -> None:
+    """One call shares requirement terms, merges and compiled selectors between workloads;
+    every answer must still be what explaining that workload alone gives."""
+    workloads = _sharing_workloads()
+    workloads = workloads + workloads[::-1]  # each shape again, after all the others
+    together = explain_many(workloads, fleet, "strict", kb)
+    for workload, shared in zip(workloads, together, strict=True):
+        alone = explain(workload, fleet, "strict", kb)
+        assert shared.to_dict() == alone.to_dict(), shared.workload
+        assert shared.requirement == alone.requirement
+        assert repr(shared.requirement) == repr(alone.requirement)
+        assert shared.terms == alone.terms
+    # Equal declared requirements are one object, and so are their terms.
+    first, again = together[1], together[len(workloads) - 2]
+    assert first.workload == again.workload
+    assert first.requirement is again.requirement and first.terms is again.terms
+
+
+def test_explain_many_reports_a_bad_spec_like_explain(fleet: Fleet, kb: KnowledgeBase) -> None:
+    bad = pod({"containers": [GPU_CONTAINER], "affinity": required([{"key": "pool"}])})
+    bad["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ][0]["matchExpressions"] = "pool"
+    annotated = copy.deepcopy(bad)
+    annotated["metadata"]["annotations"] = {"cudasched.io/cuda-version": "12.4"}
+    for workload in (bad, annotated):
+        with pytest.raises(InputError) as alone:
+            explain(workload, fleet, "strict", kb)
+        for _ in range(2):
+            with pytest.raises(InputError) as shared:
+                explain_many([pod({"containers": [GPU_CONTAINER]}), workload], fleet, "strict", kb)
+            assert str(shared.value) == str(alone.value)
 
 
 def test_json_shape(sample: ClusterSnapshot, fleet: Fleet, kb: KnowledgeBase) -> None:

@@ -16,8 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from affinity_builders import expr
+from affinity_builders import term as term_of
 from cudasched.errors import InputError
 from cudasched.nodeaffinity import (
+    CompileCache,
     Node,
     NodeSelector,
     NodeSelectorError,
@@ -775,3 +777,98 @@ nodes_strategy = st.builds(
 def test_matches_a_plain_reading_of_the_spec(terms: list[dict[str, Any]], node: Node) -> None:
     expected = _reference_match(terms, node.name, dict(node.labels))
     assert NodeSelector.from_terms(terms).match(node) is expected
+
+
+# --------------------------------------------------------------------------- compile cache
+
+
+def _outcome(build: Any) -> tuple[str, Any]:
+    """What a compilation gives: its errors (or the hard error) and how it matches every node
+    of the reference set."""
+    try:
+        compiled = build()
+    except NodeSelectorError as exc:
+        return "raised", str(exc)
+    nodes = [Node(name, labels) for name in NAMES for labels in CACHE_LABEL_SETS]
+    return "ok", (compiled.errors, [compiled.match(n) for n in nodes])
+
+
+CACHE_LABEL_SETS = [{}, {"zone": "a"}, {"zone": "b", "num": "5"}, {"num": "12"}]
+
+
+@settings(max_examples=150)
+@given(batch=st.lists(terms_strategy, min_size=1, max_size=4))
+def test_compile_cache_changes_nothing(batch: list[list[dict[str, Any]]]) -> None:
+    """Selectors compiled through one shared cache match and report exactly as alone."""
+    cache = CompileCache()
+    for terms in batch:
+        alone = _outcome(lambda t=terms: NodeSelector.from_terms(t))
+        shared = _outcome(lambda t=terms: NodeSelector.from_terms(t, cache=cache))
+        assert shared == alone
+
+
+def test_compile_cache_keeps_only_clean_expressions() -> None:
+    cache = CompileCache()
+    good = expr("zone", "In", "a", "b")
+    bad = expr("zone", "Gt", "x")
+    first = NodeSelector.from_terms([term_of(good), term_of(bad)], cache=cache)
+    assert len(cache) == 1  # the erroneous expression is compiled again each time
+    # Same content, another dict and another position: one entry, errors at their own path.
+    second = NodeSelector.from_terms([term_of(bad), term_of(dict(good))], cache=cache)
+    assert len(cache) == 1
+    assert first.errors == (
+        "nodeSelectorTerms[1].matchExpressions[0].values[0]: invalid value "
+        "'x': operator Gt needs a base-10 64-bit integer",
+    )
+    assert second.errors == (first.errors[0].replace("Terms[1]", "Terms[0]"),)
+    assert first.match(NODE) and second.match(NODE)
+    # A missing values list compiles like an empty one; a tuple like a list.
+    NodeSelector.from_terms([term_of(expr("zone", "Exists"))], cache=cache)
+    NodeSelector.from_terms(
+        [term_of({"key": "zone", "operator": "Exists", "values": []})], cache=cache
+    )
+    assert len(cache) == 2
+    NodeSelector.from_terms(
+        [term_of({"key": "zone", "operator": "In", "values": ("a", "b")})], cache=cache
+    )
+    assert len(cache) == 2
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        {"key": "zone", "operator": "In", "values": [["a"]]},  # unhashable value
+        {"key": "zone", "operator": "In", "values": "a"},  # not a list
+        {"key": 5, "operator": "In", "values": ["a"]},
+        {"key": "zone", "operator": "In", "values": [5]},
+    ],
+)
+def test_compile_cache_raises_like_plain_compilation(expression: dict[str, Any]) -> None:
+    cache = CompileCache()
+    with pytest.raises(NodeSelectorError) as plain:
+        NodeSelector.from_terms([term_of(expression)])
+    for _ in range(2):
+        with pytest.raises(NodeSelectorError) as cached:
+            NodeSelector.from_terms([term_of(expression)], cache=cache)
+        assert str(cached.value) == str(plain.value)
+    assert len(cache) == 0
+
+
+def test_compile_cache_is_shared_by_required_and_preferred() -> None:
+    cache = CompileCache()
+    shared_expr = expr("zone", "In", "a")
+    spec = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [term_of(shared_expr)]
+                },
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 5, "preference": term_of(dict(shared_expr), expr("cuda", "Gt", "1"))}
+                ],
+            }
+        }
+    }
+    assert RequiredNodeAffinity.from_pod_spec(spec, cache=cache).match(NODE)
+    assert PreferredTerms.from_pod_spec(spec, cache=cache).score(NODE) == 5
+    assert len(cache) == 2

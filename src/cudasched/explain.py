@@ -40,6 +40,7 @@ from cudasched.engine import Reason, VerdictStatus, check, resolve_policy
 from cudasched.errors import InputError
 from cudasched.merge import merge_required
 from cudasched.nodeaffinity import (
+    CompileCache,
     Node,
     NodeSelector,
     NodeSelectorError,
@@ -608,40 +609,137 @@ def _selector_mismatch(selector: Mapping[str, Any], node: Node) -> Reason | None
     return Reason(NODE_SELECTOR_MISMATCH, "the pod's nodeSelector wants " + ", ".join(wrong))
 
 
-def _required_affinity(spec: Mapping[str, Any]) -> NodeSelector | None:
-    return RequiredNodeAffinity.from_pod_spec({"affinity": spec.get("affinity")}).affinity
+def _selector_identity(spec: Mapping[str, Any]) -> bytes | None:
+    """The pod's ``nodeSelector`` and ``affinity`` as JSON: two specs with the same identity get
+    the same selectors, merges and answers. ``None`` when they are not plain JSON data (a
+    caller's own objects): such a spec shares nothing."""
+    try:
+        return orjson.dumps([spec.get("nodeSelector"), spec.get("affinity")])
+    except TypeError:
+        return None
+
+
+# The only parts of a pod spec that node affinity reads.
+_SELECTOR_FIELDS = ("nodeSelector", "affinity")
+
+
+class _Shared:
+    """What the workloads of one :func:`explain` / :func:`explain_many` call have in common,
+    computed once per call and dropped with it (no cache outlives the call).
+
+    Thousands of workloads usually state a few dozen requirements and a few dozen selector
+    shapes, so: requirement terms are compiled once per (requirement, policy, scheme, GFD keys);
+    merges and compiled selectors once per (selectors, requirement terms); and every
+    ``matchExpressions`` entry once per distinct expression (:class:`CompileCache`), since a
+    merged affinity repeats the requirement's expressions in every term it crosses them into.
+    Only compiled results are kept, not the merged pod specs they came from: those are many
+    small dicts that would only feed the garbage collector.
+    """
+
+    __slots__ = (
+        "compiled",
+        "declared",
+        "requirement_selectors",
+        "requirements",
+        "selectors",
+        "terms",
+    )
+
+    def __init__(self) -> None:
+        self.compiled = CompileCache()
+        # requirement repr -> the first equal requirement read from annotations in this call
+        self.declared: dict[str, Requirement] = {}
+        # (requirement repr, policy, scheme, GFD keys) -> (terms, requirement error)
+        self.requirements: dict[Any, tuple[tuple[Any, ...], str | None]] = {}
+        # the JSON of a terms tuple -> the first equal tuple compiled in this call
+        self.terms: dict[bytes, tuple[Any, ...]] = {}
+        # id of a terms tuple held in ``requirements`` -> its compiled selector
+        self.requirement_selectors: dict[int, NodeSelector] = {}
+        # (selector identity, has a requirement, id of its terms) -> compiled selectors
+        self.selectors: dict[tuple[bytes, bool, int], _Selectors] = {}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Selectors:
+    """A pod's node selection as cudasched would admit it, compiled (see :func:`_selectors`)."""
+
+    user_selector: Mapping[str, Any]
+    user_affinity: NodeSelector | None
+    req_selector: NodeSelector | None
+    preferred: PreferredTerms | None
+    score_error: str | None
+    required: RequiredNodeAffinity
+    match_fields: bool
+    keys: tuple[str, ...]
+
+
+def _selectors(
+    spec: Mapping[str, Any], has_req: bool, terms: tuple[Any, ...], shared: _Shared
+) -> _Selectors:
+    """Merge ``terms`` into the pod's node affinity (when it has a requirement) and compile
+    what :func:`_decide` matches with. Steps run in the order they always did, so a spec with
+    several problems reports the same one first."""
+    cache = shared.compiled
+    # Only nodeSelector and affinity matter here; merging just these gives the same selectors
+    # as merging the whole spec, without copying its containers.
+    only = {k: spec[k] for k in _SELECTOR_FIELDS if k in spec}
+    # Our merge strips expressions on keys cudasched owns before ANDing the requirement in;
+    # the user's own constraints are what is left after that strip.
+    user_spec = merge_required(only, []) if has_req else only
+    merged = merge_required(only, terms) if has_req else user_spec
+    user_selector = _mapping(spec.get("nodeSelector"), "spec.nodeSelector")
+    user_affinity = RequiredNodeAffinity.from_pod_spec(
+        {"affinity": user_spec.get("affinity")}, cache=cache
+    ).affinity
+    req_selector = None
+    if terms:
+        # ``terms`` is the very tuple the call's requirement cache holds (alive for the whole
+        # call), so its id names it.
+        req_selector = shared.requirement_selectors.get(id(terms))
+        if req_selector is None:
+            req_selector = NodeSelector.from_terms(terms, cache=cache)
+            shared.requirement_selectors[id(terms)] = req_selector
+    preferred: PreferredTerms | None = None
+    score_error: str | None = None
+    try:
+        preferred = PreferredTerms.from_pod_spec(merged, cache=cache)
+    except NodeSelectorError as exc:
+        score_error = str(exc)
+    return _Selectors(
+        user_selector=user_selector,
+        user_affinity=user_affinity,
+        req_selector=req_selector,
+        preferred=preferred,
+        score_error=score_error,
+        required=RequiredNodeAffinity.from_pod_spec(merged, cache=cache),
+        match_fields=_has_match_fields(merged),
+        keys=tuple(sorted(_referenced_keys(merged))),
+    )
 
 
 class _Plan:
     """Everything about one workload that does not depend on the node."""
 
-    __slots__ = (
-        "merged",
-        "preferred",
-        "req_selector",
-        "requirement",
-        "score_error",
-        "user_affinity",
-        "user_selector",
-    )
+    __slots__ = ("requirement", "selectors")
 
     def __init__(
-        self, spec: Mapping[str, Any], requirement: Requirement | None, terms: list[Any]
+        self,
+        spec: Mapping[str, Any],
+        requirement: Requirement | None,
+        terms: tuple[Any, ...],
+        shared: _Shared,
+        identity: bytes | None,
     ) -> None:
         self.requirement = requirement
-        # Our merge strips expressions on keys cudasched owns before ANDing the requirement in;
-        # the user's own constraints are what is left after that strip.
-        user_spec = merge_required(spec, []) if requirement is not None else dict(spec)
-        self.merged = merge_required(spec, terms) if requirement is not None else user_spec
-        self.user_selector = _mapping(spec.get("nodeSelector"), "spec.nodeSelector")
-        self.user_affinity = _required_affinity(user_spec)
-        self.req_selector = NodeSelector.from_terms(terms) if terms else None
-        self.score_error: str | None = None
-        self.preferred: PreferredTerms | None = None
-        try:
-            self.preferred = PreferredTerms.from_pod_spec(self.merged)
-        except NodeSelectorError as exc:
-            self.score_error = str(exc)
+        has_req = requirement is not None
+        if identity is None:  # not plain JSON: nothing to share it with
+            self.selectors = _selectors(spec, has_req, terms, shared)
+            return
+        key = (identity, has_req, id(terms))
+        found = shared.selectors.get(key)
+        if found is None:
+            found = shared.selectors[key] = _selectors(spec, has_req, terms, shared)
+        self.selectors = found
 
 
 def _decide(
@@ -653,13 +751,14 @@ def _decide(
     kb: KnowledgeBase,
 ) -> tuple[bool, Score, tuple[Reason, ...]]:
     eligible = required.match(node)
-    score: Score = plan.preferred.score(node) if plan.preferred is not None else SCORE_ERROR
+    sel = plan.selectors
+    score: Score = sel.preferred.score(node) if sel.preferred is not None else SCORE_ERROR
     reasons: list[Reason] = []
     if plan.requirement is not None:
         verdict = check(facts, plan.requirement, policy, kb)
         reasons.extend(verdict.reasons)
         accepted = verdict.status is not VerdictStatus.INCOMPATIBLE
-        if accepted and plan.req_selector is not None and not plan.req_selector.match(node):
+        if accepted and sel.req_selector is not None and not sel.req_selector.match(node):
             reasons.append(
                 Reason(
                     REQUIREMENT_LABELS_MISSING,
@@ -667,13 +766,14 @@ def _decide(
                     "requirement selects on (label scheme not published on this node yet)",
                 )
             )
-    if (mismatch := _selector_mismatch(plan.user_selector, node)) is not None:
+    if (mismatch := _selector_mismatch(sel.user_selector, node)) is not None:
         reasons.append(mismatch)
-    if plan.user_affinity is not None and not plan.user_affinity.match(node):
-        count = plan.user_affinity.term_count
+    user_affinity = sel.user_affinity
+    if user_affinity is not None and not user_affinity.match(node):
+        count = user_affinity.term_count
         detail = f"none of its {count} term(s) match" if count else "it has no usable term"
-        if plan.user_affinity.errors:
-            detail += "; skipped terms: " + "; ".join(plan.user_affinity.errors)
+        if user_affinity.errors:
+            detail += "; skipped terms: " + "; ".join(user_affinity.errors)
         reasons.append(
             Reason(AFFINITY_MISMATCH, f"the pod's required node affinity excludes it: {detail}")
         )
@@ -708,7 +808,7 @@ def explain(
     carries. A workload with ``cudasched.io/skip: "true"`` is explained as given.
     """
     fleet = nodes if isinstance(nodes, Fleet) else Fleet(nodes, kb)
-    return _explain(workload, fleet, policy, scheme, requirement, None)
+    return _explain(workload, fleet, policy, scheme, requirement, None, _Shared())
 
 
 # What explain's per-node answers depend on besides the fleet: the pod's nodeSelector and
@@ -718,16 +818,6 @@ _MemoKey = tuple[bytes, str, Policy, L.LabelScheme]
 _Memo = dict[Any, Any]
 
 
-def _memo_key(
-    spec: Mapping[str, Any], req: Requirement | None, policy: Policy, scheme: L.LabelScheme
-) -> _MemoKey | None:
-    try:
-        selectors = orjson.dumps([spec.get("nodeSelector"), spec.get("affinity")])
-    except TypeError:  # not plain JSON data (a caller's own objects): no sharing
-        return None
-    return (selectors, repr(req), policy, scheme)
-
-
 def _explain(
     workload: Mapping[str, Any],
     fleet: Fleet,
@@ -735,9 +825,11 @@ def _explain(
     scheme: L.LabelScheme | str,
     requirement: Requirement | None,
     memo: _Memo | None,
+    shared: _Shared,
 ) -> Explanation:
     spec = pod_spec_of(workload)
     skipped = _skipped(workload)
+    declared = requirement is None
     req = requirement if requirement is not None else requirement_from_annotations(workload)
     if req is not None and req.is_empty:
         req = None
@@ -747,11 +839,19 @@ def _explain(
     effective = resolve_policy(req, base_policy) if req is not None else base_policy
     chosen = fleet.resolve_scheme(scheme)
     gfd_keys = fleet.gfd_keys if chosen is L.LabelScheme.GFD else None
-    key = _memo_key(spec, req, effective, chosen) if memo is not None else None
+    selectors = _selector_identity(spec)
+    req_id = repr(req)  # the repr, not equality: it tells patch levels apart
+    if declared and req is not None:
+        # Workloads that declare the same requirement share one (frozen) object, so a call
+        # over thousands of them does not keep thousands of equal copies alive.
+        req = shared.declared.setdefault(req_id, req)
+    key: _MemoKey | None = None
+    if memo is not None and selectors is not None:
+        key = (selectors, req_id, effective, chosen)
     hit = memo.get(key) if memo is not None and key is not None else None
     if hit is None:
         terms, requirement_error, score_error, results = _answers(
-            spec, req, effective, chosen, gfd_keys, fleet, memo
+            spec, req, req_id, effective, chosen, gfd_keys, fleet, memo, shared, selectors
         )
         if memo is not None and key is not None:
             memo[key] = (terms, requirement_error, score_error, results)
@@ -763,7 +863,7 @@ def _explain(
         requirement=req,
         policy=effective,
         scheme=chosen,
-        terms=tuple(terms),
+        terms=terms,  # one tuple per requirement, shared by its workloads
         gfd_keys=gfd_keys,
         skipped=skipped,
         score_error=score_error,
@@ -771,35 +871,62 @@ def _explain(
     )
 
 
+def _requirement_terms(
+    req: Requirement,
+    req_id: str,
+    effective: Policy,
+    chosen: L.LabelScheme,
+    gfd_keys: GfdKeys,
+    kb: KnowledgeBase,
+    shared: _Shared,
+) -> tuple[tuple[Any, ...], str | None]:
+    """The requirement's node-selector terms (or why there are none), once per call."""
+    key = (req_id, effective, chosen, gfd_keys)
+    found = shared.requirements.get(key)
+    if found is None:
+        try:
+            terms = tuple(compile_requirement(req, effective, chosen, kb, gfd_keys))
+        except InputError as exc:
+            # No selector can express "no node": the webhook refuses such a pod, so no node is
+            # eligible; the engine's per-node reasons say why.
+            found = ((), str(exc))
+        else:
+            # Requirements that differ only in wording (their source) compile to equal terms:
+            # one tuple for all of them lets their workloads share merges and selectors.
+            found = (shared.terms.setdefault(orjson.dumps(terms), terms), None)
+        shared.requirements[key] = found
+    return found
+
+
 def _answers(
     spec: Mapping[str, Any],
     req: Requirement | None,
+    req_id: str,
     effective: Policy,
     chosen: L.LabelScheme,
     gfd_keys: GfdKeys | None,
     fleet: Fleet,
-    memo: _Memo | None = None,
-) -> tuple[list[Any], str | None, str | None, _Answers]:
+    memo: _Memo | None,
+    shared: _Shared,
+    selectors: bytes | None,
+) -> tuple[tuple[Any, ...], str | None, str | None, _Answers]:
     """The per-node answers for one pod spec and requirement (the expensive part).
 
     Without ``matchFields`` the answers are one decision per partition group (a
     :class:`_LazyAnswers`); the per-node objects are built on first access. With ``memo``, a
     group's block of answers is built once per distinct decision and shared by every workload
     that gets the same decision there."""
-    terms: list[Any] = []
+    terms: tuple[Any, ...] = ()
     requirement_error: str | None = None
     if req is not None:
-        try:
-            terms = compile_requirement(req, effective, chosen, fleet.kb, gfd_keys or GfdKeys.NEW)
-        except InputError as exc:
-            # No selector can express "no node": the webhook refuses such a pod, so no node is
-            # eligible; the engine's per-node reasons say why.
-            requirement_error = str(exc)
-    plan = _Plan(spec, req, terms)
-    required = RequiredNodeAffinity.from_pod_spec(plan.merged)
+        terms, requirement_error = _requirement_terms(
+            req, req_id, effective, chosen, gfd_keys or GfdKeys.NEW, fleet.kb, shared
+        )
+    plan = _Plan(spec, req, terms, shared, selectors)
+    required = plan.selectors.required
     kb = fleet.kb
     results: list[NodeExplanation] = []
-    if _has_match_fields(plan.merged):
+    if plan.selectors.match_fields:
         # matchFields look at the node name: no two nodes are alike.
         for node, _, facts in fleet.members():
             eligible, score, reasons = _decide(plan, required, node, facts, effective, kb)
@@ -808,8 +935,8 @@ def _answers(
             if requirement_error is not None:
                 eligible = False
             results.append(NodeExplanation(node.name, eligible, score, reasons, facts))
-        return terms, requirement_error, plan.score_error, tuple(results)
-    keys = tuple(sorted(_referenced_keys(plan.merged)))
+        return terms, requirement_error, plan.selectors.score_error, tuple(results)
+    keys = plan.selectors.keys
     part = fleet.partition(keys)
     nodes, facts_of, all_facts = fleet.nodes, fleet._facts_of, fleet._facts
     decisions: list[tuple[bool, Score, tuple[Reason, ...], NodeFacts]] = []
@@ -821,7 +948,7 @@ def _answers(
         decisions.append((eligible, score, reasons, facts))
     # One decision per group; the per-node answers are built only if someone reads them.
     lazy = _LazyAnswers(part, decisions, nodes, memo)
-    return terms, requirement_error, plan.score_error, lazy
+    return terms, requirement_error, plan.selectors.score_error, lazy
 
 
 def explain_many(
@@ -843,6 +970,8 @@ def explain_many(
     # Workloads with the same selectors and requirement share their per-node answers (replicas
     # of one template, pods of one ReplicaSet): computed once, reused as the same tuple.
     memo: _Memo = {}
+    shared = _Shared()
     return [
-        _explain(w, fleet, policy, scheme, r, memo) for w, r in zip(workloads, reqs, strict=True)
+        _explain(w, fleet, policy, scheme, r, memo, shared)
+        for w, r in zip(workloads, reqs, strict=True)
     ]

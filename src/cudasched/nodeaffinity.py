@@ -34,6 +34,7 @@ from cudasched.errors import InputError
 
 __all__ = [
     "OPERATORS",
+    "CompileCache",
     "FieldRequirement",
     "LabelRequirement",
     "Node",
@@ -355,11 +356,73 @@ def _is_empty_term(term: Mapping[str, Any]) -> bool:
     return not term.get("matchExpressions") and not term.get("matchFields")
 
 
-def _compile_term(term: Mapping[str, Any], where: str) -> _Term:
+class CompileCache:
+    """Compiled ``matchExpressions`` entries, shared by the selectors of one batch of work.
+
+    A caller that compiles many selectors built from the same few expressions (``explain`` over
+    thousands of workloads: every workload's merged affinity repeats its requirement's
+    expressions, crossed with each of its own terms) passes one cache to all of them, so each
+    distinct expression is parsed and validated once. The cache belongs to the caller and lives
+    as long as the caller keeps it: there is no process-wide cache to grow or to go stale.
+
+    Only expressions that compile without error are kept, under their ``(key, operator,
+    values)`` content (the only fields compilation reads), so a hit gives exactly what compiling
+    would have given. Anything unhashable or erroneous is compiled every time, as without a cache.
+    """
+
+    __slots__ = ("_labels",)
+
+    def __init__(self) -> None:
+        self._labels: dict[tuple[Any, Any, Any], LabelRequirement] = {}
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def compile_expression(
+        self, expr: object, where: str, errors: list[str]
+    ) -> LabelRequirement | None:
+        """:func:`_compile_label_requirement` through the cache (same result, same errors)."""
+        identity = _expression_identity(expr)
+        if identity is not None:
+            try:
+                found = self._labels.get(identity)
+            except TypeError:  # an unhashable value: not cacheable
+                identity = found = None
+            if found is not None:
+                return found
+        before = len(errors)
+        compiled = _compile_label_requirement(expr, where, errors)
+        if identity is not None and compiled is not None and len(errors) == before:
+            self._labels[identity] = compiled
+        return compiled
+
+
+def _expression_identity(expr: object) -> tuple[Any, Any, Any] | None:
+    """What compiling ``expr`` depends on, as a hashable key, or ``None`` when it has none.
+
+    Only plain dicts with a list (or tuple, or no) ``values`` qualify (a missing ``values``
+    compiles like an empty list). A hit needs equality with a key that compiled cleanly, whose
+    parts are all strings, and builtin values equal such a key only when they are the same
+    strings. The key may still be unhashable (a list among the values): the caller checks.
+    """
+    if type(expr) is not dict:
+        return None
+    values = expr.get("values")
+    if values is None:
+        frozen: tuple[Any, ...] = ()
+    elif type(values) is list or type(values) is tuple:
+        frozen = tuple(values)
+    else:
+        return None
+    return (expr.get("key"), expr.get("operator"), frozen)
+
+
+def _compile_term(term: Mapping[str, Any], where: str, cache: CompileCache | None = None) -> _Term:
     errors: list[str] = []
     reqs: list[LabelRequirement] = []
+    compile_one = _compile_label_requirement if cache is None else cache.compile_expression
     for i, expr in enumerate(_as_list(term.get("matchExpressions"), f"{where}.matchExpressions")):
-        req = _compile_label_requirement(expr, f"{where}.matchExpressions[{i}]", errors)
+        req = compile_one(expr, f"{where}.matchExpressions[{i}]", errors)
         if req is not None:
             reqs.append(req)
     fields: list[FieldRequirement] | None = None
@@ -423,12 +486,19 @@ class NodeSelector:
     Empty terms are dropped (they match nothing), terms that fail to parse are dropped too and
     their messages kept in ``errors``; matching ORs what is left. Construct with
     ``NodeSelector(obj)`` or ``NodeSelector.compile(obj)``, where ``obj`` is the mapping
-    ``{"nodeSelectorTerms": [...]}``.
+    ``{"nodeSelectorTerms": [...]}``. ``cache`` shares compiled expressions with other
+    selectors compiled by the same caller (see :class:`CompileCache`).
     """
 
     __slots__ = ("_terms", "errors")
 
-    def __init__(self, node_selector: Mapping[str, Any], *, path: str = "") -> None:
+    def __init__(
+        self,
+        node_selector: Mapping[str, Any],
+        *,
+        path: str = "",
+        cache: CompileCache | None = None,
+    ) -> None:
         if node_selector is None:
             raise NodeSelectorError([f"{path or 'nodeSelector'}: expected a mapping, got None"])
         selector = _as_mapping(node_selector, path or "nodeSelector")
@@ -439,7 +509,7 @@ class NodeSelector:
             term = _as_mapping(raw, f"{prefix}[{i}]")
             if _is_empty_term(term):
                 continue
-            compiled = _compile_term(term, f"{prefix}[{i}]")
+            compiled = _compile_term(term, f"{prefix}[{i}]", cache)
             if compiled.errors:
                 errors.extend(compiled.errors)
             else:
@@ -452,9 +522,11 @@ class NodeSelector:
         return cls(node_selector)
 
     @classmethod
-    def from_terms(cls, terms: Sequence[Mapping[str, Any]]) -> NodeSelector:
+    def from_terms(
+        cls, terms: Sequence[Mapping[str, Any]], *, cache: CompileCache | None = None
+    ) -> NodeSelector:
         """Compile a bare list of node selector terms (what the placement compiler emits)."""
-        return cls({"nodeSelectorTerms": list(terms)})
+        return cls({"nodeSelectorTerms": list(terms)}, cache=cache)
 
     @property
     def term_count(self) -> int:
@@ -489,7 +561,13 @@ class PreferredTerms:
 
     __slots__ = ("_terms",)
 
-    def __init__(self, terms: Sequence[Mapping[str, Any]] | None, *, path: str = "") -> None:
+    def __init__(
+        self,
+        terms: Sequence[Mapping[str, Any]] | None,
+        *,
+        path: str = "",
+        cache: CompileCache | None = None,
+    ) -> None:
         prefix = path or "preferredDuringSchedulingIgnoredDuringExecution"
         compiled: list[
             tuple[int, tuple[LabelRequirement, ...], tuple[FieldRequirement, ...] | None]
@@ -506,7 +584,7 @@ class PreferredTerms:
             preference = _as_mapping(item.get("preference"), f"{where}.preference")
             if weight == 0 or _is_empty_term(preference):
                 continue
-            term = _compile_term(preference, f"{where}.preference")
+            term = _compile_term(preference, f"{where}.preference", cache)
             if term.errors:
                 errors.extend(term.errors)
             else:
@@ -520,12 +598,15 @@ class PreferredTerms:
         return cls(terms)
 
     @classmethod
-    def from_pod_spec(cls, spec: Mapping[str, Any]) -> PreferredTerms:
+    def from_pod_spec(
+        cls, spec: Mapping[str, Any], *, cache: CompileCache | None = None
+    ) -> PreferredTerms:
         """The preferred node-affinity terms of a pod spec (none when absent)."""
         node_affinity = _node_affinity_of(spec)
         return cls(
             node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"),
             path="spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+            cache=cache,
         )
 
     def score(self, node: Node) -> int:
@@ -575,7 +656,9 @@ class RequiredNodeAffinity:
         self.affinity = affinity
 
     @classmethod
-    def from_pod_spec(cls, spec: Mapping[str, Any]) -> RequiredNodeAffinity:
+    def from_pod_spec(
+        cls, spec: Mapping[str, Any], *, cache: CompileCache | None = None
+    ) -> RequiredNodeAffinity:
         node_affinity = _node_affinity_of(spec)
         required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         affinity = None
@@ -583,6 +666,7 @@ class RequiredNodeAffinity:
             affinity = NodeSelector(
                 required,
                 path="spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                cache=cache,
             )
         return cls(spec.get("nodeSelector"), affinity)
 

@@ -145,10 +145,11 @@ def test_workload_id() -> None:
 def test_requirement_from_annotations_object_and_template() -> None:
     deploy = load_snapshot(DATA / "deployment-vllm.yaml").workloads[0]
     req = requirement_from_annotations(deploy)
+    # The source names every annotation that stated the requirement (the webhook's wording).
     assert req == Requirement(
         cuda=CudaVersion(12, 8),
         min_compute=ComputeCapability(8, 0),
-        source="annotation cudasched.io/cuda-version",
+        source="annotation cudasched.io/cuda-version, cudasched.io/min-compute-capability",
     )
     job = load_snapshot(DATA / "job-cuda-compat.json").workloads[0]
     req = requirement_from_annotations(job)
@@ -168,7 +169,7 @@ def test_requirement_from_annotations_values() -> None:
         pod(
             {},
             {
-                "cudasched.io/min-compute-capability": "sm_90",
+                "cudasched.io/min-compute-capability": " sm_90 ",
                 "cudasched.io/ships-cuda-compat": "True",
             },
         )
@@ -178,21 +179,67 @@ def test_requirement_from_annotations_values() -> None:
         ships_cuda_compat=True,
         source="annotation cudasched.io/min-compute-capability",
     )
-    bad = [
-        ({"cudasched.io/cuda-version": "twelve"}, "ns/Pod/p: invalid CUDA version 'twelve'"),
-        ({"cudasched.io/cuda-version": "12.4", "cudasched.io/policy": "lax"}, "invalid policy"),
+    for text in ("false", "FALSE", " False "):
+        req = requirement_from_annotations(
+            pod({}, {"cudasched.io/cuda-version": "12.4", "cudasched.io/ships-cuda-compat": text})
+        )
+        assert req is not None and req.ships_cuda_compat is False
+
+
+@pytest.mark.parametrize(
+    ("given_annotations", "message"),
+    [
         (
-            {"cudasched.io/cuda-version": "12.4", "cudasched.io/ships-cuda-compat": "maybe"},
-            "cudasched.io/ships-cuda-compat='maybe'",
+            {"cudasched.io/cuda-version": "twelve"},
+            "invalid cudasched.io/cuda-version on ns/Pod/p: invalid CUDA version 'twelve'",
         ),
+        # Present but empty says something, and nothing valid: an error, as in the webhook.
+        ({"cudasched.io/cuda-version": " "}, "invalid cudasched.io/cuda-version on ns/Pod/p"),
+        ({"cudasched.io/cuda-version": "12.4", "cudasched.io/policy": "lax"}, "invalid policy"),
         ({"cudasched.io/min-compute-capability": "fast"}, "invalid compute capability"),
-    ]
-    for given_annotations, message in bad:
-        with pytest.raises(InputError) as info:
-            requirement_from_annotations(pod({}, given_annotations))
-        assert message in str(info.value)
-    with pytest.raises(InputError, match="must be a string"):
-        requirement_from_annotations(pod({}, {"cudasched.io/cuda-version": 12.4}))  # type: ignore[dict-item]
+        ({"cudasched.io/cuda-version": True}, "invalid cudasched.io/cuda-version True"),
+        ({"cudasched.io/cuda-version": ["12.4"]}, "expected a string"),
+    ],
+)
+def test_requirement_from_annotations_rejects(
+    given_annotations: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InputError) as info:
+        requirement_from_annotations(pod({}, given_annotations))
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["yes", "no", "1", "0", "on", "maybe", "ture", ""])
+def test_ships_cuda_compat_is_true_or_false_only(value: str) -> None:
+    """One rule with the webhook: ``true``/``false`` in any case; anything else is an error
+    naming the annotation, never a silent ``false``."""
+    annotations = {"cudasched.io/cuda-version": "12.4", "cudasched.io/ships-cuda-compat": value}
+    with pytest.raises(InputError, match=r"cudasched\.io/ships-cuda-compat .* expected true or"):
+        requirement_from_annotations(pod({}, annotations))
+
+
+def test_unquoted_yaml_values_are_read_by_their_text() -> None:
+    """The API server only stores strings, but a workload file parsed from YAML written without
+    quotes carries numbers and booleans: numbers are read as their decimal text, a boolean
+    only where a boolean is meant."""
+    req = requirement_from_annotations(
+        pod(
+            {},
+            {
+                "cudasched.io/cuda-version": 12.4,  # type: ignore[dict-item]
+                "cudasched.io/min-compute-capability": 8.0,  # type: ignore[dict-item]
+                "cudasched.io/ships-cuda-compat": True,  # type: ignore[dict-item]
+            },
+        )
+    )
+    assert req == Requirement(
+        cuda=CudaVersion(12, 4),
+        min_compute=ComputeCapability(8, 0),
+        ships_cuda_compat=True,
+        source="annotation cudasched.io/cuda-version, cudasched.io/min-compute-capability",
+    )
+    req = requirement_from_annotations(pod({}, {"cudasched.io/cuda-version": 12040}))  # type: ignore[dict-item]
+    assert req is not None and req.cuda == CudaVersion(12, 4)
 
 
 # --------------------------------------------------------------------------- eligibility

@@ -19,6 +19,7 @@ from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import (
     declared_by_annotation,
     gpu_container,
+    requirement_from_annotations,
     resolve_isvc,
     resolve_pod,
     uses_gpu,
@@ -528,3 +529,70 @@ def test_unparsable_image_is_just_unknown() -> None:
     assert resolve_pod(pod(image="Registry/Foo:{{.Name}}"), None, TABLE, None).is_empty
     req = resolve_pod(pod(image="Bad Image", env=REQUIRE), None, TABLE, None)
     assert req.cuda == CudaVersion(12, 6)
+
+
+# --------------------------------------------------------------------------- one reader
+
+ANNOTATION_VALUES = {
+    "cudasched.io/cuda-version": ["12.4", " 12.8 ", "12.4.1", "cu124", "13", "twelve", "", 12.4],
+    "cudasched.io/min-compute-capability": ["8.0", "sm_90", "86", "fast", " "],
+    "cudasched.io/policy": ["strict", "Minor-Compat", "forward-compat", "lax"],
+    "cudasched.io/ships-cuda-compat": ["true", "FALSE", "True", "yes", "1", "no", "", True],
+}
+
+
+def _outcome(read: Any) -> tuple[str, Any]:
+    try:
+        return "ok", read()
+    except InputError as exc:
+        # The object is named differently (explain: ns/Kind/name; the webhook: pod name), the
+        # rest of the message (annotation, value, what was expected) must be the same.
+        return "error", str(exc).replace("ns/Pod/p", "pod p")
+
+
+@settings(max_examples=120)
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={key: st.sampled_from(values) for key, values in ANNOTATION_VALUES.items()},
+    )
+)
+def test_explain_and_the_webhook_read_annotations_alike(annotations: dict[str, Any]) -> None:
+    """``cudasched explain`` and the webhook's resolution give the same requirement, the same
+    source and the same error for the same annotations."""
+    from cudasched.explain import requirement_from_annotations as explain_reads
+
+    workload = pod(annotations=annotations)
+    workload["metadata"]["namespace"] = "ns"
+    webhook = _outcome(lambda: resolve_pod(workload, None, TABLE, None))
+    explained = _outcome(lambda: explain_reads(workload))
+    if webhook[0] == "error":
+        assert explained == webhook
+        return
+    req = webhook[1]
+    if declared_by_annotation(req):
+        assert explained == ("ok", req)
+        assert explained[1].source == req.source
+    else:  # nothing declared: the webhook went on to the image; explain has no requirement
+        assert explained == ("ok", None)
+        assert not req.source.startswith("annotation")
+
+
+def test_requirement_from_annotations_is_resolutions_first_step() -> None:
+    annotations = {
+        "cudasched.io/cuda-version": "12.8",
+        "cudasched.io/min-compute-capability": "sm_80",
+        "cudasched.io/policy": "minor-compat",
+    }
+    req = requirement_from_annotations(annotations, "pod p")
+    assert req == resolve_pod(pod(annotations=annotations), None, TABLE, None)
+    assert req is not None and req.source == (
+        "annotation cudasched.io/cuda-version, cudasched.io/min-compute-capability"
+    )
+    assert requirement_from_annotations({"cudasched.io/policy": "strict"}, "pod p") is None
+    assert requirement_from_annotations({}, "pod p") is None
+    with pytest.raises(InputError, match=r"invalid cudasched\.io/ships-cuda-compat 'yes' on pod p"):
+        requirement_from_annotations(
+            {"cudasched.io/cuda-version": "12.8", "cudasched.io/ships-cuda-compat": "yes"},
+            "pod p",
+        )

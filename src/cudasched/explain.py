@@ -51,7 +51,7 @@ from cudasched.nodes import NodeFacts, facts_from_labels
 from cudasched.objects import as_mapping as _mapping
 from cudasched.placement import GfdKeys, choose_gfd_keys, choose_scheme, compile_requirement
 from cudasched.requirements import Policy, Requirement
-from cudasched.versions import parse_compute_capability, parse_cuda
+from cudasched.resolution import requirement_from_annotations as declared_requirement
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -82,8 +82,9 @@ _TEMPLATE_KINDS = frozenset(
     {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "ReplicationController"}
 )
 
-_TRUE = frozenset({"true", "yes", "1"})
-_FALSE = frozenset({"false", "no", "0"})
+# The skip switch is the admission webhook's (cudasched.webhook.admission), not part of the
+# requirement: the values it accepts are its own.
+_SKIP_TRUE = frozenset({"true", "yes", "1"})
 
 Score = int | Literal["error"]
 
@@ -155,59 +156,22 @@ def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): v for k, v in merged.items()}
 
 
-def _annotation_text(annotations: Mapping[str, Any], key: str, who: str) -> str | None:
-    value = annotations.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InputError(f"{who}: annotation {key} must be a string, got {value!r}")
-    return value.strip() or None
-
-
 def requirement_from_annotations(obj: Mapping[str, Any]) -> Requirement | None:
-    """The CUDA requirement a workload declares with ``cudasched.io/*`` annotations.
+    """The CUDA requirement a workload declares with ``cudasched.io/*`` annotations (its own,
+    overlaid with its pod template's).
 
     ``None`` when it declares neither a CUDA version nor a minimum compute capability (a policy
-    alone constrains nothing). Bad values raise :class:`InputError` naming the annotation.
+    alone constrains nothing). The values are read by the webhook's own reader
+    (:func:`cudasched.resolution.requirement_from_annotations`: same accepted values, same
+    ``source``); bad values raise :class:`InputError` naming the annotation and the workload.
     """
-    who = workload_id(obj)
-    ann = _annotations(obj)
-    texts = {
-        key: _annotation_text(ann, key, who)
-        for key in (L.ANN_CUDA_VERSION, L.ANN_MIN_COMPUTE, L.ANN_POLICY, L.ANN_SHIPS_CUDA_COMPAT)
-    }
-    cuda_text, cc_text = texts[L.ANN_CUDA_VERSION], texts[L.ANN_MIN_COMPUTE]
-    if cuda_text is None and cc_text is None:
-        return None
-    try:
-        cuda = parse_cuda(cuda_text) if cuda_text is not None else None
-        cc = parse_compute_capability(cc_text) if cc_text is not None else None
-        policy = Policy.parse(texts[L.ANN_POLICY]) if texts[L.ANN_POLICY] else None
-    except InputError as exc:
-        raise InputError(f"{who}: {exc}") from None
-    compat_text = texts[L.ANN_SHIPS_CUDA_COMPAT]
-    ships = False
-    if compat_text is not None:
-        lowered = compat_text.lower()
-        if lowered not in _TRUE | _FALSE:
-            raise InputError(
-                f"{who}: invalid annotation {L.ANN_SHIPS_CUDA_COMPAT}={compat_text!r}: "
-                "expected true or false"
-            )
-        ships = lowered in _TRUE
-    used = [L.ANN_CUDA_VERSION] if cuda is not None else [L.ANN_MIN_COMPUTE]
-    return Requirement(
-        cuda=cuda,
-        min_compute=cc,
-        policy=policy,
-        ships_cuda_compat=ships,
-        source=f"annotation {used[0]}",
-    )
+    return declared_requirement(_annotations(obj), workload_id(obj))
 
 
-def _skipped(obj: Mapping[str, Any]) -> bool:
-    value = _annotations(obj).get(L.ANN_SKIP)
-    return isinstance(value, str) and value.strip().lower() in _TRUE
+def _skipped(annotations: Mapping[str, Any]) -> bool:
+    """``cudasched.io/skip`` read the way the webhook's admission reads it."""
+    value = annotations.get(L.ANN_SKIP)
+    return isinstance(value, str) and value.strip().lower() in _SKIP_TRUE
 
 
 # --------------------------------------------------------------------------- fleet
@@ -828,9 +792,11 @@ def _explain(
     shared: _Shared,
 ) -> Explanation:
     spec = pod_spec_of(workload)
-    skipped = _skipped(workload)
+    who = workload_id(workload)
+    annotations = _annotations(workload)
+    skipped = _skipped(annotations)
     declared = requirement is None
-    req = requirement if requirement is not None else requirement_from_annotations(workload)
+    req = requirement if requirement is not None else declared_requirement(annotations, who)
     if req is not None and req.is_empty:
         req = None
     if skipped:
@@ -858,7 +824,7 @@ def _explain(
     else:
         terms, requirement_error, score_error, results = hit
     return Explanation(
-        workload=workload_id(workload),
+        workload=who,
         nodes=results,
         requirement=req,
         policy=effective,

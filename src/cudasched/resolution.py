@@ -14,6 +14,25 @@
 The first source that names a CUDA version or a compute capability wins as a whole, so every
 answer has one ``source``. ``policy`` and ``ships-cuda-compat`` are modifiers: the object's
 annotations win over the runtime's, whichever source gave the CUDA version.
+
+Accepted values of the ``cudasched.io/*`` keys, wherever they are read (object annotations,
+runtime annotations and labels; the webhook, ``cudasched explain`` and ``cudasched check`` all
+go through :func:`_read_cudasched`, so there is one rule):
+
+* ``cuda-version``: any form :func:`cudasched.versions.parse_cuda` takes (``12.4``,
+  ``12.4.1``, ``cu124``, ``12040``); ``min-compute-capability``: any form of
+  :func:`cudasched.versions.parse_compute_capability` (``8.6``, ``sm_86``, ``86``);
+  ``policy``: ``strict``, ``minor-compat`` or ``forward-compat``.
+* ``ships-cuda-compat``: ``true`` or ``false`` in any letter case and nothing else: the words
+  Kubernetes' own boolean annotations are written with (``safe-to-evict: "true"``). ``yes``,
+  ``1`` or a typo such as ``ture`` is an error, never a silent ``false`` (which would change
+  which nodes the workload may use).
+* Surrounding whitespace is ignored; an empty value is an error like any other bad value (an
+  annotation that is present says something; removing it is how to say nothing).
+* The API server only stores strings. An object read from a YAML file written without quotes
+  may carry numbers or booleans instead: an int or float is read as its decimal text (so
+  ``12.4`` is CUDA 12.4, but ``12.10`` would already have become ``12.1`` in the YAML parser:
+  quote versions), a boolean is accepted for ``ships-cuda-compat`` only.
 """
 
 from __future__ import annotations
@@ -47,6 +66,7 @@ __all__ = [
     "REQUIRE_CUDA_ENV",
     "declared_by_annotation",
     "gpu_container",
+    "requirement_from_annotations",
     "resolve_isvc",
     "resolve_pod",
     "uses_gpu",
@@ -145,6 +165,21 @@ def _requirement(found: _Found, modifiers: _Found, source: str) -> Requirement:
 
 def _annotation_source(keys: tuple[str, ...]) -> str:
     return f"{_ANNOTATION_SOURCE} {', '.join(keys)}"
+
+
+def requirement_from_annotations(annotations: Mapping[str, Any], where: str) -> Requirement | None:
+    """The requirement an object declares with its own ``cudasched.io/*`` annotations, exactly
+    as the webhook reads them (values and ``source`` included), or ``None`` when they name
+    neither a CUDA version nor a minimum compute capability (a policy alone constrains nothing).
+
+    ``where`` names the object in error messages. This is the first step of
+    :func:`resolve_pod` with no runtime; ``cudasched explain`` reads workloads with it so that
+    both always agree.
+    """
+    own = _read_cudasched(annotations, where)
+    if not own.names_requirement:
+        return None
+    return _requirement(own, own, _annotation_source(own.keys))
 
 
 def declared_by_annotation(requirement: Requirement) -> bool:

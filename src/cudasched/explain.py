@@ -99,35 +99,35 @@ def workload_id(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or 'default'}/{obj.get('kind') or '?'}/{name}"
 
 
-def _template_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _template_of(obj: Mapping[str, Any], who: str) -> Mapping[str, Any] | None:
     """The pod template of a controller (``None`` for a Pod or a bare pod spec holder)."""
     kind = obj.get("kind")
-    spec = _mapping(obj.get("spec"), f"spec of {workload_id(obj)}")
+    spec = _mapping(obj.get("spec"), f"spec of {who}")
     if kind == "CronJob":
-        job = _mapping(spec.get("jobTemplate"), f"spec.jobTemplate of {workload_id(obj)}")
-        job_spec = _mapping(job.get("spec"), f"spec.jobTemplate.spec of {workload_id(obj)}")
-        return _mapping(job_spec.get("template"), f"pod template of {workload_id(obj)}")
+        job = _mapping(spec.get("jobTemplate"), f"spec.jobTemplate of {who}")
+        job_spec = _mapping(job.get("spec"), f"spec.jobTemplate.spec of {who}")
+        return _mapping(job_spec.get("template"), f"pod template of {who}")
     if kind == "PodTemplate":
-        return _mapping(obj.get("template"), f"template of {workload_id(obj)}")
+        return _mapping(obj.get("template"), f"template of {who}")
     if kind in _TEMPLATE_KINDS or isinstance(spec.get("template"), Mapping):
-        return _mapping(spec.get("template"), f"spec.template of {workload_id(obj)}")
+        return _mapping(spec.get("template"), f"spec.template of {who}")
     return None
 
 
-def pod_spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod spec a workload's pods get: a Pod's ``spec``, a controller's
-    ``spec.template.spec``, a CronJob's ``spec.jobTemplate.spec.template.spec``, or the ``spec``
-    of any object that holds ``containers`` directly. Raises :class:`InputError` otherwise."""
+def _checked(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
+    """The workload's id and pod template (``None`` for a Pod), read once for every part."""
     if not isinstance(obj, Mapping):
         raise InputError(f"invalid workload {obj!r}: expected a Kubernetes object (a mapping)")
     who = workload_id(obj)
-    if obj.get("kind") != "Pod":
-        template = _template_of(obj)
-        if template is not None:
-            spec = _mapping(template.get("spec"), f"pod template spec of {who}")
-            if spec:
-                return dict(spec)
-            raise InputError(f"{who}: its pod template has no spec")
+    return who, None if obj.get("kind") == "Pod" else _template_of(obj, who)
+
+
+def _pod_spec(obj: Mapping[str, Any], who: str, template: Mapping[str, Any] | None) -> dict:
+    if template is not None:
+        spec = _mapping(template.get("spec"), f"pod template spec of {who}")
+        if spec:
+            return dict(spec)
+        raise InputError(f"{who}: its pod template has no spec")
     spec = _mapping(obj.get("spec"), f"spec of {who}")
     if obj.get("kind") == "Pod" or "containers" in spec:
         return dict(spec)
@@ -138,21 +138,35 @@ def pod_spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
-def pod_template_metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The metadata the workload's pods get (the template's; a Pod's own)."""
+def pod_spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod spec a workload's pods get: a Pod's ``spec``, a controller's
+    ``spec.template.spec``, a CronJob's ``spec.jobTemplate.spec.template.spec``, or the ``spec``
+    of any object that holds ``containers`` directly. Raises :class:`InputError` otherwise."""
+    return _pod_spec(obj, *_checked(obj))
+
+
+def _template_metadata(
+    obj: Mapping[str, Any], who: str, template: Mapping[str, Any] | None
+) -> Mapping[str, Any]:
     if obj.get("kind") == "Pod":
         return _mapping(obj.get("metadata"), "metadata")
-    template = _template_of(obj)
     if template is None:
         return {}
-    return _mapping(template.get("metadata"), f"pod template metadata of {workload_id(obj)}")
+    return _mapping(template.get("metadata"), f"pod template metadata of {who}")
 
 
-def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+def pod_template_metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The metadata the workload's pods get (the template's; a Pod's own)."""
+    return _template_metadata(obj, *_checked(obj))
+
+
+def _overlaid_annotations(
+    obj: Mapping[str, Any], who: str, template: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """The object's annotations overlaid with its pod template's (those reach the pods)."""
     own = _mapping(_mapping(obj.get("metadata"), "metadata").get("annotations"), "annotations")
-    template = _mapping(pod_template_metadata_of(obj).get("annotations"), "annotations")
-    merged = {**own, **template}
+    pods = _template_metadata(obj, who, template)
+    merged = {**own, **_mapping(pods.get("annotations"), "annotations")}
     return {str(k): v for k, v in merged.items()}
 
 
@@ -165,7 +179,31 @@ def requirement_from_annotations(obj: Mapping[str, Any]) -> Requirement | None:
     (:func:`cudasched.resolution.requirement_from_annotations`: same accepted values, same
     ``source``); bad values raise :class:`InputError` naming the annotation and the workload.
     """
-    return declared_requirement(_annotations(obj), workload_id(obj))
+    who, template = _checked(obj)
+    return declared_requirement(_overlaid_annotations(obj, who, template), who)
+
+
+# The annotations resolution's reader looks at: what a declared requirement depends on.
+_DECLARING = (L.ANN_CUDA_VERSION, L.ANN_MIN_COMPUTE, L.ANN_POLICY, L.ANN_SHIPS_CUDA_COMPAT)
+
+
+def _declared(annotations: Mapping[str, Any], who: str, shared: _Shared) -> Requirement | None:
+    """:func:`requirement_from_annotations`, parsed once per distinct set of values in a call
+    (thousands of replicas declare the same few). Only answers are kept: a bad value raises
+    for every workload that carries it, naming that workload."""
+    values = tuple(annotations.get(k) for k in _DECLARING)
+    # Types are part of the key: True == 1 == 1.0 in Python, but not as annotation values.
+    key = (*values, *map(type, values))
+    try:
+        found = shared.annotated.get(key, _MISSING)
+    except TypeError:  # an unhashable value (a list): read it every time
+        return declared_requirement(annotations, who)
+    if found is _MISSING:
+        found = shared.annotated[key] = declared_requirement(annotations, who)
+    return found
+
+
+_MISSING = object()
 
 
 def _skipped(annotations: Mapping[str, Any]) -> bool:
@@ -601,6 +639,7 @@ class _Shared:
     """
 
     __slots__ = (
+        "annotated",
         "compiled",
         "declared",
         "requirement_selectors",
@@ -611,6 +650,8 @@ class _Shared:
 
     def __init__(self) -> None:
         self.compiled = CompileCache()
+        # the values (and their types) of the annotations a requirement is read from -> it
+        self.annotated: dict[tuple[Any, ...], Requirement | None] = {}
         # requirement repr -> the first equal requirement read from annotations in this call
         self.declared: dict[str, Requirement] = {}
         # (requirement repr, policy, scheme, GFD keys) -> (terms, requirement error)
@@ -791,12 +832,12 @@ def _explain(
     memo: _Memo | None,
     shared: _Shared,
 ) -> Explanation:
-    spec = pod_spec_of(workload)
-    who = workload_id(workload)
-    annotations = _annotations(workload)
+    who, template = _checked(workload)
+    spec = _pod_spec(workload, who, template)
+    annotations = _overlaid_annotations(workload, who, template)
     skipped = _skipped(annotations)
     declared = requirement is None
-    req = requirement if requirement is not None else declared_requirement(annotations, who)
+    req = requirement if requirement is not None else _declared(annotations, who, shared)
     if req is not None and req.is_empty:
         req = None
     if skipped:

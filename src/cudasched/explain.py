@@ -122,7 +122,9 @@ def _checked(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
     return who, None if obj.get("kind") == "Pod" else _template_of(obj, who)
 
 
-def _pod_spec(obj: Mapping[str, Any], who: str, template: Mapping[str, Any] | None) -> dict:
+def _pod_spec(
+    obj: Mapping[str, Any], who: str, template: Mapping[str, Any] | None
+) -> dict[str, Any]:
     if template is not None:
         spec = _mapping(template.get("spec"), f"pod template spec of {who}")
         if spec:

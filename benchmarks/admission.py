@@ -9,8 +9,12 @@ What is measured, and why this way:
 * **Floor**: the same uvicorn + TLS configuration serving the smallest valid webhook: it reads
   the body, decodes it with orjson to find ``request.uid`` and allows the request with that uid
   (the API server rejects an answer whose uid differs, so a webhook cannot do less). Whatever
-  the floor costs is HTTP + TLS + one JSON decode + the load generator; the ratio
-  mutation/no-op is what cudasched itself adds.
+  the floor costs is HTTP + TLS + one JSON decode + the load generator.
+* **Stack floor** (``noop-stack``): cudasched's own server (the ASGI app with its body cap,
+  time budget, metrics and event-loop fast path) around a reviewer that decodes the review and
+  allows it with its uid: the same server stack as the mutation server, with a decision that
+  costs nothing. The ratio mutation/noop-stack is what the admission decision itself adds;
+  mutation/noop adds cudasched's request handling too.
 * **Two mutation servers**: ``mutation`` is the production configuration, whose decision memo
   answers a repeated object (a replica of the same template) without deciding again;
   ``mutation-nomemo`` turns the memo off (``decisionCacheBytes: 0``), so every request is
@@ -58,7 +62,9 @@ PATH = "/mutate/pods"
 
 _ALLOW_HEAD = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":'
 _ALLOW_TAIL = b',"allowed":true}}'
-_SERVERS = ("noop", "mutation", "mutation-nomemo")
+_FLOORS = ("noop", "noop-stack")
+_MUTATION = ("mutation", "mutation-nomemo")
+_SERVERS = _FLOORS + _MUTATION
 
 _WRK_LUA = """
 -- POST the recorded AdmissionReviews (one JSON document per line) in turn.
@@ -115,6 +121,37 @@ class NoopApp:
             }
         )
         await send({"type": "http.response.body", "body": answer})
+
+
+class NoopReviewer:
+    """The stack floor's reviewer: allows every request with its uid, changes nothing, and
+    answers on the event loop the way the Admitter answers a remembered request."""
+
+    def recall_body(self, kind: Any, body: bytes, state: Any) -> None:
+        return None  # a no-op webhook has nothing remembered: it decodes every request
+
+    def prepare(self, kind: Any, body: bytes) -> bytes:
+        return orjson.dumps(orjson.loads(body)["request"]["uid"])
+
+    def recall(self, prepared: bytes, state: Any) -> tuple[bytes, str]:
+        return _ALLOW_HEAD + prepared + _ALLOW_TAIL, "unchanged"
+
+    def answer(self, prepared: bytes, state: Any) -> tuple[bytes, str]:
+        return self.recall(prepared, state)
+
+    def review(self, kind: Any, body: bytes, state: Any) -> bytes:
+        return self.recall(self.prepare(kind, body), state)[0]
+
+
+def build_noop_stack_app() -> Any:
+    """cudasched's ASGI app (limits, time budget, metrics) with :class:`NoopReviewer`."""
+    from cudasched.webhook.config import WebhookConfig
+    from cudasched.webhook.server import build_app
+    from cudasched.webhook.state import ClusterState
+
+    return build_app(
+        WebhookConfig(), StaticStateSource(ClusterState.empty()), reviewer=NoopReviewer()
+    )
 
 
 class RetainingSource(StaticStateSource):
@@ -186,11 +223,13 @@ def serve_main(args: argparse.Namespace) -> None:
     from cudasched.webhook.tls import ReloadingServerContext
 
     pin(args.cpu)
-    app: Any = (
-        NoopApp()
-        if args.app == "noop"
-        else build_mutation_app(args.cluster_file, memo=args.app == "mutation")
-    )
+    app: Any
+    if args.app == "noop":
+        app = NoopApp()
+    elif args.app == "noop-stack":
+        app = build_noop_stack_app()
+    else:
+        app = build_mutation_app(args.cluster_file, memo=args.app == "mutation")
     tls = ReloadingServerContext(args.cert, args.key)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -625,7 +664,7 @@ def run(
                 cert,
                 key,
                 ca,
-                cluster_file=cluster_file if app != "noop" else None,
+                cluster_file=cluster_file if app in _MUTATION else None,
                 cpu=server_cpu,
             ) as server:
                 runs: list[LoadResult] = []
@@ -674,19 +713,20 @@ def run(
 
 
 def _ratios(result: AdmissionResult, rates: Sequence[float]) -> None:
-    noop = result.runs.get("noop", [])
-    for server in _SERVERS[1:]:
-        runs = result.runs.get(server, [])
-        for generator in ("wrk", "python"):
-            a, b = _find(noop, generator, "saturation"), _find(runs, generator, "saturation")
-            if a and b and b.rps > 0:
-                result.ratios[f"throughput no-op/{server} ({generator})"] = a.rps / b.rps
-        for rate in rates:
-            mode = f"rate={rate:g}/s"
-            a, b = _find(noop, "python", mode), _find(runs, "python", mode)
-            if a and b and a.p50_ms > 0:
-                result.ratios[f"p50 {server}/no-op at {rate:g}/s"] = b.p50_ms / a.p50_ms
-                result.ratios[f"p99 {server}/no-op at {rate:g}/s"] = b.p99_ms / a.p99_ms
+    for floor in _FLOORS:
+        base = result.runs.get(floor, [])
+        for server in _MUTATION:
+            runs = result.runs.get(server, [])
+            for generator in ("wrk", "python"):
+                a, b = _find(base, generator, "saturation"), _find(runs, generator, "saturation")
+                if a and b and b.rps > 0:
+                    result.ratios[f"throughput {floor}/{server} ({generator})"] = a.rps / b.rps
+            for rate in rates:
+                mode = f"rate={rate:g}/s"
+                a, b = _find(base, "python", mode), _find(runs, "python", mode)
+                if a and b and a.p50_ms > 0:
+                    result.ratios[f"p50 {server}/{floor} at {rate:g}/s"] = b.p50_ms / a.p50_ms
+                    result.ratios[f"p99 {server}/{floor} at {rate:g}/s"] = b.p99_ms / a.p99_ms
     for server, rate in (
         ("mutation", result.in_process),
         ("mutation-nomemo", result.in_process_nomemo),
@@ -695,6 +735,7 @@ def _ratios(result: AdmissionResult, rates: Sequence[float]) -> None:
         best = _find(runs, "wrk", "saturation") or _find(runs, "python", "saturation")
         if best and rate:
             result.ratios[f"in-process/server reviews per second ({server})"] = rate / best.rps
+    noop = result.runs.get("noop", [])
     py, wrk = _find(noop, "python", "saturation"), _find(noop, "wrk", "saturation")
     if py and wrk and wrk.rps > 0:
         share = py.rps / wrk.rps

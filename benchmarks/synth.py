@@ -460,12 +460,14 @@ def make_cluster(
 
 
 def admission_review(pod: Mapping[str, Any], uid: str) -> KubeObject:
-    """The AdmissionReview v1 request the API server sends for a Pod CREATE."""
+    """The AdmissionReview v1 request the API server sends for a Pod CREATE, in its field
+    order (Go writes struct fields in declaration order: kind, apiVersion, then the request
+    starting with its uid)."""
     ns = pod["metadata"].get("namespace", "default")
     obj = copy.deepcopy(dict(pod))
     return {
-        "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
         "request": {
             "uid": uid,
             "kind": {"group": "", "version": "v1", "kind": "Pod"},

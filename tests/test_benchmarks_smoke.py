@@ -83,13 +83,13 @@ def test_admission_quick(bench) -> None:
         max_requests=200,
         use_wrk=False,
     )
-    for server in ("noop", "mutation", "mutation-nomemo"):
+    for server in ("noop", "noop-stack", "mutation", "mutation-nomemo"):
         runs = result.runs[server]
         assert [r.mode for r in runs] == ["saturation", "rate=40/s"]
         assert all(r.ok > 0 and r.errors == 0 for r in runs)
     assert _finite(result.ratios)
-    assert "throughput no-op/mutation (python)" in result.ratios
-    assert "throughput no-op/mutation-nomemo (python)" in result.ratios
+    assert "throughput noop/mutation (python)" in result.ratios
+    assert "throughput noop-stack/mutation-nomemo (python)" in result.ratios
     assert result.in_process > 0 and result.in_process_nomemo > 0
 
 

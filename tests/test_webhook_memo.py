@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from cudasched.cli.mutate import creation_review
 from cudasched.cluster import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.webhook.admission import Admitter
+from cudasched.webhook.admission import Admitter, BadReviewError
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.memo import Answer, DecisionMemo
 from cudasched.webhook.server import serve_in_thread
@@ -190,7 +190,7 @@ def test_a_repeat_gets_the_fresh_answer_with_its_own_uid(
     assert orjson.loads(again)["response"]["uid"] == second
 
 
-def test_repeats_are_remembered_and_counted_once(
+def test_repeats_are_remembered(
     kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState
 ) -> None:
     adm = admitter(kb)
@@ -204,7 +204,64 @@ def test_repeats_are_remembered_and_counted_once(
         found = adm.recall(prepared, state)
         assert found is not None
         assert found == adm.answer(prepared, state)
-    assert len(adm.memo) == len(reviews)
+
+
+def api_server_body(review: dict[str, Any], uid: str) -> bytes:
+    """The review laid out the way the API server writes it: Go's field order (kind before
+    apiVersion, uid first in the request), no whitespace."""
+    request = {"uid": uid, **{k: v for k, v in review["request"].items() if k != "uid"}}
+    return orjson.dumps(
+        {"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request}
+    )
+
+
+def test_api_server_bodies_are_recalled_without_decoding(
+    kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState
+) -> None:
+    adm, fresh = admitter(kb), admitter(kb, decisionCacheBytes=0)
+    reviews = [creation_review(pod, uid="r") for pod in snapshot.pods]
+    first = "5a0f6c1e-0000-4000-8000-00000000000a"
+    second = "5a0f6c1e-0000-4000-8000-00000000000b"
+    for review in reviews:
+        assert adm.recall_body("pod", api_server_body(review, first), state) is None
+        adm.review("pod", api_server_body(review, first), state)
+    for review in reviews:
+        body = api_server_body(review, second)
+        found = adm.recall_body("pod", body, state)
+        assert found is not None
+        assert found[0] == fresh.review("pod", body, state)
+        # the same bytes under the other admission path are a different request
+        assert adm.recall_body("isvc", body, state) is None
+
+
+def test_a_duplicate_uid_key_is_never_recalled_by_its_head(
+    kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState
+) -> None:
+    """A body whose request repeats "uid" after the head: the decoder keeps the later one, so
+    the head cannot stand for the request; the answer echoes the uid the decoder kept."""
+    adm = admitter(kb)
+    review = creation_review(snapshot.pods[0], uid="r")
+
+    def body(head_uid: str) -> bytes:
+        text = api_server_body(review, head_uid)
+        assert text.endswith(b"}}")
+        return text[:-2] + b',"uid":"kept-uid"}}'
+
+    for head_uid in ("head-1", "head-2"):
+        assert adm.recall_body("pod", body(head_uid), state) is None
+        answer = orjson.loads(adm.review("pod", body(head_uid), state))
+        assert answer["response"]["uid"] == "kept-uid"
+
+
+def test_a_broken_body_with_a_canonical_head_is_refused_every_time(
+    kb: KnowledgeBase, state: ClusterState
+) -> None:
+    adm = admitter(kb)
+    body = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u1",'
+    for _ in range(2):
+        assert adm.recall_body("pod", body + b"oops", state) is None
+        with pytest.raises(BadReviewError):
+            adm.review("pod", body + b"oops", state)
 
 
 def test_a_new_snapshot_is_decided_afresh(

@@ -107,6 +107,8 @@ class StagedReviewer(Protocol):
     parse and key; ``recall``: a remembered answer) and the decision itself (``answer``), which
     runs in a review thread under the deadline. ``Admitter`` is one; see its methods."""
 
+    def recall_body(self, kind: Any, body: bytes, state: Any) -> tuple[bytes, str] | None: ...
+
     def prepare(self, kind: Any, body: bytes) -> Any: ...
 
     def recall(self, prepared: Any, state: Any) -> tuple[bytes, str] | None: ...
@@ -270,6 +272,7 @@ class WebhookApp:
         }
         # Children of labelled metrics are looked up once, not per request.
         self._latency = {p: self.metrics.latency.labels(endpoint=p) for p in self._admission}
+        self._counted: dict[tuple[str, str], Any] = {}
         self._remembered = {
             p: self.metrics.remembered_answers.labels(endpoint=p) for p in self._admission
         }
@@ -360,7 +363,11 @@ class WebhookApp:
         else:
             await _respond(send, 200, answer, content_type=b"application/json")
         finally:
-            self.metrics.requests.labels(endpoint=path, outcome=outcome).inc()
+            counter = self._counted.get((path, outcome))
+            if counter is None:
+                counter = self.metrics.requests.labels(endpoint=path, outcome=outcome)
+                self._counted[(path, outcome)] = counter
+            counter.inc()
             self._latency[path].observe(time.perf_counter() - started)
 
     async def _read_body(self, scope: dict[str, Any], receive: Receive, deadline: float) -> bytes:
@@ -414,6 +421,10 @@ class WebhookApp:
             # Repeats of a template are answered here without a thread hop; the rest goes to a
             # review thread with the request already parsed.
             try:
+                found = staged.recall_body(kind, body, state)
+                if found is not None:
+                    self._remembered[path].inc()
+                    return found
                 prepared = staged.prepare(kind, body)
                 found = staged.recall(prepared, state)
             except InputError as exc:  # BadReviewError: not an AdmissionReview v1
@@ -451,6 +462,9 @@ class WebhookApp:
         reports its own outcome), else classifies the serialised answer."""
         staged = self._staged
         if staged is not None:
+            found = staged.recall_body(kind, body, state)
+            if found is not None:
+                return found
             prepared = staged.prepare(kind, body)
             found = staged.recall(prepared, state)
             return found if found is not None else staged.answer(prepared, state)

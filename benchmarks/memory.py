@@ -4,7 +4,9 @@ The server is the one :mod:`benchmarks.admission` starts (uvicorn + TLS + the pr
 app and Admitter), holding what the watch cache would hold for the cluster: the listed objects
 (Nodes trimmed the way ``cudasched.webhook.cache`` trims them, runtimes and InferenceServices
 whole) and the :class:`~cudasched.webhook.state.ClusterState` built from them. After it answers
-a burst of admission requests (so lazily built tables and the review threads exist), ``VmRSS``
+a burst of admission requests (so lazily built tables and the review threads exist, and the
+decision memo holds an answer for every distinct pod: by default every predictor pod is sent
+twice), ``VmRSS``
 and ``VmHWM`` (peak) are read from ``/proc/<pid>/status``. The baseline is the same server with
 an empty cache; the difference is what the cluster costs.
 
@@ -80,7 +82,7 @@ def _post_all(port: int, ca: Path, bodies: Sequence[bytes]) -> int:
 
 
 def run(
-    *, nodes: int = 5000, runtimes: int = 200, isvcs: int = 1000, requests: int = 200
+    *, nodes: int = 5000, runtimes: int = 200, isvcs: int = 1000, requests: int = 2000
 ) -> MemoryResult:
     from benchmarks import synth
     from cudasched.webhook.tls import generate_self_signed, write_self_signed
@@ -142,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         nodes=args.nodes if args.nodes is not None else (500 if quick else 5000),
         runtimes=args.runtimes if args.runtimes is not None else (40 if quick else 200),
         isvcs=args.isvcs if args.isvcs is not None else (200 if quick else 1000),
-        requests=args.requests if args.requests is not None else (50 if quick else 200),
+        requests=args.requests if args.requests is not None else (50 if quick else 2000),
     )
     report(
         "memory",

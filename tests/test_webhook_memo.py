@@ -390,3 +390,46 @@ def test_server_answers_replicas_from_the_memo(
         metrics, 'cudasched_webhook_remembered_answers_total{endpoint="/mutate/pods"}'
     )
     assert remembered == (half if cache_bytes else 0)
+
+
+_EXTRA_MEMBERS = st.lists(
+    st.sampled_from(
+        [
+            b'"uid":"later-uid"',
+            b'"operation":"UPDATE"',
+            b'"namespace":"other"',
+            b'"object":{"metadata":{"name":"swapped"},"spec":{"containers":[]}}',
+            b'"subResource":"status"',
+            b'"kind":{"group":"","version":"v1","kind":"Secret"}',
+            b'"dryRun":true',
+        ]
+    ),
+    max_size=3,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data(), extra=_EXTRA_MEMBERS, spaces=st.booleans())
+def test_bodies_with_the_api_server_head_never_get_another_requests_answer(
+    kb: KnowledgeBase,
+    snapshot: ClusterSnapshot,
+    state: ClusterState,
+    data: st.DataObject,
+    extra: list[bytes],
+    spaces: bool,
+) -> None:
+    """Members appended after the head (duplicate keys win in the decoder) or whitespace
+    inside the rest: whatever the body, a remembering Admitter answers exactly like a fresh
+    one, for the first body and for the same body under another head uid."""
+    pod = data.draw(st.sampled_from(snapshot.pods))
+    base = api_server_body(creation_review(pod, uid="r"), "head-uid-1")
+    assert base.endswith(b"}}")
+    rest = base[:-2] + b"".join(b"," + member for member in extra) + b"}}"
+    if spaces:
+        rest = rest.replace(b'"operation":', b'"operation": ')
+    adm, fresh = admitter(kb), admitter(kb, decisionCacheBytes=0)
+    for head_uid in ("head-uid-1", "head-uid-2"):
+        body = rest.replace(b'"uid":"head-uid-1"', b'"uid":"' + head_uid.encode() + b'"', 1)
+        assert adm.review("pod", body, state) == fresh.review("pod", body, state)

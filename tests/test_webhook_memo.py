@@ -433,3 +433,19 @@ def test_bodies_with_the_api_server_head_never_get_another_requests_answer(
     for head_uid in ("head-uid-1", "head-uid-2"):
         body = rest.replace(b'"uid":"head-uid-1"', b'"uid":"' + head_uid.encode() + b'"', 1)
         assert adm.review("pod", body, state) == fresh.review("pod", body, state)
+
+
+@pytest.mark.parametrize("mode", ["required", "preferred"])
+def test_admission_never_changes_the_decoded_request(
+    kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState, mode: str
+) -> None:
+    """Admission shares subtrees of the decoded request between the object it resolves, the
+    mutated copy and the patch: it must never write into the request itself (the patch would
+    then be computed against a changed original)."""
+    adm = admitter(kb, mode=mode, decisionCacheBytes=0)
+    for review in pod_reviews(snapshot):
+        kind = kind_of(review)
+        prepared = adm.prepare(kind, with_uid(review, "u"))  # type: ignore[arg-type]
+        before = copy.deepcopy(prepared.request.obj)
+        adm.answer(prepared, state)
+        assert prepared.request.obj == before

@@ -176,10 +176,25 @@ def _gone() -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("fault", ["cut-mid-event", "gone-event", "gone-http"])
+def _unavailable() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "metadata": {},
+        "status": "Failure",
+        "message": "the server is currently unable to handle the request",
+        "reason": "ServiceUnavailable",
+        "code": 503,
+    }
+
+
+@pytest.mark.parametrize("fault", ["cut-mid-event", "gone-event", "gone-http", "outage-503"])
 async def test_watch_faults_while_serving(kmock: kmock.KubernetesEmulator, fault: str) -> None:
     """The nodes watch breaks while requests keep arriving: readiness never drops, every
-    request is answered, and cluster changes after the fault still reach decisions."""
+    request is answered, and cluster changes after the fault still reach decisions.
+
+    ``outage-503`` is the API server going away once the cache has synced (a control-plane
+    restart): four watch attempts in a row get 503, then it is back."""
     await kmock.post(NODES, json=node(OLD_NODE))
     first_watch = kmock[kmock.action.WATCH, kmock.resource("v1/nodes")][:1]
     if fault == "cut-mid-event":
@@ -190,8 +205,11 @@ async def test_watch_faults_while_serving(kmock: kmock.KubernetesEmulator, fault
         )
     elif fault == "gone-event":
         first_watch << ({"type": "ERROR", "object": _gone()},)
-    else:
+    elif fault == "gone-http":
         first_watch << 410 << _gone()
+    else:
+        kmock[kmock.action.WATCH, kmock.resource("v1/nodes")][:4] << 503 << _unavailable()
+    watches_needed = 5 if fault == "outage-503" else 2
     cache = make_cache(str(kmock.url))
     async with serving(cache, DENY) as srv, client(srv) as c:
 
@@ -203,7 +221,7 @@ async def test_watch_faults_while_serving(kmock: kmock.KubernetesEmulator, fault
             # Wait for the fault to have happened and the watch to be re-established.
             async def rewatched() -> bool:
                 watches = [r for r in list(kmock) if r.url.path == NODES]
-                return sum(r.url.query.get("watch") == "true" for r in watches) >= 2
+                return sum(r.url.query.get("watch") == "true" for r in watches) >= watches_needed
 
             await eventually(rewatched)
 
@@ -231,7 +249,7 @@ async def test_watch_faults_while_serving(kmock: kmock.KubernetesEmulator, fault
     metrics = cache.metrics.render().decode()
     assert dog.problems == []
     assert dog.answers > 0 and set(dog.ready) == {200}
-    reason = "watch_error" if fault == "cut-mid-event" else "gone"
+    reason = "gone" if fault.startswith("gone") else "watch_error"
     assert f'cudasched_cache_watch_restarts_total{{kind="nodes",reason="{reason}"}}' in metrics
 
 

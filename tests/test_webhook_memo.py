@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from cudasched.cli.mutate import creation_review
 from cudasched.cluster import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
+from cudasched.webhook import memo as memo_module
 from cudasched.webhook.admission import Admitter, BadReviewError
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.memo import Answer, DecisionMemo
@@ -111,6 +112,52 @@ def test_zero_bytes_disables_the_memo() -> None:
     assert memo.get(s, b"k") is None
     with pytest.raises(ValueError, match="max_bytes"):
         DecisionMemo(-1)
+
+
+def test_concurrent_stores_and_snapshot_switches_keep_the_accounting() -> None:
+    """Review threads store while the event loop reads and switches snapshots: no exception,
+    the byte count always matches the entries, the budget is never exceeded, and every entry
+    found belongs to the snapshot it was stored for."""
+    import threading
+
+    memo = DecisionMemo(20_000)
+    snaps = [Snap() for _ in range(4)]
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer(n: int) -> None:
+        try:
+            i = 0
+            while not stop.is_set():
+                snap = snaps[i % len(snaps)]
+                memo.put(snap, f"{id(snap)}-{n}-{i % 50}".encode(), answer(str(id(snap))))
+                i += 1
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(3_000):
+            snap = snaps[(i // 100) % len(snaps)]
+            key = f"{id(snap)}-{i % 3}-{i % 50}".encode()
+            found = memo.get(snap, key)
+            if found is not None:
+                assert found == answer(str(id(snap)))
+            assert 0 <= memo.bytes_used <= memo.max_bytes
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert errors == []
+    owner = snaps[(2_999 // 100) % len(snaps)]
+    with memo._lock:  # a quiet moment: the count must match the entries exactly
+        expected = sum(
+            len(k) + v.size + memo_module._ENTRY_OVERHEAD for k, v in memo._entries.items()
+        )
+        assert memo.bytes_used == expected
+        assert all(v == answer(str(id(owner))) for v in memo._entries.values())
 
 
 # --------------------------------------------------------------------------- with the Admitter

@@ -114,14 +114,80 @@ def test_zero_bytes_disables_the_memo() -> None:
         DecisionMemo(-1)
 
 
+def test_a_retired_snapshot_never_becomes_current_again() -> None:
+    """A review thread still holding the previous snapshot neither evicts the current one's
+    entries nor stores its own answers."""
+    memo = DecisionMemo(1 << 20)
+    old, new = Snap(), Snap()
+    memo.get(old, b"k")
+    memo.get(new, b"k")
+    assert memo.put(new, b"k", answer("fresh"))
+    assert memo.get(old, b"k") is None
+    assert not memo.put(old, b"k", answer("stale"))
+    assert memo.get(new, b"k") == answer("fresh")
+
+
+def test_a_lookup_reads_one_generation_even_when_another_thread_switches_it() -> None:
+    """The event loop is paused inside ``get`` after it found its snapshot current; another
+    thread makes a different snapshot current and stores an answer for it; the paused lookup
+    must still answer from its own snapshot's entries."""
+    import sys
+    import threading
+
+    memo = DecisionMemo(1 << 20)
+    mine, other = Snap(), Snap()
+    memo.get(mine, b"k")
+    memo.put(mine, b"k", answer("mine"))
+    in_get, go_on = threading.Event(), threading.Event()
+    code = DecisionMemo.get.__code__
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code is not code:
+            return None
+
+        def lines(f: Any, ev: str, a: Any) -> Any:
+            # Pause on the last line executed by a hit: after the ownership check.
+            if ev == "line" and "entries.get" in _source_line(f):
+                in_get.set()
+                go_on.wait(10)
+            return lines
+
+        return lines
+
+    found: list[Answer | None] = []
+
+    def lookup() -> None:
+        sys.settrace(trace)
+        try:
+            found.append(memo.get(mine, b"k"))
+        finally:
+            sys.settrace(None)
+
+    t = threading.Thread(target=lookup)
+    t.start()
+    assert in_get.wait(10)
+    memo.get(other, b"k")
+    assert memo.put(other, b"k", answer("other"))
+    go_on.set()
+    t.join(10)
+    assert found == [answer("mine")]
+
+
+def _source_line(frame: Any) -> str:
+    import linecache
+
+    return linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+
+
 def test_concurrent_stores_and_snapshot_switches_keep_the_accounting() -> None:
-    """Review threads store while the event loop reads and switches snapshots: no exception,
-    the byte count always matches the entries, the budget is never exceeded, and every entry
-    found belongs to the snapshot it was stored for."""
+    """Review threads store (some with snapshots already replaced) while the event loop reads
+    and moves to new snapshots: no exception, the byte count matches the entries, the budget
+    is never exceeded, and every entry found belongs to the snapshot it was stored for."""
     import threading
 
     memo = DecisionMemo(20_000)
-    snaps = [Snap() for _ in range(4)]
+    snaps = [Snap() for _ in range(30)]
+    current = [0]
     errors: list[BaseException] = []
     stop = threading.Event()
 
@@ -129,7 +195,8 @@ def test_concurrent_stores_and_snapshot_switches_keep_the_accounting() -> None:
         try:
             i = 0
             while not stop.is_set():
-                snap = snaps[i % len(snaps)]
+                # the current snapshot, or one a slow thread captured a while ago
+                snap = snaps[max(0, current[0] - i % 3)]
                 memo.put(snap, f"{id(snap)}-{n}-{i % 50}".encode(), answer(str(id(snap))))
                 i += 1
         except BaseException as exc:  # reported below
@@ -140,7 +207,8 @@ def test_concurrent_stores_and_snapshot_switches_keep_the_accounting() -> None:
         t.start()
     try:
         for i in range(3_000):
-            snap = snaps[(i // 100) % len(snaps)]
+            current[0] = i // 100
+            snap = snaps[current[0]]
             key = f"{id(snap)}-{i % 3}-{i % 50}".encode()
             found = memo.get(snap, key)
             if found is not None:
@@ -151,13 +219,10 @@ def test_concurrent_stores_and_snapshot_switches_keep_the_accounting() -> None:
         for t in threads:
             t.join()
     assert errors == []
-    owner = snaps[(2_999 // 100) % len(snaps)]
-    with memo._lock:  # a quiet moment: the count must match the entries exactly
-        expected = sum(
-            len(k) + v.size + memo_module._ENTRY_OVERHEAD for k, v in memo._entries.items()
-        )
-        assert memo.bytes_used == expected
-        assert all(v == answer(str(id(owner))) for v in memo._entries.values())
+    gen = memo._gen
+    overhead = memo_module._ENTRY_OVERHEAD
+    assert gen.bytes == sum(len(k) + v.size + overhead for k, v in gen.entries.items())
+    assert all(v == answer(str(id(snaps[-1]))) for v in gen.entries.values())
 
 
 # --------------------------------------------------------------------------- with the Admitter
@@ -298,6 +363,32 @@ def test_a_duplicate_uid_key_is_never_recalled_by_its_head(
         assert adm.recall_body("pod", body(head_uid), state) is None
         answer = orjson.loads(adm.review("pod", body(head_uid), state))
         assert answer["response"]["uid"] == "kept-uid"
+
+
+@pytest.mark.parametrize("variant", ["plain", "escaped", "repeated-request"])
+def test_a_later_uid_equal_to_the_head_does_not_make_the_head_authoritative(
+    kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState, variant: str
+) -> None:
+    """The first body repeats its own uid later on (so the decoder agrees with the head); a
+    second body with another head uid and the same rest must still echo the later uid."""
+    adm, fresh = admitter(kb), admitter(kb, decisionCacheBytes=0)
+    review = creation_review(snapshot.pods[0], uid="r")
+    later = {
+        "plain": b',"uid":"same-uid"}}',
+        "escaped": b',"uid":"\\u0073ame-uid"}}',
+        "repeated-request": b'},"request":'
+        + orjson.dumps({**review["request"], "uid": "same-uid"})
+        + b"}",
+    }[variant]
+
+    def body(head_uid: str) -> bytes:
+        text = api_server_body(review, head_uid)
+        return text[:-2] + later
+
+    adm.review("pod", body("same-uid"), state)
+    second = adm.review("pod", body("other-uid"), state)
+    assert second == fresh.review("pod", body("other-uid"), state)
+    assert orjson.loads(second)["response"]["uid"] == "same-uid"
 
 
 def test_a_broken_body_with_a_canonical_head_is_refused_every_time(
@@ -496,3 +587,31 @@ def test_admission_never_changes_the_decoded_request(
         before = copy.deepcopy(prepared.request.obj)
         adm.answer(prepared, state)
         assert prepared.request.obj == before
+
+
+def test_server_decides_large_bodies_every_time(
+    snapshot: ClusterSnapshot, state: ClusterState, client_for: Any
+) -> None:
+    """Bodies over MEMO_MAX_BODY_BYTES are decoded and decided in a review thread each time
+    (never on the event loop) and never remembered; answers are still right."""
+    from cudasched.webhook.admission import MEMO_MAX_BODY_BYTES
+
+    pod = copy.deepcopy(snapshot.pods[0])
+    pod["metadata"].setdefault("annotations", {})["example.com/blob"] = "x" * MEMO_MAX_BODY_BYTES
+    review = creation_review(pod, uid="r")
+    with serve_in_thread(state) as srv:
+        c = client_for(srv)
+        answers = []
+        for uid in ("big-1", "big-2"):
+            body = api_server_body(review, uid)
+            assert len(body) > MEMO_MAX_BODY_BYTES
+            resp = c.post("/mutate/pods", content=body)
+            assert resp.status_code == 200
+            answer_ = resp.json()["response"]
+            assert answer_.pop("uid") == uid
+            answers.append(answer_)
+        metrics = c.get("/metrics").text
+        assert len(srv.app.reviewer.memo) == 0  # type: ignore[attr-defined]
+    assert answers[0] == answers[1] and "patch" in answers[0]
+    prefix = 'cudasched_webhook_remembered_answers_total{endpoint="/mutate/pods"}'
+    assert _metric(metrics, prefix) == 0

@@ -25,6 +25,7 @@ import base64
 import dataclasses
 import logging
 import re
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = [
     "API_VERSION",
     "MAX_WARNING_CHARS",
+    "MEMO_MAX_BODY_BYTES",
     "Admitter",
     "BadReviewError",
     "Decision",
@@ -120,6 +122,12 @@ _CANONICAL_HEAD = re.compile(
     rb'","request":\{"uid":"([0-9A-Za-z-]{1,128})",'
 )
 _RAW_KEY_PREFIX = {"pod": b"raw:pod:", "isvc": b"raw:isvc:"}
+#: Requests larger than this are decided every time: their keys would crowd the memo, and the
+#: server only looks bodies up on the event loop up to this size.
+MEMO_MAX_BODY_BYTES = 65_536
+# Merge-memo keys embed the pod's own affinity; unusually large ones are merged every time.
+_MERGE_MEMO_MAX_KEY_BYTES = 16_384
+_PROBE_HEAD = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"'
 
 
 class BadReviewError(InputError):
@@ -342,6 +350,9 @@ class Admitter:
         self._merged: dict[bytes, bytes | None] = {}
         # Whole answers per request-without-uid for the current snapshot (see memo.py).
         self.memo = DecisionMemo(config.decision_cache_bytes)
+        # A uid no request can contain: decoding a rest behind it proves that the head's uid
+        # is the one the decoder keeps (see _raw_key_holds).
+        self._probe_uid = "cudasched-probe-" + secrets.token_hex(16)
 
     @classmethod
     def from_config(cls, config: WebhookConfig, kb: KnowledgeBase | None = None) -> Admitter:
@@ -402,7 +413,7 @@ class Admitter:
             raise InputError(f"invalid admission kind {kind!r}: expected 'pod' or 'isvc'")
         req = parse_review(body)
         memo_key: bytes | None = None
-        if key and self.memo.max_bytes:
+        if key and self.memo.max_bytes and len(body) <= MEMO_MAX_BODY_BYTES:
             try:
                 memo_key = orjson.dumps(
                     (
@@ -459,8 +470,21 @@ class Admitter:
         answer = Answer(parts[0], parts[1], decision.outcome)
         if prepared.key is not None:
             self.memo.put(state, prepared.key, answer)
-        if prepared.raw_key is not None:
+        if prepared.raw_key is not None and self._raw_key_holds(prepared.raw_key):
             self.memo.put(state, prepared.raw_key, answer)
+
+    def _raw_key_holds(self, raw_key: bytes) -> bool:
+        """Whether every body made of a canonical head and this rest decodes to the same
+        request with the head's uid. True when the rest behind a uid nobody can know still
+        decodes to that uid: no later duplicate (equal to the head's uid or not, escaped or
+        not, in this request or a repeated one) can then override it."""
+        rest = raw_key.split(b":", 2)[2]
+        try:
+            doc = orjson.loads(_PROBE_HEAD + self._probe_uid.encode() + b'",' + rest)
+        except orjson.JSONDecodeError:
+            return False
+        req = doc.get("request") if isinstance(doc, dict) else None
+        return isinstance(req, dict) and req.get("uid") == self._probe_uid
 
     def _decide(self, prepared: Prepared, state: ClusterState) -> Decision:
         req = prepared.request
@@ -571,6 +595,8 @@ class Admitter:
         try:
             key = orjson.dumps(["affinity" in out, out.get("affinity"), terms])
         except TypeError:  # not plain JSON data: no memo
+            return self._merge_affinity(out, terms)
+        if len(key) > _MERGE_MEMO_MAX_KEY_BYTES:
             return self._merge_affinity(out, terms)
         found = self._merged.get(key, _MISSING)
         if found is _MISSING:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import orjson
 
 from cudasched.errors import InputError
+from cudasched.webhook.admission import MEMO_MAX_BODY_BYTES
 from cudasched.webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from cudasched.webhook.metrics import WebhookMetrics
 from cudasched.webhook.tls import (
@@ -88,8 +89,9 @@ _API_VERSION = "admission.k8s.io/v1"
 _REVIEW_KIND = "AdmissionReview"
 _WARNING_LIMIT = 120  # Kubernetes asks for warnings of at most 120 characters
 # Bodies up to this size are parsed on the event loop to look for a remembered answer (about
-# 10 us per 4 KiB with orjson); larger ones are parsed in the review thread, under the deadline.
-_INLINE_PARSE_BYTES = 65_536
+# 10 us per 4 KiB with orjson); larger ones are parsed in the review thread, under the deadline,
+# and never remembered.
+_INLINE_PARSE_BYTES = MEMO_MAX_BODY_BYTES
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -462,12 +464,10 @@ class WebhookApp:
         reports its own outcome), else classifies the serialised answer."""
         staged = self._staged
         if staged is not None:
-            found = staged.recall_body(kind, body, state)
-            if found is not None:
-                return found
-            prepared = staged.prepare(kind, body)
-            found = staged.recall(prepared, state)
-            return found if found is not None else staged.answer(prepared, state)
+            # No lookup here: only the event loop, which reads snapshots in the order the
+            # source publishes them, moves the memo to a new snapshot (a review thread may hold
+            # an older one). Bodies this large are not looked up on the loop either.
+            return staged.answer(staged.prepare(kind, body), state)
         decide = self._reviewer_decide
         if decide is not None:
             decision = decide(kind, body, state)

@@ -196,11 +196,20 @@ class Prepared(NamedTuple):
     kind: Kind
     request: _Request
     key: bytes | None
-    raw_key: bytes | None = None  # the body without its uid, when written like the API server
+    raw_rest: bytes | None = None  # the body after its uid, when written like the API server
 
     @property
     def uid(self) -> str:
         return self.request.uid
+
+
+def _canonical_split(body: bytes | str) -> tuple[bytes, bytes] | None:
+    """``(uid, rest)`` of a body laid out the way the API server writes reviews (see
+    ``_CANONICAL_HEAD``), or ``None`` for any other layout."""
+    if not isinstance(body, bytes):
+        return None
+    head = _CANONICAL_HEAD.match(body)
+    return None if head is None else (head.group(1), body[head.end() :])
 
 
 def clip(text: str, limit: int = MAX_WARNING_CHARS) -> str:
@@ -351,7 +360,7 @@ class Admitter:
         # Whole answers per request-without-uid for the current snapshot (see memo.py).
         self.memo = DecisionMemo(config.decision_cache_bytes)
         # A uid no request can contain: decoding a rest behind it proves that the head's uid
-        # is the one the decoder keeps (see _raw_key_holds).
+        # is the one the decoder keeps (see _rest_keeps_head_uid).
         self._probe_uid = "cudasched-probe-" + secrets.token_hex(16)
 
     @classmethod
@@ -394,17 +403,16 @@ class Admitter:
     ) -> tuple[bytes, Outcome] | None:
         """The remembered answer for a body written the way the API server writes reviews,
         found without decoding it, or ``None`` (then :meth:`prepare` and :meth:`recall`)."""
-        if not isinstance(body, bytes) or not self.memo.max_bytes:
-            return None
-        head = _CANONICAL_HEAD.match(body)
         prefix = _RAW_KEY_PREFIX.get(kind)
-        if head is None or prefix is None:
+        split = _canonical_split(body) if self.memo.max_bytes else None
+        if split is None or prefix is None:
             return None
-        found = self.memo.get(state, prefix + body[head.end() :])
+        uid, rest = split
+        found = self.memo.get(state, prefix + rest)
         if found is None:
             return None
         outcome: Outcome = found.outcome  # type: ignore[assignment]
-        return found.render(b'"' + head.group(1) + b'"'), outcome
+        return found.render(b'"' + uid + b'"'), outcome
 
     def prepare(self, kind: Kind, body: bytes | str, *, key: bool = True) -> Prepared:
         """Parse and validate ``body`` (:class:`BadReviewError` when it is not an AdmissionReview
@@ -428,14 +436,13 @@ class Admitter:
                 )
             except (TypeError, orjson.JSONEncodeError):
                 memo_key = None  # deeper than orjson writes: decided every time
-        raw_key: bytes | None = None
-        if memo_key is not None and isinstance(body, bytes):
-            head = _CANONICAL_HEAD.match(body)
-            # Only when the uid in the head is the one the decoder kept (a later duplicate
-            # "uid" key would win over it): then equal rests mean equal requests but the uid.
-            if head is not None and head.group(1) == req.uid.encode():
-                raw_key = _RAW_KEY_PREFIX[kind] + body[head.end() :]
-        return Prepared(kind, req, memo_key, raw_key)
+        raw_rest: bytes | None = None
+        split = _canonical_split(body) if memo_key is not None else None
+        # Only when the head's uid is the one the decoder kept; `_rest_keeps_head_uid` proves
+        # it for every uid before the rest is used as a key.
+        if split is not None and split[0] == req.uid.encode():
+            raw_rest = split[1]
+        return Prepared(kind, req, memo_key, raw_rest)
 
     def recall(self, prepared: Prepared, state: ClusterState) -> tuple[bytes, Outcome] | None:
         """The remembered answer for ``prepared`` under ``state`` with its outcome, or ``None``."""
@@ -470,15 +477,15 @@ class Admitter:
         answer = Answer(parts[0], parts[1], decision.outcome)
         if prepared.key is not None:
             self.memo.put(state, prepared.key, answer)
-        if prepared.raw_key is not None and self._raw_key_holds(prepared.raw_key):
-            self.memo.put(state, prepared.raw_key, answer)
+        rest = prepared.raw_rest
+        if rest is not None and self._rest_keeps_head_uid(rest):
+            self.memo.put(state, _RAW_KEY_PREFIX[prepared.kind] + rest, answer)
 
-    def _raw_key_holds(self, raw_key: bytes) -> bool:
+    def _rest_keeps_head_uid(self, rest: bytes) -> bool:
         """Whether every body made of a canonical head and this rest decodes to the same
         request with the head's uid. True when the rest behind a uid nobody can know still
         decodes to that uid: no later duplicate (equal to the head's uid or not, escaped or
         not, in this request or a repeated one) can then override it."""
-        rest = raw_key.split(b":", 2)[2]
         try:
             doc = orjson.loads(_PROBE_HEAD + self._probe_uid.encode() + b'",' + rest)
         except orjson.JSONDecodeError:

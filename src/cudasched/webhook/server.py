@@ -105,9 +105,11 @@ class Reviewer(Protocol):
 
 @runtime_checkable
 class StagedReviewer(Protocol):
-    """A reviewer that splits a review into cheap steps the event loop may run (``prepare``:
-    parse and key; ``recall``: a remembered answer) and the decision itself (``answer``), which
-    runs in a review thread under the deadline. ``Admitter`` is one; see its methods."""
+    """A reviewer that splits a review into cheap steps the event loop may run
+    (``recall_body``: a remembered answer found without decoding; ``prepare``: decode and key;
+    ``recall``: a remembered answer by the decoded request) and the decision itself
+    (``answer``), which runs in a review thread under the deadline. Only the event loop calls
+    the ``recall`` steps. ``Admitter`` is one; see its methods."""
 
     def recall_body(self, kind: Any, body: bytes, state: Any) -> tuple[bytes, str] | None: ...
 

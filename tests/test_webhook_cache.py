@@ -183,6 +183,35 @@ async def test_label_free_node_updates_do_not_rebuild(kmock: kmock.KubernetesEmu
         await cache.stop()
 
 
+async def test_isvc_status_churn_does_not_rebuild(kmock: kmock.KubernetesEmulator) -> None:
+    """KServe rewrites an InferenceService's status on every reconcile; only the runtime it
+    records there matters to admission, so only that change publishes a new snapshot."""
+    kmock.resources["v1/nodes"] = {}
+    path = ISVCS.format(ns="ml")
+    await kmock.post(path, json=named("llm", "ml"))
+    cache = make_cache(kmock.url)
+    await cache.start()
+    try:
+        await eventually(cache, lambda c: c.synced and c.state.isvcs == ("ml/llm",), 10)
+        await asyncio.sleep(0.2)
+        before = cache.generation
+        conditions = [{"type": "Ready", "status": "False", "lastTransitionTime": "t1"}]
+        await kmock.patch(f"{path}/llm", json={"status": {"conditions": conditions}})
+        await eventually(
+            cache,
+            lambda c: any(
+                o.get("status", {}).get("conditions") == conditions
+                for o in c.objects("inferenceservices")
+            ),
+        )
+        await asyncio.sleep(0.1)
+        assert cache.generation == before  # stored, not rebuilt
+        await kmock.patch(f"{path}/llm", json={"status": {"servingRuntimeName": "vllm"}})
+        await eventually(cache, lambda c: c.generation == before + 1)
+    finally:
+        await cache.stop()
+
+
 async def test_stream_cut_mid_event_reconnects(kmock: kmock.KubernetesEmulator) -> None:
     await kmock.post(NODES, json=node("n1"))
     # The first nodes watch delivers one whole event, then half of the next, then ends.

@@ -146,12 +146,22 @@ def _plain(obj: Any, kind: str) -> dict[str, Any]:
     return raw
 
 
+# What admission reads of an InferenceService's status: the runtime KServe recorded. KServe
+# rewrites the rest (conditions, URLs, traffic, model state) on every reconcile; rebuilding the
+# snapshot for those would also empty the decision memo for nothing.
+_ISVC_STATUS_KEYS = ("servingRuntimeName", "clusterServingRuntimeName")
+
+
 def _relevant(kind: str, obj: Mapping[str, Any]) -> Any:
     """The part of an object whose change requires a new snapshot."""
     meta = _meta(obj)
     if kind == NODES:
         return meta.get("labels")
-    return (meta.get("labels"), meta.get("annotations"), obj.get("spec"), obj.get("status"))
+    status = obj.get("status")
+    if kind == ISVCS and (status is None or isinstance(status, Mapping)):
+        # No status yet and a status without a runtime name read the same way.
+        status = {k: (status or {}).get(k) for k in _ISVC_STATUS_KEYS}
+    return (meta.get("labels"), meta.get("annotations"), obj.get("spec"), status)
 
 
 def _status_code(exc: BaseException) -> int | None:

@@ -172,13 +172,18 @@ async def test_label_free_node_updates_do_not_rebuild(kmock: kmock.KubernetesEmu
         await asyncio.sleep(0.2)
         before = cache.generation
         await kmock.patch(f"{NODES}/n1", json={"status": {"capacity": {"nvidia.com/gpu": "4"}}})
+        # GFD's per-pass timestamp label changes on every node every minute.
+        stamp = {"nvidia.com/gfd.timestamp": "1764480000"}
+        await kmock.patch(f"{NODES}/n1", json={"metadata": {"labels": stamp}})
         await kmock.patch(f"{NODES}/n2", json={"metadata": {"labels": {"tier": "b"}}})
         await eventually(cache, lambda c: c.state.nodes["n2"] == {"tier": "b"})
         await asyncio.sleep(0.1)
-        # The label change published; the capacity-only change was stored without a rebuild.
+        # The label change published; the capacity-only and timestamp-only changes were stored
+        # without a rebuild.
         assert cache.generation == before + 1
         stored = {n["metadata"]["name"]: n for n in cache.objects("nodes")}
         assert stored["n1"]["status"]["capacity"] == {"nvidia.com/gpu": "4"}
+        assert stored["n1"]["metadata"]["labels"]["nvidia.com/gfd.timestamp"] == "1764480000"
     finally:
         await cache.stop()
 

@@ -220,14 +220,13 @@ def _skipped(annotations: Mapping[str, Any]) -> bool:
 # Label keys that can change a node's GPU facts: everything under our prefix and NVIDIA's,
 # except GFD's refresh timestamp (different on every node, meaningless for compatibility).
 _FACT_PREFIXES = (L.PREFIX, "nvidia.com/")
-_VOLATILE_KEYS = frozenset({"nvidia.com/gfd.timestamp"})
 
 
 def _facts_signature(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
     return frozenset(
         (k, v)
         for k, v in labels.items()
-        if k.startswith(_FACT_PREFIXES) and k not in _VOLATILE_KEYS
+        if k.startswith(_FACT_PREFIXES) and k not in L.VOLATILE_KEYS
     )
 
 
@@ -299,7 +298,7 @@ class Fleet:
         # Keys that take part in the facts signature add nothing: their values are already
         # fixed by the facts group. Dropping them lets most workloads share a few partitions.
         keys = tuple(
-            k for k in keys if not (k.startswith(_FACT_PREFIXES) and k not in _VOLATILE_KEYS)
+            k for k in keys if not (k.startswith(_FACT_PREFIXES) and k not in L.VOLATILE_KEYS)
         )
         found = self._partitions.get(keys)
         if found is None:

@@ -53,6 +53,13 @@ GFD_COMPUTE_MINOR = "nvidia.com/gpu.compute.minor"
 GFD_FAMILY = "nvidia.com/gpu.family"
 GFD_COUNT = "nvidia.com/gpu.count"
 GFD_PRESENT = "nvidia.com/gpu.present"
+# Unix seconds of GFD's last labelling pass, rewritten every pass (60 s by default) unless GFD
+# runs with --no-timestamp.
+GFD_TIMESTAMP = "nvidia.com/gfd.timestamp"
+
+#: Node label keys whose values change on every refresh and say nothing about compatibility:
+#: grouping nodes and deciding when the cluster changed both ignore them.
+VOLATILE_KEYS = frozenset({GFD_TIMESTAMP})
 
 # Keys whose node-affinity expressions cudasched owns: the placement compiler strips
 # expressions on these keys before it ANDs in a fresh requirement (see README, design).

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cudasched.errors import InputError
+from cudasched.labels import VOLATILE_KEYS
 from cudasched.objects import metadata_of as _meta
 from cudasched.webhook.metrics import WebhookMetrics
 
@@ -156,7 +157,12 @@ def _relevant(kind: str, obj: Mapping[str, Any]) -> Any:
     """The part of an object whose change requires a new snapshot."""
     meta = _meta(obj)
     if kind == NODES:
-        return meta.get("labels")
+        # GFD rewrites its timestamp label on every node every minute: with thousands of
+        # nodes that alone would rebuild the snapshot (and empty the decision memo) constantly.
+        labels = meta.get("labels")
+        if not isinstance(labels, Mapping):
+            return labels
+        return {k: v for k, v in labels.items() if k not in VOLATILE_KEYS}
     status = obj.get("status")
     if kind == ISVCS and (status is None or isinstance(status, Mapping)):
         # No status yet and a status without a runtime name read the same way.

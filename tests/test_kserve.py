@@ -770,3 +770,20 @@ def test_supporting_runtimes_match_kserve_scenarios(
     if not mms:
         first = select_runtime(obj, ns, cluster)
         assert (first.name if first else None) == (expected[0] if expected else None)
+
+
+def test_runtimes_parsed_once_per_run_select_the_same() -> None:
+    """Indexing a whole cluster shares one ``parsed`` dict across InferenceServices: every
+    choice (and reason) must be what a call without it returns."""
+    from cudasched.cluster import bundled_snapshot
+
+    snap = bundled_snapshot()
+    parsed: dict = {}
+    isvcs = list(snap.inference_services) * 2  # the second round is served from `parsed`
+    for isvc in isvcs:
+        ns = isvc["metadata"].get("namespace")
+        runtimes = snap.serving_runtimes_in(ns)
+        alone = select_runtime(isvc, runtimes, snap.cluster_serving_runtimes)
+        shared = select_runtime(isvc, runtimes, snap.cluster_serving_runtimes, parsed=parsed)
+        assert shared == alone
+    assert parsed  # the runtimes were parsed into it

@@ -44,6 +44,7 @@ __all__ = [
     "SERVING_RUNTIME",
     "WORKER_CONTAINER",
     "ModelRequest",
+    "ParsedRuntimes",
     "RuntimeChoice",
     "RuntimeRef",
     "component_of",
@@ -493,10 +494,29 @@ def _by_priority(runtimes: list[_Runtime], format_name: str) -> list[_Runtime]:
     return sorted(runtimes, key=key)
 
 
-def _find(objs: Iterable[Any], name: str, kind: str) -> _Runtime | None:
+#: Parsed runtimes of one selection run, keyed by the identity of the runtime object and its
+#: kind. Only valid while the caller holds those objects: it lives for one call, such as
+#: indexing every InferenceService of a cluster snapshot (see ``select_runtime``).
+ParsedRuntimes = dict[tuple[int, str], "_Runtime"]
+
+
+def _parse(obj: Any, kind: str, parsed: ParsedRuntimes | None) -> _Runtime:
+    if parsed is None:
+        return _runtime(obj, kind)
+    key = (id(obj), kind)
+    found = parsed.get(key)
+    if found is None:
+        found = _runtime(obj, kind)  # a malformed runtime raises every time, never cached
+        parsed[key] = found
+    return found
+
+
+def _find(
+    objs: Iterable[Any], name: str, kind: str, parsed: ParsedRuntimes | None = None
+) -> _Runtime | None:
     for obj in objs:
         if isinstance(obj, Mapping) and _name(obj) == name:
-            return _runtime(obj, kind)
+            return _parse(obj, kind, parsed)
     return None
 
 
@@ -511,6 +531,8 @@ def explain_runtime_selection(
     isvc: Mapping[str, Any],
     runtimes: Sequence[Mapping[str, Any]],
     cluster_runtimes: Sequence[Mapping[str, Any]],
+    *,
+    parsed: ParsedRuntimes | None = None,
 ) -> tuple[RuntimeChoice | None, str]:
     """:func:`select_runtime` plus, when no runtime applies, the reason why (for warnings)."""
     if not isinstance(isvc, Mapping):
@@ -528,7 +550,7 @@ def explain_runtime_selection(
     recorded = recorded_runtime(isvc)
     if recorded is not None:
         pool = ns_objs if recorded.kind == SERVING_RUNTIME else cluster_runtimes
-        found = _find(pool, recorded.name, recorded.kind)
+        found = _find(pool, recorded.name, recorded.kind, parsed)
         field_name = (
             "servingRuntimeName"
             if recorded.kind == SERVING_RUNTIME
@@ -550,7 +572,7 @@ def explain_runtime_selection(
     # lags a spec edit by one reconcile, so a runtime named in the spec that KServe accepts
     # wins over a different recorded one; one KServe refuses leaves the recorded one serving.
     if explicit is not None:
-        rt, why = _explicit_runtime(model, explicit, ns_objs, cluster_runtimes)
+        rt, why = _explicit_runtime(model, explicit, ns_objs, cluster_runtimes, parsed)
         if rt is not None:
             reason = f"{model.origin}.runtime"
             if recorded_choice is not None:
@@ -562,7 +584,7 @@ def explain_runtime_selection(
 
     # 3. Auto-selection (GetSupportingRuntimes; the caller takes the first element).
     protocol = model.effective_protocol
-    ordered = _supporting(model, ns_objs, cluster_runtimes, multi_model=False)
+    ordered = _supporting(model, ns_objs, cluster_runtimes, multi_model=False, parsed=parsed)
     if not ordered:
         notes.append(
             f"no enabled autoSelect runtime supports {model.format_label} over protocol "
@@ -585,11 +607,17 @@ def explain_runtime_selection(
 
 
 def _explicit_runtime(
-    model: ModelRequest, name: str, ns_objs: Iterable[Any], cluster_objs: Iterable[Any]
+    model: ModelRequest,
+    name: str,
+    ns_objs: Iterable[Any],
+    cluster_objs: Iterable[Any],
+    parsed: ParsedRuntimes | None = None,
 ) -> tuple[_Runtime | None, str]:
     """``reconcileModel`` with a named runtime: found (namespace first), enabled, speaking
     the model's explicit protocol (only checked when set) and supporting its format."""
-    rt = _find(ns_objs, name, SERVING_RUNTIME) or _find(cluster_objs, name, CLUSTER_SERVING_RUNTIME)
+    rt = _find(ns_objs, name, SERVING_RUNTIME, parsed) or _find(
+        cluster_objs, name, CLUSTER_SERVING_RUNTIME, parsed
+    )
     if rt is None:
         return None, f"runtime {name} named by {model.origin}.runtime not found"
     # reconcileModel refuses these; KServe then creates no predictor pods.
@@ -608,14 +636,15 @@ def _supporting(
     cluster_objs: Iterable[Any],
     *,
     multi_model: bool,
+    parsed: ParsedRuntimes | None = None,
 ) -> list[_Runtime]:
     protocol = model.effective_protocol
 
     def candidates(objs: Iterable[Any], kind: str) -> list[_Runtime]:
-        parsed = _sorted_list([_runtime(o, kind) for o in objs])
+        ordered = _sorted_list([_parse(o, kind, parsed) for o in objs])
         kept = [
             r
-            for r in parsed
+            for r in ordered
             if not r.disabled
             and r.multi_model == multi_model  # IsMultiModelRuntime() == isMMS
             and r.supports_model(model)
@@ -653,6 +682,8 @@ def select_runtime(
     isvc: Mapping[str, Any],
     runtimes: Sequence[Mapping[str, Any]],
     cluster_runtimes: Sequence[Mapping[str, Any]],
+    *,
+    parsed: ParsedRuntimes | None = None,
 ) -> RuntimeChoice | None:
     """The runtime KServe uses for ``isvc``'s predictor, or ``None`` when it uses none.
 
@@ -665,8 +696,11 @@ def select_runtime(
     >= 0.15) multi-node-mismatched runtimes skipped; ``autoSelect`` entries only; exact
     ``name[:version]`` match; protocol default ``v1``; lists sorted by protocol, newest
     first, name; then by priority, higher first.
+
+    ``parsed`` (an empty dict the caller keeps for one run over many InferenceServices, while
+    it holds the runtime objects) lets each runtime be parsed once instead of once per call.
     """
-    return explain_runtime_selection(isvc, runtimes, cluster_runtimes)[0]
+    return explain_runtime_selection(isvc, runtimes, cluster_runtimes, parsed=parsed)[0]
 
 
 # --------------------------------------------------------------------------- containers

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from cudasched.errors import InputError
-from cudasched.kserve import RuntimeChoice, select_runtime
+from cudasched.kserve import ParsedRuntimes, RuntimeChoice, select_runtime
 from cudasched.labels import LabelScheme
 from cudasched.nodeaffinity import Node, NodeSelector
 from cudasched.nodes import facts_from_labels, has_gpu_labels
@@ -169,9 +169,10 @@ class ClusterState:
         )
 
         choices: dict[tuple[str, str], RuntimeChoice | None] = {}
+        parsed: ParsedRuntimes = {}  # each runtime parsed once for all InferenceServices
         for key, isvc in isvcs.items():
             try:
-                choices[key] = select_runtime(isvc, srs.get(key[0], ()), csrs)
+                choices[key] = select_runtime(isvc, srs.get(key[0], ()), csrs, parsed=parsed)
             except InputError:
                 # A half-written InferenceService: treat it as "runtime unknown"; the pod is
                 # then judged by its annotations and image alone.

@@ -164,28 +164,27 @@ class Watchdog:
 # --------------------------------------------------------------------------- watch faults
 
 
-def _gone() -> dict[str, Any]:
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    """A metav1.Status failure, as the API server sends it in a body or an ERROR event."""
     return {
         "apiVersion": "v1",
         "kind": "Status",
         "metadata": {},
         "status": "Failure",
-        "message": "too old resource version: 1 (42)",
-        "reason": "Expired",
-        "code": 410,
+        "message": message,
+        "reason": reason,
+        "code": code,
     }
+
+
+def _gone() -> dict[str, Any]:
+    return _status(410, "Expired", "too old resource version: 1 (42)")
 
 
 def _unavailable() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Status",
-        "metadata": {},
-        "status": "Failure",
-        "message": "the server is currently unable to handle the request",
-        "reason": "ServiceUnavailable",
-        "code": 503,
-    }
+    return _status(
+        503, "ServiceUnavailable", "the server is currently unable to handle the request"
+    )
 
 
 @pytest.mark.parametrize("fault", ["cut-mid-event", "gone-event", "gone-http", "outage-503"])

@@ -110,3 +110,12 @@ Requests/sec:   2256.00
     assert (r.sent, r.ok, r.errors) == (4512, 4500, 12)
     assert r.p50_ms == pytest.approx(0.41) and r.p99_ms == pytest.approx(3.5)
     assert r.rps == pytest.approx(2250.0)
+
+
+def test_rebuild_quick(bench) -> None:
+    rebuild = bench("rebuild")
+    result = rebuild.run(sizes=(20, 60), isvcs=10, runtimes=6, repeats=1)
+    assert [s.nodes for s in result.sizes] == [20, 60]
+    assert all(s.decode_s > 0 and s.rebuild_s > 0 for s in result.sizes)
+    assert _finite(result.ratios)
+    assert "rebuild/decode" in result.table()

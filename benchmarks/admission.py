@@ -52,7 +52,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks.common import Table, loadavg, percentile, pin, progress, report
+from benchmarks.common import Table, comma_list, loadavg, percentile, pin, progress, report
 from cudasched.webhook.server import StaticStateSource
 
 __all__ = ["AdmissionResult", "LoadResult", "main", "run"]
@@ -802,11 +802,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         client_main(args)
         return 0
     quick = args.quick
-    rates = (
-        tuple(float(r) for r in args.rates.split(",") if r)
-        if args.rates
-        else ((200.0,) if quick else (500.0, 1000.0))
-    )
+    rates = comma_list(args.rates, float, (200.0,) if quick else (500.0, 1000.0))
     result = run(
         nodes=args.nodes if args.nodes is not None else (500 if quick else 5000),
         runtimes=args.runtimes if args.runtimes is not None else (40 if quick else 200),

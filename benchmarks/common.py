@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["Table", "loadavg", "percentile", "pin", "progress", "report", "rss_kib"]
+__all__ = [
+    "Table",
+    "comma_list",
+    "loadavg",
+    "percentile",
+    "pin",
+    "progress",
+    "report",
+    "rss_kib",
+    "scaling_exponent",
+]
 
 _START = time.monotonic()
+_T = TypeVar("_T")
 
 
 def progress(message: str) -> None:
@@ -114,3 +126,20 @@ def report(
     print(table)
     if json_path:
         Path(json_path).write_text(json.dumps(data, indent=2))
+
+
+def comma_list(
+    text: str | None, convert: Callable[[str], _T], default: Sequence[_T]
+) -> tuple[_T, ...]:
+    """A ``--sizes 500,5000``-style option as a tuple (``default`` when not given)."""
+    if not text:
+        return tuple(default)
+    return tuple(convert(part) for part in text.split(",") if part)
+
+
+def scaling_exponent(ratio: float, growth: float) -> float | None:
+    """``log(ratio) / log(growth)``: how cost grew with size (1 = linear), or ``None`` when it
+    cannot be told (no growth, or a ratio that is not a positive number)."""
+    if not (ratio > 0 and growth > 1):
+        return None
+    return math.log(ratio) / math.log(growth)

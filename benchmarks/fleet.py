@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from benchmarks.common import Table, loadavg, progress, report
+from benchmarks.common import Table, comma_list, loadavg, progress, report, scaling_exponent
 
 __all__ = ["FleetResult", "SizeResult", "main", "naive_answers", "run"]
 
@@ -324,22 +323,18 @@ def _ratios(result: FleetResult) -> None:
         grow = b.nodes / a.nodes
         ratio = b.explain_full_s / a.explain_full_s if a.explain_full_s else float("nan")
         result.ratios[f"explain time {b.nodes}/{a.nodes} nodes (size x{grow:g})"] = ratio
-        if ratio > 0 and grow > 1:
-            result.ratios[f"scaling exponent {a.nodes}->{b.nodes} (1 = linear)"] = math.log(
-                ratio
-            ) / math.log(grow)
+        if (exponent := scaling_exponent(ratio, grow)) is not None:
+            result.ratios[f"scaling exponent {a.nodes}->{b.nodes} (1 = linear)"] = exponent
         with_nodes = (
             b.single_nodes_ms / a.single_nodes_ms if a.single_nodes_ms > 0 else float("nan")
         )
-        if with_nodes > 0 and grow > 1:
-            result.ratios[f"explain()+nodes scaling exponent {a.nodes}->{b.nodes}"] = math.log(
-                with_nodes
-            ) / math.log(grow)
+        if (exponent := scaling_exponent(with_nodes, grow)) is not None:
+            result.ratios[f"explain()+nodes scaling exponent {a.nodes}->{b.nodes}"] = exponent
         single = b.single_ms / a.single_ms if a.single_ms > 0 else float("nan")
-        if single > 0 and grow > 1:
+        if (exponent := scaling_exponent(single, grow)) is not None:
             result.ratios[f"explain() per workload {b.nodes}/{a.nodes} nodes"] = single
             result.ratios[f"explain() scaling exponent {a.nodes}->{b.nodes} (1 = linear)"] = (
-                math.log(single) / math.log(grow)
+                exponent
             )
     for s in sizes:
         result.ratios[f"naive/explain at {s.nodes} nodes"] = s.naive_ratio
@@ -378,11 +373,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     quick = args.quick
-    sizes = (
-        tuple(int(s) for s in args.sizes.split(",") if s)
-        if args.sizes
-        else ((50, 500) if quick else (500, 5000, 50000))
-    )
+    sizes = comma_list(args.sizes, int, (50, 500) if quick else (500, 5000, 50000))
     result = run(
         sizes=sizes,
         workloads=args.workloads if args.workloads is not None else (500 if quick else 20000),

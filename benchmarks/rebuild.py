@@ -20,6 +20,7 @@ a small smoke run.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import statistics
 import time
@@ -29,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks.common import Table, loadavg, progress, report
+from benchmarks.common import Table, comma_list, loadavg, progress, report, scaling_exponent
 
 __all__ = ["RebuildResult", "main", "run"]
 
@@ -114,15 +115,12 @@ def run(
             lambda objects=objects: ClusterState.from_objects(*objects, kb=kb), repeats
         )
         result.sizes.append(Size(nodes, isvcs, runtimes, decode_s, rebuild_s))
-    for a, b in zip(result.sizes, result.sizes[1:], strict=False):
+    for a, b in itertools.pairwise(result.sizes):
         growth = b.nodes / a.nodes
-        if a.rebuild_s > 0 and growth > 1:
-            result.ratios[f"rebuild time {b.nodes}/{a.nodes} nodes (size x{growth:g})"] = (
-                b.rebuild_s / a.rebuild_s
-            )
-            result.ratios[f"scaling exponent {a.nodes}->{b.nodes} (1 = linear)"] = math.log(
-                b.rebuild_s / a.rebuild_s
-            ) / math.log(growth)
+        grew = b.rebuild_s / a.rebuild_s if a.rebuild_s > 0 else float("nan")
+        if (exponent := scaling_exponent(grew, growth)) is not None:
+            result.ratios[f"rebuild time {b.nodes}/{a.nodes} nodes (size x{growth:g})"] = grew
+            result.ratios[f"scaling exponent {a.nodes}->{b.nodes} (1 = linear)"] = exponent
     for s in result.sizes:
         result.ratios[f"rebuild/decode at {s.nodes} nodes"] = s.ratio
     settings["loadavg_after"] = loadavg()
@@ -146,11 +144,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     quick = args.quick
-    sizes = (
-        tuple(int(s) for s in args.sizes.split(",") if s)
-        if args.sizes
-        else ((50, 500) if quick else (500, 5000, 50000))
-    )
+    sizes = comma_list(args.sizes, int, (50, 500) if quick else (500, 5000, 50000))
     result = run(
         sizes=sizes,
         isvcs=args.isvcs if args.isvcs is not None else (50 if quick else 1000),

@@ -133,9 +133,9 @@ def naive_answers(
     """(eligible, score, engine accepts) for every node, evaluated pair by pair with no
     grouping of nodes or workloads."""
     from cudasched import labels as L
+    from cudasched.eligibility import requirement_from_annotations
     from cudasched.engine import VerdictStatus, check, resolve_policy
     from cudasched.errors import InputError
-    from cudasched.explain import pod_spec_of, requirement_from_annotations
     from cudasched.merge import merge_required
     from cudasched.nodeaffinity import NodeSelectorError, PreferredTerms, RequiredNodeAffinity
     from cudasched.placement import (
@@ -144,6 +144,7 @@ def naive_answers(
         choose_scheme,
         compile_requirement,
     )
+    from cudasched.workloads import pod_spec_of
 
     spec = pod_spec_of(workload)
     req = requirement_from_annotations(workload)
@@ -191,7 +192,8 @@ def run(
 ) -> FleetResult:
     """Measure every size; see the module docstring for what is timed and what is sampled."""
     from benchmarks import synth
-    from cudasched.explain import Fleet, explain, explain_many
+    from cudasched.eligibility import explain, explain_many
+    from cudasched.fleet import Fleet
     from cudasched.knowledge import KnowledgeBase
     from cudasched.nodes import facts_from_labels
     from cudasched.requirements import Policy

@@ -320,9 +320,9 @@ def with_pod(review: dict[str, Any], **changes: Any) -> dict[str, Any]:
 
 def test_state_indexes(state: ClusterState) -> None:
     assert state.synced
-    assert state.auto_scheme is LabelScheme.CUDASCHED
+    assert state.scheme(LabelScheme.AUTO) is LabelScheme.CUDASCHED
     assert state.gfd_keys is GfdKeys.NEW
-    assert {n.name for n in state.gpu_nodes} == {
+    assert {n.name for n in state.fleet.gpu_nodes} == {
         "a100-r535",
         "h100-r550",
         "h100-r570",
@@ -343,7 +343,7 @@ def test_state_auto_scheme_falls_back_to_gfd_keys(kb: KnowledgeBase) -> None:
     mixed = nodes(ours=False)
     mixed[0] = gpu_node("old-gfd", "535.216.01", "12.2", "8.0", "A100", ours=False, gfd_new=False)
     st_ = ClusterState.from_objects(mixed, [], [], [], kb=kb)
-    assert st_.auto_scheme is LabelScheme.GFD
+    assert st_.scheme(LabelScheme.AUTO) is LabelScheme.GFD
     assert st_.gfd_keys is GfdKeys.DEPRECATED
 
 
@@ -354,7 +354,7 @@ def test_state_empty_and_malformed_objects(kb: KnowledgeBase) -> None:
     st_ = ClusterState.from_objects(
         [{"metadata": {}}, cpu_node("c")], [{"metadata": {"name": ""}}], [], [], kb=kb
     )
-    assert [n.name for n in st_.nodes] == ["c"] and not st_.inference_services
+    assert [n.name for n in st_.nodes] == ["c"] and not st_.fleet.inference_services
 
 
 # --------------------------------------------------------------------------- pods

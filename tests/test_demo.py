@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from cudasched.cli import app
 from cudasched.cli.mutate import creation_review, run_demo
-from cudasched.cluster import bundled_snapshot
 from cudasched.kserve import is_predictor_pod
+from cudasched.snapshot import bundled_snapshot
 
 
 def test_demo_runs_end_to_end_and_leaves_nothing_running() -> None:

@@ -12,27 +12,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from affinity_builders import expr
-from cudasched.cluster import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
-from cudasched.engine import VerdictStatus, check
-from cudasched.errors import InputError
-from cudasched.explain import (
+from cudasched.eligibility import (
     AFFINITY_MISMATCH,
     NODE_SELECTOR_MISMATCH,
     REQUIREMENT_LABELS_MISSING,
-    Fleet,
     explain,
     explain_many,
-    pod_spec_of,
     requirement_from_annotations,
-    workload_id,
 )
+from cudasched.engine import VerdictStatus, check
+from cudasched.errors import InputError
+from cudasched.fleet import Fleet
 from cudasched.knowledge import KnowledgeBase
 from cudasched.labels import LabelScheme
 from cudasched.merge import merge_required
 from cudasched.nodeaffinity import Node, PreferredTerms, RequiredNodeAffinity
 from cudasched.placement import compile_requirement
 from cudasched.requirements import Policy, Requirement
+from cudasched.snapshot import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
 from cudasched.versions import ComputeCapability, CudaVersion
+from cudasched.workloads import pod_spec_of, workload_id
 
 DATA = Path(__file__).parent / "data"
 

@@ -16,11 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.cluster import bundled_snapshot
-from cudasched.explain import Explanation, Fleet, explain, explain_many
+from cudasched.eligibility import explain, explain_many
+from cudasched.explanation import Explanation, NodeAnswers
+from cudasched.fleet import Fleet
 from cudasched.knowledge import KnowledgeBase
 from cudasched.labels import LabelScheme
 from cudasched.nodeaffinity import Node
+from cudasched.snapshot import bundled_snapshot
 
 POLICIES = ["strict", "minor-compat", "forward-compat"]
 
@@ -94,7 +96,7 @@ def workloads() -> list[Any]:
 
 
 def _lazy(exp: Explanation) -> bool:
-    return not isinstance(exp._answers, tuple)
+    return not exp.nodes.built
 
 
 def _eager_copy(exp: Explanation) -> Explanation:
@@ -171,13 +173,14 @@ def test_sample_cluster_lazy_equals_eager(kb: KnowledgeBase, policy: str) -> Non
         assert exp == explain(workload, sample.nodes, policy, kb)
 
 
-def test_replaced_keeps_answers_lazy(fleet: Fleet, workloads: list[Any], kb: KnowledgeBase) -> None:
+def test_replace_keeps_answers_lazy(fleet: Fleet, workloads: list[Any], kb: KnowledgeBase) -> None:
     exp = explain(workloads[0], fleet, "strict", kb)
-    renamed = exp.replaced(workload="ns/InferenceService/x")
+    renamed = dataclasses.replace(exp, workload="ns/InferenceService/x")
     assert _lazy(renamed) and _lazy(exp)
+    assert renamed.nodes is exp.nodes
     assert renamed.workload == "ns/InferenceService/x"
-    assert renamed == dataclasses.replace(exp, workload="ns/InferenceService/x")
     assert renamed.summary() == {**exp.summary(), "workload": "ns/InferenceService/x"}
+    assert _lazy(renamed)
 
 
 def test_explanation_stays_a_frozen_dataclass(
@@ -206,5 +209,6 @@ def test_explanation_stays_a_frozen_dataclass(
         policy=exp.policy,
         scheme=exp.scheme,
     )
-    assert isinstance(built.nodes, tuple) and built.nodes == exp.nodes
+    assert isinstance(built.nodes, NodeAnswers) and built.nodes == exp.nodes
+    assert built.nodes == tuple(exp.nodes) and built.nodes.built
     assert built.total == exp.total and built.eligible_count == exp.eligible_count

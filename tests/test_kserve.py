@@ -775,14 +775,17 @@ def test_supporting_runtimes_match_kserve_scenarios(
 def test_runtimes_parsed_once_per_run_select_the_same() -> None:
     """Indexing a whole cluster shares one ``parsed`` dict across InferenceServices: every
     choice (and reason) must be what a call without it returns."""
-    from cudasched.cluster import bundled_snapshot
+    from cudasched.fleet import Fleet
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.objects import namespace_of
+    from cudasched.snapshot import bundled_snapshot
 
     snap = bundled_snapshot()
+    fleet = Fleet.from_snapshot(snap, KnowledgeBase.load())
     parsed: dict = {}
     isvcs = list(snap.inference_services) * 2  # the second round is served from `parsed`
     for isvc in isvcs:
-        ns = isvc["metadata"].get("namespace")
-        runtimes = snap.serving_runtimes_in(ns)
+        runtimes = fleet.serving_runtimes(namespace_of(isvc))
         alone = select_runtime(isvc, runtimes, snap.cluster_serving_runtimes)
         shared = select_runtime(isvc, runtimes, snap.cluster_serving_runtimes, parsed=parsed)
         assert shared == alone

@@ -13,7 +13,7 @@ from cryptography import x509
 from typer.testing import CliRunner
 
 from cudasched.cli import app
-from cudasched.cluster import bundled_snapshot
+from cudasched.snapshot import bundled_snapshot
 from cudasched.webhook import manifests
 from cudasched.webhook.config import load_config
 from k8s_schema import assert_valid

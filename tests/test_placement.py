@@ -732,7 +732,7 @@ def test_invariant_on_the_bundled_sample_cluster(
 ) -> None:
     """The recorded sample cluster (21 real-shaped nodes): the selector agrees with the engine
     on every node that carries the scheme's labels and never admits a node the engine rejects."""
-    from cudasched.cluster import bundled_snapshot
+    from cudasched.snapshot import bundled_snapshot
 
     nodes = [Node.from_k8s(obj) for obj in bundled_snapshot().nodes]
     carrying = [n for n in nodes if all(k in n.labels for k in _SCHEME_KEYS[(scheme, keys)])]

@@ -560,7 +560,7 @@ def _outcome(read: Any) -> tuple[str, Any]:
 def test_explain_and_the_webhook_read_annotations_alike(annotations: dict[str, Any]) -> None:
     """``cudasched explain`` and the webhook's resolution give the same requirement, the same
     source and the same error for the same annotations."""
-    from cudasched.explain import requirement_from_annotations as explain_reads
+    from cudasched.eligibility import requirement_from_annotations as explain_reads
 
     workload = pod(annotations=annotations)
     workload["metadata"]["namespace"] = "ns"

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cudasched.cli.mutate import creation_review
-from cudasched.cluster import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
+from cudasched.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.webhook import memo as memo_module
 from cudasched.webhook.admission import Admitter, BadReviewError
 from cudasched.webhook.config import WebhookConfig

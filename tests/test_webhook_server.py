@@ -301,7 +301,7 @@ def test_in_flight_request_finishes_on_graceful_stop() -> None:
 
 
 def test_real_admitter_on_the_bundled_cluster() -> None:
-    from cudasched.cluster import bundled_snapshot
+    from cudasched.snapshot import bundled_snapshot
     from cudasched.webhook.state import ClusterState
 
     snap = bundled_snapshot()

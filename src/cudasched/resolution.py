@@ -44,15 +44,10 @@ from typing import Any
 from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.images import ImageTable, ReleaseFacts, parse_require_cuda
-from cudasched.kserve import (
-    PREDICTOR_CONTAINER,
-    WORKER_CONTAINER,
-    RuntimeChoice,
-    component_of,
-    predictor_container,
-)
-from cudasched.objects import as_mapping as _mapping
+from cudasched.kserve import RuntimeChoice, component_of, predictor_container
+from cudasched.objects import as_mapping
 from cudasched.requirements import FrameworkBuild, Policy, Requirement
+from cudasched.resources import gpu_container, uses_gpu
 from cudasched.versions import (
     ComputeCapability,
     CudaVersion,
@@ -65,11 +60,9 @@ __all__ = [
     "ALAUDA_CUDA_VERSION",
     "REQUIRE_CUDA_ENV",
     "declared_by_annotation",
-    "gpu_container",
     "requirement_from_annotations",
     "resolve_isvc",
     "resolve_pod",
-    "uses_gpu",
     "wants_constraint",
 ]
 
@@ -77,7 +70,6 @@ ALAUDA_ACCELERATOR_TYPE = "cpaas.io/accelerator-type"
 ALAUDA_CUDA_VERSION = "cpaas.io/cuda-version"
 REQUIRE_CUDA_ENV = "NVIDIA_REQUIRE_CUDA"
 _ANNOTATION_SOURCE = "annotation"  # every object-annotation source starts with this word
-_GPU_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +193,7 @@ def _runtime_identity(runtime: Mapping[str, Any] | RuntimeChoice) -> tuple[str, 
         return runtime.describe(), runtime.obj
     if not isinstance(runtime, Mapping):
         raise InputError(f"invalid runtime {runtime!r}: expected a ServingRuntime object")
-    meta = _mapping(runtime.get("metadata"), "runtime metadata")
+    meta = as_mapping(runtime.get("metadata"), "runtime metadata")
     kind = str(runtime.get("kind") or "ServingRuntime")
     return f"{kind} {meta.get('name') or '?'}", runtime
 
@@ -210,9 +202,9 @@ def _from_runtime(runtime: Mapping[str, Any] | RuntimeChoice | None) -> _Runtime
     if runtime is None:
         return _RuntimeAnswer(_Found(), None)
     who, obj = _runtime_identity(runtime)
-    meta = _mapping(obj.get("metadata"), f"{who} metadata")
-    annotations = _mapping(meta.get("annotations"), f"{who} annotations")
-    labels = _mapping(meta.get("labels"), f"{who} labels")
+    meta = as_mapping(obj.get("metadata"), f"{who} metadata")
+    annotations = as_mapping(meta.get("annotations"), f"{who} annotations")
+    labels = as_mapping(meta.get("labels"), f"{who} labels")
     by_annotation = _read_cudasched(annotations, f"{who} (annotation)")
     by_label = _read_cudasched(labels, f"{who} (label)")
     modifiers = _merge_modifiers(by_annotation, by_label)
@@ -242,66 +234,6 @@ def _from_runtime(runtime: Mapping[str, Any] | RuntimeChoice | None) -> _Runtime
 
 
 # --------------------------------------------------------------------------- containers
-
-
-def _quantity_positive(value: object, key: str) -> bool:
-    """Extended resources are whole numbers; ``"0"`` does not request a GPU."""
-    if isinstance(value, bool):
-        raise InputError(f"invalid resource quantity {value!r} for {key}: expected a number")
-    text = str(value).strip()
-    try:
-        return float(text) > 0
-    except ValueError:
-        raise InputError(
-            f"invalid resource quantity {value!r} for {key}: expected a whole number such as 1"
-        ) from None
-
-
-def _container_gpus(container: Mapping[str, Any]) -> bool:
-    resources = _mapping(container.get("resources"), "container resources")
-    for part in ("limits", "requests"):
-        for key, value in _mapping(resources.get(part), f"resources.{part}").items():
-            if str(key).startswith(_GPU_PREFIXES) and _quantity_positive(value, str(key)):
-                return True
-    return False
-
-
-def _containers(pod_spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
-    value = pod_spec.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InputError(f"invalid pod spec.{key}: expected a list")
-    return [_mapping(c, f"pod spec.{key}[]") for c in value]
-
-
-def uses_gpu(pod_spec: Mapping[str, Any]) -> bool:
-    """Does the pod ask for an NVIDIA GPU?
-
-    Any container or init container with an ``nvidia.com/gpu*`` (including renamed shared
-    resources such as ``nvidia.com/gpu.shared``) or ``nvidia.com/mig-*`` limit or request
-    above zero, or any ``spec.resourceClaims`` entry (dynamic resource allocation: the claim's
-    device class is not visible here, so a claim counts as a GPU).
-    """
-    spec = _mapping(pod_spec, "pod spec")
-    if spec.get("resourceClaims"):
-        return True
-    containers = _containers(spec, "containers") + _containers(spec, "initContainers")
-    return any(_container_gpus(c) for c in containers)
-
-
-def gpu_container(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The container whose CUDA matters: the first with a GPU limit, else KServe's
-    ``kserve-container``, else a multi-node ``worker-container``."""
-    containers = _containers(_mapping(pod_spec, "pod spec"), "containers")
-    for c in containers:
-        if _container_gpus(c):
-            return c
-    for name in (PREDICTOR_CONTAINER, WORKER_CONTAINER):
-        for c in containers:
-            if c.get("name") == name:
-                return c
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,10 +324,10 @@ def resolve_pod(
     """The requirement of a pod (a KServe predictor or any GPU pod), first hit wins."""
     if not isinstance(pod, Mapping):
         raise InputError(f"invalid pod: expected a mapping, got {type(pod).__name__}")
-    meta = _mapping(pod.get("metadata"), "pod metadata")
-    annotations = _mapping(meta.get("annotations"), "pod annotations")
+    meta = as_mapping(pod.get("metadata"), "pod metadata")
+    annotations = as_mapping(meta.get("annotations"), "pod annotations")
     where = f"pod {meta.get('name') or meta.get('generateName') or '?'}"
-    container = gpu_container(_mapping(pod.get("spec"), "pod spec"))
+    container = gpu_container(as_mapping(pod.get("spec"), "pod spec"))
     return _resolve(annotations, where, runtime, container, images, kb)
 
 
@@ -411,15 +343,15 @@ def resolve_isvc(
     and the container is the predictor container KServe would build."""
     if not isinstance(isvc, Mapping):
         raise InputError(f"invalid InferenceService: expected a mapping, got {type(isvc)}")
-    meta = _mapping(isvc.get("metadata"), "InferenceService metadata")
-    spec = _mapping(isvc.get("spec"), "InferenceService spec")
-    predictor = _mapping(spec.get("predictor"), "spec.predictor")
+    meta = as_mapping(isvc.get("metadata"), "InferenceService metadata")
+    spec = as_mapping(isvc.get("spec"), "InferenceService spec")
+    predictor = as_mapping(spec.get("predictor"), "spec.predictor")
     runtime_obj = runtime.obj if isinstance(runtime, RuntimeChoice) else runtime
-    runtime_spec = _mapping((runtime_obj or {}).get("spec"), "runtime spec")
+    runtime_spec = as_mapping((runtime_obj or {}).get("spec"), "runtime spec")
     annotations = {
-        **_mapping(runtime_spec.get("annotations"), "runtime spec.annotations"),
-        **_mapping(meta.get("annotations"), "InferenceService annotations"),
-        **_mapping(predictor.get("annotations"), "spec.predictor.annotations"),
+        **as_mapping(runtime_spec.get("annotations"), "runtime spec.annotations"),
+        **as_mapping(meta.get("annotations"), "InferenceService annotations"),
+        **as_mapping(predictor.get("annotations"), "spec.predictor.annotations"),
     }
     where = f"InferenceService {meta.get('name') or '?'}"
     container = predictor_container(isvc, runtime_obj)
@@ -440,4 +372,4 @@ def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
         return True
     if component_of(pod) in ("transformer", "explainer"):
         return False
-    return uses_gpu(_mapping(pod.get("spec"), "pod spec"))
+    return uses_gpu(as_mapping(pod.get("spec"), "pod spec"))

@@ -9,7 +9,6 @@ Exit codes: 0 compatible (with or without caveats), 1 incompatible, 2 bad input.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,6 +17,7 @@ import typer
 import yaml
 
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.inputs import load_knowledge, load_node_labels
 from cudasched.engine import check, resolve_policy
 from cudasched.errors import InputError
 from cudasched.labels import LabelScheme
@@ -59,12 +59,6 @@ _POLICY_HELP = (
 )
 
 
-def _load_kb() -> KnowledgeBase:
-    from cudasched.knowledge import KnowledgeBase
-
-    return KnowledgeBase.load()
-
-
 def _requirement(
     kb: KnowledgeBase,
     cuda: str | None,
@@ -87,54 +81,6 @@ def _requirement(
         framework=build,
         source="command line",
     )
-
-
-def _stringify(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def load_node_labels(path: Path) -> tuple[str, dict[str, str]]:
-    """Read a label map, or one Node object, from a YAML or JSON file.
-
-    Returns the node name (``metadata.name``, else the file's stem) and its labels as strings.
-    """
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read node labels file {str(path)!r}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"node labels file {str(path)!r} is not YAML or JSON: {exc}") from None
-    if not isinstance(doc, Mapping):
-        raise InputError(
-            f"node labels file {str(path)!r}: expected a map of labels or a Node object, "
-            f"got {type(doc).__name__}"
-        )
-    name = path.stem
-    labels: object = doc
-    if "metadata" in doc or doc.get("kind") == "Node":
-        if doc.get("kind") not in (None, "Node"):
-            raise InputError(
-                f"node labels file {str(path)!r}: expected a Node object, got kind "
-                f"{doc.get('kind')!r}"
-            )
-        meta = doc.get("metadata") or {}
-        if not isinstance(meta, Mapping):
-            raise InputError(f"node labels file {str(path)!r}: metadata is not a map")
-        name = str(meta.get("name") or name)
-        labels = meta.get("labels") or {}
-    if not isinstance(labels, Mapping):
-        raise InputError(f"node labels file {str(path)!r}: labels are not a map")
-    out: dict[str, str] = {}
-    for key, value in labels.items():
-        if isinstance(value, Mapping | list) or value is None:
-            raise InputError(
-                f"node labels file {str(path)!r}: label {key!r} has value {value!r}; "
-                "expected a string"
-            )
-        out[str(key)] = _stringify(value)
-    return name, out
 
 
 def _render_check(facts: NodeFacts, req: Requirement, policy: Policy, verdict: Any) -> str:
@@ -210,7 +156,7 @@ def check_cmd(
             raise InputError("--node-labels replaces --gpu and --driver: give one or the other")
         if node_labels is None and (gpu is None or driver is None):
             raise InputError("describe the node with --gpu and --driver, or with --node-labels")
-        kb = _load_kb()
+        kb = load_knowledge()
         req = _requirement(kb, cuda, framework, min_compute_capability, ships_cuda_compat)
         if req.is_empty:
             raise InputError(
@@ -280,7 +226,7 @@ def affinity_cmd(
     """
     try:
         pol = Policy.parse(policy)
-        kb = _load_kb()
+        kb = load_knowledge()
         req = _requirement(kb, cuda, framework, min_compute_capability, ships_cuda_compat)
         if req.is_empty:
             raise InputError(

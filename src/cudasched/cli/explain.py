@@ -3,7 +3,7 @@
 The requirement of each workload is found the way the admission webhook finds it (annotations,
 then the KServe runtime of a predictor pod, then the GPU container's ``NVIDIA_REQUIRE_CUDA`` or
 image), and only workloads the webhook would constrain get one; the per-node answer then comes
-from :func:`cudasched.explain.explain`. An InferenceService is explained through the predictor
+from :func:`cudasched.eligibility.explain`. An InferenceService is explained through the predictor
 pod KServe would build for it (runtime selection, merged scheduling fields and container).
 Without ``--workload`` every Pod and controller of the cluster is explained, plus the
 InferenceServices that have no predictor pod yet: with the bundled sample cluster that is the
@@ -16,7 +16,7 @@ project's demo.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -31,33 +31,35 @@ from rich.table import Table
 from rich.text import Text
 
 from cudasched.cli.app import EXIT_OK, app, fail
-from cudasched.cluster import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
+from cudasched.cli.inputs import load_cluster, load_images, load_knowledge
+from cudasched.eligibility import explain_many
 from cudasched.errors import InputError
-from cudasched.explain import (
-    Explanation,
-    Fleet,
-    explain_many,
-    pod_spec_of,
-    pod_template_metadata_of,
-)
-from cudasched.kserve import (
-    COMPONENT_LABEL,
-    INFERENCESERVICE_LABEL,
-    RuntimeChoice,
-    is_predictor_pod,
-    isvc_name_of,
-    predictor_container,
-    select_runtime,
-)
+from cudasched.explanation import Explanation
+from cudasched.fleet import Fleet
+from cudasched.kserve import RuntimeChoice, is_predictor_pod, isvc_name_of
 from cudasched.labels import LabelScheme
+from cudasched.objects import namespace_of
 from cudasched.requirements import Policy, Requirement
-from cudasched.resolution import resolve_isvc, resolve_pod, wants_constraint
+from cudasched.resolution import (
+    declared_by_annotation,
+    resolve_isvc,
+    resolve_pod,
+    wants_constraint,
+)
+from cudasched.snapshot import ClusterSnapshot, load_snapshot
+from cudasched.workloads import (
+    is_inference_service,
+    pod_of,
+    pod_spec_of,
+    workload_id,
+    workload_uses_gpu,
+    workloads_of,
+)
 
 if TYPE_CHECKING:
     from cudasched.images import ImageTable
-    from cudasched.knowledge import KnowledgeBase
 
-__all__ = ["explain_cmd", "explain_snapshot", "workloads_of"]
+__all__ = ["explain_cmd", "explain_snapshot"]
 
 TABLE_WIDTH = 100
 
@@ -89,220 +91,55 @@ class _Explained:
 # --------------------------------------------------------------------------- requirement
 
 
-class _Context:
-    """The KServe objects and tables a requirement may be resolved from."""
-
-    def __init__(self, snapshot: ClusterSnapshot, kb: KnowledgeBase, images: ImageTable) -> None:
-        self.kb = kb
-        self.images = images
-        self.isvcs = {
-            (_meta(i).get("namespace") or "default", _meta(i).get("name")): i
-            for i in snapshot.inference_services
-        }
-        self.snapshot = snapshot
-
-    def runtime_for(self, pod: Mapping[str, Any]) -> RuntimeChoice | None:
-        if not is_predictor_pod(pod):
-            return None
-        namespace = _meta(pod).get("namespace") or "default"
-        isvc = self.isvcs.get((namespace, isvc_name_of(pod)))
-        if isvc is None:
-            return None
-        return self.runtime_of_isvc(isvc)
-
-    def runtime_of_isvc(self, isvc: Mapping[str, Any]) -> RuntimeChoice | None:
-        namespace = _meta(isvc).get("namespace") or "default"
-        return select_runtime(
-            isvc,
-            self.snapshot.serving_runtimes_in(namespace),
-            self.snapshot.cluster_serving_runtimes,
-        )
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _as_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod a workload creates: its template metadata (with the object's annotations
-    underneath, as :mod:`cudasched.explain` reads them) and its pod spec."""
-    if obj.get("kind") == "Pod":
-        return dict(obj)
-    meta = _meta(obj)
-    template = pod_template_metadata_of(obj)
-    annotations = {**(meta.get("annotations") or {}), **(template.get("annotations") or {})}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            **template,
-            "name": meta.get("name"),
-            "namespace": meta.get("namespace") or "default",
-            "annotations": annotations,
-        },
-        "spec": pod_spec_of(obj),
-    }
-
-
-# Pod-spec fields KServe takes from the runtime and the predictor (``MergePodSpec``).
-_MERGED_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulerName")
-
-
-def _smp(runtime: Any, isvc: Any) -> Any:
-    """KServe's strategic merge of runtime and predictor scheduling fields: mappings merge key
-    by key, lists and scalars from the InferenceService replace the runtime's (no list in
-    these fields carries a merge key)."""
-    if isinstance(runtime, Mapping) and isinstance(isvc, Mapping):
-        out = {k: copy.deepcopy(v) for k, v in runtime.items()}
-        for key, value in isvc.items():
-            out[key] = _smp(runtime.get(key), value) if key in runtime else copy.deepcopy(value)
-        return out
-    return copy.deepcopy(isvc if isvc is not None else runtime)
-
-
-def _predictor_pod(isvc: Mapping[str, Any], choice: RuntimeChoice | None) -> dict[str, Any]:
-    """The predictor pod KServe would create for ``isvc`` (the parts placement depends on):
-    the runtime's scheduling fields under the predictor's, the merged predictor container,
-    and the labels and annotations KServe puts on predictor pods."""
-    meta = _meta(isvc)
-    spec = isvc.get("spec") if isinstance(isvc.get("spec"), Mapping) else {}
-    predictor = spec.get("predictor") if isinstance(spec.get("predictor"), Mapping) else {}
-    runtime_spec = (choice.obj.get("spec") or {}) if choice is not None else {}
-    pod_spec: dict[str, Any] = {}
-    for key in _MERGED_FIELDS:
-        merged = _smp(runtime_spec.get(key), predictor.get(key))
-        if merged is not None:
-            pod_spec[key] = merged
-    container = predictor_container(isvc, choice.obj if choice is not None else None)
-    pod_spec["containers"] = [container] if container is not None else []
-    name = str(meta.get("name") or "")
-    annotations = {
-        **(runtime_spec.get("annotations") or {}),
-        **(meta.get("annotations") or {}),
-        **(predictor.get("annotations") or {}),
-    }
-    labels = {
-        **(runtime_spec.get("labels") or {}),
-        **(meta.get("labels") or {}),
-        **(predictor.get("labels") or {}),
-        INFERENCESERVICE_LABEL: name,
-        COMPONENT_LABEL: "predictor",
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{name}-predictor",
-            "namespace": meta.get("namespace") or "default",
-            "labels": labels,
-            "annotations": annotations,
-        },
-        "spec": pod_spec,
-    }
-
-
-def _isvc_requirement(
-    isvc: Mapping[str, Any], ctx: _Context
-) -> tuple[dict[str, Any], Requirement, RuntimeChoice | None]:
-    """The predictor pod of an InferenceService and the requirement the webhook would put on
-    it (only when the predictor uses a GPU or the service declares a requirement)."""
-    choice = ctx.runtime_of_isvc(isvc)
-    pod = _predictor_pod(isvc, choice)
-    req = resolve_isvc(isvc, choice, ctx.images, ctx.kb)
+def _requirement(
+    obj: Mapping[str, Any], fleet: Fleet, images: ImageTable
+) -> tuple[Mapping[str, Any], Requirement, RuntimeChoice | None]:
+    """The pod ``obj`` creates and the requirement the webhook would enforce on it (empty when
+    it would leave it alone), resolved by admission's own rules (:mod:`cudasched.resolution`).
+    An InferenceService is read like the webhook reads it: its runtime, then the requirement
+    when it declares one or any of its predictor's pods requests a GPU."""
+    kb = fleet.kb
+    if is_inference_service(obj):
+        choice = fleet.select_runtime(obj)
+        pod = pod_of(obj, choice)
+        req = resolve_isvc(obj, choice, images, kb)
+        if req.is_empty or not (declared_by_annotation(req) or workload_uses_gpu(obj, choice)):
+            return pod, Requirement(), choice
+        return pod, req, choice
+    pod = pod_of(obj)
+    choice = None
+    if is_predictor_pod(pod):
+        isvc = fleet.inference_service(namespace_of(pod), isvc_name_of(pod) or "")
+        choice = fleet.select_runtime(isvc) if isvc is not None else None
+    req = resolve_pod(pod, choice, images, kb)
     if not wants_constraint(pod, req):
-        return pod, Requirement(), choice
-    return pod, req, choice
-
-
-def _requirement(obj: Mapping[str, Any], ctx: _Context) -> tuple[Requirement, RuntimeChoice | None]:
-    """What the webhook would enforce for ``obj`` (empty when it would leave it alone)."""
-    pod = _as_pod(obj)
-    choice = ctx.runtime_for(pod)
-    req = resolve_pod(pod, choice, ctx.images, ctx.kb)
-    if not wants_constraint(pod, req):
-        return Requirement(), choice
-    return req, choice
-
-
-# --------------------------------------------------------------------------- selection
-
-
-def _controller_key(obj: Mapping[str, Any]) -> tuple[str, str, str]:
-    meta = _meta(obj)
-    return (str(obj.get("kind")), meta.get("namespace") or "default", str(meta.get("name")))
-
-
-def _owned_by_listed(obj: Mapping[str, Any], listed: set[tuple[str, str, str]]) -> bool:
-    """Whether a controller of ``obj`` is itself explained (its pods would repeat it)."""
-    namespace = _meta(obj).get("namespace") or "default"
-    return any(
-        isinstance(ref, Mapping)
-        and ref.get("controller")
-        and (str(ref.get("kind")), namespace, str(ref.get("name"))) in listed
-        for ref in _meta(obj).get("ownerReferences") or ()
-    )
-
-
-def workloads_of(snapshot: ClusterSnapshot) -> list[dict[str, Any]]:
-    """Controllers, pods (minus those whose controller is listed too), then InferenceServices
-    that have no predictor pod in the snapshot (not created yet, or scaled to zero)."""
-    candidates = [*snapshot.workloads, *snapshot.pods]
-    listed = {_controller_key(o) for o in snapshot.workloads}
-    chosen = [o for o in candidates if not _owned_by_listed(o, listed)]
-    with_pods = {
-        (_meta(p).get("namespace") or "default", isvc_name_of(p))
-        for p in snapshot.pods
-        if is_predictor_pod(p)
-    }
-    for isvc in snapshot.inference_services:
-        key = (_meta(isvc).get("namespace") or "default", _meta(isvc).get("name"))
-        if key not in with_pods:
-            chosen.append(isvc)
-    return chosen
+        return obj, Requirement(), choice
+    return obj, req, choice
 
 
 def explain_snapshot(
     workloads: Sequence[Mapping[str, Any]],
-    nodes: Sequence[Mapping[str, Any]],
-    context: ClusterSnapshot,
+    fleet: Fleet,
     policy: Policy,
     scheme: LabelScheme,
-    kb: KnowledgeBase,
     images: ImageTable,
 ) -> list[_Explained]:
-    """Resolve each workload's requirement against ``context`` and explain it on ``nodes``."""
-    ctx = _Context(context, kb, images)
+    """Resolve each workload's requirement against ``fleet`` and explain it there."""
     targets: list[Mapping[str, Any]] = []
     resolved: list[tuple[Requirement, RuntimeChoice | None]] = []
     for obj in workloads:
-        if _is_isvc(obj):
-            pod, req, choice = _isvc_requirement(obj, ctx)
-            targets.append(pod)
-            resolved.append((req, choice))
-        else:
-            targets.append(obj)
-            resolved.append(_requirement(obj, ctx))
-    fleet = Fleet(nodes, kb)
+        target, req, choice = _requirement(obj, fleet, images)
+        targets.append(target)
+        resolved.append((req, choice))
     explanations = explain_many(
-        targets, fleet, policy, kb, scheme, requirements=[r for r, _ in resolved]
+        targets, fleet, policy, fleet.kb, scheme, requirements=[r for r, _ in resolved]
     )
     out = []
     for obj, exp, (_, choice) in zip(workloads, explanations, resolved, strict=True):
-        if _is_isvc(obj):  # name the service, not the pod we built for it
-            meta = _meta(obj)
-            exp = exp.replaced(
-                workload=f"{meta.get('namespace') or 'default'}/InferenceService/"
-                f"{meta.get('name')}",
-            )
+        if is_inference_service(obj):  # name the service, not the pod we built for it
+            exp = dataclasses.replace(exp, workload=workload_id(obj))
         out.append(_Explained(exp, choice))
     return out
-
-
-def _is_isvc(obj: Mapping[str, Any]) -> bool:
-    return obj.get("kind") == "InferenceService" and str(obj.get("apiVersion", "")).startswith(
-        "serving.kserve.io/"
-    )
 
 
 # --------------------------------------------------------------------------- rendering
@@ -412,18 +249,6 @@ def _console() -> Console:
 # --------------------------------------------------------------------------- command
 
 
-def _load_kb() -> KnowledgeBase:
-    from cudasched.knowledge import KnowledgeBase
-
-    return KnowledgeBase.load()
-
-
-def _load_images(kb: KnowledgeBase) -> ImageTable:
-    from cudasched.images import ImageTable
-
-    return ImageTable.builtin(kb)
-
-
 def _explained_objects(snapshot: ClusterSnapshot, label: str) -> list[dict[str, Any]]:
     objs = workloads_of(snapshot)
     if not objs:
@@ -432,7 +257,7 @@ def _explained_objects(snapshot: ClusterSnapshot, label: str) -> list[dict[str, 
             "CronJob) or InferenceService to explain"
         )
     for obj in objs:
-        if not _is_isvc(obj):
+        if not is_inference_service(obj):
             pod_spec_of(obj)  # a controller without a pod template is bad input, said up front
     return objs
 
@@ -503,14 +328,8 @@ def explain_cmd(
     """
     try:
         pol = Policy.parse(policy)
-        if cluster is not None:
-            context = load_snapshot(cluster)
-        elif nodes is None:
-            context = bundled_snapshot()
-        else:
-            context = ClusterSnapshot(source="")
-        node_objs = load_nodes(nodes) if nodes is not None else context.nodes
-        if not node_objs:
+        context = load_cluster(cluster, nodes)
+        if not context.nodes:
             raise InputError(f"{context.source or 'cluster'}: no Node objects to explain against")
         if workload is not None:
             given = load_snapshot(workload)
@@ -520,10 +339,9 @@ def explain_cmd(
         else:
             objs = _explained_objects(context, context.source or "cluster")
             single = False
-        kb = _load_kb()
-        items = explain_snapshot(
-            objs, node_objs, context, pol, LabelScheme(scheme.value), kb, _load_images(kb)
-        )
+        kb = load_knowledge()
+        fleet = Fleet.from_snapshot(context, kb)
+        items = explain_snapshot(objs, fleet, pol, LabelScheme(scheme.value), load_images(kb))
     except InputError as exc:
         fail(str(exc))
     if output is ExplainFormat.JSON:

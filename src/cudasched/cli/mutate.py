@@ -42,7 +42,7 @@ _MAX_NAMES = 3
 
 
 def _load_cluster(path: Path | None) -> Any:
-    from cudasched.cluster import bundled_snapshot, load_snapshot
+    from cudasched.snapshot import bundled_snapshot, load_snapshot
 
     return bundled_snapshot() if path is None else load_snapshot(path)
 

@@ -136,14 +136,6 @@ class ClusterSnapshot:
         """The same snapshot with its nodes replaced (``--nodes FILE`` next to ``--cluster``)."""
         return replace(self, nodes=tuple(nodes))
 
-    def serving_runtimes_in(self, namespace: str) -> tuple[KubeObject, ...]:
-        """Namespace ``ServingRuntime``s visible to an InferenceService in ``namespace``."""
-        return tuple(
-            rt
-            for rt in self.serving_runtimes
-            if rt.get("metadata", {}).get("namespace") == namespace
-        )
-
 
 def load_snapshot(source: Path | str | bytes, *, name: str | None = None) -> ClusterSnapshot:
     """Load a cluster snapshot from a file path, or from YAML/JSON text or bytes.

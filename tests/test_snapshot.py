@@ -11,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched import labels as L
-from cudasched.cluster import (
+from cudasched.errors import InputError
+from cudasched.snapshot import (
     ClusterSnapshot,
     bundled_snapshot,
     load_nodes,
     load_snapshot,
     parse_objects,
 )
-from cudasched.errors import InputError
 from cudasched.versions import CudaVersion, parse_driver
 from k8s_schema import assert_valid
 
@@ -126,14 +126,12 @@ def test_workload_kinds() -> None:
     assert len(ClusterSnapshot.from_objects(objs).workloads) == len(kinds)
 
 
-def test_with_nodes_and_runtimes_in_namespace() -> None:
+def test_with_nodes() -> None:
     snap = ClusterSnapshot.from_objects(ALL)
     other_node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n2"}}
     swapped = snap.with_nodes([other_node])
     assert swapped.nodes == (other_node,)
     assert swapped.pods == snap.pods
-    assert snap.serving_runtimes_in("ns") == (SR,)
-    assert snap.serving_runtimes_in("other") == ()
 
 
 @settings(max_examples=40, deadline=None)

@@ -53,10 +53,16 @@ def _isvc_review(isvc: dict[str, Any], uid: str) -> bytes:
             "apiVersion": "admission.k8s.io/v1",
             "request": {
                 "uid": uid,
-                "kind": {"group": "serving.kserve.io", "version": "v1beta1",
-                         "kind": "InferenceService"},
-                "resource": {"group": "serving.kserve.io", "version": "v1beta1",
-                             "resource": "inferenceservices"},
+                "kind": {
+                    "group": "serving.kserve.io",
+                    "version": "v1beta1",
+                    "kind": "InferenceService",
+                },
+                "resource": {
+                    "group": "serving.kserve.io",
+                    "version": "v1beta1",
+                    "resource": "inferenceservices",
+                },
                 "namespace": ns,
                 "operation": "CREATE",
                 "object": isvc,

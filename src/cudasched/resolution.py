@@ -39,13 +39,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.images import ImageTable, ReleaseFacts, parse_require_cuda
-from cudasched.kserve import RuntimeChoice, component_of, predictor_container
-from cudasched.objects import as_mapping
+from cudasched.kserve import (
+    RuntimeChoice,
+    component_of,
+    is_predictor_pod,
+    isvc_name_of,
+    isvc_uses_gpu,
+    predictor_container,
+)
+from cudasched.objects import as_mapping, namespace_of
 from cudasched.requirements import FrameworkBuild, Policy, Requirement
 from cudasched.resources import gpu_container, uses_gpu
 from cudasched.versions import (
@@ -54,15 +61,21 @@ from cudasched.versions import (
     parse_compute_capability,
     parse_cuda,
 )
+from cudasched.workloads import is_inference_service, pod_of
+
+if TYPE_CHECKING:
+    from cudasched.fleet import Fleet
 
 __all__ = [
     "ALAUDA_ACCELERATOR_TYPE",
     "ALAUDA_CUDA_VERSION",
     "REQUIRE_CUDA_ENV",
     "declared_by_annotation",
+    "isvc_wants_constraint",
     "requirement_from_annotations",
     "resolve_isvc",
     "resolve_pod",
+    "resolve_workload",
     "wants_constraint",
 ]
 
@@ -373,3 +386,39 @@ def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
     if component_of(pod) in ("transformer", "explainer"):
         return False
     return uses_gpu(as_mapping(pod.get("spec"), "pod spec"))
+
+
+def isvc_wants_constraint(
+    isvc: Mapping[str, Any], runtime: RuntimeChoice | None, requirement: Requirement
+) -> bool:
+    """Should the webhook record (and enforce on its pods) ``requirement`` for an
+    InferenceService? When there is one, and the service declares it by annotation or any pod
+    of its predictor (head or multi-node worker, runtime containers included) requests a GPU."""
+    if requirement.is_empty:
+        return False
+    if declared_by_annotation(requirement):
+        return True
+    return isvc_uses_gpu(isvc, runtime.obj if runtime is not None else None)
+
+
+def resolve_workload(
+    obj: Mapping[str, Any], fleet: Fleet, images: ImageTable
+) -> tuple[Mapping[str, Any], Requirement, RuntimeChoice | None]:
+    """What the webhook would enforce for a workload of ``fleet``'s cluster: the object to
+    place (the workload itself, or for an InferenceService the predictor pod KServe builds),
+    the requirement (empty when the webhook would leave it alone) and the runtime it came
+    from. Runtimes are looked up the way admission does, through the fleet; unreadable objects
+    raise :class:`InputError`."""
+    kb = fleet.kb
+    if is_inference_service(obj):
+        choice = fleet.select_runtime(obj)
+        pod = pod_of(obj, choice)
+        req = resolve_isvc(obj, choice, images, kb)
+        return pod, (req if isvc_wants_constraint(obj, choice, req) else Requirement()), choice
+    pod = pod_of(obj)
+    choice = None
+    if is_predictor_pod(pod):
+        isvc = fleet.inference_service(namespace_of(pod), isvc_name_of(pod) or "")
+        choice = fleet.select_runtime(isvc) if isvc is not None else None
+    req = resolve_pod(pod, choice, images, kb)
+    return obj, (req if wants_constraint(pod, req) else Requirement()), choice

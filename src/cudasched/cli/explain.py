@@ -36,23 +36,15 @@ from cudasched.eligibility import explain_many
 from cudasched.errors import InputError
 from cudasched.explanation import Explanation
 from cudasched.fleet import Fleet
-from cudasched.kserve import RuntimeChoice, is_predictor_pod, isvc_name_of
+from cudasched.kserve import RuntimeChoice
 from cudasched.labels import LabelScheme
-from cudasched.objects import namespace_of
 from cudasched.requirements import Policy, Requirement
-from cudasched.resolution import (
-    declared_by_annotation,
-    resolve_isvc,
-    resolve_pod,
-    wants_constraint,
-)
+from cudasched.resolution import resolve_workload
 from cudasched.snapshot import ClusterSnapshot, load_snapshot
 from cudasched.workloads import (
     is_inference_service,
-    pod_of,
     pod_spec_of,
     workload_id,
-    workload_uses_gpu,
     workloads_of,
 )
 
@@ -91,32 +83,6 @@ class _Explained:
 # --------------------------------------------------------------------------- requirement
 
 
-def _requirement(
-    obj: Mapping[str, Any], fleet: Fleet, images: ImageTable
-) -> tuple[Mapping[str, Any], Requirement, RuntimeChoice | None]:
-    """The pod ``obj`` creates and the requirement the webhook would enforce on it (empty when
-    it would leave it alone), resolved by admission's own rules (:mod:`cudasched.resolution`).
-    An InferenceService is read like the webhook reads it: its runtime, then the requirement
-    when it declares one or any of its predictor's pods requests a GPU."""
-    kb = fleet.kb
-    if is_inference_service(obj):
-        choice = fleet.select_runtime(obj)
-        pod = pod_of(obj, choice)
-        req = resolve_isvc(obj, choice, images, kb)
-        if req.is_empty or not (declared_by_annotation(req) or workload_uses_gpu(obj, choice)):
-            return pod, Requirement(), choice
-        return pod, req, choice
-    pod = pod_of(obj)
-    choice = None
-    if is_predictor_pod(pod):
-        isvc = fleet.inference_service(namespace_of(pod), isvc_name_of(pod) or "")
-        choice = fleet.select_runtime(isvc) if isvc is not None else None
-    req = resolve_pod(pod, choice, images, kb)
-    if not wants_constraint(pod, req):
-        return obj, Requirement(), choice
-    return obj, req, choice
-
-
 def explain_snapshot(
     workloads: Sequence[Mapping[str, Any]],
     fleet: Fleet,
@@ -128,7 +94,7 @@ def explain_snapshot(
     targets: list[Mapping[str, Any]] = []
     resolved: list[tuple[Requirement, RuntimeChoice | None]] = []
     for obj in workloads:
-        target, req, choice = _requirement(obj, fleet, images)
+        target, req, choice = resolve_workload(obj, fleet, images)
         targets.append(target)
         resolved.append((req, choice))
     explanations = explain_many(

@@ -9,7 +9,8 @@ from cudasched.cli.app import app, fail
 from cudasched.errors import InputError
 
 # Importing a command module registers its commands on `app`.
-from cudasched.cli import core as _core  # noqa: F401, E402  isort: skip
+from cudasched.cli import check as _check  # noqa: F401, E402  isort: skip
+from cudasched.cli import affinity as _affinity  # noqa: F401, E402  isort: skip
 from cudasched.cli import explain as _explain  # noqa: F401, E402  isort: skip
 from cudasched.cli import mutate as _mutate  # noqa: F401, E402  isort: skip
 from cudasched.cli import agent as _agent  # noqa: F401, E402  isort: skip

@@ -32,6 +32,7 @@ from rich.text import Text
 
 from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import load_cluster, load_images, load_knowledge
+from cudasched.cli.options import SchemeOption
 from cudasched.eligibility import explain_many
 from cudasched.errors import InputError
 from cudasched.explanation import Explanation
@@ -59,12 +60,6 @@ TABLE_WIDTH = 100
 class ExplainFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
-
-
-class SchemeOption(StrEnum):
-    AUTO = "auto"
-    CUDASCHED = "cudasched"
-    GFD = "gfd"
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,14 +268,7 @@ def explain_cmd(
             "cudasched.io/policy annotation wins.",
         ),
     ] = Policy.STRICT.value,
-    scheme: Annotated[
-        SchemeOption,
-        typer.Option(
-            "--scheme",
-            help="Node labels the requirement is compiled to: auto (what every GPU node "
-            "carries), cudasched or gfd.",
-        ),
-    ] = SchemeOption.AUTO,
+    scheme: SchemeOption = LabelScheme.AUTO,
     output: Annotated[ExplainFormat, typer.Option("-o", "--output", help="Output format.")] = (
         ExplainFormat.TABLE
     ),
@@ -307,7 +295,7 @@ def explain_cmd(
             single = False
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)
-        items = explain_snapshot(objs, fleet, pol, LabelScheme(scheme.value), load_images(kb))
+        items = explain_snapshot(objs, fleet, pol, scheme, load_images(kb))
     except InputError as exc:
         fail(str(exc))
     if output is ExplainFormat.JSON:

@@ -1,0 +1,122 @@
+"""``cudasched check``: can this node run a workload built for this CUDA version, and why.
+
+A thin shell over the pure core (``nodes``, ``engine``); ``-o json`` is a stable contract (keys
+are only ever added). Exit codes: 0 compatible (with or without caveats), 1 incompatible, 2 bad
+input.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.inputs import load_knowledge, load_node_labels
+from cudasched.cli.options import (
+    FrameworkOption,
+    MinComputeOption,
+    PolicyOption,
+    ShipsCudaCompatOption,
+    requirement_from_options,
+)
+from cudasched.engine import check, resolve_policy
+from cudasched.errors import InputError
+from cudasched.nodes import NodeFacts, facts_from_labels, facts_from_parts
+from cudasched.requirements import Policy, Requirement
+
+__all__ = ["check_cmd"]
+
+
+class CheckFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
+def _render_check(facts: NodeFacts, req: Requirement, policy: Policy, verdict: Any) -> str:
+    lines = [f"{verdict.status.value}: {req.describe()} [{policy.value}] on {facts.name}"]
+    lines.append(f"  node: {facts.describe()}")
+    for reason in verdict.reasons:
+        lines.append(f"  - {reason.code}: {reason.message}")
+    return "\n".join(lines)
+
+
+@app.command("check")
+def check_cmd(
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            help="GPU product (A100, 'NVIDIA H100 80GB HBM3', Tesla-T4) or compute capability "
+            "(8.6, sm_90).",
+        ),
+    ] = None,
+    driver: Annotated[
+        str | None, typer.Option("--driver", help="Node driver version, e.g. 535.104.05.")
+    ] = None,
+    cuda: Annotated[
+        str | None,
+        typer.Option(
+            "--cuda",
+            help="CUDA version the workload was built with (12.4, cu124); optional "
+            "with --framework.",
+        ),
+    ] = None,
+    policy: PolicyOption = Policy.STRICT.value,
+    min_compute_capability: MinComputeOption = None,
+    framework: FrameworkOption = None,
+    ships_cuda_compat: ShipsCudaCompatOption = False,
+    node_labels: Annotated[
+        Path | None,
+        typer.Option(
+            "--node-labels",
+            help="YAML/JSON file with a node's labels or a Node object; replaces --gpu/--driver.",
+        ),
+    ] = None,
+    output: Annotated[CheckFormat, typer.Option("-o", "--output", help="Output format.")] = (
+        CheckFormat.TEXT
+    ),
+) -> None:
+    """Say whether a node can run a workload built with a CUDA version, and why.
+
+    Describe the node with --gpu and --driver, or pass its labels with --node-labels (GFD or
+    cudasched.io labels). Exit 0: compatible (possibly with caveats); 1: incompatible; 2: bad
+    input. Example: cudasched check --gpu A100 --driver 535.104.05 --cuda 12.4
+    """
+    try:
+        pol = Policy.parse(policy)
+        if node_labels is not None and (gpu is not None or driver is not None):
+            raise InputError("--node-labels replaces --gpu and --driver: give one or the other")
+        if node_labels is None and (gpu is None or driver is None):
+            raise InputError("describe the node with --gpu and --driver, or with --node-labels")
+        kb = load_knowledge()
+        req = requirement_from_options(
+            kb, cuda, framework, min_compute_capability, ships_cuda_compat
+        )
+        if req.is_empty:
+            raise InputError(
+                "nothing to check: give --cuda, --framework or --min-compute-capability"
+            )
+        if node_labels is not None:
+            name, labels = load_node_labels(node_labels)
+            facts = facts_from_labels(name, labels, kb)
+        else:
+            facts = facts_from_parts("node", gpu=gpu, driver=driver, kb=kb)
+        verdict = check(facts, req, pol, kb)
+    except InputError as exc:
+        fail(str(exc))
+    effective = resolve_policy(req, pol)
+    if output is CheckFormat.JSON:
+        doc = {
+            **verdict.to_dict(),
+            "policy": effective.value,
+            "requirement": req.describe(),
+            "node": facts.to_dict(),
+        }
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        typer.echo(_render_check(facts, req, effective, verdict))
+    raise typer.Exit(EXIT_OK if verdict.compatible else EXIT_INCOMPATIBLE)

@@ -1,0 +1,106 @@
+"""Command-line options shared by several commands, declared once, and the requirement they
+describe (``--cuda``, ``--framework``, ``--min-compute-capability``, ``--ships-cuda-compat``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from cudasched.errors import InputError
+from cudasched.labels import LabelScheme
+from cudasched.requirements import Requirement
+from cudasched.versions import parse_compute_capability, parse_cuda
+
+if TYPE_CHECKING:
+    from cudasched.knowledge import KnowledgeBase
+
+__all__ = [
+    "FrameworkOption",
+    "MinComputeOption",
+    "PolicyOption",
+    "SchemeOption",
+    "ShipsCudaCompatOption",
+    "TargetSchemeOption",
+    "requirement_from_options",
+]
+
+POLICY_HELP = (
+    "strict: the driver natively supports the CUDA version; minor-compat: also any driver at or "
+    "above the CUDA major's floor (no PTX JIT); forward-compat: also listed older data-center "
+    "driver branches when the image ships cuda-compat."
+)
+
+PolicyOption = Annotated[str, typer.Option("--policy", help=POLICY_HELP)]
+MinComputeOption = Annotated[
+    str | None,
+    typer.Option("--min-compute-capability", help="Lowest acceptable compute capability."),
+]
+FrameworkOption = Annotated[
+    str | None,
+    typer.Option("--framework", help="Framework build, e.g. 'torch 2.5.1+cu124'."),
+]
+ShipsCudaCompatOption = Annotated[
+    bool,
+    typer.Option(
+        "--ships-cuda-compat", help="The image carries cuda-compat (forward compatibility)."
+    ),
+]
+
+
+#: A label scheme for a cluster (``auto``: what every GPU node carries).
+SchemeOption = Annotated[
+    LabelScheme,
+    typer.Option(
+        "--scheme",
+        help="Node labels the requirement is compiled to: auto (what every GPU node "
+        "carries), cudasched or gfd.",
+    ),
+]
+
+
+def _without_cluster(value: LabelScheme) -> LabelScheme:
+    if value is LabelScheme.AUTO:
+        raise typer.BadParameter(
+            "'auto' picks the labels a cluster's GPU nodes carry and there is no cluster here: "
+            "choose cudasched or gfd"
+        )
+    return value
+
+
+#: A label scheme without a cluster to look at (no ``auto``).
+TargetSchemeOption = Annotated[
+    LabelScheme,
+    typer.Option(
+        "--scheme",
+        metavar="[cudasched|gfd]",
+        callback=_without_cluster,
+        help="Node labels to target: cudasched (our integer codes, published by "
+        "`cudasched agent`) or gfd (NVIDIA GPU Feature Discovery).",
+    ),
+]
+
+
+def requirement_from_options(
+    kb: KnowledgeBase,
+    cuda: str | None,
+    framework: str | None,
+    min_cc: str | None,
+    ships_cuda_compat: bool,
+) -> Requirement:
+    build = None
+    if framework is not None:
+        build = kb.framework(framework)
+        if build is None:
+            raise InputError(
+                f"unknown framework build {framework!r}: the knowledge base does not know it "
+                "(expected e.g. 'torch 2.5.1+cu124', 'tensorflow 2.15.0', 'vllm 0.9.0')"
+            )
+    return Requirement(
+        cuda=parse_cuda(cuda) if cuda is not None else None,
+        min_compute=parse_compute_capability(min_cc) if min_cc is not None else None,
+        ships_cuda_compat=ships_cuda_compat,
+        framework=build,
+        source="command line",
+    )

@@ -26,10 +26,11 @@ from cudasched.cli.mutate import creation_review
 from cudasched.cluster import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.webhook import memo as memo_module
-from cudasched.webhook.admission import Admitter, BadReviewError
+from cudasched.webhook.admission import Admitter
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.memo import Answer, DecisionMemo
-from cudasched.webhook.server import serve_in_thread
+from cudasched.webhook.review import BadReviewError
+from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState
 
 DATA = Path(__file__).parent / "data" / "admission"
@@ -594,7 +595,7 @@ def test_server_decides_large_bodies_every_time(
 ) -> None:
     """Bodies over MEMO_MAX_BODY_BYTES are decoded and decided in a review thread each time
     (never on the event loop) and never remembered; answers are still right."""
-    from cudasched.webhook.admission import MEMO_MAX_BODY_BYTES
+    from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES
 
     pod = copy.deepcopy(snapshot.pods[0])
     pod["metadata"].setdefault("annotations", {})["example.com/blob"] = "x" * MEMO_MAX_BODY_BYTES

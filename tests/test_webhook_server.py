@@ -27,13 +27,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.errors import InputError
+from cudasched.webhook.app import StaticStateSource, WebhookApp
 from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.server import (
-    RunningServer,
-    StaticStateSource,
-    WebhookApp,
-    serve_in_thread,
-)
+from cudasched.webhook.serving import RunningServer, serve_in_thread
 
 DATA = Path(__file__).parent / "data" / "admission"
 
@@ -365,7 +361,7 @@ _json = st.recursive(
 @pytest.fixture(scope="module")
 def real_app() -> Iterator[WebhookApp]:
     """The production Admitter behind the ASGI app, on an empty synced cluster."""
-    from cudasched.webhook.server import default_reviewer
+    from cudasched.webhook.app import default_reviewer
     from cudasched.webhook.state import ClusterState
 
     state = ClusterState.from_objects([], [], [], [])

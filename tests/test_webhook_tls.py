@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.errors import InputError
-from cudasched.webhook.server import serve_in_thread
+from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.tls import (
     ReloadingServerContext,
     TLSConfigError,

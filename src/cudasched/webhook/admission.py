@@ -230,8 +230,9 @@ class Admitter:
     # ------------------------------------------------------------------ entry points
 
     def review(self, kind: Kind, body: bytes | str, state: ClusterState) -> bytes:
-        """The AdmissionReview response for ``body``. Raises :class:`BadReviewError` only for
-        bodies that are not an AdmissionReview v1; never anything else."""
+        """The AdmissionReview response for ``body``. Raises
+        :class:`~cudasched.webhook.review.BadReviewError` only for bodies that are not an
+        AdmissionReview v1; never anything else."""
         found = self.recall_body(kind, body, state)
         if found is not None:
             return found[0]
@@ -258,8 +259,8 @@ class Admitter:
         return self._remembered.find_by_body(kind, body, state)
 
     def prepare(self, kind: Kind, body: bytes | str, *, key: bool = True) -> Prepared:
-        """Parse and validate ``body`` (:class:`BadReviewError` when it is not an AdmissionReview
-        v1) and compute its memo key."""
+        """Parse and validate ``body`` (:class:`~cudasched.webhook.review.BadReviewError` when
+        it is not an AdmissionReview v1) and compute its memo keys."""
         if kind not in _EXPECTED_KIND:
             raise InputError(f"invalid admission kind {kind!r}: expected 'pod' or 'isvc'")
         req = parse_review(body)

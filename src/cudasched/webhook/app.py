@@ -36,8 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cudasched.errors import InputError
-from cudasched.webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from cudasched.webhook.metrics import WebhookMetrics
+from cudasched.webhook.metrics import CONTENT_TYPE, WebhookMetrics
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES
 from cudasched.webhook.review import BadReviewError, failure, review_uid
 
@@ -279,7 +278,7 @@ class WebhookApp:
         return 503, f"not ready: {reason}\n".encode(), b"text/plain; charset=utf-8"
 
     def _metrics(self) -> tuple[int, bytes, bytes]:
-        return 200, self.metrics.render(), METRICS_CONTENT_TYPE.encode()
+        return 200, self.metrics.render(), CONTENT_TYPE.encode()
 
     # ------------------------------------------------------------------ admission
 

@@ -53,7 +53,7 @@ from typing import Any
 import orjson
 
 from benchmarks.common import Table, comma_list, loadavg, percentile, pin, progress, report
-from cudasched.webhook.server import StaticStateSource
+from cudasched.webhook.app import StaticStateSource
 
 __all__ = ["AdmissionResult", "LoadResult", "main", "run"]
 
@@ -145,8 +145,8 @@ class NoopReviewer:
 
 def build_noop_stack_app() -> Any:
     """cudasched's ASGI app (limits, time budget, metrics) with :class:`NoopReviewer`."""
+    from cudasched.webhook.app import build_app
     from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.server import build_app
     from cudasched.webhook.state import ClusterState
 
     return build_app(
@@ -195,8 +195,8 @@ def build_mutation_app(cluster_file: str | None, *, memo: bool = True) -> Any:
     (an empty, synced cache when ``cluster_file`` is ``None``); ``memo=False`` turns the
     decision memo off."""
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.webhook.app import build_app
     from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.server import build_app
     from cudasched.webhook.state import ClusterState
 
     kb = KnowledgeBase.load()
@@ -219,7 +219,7 @@ def serve_main(args: argparse.Namespace) -> None:
     """The server process: build the app, bind, publish the port, serve until killed."""
     import uvicorn
 
-    from cudasched.webhook.server import uvicorn_config
+    from cudasched.webhook.serving import uvicorn_config
     from cudasched.webhook.tls import ReloadingServerContext
 
     pin(args.cpu)

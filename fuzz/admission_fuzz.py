@@ -39,8 +39,9 @@ class _Target:
     def __init__(self) -> None:
         from cudasched.snapshot import bundled_snapshot
         from cudasched.knowledge import KnowledgeBase
-        from cudasched.webhook.admission import Admitter, BadReviewError
+        from cudasched.webhook.admission import Admitter
         from cudasched.webhook.config import WebhookConfig
+        from cudasched.webhook.review import BadReviewError
         from cudasched.webhook.state import ClusterState
 
         kb = KnowledgeBase.load()

@@ -32,8 +32,9 @@ from cudasched.nodeaffinity import RequiredNodeAffinity
 from cudasched.placement import GfdKeys
 from cudasched.versions import CudaVersion
 from cudasched.webhook import admission as admission_module
-from cudasched.webhook.admission import MAX_WARNING_CHARS, Admitter, BadReviewError
+from cudasched.webhook.admission import Admitter
 from cudasched.webhook.config import WebhookConfig
+from cudasched.webhook.review import MAX_WARNING_CHARS, BadReviewError, clip
 from cudasched.webhook.state import ClusterState
 from k8s_schema import assert_valid, assert_valid_pod
 
@@ -666,8 +667,8 @@ def test_warnings_are_clipped(kb: KnowledgeBase, state: ClusterState) -> None:
     resp = ask(make(kb), "pod", review, state)  # ask() checks the 120-character limit
     assert resp["allowed"] and "patch" not in resp
     assert resp["warnings"][0].startswith("cudasched: pod not constrained: ")
-    assert admission_module.clip("x" * 500).endswith("…")
-    assert len(admission_module.clip("x" * 500)) == MAX_WARNING_CHARS
+    assert clip("x" * 500).endswith("…")
+    assert len(clip("x" * 500)) == MAX_WARNING_CHARS
 
 
 # --------------------------------------------------------------------------- InferenceServices

@@ -37,16 +37,10 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from cudasched.webhook.app import POD_PATH, StaticStateSource, WebhookApp, default_reviewer
 from cudasched.webhook.cache import ClusterCache
 from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.server import (
-    POD_PATH,
-    RunningServer,
-    StaticStateSource,
-    WebhookApp,
-    default_reviewer,
-    serve_in_thread,
-)
+from cudasched.webhook.serving import RunningServer, serve_in_thread
 from cudasched.webhook.state import ClusterState
 from cudasched.webhook.tls import generate_self_signed, write_self_signed
 from test_admission import gpu_node

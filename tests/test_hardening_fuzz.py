@@ -35,16 +35,11 @@ from hypothesis import strategies as st
 
 from cudasched import labels as L
 from cudasched.knowledge import KnowledgeBase
-from cudasched.webhook.admission import MAX_WARNING_CHARS, Admitter, BadReviewError
+from cudasched.webhook.admission import Admitter
+from cudasched.webhook.app import ISVC_PATH, POD_PATH, StaticStateSource, WebhookApp
 from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.server import (
-    ISVC_PATH,
-    POD_PATH,
-    RunningServer,
-    StaticStateSource,
-    WebhookApp,
-    serve_in_thread,
-)
+from cudasched.webhook.review import MAX_WARNING_CHARS, BadReviewError
+from cudasched.webhook.serving import RunningServer, serve_in_thread
 from cudasched.webhook.state import ClusterState
 from k8s_schema import assert_valid, assert_valid_node_affinity
 from test_admission import isvcs, nodes, runtimes
@@ -523,7 +518,7 @@ def _asgi(app: WebhookApp, path: str, body: bytes, chunk: int = 0) -> tuple[int,
 
 @pytest.fixture(scope="module")
 def app(state: ClusterState) -> Iterator[WebhookApp]:
-    from cudasched.webhook.server import default_reviewer
+    from cudasched.webhook.app import default_reviewer
 
     cfg = WebhookConfig.from_mapping({"onNoFit": "deny"})
     application = WebhookApp(default_reviewer(cfg), StaticStateSource(state), request_timeout=20)

@@ -391,7 +391,7 @@ async def test_server_readiness_follows_the_cache(kmock: kmock.KubernetesEmulato
     import httpx
     import orjson
 
-    from cudasched.webhook.server import serve_in_thread
+    from cudasched.webhook.serving import serve_in_thread
 
     class Echo:
         def review(self, kind: str, body: bytes, state: Any) -> bytes:

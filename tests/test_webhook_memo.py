@@ -26,10 +26,10 @@ from cudasched.cli.mutate import creation_review
 from cudasched.knowledge import KnowledgeBase
 from cudasched.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.webhook import memo as memo_module
-from cudasched.webhook.admission import Admitter, BadReviewError
+from cudasched.webhook.admission import Admitter
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.memo import Answer, DecisionMemo
-from cudasched.webhook.server import serve_in_thread
+from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState
 
 DATA = Path(__file__).parent / "data" / "admission"
@@ -273,6 +273,15 @@ def kind_of(review: dict[str, Any]) -> str:
     return "isvc" if review["request"]["kind"]["kind"] == "InferenceService" else "pod"
 
 
+def api_server_body(review: dict[str, Any], uid: str) -> bytes:
+    """The review laid out the way the API server writes it: Go's field order (kind before
+    apiVersion, uid first in the request), no whitespace."""
+    request = {"uid": uid, **{k: v for k, v in review["request"].items() if k != "uid"}}
+    return orjson.dumps(
+        {"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request}
+    )
+
+
 _uids = st.text(min_size=1, max_size=24).filter(lambda u: u.strip() != "") | st.sampled_from(
     ['quote"d', "back\\slash", "\x00cudasched-uid\x00", "ünï-cødé", "</script>"]
 )
@@ -318,90 +327,6 @@ def test_repeats_are_remembered(
         assert found == adm.answer(prepared, state)
 
 
-def api_server_body(review: dict[str, Any], uid: str) -> bytes:
-    """The review laid out the way the API server writes it: Go's field order (kind before
-    apiVersion, uid first in the request), no whitespace."""
-    request = {"uid": uid, **{k: v for k, v in review["request"].items() if k != "uid"}}
-    return orjson.dumps(
-        {"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request}
-    )
-
-
-def test_api_server_bodies_are_recalled_without_decoding(
-    kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState
-) -> None:
-    adm, fresh = admitter(kb), admitter(kb, decisionCacheBytes=0)
-    reviews = [creation_review(pod, uid="r") for pod in snapshot.pods]
-    first = "5a0f6c1e-0000-4000-8000-00000000000a"
-    second = "5a0f6c1e-0000-4000-8000-00000000000b"
-    for review in reviews:
-        assert adm.recall_body("pod", api_server_body(review, first), state) is None
-        adm.review("pod", api_server_body(review, first), state)
-    for review in reviews:
-        body = api_server_body(review, second)
-        found = adm.recall_body("pod", body, state)
-        assert found is not None
-        assert found[0] == fresh.review("pod", body, state)
-        # the same bytes under the other admission path are a different request
-        assert adm.recall_body("isvc", body, state) is None
-
-
-def test_a_duplicate_uid_key_is_never_recalled_by_its_head(
-    kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState
-) -> None:
-    """A body whose request repeats "uid" after the head: the decoder keeps the later one, so
-    the head cannot stand for the request; the answer echoes the uid the decoder kept."""
-    adm = admitter(kb)
-    review = creation_review(snapshot.pods[0], uid="r")
-
-    def body(head_uid: str) -> bytes:
-        text = api_server_body(review, head_uid)
-        assert text.endswith(b"}}")
-        return text[:-2] + b',"uid":"kept-uid"}}'
-
-    for head_uid in ("head-1", "head-2"):
-        assert adm.recall_body("pod", body(head_uid), state) is None
-        answer = orjson.loads(adm.review("pod", body(head_uid), state))
-        assert answer["response"]["uid"] == "kept-uid"
-
-
-@pytest.mark.parametrize("variant", ["plain", "escaped", "repeated-request"])
-def test_a_later_uid_equal_to_the_head_does_not_make_the_head_authoritative(
-    kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState, variant: str
-) -> None:
-    """The first body repeats its own uid later on (so the decoder agrees with the head); a
-    second body with another head uid and the same rest must still echo the later uid."""
-    adm, fresh = admitter(kb), admitter(kb, decisionCacheBytes=0)
-    review = creation_review(snapshot.pods[0], uid="r")
-    later = {
-        "plain": b',"uid":"same-uid"}}',
-        "escaped": b',"uid":"\\u0073ame-uid"}}',
-        "repeated-request": b'},"request":'
-        + orjson.dumps({**review["request"], "uid": "same-uid"})
-        + b"}",
-    }[variant]
-
-    def body(head_uid: str) -> bytes:
-        text = api_server_body(review, head_uid)
-        return text[:-2] + later
-
-    adm.review("pod", body("same-uid"), state)
-    second = adm.review("pod", body("other-uid"), state)
-    assert second == fresh.review("pod", body("other-uid"), state)
-    assert orjson.loads(second)["response"]["uid"] == "same-uid"
-
-
-def test_a_broken_body_with_a_canonical_head_is_refused_every_time(
-    kb: KnowledgeBase, state: ClusterState
-) -> None:
-    adm = admitter(kb)
-    body = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u1",'
-    for _ in range(2):
-        assert adm.recall_body("pod", body + b"oops", state) is None
-        with pytest.raises(BadReviewError):
-            adm.review("pod", body + b"oops", state)
-
-
 def test_a_new_snapshot_is_decided_afresh(
     kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState
 ) -> None:
@@ -425,51 +350,6 @@ def test_a_new_snapshot_is_decided_afresh(
     fresh = orjson.loads(admitter(kb, decisionCacheBytes=0).review("pod", body, older))
     assert second == fresh["response"]
     assert second != first and second.get("warnings")
-
-
-def test_requests_that_cannot_be_cut_around_the_uid_are_answered_but_not_remembered(
-    kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState
-) -> None:
-    """An object quoting the placeholder verbatim in a field the answer repeats."""
-    adm = admitter(kb)
-    review = copy.deepcopy(pod_reviews(snapshot)[0])
-    annotations = review["request"]["object"]["metadata"].setdefault("annotations", {})
-    annotations["cudasched.io/cuda-version"] = "\x00cudasched-uid\x00"
-    kind = kind_of(review)
-    answers = [adm.review(kind, with_uid(review, u), state) for u in ("u1", "u2")]  # type: ignore[arg-type]
-    fresh = admitter(kb, decisionCacheBytes=0)
-    assert answers[1] == fresh.review(kind, with_uid(review, "u2"), state)  # type: ignore[arg-type]
-
-
-def test_objects_too_deep_to_key_are_decided_every_time(
-    kb: KnowledgeBase, state: ClusterState
-) -> None:
-    adm = admitter(kb)
-    deep: Any = "leaf"
-    for _ in range(300):
-        deep = {"d": deep}
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"generateName": "deep-", "annotations": {}},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}], "x": deep},
-    }
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "d1",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "namespace": "default",
-            "operation": "CREATE",
-            "object": pod,
-        },
-    }
-    prepared = adm.prepare("pod", json.dumps(review).encode())
-    assert prepared.key is None
-    out = orjson.loads(adm.answer(prepared, state)[0])
-    assert out["response"]["uid"] == "d1"
-    assert len(adm.memo) == 0
 
 
 # --------------------------------------------------------------------------- over HTTPS
@@ -530,49 +410,6 @@ def test_server_answers_replicas_from_the_memo(
     assert remembered == (half if cache_bytes else 0)
 
 
-_EXTRA_MEMBERS = st.lists(
-    st.sampled_from(
-        [
-            b'"uid":"later-uid"',
-            b'"operation":"UPDATE"',
-            b'"namespace":"other"',
-            b'"object":{"metadata":{"name":"swapped"},"spec":{"containers":[]}}',
-            b'"subResource":"status"',
-            b'"kind":{"group":"","version":"v1","kind":"Secret"}',
-            b'"dryRun":true',
-        ]
-    ),
-    max_size=3,
-)
-
-
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(data=st.data(), extra=_EXTRA_MEMBERS, spaces=st.booleans())
-def test_bodies_with_the_api_server_head_never_get_another_requests_answer(
-    kb: KnowledgeBase,
-    snapshot: ClusterSnapshot,
-    state: ClusterState,
-    data: st.DataObject,
-    extra: list[bytes],
-    spaces: bool,
-) -> None:
-    """Members appended after the head (duplicate keys win in the decoder) or whitespace
-    inside the rest: whatever the body, a remembering Admitter answers exactly like a fresh
-    one, for the first body and for the same body under another head uid."""
-    pod = data.draw(st.sampled_from(snapshot.pods))
-    base = api_server_body(creation_review(pod, uid="r"), "head-uid-1")
-    assert base.endswith(b"}}")
-    rest = base[:-2] + b"".join(b"," + member for member in extra) + b"}}"
-    if spaces:
-        rest = rest.replace(b'"operation":', b'"operation": ')
-    adm, fresh = admitter(kb), admitter(kb, decisionCacheBytes=0)
-    for head_uid in ("head-uid-1", "head-uid-2"):
-        body = rest.replace(b'"uid":"head-uid-1"', b'"uid":"' + head_uid.encode() + b'"', 1)
-        assert adm.review("pod", body, state) == fresh.review("pod", body, state)
-
-
 @pytest.mark.parametrize("mode", ["required", "preferred"])
 def test_admission_never_changes_the_decoded_request(
     kb: KnowledgeBase, snapshot: ClusterSnapshot, state: ClusterState, mode: str
@@ -594,7 +431,7 @@ def test_server_decides_large_bodies_every_time(
 ) -> None:
     """Bodies over MEMO_MAX_BODY_BYTES are decoded and decided in a review thread each time
     (never on the event loop) and never remembered; answers are still right."""
-    from cudasched.webhook.admission import MEMO_MAX_BODY_BYTES
+    from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES
 
     pod = copy.deepcopy(snapshot.pods[0])
     pod["metadata"].setdefault("annotations", {})["example.com/blob"] = "x" * MEMO_MAX_BODY_BYTES

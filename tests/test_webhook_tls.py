@@ -1,8 +1,10 @@
-"""TLS of the webhook: self-signed material, atomic 0600 files, certificate rotation under load,
-and the TLS 1.2 floor — against the real server where it matters."""
+"""TLS of the webhook: self-signed material, atomic 0600 files, the files a server process
+serves, certificate rotation under load, and the TLS 1.2 floor — against the real server where
+it matters."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import ipaddress
 import socket
@@ -23,12 +25,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.errors import InputError
-from cudasched.webhook.server import serve_in_thread
+from cudasched.webhook.config import WebhookConfig
+from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.tls import (
     ReloadingServerContext,
     TLSConfigError,
     generate_self_signed,
     load_server_context,
+    server_tls_files,
     service_dns_names,
     write_atomic,
     write_self_signed,
@@ -132,6 +136,37 @@ def test_unusable_files_are_named(tmp_path: Path) -> None:
         load_server_context(cert, key)
     with pytest.raises(TLSConfigError):
         ReloadingServerContext(tmp_path / "missing.crt", tmp_path / "missing.key")
+
+
+def test_server_tls_files_are_the_configured_pair_checked_at_start_up(tmp_path: Path) -> None:
+    cert, key, _ = write_self_signed(tmp_path, generate_self_signed())
+    server = WebhookConfig.from_mapping(
+        {"server": {"certFile": str(cert), "keyFile": str(key)}}
+    ).server
+    with contextlib.ExitStack() as stack:
+        assert server_tls_files(server, None, stack) == (cert, key)
+    with contextlib.ExitStack() as stack, pytest.raises(InputError, match=r"server\.certFile"):
+        server_tls_files(WebhookConfig().server, None, stack)
+    missing = WebhookConfig.from_mapping(
+        {"server": {"certFile": str(tmp_path / "gone.crt"), "keyFile": str(key)}}
+    ).server
+    with contextlib.ExitStack() as stack, pytest.raises(TLSConfigError, match=r"gone\.crt"):
+        server_tls_files(missing, None, stack)
+
+
+def test_server_tls_files_self_signed(tmp_path: Path) -> None:
+    """With ``selfSigned`` a fresh pair goes into the given directory (kept), or into a
+    temporary one that is removed when the stack closes."""
+    server = WebhookConfig.from_mapping({"server": {"selfSigned": True}}).server
+    with contextlib.ExitStack() as stack:
+        cert, key = server_tls_files(server, tmp_path / "tls", stack)
+    assert (cert, key) == (tmp_path / "tls" / "tls.crt", tmp_path / "tls" / "tls.key")
+    assert (tmp_path / "tls" / "ca.crt").exists() and cert.exists()
+    load_server_context(cert, key)
+    with contextlib.ExitStack() as stack:
+        cert, key = server_tls_files(server, None, stack)
+        load_server_context(cert, key)
+    assert not cert.exists() and not key.exists()
 
 
 def test_context_refuses_old_protocols(tmp_path: Path) -> None:

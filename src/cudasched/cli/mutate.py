@@ -223,7 +223,7 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     from cudasched.nodeaffinity import RequiredNodeAffinity
     from cudasched.webhook.admission import Admitter
     from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.server import serve_in_thread
+    from cudasched.webhook.serving import serve_in_thread
 
     cfg = config if config is not None else WebhookConfig()
     admitter = Admitter.from_config(cfg)

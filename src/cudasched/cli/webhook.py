@@ -1,6 +1,6 @@
 """``cudasched webhook``: run the admission webhook (HTTPS server + watch cache).
 
-The command only assembles what :mod:`cudasched.webhook.server` and
+The command only assembles what :mod:`cudasched.webhook.serving` and
 :mod:`cudasched.webhook.cache` provide; flags override the matching configuration fields so a
 quick local run needs no file (``cudasched webhook --self-signed --kubeconfig ~/.kube/config``).
 """
@@ -64,7 +64,7 @@ def webhook_cmd(
         from cudasched.webhook.cache import ClusterCache
         from cudasched.webhook.config import load_config
         from cudasched.webhook.metrics import WebhookMetrics
-        from cudasched.webhook.server import run_server
+        from cudasched.webhook.serving import run_server
 
         cfg = load_config(config)
         server_update: dict[str, Any] = {}

@@ -1,7 +1,11 @@
-"""Admission decisions: an AdmissionReview v1 request in, the AdmissionReview response out.
+"""Admission decisions: what cudasched answers for a pod or an InferenceService.
 
-This module is pure (bytes in, bytes out, no clock, no network) so the HTTPS server, the
-``cudasched mutate`` command and the tests all run exactly the same code.
+:class:`Admitter` turns a parsed request (:mod:`cudasched.webhook.review`) and a cluster
+snapshot into a :class:`~cudasched.webhook.review.Decision`: resolve the requirement, compile
+node-selector terms, merge them into the object's affinity and diff the result into a patch.
+Repeats are answered from the memo through :mod:`cudasched.webhook.recall`. The module is pure
+(bytes in, bytes out, no clock, no network) so the HTTPS server, the ``cudasched mutate``
+command and the tests all run exactly the same code.
 
 Two entry points, one per webhook path:
 
@@ -21,13 +25,8 @@ second time.
 
 from __future__ import annotations
 
-import base64
-import dataclasses
 import logging
-import re
-import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
@@ -36,7 +35,7 @@ from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.jsontree import copy_json
 from cudasched.kserve import is_kserve_pod, is_predictor_pod, isvc_name_of
-from cudasched.objects import metadata_of as _meta
+from cudasched.objects import metadata_of
 from cudasched.placement import compile_requirement, merge_preferred, merge_required
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import (
@@ -47,36 +46,21 @@ from cudasched.resolution import (
     wants_constraint,
 )
 from cudasched.webhook.config import Mode, OnNoFit, WebhookConfig
-from cudasched.webhook.memo import Answer, DecisionMemo
-from cudasched.webhook.patch import Op, Scope, diff
+from cudasched.webhook.memo import DecisionMemo
+from cudasched.webhook.patch import Scope, diff
+from cudasched.webhook.recall import RememberedAnswers
+from cudasched.webhook.review import Decision, Outcome, ReviewRequest, clip, failure, parse_review
 
 if TYPE_CHECKING:
     from cudasched.images import ImageTable
     from cudasched.knowledge import KnowledgeBase
     from cudasched.webhook.state import ClusterState
 
-__all__ = [
-    "API_VERSION",
-    "MAX_WARNING_CHARS",
-    "MEMO_MAX_BODY_BYTES",
-    "Admitter",
-    "BadReviewError",
-    "Decision",
-    "Kind",
-    "Outcome",
-    "Prepared",
-]
+__all__ = ["Admitter", "Kind", "Prepared"]
 
 log = logging.getLogger(__name__)
 
-API_VERSION = "admission.k8s.io/v1"
-REVIEW_KIND = "AdmissionReview"
-
-#: Kubernetes asks webhooks to keep each warning to 120 characters (longer ones may be cut).
-MAX_WARNING_CHARS = 120
-
 Kind = Literal["pod", "isvc"]
-Outcome = Literal["patched", "unchanged", "denied", "error"]
 
 _EXPECTED_KIND = {"pod": ("", "Pod"), "isvc": ("serving.kserve.io", "InferenceService")}
 _PREFERRED_WEIGHT = 100
@@ -104,87 +88,8 @@ _NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
 # A miss in the merge memo (whose values may be None).
 _MISSING: Any = object()
 
-# The uid a remembered answer is rendered with before it is cut in two around it. NUL cannot
-# occur unescaped in JSON text, so the serialised placeholder appears exactly once unless a
-# request quotes it verbatim (then the answer is simply not remembered).
-_UID_PLACEHOLDER = "\x00cudasched-uid\x00"
-_UID_PLACEHOLDER_JSON = orjson.dumps(_UID_PLACEHOLDER)
-
-# How the API server writes a review: Go's encoder emits struct fields in declaration order and
-# no whitespace, so every body starts with the type fields and then the request's uid (a UUID).
-# A body that starts this way is the uid plus everything after it; two such bodies with equal
-# rests differ only in the uid, so the rest identifies the decision without decoding anything.
-# The order produced by Python clients (apiVersion first) is accepted too; any other layout is
-# simply decoded first.
-_CANONICAL_HEAD = re.compile(
-    rb'\{"(?:kind":"AdmissionReview","apiVersion":"admission\.k8s\.io/v1'
-    rb'|apiVersion":"admission\.k8s\.io/v1","kind":"AdmissionReview)'
-    rb'","request":\{"uid":"([0-9A-Za-z-]{1,128})",'
-)
-_RAW_KEY_PREFIX = {"pod": b"raw:pod:", "isvc": b"raw:isvc:"}
-#: Requests larger than this are decided every time: their keys would crowd the memo, and the
-#: server only looks bodies up on the event loop up to this size.
-MEMO_MAX_BODY_BYTES = 65_536
 # Merge-memo keys embed the pod's own affinity; unusually large ones are merged every time.
 _MERGE_MEMO_MAX_KEY_BYTES = 16_384
-_PROBE_HEAD = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"'
-
-
-class BadReviewError(InputError):
-    """The body is not an AdmissionReview v1 request (the server answers HTTP 400)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """One admission answer before it is serialised; the server reads ``outcome`` for its
-    metrics and the CLI reads ``requirement`` and ``patch`` for ``--explain``."""
-
-    uid: str
-    allowed: bool = True
-    patch: tuple[Op, ...] = ()
-    warnings: tuple[str, ...] = ()
-    message: str = ""
-    code: int = 0
-    outcome: Outcome = "unchanged"
-    requirement: str = ""
-    reason: str = ""
-    audit: Mapping[str, str] = field(default_factory=dict)
-
-    def response(self) -> dict[str, Any]:
-        """The AdmissionReview v1 response object (``patch`` base64-encoded JSON)."""
-        resp: dict[str, Any] = {"uid": self.uid, "allowed": self.allowed}
-        if self.patch:
-            resp["patchType"] = "JSONPatch"
-            resp["patch"] = base64.b64encode(orjson.dumps(list(self.patch))).decode("ascii")
-        if not self.allowed:
-            resp["status"] = {
-                "metadata": {},
-                "status": "Failure",
-                "message": self.message,
-                "reason": "Forbidden" if self.code == 403 else "InternalError",
-                "code": self.code or 403,
-            }
-        if self.warnings:
-            resp["warnings"] = list(self.warnings)
-        if self.audit:
-            resp["auditAnnotations"] = dict(self.audit)
-        return {"apiVersion": API_VERSION, "kind": REVIEW_KIND, "response": resp}
-
-    def render(self) -> bytes:
-        return orjson.dumps(self.response(), option=orjson.OPT_SORT_KEYS)
-
-
-class _Request(NamedTuple):
-    """The fields of an AdmissionReview request that admission reads (a named tuple: built
-    once per request on the event loop, where a frozen dataclass costs three times more)."""
-
-    uid: str
-    operation: str
-    namespace: str
-    group: str
-    kind: str
-    sub_resource: str
-    obj: Mapping[str, Any] | None
 
 
 class Prepared(NamedTuple):
@@ -194,7 +99,7 @@ class Prepared(NamedTuple):
     cannot be remembered, e.g. an object nested too deeply to serialise)."""
 
     kind: Kind
-    request: _Request
+    request: ReviewRequest
     key: bytes | None
     raw_rest: bytes | None = None  # the body after its uid, when written like the API server
 
@@ -203,60 +108,8 @@ class Prepared(NamedTuple):
         return self.request.uid
 
 
-def _canonical_split(body: bytes | str) -> tuple[bytes, bytes] | None:
-    """``(uid, rest)`` of a body laid out the way the API server writes reviews (see
-    ``_CANONICAL_HEAD``), or ``None`` for any other layout."""
-    if not isinstance(body, bytes):
-        return None
-    head = _CANONICAL_HEAD.match(body)
-    return None if head is None else (head.group(1), body[head.end() :])
-
-
-def clip(text: str, limit: int = MAX_WARNING_CHARS) -> str:
-    """Shorten ``text`` to ``limit`` characters, marking the cut with an ellipsis."""
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def parse_review(body: bytes | str) -> _Request:
-    """Validate the envelope; anything the API server would never send is a
-    :class:`BadReviewError` naming what is wrong."""
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise BadReviewError(f"request body is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise BadReviewError(f"request body must be a JSON object, got {type(doc).__name__}")
-    if doc.get("apiVersion") != API_VERSION or doc.get("kind") != REVIEW_KIND:
-        raise BadReviewError(
-            f"expected apiVersion {API_VERSION!r} and kind {REVIEW_KIND!r}, "
-            f"got {doc.get('apiVersion')!r} and {doc.get('kind')!r}"
-        )
-    req = doc.get("request")
-    if not isinstance(req, dict):
-        raise BadReviewError("AdmissionReview has no 'request' object")
-    uid = req.get("uid")
-    if not isinstance(uid, str) or not uid:
-        raise BadReviewError(f"AdmissionReview request.uid must be a non-empty string, got {uid!r}")
-    op = req.get("operation")
-    if not isinstance(op, str) or not op:
-        raise BadReviewError(f"AdmissionReview request.operation must be a string, got {op!r}")
-    gvk = req.get("kind") if isinstance(req.get("kind"), dict) else {}
-    obj = req.get("object")
-    ns = req.get("namespace")
-    sub = req.get("subResource")
-    return _Request(
-        uid=uid,
-        operation=op,
-        namespace=ns if isinstance(ns, str) else "",
-        group=str(gvk.get("group") or ""),
-        kind=str(gvk.get("kind") or ""),
-        sub_resource=sub if isinstance(sub, str) else "",
-        obj=obj if isinstance(obj, dict) else None,
-    )
-
-
 def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    ann = _meta(obj).get("annotations")
+    ann = metadata_of(obj).get("annotations")
     return ann if isinstance(ann, Mapping) else {}
 
 
@@ -357,11 +210,10 @@ class Admitter:
         # Deployment or InferenceService repeat the same pair, and the merge re-validates our
         # terms and copies the spec every time. Bounded like the compiled terms.
         self._merged: dict[bytes, bytes | None] = {}
-        # Whole answers per request-without-uid for the current snapshot (see memo.py).
+        # Whole answers per request-without-uid for the current snapshot (see memo.py), found
+        # and stored through recall.py.
         self.memo = DecisionMemo(config.decision_cache_bytes)
-        # A uid no request can contain: decoding a rest behind it proves that the head's uid
-        # is the one the decoder keeps (see _rest_keeps_head_uid).
-        self._probe_uid = "cudasched-probe-" + secrets.token_hex(16)
+        self._remembered = RememberedAnswers(self.memo)
 
     @classmethod
     def from_config(cls, config: WebhookConfig, kb: KnowledgeBase | None = None) -> Admitter:
@@ -378,8 +230,9 @@ class Admitter:
     # ------------------------------------------------------------------ entry points
 
     def review(self, kind: Kind, body: bytes | str, state: ClusterState) -> bytes:
-        """The AdmissionReview response for ``body``. Raises :class:`BadReviewError` only for
-        bodies that are not an AdmissionReview v1; never anything else."""
+        """The AdmissionReview response for ``body``. Raises
+        :class:`~cudasched.webhook.review.BadReviewError` only for bodies that are not an
+        AdmissionReview v1; never anything else."""
         found = self.recall_body(kind, body, state)
         if found is not None:
             return found[0]
@@ -403,56 +256,23 @@ class Admitter:
     ) -> tuple[bytes, Outcome] | None:
         """The remembered answer for a body written the way the API server writes reviews,
         found without decoding it, or ``None`` (then :meth:`prepare` and :meth:`recall`)."""
-        prefix = _RAW_KEY_PREFIX.get(kind)
-        split = _canonical_split(body) if self.memo.max_bytes else None
-        if split is None or prefix is None:
-            return None
-        uid, rest = split
-        found = self.memo.get(state, prefix + rest)
-        if found is None:
-            return None
-        outcome: Outcome = found.outcome  # type: ignore[assignment]
-        return found.render(b'"' + uid + b'"'), outcome
+        return self._remembered.find_by_body(kind, body, state)
 
     def prepare(self, kind: Kind, body: bytes | str, *, key: bool = True) -> Prepared:
-        """Parse and validate ``body`` (:class:`BadReviewError` when it is not an AdmissionReview
-        v1) and compute its memo key."""
+        """Parse and validate ``body`` (:class:`~cudasched.webhook.review.BadReviewError` when
+        it is not an AdmissionReview v1) and compute its memo keys."""
         if kind not in _EXPECTED_KIND:
             raise InputError(f"invalid admission kind {kind!r}: expected 'pod' or 'isvc'")
         req = parse_review(body)
-        memo_key: bytes | None = None
-        if key and self.memo.max_bytes and len(body) <= MEMO_MAX_BODY_BYTES:
-            try:
-                memo_key = orjson.dumps(
-                    (
-                        kind,
-                        req.operation,
-                        req.namespace,
-                        req.group,
-                        req.kind,
-                        req.sub_resource,
-                        req.obj,
-                    )
-                )
-            except (TypeError, orjson.JSONEncodeError):
-                memo_key = None  # deeper than orjson writes: decided every time
-        raw_rest: bytes | None = None
-        split = _canonical_split(body) if memo_key is not None else None
-        # Only when the head's uid is the one the decoder kept; `_rest_keeps_head_uid` proves
-        # it for every uid before the rest is used as a key.
-        if split is not None and split[0] == req.uid.encode():
-            raw_rest = split[1]
+        memo_key = self._remembered.request_key(kind, req, body) if key else None
+        raw_rest = self._remembered.raw_rest(body, req.uid) if memo_key is not None else None
         return Prepared(kind, req, memo_key, raw_rest)
 
     def recall(self, prepared: Prepared, state: ClusterState) -> tuple[bytes, Outcome] | None:
         """The remembered answer for ``prepared`` under ``state`` with its outcome, or ``None``."""
         if prepared.key is None:
             return None
-        found = self.memo.get(state, prepared.key)
-        if found is None:
-            return None
-        outcome: Outcome = found.outcome  # type: ignore[assignment]
-        return found.render(orjson.dumps(prepared.uid)), outcome
+        return self._remembered.find(prepared.key, prepared.uid, state)
 
     def answer(self, prepared: Prepared, state: ClusterState) -> tuple[bytes, Outcome]:
         """Decide ``prepared``, serialise the answer and remember it for repeats."""
@@ -466,32 +286,8 @@ class Admitter:
             failed = self._internal_error(decision.uid, exc)
             return failed.render(), failed.outcome
         if prepared.key is not None and decision.outcome != "error":
-            self._remember(prepared, decision, state)
+            self._remembered.store(prepared.kind, prepared.key, prepared.raw_rest, decision, state)
         return rendered, decision.outcome
-
-    def _remember(self, prepared: Prepared, decision: Decision, state: ClusterState) -> None:
-        template = dataclasses.replace(decision, uid=_UID_PLACEHOLDER).render()
-        parts = template.split(_UID_PLACEHOLDER_JSON)
-        if len(parts) != 2:
-            return
-        answer = Answer(parts[0], parts[1], decision.outcome)
-        if prepared.key is not None:
-            self.memo.put(state, prepared.key, answer)
-        rest = prepared.raw_rest
-        if rest is not None and self._rest_keeps_head_uid(rest):
-            self.memo.put(state, _RAW_KEY_PREFIX[prepared.kind] + rest, answer)
-
-    def _rest_keeps_head_uid(self, rest: bytes) -> bool:
-        """Whether every body made of a canonical head and this rest decodes to the same
-        request with the head's uid. True when the rest behind a uid nobody can know still
-        decodes to that uid: no later duplicate (equal to the head's uid or not, escaped or
-        not, in this request or a repeated one) can then override it."""
-        try:
-            doc = orjson.loads(_PROBE_HEAD + self._probe_uid.encode() + b'",' + rest)
-        except orjson.JSONDecodeError:
-            return False
-        req = doc.get("request") if isinstance(doc, dict) else None
-        return isinstance(req, dict) and req.get("uid") == self._probe_uid
 
     def _decide(self, prepared: Prepared, state: ClusterState) -> Decision:
         req = prepared.request
@@ -510,32 +306,26 @@ class Admitter:
 
     def _internal_error(self, uid: str, exc: BaseException) -> Decision:
         """The failure mode's answer when admission itself failed."""
-        text = clip(
+        fail_closed = self.config.fail_closed
+        return failure(
+            uid,
             f"cudasched: internal error ({type(exc).__name__}); "
-            + ("request denied (failClosed)" if self.config.fail_closed else "admitted unchanged")
+            + ("request denied (failClosed)" if fail_closed else "admitted unchanged"),
+            deny=fail_closed,
+            code=500,
+            reason="internal error",
         )
-        if self.config.fail_closed:
-            return Decision(
-                uid,
-                allowed=False,
-                code=500,
-                message=text,
-                warnings=(text,),
-                outcome="error",
-                reason="internal error",
-            )
-        return Decision(uid, warnings=(text,), outcome="error", reason="internal error")
 
     # ------------------------------------------------------------------ shared steps
 
-    def _skipped(self, req: _Request, obj: Mapping[str, Any]) -> str | None:
+    def _skipped(self, req: ReviewRequest, obj: Mapping[str, Any]) -> str | None:
         """Why the object is left alone before anything is resolved, or ``None``."""
         if _is_true(_annotations(obj).get(L.ANN_SKIP)):
             return f"annotation {L.ANN_SKIP}"
-        ns = req.namespace or str(_meta(obj).get("namespace") or "")
+        ns = req.namespace or str(metadata_of(obj).get("namespace") or "")
         if not self.config.namespaces.admits(ns):
             return f"namespace {ns!r} excluded"
-        if _meta(obj).get("deletionTimestamp"):
+        if metadata_of(obj).get("deletionTimestamp"):
             return "being deleted"
         return None
 
@@ -627,7 +417,7 @@ class Admitter:
 
     def _finish(
         self,
-        req: _Request,
+        req: ReviewRequest,
         original: Mapping[str, Any],
         mutated: Mapping[str, Any],
         scopes: Sequence[Scope],
@@ -666,7 +456,7 @@ class Admitter:
 
     # ------------------------------------------------------------------ pods
 
-    def _pod(self, req: _Request, pod: Mapping[str, Any], state: ClusterState) -> Decision:
+    def _pod(self, req: ReviewRequest, pod: Mapping[str, Any], state: ClusterState) -> Decision:
         if req.operation != "CREATE":
             return Decision(req.uid, reason=f"operation {req.operation}")
         why = self._skipped(req, pod)
@@ -688,7 +478,7 @@ class Admitter:
 
     def _pod_checked(
         self,
-        req: _Request,
+        req: ReviewRequest,
         pod: Mapping[str, Any],
         spec: Mapping[str, Any],
         state: ClusterState,
@@ -737,14 +527,14 @@ class Admitter:
             may_deny=True,
         )
 
-    def _unconstrained(self, req: _Request, record: str, why: str) -> Decision:
+    def _unconstrained(self, req: ReviewRequest, record: str, why: str) -> Decision:
         # The reason first: a clipped warning must still say what went wrong.
         text = clip(f"cudasched: not constrained ({why}); requirement {record}")
         return Decision(req.uid, warnings=(text,), requirement=record, reason=why)
 
     # ------------------------------------------------------------------ InferenceServices
 
-    def _isvc(self, req: _Request, isvc: Mapping[str, Any], state: ClusterState) -> Decision:
+    def _isvc(self, req: ReviewRequest, isvc: Mapping[str, Any], state: ClusterState) -> Decision:
         if req.operation not in ("CREATE", "UPDATE"):
             return Decision(req.uid, reason=f"operation {req.operation}")
         why = self._skipped(req, isvc)
@@ -760,7 +550,7 @@ class Admitter:
             )
 
     def _isvc_checked(
-        self, req: _Request, isvc: Mapping[str, Any], state: ClusterState
+        self, req: ReviewRequest, isvc: Mapping[str, Any], state: ClusterState
     ) -> Decision:
         full = _with_namespace(isvc, req.namespace)
         choice = state.select_runtime_for(full)

@@ -11,7 +11,7 @@ Correctness rests on three rules:
 
 * the key is the serialised request fields the decision reads (kind, operation, namespace,
   group/kind, sub-resource, the whole object), or the body itself minus its uid: anything that
-  can change the answer is in it;
+  can change the answer is in it (:mod:`cudasched.webhook.recall` builds both);
 * entries belong to one snapshot, and snapshots only move forward. The memo holds its entries
   in a *generation* (a weak reference to the snapshot, the entries, their byte count) that is
   replaced whole, never edited in place by a lookup, so a lookup reads one consistent

@@ -31,7 +31,8 @@ For development and the demo there is no cert-manager: :func:`generate_self_sign
 small CA and a serving certificate signed by it (EC P-256), with the SANs the API server and
 local clients use. The CA certificate is what goes into the webhook configuration's
 ``caBundle``. Files are written atomically with mode 0600 so a crash never leaves a partial key
-and no other local user can read it.
+and no other local user can read it. :func:`server_tls_files` picks the files a server
+process uses: the configured pair, checked at start-up, or a fresh self-signed one.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -55,12 +57,16 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from cudasched.errors import InputError
 
+if TYPE_CHECKING:
+    from cudasched.webhook.config import ServerConfig
+
 __all__ = [
     "ReloadingServerContext",
     "SelfSignedBundle",
     "TLSConfigError",
     "generate_self_signed",
     "load_server_context",
+    "server_tls_files",
     "service_dns_names",
     "write_atomic",
     "write_self_signed",
@@ -385,3 +391,30 @@ def write_self_signed(
     cert = write_atomic(d / "tls.crt", bundle.cert_pem)
     key = write_atomic(d / "tls.key", bundle.key_pem)
     return cert, key, ca
+
+
+def server_tls_files(
+    server: ServerConfig,
+    self_signed_dir: str | os.PathLike[str] | None,
+    stack: contextlib.ExitStack,
+) -> tuple[Path, Path]:
+    """The certificate and key files a webhook server serves: ``server.certFile`` and
+    ``keyFile`` (loaded once now so a bad pair fails at start-up, naming the files), or with
+    ``server.selfSigned`` a fresh self-signed pair written to ``self_signed_dir`` (a temporary
+    directory removed when ``stack`` closes, when ``None``)."""
+    if not server.self_signed:
+        if not (server.cert_file and server.key_file):
+            raise InputError(
+                "no TLS certificate: set server.certFile and server.keyFile, "
+                "or server.selfSigned (--self-signed)"
+            )
+        # Fail now, with the file names, rather than at the first handshake.
+        load_server_context(server.cert_file, server.key_file)
+        return Path(server.cert_file), Path(server.key_file)
+    directory = self_signed_dir
+    if directory is None:
+        directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="cudasched-tls-"))
+    bundle = generate_self_signed()
+    cert, key, ca = write_self_signed(directory, bundle)
+    log.warning("serving a self-signed certificate (development only); its CA is %s", ca)
+    return cert, key

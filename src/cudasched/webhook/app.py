@@ -1,16 +1,18 @@
-"""The webhook's HTTPS server: a small ASGI application served by uvicorn.
+"""The webhook's ASGI application: admission endpoints, health, readiness and metrics.
 
 Why no web framework: the API server calls the webhook synchronously on every GPU pod
 creation, so per-request overhead is latency every user pays. The application is one
-dictionary lookup on ``scope["path"]``, orjson for the little JSON it writes itself, and the
-admission decision from :class:`~cudasched.webhook.admission.Admitter`.
+dictionary lookup on ``scope["path"]``, orjson for the little JSON it reads itself, and the
+admission decision from :class:`~cudasched.webhook.admission.Admitter`. How the application is
+served (uvicorn, threads, worker processes) is :mod:`cudasched.webhook.serving`.
 
 Failure behaviour (what the API server sees):
 
 * malformed input is answered with HTTP 400 and a one-line reason (the API server then applies
   the webhook's ``failurePolicy``); oversized bodies get 413 before the rest is read;
 * while the cluster cache has not completed its first list of every kind, admission requests
-  are answered by the failure mode: allowed with a warning, or denied when ``failClosed``;
+  are answered by the failure mode (:func:`~cudasched.webhook.review.failure`): allowed with a
+  warning, or denied when ``failClosed``;
 * a repeat of an object already decided under the current snapshot (another replica of the
   same template) is answered on the event loop from the reviewer's memo: parsing a body of at
   most 64 KiB, building its key and splicing the uid cost microseconds;
@@ -27,54 +29,34 @@ fixed snapshot in the demo and tests); request handling never calls the Kubernet
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib.util
 import logging
-import os
-import socket
-import tempfile
-import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import orjson
-
 from cudasched.errors import InputError
-from cudasched.webhook.admission import MEMO_MAX_BODY_BYTES
-from cudasched.webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from cudasched.webhook.metrics import WebhookMetrics
-from cudasched.webhook.tls import (
-    ReloadingServerContext,
-    generate_self_signed,
-    load_server_context,
-    write_self_signed,
-)
+from cudasched.webhook.metrics import CONTENT_TYPE, WebhookMetrics
+from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES
+from cudasched.webhook.review import BadReviewError, failure, review_uid
 
 if TYPE_CHECKING:
-    import uvicorn
-
     from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 
 __all__ = [
+    "HEALTH_PATH",
     "ISVC_PATH",
+    "METRICS_PATH",
     "POD_PATH",
+    "READY_PATH",
     "Reviewer",
-    "RunningServer",
-    "SourceFactory",
     "StagedReviewer",
     "StateSource",
     "StaticStateSource",
     "WebhookApp",
     "build_app",
     "default_reviewer",
-    "run_server",
-    "serve_in_thread",
-    "uvicorn_config",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,9 +67,6 @@ HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
 
-_API_VERSION = "admission.k8s.io/v1"
-_REVIEW_KIND = "AdmissionReview"
-_WARNING_LIMIT = 120  # Kubernetes asks for warnings of at most 120 characters
 # Bodies up to this size are parsed on the event loop to look for a remembered answer (about
 # 10 us per 4 KiB with orjson); larger ones are parsed in the review thread, under the deadline,
 # and never remembered.
@@ -174,50 +153,6 @@ class _BadRequest(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= _WARNING_LIMIT else text[: _WARNING_LIMIT - 1] + "…"
-
-
-def _review_uid(body: bytes) -> str:
-    """The uid of an AdmissionReview v1 request, for answers the server writes itself.
-
-    Raises :class:`_BadRequest` (400) with the reason when the body is not one."""
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise _BadRequest(400, f"request body is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise _BadRequest(400, f"request body must be a JSON object, got {type(doc).__name__}")
-    if doc.get("apiVersion") != _API_VERSION or doc.get("kind") != _REVIEW_KIND:
-        raise _BadRequest(
-            400,
-            f"expected apiVersion {_API_VERSION!r} and kind {_REVIEW_KIND!r}, "
-            f"got {doc.get('apiVersion')!r} and {doc.get('kind')!r}",
-        )
-    request = doc.get("request")
-    uid = request.get("uid") if isinstance(request, dict) else None
-    if not isinstance(uid, str) or not uid:
-        raise _BadRequest(
-            400, f"AdmissionReview request.uid must be a non-empty string, got {uid!r}"
-        )
-    return uid
-
-
-def _fallback_review(uid: str, *, deny: bool, message: str, code: int) -> bytes:
-    """An answer written by the failure mode: allowed with a warning, or denied."""
-    text = _clip(message)
-    response: dict[str, Any] = {"uid": uid, "allowed": not deny, "warnings": [text]}
-    if deny:
-        response["status"] = {
-            "metadata": {},
-            "status": "Failure",
-            "reason": "InternalError" if code >= 500 else "BadRequest",
-            "message": text,
-            "code": code,
-        }
-    return orjson.dumps({"apiVersion": _API_VERSION, "kind": _REVIEW_KIND, "response": response})
 
 
 def _outcome_of(answer: bytes) -> str:
@@ -343,7 +278,7 @@ class WebhookApp:
         return 503, f"not ready: {reason}\n".encode(), b"text/plain; charset=utf-8"
 
     def _metrics(self) -> tuple[int, bytes, bytes]:
-        return 200, self.metrics.render(), METRICS_CONTENT_TYPE.encode()
+        return 200, self.metrics.render(), CONTENT_TYPE.encode()
 
     # ------------------------------------------------------------------ admission
 
@@ -480,13 +415,17 @@ class WebhookApp:
     def _fallback(
         self, body: bytes, path: str, reason: str, what: str, code: int
     ) -> tuple[bytes, str]:
-        uid = _review_uid(body)
+        try:
+            uid = review_uid(body)
+        except BadReviewError as exc:
+            raise _BadRequest(400, str(exc)) from None
         self.metrics.fallbacks.labels(endpoint=path, reason=reason).inc()
         if self.fail_closed:
             message = f"cudasched: {what}; request denied (failClosed)"
         else:
             message = f"cudasched: {what}; admitted without CUDA placement"
-        return _fallback_review(uid, deny=self.fail_closed, message=message, code=code), "error"
+        answer = failure(uid, message, deny=self.fail_closed, code=code, reason=what)
+        return answer.render(), answer.outcome
 
     def close(self) -> None:
         """Release the review threads (lifespan shutdown does this when served by uvicorn)."""
@@ -544,300 +483,3 @@ def build_app(
         fail_closed=config.fail_closed,
         metrics=metrics,
     )
-
-
-def _best(kind: str) -> str:
-    """uvicorn's fastest implementation that is installed (httptools / uvloop)."""
-    if kind == "http":
-        return "httptools" if importlib.util.find_spec("httptools") else "h11"
-    return "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-
-
-def uvicorn_config(
-    app: WebhookApp,
-    tls: ReloadingServerContext,
-    *,
-    host: str = "0.0.0.0",
-    port: int = 8443,
-    log_level: str = "info",
-    graceful_seconds: float = 20.0,
-) -> uvicorn.Config:
-    """A uvicorn configuration serving ``app`` over HTTPS with the reloading TLS context.
-
-    Logging is left to the caller (``log_config=None``) so embedding the server does not
-    reconfigure the host program's loggers.
-    """
-    import uvicorn
-
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        http=_best("http"),
-        loop=_best("loop"),
-        ws="none",
-        lifespan="on",
-        ssl_context_factory=lambda _config, _default: tls.context,
-        log_config=None,
-        log_level=log_level,
-        access_log=False,
-        server_header=False,
-        date_header=False,
-        timeout_graceful_shutdown=graceful_seconds,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class RunningServer:
-    """A server started by :func:`serve_in_thread`: where it listens and whom to trust."""
-
-    host: str
-    port: int
-    ca_pem: bytes
-    ca_file: Path
-    cert_file: Path
-    key_file: Path
-    app: WebhookApp
-    tls: ReloadingServerContext
-    server: uvicorn.Server
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"https://{host}:{self.port}"
-
-    def request_stop(self) -> None:
-        """Begin a graceful shutdown (what SIGTERM does): stop accepting, finish in-flight
-        requests. Leaving the ``serve_in_thread`` block waits for it to complete."""
-        self.server.should_exit = True
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock.set_inheritable(True)
-    return sock
-
-
-@contextlib.contextmanager
-def serve_in_thread(
-    state: ClusterState | StateSource,
-    *,
-    config: WebhookConfig | None = None,
-    reviewer: Reviewer | None = None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    cert_file: str | os.PathLike[str] | None = None,
-    key_file: str | os.PathLike[str] | None = None,
-    ca_pem: bytes | None = None,
-    startup_timeout: float = 15.0,
-) -> Iterator[RunningServer]:
-    """Run the real HTTPS server in a background thread until the block exits.
-
-    With no ``cert_file``/``key_file`` a fresh self-signed CA and certificate (valid for
-    ``localhost`` and ``127.0.0.1``) are written to a temporary directory; the returned
-    :class:`RunningServer` carries the CA PEM to verify against. ``port=0`` picks a free port.
-    A :class:`ClusterState` is served as a fixed, synced snapshot (no Kubernetes needed).
-    """
-    import uvicorn
-
-    from cudasched.webhook.config import WebhookConfig
-
-    cfg = config if config is not None else WebhookConfig()
-    source = state if isinstance(state, StateSource) else StaticStateSource(state)
-    with tempfile.TemporaryDirectory(prefix="cudasched-tls-") as tmp:
-        if cert_file is None or key_file is None:
-            bundle = generate_self_signed(ip_addresses=("127.0.0.1", "::1"))
-            cert_path, key_path, ca_path = write_self_signed(tmp, bundle)
-            trust = bundle.ca_pem
-        else:
-            cert_path, key_path = Path(cert_file), Path(key_file)
-            trust = ca_pem if ca_pem is not None else cert_path.read_bytes()
-            ca_path = Path(tmp) / "ca.crt"
-            ca_path.write_bytes(trust)
-        tls = ReloadingServerContext(cert_path, key_path)
-        shared = getattr(source, "metrics", None)  # a cache reports into the same registry
-        metrics = shared if isinstance(shared, WebhookMetrics) else None
-        app = build_app(cfg, source, reviewer=reviewer, metrics=metrics)
-        sock = _bind(host, port)
-        bound_port = sock.getsockname()[1]
-        server = uvicorn.Server(uvicorn_config(app, tls, host=host, port=bound_port))
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
-                    runner.run(server.serve(sockets=[sock]))
-            except BaseException as exc:  # SystemExit on start-up failure included
-                failure.append(exc)
-
-        thread = threading.Thread(target=run, name="cudasched-webhook", daemon=True)
-        thread.start()
-        limit = time.monotonic() + startup_timeout
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > limit:
-                server.should_exit = True
-                thread.join(5)
-                sock.close()
-                app.close()
-                raise RuntimeError(f"webhook server did not start: {failure or 'timeout'}")
-            time.sleep(0.01)
-        try:
-            yield RunningServer(
-                host=host,
-                port=bound_port,
-                ca_pem=trust,
-                ca_file=ca_path,
-                cert_file=cert_path,
-                key_file=key_path,
-                app=app,
-                tls=tls,
-                server=server,
-            )
-        finally:
-            server.should_exit = True
-            thread.join(30)
-            sock.close()
-
-
-#: Builds the state source of one server process; it receives that process's metrics so the
-#: cache reports into the same registry the ``/metrics`` endpoint renders.
-SourceFactory = Callable[[WebhookMetrics], StateSource]
-
-
-def run_server(
-    config: WebhookConfig,
-    source_factory: SourceFactory,
-    *,
-    reviewer: Reviewer | None = None,
-    self_signed_dir: str | os.PathLike[str] | None = None,
-    host: str | None = None,
-    port: int | None = None,
-) -> None:
-    """Blocking entry point of ``cudasched webhook``.
-
-    TLS comes from ``server.certFile``/``keyFile`` (followed across rotations) or, with
-    ``server.selfSigned``, from a fresh self-signed pair written to ``self_signed_dir`` (a
-    temporary directory when ``None``). With ``server.workers`` > 1 the listening socket is
-    bound once and that many processes are forked to accept on it, each with its own cache,
-    event loop and metrics; SIGTERM/SIGINT are forwarded to them and each drains gracefully.
-    """
-    host = host or config.server.host
-    port = port or config.server.port
-    workers = config.server.workers or 1
-    with contextlib.ExitStack() as stack:
-        cert, key = _server_tls_files(config, self_signed_dir, stack)
-        if workers == 1:
-            _serve_process(config, source_factory, reviewer, cert, key, host, port, None)
-            return
-        sock = _bind(host, port)
-        _prefork(
-            workers,
-            sock,
-            lambda: _serve_process(config, source_factory, reviewer, cert, key, host, port, [sock]),
-        )
-
-
-def _prefork(workers: int, sock: socket.socket, serve_child: Callable[[], None]) -> None:
-    """Fork ``workers`` processes running ``serve_child`` on the shared listening socket and
-    wait for them, forwarding SIGTERM/SIGINT. Signal forwarding is installed before the first
-    fork so a SIGTERM during start-up cannot orphan workers."""
-    import signal
-
-    children: list[int] = []
-
-    def forward(signum: int, _frame: object) -> None:
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
-    status = 0
-    try:
-        for _ in range(workers):
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - runs in the child process
-                code = 0
-                try:
-                    for sig in previous:
-                        signal.signal(sig, signal.SIG_DFL)
-                    serve_child()
-                except SystemExit as exc:
-                    code = exc.code if isinstance(exc.code, int) else 0
-                except BaseException:
-                    log.exception("webhook worker failed")
-                    code = 1
-                finally:
-                    os._exit(code)
-            children.append(pid)
-        sock.close()
-        for pid in children:
-            _, raw = os.waitpid(pid, 0)
-            code = os.waitstatus_to_exitcode(raw)
-            status = status or (code if code > 0 else 0)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if status:
-        raise SystemExit(status)
-
-
-def _serve_process(
-    config: WebhookConfig,
-    source_factory: SourceFactory,
-    reviewer: Reviewer | None,
-    cert: Path,
-    key: Path,
-    host: str,
-    port: int,
-    sockets: list[socket.socket] | None,
-) -> None:
-    import signal
-
-    import uvicorn
-
-    # uvicorn drains on SIGTERM, then re-raises the signal with the previous handler in place;
-    # this handler turns that into a clean exit status 0 (and a SIGTERM during start-up too).
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _exit_cleanly)
-    metrics = WebhookMetrics()
-    tls = ReloadingServerContext(cert, key)
-    app = build_app(config, source_factory(metrics), reviewer=reviewer, metrics=metrics)
-    server = uvicorn.Server(uvicorn_config(app, tls, host=host, port=port))
-    server.run(sockets=sockets)
-    if not server.started:
-        raise SystemExit(1)
-
-
-def _exit_cleanly(_signum: int, _frame: object) -> None:
-    raise SystemExit(0)
-
-
-def _server_tls_files(
-    config: WebhookConfig,
-    self_signed_dir: str | os.PathLike[str] | None,
-    stack: contextlib.ExitStack,
-) -> tuple[Path, Path]:
-    srv = config.server
-    if not srv.self_signed:
-        if not (srv.cert_file and srv.key_file):
-            raise InputError(
-                "no TLS certificate: set server.certFile and server.keyFile, "
-                "or server.selfSigned (--self-signed)"
-            )
-        # Fail now, with the file names, rather than at the first handshake.
-        load_server_context(srv.cert_file, srv.key_file)
-        return Path(srv.cert_file), Path(srv.key_file)
-    directory = self_signed_dir
-    if directory is None:
-        directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="cudasched-tls-"))
-    bundle = generate_self_signed()
-    cert, key, ca = write_self_signed(directory, bundle)
-    log.warning("serving a self-signed certificate (development only); its CA is %s", ca)
-    return cert, key

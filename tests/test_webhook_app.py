@@ -1,5 +1,6 @@
-"""The webhook HTTPS server, exercised as the API server uses it: a real uvicorn server on
-127.0.0.1 with a self-signed certificate, requests over TLS verified against its CA.
+"""The webhook's ASGI application, exercised as the API server uses it: a real uvicorn server on
+127.0.0.1 with a self-signed certificate, requests over TLS verified against its CA, and the
+ASGI callable driven directly where no network is needed.
 
 A small stand-in reviewer (below) plays admission where a test needs to control what the
 decision does (block, raise, deny); one test runs the real Admitter on the bundled cluster.
@@ -7,15 +8,11 @@ decision does (block, raise, deny); one test runs the real Admitter on the bundl
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
-import os
-import signal
 import ssl
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,13 +24,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.errors import InputError
+from cudasched.webhook.app import StaticStateSource, WebhookApp
 from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.server import (
-    RunningServer,
-    StaticStateSource,
-    WebhookApp,
-    serve_in_thread,
-)
+from cudasched.webhook.serving import RunningServer, serve_in_thread
 
 DATA = Path(__file__).parent / "data" / "admission"
 
@@ -277,26 +270,6 @@ def test_internal_error_is_answered_by_failure_mode(fail_closed: bool) -> None:
         assert answer["status"]["code"] == 500
 
 
-def test_in_flight_request_finishes_on_graceful_stop() -> None:
-    standin = StandIn("block")
-    result: dict[str, Any] = {}
-    with serve_in_thread(object(), reviewer=standin) as srv:
-
-        def send() -> None:
-            with client(srv) as c:
-                result["resp"] = c.post("/mutate/pods", content=review("inflight"))
-
-        sender = threading.Thread(target=send)
-        sender.start()
-        assert standin.entered.wait(10)
-        srv.request_stop()  # what SIGTERM does
-        time.sleep(0.2)  # the server is draining, the request still in flight
-        standin.release.set()
-        sender.join(10)
-    assert result["resp"].status_code == 200
-    assert result["resp"].json()["response"]["uid"] == "inflight"
-
-
 # ---------------------------------------------------------------------- the real Admitter
 
 
@@ -329,10 +302,8 @@ def test_real_admitter_on_the_bundled_cluster() -> None:
 # ---------------------------------------------------------------------- ASGI invariants
 
 
-def _call(app: WebhookApp, path: str, body: bytes, method: str = "POST") -> tuple[int, bytes]:
+def call_app(app: WebhookApp, path: str, body: bytes, method: str = "POST") -> tuple[int, bytes]:
     """Drive the ASGI app directly (no network) and collect status and body."""
-    import asyncio
-
     sent: list[dict[str, Any]] = []
     messages = [{"type": "http.request", "body": body, "more_body": False}]
 
@@ -365,7 +336,7 @@ _json = st.recursive(
 @pytest.fixture(scope="module")
 def real_app() -> Iterator[WebhookApp]:
     """The production Admitter behind the ASGI app, on an empty synced cluster."""
-    from cudasched.webhook.server import default_reviewer
+    from cudasched.webhook.app import default_reviewer
     from cudasched.webhook.state import ClusterState
 
     state = ClusterState.from_objects([], [], [], [])
@@ -404,7 +375,7 @@ def test_every_body_gets_a_well_formed_answer(
                 "request": {**request, "uid": uid},
             }
         )
-    status, out = _call(real_app, path, body)
+    status, out = call_app(real_app, path, body)
     assert status in (200, 400)
     if status == 200:
         answer = orjson.loads(out)
@@ -412,93 +383,3 @@ def test_every_body_gets_a_well_formed_answer(
         assert answer["response"]["uid"] == uid
     else:
         assert out.endswith(b"\n") and out.count(b"\n") == 1
-
-
-# ---------------------------------------------------------------------- the CLI command
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.mark.parametrize("workers", [1, 2])
-def test_cli_webhook_serves_and_stops_on_sigterm(tmp_path: Path, workers: int) -> None:
-    """``cudasched webhook --self-signed`` against an API server that does not answer: it
-    serves health, reports not-ready, admits by the failure mode, and exits 0 on SIGTERM
-    (with ``server.workers: 2`` the supervisor forwards the signal to both workers)."""
-    api_port, port = _free_port(), _free_port()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-        f"clusters: [{{name: t, cluster: {{server: 'http://127.0.0.1:{api_port}'}}}}]\n"
-        "users: [{name: t, user: {}}]\n"
-        "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
-    )
-    tls_dir = tmp_path / "tls"
-    config = tmp_path / "config.yaml"
-    config.write_text(f"server:\n  workers: {workers}\n")
-    cmd = [
-        sys.executable,
-        "-c",
-        "from cudasched.cli import main; main()",
-        "webhook",
-        "--self-signed",
-        "--tls-dir",
-        str(tls_dir),
-        "--config",
-        str(config),
-        "--kubeconfig",
-        str(kubeconfig),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    lines: list[bytes] = []
-    assert proc.stdout is not None
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")))
-    reader.start()
-
-    def started() -> int:
-        return sum(b"Application startup complete" in line for line in list(lines))
-
-    try:
-        ca = tls_dir / "ca.crt"
-        limit = time.monotonic() + 30
-        health = None
-        while time.monotonic() < limit and proc.poll() is None:
-            # Every worker must be up before the signal, or it would (correctly) stop early.
-            if ca.exists() and started() == workers:
-                tls = ssl.create_default_context(cadata=ca.read_text())
-                try:
-                    with httpx.Client(verify=tls, timeout=2) as c:
-                        health = c.get(f"https://127.0.0.1:{port}/healthz")
-                        ready = c.get(f"https://127.0.0.1:{port}/readyz")
-                        answer = c.post(
-                            f"https://127.0.0.1:{port}/mutate/pods", content=review("cli-1")
-                        ).json()["response"]
-                    break
-                except httpx.TransportError:
-                    pass
-            time.sleep(0.1)
-        assert health is not None and health.status_code == 200, proc.poll()
-        assert ready.status_code == 503
-        assert answer["uid"] == "cli-1" and answer["allowed"] is True
-        assert oct(ca.stat().st_mode & 0o777) == oct(0o600)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reader.join(10)
-    out = b"".join(lines)
-    assert proc.returncode == 0, out.decode()[-2000:]
-    assert out.count(b"Started server process") == workers, out.decode()[-2000:]
-    assert out.count(b"Finished server process") == workers, out.decode()[-2000:]

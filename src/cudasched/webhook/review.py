@@ -1,0 +1,181 @@
+"""The AdmissionReview v1 envelope, typed once: requests in, responses out.
+
+:func:`parse_review` validates a request body and returns the fields admission reads
+(:class:`ReviewRequest`); :func:`review_uid` reads only the uid, for answers written when no
+decision is made. Every response, whether a decision or a failure answer (:func:`failure`),
+is a :class:`Decision` serialised by :meth:`Decision.render`, so the admitter and the server
+write answers with the same code. Warnings are clipped to the length Kubernetes asks for.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+import orjson
+
+from cudasched.errors import InputError
+from cudasched.webhook.patch import Op
+
+__all__ = [
+    "API_VERSION",
+    "MAX_WARNING_CHARS",
+    "REVIEW_KIND",
+    "BadReviewError",
+    "Decision",
+    "Outcome",
+    "ReviewRequest",
+    "clip",
+    "failure",
+    "parse_review",
+    "review_uid",
+]
+
+API_VERSION = "admission.k8s.io/v1"
+REVIEW_KIND = "AdmissionReview"
+
+#: Kubernetes asks webhooks to keep each warning to 120 characters (longer ones may be cut).
+MAX_WARNING_CHARS = 120
+
+Outcome = Literal["patched", "unchanged", "denied", "error"]
+
+
+class BadReviewError(InputError):
+    """The body is not an AdmissionReview v1 request (the server answers HTTP 400)."""
+
+
+class ReviewRequest(NamedTuple):
+    """The fields of an AdmissionReview request that admission reads (a named tuple: built
+    once per request on the event loop, where a frozen dataclass costs three times more)."""
+
+    uid: str
+    operation: str
+    namespace: str
+    group: str
+    kind: str
+    sub_resource: str
+    obj: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One admission answer before it is serialised; the server reads ``outcome`` for its
+    metrics and the CLI reads ``requirement`` and ``patch`` for ``--explain``."""
+
+    uid: str
+    allowed: bool = True
+    patch: tuple[Op, ...] = ()
+    warnings: tuple[str, ...] = ()
+    message: str = ""
+    code: int = 0
+    outcome: Outcome = "unchanged"
+    requirement: str = ""
+    reason: str = ""
+    audit: Mapping[str, str] = field(default_factory=dict)
+
+    def response(self) -> dict[str, Any]:
+        """The AdmissionReview v1 response object (``patch`` base64-encoded JSON)."""
+        resp: dict[str, Any] = {"uid": self.uid, "allowed": self.allowed}
+        if self.patch:
+            resp["patchType"] = "JSONPatch"
+            resp["patch"] = base64.b64encode(orjson.dumps(list(self.patch))).decode("ascii")
+        if not self.allowed:
+            resp["status"] = {
+                "metadata": {},
+                "status": "Failure",
+                "message": self.message,
+                "reason": "Forbidden" if self.code == 403 else "InternalError",
+                "code": self.code or 403,
+            }
+        if self.warnings:
+            resp["warnings"] = list(self.warnings)
+        if self.audit:
+            resp["auditAnnotations"] = dict(self.audit)
+        return {"apiVersion": API_VERSION, "kind": REVIEW_KIND, "response": resp}
+
+    def render(self) -> bytes:
+        """The response as the bytes sent to the API server (keys sorted)."""
+        return orjson.dumps(self.response(), option=orjson.OPT_SORT_KEYS)
+
+
+def clip(text: str, limit: int = MAX_WARNING_CHARS) -> str:
+    """Shorten ``text`` to ``limit`` characters, marking the cut with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def failure(uid: str, message: str, *, deny: bool, code: int, reason: str = "") -> Decision:
+    """The failure mode's answer, used when no decision can be made (admission failed, timed
+    out, or the cluster state is not ready): admitted with ``message`` as its warning, or,
+    with ``deny``, refused with it as well under HTTP status ``code``."""
+    text = clip(message)
+    if deny:
+        return Decision(
+            uid,
+            allowed=False,
+            code=code,
+            message=text,
+            warnings=(text,),
+            outcome="error",
+            reason=reason,
+        )
+    return Decision(uid, warnings=(text,), outcome="error", reason=reason)
+
+
+def _envelope(body: bytes | str) -> dict[str, Any]:
+    """The decoded body after checking it is a JSON object of apiVersion/kind
+    AdmissionReview v1."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadReviewError(f"request body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BadReviewError(f"request body must be a JSON object, got {type(doc).__name__}")
+    if doc.get("apiVersion") != API_VERSION or doc.get("kind") != REVIEW_KIND:
+        raise BadReviewError(
+            f"expected apiVersion {API_VERSION!r} and kind {REVIEW_KIND!r}, "
+            f"got {doc.get('apiVersion')!r} and {doc.get('kind')!r}"
+        )
+    return doc
+
+
+def _checked_uid(uid: object) -> str:
+    if not isinstance(uid, str) or not uid:
+        raise BadReviewError(f"AdmissionReview request.uid must be a non-empty string, got {uid!r}")
+    return uid
+
+
+def parse_review(body: bytes | str) -> ReviewRequest:
+    """Validate the envelope; anything the API server would never send is a
+    :class:`BadReviewError` naming what is wrong."""
+    doc = _envelope(body)
+    req = doc.get("request")
+    if not isinstance(req, dict):
+        raise BadReviewError("AdmissionReview has no 'request' object")
+    uid = _checked_uid(req.get("uid"))
+    op = req.get("operation")
+    if not isinstance(op, str) or not op:
+        raise BadReviewError(f"AdmissionReview request.operation must be a string, got {op!r}")
+    gvk = req.get("kind") if isinstance(req.get("kind"), dict) else {}
+    obj = req.get("object")
+    ns = req.get("namespace")
+    sub = req.get("subResource")
+    return ReviewRequest(
+        uid=uid,
+        operation=op,
+        namespace=ns if isinstance(ns, str) else "",
+        group=str(gvk.get("group") or ""),
+        kind=str(gvk.get("kind") or ""),
+        sub_resource=sub if isinstance(sub, str) else "",
+        obj=obj if isinstance(obj, dict) else None,
+    )
+
+
+def review_uid(body: bytes | str) -> str:
+    """The uid of an AdmissionReview v1 request, for answers written without a decision.
+
+    Checks only the envelope and the uid (a request missing other fields still gets its
+    answer); :class:`BadReviewError` says what is wrong when the body is not a review."""
+    request = _envelope(body).get("request")
+    return _checked_uid(request.get("uid") if isinstance(request, dict) else None)

@@ -8,14 +8,15 @@ import pytest
 
 from cudasched.errors import InputError
 from cudasched.labels import LabelScheme
+from cudasched.merge import AffinityMode
 from cudasched.requirements import Policy
 from cudasched.versions import CudaVersion
-from cudasched.webhook.config import Mode, OnNoFit, WebhookConfig, load_config
+from cudasched.webhook.config import OnNoFit, WebhookConfig, load_config
 
 
 def test_defaults_are_the_documented_ones() -> None:
     c = load_config(None)
-    assert c.mode is Mode.REQUIRED
+    assert c.mode is AffinityMode.REQUIRED
     assert c.policy is Policy.STRICT
     assert c.label_scheme is LabelScheme.AUTO
     assert c.on_no_fit is OnNoFit.WARN
@@ -70,7 +71,7 @@ kube:
         encoding="utf-8",
     )
     c = load_config(path)
-    assert c.mode is Mode.PREFERRED
+    assert c.mode is AffinityMode.PREFERRED
     assert c.policy is Policy.MINOR_COMPAT
     assert c.label_scheme is LabelScheme.GFD
     assert c.on_no_fit is OnNoFit.DENY
@@ -91,7 +92,8 @@ kube:
 
 def test_enum_values_are_case_insensitive() -> None:
     c = WebhookConfig.from_mapping({"mode": "Required", "policy": "STRICT", "onNoFit": "Warn"})
-    assert c.mode is Mode.REQUIRED and c.policy is Policy.STRICT and c.on_no_fit is OnNoFit.WARN
+    assert c.mode is AffinityMode.REQUIRED and c.policy is Policy.STRICT
+    assert c.on_no_fit is OnNoFit.WARN
 
 
 def test_empty_file_means_defaults(tmp_path: Path) -> None:
@@ -166,4 +168,4 @@ def test_file_errors_name_the_file(tmp_path: Path) -> None:
 def test_config_is_immutable() -> None:
     c = WebhookConfig()
     with pytest.raises(Exception):  # noqa: B017 - pydantic raises its own ValidationError
-        c.mode = Mode.PREFERRED  # type: ignore[misc]
+        c.mode = AffinityMode.PREFERRED  # type: ignore[misc]

@@ -185,7 +185,7 @@ class _Paths:
         if req.is_empty:
             return ""
         policy = req.policy if req.policy is not None else self.config.policy
-        return Admitter._record(req, policy)
+        return req.record(policy)
 
 
 def test_webhook_and_explain_agree_on_every_sample_object(

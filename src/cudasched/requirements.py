@@ -69,3 +69,13 @@ class Requirement:
         if self.framework is not None:
             parts.append(f"{self.framework.name} {self.framework.version}")
         return ", ".join(parts) or "none"
+
+    def record(self, policy: Policy) -> str:
+        """The ``cudasched.io/requirement`` annotation value: what is needed, under which
+        policy (when not strict) and why, e.g. ``cuda>=12.8 [minor-compat] (image ...)``."""
+        text = self.describe()
+        if policy is not Policy.STRICT:
+            text += f" [{policy.value}]"
+        if self.source:
+            text += f" ({self.source})"
+        return text

@@ -34,22 +34,24 @@ import orjson
 from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.jsontree import copy_json
-from cudasched.kserve import is_kserve_pod, is_predictor_pod, isvc_name_of
-from cudasched.objects import metadata_of
+from cudasched.kserve import is_kserve_pod, is_predictor_pod, isvc_name_of, merge_scheduling
+from cudasched.merge import AffinityMode
+from cudasched.objects import annotations_of, metadata_of
 from cudasched.placement import compile_requirement, merge_preferred, merge_required
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import (
-    declared_by_annotation,
+    isvc_wants_constraint,
     resolve_isvc,
     resolve_pod,
     uses_gpu,
     wants_constraint,
 )
-from cudasched.webhook.config import Mode, OnNoFit, WebhookConfig
+from cudasched.webhook.config import OnNoFit, WebhookConfig
 from cudasched.webhook.memo import DecisionMemo
 from cudasched.webhook.patch import Scope, diff
 from cudasched.webhook.recall import RememberedAnswers
 from cudasched.webhook.review import Decision, Outcome, ReviewRequest, clip, failure, parse_review
+from cudasched.workloads import is_skipped
 
 if TYPE_CHECKING:
     from cudasched.images import ImageTable
@@ -65,21 +67,6 @@ Kind = Literal["pod", "isvc"]
 _EXPECTED_KIND = {"pod": ("", "Pod"), "isvc": ("serving.kserve.io", "InferenceService")}
 _PREFERRED_WEIGHT = 100
 _MEMO_LIMIT = 4096
-
-#: Pre-`model:` predictor fields; KServe's defaulter rewrites them into `model`, but our
-#: InferenceService webhook may run before it. Each carries a container inline.
-_LEGACY_FRAMEWORKS = (
-    "sklearn",
-    "xgboost",
-    "tensorflow",
-    "pytorch",
-    "triton",
-    "onnx",
-    "huggingface",
-    "pmml",
-    "lightgbm",
-    "paddle",
-)
 
 #: Annotations cudasched writes or reads as switches; they do not declare a requirement.
 _NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
@@ -108,21 +95,12 @@ class Prepared(NamedTuple):
         return self.request.uid
 
 
-def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    ann = metadata_of(obj).get("annotations")
-    return ann if isinstance(ann, Mapping) else {}
-
-
-def _is_true(value: object) -> bool:
-    return isinstance(value, str) and value.strip().lower() in ("true", "yes", "1")
-
-
 def _declares_requirement(obj: Mapping[str, Any]) -> bool:
     """Whether the object carries one of our annotations that states a need (a skip switch or
     our own output annotation does not count)."""
     return any(
         isinstance(k, str) and k.startswith(L.PREFIX) and k not in _NOT_DECLARING
-        for k in _annotations(obj)
+        for k in annotations_of(obj)
     )
 
 
@@ -178,18 +156,6 @@ def _set_annotation(obj: dict[str, Any], key: str, value: str | None) -> None:
         ann[key] = value
     if ann or "annotations" in meta:
         meta["annotations"] = ann
-
-
-def _kserve_merge(runtime: Any, isvc: Any) -> Any:
-    """KServe merges runtime and InferenceService scheduling fields with a strategic merge
-    patch whose affinity lists carry no merge key: objects merge key by key, lists (and
-    scalars) from the InferenceService replace the runtime's."""
-    if isinstance(runtime, Mapping) and isinstance(isvc, Mapping):
-        out = {k: copy_json(v) for k, v in runtime.items()}
-        for k, v in isvc.items():
-            out[k] = _kserve_merge(runtime.get(k), v) if k in runtime else copy_json(v)
-        return out
-    return copy_json(isvc if isvc is not None else runtime)
 
 
 class Admitter:
@@ -320,7 +286,7 @@ class Admitter:
 
     def _skipped(self, req: ReviewRequest, obj: Mapping[str, Any]) -> str | None:
         """Why the object is left alone before anything is resolved, or ``None``."""
-        if _is_true(_annotations(obj).get(L.ANN_SKIP)):
+        if is_skipped(annotations_of(obj)):
             return f"annotation {L.ANN_SKIP}"
         ns = req.namespace or str(metadata_of(obj).get("namespace") or "")
         if not self.config.namespaces.admits(ns):
@@ -331,16 +297,6 @@ class Admitter:
 
     def _policy(self, requirement: Requirement) -> Policy:
         return requirement.policy if requirement.policy is not None else self.config.policy
-
-    @staticmethod
-    def _record(requirement: Requirement, policy: Policy) -> str:
-        """The ``cudasched.io/requirement`` value: what is needed, why, under which policy."""
-        text = requirement.describe()
-        if policy is not Policy.STRICT:
-            text += f" [{policy.value}]"
-        if requirement.source:
-            text += f" ({requirement.source})"
-        return text
 
     def _compile(
         self, requirement: Requirement, policy: Policy, state: ClusterState
@@ -411,7 +367,7 @@ class Admitter:
         return out
 
     def _merge_affinity(self, spec: dict[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:
-        if self.config.mode is Mode.PREFERRED:
+        if self.config.mode is AffinityMode.PREFERRED:
             return merge_preferred(spec, terms, _PREFERRED_WEIGHT)
         return merge_required(spec, terms)
 
@@ -502,7 +458,7 @@ class Admitter:
             return Decision(req.uid, reason="no requirement to enforce")
 
         policy = self._policy(requirement)
-        record = self._record(requirement, policy)
+        record = requirement.record(policy)
         terms, no_fit = self._compile(requirement, policy, state)
 
         mutated = _pod_for_mutation(pod)
@@ -559,9 +515,7 @@ class Admitter:
 
         mutated = _copy_decoded(isvc)
         ann_scope = Scope(("metadata", "annotations"))
-        if requirement.is_empty or not (
-            declared_by_annotation(requirement) or self._isvc_uses_gpu(isvc, runtime)
-        ):
+        if not isvc_wants_constraint(isvc, choice, requirement):
             # Nothing to record: drop a stale record left by an earlier version of the object.
             _set_annotation(mutated, L.ANN_REQUIREMENT, None)
             ops = diff(isvc, mutated, (ann_scope,))
@@ -573,7 +527,7 @@ class Admitter:
             )
 
         policy = self._policy(requirement)
-        record = self._record(requirement, policy)
+        record = requirement.record(policy)
         terms, no_fit = self._compile(requirement, policy, state)
         _set_annotation(mutated, L.ANN_REQUIREMENT, record)
         scopes = [ann_scope]
@@ -586,7 +540,7 @@ class Admitter:
             runtime_aff = (
                 runtime_spec.get("affinity") if isinstance(runtime_spec, Mapping) else None
             )
-            base = _kserve_merge(runtime_aff, predictor.get("affinity"))
+            base = merge_scheduling(runtime_aff, predictor.get("affinity"))
             try:
                 merged = self._merge({"affinity": base} if base else {}, terms)
             except InputError as exc:
@@ -605,30 +559,3 @@ class Admitter:
             no_fit=no_fit,
             may_deny=req.operation == "CREATE",
         )
-
-    @staticmethod
-    def _isvc_uses_gpu(isvc: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> bool:
-        """Whether the predictor's pods will request a GPU. KServe merges the runtime's
-        container into the model container (resource maps merge key by key), so a GPU limit on
-        either side reaches the pod; the union is checked."""
-        spec = isvc.get("spec")
-        predictor = spec.get("predictor") if isinstance(spec, Mapping) else None
-        if not isinstance(predictor, Mapping):
-            return False
-        containers: list[Any] = []
-        model = predictor.get("model")
-        if isinstance(model, Mapping):
-            containers.append(model)
-        for key in _LEGACY_FRAMEWORKS:
-            legacy = predictor.get(key)
-            if isinstance(legacy, Mapping):
-                containers.append(legacy)
-        containers.extend(c for c in predictor.get("containers") or () if isinstance(c, Mapping))
-        rt_spec = (runtime or {}).get("spec")
-        if isinstance(rt_spec, Mapping):
-            containers.extend(c for c in rt_spec.get("containers") or () if isinstance(c, Mapping))
-        worker = predictor.get("workerSpec")
-        if isinstance(worker, Mapping):
-            containers.extend(c for c in worker.get("containers") or () if isinstance(c, Mapping))
-        pseudo = {"containers": containers, "resourceClaims": predictor.get("resourceClaims") or []}
-        return bool(uses_gpu(pseudo))

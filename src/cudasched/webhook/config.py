@@ -21,27 +21,19 @@ from pydantic.alias_generators import to_camel
 
 from cudasched.errors import InputError, VersionError
 from cudasched.labels import LabelScheme
+from cudasched.merge import AffinityMode
 from cudasched.requirements import Policy
 from cudasched.versions import CudaVersion, parse_cuda
 
 __all__ = [
     "ImageOverride",
     "KubeConfig",
-    "Mode",
     "NamespaceFilter",
     "OnNoFit",
     "ServerConfig",
     "WebhookConfig",
     "load_config",
 ]
-
-
-class Mode(StrEnum):
-    """``required``: incompatible nodes are excluded. ``preferred``: only ranked lower, for
-    clusters that want a soft roll-out before they trust their node labels."""
-
-    REQUIRED = "required"
-    PREFERRED = "preferred"
 
 
 class OnNoFit(StrEnum):
@@ -148,7 +140,7 @@ class WebhookConfig(_Model):
     """Everything the admission webhook can be told. Defaults are the safe production choice:
     required affinity, strict CUDA policy, warn (not deny) when nothing fits, fail open."""
 
-    mode: Mode = Mode.REQUIRED
+    mode: AffinityMode = AffinityMode.REQUIRED
     policy: Policy = Policy.STRICT
     label_scheme: LabelScheme = LabelScheme.AUTO
     on_no_fit: OnNoFit = OnNoFit.WARN

@@ -20,7 +20,7 @@ from cudasched import labels as L
 from cudasched.agent.facts import DiscoveryError, DriverFacts, GpuFacts, Reason
 from cudasched.agent.labels import AGENT_KEYS, build_labels, owned_keys
 from cudasched.agent.loop import Agent
-from cudasched.agent.publish import NfdFilePublisher, NodePublisher, label_patch
+from cudasched.agent.publish import NfdFilePublisher, NodeEvents, NodePublisher, label_patch
 from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion
 
 NODE = "gpu-node-1"
@@ -151,7 +151,9 @@ async def test_failure_keeps_labels_sets_status_and_emits_event(
     mismatch = DiscoveryError(
         Reason.VERSION_MISMATCH, "Failed to initialize NVML: Driver/library version mismatch"
     )
-    agent = Agent(Scripted([make_facts(), mismatch, mismatch]), publisher, publisher)
+    agent = Agent(
+        Scripted([make_facts(), mismatch, mismatch]), publisher, NodeEvents(client, publisher)
+    )
     ok = await agent.step()
     good = dict(ok.labels)
 
@@ -188,7 +190,7 @@ async def test_failure_then_recovery(kmock: Any, client: AsyncClient) -> None:
     agent = Agent(
         Scripted([make_facts("535.104.05", (12, 2)), no_driver, make_facts("550.90.07")]),
         publisher,
-        publisher,
+        NodeEvents(client, publisher),
     )
     await agent.step()
     await agent.step()
@@ -219,7 +221,9 @@ async def test_first_probe_failing_keeps_labels_of_an_earlier_run(
         "metadata": {"name": NODE, "labels": {**FOREIGN, **earlier}},
     }
     publisher = NodePublisher(client, NODE)
-    agent = Agent(Scripted([DiscoveryError(Reason.NO_DRIVER, "x")]), publisher, publisher)
+    agent = Agent(
+        Scripted([DiscoveryError(Reason.NO_DRIVER, "x")]), publisher, NodeEvents(client, publisher)
+    )
     await agent.step()
     (patch,) = patches(kmock)
     assert patch.data["metadata"]["labels"] == {

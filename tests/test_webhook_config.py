@@ -169,3 +169,13 @@ def test_config_is_immutable() -> None:
     c = WebhookConfig()
     with pytest.raises(Exception):  # noqa: B017 - pydantic raises its own ValidationError
         c.mode = AffinityMode.PREFERRED  # type: ignore[misc]
+
+
+def test_kube_section_is_cluster_access_with_unchanged_keys() -> None:
+    """The ``kube:`` model does not shadow lightkube's ``KubeConfig``; users' keys stay."""
+    from cudasched.webhook import config as config_module
+
+    c = WebhookConfig.from_mapping({"kube": {"kubeconfig": "/k", "resyncSeconds": 5}})
+    assert isinstance(c.kube, config_module.ClusterAccess)
+    assert c.kube.model_dump(by_alias=True) == {"kubeconfig": "/k", "resyncSeconds": 5}
+    assert not hasattr(config_module, "KubeConfig")

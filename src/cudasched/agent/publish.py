@@ -1,6 +1,7 @@
-"""Where labels go: the Node object (merge patch) or an NFD ``features.d`` file.
+"""Where the agent's results go: labels on the Node object (merge patch) or in an NFD
+``features.d`` file, and Events about the node (recorded on it, or logged without API access).
 
-Both publishers follow the same rules: touch only keys the agent owns, write only when
+Both label publishers follow the same rules: touch only keys the agent owns, write only when
 something changed, and remove owned keys that are no longer wanted (a merge patch sets them
 to ``null``). Labels of anyone else (GFD, the GPU Operator, users) are never read back into
 a patch, so they cannot be overwritten or deleted by accident.
@@ -11,24 +12,23 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from cudasched.agent.labels import is_valid_label_value
-from cudasched.errors import InputError
+from cudasched.kube.events import EventRecorder, ObjectReference
 
 __all__ = [
     "DEFAULT_NFD_PATH",
+    "EVENT_COMPONENT",
     "EventSink",
     "LabelPublisher",
     "LogEvents",
     "NfdFilePublisher",
+    "NodeEvents",
     "NodePublisher",
     "label_patch",
-    "make_client",
 ]
 
 log = logging.getLogger("cudasched.agent")
@@ -73,27 +73,18 @@ class LogEvents:
         log.warning("event %s %s: %s", type, reason, message)
 
 
-def make_client(kubeconfig: str | None = None) -> Any:
-    """A lightkube ``AsyncClient`` from ``kubeconfig`` or the environment (in-cluster first)."""
-    from lightkube import AsyncClient, KubeConfig
-    from lightkube.core.exceptions import ConfigError
-
-    try:
-        config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
-    except (ConfigError, OSError) as exc:
-        where = kubeconfig or "in-cluster service account / $KUBECONFIG / ~/.kube/config"
-        raise InputError(f"no usable Kubernetes configuration ({where}): {exc}") from None
-    return AsyncClient(config=config, field_manager=EVENT_COMPONENT)
-
-
 class NodePublisher:
-    """Labels on the Node object and Events about it, through lightkube's async client."""
+    """Labels on the Node object, through lightkube's async client."""
 
-    def __init__(self, client: Any, node_name: str, event_namespace: str = "default") -> None:
+    def __init__(self, client: Any, node_name: str) -> None:
         self.client = client
         self.node_name = node_name
-        self.event_namespace = event_namespace
         self._uid: str | None = None
+
+    @property
+    def reference(self) -> ObjectReference:
+        """The Node, with the uid of the last read (``None`` before the first)."""
+        return ObjectReference(api_version="v1", kind="Node", name=self.node_name, uid=self._uid)
 
     async def labels(self) -> dict[str, str]:
         from lightkube.resources.core_v1 import Node
@@ -118,31 +109,23 @@ class NodePublisher:
         log.info("patched node %s labels: %s", self.node_name, patch)
         return True
 
-    async def event(self, *, type: str, reason: str, message: str) -> None:
-        """A core/v1 Event whose involvedObject is the Node, named like kubelet's events."""
-        from lightkube.models.core_v1 import EventSource, ObjectReference
-        from lightkube.models.meta_v1 import ObjectMeta
-        from lightkube.resources.core_v1 import Event
 
-        now = datetime.now(UTC)
-        event = Event(
-            metadata=ObjectMeta(
-                name=f"{self.node_name}.{time.time_ns():x}", namespace=self.event_namespace
-            ),
-            involvedObject=ObjectReference(
-                apiVersion="v1", kind="Node", name=self.node_name, uid=self._uid
-            ),
-            reason=reason,
-            message=message[:1024],
-            type=type,
-            source=EventSource(component=EVENT_COMPONENT, host=self.node_name),
-            reportingComponent=EVENT_COMPONENT,
-            reportingInstance=self.node_name,
-            firstTimestamp=now,
-            lastTimestamp=now,
-            count=1,
+class NodeEvents:
+    """Events about the node, recorded on it through :mod:`cudasched.kube.events` and named
+    like kubelet's; the Node's uid is the one ``node`` read last."""
+
+    def __init__(self, client: Any, node: NodePublisher, namespace: str = "default") -> None:
+        self.node = node
+        self.recorder = EventRecorder(
+            client,
+            reporting_controller=EVENT_COMPONENT,
+            reporting_instance=node.node_name,
+            namespace=namespace,
+            host=node.node_name,
         )
-        await self.client.create(event, namespace=self.event_namespace)
+
+    async def event(self, *, type: str, reason: str, message: str) -> None:
+        await self.recorder.record(self.node.reference, type=type, reason=reason, note=message)
 
 
 class NfdFilePublisher:

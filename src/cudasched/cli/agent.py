@@ -122,7 +122,12 @@ def agent(
         typer.Option("--gfd-compatible", help="Also publish GFD's keys (clusters without GFD)."),
     ] = False,
     kubeconfig: Annotated[
-        str | None, typer.Option("--kubeconfig", help="Kubeconfig (default: in-cluster).")
+        str | None,
+        typer.Option(
+            "--kubeconfig",
+            help="Kubeconfig file; default: in-cluster service account, then $KUBECONFIG, "
+            "then ~/.kube/config.",
+        ),
     ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning")] = "info",
 ) -> None:
@@ -133,11 +138,13 @@ def agent(
     from cudasched.agent.nvml import NvmlSession
     from cudasched.agent.publish import (
         DEFAULT_NFD_PATH,
+        EVENT_COMPONENT,
         LogEvents,
         NfdFilePublisher,
+        NodeEvents,
         NodePublisher,
-        make_client,
     )
+    from cudasched.kube.client import make_client
 
     logging.basicConfig(
         level=getattr(logging, log_level.upper(), logging.INFO),
@@ -155,7 +162,7 @@ def agent(
     client: Any = None
     if output == "node" or node_name:
         try:
-            client = make_client(kubeconfig)
+            client = make_client(kubeconfig=kubeconfig, field_manager=EVENT_COMPONENT)
         except InputError as exc:
             if output == "node":
                 fail(str(exc))
@@ -164,7 +171,7 @@ def agent(
     publisher: Any = (
         node_api if output == "node" else NfdFilePublisher(nfd_path or DEFAULT_NFD_PATH)
     )
-    events: Any = node_api if node_api is not None else LogEvents()
+    events: Any = NodeEvents(client, node_api) if node_api is not None else LogEvents()
 
     async def main() -> int:
         with NvmlSession() as session:

@@ -44,7 +44,8 @@ def webhook_cmd(
         str | None,
         typer.Option(
             "--kubeconfig",
-            help="Kubeconfig file; default: in-cluster service account, then $KUBECONFIG.",
+            help="Kubeconfig file; default: in-cluster service account, then $KUBECONFIG, "
+            "then ~/.kube/config.",
         ),
     ] = None,
     host: Annotated[str | None, typer.Option("--host", help="Listen address.")] = None,

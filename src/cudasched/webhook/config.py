@@ -26,8 +26,8 @@ from cudasched.requirements import Policy
 from cudasched.versions import CudaVersion, parse_cuda
 
 __all__ = [
+    "ClusterAccess",
     "ImageOverride",
-    "KubeConfig",
     "NamespaceFilter",
     "OnNoFit",
     "ServerConfig",
@@ -129,8 +129,10 @@ class ServerConfig(_Model):
         return self
 
 
-class KubeConfig(_Model):
-    """How the cache reaches the API server: in-cluster config unless ``kubeconfig`` is set."""
+class ClusterAccess(_Model):
+    """How the cache reaches the API server (the ``kube:`` section): in-cluster configuration
+    unless ``kubeconfig`` is set (see :mod:`cudasched.kube.client`), and how often each kind is
+    re-listed."""
 
     kubeconfig: str | None = None
     resync_seconds: int = Field(default=300, ge=1)
@@ -153,7 +155,7 @@ class WebhookConfig(_Model):
     # bounded in bytes, 0 turns it off. See cudasched.webhook.memo.
     decision_cache_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
     server: ServerConfig = Field(default_factory=ServerConfig)
-    kube: KubeConfig = Field(default_factory=KubeConfig)
+    kube: ClusterAccess = Field(default_factory=ClusterAccess)
 
     @field_validator("mode", "policy", "label_scheme", "on_no_fit", mode="before")
     @classmethod

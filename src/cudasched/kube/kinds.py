@@ -1,0 +1,116 @@
+"""The Kubernetes resource kinds cudasched reads, declared once: API group, version, kind,
+plural and scope, and for custom resources which product installs the CRD.
+
+Versions are the ones served by every release cudasched supports: KServe serves
+InferenceService at ``v1beta1``, ServingRuntime and ClusterServingRuntime at ``v1alpha1`` and
+LLMInferenceService at ``v1alpha1`` (since KServe 0.16; 0.17 added ``v1alpha2`` as the storage
+version and still serves ``v1alpha1``); the GPU Operator's NVIDIADriver is ``nvidia.com/v1alpha1``
+and cluster-scoped. Events are read through ``events.k8s.io/v1``.
+
+:meth:`Kind.resource` gives a lightkube generic resource class, so objects come back as plain
+``dict``s (never typed models) whether the kind is built in or a CRD. The classes are made on
+call and not registered in lightkube's resource registry, which keeps its typed ``Node``,
+``Pod`` and ``Event`` models untouched for code that wants them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CLUSTER_SERVING_RUNTIME",
+    "EVENT",
+    "INFERENCE_SERVICE",
+    "KINDS",
+    "LLM_INFERENCE_SERVICE",
+    "NODE",
+    "NVIDIA_DRIVER",
+    "POD",
+    "SERVING_RUNTIME",
+    "Kind",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One resource kind. ``crd_of`` names the product whose CRD defines it (``None`` for
+    kinds every API server serves); such a kind may be absent from a cluster."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    crd_of: str | None = None
+
+    @property
+    def api_version(self) -> str:
+        """``apiVersion`` as objects carry it: ``v1``, ``serving.kserve.io/v1beta1``."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def optional(self) -> bool:
+        """Whether a cluster may lack this kind (a CRD that is not installed)."""
+        return self.crd_of is not None
+
+    def resource(self) -> Any:
+        """A lightkube generic resource class for this kind (objects as plain dicts)."""
+        from lightkube.generic_resource import (
+            GenericGlobalResource,
+            GenericNamespacedResource,
+            create_api_info,
+        )
+
+        base = GenericNamespacedResource if self.namespaced else GenericGlobalResource
+        api_info = create_api_info(self.group, self.version, self.kind, self.plural)
+        return type(self.kind, (base,), {"_api_info": api_info, "__module__": __name__})
+
+
+NODE = Kind("", "v1", "Node", "nodes", namespaced=False)
+POD = Kind("", "v1", "Pod", "pods", namespaced=True)
+EVENT = Kind("events.k8s.io", "v1", "Event", "events", namespaced=True)
+
+_KSERVE = "serving.kserve.io"
+INFERENCE_SERVICE = Kind(
+    _KSERVE, "v1beta1", "InferenceService", "inferenceservices", namespaced=True, crd_of="KServe"
+)
+SERVING_RUNTIME = Kind(
+    _KSERVE, "v1alpha1", "ServingRuntime", "servingruntimes", namespaced=True, crd_of="KServe"
+)
+CLUSTER_SERVING_RUNTIME = Kind(
+    _KSERVE,
+    "v1alpha1",
+    "ClusterServingRuntime",
+    "clusterservingruntimes",
+    namespaced=False,
+    crd_of="KServe",
+)
+LLM_INFERENCE_SERVICE = Kind(
+    _KSERVE,
+    "v1alpha1",
+    "LLMInferenceService",
+    "llminferenceservices",
+    namespaced=True,
+    crd_of="KServe",
+)
+NVIDIA_DRIVER = Kind(
+    "nvidia.com",
+    "v1alpha1",
+    "NVIDIADriver",
+    "nvidiadrivers",
+    namespaced=False,
+    crd_of="GPU Operator",
+)
+
+#: Every kind above, built-in kinds first.
+KINDS: tuple[Kind, ...] = (
+    NODE,
+    POD,
+    EVENT,
+    INFERENCE_SERVICE,
+    SERVING_RUNTIME,
+    CLUSTER_SERVING_RUNTIME,
+    LLM_INFERENCE_SERVICE,
+    NVIDIA_DRIVER,
+)

@@ -15,12 +15,12 @@ from typing import Any
 
 import orjson
 import pytest
-from cudasched.cluster import ClusterSnapshot, bundled_snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cudasched.cli.mutate import creation_review
 from cudasched.knowledge import KnowledgeBase
+from cudasched.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.webhook.memo import DecisionMemo
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES, RememberedAnswers, canonical_split
 from cudasched.webhook.review import BadReviewError, Decision, parse_review

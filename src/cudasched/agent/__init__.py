@@ -2,8 +2,8 @@
 
 Sources (``nvml``, ``nvidia_smi``, ``host``) turn raw input into :class:`DriverFacts`;
 ``labels`` turns facts into label maps; ``publish`` writes them to the Node or an NFD file;
-``loop`` runs the cycle and handles failure; ``manifests`` deploys it. Nothing here does I/O at
-import time: NVML is loaded and initialised on the first probe.
+``loop`` runs the cycle and handles failure (``cudasched.install.agent`` deploys it). Nothing
+here does I/O at import time: NVML is loaded and initialised on the first probe.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from cudasched.agent.discovery import Discovery, default_discovery
 from cudasched.agent.facts import DiscoveryError, DriverFacts, GpuFacts, HostFacts, Reason
 from cudasched.agent.labels import build_labels, enrich, failure_labels, owned_keys
 from cudasched.agent.loop import Agent, StepResult
-from cudasched.agent.manifests import daemonset_objects
 from cudasched.agent.nvidia_smi import NvidiaSmiSource, parse_nvidia_smi
 from cudasched.agent.nvml import NvmlSession, NvmlSource
 from cudasched.agent.publish import NfdFilePublisher, NodePublisher, label_patch
@@ -32,7 +31,6 @@ __all__ = [
     "Reason",
     "StepResult",
     "build_labels",
-    "daemonset_objects",
     "default_discovery",
     "enrich",
     "failure_labels",

@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from cudasched.agent.manifests import daemonset_objects
 from cudasched.cli.app import app, fail
 from cudasched.errors import InputError
-from cudasched.webhook import manifests
+from cudasched.install.agent import daemonset_objects
+from cudasched.install.webhook import DEFAULT_IMAGE, DEFAULT_NAMESPACE, all_objects, to_yaml
 from cudasched.webhook.tls import generate_self_signed
 
 
@@ -18,7 +18,7 @@ from cudasched.webhook.tls import generate_self_signed
 def manifests_command(
     namespace: Annotated[
         str, typer.Option("--namespace", "-n", help="Namespace to install into.")
-    ] = manifests.DEFAULT_NAMESPACE,
+    ] = DEFAULT_NAMESPACE,
     cert_manager: Annotated[
         bool,
         typer.Option(
@@ -30,7 +30,7 @@ def manifests_command(
     ] = True,
     image: Annotated[
         str, typer.Option(help="Container image of cudasched (webhook and agent).")
-    ] = manifests.DEFAULT_IMAGE,
+    ] = DEFAULT_IMAGE,
     fail_closed: Annotated[
         bool,
         typer.Option(
@@ -55,7 +55,7 @@ def manifests_command(
             bundle = generate_self_signed(namespace=namespace, ip_addresses=())
             cert_pem, key_pem = bundle.cert_pem, bundle.key_pem
             ca_pem = bundle.ca_pem
-        objects = manifests.all_objects(
+        objects = all_objects(
             namespace,
             image,
             cert_manager=cert_manager,
@@ -67,4 +67,4 @@ def manifests_command(
         )
     except InputError as exc:
         fail(str(exc))
-    sys.stdout.write(manifests.to_yaml(objects))
+    sys.stdout.write(to_yaml(objects))

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from cudasched.agent.manifests import AGENT_NAME, daemonset_objects
 from cudasched.errors import InputError
+from cudasched.install.agent import AGENT_NAME, daemonset_objects
 from k8s_schema import assert_valid
 
 

@@ -13,9 +13,10 @@ from cryptography import x509
 from typer.testing import CliRunner
 
 from cudasched.cli import app
+from cudasched.install import webhook
 from cudasched.snapshot import bundled_snapshot
-from cudasched.webhook import manifests
 from cudasched.webhook.config import load_config
+from cudasched.workloads import is_skipped
 from k8s_schema import assert_valid
 
 CERT_MANAGER_KINDS = {"Issuer", "Certificate"}
@@ -63,7 +64,7 @@ def test_every_object_is_schema_valid(mode: str) -> None:
 
 
 def test_webhook_rbac_is_read_only() -> None:
-    role = _one(_render(), "ClusterRole", manifests.APP)
+    role = _one(_render(), "ClusterRole", webhook.APP)
     resources = {r for rule in role["rules"] for r in rule["resources"]}
     assert resources == {"nodes", "inferenceservices", "servingruntimes", "clusterservingruntimes"}
     for rule in role["rules"]:
@@ -90,7 +91,7 @@ def test_webhook_configuration_settings() -> None:
         "UPDATE",
     ]
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
-        f"gpu-system/{manifests.APP}"
+        f"gpu-system/{webhook.APP}"
     )
 
 
@@ -101,7 +102,7 @@ def test_fail_closed_flag() -> None:
 
 def test_deployment_is_highly_available_and_probed() -> None:
     objects = _render()
-    deployment = _one(objects, "Deployment", manifests.APP)
+    deployment = _one(objects, "Deployment", webhook.APP)
     assert deployment["spec"]["replicas"] == 2
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
@@ -110,7 +111,7 @@ def test_deployment_is_highly_available_and_probed() -> None:
     assert container["securityContext"]["runAsNonRoot"] is True
     pdb = _one(objects, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
-    service = _one(objects, "Service", manifests.APP)
+    service = _one(objects, "Service", webhook.APP)
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
 
 
@@ -119,7 +120,7 @@ def test_bundled_config_is_accepted_by_the_webhook(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(config_map["data"]["config.yaml"])
     config = load_config(path)
-    assert config.server.port == manifests.PORT
+    assert config.server.port == webhook.PORT
 
 
 def test_self_signed_ca_bundle_signs_the_serving_certificate() -> None:
@@ -132,7 +133,7 @@ def test_self_signed_ca_bundle_signs_the_serving_certificate() -> None:
     serving = x509.load_pem_x509_certificates(base64.b64decode(secret["data"]["tls.crt"]))[0]
     serving.verify_directly_issued_by(ca)
     names = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert f"{manifests.APP}.gpu-system.svc" in names.get_values_for_type(x509.DNSName)
+    assert f"{webhook.APP}.gpu-system.svc" in names.get_values_for_type(x509.DNSName)
     assert "cert-manager.io/inject-ca-from" not in config["metadata"].get("annotations", {})
 
 
@@ -173,7 +174,7 @@ def test_match_conditions_send_every_pod_the_webhook_may_change() -> None:
             or any(k.startswith("cudasched.io/") for k in annotations)
             or any(k.startswith("nvidia.com/") for lim in limits for k in lim)
         )
-        if annotations.get("cudasched.io/skip") == "true":
+        if is_skipped(annotations):
             may_need = False
         assert _sent(programs, pod) == may_need, pod["metadata"]["name"]
 
@@ -195,3 +196,20 @@ def test_match_conditions_send_every_pod_the_webhook_may_change() -> None:
     assert _sent(programs, gpu)
     assert not _sent(programs, skipped)
     assert _sent(programs, claim)
+
+
+@pytest.mark.parametrize(
+    "value", ["true", "TRUE", " yes ", "Yes", "1", "false", "no", "", "0", "truee", "yeſ", "1 1"]
+)
+def test_skip_condition_reads_the_switch_like_the_webhook(value: str) -> None:
+    """The CEL pre-filter and the webhook agree on every value of ``cudasched.io/skip``."""
+    programs = _conditions("pods.cudasched.io")
+    pod = {
+        "metadata": {"name": "t", "annotations": {"cudasched.io/skip": value}},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ]
+        },
+    }
+    assert _sent(programs, pod) is not is_skipped(pod["metadata"]["annotations"])

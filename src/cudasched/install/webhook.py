@@ -28,7 +28,9 @@ from typing import Any
 import yaml
 
 from cudasched import __version__
+from cudasched import labels as L
 from cudasched.errors import InputError
+from cudasched.workloads import SKIP_VALUES
 
 DEFAULT_NAMESPACE = "cudasched"
 DEFAULT_IMAGE = f"cudasched/cudasched:{__version__}"
@@ -49,10 +51,21 @@ _POD_MAY_NEED_GPU = " || ".join(
         "c.resources.limits.exists(r, r.startsWith('nvidia.com/')))",
     ]
 )
+
+
+def _any_case(word: str) -> str:
+    """An RE2 pattern for ``word`` in any ASCII letter case (``[Tt][Rr][Uu][Ee]``): ``(?i)``
+    would also fold non-ASCII letters, which the webhook's own reading does not."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in word)
+
+
+# The skip switch as the webhook reads it (workloads.SKIP_VALUES, any case, surrounding
+# whitespace ignored), so a pod the webhook would skip is not even sent to it.
+_SKIP_PATTERN = r"^\\s*(" + "|".join(_any_case(v) for v in sorted(SKIP_VALUES)) + r")\\s*$"
 _NOT_SKIPPED = (
     "!has(object.metadata.annotations) || "
-    "!('cudasched.io/skip' in object.metadata.annotations) || "
-    "object.metadata.annotations['cudasched.io/skip'] != 'true'"
+    f"!('{L.ANN_SKIP}' in object.metadata.annotations) || "
+    f"!object.metadata.annotations['{L.ANN_SKIP}'].matches('{_SKIP_PATTERN}')"
 )
 
 DEFAULT_CONFIG = {

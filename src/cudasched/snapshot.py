@@ -30,6 +30,7 @@ import yaml
 from cudasched.errors import InputError
 
 __all__ = [
+    "GPU_OPERATOR_GROUP",
     "KSERVE_GROUP",
     "WORKLOAD_KINDS",
     "ClusterSnapshot",
@@ -40,6 +41,7 @@ __all__ = [
 ]
 
 KSERVE_GROUP = "serving.kserve.io"
+GPU_OPERATOR_GROUP = "nvidia.com"
 
 # Controllers whose pod template a workload check can read (apiVersion group, kind).
 WORKLOAD_KINDS = frozenset(
@@ -88,6 +90,8 @@ class ClusterSnapshot:
     inference_services: tuple[KubeObject, ...] = ()
     serving_runtimes: tuple[KubeObject, ...] = ()
     cluster_serving_runtimes: tuple[KubeObject, ...] = ()
+    llm_inference_services: tuple[KubeObject, ...] = ()
+    nvidia_drivers: tuple[KubeObject, ...] = ()
     pods: tuple[KubeObject, ...] = ()
     workloads: tuple[KubeObject, ...] = ()
     other: tuple[KubeObject, ...] = ()
@@ -103,6 +107,8 @@ class ClusterSnapshot:
             "inference_services": [],
             "serving_runtimes": [],
             "cluster_serving_runtimes": [],
+            "llm_inference_services": [],
+            "nvidia_drivers": [],
             "pods": [],
             "workloads": [],
             "other": [],
@@ -123,6 +129,8 @@ class ClusterSnapshot:
             self.inference_services,
             self.serving_runtimes,
             self.cluster_serving_runtimes,
+            self.llm_inference_services,
+            self.nvidia_drivers,
             self.pods,
             self.workloads,
             self.other,
@@ -330,6 +338,10 @@ def _bucket_of(obj: Mapping[str, Any]) -> str:
             return "serving_runtimes"
         if kind == "ClusterServingRuntime" and version == "v1alpha1":
             return "cluster_serving_runtimes"
+        if kind == "LLMInferenceService":  # v1alpha1 (KServe 0.16) and v1alpha2 (0.17+)
+            return "llm_inference_services"
+    if group == GPU_OPERATOR_GROUP and kind == "NVIDIADriver":
+        return "nvidia_drivers"
     if (group, kind) in WORKLOAD_KINDS:
         return "workloads"
     return "other"

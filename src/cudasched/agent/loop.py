@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from cudasched import labels as L
 from cudasched.agent.discovery import Source
 from cudasched.agent.facts import DiscoveryError
-from cudasched.agent.labels import build_labels, failure_labels, owned_keys
+from cudasched.agent.labelers import build_labels, failure_labels, owned_keys
 from cudasched.agent.publish import EventSink, LabelPublisher
 
 __all__ = ["Agent", "StepResult", "next_delay", "run_forever"]

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from cudasched.agent.labels import is_valid_label_value
+from cudasched.agent.labelers import is_valid_label_value
 from cudasched.errors import InputError
 
 __all__ = [

@@ -72,7 +72,7 @@ def probe(
     the labels the agent would publish. Exit 2 when there is nothing to read."""
     from cudasched.agent.discovery import default_discovery
     from cudasched.agent.facts import DiscoveryError
-    from cudasched.agent.labels import build_labels, enrich
+    from cudasched.agent.labelers import build_labels, enrich
     from cudasched.agent.nvidia_smi import parse_nvidia_smi
     from cudasched.agent.nvml import NvmlSession
 

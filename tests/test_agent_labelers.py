@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from cudasched import labels as L
 from cudasched.agent.facts import DriverFacts, GpuFacts
-from cudasched.agent.labels import (
+from cudasched.agent.labelers import (
     AGENT_KEYS,
     GFD_KEYS,
     build_labels,

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from cudasched import labels as L
 from cudasched.agent.facts import DriverFacts, GpuFacts
 from cudasched.errors import InputError
-from cudasched.knowledge import gfd_family
+from cudasched.knowledge import gfd_family, gfd_product_label
 from cudasched.versions import ComputeCapability, parse_compute_capability
 
 __all__ = [
@@ -76,7 +76,6 @@ GFD_KEYS = frozenset(
 )
 
 _LABEL_VALUE_RE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_PRODUCT_DROP_RE = re.compile(r"[^A-Za-z0-9\-_. ]")
 _EDGE_RE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 
 
@@ -102,11 +101,10 @@ def _fit(value: str) -> str:
 
 
 def sanitise_product(name: str) -> str:
-    """GFD's product sanitising: drop characters outside ``[A-Za-z0-9-_. ]``, join words with
-    ``-`` (``NVIDIA A100-SXM4-80GB`` -> ``NVIDIA-A100-SXM4-80GB``); then trimmed to a valid
-    label value (nvidia-smi's truncated ``NVIDIA A100-SXM...`` loses the dots)."""
-    kept = _PRODUCT_DROP_RE.sub("", name)
-    return _fit("-".join(kept.split()))
+    """GFD's product sanitising (:func:`cudasched.knowledge.gfd_product_label`:
+    ``NVIDIA A100-SXM4-80GB`` -> ``NVIDIA-A100-SXM4-80GB``), then trimmed to a valid label value
+    (nvidia-smi's truncated ``NVIDIA A100-SXM...`` loses the dots)."""
+    return _fit(gfd_product_label(name))
 
 
 def _as_cc(value: Any) -> ComputeCapability | None:

@@ -20,7 +20,6 @@ from cudasched.knowledge import (
     KnowledgeBase,
     ReleaseKind,
     Status,
-    gfd_family,
     gfd_product_label,
 )
 from cudasched.versions import (
@@ -46,6 +45,20 @@ GFD_FAMILIES = {
     "blackwell",
     "rubin",
 }
+
+
+
+def gfd_get_arch_family(value: ComputeCapability) -> str:
+    """GFD v0.20's getArchFamily (internal/lm/resource.go; reference/nvidia-labels.md §1.3),
+    transcribed here only to check architectures.yaml against it."""
+    if value.major == 7:
+        return "volta" if value.minor < 5 else "turing"
+    if value.major == 8:
+        return "ada-lovelace" if value.minor == 9 else "ampere"
+    words = {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 9: "hopper"}
+    words |= {10: "blackwell", 12: "blackwell", 13: "rubin"}
+    return words.get(value.major, "undefined")
+
 
 # Lists of entries, per data file, that must each carry a source.
 ENTRY_LISTS = {
@@ -346,9 +359,12 @@ def test_architecture_rows_are_well_formed(kb: KnowledgeBase) -> None:
     for arch in kb.architectures():
         assert arch.family in GFD_FAMILIES, arch
         for c in arch.compute:
-            expected = gfd_family(c)
+            expected = gfd_get_arch_family(c)
+            assert arch.gfd_family == expected, (arch.name, c)
             if expected != "undefined" and arch.status is not Status.DISPUTED:
                 assert arch.family == expected, (arch.name, c)
+        if arch.gfd_family != arch.family:
+            assert arch.gfd_family_source.strip(), arch  # a recorded difference cites GFD
         if arch.first_cuda is not None and arch.last_cuda is not None:
             assert arch.first_cuda <= arch.last_cuda
         if arch.last_cuda is not None:
@@ -559,6 +575,25 @@ def test_gpu_unknown_and_ambiguous_names(kb: KnowledgeBase) -> None:
         kb.gpu(None)  # type: ignore[arg-type]
 
 
+def test_every_family_in_the_yaml_is_a_gfd_word(raw: dict[str, Any]) -> None:
+    for row in raw["architectures.yaml"]["architectures"]:
+        assert row["family"] in GFD_FAMILIES, row
+        assert row.get("gfd_family", row["family"]) in GFD_FAMILIES | {"undefined"}, row
+
+
+def test_gfd_words_agree_with_gfd_wherever_a_row_exists(kb: KnowledgeBase) -> None:
+    without_a_row: set[int] = set()
+    for major, minor in itertools.product(range(1, 16), range(10)):
+        value = ComputeCapability(major, minor)
+        row = kb.arch(value)
+        if row is not None:
+            assert row.gfd_family == gfd_get_arch_family(value), value
+        elif gfd_get_arch_family(value) != "undefined":
+            without_a_row.add(major)
+    # GFD names these majors, architectures.yaml has no row for them (the agent says undefined).
+    assert without_a_row == {1, 13}
+
+
 def test_gfd_product_label() -> None:
     assert gfd_product_label("NVIDIA A100 80GB PCIe") == "NVIDIA-A100-80GB-PCIe"
     assert gfd_product_label("Tesla T4") == "Tesla-T4"
@@ -566,13 +601,21 @@ def test_gfd_product_label() -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "family"),
-    [("3.7", "kepler"), ("7.0", "volta"), ("7.5", "turing"), ("8.6", "ampere"),
-     ("8.9", "ada-lovelace"), ("9.0", "hopper"), ("10.0", "blackwell"), ("12.0", "blackwell"),
-     ("13.0", "rubin"), ("11.0", "undefined"), ("4.0", "undefined")],
+    ("value", "family", "gfd_family"),
+    [("3.7", "kepler", "kepler"), ("7.0", "volta", "volta"), ("7.5", "turing", "turing"),
+     ("8.6", "ampere", "ampere"), ("8.9", "ada-lovelace", "ada-lovelace"),
+     ("9.0", "hopper", "hopper"), ("10.0", "blackwell", "blackwell"),
+     ("12.0", "blackwell", "blackwell"), ("10.7", "rubin", "blackwell"),
+     ("10.9", "rubin", "blackwell"), ("11.0", "blackwell", "undefined")],
 )  # fmt: skip
-def test_gfd_family(value: str, family: str) -> None:
-    assert gfd_family(cc(value)) == family
+def test_family_words(kb: KnowledgeBase, value: str, family: str, gfd_family: str) -> None:
+    arch = kb.arch(cc(value))
+    assert arch is not None and (arch.family, arch.gfd_family) == (family, gfd_family)
+
+
+@pytest.mark.parametrize("value", ["4.0", "13.0", "1.3"])
+def test_no_family_without_an_architecture_row(kb: KnowledgeBase, value: str) -> None:
+    assert kb.arch(cc(value)) is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -741,6 +784,20 @@ def test_loader_rejects_overlapping_architectures(raw: dict[str, Any]) -> None:
     docs, entry = _broken(raw, "architectures.yaml", ("architectures",), 0)
     entry["compute"] = [*entry["compute"], "7.5"]
     with pytest.raises(KnowledgeError, match=r"7\.5"):
+        KnowledgeBase.from_documents(docs)
+
+
+def test_loader_rejects_a_gfd_family_that_repeats_family_or_has_no_source(
+    raw: dict[str, Any],
+) -> None:
+    docs, entry = _broken(raw, "architectures.yaml", ("architectures",), 0)
+    entry["gfd_family"] = entry["family"]
+    entry["gfd_family_source"] = "gfd_resource_go"
+    with pytest.raises(KnowledgeError, match="repeats family"):
+        KnowledgeBase.from_documents(docs)
+    docs, entry = _broken(raw, "architectures.yaml", ("architectures",), 0)
+    entry["gfd_family"] = "undefined"
+    with pytest.raises(KnowledgeError, match="gfd_family_source"):
         KnowledgeBase.from_documents(docs)
 
 

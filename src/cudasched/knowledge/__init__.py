@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from cudasched.knowledge.base import KnowledgeBase
 from cudasched.knowledge.loading import DATA_FILES
-from cudasched.knowledge.naming import GFD_UNDEFINED_FAMILY, gfd_family, gfd_product_label
+from cudasched.knowledge.naming import GFD_UNDEFINED_FAMILY, gfd_product_label
 from cudasched.knowledge.records import (
     ArchInfo,
     ContainerRelease,
@@ -39,6 +39,5 @@ __all__ = [
     "ReleaseKind",
     "Status",
     "ToolkitRelease",
-    "gfd_family",
     "gfd_product_label",
 ]

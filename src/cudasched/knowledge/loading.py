@@ -287,9 +287,11 @@ def load_archs(doc: DataFile) -> tuple[tuple[ArchInfo, ...], dict[ComputeCapabil
         platform = str(e.get("platform", "discrete"))
         if platform not in ("discrete", "jetson"):
             raise KnowledgeError(f"architectures.yaml: {where}: platform is discrete or jetson")
+        gfd_family, gfd_family_source = _gfd_family(doc, e, family, where)
         info = ArchInfo(
             name=name,
             family=family,
+            gfd_family=gfd_family,
             first_cuda=doc.opt(parse_cuda, e.get("first_cuda"), where),
             last_cuda=doc.opt(parse_cuda, e.get("last_cuda"), where),
             last_driver_branch=last_branch,
@@ -300,6 +302,7 @@ def load_archs(doc: DataFile) -> tuple[tuple[ArchInfo, ...], dict[ComputeCapabil
             unknown=tuple(str(u) for u in e.get("unknown") or ()),
             alternatives=tuple(str(a) for a in e.get("alternatives") or ()),
             note=_note(e),
+            gfd_family_source=gfd_family_source,
         )
         for cc in ccs:
             if cc in by_cc:
@@ -307,6 +310,21 @@ def load_archs(doc: DataFile) -> tuple[tuple[ArchInfo, ...], dict[ComputeCapabil
             by_cc[cc] = info
         rows.append(info)
     return tuple(sorted(rows, key=lambda a: a.compute[0])), by_cc
+
+
+def _gfd_family(
+    doc: DataFile, entry: Mapping[str, Any], family: str, where: str
+) -> tuple[str, str]:
+    """A row's GFD word and the source of it: ``gfd_family`` with its ``gfd_family_source`` where
+    GFD's word differs from ``family``, else ``family`` itself (its source is the row's)."""
+    if "gfd_family" not in entry:
+        return family, ""
+    word = entry["gfd_family"]
+    if not isinstance(word, str) or not word:
+        raise KnowledgeError(f"architectures.yaml: {where}: gfd_family must be a word")
+    if word == family:
+        raise KnowledgeError(f"architectures.yaml: {where}: gfd_family repeats family; omit it")
+    return word, doc.source(entry, where, "gfd_family_source")
 
 
 def load_gpus(

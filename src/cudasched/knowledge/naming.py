@@ -12,12 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from cudasched.versions import ComputeCapability
-
 __all__ = [
     "GFD_UNDEFINED_FAMILY",
     "candidate_keys",
-    "gfd_family",
     "gfd_product_label",
     "product_key",
 ]
@@ -68,23 +65,3 @@ def candidate_keys(key: str) -> Iterator[tuple[str, bool]]:
     if stripped and stripped != base:
         yield stripped, False
 
-
-def gfd_family(cc: ComputeCapability) -> str:
-    """The ``nvidia.com/gpu.family`` word GFD (v0.20) derives from a compute capability."""
-    major, minor = cc.major, cc.minor
-    if major == 7:
-        return "volta" if minor < 5 else "turing"
-    if major == 8:
-        return "ada-lovelace" if minor == 9 else "ampere"
-    table = {
-        1: "tesla",
-        2: "fermi",
-        3: "kepler",
-        5: "maxwell",
-        6: "pascal",
-        9: "hopper",
-        10: "blackwell",
-        12: "blackwell",
-        13: "rubin",
-    }
-    return table.get(major, "undefined")

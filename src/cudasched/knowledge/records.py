@@ -135,12 +135,16 @@ class DriverBranch:
 class ArchInfo:
     """What a compute capability is and which toolkits and driver branches support it.
 
+    ``family`` is the architecture's word in GFD's ``gpu.family`` vocabulary (``hopper``), the one
+    cudasched publishes and reads; ``gfd_family`` is the word GFD itself prints for these
+    capabilities (the same unless the data says otherwise, citing ``gfd_family_source``).
     ``last_cuda`` / ``last_driver_branch`` None mean *still supported* unless the field name is
     in ``unknown`` (then the fact was not found). ``first_cuda`` None is always unknown.
     """
 
     name: str
     family: str
+    gfd_family: str
     first_cuda: CudaVersion | None
     last_cuda: CudaVersion | None
     last_driver_branch: int | None
@@ -151,6 +155,7 @@ class ArchInfo:
     unknown: tuple[str, ...] = ()
     alternatives: tuple[str, ...] = ()
     note: str = ""
+    gfd_family_source: str = ""
 
     @property
     def jetson(self) -> bool:

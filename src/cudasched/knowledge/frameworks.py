@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from cudasched.errors import InputError
 from cudasched.knowledge.records import FrameworkRelease, Status, TorchRelease, TorchVariant
@@ -25,15 +26,17 @@ __all__ = [
     "release_series",
 ]
 
-_FRAMEWORK_ALIASES = {
-    "torch": "torch",
-    "pytorch": "torch",
-    "tensorflow": "tensorflow",
-    "tensorflow-gpu": "tensorflow",
-    "tensorflow-cuda": "tensorflow",
-    "tf": "tensorflow",
-    "vllm": "vllm",
-}
+_FRAMEWORK_ALIASES = MappingProxyType(
+    {
+        "torch": "torch",
+        "pytorch": "torch",
+        "tensorflow": "tensorflow",
+        "tensorflow-gpu": "tensorflow",
+        "tensorflow-cuda": "tensorflow",
+        "tf": "tensorflow",
+        "vllm": "vllm",
+    }
+)
 _SPEC_RE = re.compile(
     r"^\s*(?P<name>[A-Za-z][A-Za-z0-9_-]*)\s*(?:==|=|@|\s)\s*v?"
     r"(?P<version>\d+(?:\.\d+){0,3}(?:(?:a|b|rc)\d+|\.dev\d+|\.post\d+)?)"

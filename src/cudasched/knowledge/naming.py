@@ -64,4 +64,3 @@ def candidate_keys(key: str) -> Iterator[tuple[str, bool]]:
     stripped = "-".join(t for t in base.split("-") if not _DESCRIPTOR_WORD.match(t))
     if stripped and stripped != base:
         yield stripped, False
-

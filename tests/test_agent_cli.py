@@ -202,3 +202,21 @@ def test_agent_node_output_without_cluster_config(
     result = invoke("agent", "--oneshot", "--node-name", "n1", "--kubeconfig", str(tmp_path / "x"))
     assert result.exit_code == 2
     assert "no usable Kubernetes configuration" in result.stderr
+
+
+def test_probe_and_agent_take_gpu_families_from_the_knowledge_base(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # architectures.yaml calls cc 10.7 rubin; GFD's own word for every 10.x is blackwell.
+    rubin = FakeGpu(name="NVIDIA Rubin Preview", cc=(10, 7), mig=None)
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(driver="620.10.01", gpus=[rubin]))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    probed = invoke("probe", "-o", "json", "--gfd-compatible")
+    assert probed.exit_code == 0, probed.stderr
+    labels = json.loads(probed.stdout)["labels"]
+    assert (labels[L.GPU_ARCH], labels[L.GFD_FAMILY]) == ("rubin", "blackwell")
+    path = tmp_path / "cudasched"
+    args = ["agent", "--oneshot", "--output", "nfd", "--nfd-path", str(path), "--gfd-compatible"]
+    assert invoke(*args).exit_code == 0
+    lines = path.read_text().splitlines()
+    assert f"{L.GPU_ARCH}=rubin" in lines and f"{L.GFD_FAMILY}=blackwell" in lines

@@ -18,7 +18,7 @@ from lightkube import AsyncClient, KubeConfig
 
 from cudasched import labels as L
 from cudasched.agent.facts import DiscoveryError, DriverFacts, GpuFacts, Reason
-from cudasched.agent.labels import AGENT_KEYS, build_labels, owned_keys
+from cudasched.agent.labelers import AGENT_KEYS, build_labels, owned_keys
 from cudasched.agent.loop import Agent
 from cudasched.agent.publish import NfdFilePublisher, NodeEvents, NodePublisher, label_patch
 from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from cudasched import labels as L
 from cudasched.errors import InputError, VersionError
+from cudasched.knowledge import GFD_UNDEFINED_FAMILY
 from cudasched.versions import (
     ComputeCapability,
     CudaVersion,
@@ -358,8 +359,9 @@ def facts_from_labels(name: str, labels: Mapping[str, str], kb: KnowledgeBase) -
         datacenter = all(g.datacenter for g in gpu_infos if g is not None)
         derived.add(DERIVED_DATACENTER)
 
+    # The family words are architectures.yaml's (GFD's vocabulary); GFD's "no family" is unknown.
     arch = r.text(L.GPU_ARCH) or r.text(L.GFD_FAMILY)
-    if arch in {"", "undefined", "unknown"}:
+    if arch in {"", GFD_UNDEFINED_FAMILY, "unknown"}:
         arch = None
     if arch is None and compute is not None:
         info = kb.arch(compute)

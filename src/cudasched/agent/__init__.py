@@ -1,7 +1,7 @@
 """The node agent: discover driver, CUDA and GPU facts on a node and publish them as labels.
 
 Sources (``nvml``, ``nvidia_smi``, ``host``) turn raw input into :class:`DriverFacts`;
-``labels`` turns facts into label maps; ``publish`` writes them to the Node or an NFD file;
+``labelers`` turn facts into label maps; ``publish`` writes them to the Node or an NFD file;
 ``loop`` runs the cycle and handles failure (``cudasched.install.agent`` deploys it). Nothing
 here does I/O at import time: NVML is loaded and initialised on the first probe.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from cudasched.agent.discovery import Discovery, default_discovery
 from cudasched.agent.facts import DiscoveryError, DriverFacts, GpuFacts, HostFacts, Reason
-from cudasched.agent.labels import build_labels, enrich, failure_labels, owned_keys
+from cudasched.agent.labelers import build_labels, enrich, failure_labels, owned_keys
 from cudasched.agent.loop import Agent, StepResult
 from cudasched.agent.nvidia_smi import NvidiaSmiSource, parse_nvidia_smi
 from cudasched.agent.nvml import NvmlSession, NvmlSource

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from cudasched.agent.facts import DiscoveryError, DriverFacts, HostFacts, Reason
 from cudasched.agent.host import read_host
-from cudasched.agent.labels import GpuCatalog, enrich
+from cudasched.agent.labelers import GpuCatalog, enrich
 from cudasched.agent.nvidia_smi import NvidiaSmiSource
 from cudasched.agent.nvml import NvmlSession, NvmlSource
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from cudasched import labels as L
 from cudasched.agent.discovery import Source
 from cudasched.agent.facts import DiscoveryError
-from cudasched.agent.labels import build_labels, failure_labels, owned_keys
+from cudasched.agent.labelers import ArchCatalog, build_labels, failure_labels, owned_keys
 from cudasched.agent.publish import EventSink, LabelPublisher
 
 __all__ = ["Agent", "StepResult", "next_delay", "run_forever"]
@@ -58,11 +58,13 @@ class Agent:
         events: EventSink | None = None,
         *,
         gfd_compatible: bool = False,
+        archs: ArchCatalog | None = None,
     ) -> None:
         self.source = source
         self.publisher = publisher
         self.events = events
         self.gfd_compatible = gfd_compatible
+        self.archs = archs  # the knowledge base: GPU family words (None: `undefined`)
         self.owned = owned_keys(gfd_compatible)
         self.last_good: dict[str, str] | None = None
         self.last_failure: str | None = None  # reason of the failure currently published
@@ -73,7 +75,7 @@ class Agent:
             facts = await asyncio.to_thread(self.source.probe)
         except DiscoveryError as exc:
             return await self._failed(exc)
-        desired = build_labels(facts, gfd_compatible=self.gfd_compatible)
+        desired = build_labels(facts, archs=self.archs, gfd_compatible=self.gfd_compatible)
         changed = await self.publisher.apply(desired, self.owned)
         self.last_good = desired
         if self.last_failure is not None:

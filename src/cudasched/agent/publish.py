@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from cudasched.agent.labels import is_valid_label_value
+from cudasched.agent.labelers import is_valid_label_value
 from cudasched.kube.events import EventRecorder, ObjectReference
 
 __all__ = [

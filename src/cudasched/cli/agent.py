@@ -72,7 +72,7 @@ def probe(
     the labels the agent would publish. Exit 2 when there is nothing to read."""
     from cudasched.agent.discovery import default_discovery
     from cudasched.agent.facts import DiscoveryError
-    from cudasched.agent.labels import build_labels, enrich
+    from cudasched.agent.labelers import build_labels, enrich
     from cudasched.agent.nvidia_smi import parse_nvidia_smi
     from cudasched.agent.nvml import NvmlSession
 
@@ -88,7 +88,7 @@ def probe(
     except DiscoveryError as exc:
         where = f"{from_nvidia_smi}: " if from_nvidia_smi is not None else ""
         fail(f"{where}{exc} [{exc.reason}]")
-    labels = build_labels(facts, gfd_compatible=gfd_compatible)
+    labels = build_labels(facts, archs=kb, gfd_compatible=gfd_compatible)
     if output == "labels":
         sys.stdout.write("".join(f"{k}={v}\n" for k, v in labels.items()))
     else:
@@ -174,12 +174,14 @@ def agent(
     events: Any = NodeEvents(client, node_api) if node_api is not None else LogEvents()
 
     async def main() -> int:
+        kb = _knowledge()
         with NvmlSession() as session:
             the_agent = Agent(
-                default_discovery(kb=_knowledge(), session=session),
+                default_discovery(kb=kb, session=session),
                 publisher,
                 events,
                 gfd_compatible=gfd_compatible,
+                archs=kb,
             )
             try:
                 if oneshot:

@@ -4,7 +4,8 @@ This follows GFD's shape (one labeler per fact family) but fixes its known flaw:
 mixed GPU models GFD labels whichever model its map iteration visits last, so labels flap.
 Here every aggregate is deterministic: the LOWEST compute capability (a workload must run on
 every GPU the scheduler may hand it), the product list sorted and de-duplicated, and
-``gpu.datacenter`` true only when every GPU is a data-center part.
+``gpu.datacenter`` true only when every GPU is a data-center part. The GPU family words come
+from the knowledge base's architecture rows (``architectures.yaml``), never from code here.
 
 Every value is checked against the Kubernetes label-value grammar before it leaves this module.
 """
@@ -12,23 +13,26 @@ Every value is checked against the Kubernetes label-value grammar before it leav
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cudasched import labels as L
 from cudasched.agent.facts import DriverFacts, GpuFacts
 from cudasched.errors import InputError
-from cudasched.knowledge import gfd_family
+from cudasched.knowledge import GFD_UNDEFINED_FAMILY, gfd_product_label
 from cudasched.versions import ComputeCapability, parse_compute_capability
+
+if TYPE_CHECKING:
+    from cudasched.knowledge import ArchInfo
 
 __all__ = [
     "AGENT_KEYS",
     "GFD_KEYS",
+    "ArchCatalog",
     "GpuCatalog",
     "build_labels",
     "enrich",
     "failure_labels",
-    "gfd_family",
     "is_valid_label_value",
     "sanitise_product",
 ]
@@ -76,19 +80,20 @@ GFD_KEYS = frozenset(
 )
 
 _LABEL_VALUE_RE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_PRODUCT_DROP_RE = re.compile(r"[^A-Za-z0-9\-_. ]")
 _EDGE_RE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
-
-
-class _GpuInfo(Protocol):
-    compute: ComputeCapability | str | None
-    datacenter: bool | None
 
 
 class GpuCatalog(Protocol):
     """What the agent needs from ``cudasched.knowledge.KnowledgeBase``: ``gpu(name)``."""
 
     def gpu(self, name: str) -> Any: ...
+
+
+class ArchCatalog(Protocol):
+    """What the labelers need from ``cudasched.knowledge.KnowledgeBase``: ``arch(cc)``, the
+    architecture row of a compute capability (its ``family`` and ``gfd_family`` words)."""
+
+    def arch(self, cc: ComputeCapability) -> ArchInfo | None: ...
 
 
 def is_valid_label_value(value: str) -> bool:
@@ -102,11 +107,10 @@ def _fit(value: str) -> str:
 
 
 def sanitise_product(name: str) -> str:
-    """GFD's product sanitising: drop characters outside ``[A-Za-z0-9-_. ]``, join words with
-    ``-`` (``NVIDIA A100-SXM4-80GB`` -> ``NVIDIA-A100-SXM4-80GB``); then trimmed to a valid
-    label value (nvidia-smi's truncated ``NVIDIA A100-SXM...`` loses the dots)."""
-    kept = _PRODUCT_DROP_RE.sub("", name)
-    return _fit("-".join(kept.split()))
+    """GFD's product sanitising (:func:`cudasched.knowledge.gfd_product_label`:
+    ``NVIDIA A100-SXM4-80GB`` -> ``NVIDIA-A100-SXM4-80GB``), then trimmed to a valid label value
+    (nvidia-smi's truncated ``NVIDIA A100-SXM...`` loses the dots)."""
+    return _fit(gfd_product_label(name))
 
 
 def _as_cc(value: Any) -> ComputeCapability | None:
@@ -159,9 +163,15 @@ def _lowest(gpus: Iterable[GpuFacts]) -> GpuFacts | None:
     return min(gpus, key=lambda g: (g.compute, sanitise_product(g.name)))
 
 
-# ---------------------------------------------------------------- labelers (facts -> map)
+def _arch_of(gpu: GpuFacts | None, archs: ArchCatalog | None) -> ArchInfo | None:
+    """The architecture row of a GPU's compute capability; None when the capability, the
+    knowledge base or a row for it is missing."""
+    if gpu is None or gpu.compute is None or archs is None:
+        return None
+    return archs.arch(gpu.compute)
 
-Labeler = Callable[[DriverFacts], dict[str, str]]
+
+# ---------------------------------------------------------------- labelers (facts -> map)
 
 
 def driver_labels(facts: DriverFacts) -> dict[str, str]:
@@ -180,12 +190,15 @@ def cuda_labels(facts: DriverFacts) -> dict[str, str]:
     return {L.CUDA_CODE: str(c.code), L.CUDA_VERSION: str(c)}
 
 
-def gpu_labels(facts: DriverFacts) -> dict[str, str]:
+def gpu_labels(facts: DriverFacts, archs: ArchCatalog | None) -> dict[str, str]:
+    """Lowest compute capability and its family (``undefined`` when no architecture row covers
+    it), the sorted product list and the data-center flag."""
     out: dict[str, str] = {}
     lowest = _lowest(facts.gpus)
     if lowest is not None and lowest.compute is not None:
         out[L.COMPUTE_CODE] = str(lowest.compute.code)
-        out[L.GPU_ARCH] = gfd_family(lowest.compute)
+        arch = _arch_of(lowest, archs)
+        out[L.GPU_ARCH] = arch.family if arch is not None else GFD_UNDEFINED_FAMILY
     products = sorted({p for g in facts.gpus if (p := sanitise_product(g.name))})
     if products:
         out[L.GPU_PRODUCT] = _fit("_".join(products))
@@ -201,12 +214,14 @@ def status_labels(facts: DriverFacts) -> dict[str, str]:
     return {L.PROBE_STATUS: "ok"}
 
 
-def gfd_labels(facts: DriverFacts) -> dict[str, str]:
+def gfd_labels(facts: DriverFacts, archs: ArchCatalog | None) -> dict[str, str]:
     """GFD's keys in GFD's exact formats, for clusters that run no GFD.
 
     Driver parts keep NVIDIA's leading zeros and an empty revision for two-part versions; the
-    ``runtime`` keys carry the driver's CUDA version as GFD does. Where GFD labels one random
-    model, we label the model with the lowest compute capability and count every GPU.
+    ``runtime`` keys carry the driver's CUDA version as GFD does; ``gpu.family`` is the word GFD
+    prints (the architecture row's ``gfd_family``, ``undefined`` without a row). Where GFD
+    labels one random model, we label the model with the lowest compute capability and count
+    every GPU.
     """
     out: dict[str, str] = {}
     parts = str(facts.driver).split(".")
@@ -244,11 +259,9 @@ def gfd_labels(facts: DriverFacts) -> dict[str, str]:
     if lowest is not None and lowest.compute is not None:
         out[L.GFD_COMPUTE_MAJOR] = str(lowest.compute.major)
         out[L.GFD_COMPUTE_MINOR] = str(lowest.compute.minor)
-        out[L.GFD_FAMILY] = gfd_family(lowest.compute)
+        arch = _arch_of(lowest, archs)
+        out[L.GFD_FAMILY] = arch.gfd_family if arch is not None else GFD_UNDEFINED_FAMILY
     return out
-
-
-LABELERS: tuple[Labeler, ...] = (driver_labels, cuda_labels, gpu_labels, status_labels)
 
 
 def _merge(maps: Iterable[Mapping[str, str]]) -> dict[str, str]:
@@ -261,10 +274,20 @@ def _merge(maps: Iterable[Mapping[str, str]]) -> dict[str, str]:
     return dict(sorted(merged.items()))
 
 
-def build_labels(facts: DriverFacts, *, gfd_compatible: bool = False) -> dict[str, str]:
-    """All labels for a successful probe, sorted by key."""
-    labelers: tuple[Labeler, ...] = LABELERS + ((gfd_labels,) if gfd_compatible else ())
-    return _merge(labeler(facts) for labeler in labelers)
+def build_labels(
+    facts: DriverFacts, *, archs: ArchCatalog | None = None, gfd_compatible: bool = False
+) -> dict[str, str]:
+    """All labels for a successful probe, sorted by key. ``archs`` is the knowledge base (None
+    when it could not load: every family is then ``undefined``)."""
+    maps = [
+        driver_labels(facts),
+        cuda_labels(facts),
+        gpu_labels(facts, archs),
+        status_labels(facts),
+    ]
+    if gfd_compatible:
+        maps.append(gfd_labels(facts, archs))
+    return _merge(maps)
 
 
 def failure_labels(reason: str) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Label builder: values, determinism on mixed nodes, GFD formats, label-value validity."""
+"""Label builder: values, determinism on mixed nodes, GFD formats, label-value validity, and
+GPU family words taken from the knowledge base's architecture rows."""
 
 from __future__ import annotations
 
@@ -12,22 +13,27 @@ from hypothesis import strategies as st
 
 from cudasched import labels as L
 from cudasched.agent.facts import DriverFacts, GpuFacts
-from cudasched.agent.labels import (
+from cudasched.agent.labelers import (
     AGENT_KEYS,
     GFD_KEYS,
     build_labels,
     enrich,
     failure_labels,
-    gfd_family,
     is_valid_label_value,
     owned_keys,
     sanitise_product,
 )
 from cudasched.agent.nvidia_smi import parse_nvidia_smi
+from cudasched.knowledge import KnowledgeBase
 from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion, parse_driver
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 VALUE_RE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+@pytest.fixture(scope="module")
+def kb() -> KnowledgeBase:
+    return KnowledgeBase.load()
 
 
 def facts(*gpus: GpuFacts, driver: str = "550.90.07", cuda: str | None = "12.4") -> DriverFacts:
@@ -45,8 +51,8 @@ T4 = GpuFacts("Tesla T4", ComputeCapability(7, 5), 15360, "Tesla", True)
 RTX = GpuFacts("NVIDIA GeForce RTX 4090", ComputeCapability(8, 9), 24564, "GeForce", False)
 
 
-def test_codes_and_versions() -> None:
-    labels = build_labels(facts(H100))
+def test_codes_and_versions(kb: KnowledgeBase) -> None:
+    labels = build_labels(facts(H100), archs=kb)
     assert labels == {
         L.CUDA_CODE: "12040",
         L.CUDA_VERSION: "12.4",
@@ -68,8 +74,8 @@ def test_blackwell_compute_code_is_three_digits() -> None:
     assert build_labels(facts(rtx50))[L.COMPUTE_CODE] == "120"
 
 
-def test_mixed_node_takes_lowest_compute_and_sorted_products() -> None:
-    labels = build_labels(facts(H100, T4, A100))
+def test_mixed_node_takes_lowest_compute_and_sorted_products(kb: KnowledgeBase) -> None:
+    labels = build_labels(facts(H100, T4, A100), archs=kb)
     assert labels[L.COMPUTE_CODE] == "75"
     assert labels[L.GPU_ARCH] == "turing"
     assert labels[L.GPU_PRODUCT] == "NVIDIA-A100-SXM4-80GB_NVIDIA-H100-80GB-HBM3_Tesla-T4"
@@ -77,9 +83,11 @@ def test_mixed_node_takes_lowest_compute_and_sorted_products() -> None:
 
 @settings(max_examples=60)
 @given(st.permutations([H100, A100, T4, RTX, H100]))
-def test_mixed_node_labels_do_not_depend_on_gpu_order(gpus: list[GpuFacts]) -> None:
-    assert build_labels(facts(*gpus), gfd_compatible=True) == build_labels(
-        facts(H100, H100, A100, T4, RTX), gfd_compatible=True
+def test_mixed_node_labels_do_not_depend_on_gpu_order(
+    kb: KnowledgeBase, gpus: list[GpuFacts]
+) -> None:
+    assert build_labels(facts(*gpus), archs=kb, gfd_compatible=True) == build_labels(
+        facts(H100, H100, A100, T4, RTX), archs=kb, gfd_compatible=True
     )
 
 
@@ -91,10 +99,11 @@ def test_datacenter_only_when_every_gpu_is() -> None:
     assert build_labels(facts(unknown, RTX))[L.GPU_DATACENTER] == "false"
 
 
-def test_unknown_compute_capability_omits_compute_labels() -> None:
+def test_unknown_compute_capability_omits_compute_labels(kb: KnowledgeBase) -> None:
     unknown = GpuFacts("NVIDIA Mystery")
-    labels = build_labels(facts(H100, unknown))
+    labels = build_labels(facts(H100, unknown), archs=kb, gfd_compatible=True)
     assert L.COMPUTE_CODE not in labels and L.GPU_ARCH not in labels
+    assert L.GFD_COMPUTE_MAJOR not in labels and L.GFD_FAMILY not in labels
     assert labels[L.GPU_PRODUCT] == "NVIDIA-H100-80GB-HBM3_NVIDIA-Mystery"
 
 
@@ -112,8 +121,10 @@ def test_two_part_driver_version() -> None:
     assert labels[L.GFD_OLD_DRIVER_REV] == ""
 
 
-def test_gfd_compatible_formats() -> None:
-    labels = build_labels(facts(H100, T4, driver="535.54.03", cuda="12.2"), gfd_compatible=True)
+def test_gfd_compatible_formats(kb: KnowledgeBase) -> None:
+    labels = build_labels(
+        facts(H100, T4, driver="535.54.03", cuda="12.2"), archs=kb, gfd_compatible=True
+    )
     gfd = {k: v for k, v in labels.items() if k.startswith("nvidia.com/")}
     assert gfd == {
         L.GFD_DRIVER_FULL: "535.54.03",
@@ -145,26 +156,62 @@ def test_gfd_keys_only_with_flag() -> None:
     assert owned_keys(True) == AGENT_KEYS | GFD_KEYS
 
 
-@pytest.mark.parametrize(
-    ("cc", "family"),
-    [
-        ((3, 7), "kepler"),
-        ((5, 2), "maxwell"),
-        ((6, 1), "pascal"),
-        ((7, 0), "volta"),
-        ((7, 5), "turing"),
-        ((8, 0), "ampere"),
-        ((8, 6), "ampere"),
-        ((8, 9), "ada-lovelace"),
-        ((9, 0), "hopper"),
-        ((10, 0), "blackwell"),
-        ((12, 0), "blackwell"),
-        ((13, 0), "rubin"),
-        ((11, 0), "undefined"),
-    ],
-)
-def test_gfd_family(cc: tuple[int, int], family: str) -> None:
-    assert gfd_family(ComputeCapability(*cc)) == family
+# (compute capability, cudasched.io/gpu.arch = the row's family, nvidia.com/gpu.family = GFD's
+# word). 10.7 and 11.0 are where architectures.yaml and GFD disagree; 4.x and 13.x have no row.
+FAMILIES = [
+    ((3, 7), "kepler", "kepler"),
+    ((5, 2), "maxwell", "maxwell"),
+    ((6, 1), "pascal", "pascal"),
+    ((7, 0), "volta", "volta"),
+    ((7, 5), "turing", "turing"),
+    ((8, 0), "ampere", "ampere"),
+    ((8, 6), "ampere", "ampere"),
+    ((8, 9), "ada-lovelace", "ada-lovelace"),
+    ((9, 0), "hopper", "hopper"),
+    ((10, 0), "blackwell", "blackwell"),
+    ((10, 3), "blackwell", "blackwell"),
+    ((10, 7), "rubin", "blackwell"),
+    ((11, 0), "blackwell", "undefined"),
+    ((12, 0), "blackwell", "blackwell"),
+    ((4, 0), "undefined", "undefined"),
+    ((13, 0), "undefined", "undefined"),
+]
+
+
+@pytest.mark.parametrize(("cc", "arch", "gfd_family"), FAMILIES)
+def test_family_labels_come_from_the_architecture_rows(
+    kb: KnowledgeBase, cc: tuple[int, int], arch: str, gfd_family: str
+) -> None:
+    gpu = GpuFacts("NVIDIA Some GPU", ComputeCapability(*cc), 1024)
+    labels = build_labels(facts(gpu), archs=kb, gfd_compatible=True)
+    assert labels[L.GPU_ARCH] == arch
+    assert labels[L.GFD_FAMILY] == gfd_family
+    row = kb.arch(ComputeCapability(*cc))
+    assert arch == (row.family if row is not None else "undefined")
+
+
+@dataclass
+class FakeArch:
+    family: str
+    gfd_family: str
+
+
+class FakeArchs:
+    def arch(self, cc: ComputeCapability) -> FakeArch | None:
+        return FakeArch("hopper-ish", "gfd-word") if cc == ComputeCapability(9, 0) else None
+
+
+def test_family_words_are_the_arch_lookups_not_code() -> None:
+    labels = build_labels(facts(H100), archs=FakeArchs(), gfd_compatible=True)  # type: ignore[arg-type]
+    assert (labels[L.GPU_ARCH], labels[L.GFD_FAMILY]) == ("hopper-ish", "gfd-word")
+    mixed = build_labels(facts(H100, T4), archs=FakeArchs(), gfd_compatible=True)  # type: ignore[arg-type]
+    assert (mixed[L.GPU_ARCH], mixed[L.GFD_FAMILY]) == ("undefined", "undefined")
+
+
+def test_without_a_knowledge_base_families_are_undefined() -> None:
+    labels = build_labels(facts(H100), gfd_compatible=True)
+    assert (labels[L.GPU_ARCH], labels[L.GFD_FAMILY]) == ("undefined", "undefined")
+    assert labels[L.COMPUTE_CODE] == "90" and labels[L.GFD_COMPUTE_MAJOR] == "9"
 
 
 @pytest.mark.parametrize(
@@ -198,9 +245,11 @@ RECORDINGS = sorted(
 
 
 @pytest.mark.parametrize("name", RECORDINGS)
-def test_labels_of_every_recording_are_valid(name: str) -> None:
-    labels = build_labels(parse_nvidia_smi((DATA / name).read_text()), gfd_compatible=True)
-    assert all(VALUE_RE.match(v) and len(v) <= 63 for v in labels.values())
+def test_labels_of_every_recording_are_valid(kb: KnowledgeBase, name: str) -> None:
+    recorded = parse_nvidia_smi((DATA / name).read_text())
+    for probed in (recorded, enrich(recorded, kb)):
+        labels = build_labels(probed, archs=kb, gfd_compatible=True)
+        assert all(VALUE_RE.match(v) and len(v) <= 63 for v in labels.values())
 
 
 names = st.text(
@@ -210,11 +259,13 @@ names = st.text(
 
 @settings(max_examples=120)
 @given(st.lists(names, min_size=1, max_size=6), st.integers(0, 999), st.integers(0, 999))
-def test_every_value_is_a_valid_label_value(gpu_names: list[str], minor: int, rev: int) -> None:
+def test_every_value_is_a_valid_label_value(
+    kb: KnowledgeBase, gpu_names: list[str], minor: int, rev: int
+) -> None:
     gpus = [GpuFacts(n, ComputeCapability(8, 6), 1024) for n in gpu_names]
     driver = DriverVersion(570, minor, rev)
     built = build_labels(
-        DriverFacts(driver, CudaVersion(12, 8), tuple(gpus), "test"), gfd_compatible=True
+        DriverFacts(driver, CudaVersion(12, 8), tuple(gpus), "test"), archs=kb, gfd_compatible=True
     )
     for key, value in built.items():
         assert is_valid_label_value(value), (key, value)

@@ -7,7 +7,7 @@ import threading
 from typer.testing import CliRunner
 
 from cudasched.cli import app
-from cudasched.cli.mutate import creation_review, run_demo
+from cudasched.cli.demo import creation_review, run_demo
 from cudasched.kserve import is_predictor_pod
 from cudasched.snapshot import bundled_snapshot
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudasched.cli.mutate import creation_review
+from cudasched.cli.demo import creation_review
 from cudasched.knowledge import KnowledgeBase
 from cudasched.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.webhook.memo import DecisionMemo

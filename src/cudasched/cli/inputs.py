@@ -17,8 +17,10 @@ from cudasched.snapshot import ClusterSnapshot, bundled_snapshot, load_nodes, lo
 if TYPE_CHECKING:
     from cudasched.images import ImageTable
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.webhook.state import ClusterState
 
 __all__ = [
+    "cluster_state",
     "load_cluster",
     "load_images",
     "load_knowledge",
@@ -101,3 +103,17 @@ def load_node_labels(path: Path) -> tuple[str, dict[str, str]]:
             )
         out[str(key)] = _stringify(value)
     return name, out
+
+
+def cluster_state(snapshot: ClusterSnapshot, kb: KnowledgeBase) -> ClusterState:
+    """What the webhook would know of ``snapshot``: its synced admission state (``mutate`` and
+    ``demo`` decide against it exactly as the in-cluster webhook does)."""
+    from cudasched.webhook.state import ClusterState
+
+    return ClusterState.from_objects(
+        snapshot.nodes,
+        snapshot.inference_services,
+        snapshot.serving_runtimes,
+        snapshot.cluster_serving_runtimes,
+        kb=kb,
+    )

@@ -1,62 +1,28 @@
-"""``cudasched mutate`` (one AdmissionReview, offline) and ``cudasched demo`` (the real HTTPS
-webhook against the bundled sample cluster).
+"""``cudasched mutate``: answer one AdmissionReview offline exactly as the webhook would.
 
-Both run exactly the admission code the in-cluster webhook runs, so what a user sees here is
-what the API server would get: ``mutate`` to debug one recorded request, ``demo`` to see the
-whole chain (runtime -> requirement -> affinity -> eligible nodes) in a few seconds without a
-cluster.
+It runs the admission code the in-cluster webhook runs, so what a user sees here is what the API
+server would get: the way to debug one recorded request.
 """
 
 from __future__ import annotations
 
 import base64
-import ssl
 import sys
-import time
-import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import orjson
 import typer
 
-from cudasched.cli.app import EXIT_BAD_INPUT, EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.inputs import cluster_state, load_cluster
 from cudasched.errors import InputError
 
-__all__ = ["demo", "mutate"]
+__all__ = ["decode_patch", "mutate"]
 
 _KINDS = {"Pod": "pod", "InferenceService": "isvc"}
 _PATHS = {"pod": "/mutate/pods", "isvc": "/mutate/inferenceservices"}
-# The identity the API server reports for pods created by a Deployment's ReplicaSet.
-_RS_CONTROLLER = {
-    "username": "system:serviceaccount:kube-system:replicaset-controller",
-    "groups": [
-        "system:serviceaccounts",
-        "system:serviceaccounts:kube-system",
-        "system:authenticated",
-    ],
-}
-_MAX_NAMES = 3
-
-
-def _load_cluster(path: Path | None) -> Any:
-    from cudasched.snapshot import bundled_snapshot, load_snapshot
-
-    return bundled_snapshot() if path is None else load_snapshot(path)
-
-
-def _state(snapshot: Any, kb: Any) -> Any:
-    from cudasched.webhook.state import ClusterState
-
-    return ClusterState.from_objects(
-        snapshot.nodes,
-        snapshot.inference_services,
-        snapshot.serving_runtimes,
-        snapshot.cluster_serving_runtimes,
-        kb=kb,
-    )
 
 
 def _kind_of(body: bytes, given: str | None) -> str:
@@ -132,7 +98,7 @@ def mutate(
         cfg = load_config(config)
         which = _kind_of(body, kind)
         admitter = Admitter.from_config(cfg)
-        state = _state(_load_cluster(cluster), admitter.kb)
+        state = cluster_state(load_cluster(cluster), admitter.kb)
         decision = admitter.decide(which, body, state)  # type: ignore[arg-type]
     except InputError as exc:
         fail(str(exc))
@@ -150,192 +116,3 @@ def mutate(
         err.write("patch:\n")
         err.write(orjson.dumps(list(decision.patch), option=orjson.OPT_INDENT_2).decode() + "\n")
     raise typer.Exit(EXIT_OK if decision.allowed else EXIT_INCOMPATIBLE)
-
-
-# --------------------------------------------------------------------------- demo
-
-
-@dataclass(frozen=True, slots=True)
-class DemoRow:
-    """One admitted pod as the demo reports it."""
-
-    workload: str
-    runtime: str
-    requirement: str
-    source: str
-    eligible: tuple[str, ...]
-    warnings: tuple[str, ...]
-    allowed: bool
-
-
-def creation_review(pod: Mapping[str, Any], *, uid: str | None = None) -> dict[str, Any]:
-    """The AdmissionReview v1 request the API server sends for a pod CREATE by a ReplicaSet.
-
-    Fields the API server only fills in after admission (uid, resourceVersion, creation time,
-    status, node name) are removed from the stored pod, as they would not exist yet.
-    """
-    obj = orjson.loads(orjson.dumps(pod))
-    meta = obj.setdefault("metadata", {})
-    for key in ("uid", "resourceVersion", "creationTimestamp", "generation"):
-        meta.pop(key, None)
-    obj.pop("status", None)
-    if isinstance(obj.get("spec"), dict):
-        obj["spec"].pop("nodeName", None)
-    namespace = str(meta.get("namespace") or "default")
-    gvk = {"group": "", "version": "v1", "kind": "Pod"}
-    gvr = {"group": "", "version": "v1", "resource": "pods"}
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid or str(uuid.uuid4()),
-            "kind": gvk,
-            "resource": gvr,
-            "requestKind": gvk,
-            "requestResource": gvr,
-            "name": str(meta.get("name") or ""),
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": _RS_CONTROLLER,
-            "object": obj,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-        },
-    }
-
-
-def _split_record(record: str) -> tuple[str, str]:
-    """``cuda>=12.4 (ClusterServingRuntime x, image y)`` -> requirement and source."""
-    head, sep, tail = record.partition(" (")
-    return (head, tail[:-1] if sep and tail.endswith(")") else tail)
-
-
-def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, float]:
-    """Serve the real webhook over HTTPS on 127.0.0.1, send it every pod of ``snapshot`` as a
-    CREATE review, apply the returned patches and evaluate node affinity on the result.
-    Returns the rows, the server URL and the elapsed seconds of the admission round trips."""
-    import httpx
-    import jsonpatch
-
-    from cudasched.kserve import is_predictor_pod, isvc_name_of
-    from cudasched.labels import ANN_REQUIREMENT
-    from cudasched.nodeaffinity import RequiredNodeAffinity
-    from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.serving import serve_in_thread
-
-    cfg = config if config is not None else WebhookConfig()
-    admitter = Admitter.from_config(cfg)
-    state = _state(snapshot, admitter.kb)
-    rows: list[DemoRow] = []
-    with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
-        tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
-        started = time.perf_counter()
-        with httpx.Client(base_url=server.url, verify=tls, timeout=10.0) as client:
-            for pod in snapshot.pods:
-                review = creation_review(pod)
-                reply = client.post(
-                    _PATHS["pod"],
-                    content=orjson.dumps(review),
-                    headers={"content-type": "application/json"},
-                )
-                if reply.status_code != 200:
-                    raise InputError(
-                        f"webhook answered HTTP {reply.status_code}: {reply.text.strip()}"
-                    )
-                answer = reply.json()
-                response = answer.get("response") or {}
-                obj = review["request"]["object"]
-                patched = jsonpatch.apply_patch(obj, decode_patch(answer))
-                affinity = RequiredNodeAffinity.from_pod_spec(patched.get("spec") or {})
-                eligible = tuple(n.name for n in state.nodes if affinity.match(n))
-                meta = patched.get("metadata") or {}
-                ns = str(meta.get("namespace") or "")
-                isvc = isvc_name_of(patched) if is_predictor_pod(patched) else None
-                choice = state.runtime_of(ns, isvc) if isvc else None
-                record = str((meta.get("annotations") or {}).get(ANN_REQUIREMENT) or "")
-                requirement, source = _split_record(record) if record else ("-", "")
-                rows.append(
-                    DemoRow(
-                        workload=f"{ns}/{isvc or meta.get('name') or meta.get('generateName')}",
-                        runtime=choice.describe() if choice is not None else "-",
-                        requirement=requirement,
-                        source=source,
-                        eligible=eligible,
-                        warnings=tuple(response.get("warnings") or ()),
-                        allowed=bool(response.get("allowed")),
-                    )
-                )
-        elapsed = time.perf_counter() - started
-        url = server.url
-    return rows, url, elapsed
-
-
-def _names(names: Sequence[str]) -> str:
-    """``11 nodes: a, b, c, +8 more`` (the count always, a few names for orientation)."""
-    if not names:
-        return "none"
-    # EC2-style node names repeat the region domain; the host label is enough to tell apart.
-    shown = ", ".join(n.split(".", 1)[0] for n in names[:_MAX_NAMES])
-    more = len(names) - _MAX_NAMES
-    count = f"{len(names)} node{'s' if len(names) != 1 else ''}"
-    return f"{count}: {shown}" + (f", +{more} more" if more > 0 else "")
-
-
-@app.command("demo")
-def demo(
-    cluster: Annotated[
-        Path | None,
-        typer.Option("--cluster", help="Cluster snapshot; default: the bundled sample cluster."),
-    ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Webhook configuration YAML.")
-    ] = None,
-) -> None:
-    """Start the real webhook over HTTPS on 127.0.0.1 with the sample cluster, admit every
-    sample pod through it and show where each may now run."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from cudasched.webhook.config import load_config
-
-    try:
-        cfg = load_config(config)
-        snapshot = _load_cluster(cluster)
-        if not snapshot.pods:
-            raise InputError("the cluster snapshot has no pods to admit")
-        rows, url, elapsed = run_demo(snapshot, config=cfg)
-    except InputError as exc:
-        fail(str(exc))
-    except Exception as exc:  # a demo must explain itself, not dump a traceback
-        fail(f"demo failed: {type(exc).__name__}: {exc}", EXIT_BAD_INPUT)
-
-    # Outside a terminal rich assumes 80 columns; the table reads better a little wider.
-    console = Console() if sys.stdout.isatty() else Console(width=150)
-    table = Table(
-        title=f"cudasched webhook at {url}: {len(rows)} pod CREATE reviews",
-        show_lines=True,
-    )
-    table.add_column("Workload / runtime", overflow="fold")
-    table.add_column("Requirement / source", overflow="fold")
-    table.add_column("Eligible nodes", overflow="fold")
-    table.add_column("Warnings", overflow="fold")
-    for row in rows:
-        workload = f"[bold]{row.workload}[/bold]\n[dim]{row.runtime}[/dim]"
-        requirement = row.requirement
-        if row.source:
-            requirement += f"\n[dim]{row.source}[/dim]"
-        eligible = _names(row.eligible)
-        if not row.eligible:
-            eligible = f"[red]{eligible}[/red]"
-        warnings = "\n".join(w.removeprefix("cudasched: ") for w in row.warnings) or "-"
-        if not row.allowed:
-            warnings = "[red]DENIED[/red] " + warnings
-        table.add_row(workload, requirement, eligible, warnings)
-    console.print(table)
-    console.print(
-        f"{len(rows)} reviews over HTTPS in {elapsed * 1000:.0f} ms; server stopped, nothing "
-        "left running."
-    )
-    raise typer.Exit(EXIT_OK)

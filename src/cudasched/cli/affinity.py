@@ -74,18 +74,13 @@ def affinity_cmd(
         pol = Policy.parse(policy)
         kb = load_knowledge()
         req = requirement_from_options(
-            kb, cuda, framework, min_compute_capability, ships_cuda_compat
+            kb, cuda, framework, min_compute_capability, ships_cuda_compat, purpose="constrain"
         )
-        if req.is_empty:
-            raise InputError(
-                "nothing to constrain: give --cuda, --framework or --min-compute-capability"
-            )
-        target = scheme
-        terms = compile_requirement(req, pol, target, kb, gfd_keys=gfd_keys)
+        terms = compile_requirement(req, pol, scheme, kb, gfd_keys=gfd_keys)
         obj = {"nodeAffinity": node_affinity(terms, mode)}
     except InputError as exc:
         fail(str(exc))
-    if pol is Policy.FORWARD_COMPAT and ships_cuda_compat and not forward_compat_compiled(target):
+    if pol is Policy.FORWARD_COMPAT and ships_cuda_compat and not forward_compat_compiled(scheme):
         typer.echo(
             "cudasched: warning: forward-compat alternatives are not expressible over GFD labels; "
             "this affinity admits native and minor-compat nodes only (use --scheme cudasched)",

@@ -94,12 +94,8 @@ def check_cmd(
             raise InputError("describe the node with --gpu and --driver, or with --node-labels")
         kb = load_knowledge()
         req = requirement_from_options(
-            kb, cuda, framework, min_compute_capability, ships_cuda_compat
+            kb, cuda, framework, min_compute_capability, ships_cuda_compat, purpose="check"
         )
-        if req.is_empty:
-            raise InputError(
-                "nothing to check: give --cuda, --framework or --min-compute-capability"
-            )
         if node_labels is not None:
             name, labels = load_node_labels(node_labels)
             facts = facts_from_labels(name, labels, kb)

@@ -88,7 +88,11 @@ def requirement_from_options(
     framework: str | None,
     min_cc: str | None,
     ships_cuda_compat: bool,
+    *,
+    purpose: str,
 ) -> Requirement:
+    """The requirement the options describe; an ``InputError`` when they describe nothing
+    (``purpose`` completes "nothing to ...": ``check``, ``constrain``)."""
     build = None
     if framework is not None:
         build = kb.framework(framework)
@@ -97,10 +101,15 @@ def requirement_from_options(
                 f"unknown framework build {framework!r}: the knowledge base does not know it "
                 "(expected e.g. 'torch 2.5.1+cu124', 'tensorflow 2.15.0', 'vllm 0.9.0')"
             )
-    return Requirement(
+    requirement = Requirement(
         cuda=parse_cuda(cuda) if cuda is not None else None,
         min_compute=parse_compute_capability(min_cc) if min_cc is not None else None,
         ships_cuda_compat=ships_cuda_compat,
         framework=build,
         source="command line",
     )
+    if requirement.is_empty:
+        raise InputError(
+            f"nothing to {purpose}: give --cuda, --framework or --min-compute-capability"
+        )
+    return requirement

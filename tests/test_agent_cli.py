@@ -58,18 +58,38 @@ def test_probe_json_shape_for_every_recording(name: str) -> None:
     assert {"driver_version", "cuda_version", "gpus", "labels"} <= set(doc)
     assert isinstance(doc["driver_version"], str)
     assert doc["cuda_version"] is None or isinstance(doc["cuda_version"], str)
-    assert doc["gpus"], "a recording with GPUs lists them"
+    assert bool(doc["gpus"]) == (doc["missing"] is None), "GPUs listed unless reported missing"
     for gpu in doc["gpus"]:
         assert set(gpu) == {"name", "compute_capability", "memory_mib"}
         assert isinstance(gpu["name"], str) and gpu["name"]
         assert gpu["compute_capability"] is None or isinstance(gpu["compute_capability"], str)
         assert gpu["memory_mib"] is None or isinstance(gpu["memory_mib"], int)
     assert doc["labels"][L.DRIVER_VERSION] == doc["driver_version"]
-    assert doc["labels"][L.PROBE_STATUS] == "ok"
+    assert doc["labels"][L.PROBE_STATUS] == ("ok" if doc["missing"] is None else "partial")
     if doc["cuda_version"] is None:
         assert L.CUDA_CODE not in doc["labels"]
     else:
         assert doc["labels"][L.CUDA_VERSION] == doc["cuda_version"]
+
+
+def test_partial_report_publishes_driver_facts_as_partial() -> None:
+    result = invoke(
+        "probe",
+        "--from-nvidia-smi",
+        str(DATA / "query-610-partial-no-gpu-section.txt"),
+        "-o",
+        "labels",
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "cudasched.io/cuda.code=13030",
+        "cudasched.io/cuda.version=13.3",
+        "cudasched.io/driver.branch=610",
+        "cudasched.io/driver.code=610047000",
+        "cudasched.io/driver.version=610.47",
+        "cudasched.io/probe.reason=no-gpu-section",
+        "cudasched.io/probe.status=partial",
+    ]
 
 
 @pytest.mark.parametrize("name", BAD)

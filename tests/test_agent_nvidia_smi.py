@@ -90,6 +90,13 @@ EXPECTED = {
         "12.2",
         [("NVIDIA A10G", None, 23028, None)],
     ),
+    "query-610-b200-deprecated-lines.txt": (
+        "nvidia-smi-query",
+        "610.47",
+        "13.3",
+        [("NVIDIA B200", None, 183359, None)],
+    ),
+    "query-610-partial-no-gpu-section.txt": ("nvidia-smi-query", "610.47", "13.3", []),
     "query-550-h100-mig.txt": (
         "nvidia-smi-query",
         "550.127.05",
@@ -244,6 +251,38 @@ def test_unparseable_driver_version_names_the_value() -> None:
     with pytest.raises(DiscoveryError, match=r"unknown\.unknown\.unknown") as info:
         parse_nvidia_smi(text)
     assert info.value.reason == Reason.BAD_VALUE
+
+
+def test_r610_deprecated_lines_alone_are_read_without_their_note() -> None:
+    """Only the old lines, each with R610's bracketed deprecation note: the numbers count."""
+    text = "\n".join(
+        line
+        for line in read("query-610-b200-deprecated-lines.txt").splitlines()
+        if not line.startswith(("KMD Version", "CUDA UMD Version"))
+    )
+    facts = parse_nvidia_smi(text)
+    assert (str(facts.driver), str(facts.cuda)) == ("610.47", "13.3")
+
+
+def test_new_fields_win_over_the_deprecated_ones() -> None:
+    text = read("query-610-b200-deprecated-lines.txt").replace(
+        "KMD Version                               : 610.47",
+        "KMD Version                               : 610.48",
+    )
+    assert str(parse_nvidia_smi(text).driver) == "610.48"
+
+
+def test_partial_query_report_keeps_driver_facts_and_says_what_is_missing() -> None:
+    facts = parse_nvidia_smi(read("query-610-partial-no-gpu-section.txt"))
+    assert facts.gpus == () and facts.missing == Reason.NO_GPU_SECTION
+    assert (str(facts.driver), str(facts.cuda)) == ("610.47", "13.3")
+
+
+def test_query_report_with_zero_attached_gpus_is_no_devices() -> None:
+    text = read("query-610-partial-no-gpu-section.txt") + "\nAttached GPUs : 0\n"
+    with pytest.raises(DiscoveryError) as info:
+        parse_nvidia_smi(text)
+    assert info.value.reason == Reason.NO_DEVICES
 
 
 def test_table_without_gpu_rows_is_no_devices() -> None:

@@ -21,8 +21,8 @@ COMPUTE_CODE = PREFIX + "gpu.compute.code"  # 10*major + minor of the LOWEST cc 
 GPU_ARCH = PREFIX + "gpu.arch"  # "hopper"
 GPU_PRODUCT = PREFIX + "gpu.product"  # sanitised, sorted, "_"-joined when mixed
 GPU_DATACENTER = PREFIX + "gpu.datacenter"  # "true" | "false"
-PROBE_STATUS = PREFIX + "probe.status"  # "ok" | "failed"
-PROBE_REASON = PREFIX + "probe.reason"  # short machine reason when failed
+PROBE_STATUS = PREFIX + "probe.status"  # "ok" | "partial" | "failed"
+PROBE_REASON = PREFIX + "probe.reason"  # short machine reason when failed or partial
 
 # Annotations a workload (or a serving runtime) can carry.
 ANN_CUDA_VERSION = PREFIX + "cuda-version"

@@ -35,6 +35,7 @@ class Reason:
     NVIDIA_SMI_FAILED = "nvidia-smi-failed"
     UNRECOGNISED_OUTPUT = "unrecognised-output"  # text that is not nvidia-smi output
     BAD_VALUE = "bad-value"  # nvidia-smi output with a value we cannot parse
+    NO_GPU_SECTION = "no-gpu-section"  # a partial report: driver and CUDA, but no GPU section
 
 
 class DiscoveryError(InputError):
@@ -97,7 +98,8 @@ class DriverFacts:
 
     ``cuda`` is ``None`` when the source says ``N/A`` / ``Not Found`` (for example a vGPU guest or
     a host whose ``libcuda`` is missing): the label builder then omits the CUDA labels rather
-    than guessing.
+    than guessing. ``missing`` names what a partial report lacked (a machine reason such as
+    ``no-gpu-section``): the driver facts are still good, the GPU facts are unknown.
     """
 
     driver: DriverVersion
@@ -105,10 +107,12 @@ class DriverFacts:
     gpus: tuple[GpuFacts, ...]
     source: str
     host: HostFacts | None = field(default=None)
+    missing: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "driver_version": str(self.driver),
             "cuda_version": str(self.cuda) if self.cuda is not None else None,
             "gpus": [gpu.to_json() for gpu in self.gpus],
+            "missing": self.missing,
         }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cudasched import labels as L
@@ -149,9 +150,7 @@ def enrich(facts: DriverFacts, kb: GpuCatalog | None) -> DriverFacts:
                 uuid=gpu.uuid,
             )
         )
-    return DriverFacts(
-        driver=facts.driver, cuda=facts.cuda, gpus=tuple(gpus), source=facts.source, host=facts.host
-    )
+    return replace(facts, gpus=tuple(gpus))
 
 
 def _lowest(gpus: Iterable[GpuFacts]) -> GpuFacts | None:
@@ -211,6 +210,9 @@ def gpu_labels(facts: DriverFacts, archs: ArchCatalog | None) -> dict[str, str]:
 
 
 def status_labels(facts: DriverFacts) -> dict[str, str]:
+    """``ok``, or ``partial`` with the reason when the source reported no GPU facts."""
+    if facts.missing is not None:
+        return {L.PROBE_STATUS: "partial", L.PROBE_REASON: _fit(facts.missing) or "unknown"}
     return {L.PROBE_STATUS: "ok"}
 
 
@@ -249,6 +251,8 @@ def gfd_labels(facts: DriverFacts, archs: ArchCatalog | None) -> dict[str, str]:
                 L.GFD_OLD_CUDA_MINOR: str(c.minor),
             }
         )
+    if not facts.gpus:  # a partial report: nothing is known about the GPUs
+        return out
     out[L.GFD_COUNT] = str(len(facts.gpus))
     lowest = _lowest(facts.gpus)
     chosen = lowest or min(facts.gpus, key=lambda g: sanitise_product(g.name))

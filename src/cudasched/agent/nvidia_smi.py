@@ -78,9 +78,18 @@ def check_error_output(text: str) -> None:
             raise DiscoveryError(reason, f"nvidia-smi failed: {first}")
 
 
+# R610's "-q" keeps the old "Driver Version" / "CUDA Version" lines with a bracketed note
+# ("610.47 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]").
+_NOTE_RE = re.compile(r"\s*\[[^\]]*\]\s*$")
+
+
+def _without_note(value: str) -> str:
+    return _NOTE_RE.sub("", value.strip())
+
+
 def _driver(value: str, where: str) -> DriverVersion:
     try:
-        return parse_driver(value.strip())
+        return parse_driver(_without_note(value))
     except VersionError as exc:
         raise DiscoveryError(Reason.BAD_VALUE, f"{where}: {exc}") from None
 
@@ -89,13 +98,11 @@ def _cuda(value: str | None, where: str) -> CudaVersion | None:
     """``None`` for absent, ``N/A`` or ``Not Found`` (the driver cannot say)."""
     if value is None:
         return None
-    text = value.strip()
+    text = _without_note(value)
     if text.lower() in _NA:
         return None
-    # "-q" on R610 may append a deprecation note after the number.
-    head = text.split()[0]
     try:
-        return parse_cuda(head)
+        return parse_cuda(text)
     except VersionError as exc:
         raise DiscoveryError(Reason.BAD_VALUE, f"{where}: {exc}") from None
 
@@ -270,6 +277,17 @@ def parse_query_text(text: str) -> DriverFacts:
     for gpu, sec in zip(gpus, sections, strict=True):
         if not gpu.name:
             raise DiscoveryError(Reason.BAD_VALUE, f"GPU {sec.bus_id} has no 'Product Name'")
+    attached = (top.get("Attached GPUs") or "").strip()
+    if not sections and attached != "0":
+        # A cut-off report (a log excerpt, a truncated capture): the driver and its CUDA are
+        # known, the GPUs are not. Those facts are still worth publishing.
+        return DriverFacts(
+            driver=driver,
+            cuda=cuda,
+            gpus=(),
+            source="nvidia-smi-query",
+            missing=Reason.NO_GPU_SECTION,
+        )
     return _facts(driver, cuda, gpus, "nvidia-smi-query")
 
 

@@ -119,3 +119,10 @@ def test_rebuild_quick(bench) -> None:
     assert all(s.decode_s > 0 and s.rebuild_s > 0 for s in result.sizes)
     assert _finite(result.ratios)
     assert "rebuild/decode" in result.table()
+
+
+def test_startup_quick(bench) -> None:
+    startup = bench("startup")
+    times = startup.run(1)
+    assert set(times) == {"baseline", "help", "check", "check-cold"}
+    assert all(len(v) == 1 and v[0] > 0 for v in times.values())

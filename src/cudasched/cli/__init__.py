@@ -1,5 +1,5 @@
-"""The ``cudasched`` command line. Each command group lives in its own module and registers
-itself on :data:`cudasched.cli.app.app`; this module only wires them together."""
+"""The ``cudasched`` command line: one module per command, imported only when that command runs
+(see :data:`cudasched.cli.app.COMMANDS`)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,6 @@ import sys
 
 from cudasched.cli.app import app, fail
 from cudasched.errors import InputError
-
-# Importing a command module registers its commands on `app`.
-from cudasched.cli import check as _check  # noqa: F401, E402  isort: skip
-from cudasched.cli import affinity as _affinity  # noqa: F401, E402  isort: skip
-from cudasched.cli import explain as _explain  # noqa: F401, E402  isort: skip
-from cudasched.cli import mutate as _mutate  # noqa: F401, E402  isort: skip
-from cudasched.cli import demo as _demo  # noqa: F401, E402  isort: skip
-from cudasched.cli import agent as _agent  # noqa: F401, E402  isort: skip
-from cudasched.cli import webhook as _webhook  # noqa: F401, E402  isort: skip
-from cudasched.cli import manifests as _manifests  # noqa: F401, E402  isort: skip
 
 __all__ = ["app", "main"]
 

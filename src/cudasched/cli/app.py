@@ -1,14 +1,108 @@
-"""The shared Typer application and the one way commands report bad input."""
+"""The shared Typer application, the table of commands and the one way commands report bad
+input.
+
+Commands are imported only when they run: the table below names each command's module and its
+one-line help, so ``cudasched --help`` lists every command without importing any of them (and so
+without the core, the knowledge base or the webhook stack), and ``cudasched check`` imports what
+``check`` needs and nothing else. A test keeps the one-line helps equal to the commands' own.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import typer
+from typer.core import TyperGroup
+
+__all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INCOMPATIBLE", "EXIT_OK", "app", "fail"]
+
+EXIT_OK = 0
+EXIT_INCOMPATIBLE = 1
+EXIT_BAD_INPUT = 2
+
+
+class CommandEntry(NamedTuple):
+    module: str
+    summary: str
+
+
+#: Every command: its module (which registers it on :data:`app` when imported) and the opening
+#: sentence of its help, in the order ``--help`` lists them.
+COMMANDS: dict[str, CommandEntry] = {
+    "check": CommandEntry(
+        "cudasched.cli.check",
+        "Say whether a node can run a workload built with a CUDA version, and why.",
+    ),
+    "affinity": CommandEntry(
+        "cudasched.cli.affinity",
+        "Print the node affinity that admits exactly the nodes able to run a CUDA workload.",
+    ),
+    "explain": CommandEntry(
+        "cudasched.cli.explain",
+        "Say, node by node, whether a workload can land there and why.",
+    ),
+    "mutate": CommandEntry(
+        "cudasched.cli.mutate",
+        "Answer one AdmissionReview offline exactly as the webhook would, and print the "
+        "AdmissionReview response.",
+    ),
+    "demo": CommandEntry(
+        "cudasched.cli.demo",
+        "Start the real webhook over HTTPS on 127.0.0.1 with the sample cluster, admit every "
+        "sample pod through it and show where each may now run.",
+    ),
+    "probe": CommandEntry(
+        "cudasched.cli.agent",
+        "Print the driver, CUDA and GPU facts of this machine (or a saved nvidia-smi output) "
+        "and the labels the agent would publish.",
+    ),
+    "agent": CommandEntry(
+        "cudasched.cli.agent",
+        "Discover driver/CUDA/GPU facts on this node and publish them as labels, every "
+        "--interval seconds until SIGTERM (or once with --oneshot).",
+    ),
+    "webhook": CommandEntry(
+        "cudasched.cli.webhook",
+        "Run the CUDA-aware admission webhook until SIGTERM (in-flight requests finish).",
+    ),
+    "manifests": CommandEntry(
+        "cudasched.cli.manifests",
+        "Print the install manifests as multi-document YAML (pipe to ``kubectl apply -f -``).",
+    ),
+}
+
+
+class LazyCommands(TyperGroup):
+    """A command group that imports a command's module only when that command is used."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        importlib.import_module(entry.module)
+        for info in app.registered_commands:
+            if info.name == cmd_name:
+                return typer.main.get_command_from_info(
+                    info, pretty_exceptions_short=True, rich_markup_mode=None
+                )
+        raise RuntimeError(f"{entry.module} does not register the command {cmd_name!r}")
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The command list from the table: no command module is imported for ``--help``."""
+        rows = [(name, entry.summary) for name, entry in COMMANDS.items()]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
 
 app = typer.Typer(
     name="cudasched",
+    cls=LazyCommands,
     help="CUDA-aware scheduling of GPU inference services on Kubernetes.",
     no_args_is_help=True,
     add_completion=False,
@@ -16,9 +110,10 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-EXIT_OK = 0
-EXIT_INCOMPATIBLE = 1
-EXIT_BAD_INPUT = 2
+
+@app.callback()
+def _root() -> None:
+    """CUDA-aware scheduling of GPU inference services on Kubernetes."""
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:

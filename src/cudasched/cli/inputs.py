@@ -9,14 +9,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
-
 from cudasched.errors import InputError
-from cudasched.snapshot import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
 
 if TYPE_CHECKING:
     from cudasched.images import ImageTable
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.snapshot import ClusterSnapshot
     from cudasched.webhook.state import ClusterState
 
 __all__ = [
@@ -46,6 +44,8 @@ def load_cluster(cluster: Path | None, nodes: Path | None = None) -> ClusterSnap
     """The cluster a command works on: ``cluster`` (a dump), else the bundled sample cluster
     unless only ``nodes`` is given; ``nodes`` (``kubectl get nodes -o yaml``) replaces the
     cluster's nodes."""
+    from cudasched.snapshot import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
+
     if cluster is not None:
         snapshot = load_snapshot(cluster)
     elif nodes is None:
@@ -68,6 +68,8 @@ def load_node_labels(path: Path) -> tuple[str, dict[str, str]]:
 
     Returns the node name (``metadata.name``, else the file's stem) and its labels as strings.
     """
+    import yaml
+
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -1,9 +1,9 @@
 """Reading the bundled data files and validating them into records.
 
-:func:`read_data_files` reads ``cudasched/data/*.yaml`` through :mod:`importlib.resources` (so it
-works from a wheel or a zip); one ``load_*`` function per file section turns the parsed YAML into
-records and indexes. Anything malformed (a missing file, an entry without a resolvable source, a
-bad value, a duplicate key) raises :class:`KnowledgeError` naming the file and the entry: those
+:func:`read_data_files` reads ``cudasched/data/*.yaml`` (also from a wheel or a zip) through the
+cache of parsed documents (:mod:`cudasched.knowledge.cache`); one ``load_*`` function per file
+section turns the parsed YAML into records and indexes. Anything malformed (a missing file, an
+entry without a resolvable source, a bad value, a duplicate key) raises :class:`KnowledgeError` naming the file and the entry: those
 are packaging bugs, never user input.
 """
 
@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from cudasched.errors import KnowledgeError, VersionError
+from cudasched.knowledge.cache import load_documents
 from cudasched.knowledge.frameworks import FrameworkCatalog, is_cuda_wheel_tag
 from cudasched.knowledge.naming import product_key
 from cudasched.knowledge.records import (
@@ -131,15 +129,21 @@ def _note(entry: Mapping[str, Any]) -> str:
     return " ".join(str(entry.get("note") or "").split())
 
 
-def read_data_files() -> dict[str, object]:
-    """Every file of :data:`DATA_FILES` parsed with a safe YAML loader, keyed by file name."""
-    root = resources.files("cudasched").joinpath("data")
+def parse_data_files(raw: Mapping[str, bytes]) -> dict[str, object]:
+    """Data files' bytes parsed with a safe YAML loader, keyed by file name."""
+    import yaml
+
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    docs: dict[str, object] = {}
-    for name in DATA_FILES:
-        text = root.joinpath(name).read_text(encoding="utf-8")
-        docs[name] = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
-    return docs
+    return {
+        name: yaml.load(data.decode("utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+        for name, data in raw.items()
+    }
+
+
+def read_data_files() -> dict[str, object]:
+    """Every file of :data:`DATA_FILES` parsed, keyed by file name (through the per-user cache
+    of parsed documents, :mod:`cudasched.knowledge.cache`)."""
+    return load_documents(DATA_FILES, parse_data_files)
 
 
 def load_toolkits(

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from affinity_builders import expr
 from cudasched.eligibility import (
     AFFINITY_MISMATCH,
+    NO_GPU_RESOURCE,
     NODE_SELECTOR_MISMATCH,
     REQUIREMENT_LABELS_MISSING,
     explain,
@@ -278,6 +279,7 @@ def test_sample_smoke_pod(sample: ClusterSnapshot, fleet: Fleet, kb: KnowledgeBa
     assert [r.code for r in by_name["dc1-t4-01"].reasons] == ["driver-too-old"]
     assert [r.code for r in by_name["dc1-k80-01"].reasons] == ["arch-dropped", "driver-too-old"]
     assert by_name[CPU].reasons[0].code == "no-gpu-facts"
+    assert "no-gpu-resource" in [r.code for r in by_name[CPU].reasons]
     assert CPU in by_name[CPU].reasons[0].message
 
 
@@ -407,7 +409,8 @@ def test_preferred_score_and_error(fleet: Fleet, kb: KnowledgeBase) -> None:
     assert {n.score for n in exp.nodes} == {"error"}
     assert exp.score_error is not None and "-1" in exp.score_error
     assert exp.summary()["scoreError"] == exp.score_error
-    assert len(exp.eligible) == 21  # required affinity is unaffected
+    # Required affinity is unaffected; the CPU node offers no GPU for the pod's request.
+    assert len(exp.eligible) == 20
 
 
 def test_match_fields_are_decided_per_node(fleet: Fleet, kb: KnowledgeBase) -> None:
@@ -444,12 +447,13 @@ def test_unsatisfiable_requirement(fleet: Fleet, kb: KnowledgeBase) -> None:
 def test_skip_annotation_and_explicit_requirement(fleet: Fleet, kb: KnowledgeBase) -> None:
     annotations = {"cudasched.io/cuda-version": "13.0", "cudasched.io/skip": "true"}
     exp = explain(pod({"containers": [GPU_CONTAINER]}, annotations), fleet, "strict", kb)
-    assert exp.skipped and exp.requirement is None and len(exp.eligible) == 21
+    # Skipped: no CUDA constraint; only the CPU node is out (it offers no nvidia.com/gpu).
+    assert exp.skipped and exp.requirement is None and len(exp.eligible) == 20
     plain = pod({"containers": [GPU_CONTAINER]})
     exp = explain(plain, fleet, "strict", kb, requirement=Requirement(cuda=CudaVersion(13, 0)))
     assert eligible_names(exp) == {B200_R580}
     exp = explain(plain, fleet, "strict", kb, requirement=Requirement())
-    assert exp.requirement is None and len(exp.eligible) == 21
+    assert exp.requirement is None and len(exp.eligible) == 20  # the CPU node offers no GPU
 
 
 def test_owned_user_expressions_are_replaced(fleet: Fleet, kb: KnowledgeBase) -> None:
@@ -722,4 +726,42 @@ def test_requirement_eligibility_matches_engine_on_labelled_nodes(
         # node (the compiled selector and the engine agree), and the reasons are the engine's.
         verdict = check(facts, exp.requirement, Policy.STRICT, kb)
         assert node.eligible == (verdict.status is not VerdictStatus.INCOMPATIBLE), node.node
-        assert {r.code for r in verdict.reasons} == codes
+        # A node without GPU facts here is the CPU node, which also offers no GPU.
+        assert {r.code for r in verdict.reasons} == codes - {NO_GPU_RESOURCE}
+
+
+def _gpu_node(name: str, allocatable: dict[str, str] | None) -> dict[str, Any]:
+    node: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+    if allocatable is not None:
+        node["status"] = {"allocatable": {"cpu": "8", **allocatable}}
+    return node
+
+
+def test_a_gpu_pod_is_not_eligible_where_no_gpu_is_offered(kb: KnowledgeBase) -> None:
+    nodes = [
+        _gpu_node("gpu", {"nvidia.com/gpu": "8"}),
+        _gpu_node("cpu", {}),
+        _gpu_node("mig-only", {"nvidia.com/mig-1g.10gb": "7"}),
+        _gpu_node("drained", {"nvidia.com/gpu": "0"}),
+        _gpu_node("unknown", None),  # no status: nothing is known, nothing is excluded
+    ]
+    exp = explain(pod({"containers": [GPU_CONTAINER]}), nodes, "strict", kb)
+    assert eligible_names(exp) == {"gpu", "unknown"}
+    by_name = {n.node: n for n in exp.nodes}
+    assert [r.code for r in by_name["cpu"].reasons] == [NO_GPU_RESOURCE]
+    assert "no NVIDIA GPU resource" in by_name["cpu"].reasons[0].message
+    assert "nvidia.com/mig-1g.10gb" in by_name["mig-only"].reasons[0].message
+    cpu_pod = pod({"containers": [{"name": "web", "image": "nginx"}]})
+    assert len(explain(cpu_pod, nodes, "strict", kb).eligible) == 5
+    mig_pod = pod(
+        {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}}]}
+    )
+    assert eligible_names(explain(mig_pod, nodes, "strict", kb)) == {"mig-only", "unknown"}
+
+
+def test_workloads_differing_only_in_gpu_requests_do_not_share_answers(kb: KnowledgeBase) -> None:
+    nodes = [_gpu_node("gpu", {"nvidia.com/gpu": "1"}), _gpu_node("cpu", {})]
+    gpu_pod = pod({"containers": [GPU_CONTAINER]})
+    cpu_pod = pod({"containers": [{"name": "web", "image": "nginx"}]})
+    first, second = explain_many([gpu_pod, cpu_pod], nodes, "strict", kb)
+    assert (first.eligible_count, second.eligible_count) == (1, 2)

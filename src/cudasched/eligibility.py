@@ -62,6 +62,7 @@ from cudasched.nodes import NodeFacts
 from cudasched.objects import as_mapping
 from cudasched.placement import GfdKeys, compile_requirement
 from cudasched.requirements import Policy, Requirement
+from cudasched.resources import requested_gpu_resources
 from cudasched.workloads import is_skipped, read_pod_template
 
 if TYPE_CHECKING:
@@ -70,12 +71,14 @@ if TYPE_CHECKING:
 __all__ = [
     "AFFINITY_MISMATCH",
     "NODE_SELECTOR_MISMATCH",
+    "NO_GPU_RESOURCE",
     "REQUIREMENT_LABELS_MISSING",
     "explain",
     "explain_many",
     "requirement_from_annotations",
 ]
 
+NO_GPU_RESOURCE = "no-gpu-resource"
 NODE_SELECTOR_MISMATCH = "node-selector-mismatch"
 AFFINITY_MISMATCH = "affinity-mismatch"
 REQUIREMENT_LABELS_MISSING = "requirement-labels-missing"
@@ -286,7 +289,7 @@ def _selectors(
 class _Plan:
     """Everything about one workload that does not depend on the node."""
 
-    __slots__ = ("requirement", "selectors")
+    __slots__ = ("gpu_requests", "requirement", "selectors")
 
     def __init__(
         self,
@@ -297,6 +300,7 @@ class _Plan:
         identity: bytes | None,
     ) -> None:
         self.requirement = requirement
+        self.gpu_requests = requested_gpu_resources(spec)
         has_req = requirement is not None
         if identity is None:  # not plain JSON: nothing to share it with
             self.selectors = _selectors(spec, has_req, terms, shared)
@@ -313,6 +317,7 @@ def _decide(
     required: RequiredNodeAffinity,
     node: Node,
     facts: NodeFacts,
+    offered: frozenset[str] | None,
     policy: Policy,
     kb: KnowledgeBase,
 ) -> tuple[bool, Score, tuple[Reason, ...]]:
@@ -332,6 +337,18 @@ def _decide(
                     "requirement selects on (label scheme not published on this node yet)",
                 )
             )
+    missing = sorted(plan.gpu_requests - offered) if offered is not None else []
+    if missing:
+        # The scheduler's resource fit: a pod asking for a GPU never lands where none is
+        # offered, whatever its affinity says.
+        eligible = False
+        have = ", ".join(sorted(offered or ())) or "no NVIDIA GPU resource"
+        reasons.append(
+            Reason(
+                NO_GPU_RESOURCE,
+                f"the pod requests {', '.join(missing)}; the node offers {have}",
+            )
+        )
     if (mismatch := _selector_mismatch(sel.user_selector, node)) is not None:
         reasons.append(mismatch)
     user_affinity = sel.user_affinity
@@ -368,8 +385,9 @@ def explain(
 
 # What explain's per-node answers depend on besides the fleet: the pod's nodeSelector and
 # affinity (as canonical JSON), the requirement (its repr, patch level included), the effective
-# policy and the label scheme. Workloads that agree on all of these get the same answers.
-_MemoKey = tuple[bytes, str, Policy, L.LabelScheme]
+# policy, the label scheme and the GPU resources the pod requests. Workloads that agree on all of
+# these get the same answers.
+_MemoKey = tuple[bytes, str, Policy, L.LabelScheme, frozenset[str]]
 _Memo = dict[Any, Any]
 
 
@@ -403,7 +421,7 @@ def _explain(
         req = shared.declared.setdefault(req_id, req)
     key: _MemoKey | None = None
     if memo is not None and selectors is not None:
-        key = (selectors, req_id, effective, chosen)
+        key = (selectors, req_id, effective, chosen, requested_gpu_resources(spec))
     hit = memo.get(key) if memo is not None and key is not None else None
     if hit is None:
         terms, requirement_error, score_error, results = _answers(
@@ -484,8 +502,9 @@ def _answers(
     results: list[NodeExplanation] = []
     if plan.selectors.match_fields:
         # matchFields look at the node name: no two nodes are alike.
-        for node, _, facts in fleet.members():
-            eligible, score, reasons = _decide(plan, required, node, facts, effective, kb)
+        for node, number, facts in fleet.members():
+            offered = fleet.group_resources(number)
+            eligible, score, reasons = _decide(plan, required, node, facts, offered, effective, kb)
             # The engine names the node it was shown: the facts group's first member.
             reasons = renamed(reasons, facts.name, node.name)
             if requirement_error is not None:
@@ -498,7 +517,10 @@ def _answers(
     decisions: list[Decision] = []
     for position in part.first:
         facts = fleet.facts_at(position)
-        eligible, score, reasons = _decide(plan, required, nodes[position], facts, effective, kb)
+        offered = fleet.gpu_resources_at(position)
+        eligible, score, reasons = _decide(
+            plan, required, nodes[position], facts, offered, effective, kb
+        )
         if requirement_error is not None:
             eligible = False
         decisions.append((eligible, score, reasons, facts))

@@ -36,6 +36,7 @@ from cudasched.nodeaffinity import Node
 from cudasched.nodes import NodeFacts, facts_from_labels, has_gpu_labels
 from cudasched.objects import labels_of, name_of, namespace_of
 from cudasched.placement import GfdKeys, choose_gfd_keys, choose_scheme
+from cudasched.resources import node_gpu_resources
 from cudasched.versions import CudaVersion
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ class Fleet:
         "_facts",
         "_facts_of",
         "_gfd_keys",
+        "_gpu_resources",
         "_isvcs",
         "_partitions",
         "_runtimes",
@@ -121,9 +123,15 @@ class Fleet:
     ) -> None:
         self.kb = kb
         self.tolerant = tolerant
-        parsed = (_node(item, tolerant) for item in nodes)
-        self.nodes: tuple[Node, ...] = tuple(n for n in parsed if n is not None)
-        self._index_facts()
+        kept: list[Node] = []
+        offered: list[frozenset[str] | None] = []
+        for item in nodes:
+            node = _node(item, tolerant)
+            if node is not None:
+                kept.append(node)
+                offered.append(None if isinstance(item, Node) else node_gpu_resources(item))
+        self.nodes: tuple[Node, ...] = tuple(kept)
+        self._index_facts(offered)
         self._auto_scheme: L.LabelScheme | None = None
         self._gfd_keys: GfdKeys | None = None
         self._partitions: dict[tuple[str, ...], Partition] = {}
@@ -146,18 +154,22 @@ class Fleet:
 
     # ------------------------------------------------------------------ nodes
 
-    def _index_facts(self) -> None:
-        index: dict[frozenset[tuple[str, str]], int] = {}
+    def _index_facts(self, offered: list[frozenset[str] | None]) -> None:
+        # Nodes share a facts group when their GPU labels and the GPU resources they offer
+        # are the same (a pod asking for nvidia.com/gpu fits only where it is offered).
+        index: dict[tuple[frozenset[tuple[str, str]], frozenset[str] | None], int] = {}
         facts: list[NodeFacts] = []
         facts_of: list[int] = []
+        resources: list[frozenset[str] | None] = []
         gpu_nodes: list[Node] = []
         cudas: list[CudaVersion] = []
-        for node in self.nodes:
-            signature = _facts_signature(node.labels)
+        for node, gpus in zip(self.nodes, offered, strict=True):
+            signature = (_facts_signature(node.labels), gpus)
             number = index.get(signature)
             if number is None:
                 number = index[signature] = len(facts)
                 facts.append(facts_from_labels(node.name, node.labels, self.kb))
+                resources.append(gpus)
             facts_of.append(number)
             found = facts[number]
             if found.has_gpu or has_gpu_labels(node.labels):
@@ -166,6 +178,7 @@ class Fleet:
                     cudas.append(found.cuda)
         self._facts: tuple[NodeFacts, ...] = tuple(facts)
         self._facts_of: tuple[int, ...] = tuple(facts_of)
+        self._gpu_resources: tuple[frozenset[str] | None, ...] = tuple(resources)
         self.gpu_nodes: tuple[Node, ...] = tuple(gpu_nodes)
         newest = max(cudas) if cudas else None
         self.drivers = DriverSummary(
@@ -188,9 +201,18 @@ class Fleet:
         for node, number in zip(self.nodes, self._facts_of, strict=True):
             yield node, number, self._facts[number]
 
+    def group_resources(self, number: int) -> frozenset[str] | None:
+        """The GPU resources offered by the nodes of facts group ``number``."""
+        return self._gpu_resources[number]
+
     def facts_at(self, position: int) -> NodeFacts:
         """The GPU facts of the node at ``position`` (named after its group's first node)."""
         return self._facts[self._facts_of[position]]
+
+    def gpu_resources_at(self, position: int) -> frozenset[str] | None:
+        """The NVIDIA GPU resources the node at ``position`` offers (``None``: not known, the
+        node was given without its status)."""
+        return self._gpu_resources[self._facts_of[position]]
 
     def resolve_scheme(self, scheme: L.LabelScheme | str) -> L.LabelScheme:
         """``auto`` becomes what every GPU node of this fleet carries."""

@@ -14,7 +14,13 @@ from cudasched.errors import InputError
 from cudasched.kserve.pods import PREDICTOR_CONTAINER, WORKER_CONTAINER
 from cudasched.objects import as_mapping
 
-__all__ = ["GPU_RESOURCE_PREFIXES", "gpu_container", "uses_gpu"]
+__all__ = [
+    "GPU_RESOURCE_PREFIXES",
+    "gpu_container",
+    "node_gpu_resources",
+    "requested_gpu_resources",
+    "uses_gpu",
+]
 
 #: Extended resources that are NVIDIA GPUs (whole GPUs, renamed shared GPUs, MIG slices).
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
@@ -78,3 +84,43 @@ def gpu_container(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
             if c.get("name") == name:
                 return c
     return None
+
+
+def requested_gpu_resources(pod_spec: Mapping[str, Any]) -> frozenset[str]:
+    """The NVIDIA GPU resources (``nvidia.com/gpu``, ``nvidia.com/mig-1g.10gb`` ...) the pod's
+    containers ask for: what a node must offer for the scheduler to place it. Resource claims
+    are not included (their device class decides, not a node resource)."""
+    spec = as_mapping(pod_spec, "pod spec")
+    names: set[str] = set()
+    for container in _containers(spec, "containers") + _containers(spec, "initContainers"):
+        resources = as_mapping(container.get("resources"), "container resources")
+        for part in ("limits", "requests"):
+            for key, value in as_mapping(resources.get(part), f"resources.{part}").items():
+                if str(key).startswith(GPU_RESOURCE_PREFIXES) and _quantity_positive(
+                    value, str(key)
+                ):
+                    names.add(str(key))
+    return frozenset(names)
+
+
+def node_gpu_resources(node: Mapping[str, Any]) -> frozenset[str] | None:
+    """The NVIDIA GPU resources a Node offers (``status.allocatable``, else ``capacity``, above
+    zero), or ``None`` when the object carries no status at all (nothing is known)."""
+    status = node.get("status")
+    if not isinstance(status, Mapping):
+        return None
+    offered = status.get("allocatable")
+    if not isinstance(offered, Mapping):
+        offered = status.get("capacity")
+    if not isinstance(offered, Mapping):
+        return None
+    names: set[str] = set()
+    for key, value in offered.items():
+        if not str(key).startswith(GPU_RESOURCE_PREFIXES):
+            continue
+        try:
+            if _quantity_positive(value, str(key)):
+                names.add(str(key))
+        except InputError:
+            continue  # a quantity we cannot read offers nothing we could count on
+    return frozenset(names)

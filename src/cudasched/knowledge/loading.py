@@ -3,8 +3,8 @@
 :func:`read_data_files` reads ``cudasched/data/*.yaml`` (also from a wheel or a zip) through the
 cache of parsed documents (:mod:`cudasched.knowledge.cache`); one ``load_*`` function per file
 section turns the parsed YAML into records and indexes. Anything malformed (a missing file, an
-entry without a resolvable source, a bad value, a duplicate key) raises :class:`KnowledgeError` naming the file and the entry: those
-are packaging bugs, never user input.
+entry without a resolvable source, a bad value, a duplicate key) raises :class:`KnowledgeError`
+naming the file and the entry: those are packaging bugs, never user input.
 """
 
 from __future__ import annotations

@@ -57,3 +57,25 @@ def test_a_command_imports_only_its_own_module() -> None:
 def test_unknown_command_is_a_usage_error() -> None:
     result = CliRunner().invoke(app, ["no-such-command"])
     assert result.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["explain", "-o", "bogus"], "'bogus' is not one of"),
+        (["check", "--bogus"], "No such option: --bogus"),
+        (["nope"], "No such command 'nope'"),
+        (["affinity", "--cuda"], "requires an argument"),
+    ],
+)
+def test_usage_errors_are_one_line_with_exit_2(args: list[str], fragment: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", "from cudasched.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert out.stdout == ""
+    [line] = out.stderr.splitlines()
+    assert line.startswith("cudasched: error: ") and fragment in line

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from cudasched.cli import app
 from cudasched.labels import ANN_REQUIREMENT
+from cudasched.snapshot import bundled_snapshot
 from k8s_schema import assert_valid_pod
 from test_admission import isvcs, nodes, runtimes
 
@@ -128,7 +129,7 @@ def test_mutate_explicit_kind_overrides(cluster_file: Path) -> None:
     ("args", "stdin", "fragment"),
     [
         (["--kind", "deployment"], "{}", "invalid --kind 'deployment'"),
-        ([], "not json", "cannot tell the kind"),
+        ([], "not json", "the document is a string, expected a Kubernetes object"),
         (["--kind", "pod"], "not json", "not JSON"),
         (
             [],
@@ -165,3 +166,32 @@ def test_mutate_bad_config_names_the_field(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "mode" in result.stderr and "'required' or 'preferred'" in result.stderr
+
+
+def test_mutate_wraps_a_plain_workload_in_a_create_review(tmp_path: Path) -> None:
+    """A Deployment (its pod template), a Pod or an InferenceService file, YAML or JSON, is
+    admitted as the CREATE review the API server would send, and stderr says so."""
+    deployment = Path(__file__).parent / "data" / "deployment-vllm.yaml"
+    result = runner.invoke(app, ["mutate", str(deployment)])
+    assert result.exit_code == 0, result.output
+    assert "serving/Deployment/vllm-llama wrapped in a CREATE AdmissionReview" in result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["response"]["allowed"] and answer["response"]["patch"]
+
+    isvc = next(
+        i for i in bundled_snapshot().inference_services if i["metadata"]["name"] == "qwen2-7b"
+    )
+    path = tmp_path / "isvc.json"
+    path.write_text(json.dumps(isvc))
+    result = runner.invoke(app, ["mutate", str(path), "--explain"])
+    assert result.exit_code == 0, result.output
+    assert "team-nlp/InferenceService/qwen2-7b wrapped" in result.stderr
+    assert "requirement: cuda>=12.8" in result.stderr
+
+
+def test_mutate_refuses_an_object_that_makes_no_pod(tmp_path: Path) -> None:
+    path = tmp_path / "secret.yaml"
+    path.write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n")
+    result = runner.invoke(app, ["mutate", str(path)])
+    assert result.exit_code == 2
+    assert "default/Secret/s: no pod spec found" in result.stderr

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, NoReturn
 
 import typer
 from typer.core import TyperGroup
+from typer.exceptions import Abort, Exit, TyperException
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INCOMPATIBLE", "EXIT_OK", "app", "fail"]
 
@@ -91,6 +92,30 @@ class LazyCommands(TyperGroup):
                     info, pretty_exceptions_short=True, rich_markup_mode=None
                 )
         raise RuntimeError(f"{entry.module} does not register the command {cmd_name!r}")
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Run the command; usage errors (an unknown option, a value not among the choices)
+        are one line on stderr like every other error, exit 2, instead of click's block."""
+        try:
+            result = super().main(*args, standalone_mode=False, **kwargs)
+        except Exit as exc:
+            result = exc.exit_code
+        except Abort:
+            sys.stderr.write("cudasched: aborted\n")
+            result = 1
+        except TyperException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `cudasched`: the help
+                sys.stdout.write(exc.format_message() + "\n")
+                result = 0
+            else:
+                ctx = getattr(exc, "ctx", None)
+                where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+                message = " ".join(exc.format_message().split())
+                sys.stderr.write(f"cudasched: error: {message}{where}\n")
+                result = exc.exit_code
+        if not standalone_mode:
+            return result
+        sys.exit(result if isinstance(result, int) else 0)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         """The command list from the table: no command module is imported for ``--help``."""

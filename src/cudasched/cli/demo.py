@@ -50,22 +50,29 @@ class DemoRow:
     allowed: bool
 
 
-def creation_review(pod: Mapping[str, Any], *, uid: str | None = None) -> dict[str, Any]:
-    """The AdmissionReview v1 request the API server sends for a pod CREATE by a ReplicaSet.
+#: Resource plurals of the kinds cudasched admits (for ``request.resource``).
+_PLURALS = {"Pod": "pods", "InferenceService": "inferenceservices"}
+
+
+def creation_review(obj: Mapping[str, Any], *, uid: str | None = None) -> dict[str, Any]:
+    """The AdmissionReview v1 request the API server sends when ``obj`` is created (a Pod as a
+    ReplicaSet creates it, or an InferenceService).
 
     Fields the API server only fills in after admission (uid, resourceVersion, creation time,
-    status, node name) are removed from the stored pod, as they would not exist yet.
+    status, node name) are removed from the stored object, as they would not exist yet.
     """
-    obj = orjson.loads(orjson.dumps(pod))
-    meta = obj.setdefault("metadata", {})
+    copied = orjson.loads(orjson.dumps(obj))
+    meta = copied.setdefault("metadata", {})
     for key in ("uid", "resourceVersion", "creationTimestamp", "generation"):
         meta.pop(key, None)
-    obj.pop("status", None)
-    if isinstance(obj.get("spec"), dict):
-        obj["spec"].pop("nodeName", None)
+    copied.pop("status", None)
+    if isinstance(copied.get("spec"), dict):
+        copied["spec"].pop("nodeName", None)
     namespace = str(meta.get("namespace") or "default")
-    gvk = {"group": "", "version": "v1", "kind": "Pod"}
-    gvr = {"group": "", "version": "v1", "resource": "pods"}
+    kind = str(copied.get("kind") or "Pod")
+    group, _, version = str(copied.get("apiVersion") or "v1").rpartition("/")
+    gvk = {"group": group, "version": version, "kind": kind}
+    gvr = {"group": group, "version": version, "resource": _PLURALS.get(kind, kind.lower() + "s")}
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -79,7 +86,7 @@ def creation_review(pod: Mapping[str, Any], *, uid: str | None = None) -> dict[s
             "namespace": namespace,
             "operation": "CREATE",
             "userInfo": _RS_CONTROLLER,
-            "object": obj,
+            "object": copied,
             "oldObject": None,
             "dryRun": False,
             "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},

@@ -19,7 +19,7 @@ from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import cluster_state, load_cluster
 from cudasched.errors import InputError
 
-__all__ = ["decode_patch", "mutate"]
+__all__ = ["as_review", "decode_patch", "mutate"]
 
 _KINDS = {"Pod": "pod", "InferenceService": "isvc"}
 _PATHS = {"pod": "/mutate/pods", "isvc": "/mutate/inferenceservices"}
@@ -45,6 +45,35 @@ def _kind_of(body: bytes, given: str | None) -> str:
     return _KINDS[found]
 
 
+def as_review(body: bytes, label: str) -> tuple[bytes, str | None]:
+    """``body`` as an AdmissionReview: returned as it is when it already is one; a Pod, a
+    workload (its pod template becomes the Pod) or an InferenceService, in YAML or JSON, is
+    wrapped in the CREATE review the API server would send (the note says so)."""
+    from cudasched.cli.demo import creation_review
+    from cudasched.snapshot import parse_objects
+    from cudasched.workloads import is_inference_service, pod_of, workload_id
+
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{label}: not UTF-8 text (byte {exc.start})") from None
+    if '"AdmissionReview"' in text[:4096] or "kind: AdmissionReview" in text[:4096]:
+        return body, None
+    objects = parse_objects(text, label)
+    if len(objects) != 1:
+        raise InputError(
+            f"{label}: holds {len(objects)} objects; expected one AdmissionReview, Pod, "
+            "workload or InferenceService"
+        )
+    [obj] = objects
+    if obj.get("kind") == "AdmissionReview":
+        return body, None
+    target = obj if is_inference_service(obj) else pod_of(obj)
+    review = creation_review(target, uid="00000000-0000-4000-8000-000000000000")
+    what = workload_id(obj)
+    return orjson.dumps(review), f"{label}: {what} wrapped in a CREATE AdmissionReview"
+
+
 def decode_patch(response: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The JSON patch of an AdmissionReview response (``[]`` when there is none)."""
     raw = (response.get("response") or {}).get("patch")
@@ -60,7 +89,11 @@ def decode_patch(response: Mapping[str, Any]) -> list[dict[str, Any]]:
 def mutate(
     review: Annotated[
         Path | None,
-        typer.Argument(help="AdmissionReview v1 request (JSON file); omitted or '-': stdin."),
+        typer.Argument(
+            help="AdmissionReview v1 request (JSON), or a Pod, workload (Deployment, Job ...) or "
+            "InferenceService in YAML or JSON, which is wrapped in a CREATE review; omitted or "
+            "'-': stdin."
+        ),
     ] = None,
     cluster: Annotated[
         Path | None,
@@ -96,6 +129,11 @@ def mutate(
                     f"cannot read review file {str(review)!r}: {exc.strerror}"
                 ) from None
         cfg = load_config(config)
+        if kind is not None:
+            _kind_of(b"", kind)  # a bad --kind is said before the input is read
+        body, wrapped = as_review(body, str(review or "<stdin>"))
+        if wrapped:
+            sys.stderr.write(f"cudasched: note: {wrapped}\n")
         which = _kind_of(body, kind)
         admitter = Admitter.from_config(cfg)
         state = cluster_state(load_cluster(cluster), admitter.kb)

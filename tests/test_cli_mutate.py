@@ -130,7 +130,7 @@ def test_mutate_explicit_kind_overrides(cluster_file: Path) -> None:
     [
         (["--kind", "deployment"], "{}", "invalid --kind 'deployment'"),
         ([], "not json", "the document is a string, expected a Kubernetes object"),
-        (["--kind", "pod"], "not json", "not JSON"),
+        (["--kind", "pod"], "[1, 2", "invalid JSON"),
         (
             [],
             json.dumps(

@@ -13,6 +13,7 @@ from cudasched.cli import check as _check  # noqa: F401, E402  isort: skip
 from cudasched.cli import affinity as _affinity  # noqa: F401, E402  isort: skip
 from cudasched.cli import explain as _explain  # noqa: F401, E402  isort: skip
 from cudasched.cli import mutate as _mutate  # noqa: F401, E402  isort: skip
+from cudasched.cli import snapshot as _snapshot  # noqa: F401, E402  isort: skip
 from cudasched.cli import agent as _agent  # noqa: F401, E402  isort: skip
 from cudasched.cli import webhook as _webhook  # noqa: F401, E402  isort: skip
 from cudasched.cli import manifests as _manifests  # noqa: F401, E402  isort: skip

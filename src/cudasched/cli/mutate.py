@@ -23,6 +23,7 @@ import orjson
 import typer
 
 from cudasched.cli.app import EXIT_BAD_INPUT, EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster
 from cudasched.errors import InputError
 
 __all__ = ["demo", "mutate"]
@@ -39,12 +40,6 @@ _RS_CONTROLLER = {
     ],
 }
 _MAX_NAMES = 3
-
-
-def _load_cluster(path: Path | None) -> Any:
-    from cudasched.snapshot import bundled_snapshot, load_snapshot
-
-    return bundled_snapshot() if path is None else load_snapshot(path)
 
 
 def _state(snapshot: Any, kb: Any) -> Any:
@@ -91,17 +86,13 @@ def decode_patch(response: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 @app.command("mutate")
+@cluster_source
 def mutate(
     review: Annotated[
         Path | None,
         typer.Argument(help="AdmissionReview v1 request (JSON file); omitted or '-': stdin."),
     ] = None,
-    cluster: Annotated[
-        Path | None,
-        typer.Option(
-            "--cluster", help="Cluster snapshot (kubectl get -o yaml); default: the bundled sample."
-        ),
-    ] = None,
+    source: ClusterSource = ClusterSource(),
     config: Annotated[
         Path | None, typer.Option("--config", help="Webhook configuration YAML.")
     ] = None,
@@ -132,7 +123,7 @@ def mutate(
         cfg = load_config(config)
         which = _kind_of(body, kind)
         admitter = Admitter.from_config(cfg)
-        state = _state(_load_cluster(cluster), admitter.kb)
+        state = _state(load_cluster(source), admitter.kb)
         decision = admitter.decide(which, body, state)  # type: ignore[arg-type]
     except InputError as exc:
         fail(str(exc))
@@ -284,11 +275,9 @@ def _names(names: Sequence[str]) -> str:
 
 
 @app.command("demo")
+@cluster_source
 def demo(
-    cluster: Annotated[
-        Path | None,
-        typer.Option("--cluster", help="Cluster snapshot; default: the bundled sample cluster."),
-    ] = None,
+    source: ClusterSource = ClusterSource(),
     config: Annotated[
         Path | None, typer.Option("--config", help="Webhook configuration YAML.")
     ] = None,
@@ -302,7 +291,7 @@ def demo(
 
     try:
         cfg = load_config(config)
-        snapshot = _load_cluster(cluster)
+        snapshot = load_cluster(source)
         if not snapshot.pods:
             raise InputError("the cluster snapshot has no pods to admit")
         rows, url, elapsed = run_demo(snapshot, config=cfg)

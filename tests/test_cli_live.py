@@ -16,6 +16,7 @@ from typing import Any
 
 import kmock as kmock_lib
 import pytest
+import yaml
 from typer.testing import CliRunner, Result
 
 from cudasched.cli import app
@@ -251,6 +252,15 @@ def test_live_uses_kubeconfig_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 def test_a_file_and_the_live_cluster_are_exclusive(live: list[str]) -> None:
     result = invoke("explain", "--cluster", str(SAMPLE_FILE), *live)
     assert "name two clusters: give a file or the live cluster, not both" in one_line_error(result)
+
+
+def test_yaml_output_is_the_json_document() -> None:
+    args = ("explain", "isvc/gpt-oss-20b", "-n", "team-nlp")
+    as_yaml = invoke(*args, "-o", "yaml")
+    as_json = invoke(*args, "-o", "json")
+    assert as_yaml.exit_code == as_json.exit_code == 0
+    assert "*id" not in as_yaml.stdout  # repeated selector terms are written out, not aliased
+    assert yaml.safe_load(as_yaml.stdout) == json.loads(as_json.stdout)
 
 
 def test_reference_errors() -> None:

@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,7 @@ from cudasched.snapshot import (
     dump_snapshot,
     load_snapshot,
     reduce_pod,
+    to_yaml,
     without_bulk,
 )
 from cudasched.workloads import workloads_of
@@ -224,3 +226,10 @@ def test_shareable_keeps_every_answer(policy: Policy) -> None:
     shared = SAMPLE.shareable()
     assert shared != SAMPLE  # something was dropped...
     assert answers(shared) == answers(SAMPLE)  # ...and nothing any answer reads
+
+
+def test_yaml_is_written_without_aliases() -> None:
+    shared = {"key": "a", "values": ["1"]}
+    text = to_yaml({"first": shared, "second": shared})
+    assert "&" not in text and "*" not in text
+    assert yaml.safe_load(text) == {"first": shared, "second": shared}

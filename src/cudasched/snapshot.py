@@ -50,6 +50,7 @@ __all__ = [
     "load_snapshot",
     "parse_objects",
     "reduce_pod",
+    "to_yaml",
     "without_bulk",
 ]
 
@@ -288,12 +289,23 @@ def dump_snapshot(snapshot: ClusterSnapshot, fmt: DumpFormat = DumpFormat.YAML) 
     }
     if fmt is DumpFormat.JSON:
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return to_yaml(doc)
+
+
+class _PlainYamlDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """A safe dumper that writes a value used twice twice, never as an ``&anchor``/``*alias``
+    pair (which kubectl writes nowhere and people cannot read)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def to_yaml(doc: Any) -> str:
+    """``doc`` as block-style YAML the way kubectl writes it: keys in their order, no aliases,
+    strings that would read back as another type quoted."""
     return yaml.dump(  # noqa: S506 - a safe dumper
-        doc, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True, default_flow_style=False
+        doc, Dumper=_PlainYamlDumper, sort_keys=False, allow_unicode=True, default_flow_style=False
     )
-
-
-_YAML_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def _reduce_container(container: Any) -> Any:

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -55,7 +54,7 @@ from cudasched.labels import LabelScheme
 from cudasched.objects import DEFAULT_NAMESPACE
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import resolve_workload
-from cudasched.snapshot import ClusterSnapshot, load_snapshot
+from cudasched.snapshot import ClusterSnapshot, load_snapshot, to_yaml
 from cudasched.workloads import (
     is_inference_service,
     pod_spec_of,
@@ -219,7 +218,7 @@ def _render_json(items: Sequence[_Explained], single: bool) -> str:
 
 
 def _render_yaml(items: Sequence[_Explained], single: bool) -> str:
-    return yaml.safe_dump(_document(items, single), sort_keys=False, allow_unicode=True)
+    return to_yaml(_document(items, single))
 
 
 def _console(*, wide: bool = False) -> Console:

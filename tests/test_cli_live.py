@@ -304,3 +304,24 @@ def test_cluster_source_decorator_declares_the_options_once() -> None:
         assert option in help_text
     with pytest.raises(TypeError, match="needs a 'source' parameter"):
         cluster_source(lambda cluster: None)
+
+
+def test_the_readme_clusterrole_grants_what_a_live_read_asks_for() -> None:
+    from cudasched.kube.kinds import CONTROLLERS
+    from cudasched.kube.live import LIVE_KINDS
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("### Live cluster", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    role = yaml.safe_load(block)
+    assert role["kind"] == "ClusterRole"
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    needed = {(k.group, k.plural, "list") for k in LIVE_KINDS}
+    needed |= {(k.group, k.plural, "get") for k in CONTROLLERS}
+    assert needed <= granted
+    assert not any(r == "secrets" for _, r, _ in granted)

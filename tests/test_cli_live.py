@@ -254,6 +254,15 @@ def test_a_file_and_the_live_cluster_are_exclusive(live: list[str]) -> None:
     assert "name two clusters: give a file or the live cluster, not both" in one_line_error(result)
 
 
+def test_a_namespace_alone_explains_its_workloads() -> None:
+    result = invoke("explain", "-n", "team-nlp", "-o", "json")
+    assert result.exit_code == 0, result.output
+    names = [w["workload"] for w in json.loads(result.stdout)["workloads"]]
+    assert names and all(n.startswith("team-nlp/") for n in names)
+    everything = json.loads(invoke("explain", "-o", "json").stdout)["workloads"]
+    assert len(names) == sum(w["workload"].startswith("team-nlp/") for w in everything)
+
+
 def test_yaml_output_is_the_json_document() -> None:
     args = ("explain", "isvc/gpt-oss-20b", "-n", "team-nlp")
     as_yaml = invoke(*args, "-o", "yaml")
@@ -267,8 +276,11 @@ def test_reference_errors() -> None:
     assert one_line_error(invoke("explain", "svc/x")).startswith(
         "invalid reference 'svc/x': expected TYPE/NAME with TYPE one of isvc, llmisvc, pod"
     )
-    assert one_line_error(invoke("explain", "-n", "x")) == (
-        "-n/--namespace needs a TYPE/NAME reference such as isvc/NAME"
+    assert one_line_error(invoke("explain", "-n", "x", "--workload", str(SAMPLE_FILE))) == (
+        "-n/--namespace picks a TYPE/NAME or the cluster's workloads, not --workload's"
+    )
+    assert one_line_error(invoke("explain", "-n", "nowhere")).endswith(
+        "or InferenceService to explain in namespace 'nowhere'"
     )
     both = invoke("explain", "pod/x", "--workload", str(SAMPLE_FILE))
     assert one_line_error(both) == "'pod/x' and --workload both name what to explain: give one"

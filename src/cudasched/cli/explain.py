@@ -51,7 +51,7 @@ from cudasched.explanation import Explanation
 from cudasched.fleet import Fleet
 from cudasched.kserve import RuntimeChoice
 from cudasched.labels import LabelScheme
-from cudasched.objects import DEFAULT_NAMESPACE
+from cudasched.objects import DEFAULT_NAMESPACE, namespace_of
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import resolve_workload
 from cudasched.snapshot import ClusterSnapshot, load_snapshot, to_yaml
@@ -231,12 +231,18 @@ def _console(*, wide: bool = False) -> Console:
 # --------------------------------------------------------------------------- command
 
 
-def _explained_objects(snapshot: ClusterSnapshot, label: str) -> list[dict[str, Any]]:
+def _explained_objects(
+    snapshot: ClusterSnapshot, label: str, namespace: str | None = None
+) -> list[dict[str, Any]]:
     objs = workloads_of(snapshot)
+    where = ""
+    if namespace is not None:
+        objs = [o for o in objs if namespace_of(o) == namespace]
+        where = f" in namespace {namespace!r}"
     if not objs:
         raise InputError(
             f"{label}: no Pod, workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, "
-            "CronJob) or InferenceService to explain"
+            f"CronJob) or InferenceService to explain{where}"
         )
     for obj in objs:
         if not is_inference_service(obj):
@@ -283,7 +289,8 @@ def explain_cmd(
         typer.Option(
             "-n",
             "--namespace",
-            help="Namespace of TYPE/NAME. Default: the live context's namespace, else default.",
+            help="Namespace of TYPE/NAME (default: the live context's, else default); without "
+            "TYPE/NAME, explain only the workloads of this namespace.",
         ),
     ] = None,
     workload: Annotated[
@@ -332,8 +339,10 @@ def explain_cmd(
                     f"{reference!r} and --workload both name what to explain: give one"
                 )
             ref = parse_reference(reference, namespace or _default_namespace(source))
-        elif namespace is not None:
-            raise InputError("-n/--namespace needs a TYPE/NAME reference such as isvc/NAME")
+        elif namespace is not None and workload is not None:
+            raise InputError(
+                "-n/--namespace picks a TYPE/NAME or the cluster's workloads, not --workload's"
+            )
         fetch = [f for f in (ref.to_fetch(),) if f is not None] if ref is not None else []
         context = load_cluster(source, nodes, fetch=fetch)
         if not context.nodes:
@@ -347,7 +356,7 @@ def explain_cmd(
             context = _merge_context(context, given)
             single = len(objs) == 1
         else:
-            objs = _explained_objects(context, context.source or "cluster")
+            objs = _explained_objects(context, context.source or "cluster", namespace)
             single = False
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)

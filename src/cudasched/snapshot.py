@@ -1,4 +1,5 @@
-"""Cluster snapshots: the Kubernetes objects cudasched reasons about, loaded from files.
+"""Cluster snapshots: the Kubernetes objects cudasched reasons about, loaded from files and
+written back as one kubectl ``List``.
 
 Every offline command (``explain``, ``mutate``, ``audit``, ``demo``) works on a *snapshot*: the
 objects a real cluster returns, saved by ``kubectl get ... -o yaml`` (or ``-o json``). Loading
@@ -14,13 +15,19 @@ Accepted input shapes, because that is what people actually have on disk:
 * a single object.
 
 Objects are classified by ``apiVersion``/``kind`` into the buckets the rest of the code needs.
+
+Writing (:func:`dump_snapshot`) produces the ``List`` the loader reads, so a dump round-trips;
+:meth:`ClusterSnapshot.shareable` first drops what a bug report must not carry (Secrets,
+``managedFields``, kubectl's last-applied copy) and reduces pods to :data:`POD_FIELDS`, the
+fields cudasched reads. A live read (``cudasched.kube.live``) reduces pods the same way.
 """
 
 from __future__ import annotations
 
 import importlib.resources
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +35,23 @@ import orjson
 import yaml
 
 from cudasched.errors import InputError
+from cudasched.resolution import REQUIRE_CUDA_ENV
 
 __all__ = [
     "GPU_OPERATOR_GROUP",
     "KSERVE_GROUP",
+    "POD_FIELDS",
     "WORKLOAD_KINDS",
     "ClusterSnapshot",
+    "DumpFormat",
     "bundled_snapshot",
+    "dump_snapshot",
     "load_nodes",
     "load_snapshot",
     "parse_objects",
+    "reduce_pod",
+    "to_yaml",
+    "without_bulk",
 ]
 
 KSERVE_GROUP = "serving.kserve.io"
@@ -144,6 +158,23 @@ class ClusterSnapshot:
         """The same snapshot with its nodes replaced (``--nodes FILE`` next to ``--cluster``)."""
         return replace(self, nodes=tuple(nodes))
 
+    def shareable(self) -> ClusterSnapshot:
+        """The snapshot as ``cudasched snapshot`` writes it: no Secrets, no ``managedFields``
+        or last-applied copies, pods reduced to :data:`POD_FIELDS`. Answers do not change:
+        nothing dropped is read by any command."""
+        return replace(
+            self,
+            nodes=_each(without_bulk, self.nodes),
+            inference_services=_each(without_bulk, self.inference_services),
+            serving_runtimes=_each(without_bulk, self.serving_runtimes),
+            cluster_serving_runtimes=_each(without_bulk, self.cluster_serving_runtimes),
+            llm_inference_services=_each(without_bulk, self.llm_inference_services),
+            nvidia_drivers=_each(without_bulk, self.nvidia_drivers),
+            pods=_each(reduce_pod, self.pods),
+            workloads=_each(without_bulk, self.workloads),
+            other=_each(without_bulk, (o for o in self.other if not _is_secret(o))),
+        )
+
 
 def load_snapshot(source: Path | str | bytes, *, name: str | None = None) -> ClusterSnapshot:
     """Load a cluster snapshot from a file path, or from YAML/JSON text or bytes.
@@ -173,6 +204,140 @@ def bundled_snapshot() -> ClusterSnapshot:
     """The sample cluster shipped with the package (``cudasched/data/sample-cluster.yaml``)."""
     data = importlib.resources.files("cudasched").joinpath("data", "sample-cluster.yaml")
     return load_snapshot(data.read_bytes(), name=BUNDLED_NAME)
+
+
+# --------------------------------------------------------------------------- writing
+
+#: What a pod keeps in a dump or a live read: every field a command reads, nothing else.
+#: ``env`` keeps only ``NVIDIA_REQUIRE_CUDA`` (the one variable cudasched reads; others may hold
+#: credentials written inline) and annotations lose kubectl's last-applied copy of the pod.
+POD_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "metadata": (
+        "name",
+        "namespace",
+        "generateName",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "uid",
+    ),
+    "spec": (
+        "nodeName",
+        "nodeSelector",
+        "affinity",
+        "containers",
+        "initContainers",
+        "resourceClaims",
+    ),
+    "status": ("phase",),
+}
+CONTAINER_FIELDS = ("name", "image", "env", "resources")
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+class DumpFormat(StrEnum):
+    """How :func:`dump_snapshot` writes: the two formats kubectl writes and the loader reads."""
+
+    YAML = "yaml"
+    JSON = "json"
+
+
+def without_bulk(obj: Mapping[str, Any]) -> KubeObject:
+    """``obj`` without ``metadata.managedFields`` and kubectl's last-applied annotation (bulk
+    no command reads); the input is not changed."""
+    out = dict(obj)
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping) and ("managedFields" in meta or _has_last_applied(meta)):
+        meta = {k: v for k, v in meta.items() if k != "managedFields"}
+        annotations = meta.get("annotations")
+        if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
+            meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+        out["metadata"] = meta
+    return out
+
+
+def reduce_pod(pod: Mapping[str, Any]) -> KubeObject:
+    """A pod reduced to :data:`POD_FIELDS` (``kind``/``apiVersion`` kept); the input is not
+    changed. Fields of an unexpected type are kept as they are, so a broken pod stays broken
+    (and is reported the same way) after the reduction."""
+    out: KubeObject = {k: pod[k] for k in ("apiVersion", "kind") if k in pod}
+    for part, keys in POD_FIELDS.items():
+        section = pod.get(part)
+        if not isinstance(section, Mapping):
+            if section is not None:
+                out[part] = section
+            continue
+        kept = {k: section[k] for k in keys if k in section}
+        if part == "metadata":
+            kept = without_bulk({"metadata": kept})["metadata"]
+        if part == "spec":
+            for key in ("containers", "initContainers"):
+                if isinstance(kept.get(key), list):
+                    kept[key] = [_reduce_container(c) for c in kept[key]]
+        out[part] = kept
+    return out
+
+
+def dump_snapshot(snapshot: ClusterSnapshot, fmt: DumpFormat = DumpFormat.YAML) -> str:
+    """The snapshot as one kubectl ``List`` (YAML or JSON text), objects bucket by bucket;
+    :func:`load_snapshot` reads it back to an equal snapshot."""
+    doc = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": list(snapshot.objects()),
+    }
+    if fmt is DumpFormat.JSON:
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return to_yaml(doc)
+
+
+class _PlainYamlDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """A safe dumper that writes a value used twice twice, never as an ``&anchor``/``*alias``
+    pair (which kubectl writes nowhere and people cannot read)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def to_yaml(doc: Any) -> str:
+    """``doc`` as block-style YAML the way kubectl writes it: keys in their order, no aliases,
+    strings that would read back as another type quoted."""
+    return yaml.dump(  # noqa: S506 - a safe dumper
+        doc, Dumper=_PlainYamlDumper, sort_keys=False, allow_unicode=True, default_flow_style=False
+    )
+
+
+def _reduce_container(container: Any) -> Any:
+    if not isinstance(container, Mapping):
+        return container
+    out = {k: container[k] for k in CONTAINER_FIELDS if k in container}
+    env = out.get("env")
+    if isinstance(env, list):
+        out["env"] = [
+            v for v in env if not isinstance(v, Mapping) or v.get("name") == REQUIRE_CUDA_ENV
+        ]
+        if not out["env"]:
+            del out["env"]
+    return out
+
+
+def _has_last_applied(meta: Mapping[str, Any]) -> bool:
+    annotations = meta.get("annotations")
+    return isinstance(annotations, Mapping) and LAST_APPLIED in annotations
+
+
+def _is_secret(obj: Mapping[str, Any]) -> bool:
+    return obj.get("kind") == "Secret" and obj.get("apiVersion") == "v1"
+
+
+def _each(
+    change: Callable[[Mapping[str, Any]], KubeObject], objects: Iterable[KubeObject]
+) -> tuple[KubeObject, ...]:
+    return tuple(change(o) for o in objects)
+
+
+# --------------------------------------------------------------------------- reading
 
 
 def parse_objects(text: str, label: str = "<input>") -> list[KubeObject]:

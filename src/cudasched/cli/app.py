@@ -54,6 +54,12 @@ COMMANDS: dict[str, CommandEntry] = {
         "Start the real webhook over HTTPS on 127.0.0.1 with the sample cluster, admit every "
         "sample pod through it and show where each may now run.",
     ),
+    "snapshot": CommandEntry(
+        "cudasched.cli.snapshot",
+        "Write the cluster (a file, the live cluster with --live, or the bundled sample) as one "
+        "kubectl List on stdout: nodes, pods, InferenceServices, (Cluster)ServingRuntimes, "
+        "LLMInferenceServices, NVIDIADrivers.",
+    ),
     "probe": CommandEntry(
         "cudasched.cli.agent",
         "Print the driver, CUDA and GPU facts of this machine (or a saved nvidia-smi output) "

@@ -18,7 +18,7 @@ import orjson
 import typer
 
 from cudasched.cli.app import EXIT_BAD_INPUT, EXIT_OK, app, fail
-from cudasched.cli.inputs import cluster_state, load_cluster
+from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
 from cudasched.cli.mutate import decode_patch
 from cudasched.errors import InputError
 
@@ -173,11 +173,9 @@ def _names(names: Sequence[str]) -> str:
 
 
 @app.command("demo")
+@cluster_source
 def demo(
-    cluster: Annotated[
-        Path | None,
-        typer.Option("--cluster", help="Cluster snapshot; default: the bundled sample cluster."),
-    ] = None,
+    source: ClusterSource = ClusterSource(),
     config: Annotated[
         Path | None, typer.Option("--config", help="Webhook configuration YAML.")
     ] = None,
@@ -191,7 +189,7 @@ def demo(
 
     try:
         cfg = load_config(config)
-        snapshot = load_cluster(cluster)
+        snapshot = load_cluster(source)
         if not snapshot.pods:
             raise InputError("the cluster snapshot has no pods to admit")
         rows, url, elapsed = run_demo(snapshot, config=cfg)

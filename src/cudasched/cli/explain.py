@@ -9,9 +9,14 @@ Without ``--workload`` every Pod and controller of the cluster is explained, plu
 InferenceServices that have no predictor pod yet: with the bundled sample cluster that is the
 project's demo.
 
+A workload can also be named by reference, as kubectl names it (``isvc/llama3-8b -n team-nlp``,
+``pod/NAME``, ``deploy/NAME``, ``llmisvc/NAME``): it is looked up in the cluster, which may be
+the live one (``--live``).
+
 ``-o json`` is a stable contract (keys are only ever added): one workload gives
 ``{"nodes": [...], "summary": {...}}``, several give ``{"workloads": [{"workload": ID, "nodes":
-[...], "summary": {...}}]}``. Exit codes: 0 explained, 2 bad input (one line on stderr).
+[...], "summary": {...}}]}``; ``-o yaml`` is the same document in YAML and ``-o wide`` the table
+without shortened names. Exit codes: 0 explained, 2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -31,17 +36,25 @@ from rich.table import Table
 from rich.text import Text
 
 from cudasched.cli.app import EXIT_OK, app, fail
-from cudasched.cli.inputs import load_cluster, load_images, load_knowledge
+from cudasched.cli.inputs import (
+    ClusterSource,
+    cluster_source,
+    load_cluster,
+    load_images,
+    load_knowledge,
+)
 from cudasched.cli.options import SchemeOption
+from cudasched.cli.reference import Reference, parse_reference
 from cudasched.eligibility import explain_many
 from cudasched.errors import InputError
 from cudasched.explanation import Explanation
 from cudasched.fleet import Fleet
 from cudasched.kserve import RuntimeChoice
 from cudasched.labels import LabelScheme
+from cudasched.objects import DEFAULT_NAMESPACE, namespace_of
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import resolve_workload
-from cudasched.snapshot import ClusterSnapshot, load_snapshot
+from cudasched.snapshot import ClusterSnapshot, load_snapshot, to_yaml
 from cudasched.workloads import (
     is_inference_service,
     pod_spec_of,
@@ -55,11 +68,14 @@ if TYPE_CHECKING:
 __all__ = ["explain_cmd", "explain_snapshot"]
 
 TABLE_WIDTH = 100
+WIDE_WIDTH = 200
 
 
 class ExplainFormat(StrEnum):
     TABLE = "table"
+    WIDE = "wide"
     JSON = "json"
+    YAML = "yaml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +140,10 @@ def _short_gpu(products: Sequence[str]) -> str:
     return "+".join(p.removeprefix("NVIDIA-").removeprefix("Tesla-") for p in products)
 
 
-def _table(item: _Explained) -> Table:
+def _table(item: _Explained, *, wide: bool = False) -> Table:
     exp = item.explanation
     summary = exp.summary()
-    suffix = _common_suffix([n.node for n in exp.nodes])
+    suffix = "" if wide else _common_suffix([n.node for n in exp.nodes])
     req = exp.requirement
     if req is not None:
         wants = f"{req.describe()} ({req.source or 'unknown source'}), policy {exp.policy.value}"
@@ -146,8 +162,8 @@ def _table(item: _Explained) -> Table:
         caption_justify="left",
         expand=False,
     )
-    table.add_column("node", overflow="fold", max_width=32)
-    table.add_column("GPU", overflow="fold", max_width=16)
+    table.add_column("node", overflow="fold", max_width=None if wide else 32)
+    table.add_column("GPU", overflow="fold", max_width=None if wide else 16)
     table.add_column("driver", no_wrap=True)
     table.add_column("CUDA", no_wrap=True)
     table.add_column("ok", no_wrap=True, justify="center")
@@ -191,31 +207,42 @@ def _overview(items: Sequence[_Explained]) -> Table:
     return table
 
 
-def _render_json(items: Sequence[_Explained], single: bool) -> str:
+def _document(items: Sequence[_Explained], single: bool) -> dict[str, Any]:
     if single:
-        return json.dumps(items[0].to_dict(), indent=2)
-    return json.dumps(
-        {"workloads": [{"workload": i.explanation.workload, **i.to_dict()} for i in items]},
-        indent=2,
-    )
+        return items[0].to_dict()
+    return {"workloads": [{"workload": i.explanation.workload, **i.to_dict()} for i in items]}
 
 
-def _console() -> Console:
+def _render_json(items: Sequence[_Explained], single: bool) -> str:
+    return json.dumps(_document(items, single), indent=2)
+
+
+def _render_yaml(items: Sequence[_Explained], single: bool) -> str:
+    return to_yaml(_document(items, single))
+
+
+def _console(*, wide: bool = False) -> Console:
     console = Console(soft_wrap=False)
     if not console.is_terminal:
-        console = Console(width=TABLE_WIDTH, soft_wrap=False)
+        console = Console(width=WIDE_WIDTH if wide else TABLE_WIDTH, soft_wrap=False)
     return console
 
 
 # --------------------------------------------------------------------------- command
 
 
-def _explained_objects(snapshot: ClusterSnapshot, label: str) -> list[dict[str, Any]]:
+def _explained_objects(
+    snapshot: ClusterSnapshot, label: str, namespace: str | None = None
+) -> list[dict[str, Any]]:
     objs = workloads_of(snapshot)
+    where = ""
+    if namespace is not None:
+        objs = [o for o in objs if namespace_of(o) == namespace]
+        where = f" in namespace {namespace!r}"
     if not objs:
         raise InputError(
             f"{label}: no Pod, workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, "
-            "CronJob) or InferenceService to explain"
+            f"CronJob) or InferenceService to explain{where}"
         )
     for obj in objs:
         if not is_inference_service(obj):
@@ -234,8 +261,38 @@ def _merge_context(base: ClusterSnapshot, extra: ClusterSnapshot) -> ClusterSnap
     )
 
 
+def _default_namespace(source: ClusterSource) -> str:
+    """kubectl's namespace when ``-n`` is not given: the live context's, else ``default``."""
+    if not source.is_live:
+        return DEFAULT_NAMESPACE
+    from cudasched.kube.client import load_config
+
+    config = load_config(kubeconfig=source.kubeconfig, context=source.context)
+    return config.settings.namespace or DEFAULT_NAMESPACE
+
+
 @app.command("explain")
+@cluster_source
 def explain_cmd(
+    reference: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[TYPE/NAME]",
+            help="A workload of the cluster, named as kubectl names it: isvc/NAME, "
+            "llmisvc/NAME, pod/NAME, deploy/NAME (also sts, ds, rs, job, cj and the long "
+            "names). Default: every workload of the cluster.",
+            show_default=False,
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "-n",
+            "--namespace",
+            help="Namespace of TYPE/NAME (default: the live context's, else default); without "
+            "TYPE/NAME, explain only the workloads of this namespace.",
+        ),
+    ] = None,
     workload: Annotated[
         Path | None,
         typer.Option(
@@ -251,15 +308,7 @@ def explain_cmd(
             help="Nodes to explain against (kubectl get nodes -o yaml). Default: the cluster's.",
         ),
     ] = None,
-    cluster: Annotated[
-        Path | None,
-        typer.Option(
-            "--cluster",
-            help="Cluster dump (kubectl get nodes,inferenceservices,servingruntimes,"
-            "clusterservingruntimes,pods -A -o yaml). Default: the bundled sample cluster, "
-            "unless --nodes is given.",
-        ),
-    ] = None,
+    source: ClusterSource = ClusterSource(),
     policy: Annotated[
         str,
         typer.Option(
@@ -269,29 +318,45 @@ def explain_cmd(
         ),
     ] = Policy.STRICT.value,
     scheme: SchemeOption = LabelScheme.AUTO,
-    output: Annotated[ExplainFormat, typer.Option("-o", "--output", help="Output format.")] = (
-        ExplainFormat.TABLE
-    ),
+    output: Annotated[
+        ExplainFormat, typer.Option("-o", "--output", help="Output format (wide: full names).")
+    ] = ExplainFormat.TABLE,
 ) -> None:
     """Say, node by node, whether a workload can land there and why.
 
     Eligibility is Kubernetes' own required node-affinity and nodeSelector match of the pod
     spec with the workload's CUDA requirement ANDed in, as the webhook would admit it; score is
     the raw preferred-affinity sum; reasons come from the compatibility engine and from the
-    workload's own constraints. Example: cudasched explain --workload deploy.yaml --nodes n.yaml
+    workload's own constraints. Examples: cudasched explain isvc/llama3-8b -n team-nlp --live;
+    cudasched explain --workload deploy.yaml --nodes n.yaml
     """
     try:
         pol = Policy.parse(policy)
-        context = load_cluster(cluster, nodes)
+        ref: Reference | None = None
+        if reference is not None:
+            if workload is not None:
+                raise InputError(
+                    f"{reference!r} and --workload both name what to explain: give one"
+                )
+            ref = parse_reference(reference, namespace or _default_namespace(source))
+        elif namespace is not None and workload is not None:
+            raise InputError(
+                "-n/--namespace picks a TYPE/NAME or the cluster's workloads, not --workload's"
+            )
+        fetch = [f for f in (ref.to_fetch(),) if f is not None] if ref is not None else []
+        context = load_cluster(source, nodes, fetch=fetch)
         if not context.nodes:
             raise InputError(f"{context.source or 'cluster'}: no Node objects to explain against")
-        if workload is not None:
+        if ref is not None:
+            objs = ref.workloads(context)
+            single = len(objs) == 1
+        elif workload is not None:
             given = load_snapshot(workload)
             objs = _explained_objects(given, str(workload))
             context = _merge_context(context, given)
             single = len(objs) == 1
         else:
-            objs = _explained_objects(context, context.source or "cluster")
+            objs = _explained_objects(context, context.source or "cluster", namespace)
             single = False
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)
@@ -300,12 +365,15 @@ def explain_cmd(
         fail(str(exc))
     if output is ExplainFormat.JSON:
         sys.stdout.write(_render_json(items, single) + "\n")
+    elif output is ExplainFormat.YAML:
+        sys.stdout.write(_render_yaml(items, single))
     else:
-        console = _console()
+        wide = output is ExplainFormat.WIDE
+        console = _console(wide=wide)
         for number, item in enumerate(items):
             if number:
                 console.print()
-            console.print(_table(item))
+            console.print(_table(item, wide=wide))
         if len(items) > 1:
             console.print()
             console.print(_overview(items))

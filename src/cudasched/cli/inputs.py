@@ -1,29 +1,144 @@
 """Everything a command reads before it can answer: the knowledge base, the image table and the
-cluster (a file, the bundled sample cluster, and next a live cluster), loaded one way for every
+cluster (a file, the bundled sample cluster, or the live cluster), loaded one way for every
 command so the same objects always give the same answers.
+
+A command that reads a cluster declares where it comes from in one line: decorate it with
+:func:`cluster_source` and give it a parameter ``source: ClusterSource``; it then takes
+``--cluster FILE``, ``--live``, ``--kubeconfig FILE`` and ``--context NAME``, and calls
+:func:`load_cluster` with ``source``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import functools
+import inspect
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
 
 from cudasched.errors import InputError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from cudasched.images import ImageTable
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.kube.kinds import Kind
+    from cudasched.kube.live import ObjectRef
     from cudasched.snapshot import ClusterSnapshot
     from cudasched.webhook.state import ClusterState
 
 __all__ = [
+    "ClusterFileOption",
+    "ClusterSource",
+    "ContextOption",
+    "KubeconfigOption",
+    "LiveOption",
+    "cluster_source",
     "cluster_state",
     "load_cluster",
     "load_images",
     "load_knowledge",
     "load_node_labels",
 ]
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+ClusterFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--cluster",
+        help="Cluster dump: `cudasched snapshot` output, or kubectl get nodes,pods,"
+        "inferenceservices,servingruntimes,clusterservingruntimes -A -o yaml. Default: the "
+        "bundled sample cluster.",
+    ),
+]
+LiveOption = Annotated[
+    bool,
+    typer.Option(
+        "--live",
+        help="Read the live cluster (read-only): the in-cluster service account, else "
+        "$KUBECONFIG, else ~/.kube/config, as kubectl does.",
+    ),
+]
+KubeconfigOption = Annotated[
+    Path | None,
+    typer.Option("--kubeconfig", help="kubeconfig file of the live cluster (implies --live)."),
+]
+ContextOption = Annotated[
+    str | None,
+    typer.Option("--context", help="kubeconfig context of the live cluster (implies --live)."),
+]
+
+_SOURCE_OPTIONS = (
+    ("cluster", ClusterFileOption, None),
+    ("live", LiveOption, False),
+    ("kubeconfig", KubeconfigOption, None),
+    ("context", ContextOption, None),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSource:
+    """Where a command's cluster comes from: a file, the live cluster (``live``, or implied
+    by ``kubeconfig``/``context``), or neither (the bundled sample cluster)."""
+
+    cluster: Path | None = None
+    live: bool = False
+    kubeconfig: Path | None = None
+    context: str | None = None
+
+    @property
+    def is_live(self) -> bool:
+        """Whether the live cluster is read (``--kubeconfig``/``--context`` imply ``--live``)."""
+        return self.live or self.kubeconfig is not None or self.context is not None
+
+    def checked(self) -> ClusterSource:
+        """``self``, or an ``InputError`` when a file and the live cluster are both asked for."""
+        if self.cluster is not None and self.is_live:
+            given = "--live" if self.live else "--kubeconfig/--context"
+            raise InputError(
+                f"--cluster {str(self.cluster)!r} and {given} name two clusters: give a file or "
+                "the live cluster, not both"
+            )
+        return self
+
+
+def cluster_source(command: Command) -> Command:
+    """Give a Typer command the cluster-source options: its parameter ``source:
+    ClusterSource`` becomes ``--cluster``, ``--live``, ``--kubeconfig`` and ``--context``
+    and is passed in as one :class:`ClusterSource`. Put it below ``@app.command(...)``."""
+    signature = inspect.signature(command, eval_str=True)
+    taken = {name for name, _, _ in _SOURCE_OPTIONS} & set(signature.parameters)
+    if "source" not in signature.parameters or taken:
+        raise TypeError(
+            f"{command.__name__}: @cluster_source needs a 'source' parameter and none named "
+            f"{', '.join(sorted(taken))}"
+        )
+    params: list[inspect.Parameter] = []
+    for param in signature.parameters.values():
+        if param.name == "source":
+            params.extend(
+                inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
+                for name, a, d in _SOURCE_OPTIONS
+            )
+        else:
+            params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+
+    @functools.wraps(command)
+    def with_source(**kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name, _, _ in _SOURCE_OPTIONS}
+        return command(source=ClusterSource(**values), **kwargs)
+
+    new = signature.replace(parameters=params)
+    with_source.__signature__ = new  # type: ignore[attr-defined]
+    with_source.__annotations__ = {p.name: p.annotation for p in params}
+    return with_source  # type: ignore[return-value]
 
 
 def load_knowledge() -> KnowledgeBase:
@@ -40,14 +155,33 @@ def load_images(kb: KnowledgeBase) -> ImageTable:
     return ImageTable.builtin(kb)
 
 
-def load_cluster(cluster: Path | None, nodes: Path | None = None) -> ClusterSnapshot:
-    """The cluster a command works on: ``cluster`` (a dump), else the bundled sample cluster
-    unless only ``nodes`` is given; ``nodes`` (``kubectl get nodes -o yaml``) replaces the
-    cluster's nodes."""
+def load_cluster(
+    source: ClusterSource | Path | None = None,
+    nodes: Path | None = None,
+    *,
+    fetch: Sequence[ObjectRef] = (),
+) -> ClusterSnapshot:
+    """The cluster a command works on, as one snapshot whatever its source.
+
+    ``source``: a :class:`ClusterSource` (what :func:`cluster_source` passes a command), or
+    a dump's path (``None``: no file). The live cluster when ``source.is_live``: Nodes, Pods,
+    InferenceServices, (Cluster)ServingRuntimes, LLMInferenceServices and NVIDIADrivers listed
+    read-only (progress on stderr when it is a terminal; a note on stderr per product whose CRDs
+    are not installed), plus the ``fetch`` objects fetched by name. Else the dump
+    ``source.cluster``; else the bundled sample cluster unless only ``nodes`` is given.
+    ``nodes`` (``kubectl get nodes -o yaml``) replaces the cluster's nodes. Raises
+    ``InputError`` (one line) for every problem: a bad file, an unreachable cluster, rejected
+    credentials, a missing permission.
+    """
     from cudasched.snapshot import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
 
-    if cluster is not None:
-        snapshot = load_snapshot(cluster)
+    if not isinstance(source, ClusterSource):
+        source = ClusterSource(cluster=source)
+    source = source.checked()
+    if source.is_live:
+        snapshot = _read_live(source, fetch)
+    elif source.cluster is not None:
+        snapshot = load_snapshot(source.cluster)
     elif nodes is None:
         snapshot = bundled_snapshot()
     else:
@@ -55,6 +189,68 @@ def load_cluster(cluster: Path | None, nodes: Path | None = None) -> ClusterSnap
     if nodes is not None:
         snapshot = snapshot.with_nodes(load_nodes(nodes))
     return snapshot
+
+
+def _read_live(source: ClusterSource, fetch: Sequence[ObjectRef]) -> ClusterSnapshot:
+    from cudasched.kube.live import absent_notes, read_live_cluster
+
+    with _stderr_progress() as progress:
+        result = read_live_cluster(
+            kubeconfig=source.kubeconfig, context=source.context, fetch=fetch, progress=progress
+        )
+    for note in absent_notes(result.absent):
+        sys.stderr.write(f"cudasched: note: {note}\n")
+    return result.snapshot
+
+
+class TerminalProgress:
+    """Live-read progress drawn with rich: one line per kind, counting objects as pages come
+    in; the lines disappear when the read is done."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import Progress, SpinnerColumn, TextColumn
+
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TextColumn("{task.fields[count]}"),
+            console=console,
+            transient=True,
+        )
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> TerminalProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def start(self, kind: Kind) -> None:
+        self._tasks[kind.plural] = self._progress.add_task(
+            f"listing {kind.plural}", total=None, count=""
+        )
+
+    def advance(self, kind: Kind, count: int) -> None:
+        self._progress.update(self._tasks[kind.plural], count=f"{count:,}")
+
+    def finish(self, kind: Kind, count: int | None) -> None:
+        shown = "not served" if count is None else f"{count:,}"
+        self._progress.update(
+            self._tasks[kind.plural], description=f"listed {kind.plural}", count=shown
+        )
+
+
+@contextlib.contextmanager
+def _stderr_progress() -> Iterator[TerminalProgress | None]:
+    """Progress on stderr when it is a terminal, nothing otherwise (pipes and CI logs)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+
+    with TerminalProgress(Console(stderr=True)) as progress:
+        yield progress
 
 
 def _stringify(value: object) -> str:

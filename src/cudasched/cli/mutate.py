@@ -16,7 +16,7 @@ import orjson
 import typer
 
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
-from cudasched.cli.inputs import cluster_state, load_cluster
+from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
 from cudasched.errors import InputError
 
 __all__ = ["as_review", "decode_patch", "mutate"]
@@ -86,6 +86,7 @@ def decode_patch(response: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 @app.command("mutate")
+@cluster_source
 def mutate(
     review: Annotated[
         Path | None,
@@ -95,12 +96,7 @@ def mutate(
             "'-': stdin."
         ),
     ] = None,
-    cluster: Annotated[
-        Path | None,
-        typer.Option(
-            "--cluster", help="Cluster snapshot (kubectl get -o yaml); default: the bundled sample."
-        ),
-    ] = None,
+    source: ClusterSource = ClusterSource(),
     config: Annotated[
         Path | None, typer.Option("--config", help="Webhook configuration YAML.")
     ] = None,
@@ -136,7 +132,7 @@ def mutate(
             sys.stderr.write(f"cudasched: note: {wrapped}\n")
         which = _kind_of(body, kind)
         admitter = Admitter.from_config(cfg)
-        state = cluster_state(load_cluster(cluster), admitter.kb)
+        state = cluster_state(load_cluster(source), admitter.kb)
         decision = admitter.decide(which, body, state)  # type: ignore[arg-type]
     except InputError as exc:
         fail(str(exc))

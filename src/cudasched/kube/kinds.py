@@ -5,7 +5,8 @@ Versions are the ones served by every release cudasched supports: KServe serves
 InferenceService at ``v1beta1``, ServingRuntime and ClusterServingRuntime at ``v1alpha1`` and
 LLMInferenceService at ``v1alpha1`` (since KServe 0.16; 0.17 added ``v1alpha2`` as the storage
 version and still serves ``v1alpha1``); the GPU Operator's NVIDIADriver is ``nvidia.com/v1alpha1``
-and cluster-scoped. Events are read through ``events.k8s.io/v1``.
+and cluster-scoped. Events are read through ``events.k8s.io/v1``. :data:`CONTROLLERS` are the
+built-in kinds with a pod template, read one at a time (``cudasched explain deploy/NAME``).
 
 :meth:`Kind.resource` gives a lightkube generic resource class, so objects come back as plain
 ``dict``s (never typed models) whether the kind is built in or a CRD. The classes are made on
@@ -20,14 +21,21 @@ from typing import Any
 
 __all__ = [
     "CLUSTER_SERVING_RUNTIME",
+    "CONTROLLERS",
+    "CRON_JOB",
+    "DAEMON_SET",
+    "DEPLOYMENT",
     "EVENT",
     "INFERENCE_SERVICE",
+    "JOB",
     "KINDS",
     "LLM_INFERENCE_SERVICE",
     "NODE",
     "NVIDIA_DRIVER",
     "POD",
+    "REPLICA_SET",
     "SERVING_RUNTIME",
+    "STATEFUL_SET",
     "Kind",
 ]
 
@@ -114,3 +122,13 @@ KINDS: tuple[Kind, ...] = (
     LLM_INFERENCE_SERVICE,
     NVIDIA_DRIVER,
 )
+
+DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", namespaced=True)
+STATEFUL_SET = Kind("apps", "v1", "StatefulSet", "statefulsets", namespaced=True)
+DAEMON_SET = Kind("apps", "v1", "DaemonSet", "daemonsets", namespaced=True)
+REPLICA_SET = Kind("apps", "v1", "ReplicaSet", "replicasets", namespaced=True)
+JOB = Kind("batch", "v1", "Job", "jobs", namespaced=True)
+CRON_JOB = Kind("batch", "v1", "CronJob", "cronjobs", namespaced=True)
+
+#: Controllers whose pod template cudasched reads, fetched by name (never listed).
+CONTROLLERS: tuple[Kind, ...] = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET, REPLICA_SET, JOB, CRON_JOB)

@@ -43,6 +43,7 @@ __all__ = [
     "ReflectorTiming",
     "object_key",
     "plain_object",
+    "status_code",
 ]
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def plain_object(obj: Any) -> dict[str, Any]:
     return raw
 
 
-def _status_code(exc: BaseException) -> int | None:
+def status_code(exc: BaseException) -> int | None:
     """The HTTP status of a lightkube/httpx error, or ``None`` for transport errors."""
     status = getattr(exc, "status", None)
     code = getattr(status, "code", None)
@@ -184,7 +185,7 @@ class Reflector:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
-                    if self.kind.optional and _status_code(exc) == 404:
+                    if self.kind.optional and status_code(exc) == 404:
                         self._mark_absent()
                         await asyncio.sleep(timing.absent_retry_seconds)
                         continue
@@ -210,7 +211,7 @@ class Reflector:
                 version = self._resume
                 await asyncio.sleep(timing.backoff(attempt, self._rng))
             except Exception as exc:
-                code = _status_code(exc)
+                code = status_code(exc)
                 if code == 410:
                     self._log.info("watch of %s expired (410 Gone); re-listing", self.name)
                     self.listener.on_restart(self.kind, "gone")

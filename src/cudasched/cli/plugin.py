@@ -1,0 +1,67 @@
+"""``kubectl-cudasched``: the ``cudasched`` commands as a kubectl plugin, so that ``kubectl
+cudasched explain isvc/llama3-8b -n team-nlp`` works the way krew plugins do.
+
+kubectl runs an executable named ``kubectl-cudasched`` found on ``PATH`` with the words after
+``cudasched``. The plugin runs the very same commands, with two differences that make it feel
+like kubectl:
+
+* the live cluster is the default: a command that reads a cluster gets ``--live`` unless
+  ``--cluster FILE`` (or ``--live``) is given;
+* kubectl's global flags (``-n/--namespace``, ``--context``, ``--kubeconfig``) may come before
+  the command name too (``kubectl cudasched --context prod explain isvc/x``) and are moved
+  after it. ``-o json|yaml|wide`` are each command's own output formats.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import typer
+
+from cudasched.cli.app import app, fail
+from cudasched.errors import InputError
+
+__all__ = ["PROG_NAME", "main", "plugin_args"]
+
+PROG_NAME = "kubectl cudasched"
+
+#: kubectl flags that take a value and may precede the command name.
+_GLOBAL_FLAGS = frozenset({"-n", "--namespace", "--context", "--kubeconfig"})
+_SOURCE_FLAGS = ("--cluster", "--live")
+
+
+def _reads_cluster(command: str) -> bool:
+    """Whether ``command`` takes the cluster-source options (``--live`` among them)."""
+    group = typer.main.get_command(app)
+    found = group.get_command(None, command) if hasattr(group, "get_command") else None  # type: ignore[arg-type]
+    return found is not None and any(p.name == "live" for p in found.params)
+
+
+def plugin_args(args: Sequence[str]) -> list[str]:
+    """The ``cudasched`` arguments for the plugin's: global flags moved after the command name,
+    ``--live`` added to a command that reads a cluster when no source is given."""
+    leading: list[str] = []
+    rest = list(args)
+    while rest and rest[0].startswith("-"):
+        flag = rest.pop(0)
+        leading.append(flag)
+        if flag in _GLOBAL_FLAGS and rest:
+            leading.append(rest.pop(0))
+    if not rest:  # no command: help, or the flags alone
+        return leading
+    command, tail = rest[0], rest[1:]
+    words = [*leading, *tail]
+    given = any(w in _SOURCE_FLAGS or w.startswith("--cluster=") for w in words)
+    if not given and _reads_cluster(command):
+        words.append("--live")
+    return [command, *words]
+
+
+def main() -> None:
+    """Entry point of the ``kubectl-cudasched`` console script."""
+    try:
+        app(args=plugin_args(sys.argv[1:]), prog_name=PROG_NAME)
+    except InputError as exc:  # pragma: no cover - commands normally handle this themselves
+        fail(str(exc))
+    sys.exit(0)

@@ -1,0 +1,124 @@
+"""Objects named the way kubectl names them (``isvc/llama3-8b``, ``pod/NAME``, ``deploy/NAME``,
+``llmisvc/NAME``, with ``-n NAMESPACE``), and the workloads such a reference stands for in a
+cluster snapshot.
+
+Pods, InferenceServices and LLMInferenceServices are in every snapshot; a controller
+(Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob) is in a dump only if it was
+dumped, and a live read fetches it by name (:meth:`Reference.to_fetch`). An LLMInferenceService
+stands for its model-server pods: its image usually comes from KServe's configs, not from the
+object itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cudasched.errors import InputError
+from cudasched.kserve.llmisvc import LLMISVC_NAME_LABEL, LLMISVC_PART_OF_LABEL, llmisvc_pods
+from cudasched.kube.kinds import (
+    CRON_JOB,
+    DAEMON_SET,
+    DEPLOYMENT,
+    INFERENCE_SERVICE,
+    JOB,
+    LLM_INFERENCE_SERVICE,
+    POD,
+    REPLICA_SET,
+    STATEFUL_SET,
+    Kind,
+)
+from cudasched.kube.live import LIVE_KINDS, ObjectRef
+from cudasched.objects import name_of, namespace_of
+from cudasched.snapshot import ClusterSnapshot
+
+__all__ = ["ALIASES", "Reference", "parse_reference"]
+
+#: kubectl's names for the kinds a reference may name (singular, plural, short name).
+ALIASES: Mapping[str, Kind] = {
+    **dict.fromkeys(("po", "pod", "pods"), POD),
+    **dict.fromkeys(("isvc", "inferenceservice", "inferenceservices"), INFERENCE_SERVICE),
+    **dict.fromkeys(
+        ("llmisvc", "llminferenceservice", "llminferenceservices"), LLM_INFERENCE_SERVICE
+    ),
+    **dict.fromkeys(("deploy", "deployment", "deployments"), DEPLOYMENT),
+    **dict.fromkeys(("sts", "statefulset", "statefulsets"), STATEFUL_SET),
+    **dict.fromkeys(("ds", "daemonset", "daemonsets"), DAEMON_SET),
+    **dict.fromkeys(("rs", "replicaset", "replicasets"), REPLICA_SET),
+    **dict.fromkeys(("job", "jobs"), JOB),
+    **dict.fromkeys(("cj", "cronjob", "cronjobs"), CRON_JOB),
+}
+_SHORT = "isvc, llmisvc, pod, deploy, sts, ds, rs, job, cj"
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """One namespaced object named on the command line."""
+
+    kind: Kind
+    name: str
+    namespace: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.kind} {self.namespace}/{self.name}"
+
+    def to_fetch(self) -> ObjectRef | None:
+        """What a live read must fetch by name: the object itself unless its kind is listed
+        anyway."""
+        if self.kind in LIVE_KINDS:
+            return None
+        return ObjectRef(self.kind, self.namespace, self.name)
+
+    def workloads(self, snapshot: ClusterSnapshot) -> list[dict[str, Any]]:
+        """The workloads this reference stands for in ``snapshot`` (at least one), or an
+        ``InputError`` saying what is missing."""
+        where = snapshot.source or "the cluster"
+        if self.kind == LLM_INFERENCE_SERVICE:
+            if not self._matching(snapshot.llm_inference_services):
+                raise self._missing(where)
+            pods = llmisvc_pods(snapshot.pods, self.namespace, self.name)
+            if not pods:
+                raise InputError(
+                    f"{self} has no model-server pods in {where}: cudasched explains an "
+                    "LLMInferenceService through the pods KServe creates for it (labels "
+                    f"{LLMISVC_PART_OF_LABEL}=llminferenceservice, "
+                    f"{LLMISVC_NAME_LABEL}={self.name})"
+                )
+            return [dict(p) for p in pods]
+        if self.kind == POD:
+            candidates = snapshot.pods
+        elif self.kind == INFERENCE_SERVICE:
+            candidates = snapshot.inference_services
+        else:
+            candidates = tuple(
+                o
+                for o in snapshot.workloads
+                if o.get("kind") == self.kind.kind and o.get("apiVersion") == self.kind.api_version
+            )
+        found = self._matching(candidates)
+        if not found:
+            raise self._missing(where)
+        return [dict(found[0])]
+
+    def _matching(self, objects: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+        return [o for o in objects if name_of(o) == self.name and namespace_of(o) == self.namespace]
+
+    def _missing(self, where: str) -> InputError:
+        return InputError(f"{self} not found in {where} (another namespace? pass -n NAMESPACE)")
+
+
+def parse_reference(text: str, namespace: str) -> Reference:
+    """``TYPE/NAME`` (kubectl's spelling: ``isvc/llama3-8b``, ``deployment/web``) in
+    ``namespace``; ``InputError`` for anything else."""
+    kind_text, sep, name = text.strip().partition("/")
+    alias, dot, group = kind_text.strip().lower().partition(".")
+    kind = ALIASES.get(alias) if sep else None
+    if kind is not None and dot and group != kind.group:  # deployments.apps, isvc.serving.kserve.io
+        kind = None
+    if kind is None or not name.strip() or "/" in name:
+        raise InputError(
+            f"invalid reference {text!r}: expected TYPE/NAME with TYPE one of {_SHORT} "
+            "(or their kubectl long names), e.g. isvc/llama3-8b"
+        )
+    return Reference(kind, name.strip(), namespace)

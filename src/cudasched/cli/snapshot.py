@@ -1,0 +1,42 @@
+"""``cudasched snapshot``: the cluster as one kubectl ``List`` on stdout, the file every other
+command reads with ``--cluster`` (``cudasched snapshot --live > cluster.yaml``).
+
+What is written can be attached to a bug report: Secrets are never included, pods are reduced to
+the fields cudasched reads and ``managedFields`` are dropped
+(:meth:`cudasched.snapshot.ClusterSnapshot.shareable`); answers from the file are the answers
+from the cluster.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from cudasched.cli.app import EXIT_OK, app, fail
+from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster
+from cudasched.errors import InputError
+from cudasched.snapshot import DumpFormat, dump_snapshot
+
+__all__ = ["snapshot_cmd"]
+
+
+@app.command("snapshot")
+@cluster_source
+def snapshot_cmd(
+    source: ClusterSource = ClusterSource(),
+    output: Annotated[
+        DumpFormat, typer.Option("-o", "--output", help="yaml or json (both read back).")
+    ] = DumpFormat.YAML,
+) -> None:
+    """Write the cluster (a file, the live cluster with --live, or the bundled sample) as one
+    kubectl List on stdout: nodes, pods, InferenceServices, (Cluster)ServingRuntimes,
+    LLMInferenceServices, NVIDIADrivers. No Secrets; pods reduced to the fields cudasched reads.
+    Example: cudasched snapshot --live > cluster.yaml"""
+    try:
+        snapshot = load_cluster(source).shareable()
+    except InputError as exc:
+        fail(str(exc))
+    sys.stdout.write(dump_snapshot(snapshot, output))
+    raise typer.Exit(EXIT_OK)

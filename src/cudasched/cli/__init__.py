@@ -16,6 +16,8 @@ from cudasched.cli import mutate as _mutate  # noqa: F401, E402  isort: skip
 from cudasched.cli import agent as _agent  # noqa: F401, E402  isort: skip
 from cudasched.cli import webhook as _webhook  # noqa: F401, E402  isort: skip
 from cudasched.cli import manifests as _manifests  # noqa: F401, E402  isort: skip
+from cudasched.cli import audit as _audit  # noqa: F401, E402  isort: skip
+from cudasched.cli import report as _report  # noqa: F401, E402  isort: skip
 
 __all__ = ["app", "main"]
 

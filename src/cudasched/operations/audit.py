@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cudasched import engine
 from cudasched import labels as L
 from cudasched.errors import InputError
-from cudasched.kserve import is_predictor_pod, isvc_name_of, predictor_image
+from cudasched.kserve import SERVING_RUNTIME, is_predictor_pod, isvc_name_of, predictor_image
 from cudasched.objects import annotations_of, labels_of, metadata_of, name_of, namespace_of
 from cudasched.operations.findings import (
     DRIVER_UPGRADE_FAILED,
@@ -456,15 +456,17 @@ class _Auditor:
                 f"{found.runtime.describe()} names no CUDA version and {image} is not in the "
                 "image table"
             )
-            kind_word = found.runtime.kind.lower()
+            runtime = found.runtime
+            where = "" if runtime.kind != SERVING_RUNTIME else f" -n {namespace_of(runtime.obj)}"
             fix = (
-                f"label the runtime: kubectl annotate {kind_word} {found.runtime.name} "
-                f"{L.ANN_CUDA_VERSION}=<CUDA its image was built with>"
+                f"kubectl annotate {runtime.kind.lower()}{where} {runtime.name} "
+                f"{L.ANN_CUDA_VERSION}=<the CUDA version its image was built with>"
             )
         else:
             why = f"it declares no CUDA version and {image} is not in the image table"
             fix = (
-                f"annotate the {kind} ({L.ANN_CUDA_VERSION}: <CUDA its image was built with>; "
+                f"annotate the {kind} ({L.ANN_CUDA_VERSION}: <the CUDA version its image was built "
+                "with>; "
                 "for a pod, in its controller's pod template), or add the image to the "
                 "webhook's image table"
             )

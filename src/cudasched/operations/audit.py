@@ -107,6 +107,14 @@ def _finished(pod: Mapping[str, Any]) -> bool:
     return isinstance(status, Mapping) and status.get("phase") in _FINISHED_PHASES
 
 
+def _controller_kind(obj: Mapping[str, Any]) -> str | None:
+    """The kind of the object's controller (``ownerReferences`` entry with controller: true)."""
+    for ref in metadata_of(obj).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind"):
+            return str(ref["kind"])
+    return None
+
+
 def _node_name(pod: Mapping[str, Any]) -> str | None:
     spec = pod.get("spec")
     name = spec.get("nodeName") if isinstance(spec, Mapping) else None
@@ -282,8 +290,8 @@ class _Auditor:
         return Finding(
             LABELS_MISSING,
             ref,
-            f"GPU node ({why}) without driver or CUDA labels{unreadable}: every pod with a CUDA "
-            "requirement avoids it",
+            f"GPU node ({why}) without usable driver or CUDA labels{unreadable}: every pod with "
+            "a CUDA requirement avoids it",
             node=name,
             fix="run GPU Feature Discovery (GPU Operator) or `cudasched agent` on the node so "
             "it publishes its driver and CUDA version",
@@ -323,10 +331,11 @@ class _Auditor:
             )
         fix = None
         if homeless:
+            have, them = ("has", "it") if len(homeless) == 1 else ("have", "them")
             fix = (
-                f"{_names(homeless)} have no other compatible node and stay Pending until the "
-                "upgrade ends: add a node whose driver runs them, or pause the upgrade for this "
-                "node"
+                f"{_names(homeless)} {have} no other compatible node and will stay Pending "
+                f"until the upgrade ends: add a node whose driver runs {them}, or pause the "
+                "upgrade for this node"
             )
         return Finding(
             DRIVER_UPGRADE_IN_PROGRESS,
@@ -405,23 +414,25 @@ class _Auditor:
         pol = self._policy(req)
         reasons = blocking(verdict)
         codes = ", ".join(dict.fromkeys(r.code for r in reasons))
-        others = self.verdicts.reach(req, self.policy, exclude=frozenset({node}))
+        others = self.verdicts.reach(req, self.policy, exclude=self.upgrading | {node})
         cuda = engine.effective_cuda(req)
-        restore = ""
+        restore = None
         if cuda is not None:
             need = self.kb.min_driver(cuda)
-            restore = f"; or give {node} a driver that runs CUDA {cuda}" + (
+            restore = f"give {node} a driver that runs CUDA {cuda}" + (
                 f" ({need} or newer)" if need is not None else ""
             )
         if others.anywhere:
+            owner = _controller_kind(pod)
+            again = f"its {owner} makes a new one" if owner else "then create it again"
             fix = (
                 f"recreate the pod (kubectl delete pod -n {namespace_of(pod)} {name_of(pod)}; "
-                f"its controller makes a new one) so the webhook places it on one of the "
-                f"{len(others.compatible)} node(s) that can run it ({_names(others.compatible)})"
-                + restore
+                f"{again}) so the webhook places it on one of the {len(others.compatible)} "
+                f"node(s) that can run it ({_names(others.compatible)})"
+                + (f"; or {restore}" if restore else "")
             )
         else:
-            fix = "no other node can run it either" + restore
+            fix = "no other node can run it either" + (f": {restore}" if restore else "")
         yield Finding(
             POD_ON_INCOMPATIBLE_NODE,
             ref,
@@ -464,11 +475,10 @@ class _Auditor:
             )
         else:
             why = f"it declares no CUDA version and {image} is not in the image table"
+            where = "the pod template of its controller" if kind == "pod" else f"the {kind}"
             fix = (
-                f"annotate the {kind} ({L.ANN_CUDA_VERSION}: <the CUDA version its image was built "
-                "with>; "
-                "for a pod, in its controller's pod template), or add the image to the "
-                "webhook's image table"
+                f"add the annotation {L.ANN_CUDA_VERSION}: <the CUDA version its image was built "
+                f"with> to {where}, or add the image to the webhook's image table"
             )
         yield Finding(
             REQUIREMENT_UNKNOWN,

@@ -461,12 +461,13 @@ class _Auditor:
     def _unknown(self, ref: str, found: _Resolved, kind: str) -> Iterator[Finding]:
         if not found.gpu or not found.req.is_empty or found.req.source:
             return  # CPU-only, resolved, or decided: a runtime for another accelerator
-        image = f"image {found.image}" if found.image else "no image"
+        image = (
+            f"image {found.image} is not in the image table"
+            if found.image
+            else "no image is named in its spec"
+        )
         if found.runtime is not None:
-            why = (
-                f"{found.runtime.describe()} names no CUDA version and {image} is not in the "
-                "image table"
-            )
+            why = f"{found.runtime.describe()} names no CUDA version and {image}"
             runtime = found.runtime
             where = "" if runtime.kind != SERVING_RUNTIME else f" -n {namespace_of(runtime.obj)}"
             fix = (
@@ -474,7 +475,7 @@ class _Auditor:
                 f"{L.ANN_CUDA_VERSION}=<the CUDA version its image was built with>"
             )
         else:
-            why = f"it declares no CUDA version and {image} is not in the image table"
+            why = f"it declares no CUDA version and {image}"
             where = "the pod template of its controller" if kind == "pod" else f"the {kind}"
             fix = (
                 f"add the annotation {L.ANN_CUDA_VERSION}: <the CUDA version its image was built "
@@ -507,10 +508,11 @@ class _Auditor:
             return
         resolves = f"{now!r}" if now is not None else "no requirement"
         if kind == "pod":
-            fix = (
-                "recreate the pod (kubectl rollout restart of its controller) so admission "
-                "records and enforces the current requirement"
+            owner = _controller_kind(obj)
+            how = (
+                f"delete it; its {owner} makes a new one" if owner else "delete it, create it again"
             )
+            fix = f"recreate the pod ({how}) so admission records and enforces the current one"
         else:
             fix = (
                 f"update the {kind} (any change re-runs admission), then restart its pods so "
@@ -521,6 +523,7 @@ class _Auditor:
             ref,
             f"recorded {L.ANN_REQUIREMENT} {recorded!r} but it resolves to {resolves} now "
             "(a runtime label, annotation or image changed after admission)",
+            node=_node_name(obj) if kind == "pod" else None,
             fix=fix,
         )
 

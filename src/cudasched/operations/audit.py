@@ -204,7 +204,9 @@ class _Auditor:
         steps: list[str] = []
         cuda = engine.effective_cuda(req)
         nearest = reach.nearest
-        if nearest is not None and engine.DRIVER_TOO_OLD in nearest.codes and cuda is not None:
+        # A newer driver helps only when the driver is all the nearest node lacks (a Kepler
+        # GPU, say, cannot take a newer branch at all).
+        if nearest is not None and nearest.codes == (engine.DRIVER_TOO_OLD,) and cuda is not None:
             need = self.kb.min_driver(cuda)
             if need is not None:
                 steps.append(

@@ -242,11 +242,14 @@ def test_nearest_node_names_what_it_lacks(kb: KnowledgeBase, images: ImageTable)
     (finding,) = run(snapshot, kb, images).findings
     assert finding.node == "gpu-k80-1"
     assert (
-        "lacks a newer driver and a driver branch that still supports its GPU" in (finding.message)
-        or "architecture" in finding.message
+        "nearest node gpu-k80-1 (driver 470.256.02, CUDA 11.4, cc 3.7, Tesla-K80) lacks a GPU "
+        "architecture the workload's CUDA and kernels support and a newer driver: CUDA 12.8 no "
+        "longer supports Kepler" in finding.message
     )
-    assert "driver-too-old" not in finding.message  # the engine's words, not its codes
-    assert "run it on GPUs its CUDA and kernels support" in (finding.fix or "")
+    fix = finding.fix or ""
+    assert "upgrade the driver" not in fix  # no driver brings CUDA 12.8 to a Kepler GPU
+    assert "run it on GPUs its CUDA and kernels support" in fix
+    assert "CUDA 11.4 or older" in fix
 
 
 def test_pending_workload_with_a_home_is_fine(kb: KnowledgeBase, images: ImageTable) -> None:

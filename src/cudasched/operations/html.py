@@ -68,6 +68,8 @@ code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 1
 """
 
 _JS = """
+// The filter buttons do nothing without this script, so they are shown by it.
+document.querySelectorAll('p.filters').forEach(function (p) { p.hidden = false; });
 document.querySelectorAll('button[data-filter]').forEach(function (button) {
   button.addEventListener('click', function () {
     var wanted = button.getAttribute('data-filter');
@@ -239,7 +241,7 @@ def _findings(report: AuditReport) -> list[str]:
         for value in ("all", *(s.value for s in Severity))
     )
     return [
-        f'<p class="filters">show: {buttons}</p>',
+        f'<p class="filters" hidden>show: {buttons}</p>',
         '<table id="findings"><thead><tr><th>severity</th><th>code</th><th>object</th>'
         "<th>message</th><th>fix</th></tr></thead><tbody>",
         *(_finding_row(f) for f in report.findings),

@@ -227,3 +227,42 @@ def test_report_renders_in_chromium(tmp_path: Path) -> None:
     assert 'class="filters" hidden' in out.read_text(encoding="utf-8")
     (filters,) = [a for t, a in parsed.attrs if t == "p" and a.get("class") == "filters"]
     assert "hidden" not in filters
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class _Terminal:
+    """A stderr that says it is a terminal and keeps what is written to it."""
+
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+        self.written: list[str] = []
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, text: str) -> int:
+        self.written.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tty: bool) -> None:
+    import sys
+
+    from cudasched.cli.audit import progress_bar
+
+    stderr = _Terminal(tty)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    with progress_bar("auditing") as progress:
+        if tty:
+            assert progress is not None
+            progress(3, 10)
+            progress(10, 10)
+        else:
+            assert progress is None
+    assert bool("".join(stderr.written)) is tty

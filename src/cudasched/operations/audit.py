@@ -29,7 +29,7 @@ from cudasched import engine
 from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.kserve import SERVING_RUNTIME, is_predictor_pod, isvc_name_of, predictor_image
-from cudasched.objects import annotations_of, labels_of, metadata_of, name_of, namespace_of
+from cudasched.objects import annotations_of, labels_of, name_of, namespace_of
 from cudasched.operations.findings import (
     DRIVER_UPGRADE_FAILED,
     DRIVER_UPGRADE_IN_PROGRESS,
@@ -58,6 +58,7 @@ from cudasched.operations.nodelabels import (
     upgrade_state,
 )
 from cudasched.operations.reach import FleetVerdicts, Reach, blocking
+from cudasched.operations.refs import controller_kind, finished, names, node_name, object_ref
 from cudasched.operations.runtimes import RuntimeRow, runtime_rows
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import resolve_workload
@@ -76,49 +77,10 @@ __all__ = ["Progress", "audit", "object_ref"]
 #: Called after each object is checked with (objects done, objects in all).
 Progress = Callable[[int, int], None]
 
-_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
-_CLUSTER_SCOPED = frozenset({"Node", "ClusterServingRuntime", "NVIDIADriver", "Namespace"})
-_EXAMPLES = 3  # node or pod names quoted in one message
-
-
-def object_ref(obj: Mapping[str, Any]) -> str:
-    """``Kind/namespace/name``, or ``Kind/name`` for a cluster-scoped object."""
-    meta = metadata_of(obj)
-    name = name_of(obj) or str(meta.get("generateName") or "<unnamed>")
-    kind = str(obj.get("kind") or "?")
-    if kind in _CLUSTER_SCOPED:
-        return f"{kind}/{name}"
-    return f"{kind}/{namespace_of(obj)}/{name}"
-
-
-def _names(names: tuple[str, ...] | list[str]) -> str:
-    shown = ", ".join(names[:_EXAMPLES])
-    more = len(names) - _EXAMPLES
-    return shown + (f" and {more} more" if more > 0 else "")
-
 
 def _wants(req: Requirement, policy: Policy) -> str:
     source = f" ({req.source})" if req.source else ""
     return f"{req.describe()} [{policy.value}]{source}"
-
-
-def _finished(pod: Mapping[str, Any]) -> bool:
-    status = pod.get("status")
-    return isinstance(status, Mapping) and status.get("phase") in _FINISHED_PHASES
-
-
-def _controller_kind(obj: Mapping[str, Any]) -> str | None:
-    """The kind of the object's controller (``ownerReferences`` entry with controller: true)."""
-    for ref in metadata_of(obj).get("ownerReferences") or ():
-        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind"):
-            return str(ref["kind"])
-    return None
-
-
-def _node_name(pod: Mapping[str, Any]) -> str | None:
-    spec = pod.get("spec")
-    name = spec.get("nodeName") if isinstance(spec, Mapping) else None
-    return name if isinstance(name, str) and name else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +265,7 @@ class _Auditor:
         pods = [
             p
             for p in self.snapshot.pods
-            if _node_name(p) == name and not _finished(p) and self._resolve_pod(p).gpu
+            if node_name(p) == name and not finished(p) and self._resolve_pod(p).gpu
         ]
         homes: list[str] = []
         homeless: list[str] = []
@@ -335,7 +297,7 @@ class _Auditor:
         if homeless:
             have, them = ("has", "it") if len(homeless) == 1 else ("have", "them")
             fix = (
-                f"{_names(homeless)} {have} no other compatible node and will stay Pending "
+                f"{names(homeless)} {have} no other compatible node and will stay Pending "
                 f"until the upgrade ends: add a node whose driver runs {them}, or pause the "
                 "upgrade for this node"
             )
@@ -374,7 +336,7 @@ class _Auditor:
         reach = self.verdicts.reach(req, self.policy)
         if reach.anywhere:
             return
-        used = f"; used by {_names(users)}" if users else ""
+        used = f"; used by {names(users)}" if users else ""
         yield Finding(
             RUNTIME_WITHOUT_NODE,
             row.ref,
@@ -387,7 +349,7 @@ class _Auditor:
 
     def pods(self) -> Iterator[Finding]:
         for pod in self.snapshot.pods:
-            if _finished(pod):
+            if finished(pod):
                 continue
             found = self._resolve_pod(pod)
             ref = object_ref(pod)
@@ -396,7 +358,7 @@ class _Auditor:
                 continue
             if found.skipped:
                 continue
-            node = _node_name(pod)
+            node = node_name(pod)
             if node is not None:
                 yield from self._bound(pod, ref, node, found.req)
             if not self._covered(pod):
@@ -425,12 +387,12 @@ class _Auditor:
                 f" ({need} or newer)" if need is not None else ""
             )
         if others.anywhere:
-            owner = _controller_kind(pod)
+            owner = controller_kind(pod)
             again = f"its {owner} makes a new one" if owner else "then create it again"
             fix = (
                 f"recreate the pod (kubectl delete pod -n {namespace_of(pod)} {name_of(pod)}; "
                 f"{again}) so the webhook places it on one of the {len(others.compatible)} "
-                f"node(s) that can run it ({_names(others.compatible)})"
+                f"node(s) that can run it ({names(others.compatible)})"
                 + (f"; or {restore}" if restore else "")
             )
         else:
@@ -510,7 +472,7 @@ class _Auditor:
             return
         resolves = f"{now!r}" if now is not None else "no requirement"
         if kind == "pod":
-            owner = _controller_kind(obj)
+            owner = controller_kind(obj)
             how = (
                 f"delete it; its {owner} makes a new one" if owner else "delete it, create it again"
             )
@@ -525,14 +487,14 @@ class _Auditor:
             ref,
             f"recorded {L.ANN_REQUIREMENT} {recorded!r} but it resolves to {resolves} now "
             "(a runtime label, annotation or image changed after admission)",
-            node=_node_name(obj) if kind == "pod" else None,
+            node=node_name(obj) if kind == "pod" else None,
             fix=fix,
         )
 
     def services(self) -> Iterator[Finding]:
         pending: dict[tuple[str, str], list[str]] = {}
         for pod in self.snapshot.pods:
-            if _node_name(pod) is None and not _finished(pod) and self._covered(pod):
+            if node_name(pod) is None and not finished(pod) and self._covered(pod):
                 ns = namespace_of(pod)
                 owner = isvc_name_of(pod) if is_predictor_pod(pod) else llm_service_of_pod(pod)
                 pending.setdefault((ns, owner or ""), []).append(name_of(pod))
@@ -555,7 +517,7 @@ class _Auditor:
         if found.skipped:
             return
         waiting = pending.get((namespace_of(obj), name_of(obj)), [])
-        pods = f"; pending pods: {_names(waiting)}" if waiting else ""
+        pods = f"; pending pods: {names(waiting)}" if waiting else ""
         yield from self._placeable(ref, found, pending=True, pods=pods)
         yield from self._unknown(ref, found, kind)
         yield from self._stale(obj, ref, found.req, kind)

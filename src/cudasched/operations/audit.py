@@ -96,6 +96,8 @@ class _Resolved:
 
 
 class _Auditor:
+    """One audit run: the cluster, its verdicts and each pod's requirement, resolved once."""
+
     def __init__(
         self, snapshot: ClusterSnapshot, fleet: Fleet, images: ImageTable, policy: Policy
     ) -> None:
@@ -124,14 +126,18 @@ class _Auditor:
         if found is not None:
             return found
         skipped = is_skipped(annotations_of(pod))
+        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+        try:
+            gpu = uses_gpu(spec)
+        except InputError:
+            gpu = False  # an unreadable GPU quantity: the requirement step says what is wrong
         try:
             _, req, choice = resolve_workload(pod, self.fleet, self.images)
-            spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
             container = gpu_container(spec)
             image = container.get("image") if container is not None else None
-            found = _Resolved(req, uses_gpu(spec), skipped, choice, image)
+            found = _Resolved(req, gpu, skipped, choice, image)
         except InputError as exc:
-            found = _Resolved(Requirement(), False, skipped, error=str(exc))
+            found = _Resolved(Requirement(), gpu, skipped, error=str(exc))
         self._pods[id(pod)] = found
         return found
 

@@ -20,8 +20,8 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from cudasched.cli import app
-from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster
 from cudasched.cli.demo import creation_review
+from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster
 from cudasched.kube.kinds import (
     CLUSTER_SERVING_RUNTIME,
     INFERENCE_SERVICE,
@@ -86,6 +86,22 @@ async def test_live_and_file_give_identical_output(
     assert live.exit_code == 0, live.output
     assert live.stdout == from_file.stdout
     assert live.stderr == ""  # every kind served: no note; not a terminal: no progress
+
+
+@pytest.mark.parametrize("output", ["json", "table"])
+async def test_audit_of_the_live_cluster_is_the_audit_of_its_dump(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str, output: str
+) -> None:
+    ClusterApi.start(kmock, SAMPLE.objects())
+    from_file = await invoke_async("audit", "-o", output, "--cluster", str(SAMPLE_FILE))
+    live = await invoke_async("audit", "-o", output, "--kubeconfig", kubeconfig)
+    assert from_file.exit_code == live.exit_code == 1, live.output  # the sample has an error
+    if output == "json":
+        assert live.stdout == from_file.stdout
+    else:  # the table names its source
+        assert live.stdout.replace(kubeconfig, "X").count("no-compatible-node") == (
+            from_file.stdout.count("no-compatible-node")
+        )
 
 
 async def test_mutate_answers_a_review_identically(

@@ -45,12 +45,14 @@ from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.images import ImageTable, ReleaseFacts, parse_require_cuda
 from cudasched.kserve import (
+    PREDICTOR_CONTAINER,
     RuntimeChoice,
     component_of,
     is_predictor_pod,
     isvc_name_of,
     isvc_uses_gpu,
     predictor_container,
+    runtime_containers,
 )
 from cudasched.objects import as_mapping, namespace_of
 from cudasched.requirements import FrameworkBuild, Policy, Requirement
@@ -73,8 +75,10 @@ __all__ = [
     "declared_by_annotation",
     "isvc_wants_constraint",
     "requirement_from_annotations",
+    "resolve_container",
     "resolve_isvc",
     "resolve_pod",
+    "resolve_runtime",
     "resolve_workload",
     "wants_constraint",
 ]
@@ -369,6 +373,39 @@ def resolve_isvc(
     where = f"InferenceService {meta.get('name') or '?'}"
     container = predictor_container(isvc, runtime_obj)
     return _resolve(annotations, where, runtime, container, images, kb)
+
+
+def resolve_runtime(
+    runtime: Mapping[str, Any] | RuntimeChoice, images: ImageTable, kb: ReleaseFacts | None
+) -> Requirement:
+    """The requirement a ServingRuntime or ClusterServingRuntime gives a predictor that adds
+    nothing of its own: the annotations the runtime passes to its pods (``spec.annotations``),
+    then the runtime's own labels and annotations, then its ``kserve-container`` (first
+    container otherwise). This is :func:`resolve_isvc` for an InferenceService that only names
+    the runtime, so ``audit`` and ``report`` judge runtimes by the webhook's rules."""
+    who, obj = _runtime_identity(runtime)
+    spec = as_mapping(obj.get("spec"), f"{who} spec")
+    annotations = as_mapping(spec.get("annotations"), f"{who} spec.annotations")
+    containers = runtime_containers(obj)
+    container = next(
+        (c for c in containers if c.get("name") == PREDICTOR_CONTAINER),
+        containers[0] if containers else None,
+    )
+    return _resolve(annotations, who, runtime, container, images, kb)
+
+
+def resolve_container(
+    annotations: Mapping[str, Any],
+    where: str,
+    container: Mapping[str, Any] | None,
+    images: ImageTable,
+    kb: ReleaseFacts | None,
+) -> Requirement:
+    """The requirement of an object whose pods cudasched does not build itself (a KServe
+    LLMInferenceService, say): its own ``cudasched.io/*`` annotations, then ``container``'s
+    ``NVIDIA_REQUIRE_CUDA`` env or image. The same steps as :func:`resolve_pod`, without a
+    runtime; ``where`` names the object in error messages."""
+    return _resolve(annotations, where, None, container, images, kb)
 
 
 def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:

@@ -44,6 +44,17 @@ COMMANDS: dict[str, CommandEntry] = {
         "cudasched.cli.explain",
         "Say, node by node, whether a workload can land there and why.",
     ),
+    "audit": CommandEntry(
+        "cudasched.cli.audit",
+        "Find what is wrong in the cluster: pods on nodes that cannot run them, workloads and "
+        "runtimes no node can run, GPU nodes with missing, old or conflicting labels, driver "
+        "upgrades in flight, stale and unknown requirements.",
+    ),
+    "report": CommandEntry(
+        "cudasched.cli.report",
+        "Write an HTML report of the cluster: which serving runtime can run on which node pool "
+        "(hover a cell for its reason codes), each pool's CUDA ceiling, and the audit findings.",
+    ),
     "mutate": CommandEntry(
         "cudasched.cli.mutate",
         "Answer one AdmissionReview offline exactly as the webhook would, and print the "

@@ -1,0 +1,164 @@
+"""``cudasched audit``: what is wrong in the cluster right now, as findings with a fix.
+
+A thin shell over :func:`cudasched.operations.audit`. ``-o json`` is a stable contract (keys
+are only ever added): ``{"findings": [{"severity", "code", "object", "node", "message",
+"fix"}], "summary": {"error": N, "warning": N, "info": N}}``. ``-o html`` writes the findings
+as one self-contained HTML page to stdout. Exit codes: 0 no error finding, 1 at least one
+error finding (a CI gate), 2 bad input (one line on stderr).
+
+:func:`load_cluster_inputs` is the one place ``audit`` and ``report`` load what they read, so
+the live-cluster options plug in there.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import Progress as RichProgress
+from rich.table import Table
+from rich.text import Text
+
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.inputs import (
+    ClusterSource,
+    cluster_source,
+    load_cluster,
+    load_images,
+    load_knowledge,
+)
+from cudasched.cli.options import PolicyOption
+from cudasched.errors import InputError
+from cudasched.fleet import Fleet
+from cudasched.operations import AuditReport, Severity, audit
+from cudasched.operations.html import render_findings
+from cudasched.requirements import Policy
+
+if TYPE_CHECKING:
+    from cudasched.images import ImageTable
+    from cudasched.operations.audit import Progress
+    from cudasched.snapshot import ClusterSnapshot
+
+__all__ = ["audit_cmd", "generated_now", "load_cluster_inputs", "progress_bar"]
+
+TABLE_WIDTH = 120
+
+
+class AuditFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    HTML = "html"
+
+
+def load_cluster_inputs(
+    source: ClusterSource | Path | None,
+) -> tuple[ClusterSnapshot, Fleet, ImageTable]:
+    """The snapshot (a file, the live cluster or the bundled sample), its fleet and the image
+    table that ``audit`` and ``report`` work on."""
+    snapshot = load_cluster(source)
+    kb = load_knowledge()
+    return snapshot, Fleet.from_snapshot(snapshot, kb), load_images(kb)
+
+
+def generated_now() -> str:
+    """When a report was made, for its header (UTC, minutes)."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@contextmanager
+def progress_bar(what: str) -> Iterator[Progress | None]:
+    """A rich progress bar on stderr while ``what`` runs, only when stderr is a terminal;
+    yields the callback to hand to the operation (``None``: stay silent)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with RichProgress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield advance
+
+
+def _console() -> Console:
+    console = Console(soft_wrap=False)
+    if not console.is_terminal:
+        console = Console(width=TABLE_WIDTH, soft_wrap=False)
+    return console
+
+
+_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def _table(report: AuditReport, source: str) -> Table:
+    summary = report.summary()
+    counts = ", ".join(f"{summary[s.value]} {s.value}" for s in Severity)
+    table = Table(
+        title=Text(f"cudasched audit: {source}", style="bold"),
+        caption=counts,
+        caption_justify="left",
+        expand=False,
+        show_lines=True,
+    )
+    table.add_column("severity", no_wrap=True)
+    table.add_column("code", overflow="fold", max_width=24)
+    table.add_column("object", overflow="fold", max_width=34)
+    table.add_column("message / fix", overflow="fold")
+    for finding in report.findings:
+        text = Text(finding.message)
+        if finding.fix:
+            text.append("\nfix: ", style="bold")
+            text.append(finding.fix)
+        table.add_row(
+            Text(finding.severity.value, style=_STYLE[finding.severity]),
+            finding.code,
+            finding.object,
+            text,
+        )
+    return table
+
+
+@app.command("audit")
+@cluster_source
+def audit_cmd(
+    source: ClusterSource = ClusterSource(),
+    policy: PolicyOption = Policy.STRICT.value,
+    output: Annotated[
+        AuditFormat, typer.Option("-o", "--output", help="Output format (html: to stdout).")
+    ] = AuditFormat.TABLE,
+) -> None:
+    """Find what is wrong in the cluster: pods on nodes that cannot run them, workloads and
+    runtimes no node can run, GPU nodes with missing, old or conflicting labels, driver
+    upgrades in flight, stale and unknown requirements.
+
+    --policy is the default for workloads that do not name one (use the webhook's). Exit 1
+    when any finding is an error, so the command can gate CI. Example: cudasched audit -o json
+    """
+    try:
+        pol = Policy.parse(policy)
+        snapshot, fleet, images = load_cluster_inputs(source)
+        with progress_bar("auditing") as progress:
+            report = audit(snapshot, fleet, images, pol, progress=progress)
+    except InputError as exc:
+        fail(str(exc))
+    source = snapshot.source or "cluster"
+    if output is AuditFormat.JSON:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
+    elif output is AuditFormat.HTML:
+        sys.stdout.write(
+            render_findings(report, source=source, generated=generated_now(), policy=pol.value)
+        )
+    elif report.findings:
+        _console().print(_table(report, source))
+    else:
+        _console().print(f"cudasched audit: {source}: no findings")
+    raise typer.Exit(EXIT_INCOMPATIBLE if report.has_errors else EXIT_OK)

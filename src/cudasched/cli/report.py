@@ -1,0 +1,75 @@
+"""``cudasched report``: one self-contained HTML file with the compatibility matrix (serving
+runtimes × node pools), each pool's CUDA ceiling and the audit findings.
+
+Exit codes: 0 written, 2 bad input or the file cannot be written (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cudasched.cli.app import EXIT_OK, app, fail
+from cudasched.cli.audit import generated_now, load_cluster_inputs, progress_bar
+from cudasched.cli.inputs import ClusterSource, cluster_source
+from cudasched.cli.options import PolicyOption
+from cudasched.errors import InputError
+from cudasched.operations import audit
+from cudasched.operations.html import render_report
+from cudasched.operations.matrix import compatibility_matrix
+from cudasched.operations.pools import node_pools
+from cudasched.operations.runtimes import runtime_rows
+from cudasched.requirements import Policy
+
+__all__ = ["report_cmd"]
+
+
+def _write(path: Path, text: str) -> None:
+    if str(path) == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+
+
+@app.command("report")
+@cluster_source
+def report_cmd(
+    source: ClusterSource = ClusterSource(),
+    policy: PolicyOption = Policy.STRICT.value,
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="HTML file to write ('-': stdout).")
+    ] = Path("report.html"),
+) -> None:
+    """Write an HTML report of the cluster: which serving runtime can run on which node pool
+    (hover a cell for its reason codes), each pool's CUDA ceiling, and the audit findings.
+
+    One file, no external fonts, scripts or images: it opens on an air-gapped machine.
+    Example: cudasched report --cluster cluster.yaml -o report.html
+    """
+    try:
+        pol = Policy.parse(policy)
+        snapshot, fleet, images = load_cluster_inputs(source)
+        with progress_bar("building the report") as progress:
+            pools = node_pools(snapshot, fleet)
+            matrix = compatibility_matrix(runtime_rows(fleet, images), pools, pol, fleet.kb)
+            findings = audit(snapshot, fleet, images, pol, progress=progress)
+        html = render_report(
+            matrix, findings, source=snapshot.source or "cluster", generated=generated_now()
+        )
+        _write(output, html)
+    except InputError as exc:
+        fail(str(exc))
+    if str(output) != "-":
+        summary = findings.summary()
+        sys.stderr.write(
+            f"cudasched: wrote {output}: {len(matrix.rows)} serving runtimes × "
+            f"{len(pools)} node pools, {summary['error']} error, {summary['warning']} warning, "
+            f"{summary['info']} info findings\n"
+        )
+    raise typer.Exit(EXIT_OK)

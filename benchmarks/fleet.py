@@ -128,10 +128,16 @@ class FleetResult:
 
 
 def naive_answers(
-    workload: Mapping[str, Any], nodes: Sequence[Any], facts: Sequence[Any], policy: Any, kb: Any
+    workload: Mapping[str, Any],
+    nodes: Sequence[Any],
+    facts: Sequence[Any],
+    policy: Any,
+    kb: Any,
+    offered: Sequence[frozenset[str] | None] | None = None,
 ) -> list[tuple[bool, Any, bool | None]]:
     """(eligible, score, engine accepts) for every node, evaluated pair by pair with no
-    grouping of nodes or workloads."""
+    grouping of nodes or workloads. ``offered``: the GPU resources each node offers (the
+    scheduler's resource fit), ``None`` when not known."""
     from cudasched import labels as L
     from cudasched.eligibility import requirement_from_annotations
     from cudasched.engine import VerdictStatus, check, resolve_policy
@@ -144,9 +150,12 @@ def naive_answers(
         choose_scheme,
         compile_requirement,
     )
+    from cudasched.resources import requested_gpu_resources
     from cudasched.workloads import pod_spec_of
 
     spec = pod_spec_of(workload)
+    requested = requested_gpu_resources(spec)
+    resources = offered if offered is not None else [None] * len(nodes)
     req = requirement_from_annotations(workload)
     if req is not None and req.is_empty:
         req = None
@@ -168,14 +177,15 @@ def naive_answers(
     except NodeSelectorError:
         preferred = None
     out: list[tuple[bool, Any, bool | None]] = []
-    for node, node_facts in zip(nodes, facts, strict=True):
+    for node, node_facts, gpus in zip(nodes, facts, resources, strict=True):
         # The engine's verdict for the pair (explain reports its reasons per node).
         compatible = (
             check(node_facts, req, effective, kb).status is not VerdictStatus.INCOMPATIBLE
             if req is not None
             else None
         )
-        eligible = required.match(node) and not impossible
+        fits = gpus is None or requested <= gpus
+        eligible = required.match(node) and not impossible and fits
         score = preferred.score(node) if preferred is not None else "error"
         out.append((eligible, score, compatible))
     return out
@@ -197,6 +207,7 @@ def run(
     from cudasched.knowledge import KnowledgeBase
     from cudasched.nodes import facts_from_labels
     from cudasched.requirements import Policy
+    from cudasched.resources import node_gpu_resources
 
     kb = KnowledgeBase.load()
     base_policy = Policy.parse(policy)
@@ -219,6 +230,7 @@ def run(
         started = time.perf_counter()
         fleet = Fleet(node_objs, kb)
         prepare = time.perf_counter() - started
+        offered = [node_gpu_resources(o) for o in node_objs]  # for the naive reference
         del node_objs
 
         # Explain: one call on a growing prefix of a seeded shuffle (16, 32, 64, ... workloads)
@@ -277,7 +289,7 @@ def run(
             if naive_spent >= naive_budget_s:
                 break
             started = time.perf_counter()
-            pairs = naive_answers(workload, nodes, facts, base_policy, kb)
+            pairs = naive_answers(workload, nodes, facts, base_policy, kb, offered)
             naive_spent += time.perf_counter() - started
             naive_done += 1
             for (eligible, score, _), node_answer in zip(pairs, answer.nodes, strict=True):

@@ -339,7 +339,13 @@ NODEPOOL_V1 = {
 }
 # Label domains a NodePool may not set (core Karpenter, and the AWS and Azure providers), with
 # the well-known exceptions. Checked as the CRD's validation rules do, on the key's domain.
-_RESTRICTED = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws", "karpenter.azure.com")
+_RESTRICTED = (
+    "kubernetes.io",
+    "k8s.io",
+    "karpenter.sh",
+    "karpenter.k8s.aws",
+    "karpenter.azure.com",
+)
 _ALLOWED = ("node.kubernetes.io", "node-restriction.kubernetes.io", "kops.k8s.io")
 # Keys whose values a pod's CUDA affinity reads: never left for Karpenter to invent.
 _CUDA_KEYS = (L.PREFIX, "nvidia.com/")

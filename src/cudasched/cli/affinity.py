@@ -1,7 +1,9 @@
 """``cudasched affinity``: the node affinity that admits exactly the nodes able to run a CUDA
-workload, correct for every version (no ``Gt "-1"``) and for newer CUDA majors.
+workload, correct for every version (no ``Gt "-1"``) and for newer CUDA majors; with ``--dra``,
+the same requirement as a ``resource.k8s.io/v1`` ResourceClaimTemplate for the NVIDIA DRA driver.
 
-A thin shell over the placement compiler; exit codes: 0 printed, 2 bad input.
+A thin shell over the placement compiler (:mod:`cudasched.dra` for ``--dra``); exit codes: 0
+printed, 2 bad input.
 """
 
 from __future__ import annotations
@@ -59,6 +61,18 @@ def affinity_cmd(
     min_compute_capability: MinComputeOption = None,
     framework: FrameworkOption = None,
     ships_cuda_compat: ShipsCudaCompatOption = False,
+    dra: Annotated[
+        bool,
+        typer.Option(
+            "--dra",
+            help="Print a resource.k8s.io/v1 ResourceClaimTemplate whose request selects, with "
+            "CEL on the NVIDIA DRA driver's attributes, the GPUs that can run the workload.",
+        ),
+    ] = False,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="With --dra: the template's name (default: gpu-cuda-X-Y)."),
+    ] = None,
     output: Annotated[AffinityFormat, typer.Option("-o", "--output", help="Output format.")] = (
         AffinityFormat.YAML
     ),
@@ -68,8 +82,24 @@ def affinity_cmd(
     The output is a map with one key, nodeAffinity, ready to paste under a pod's
     spec.affinity. It is correct for every version, including X.0 (no `Gt "-1"`) and newer
     CUDA majors. Forward-compat alternatives need --scheme cudasched (GFD labels do not say
-    which GPUs are data-center parts). Example: cudasched affinity --cuda 12.8 --scheme gfd
+    which GPUs are data-center parts). With --dra, a ResourceClaimTemplate for the NVIDIA DRA
+    driver instead. Example: cudasched affinity --cuda 12.8 --scheme gfd
     """
+    if dra:
+        _dra(
+            cuda,
+            policy,
+            scheme,
+            mode,
+            min_compute_capability,
+            framework,
+            ships_cuda_compat,
+            name,
+            output,
+        )
+        return
+    if name is not None:
+        fail("--name names a ResourceClaimTemplate: it needs --dra")
     try:
         pol = Policy.parse(policy)
         kb = load_knowledge()
@@ -90,3 +120,43 @@ def affinity_cmd(
         typer.echo(json.dumps(obj, indent=2))
     else:
         typer.echo(yaml.safe_dump(obj, sort_keys=False).rstrip("\n"))
+
+
+def _dra(
+    cuda: str | None,
+    policy: str,
+    scheme: LabelScheme,
+    mode: AffinityMode,
+    min_cc: str | None,
+    framework: str | None,
+    ships_cuda_compat: bool,
+    name: str | None,
+    output: AffinityFormat,
+) -> None:
+    """``affinity --dra``: the requirement as a ResourceClaimTemplate."""
+    from cudasched.dra import claim_template
+
+    if scheme is not LabelScheme.CUDASCHED:
+        fail("--dra selects on the DRA driver's device attributes, not node labels: drop --scheme")
+    if mode is not AffinityMode.REQUIRED:
+        fail("--dra selectors are always required (a claim has no preferences): drop --mode")
+    try:
+        pol = Policy.parse(policy)
+        kb = load_knowledge()
+        req = requirement_from_options(
+            kb, cuda, framework, min_cc, ships_cuda_compat, purpose="constrain"
+        )
+        claim = claim_template(req, pol, kb, name=name)
+    except InputError as exc:
+        fail(str(exc))
+    if claim.dropped_forward_compat:
+        typer.echo(
+            "cudasched: warning: forward-compat alternatives are not expressible over the DRA "
+            "driver's attributes (none says data-center GPU); this claim selects native and "
+            "minor-compat GPUs only",
+            err=True,
+        )
+    if output is AffinityFormat.JSON:
+        typer.echo(json.dumps(claim.obj, indent=2))
+    else:
+        typer.echo(yaml.safe_dump(claim.obj, sort_keys=False, width=1_000_000).rstrip("\n"))

@@ -55,6 +55,11 @@ COMMANDS: dict[str, CommandEntry] = {
         "Write an HTML report of the cluster: which serving runtime can run on which node pool "
         "(hover a cell for its reason codes), each pool's CUDA ceiling, and the audit findings.",
     ),
+    "node-template": CommandEntry(
+        "cudasched.cli.nodetemplate",
+        "Print the labels the agent will publish on a node with this GPU and driver, and how to "
+        "declare them on a node group so an autoscaler can scale it up from zero.",
+    ),
     "mutate": CommandEntry(
         "cudasched.cli.mutate",
         "Answer one AdmissionReview offline exactly as the webhook would, and print the "

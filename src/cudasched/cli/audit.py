@@ -34,6 +34,7 @@ from cudasched.cli.inputs import (
     load_cluster,
     load_images,
     load_knowledge,
+    load_node_templates,
 )
 from cudasched.cli.options import PolicyOption
 from cudasched.errors import InputError
@@ -135,6 +136,16 @@ def audit_cmd(
     output: Annotated[
         AuditFormat, typer.Option("-o", "--output", help="Output format (html: to stdout).")
     ] = AuditFormat.TABLE,
+    node_templates: Annotated[
+        Path | None,
+        typer.Option(
+            "--node-templates",
+            help="`cudasched node-template` output (JSON/YAML, one or more) for node groups "
+            "declared outside the cluster (AWS, Azure): a pending workload that one of them "
+            "can run gets a scale-up hint. Karpenter NodePools and Cluster API groups in the "
+            "snapshot count without it.",
+        ),
+    ] = None,
 ) -> None:
     """Find what is wrong in the cluster: pods on nodes that cannot run them, workloads and
     runtimes no node can run, GPU nodes with missing, old or conflicting labels, driver
@@ -145,9 +156,10 @@ def audit_cmd(
     """
     try:
         pol = Policy.parse(policy)
+        groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source)
         with progress_bar("auditing") as progress:
-            report = audit(snapshot, fleet, images, pol, progress=progress)
+            report = audit(snapshot, fleet, images, pol, progress=progress, node_groups=groups)
     except InputError as exc:
         fail(str(exc))
     source = snapshot.source or "cluster"

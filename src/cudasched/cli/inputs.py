@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
     from cudasched.kube.kinds import Kind
     from cudasched.kube.live import ObjectRef
+    from cudasched.operations.nodegroups import NodeGroup
     from cudasched.snapshot import ClusterSnapshot
     from cudasched.webhook.state import ClusterState
 
@@ -45,6 +46,7 @@ __all__ = [
     "load_images",
     "load_knowledge",
     "load_node_labels",
+    "load_node_templates",
 ]
 
 Command = TypeVar("Command", bound=Callable[..., Any])
@@ -301,6 +303,29 @@ def load_node_labels(path: Path) -> tuple[str, dict[str, str]]:
             )
         out[str(key)] = _stringify(value)
     return name, out
+
+
+def load_node_templates(path: Path | None) -> list[NodeGroup]:
+    """Declared node groups from a file of ``cudasched node-template`` documents (JSON, or YAML
+    with one or more documents; a list counts as its items). ``None``: no file, no groups."""
+    if path is None:
+        return []
+    import yaml
+
+    from cudasched.operations.nodegroups import groups_from_templates
+
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+    except OSError as exc:
+        raise InputError(f"cannot read node templates file {str(path)!r}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        why = " ".join(str(exc).split())
+        raise InputError(f"node templates file {str(path)!r} is not YAML or JSON: {why}") from None
+    if not docs:
+        raise InputError(
+            f"node templates file {str(path)!r} is empty: expected `cudasched node-template` output"
+        )
+    return groups_from_templates(docs, path.name)
 
 
 def cluster_state(snapshot: ClusterSnapshot, kb: KnowledgeBase) -> ClusterState:

@@ -21,7 +21,7 @@ pods of an InferenceService or LLMInferenceService that the snapshot lists are c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,7 @@ from cudasched.operations.findings import (
     Finding,
 )
 from cudasched.operations.llm import llm_service_of_pod, resolve_llm_service
+from cudasched.operations.nodegroups import NodeGroup, groups_from_snapshot, scale_up_hint
 from cudasched.operations.nodelabels import (
     GFD_NEW_KEYS_RELEASE,
     UPGRADE_DONE,
@@ -99,9 +100,15 @@ class _Auditor:
     """One audit run: the cluster, its verdicts and each pod's requirement, resolved once."""
 
     def __init__(
-        self, snapshot: ClusterSnapshot, fleet: Fleet, images: ImageTable, policy: Policy
+        self,
+        snapshot: ClusterSnapshot,
+        fleet: Fleet,
+        images: ImageTable,
+        policy: Policy,
+        node_groups: Sequence[NodeGroup] = (),
     ) -> None:
         self.snapshot = snapshot
+        self.node_groups = [*node_groups, *groups_from_snapshot(snapshot)]
         self.fleet = fleet
         self.kb = fleet.kb
         self.images = images
@@ -420,12 +427,17 @@ class _Auditor:
         reach = self.verdicts.reach(found.req, self.policy)
         if reach.anywhere:
             return
+        fix = self._unplaceable_fix(found.req, reach)
+        # A group scaled to zero may be the home it is waiting for (docs/operations.md).
+        hint = scale_up_hint(self.node_groups, found.req, reach.policy, self.kb)
+        if hint is not None:
+            fix = f"{hint}; otherwise {fix}" if fix else hint
         yield Finding(
             NO_COMPATIBLE_NODE,
             ref,
             self._unplaceable_message(found.req, reach) + pods,
             node=reach.nearest.node if reach.nearest is not None else None,
-            fix=self._unplaceable_fix(found.req, reach),
+            fix=fix,
         )
 
     def _unknown(self, ref: str, found: _Resolved, kind: str) -> Iterator[Finding]:
@@ -545,11 +557,14 @@ def audit(
     policy: Policy = Policy.STRICT,
     *,
     progress: Progress | None = None,
+    node_groups: Sequence[NodeGroup] = (),
 ) -> AuditReport:
     """Audit a cluster: ``fleet`` must be built from ``snapshot`` (same nodes and KServe
     objects); ``policy`` is the default for workloads that do not name one, as the webhook's
-    configured policy is. ``progress`` is told how far the audit has got."""
-    auditor = _Auditor(snapshot, fleet, images, policy)
+    configured policy is. ``progress`` is told how far the audit has got. ``node_groups``
+    (with the Karpenter and Cluster API groups the snapshot declares) may give a pending
+    workload no node can run a home once scaled up from zero."""
+    auditor = _Auditor(snapshot, fleet, images, policy, node_groups)
     services = len(snapshot.inference_services) + len(snapshot.llm_inference_services)
     runtimes = len(fleet.cluster_serving_runtimes) + sum(1 for _ in fleet.all_serving_runtimes())
     steps = (

@@ -1,0 +1,114 @@
+"""``cudasched node-template``: the labels the agent will publish for a GPU and a driver, and how
+to declare them on a node group so an autoscaler can scale it up from zero.
+
+A thin shell over :mod:`cudasched.autoscaling`; exit codes: 0 printed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+import yaml
+
+from cudasched.autoscaling import NodeClassRef, Provider, node_template
+from cudasched.cli.app import app, fail
+from cudasched.cli.inputs import load_knowledge
+from cudasched.errors import InputError
+
+__all__ = ["node_template_cmd"]
+
+
+class TemplateFormat(StrEnum):
+    YAML = "yaml"
+    JSON = "json"
+
+
+@app.command("node-template")
+def node_template_cmd(
+    gpu: Annotated[
+        str,
+        typer.Option(
+            "--gpu",
+            help="The GPU as nvidia-smi names it ('NVIDIA H100 80GB HBM3'), its GFD product "
+            "label, or a short name for products with one board (B200, L40S).",
+        ),
+    ],
+    driver: Annotated[
+        str, typer.Option("--driver", help="Driver version of the node image (570.124.06).")
+    ],
+    provider: Annotated[
+        Provider,
+        typer.Option("--provider", help="Where the node group is declared (all: every one)."),
+    ] = Provider.ALL,
+    gpus: Annotated[
+        int, typer.Option("--gpus", min=1, help="GPUs per node (GFD's gpu.count).")
+    ] = 1,
+    gfd_compatible: Annotated[
+        bool,
+        typer.Option(
+            "--gfd-compatible",
+            help="Also declare GPU Feature Discovery's keys, as `cudasched agent "
+            "--gfd-compatible` writes them (for affinity over GFD labels).",
+        ),
+    ] = False,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="Karpenter NodePool name (default: GPU and driver)."),
+    ] = None,
+    node_class: Annotated[
+        str | None,
+        typer.Option(
+            "--node-class",
+            help="Karpenter nodeClassRef as GROUP/KIND/NAME (default: "
+            "karpenter.k8s.aws/EC2NodeClass/<NodePool name>); it must select an image with "
+            "exactly this driver.",
+        ),
+    ] = None,
+    instance_types: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--instance-type",
+            help="Instance type carrying this GPU (repeatable): the NodePool's only requirement.",
+        ),
+    ] = None,
+    output: Annotated[TemplateFormat, typer.Option("-o", "--output", help="Output format.")] = (
+        TemplateFormat.YAML
+    ),
+) -> None:
+    """Print the labels the agent will publish on a node with this GPU and driver, and how to
+    declare them on a node group so an autoscaler can scale it up from zero.
+
+    Declarations: AWS Auto Scaling group tags, Azure VMSS tags, the Cluster API
+    capacity.cluster-autoscaler.kubernetes.io/labels annotation, a Karpenter NodePool with the
+    values fixed under spec.template.metadata.labels, and kubelet --node-labels. Example:
+    cudasched node-template --gpu 'NVIDIA H100 80GB HBM3' --driver 570.124.06 --provider aws
+    """
+    try:
+        kb = load_knowledge()
+        doc = node_template(
+            gpu,
+            driver,
+            kb,
+            providers=(provider,),
+            gpus=gpus,
+            gfd_compatible=gfd_compatible,
+            nodepool_name=name,
+            node_class=NodeClassRef.parse(node_class) if node_class is not None else None,
+            instance_types=tuple(instance_types or ()),
+        )
+    except InputError as exc:
+        fail(str(exc))
+    if "karpenter" in doc["declarations"] and not instance_types:
+        typer.echo(
+            "cudasched: warning: the NodePool does not restrict instance types: give "
+            "--instance-type so Karpenter launches only machines with this GPU (a machine with "
+            "another GPU would carry these labels until the agent corrects them)",
+            err=True,
+        )
+    if output is TemplateFormat.JSON:
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        typer.echo(yaml.safe_dump(doc, sort_keys=False, width=1000).rstrip("\n"))

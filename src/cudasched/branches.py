@@ -54,13 +54,18 @@ __all__ = [
     "drive_problem",
     "first_driver",
     "gpu_target",
+    "judged_release",
     "kernel_breakages",
     "kernel_problem",
+    "known_branches",
     "lifecycle",
+    "module_reason",
     "module_type",
+    "os_tag",
     "parse_os_tag",
     "precompiled_problem",
     "release_for",
+    "release_text",
     "running",
 ]
 
@@ -125,6 +130,7 @@ class GpuTarget:
     first_driver: DriverVersion | None
     open_only: bool
     datacenter: bool | None
+    first_branch: int | None = None  # the branch of the architecture's first toolkit
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +193,7 @@ def gpu_target(kb: KnowledgeBase, facts: NodeFacts) -> GpuTarget | None:
         same = [g for g in kb.gpus() if g.arch == arch.name]
         open_only = bool(same) and all(g.open_kernel_only for g in same)
     name = "/".join(facts.products) if facts.products else f"compute capability {compute}"
+    first_toolkit = kb.min_driver(arch.first_cuda) if arch.first_cuda is not None else None
     return GpuTarget(
         name=name,
         compute=compute,
@@ -194,12 +201,27 @@ def gpu_target(kb: KnowledgeBase, facts: NodeFacts) -> GpuTarget | None:
         first_driver=max(firsts) if firsts else None,
         open_only=open_only,
         datacenter=facts.datacenter,
+        first_branch=first_toolkit.branch if first_toolkit is not None else None,
     )
 
 
+def release_text(release: DriverVersion) -> str:
+    """A release as users read it; a stand-in for a branch (``620.00``) as the branch."""
+    if release.minor == 0 and release.revision == 0:
+        return f"R{release.branch}"
+    return str(release)
+
+
 def drive_problem(gpu: GpuTarget, release: DriverVersion) -> str | None:
-    """Why ``release`` cannot drive the GPU (``None``: it can): older than the product's first
-    driver, or a branch past its architecture's last."""
+    """Why ``release`` cannot drive the GPU (``None``: it can): a branch older than the
+    architecture's first toolkit's (a driver that runs no toolkit knowing the architecture
+    predates it), older than the product's first driver, or past the architecture's last
+    branch."""
+    if gpu.first_branch is not None and release.branch < gpu.first_branch:
+        return (
+            f"R{release.branch} predates {gpu.arch.name}: its first toolkit, CUDA "
+            f"{gpu.arch.first_cuda}, needs R{gpu.first_branch}"
+        )
     if gpu.first_driver is not None and release < gpu.first_driver:
         return f"{gpu.name} needs driver {gpu.first_driver} or newer (its first driver)"
     cap = gpu.arch.last_driver_branch
@@ -369,7 +391,8 @@ def kernel_problem(kb: KnowledgeBase, release: DriverVersion, kernel: KernelRele
     floor = kb.drivers.minimum_kernel(release)
     if kernel.version < floor.kernel.version:
         return (
-            f"kernel {kernel} is older than {floor.kernel}, the oldest driver {release} builds on"
+            f"kernel {kernel} is older than {floor.kernel}, the oldest kernel "
+            f"{release_text(release)} builds on"
         )
     return None
 

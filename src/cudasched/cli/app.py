@@ -55,6 +55,16 @@ COMMANDS: dict[str, CommandEntry] = {
         "Write an HTML report of the cluster: which serving runtime can run on which node pool "
         "(hover a cell for its reason codes), each pool's CUDA ceiling, and the audit findings.",
     ),
+    "recommend-driver": CommandEntry(
+        "cudasched.cli.recommend",
+        "Recommend the driver branch for a GPU: the newest supported branch that drives it and "
+        "runs every --cuda asked, preferring long-term support branches.",
+    ),
+    "plan-drivers": CommandEntry(
+        "cudasched.cli.plan",
+        "Plan the driver branch of every GPU pool so each workload of the cluster has a home, "
+        "and write the GPU Operator NVIDIADriver objects that install it.",
+    ),
     "mutate": CommandEntry(
         "cudasched.cli.mutate",
         "Answer one AdmissionReview offline exactly as the webhook would, and print the "

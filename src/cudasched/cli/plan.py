@@ -148,12 +148,12 @@ def _table(plan: DriverPlan, source: str) -> Table:
             impact.append(" ..." if len(d.loses) > 3 else "")
         why = [d.why[0], *(w for w in d.why[1:] if w.startswith(_SHOWN) or "so that" in w)]
         table.add_row(
-            f"{d.pool.name}\n{d.pool.gpu or 'unknown GPU'}",
-            str(len(d.pool.nodes)),
-            driver,
+            Text(f"{d.pool.name}\n{d.pool.gpu or 'unknown GPU'}"),
+            Text(str(len(d.pool.nodes))),
+            Text(driver),
             Text(d.change, style=style.get(d.change, "")),
             impact,
-            "\n".join(why),
+            Text("\n".join(why)),
         )
     return table
 
@@ -242,7 +242,7 @@ def plan_cmd(
         console = _console()
         console.print(_table(plan, name))
         for note in plan.notes:
-            console.print(f"note: {note}")
+            console.print(Text(f"note: {note}"))
         for warning in plan.warnings:
             console.print(Text(f"warning: {warning}", style="yellow"))
         for workload, why in plan.unservable:

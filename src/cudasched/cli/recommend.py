@@ -77,7 +77,7 @@ def _render(doc: dict[str, object], console: Console) -> None:
             )
         )
     for reason in doc["reasons"]:  # type: ignore[attr-defined]
-        console.print(f"  - {reason}")
+        console.print(Text(f"  - {reason}"))
     for warning in doc["warnings"]:  # type: ignore[attr-defined]
         console.print(Text(f"  ! {warning}", style="yellow"))
     rejected = doc["rejected"]
@@ -85,9 +85,20 @@ def _render(doc: dict[str, object], console: Console) -> None:
         table = Table(title="not chosen", title_justify="left", show_lines=False, expand=False)
         table.add_column("branch", no_wrap=True)
         table.add_column("why", overflow="fold")
-        for row in rejected:  # type: ignore[attr-defined]
-            table.add_row(f"R{row['branch']}", row["why"])
+        for branches, why in _runs(rejected):  # type: ignore[arg-type]
+            table.add_row(Text(branches), Text(why))
         console.print(table)
+
+
+def _runs(rows: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """Consecutive branches rejected for the same reason, as one row (``R495..R620``)."""
+    out: list[tuple[list[str], str]] = []
+    for row in rows:
+        if out and out[-1][1] == row["why"]:
+            out[-1][0].append(row["branch"])
+        else:
+            out.append(([row["branch"]], row["why"]))
+    return [(f"R{b[-1]}..R{b[0]}" if len(b) > 1 else f"R{b[0]}", why) for b, why in out]
 
 
 @app.command("recommend-driver")

@@ -583,7 +583,11 @@ def _why(
             why.append(f"warning: reported build failure: {broken.describe()}")
     if pool.kernel is None:
         why.append("kernel unknown: the minimum kernel was not checked")
-    skipped = [f"R{b} ({w})" for b, w in left_out if b > chosen.branch]
+    newer = [(b, w) for b, w in left_out if b > chosen.branch]
+    skipped = [f"R{b} ({w})" for b, w in newer if "end of life" not in w]
+    ended = [f"R{b}" for b, w in newer if "end of life" in w]
+    if ended:
+        skipped.append(f"{', '.join(ended)} (end of life)")
     if skipped:
         why.append("left out: " + "; ".join(skipped))
     return why

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["plan_cmd", "render_yaml"]
 
-TABLE_WIDTH = 140
+TABLE_WIDTH = 120
 
 
 class PlanFormat(StrEnum):

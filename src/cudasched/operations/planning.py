@@ -113,7 +113,7 @@ class PlanPool:
             f"kernel {self.kernel}" if self.kernel else "kernel unknown",
             f"driver {self.current}" if self.current else "no driver reported",
         ]
-        return " · ".join(parts)
+        return ", ".join(parts)
 
 
 def _node_os(labels: Mapping[str, str]) -> OsTag | None:

@@ -247,7 +247,7 @@ def test_lifecycle_on_a_date(kb: KnowledgeBase) -> None:
     assert lifecycle(kb, 575, TODAY).state is LifecycleState.END_OF_LIFE  # listed as ended
     assert lifecycle(kb, 470, TODAY).state is LifecycleState.UNKNOWN
     assert lifecycle(kb, 590, TODAY).state is LifecycleState.UNKNOWN  # not in the lists
-    assert "2028-08" in lifecycle(kb, 580, TODAY).note  # the disputed date is said
+    assert lifecycle(kb, 580, TODAY).alternatives == ("2028-06", "2028-08")  # disputed
 
 
 def test_known_branches_include_lifecycle_rows_releases_and_architecture_ceilings(

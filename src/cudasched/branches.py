@@ -103,6 +103,7 @@ class Lifecycle:
     state: LifecycleState
     source: str = ""
     note: str = ""
+    alternatives: tuple[str, ...] = ()  # end-of-life dates sources disagree on
 
     @property
     def long_term(self) -> bool:
@@ -341,10 +342,7 @@ def lifecycle(kb: KnowledgeBase, branch: int, today: date) -> Lifecycle:
         else:
             ended = (today.year, today.month) > (int(m.group(1)), int(m.group(2)))
             state = LifecycleState.END_OF_LIFE if ended else LifecycleState.SUPPORTED
-    note = row.note
-    if row.alternatives:
-        note = (note + " " if note else "") + "Sources give " + " and ".join(row.alternatives)
-    return Lifecycle(branch, row.type, eol, state, row.source, note)
+    return Lifecycle(branch, row.type, eol, state, row.source, row.note, row.alternatives)
 
 
 # --------------------------------------------------------------------------- CUDA

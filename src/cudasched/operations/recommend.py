@@ -246,8 +246,11 @@ def recommend(
             f"R{chosen.branch}'s lifecycle is not in the knowledge base"
             + (f" ({lc.note})" if lc.note else "")
         )
-    elif lc.note:
-        warnings.append(f"R{chosen.branch} end of life: {lc.note}")
+    elif lc.alternatives:
+        warnings.append(
+            f"R{chosen.branch}'s end of life is disputed: sources give "
+            f"{' and '.join(lc.alternatives)}; judged by the earlier, {lc.eol}"
+        )
     version = chosen.release if chosen.known else None
     if version is None:
         warnings.append(

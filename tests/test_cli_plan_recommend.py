@@ -3,17 +3,20 @@ output formats, one-line errors."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import kmock as kmock_lib
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from cudasched.cli import app
-from cudasched.snapshot import to_yaml
+from cudasched.snapshot import bundled_snapshot, to_yaml
+from kube_api import ClusterApi, write_kubeconfig
 from planning_cluster import cluster, gpu_node, runtime
 
 AS_OF = ["--as-of", "2026-12-01"]
@@ -200,3 +203,36 @@ def test_plan_bad_input_is_one_line_exit_2(args: list[str], fragment: str) -> No
     assert out.stdout == ""
     [line] = out.stderr.splitlines()
     assert line.startswith("cudasched: error: ") and fragment in line
+
+
+# --------------------------------------------------------------------------- --live
+
+
+async def test_plan_of_the_live_cluster_is_the_plan_of_its_dump(
+    kmock: kmock_lib.KubernetesEmulator, tmp_path: Path
+) -> None:
+    """The sample cluster served by the mock API server, plus an NVIDIADriver already there
+    that pins the V100 node: --live plans exactly what the dump plans, conflict included."""
+    existing = {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "NVIDIADriver",
+        "metadata": {"name": "volta"},
+        "spec": {
+            "default": False,
+            "driverType": "gpu",
+            "image": "driver",
+            "nodeSelector": {"nvidia.com/gpu.product": "Tesla-V100-SXM2-16GB"},
+        },
+    }
+    objects = [*bundled_snapshot().objects(), existing]
+    dump = tmp_path / "cluster.yaml"
+    dump.write_text(to_yaml({"apiVersion": "v1", "kind": "List", "items": objects}))
+    ClusterApi.start(kmock, objects)
+    kubeconfig = str(write_kubeconfig(tmp_path, kmock.url, namespace="default"))
+    args = ["plan-drivers", "-o", "json", *AS_OF]
+    from_file = await asyncio.to_thread(CliRunner().invoke, app, [*args, "--cluster", str(dump)])
+    live = await asyncio.to_thread(CliRunner().invoke, app, [*args, "--kubeconfig", kubeconfig])
+    assert from_file.exit_code == live.exit_code == 0, live.output
+    assert live.stdout == from_file.stdout
+    warnings = json.loads(live.stdout)["warnings"]
+    assert any("NVIDIADriver/volta" in w and "dc1-v100-01" in w for w in warnings)

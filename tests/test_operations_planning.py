@@ -534,6 +534,36 @@ def test_pools_without_nfd_os_labels_are_warned_about(
     assert any("no NFD system-os_release labels" in w for w in plan.warnings)
 
 
+def test_a_pool_above_its_architectures_ceiling_is_downgraded(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """A Volta node on R590 (past Volta's last branch, R580) runs nothing: back to R580."""
+    snapshot = cluster(
+        gpu_node("v100-new", "Tesla-V100-SXM2-16GB", "590.48.01"),
+        runtime("triton-12-4", "12.4"),
+    )
+    [pool] = plan_of(snapshot, kb, images).to_dict()["pools"]
+    assert (pool["change"], pool["targetBranch"], pool["kernelModuleType"]) == (
+        "downgrade",
+        "580",
+        "proprietary",
+    )
+    assert pool["gains"] == ["ClusterServingRuntime/triton-12-4"]
+
+
+def test_driver_upgrades_in_flight_are_warned_about(kb: KnowledgeBase, images: ImageTable) -> None:
+    busy = {"nvidia.com/gpu-driver-upgrade-state": "pod-restart-required"}
+    done = {"nvidia.com/gpu-driver-upgrade-state": "upgrade-done"}
+    snapshot = cluster(
+        gpu_node("t4-a", "Tesla-T4", "550.90.07", extra=busy),
+        gpu_node("t4-b", "Tesla-T4", "550.90.07", extra=done),
+        runtime("triton-12-4", "12.4"),
+    )
+    warnings = plan_of(snapshot, kb, images).warnings
+    [flight] = [w for w in warnings if "in flight" in w]
+    assert "t4-a" in flight and "t4-b" not in flight
+
+
 def test_pool_names_are_label_values_and_unique(kb: KnowledgeBase) -> None:
     import re
 

@@ -61,7 +61,14 @@ from cudasched.errors import InputError
 from cudasched.knowledge.drivers import KernelRelease, parse_kernel
 from cudasched.objects import labels_of, name_of
 from cudasched.operations.demand import Demand, DemandGroup, cluster_demand
-from cudasched.operations.nodelabels import NFD_OS_ID, NFD_OS_VERSION, is_gpu_node
+from cudasched.operations.nodelabels import (
+    NFD_OS_ID,
+    NFD_OS_VERSION,
+    UPGRADE_DONE,
+    UPGRADE_STATE_KEY,
+    is_gpu_node,
+    upgrade_state,
+)
 from cudasched.operations.nvidiadriver import (
     CLUSTER_POLICY_NOTE,
     nvidia_driver,
@@ -764,6 +771,20 @@ def plan_drivers(
                 f"pool {d.pool.name}: its nodes have no NFD system-os_release labels; the GPU "
                 "Operator skips such nodes (install Node Feature Discovery)"
             )
+    in_flight = [
+        name_of(n)
+        for n in snapshot.nodes
+        if upgrade_state(labels_of(n)) not in (None, UPGRADE_DONE)
+    ]
+    if in_flight:
+        shown = ", ".join(in_flight[:3]) + (
+            f" and {len(in_flight) - 3} more" if len(in_flight) > 3 else ""
+        )
+        warnings.append(
+            f"a driver upgrade is in flight on {shown} ({UPGRADE_STATE_KEY} is not "
+            f"{UPGRADE_DONE}): their drivers are planned from what they report now; plan again "
+            "when the upgrade ends"
+        )
     for ref, error in demand.unreadable:
         warnings.append(f"{ref}: requirement unreadable, left out of the plan: {error}")
 

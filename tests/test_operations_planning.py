@@ -21,7 +21,9 @@ from cudasched.branches import Lifecycle, LifecycleState
 from cudasched.fleet import Fleet
 from cudasched.images import ImageTable
 from cudasched.knowledge import KnowledgeBase
-from cudasched.operations.planning import DriverPlan, Option, _choose, plan_drivers, plan_pools
+from cudasched.operations.planning import DriverPlan, plan_drivers
+from cudasched.operations.planoptions import Option, choose
+from cudasched.operations.planpools import plan_pools
 from cudasched.operations.waves import WaveInput, plan_waves, wave_capacity
 from cudasched.requirements import Policy
 from cudasched.snapshot import ClusterSnapshot, bundled_snapshot
@@ -259,7 +261,7 @@ def test_repair_keeps_a_home_for_what_runs_today(kb: KnowledgeBase) -> None:
     )
     keeps = [_option(535, {0, 1}, keep=True), _option(535, {1}, keep=True)]
     options = [[_option(580, {1, 2, 3})], [_option(580, {1, 2})]]
-    chosen, pinned = _choose((None, None), keeps, options, demand, with_target=False)  # type: ignore[arg-type]
+    chosen, pinned = choose(keeps, options, demand, with_target=False)
     assert chosen[0] is keeps[0]  # the only home of group 0
     assert chosen[1] is options[1][0]
     assert "w0" in pinned[0][0]

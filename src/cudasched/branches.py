@@ -275,7 +275,7 @@ def release_for(kb: KnowledgeBase, branch: int) -> DriverVersion | None:
     return kb.drivers.latest_release(branch)
 
 
-def _stand_in(kb: KnowledgeBase, branch: int, gpu: GpuTarget | None) -> DriverVersion:
+def _stand_in(branch: int, gpu: GpuTarget | None) -> DriverVersion:
     """A release to judge a branch by when none is known: the branch's first release, or the
     GPU's first driver when that is in the branch (never shown to users)."""
     base = DriverVersion(branch, 0, 0, has_revision=False)
@@ -286,7 +286,7 @@ def _stand_in(kb: KnowledgeBase, branch: int, gpu: GpuTarget | None) -> DriverVe
 
 def judged_release(kb: KnowledgeBase, branch: int, gpu: GpuTarget | None) -> DriverVersion:
     """The release a branch is judged by: its newest known release, else a stand-in."""
-    return release_for(kb, branch) or _stand_in(kb, branch, gpu)
+    return release_for(kb, branch) or _stand_in(branch, gpu)
 
 
 def running(facts: NodeFacts, release: DriverVersion, kb: KnowledgeBase) -> NodeFacts:

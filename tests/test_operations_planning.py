@@ -585,6 +585,19 @@ def test_pool_names_are_label_values_and_unique(kb: KnowledgeBase) -> None:
     assert "h100-80gb-hbm3-amzn2023" in names and "h100-80gb-hbm3-amzn2023-2" in names
 
 
+def test_pool_names_are_valid_object_names_whatever_the_os_id(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    snapshot = cluster(
+        gpu_node("t4-a", "Tesla-T4", "550.90.07", os=("my_distro", "1.2")),
+        runtime("needs-13-0", "13.0"),
+    )
+    plan = plan_of(snapshot, kb, images)
+    [driver] = plan.drivers
+    assert driver["metadata"]["name"] == "t4-my-distro1.2"
+    assert_valid_nvidia_driver(driver)
+
+
 def test_json_contract(kb: KnowledgeBase, images: ImageTable) -> None:
     doc = plan_of(known_answers_cluster(), kb, images).to_dict()
     assert {"pools", "nvidiaDrivers", "nodeLabels", "waves", "unservable"} <= set(doc)

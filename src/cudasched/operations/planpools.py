@@ -94,7 +94,9 @@ def _pool_name(gpu: str | None, os: OsTag | None, taken: set[str]) -> str:
     """``<gpu>-<os tag>`` (``h100-80gb-hbm3-amzn2023``), ``-2``, ``-3`` ... for the next pools
     of the same GPU and OS (another kernel or driver). The current driver is not in the name:
     the name outlives the plan."""
-    tail = str(os) if os is not None else "os-unknown"
+    # An os-release ID may hold "_" (allowed in label values, not in object names).
+    tail = re.sub(r"[^a-z0-9.-]+", "-", str(os).lower()).strip("-.") if os is not None else ""
+    tail = tail or "os-unknown"
     room = _NAME_LIMIT - len(tail) - 1
     base = f"{_slug(gpu, max(room, 4)) if gpu else 'unknown-gpu'}-{tail}"
     name, n = base, 1

@@ -126,3 +126,12 @@ def test_startup_quick(bench) -> None:
     times = startup.run(1)
     assert set(times) == {"baseline", "help", "check", "check-cold"}
     assert all(len(v) == 1 and v[0] > 0 for v in times.values())
+
+
+def test_planning_quick(bench) -> None:
+    planning = bench("planning")
+    result = planning.run(sizes=(30, 60), runtimes=12, isvcs=16, naive_budget_s=0.2)
+    assert [s.nodes for s in result.sizes] == [30, 60]
+    assert all(s.pools > 0 and s.workloads > 0 and s.naive_sampled > 0 for s in result.sizes)
+    assert result.recommend_calls > 0
+    assert _finite(result.ratios)

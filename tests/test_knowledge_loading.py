@@ -27,6 +27,7 @@ ENTRY_LISTS = {
     "gpus.yaml": [("gpus",)],
     "frameworks.yaml": [("pytorch",), ("tensorflow",), ("vllm",)],
     "containers.yaml": [("tritonserver",), ("pytorch",), ("tensorflow",)],
+    "drivers.yaml": [("minimum_kernel",), ("build_breakages",), ("latest_releases",)],
 }
 
 

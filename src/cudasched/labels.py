@@ -23,6 +23,9 @@ GPU_PRODUCT = PREFIX + "gpu.product"  # sanitised, sorted, "_"-joined when mixed
 GPU_DATACENTER = PREFIX + "gpu.datacenter"  # "true" | "false"
 PROBE_STATUS = PREFIX + "probe.status"  # "ok" | "partial" | "failed"
 PROBE_REASON = PREFIX + "probe.reason"  # short machine reason when failed or partial
+# Written by the operator when applying a `cudasched plan-drivers` plan: the node's driver pool,
+# which the plan's NVIDIADriver objects select.
+DRIVER_POOL = PREFIX + "driver-pool"
 
 # Annotations a workload (or a serving runtime) can carry.
 ANN_CUDA_VERSION = PREFIX + "cuda-version"

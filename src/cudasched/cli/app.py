@@ -60,6 +60,16 @@ COMMANDS: dict[str, CommandEntry] = {
         "Print the labels the agent will publish on a node with this GPU and driver, and how to "
         "declare them on a node group so an autoscaler can scale it up from zero.",
     ),
+    "recommend-driver": CommandEntry(
+        "cudasched.cli.recommend",
+        "Recommend the driver branch for a GPU: the newest supported branch that drives it and "
+        "runs every --cuda asked, preferring long-term support branches.",
+    ),
+    "plan-drivers": CommandEntry(
+        "cudasched.cli.plan",
+        "Plan the driver branch of every GPU pool so each workload of the cluster has a home, "
+        "and write the GPU Operator NVIDIADriver objects that install it.",
+    ),
     "mutate": CommandEntry(
         "cudasched.cli.mutate",
         "Answer one AdmissionReview offline exactly as the webhook would, and print the "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from cudasched.errors import InputError, KnowledgeError
+from cudasched.knowledge.drivers import DriverFacts, load_driver_facts
 from cudasched.knowledge.frameworks import FrameworkCatalog
 from cudasched.knowledge.loading import (
     DATA_FILES,
@@ -91,6 +92,7 @@ class KnowledgeBase:
     _gpu_index: Mapping[str, tuple[GpuInfo, str | None]]
     _frameworks: FrameworkCatalog
     _ngc: Mapping[tuple[str, str], ContainerRelease]
+    _drivers: DriverFacts
     _ga_desc: tuple[ToolkitRelease, ...] = field(default=(), repr=False)
     # Every capability X.0 .. X.9 of a major that has rows, resolved once (placement asks for
     # whole ranges of capabilities on every compile).
@@ -130,6 +132,7 @@ class KnowledgeBase:
         gpus, gpu_index = load_gpus(DataFile("gpus.yaml", docs["gpus.yaml"]), arch_by_cc)
         frameworks = load_frameworks(DataFile("frameworks.yaml", docs["frameworks.yaml"]))
         ngc = load_ngc(DataFile("containers.yaml", docs["containers.yaml"]))
+        drivers = load_driver_facts(DataFile("drivers.yaml", docs["drivers.yaml"]))
         ga_desc = tuple(sorted(ga.values(), key=lambda t: t.sort_key, reverse=True))
         return cls(
             _toolkits=toolkits,
@@ -145,6 +148,7 @@ class KnowledgeBase:
             _gpu_index=MappingProxyType(gpu_index),
             _frameworks=frameworks,
             _ngc=MappingProxyType(ngc),
+            _drivers=drivers,
             _ga_desc=ga_desc,
             _arch_nearest=MappingProxyType(_nearest_arch_rows(arch_by_cc)),
         )
@@ -210,6 +214,12 @@ class KnowledgeBase:
 
     def driver_branches(self) -> Iterator[DriverBranch]:
         return iter(sorted(self._branches.values(), key=lambda b: b.branch))
+
+    @property
+    def drivers(self) -> DriverFacts:
+        """Driver-release facts (``drivers.yaml``): module flavours, minimum kernels, reported
+        build breakages, newest known releases, precompiled containers."""
+        return self._drivers
 
     # ---- hardware ------------------------------------------------------------------------
 

@@ -63,6 +63,7 @@ DATA_FILES = (
     "gpus.yaml",
     "frameworks.yaml",
     "containers.yaml",
+    "drivers.yaml",
 )
 
 NGC_PRODUCTS = ("tritonserver", "pytorch", "tensorflow")

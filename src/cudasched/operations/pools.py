@@ -7,12 +7,13 @@ per OS and product) is planned in. A GPU node is one whose status reports NVIDIA
 GPU Operator marks ``nvidia.com/gpu.present=true``, or that carries GPU facts; nodes without GPUs
 belong to no pool.
 
-The CUDA ceiling of a pool is found by asking the compatibility engine, toolkit release by
-toolkit release, which is the newest CUDA a workload with no other constraint can run on every
-node of the pool: natively (policy ``strict``: the driver supports it, and the GPU's
-architecture is still built for), and under minor-version compatibility (policy
-``minor-compat``: any release of a CUDA major whose driver floor the node meets, without PTX
-JIT). Asking the engine keeps the ceiling and every verdict in agreement by construction.
+The CUDA ceiling of a pool (:func:`cudasched.branches.cuda_ceiling`) is found by asking the
+compatibility engine, toolkit release by toolkit release, which is the newest CUDA a workload
+with no other constraint can run on every node of the pool: natively (policy ``strict``: the
+driver supports it, and the GPU's architecture is still built for), and under minor-version
+compatibility (policy ``minor-compat``: any release of a CUDA major whose driver floor the
+node meets, without PTX JIT). Asking the engine keeps the ceiling and every verdict in
+agreement by construction.
 """
 
 from __future__ import annotations
@@ -21,16 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cudasched.engine import check
+from cudasched.branches import cuda_ceiling
 from cudasched.errors import InputError
-from cudasched.knowledge import ReleaseKind
 from cudasched.objects import name_of
 from cudasched.operations.nodelabels import is_gpu_node, os_of
-from cudasched.requirements import Policy, Requirement
+from cudasched.requirements import Policy
 
 if TYPE_CHECKING:
     from cudasched.fleet import Fleet
-    from cudasched.knowledge import KnowledgeBase
     from cudasched.nodes import NodeFacts
     from cudasched.snapshot import ClusterSnapshot
     from cudasched.versions import CudaVersion, DriverVersion
@@ -83,25 +82,6 @@ class Pool:
                 self.os or "OS unknown",
             )
         )
-
-
-def _ga_releases(kb: KnowledgeBase) -> list[CudaVersion]:
-    """Every GA toolkit release, newest first."""
-    found = {t.cuda.release for t in kb.toolkits() if t.kind is ReleaseKind.GA}
-    return sorted(found, reverse=True)
-
-
-def cuda_ceiling(
-    facts: tuple[NodeFacts, ...], policy: Policy, kb: KnowledgeBase
-) -> CudaVersion | None:
-    """The newest GA CUDA release every one of ``facts`` can run under ``policy``."""
-    if not facts or not all(f.has_gpu for f in facts):
-        return None
-    for cuda in _ga_releases(kb):
-        req = Requirement(cuda=cuda, source="ceiling")
-        if all(check(f, req, policy, kb).compatible for f in facts):
-            return cuda
-    return None
 
 
 def node_pools(snapshot: ClusterSnapshot, fleet: Fleet) -> tuple[Pool, ...]:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from cudasched.errors import InputError
 from cudasched.versions import ComputeCapability, CudaVersion
+
+if TYPE_CHECKING:
+    from cudasched.requirecuda import Gate
 
 
 class Policy(StrEnum):
@@ -46,7 +50,9 @@ class FrameworkBuild:
 @dataclass(frozen=True, slots=True)
 class Requirement:
     """A workload's needs. ``source`` says where they were found (annotation, runtime label,
-    image table ...) so every answer can be explained."""
+    image table ...) so every answer can be explained. ``gate`` is the container toolkit's
+    ``NVIDIA_REQUIRE_*`` check the container starts under (None: none, or disabled), which
+    the engine applies on top of the CUDA rules (:mod:`cudasched.requirecuda`)."""
 
     cuda: CudaVersion | None = None
     min_compute: ComputeCapability | None = None
@@ -54,6 +60,7 @@ class Requirement:
     ships_cuda_compat: bool = False
     framework: FrameworkBuild | None = None
     source: str = ""
+    gate: Gate | None = None
 
     @property
     def is_empty(self) -> bool:

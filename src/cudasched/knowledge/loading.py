@@ -67,7 +67,7 @@ DATA_FILES = (
     "containers.yaml",
 )
 
-NGC_PRODUCTS = ("tritonserver", "pytorch", "tensorflow")
+NGC_PRODUCTS = ("tritonserver", "pytorch", "tensorflow", "sglang")
 
 
 class DataFile:

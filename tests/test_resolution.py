@@ -23,6 +23,8 @@ from cudasched.resolution import (
     gpu_container,
     requirement_from_annotations,
     resolve_isvc,
+    resolve_llmisvc,
+    resolve_llmisvc_pod,
     resolve_pod,
     uses_gpu,
     wants_constraint,
@@ -701,3 +703,111 @@ def _kb() -> Any:
     from cudasched.knowledge import KnowledgeBase
 
     return KnowledgeBase.load()
+
+
+# --------------------------------------------------------------------------- LLMInferenceService
+
+LLMISVC = """
+apiVersion: serving.kserve.io/v1alpha2
+kind: LLMInferenceService
+metadata:
+  name: qwen
+  namespace: llm
+  annotations:
+    cudasched.io/policy: minor-compat
+spec:
+  model:
+    uri: hf://Qwen/Qwen3-0.6B
+    name: Qwen/Qwen3-0.6B
+  replicas: 1
+  router:
+    route: {}
+    gateway: {}
+    scheduler: {}
+"""
+
+# A decode pod as the controller creates it (workload_single_node.go labels; container main
+# from kserve-config-llm-template with KServe v0.20.0's llm-d image).
+LLMISVC_POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: qwen-kserve-6f7c9d8b5-x2k4q
+  namespace: llm
+  labels:
+    app.kubernetes.io/component: llminferenceservice-workload
+    app.kubernetes.io/name: qwen
+    app.kubernetes.io/part-of: llminferenceservice
+    kserve.io/component: workload
+    llm-d.ai/role: both
+spec:
+  containers:
+  - name: main
+    image: ghcr.io/llm-d/llm-d-cuda:v0.8.0
+    resources:
+      limits: {nvidia.com/gpu: "1"}
+"""
+
+
+def test_llmisvc_pods_are_recognised() -> None:
+    from cudasched.kserve.llm import is_llmisvc_pod, llmisvc_name_of, llmisvc_role
+
+    decode = yaml.safe_load(LLMISVC_POD)
+    assert is_llmisvc_pod(decode) and llmisvc_name_of(decode) == "qwen"
+    assert llmisvc_role(decode) == "decode"
+    worker = copy.deepcopy(decode)
+    worker["metadata"]["labels"] = {
+        "app.kubernetes.io/component": "llminferenceservice-workload-worker",
+        "app.kubernetes.io/name": "qwen",
+        "app.kubernetes.io/part-of": "llminferenceservice",
+    }  # no kserve.io/component on workers with a leader template
+    assert is_llmisvc_pod(worker) and llmisvc_role(worker) == "worker"
+    scheduler = copy.deepcopy(decode)
+    scheduler["metadata"]["labels"]["app.kubernetes.io/component"] = (
+        "llminferenceservice-router-scheduler"
+    )
+    assert not is_llmisvc_pod(scheduler)
+
+
+def test_llmisvc_pod_is_judged_by_its_main_image_and_the_services_annotations() -> None:
+    table = ImageTable.builtin(kb=_kb())
+    llmisvc = yaml.safe_load(LLMISVC)
+    decode = yaml.safe_load(LLMISVC_POD)
+    req = resolve_llmisvc_pod(decode, llmisvc, table, _kb())
+    assert req.cuda == CudaVersion(13, 0) and req.policy is Policy.MINOR_COMPAT
+    assert req.source.startswith("image ghcr.io/llm-d/llm-d-cuda:v0.8.0")
+    declared = copy.deepcopy(llmisvc)
+    declared["metadata"]["annotations"]["cudasched.io/cuda-version"] = "13.2"
+    assert resolve_llmisvc_pod(decode, declared, table, _kb()).cuda == CudaVersion(13, 2)
+    assert wants_constraint(decode, req)
+
+
+def test_llmisvc_object_needs_its_image_or_annotations() -> None:
+    table = ImageTable.builtin(kb=_kb())
+    llmisvc = yaml.safe_load(LLMISVC)
+    req = resolve_llmisvc(llmisvc, table, _kb())
+    assert req.is_empty and "kserve-config-llm-template" in req.unknown_reason
+    # The image the configs give (KServe v0.20.0's default), or one in the template.
+    assert resolve_llmisvc(
+        llmisvc, table, _kb(), config_image="ghcr.io/llm-d/llm-d-cuda:v0.7.0"
+    ).cuda == CudaVersion(13, 0)
+    with_template = copy.deepcopy(llmisvc)
+    with_template["spec"]["template"] = {
+        "containers": [{"name": "main", "image": "vllm/vllm-openai:v0.23.0"}]
+    }
+    assert resolve_llmisvc(with_template, table, _kb()).cuda == CudaVersion(13, 0)
+
+
+def test_resolve_workload_knows_llmisvc() -> None:
+    from cudasched.fleet import Fleet
+    from cudasched.resolution import resolve_workload
+
+    fleet = Fleet([], _kb())
+    table = ImageTable.builtin(kb=_kb())
+    llmisvc = yaml.safe_load(LLMISVC)
+    llmisvc["metadata"]["annotations"]["cudasched.io/cuda-version"] = "13.0"
+    target, req, choice = resolve_workload(llmisvc, fleet, table)
+    assert target["spec"]["containers"][0]["name"] == "main" and choice is None
+    assert req.cuda == CudaVersion(13, 0)
+    _, req, _ = resolve_workload(yaml.safe_load(LLMISVC_POD), fleet, table)
+    assert req.cuda == CudaVersion(13, 0)

@@ -52,6 +52,14 @@ from cudasched.kserve import (
     isvc_uses_gpu,
     predictor_container,
 )
+from cudasched.kserve.llm import (
+    MAIN_CONTAINER,
+    NAME_LABEL,
+    is_llmisvc,
+    is_llmisvc_pod,
+    llmisvc_main_container,
+    llmisvc_pod,
+)
 from cudasched.objects import as_mapping, namespace_of
 from cudasched.requirecuda import Gate, gate_from_env
 from cudasched.requirements import FrameworkBuild, Policy, Requirement
@@ -75,6 +83,8 @@ __all__ = [
     "isvc_wants_constraint",
     "requirement_from_annotations",
     "resolve_isvc",
+    "resolve_llmisvc",
+    "resolve_llmisvc_pod",
     "resolve_pod",
     "resolve_workload",
     "wants_constraint",
@@ -454,6 +464,68 @@ def resolve_isvc(
     return _resolve(annotations, where, runtime, container, images, kb)
 
 
+def _llmisvc_annotations(llmisvc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The annotations an LLMInferenceService declares for its model server: its own, then
+    those of its workload spec (which reach the pods)."""
+    if llmisvc is None:
+        return {}
+    meta = as_mapping(llmisvc.get("metadata"), "LLMInferenceService metadata")
+    spec = as_mapping(llmisvc.get("spec"), "LLMInferenceService spec")
+    return {
+        **as_mapping(meta.get("annotations"), "LLMInferenceService annotations"),
+        **as_mapping(spec.get("annotations"), "LLMInferenceService spec.annotations"),
+    }
+
+
+def resolve_llmisvc(
+    llmisvc: Mapping[str, Any],
+    images: ImageTable,
+    kb: ReleaseFacts | None,
+    config_image: str | None = None,
+) -> Requirement:
+    """The requirement of an LLMInferenceService's model server: its ``cudasched.io/*``
+    annotations, then the image of its ``main`` container (the ``template``'s, else
+    ``config_image``, the image the caller resolved from the LLMInferenceServiceConfigs). With
+    neither, the requirement is empty and ``unknown_reason`` says where the image lives."""
+    if not isinstance(llmisvc, Mapping) or not is_llmisvc(llmisvc):
+        raise InputError(f"invalid LLMInferenceService: expected one, got {type(llmisvc)}")
+    pod = llmisvc_pod(llmisvc)
+    main = dict(llmisvc_main_container(pod["spec"]) or {"name": MAIN_CONTAINER})
+    if not main.get("image") and config_image:
+        main["image"] = config_image
+    where = f"LLMInferenceService {pod['metadata']['labels'][NAME_LABEL] or '?'}"
+    req = _resolve(_llmisvc_annotations(llmisvc), where, None, main, images, kb)
+    if req.is_empty and not main.get("image"):
+        return replace(
+            req,
+            unknown_reason=(
+                f"{where} names no image in spec.template: its pods take it from the "
+                "LLMInferenceServiceConfigs (kserve-config-llm-template, baseRefs); set "
+                "cudasched.io/cuda-version on it or let its pods be judged by their image"
+            ),
+        )
+    return req
+
+
+def resolve_llmisvc_pod(
+    pod: Mapping[str, Any],
+    llmisvc: Mapping[str, Any] | None,
+    images: ImageTable,
+    kb: ReleaseFacts | None,
+) -> Requirement:
+    """The requirement of an LLMInferenceService's model-server pod: the service's
+    ``cudasched.io/*`` annotations (when the object is at hand) under the pod's own, then the
+    image of the pod's ``main`` container, which is the one the configs resolved."""
+    meta = as_mapping(pod.get("metadata"), "pod metadata")
+    annotations = {
+        **_llmisvc_annotations(llmisvc),
+        **as_mapping(meta.get("annotations"), "pod annotations"),
+    }
+    where = f"pod {meta.get('name') or meta.get('generateName') or '?'}"
+    main = llmisvc_main_container(as_mapping(pod.get("spec"), "pod spec"))
+    return _resolve(annotations, where, None, main, images, kb)
+
+
 def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
     """Should the webhook constrain this pod's placement?
 
@@ -468,7 +540,14 @@ def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
         return True
     if component_of(pod) in ("transformer", "explainer"):
         return False
-    return uses_gpu(as_mapping(pod.get("spec"), "pod spec"))
+    spec = as_mapping(pod.get("spec"), "pod spec")
+    if uses_gpu(spec):
+        return True
+    # An LLMInferenceService's model server takes its resources from the
+    # LLMInferenceServiceConfigs: a ``main`` container without resources in the object says
+    # nothing about its GPUs, and llm-d's model servers are GPU servers.
+    main = llmisvc_main_container(spec) if is_llmisvc_pod(pod) else None
+    return main is not None and not main.get("resources")
 
 
 def isvc_wants_constraint(
@@ -493,12 +572,19 @@ def resolve_workload(
     from. Runtimes are looked up the way admission does, through the fleet; unreadable objects
     raise :class:`InputError`."""
     kb = fleet.kb
+    if is_llmisvc(obj):
+        pod = llmisvc_pod(obj)
+        req = resolve_llmisvc(obj, images, kb)
+        return pod, (req if wants_constraint(pod, req) else Requirement()), None
     if is_inference_service(obj):
         choice = fleet.select_runtime(obj)
         pod = pod_of(obj, choice)
         req = resolve_isvc(obj, choice, images, kb)
         return pod, (req if isvc_wants_constraint(obj, choice, req) else Requirement()), choice
     pod = pod_of(obj)
+    if is_llmisvc_pod(pod):
+        req = resolve_llmisvc_pod(pod, None, images, kb)
+        return obj, (req if wants_constraint(pod, req) else Requirement()), None
     choice = None
     if is_predictor_pod(pod):
         isvc = fleet.inference_service(namespace_of(pod), isvc_name_of(pod) or "")

@@ -416,12 +416,14 @@ def check(facts: NodeFacts, req: Requirement, policy: Policy | str, kb: Knowledg
                 "replaces only the user-mode driver)",
             )
         )
+    # The container toolkit's gate is reported when it is what stops the container: a node
+    # already refused for its driver or its GPU is not refused twice for the same fact.
     gate = _gate_reason(facts, req)
-    if gate is not None:
-        blocking.append(gate)
 
     if cuda is None:
         # Only a compute-capability floor was asked for.
+        if not blocking and gate is not None:
+            blocking.append(gate)
         if blocking:
             return Verdict(VerdictStatus.INCOMPATIBLE, tuple(blocking))
         return Verdict(
@@ -435,6 +437,8 @@ def check(facts: NodeFacts, req: Requirement, policy: Policy | str, kb: Knowledg
         )
 
     mode, driver_reasons = _driver_mode(facts, req, pol, cuda, toolkit, coverage, kb)
+    if not blocking and mode is not None and gate is not None:
+        blocking.append(gate)
     if blocking or mode is None:
         return Verdict(VerdictStatus.INCOMPATIBLE, tuple(blocking + driver_reasons))
     if req.gate is not None and mode != NATIVE:

@@ -368,15 +368,19 @@ def _stricter(declared: Requirement, facts: _ContainerFacts, who: str) -> tuple[
         declared.cuda < facts.cuda or (declared.cuda > facts.cuda and not facts.lower_bound)
     )
     differs = differs or (facts.min_compute is not None and low != declared.min_compute)
+    # The image's framework build (its kernel list) comes along when the image's CUDA is used.
+    raised = declared.cuda is None or facts.cuda > declared.cuda
+    framework = facts.framework if raised else declared.framework
     if not differs:
-        return replace(declared, cuda=cuda, min_compute=low, framework=facts.framework), ""
+        return replace(declared, cuda=cuda, min_compute=low, framework=framework), ""
     said = declared.describe()
     image = f"cuda>={facts.cuda}" + (f", cc>={facts.min_compute}" if facts.min_compute else "")
     kept = Requirement(cuda=cuda, min_compute=low).describe()
     text = f"{who} declares {said} but its {facts.source} needs {image}; using the stricter {kept}"
-    source = f"{declared.source}; stricter {facts.source}"
+    raised = raised or low != declared.min_compute
+    source = f"{declared.source}; stricter {facts.source}" if raised else declared.source
     return (
-        replace(declared, cuda=cuda, min_compute=low, framework=facts.framework, source=source),
+        replace(declared, cuda=cuda, min_compute=low, framework=framework, source=source),
         text,
     )
 

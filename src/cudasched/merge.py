@@ -65,8 +65,10 @@ PREFERRED_KEY = "preferredDuringSchedulingIgnoredDuringExecution"
 
 # The cross product of a pod's terms with our alternatives grows multiplicatively. Past this many
 # terms (and only when the merge itself made the list grow past it) we refuse rather than emit an
-# affinity nobody can read or silently drop alternatives.
-MAX_MERGED_TERMS = 64
+# affinity nobody can read or silently drop alternatives. A CUDA floor over GFD's split labels
+# compiles to up to ~30 terms (compute-capability groups x CUDA label x the driver floor the
+# engine checks the label against), so this leaves room for four user terms.
+MAX_MERGED_TERMS = 128
 
 
 class AffinityMode(StrEnum):

@@ -634,9 +634,6 @@ def _assert_invariant(
     assert not selector.errors
     # Over GFD, forward-compat is compiled as minor-compat (no data-center label): the selector
     # then equals the engine under minor-compat and is never wider than forward-compat.
-    # Likewise the container toolkit's brand alternatives: GFD has no label for the GPU class,
-    # so the selector reads the gate as for a GPU of any brand (the engine, given a product,
-    # knows the class).
     effective = resolve_policy(r, policy)
     judged = r
     if scheme is LabelScheme.GFD and effective is Policy.FORWARD_COMPAT:
@@ -646,10 +643,7 @@ def _assert_invariant(
         if matched:
             assert verdict.compatible, (labels, terms, verdict)
         if exact:
-            facts = facts_from_labels("n", labels, kb)
-            if scheme is LabelScheme.GFD:
-                facts = dataclasses.replace(facts, datacenter=None)
-            expected = check(facts, judged, policy, kb).compatible
+            expected = check(facts_from_labels("n", labels, kb), judged, policy, kb).compatible
             assert matched == expected, (labels, r, policy, verdict)
 
 

@@ -512,15 +512,21 @@ def _gate_terms(
     gate: Gate, scheme: LabelScheme, keys: _GfdKeySet, kb: KnowledgeBase
 ) -> list[list[Expr]]:
     """Where the container toolkit would start the container, as terms. The brand is read
-    from the GPU class: any brand on a node that does not say its class, data-center brands on
-    ``gpu.datacenter=true``, the others on ``false`` (GFD has no such label: brand
-    alternatives are not compiled there, so the selector is stricter than the engine on nodes
-    whose product names a data-center GPU)."""
+    from the GPU class, as the engine reads it: any brand on a node that does not say its
+    class; data-center brands on ``gpu.datacenter=true`` (our labels) or a GFD
+    ``gpu.product`` naming a known data-center GPU; the others on ``false`` or another known
+    product. A GFD product the list does not spell (a MIG profile) gets the any-brand reading:
+    the selector is then stricter than the engine, never wider."""
     classes: list[tuple[frozenset[str], list[Expr]]] = [(ALL_BRANDS, [])]
     if scheme is LabelScheme.CUDASCHED:
         classes += [
             (DATACENTER_BRANDS, [_in(L.GPU_DATACENTER, ["true"])]),
             (OTHER_BRANDS, [_in(L.GPU_DATACENTER, ["false"])]),
+        ]
+    else:
+        classes += [
+            (DATACENTER_BRANDS, [_in(L.GFD_PRODUCT, kb.product_labels(True))]),
+            (OTHER_BRANDS, [_in(L.GFD_PRODUCT, kb.product_labels(False))]),
         ]
     out: list[list[Expr]] = []
     for brands, marker in classes:

@@ -33,7 +33,7 @@ from cudasched.knowledge.loading import (
     load_toolkits,
     read_data_files,
 )
-from cudasched.knowledge.naming import BRAND_WORDS, candidate_keys, product_key
+from cudasched.knowledge.naming import BRAND_WORDS, candidate_keys, gfd_product_label, product_key
 from cudasched.knowledge.records import (
     ArchInfo,
     ContainerRelease,
@@ -288,6 +288,18 @@ class KnowledgeBase:
 
     def gpus(self) -> Iterator[GpuInfo]:
         return iter(self._gpus)
+
+    def product_labels(self, datacenter: bool) -> tuple[str, ...]:
+        """Every ``nvidia.com/gpu.product`` value GFD writes for the data-center (or the other)
+        GPUs the knowledge base knows: each NVML name as GFD sanitises it, and its ``-SHARED``
+        form (time-slicing). MIG forms are not listed: their profiles are open-ended."""
+        labels = set()
+        for info in self._gpus:
+            if info.datacenter is datacenter:
+                for name in info.names:
+                    label = gfd_product_label(name)
+                    labels.update({label, f"{label}-SHARED"})
+        return tuple(sorted(labels))
 
     # ---- software ------------------------------------------------------------------------
 

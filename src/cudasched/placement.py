@@ -10,8 +10,14 @@ can answer for, and turns the answer into label expressions. The structure of th
     OR over GPU groups g (same driver-branch cap, same framework coverage):
         compute capability in g  AND  driver branch <= cap(g)
         AND ( native  OR  forward-compat  OR  minor-version-compat )
+        AND  the container toolkit's gate (when the requirement carries one)
 
-with the disjunction expanded into terms (Kubernetes ORs terms and ANDs expressions in a term).
+with the disjunction expanded into terms (Kubernetes ORs terms and ANDs expressions in a term),
+then put in a normal form: each label's expressions merged into one range, empty terms and terms
+inside another dropped. "native" is the CUDA label AND the driver floor of that CUDA, because
+the engine reads a node's CUDA as the lower of its label and its driver's Table 3 answer. The
+gate's boxes (``requirecuda.Gate.boxes``) are read per GPU class: data-center brands where
+``gpu.datacenter=true`` or GFD's ``gpu.product`` names a known data-center GPU.
 
 How each piece is written (Kubernetes ``Gt``/``Lt`` take one base-10 integer and every value
 must be a valid label value, so never a negative number: ``reference/kserve-k8s.md``):

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import yaml
 
 from cudasched.errors import InputError, KnowledgeError
-from cudasched.requirecuda import REQUIRE_ENV, gate_from_env
+from cudasched.requirecuda import REQUIRE_ENV, Gate, gate_from_env
 from cudasched.requirements import FrameworkBuild
 from cudasched.versions import ComputeCapability, CudaVersion, parse_cuda
 
@@ -45,6 +45,8 @@ __all__ = [
 ]
 
 _CUDA_FROM = frozenset({"tag", "ngc", "framework", "versions", "unknown"})
+_GATE_ENV_PREFIXES = ("NVIDIA_REQUIRE_", "NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION")
+_GATE_MEMO_LIMIT = 256
 _GATES = frozenset({"nvidia-cuda", "ngc"})
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
 _DIGEST_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[+._-][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
@@ -397,6 +399,23 @@ class ImageTable:
     kb: ReleaseFacts | None = field(default=None, compare=False)
     mirrors: tuple[tuple[str, str], ...] = ()
     base_gates: BaseGates = field(default_factory=BaseGates)
+    # Gates parsed per distinct container environment (replicas repeat a few), bounded.
+    _gates: dict[frozenset[tuple[str, str]], Gate | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def gate_for(self, env: Mapping[str, str], source: str) -> Gate | None:
+        """:func:`cudasched.requirecuda.gate_from_env`, remembered per environment (the
+        ``source`` of a remembered gate is the first caller's)."""
+        key = frozenset((k, v) for k, v in env.items() if k.startswith(_GATE_ENV_PREFIXES))
+        if key in self._gates:
+            found = self._gates[key]
+            return replace(found, source=source) if found is not None else None
+        gate = gate_from_env(dict(key), source)
+        if len(self._gates) >= _GATE_MEMO_LIMIT:
+            self._gates.clear()
+        self._gates[key] = gate
+        return gate
 
     @classmethod
     def builtin(cls, kb: ReleaseFacts | None = None) -> ImageTable:

@@ -520,8 +520,8 @@ def _gate_terms(
     """Where the container toolkit would start the container, as terms. The brand is read
     from the GPU class, as the engine reads it: any brand on a node that does not say its
     class; data-center brands on ``gpu.datacenter=true`` (our labels) or a GFD
-    ``gpu.product`` naming a known data-center GPU; the others on ``false`` or another known
-    product. A GFD product the list does not spell (a MIG profile) gets the any-brand reading:
+    ``gpu.product`` naming a known data-center GPU; the others on ``gpu.datacenter=false``.
+    A GFD product the list does not spell (a MIG profile) gets the any-brand reading:
     the selector is then stricter than the engine, never wider."""
     classes: list[tuple[frozenset[str], list[Expr]]] = [(ALL_BRANDS, [])]
     if scheme is LabelScheme.CUDASCHED:
@@ -530,10 +530,9 @@ def _gate_terms(
             (OTHER_BRANDS, [_in(L.GPU_DATACENTER, ["false"])]),
         ]
     else:
-        classes += [
-            (DATACENTER_BRANDS, [_in(L.GFD_PRODUCT, kb.product_labels(True))]),
-            (OTHER_BRANDS, [_in(L.GFD_PRODUCT, kb.product_labels(False))]),
-        ]
+        # No OTHER class over GFD: real images never list every non-data-center brand (nvs
+        # among them), so its region is the any-brand one and would only add long lists.
+        classes.append((DATACENTER_BRANDS, [_in(L.GFD_PRODUCT, kb.product_labels(True))]))
     out: list[list[Expr]] = []
     for brands, marker in classes:
         for box in gate.boxes(brands):
@@ -548,7 +547,7 @@ def _gate_terms(
 
 
 @dataclass(frozen=True, slots=True)
-class _Range:
+class _Range:  # hashable: terms are de-duplicated by their ranges
     """What a term asks of one label: an integer range (inclusive, None unbounded) or a set."""
 
     lo: int | None = None
@@ -627,18 +626,60 @@ def _within(small: dict[str, _Range], big: dict[str, _Range]) -> bool:
     return all(key in small and small[key].within(r) for key, r in big.items())
 
 
-def _normal_terms(terms: list[list[Expr]]) -> list[Term]:
-    """Terms with each key's expressions merged, empty terms dropped and terms that lie inside
-    another one dropped (their nodes are admitted anyway); first-seen order is kept."""
-    kept: list[dict[str, _Range]] = []
+Ranges = dict[str, _Range]
+
+
+def _ranges(terms: list[list[Expr]]) -> list[Ranges]:
+    """Each term as one range per key; empty terms dropped, equal ones once."""
+    out: list[Ranges] = []
+    seen: set[frozenset[tuple[str, _Range]]] = set()
     for exprs in terms:
         ranges = _term_ranges(exprs)
-        if ranges is None or any(_within(ranges, k) for k in kept):
+        if ranges is None:
             continue
-        kept = [k for k in kept if not _within(k, ranges)]
-        kept.append(ranges)
+        identity = frozenset(ranges.items())
+        if identity not in seen:
+            seen.add(identity)
+            out.append(ranges)
+    return out
+
+
+def _and_ranges(left: list[Ranges], right: list[Ranges]) -> list[Ranges]:
+    """The conjunction of two ORs of terms, empty and repeated products dropped."""
+    out: list[Ranges] = []
+    seen: set[frozenset[tuple[str, _Range]]] = set()
+    for a in left:
+        for b in right:
+            both: Ranges | None = dict(a)
+            for key, r in b.items():
+                have = both.get(key)
+                merged = r if have is None else have & r
+                if merged is None:
+                    both = None
+                    break
+                both[key] = merged
+            if both is None:
+                continue
+            identity = frozenset(both.items())
+            if identity not in seen:
+                seen.add(identity)
+                out.append(both)
+    return out
+
+
+def _normal_terms(terms: list[Ranges]) -> list[Term]:
+    """Terms with each key's expressions merged (already), terms that lie inside another one
+    dropped (their nodes are admitted anyway); first-seen order is kept."""
+    kept: list[tuple[Ranges, frozenset[str]]] = []
+    for ranges in terms:
+        keys = frozenset(ranges)
+        # A term can only lie inside one whose keys are a subset of its own.
+        if any(k <= keys and _within(ranges, r) for r, k in kept):
+            continue
+        kept = [(r, k) for r, k in kept if not (keys <= k and _within(r, ranges))]
+        kept.append((ranges, keys))
     out: list[Term] = []
-    for ranges in kept:
+    for ranges, _keys in kept:
         term = {"matchExpressions": _emit(ranges)}
         if term not in out:
             out.append(term)
@@ -690,9 +731,10 @@ def compile_requirement(
         for cc_exprs in cc_terms:
             for alt_exprs in alt_terms or [[]]:
                 terms.append([*cc_exprs, *cap, *alt_exprs])
+    ranges = _ranges(terms)
     if req.gate is not None:
-        terms = _and(terms, _gate_terms(req.gate, scheme, keys, kb))
-    out = _normal_terms(terms)
+        ranges = _and_ranges(ranges, _ranges(_gate_terms(req.gate, scheme, keys, kb)))
+    out = _normal_terms(ranges)
     if not out:
         raise InputError(
             f"no node can run {req.describe()}: the container toolkit's NVIDIA_REQUIRE_CUDA "

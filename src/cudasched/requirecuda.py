@@ -307,20 +307,19 @@ class Gate:
 
     constraints: tuple[Constraint, ...]
     source: str = field(default="", compare=False)
-    # Where the gate holds, per brand the toolkit can read (computed once).
+    # Where the gate holds, per brand the toolkit can read (computed on first use, once).
     _regions: tuple[tuple[str, tuple[Box, ...]], ...] = field(
         init=False, repr=False, compare=False, default=()
     )
-
-    def __post_init__(self) -> None:
-        regions = tuple((b, _brand_region(self.constraints, b)) for b in sorted(ALL_BRANDS))
-        object.__setattr__(self, "_regions", regions)
 
     @property
     def text(self) -> str:
         return " AND ".join(c.text for c in self.constraints if c.alternatives)
 
     def _region(self, brand: str) -> tuple[Box, ...]:
+        if not self._regions:
+            regions = tuple((b, _brand_region(self.constraints, b)) for b in sorted(ALL_BRANDS))
+            object.__setattr__(self, "_regions", regions)
         for known, region in self._regions:
             if known == brand:
                 return region

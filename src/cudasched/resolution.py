@@ -61,7 +61,7 @@ from cudasched.kserve.llm import (
     llmisvc_pod,
 )
 from cudasched.objects import as_mapping, namespace_of
-from cudasched.requirecuda import Gate, gate_from_env
+from cudasched.requirecuda import Gate
 from cudasched.requirements import FrameworkBuild, Policy, Requirement
 from cudasched.resources import gpu_container, uses_gpu
 from cudasched.versions import (
@@ -311,7 +311,7 @@ def _from_container(
     image_env = {REQUIRE_CUDA_ENV: match.require_cuda} if match and match.require_cuda else {}
     where = f"container {name}"
     try:
-        gate = gate_from_env({**image_env, **env}, _gate_source(env, image_env, where, image))
+        gate = images.gate_for({**image_env, **env}, _gate_source(env, image_env, where, image))
     except InputError as exc:
         raise InputError(f"invalid env of container {name}: {exc}") from None
     ships = match.ships_cuda_compat if match is not None else None

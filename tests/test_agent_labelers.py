@@ -297,3 +297,39 @@ def test_enrich_fills_only_what_the_source_did_not_say() -> None:
     kept = enrich(reported, kb).gpus[0]
     assert (kept.compute, kept.datacenter) == (ComputeCapability(7, 0), False)
     assert enrich(plain, None) is plain
+
+
+# --------------------------------------------------------------------------- issue 11 item 4
+
+
+@pytest.mark.parametrize("name", ["NVIDIA GeForce", "NVIDIA RTX A200", "NVIDIA A100-SXM..."])
+def test_truncated_names_are_never_published(kb: KnowledgeBase, name: str) -> None:
+    """A name cut off by nvidia-smi's column is not a product: no product label, the rest of
+    the node's facts are still published."""
+    from cudasched.agent.labelers import publishable_product
+    from cudasched.versions import parse_cuda
+
+    facts = DriverFacts(
+        driver=parse_driver("550.90.07"),
+        cuda=parse_cuda("12.4"),
+        gpus=(GpuFacts(name=name, compute=ComputeCapability(8, 6)),),
+        source="test",
+    )
+    labels = build_labels(facts, archs=kb, gfd_compatible=True)
+    assert L.GPU_PRODUCT not in labels and L.GFD_PRODUCT not in labels
+    assert labels[L.COMPUTE_CODE] == "86" and labels[L.DRIVER_CODE] == "550090007"
+    assert publishable_product(name, kb) == ""
+    # Without a knowledge base the obvious cases are still refused.
+    if name != "NVIDIA RTX A200":
+        assert publishable_product(name, None) == ""
+    assert publishable_product("NVIDIA RTX A2000", kb) == "NVIDIA-RTX-A2000"
+
+
+def test_jetson_driver_is_published_as_reported() -> None:
+    """Issue 11 item 2: 540.4.0 stays 540.4.0; the integer code is the same either way."""
+    orin = GpuFacts(name="Orin (nvgpu)", compute=ComputeCapability(8, 7))
+    facts = DriverFacts(driver=parse_driver("540.4.0"), cuda=None, gpus=(orin,), source="test")
+    labels = build_labels(facts, gfd_compatible=True)
+    assert labels[L.DRIVER_VERSION] == "540.4.0" and labels[L.DRIVER_CODE] == "540004000"
+    assert labels[L.GFD_DRIVER_FULL] == "540.4.0"
+    assert (labels[L.GFD_DRIVER_MINOR], labels[L.GFD_DRIVER_REVISION]) == ("4", "0")

@@ -312,3 +312,161 @@ def test_policies_only_widen(
     # A strict pass is always native.
     if verdicts[0].compatible:
         assert verdicts[0].codes == ("native",)
+
+
+# --------------------------------------------------------------------------- issue 12 items 1-5
+
+
+@pytest.mark.parametrize(
+    ("gpu", "driver", "workload"),
+    [
+        ("L4", "550.90.07", "11.6"),  # sm_86 cubin runs on 8.9
+        ("A10G", "535.104.05", "11.0"),  # sm_80 cubin runs on 8.6
+        ("L40S", "535.104.05", "torch 2.0.1+cu117"),
+        ("B300", "580.82.07", "12.8"),  # sm_100 cubin runs on 10.3
+        ("GB10", "590.48.01", "12.8"),  # sm_120 cubin runs on 12.1
+        ("RTX 4090", "535.104.05", "11.6"),
+    ],
+)
+def test_same_major_binary_compatibility(
+    kb: KnowledgeBase, gpu: str, driver: str, workload: str
+) -> None:
+    """Issue 12 item 1: a cubin for X.y runs on X.z (z >= y), so a toolkit that predates a GPU
+    of a known major still runs there, under every policy."""
+    if workload.startswith("torch"):
+        fw = kb.framework(workload)
+        assert fw is not None
+        r = Requirement(framework=fw)
+    else:
+        r = req(workload)
+    for policy in Policy:
+        v = check(node(kb, gpu, driver), r, policy, kb)
+        assert v.status is COMPATIBLE and v.codes == ("native",), (policy, v)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "driver", "cuda", "newest"),
+    [
+        ("H100", "550.90.07", "11.7", "8.x"),  # Hopper first targeted by 11.8
+        ("B200", "570.124.06", "12.6", "9.x"),  # Blackwell first targeted by 12.8
+        ("RTX 5090", "570.124.06", "11.8", "9.x"),
+    ],
+)
+def test_a_newer_major_needs_ptx(
+    kb: KnowledgeBase, gpu: str, driver: str, cuda: str, newest: str
+) -> None:
+    """Only a GPU whose major is newer than every target depends on PTX, which an image may
+    not carry: refused unless a framework build says it ships PTX."""
+    v = check(node(kb, gpu, driver), req(cuda), "strict", kb)
+    assert v.codes[0] == "arch-too-new" and newest in v.reasons[0].message
+    assert "PTX" in v.reasons[0].message
+    cc_ = node(kb, gpu, driver).compute
+    assert cc_ is not None
+    low = ComputeCapability(8, 0)
+    with_ptx = FrameworkBuild("torch", "x", parse_cuda(cuda), arch_list=(low,), ptx=True)
+    assert check(node(kb, gpu, driver), Requirement(framework=with_ptx), "strict", kb).compatible
+    no_ptx = FrameworkBuild("torch", "x", parse_cuda(cuda), arch_list=(low,), ptx=False)
+    refused = check(node(kb, gpu, driver), Requirement(framework=no_ptx), "strict", kb)
+    assert "framework-arch-unsupported" in refused.codes
+
+
+def test_toolkit_coverage_matches_the_targets(kb: KnowledgeBase) -> None:
+    assert E.toolkit_coverage(kb, cc("8.9"), parse_cuda("11.6")) is Coverage.SASS
+    assert E.toolkit_coverage(kb, cc("9.0"), parse_cuda("11.7")) is Coverage.PTX
+    assert E.toolkit_coverage(kb, cc("9.0"), parse_cuda("11.8")) is Coverage.SASS
+    assert E.toolkit_coverage(kb, cc("10.3"), parse_cuda("12.8")) is Coverage.SASS
+    assert E.toolkit_coverage(kb, cc("7.0"), parse_cuda("13.0")) is Coverage.NONE
+    assert E.toolkit_coverage(kb, cc("11.0"), parse_cuda("12.8")) is Coverage.NONE
+
+
+@pytest.mark.parametrize("driver", ["535.104.05", "550.90.07", "570.26"])
+def test_a_driver_older_than_the_gpu_cannot_drive_it(kb: KnowledgeBase, driver: str) -> None:
+    """Issue 12 item 2: B200 is first driven by 570.86.15; older drivers are refused under every
+    policy, forward compatibility included (it replaces only the user-mode driver)."""
+    r = req("12.2", ships_cuda_compat=True)
+    for policy in Policy:
+        v = check(node(kb, "B200", driver), r, policy, kb)
+        assert v.status is INCOMPATIBLE, (policy, v)
+        assert "driver-branch-unsupported-gpu" in v.codes
+        assert "570.86.15" in v.reasons[v.codes.index("driver-branch-unsupported-gpu")].message
+    assert check(node(kb, "B200", "570.86.15"), req("12.8"), "strict", kb).compatible
+
+
+def test_first_driver_is_per_board(kb: KnowledgeBase) -> None:
+    # H100 PCIe from 520.56.06, the NVL board only from 535.104.05.
+    pcie = facts_from_labels(
+        "p",
+        {L.GFD_PRODUCT: "NVIDIA-H100-PCIe", L.DRIVER_CODE: "525085012", L.COMPUTE_CODE: "90"},
+        kb,
+    )
+    nvl = facts_from_labels(
+        "n",
+        {L.GFD_PRODUCT: "NVIDIA-H100-NVL", L.DRIVER_CODE: "525085012", L.COMPUTE_CODE: "90"},
+        kb,
+    )
+    assert check(pcie, req("12.0"), "strict", kb).compatible
+    v = check(nvl, req("12.0"), "strict", kb)
+    assert v.codes[0] == "driver-branch-unsupported-gpu" and "535.104.05" in v.reasons[0].message
+    # Listing artefacts are not minima: T4 and the README's first table have no first driver.
+    for product in ("T4", "A100", "A10G", "RTX 3090"):
+        info = kb.gpu(product)
+        assert info is not None and info.first_driver is None, product
+
+
+def test_one_answer_whatever_the_input_form(kb: KnowledgeBase) -> None:
+    """Issue 12 item 4: a node described by --gpu/--driver/--cuda and the same node given by
+    labels get the same facts and the same verdict."""
+    by_hand = facts_from_parts("n", gpu="H100", driver="615.31", cuda="13.4", kb=kb)
+    labels = {
+        L.GFD_PRODUCT: "NVIDIA-H100-80GB-HBM3",
+        L.GFD_DRIVER_MAJOR: "615",
+        L.GFD_DRIVER_MINOR: "31",
+        L.GFD_DRIVER_REVISION: "",
+        L.GFD_CUDA_MAJOR: "13",
+        L.GFD_CUDA_MINOR: "4",
+        L.GFD_COMPUTE_MAJOR: "9",
+        L.GFD_COMPUTE_MINOR: "0",
+    }
+    by_labels = facts_from_labels("n", labels, kb)
+    assert by_hand.cuda == by_labels.cuda == parse_cuda("13.3")  # 13.4's minimum is disputed
+    assert by_hand.problems and by_labels.problems
+    for cuda in ("13.3", "13.4"):
+        for policy in Policy:
+            a = check(by_hand, req(cuda), policy, kb)
+            b = check(by_labels, req(cuda), policy, kb)
+            assert a.status is b.status and a.codes == b.codes, (cuda, policy)
+
+
+def test_a_label_claiming_more_than_the_driver_supports_is_not_trusted(kb: KnowledgeBase) -> None:
+    labels = {
+        L.GFD_DRIVER_MAJOR: "495",
+        L.GFD_DRIVER_MINOR: "46",
+        L.GFD_DRIVER_REVISION: "",
+        L.GFD_CUDA_MAJOR: "11",
+        L.GFD_CUDA_MINOR: "6",
+        L.GFD_COMPUTE_MAJOR: "8",
+        L.GFD_COMPUTE_MINOR: "0",
+    }
+    facts = facts_from_labels("n", labels, kb)
+    assert facts.cuda == parse_cuda("11.5")
+    assert any("510.39.01" in p and "11.6" in p for p in facts.problems)
+    v = check(facts, req("11.6"), "strict", kb)
+    assert v.codes == ("driver-too-old",)
+    # A label lower than the driver's tables is the safer reading and is kept.
+    lower = facts_from_labels("m", {**labels, L.GFD_DRIVER_MAJOR: "550"}, kb)
+    assert lower.cuda == parse_cuda("11.6") and lower.problems
+
+
+def test_unknown_minimum_is_never_guessed(kb: KnowledgeBase) -> None:
+    """Issue 12 item 5: 13.5's minimum driver is unknown: unknown-toolkit, no invented
+    numbers; minor-version compatibility (which needs only the 13.x floor) still applies."""
+    v = check(node(kb, "H100", "999.1"), req("13.5"), "strict", kb)
+    assert v.status is INCOMPATIBLE and v.codes == ("unknown-toolkit",)
+    assert "999.1" in v.reasons[0].message and "999.01" not in v.reasons[0].message
+    ok = check(node(kb, "H100", "580.65.06"), req("13.5"), "minor-compat", kb)
+    assert ok.codes == ("minor-version-compat",)
+    labelled = facts_from_labels(
+        "l", {L.CUDA_CODE: "13050", L.COMPUTE_CODE: "90", L.DRIVER_VERSION: "540.4.0"}, kb
+    )
+    assert str(labelled.driver) == "540.4.0"
+    assert "unknown-toolkit" in check(labelled, req("13.5"), "strict", kb).codes

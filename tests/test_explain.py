@@ -456,16 +456,17 @@ def test_skip_annotation_and_explicit_requirement(fleet: Fleet, kb: KnowledgeBas
     assert exp.requirement is None and len(exp.eligible) == 20  # the CPU node offers no GPU
 
 
-def test_owned_user_expressions_are_replaced(fleet: Fleet, kb: KnowledgeBase) -> None:
-    # A hand-written (wrong) CUDA rule: major In [12] excludes CUDA 13 nodes. cudasched owns
-    # these keys, so the computed requirement replaces it instead of being ANDed with it.
+def test_users_own_cuda_expressions_are_kept(fleet: Fleet, kb: KnowledgeBase) -> None:
+    # The user's own CUDA rule (major In [12]) stays and is ANDed with the computed
+    # requirement (issue 12 item 6): the CUDA 13 node is refused by the pod's own affinity.
     spec = {
         "containers": [GPU_CONTAINER],
         "affinity": required([expr("nvidia.com/cuda.runtime.major", "In", "12")]),
     }
     exp = explain(pod(spec, {"cudasched.io/cuda-version": "12.8"}), fleet, "strict", kb)
-    assert eligible_names(exp) == {H100_R570, H200, B200_R570, B200_R580}
-    assert not any(r.code == AFFINITY_MISMATCH for n in exp.nodes for r in n.reasons)
+    assert eligible_names(exp) == {H100_R570, H200, B200_R570}
+    refused = [n for n in exp.nodes if n.node == B200_R580]
+    assert refused and any(r.code == AFFINITY_MISMATCH for r in refused[0].reasons)
 
 
 def test_reasons_name_each_node(kb: KnowledgeBase) -> None:

@@ -177,8 +177,10 @@ def test_knowledge_base_rules(
     # the knowledge base can also be bound to the table
     bound = ImageTable.builtin(kb=FakeKB()).cuda_for_image(image)
     assert bound is not None and bound.cuda == expected
-    # without a knowledge base the image is recognised but not answered
-    assert table.cuda_for_image(image) is None
+    # without a knowledge base the image is recognised but not answered (vLLM: only the
+    # floor the release range gives)
+    bare = table.cuda_for_image(image)
+    assert bare is None or (bare.lower_bound and bare.cuda <= expected)
     assert table.rule_for(image) is not None
 
 
@@ -198,7 +200,8 @@ def test_knowledge_base_rules(
         "nvidia/cuda:latest",
         "pytorch/pytorch:latest",
         "pytorch/pytorch:2.5.1-cpu",
-        "kserve/huggingfaceserver:v0.15.0-gpu",  # recognised family, CUDA not in the tag
+        "kserve/huggingfaceserver:latest-gpu",  # recognised family, moving tag
+        "kserve/huggingfaceserver:v0.21.0-gpu",  # a release the table does not cover
         "kserve/huggingfaceserver:v0.15.0",
         "tensorflow/serving:2.6.2-gpu",
         "pytorch/torchserve-kfs:0.9.0-gpu",
@@ -213,11 +216,15 @@ def test_unknown_tags_answer_none(table: ImageTable, image: str) -> None:
 
 
 def test_unknown_families_are_recognised_with_a_note(table: ImageTable) -> None:
-    found = table.rule_for("kserve/huggingfaceserver:v0.15.0-gpu")
+    found = table.rule_for("kserve/huggingfaceserver:latest-gpu")
     assert found is not None
     rule, _ = found
     assert rule.cuda_from == "unknown" and "cudasched.io/cuda-version" in rule.note
     assert table.rule_for("kserve/huggingfaceserver:v0.15.0") is None
+    why = table.lookup("kserve/huggingfaceserver:latest-gpu").why
+    assert "latest-gpu" in why and "cudasched.io/cuda-version" in why
+    missing = table.lookup("registry.example.com/team/llm:1")
+    assert missing.match is None and "not in the image table" in missing.why
 
 
 def test_builtin_rules_all_carry_sources(table: ImageTable) -> None:
@@ -418,11 +425,12 @@ VLLM_0_8_5 = (
         (VLLM_0_8_5, CudaVersion(12, 4)),
         ("cuda>=11.8", CudaVersion(11, 8)),
         ("cuda>=12", CudaVersion(12, 0)),
-        ("  cuda>=12.4.1  ", CudaVersion(12, 4)),
-        ("cuda>=12.4.131", CudaVersion(12, 4)),
-        ("CUDA>=12.2", CudaVersion(12, 2)),
+        # As the container toolkit reads them: a host CUDA is X.Y.0, so 12.4.1 needs 12.5 and
+        # > 12.1 is 12.2; property names are case-sensitive (CUDA>= is not a condition).
+        ("  cuda>=12.4.1  ", CudaVersion(12, 5)),
+        ("cuda>=12.4.131", CudaVersion(12, 5)),
         ("cuda=12.1", CudaVersion(12, 1)),
-        ("cuda>12.1", CudaVersion(12, 1)),
+        ("cuda>12.1", CudaVersion(12, 2)),
         ("cuda>=12.4,driver>=550 cuda>=12.2", CudaVersion(12, 2)),  # any alternative suffices
         ("cuda>=12.2,cuda>=12.6", CudaVersion(12, 6)),  # all conditions of one must hold
         ("cuda>=12.4,cuda<13.0", CudaVersion(12, 4)),
@@ -433,7 +441,8 @@ def test_parse_require_cuda(value: str, floor: CudaVersion) -> None:
 
 
 @pytest.mark.parametrize(
-    "value", [None, "", "   ", "brand=tesla,driver>=470,driver<471", "cuda<13.0", "driver>=535"]
+    "value",
+    [None, "", "   ", "brand=tesla,driver>=470,driver<471", "cuda<13.0", "driver>=535", "CUDA>=12"],
 )
 def test_parse_require_cuda_without_floor(value) -> None:
     assert parse_require_cuda(value) is None
@@ -510,3 +519,112 @@ def test_knowledge_base_extras_travel_with_the_match(table: ImageTable) -> None:
     # facts without these extras leave them empty
     fake = table.cuda_for_image("nvcr.io/nvidia/tritonserver:24.05-py3", kb=FakeKB())
     assert fake is not None and fake.min_compute is None and fake.framework is None
+
+
+# --------------------------------------------------------------------------- issue 12 item 7
+
+
+@pytest.fixture(scope="module")
+def real() -> ImageTable:
+    from cudasched.knowledge import KnowledgeBase
+
+    return ImageTable.builtin(kb=KnowledgeBase.load())
+
+
+@pytest.mark.parametrize(
+    ("image", "cuda", "lower_bound"),
+    [
+        ("kserve/huggingfaceserver:v0.15.2-gpu", "12.8", False),
+        ("kserve/huggingfaceserver:v0.17.0-gpu", "12.8", True),
+        ("kserve/huggingfaceserver:v0.20.0-gpu", "13.0", False),
+        ("vllm/vllm-openai:v0.9.0", "12.8", False),
+        ("vllm/vllm-openai:v0.12.0", "12.8", True),
+        ("vllm/vllm-openai:v0.20.0", "13.0", True),
+        ("vllm/vllm-openai:v0.23.0", "13.0", False),
+        ("vllm/vllm-openai:v0.21.0-cu129", "12.9", False),
+        ("ghcr.io/huggingface/text-generation-inference:1.3.4", "12.1", False),
+        ("ghcr.io/huggingface/text-generation-inference:3.3.4", "12.1", True),
+        ("lmsysorg/sglang:v0.5.18-cu130", "13.0", False),
+        ("nvcr.io/nvidia/sglang:25.10-py3", "13.0", False),
+        ("ghcr.io/llm-d/llm-d-cuda:v0.7.0", "13.0", False),
+        ("ghcr.io/llm-d/llm-d-cuda:v0.9.0", "13.0", True),
+        ("nvcr.io/nvidia/tritonserver:20.10-py3", "11.1", False),
+        ("nvcr.io/nvidia/tritonserver:26.10-py3", "13.4", False),
+    ],
+)
+def test_inference_server_images(
+    real: ImageTable, image: str, cuda: str, lower_bound: bool
+) -> None:
+    match = real.cuda_for_image(image)
+    assert match is not None and str(match.cuda.release) == cuda, image
+    assert match.lower_bound is lower_bound
+    assert match.source
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "lmsysorg/sglang:v0.5.18",  # unsuffixed: which CUDA is not in the tag
+        "lmsysorg/sglang:v0.5.19-rocm700-mi35x",
+        "ghcr.io/llm-d/llm-d-dev:v0.2.2",
+        "ghcr.io/huggingface/text-generation-inference:latest",
+        "vllm/vllm-openai:v0.8.4",
+    ],
+)
+def test_inference_server_images_not_guessed(real: ImageTable, image: str) -> None:
+    lookup = real.lookup(image)
+    assert lookup.match is None and lookup.why
+
+
+def test_which_images_carry_the_gate(real: ImageTable) -> None:
+    from cudasched.requirecuda import DATACENTER_BRANDS, gate_from_env
+
+    def gate(image: str):  # type: ignore[no-untyped-def]
+        match = real.cuda_for_image(image)
+        assert match is not None
+        if match.require_cuda is None:
+            return None
+        return gate_from_env({"NVIDIA_REQUIRE_CUDA": match.require_cuda}, image)
+
+    # nvidia/cuda 12.8.1 and images built on it: the recorded alternatives.
+    base = gate("nvidia/cuda:12.8.1-runtime-ubuntu22.04")
+    assert base.branches(DATACENTER_BRANDS) == {470, 535, 550, 560, 565}
+    assert gate("kserve/huggingfaceserver:v0.15.0-gpu").branches(DATACENTER_BRANDS) == (
+        base.branches(DATACENTER_BRANDS)
+    )
+    assert gate("vllm/vllm-openai:v0.23.0").branches(DATACENTER_BRANDS) == {535, 550, 565, 570, 575}
+    # A base release whose alternatives are not recorded: cuda>= alone (the stricter reading).
+    assert gate("nvidia/cuda:12.4.1-base-ubuntu22.04").text == "cuda>=12.4"
+    # NGC: the older data-center branches its release notes name.
+    ngc = gate("nvcr.io/nvidia/tritonserver:25.02-py3")
+    assert ngc.branches(DATACENTER_BRANDS) == {470, 525, 535, 545}
+    assert real.cuda_for_image("nvcr.io/nvidia/tritonserver:25.02-py3").ships_cuda_compat  # type: ignore[union-attr]
+    # Not known to carry one.
+    assert gate("pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime") is None
+
+
+def test_mirror_map(real: ImageTable) -> None:
+    """alaudadockerhub/tritonserver is Triton (built-in); a deployment adds its own."""
+    mirrored = real.cuda_for_image(
+        "registry.alauda.cn:60080/alaudadockerhub/tritonserver:25.02-py3"
+    )
+    assert mirrored is not None and str(mirrored.cuda.release) == "12.8"
+    assert mirrored.min_compute is not None and str(mirrored.min_compute) == "7.5"
+    assert real.cuda_for_image("registry.example.com/mlops/vllm-openai:v0.23.0") is None
+    own = real.with_mirrors({"mlops/vllm-openai": "vllm/vllm-openai"})
+    match = own.cuda_for_image("registry.example.com/mlops/vllm-openai:v0.23.0")
+    assert match is not None and str(match.cuda.release) == "13.0"
+    # Whole path segments only.
+    assert own.cuda_for_image("registry.example.com/xmlops/vllm-openai:v0.23.0") is None
+    with pytest.raises(InputError, match="image mirrors"):
+        real.with_mirrors({"Not A Path": "vllm/vllm-openai"})
+
+
+def test_from_config_reads_mirrors() -> None:
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(
+        image_overrides=[], image_mirrors={"mlops/vllm-openai": "vllm/vllm-openai"}
+    )
+    table = ImageTable.from_config(config)
+    assert table.mirrors[0] == ("mlops/vllm-openai", "vllm/vllm-openai")

@@ -1,8 +1,10 @@
 """Merging cudasched's terms into a pod's own node affinity.
 
 The central promise, checked by a property test over random pods, fleets and requirements:
-the merged pod can land exactly on the nodes the pod allowed before AND our terms allow,
-the merge is idempotent, and the result is a pod the API server accepts.
+the merged pod can land exactly on the nodes the pod allowed before AND our terms allow (so
+never on a node the user's own affinity refuses, whatever keys it uses), the merge is
+idempotent, a new requirement replaces only our earlier injection, and the result is a pod the
+API server accepts.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from affinity_builders import expr, term
 from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.merge import (
+    MARKER,
     MAX_MERGED_TERMS,
     PREFERRED_KEY,
     REQUIRED_KEY,
@@ -137,13 +140,18 @@ def predictor() -> dict[str, Any]:
     return yaml.safe_load(PREDICTOR_POD)
 
 
+def injected(*terms: dict[str, Any], user: tuple[dict[str, Any], ...] = ()) -> list[Any]:
+    """Terms as the merge writes them: the user's expressions, our marker, ours."""
+    return [term(*user, MARKER, *t["matchExpressions"]) for t in terms]
+
+
 # --------------------------------------------------------------------------- merge_required
 
 
 def test_pod_without_affinity_gets_our_terms() -> None:
     merged = merge_required(BARE, OURS_GFD)
     assert merged == BARE | {
-        "affinity": {"nodeAffinity": {REQUIRED_KEY: {"nodeSelectorTerms": OURS_GFD}}}
+        "affinity": {"nodeAffinity": {REQUIRED_KEY: {"nodeSelectorTerms": injected(*OURS_GFD)}}}
     }
     assert_valid_pod(merged)
 
@@ -154,10 +162,8 @@ def test_our_terms_are_anded_into_every_user_term() -> None:
     memory = expr("nvidia.com/gpu.memory", "Gt", "20000")
     instance = expr("node.kubernetes.io/instance-type", "In", "p4d.24xlarge", "p5.48xlarge")
     assert required_terms(merged) == [
-        term(memory, *OURS_GFD[0]["matchExpressions"]),
-        term(memory, *OURS_GFD[1]["matchExpressions"]),
-        term(instance, *OURS_GFD[0]["matchExpressions"]),
-        term(instance, *OURS_GFD[1]["matchExpressions"]),
+        *injected(*OURS_GFD, user=(memory,)),
+        *injected(*OURS_GFD, user=(instance,)),
     ]
     # Everything else is preserved exactly.
     for key in ("nodeSelector", "tolerations", "containers"):
@@ -217,11 +223,36 @@ def test_requirement_change_replaces_our_terms() -> None:
     assert new == merge_required(spec, OURS_CODE)
 
 
-def test_hand_written_owned_expressions_are_replaced() -> None:
+def test_hand_written_owned_expressions_are_kept() -> None:
+    """The user's expressions on keys cudasched compiles to are the user's: ANDed, not replaced
+    (issue 12 item 6). Even an invalid one stays, for the API server to reject as it would
+    without us."""
     pod = yaml.safe_load(HAND_WRITTEN_POD)
     merged = merge_required(pod["spec"], OURS_CODE)
-    assert required_terms(merged) == OURS_CODE  # both terms were ours only: the invalid one too
-    assert_valid_pod(pod | {"spec": merged})
+    users = pod["spec"]["affinity"]["nodeAffinity"][REQUIRED_KEY]["nodeSelectorTerms"]
+    assert required_terms(merged) == [
+        *injected(*OURS_CODE, user=tuple(users[0]["matchExpressions"])),
+        *injected(*OURS_CODE, user=tuple(users[1]["matchExpressions"])),
+    ]
+    assert merge_required(merged, []) == pod["spec"]
+
+
+def test_users_own_cuda_constraint_survives() -> None:
+    """Issue 12 item 6: a pod with its own ``nvidia.com/cuda.runtime.major In [12]`` is never
+    admitted to a CUDA 13 driver because cudasched added CUDA >= 12.4."""
+    mine = term(expr(L.GFD_OLD_CUDA_MAJOR, "In", "12"))
+    spec = with_required(BARE, [mine])
+    merged = merge_required(spec, OURS_CODE)
+    compiled = RequiredNodeAffinity.from_pod_spec(merged)
+    cuda13 = Node("new", {L.GFD_OLD_CUDA_MAJOR: "13", L.CUDA_CODE: "13000"})
+    cuda12 = Node("ok", {L.GFD_OLD_CUDA_MAJOR: "12", L.CUDA_CODE: "12080"})
+    assert not compiled.match(cuda13) and compiled.match(cuda12)
+    # Preferred mode keeps the user's preferences on the same keys too.
+    pref = {"weight": 9, "preference": mine}
+    with_pref = BARE | {"affinity": {"nodeAffinity": {PREFERRED_KEY: [pref]}}}
+    assert (
+        merge_preferred(with_pref, OURS_CODE)["affinity"]["nodeAffinity"][PREFERRED_KEY][0] == pref
+    )
 
 
 def test_no_constraint_only_strips() -> None:
@@ -229,9 +260,11 @@ def test_no_constraint_only_strips() -> None:
     spec = predictor()["spec"]
     assert merge_required(spec, []) == spec
     assert merge_required(BARE, []) == BARE
-    # Only owned constraints: the required block goes, and the containers it leaves empty.
+    # Only our constraints: the required block goes, and the containers it leaves empty.
+    assert merge_required(merge_required(BARE, OURS_CODE), []) == BARE
+    # The user's, on whatever keys, stay.
     pod = yaml.safe_load(HAND_WRITTEN_POD)
-    assert merge_required(pod["spec"], []) == {"containers": pod["spec"]["containers"]}
+    assert merge_required(pod["spec"], []) == pod["spec"]
     # Other parts of nodeAffinity stay.
     mixed = merge_required(spec, OURS_CODE)
     del mixed["affinity"]["nodeAffinity"][REQUIRED_KEY]
@@ -246,14 +279,11 @@ def test_stripping_recovers_the_user_terms() -> None:
 
 def test_term_emptied_by_stripping_is_dropped_user_empty_term_is_kept() -> None:
     user = term(expr("zone", "In", "a"))
-    spec = with_required(BARE, [user, term(expr(L.CUDA_CODE, "Gt", "11000")), {}])
+    spec = with_required(BARE, [user, *injected(term(expr(L.CUDA_CODE, "Gt", "11000"))), {}])
     merged = merge_required(spec, OURS_CODE)
-    # The owned-only term is gone; the user's empty term still matches nothing and is not
-    # crossed (crossing would make it match every node with CUDA >= 12.4).
-    assert required_terms(merged) == [
-        term(expr("zone", "In", "a"), *OURS_CODE[0]["matchExpressions"]),
-        {},
-    ]
+    # The term that was ours only is gone; the user's empty term still matches nothing and is
+    # not crossed (crossing would make it match every node with CUDA >= 12.4).
+    assert required_terms(merged) == [*injected(*OURS_CODE, user=(expr("zone", "In", "a"),)), {}]
     assert merge_required(merged, OURS_CODE) == merged
     node = Node("n", {"zone": "b", L.CUDA_CODE: "12080"})
     assert not RequiredNodeAffinity.from_pod_spec(merged).match(node)
@@ -272,17 +302,17 @@ def test_duplicates_made_by_stripping_are_dropped() -> None:
     spec = with_required(
         BARE,
         [
-            term(a, expr(L.CUDA_CODE, "Gt", "1")),
-            term(a, expr(L.COMPUTE_CODE, "Gt", "70")),
+            *injected(term(expr(L.CUDA_CODE, "Gt", "1")), user=(a,)),
+            *injected(term(expr(L.COMPUTE_CODE, "Gt", "70")), user=(a,)),
             term(a),  # the user's own duplicate of the stripped form
         ],
     )
     assert required_terms(merge_required(spec, [])) == [term(a), term(a)]
-    # Duplicates the user wrote without any owned key are left alone.
+    # Duplicates the user wrote are left alone.
     twice = with_required(BARE, [term(a), term(a)])
     assert merge_required(twice, []) == twice
     merged = merge_required(twice, OURS_CODE)
-    assert required_terms(merged) == [term(a, *OURS_CODE[0]["matchExpressions"])]
+    assert required_terms(merged) == injected(*OURS_CODE, user=(a,))
     assert merge_required(merged, OURS_CODE) == merged
 
 
@@ -290,17 +320,18 @@ def test_match_fields_are_kept_in_every_product_term() -> None:
     fields = {"matchFields": [expr("metadata.name", "In", "gpu-7")]}
     spec = with_required(BARE, [fields])
     merged = merge_required(spec, OURS_GFD)
-    assert required_terms(merged) == [fields | ours for ours in OURS_GFD]
+    assert required_terms(merged) == [fields | ours for ours in injected(*OURS_GFD)]
     assert merge_required(merged, []) == spec
     assert_valid_pod(merged)
 
 
 def test_mixed_terms_keep_their_user_part() -> None:
-    spec = with_required(BARE, [term(expr("zone", "In", "a"), expr(L.GFD_CUDA_MAJOR, "Gt", "11"))])
+    mine = (expr("zone", "In", "a"), expr(L.GFD_CUDA_MAJOR, "Gt", "11"))
+    spec = with_required(BARE, [term(*mine)])
     merged = merge_required(spec, OURS_CODE)
-    assert required_terms(merged) == [
-        term(expr("zone", "In", "a"), *OURS_CODE[0]["matchExpressions"])
-    ]
+    assert required_terms(merged) == injected(*OURS_CODE, user=mine)
+    # Replacing our part later leaves the user's part as it was.
+    assert merge_required(merged, OURS_GFD) == merge_required(spec, OURS_GFD)
 
 
 def test_node_selector_is_untouched() -> None:
@@ -312,15 +343,19 @@ def test_node_selector_is_untouched() -> None:
 def test_null_affinity_parts_are_filled_in() -> None:
     for spec in (BARE | {"affinity": None}, BARE | {"affinity": {"nodeAffinity": None}}):
         merged = merge_required(spec, OURS_CODE)
-        assert required_terms(merged) == OURS_CODE
+        assert required_terms(merged) == injected(*OURS_CODE)
         assert_valid_pod(merged)
 
 
 def test_cross_product_limit() -> None:
     ours = [term(expr(L.CUDA_CODE, "Gt", str(12000 + i))) for i in range(4)]
-    fits = with_required(BARE, [term(expr("zone", "In", f"z{i}")) for i in range(16)])
+    fits = with_required(
+        BARE, [term(expr("zone", "In", f"z{i}")) for i in range(MAX_MERGED_TERMS // 4)]
+    )
     assert len(required_terms(merge_required(fits, ours))) == MAX_MERGED_TERMS
-    too_many = with_required(BARE, [term(expr("zone", "In", f"z{i}")) for i in range(17)])
+    too_many = with_required(
+        BARE, [term(expr("zone", "In", f"z{i}")) for i in range(MAX_MERGED_TERMS // 4 + 1)]
+    )
     with pytest.raises(InputError, match="more than the limit"):
         merge_required(too_many, ours)
     # A pod that already has many terms is fine as long as the merge does not multiply them.
@@ -404,7 +439,9 @@ def test_preferred_added_after_user_terms() -> None:
     spec = predictor()["spec"]
     merged = merge_preferred(spec, OURS_GFD, weight=30)
     user = spec["affinity"]["nodeAffinity"][PREFERRED_KEY]
-    assert preferred_of(merged) == user + [{"weight": 30, "preference": t} for t in OURS_GFD]
+    assert preferred_of(merged) == user + [
+        {"weight": 30, "preference": t} for t in injected(*OURS_GFD)
+    ]
     # The required terms are not touched by merge_preferred.
     assert required_terms(merged) == required_terms(spec)
     assert_valid_pod(merged)
@@ -413,10 +450,18 @@ def test_preferred_added_after_user_terms() -> None:
 def test_preferred_replaces_ours_keeps_mixed_and_user_terms() -> None:
     mixed = {"weight": 5, "preference": term(expr("zone", "In", "a"), expr(L.CUDA_CODE, "Gt", "1"))}
     by_name = {"weight": 7, "preference": {"matchFields": [expr("metadata.name", "In", "n")]}}
-    old_ours = {"weight": 100, "preference": term(expr(L.CUDA_CODE, "Gt", "11000"))}
-    spec = BARE | {"affinity": {"nodeAffinity": {PREFERRED_KEY: [mixed, old_ours, by_name]}}}
+    users_own = {"weight": 3, "preference": term(expr(L.CUDA_CODE, "Gt", "12999"))}
+    old_ours = {"weight": 100, "preference": injected(term(expr(L.CUDA_CODE, "Gt", "11000")))[0]}
+    spec = BARE | {
+        "affinity": {"nodeAffinity": {PREFERRED_KEY: [mixed, old_ours, users_own, by_name]}}
+    }
     merged = merge_preferred(spec, OURS_CODE, weight=40)
-    assert preferred_of(merged) == [mixed, by_name, {"weight": 40, "preference": OURS_CODE[0]}]
+    assert preferred_of(merged) == [
+        mixed,
+        users_own,
+        by_name,
+        {"weight": 40, "preference": injected(*OURS_CODE)[0]},
+    ]
     assert merge_preferred(merged, OURS_CODE, weight=40) == merged
     assert merge_preferred(merged, OURS_CODE, weight=60) == merge_preferred(spec, OURS_CODE, 60)
 
@@ -483,7 +528,7 @@ def test_node_affinity_bad_terms() -> None:
 def test_exists_values_are_canonical() -> None:
     ours = [{"matchExpressions": [{"key": L.GPU_DATACENTER, "operator": "Exists", "values": []}]}]
     merged = merge_required(BARE, ours)
-    assert required_terms(merged) == [term(expr(L.GPU_DATACENTER, "Exists"))]
+    assert required_terms(merged) == injected(term(expr(L.GPU_DATACENTER, "Exists")))
     assert merge_required(merged, ours) == merged
 
 
@@ -614,8 +659,9 @@ FLEETS = st.lists(nodes(), min_size=1, max_size=8)
 
 
 def reference_strip(spec: dict[str, Any]) -> dict[str, Any]:
-    """What "strip owned expressions" means, spelled out for the oracle: drop owned expressions,
-    drop terms that only held owned expressions, drop the block if no term is left."""
+    """What "remove our injection" means, spelled out for the oracle: in each term drop our
+    marker and what follows it, drop terms that held only that, drop the block if no term is
+    left. A spec the user wrote has no marker and comes back as it is."""
     out = copy.deepcopy(spec)
     node_aff = (out.get("affinity") or {}).get("nodeAffinity") or {}
     required = node_aff.get(REQUIRED_KEY)
@@ -624,10 +670,15 @@ def reference_strip(spec: dict[str, Any]) -> dict[str, Any]:
     kept = []
     for t in required["nodeSelectorTerms"]:
         exprs = t.get("matchExpressions") or []
-        user = [e for e in exprs if e["key"] not in L.OWNED_KEYS]
-        if len(user) < len(exprs) and not user and not t.get("matchFields"):
+        if MARKER not in exprs:
+            kept.append(t)
             continue
-        kept.append(t | {"matchExpressions": user} if exprs else t)
+        user = exprs[: exprs.index(MARKER)]
+        rest = {k: v for k, v in t.items() if k != "matchExpressions"}
+        if user:
+            rest["matchExpressions"] = user
+        if rest and rest not in kept:
+            kept.append(rest)
     if kept:
         required["nodeSelectorTerms"] = kept
     else:
@@ -649,10 +700,13 @@ def allowed_by(ours: list[dict[str, Any]], fleet: list[Node]) -> list[bool]:
 
 def check_merge(spec: dict[str, Any], ours: list[dict[str, Any]], fleet: list[Node]) -> None:
     merged = merge_required(spec, ours)
-    before = eligible(reference_strip(spec), fleet)
+    users = eligible(reference_strip(spec), fleet)
     after = eligible(merged, fleet)
-    assert after == [b and o for b, o in zip(before, allowed_by(ours, fleet), strict=True)]
+    assert after == [b and o for b, o in zip(users, allowed_by(ours, fleet), strict=True)]
+    # Issue 12 item 6: never a node the user's own affinity refuses.
+    assert all(u for u, a in zip(users, after, strict=True) if a)
     assert merge_required(merged, ours) == merged
+    assert eligible(merge_required(merged, []), fleet) == users  # removing ours gives theirs
     assert merged.get("nodeSelector") == spec.get("nodeSelector")
     assert merged.get("affinity", {}).get("nodeAffinity", {}).get(PREFERRED_KEY) == (
         spec.get("affinity", {}).get("nodeAffinity", {}).get(PREFERRED_KEY)
@@ -665,16 +719,40 @@ def check_merge(spec: dict[str, Any], ours: list[dict[str, Any]], fleet: list[No
 def test_merge_is_intersection_and_idempotent(
     spec: dict[str, Any], ours: list[dict[str, Any]], fleet: list[Node]
 ) -> None:
-    assert reference_strip(spec) == spec  # nothing owned in this universe
+    assert reference_strip(spec) == spec  # the user wrote no marker
+    check_merge(spec, ours, fleet)
+
+
+@settings(max_examples=200)
+@given(spec=pod_specs(with_owned=True), ours=OUR_TERMS, fleet=FLEETS)
+def test_users_expressions_on_gfd_and_cudasched_keys_are_kept(
+    spec: dict[str, Any], ours: list[dict[str, Any]], fleet: list[Node]
+) -> None:
+    """Random user affinities over GFD and cudasched keys: the eligible set after the merge is
+    the user's eligible set AND ours, hence a subset of the user's."""
+    assert reference_strip(spec) == spec
     check_merge(spec, ours, fleet)
 
 
 @settings(max_examples=120)
-@given(spec=pod_specs(with_owned=True), ours=OUR_TERMS, fleet=FLEETS)
-def test_merge_replaces_owned_user_constraints(
-    spec: dict[str, Any], ours: list[dict[str, Any]], fleet: list[Node]
+@given(spec=pod_specs(with_owned=True), first=OUR_TERMS, second=OUR_TERMS, fleet=FLEETS)
+def test_a_new_requirement_replaces_only_our_injection(
+    spec: dict[str, Any],
+    first: list[dict[str, Any]],
+    second: list[dict[str, Any]],
+    fleet: list[Node],
 ) -> None:
-    check_merge(spec, ours, fleet)
+    once = merge_required(spec, first)
+    again = merge_required(once, second)
+    try:
+        direct = merge_required(spec, second)
+    except InputError:
+        return  # over the term limit either way
+    if second:
+        assert again == direct
+    else:  # an empty matchExpressions list the user wrote is not told apart from none
+        assert eligible(again, fleet) == eligible(direct, fleet)
+    check_merge(once, second, fleet)
 
 
 @settings(max_examples=60)
@@ -761,7 +839,7 @@ def test_thousands_of_user_terms_cost_one_pass() -> None:
     assert len(terms) == 2000
     assert all(t["matchExpressions"][-1]["key"] == "cudasched.io/cuda.code" for t in terms)
     assert merge_required(merged, ours) == merged
-    with pytest.raises(InputError, match="more than the limit of 64"):
+    with pytest.raises(InputError, match=f"more than the limit of {MAX_MERGED_TERMS}"):
         merge_required(spec, [*ours, term(expr("cudasched.io/cuda.code", "Gt", "13000"))])
 
 

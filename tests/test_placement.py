@@ -30,6 +30,7 @@ from cudasched.placement import (
     merge_required,
     node_affinity,
 )
+from cudasched.requirecuda import Gate, gate_from_env
 from cudasched.requirements import FrameworkBuild, Policy, Requirement
 from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion, parse_cuda
 from k8s_schema import assert_valid_node_affinity, assert_valid_pod
@@ -89,7 +90,7 @@ def test_gfd_allows_newer_majors(kb: KnowledgeBase) -> None:
 
 
 def test_gfd_deprecated_keys(kb: KnowledgeBase) -> None:
-    terms = compile_requirement(req("12.4"), "minor-compat", "gfd", kb, gfd_keys="deprecated")
+    terms = compile_requirement(req("12.4"), "strict", "gfd", kb, gfd_keys="deprecated")
     keys = {e["key"] for e in exprs_of(terms)}
     assert L.GFD_OLD_CUDA_MAJOR in keys and L.GFD_OLD_DRIVER_MAJOR in keys
     assert not keys & {L.GFD_CUDA_MAJOR, L.GFD_DRIVER_MAJOR, L.GFD_DRIVER_MINOR}
@@ -247,13 +248,19 @@ def test_every_toolkit_compiles_to_well_formed_terms(kb: KnowledgeBase, cuda: st
     try:
         compile_requirement(r, "strict", "cudasched", kb)
     except InputError:
-        # Only toolkits no known GPU can run (ancient ones) may refuse.
-        assert CudaVersion(10, 0) > parse_cuda(cuda)
-        return
+        # Only toolkits no known GPU can run (ancient ones) may refuse, and under strict those
+        # whose minimum driver NVIDIA's tables do not give (13.5: never judged natively).
+        assert CudaVersion(10, 0) > parse_cuda(cuda) or kb.min_driver(parse_cuda(cuda)) is None
+        if kb.min_driver(parse_cuda(cuda)) is not None:
+            return
     for scheme in LabelScheme.CUDASCHED, LabelScheme.GFD:
         for policy in Policy:
             for keys in GfdKeys:
-                terms = compile_requirement(r, policy, scheme, kb, gfd_keys=keys)
+                try:
+                    terms = compile_requirement(r, policy, scheme, kb, gfd_keys=keys)
+                except InputError:
+                    assert policy is Policy.STRICT and kb.min_driver(parse_cuda(cuda)) is None
+                    continue
                 _assert_well_formed(terms)
                 assert len(terms) <= MAX_MERGED_TERMS
                 assert not NodeSelector.from_terms(terms).errors
@@ -413,7 +420,28 @@ _PRODUCTS = [
     "Tesla-T4",
     "NVIDIA-GeForce-RTX-4090",
     "NVIDIA-H100-80GB-HBM3",
+    "NVIDIA-B200",
 ]
+
+
+def _products_driven_by(driver: DriverVersion | None) -> list[str]:
+    """The sample products a node with ``driver`` can publish. A driver older than a product's
+    first driver cannot drive that GPU, so no node ever reports the pair (NVML fails, GFD and
+    our agent publish no GPU facts): such label sets are left out rather than the invariant
+    weakened. The engine refuses the pair (``driver-branch-unsupported-gpu``); the compiler
+    has no label to say it with, and needs none."""
+    kb = _kb()
+    out = []
+    for name in _PRODUCTS:
+        info = kb.gpu(name)
+        first = info.first_driver if info is not None else None
+        if driver is None or first is None or driver >= first:
+            out.append(name)
+    return out
+
+
+def _driver_in(labels: dict[str, str]) -> DriverVersion | None:
+    return facts_from_labels("n", labels, _kb()).driver
 
 
 def _around(d: DriverVersion) -> list[DriverVersion]:
@@ -521,7 +549,7 @@ def gfd_labels(
             L.GFD_OLD_CUDA_MINOR: str(cuda.minor),
         }
     if draw(st.booleans()):
-        out[L.GFD_PRODUCT] = draw(st.sampled_from(_PRODUCTS))
+        out[L.GFD_PRODUCT] = draw(st.sampled_from(_products_driven_by(driver)))
     return out
 
 
@@ -547,7 +575,31 @@ def requirements(draw: st.DrawFn) -> Requirement:
         policy=draw(st.one_of(st.none(), st.sampled_from(list(Policy)))),
         ships_cuda_compat=draw(st.booleans()),
         framework=framework,
+        gate=draw(st.one_of(st.none(), st.none(), gates(cuda))),
     )
+
+
+_GATE_BRANDS = ["tesla", "nvidia", "geforce", "quadro", "unknown", "grid"]
+
+
+@st.composite
+def gates(draw: st.DrawFn, cuda: CudaVersion | None) -> Gate:
+    """``NVIDIA_REQUIRE_CUDA`` values shaped like real images' (``cuda>=X`` then
+    ``brand=B,driver>=N,driver<N+1`` alternatives), sometimes with an ``arch`` or a second
+    ``NVIDIA_REQUIRE_*`` variable. Upper bounds on ``cuda`` are left out: the selector reads
+    them from the CUDA label alone and is only sound, not exact, there (placement docs)."""
+    floor = cuda or draw(st.sampled_from(GA))
+    floor = draw(st.sampled_from([floor, *_near_cudas(floor)]))
+    alternatives = [f"cuda>={floor.major}.{floor.minor}"]
+    for branch in draw(st.lists(st.sampled_from(_BRANCHES), max_size=4, unique=True)):
+        for brand in draw(st.lists(st.sampled_from(_GATE_BRANDS), min_size=1, max_size=3)):
+            alternatives.append(f"brand={brand},driver>={branch},driver<{branch + 1}")
+    env = {"NVIDIA_REQUIRE_CUDA": " ".join(alternatives)}
+    if draw(st.integers(0, 4)) == 0:
+        env["NVIDIA_REQUIRE_ARCH"] = draw(st.sampled_from(["arch>=7.5", "arch>=8.0 arch=7.0"]))
+    gate = gate_from_env(env, "generated")
+    assert gate is not None
+    return gate
 
 
 def _compile_or_none(
@@ -658,7 +710,7 @@ _GFD_GROUPS = {
 @st.composite
 def partial_gfd_labels(draw: st.DrawFn, near: Requirement) -> dict[str, str]:
     labels = draw(gfd_labels(near))
-    labels[L.GFD_PRODUCT] = draw(st.sampled_from(_PRODUCTS))
+    labels[L.GFD_PRODUCT] = draw(st.sampled_from(_products_driven_by(_driver_in(labels))))
     for group, keys in _GFD_GROUPS.items():
         action = draw(st.sampled_from(["keep", "keep", "drop", "junk"]))
         for key in keys:
@@ -675,7 +727,7 @@ def partial_cudasched_labels(draw: st.DrawFn, near: Requirement) -> dict[str, st
     for key in draw(st.lists(st.sampled_from(sorted(labels)), max_size=3)):
         labels.pop(key, None)
     if draw(st.booleans()):
-        labels[L.GPU_PRODUCT] = draw(st.sampled_from(_PRODUCTS))
+        labels[L.GPU_PRODUCT] = draw(st.sampled_from(_products_driven_by(_driver_in(labels))))
     return labels
 
 
@@ -754,3 +806,83 @@ def test_invariant_on_the_bundled_sample_cluster(
                 if n in carrying:
                     assert matched == check(facts, r, judged, kb).compatible, (n.name, cuda)
     assert admitted
+
+
+# --------------------------------------------------------------------------- issue 12
+
+
+@pytest.mark.parametrize("scheme", [LabelScheme.CUDASCHED, LabelScheme.GFD])
+@pytest.mark.parametrize(
+    ("cuda", "cc", "admitted"),
+    [
+        ("11.6", "8.9", True),  # L4: sm_86 code
+        ("11.0", "8.6", True),  # A10G: sm_80 code
+        ("11.7", "8.9", True),  # L40S for torch 2.0.1+cu117
+        ("12.8", "10.3", True),  # B300: sm_100 code
+        ("12.8", "12.1", True),  # GB10: sm_120 code
+        ("11.7", "9.0", False),  # Hopper: PTX only
+        ("12.6", "10.0", False),  # Blackwell: PTX only
+        ("13.0", "7.0", False),  # Volta: dropped
+    ],
+)
+def test_compiled_affinity_follows_binary_compatibility(
+    kb: KnowledgeBase, scheme: LabelScheme, cuda: str, cc: str, admitted: bool
+) -> None:
+    """Issue 12 item 1, the selector side: the same GPUs the engine accepts."""
+    major, minor = cc.split(".")
+    driver = DriverVersion(590, 48, 1)
+    if scheme is LabelScheme.CUDASCHED:
+        labels = {
+            L.CUDA_CODE: "13010",
+            L.DRIVER_CODE: str(driver.code),
+            L.COMPUTE_CODE: str(int(major) * 10 + int(minor)),
+        }
+    else:
+        labels = {
+            L.GFD_CUDA_MAJOR: "13",
+            L.GFD_CUDA_MINOR: "1",
+            L.GFD_DRIVER_MAJOR: "590",
+            L.GFD_DRIVER_MINOR: "48",
+            L.GFD_DRIVER_REVISION: "01",
+            L.GFD_COMPUTE_MAJOR: major,
+            L.GFD_COMPUTE_MINOR: minor,
+        }
+    selector = NodeSelector.from_terms(compile_requirement(req(cuda), "strict", scheme, kb))
+    assert selector.match(Node("n", labels)) is admitted
+    assert check(facts_from_labels("n", labels, kb), req(cuda), "strict", kb).compatible is admitted
+
+
+def test_native_needs_the_driver_too(kb: KnowledgeBase) -> None:
+    """Issue 12 item 4, the selector side: a CUDA label the driver cannot back is not enough."""
+    selector = NodeSelector.from_terms(compile_requirement(req("11.6"), "strict", "cudasched", kb))
+    liar = {L.CUDA_CODE: "11060", L.DRIVER_CODE: "495046000", L.COMPUTE_CODE: "80"}
+    honest = {**liar, L.DRIVER_CODE: "510039001"}
+    assert not selector.match(Node("liar", liar))
+    assert not check(facts_from_labels("liar", liar, kb), req("11.6"), "strict", kb).compatible
+    assert selector.match(Node("honest", honest))
+
+
+def test_gate_over_our_labels(kb: KnowledgeBase) -> None:
+    """Issue 12 item 3: under minor-compat a CUDA 12.8 image whose NVIDIA_REQUIRE_CUDA names
+    R535 for data-center GPUs runs on an R535 A100, not on an R535 GeForce nor on R545."""
+    gate = gate_from_env(
+        {
+            "NVIDIA_REQUIRE_CUDA": "cuda>=12.8 brand=tesla,driver>=535,driver<536 "
+            "brand=nvidia,driver>=535,driver<536"
+        },
+        "image nvidia/cuda:12.8.1",
+    )
+    r = Requirement(cuda=parse_cuda("12.8"), gate=gate)
+    selector = NodeSelector.from_terms(compile_requirement(r, "minor-compat", "cudasched", kb))
+    base = {L.CUDA_CODE: "12020", L.DRIVER_CODE: "535104005", L.COMPUTE_CODE: "80"}
+    for labels, ok in [
+        ({**base, L.GPU_DATACENTER: "true"}, True),
+        ({**base, L.GPU_DATACENTER: "false"}, False),
+        (base, False),  # the class is not reported: cannot be confirmed
+        ({**base, L.GPU_DATACENTER: "true", L.DRIVER_CODE: "545023008"}, False),
+    ]:
+        assert selector.match(Node("n", labels)) is ok, labels
+        verdict = check(facts_from_labels("n", labels, kb), r, "minor-compat", kb)
+        assert verdict.compatible is ok, (labels, verdict)
+        if not ok:
+            assert "require-cuda-unmet" in verdict.codes

@@ -4,6 +4,8 @@ non-NVIDIA runtimes, bad annotation values, GPU detection and who gets constrain
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ from cudasched.resolution import (
     gpu_container,
     requirement_from_annotations,
     resolve_isvc,
+    resolve_llmisvc,
+    resolve_llmisvc_pod,
     resolve_pod,
     uses_gpu,
     wants_constraint,
@@ -76,6 +80,7 @@ def runtime(labels: dict[str, str] | None = None, annotations: dict[str, str] | 
 REQUIRE = [
     {"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=12.6 brand=tesla,driver>=535,driver<536"}
 ]
+UNKNOWN_IMAGE = "registry.example.com/team/server:1"  # not in the image table
 
 
 # --------------------------------------------------------------------------- order of sources
@@ -90,12 +95,21 @@ def test_annotation_wins_over_everything() -> None:
     assert declared_by_annotation(req)
 
 
-def test_runtime_cudasched_label_wins_over_alauda_label_and_container() -> None:
+def test_runtime_cudasched_label_wins_over_alauda_label() -> None:
     rt = runtime(labels={"cudasched.io/cuda-version": "12.1", "cpaas.io/cuda-version": "11.8"})
-    req = resolve_pod(pod(env=REQUIRE), rt, TABLE, None)
+    req = resolve_pod(pod(image=UNKNOWN_IMAGE), rt, TABLE, None)
     assert req.cuda == CudaVersion(12, 1)
     assert req.source == "ClusterServingRuntime rt, label cudasched.io/cuda-version"
-    assert not declared_by_annotation(req)
+    assert not declared_by_annotation(req) and not req.disagreement
+
+
+def test_runtime_label_and_container_disagree_the_stricter_is_used() -> None:
+    """Issue 12 item 8: a runtime's label below what its container needs is not trusted."""
+    rt = runtime(labels={"cudasched.io/cuda-version": "12.1", "cpaas.io/cuda-version": "11.8"})
+    req = resolve_pod(pod(env=REQUIRE), rt, TABLE, None)
+    assert req.cuda == CudaVersion(12, 6)
+    assert req.source.startswith("ClusterServingRuntime rt, label cudasched.io/cuda-version")
+    assert "declares cuda>=12.1" in req.disagreement and "cuda>=12.6" in req.disagreement
 
 
 def test_runtime_annotation_wins_over_runtime_label() -> None:
@@ -103,22 +117,26 @@ def test_runtime_annotation_wins_over_runtime_label() -> None:
         labels={"cudasched.io/cuda-version": "12.1"},
         annotations={"cudasched.io/cuda-version": "12.3"},
     )
-    req = resolve_pod(pod(), rt, TABLE, None)
+    req = resolve_pod(pod(image=UNKNOWN_IMAGE), rt, TABLE, None)
     assert (req.cuda, req.source) == (
         CudaVersion(12, 3),
         "ClusterServingRuntime rt, annotation cudasched.io/cuda-version",
     )
 
 
-def test_alauda_label_wins_over_container() -> None:
+def test_alauda_label_is_the_runtimes_requirement() -> None:
     rt = runtime(labels={"cpaas.io/accelerator-type": "nvidia", "cpaas.io/cuda-version": "11.8"})
-    req = resolve_pod(pod(env=REQUIRE), rt, TABLE, None)
+    req = resolve_pod(pod(image=UNKNOWN_IMAGE), rt, TABLE, None)
     assert req.cuda == CudaVersion(11, 8)
     assert req.source == "ClusterServingRuntime rt, label cpaas.io/cuda-version"
+    # A container that needs more wins, and the disagreement is reported.
+    stricter = resolve_pod(pod(env=REQUIRE), rt, TABLE, None)
+    assert stricter.cuda == CudaVersion(12, 6) and stricter.disagreement
 
 
 def test_alauda_cuda_version_without_accelerator_type_is_used() -> None:
-    req = resolve_pod(pod(), runtime(labels={"cpaas.io/cuda-version": "12.1"}), TABLE, None)
+    rt = runtime(labels={"cpaas.io/cuda-version": "12.1"})
+    req = resolve_pod(pod(image=UNKNOWN_IMAGE), rt, TABLE, None)
     assert req.cuda == CudaVersion(12, 1)
 
 
@@ -237,7 +255,8 @@ def test_policy_annotation_modifies_requirement_from_later_source() -> None:
         labels={"cudasched.io/policy": "minor-compat", "cudasched.io/cuda-version": "12.1"}
     )
     req = resolve_pod(p, rt, TABLE, None)
-    assert req.cuda == CudaVersion(12, 1)
+    assert req.cuda == CudaVersion(12, 2)  # the stricter of the label and the image
+    assert req.disagreement
     assert req.policy is Policy.STRICT and req.ships_cuda_compat is False
     assert req.source.startswith("ClusterServingRuntime rt")
 
@@ -452,8 +471,11 @@ def test_recorded_pods() -> None:
     predictor, transformer, worker, knative = load("pods.yaml")
     assert uses_gpu(predictor["spec"]) and uses_gpu(worker["spec"])
     assert not uses_gpu(transformer["spec"]) and not uses_gpu(knative["spec"])
-    # kserve/huggingfaceserver GPU tags carry no CUDA: nothing found without a hint
-    assert resolve_pod(predictor, None, TABLE, None).is_empty
+    # kserve/huggingfaceserver:v0.15.0-gpu is built on nvidia/cuda 12.8.1 (issue 12 item 7),
+    # and carries its NVIDIA_REQUIRE_CUDA.
+    req = resolve_pod(predictor, None, TABLE, None)
+    assert req.cuda == CudaVersion(12, 8) and req.gate is not None
+    assert req.gate.cuda_floor() == CudaVersion(12, 8)
 
 
 # --------------------------------------------------------------------------- wants_constraint
@@ -497,13 +519,22 @@ def test_first_source_present_wins(ann, rt_label, env, image) -> None:
     )
     rt = runtime(labels={"cudasched.io/cuda-version": rt_label} if rt_label else {})
     req = resolve_pod(p, rt, TABLE, None)
-    candidates = [
-        (ann, "annotation"),
-        (rt_label, "ClusterServingRuntime"),
+    container = [
         (env and env.removeprefix("cuda>="), "env"),
         ("12.2" if image.startswith("nvidia/cuda") else None, "image"),
     ]
-    expected = next(((v, s) for v, s in candidates if v), (None, ""))
+    from_container = next(((v, s) for v, s in container if v), (None, ""))
+    if ann:
+        expected = (ann, "annotation")
+    elif rt_label:
+        # A runtime's label is the answer unless its container needs more (item 8).
+        higher = from_container[0] is not None and CudaVersion(
+            *map(int, from_container[0].split("."))
+        ) > CudaVersion(12, 1)
+        expected = (from_container[0] if higher else rt_label, "ClusterServingRuntime")
+        assert bool(req.disagreement) == (from_container[0] not in (None, rt_label))
+    else:
+        expected = from_container
     assert (str(req.cuda.release) if req.cuda else None) == expected[0]
     assert req.source.startswith(expected[1])
 
@@ -571,7 +602,9 @@ def test_explain_and_the_webhook_read_annotations_alike(annotations: dict[str, A
         return
     req = webhook[1]
     if declared_by_annotation(req):
-        assert explained == ("ok", req)
+        # The container toolkit's gate comes from the container, which explain's annotation
+        # reader does not look at (cudasched explain resolves workloads as the webhook does).
+        assert explained == ("ok", dataclasses.replace(req, gate=None))
         assert explained[1].source == req.source
     else:  # nothing declared: the webhook went on to the image; explain has no requirement
         assert explained == ("ok", None)
@@ -585,7 +618,9 @@ def test_requirement_from_annotations_is_resolutions_first_step() -> None:
         "cudasched.io/policy": "minor-compat",
     }
     req = requirement_from_annotations(annotations, "pod p")
-    assert req == resolve_pod(pod(annotations=annotations), None, TABLE, None)
+    resolved = resolve_pod(pod(annotations=annotations), None, TABLE, None)
+    assert req == dataclasses.replace(resolved, gate=None)  # the gate is the container's
+    assert resolved.gate is not None and resolved.gate.cuda_floor() == CudaVersion(12, 2)
     assert req is not None and req.source == (
         "annotation cudasched.io/cuda-version, cudasched.io/min-compute-capability"
     )
@@ -596,3 +631,183 @@ def test_requirement_from_annotations_is_resolutions_first_step() -> None:
             {"cudasched.io/cuda-version": "12.8", "cudasched.io/ships-cuda-compat": "yes"},
             "pod p",
         )
+
+
+# --------------------------------------------------------------------------- issue 12
+
+
+def _runtime_pod(rt: dict[str, Any]) -> dict[str, Any]:
+    container = rt["spec"]["containers"][0]
+    return pod(image=container["image"], name=container["name"])
+
+
+def test_kserve_and_vllm_default_images_are_constrained() -> None:
+    """Issue 12 item 7: KServe's own GPU server, vLLM and Triton images resolve to a CUDA and
+    carry the container toolkit's gate."""
+    runtimes = load("runtimes-issue12.yaml")
+    table = ImageTable.builtin(kb=_kb())
+    hf = resolve_pod(
+        _runtime_pod(by_name(runtimes, "kserve-huggingfaceserver")), None, table, _kb()
+    )
+    assert hf.cuda == CudaVersion(13, 0) and hf.gate is not None
+    vllm = resolve_pod(_runtime_pod(by_name(runtimes, "vllm-openai")), None, table, _kb())
+    assert vllm.cuda == CudaVersion(13, 0) and "at least" in vllm.source
+    triton = resolve_pod(_runtime_pod(by_name(runtimes, "kserve-tritonserver")), None, table, _kb())
+    assert triton.cuda == CudaVersion(11, 1) and triton.ships_cuda_compat
+
+
+def test_runtime_label_below_its_image_uses_the_image() -> None:
+    """Issue 12 item 8: an Alauda runtime labelled CUDA 12.1 that runs Triton 25.02 (CUDA 12.8,
+    compute capability >= 7.5) from a mirror: the stricter image wins, the disagreement is
+    reported, and a V100 node is no longer admitted."""
+    from cudasched.engine import check
+    from cudasched.nodes import facts_from_parts
+
+    runtimes = load("runtimes-issue12.yaml")
+    rt = by_name(runtimes, "aml-triton-cuda-12.1")
+    table = ImageTable.builtin(kb=_kb())
+    req = resolve_pod(_runtime_pod(rt), rt, table, _kb())
+    assert req.cuda == CudaVersion(12, 8) and req.min_compute == ComputeCapability(7, 5)
+    assert "cpaas.io/cuda-version" in req.source
+    assert "declares cuda>=12.1" in req.disagreement and "cc>=7.5" in req.disagreement
+    v100 = facts_from_parts("v100", gpu="V100", driver="570.124.06", kb=_kb())
+    verdict = check(v100, req, "strict", _kb())
+    assert not verdict.compatible and "compute-capability-too-low" in verdict.codes
+
+
+def test_why_unknown_is_reported() -> None:
+    req = resolve_pod(pod(image="registry.example.com/team/llm:7"), None, TABLE, None)
+    assert req.is_empty and "not in the image table" in req.unknown_reason
+    assert "cudasched.io/cuda-version" in req.unknown_reason
+    latest = resolve_pod(pod(image="kserve/huggingfaceserver:latest-gpu"), None, TABLE, None)
+    assert latest.is_empty and "latest-gpu" in latest.unknown_reason
+
+
+def test_disabled_gate_and_env_override() -> None:
+    disabled = [{"name": "NVIDIA_DISABLE_REQUIRE", "value": "true"}]
+    req = resolve_pod(
+        pod(image="nvidia/cuda:12.8.1-runtime-ubuntu22.04", env=disabled), None, TABLE, None
+    )
+    assert req.cuda == CudaVersion(12, 8) and req.gate is None
+    own = [{"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=12.4"}]
+    req = resolve_pod(
+        pod(image="nvidia/cuda:12.8.1-runtime-ubuntu22.04", env=own), None, TABLE, None
+    )
+    assert (
+        req.gate is not None and req.gate.text == "cuda>=12.4"
+    )  # the pod's value replaces the image's
+
+
+@functools.cache
+def _kb() -> Any:
+    from cudasched.knowledge import KnowledgeBase
+
+    return KnowledgeBase.load()
+
+
+# --------------------------------------------------------------------------- LLMInferenceService
+
+LLMISVC = """
+apiVersion: serving.kserve.io/v1alpha2
+kind: LLMInferenceService
+metadata:
+  name: qwen
+  namespace: llm
+  annotations:
+    cudasched.io/policy: minor-compat
+spec:
+  model:
+    uri: hf://Qwen/Qwen3-0.6B
+    name: Qwen/Qwen3-0.6B
+  replicas: 1
+  router:
+    route: {}
+    gateway: {}
+    scheduler: {}
+"""
+
+# A decode pod as the controller creates it (workload_single_node.go labels; container main
+# from kserve-config-llm-template with KServe v0.20.0's llm-d image).
+LLMISVC_POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: qwen-kserve-6f7c9d8b5-x2k4q
+  namespace: llm
+  labels:
+    app.kubernetes.io/component: llminferenceservice-workload
+    app.kubernetes.io/name: qwen
+    app.kubernetes.io/part-of: llminferenceservice
+    kserve.io/component: workload
+    llm-d.ai/role: both
+spec:
+  containers:
+  - name: main
+    image: ghcr.io/llm-d/llm-d-cuda:v0.8.0
+    resources:
+      limits: {nvidia.com/gpu: "1"}
+"""
+
+
+def test_llmisvc_pods_are_recognised() -> None:
+    from cudasched.kserve.llm import is_llmisvc_pod, llmisvc_name_of, llmisvc_role
+
+    decode = yaml.safe_load(LLMISVC_POD)
+    assert is_llmisvc_pod(decode) and llmisvc_name_of(decode) == "qwen"
+    assert llmisvc_role(decode) == "decode"
+    worker = copy.deepcopy(decode)
+    worker["metadata"]["labels"] = {
+        "app.kubernetes.io/component": "llminferenceservice-workload-worker",
+        "app.kubernetes.io/name": "qwen",
+        "app.kubernetes.io/part-of": "llminferenceservice",
+    }  # no kserve.io/component on workers with a leader template
+    assert is_llmisvc_pod(worker) and llmisvc_role(worker) == "worker"
+    scheduler = copy.deepcopy(decode)
+    scheduler["metadata"]["labels"]["app.kubernetes.io/component"] = (
+        "llminferenceservice-router-scheduler"
+    )
+    assert not is_llmisvc_pod(scheduler)
+
+
+def test_llmisvc_pod_is_judged_by_its_main_image_and_the_services_annotations() -> None:
+    table = ImageTable.builtin(kb=_kb())
+    llmisvc = yaml.safe_load(LLMISVC)
+    decode = yaml.safe_load(LLMISVC_POD)
+    req = resolve_llmisvc_pod(decode, llmisvc, table, _kb())
+    assert req.cuda == CudaVersion(13, 0) and req.policy is Policy.MINOR_COMPAT
+    assert req.source.startswith("image ghcr.io/llm-d/llm-d-cuda:v0.8.0")
+    declared = copy.deepcopy(llmisvc)
+    declared["metadata"]["annotations"]["cudasched.io/cuda-version"] = "13.2"
+    assert resolve_llmisvc_pod(decode, declared, table, _kb()).cuda == CudaVersion(13, 2)
+    assert wants_constraint(decode, req)
+
+
+def test_llmisvc_object_needs_its_image_or_annotations() -> None:
+    table = ImageTable.builtin(kb=_kb())
+    llmisvc = yaml.safe_load(LLMISVC)
+    req = resolve_llmisvc(llmisvc, table, _kb())
+    assert req.is_empty and "kserve-config-llm-template" in req.unknown_reason
+    # The image the configs give (KServe v0.20.0's default), or one in the template.
+    assert resolve_llmisvc(
+        llmisvc, table, _kb(), config_image="ghcr.io/llm-d/llm-d-cuda:v0.7.0"
+    ).cuda == CudaVersion(13, 0)
+    with_template = copy.deepcopy(llmisvc)
+    with_template["spec"]["template"] = {
+        "containers": [{"name": "main", "image": "vllm/vllm-openai:v0.23.0"}]
+    }
+    assert resolve_llmisvc(with_template, table, _kb()).cuda == CudaVersion(13, 0)
+
+
+def test_resolve_workload_knows_llmisvc() -> None:
+    from cudasched.fleet import Fleet
+    from cudasched.resolution import resolve_workload
+
+    fleet = Fleet([], _kb())
+    table = ImageTable.builtin(kb=_kb())
+    llmisvc = yaml.safe_load(LLMISVC)
+    llmisvc["metadata"]["annotations"]["cudasched.io/cuda-version"] = "13.0"
+    target, req, choice = resolve_workload(llmisvc, fleet, table)
+    assert target["spec"]["containers"][0]["name"] == "main" and choice is None
+    assert req.cuda == CudaVersion(13, 0)
+    _, req, _ = resolve_workload(yaml.safe_load(LLMISVC_POD), fleet, table)
+    assert req.cuda == CudaVersion(13, 0)

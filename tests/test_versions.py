@@ -38,7 +38,14 @@ def test_parse_driver(text: str, expected: tuple[int, int, int], code: int) -> N
 
 def test_driver_string_forms() -> None:
     assert str(parse_driver("550.90.07")) == "550.90.07"
-    assert str(parse_driver("570.124.6")) == "570.124.06"
+    # Echoed as given (issue 12 item 5): the spelling is not a different version.
+    assert str(parse_driver("570.124.6")) == "570.124.6"
+    assert str(parse_driver("999.1")) == "999.1"
+    assert str(parse_driver("540.4.0")) == "540.4.0"  # Jetson L4T
+    assert str(parse_driver("R550.90.07")) == "550.90.07"
+    assert parse_driver("540.4.0").code == DriverVersion(540, 4, 0).code == 540004000
+    assert str(DriverVersion(550, 90, 7)) == "550.90.07"  # built from numbers: NVIDIA's way
+    assert str(DriverVersion.from_code(570124006)) == "570.124.06"
     assert str(parse_driver("570.26")) == "570.26"
     assert parse_driver("570.124.6") == parse_driver("570.124.06")
     assert parse_driver("550.54.14") < parse_driver("550.54.15") < parse_driver("550.90.07")

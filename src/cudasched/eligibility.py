@@ -252,8 +252,8 @@ def _selectors(
     # Only nodeSelector and affinity matter here; merging just these gives the same selectors
     # as merging the whole spec, without copying its containers.
     only = {k: spec[k] for k in _SELECTOR_FIELDS if k in spec}
-    # Our merge strips expressions on keys cudasched owns before ANDing the requirement in;
-    # the user's own constraints are what is left after that strip.
+    # Our merge removes cudasched's earlier terms (marked) before ANDing the requirement in;
+    # the user's own constraints, on any key, are what is left after that.
     user_spec = merge_required(only, []) if has_req else only
     merged = merge_required(only, terms) if has_req else user_spec
     user_selector = as_mapping(spec.get("nodeSelector"), "spec.nodeSelector")

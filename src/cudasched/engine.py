@@ -6,12 +6,21 @@ of the chain in the design brief and cites the fact it rests on (facts and sourc
 
 * **Toolkit must exist** (``unknown-toolkit``): the requirement's CUDA must be a release NVIDIA's
   Table 3 lists, otherwise nothing is known about it and no node is judged able to run it.
-* **Arch window** (``arch-too-new``, ``arch-dropped``): a toolkit compiles for compute
-  capabilities from the arch's first CUDA to its last (NVIDIA architecture matrix; LLVM
-  ``clang/lib/Basic/Cuda.cpp`` Min/MaxVersion). CUDA 11.8 predates Blackwell sm_100 (first 12.8);
-  CUDA 12.0 dropped Kepler; CUDA 13.0 dropped Maxwell, Pascal and Volta.
-* **Driver branch supports the GPU** (``driver-branch-unsupported-gpu``): Kepler ends at R470,
-  Maxwell/Pascal/Volta at R580 (NVIDIA architecture matrix).
+* **Binary compatibility** (``arch-too-new``, ``arch-dropped``): a toolkit compiles SASS for
+  the compute capabilities from each arch's first CUDA to its last (NVIDIA architecture
+  matrix; LLVM ``clang/lib/Basic/Cuda.cpp`` Min/MaxVersion), and a cubin for X.y runs on every
+  GPU X.z with z >= y (the Ampere/Ada/Hopper/Blackwell compatibility guides). So CUDA 11.0
+  runs on an A10G (8.6) through its sm_80 code and CUDA 12.8 on a B300 (10.3) or GB10 (12.1)
+  through sm_100/sm_120. A GPU whose *major* is newer than every architecture the toolkit
+  targets (Hopper for CUDA <= 11.7, Blackwell for <= 12.7) runs it only by JIT-compiling PTX,
+  which an image may or may not carry: unknown, so refused unless a framework build says it
+  ships PTX (then as for framework kernels below). A GPU below every target (Volta for CUDA
+  13) is ``arch-dropped``.
+* **Driver branch supports the GPU** (``driver-branch-unsupported-gpu``, every policy): Kepler
+  ends at R470, Maxwell/Pascal/Volta at R580 (NVIDIA architecture matrix), and each product
+  has a first driver that drives it (B200: 570.86.15; ``gpus.yaml``). Forward compatibility
+  does not help: the compat package replaces only the user-mode driver, and the kernel driver
+  must know the GPU.
 * **Driver runs the toolkit**, the first that holds of:
   - *native* (``native``): the driver's CUDA version (``nvidia-smi`` "CUDA Version", GFD
     ``cuda.runtime-version``) is >= the required major.minor, which is the same as the driver
@@ -25,7 +34,14 @@ of the chain in the design brief and cites the fact it rests on (facts and sourc
     12.x: 525.60.13, 13.x: R580); the workload runs without PTX JIT and APIs newer than the
     driver return ``cudaErrorCallRequiresNewerDriver`` (minor-version-compatibility page), so
     the verdict carries caveats.
-  Otherwise ``driver-too-old``.
+  Otherwise ``driver-too-old``; when NVIDIA's minimum driver for the toolkit is unknown (13.5)
+  native support is never assumed and the reason is ``unknown-toolkit``.
+* **The container toolkit's gate** (``require-cuda-unmet``, every policy): an image's
+  ``NVIDIA_REQUIRE_CUDA`` (or the container's own) must hold on the host or the container never
+  starts (:mod:`cudasched.requirecuda`). Its ``cuda>=`` is strict, so under minor-version
+  compatibility an older driver passes only through a ``brand=...,driver...`` alternative;
+  under forward compatibility those alternatives also name the data-center branches the
+  image's compat libraries are meant for, beyond NVIDIA's matrix.
 * **Framework kernels** (``framework-arch-unsupported``): the GPU must be covered by the build's
   arch list, either by SASS of the same major and a lower-or-equal minor (a cubin for X.y runs on
   X.z, z >= y: CUDA C++ Programming Guide, binary compatibility) or, with ``+PTX``, by JIT of the
@@ -47,6 +63,7 @@ from typing import TYPE_CHECKING
 
 from cudasched.errors import InputError
 from cudasched.nodes import NodeFacts
+from cudasched.requirecuda import DATACENTER_BRANDS, OTHER_BRANDS, brands_for
 from cudasched.requirements import FrameworkBuild, Policy, Requirement
 from cudasched.versions import ComputeCapability, CudaVersion
 
@@ -62,7 +79,9 @@ __all__ = [
     "check",
     "effective_cuda",
     "framework_coverage",
+    "gate_forward_compat_branches",
     "resolve_policy",
+    "toolkit_coverage",
 ]
 
 # Stable reason codes (part of the `check -o json` contract).
@@ -73,6 +92,7 @@ DRIVER_TOO_OLD = "driver-too-old"
 ARCH_DROPPED = "arch-dropped"
 ARCH_TOO_NEW = "arch-too-new"
 DRIVER_BRANCH_UNSUPPORTED_GPU = "driver-branch-unsupported-gpu"
+REQUIRE_CUDA_UNMET = "require-cuda-unmet"
 NO_FORWARD_COMPAT_ON_GEFORCE = "no-forward-compat-on-geforce"
 FRAMEWORK_ARCH_UNSUPPORTED = "framework-arch-unsupported"
 COMPUTE_CAPABILITY_TOO_LOW = "compute-capability-too-low"
@@ -94,6 +114,7 @@ REASON_CODES = frozenset(
         ARCH_DROPPED,
         ARCH_TOO_NEW,
         DRIVER_BRANCH_UNSUPPORTED_GPU,
+        REQUIRE_CUDA_UNMET,
         NO_FORWARD_COMPAT_ON_GEFORCE,
         FRAMEWORK_ARCH_UNSUPPORTED,
         COMPUTE_CAPABILITY_TOO_LOW,
@@ -192,21 +213,71 @@ def framework_coverage(fw: FrameworkBuild | None, cc: ComputeCapability) -> Cove
     return Coverage.NONE
 
 
-def arch_window_reason(arch: ArchInfo, cc: ComputeCapability, cuda: CudaVersion) -> Reason | None:
-    """``arch-too-new`` / ``arch-dropped`` when the toolkit cannot build for this GPU."""
-    if arch.first_cuda is not None and cuda < arch.first_cuda:
-        return Reason(
-            ARCH_TOO_NEW,
-            f"{arch.name} (compute capability {cc}) needs CUDA >= {arch.first_cuda.release}; "
-            f"the workload is built with CUDA {cuda}",
-        )
+def toolkit_coverage(kb: KnowledgeBase, cc: ComputeCapability, cuda: CudaVersion) -> Coverage:
+    """How code built by toolkit ``cuda`` reaches a GPU of capability ``cc``: SASS when the
+    toolkit targets a capability of the same major and a lower-or-equal minor (binary
+    compatibility), PTX when ``cc``'s major is newer than every target (JIT only), else
+    NONE."""
+    targets = kb.toolkit_targets(cuda)
+    if any(t.major == cc.major and t.minor <= cc.minor for t in targets):
+        return Coverage.SASS
+    if targets and cc.major > max(t.major for t in targets):
+        return Coverage.PTX
+    return Coverage.NONE
+
+
+def arch_window_reason(
+    kb: KnowledgeBase,
+    arch: ArchInfo,
+    cc: ComputeCapability,
+    cuda: CudaVersion,
+    framework: FrameworkBuild | None = None,
+) -> Reason | None:
+    """``arch-too-new`` / ``arch-dropped`` when code built with ``cuda`` cannot run on this GPU
+    (see the module docstring). A GPU reached only by PTX is left to the framework's kernel
+    list when there is one (:func:`framework_coverage` decides), else refused: whether an
+    image carries PTX is not known."""
     if arch.last_cuda is not None and cuda > arch.last_cuda:
         return Reason(
             ARCH_DROPPED,
             f"CUDA {cuda} no longer supports {arch.name} (compute capability {cc}); "
             f"the last CUDA for it is {arch.last_cuda.release}",
         )
-    return None
+    coverage = toolkit_coverage(kb, cc, cuda)
+    if coverage is Coverage.SASS:
+        return None
+    if coverage is Coverage.PTX:
+        if framework is not None and framework.arch_list is not None:
+            return None
+        newest = max(t.major for t in kb.toolkit_targets(cuda))
+        return Reason(
+            ARCH_TOO_NEW,
+            f"CUDA {cuda} builds code for GPU generations up to compute capability "
+            f"{newest}.x; {arch.name} (compute capability {cc}) runs it only by JIT-compiling "
+            "PTX, which the image may not carry (cudasched cannot see it)"
+            + (f"; CUDA >= {arch.first_cuda.release} builds for it" if arch.first_cuda else ""),
+        )
+    if arch.first_cuda is not None and cuda < arch.first_cuda:
+        return Reason(
+            ARCH_TOO_NEW,
+            f"{arch.name} (compute capability {cc}) needs CUDA >= {arch.first_cuda.release}; "
+            f"the workload is built with CUDA {cuda}",
+        )
+    lowest = min(kb.toolkit_targets(cuda), default=None)
+    return Reason(
+        ARCH_DROPPED,
+        f"CUDA {cuda} builds no code that runs on {arch.name} (compute capability {cc})"
+        + (f"; its lowest target is {lowest}" if lowest is not None else ""),
+    )
+
+
+def gate_forward_compat_branches(req: Requirement) -> frozenset[int]:
+    """Data-center driver branches an image's own ``NVIDIA_REQUIRE_CUDA`` names for its compat
+    libraries (``brand=tesla,driver>=550,driver<551``): forward-compatibility targets by the
+    image's claim, on top of NVIDIA's matrix. Empty without a gate or without cuda-compat."""
+    if req.gate is None or not req.ships_cuda_compat:
+        return frozenset()
+    return req.gate.branches(DATACENTER_BRANDS)
 
 
 def _fmt_list(values: Iterable[int]) -> str:
@@ -302,7 +373,7 @@ def check(facts: NodeFacts, req: Requirement, policy: Policy | str, kb: Knowledg
                     )
                 )
             else:
-                window = arch_window_reason(arch, cc, cuda)
+                window = arch_window_reason(kb, arch, cc, cuda, req.framework)
                 if window is not None:
                     blocking.append(window)
                 cap = arch.last_driver_branch
@@ -335,8 +406,24 @@ def check(facts: NodeFacts, req: Requirement, policy: Policy | str, kb: Knowledg
                 )
             )
 
+    first = facts.first_driver
+    if first is not None and facts.driver is not None and facts.driver < first:
+        blocking.append(
+            Reason(
+                DRIVER_BRANCH_UNSUPPORTED_GPU,
+                f"driver {facts.driver} cannot drive {facts.first_driver_product}: the first "
+                f"driver that supports it is {first} (no policy helps: forward compatibility "
+                "replaces only the user-mode driver)",
+            )
+        )
+    # The container toolkit's gate is reported when it is what stops the container: a node
+    # already refused for its driver or its GPU is not refused twice for the same fact.
+    gate = _gate_reason(facts, req)
+
     if cuda is None:
         # Only a compute-capability floor was asked for.
+        if not blocking and gate is not None:
+            blocking.append(gate)
         if blocking:
             return Verdict(VerdictStatus.INCOMPATIBLE, tuple(blocking))
         return Verdict(
@@ -350,8 +437,12 @@ def check(facts: NodeFacts, req: Requirement, policy: Policy | str, kb: Knowledg
         )
 
     mode, driver_reasons = _driver_mode(facts, req, pol, cuda, toolkit, coverage, kb)
+    if not blocking and mode is not None and gate is not None:
+        blocking.append(gate)
     if blocking or mode is None:
         return Verdict(VerdictStatus.INCOMPATIBLE, tuple(blocking + driver_reasons))
+    if req.gate is not None and mode != NATIVE:
+        driver_reasons = [_with_gate_note(r, facts, req) for r in driver_reasons]
     status = VerdictStatus.COMPATIBLE if mode == NATIVE else VerdictStatus.COMPATIBLE_WITH_CAVEATS
     return Verdict(status, tuple(driver_reasons))
 
@@ -375,15 +466,25 @@ def _driver_mode(
                 UNKNOWN_DRIVER, f"node {facts.name!r} reports neither a driver nor a CUDA version"
             )
         ]
-    if facts.cuda is not None and facts.cuda >= cuda:
+    if min_driver is None:
+        # NVIDIA's minimum for this release is not known (13.5): native support is never
+        # assumed, whatever the node's CUDA label says; the compatibility modes may still apply.
+        too_old = Reason(
+            UNKNOWN_TOOLKIT,
+            f"NVIDIA's minimum driver for CUDA {cuda} is not in the knowledge base, so no driver "
+            f"is judged to run it natively ({_node_cuda_text(facts)})",
+        )
+    elif facts.cuda is not None and facts.cuda >= cuda:
         return NATIVE, [Reason(NATIVE, f"{_node_cuda_text(facts)}; the workload needs {need}")]
-
-    too_old = Reason(DRIVER_TOO_OLD, f"{_node_cuda_text(facts)}; the workload needs {need}")
+    else:
+        too_old = Reason(DRIVER_TOO_OLD, f"{_node_cuda_text(facts)}; the workload needs {need}")
     notes: list[Reason] = []
 
-    # Forward compatibility (cuda-compat package): data-center GPUs, listed branches only.
+    # Forward compatibility (cuda-compat package): data-center GPUs, listed branches only (the
+    # matrix's, or those the image's own NVIDIA_REQUIRE_CUDA names for its compat libraries).
     if pol is Policy.FORWARD_COMPAT and req.ships_cuda_compat:
-        branches = kb.forward_compat_branches(cuda)
+        matrix = kb.forward_compat_branches(cuda)
+        branches = matrix | gate_forward_compat_branches(req)
         listed = facts.driver is not None and facts.driver.branch in branches
         if facts.datacenter is False:
             # Never possible on this GPU, whatever the branch: say so first.
@@ -403,18 +504,26 @@ def _driver_mode(
         elif not listed:
             names = _fmt_list(branches) if branches else "no branch"
             too_old = Reason(
-                DRIVER_TOO_OLD,
+                too_old.code,
                 f"{too_old.message}; forward compatibility for CUDA {cuda} is listed only on "
                 f"{names}, not R{facts.driver.branch}",
             )
         elif facts.datacenter is True:
+            by_image = (
+                ""
+                if facts.driver.branch in matrix
+                else (
+                    f"; R{facts.driver.branch} is not in NVIDIA's forward-compatibility matrix but "
+                    "the image's NVIDIA_REQUIRE_CUDA names it for its compat libraries"
+                )
+            )
             return FORWARD_COMPAT, [
                 Reason(
                     FORWARD_COMPAT,
                     f"driver {facts.driver} supports CUDA {facts.cuda or 'unknown'}; CUDA "
                     f"{cuda} runs through the image's cuda-compat-{cuda.major}-{cuda.minor} "
                     f"libraries on R{facts.driver.branch} (forward compatibility, data-center "
-                    "GPU; no OpenGL/Vulkan interop)",
+                    f"GPU; no OpenGL/Vulkan interop){by_image}",
                 )
             ]
         elif facts.datacenter is None:
@@ -427,7 +536,7 @@ def _driver_mode(
             )
     elif pol is Policy.FORWARD_COMPAT:
         too_old = Reason(
-            DRIVER_TOO_OLD,
+            too_old.code,
             f"{too_old.message}; forward compatibility needs an image that ships cuda-compat",
         )
 
@@ -436,7 +545,7 @@ def _driver_mode(
         floor = kb.minor_compat_floor(cuda.major)
         if floor is None:
             too_old = Reason(
-                DRIVER_TOO_OLD,
+                too_old.code,
                 f"{too_old.message}; CUDA {cuda.major}.x has no minor-version compatibility",
             )
         elif facts.driver is None:
@@ -469,7 +578,75 @@ def _driver_mode(
                 ]
         else:
             too_old = Reason(
-                DRIVER_TOO_OLD,
+                too_old.code,
                 f"{too_old.message}; minor-version compatibility needs driver >= {floor}",
             )
     return None, [too_old, *notes]
+
+
+# --------------------------------------------------------------------------- the toolkit gate
+
+
+def _fmt_branches(branches: frozenset[int]) -> str:
+    return ", ".join(f"R{b}" for b in sorted(branches))
+
+
+def _gate_needs(req: Requirement) -> str:
+    """What the gate asks for, in words: its CUDA floor and the branches its brand
+    alternatives admit."""
+    assert req.gate is not None
+    parts = []
+    floor = req.gate.cuda_floor()
+    if floor is not None:
+        parts.append(f"a driver that supports CUDA >= {floor}")
+    dc = req.gate.branches(DATACENTER_BRANDS)
+    other = req.gate.branches(OTHER_BRANDS)
+    if dc:
+        parts.append(f"driver branch {_fmt_branches(dc)} on a data-center GPU")
+    if other:
+        parts.append(f"driver branch {_fmt_branches(other)} on other GPUs")
+    return " or ".join(parts) or f"'{req.gate.text}'"
+
+
+def _gate_reason(facts: NodeFacts, req: Requirement) -> Reason | None:
+    """``require-cuda-unmet`` when the container toolkit would not start the container here
+    (or it cannot be told: a fact the gate reads is unknown)."""
+    gate = req.gate
+    if gate is None:
+        return None
+    holds = gate.holds(
+        facts.cuda,
+        facts.driver.code if facts.driver is not None else None,
+        facts.compute.code if facts.compute is not None else None,
+        brands_for(facts.datacenter),
+    )
+    if holds is True:
+        return None
+    where = f"NVIDIA_REQUIRE_CUDA ({gate.source})" if gate.source else "NVIDIA_REQUIRE_CUDA"
+    host = _node_cuda_text(facts) if facts.driver is not None or facts.cuda else "node facts"
+    if holds is False:
+        return Reason(
+            REQUIRE_CUDA_UNMET,
+            f"the NVIDIA container toolkit would refuse to start the container: {where} needs "
+            f"{_gate_needs(req)}, and {host}"
+            + ("" if facts.datacenter is not None else " (GPU class not reported)")
+            + "; NVIDIA_DISABLE_REQUIRE=true on the container turns the check off",
+        )
+    return Reason(
+        REQUIRE_CUDA_UNMET,
+        f"cannot confirm the NVIDIA container toolkit starts the container: {where} needs "
+        f"{_gate_needs(req)}, and the node does not report every fact it reads ({host})",
+    )
+
+
+def _with_gate_note(reason: Reason, facts: NodeFacts, req: Requirement) -> Reason:
+    """A compatibility-mode verdict says how the gate lets the container start."""
+    assert req.gate is not None
+    floor = req.gate.cuda_floor()
+    if floor is None or facts.cuda is None or facts.cuda >= floor or facts.driver is None:
+        return reason
+    return Reason(
+        reason.code,
+        f"{reason.message}; the image's NVIDIA_REQUIRE_CUDA admits driver branch "
+        f"R{facts.driver.branch} through its brand/driver alternative",
+    )

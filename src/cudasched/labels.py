@@ -64,10 +64,13 @@ GFD_TIMESTAMP = "nvidia.com/gfd.timestamp"
 #: grouping nodes and deciding when the cluster changed both ignore them.
 VOLATILE_KEYS = frozenset({GFD_TIMESTAMP})
 
-# Keys whose node-affinity expressions cudasched owns: the placement compiler strips
-# expressions on these keys before it ANDs in a fresh requirement (see README, design).
+# Keys the placement compiler writes expressions on (merge.py checks that its terms use no
+# other). Our earlier terms are recognised by merge.MARKER, not by these keys: a user's own
+# expressions on them are kept. GFD's product label carries the GPU class the container
+# toolkit's brand alternatives need (placement._gate_terms).
 OWNED_KEYS = frozenset(
     {
+        GFD_PRODUCT,
         CUDA_CODE,
         DRIVER_CODE,
         DRIVER_BRANCH,

@@ -6,10 +6,25 @@ CUDA >= X" to a pod that already has required terms means ANDing our alternative
 existing term: the cross product. Anything else either widens the user's constraint (appending
 terms) or replaces it.
 
-cudasched *owns* the expression keys in :data:`cudasched.labels.OWNED_KEYS`. Before merging we
-strip expressions on those keys, which makes the merge idempotent (the webhook may be invoked
-twice on one object) and replaces hand-written CUDA constraints, which are often wrong, with
-computed ones. Every result is a new dict; the input is never mutated.
+**The user's constraints are never dropped.** Every expression the user wrote stays, whatever
+its key (a ``nvidia.com/cuda.runtime.major In [12]`` of their own is ANDed with ours, not
+replaced by it), so the nodes a pod may use after the merge are always a subset of the nodes
+it allowed before. Only cudasched's own earlier injection is replaced, which keeps the merge
+idempotent (the webhook may be invoked twice on one object, an InferenceService's affinity
+reaches its pods) and lets a changed requirement replace the old one.
+
+**How our injection is recognised: a marker.** Each term cudasched writes carries the
+expression ``cudasched.io/injected DoesNotExist`` (:data:`MARKER`), followed by cudasched's
+own expressions; the user's part of the term comes before it. Before merging, the marker and
+everything after it is removed from each term, and a term that held nothing else is dropped.
+No node carries the ``cudasched.io/injected`` label (the agent never writes it, and nobody
+should), so the marker matches every node and changes no answer. Recognising our terms by
+their keys instead would strip the user's own expressions on those keys, which is how a pod's
+own CUDA 12 constraint used to be lost; recognising them by recomputing what we would compile
+fails as soon as the requirement or the cluster's label scheme changes. Terms written by a
+cudasched without the marker are treated as the user's: they stay and are ANDed with the new
+ones, which can only narrow the pod's nodes. Every result is a new dict; the input is never
+mutated.
 
 What comes out is always acceptable to the API server, because a JSON patch that fails to apply
 fails the request even under ``failurePolicy: Ignore``: no empty term list, ``Gt``/``Lt`` with
@@ -30,6 +45,8 @@ from cudasched.labels import OWNED_KEYS
 from cudasched.nodeaffinity import NodeSelector, NodeSelectorError
 
 __all__ = [
+    "INJECTED_KEY",
+    "MARKER",
     "MAX_MERGED_TERMS",
     "PREFERRED_KEY",
     "REQUIRED_KEY",
@@ -40,12 +57,18 @@ __all__ = [
 ]
 
 REQUIRED_KEY = "requiredDuringSchedulingIgnoredDuringExecution"
+#: The node label key of the marker; no node carries it.
+INJECTED_KEY = "cudasched.io/injected"
+#: The expression that starts cudasched's part of a term (see the module docstring).
+MARKER: dict[str, Any] = {"key": INJECTED_KEY, "operator": "DoesNotExist"}
 PREFERRED_KEY = "preferredDuringSchedulingIgnoredDuringExecution"
 
 # The cross product of a pod's terms with our alternatives grows multiplicatively. Past this many
 # terms (and only when the merge itself made the list grow past it) we refuse rather than emit an
-# affinity nobody can read or silently drop alternatives.
-MAX_MERGED_TERMS = 64
+# affinity nobody can read or silently drop alternatives. A CUDA floor over GFD's split labels
+# compiles to up to ~30 terms (compute-capability groups x CUDA label x the driver floor the
+# engine checks the label against), so this leaves room for four user terms.
+MAX_MERGED_TERMS = 128
 
 
 class AffinityMode(StrEnum):
@@ -198,6 +221,18 @@ def _owned(expr: Mapping[str, Any]) -> bool:
     return isinstance(key, str) and key in OWNED_KEYS
 
 
+def _is_marker(expr: Mapping[str, Any]) -> bool:
+    return expr.get("key") == INJECTED_KEY
+
+
+def _user_part(exprs: list[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None:
+    """The expressions before our marker, or None when the term has no marker."""
+    for i, expr in enumerate(exprs):
+        if _is_marker(expr):
+            return exprs[:i]
+    return None
+
+
 def _identity(term: Any) -> bytes:
     """A hashable identity of a term (canonical JSON), so de-duplication is linear."""
     try:
@@ -214,7 +249,7 @@ def _is_empty_term(term: Mapping[str, Any]) -> bool:
 
 
 def _strip_required(terms: list[Any]) -> list[tuple[Any, bool]]:
-    """Remove owned expressions from the pod's required terms.
+    """Remove our earlier injection (the marker and what follows it) from the pod's terms.
 
     Returns ``(term, crossable)`` pairs. A term left empty by stripping held nothing but our
     constraint and is dropped; a stripped term equal to an earlier one is a leftover of an
@@ -231,8 +266,9 @@ def _strip_required(terms: list[Any]) -> list[tuple[Any, bool]]:
         if not isinstance(term, dict):
             raise InputError(f"invalid {where}[{i}] {term!r}: expected a node selector term")
         exprs = _expressions(term, f"{where}[{i}]")
-        kept = [expr for expr in exprs if not _owned(expr)]
-        if len(kept) == len(exprs):
+        user = _user_part(exprs)
+        kept = exprs if user is None else user
+        if user is None:
             result.append((term, not _is_empty_term(term)))
             seen.add(_identity(term))
             continue
@@ -251,9 +287,11 @@ def _strip_required(terms: list[Any]) -> list[tuple[Any, bool]]:
 
 def _and_terms(term: Mapping[str, Any], ours: Mapping[str, Any]) -> dict[str, Any]:
     anded = copy_json(term)
-    anded["matchExpressions"] = list(anded.get("matchExpressions") or []) + copy_json(
-        list(ours["matchExpressions"])
-    )
+    anded["matchExpressions"] = [
+        *(anded.get("matchExpressions") or []),
+        dict(MARKER),
+        *copy_json(list(ours["matchExpressions"])),
+    ]
     return anded
 
 
@@ -261,8 +299,9 @@ def merge_required(spec: Mapping[str, Any], terms: Sequence[Mapping[str, Any]]) 
     """Return a new pod spec whose required node affinity is the pod's own AND ``terms``.
 
     ``terms`` are ORed alternatives over owned keys; ``[]`` means "no constraint", in which case
-    only the stripping of owned expressions happens. ``spec.nodeSelector`` and every other part of
-    the affinity are left as they are.
+    only our earlier injection is removed. Every expression the user wrote is kept, so the
+    result never admits a node the pod's own affinity refuses. ``spec.nodeSelector`` and every
+    other part of the affinity are left as they are.
     """
     ours = _checked_terms(terms, owned_only=True)
     out = _copy_spec(spec)
@@ -271,7 +310,7 @@ def merge_required(spec: Mapping[str, Any], terms: Sequence[Mapping[str, Any]]) 
     if required is None:
         if ours:
             assert node_affinity is not None
-            node_affinity[REQUIRED_KEY] = {"nodeSelectorTerms": ours}
+            node_affinity[REQUIRED_KEY] = {"nodeSelectorTerms": [_and_terms({}, t) for t in ours]}
         return out
     where = f"spec.affinity.nodeAffinity.{REQUIRED_KEY}"
     if not isinstance(required, dict):
@@ -285,7 +324,7 @@ def merge_required(spec: Mapping[str, Any], terms: Sequence[Mapping[str, Any]]) 
     kept = _strip_required(existing)
     if not kept:
         if ours:
-            required["nodeSelectorTerms"] = ours
+            required["nodeSelectorTerms"] = [_and_terms({}, t) for t in ours]
         else:
             _drop(out, REQUIRED_KEY)
         return out
@@ -321,7 +360,7 @@ def merge_required(spec: Mapping[str, Any], terms: Sequence[Mapping[str, Any]]) 
 
 
 def _is_ours_preferred(item: Any) -> bool:
-    """A preferred term is ours when it selects by owned keys only (at least one of them)."""
+    """A preferred term is ours when its expressions start with our marker."""
     if not isinstance(item, Mapping):
         return False
     preference = item.get("preference")
@@ -330,7 +369,7 @@ def _is_ours_preferred(item: Any) -> bool:
     exprs = preference.get("matchExpressions")
     if not isinstance(exprs, list) or not exprs:
         return False
-    return all(isinstance(e, Mapping) and _owned(e) for e in exprs)
+    return isinstance(exprs[0], Mapping) and _is_marker(exprs[0])
 
 
 def merge_preferred(
@@ -338,8 +377,8 @@ def merge_preferred(
 ) -> dict[str, Any]:
     """Return a new pod spec with our preferred terms (replacing earlier ones) at ``weight``.
 
-    Preferred terms we wrote before are recognised by selecting on owned keys only and are
-    replaced; the user's preferred terms keep their order and come first.
+    Preferred terms we wrote before are recognised by our marker and replaced; the user's
+    preferred terms, whatever keys they use, keep their order and come first.
     """
     weight = _weight(weight)
     ours = _checked_terms(terms, owned_only=True)
@@ -353,7 +392,7 @@ def merge_preferred(
             f"invalid spec.affinity.nodeAffinity.{PREFERRED_KEY} {existing!r}: expected a list"
         )
     kept = [item for item in existing if not _is_ours_preferred(item)]
-    merged = kept + [{"weight": weight, "preference": term} for term in ours]
+    merged = kept + [{"weight": weight, "preference": _and_terms({}, term)} for term in ours]
     if merged:
         assert node_affinity is not None
         node_affinity[PREFERRED_KEY] = merged

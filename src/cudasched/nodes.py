@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cudasched import labels as L
 from cudasched.errors import InputError, VersionError
@@ -54,6 +54,7 @@ __all__ = [
     "facts_from_labels",
     "facts_from_parts",
     "has_gpu_labels",
+    "reconcile_cuda",
 ]
 
 SOURCE_CUDASCHED = "cudasched"
@@ -94,11 +95,16 @@ class NodeFacts:
     """The GPU facts of one node, each ``None`` when unknown.
 
     ``compute`` is the *lowest* compute capability on the node: a workload scheduled there may be
-    handed any of its GPUs, so the weakest one decides. ``source`` names where the driver/CUDA facts
-    came from (``cudasched``, ``gfd``, ``gfd-deprecated``) and is ``""`` when the node has no GPU
-    facts at all: such a node is never eligible for a CUDA requirement. ``derived`` lists facts
-    inferred through the knowledge base rather than read from a label, ``problems`` the label
-    values that did not parse (so ``explain`` can say *why* a fact is unknown).
+    handed any of its GPUs, so the weakest one decides. ``cuda`` is what the driver supports:
+    with both a driver and a CUDA label, the lower of the label and the CUDA the driver's
+    version gives in NVIDIA's Table 3 (a disagreement is recorded in ``problems``).
+    ``first_driver`` is the newest first driver among the node's known GPU products
+    (``first_driver_product`` names it): an older driver cannot drive that GPU. ``source``
+    names where the driver/CUDA facts came from (``cudasched``, ``gfd``, ``gfd-deprecated``)
+    and is ``""`` when the node has no GPU facts at all: such a node is never eligible for a
+    CUDA requirement. ``derived`` lists facts inferred through the knowledge base rather than
+    read from a label, ``problems`` the label values that did not parse or disagree (so
+    ``explain`` can say *why* a fact is unknown).
     """
 
     name: str
@@ -113,6 +119,8 @@ class NodeFacts:
     source: str = SOURCE_NONE
     derived: frozenset[str] = frozenset()
     problems: tuple[str, ...] = ()
+    first_driver: DriverVersion | None = None
+    first_driver_product: str = ""
 
     @property
     def has_gpu(self) -> bool:
@@ -199,12 +207,14 @@ def _driver_from_parts(
     if major == 0:
         r.bad(major_key, "is not a driver branch")
         return None
+    # The version as the labels spell it (GFD keeps the driver's own digits).
+    spelled = f"{r.text(major_key)}.{r.text(minor_key)}"
     if not rev_text:
-        return DriverVersion(major, minor, 0, has_revision=False)
+        return DriverVersion(major, minor, 0, has_revision=False, text=spelled)
     rev = r.integer(rev_key)
     if rev is None:
         return None
-    return DriverVersion(major, minor, rev)
+    return DriverVersion(major, minor, rev, text=f"{spelled}.{rev_text}")
 
 
 def _cuda_from_parts(r: _Reader, major_key: str, minor_key: str) -> CudaVersion | None:
@@ -325,6 +335,53 @@ def _read_bool(r: _Reader, key: str) -> bool | None:
     return None
 
 
+def reconcile_cuda(
+    driver: DriverVersion | None, stated: CudaVersion | None, kb: KnowledgeBase
+) -> tuple[CudaVersion | None, bool, str | None]:
+    """The CUDA a node supports, from its driver and a stated CUDA version (a label, or
+    ``--cuda`` on the command line): ``(cuda, derived_from_driver, problem)``.
+
+    One answer whatever the input form (issue 12 item 4): with a driver, the CUDA its version
+    gives in NVIDIA's Table 3 (:meth:`KnowledgeBase.max_cuda_for_driver`) is computed, and when
+    the stated version disagrees the *lower* of the two is used (a label claiming more than the
+    driver can support is never trusted; one claiming less may know something the tables do
+    not) and the disagreement is returned as ``problem``. Without a driver the stated version
+    stands; without a stated one the derived version is used.
+    """
+    if driver is None:
+        return stated, False, None
+    from_driver = kb.max_cuda_for_driver(driver)
+    if stated is None:
+        return from_driver, from_driver is not None, None
+    if from_driver == stated:
+        return stated, False, None
+    if from_driver is not None and stated < from_driver:
+        return (
+            stated,
+            False,
+            f"CUDA {stated} is stated but driver {driver} supports CUDA {from_driver} "
+            f"(NVIDIA Table 3); using the lower, CUDA {stated}",
+        )
+    need = kb.min_driver(stated)
+    if need is not None and driver < need:
+        why = f"driver {driver} is below CUDA {stated}'s minimum {need}"
+    else:
+        why = f"NVIDIA's tables cannot confirm that driver {driver} supports CUDA {stated}"
+    using = f"CUDA {from_driver}" if from_driver is not None else "no CUDA version"
+    return from_driver, True, f"CUDA {stated} is stated but {why}; using {using}"
+
+
+def _first_driver(infos: list[Any]) -> tuple[DriverVersion | None, str]:
+    """The newest first driver among the known products (the one an older driver fails)."""
+    best: tuple[DriverVersion | None, str] = (None, "")
+    for info in infos:
+        if info is None or info.first_driver is None:
+            continue
+        if best[0] is None or info.first_driver > best[0]:
+            best = (info.first_driver, info.variant or info.product)
+    return best
+
+
 def facts_from_labels(name: str, labels: Mapping[str, str], kb: KnowledgeBase) -> NodeFacts:
     """Read a node's GPU facts from its labels (see the module docstring for the key order).
 
@@ -345,10 +402,11 @@ def facts_from_labels(name: str, labels: Mapping[str, str], kb: KnowledgeBase) -
     products, product_src = _read_products(r)
 
     gpu_infos = [kb.gpu(p) for p in products]
-    if cuda is None and driver is not None:
-        cuda = kb.max_cuda_for_driver(driver)
-        if cuda is not None:
-            derived.add(DERIVED_CUDA)
+    cuda, cuda_derived, disagreement = reconcile_cuda(driver, cuda, kb)
+    if cuda_derived:
+        derived.add(DERIVED_CUDA)
+    if disagreement is not None:
+        r.problems.append(disagreement)
     if compute is None and gpu_infos and all(g is not None for g in gpu_infos):
         compute = min(g.compute for g in gpu_infos if g is not None)
         derived.add(DERIVED_COMPUTE)
@@ -373,6 +431,7 @@ def facts_from_labels(name: str, labels: Mapping[str, str], kb: KnowledgeBase) -
 
     # A node with only `gpu.present=true` (or only unreadable values) has no facts: "".
     source = driver_src or cuda_src or compute_src or product_src
+    first_driver, first_product = _first_driver(gpu_infos)
     return NodeFacts(
         name=name,
         labels=MappingProxyType(dict(labels)),
@@ -386,6 +445,8 @@ def facts_from_labels(name: str, labels: Mapping[str, str], kb: KnowledgeBase) -
         source=source,
         derived=frozenset(derived),
         problems=tuple(r.problems),
+        first_driver=first_driver,
+        first_driver_product=first_product,
     )
 
 
@@ -400,19 +461,21 @@ def facts_from_parts(
     """Facts for a hypothetical node described by hand (``cudasched check --gpu --driver``).
 
     ``gpu`` is a product name the knowledge base knows (``A100``, ``NVIDIA H100 80GB HBM3``,
-    ``Tesla-T4``) or a compute capability (``8.6``, ``sm_90``); ``cuda`` overrides the CUDA version
-    derived from the driver. Unlike node labels these are user input, so bad values raise.
+    ``Tesla-T4``) or a compute capability (``8.6``, ``sm_90``); ``cuda`` states the node's CUDA
+    version, reconciled with the driver exactly as a label is (:func:`reconcile_cuda`), so the
+    same node gives the same answer however it is described. Unlike node labels these are user
+    input, so bad values raise.
     """
     parsed_driver = parse_driver(driver) if driver is not None else None
     derived: set[str] = set()
-    parsed_cuda = parse_cuda(cuda).release if cuda is not None else None
-    if parsed_cuda is None and parsed_driver is not None:
-        parsed_cuda = kb.max_cuda_for_driver(parsed_driver)
-        if parsed_cuda is not None:
-            derived.add(DERIVED_CUDA)
+    stated = parse_cuda(cuda).release if cuda is not None else None
+    parsed_cuda, cuda_derived, disagreement = reconcile_cuda(parsed_driver, stated, kb)
+    if cuda_derived:
+        derived.add(DERIVED_CUDA)
     compute: ComputeCapability | None = None
     products: tuple[str, ...] = ()
     datacenter: bool | None = None
+    info = None
     if gpu is not None:
         info = kb.gpu(gpu)
         if info is not None:
@@ -442,4 +505,7 @@ def facts_from_parts(
         gpu_count=None,
         source=SOURCE_MANUAL if has_any else SOURCE_NONE,
         derived=frozenset(derived),
+        problems=(disagreement,) if disagreement is not None else (),
+        first_driver=info.first_driver if info is not None else None,
+        first_driver_product=(info.variant or info.product) if info is not None else "",
     )

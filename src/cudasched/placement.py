@@ -10,8 +10,14 @@ can answer for, and turns the answer into label expressions. The structure of th
     OR over GPU groups g (same driver-branch cap, same framework coverage):
         compute capability in g  AND  driver branch <= cap(g)
         AND ( native  OR  forward-compat  OR  minor-version-compat )
+        AND  the container toolkit's gate (when the requirement carries one)
 
-with the disjunction expanded into terms (Kubernetes ORs terms and ANDs expressions in a term).
+with the disjunction expanded into terms (Kubernetes ORs terms and ANDs expressions in a term),
+then put in a normal form: each label's expressions merged into one range, empty terms and terms
+inside another dropped. "native" is the CUDA label AND the driver floor of that CUDA, because
+the engine reads a node's CUDA as the lower of its label and its driver's Table 3 answer. The
+gate's boxes (``requirecuda.Gate.boxes``) are read per GPU class: data-center brands where
+``gpu.datacenter=true`` or GFD's ``gpu.product`` names a known data-center GPU.
 
 How each piece is written (Kubernetes ``Gt``/``Lt`` take one base-10 integer and every value
 must be a valid label value, so never a negative number: ``reference/kserve-k8s.md``):
@@ -59,12 +65,14 @@ from cudasched.engine import (
     arch_window_reason,
     effective_cuda,
     framework_coverage,
+    gate_forward_compat_branches,
     resolve_policy,
 )
 from cudasched.errors import InputError
 from cudasched.labels import LabelScheme
 from cudasched.merge import merge_preferred, merge_required, node_affinity
 from cudasched.nodes import has_gpu_labels
+from cudasched.requirecuda import ALL_BRANDS, DATACENTER_BRANDS, OTHER_BRANDS, Box, Gate
 from cudasched.requirements import Policy, Requirement
 from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion
 
@@ -184,7 +192,7 @@ class _Alt:
 
     kind: str  # "native" | "fc" | "mvc"
     cuda: CudaVersion | None = None
-    floor: DriverVersion | None = None
+    floor: DriverVersion | None = None  # native: the driver floor of `cuda`; mvc: the series'
     branches: tuple[int, ...] = ()
 
 
@@ -227,6 +235,10 @@ def _plan(
             f"unknown CUDA toolkit {cuda}: not a release in the knowledge base (NVIDIA Table 3), "
             "so no node can be judged able to run it"
         )
+    # A node runs it natively when its CUDA label says so *and* its driver is one NVIDIA's
+    # tables read as supporting it: the engine takes the lower of the two (nodes.reconcile_cuda).
+    # With NVIDIA's minimum unknown (13.5) there is no native alternative at all.
+    native_floor = kb.driver_floor(cuda) if kb.min_driver(cuda) is not None else None
 
     members: dict[tuple[int | None, bool], list[int]] = {}
     for major in range(1, _MAX_MAJOR + 1):
@@ -237,7 +249,7 @@ def _plan(
         for minor in range(10):
             cc = ComputeCapability(major, minor)
             arch = kb.arch(cc)
-            if arch is None or arch_window_reason(arch, cc, cuda) is not None:
+            if arch is None or arch_window_reason(kb, arch, cc, cuda, req.framework) is not None:
                 continue
             if req.min_compute is not None and cc < req.min_compute:
                 continue
@@ -253,12 +265,14 @@ def _plan(
         )
 
     floor = kb.minor_compat_floor(cuda.major)
-    fc_branches = tuple(sorted(kb.forward_compat_branches(cuda)))
+    fc_branches = tuple(
+        sorted(kb.forward_compat_branches(cuda) | gate_forward_compat_branches(req))
+    )
     # GPUs that end up with the same cap and the same alternatives share terms (PTX-only GPUs
     # differ from the others only where minor-version compat is on the table).
     merged: dict[tuple[int | None, tuple[_Alt, ...]], list[int]] = {}
     for (cap, ptx_only), codes in members.items():
-        alts = [_Alt("native", cuda=cuda)]
+        alts = [_Alt("native", cuda=cuda, floor=native_floor)] if native_floor is not None else []
         if (
             pol is Policy.FORWARD_COMPAT
             and req.ships_cuda_compat
@@ -274,7 +288,13 @@ def _plan(
             and not ptx_only
         ):
             alts.append(_Alt("mvc", floor=floor))
-        merged.setdefault((cap, tuple(alts)), []).extend(codes)
+        if alts:
+            merged.setdefault((cap, tuple(alts)), []).extend(codes)
+    if not merged:
+        raise InputError(
+            f"no node can run {req.describe()} under {pol.value}: NVIDIA's minimum driver for "
+            f"CUDA {cuda} is not in the knowledge base, so native support is never assumed"
+        )
     groups = [_Group(tuple(sorted(codes)), cap, alts) for (cap, alts), codes in merged.items()]
     return sorted(groups, key=lambda g: g.codes[0])
 
@@ -321,8 +341,8 @@ def _ours_compute(group: _Group, open_ended: bool) -> list[list[Expr]]:
 
 def _ours_alt(alt: _Alt) -> list[list[Expr]]:
     if alt.kind == "native":
-        assert alt.cuda is not None
-        return [[_gt(L.CUDA_CODE, alt.cuda.code - 1)]]
+        assert alt.cuda is not None and alt.floor is not None
+        return [[_gt(L.CUDA_CODE, alt.cuda.code - 1), _gt(L.DRIVER_CODE, alt.floor.code - 1)]]
     if alt.kind == "fc":
         # The branch list is the readable part; the code bounds tie it to the driver version
         # the engine reads, so a node whose driver code is missing is never admitted.
@@ -387,18 +407,283 @@ def _gfd_driver_at_least(keys: _GfdKeySet, floor: DriverVersion) -> list[list[Ex
     return terms
 
 
+def _gfd_cuda_at_least(keys: _GfdKeySet, cuda: CudaVersion) -> list[list[Expr]]:
+    major, minor = cuda.major, cuda.minor
+    if minor == 0:
+        return [[_gt(keys.cuda_major, major - 1)]]
+    return [
+        [_gt(keys.cuda_major, major)],
+        [_in(keys.cuda_major, [major]), _gt(keys.cuda_minor, minor - 1)],
+    ]
+
+
 def _gfd_alt(keys: _GfdKeySet, alt: _Alt) -> list[list[Expr]]:
     if alt.kind == "native":
-        assert alt.cuda is not None
-        major, minor = alt.cuda.major, alt.cuda.minor
-        if minor == 0:
-            return [[_gt(keys.cuda_major, major - 1)]]
-        return [
-            [_gt(keys.cuda_major, major)],
-            [_in(keys.cuda_major, [major]), _gt(keys.cuda_minor, minor - 1)],
-        ]
+        assert alt.cuda is not None and alt.floor is not None
+        return _and(_gfd_cuda_at_least(keys, alt.cuda), _gfd_driver_at_least(keys, alt.floor))
     assert alt.kind == "mvc" and alt.floor is not None  # fc is never planned for GFD
     return _gfd_driver_at_least(keys, alt.floor)
+
+
+def _gfd_driver_below(keys: _GfdKeySet, bound: DriverVersion) -> list[list[Expr]]:
+    """``driver < bound``, lexicographic over the three GFD components."""
+    a, b, c = bound.major, bound.minor, bound.revision
+    terms = [[_lt(keys.driver_major, a)]] if a >= 1 else []
+    if b == 0 and c == 0:
+        return terms
+    same_major = _eq_int(keys.driver_major, a)
+    if c == 0:
+        terms.append([*same_major, _lt(keys.driver_minor, b)])
+    else:
+        if b >= 1:
+            terms.append([*same_major, _lt(keys.driver_minor, b)])
+        terms.append([*same_major, *_eq_int(keys.driver_minor, b), _lt(keys.driver_rev, c)])
+    return terms
+
+
+def _pair_at_least(major_key: str, minor_key: str, major: int, minor: int) -> list[list[Expr]]:
+    """``(major, minor) >= (M, m)`` over two plainly printed integer labels."""
+    if minor == 0:
+        return [[_gt(major_key, major - 1)]] if major >= 1 else [[]]
+    return [[_gt(major_key, major)], [_in(major_key, [major]), _gt(minor_key, minor - 1)]]
+
+
+def _pair_at_most(major_key: str, minor_key: str, major: int, minor: int) -> list[list[Expr]]:
+    """``(major, minor) <= (M, m)`` over two plainly printed integer labels."""
+    terms = [[_lt(major_key, major)]] if major >= 1 else []
+    return [*terms, [_in(major_key, [major]), _lt(minor_key, minor + 1)]]
+
+
+def _and(left: list[list[Expr]], right: list[list[Expr]]) -> list[list[Expr]]:
+    """The conjunction of two ORs of terms, as an OR of terms."""
+    return [[*a, *b] for a in left for b in right]
+
+
+# --------------------------------------------------------------------------- the toolkit gate
+
+
+def _ours_box(box: Box, kb: KnowledgeBase) -> list[list[Expr]] | None:
+    """A gate box over our codes; None when no labelled node can be inside it."""
+    exprs: list[Expr] = []
+    lo, hi = box.cuda
+    if lo is not None:
+        floor = kb.driver_floor(CudaVersion.from_code(lo))
+        if floor is None:
+            return None
+        exprs += [_gt(L.CUDA_CODE, lo - 1), _gt(L.DRIVER_CODE, floor.code - 1)]
+    if hi is not None:
+        if hi < 0:
+            return None
+        exprs.append(_lt(L.CUDA_CODE, hi + 1))
+    for key, (low, high) in ((L.DRIVER_CODE, box.driver), (L.COMPUTE_CODE, box.arch)):
+        if high is not None and high < 0:
+            return None
+        exprs += _between(key, low if low is not None else 0, high)
+    return [exprs]
+
+
+def _gfd_box(box: Box, keys: _GfdKeySet, kb: KnowledgeBase) -> list[list[Expr]] | None:
+    """A gate box over GFD's split labels (lexicographic comparisons)."""
+    terms: list[list[Expr]] = [[]]
+    lo, hi = box.cuda
+    if lo is not None:
+        floor = kb.driver_floor(CudaVersion.from_code(lo))
+        if floor is None:
+            return None
+        terms = _and(terms, _gfd_cuda_at_least(keys, CudaVersion.from_code(lo)))
+        terms = _and(terms, _gfd_driver_at_least(keys, floor))
+    if hi is not None:
+        if hi < 1000:
+            return None
+        terms = _and(terms, _pair_at_most(keys.cuda_major, keys.cuda_minor, *divmod(hi // 10, 100)))
+    low, high = box.driver
+    if low is not None and low > 0:
+        terms = _and(terms, _gfd_driver_at_least(keys, DriverVersion.from_code(low)))
+    if high is not None:
+        if high < 0:
+            return None
+        terms = _and(terms, _gfd_driver_below(keys, DriverVersion.from_code(high + 1)))
+    low, high = box.arch
+    cc_major, cc_minor = L.GFD_COMPUTE_MAJOR, L.GFD_COMPUTE_MINOR
+    if low is not None and low > 0:
+        terms = _and(terms, _pair_at_least(cc_major, cc_minor, *divmod(low, 10)))
+    if high is not None:
+        if high < 10:
+            return None
+        terms = _and(terms, _pair_at_most(cc_major, cc_minor, *divmod(high, 10)))
+    return terms
+
+
+def _gate_terms(
+    gate: Gate, scheme: LabelScheme, keys: _GfdKeySet, kb: KnowledgeBase
+) -> list[list[Expr]]:
+    """Where the container toolkit would start the container, as terms. The brand is read
+    from the GPU class, as the engine reads it: any brand on a node that does not say its
+    class; data-center brands on ``gpu.datacenter=true`` (our labels) or a GFD
+    ``gpu.product`` naming a known data-center GPU; the others on ``gpu.datacenter=false``.
+    A GFD product the list does not spell (a MIG profile) gets the any-brand reading:
+    the selector is then stricter than the engine, never wider."""
+    classes: list[tuple[frozenset[str], list[Expr]]] = [(ALL_BRANDS, [])]
+    if scheme is LabelScheme.CUDASCHED:
+        classes += [
+            (DATACENTER_BRANDS, [_in(L.GPU_DATACENTER, ["true"])]),
+            (OTHER_BRANDS, [_in(L.GPU_DATACENTER, ["false"])]),
+        ]
+    else:
+        # No OTHER class over GFD: real images never list every non-data-center brand (nvs
+        # among them), so its region is the any-brand one and would only add long lists.
+        classes.append((DATACENTER_BRANDS, [_in(L.GFD_PRODUCT, kb.product_labels(True))]))
+    out: list[list[Expr]] = []
+    for brands, marker in classes:
+        for box in gate.boxes(brands):
+            found = (
+                _ours_box(box, kb) if scheme is LabelScheme.CUDASCHED else _gfd_box(box, keys, kb)
+            )
+            out += [[*marker, *t] for t in found or []]
+    return out
+
+
+# --------------------------------------------------------------------------- normal form
+
+
+@dataclass(frozen=True, slots=True)
+class _Range:  # hashable: terms are de-duplicated by their ranges
+    """What a term asks of one label: an integer range (inclusive, None unbounded) or a set."""
+
+    lo: int | None = None
+    hi: int | None = None
+    values: frozenset[Any] | None = None
+
+    def __and__(self, other: _Range) -> _Range | None:
+        if self.values is not None or other.values is not None:
+            sets = [r.values for r in (self, other) if r.values is not None]
+            values = frozenset.intersection(*sets)
+            ranges = [r for r in (self, other) if r.values is None]
+            values = frozenset(v for v in values if all(r.holds(v) for r in ranges))
+            return _Range(values=values) if values else None
+        lo = max((b for b in (self.lo, other.lo) if b is not None), default=None)
+        hi = min((b for b in (self.hi, other.hi) if b is not None), default=None)
+        if lo is not None and hi is not None and lo > hi:
+            return None
+        if hi is not None and hi < 0:
+            return None
+        return _Range(lo, hi)
+
+    def holds(self, value: Any) -> bool:
+        if self.values is not None:
+            return value in self.values
+        if not isinstance(value, int):
+            return False
+        return (self.lo is None or value >= self.lo) and (self.hi is None or value <= self.hi)
+
+    def within(self, other: _Range) -> bool:
+        if self.values is not None:
+            return all(other.holds(v) for v in self.values)
+        if other.values is not None:
+            return False
+        low = other.lo is None or (self.lo is not None and self.lo >= other.lo)
+        high = other.hi is None or (self.hi is not None and self.hi <= other.hi)
+        return low and high
+
+
+def _range_of(expr: Expr) -> _Range:
+    op, values = expr["operator"], expr["values"]
+    if op == "Gt":
+        return _Range(lo=int(values[0]) + 1)
+    if op == "Lt":
+        return _Range(hi=int(values[0]) - 1)
+    assert op == "In", expr
+    parsed = [int(v) if v.isdigit() else v for v in values]
+    return _Range(values=frozenset(parsed))
+
+
+def _term_ranges(exprs: list[Expr]) -> dict[str, _Range] | None:
+    """A term as one range per key, in the order keys first appear; None when it is empty."""
+    out: dict[str, _Range] = {}
+    for expr in exprs:
+        mine = _range_of(expr)
+        have = out.get(expr["key"])
+        both = mine if have is None else have & mine
+        if both is None:
+            return None
+        out[expr["key"]] = both
+    return out
+
+
+def _emit(ranges: dict[str, _Range]) -> list[Expr]:
+    exprs: list[Expr] = []
+    for key, r in ranges.items():
+        if r.values is not None:
+            ints = sorted(v for v in r.values if isinstance(v, int))
+            strs = sorted(v for v in r.values if not isinstance(v, int))
+            exprs.append(_in(key, [*ints, *strs]))
+            continue
+        exprs += _between(key, r.lo if r.lo is not None else 0, r.hi)
+    return exprs
+
+
+def _within(small: dict[str, _Range], big: dict[str, _Range]) -> bool:
+    return all(key in small and small[key].within(r) for key, r in big.items())
+
+
+Ranges = dict[str, _Range]
+
+
+def _ranges(terms: list[list[Expr]]) -> list[Ranges]:
+    """Each term as one range per key; empty terms dropped, equal ones once."""
+    out: list[Ranges] = []
+    seen: set[frozenset[tuple[str, _Range]]] = set()
+    for exprs in terms:
+        ranges = _term_ranges(exprs)
+        if ranges is None:
+            continue
+        identity = frozenset(ranges.items())
+        if identity not in seen:
+            seen.add(identity)
+            out.append(ranges)
+    return out
+
+
+def _and_ranges(left: list[Ranges], right: list[Ranges]) -> list[Ranges]:
+    """The conjunction of two ORs of terms, empty and repeated products dropped."""
+    out: list[Ranges] = []
+    seen: set[frozenset[tuple[str, _Range]]] = set()
+    for a in left:
+        for b in right:
+            both: Ranges | None = dict(a)
+            for key, r in b.items():
+                have = both.get(key)
+                merged = r if have is None else have & r
+                if merged is None:
+                    both = None
+                    break
+                both[key] = merged
+            if both is None:
+                continue
+            identity = frozenset(both.items())
+            if identity not in seen:
+                seen.add(identity)
+                out.append(both)
+    return out
+
+
+def _normal_terms(terms: list[Ranges]) -> list[Term]:
+    """Terms with each key's expressions merged (already), terms that lie inside another one
+    dropped (their nodes are admitted anyway); first-seen order is kept."""
+    kept: list[tuple[Ranges, frozenset[str]]] = []
+    for ranges in terms:
+        keys = frozenset(ranges)
+        # A term can only lie inside one whose keys are a subset of its own.
+        if any(k <= keys and _within(ranges, r) for r, k in kept):
+            continue
+        kept = [(r, k) for r, k in kept if not (keys <= k and _within(r, ranges))]
+        kept.append((ranges, keys))
+    out: list[Term] = []
+    for ranges, _keys in kept:
+        term = {"matchExpressions": _emit(ranges)}
+        if term not in out:
+            out.append(term)
+    return out
 
 
 # --------------------------------------------------------------------------- compile
@@ -433,7 +718,7 @@ def compile_requirement(
         return []
     open_ended = effective_cuda(req) is None
 
-    terms: list[Term] = []
+    terms: list[list[Expr]] = []
     for group in groups:
         if scheme is LabelScheme.CUDASCHED:
             cc_terms = _ours_compute(group, open_ended)
@@ -445,7 +730,14 @@ def compile_requirement(
             alt_terms = [t for alt in group.alts for t in _gfd_alt(keys, alt)]
         for cc_exprs in cc_terms:
             for alt_exprs in alt_terms or [[]]:
-                term = {"matchExpressions": [*cc_exprs, *cap, *alt_exprs]}
-                if term not in terms:
-                    terms.append(term)
-    return terms
+                terms.append([*cc_exprs, *cap, *alt_exprs])
+    ranges = _ranges(terms)
+    if req.gate is not None:
+        ranges = _and_ranges(ranges, _ranges(_gate_terms(req.gate, scheme, keys, kb)))
+    out = _normal_terms(ranges)
+    if not out:
+        raise InputError(
+            f"no node can run {req.describe()}: the container toolkit's NVIDIA_REQUIRE_CUDA "
+            f"({req.gate.text if req.gate else ''}) holds on no node the requirement allows"
+        )
+    return out

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from cudasched.errors import InputError
 from cudasched.versions import ComputeCapability, CudaVersion
+
+if TYPE_CHECKING:
+    from cudasched.requirecuda import Gate
 
 
 class Policy(StrEnum):
@@ -46,7 +50,11 @@ class FrameworkBuild:
 @dataclass(frozen=True, slots=True)
 class Requirement:
     """A workload's needs. ``source`` says where they were found (annotation, runtime label,
-    image table ...) so every answer can be explained."""
+    image table ...) so every answer can be explained. ``gate`` is the container toolkit's
+    ``NVIDIA_REQUIRE_*`` check the container starts under (None: none, or disabled), which
+    the engine applies on top of the CUDA rules (:mod:`cudasched.requirecuda`).
+    ``unknown_reason`` and ``disagreement`` are for warnings: an empty requirement says why
+    nothing was found, a runtime whose label and image disagree says so."""
 
     cuda: CudaVersion | None = None
     min_compute: ComputeCapability | None = None
@@ -54,6 +62,12 @@ class Requirement:
     ships_cuda_compat: bool = False
     framework: FrameworkBuild | None = None
     source: str = ""
+    gate: Gate | None = None
+    # Explanations that never change what is required (so not part of equality): why no CUDA
+    # requirement was found (the image is not in the table...), and how a runtime's declared
+    # requirement and its image disagree (the stricter of the two is used).
+    unknown_reason: str = field(default="", compare=False)
+    disagreement: str = field(default="", compare=False)
 
     @property
     def is_empty(self) -> bool:

@@ -54,7 +54,16 @@ from cudasched.kserve import (
     predictor_container,
     runtime_containers,
 )
+from cudasched.kserve.llm import (
+    MAIN_CONTAINER,
+    NAME_LABEL,
+    is_llmisvc,
+    is_llmisvc_pod,
+    llmisvc_main_container,
+    llmisvc_pod,
+)
 from cudasched.objects import as_mapping, namespace_of
+from cudasched.requirecuda import Gate
 from cudasched.requirements import FrameworkBuild, Policy, Requirement
 from cudasched.resources import gpu_container, uses_gpu
 from cudasched.versions import (
@@ -77,6 +86,8 @@ __all__ = [
     "requirement_from_annotations",
     "resolve_container",
     "resolve_isvc",
+    "resolve_llmisvc",
+    "resolve_llmisvc_pod",
     "resolve_pod",
     "resolve_runtime",
     "resolve_workload",
@@ -255,10 +266,31 @@ def _from_runtime(runtime: Mapping[str, Any] | RuntimeChoice | None) -> _Runtime
 
 @dataclass(frozen=True, slots=True)
 class _ContainerFacts:
+    """What the GPU container says: a CUDA (from its ``NVIDIA_REQUIRE_CUDA`` env or its image),
+    the container toolkit's gate it starts under, and why there is no CUDA when there is none."""
+
     cuda: CudaVersion | None = None
     min_compute: ComputeCapability | None = None
     framework: FrameworkBuild | None = None
     source: str = ""
+    gate: Gate | None = None
+    ships_cuda_compat: bool | None = None
+    lower_bound: bool = False
+    why_unknown: str = ""
+
+
+def _literal_env(container: Mapping[str, Any], name: str) -> dict[str, str]:
+    """The container's env given as literal values (``valueFrom`` is not knowable here)."""
+    env = container.get("env") or []
+    if not isinstance(env, list):
+        raise InputError(f"invalid env of container {name}: expected a list")
+    out: dict[str, str] = {}
+    for var in env:
+        if isinstance(var, Mapping) and isinstance(var.get("name"), str):
+            value = var.get("value")
+            if value is not None:
+                out[var["name"]] = str(value)
+    return out
 
 
 def _from_container(
@@ -267,38 +299,94 @@ def _from_container(
     if container is None:
         return _ContainerFacts()
     name = str(container.get("name") or "?")
-    env = container.get("env") or []
-    if not isinstance(env, list):
-        raise InputError(f"invalid env of container {name}: expected a list")
-    for var in env:
-        if isinstance(var, Mapping) and var.get("name") == REQUIRE_CUDA_ENV:
-            value = var.get("value")
-            if value is None:
-                continue  # valueFrom: not knowable at admission
-            try:
-                floor = parse_require_cuda(str(value))
-            except InputError as exc:
-                raise InputError(
-                    f"invalid env {REQUIRE_CUDA_ENV} of container {name}: {exc}"
-                ) from None
-            if floor is not None:
-                return _ContainerFacts(floor, source=f"env {REQUIRE_CUDA_ENV} of container {name}")
+    env = _literal_env(container, name)
+    lookup = None
     image = container.get("image")
     if isinstance(image, str) and image.strip():
         try:
-            match = images.cuda_for_image(image, kb=kb)
+            lookup = images.lookup(image, kb=kb)
         except InputError:
             # The API server does not validate image references; one we cannot parse is
             # simply not a well-known image (the kubelet will report it at pull time).
-            match = None
-        if match is not None:
-            return _ContainerFacts(
-                match.cuda, match.min_compute, match.framework, f"image {image.strip()}"
-            )
-    return _ContainerFacts()
+            lookup = None
+    match = lookup.match if lookup is not None else None
+    # The container's env replaces the image's variable of the same name (Kubernetes env
+    # over image ENV), which is what the toolkit reads when the container starts.
+    image_env = {REQUIRE_CUDA_ENV: match.require_cuda} if match and match.require_cuda else {}
+    where = f"container {name}"
+    try:
+        gate = images.gate_for({**image_env, **env}, _gate_source(env, image_env, where, image))
+    except InputError as exc:
+        raise InputError(f"invalid env of container {name}: {exc}") from None
+    ships = match.ships_cuda_compat if match is not None else None
+    floor = parse_require_cuda(env[REQUIRE_CUDA_ENV]) if env.get(REQUIRE_CUDA_ENV) else None
+    if floor is not None:
+        return _ContainerFacts(
+            floor, source=f"env {REQUIRE_CUDA_ENV} of {where}", gate=gate, ships_cuda_compat=ships
+        )
+    if match is not None:
+        return _ContainerFacts(
+            match.cuda.release,
+            match.min_compute,
+            match.framework,
+            f"image {str(image).strip()}"
+            + (
+                " (at least this CUDA; its exact version is not recorded)"
+                if match.lower_bound
+                else ""
+            ),
+            gate=gate,
+            ships_cuda_compat=ships,
+            lower_bound=match.lower_bound,
+        )
+    why = lookup.why if lookup is not None else f"{where} names no image cudasched can read"
+    return _ContainerFacts(gate=gate, why_unknown=why)
+
+
+def _gate_source(
+    env: Mapping[str, str], image_env: Mapping[str, str], where: str, image: object
+) -> str:
+    if REQUIRE_CUDA_ENV in env:
+        return f"env of {where}"
+    if image_env:
+        return f"image {str(image).strip()}"
+    return f"env of {where}"
 
 
 # --------------------------------------------------------------------------- entry points
+
+
+def _stricter(declared: Requirement, facts: _ContainerFacts, who: str) -> tuple[Requirement, str]:
+    """A runtime's declared requirement against what its image says: the stricter of each
+    field, and the disagreement in words ("" when they agree, or when the image's CUDA is only
+    a floor the declaration respects)."""
+    if facts.cuda is None:
+        return declared, ""
+    cuda = declared.cuda
+    if cuda is None or facts.cuda > cuda:
+        cuda = facts.cuda
+    low = declared.min_compute
+    if facts.min_compute is not None and (low is None or facts.min_compute > low):
+        low = facts.min_compute
+    differs = declared.cuda is not None and (
+        declared.cuda < facts.cuda or (declared.cuda > facts.cuda and not facts.lower_bound)
+    )
+    differs = differs or (facts.min_compute is not None and low != declared.min_compute)
+    # The image's framework build (its kernel list) comes along when the image's CUDA is used.
+    raised = declared.cuda is None or facts.cuda > declared.cuda
+    framework = facts.framework if raised else declared.framework
+    if not differs:
+        return replace(declared, cuda=cuda, min_compute=low, framework=framework), ""
+    said = declared.describe()
+    image = f"cuda>={facts.cuda}" + (f", cc>={facts.min_compute}" if facts.min_compute else "")
+    kept = Requirement(cuda=cuda, min_compute=low).describe()
+    text = f"{who} declares {said} but its {facts.source} needs {image}; using the stricter {kept}"
+    raised = raised or low != declared.min_compute
+    source = f"{declared.source}; stricter {facts.source}" if raised else declared.source
+    return (
+        replace(declared, cuda=cuda, min_compute=low, framework=framework, source=source),
+        text,
+    )
 
 
 def _resolve(
@@ -312,24 +400,33 @@ def _resolve(
     own = _read_cudasched(annotations, where)
     answer = _from_runtime(runtime)
     modifiers = _merge_modifiers(own, answer.found)
-    if own.names_requirement:
-        return _requirement(own, modifiers, _annotation_source(own.keys))
-    if answer.requirement is not None:
-        if answer.requirement.is_empty:  # a non-NVIDIA runtime: decided, no requirement
-            return answer.requirement
-        return replace(
-            answer.requirement,
-            policy=modifiers.policy,
-            ships_cuda_compat=bool(modifiers.ships_cuda_compat),
-        )
+    if answer.requirement is not None and answer.requirement.is_empty and not own.names_requirement:
+        return answer.requirement  # a non-NVIDIA runtime: decided, no requirement
     facts = _from_container(container, images, kb)
+    ships = (
+        modifiers.ships_cuda_compat
+        if modifiers.ships_cuda_compat is not None
+        else bool(facts.ships_cuda_compat)
+    )
+    if own.names_requirement:
+        req = _requirement(own, modifiers, _annotation_source(own.keys))
+        return replace(req, ships_cuda_compat=ships, gate=facts.gate)
+    if answer.requirement is not None:
+        declared = replace(
+            answer.requirement, policy=modifiers.policy, ships_cuda_compat=ships, gate=facts.gate
+        )
+        who = _runtime_identity(runtime)[0] if runtime is not None else "the runtime"
+        stricter, disagreement = _stricter(declared, facts, who)
+        return replace(stricter, disagreement=disagreement)
     if facts.cuda is not None:
         return replace(
             _requirement(_Found(cuda=facts.cuda, min_compute=facts.min_compute), modifiers, ""),
             framework=facts.framework,
             source=facts.source,
+            ships_cuda_compat=ships,
+            gate=facts.gate,
         )
-    return _requirement(_Found(), modifiers, "")
+    return replace(_requirement(_Found(), modifiers, ""), unknown_reason=facts.why_unknown)
 
 
 def resolve_pod(
@@ -408,6 +505,68 @@ def resolve_container(
     return _resolve(annotations, where, None, container, images, kb)
 
 
+def _llmisvc_annotations(llmisvc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The annotations an LLMInferenceService declares for its model server: its own, then
+    those of its workload spec (which reach the pods)."""
+    if llmisvc is None:
+        return {}
+    meta = as_mapping(llmisvc.get("metadata"), "LLMInferenceService metadata")
+    spec = as_mapping(llmisvc.get("spec"), "LLMInferenceService spec")
+    return {
+        **as_mapping(meta.get("annotations"), "LLMInferenceService annotations"),
+        **as_mapping(spec.get("annotations"), "LLMInferenceService spec.annotations"),
+    }
+
+
+def resolve_llmisvc(
+    llmisvc: Mapping[str, Any],
+    images: ImageTable,
+    kb: ReleaseFacts | None,
+    config_image: str | None = None,
+) -> Requirement:
+    """The requirement of an LLMInferenceService's model server: its ``cudasched.io/*``
+    annotations, then the image of its ``main`` container (the ``template``'s, else
+    ``config_image``, the image the caller resolved from the LLMInferenceServiceConfigs). With
+    neither, the requirement is empty and ``unknown_reason`` says where the image lives."""
+    if not isinstance(llmisvc, Mapping) or not is_llmisvc(llmisvc):
+        raise InputError(f"invalid LLMInferenceService: expected one, got {type(llmisvc)}")
+    pod = llmisvc_pod(llmisvc)
+    main = dict(llmisvc_main_container(pod["spec"]) or {"name": MAIN_CONTAINER})
+    if not main.get("image") and config_image:
+        main["image"] = config_image
+    where = f"LLMInferenceService {pod['metadata']['labels'][NAME_LABEL] or '?'}"
+    req = _resolve(_llmisvc_annotations(llmisvc), where, None, main, images, kb)
+    if req.is_empty and not main.get("image"):
+        return replace(
+            req,
+            unknown_reason=(
+                f"{where} names no image in spec.template: its pods take it from the "
+                "LLMInferenceServiceConfigs (kserve-config-llm-template, baseRefs); set "
+                "cudasched.io/cuda-version on it or let its pods be judged by their image"
+            ),
+        )
+    return req
+
+
+def resolve_llmisvc_pod(
+    pod: Mapping[str, Any],
+    llmisvc: Mapping[str, Any] | None,
+    images: ImageTable,
+    kb: ReleaseFacts | None,
+) -> Requirement:
+    """The requirement of an LLMInferenceService's model-server pod: the service's
+    ``cudasched.io/*`` annotations (when the object is at hand) under the pod's own, then the
+    image of the pod's ``main`` container, which is the one the configs resolved."""
+    meta = as_mapping(pod.get("metadata"), "pod metadata")
+    annotations = {
+        **_llmisvc_annotations(llmisvc),
+        **as_mapping(meta.get("annotations"), "pod annotations"),
+    }
+    where = f"pod {meta.get('name') or meta.get('generateName') or '?'}"
+    main = llmisvc_main_container(as_mapping(pod.get("spec"), "pod spec"))
+    return _resolve(annotations, where, None, main, images, kb)
+
+
 def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
     """Should the webhook constrain this pod's placement?
 
@@ -422,7 +581,14 @@ def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
         return True
     if component_of(pod) in ("transformer", "explainer"):
         return False
-    return uses_gpu(as_mapping(pod.get("spec"), "pod spec"))
+    spec = as_mapping(pod.get("spec"), "pod spec")
+    if uses_gpu(spec):
+        return True
+    # An LLMInferenceService's model server takes its resources from the
+    # LLMInferenceServiceConfigs: a ``main`` container without resources in the object says
+    # nothing about its GPUs, and llm-d's model servers are GPU servers.
+    main = llmisvc_main_container(spec) if is_llmisvc_pod(pod) else None
+    return main is not None and not main.get("resources")
 
 
 def isvc_wants_constraint(
@@ -447,12 +613,19 @@ def resolve_workload(
     from. Runtimes are looked up the way admission does, through the fleet; unreadable objects
     raise :class:`InputError`."""
     kb = fleet.kb
+    if is_llmisvc(obj):
+        pod = llmisvc_pod(obj)
+        req = resolve_llmisvc(obj, images, kb)
+        return pod, (req if wants_constraint(pod, req) else Requirement()), None
     if is_inference_service(obj):
         choice = fleet.select_runtime(obj)
         pod = pod_of(obj, choice)
         req = resolve_isvc(obj, choice, images, kb)
         return pod, (req if isvc_wants_constraint(obj, choice, req) else Requirement()), choice
     pod = pod_of(obj)
+    if is_llmisvc_pod(pod):
+        req = resolve_llmisvc_pod(pod, None, images, kb)
+        return obj, (req if wants_constraint(pod, req) else Requirement()), None
     choice = None
     if is_predictor_pod(pod):
         isvc = fleet.inference_service(namespace_of(pod), isvc_name_of(pod) or "")

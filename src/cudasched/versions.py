@@ -7,6 +7,10 @@ expression ``code Gt (X.code - 1)``:
 * CUDA: ``1000*major + 10*minor`` (the encoding of ``cudaDriverGetVersion``; 12.4 -> 12040);
 * driver: ``major*1_000_000 + minor*1_000 + revision`` (550.90.07 -> 550090007);
 * compute capability: ``10*major + minor`` (8.6 -> 86, 12.0 -> 120).
+
+A driver version parsed from text keeps that text and prints it as given (``999.1``, Jetson's
+``540.4.0``); only versions built from numbers are printed NVIDIA's way (``550.90.07``). The
+spelling never takes part in comparisons: ``570.124.6`` equals ``570.124.06``.
 """
 
 from __future__ import annotations
@@ -39,12 +43,14 @@ _CC_FORMS = "MAJOR.MINOR (8.6), an arch name (sm_86, sm_90a, compute_90) or a co
 
 @dataclass(frozen=True, order=True, slots=True)
 class DriverVersion:
-    """An NVIDIA kernel-driver version. ``revision`` is 0 when the version has two parts."""
+    """An NVIDIA kernel-driver version. ``revision`` is 0 when the version has two parts;
+    ``text`` is the spelling it was parsed from (None when built from numbers)."""
 
     major: int
     minor: int
     revision: int = 0
     has_revision: bool = field(default=True, compare=False)
+    text: str | None = field(default=None, compare=False)
 
     @property
     def code(self) -> int:
@@ -62,6 +68,8 @@ class DriverVersion:
         return cls(code // 1_000_000, (code // 1_000) % 1_000, code % 1_000)
 
     def __str__(self) -> str:
+        if self.text is not None:
+            return self.text
         # NVIDIA prints minor and revision with two digits (550.90.07, 535.54.03).
         if self.has_revision:
             return f"{self.major}.{self.minor:02d}.{self.revision:02d}"
@@ -140,7 +148,10 @@ def parse_driver(value: str | int | DriverVersion) -> DriverVersion:
     if not m:
         raise VersionError("driver version", value, _DRIVER_FORMS)
     major, minor, rev = m.groups()
-    return DriverVersion(int(major), int(minor), int(rev or 0), has_revision=rev is not None)
+    spelled = text.lstrip("rR")
+    return DriverVersion(
+        int(major), int(minor), int(rev or 0), has_revision=rev is not None, text=spelled
+    )
 
 
 def parse_cuda(value: str | int | CudaVersion) -> CudaVersion:

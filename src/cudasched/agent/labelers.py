@@ -7,6 +7,10 @@ every GPU the scheduler may hand it), the product list sorted and de-duplicated,
 ``gpu.datacenter`` true only when every GPU is a data-center part. The GPU family words come
 from the knowledge base's architecture rows (``architectures.yaml``), never from code here.
 
+A GPU name that is cut off (``NVIDIA-GeForce``, ``NVIDIA-RTX-A200`` from a truncated
+``nvidia-smi`` column) is never published as a product: a wrong product label would make the
+knowledge base read the wrong GPU (:meth:`KnowledgeBase.truncated_product`).
+
 Every value is checked against the Kubernetes label-value grammar before it leaves this module.
 """
 
@@ -21,6 +25,7 @@ from cudasched import labels as L
 from cudasched.agent.facts import DriverFacts, GpuFacts
 from cudasched.errors import InputError
 from cudasched.knowledge import GFD_UNDEFINED_FAMILY, gfd_product_label
+from cudasched.knowledge.naming import BRAND_WORDS, product_key
 from cudasched.versions import ComputeCapability, parse_compute_capability
 
 if TYPE_CHECKING:
@@ -35,6 +40,7 @@ __all__ = [
     "enrich",
     "failure_labels",
     "is_valid_label_value",
+    "publishable_product",
     "sanitise_product",
 ]
 
@@ -112,6 +118,20 @@ def sanitise_product(name: str) -> str:
     ``NVIDIA A100-SXM4-80GB`` -> ``NVIDIA-A100-SXM4-80GB``), then trimmed to a valid label value
     (nvidia-smi's truncated ``NVIDIA A100-SXM...`` loses the dots)."""
     return _fit(gfd_product_label(name))
+
+
+def publishable_product(name: str, catalog: object | None) -> str:
+    """The product label value for a GPU name, or ``""`` when the name is cut off (see the
+    module docstring): the knowledge base decides when it is at hand, else a name that is a
+    brand word alone or ends in ``...`` is refused."""
+    sanitised = sanitise_product(name)
+    if not sanitised:
+        return ""
+    truncated = getattr(catalog, "truncated_product", None)
+    if callable(truncated):
+        return "" if truncated(name) else sanitised
+    cut = name.strip().endswith(("...", "\u2026")) or product_key(name) in BRAND_WORDS
+    return "" if cut else sanitised
 
 
 def _as_cc(value: Any) -> ComputeCapability | None:
@@ -198,7 +218,7 @@ def gpu_labels(facts: DriverFacts, archs: ArchCatalog | None) -> dict[str, str]:
         out[L.COMPUTE_CODE] = str(lowest.compute.code)
         arch = _arch_of(lowest, archs)
         out[L.GPU_ARCH] = arch.family if arch is not None else GFD_UNDEFINED_FAMILY
-    products = sorted({p for g in facts.gpus if (p := sanitise_product(g.name))})
+    products = sorted({p for g in facts.gpus if (p := publishable_product(g.name, archs))})
     if products:
         out[L.GPU_PRODUCT] = _fit("_".join(products))
     flags = [g.datacenter for g in facts.gpus]
@@ -256,7 +276,7 @@ def gfd_labels(facts: DriverFacts, archs: ArchCatalog | None) -> dict[str, str]:
     out[L.GFD_COUNT] = str(len(facts.gpus))
     lowest = _lowest(facts.gpus)
     chosen = lowest or min(facts.gpus, key=lambda g: sanitise_product(g.name))
-    if product := sanitise_product(chosen.name):
+    if product := publishable_product(chosen.name, archs):
         out[L.GFD_PRODUCT] = product
     if chosen.memory_mib:
         out["nvidia.com/gpu.memory"] = str(chosen.memory_mib)

@@ -34,7 +34,7 @@ from cudasched.knowledge.loading import (
     load_toolkits,
     read_data_files,
 )
-from cudasched.knowledge.naming import candidate_keys, product_key
+from cudasched.knowledge.naming import BRAND_WORDS, candidate_keys, gfd_product_label, product_key
 from cudasched.knowledge.records import (
     ArchInfo,
     ContainerRelease,
@@ -99,6 +99,10 @@ class KnowledgeBase:
     _arch_nearest: Mapping[ComputeCapability, ArchInfo] = field(
         default_factory=lambda: MappingProxyType({}), repr=False
     )
+    # The SASS targets of every GA toolkit, by (major, minor).
+    _targets: Mapping[tuple[int, int], tuple[ComputeCapability, ...]] = field(
+        default_factory=lambda: MappingProxyType({}), repr=False
+    )
 
     def __repr__(self) -> str:
         return (
@@ -151,6 +155,7 @@ class KnowledgeBase:
             _drivers=drivers,
             _ga_desc=ga_desc,
             _arch_nearest=MappingProxyType(_nearest_arch_rows(arch_by_cc)),
+            _targets=MappingProxyType({key: _targets(archs, row.cuda) for key, row in ga.items()}),
         )
 
     # ---- toolkits and drivers ------------------------------------------------------------
@@ -184,6 +189,29 @@ class KnowledgeBase:
             if need is not None and need <= driver:
                 return row.cuda.release
         return None
+
+    def driver_floor(self, cuda: CudaVersion) -> DriverVersion | None:
+        """The lowest driver :meth:`max_cuda_for_driver` reads as supporting ``cuda`` or newer
+        (the lowest known Table 3 minimum of a GA release >= ``cuda``); None when no such
+        release has a known minimum. A node's CUDA derived from its driver is >= ``cuda``
+        exactly when its driver is >= this floor."""
+        found: DriverVersion | None = None
+        for row in self._ga_desc:
+            if row.cuda.release < cuda.release:
+                break
+            need = row.effective_min_driver
+            if need is not None and (found is None or need < found):
+                found = need
+        return found
+
+    def toolkit_targets(self, cuda: CudaVersion) -> tuple[ComputeCapability, ...]:
+        """The compute capabilities toolkit ``cuda`` compiles SASS for, lowest first: those
+        of every architecture row whose toolkit window contains it (a row whose first toolkit
+        is unknown counts up to its last one)."""
+        known = self._targets.get((cuda.major, cuda.minor))
+        if known is not None:
+            return known
+        return _targets(self._archs, cuda)
 
     def minor_compat_floor(self, cuda_major: int) -> DriverVersion | None:
         """The lowest driver on which any ``cuda_major``.x application runs under minor-version
@@ -246,11 +274,42 @@ class KnowledgeBase:
             if hit is not None:
                 info, variant = hit
                 # A hit after dropping memory/form-factor words names the product, not a board.
-                return info if variant is None or not exact else replace(info, variant=variant)
+                if variant is None or not exact:
+                    return info
+                return replace(info, variant=variant, first_driver=info.first_driver_of(variant))
         return None
+
+    def truncated_product(self, name: str) -> bool:
+        """Whether ``name`` is a cut-off GPU name rather than a product: a brand word alone
+        (``NVIDIA-GeForce``, ``Tesla``), text ending in ``...``, or a strict prefix of a name
+        the knowledge base knows (``NVIDIA-RTX-A200`` of ``NVIDIA RTX A2000``). Such a name
+        must never be published or read as a product."""
+        if not isinstance(name, str):
+            raise InputError(f"invalid GPU product name {name!r}: expected a string")
+        text = name.strip()
+        if text.endswith(("...", "\u2026")):
+            return True
+        key = product_key(text)
+        if key in BRAND_WORDS or not key:
+            return True
+        if self.gpu(text) is not None:
+            return False
+        return any(known != key and known.startswith(key) for known in self._gpu_index)
 
     def gpus(self) -> Iterator[GpuInfo]:
         return iter(self._gpus)
+
+    def product_labels(self, datacenter: bool) -> tuple[str, ...]:
+        """Every ``nvidia.com/gpu.product`` value GFD writes for the data-center (or the other)
+        GPUs the knowledge base knows: each NVML name as GFD sanitises it, and its ``-SHARED``
+        form (time-slicing). MIG forms are not listed: their profiles are open-ended."""
+        labels = set()
+        for info in self._gpus:
+            if info.datacenter is datacenter:
+                for name in info.names:
+                    label = gfd_product_label(name)
+                    labels.update({label, f"{label}-SHARED"})
+        return tuple(sorted(labels))
 
     # ---- software ------------------------------------------------------------------------
 
@@ -286,6 +345,15 @@ class KnowledgeBase:
         prod = _ngc_product(product) if product is not None else None
         rows = [r for r in self._ngc.values() if prod is None or r.product == prod]
         return iter(sorted(rows, key=lambda r: (r.product, _release_key(r.release))))
+
+
+def _targets(archs: tuple[ArchInfo, ...], cuda: CudaVersion) -> tuple[ComputeCapability, ...]:
+    out: list[ComputeCapability] = []
+    for arch in archs:
+        if arch.toolkit_supports(cuda) is False:
+            continue
+        out.extend(arch.compute)
+    return tuple(sorted(set(out)))
 
 
 def _ngc_product(product: object) -> str:

@@ -66,7 +66,7 @@ DATA_FILES = (
     "drivers.yaml",
 )
 
-NGC_PRODUCTS = ("tritonserver", "pytorch", "tensorflow")
+NGC_PRODUCTS = ("tritonserver", "pytorch", "tensorflow", "sglang")
 
 
 class DataFile:
@@ -378,7 +378,7 @@ def load_gpus(
             names=tuple(names),
             status=doc.status(e, where),
             open_kernel_only=bool(e.get("open_kernel_only", False)),
-            first_listed_driver=doc.opt(parse_driver, e.get("first_listed_driver"), where),
+            **_first_drivers(doc, e, names, where),
             note=_note(e),
         )
         rows.append(info)
@@ -387,6 +387,36 @@ def load_gpus(
         for alias in (product, *(e.get("aliases") or ())):
             add(product_key(str(alias)), info, None, where)
     return tuple(rows), index
+
+
+def _first_drivers(
+    doc: DataFile, e: Mapping[str, Any], names: list[str], where: str
+) -> dict[str, Any]:
+    """``first_driver`` (the product's: the lowest of its boards), ``first_drivers`` (boards
+    listed later than that) and the source both need."""
+    first = doc.opt(parse_driver, e.get("first_driver"), where)
+    boards = e.get("first_drivers") or {}
+    if not isinstance(boards, Mapping):
+        raise KnowledgeError(f"gpus.yaml: {where}: first_drivers must map NVML names to drivers")
+    if boards and first is None:
+        raise KnowledgeError(f"gpus.yaml: {where}: first_drivers needs the product's first_driver")
+    per_board: list[tuple[str, DriverVersion]] = []
+    for board, value in boards.items():
+        if board not in names:
+            raise KnowledgeError(f"gpus.yaml: {where}: first_drivers names {board!r}, not a board")
+        version = doc.parse(parse_driver, str(value), where)
+        if version < first:
+            raise KnowledgeError(
+                f"gpus.yaml: {where}: {board} first driver {version} is below the product's {first}"
+            )
+        per_board.append((str(board), version))
+    return {
+        "first_driver": first,
+        "first_driver_source": (
+            doc.source(e, where, "first_driver_source") if first is not None else ""
+        ),
+        "first_drivers": tuple(per_board),
+    }
 
 
 def load_frameworks(doc: DataFile) -> FrameworkCatalog:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 
 __all__ = [
+    "BRAND_WORDS",
     "GFD_UNDEFINED_FAMILY",
     "candidate_keys",
     "gfd_product_label",
@@ -21,6 +22,26 @@ __all__ = [
 
 # The word GFD's nvidia.com/gpu.family carries when it has none for a compute capability.
 GFD_UNDEFINED_FAMILY = "undefined"
+
+# Product keys (see :func:`product_key`) that are a brand or series word alone: what a GPU
+# name cut off after its first word or two leaves (``NVIDIA-GeForce``), never a product.
+BRAND_WORDS = frozenset(
+    {
+        "nvidia",
+        "geforce",
+        "tesla",
+        "quadro",
+        "titan",
+        "rtx",
+        "gtx",
+        "rtx-pro",
+        "geforce-rtx",
+        "geforce-gtx",
+        "quadro-rtx",
+        "nvidia-rtx",
+        "nvidia-rtx-pro",
+    }
+)
 
 _GFD_DROPPED_CHARACTERS = re.compile(r"[^A-Za-z0-9\-_. ]")
 _OPTIONAL_PREFIXES = ("nvidia-", "tesla-", "geforce-")

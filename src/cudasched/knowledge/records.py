@@ -179,7 +179,13 @@ class ArchInfo:
 @dataclass(frozen=True, slots=True)
 class GpuInfo:
     """A GPU product. ``variant`` is the exact NVML name a lookup matched (None when it matched
-    the product by a short name); ``datacenter`` is True only for data-center products."""
+    the product by a short name); ``datacenter`` is True only for data-center products.
+
+    ``first_driver`` is the first driver that drives the product (the first release whose
+    supported-GPU list names it): of the matched board when ``first_drivers`` gives one, else
+    the lowest of the product's boards. None means not known, never "any driver" by
+    evidence: a listing that only marks when a list started is not a minimum.
+    """
 
     product: str
     compute: ComputeCapability
@@ -191,8 +197,18 @@ class GpuInfo:
     names: tuple[str, ...] = ()
     status: Status = Status.KNOWN
     open_kernel_only: bool = False
-    first_listed_driver: DriverVersion | None = None
+    first_driver: DriverVersion | None = None
+    first_driver_source: str = ""
+    first_drivers: tuple[tuple[str, DriverVersion], ...] = ()
     note: str = ""
+
+    def first_driver_of(self, name: str | None) -> DriverVersion | None:
+        """The first driver of board ``name`` (an NVML name of this product), else of the
+        product."""
+        for board, version in self.first_drivers:
+            if board == name:
+                return version
+        return self.first_driver
 
 
 @dataclass(frozen=True, slots=True)

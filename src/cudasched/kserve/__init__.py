@@ -23,6 +23,7 @@ files are cited next to each rule so a reader can check them against a KServe re
 * ``pkg/constants/constants.go``: label keys, container names, protocol order.
 
 Where KServe versions differ we follow the newest behaviour (KServe >= 0.16) and say so.
+LLMInferenceService (llm-d) objects and pods are read by :mod:`cudasched.kserve.llm`.
 Everything is pure: objects are plain dicts as the Kubernetes API returns them.
 """
 

@@ -1,0 +1,142 @@
+"""KServe's LLMInferenceService (``serving.kserve.io``, since KServe 0.16): the object, its
+model-server pods, and the pod it asks for.
+
+An LLMInferenceService runs llm-d: a Deployment (``<name>-kserve``, plus ``-prefill``) or, with
+``worker`` set, a LeaderWorkerSet (``<name>-kserve-mn``). Their pods carry
+``app.kubernetes.io/part-of=llminferenceservice``, ``app.kubernetes.io/name=<name>`` and an
+``app.kubernetes.io/component`` naming the workload role (decode, prefill, leader, worker);
+the router-scheduler and tokenizer pods carry the same part-of label with other components and
+need no GPU. The model server is the container ``main``. Workers of a LeaderWorkerSet with a
+leader template lack ``kserve.io/component``, so that label is never relied on. Facts:
+``reference/ops-facts.md`` §2 (``pkg/constants/constants.go``, ``workload_single_node.go``,
+``workload_multi_node.go`` at kserve/kserve@aaac4e29).
+
+The image is usually not in the object: the controller merges the well-known
+``LLMInferenceServiceConfig`` (``kserve-config-llm-template``: ``ghcr.io/llm-d/llm-d-cuda``),
+then ``baseRefs``, then the spec. So a pod is judged by its own ``main`` container, and the
+object by the image its ``template`` names, else by the image a caller resolved from the
+configs (``config_image``). Pure: plain API dicts in, answers out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cudasched.objects import as_list, as_mapping, checked_labels, metadata_of
+
+__all__ = [
+    "COMPONENT_LABEL",
+    "LLMISVC_KIND",
+    "MAIN_CONTAINER",
+    "NAME_LABEL",
+    "PART_OF_LABEL",
+    "PART_OF_VALUE",
+    "WORKLOAD_COMPONENTS",
+    "is_llmisvc",
+    "is_llmisvc_pod",
+    "llmisvc_main_container",
+    "llmisvc_name_of",
+    "llmisvc_pod",
+    "llmisvc_role",
+]
+
+LLMISVC_KIND = "LLMInferenceService"
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+PART_OF_VALUE = "llminferenceservice"
+NAME_LABEL = "app.kubernetes.io/name"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+MAIN_CONTAINER = "main"
+_WORKLOAD = "llminferenceservice-workload"
+#: The components of pods that run the model server (and so may need a GPU), by role.
+WORKLOAD_COMPONENTS: Mapping[str, str] = {
+    _WORKLOAD: "decode",
+    f"{_WORKLOAD}-prefill": "prefill",
+    f"{_WORKLOAD}-leader": "leader",
+    f"{_WORKLOAD}-worker": "worker",
+    f"{_WORKLOAD}-leader-prefill": "leader",
+    f"{_WORKLOAD}-worker-prefill": "worker",
+}
+_API_PREFIX = "serving.kserve.io/"
+
+
+def is_llmisvc(obj: Mapping[str, Any]) -> bool:
+    """An LLMInferenceService (``v1alpha1`` or ``v1alpha2``)."""
+    return obj.get("kind") == LLMISVC_KIND and str(obj.get("apiVersion", "")).startswith(
+        _API_PREFIX
+    )
+
+
+def is_llmisvc_pod(pod: Mapping[str, Any]) -> bool:
+    """A model-server pod of an LLMInferenceService (decode, prefill, leader or worker); not
+    its router-scheduler or tokenizer."""
+    labels = checked_labels(pod)
+    return labels.get(PART_OF_LABEL) == PART_OF_VALUE and labels.get(COMPONENT_LABEL) in (
+        WORKLOAD_COMPONENTS
+    )
+
+
+def llmisvc_name_of(pod: Mapping[str, Any]) -> str | None:
+    """The owning LLMInferenceService's name (``app.kubernetes.io/name``)."""
+    value = checked_labels(pod).get(NAME_LABEL)
+    return str(value) if value else None
+
+
+def llmisvc_role(pod: Mapping[str, Any]) -> str | None:
+    """``decode``, ``prefill``, ``leader`` or ``worker``; None for other pods."""
+    if not is_llmisvc_pod(pod):
+        return None
+    return WORKLOAD_COMPONENTS[str(checked_labels(pod).get(COMPONENT_LABEL))]
+
+
+def llmisvc_main_container(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The model-server container ``main`` of a pod spec, if there is one."""
+    for container in as_list(pod_spec.get("containers"), "containers"):
+        if isinstance(container, Mapping) and container.get("name") == MAIN_CONTAINER:
+            return container
+    return None
+
+
+def _workload_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return as_mapping(
+        obj.get("spec"), f"spec of LLMInferenceService {metadata_of(obj).get('name')}"
+    )
+
+
+def llmisvc_pod(obj: Mapping[str, Any], *, prefill: bool = False) -> dict[str, Any]:
+    """The decode (or ``prefill``) pod the LLMInferenceService asks for, as far as the object
+    says: its labels, the annotations of the object and of the workload (``spec.annotations``
+    reach the pods), and the ``template`` pod spec (empty when the image comes from the
+    configs, with a ``main`` container named so readers find the model server)."""
+    meta = metadata_of(obj)
+    name = str(meta.get("name") or "")
+    spec = _workload_spec(obj)
+    workload = as_mapping(spec.get("prefill"), "spec.prefill") if prefill else spec
+    template = dict(as_mapping(workload.get("template"), "template"))
+    if llmisvc_main_container(template) is None:
+        template["containers"] = [
+            *as_list(template.get("containers"), "containers"),
+            {"name": MAIN_CONTAINER},
+        ]
+    component = f"{_WORKLOAD}-prefill" if prefill else _WORKLOAD
+    annotations = {
+        **as_mapping(meta.get("annotations"), "annotations"),
+        **as_mapping(workload.get("annotations"), "annotations"),
+    }
+    labels = {
+        **as_mapping(workload.get("labels"), "labels"),
+        PART_OF_LABEL: PART_OF_VALUE,
+        NAME_LABEL: name,
+        COMPONENT_LABEL: component,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{name}-kserve" + ("-prefill" if prefill else ""),
+            "namespace": meta.get("namespace") or "default",
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": template,
+    }

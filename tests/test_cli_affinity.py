@@ -45,19 +45,20 @@ def test_affinity_cudasched_default() -> None:
     doc = affinity("--cuda", "12.4")
     assert_valid_node_affinity(doc["nodeAffinity"])
     terms = _terms(doc)
-    gt = {"key": L.CUDA_CODE, "operator": "Gt", "values": ["12039"]}
+    # The node's CUDA is its driver's: CUDA 12.4 needs driver 550.54.14 (NVIDIA Table 3).
+    gt = {"key": L.DRIVER_CODE, "operator": "Gt", "values": ["550054013"]}
     assert all(gt in t["matchExpressions"] for t in terms)
     selector = NodeSelector.from_terms(terms)
     ok = {L.CUDA_CODE: "12040", L.DRIVER_CODE: "550054014", L.COMPUTE_CODE: "80"}
     assert selector.match(Node("a", ok))
-    assert not selector.match(Node("b", {**ok, L.CUDA_CODE: "12020"}))
+    assert not selector.match(Node("b", {**ok, L.DRIVER_CODE: "535104005"}))
 
 
 def test_affinity_gfd_x0_has_no_minus_one() -> None:
     doc = affinity("--cuda", "13.0", "--scheme", "gfd", "--gfd-keys", "deprecated")
     assert_valid_node_affinity(doc["nodeAffinity"])
     text = json.dumps(doc)
-    assert '"-1"' not in text and L.GFD_OLD_CUDA_MAJOR in text and L.GFD_CUDA_MAJOR not in text
+    assert '"-1"' not in text and L.GFD_OLD_DRIVER_MAJOR in text and L.GFD_DRIVER_MAJOR not in text
 
 
 def test_affinity_preferred_mode() -> None:

@@ -452,9 +452,9 @@ def test_a_label_claiming_more_than_the_driver_supports_is_not_trusted(kb: Knowl
     assert any("510.39.01" in p and "11.6" in p for p in facts.problems)
     v = check(facts, req("11.6"), "strict", kb)
     assert v.codes == ("driver-too-old",)
-    # A label lower than the driver's tables is the safer reading and is kept.
+    # The CUDA is the driver's: a label lower than the driver's tables is reported, not used.
     lower = facts_from_labels("m", {**labels, L.GFD_DRIVER_MAJOR: "550"}, kb)
-    assert lower.cuda == parse_cuda("11.6") and lower.problems
+    assert lower.cuda == kb.max_cuda_for_driver(lower.driver) and lower.problems
 
 
 def test_unknown_minimum_is_never_guessed(kb: KnowledgeBase) -> None:

@@ -59,41 +59,67 @@ def exprs_of(terms: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_ours_is_one_gt_per_bound(kb: KnowledgeBase) -> None:
+    """CUDA >= 12.4 is one Gt on the driver code: the node's CUDA is its driver's (Table 3)."""
     terms = compile_requirement(req("12.4"), Policy.STRICT, LabelScheme.CUDASCHED, kb)
-    assert terms
+    floor = kb.driver_floor(CudaVersion(12, 4))
+    assert terms and floor is not None
     for term in terms:
-        assert expr(L.CUDA_CODE, "Gt", 12039) in term["matchExpressions"]
+        assert expr(L.DRIVER_CODE, "Gt", floor.code - 1) in term["matchExpressions"]
+        assert all(e["key"] != L.CUDA_CODE for e in term["matchExpressions"])
     # Volta and older are capped at R580: that group carries the cap, newer ones do not.
     capped = [t for t in terms if expr(L.DRIVER_CODE, "Lt", 581000000) in t["matchExpressions"]]
     assert capped and len(capped) < len(terms)
 
 
+def _gfd_node(driver: str, *, deprecated: bool = False) -> Node:
+    """A GPU node as GFD labels it: an Ampere GPU and ``driver`` (both key generations)."""
+    major, minor, *rev = driver.split(".")
+    labels = {
+        L.GFD_COMPUTE_MAJOR: "8",
+        L.GFD_COMPUTE_MINOR: "0",
+        L.GFD_OLD_DRIVER_MAJOR: major,
+        L.GFD_OLD_DRIVER_MINOR: minor,
+        L.GFD_OLD_DRIVER_REV: rev[0] if rev else "",
+    }
+    if not deprecated:
+        labels |= {
+            L.GFD_DRIVER_MAJOR: major,
+            L.GFD_DRIVER_MINOR: minor,
+            L.GFD_DRIVER_REVISION: rev[0] if rev else "",
+        }
+    return Node("n", labels)
+
+
 def test_gfd_x0_never_gt_minus_one(kb: KnowledgeBase) -> None:
     terms = compile_requirement(req("12.0"), "strict", "gfd", kb)
-    runtime = [e for e in exprs_of(terms) if e["key"] == L.GFD_CUDA_MAJOR]
-    assert runtime and all(e == expr(L.GFD_CUDA_MAJOR, "Gt", 11) for e in runtime)
-    assert not [e for e in exprs_of(terms) if e["key"] == L.GFD_CUDA_MINOR]
     assert all(v != "-1" for e in exprs_of(terms) for v in e.get("values", []))
+    assert not [e for e in exprs_of(terms) if "runtime" in e["key"]]  # the driver decides
+    selector = NodeSelector.from_terms(terms)
+    assert selector.match(_gfd_node("525.60.13")) and not selector.match(_gfd_node("525.60.12"))
 
 
 def test_gfd_allows_newer_majors(kb: KnowledgeBase) -> None:
-    terms = compile_requirement(req("12.4"), "strict", "gfd", kb)
-    cuda_parts = {
-        tuple(sorted(str(e) for e in t["matchExpressions"] if "runtime" in e["key"])) for t in terms
-    }
-    assert cuda_parts == {
-        (str(expr(L.GFD_CUDA_MAJOR, "Gt", 12)),),
-        tuple(
-            sorted([str(expr(L.GFD_CUDA_MAJOR, "In", 12)), str(expr(L.GFD_CUDA_MINOR, "Gt", 3))])
-        ),
-    }
+    """The recipe most people copy never admits a newer CUDA major; the driver floor does."""
+    selector = NodeSelector.from_terms(compile_requirement(req("12.4"), "strict", "gfd", kb))
+    for driver, ok in [
+        ("550.54.14", True),
+        ("550.54.13", False),
+        ("545.23.08", False),
+        ("550.90.07", True),
+        ("580.65.06", True),  # CUDA 13.0
+        ("610.43.02", True),  # CUDA 13.3
+    ]:
+        assert selector.match(_gfd_node(driver)) is ok, driver
 
 
 def test_gfd_deprecated_keys(kb: KnowledgeBase) -> None:
     terms = compile_requirement(req("12.4"), "strict", "gfd", kb, gfd_keys="deprecated")
     keys = {e["key"] for e in exprs_of(terms)}
-    assert L.GFD_OLD_CUDA_MAJOR in keys and L.GFD_OLD_DRIVER_MAJOR in keys
+    assert L.GFD_OLD_DRIVER_MAJOR in keys
     assert not keys & {L.GFD_CUDA_MAJOR, L.GFD_DRIVER_MAJOR, L.GFD_DRIVER_MINOR}
+    selector = NodeSelector.from_terms(terms)
+    assert selector.match(_gfd_node("550.54.14", deprecated=True))
+    assert not selector.match(_gfd_node("535.104.05", deprecated=True))
 
 
 def test_architecture_window(kb: KnowledgeBase) -> None:

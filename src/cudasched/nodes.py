@@ -96,8 +96,8 @@ class NodeFacts:
 
     ``compute`` is the *lowest* compute capability on the node: a workload scheduled there may be
     handed any of its GPUs, so the weakest one decides. ``cuda`` is what the driver supports:
-    with both a driver and a CUDA label, the lower of the label and the CUDA the driver's
-    version gives in NVIDIA's Table 3 (a disagreement is recorded in ``problems``).
+    with both a driver and a CUDA label, the CUDA the driver's version gives in NVIDIA's Table 3
+    (a label that disagrees is recorded in ``problems``).
     ``first_driver`` is the newest first driver among the node's known GPU products
     (``first_driver_product`` names it): an older driver cannot drive that GPU. ``source``
     names where the driver/CUDA facts came from (``cudasched``, ``gfd``, ``gfd-deprecated``)
@@ -341,26 +341,28 @@ def reconcile_cuda(
     """The CUDA a node supports, from its driver and a stated CUDA version (a label, or
     ``--cuda`` on the command line): ``(cuda, derived_from_driver, problem)``.
 
-    One answer whatever the input form (issue 12 item 4): with a driver, the CUDA its version
-    gives in NVIDIA's Table 3 (:meth:`KnowledgeBase.max_cuda_for_driver`) is computed, and when
-    the stated version disagrees the *lower* of the two is used (a label claiming more than the
-    driver can support is never trusted; one claiming less may know something the tables do
-    not) and the disagreement is returned as ``problem``. Without a driver the stated version
-    stands; without a stated one the derived version is used.
+    One answer whatever the input form (issue 12 item 4): the CUDA version is a property of
+    the driver, so with a driver NVIDIA's Table 3 knows, its answer
+    (:meth:`KnowledgeBase.max_cuda_for_driver`) is the node's CUDA; a stated version that
+    disagrees is reported as ``problem`` (a label claiming more than the driver supports, for
+    one, is never trusted). Without a driver, or one older than every known toolkit's minimum,
+    the stated version stands only when there is no driver at all.
     """
     if driver is None:
         return stated, False, None
     from_driver = kb.max_cuda_for_driver(driver)
-    if stated is None:
-        return from_driver, from_driver is not None, None
-    if from_driver == stated:
-        return stated, False, None
+    if stated is None or from_driver == stated:
+        return (
+            (from_driver if stated is None else stated),
+            stated is None and (from_driver is not None),
+            None,
+        )
     if from_driver is not None and stated < from_driver:
         return (
-            stated,
-            False,
+            from_driver,
+            True,
             f"CUDA {stated} is stated but driver {driver} supports CUDA {from_driver} "
-            f"(NVIDIA Table 3); using the lower, CUDA {stated}",
+            f"(NVIDIA Table 3); using the driver's, CUDA {from_driver}",
         )
     need = kb.min_driver(stated)
     if need is not None and driver < need:

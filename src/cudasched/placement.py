@@ -14,8 +14,9 @@ can answer for, and turns the answer into label expressions. The structure of th
 
 with the disjunction expanded into terms (Kubernetes ORs terms and ANDs expressions in a term),
 then put in a normal form: each label's expressions merged into one range, empty terms and terms
-inside another dropped. "native" is the CUDA label AND the driver floor of that CUDA, because
-the engine reads a node's CUDA as the lower of its label and its driver's Table 3 answer. The
+inside another dropped. "native" is the driver floor of that CUDA: the engine reads a node's
+CUDA from its driver (``nodes.reconcile_cuda``), the CUDA labels only where no driver is
+labelled, and those nodes are never admitted by a compiled selector (stricter, never wider). The
 gate's boxes (``requirecuda.Gate.boxes``) are read per GPU class: data-center brands where
 ``gpu.datacenter=true`` or GFD's ``gpu.product`` names a known data-center GPU.
 
@@ -235,8 +236,8 @@ def _plan(
             f"unknown CUDA toolkit {cuda}: not a release in the knowledge base (NVIDIA Table 3), "
             "so no node can be judged able to run it"
         )
-    # A node runs it natively when its CUDA label says so *and* its driver is one NVIDIA's
-    # tables read as supporting it: the engine takes the lower of the two (nodes.reconcile_cuda).
+    # A node runs it natively when its driver is one NVIDIA's tables read as supporting it: the
+    # engine reads a node's CUDA from its driver (nodes.reconcile_cuda).
     # With NVIDIA's minimum unknown (13.5) there is no native alternative at all.
     native_floor = kb.driver_floor(cuda) if kb.min_driver(cuda) is not None else None
 
@@ -341,8 +342,8 @@ def _ours_compute(group: _Group, open_ended: bool) -> list[list[Expr]]:
 
 def _ours_alt(alt: _Alt) -> list[list[Expr]]:
     if alt.kind == "native":
-        assert alt.cuda is not None and alt.floor is not None
-        return [[_gt(L.CUDA_CODE, alt.cuda.code - 1), _gt(L.DRIVER_CODE, alt.floor.code - 1)]]
+        assert alt.floor is not None
+        return [[_gt(L.DRIVER_CODE, alt.floor.code - 1)]]
     if alt.kind == "fc":
         # The branch list is the readable part; the code bounds tie it to the driver version
         # the engine reads, so a node whose driver code is missing is never admitted.
@@ -407,20 +408,10 @@ def _gfd_driver_at_least(keys: _GfdKeySet, floor: DriverVersion) -> list[list[Ex
     return terms
 
 
-def _gfd_cuda_at_least(keys: _GfdKeySet, cuda: CudaVersion) -> list[list[Expr]]:
-    major, minor = cuda.major, cuda.minor
-    if minor == 0:
-        return [[_gt(keys.cuda_major, major - 1)]]
-    return [
-        [_gt(keys.cuda_major, major)],
-        [_in(keys.cuda_major, [major]), _gt(keys.cuda_minor, minor - 1)],
-    ]
-
-
 def _gfd_alt(keys: _GfdKeySet, alt: _Alt) -> list[list[Expr]]:
     if alt.kind == "native":
-        assert alt.cuda is not None and alt.floor is not None
-        return _and(_gfd_cuda_at_least(keys, alt.cuda), _gfd_driver_at_least(keys, alt.floor))
+        assert alt.floor is not None
+        return _gfd_driver_at_least(keys, alt.floor)
     assert alt.kind == "mvc" and alt.floor is not None  # fc is never planned for GFD
     return _gfd_driver_at_least(keys, alt.floor)
 
@@ -470,11 +461,13 @@ def _ours_box(box: Box, kb: KnowledgeBase) -> list[list[Expr]] | None:
         floor = kb.driver_floor(CudaVersion.from_code(lo))
         if floor is None:
             return None
-        exprs += [_gt(L.CUDA_CODE, lo - 1), _gt(L.DRIVER_CODE, floor.code - 1)]
+        exprs.append(_gt(L.DRIVER_CODE, floor.code - 1))
     if hi is not None:
         if hi < 0:
             return None
-        exprs.append(_lt(L.CUDA_CODE, hi + 1))
+        ceiling = kb.driver_floor_above(CudaVersion.from_code(hi))
+        if ceiling is not None:  # the node's CUDA (its driver's) is <= hi below this driver
+            exprs.append(_lt(L.DRIVER_CODE, ceiling.code))
     for key, (low, high) in ((L.DRIVER_CODE, box.driver), (L.COMPUTE_CODE, box.arch)):
         if high is not None and high < 0:
             return None
@@ -490,12 +483,13 @@ def _gfd_box(box: Box, keys: _GfdKeySet, kb: KnowledgeBase) -> list[list[Expr]] 
         floor = kb.driver_floor(CudaVersion.from_code(lo))
         if floor is None:
             return None
-        terms = _and(terms, _gfd_cuda_at_least(keys, CudaVersion.from_code(lo)))
         terms = _and(terms, _gfd_driver_at_least(keys, floor))
     if hi is not None:
         if hi < 1000:
             return None
-        terms = _and(terms, _pair_at_most(keys.cuda_major, keys.cuda_minor, *divmod(hi // 10, 100)))
+        ceiling = kb.driver_floor_above(CudaVersion.from_code(hi))
+        if ceiling is not None:  # the node's CUDA (its driver's) is <= hi below this driver
+            terms = _and(terms, _gfd_driver_below(keys, ceiling))
     low, high = box.driver
     if low is not None and low > 0:
         terms = _and(terms, _gfd_driver_at_least(keys, DriverVersion.from_code(low)))

@@ -204,6 +204,19 @@ class KnowledgeBase:
                 found = need
         return found
 
+    def driver_floor_above(self, cuda: CudaVersion) -> DriverVersion | None:
+        """The lowest driver :meth:`max_cuda_for_driver` reads as supporting a release newer
+        than ``cuda``: a node's CUDA derived from its driver is <= ``cuda`` exactly when its
+        driver is below this (None: no newer release has a known minimum)."""
+        found: DriverVersion | None = None
+        for row in self._ga_desc:
+            if row.cuda.release <= cuda.release:
+                break
+            need = row.effective_min_driver
+            if need is not None and (found is None or need < found):
+                found = need
+        return found
+
     def toolkit_targets(self, cuda: CudaVersion) -> tuple[ComputeCapability, ...]:
         """The compute capabilities toolkit ``cuda`` compiles SASS for, lowest first: those
         of every architecture row whose toolkit window contains it (a row whose first toolkit

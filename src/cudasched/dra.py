@@ -106,9 +106,21 @@ class _Atom:
         return f'{_DEVICE}.{self.attribute}.compareTo(semver("{self.version}")) {op}'
 
 
-def _atom(expr: Mapping[str, Any]) -> _Atom | None:
-    """The DRA form of one compiled expression; ``None`` for a forward-compat one."""
+def _atom(expr: Mapping[str, Any], native: tuple[int, str] | None = None) -> _Atom | None:
+    """The DRA form of one compiled expression; ``None`` for a forward-compat one.
+    ``native`` is (the driver code the requirement's CUDA needs, that CUDA as semver): the
+    compiler writes "runs the CUDA natively" as that driver floor (a node's CUDA is its
+    driver's), and the DRA driver publishes the same reading as ``cudaDriverVersion``."""
     key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+    if (
+        native is not None
+        and key == L.DRIVER_CODE
+        and op == "Gt"
+        and len(values) == 1
+        and str(values[0]).isdigit()
+        and int(values[0]) + 1 == native[0]
+    ):
+        return _Atom(CUDA_DRIVER_VERSION, True, native[1])
     if key in _NOT_EXPRESSIBLE:
         return None
     if key not in _ATTRIBUTES or op not in ("Gt", "Lt") or len(values) != 1:
@@ -161,7 +173,9 @@ def _disjunction(terms: Sequence[Sequence[_Atom]]) -> str:
     return _any(parts)
 
 
-def selectors(terms: Sequence[Mapping[str, Any]]) -> tuple[list[str], bool]:
+def selectors(
+    terms: Sequence[Mapping[str, Any]], native: tuple[int, str] | None = None
+) -> tuple[list[str], bool]:
     """CEL selector expressions (all must hold) equivalent to ORed node-selector ``terms`` over
     the ``cudasched`` label scheme, and whether forward-compat terms had to be left out.
 
@@ -171,7 +185,7 @@ def selectors(terms: Sequence[Mapping[str, Any]]) -> tuple[list[str], bool]:
     kept: list[list[_Atom]] = []
     dropped = False
     for term in terms:
-        atoms = [_atom(e) for e in term.get("matchExpressions") or []]
+        atoms = [_atom(e, native) for e in term.get("matchExpressions") or []]
         if any(a is None for a in atoms):
             dropped = True
             continue
@@ -233,7 +247,10 @@ def claim_template(
             "letters, digits, '-' and '.')"
         )
     terms = compile_requirement(req, pol, LabelScheme.CUDASCHED, kb)
-    expressions, dropped = selectors(terms)
+    cuda = effective_cuda(req)
+    floor = kb.driver_floor(cuda) if cuda is not None else None
+    native = (floor.code, _cuda(cuda.release.code)) if cuda and floor else None
+    expressions, dropped = selectors(terms, native)
     request: dict[str, Any] = {"deviceClassName": DEVICE_CLASS, "count": count}
     if expressions:
         request["selectors"] = [{"cel": {"expression": e}} for e in expressions]

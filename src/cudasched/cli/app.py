@@ -70,6 +70,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "Plan the driver branch of every GPU pool so each workload of the cluster has a home, "
         "and write the GPU Operator NVIDIADriver objects that install it.",
     ),
+    "knowledge": CommandEntry(
+        "cudasched.cli.knowledge",
+        "List what cudasched knows about one topic, with the source of every fact.",
+    ),
     "mutate": CommandEntry(
         "cudasched.cli.mutate",
         "Answer one AdmissionReview offline exactly as the webhook would, and print the "

@@ -40,14 +40,21 @@ from cudasched.knowledge.records import (
     ContainerRelease,
     DriverBranch,
     ForwardCompatPackage,
+    FrameworkRelease,
     GpuInfo,
     MinorCompat,
     ToolkitRelease,
+    TorchRelease,
 )
 from cudasched.requirements import FrameworkBuild
 from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion
 
 __all__ = ["KnowledgeBase"]
+
+
+def _release_key(release: str) -> tuple[int, ...]:
+    """``2.10`` after ``2.9``: release numbers compared as numbers."""
+    return tuple(int(part) if part.isdigit() else -1 for part in release.split("."))
 
 
 def _nearest_arch_rows(
@@ -336,6 +343,19 @@ class KnowledgeBase:
         ``vllm 0.9.0``: the default build. An unknown release without a CUDA tag gives None.
         """
         return self._frameworks.build(spec)
+
+    def framework_releases(self) -> Iterator[tuple[str, TorchRelease | FrameworkRelease]]:
+        """Every framework release the knowledge base knows, as (``torch`` | ``tensorflow`` |
+        ``vllm``, release), newest first within each framework."""
+        catalog = self._frameworks
+        for name, releases in (
+            ("torch", catalog.torch),
+            ("tensorflow", catalog.tensorflow),
+            ("vllm", catalog.vllm),
+        ):
+            ordered = sorted(releases.values(), key=lambda r: _release_key(r.release), reverse=True)
+            for release in ordered:
+                yield name, release
 
     def ngc_release(self, product: str, release: str) -> ContainerRelease | None:
         """The CUDA an NGC container release is built on: (``tritonserver``, ``24.05``).

@@ -1,0 +1,79 @@
+"""``cudasched knowledge``: what cudasched knows (GPUs, images, CUDA toolkits, driver branches,
+framework builds), each fact with its source, filterable; the first thing to check when a
+workload is not constrained.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cudasched.catalog import COLUMNS, Topic, rows
+from cudasched.cli.app import EXIT_OK, app, fail
+from cudasched.cli.inputs import load_knowledge
+from cudasched.errors import InputError
+
+__all__ = ["knowledge_cmd"]
+
+
+class KnowledgeFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
+@app.command("knowledge")
+def knowledge_cmd(
+    topic: Annotated[
+        Topic, typer.Argument(help="What to list: gpus, images, cuda, drivers or frameworks.")
+    ],
+    match: Annotated[
+        str | None,
+        typer.Argument(help="Only rows that mention this text (any column, case-insensitive)."),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Webhook configuration YAML: its imageOverrides and mirrors are listed too.",
+        ),
+    ] = None,
+    output: Annotated[KnowledgeFormat, typer.Option("-o", "--output", help="Output format.")] = (
+        KnowledgeFormat.TABLE
+    ),
+) -> None:
+    """List what cudasched knows about one topic, with the source of every fact.
+
+    Examples: cudasched knowledge images vllm; cudasched knowledge gpus H100 -o json;
+    cudasched knowledge cuda 12.8. Exit 0 (also when nothing matches), 2 on bad input.
+    """
+    from cudasched.images import ImageTable
+    from cudasched.webhook.config import load_config
+
+    try:
+        kb = load_knowledge()
+        images = ImageTable.from_config(load_config(config), kb=kb)
+        found = rows(topic, kb, images, match)
+    except InputError as exc:
+        fail(str(exc))
+    if output is KnowledgeFormat.JSON:
+        doc = {"topic": topic.value, "match": match, "rows": [r.to_dict() for r in found]}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        raise typer.Exit(EXIT_OK)
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"{topic.value}: {len(found)} known" + (f" matching {match!r}" if match else ""),
+        show_lines=False,
+    )
+    for column in (*COLUMNS[topic], "source"):
+        table.add_column(column, overflow="fold")
+    for row in found:
+        table.add_row(*(row.fields[c] for c in COLUMNS[topic]), row.source)
+    Console(soft_wrap=False).print(table)
+    raise typer.Exit(EXIT_OK)

@@ -17,7 +17,7 @@ from cudasched.workloads import workloads_of
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()
 
-NODE_KEYS = {"node", "eligible", "score", "reasons"}
+NODE_KEYS = {"node", "eligible", "score", "reasons", "facts"}
 SUMMARY_KEYS = {
     "workload",
     "eligible",
@@ -53,7 +53,7 @@ def check_shape(doc: dict[str, Any]) -> None:
         assert isinstance(node["eligible"], bool)
         assert node["score"] == "error" or isinstance(node["score"], int)
         for reason in node["reasons"]:
-            assert set(reason) == {"code", "message"}
+            assert {"code", "message"} <= set(reason) <= {"code", "message", "fix"}
     assert doc["summary"]["eligible"] == sum(n["eligible"] for n in doc["nodes"])
     assert doc["summary"]["total"] == len(doc["nodes"])
 

@@ -602,8 +602,11 @@ def test_json_shape(sample: ClusterSnapshot, fleet: Fleet, kb: KnowledgeBase) ->
     doc = explain(sample.pods[0], fleet, "strict", kb).to_dict()
     assert set(doc) == {"nodes", "summary"}
     for node in doc["nodes"]:
-        assert set(node) == {"node", "eligible", "score", "reasons"}
-        assert all(set(r) == {"code", "message"} for r in node["reasons"])
+        assert set(node) == {"node", "eligible", "score", "reasons", "facts"}
+        assert set(node["facts"]) == {"gpu", "driver", "cuda", "computeCapability"}
+        assert all(
+            {"code", "message"} <= set(r) <= {"code", "message", "fix"} for r in node["reasons"]
+        )
 
 
 # --------------------------------------------------------------------------- property

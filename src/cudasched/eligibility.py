@@ -48,6 +48,7 @@ from cudasched.explanation import (
     Score,
     renamed,
 )
+from cudasched.fixes import with_fixes
 from cudasched.fleet import Fleet
 from cudasched.merge import merge_required
 from cudasched.nodeaffinity import (
@@ -327,7 +328,7 @@ def _decide(
     reasons: list[Reason] = []
     if plan.requirement is not None:
         verdict = check(facts, plan.requirement, policy, kb)
-        reasons.extend(verdict.reasons)
+        reasons.extend(with_fixes(verdict.reasons, facts, plan.requirement, policy, kb))
         accepted = verdict.status is not VerdictStatus.INCOMPATIBLE
         if accepted and sel.req_selector is not None and not sel.req_selector.match(node):
             reasons.append(
@@ -335,6 +336,8 @@ def _decide(
                     REQUIREMENT_LABELS_MISSING,
                     "the node could run the workload but lacks the labels the compiled "
                     "requirement selects on (label scheme not published on this node yet)",
+                    "run the cudasched agent on the node, or compile for labels every GPU "
+                    "node carries (--scheme auto)",
                 )
             )
     missing = sorted(plan.gpu_requests - offered) if offered is not None else []

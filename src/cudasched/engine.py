@@ -130,6 +130,12 @@ REASON_CODES = frozenset(
 )
 
 
+#: Codes that say how a workload runs on a node rather than why it cannot.
+INFORMATIONAL_CODES = frozenset(
+    {NATIVE, MINOR_VERSION_COMPAT, FORWARD_COMPAT, COMPUTE_CAPABILITY_OK, NO_REQUIREMENT}
+)
+
+
 class VerdictStatus(StrEnum):
     COMPATIBLE = "compatible"
     COMPATIBLE_WITH_CAVEATS = "compatible-with-caveats"
@@ -138,13 +144,23 @@ class VerdictStatus(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Reason:
-    """One finding: a stable machine ``code`` and a sentence that names the numbers."""
+    """One finding: a stable machine ``code``, a sentence that names the numbers and, for a
+    blocking reason when one is known, what would fix it (:mod:`cudasched.fixes`)."""
 
     code: str
     message: str
+    fix: str = ""
+
+    @property
+    def blocking(self) -> bool:
+        """Whether this reason keeps the workload off the node (else it says how it runs)."""
+        return self.code not in INFORMATIONAL_CODES
 
     def to_dict(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message}
+        doc = {"code": self.code, "message": self.message}
+        if self.fix:
+            doc["fix"] = self.fix
+        return doc
 
 
 @dataclass(frozen=True, slots=True)

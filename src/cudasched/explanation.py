@@ -11,7 +11,7 @@ once per group of nodes that none of the workload's selectors can tell apart, an
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from cudasched.engine import Reason
@@ -54,11 +54,18 @@ class NodeExplanation:
     facts: NodeFacts = field(repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
+        facts = self.facts
         return {
             "node": self.node,
             "eligible": self.eligible,
             "score": self.score,
             "reasons": [r.to_dict() for r in self.reasons],
+            "facts": {
+                "gpu": list(facts.products),
+                "driver": str(facts.driver) if facts.driver else None,
+                "cuda": str(facts.cuda) if facts.cuda else None,
+                "computeCapability": str(facts.compute) if facts.compute else None,
+            },
         }
 
 
@@ -68,7 +75,9 @@ def renamed(reasons: tuple[Reason, ...], old: str, new: str) -> tuple[Reason, ..
         return reasons
     quoted_old, quoted_new = repr(old), repr(new)
     return tuple(
-        Reason(r.code, r.message.replace(quoted_old, quoted_new)) if quoted_old in r.message else r
+        replace(r, message=r.message.replace(quoted_old, quoted_new))
+        if quoted_old in r.message
+        else r
         for r in reasons
     )
 

@@ -8,6 +8,7 @@ input.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,6 +26,7 @@ from cudasched.cli.options import (
 )
 from cudasched.engine import check, resolve_policy
 from cudasched.errors import InputError
+from cudasched.fixes import with_fixes
 from cudasched.nodes import NodeFacts, facts_from_labels, facts_from_parts
 from cudasched.requirements import Policy, Requirement
 
@@ -41,6 +43,8 @@ def _render_check(facts: NodeFacts, req: Requirement, policy: Policy, verdict: A
     lines.append(f"  node: {facts.describe()}")
     for reason in verdict.reasons:
         lines.append(f"  - {reason.code}: {reason.message}")
+        if reason.fix:
+            lines.append(f"    fix: {reason.fix}")
     return "\n".join(lines)
 
 
@@ -102,6 +106,7 @@ def check_cmd(
         else:
             facts = facts_from_parts("node", gpu=gpu, driver=driver, kb=kb)
         verdict = check(facts, req, pol, kb)
+        verdict = replace(verdict, reasons=with_fixes(verdict.reasons, facts, req, pol, kb))
     except InputError as exc:
         fail(str(exc))
     effective = resolve_policy(req, pol)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -162,26 +163,40 @@ def _table(item: _Explained, *, wide: bool = False) -> Table:
         caption_justify="left",
         expand=False,
     )
-    table.add_column("node", overflow="fold", max_width=None if wide else 32)
-    table.add_column("GPU", overflow="fold", max_width=None if wide else 16)
+    table.add_column("node", overflow="fold")
+    table.add_column("GPU", overflow="fold")
     table.add_column("driver", no_wrap=True)
     table.add_column("CUDA", no_wrap=True)
+    if wide:
+        table.add_column("cc", no_wrap=True)
     table.add_column("ok", no_wrap=True, justify="center")
-    table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("reasons", overflow="fold")
+    table.add_column("runs as", overflow="fold")
+    table.add_column("why not, and the fix", overflow="fold")
+    if wide:
+        table.add_column("score", justify="right", no_wrap=True)
+        table.add_column("details", overflow="fold")
     for node in exp.nodes:
         facts = node.facts
         name = node.node.removesuffix(suffix) if suffix else node.node
-        codes = ", ".join(dict.fromkeys(r.code for r in node.reasons)) or "-"
-        table.add_row(
+        blocking = [r for r in node.reasons if r.blocking]
+        modes = ", ".join(dict.fromkeys(r.code for r in node.reasons if not r.blocking)) or "-"
+        why = "; ".join(dict.fromkeys(f"{r.code}: {r.fix}" if r.fix else r.code for r in blocking))
+        row = [
             name,
-            _short_gpu(facts.products),
+            _short_gpu(facts.products) if not wide else "+".join(facts.products) or "-",
             str(facts.driver) if facts.driver else "-",
             str(facts.cuda) if facts.cuda else "-",
+        ]
+        if wide:
+            row.append(str(facts.compute) if facts.compute else "-")
+        row += [
             Text("yes", style="green") if node.eligible else Text("no", style="red"),
-            str(node.score),
-            codes,
-        )
+            modes,
+            why or "-",
+        ]
+        if wide:
+            row += [str(node.score), "; ".join(r.message for r in node.reasons) or "-"]
+        table.add_row(*row)
     return table
 
 
@@ -222,10 +237,14 @@ def _render_yaml(items: Sequence[_Explained], single: bool) -> str:
 
 
 def _console(*, wide: bool = False) -> Console:
+    """The terminal's width; when piped, ``$COLUMNS`` if set, else a width that fits the
+    table (wider for ``-o wide``)."""
     console = Console(soft_wrap=False)
-    if not console.is_terminal:
-        console = Console(width=WIDE_WIDTH if wide else TABLE_WIDTH, soft_wrap=False)
-    return console
+    if console.is_terminal:
+        return console
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and int(columns) >= 40 else 0
+    return Console(width=width or (WIDE_WIDTH if wide else TABLE_WIDTH), soft_wrap=False)
 
 
 # --------------------------------------------------------------------------- command

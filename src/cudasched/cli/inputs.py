@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
-
+from cudasched import inputfiles
 from cudasched.errors import InputError
 from cudasched.snapshot import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
 
@@ -66,12 +65,12 @@ def load_node_labels(path: Path) -> tuple[str, dict[str, str]]:
 
     Returns the node name (``metadata.name``, else the file's stem) and its labels as strings.
     """
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read node labels file {str(path)!r}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"node labels file {str(path)!r} is not YAML or JSON: {exc}") from None
+    label = f"node labels file {str(path)!r}"
+    limits = inputfiles.SETTINGS
+    docs = inputfiles.parse_documents(inputfiles.read_text(path, label, limits), label, limits)
+    if len(docs) > 1:
+        raise InputError(f"{label}: expected one YAML document, found {len(docs)}")
+    doc = docs[0] if docs else None
     if not isinstance(doc, Mapping):
         raise InputError(
             f"node labels file {str(path)!r}: expected a map of labels or a Node object, "

@@ -15,10 +15,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from cudasched import inputfiles
 from cudasched.errors import InputError, VersionError
 from cudasched.labels import LabelScheme
 from cudasched.merge import AffinityMode
@@ -192,24 +192,34 @@ def _describe(exc: ValidationError, origin: str) -> str:
         elif msg.startswith("Value error, "):
             msg = msg.removeprefix("Value error, ")
         got = err.get("input")
-        suffix = "" if err["type"] in ("missing",) or isinstance(got, dict) else f" (got {got!r})"
-        lines.append(f"{loc}: {msg}{suffix}")
+        suffix = (
+            "" if err["type"] in ("missing",) or isinstance(got, dict) else f" (got {_show(got)})"
+        )
+        lines.append(f"{_clip(loc)}: {_clip(' '.join(msg.split()), 200)}{suffix}")
     return f"invalid {origin}: " + "; ".join(lines)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _show(value: object) -> str:
+    """A short one-line ``repr`` of a user's value for an error message (inputs are bounded by
+    :mod:`cudasched.inputfiles`, so the full ``repr`` is bounded too; only its start is shown)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        return "an over-long number"
+    return _clip(" ".join(text.split()))
 
 
 def load_config(path: str | Path | None) -> WebhookConfig:
     """Read the YAML configuration at ``path``; ``None`` gives the defaults."""
     if path is None:
         return WebhookConfig()
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"config file {str(p)!r} does not exist") from None
-    except OSError as exc:
-        raise InputError(f"cannot read config file {str(p)!r}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"config file {str(p)!r} is not valid YAML: {exc}") from None
-    return WebhookConfig.from_mapping(data, origin=f"config file {str(p)!r}")
+    label = f"config file {str(path)!r}"
+    limits = inputfiles.SETTINGS
+    docs = inputfiles.parse_documents(inputfiles.read_text(path, label, limits), label, limits)
+    if len(docs) > 1:
+        raise InputError(f"{label}: expected one YAML document, found {len(docs)}")
+    return WebhookConfig.from_mapping(docs[0] if docs else None, origin=label)

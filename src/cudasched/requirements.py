@@ -72,10 +72,21 @@ class Requirement:
 
     def record(self, policy: Policy) -> str:
         """The ``cudasched.io/requirement`` annotation value: what is needed, under which
-        policy (when not strict) and why, e.g. ``cuda>=12.8 [minor-compat] (image ...)``."""
+        policy (when not strict) and why, e.g. ``cuda>=12.8 [minor-compat] (image ...)``.
+
+        The source is cut to :data:`RECORD_SOURCE_CHARS` characters: it can quote an image
+        reference of any length, and the annotation must never push an object past the API
+        server's 256 KiB limit on all annotations together."""
         text = self.describe()
         if policy is not Policy.STRICT:
             text += f" [{policy.value}]"
         if self.source:
-            text += f" ({self.source})"
+            source = self.source
+            if len(source) > RECORD_SOURCE_CHARS:
+                source = source[: RECORD_SOURCE_CHARS - 1] + "…"
+            text += f" ({source})"
         return text
+
+
+#: The longest ``source`` a requirement record quotes.
+RECORD_SOURCE_CHARS = 256

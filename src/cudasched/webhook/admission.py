@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
@@ -46,7 +47,9 @@ from cudasched.resolution import (
     uses_gpu,
     wants_constraint,
 )
+from cudasched.webhook.bounded import BoundedMemo
 from cudasched.webhook.config import OnNoFit, WebhookConfig
+from cudasched.webhook.limits import over_limits
 from cudasched.webhook.memo import DecisionMemo
 from cudasched.webhook.patch import Scope, diff
 from cudasched.webhook.recall import RememberedAnswers
@@ -66,14 +69,9 @@ Kind = Literal["pod", "isvc"]
 
 _EXPECTED_KIND = {"pod": ("", "Pod"), "isvc": ("serving.kserve.io", "InferenceService")}
 _PREFERRED_WEIGHT = 100
-_MEMO_LIMIT = 4096
 
 #: Annotations cudasched writes or reads as switches; they do not declare a requirement.
 _NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
-
-
-# A miss in the merge memo (whose values may be None).
-_MISSING: Any = object()
 
 # Merge-memo keys embed the pod's own affinity; unusually large ones are merged every time.
 _MERGE_MEMO_MAX_KEY_BYTES = 16_384
@@ -169,13 +167,18 @@ class Admitter:
         self.config = config
         self.kb = kb
         self.images = images
-        # Compiled terms per (requirement, policy, scheme, GFD key generation): pure, so valid
-        # across snapshots; bounded, and a race between threads only computes an entry twice.
-        self._compiled: dict[tuple[Any, ...], tuple[list[dict[str, Any]] | None, str]] = {}
+        # Compiled terms per (requirement without its source, policy, scheme, GFD key
+        # generation): pure, so valid across snapshots; bounded in bytes, and a race between
+        # threads only computes an entry twice. The source is left out of the key because it
+        # can quote an image reference of any length and never changes the terms.
+        self._compiled: BoundedMemo[tuple[Any, ...], tuple[list[dict[str, Any]] | None, str]] = (
+            BoundedMemo(config.selector_cache_bytes)
+        )
         # Merged affinity per (the object's own affinity, our terms), as JSON: pods of one
         # Deployment or InferenceService repeat the same pair, and the merge re-validates our
-        # terms and copies the spec every time. Bounded like the compiled terms.
-        self._merged: dict[bytes, bytes | None] = {}
+        # terms and copies the spec every time. Bounded in bytes: the key holds the pod's own
+        # affinity, whose size the request chooses.
+        self._merged: BoundedMemo[bytes, bytes | None] = BoundedMemo(config.affinity_cache_bytes)
         # Whole answers per request-without-uid for the current snapshot (see memo.py), found
         # and stored through recall.py.
         self.memo = DecisionMemo(config.decision_cache_bytes)
@@ -263,12 +266,28 @@ class Admitter:
                 return Decision(req.uid, reason=f"not handled: {req.group}/{req.kind}")
             if req.obj is None:
                 return Decision(req.uid, reason="request has no object")
+            problem = over_limits(req.obj, self.config.limits)
+            if problem is not None:
+                return self._over_limits(req.uid, problem)
             if kind == "pod":
                 return self._pod(req, req.obj, state)
             return self._isvc(req, req.obj, state)
         except Exception as exc:  # the API server must always get an answer
             log.exception("admission of %s uid=%s failed", kind, req.uid)
             return self._internal_error(req.uid, exc)
+
+    def _over_limits(self, uid: str, problem: str) -> Decision:
+        """The failure mode's answer for an object over the work limits (bad input: HTTP 400
+        when denied)."""
+        fail_closed = self.config.fail_closed
+        return failure(
+            uid,
+            f"cudasched: {problem}; "
+            + ("request denied (failClosed)" if fail_closed else "admitted unchanged"),
+            deny=fail_closed,
+            code=400,
+            reason="over limits",
+        )
 
     def _internal_error(self, uid: str, exc: BaseException) -> Decision:
         """The failure mode's answer when admission itself failed."""
@@ -317,9 +336,9 @@ class Admitter:
             else requirement.describe()
         )
         scheme = state.scheme(self.config.label_scheme)
-        key = (requirement, policy, scheme, state.gfd_keys)
-        compiled = self._compiled.get(key)
-        if compiled is None:
+        key = (replace(requirement, source=""), policy, scheme, state.gfd_keys)
+        found = self._compiled.get(key)
+        if found is None:
             try:
                 compiled = (
                     compile_requirement(requirement, policy, scheme, self.kb, state.gfd_keys),
@@ -327,9 +346,9 @@ class Admitter:
                 )
             except InputError as exc:
                 compiled = (None, str(exc))
-            if len(self._compiled) >= _MEMO_LIMIT:
-                self._compiled.clear()
-            self._compiled[key] = compiled
+            self._compiled.put(key, compiled, len(orjson.dumps(compiled)))
+        else:
+            compiled = found[0]
         terms, error = compiled
         if terms is None:
             return None, f"cudasched: no node can ever run {what}: {error}"
@@ -351,15 +370,15 @@ class Admitter:
             return self._merge_affinity(out, terms)
         if len(key) > _MERGE_MEMO_MAX_KEY_BYTES:
             return self._merge_affinity(out, terms)
-        found = self._merged.get(key, _MISSING)
-        if found is _MISSING:
+        remembered = self._merged.get(key)
+        if remembered is None:
             merged = self._merge_affinity(
                 {"affinity": out["affinity"]} if "affinity" in out else {}, terms
             )
             found = orjson.dumps(merged["affinity"]) if "affinity" in merged else None
-            if len(self._merged) >= _MEMO_LIMIT:
-                self._merged.clear()
-            self._merged[key] = found
+            self._merged.put(key, found, len(key) + len(found or b""))
+        else:
+            found = remembered[0]
         if found is None:
             out.pop("affinity", None)
         else:

@@ -24,6 +24,7 @@ from cudasched.labels import LabelScheme
 from cudasched.merge import AffinityMode
 from cudasched.requirements import Policy
 from cudasched.versions import CudaVersion, parse_cuda
+from cudasched.webhook.limits import ObjectLimits
 
 __all__ = [
     "ClusterAccess",
@@ -154,7 +155,13 @@ class WebhookConfig(_Model):
     # Answers remembered for repeated requests (replicas of one template), per snapshot;
     # bounded in bytes, 0 turns it off. See cudasched.webhook.memo.
     decision_cache_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    # Merged affinities per (the object's own affinity, the requirement's terms), and compiled
+    # terms per requirement; both bounded in bytes, 0 turns them off. With the decision memo
+    # they stay well inside the Deployment's 256 MiB memory limit (see docs/security.md).
+    affinity_cache_bytes: int = Field(default=8 * 1024 * 1024, ge=0)
+    selector_cache_bytes: int = Field(default=2 * 1024 * 1024, ge=0)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    limits: ObjectLimits = Field(default_factory=ObjectLimits)
     kube: ClusterAccess = Field(default_factory=ClusterAccess)
 
     @field_validator("mode", "policy", "label_scheme", "on_no_fit", mode="before")

@@ -72,14 +72,26 @@ def _get(doc: Any, parts: Sequence[str]) -> Any:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """JSON equality: Python's ``==`` says ``1 == True == 1.0``, JSON does not."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
+    """JSON equality: Python's ``==`` says ``1 == True == 1.0``, JSON does not. Iterative, so
+    any nesting depth is fine; one value compared with itself costs nothing."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, Mapping):
+            if x.keys() != y.keys():
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif isinstance(x, list | tuple):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif not bool(x == y):
+            return False
+    return True
 
 
 def _diff_value(path: tuple[str, ...], old: Any, new: Any, depth: int, out: list[Op]) -> None:

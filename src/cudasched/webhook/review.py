@@ -30,6 +30,7 @@ __all__ = [
     "clip",
     "failure",
     "parse_review",
+    "printable",
     "review_uid",
 ]
 
@@ -90,7 +91,7 @@ class Decision:
                 "code": self.code or 403,
             }
         if self.warnings:
-            resp["warnings"] = list(self.warnings)
+            resp["warnings"] = [w if w.isprintable() else printable(w) for w in self.warnings]
         if self.audit:
             resp["auditAnnotations"] = dict(self.audit)
         return {"apiVersion": API_VERSION, "kind": REVIEW_KIND, "response": resp}
@@ -101,8 +102,21 @@ class Decision:
 
 
 def clip(text: str, limit: int = MAX_WARNING_CHARS) -> str:
-    """Shorten ``text`` to ``limit`` characters, marking the cut with an ellipsis."""
+    """Shorten ``text`` to ``limit`` characters, marking the cut with an ellipsis; control and
+    other unprintable characters (which a warning may quote from the user's object) are
+    escaped first, because the API server drops a warning that contains them."""
+    if not text.isprintable():
+        text = printable(text)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def printable(text: str) -> str:
+    """``text`` with every unprintable character written as a ``\\xNN`` / ``\\uNNNN``
+    escape (a tab or newline too: a warning is one line)."""
+    return "".join(
+        c if c.isprintable() else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+        for c in text
+    )
 
 
 def failure(uid: str, message: str, *, deny: bool, code: int, reason: str = "") -> Decision:

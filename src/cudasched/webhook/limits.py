@@ -1,0 +1,100 @@
+"""How much work one admission request may ask for, checked before any is done.
+
+The request body is capped in bytes (``server.maxBodyBytes``), but bytes are a poor measure of
+work: a 2.4 MB pod of empty lists decodes to 800,000 Python objects, and one with 10,000
+node-selector terms keeps a review thread busy for a second. So before deciding, one pass over
+the decoded object counts what the decision's cost grows with, and an object over any limit is
+answered at once by the failure mode (admitted without CUDA placement, or denied with code 400
+under ``failClosed``) instead of being decided.
+
+Where the API server itself bounds a quantity, the limit here is at or above it, so no object
+the API server would store is refused for it: an object must fit etcd's 1.5 MiB, which at three
+bytes per value (``"",``) is 524,288 values, below ``maxValues``. Where it sets no bound
+(containers, node-selector terms, expressions, values), the limits are far above what real
+workloads carry and keep the worst decision in the tens of milliseconds (measured figures are in
+docs/security.md). String lengths need no limit of their own: every step that reads a string is
+linear in it, and every string quoted back (warnings, the requirement annotation) is clipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+__all__ = ["ObjectLimits", "over_limits"]
+
+_CONTAINER_KEYS = frozenset({"containers", "initContainers", "ephemeralContainers"})
+_TERM_KEYS = frozenset({"nodeSelectorTerms", "preferredDuringSchedulingIgnoredDuringExecution"})
+_EXPRESSION_KEYS = frozenset({"matchExpressions", "matchFields"})
+
+
+class ObjectLimits(BaseModel):
+    """The ``limits:`` section of the webhook configuration."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+    #: Nesting of objects and arrays (a Pod's own schema nests about 20 levels).
+    max_depth: int = Field(default=100, ge=32, le=200)
+    #: JSON values (objects, arrays, strings, numbers, booleans, nulls) in the object.
+    max_values: int = Field(default=600_000, ge=1_000)
+    #: Containers, init containers and ephemeral containers, over every pod spec in the object.
+    max_containers: int = Field(default=10_000, ge=10)
+    #: Node-selector terms, required and preferred, over the whole object.
+    max_terms: int = Field(default=1_000, ge=10)
+    #: ``matchExpressions`` and ``matchFields`` entries, over the whole object.
+    max_expressions: int = Field(default=10_000, ge=10)
+    #: ``values`` of node-selector and label-selector requirements, over the whole object.
+    max_selector_values: int = Field(default=100_000, ge=100)
+
+
+def over_limits(obj: Mapping[str, Any], limits: ObjectLimits) -> str | None:
+    """What ``obj`` exceeds (a phrase for the answer's message), or ``None``.
+
+    One iterative pass (no recursion, whatever the nesting) that stops at the first limit
+    crossed, so an abusive object costs at most ``max_values`` steps."""
+    max_depth = limits.max_depth
+    budget = limits.max_values
+    containers = terms = expressions = values = 0
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    seen = 0
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            return f"object nested deeper than {max_depth} levels"
+        kind = type(node)
+        if kind is dict:
+            items = node.items()
+            seen += len(node)
+            for key, value in items:
+                vkind = type(value)
+                if vkind is list:
+                    if key in _CONTAINER_KEYS:
+                        containers += len(value)
+                    elif key in _TERM_KEYS:
+                        terms += len(value)
+                    elif key in _EXPRESSION_KEYS:
+                        expressions += len(value)
+                    elif key == "values":
+                        values += len(value)
+                    stack.append((value, depth + 1))
+                elif vkind is dict:
+                    stack.append((value, depth + 1))
+        elif kind is list:
+            seen += len(node)
+            stack.extend((item, depth + 1) for item in node if type(item) in (dict, list))
+        if seen > budget:
+            return f"object has more than {budget:,} values"
+    if containers > limits.max_containers:
+        return f"{containers:,} containers (at most {limits.max_containers:,})"
+    if terms > limits.max_terms:
+        return f"{terms:,} node-selector terms (at most {limits.max_terms:,})"
+    if expressions > limits.max_expressions:
+        return f"{expressions:,} selector expressions (at most {limits.max_expressions:,})"
+    if values > limits.max_selector_values:
+        return f"{values:,} selector values (at most {limits.max_selector_values:,})"
+    return None

@@ -49,11 +49,19 @@ from cudasched.resolution import (
 )
 from cudasched.webhook.bounded import BoundedMemo
 from cudasched.webhook.config import OnNoFit, WebhookConfig
-from cudasched.webhook.limits import over_limits
+from cudasched.webhook.limits import body_over_limits, over_limits
 from cudasched.webhook.memo import DecisionMemo
 from cudasched.webhook.patch import Scope, diff
-from cudasched.webhook.recall import RememberedAnswers
-from cudasched.webhook.review import Decision, Outcome, ReviewRequest, clip, failure, parse_review
+from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES, RememberedAnswers, canonical_split
+from cudasched.webhook.review import (
+    BadReviewError,
+    Decision,
+    Outcome,
+    ReviewRequest,
+    clip,
+    failure,
+    parse_review,
+)
 from cudasched.workloads import is_skipped
 
 if TYPE_CHECKING:
@@ -87,6 +95,7 @@ class Prepared(NamedTuple):
     request: ReviewRequest
     key: bytes | None
     raw_rest: bytes | None = None  # the body after its uid, when written like the API server
+    problem: str | None = None  # a work limit the body exceeds (then it is not decoded)
 
     @property
     def uid(self) -> str:
@@ -232,6 +241,15 @@ class Admitter:
         it is not an AdmissionReview v1) and compute its memo keys."""
         if kind not in _EXPECTED_KIND:
             raise InputError(f"invalid admission kind {kind!r}: expected 'pod' or 'isvc'")
+        if isinstance(body, bytes) and len(body) > MEMO_MAX_BODY_BYTES:
+            problem = body_over_limits(body, self.config.limits)
+            if problem is not None:
+                split = canonical_split(body)
+                if split is None:  # no uid to answer with without decoding
+                    raise BadReviewError(f"request body too complex: {problem}")
+                uid = split[0].decode("ascii")
+                empty = ReviewRequest(uid, "", "", "", "", "", None)
+                return Prepared(kind, empty, None, None, problem)
         req = parse_review(body)
         memo_key = self._remembered.request_key(kind, req, body) if key else None
         raw_rest = self._remembered.raw_rest(body, req.uid) if memo_key is not None else None
@@ -261,6 +279,8 @@ class Admitter:
     def _decide(self, prepared: Prepared, state: ClusterState) -> Decision:
         req = prepared.request
         kind = prepared.kind
+        if prepared.problem is not None:
+            return self._over_limits(req.uid, prepared.problem)
         try:
             if (req.group, req.kind) != _EXPECTED_KIND[kind] or req.sub_resource:
                 return Decision(req.uid, reason=f"not handled: {req.group}/{req.kind}")

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HEALTH_PATH",
     "ISVC_PATH",
+    "LARGE_BODY_BYTES",
     "METRICS_PATH",
     "POD_PATH",
     "READY_PATH",
@@ -71,6 +72,11 @@ METRICS_PATH = "/metrics"
 # 10 us per 4 KiB with orjson); larger ones are parsed in the review thread, under the deadline,
 # and never remembered.
 _INLINE_PARSE_BYTES = MEMO_MAX_BODY_BYTES
+
+#: Bodies larger than this are *large*: decided in their own lane (``large_review_threads``)
+#: and counted against ``large_bodies_in_flight_bytes`` while they are held. A real pod's
+#: review is a few KiB.
+LARGE_BODY_BYTES = MEMO_MAX_BODY_BYTES
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -183,6 +189,9 @@ class WebhookApp:
         fail_closed: bool = False,
         metrics: WebhookMetrics | None = None,
         review_threads: int = 4,
+        large_review_threads: int = 1,
+        large_bodies_in_flight_bytes: int = 16 * 1024 * 1024,
+        max_headers: int = 100,
     ) -> None:
         if max_body_bytes < 1:
             raise InputError(f"invalid max_body_bytes {max_body_bytes!r}: expected >= 1")
@@ -194,8 +203,22 @@ class WebhookApp:
         self.request_timeout = request_timeout
         self.fail_closed = fail_closed
         self.metrics = metrics if metrics is not None else WebhookMetrics()
+        if large_bodies_in_flight_bytes < max_body_bytes:
+            raise InputError(
+                f"invalid large_bodies_in_flight_bytes {large_bodies_in_flight_bytes!r}: "
+                f"expected at least max_body_bytes ({max_body_bytes})"
+            )
+        self.max_headers = max_headers
+        self.large_bodies_in_flight_bytes = large_bodies_in_flight_bytes
+        self._large_in_flight = 0  # bytes of large bodies held now (only the loop changes it)
         self._executor = ThreadPoolExecutor(
             max_workers=max(1, review_threads), thread_name_prefix="cudasched-review"
+        )
+        # Bodies over LARGE_BODY_BYTES are decided in their own lane, so however many arrive
+        # they occupy at most these threads (and the memory of that many decodes) while the
+        # ordinary reviews keep theirs.
+        self._large_executor = ThreadPoolExecutor(
+            max_workers=max(1, large_review_threads), thread_name_prefix="cudasched-large"
         )
         self._staged: StagedReviewer | None = (
             reviewer if isinstance(reviewer, StagedReviewer) else None
@@ -242,7 +265,7 @@ class WebhookApp:
                 try:
                     await self.source.stop()
                 finally:
-                    self._executor.shutdown(wait=False, cancel_futures=True)
+                    self.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -289,19 +312,25 @@ class WebhookApp:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.request_timeout
         outcome = "error"
+        held = [0]  # bytes of this request counted against large_bodies_in_flight_bytes
         try:
-            body = await self._read_body(scope, receive, deadline)
+            if len(scope["headers"]) > self.max_headers:
+                raise _BadRequest(
+                    431, f"{len(scope['headers'])} request headers (at most {self.max_headers})"
+                )
+            body = await self._read_body(scope, receive, deadline, held)
             answer, outcome = await self._decide(kind, path, body, deadline)
         except _BadRequest as exc:
             await _respond(
                 send,
                 exc.status,
                 (exc.message.replace("\n", " ") + "\n").encode(),
-                close=exc.status == 413,
+                close=exc.status in (413, 429, 431),
             )
         else:
             await _respond(send, 200, answer, content_type=b"application/json")
         finally:
+            self._large_in_flight -= held[0]
             counter = self._counted.get((path, outcome))
             if counter is None:
                 counter = self.metrics.requests.labels(endpoint=path, outcome=outcome)
@@ -309,8 +338,23 @@ class WebhookApp:
             counter.inc()
             self._latency[path].observe(time.perf_counter() - started)
 
-    async def _read_body(self, scope: dict[str, Any], receive: Receive, deadline: float) -> bytes:
+    def _hold(self, size: int, held: list[int]) -> None:
+        """Count ``size`` more bytes of a large body against the in-flight budget, or refuse
+        the request (429: the API server applies its failure policy) when it is spent."""
+        if self._large_in_flight + size > self.large_bodies_in_flight_bytes:
+            raise _BadRequest(
+                429,
+                "too many large admission requests in flight "
+                f"({self._large_in_flight} of {self.large_bodies_in_flight_bytes} bytes held)",
+            )
+        self._large_in_flight += size
+        held[0] += size
+
+    async def _read_body(
+        self, scope: dict[str, Any], receive: Receive, deadline: float, held: list[int]
+    ) -> bytes:
         limit = self.max_body_bytes
+        declared = None
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:
@@ -322,6 +366,8 @@ class WebhookApp:
                         413, f"request body of {declared} bytes exceeds the limit of {limit} bytes"
                     )
                 break
+        if declared is not None and declared > LARGE_BODY_BYTES:
+            self._hold(declared, held)
         chunks: list[bytes] = []
         size = 0
         try:
@@ -334,6 +380,9 @@ class WebhookApp:
                     size += len(chunk)
                     if size > limit:
                         raise _BadRequest(413, f"request body exceeds the limit of {limit} bytes")
+                    if size > LARGE_BODY_BYTES and size > held[0]:
+                        # No (or a lying) Content-Length: hold what arrives as it arrives.
+                        self._hold(size - held[0], held)
                     chunks.append(chunk)
                     if not message.get("more_body", False):
                         break
@@ -376,7 +425,8 @@ class WebhookApp:
                 return found
             future = loop.run_in_executor(self._executor, staged.answer, prepared, state)
         else:
-            future = loop.run_in_executor(self._executor, self._review, kind, body, state)
+            lane = self._executor if len(body) <= LARGE_BODY_BYTES else self._large_executor
+            future = loop.run_in_executor(lane, self._review, kind, body, state)
         try:
             async with asyncio.timeout_at(deadline):
                 answer, outcome = await future
@@ -430,6 +480,7 @@ class WebhookApp:
     def close(self) -> None:
         """Release the review threads (lifespan shutdown does this when served by uvicorn)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._large_executor.shutdown(wait=False, cancel_futures=True)
 
 
 async def _respond(
@@ -475,11 +526,16 @@ def build_app(
 ) -> WebhookApp:
     """The application for ``config``: limits, time budget and failure mode from
     ``config.server`` / ``config.failClosed``; the Admitter unless ``reviewer`` is given."""
+    server = config.server
     return WebhookApp(
         reviewer if reviewer is not None else default_reviewer(config),
         source,
-        max_body_bytes=config.server.max_body_bytes,
-        request_timeout=config.server.request_timeout_seconds,
+        max_body_bytes=server.max_body_bytes,
+        request_timeout=server.request_timeout_seconds,
         fail_closed=config.fail_closed,
         metrics=metrics,
+        review_threads=server.review_threads,
+        large_review_threads=server.large_review_threads,
+        large_bodies_in_flight_bytes=server.large_bodies_in_flight_bytes,
+        max_headers=server.max_headers,
     )

@@ -28,6 +28,7 @@ from cudasched.webhook.limits import ObjectLimits
 
 __all__ = [
     "ClusterAccess",
+    "HttpParser",
     "ImageOverride",
     "NamespaceFilter",
     "OnNoFit",
@@ -43,6 +44,15 @@ class OnNoFit(StrEnum):
     WARN = "warn"  # admit, constrain, and tell the user why it will stay Pending
     DENY = "deny"  # refuse the object with the reason
     ALLOW = "allow"  # admit silently
+
+
+class HttpParser(StrEnum):
+    """The HTTP/1.1 parser uvicorn serves with (``auto``: httptools when installed, else h11);
+    both get the same header limits (:mod:`cudasched.webhook.protocol`)."""
+
+    AUTO = "auto"
+    HTTPTOOLS = "httptools"
+    H11 = "h11"
 
 
 class _Model(BaseModel):
@@ -122,11 +132,23 @@ class ServerConfig(_Model):
     max_body_bytes: int = Field(default=3_145_728, ge=1024)
     request_timeout_seconds: float = Field(default=2.5, gt=0, le=30)
     workers: int | None = Field(default=None, ge=1)
+    # Limits against slow, oversized and numerous requests (docs/security.md says which threat
+    # each one answers).
+    http_parser: HttpParser = HttpParser.AUTO
+    max_header_bytes: int = Field(default=16_384, ge=1024, le=1_048_576)
+    max_headers: int = Field(default=100, ge=10, le=10_000)
+    header_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
+    max_connections: int = Field(default=512, ge=1)
+    review_threads: int = Field(default=4, ge=1, le=64)
+    large_review_threads: int = Field(default=1, ge=1, le=16)
+    large_bodies_in_flight_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
 
     @model_validator(mode="after")
     def _tls_pair(self) -> ServerConfig:
         if (self.cert_file is None) != (self.key_file is None):
             raise ValueError("certFile and keyFile must be given together")
+        if self.large_bodies_in_flight_bytes < self.max_body_bytes:
+            raise ValueError("largeBodiesInFlightBytes must be at least maxBodyBytes")
         return self
 
 

@@ -22,6 +22,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from cudasched.webhook.protocol import REASONS
+
 __all__ = [
     "CONTENT_TYPE",
     "KINDS",
@@ -89,6 +91,13 @@ class WebhookMetrics:
             ("endpoint",),
             registry=r,
         )
+        self.connections_refused = Counter(
+            "cudasched_webhook_connections_refused",
+            "Connections closed by a limit before a request was answered: too many open "
+            "connections, request head not complete in time, request head too large.",
+            ("reason",),
+            registry=r,
+        )
         self.cache_objects = Gauge(
             "cudasched_cache_objects",
             "Objects held in the watch cache, by kind.",
@@ -114,6 +123,8 @@ class WebhookMetrics:
         # Pre-create the children so dashboards see zeros instead of missing series.
         for kind in KINDS:
             self.cache_objects.labels(kind=kind).set(0)
+        for reason in REASONS:
+            self.connections_refused.labels(reason=reason).inc(0)
         self.cache_synced.set(0)
 
     def render(self) -> bytes:

@@ -171,7 +171,8 @@ def read_text(
     expected: str = "a YAML or JSON file",
 ) -> str:
     """:func:`read_bytes` decoded by :func:`decode`."""
-    return decode(read_bytes(path, label, limits, expected=expected), label)
+    what = expected.removeprefix("a ").removeprefix("an ")
+    return decode(read_bytes(path, label, limits, expected=expected), label, expected=what)
 
 
 # --------------------------------------------------------------------------- parsing

@@ -36,12 +36,18 @@ def _knowledge() -> Any:
 
 
 def _read_input(path: Path) -> str:
+    """A saved ``nvidia-smi`` output, through :mod:`cudasched.inputfiles` (regular file or
+    stdin, size cap, UTF-8)."""
+    from cudasched import inputfiles
+
+    expected = "a saved nvidia-smi output"
     try:
         if str(path) == "-":
-            return sys.stdin.read()
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        fail(f"cannot read {path}: {exc.strerror or exc}")
+            raw = inputfiles.read_stdin("standard input", inputfiles.SETTINGS)
+            return inputfiles.decode(raw, "standard input", expected=expected)
+        return inputfiles.read_text(path, str(path), inputfiles.SETTINGS, expected=expected)
+    except InputError as exc:
+        fail(str(exc))
 
 
 def probe_document(facts: Any, labels: dict[str, str]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
+from cudasched import inputfiles
 from cudasched.cli.app import EXIT_BAD_INPUT, EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.errors import InputError
 
@@ -50,13 +51,7 @@ def _load_cluster(path: Path | None) -> Any:
 def _state(snapshot: Any, kb: Any) -> Any:
     from cudasched.webhook.state import ClusterState
 
-    return ClusterState.from_objects(
-        snapshot.nodes,
-        snapshot.inference_services,
-        snapshot.serving_runtimes,
-        snapshot.cluster_serving_runtimes,
-        kb=kb,
-    )
+    return ClusterState.from_snapshot(snapshot, kb=kb)
 
 
 def _kind_of(body: bytes, given: str | None) -> str:
@@ -121,14 +116,14 @@ def mutate(
 
     try:
         if review is None or str(review) == "-":
-            body = sys.stdin.buffer.read()
+            body = inputfiles.read_stdin("standard input", inputfiles.SETTINGS)
         else:
-            try:
-                body = review.read_bytes()
-            except OSError as exc:
-                raise InputError(
-                    f"cannot read review file {str(review)!r}: {exc.strerror}"
-                ) from None
+            body = inputfiles.read_bytes(
+                review,
+                f"review file {str(review)!r}",
+                inputfiles.SETTINGS,
+                expected="an AdmissionReview JSON file",
+            )
         cfg = load_config(config)
         which = _kind_of(body, kind)
         admitter = Admitter.from_config(cfg)

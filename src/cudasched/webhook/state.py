@@ -24,6 +24,7 @@ from cudasched.webhook.bounded import BoundedMemo
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.snapshot import ClusterSnapshot
 
 __all__ = ["FIT_MEMO_BYTES", "ClusterState"]
 
@@ -85,6 +86,20 @@ class ClusterState:
         fleet.resolve_scheme(LabelScheme.AUTO)
         _ = fleet.gfd_keys
         return cls(fleet=fleet, synced=synced)
+
+    @classmethod
+    def from_snapshot(
+        cls, snapshot: ClusterSnapshot, *, kb: KnowledgeBase | None = None
+    ) -> ClusterState:
+        """The synced snapshot of a cluster dump (:mod:`cudasched.snapshot`): what
+        ``cudasched mutate`` and ``cudasched webhook --cluster`` decide against."""
+        return cls.from_objects(
+            snapshot.nodes,
+            snapshot.inference_services,
+            snapshot.serving_runtimes,
+            snapshot.cluster_serving_runtimes,
+            kb=kb,
+        )
 
     @property
     def nodes(self) -> tuple[Node, ...]:

@@ -75,7 +75,8 @@ def test_webhook_configuration_settings() -> None:
     assert set(hooks) == {"pods.cudasched.io", "inferenceservices.cudasched.io"}
     for hook in hooks.values():
         assert hook["admissionReviewVersions"] == ["v1"]
-        assert hook["sideEffects"] == "None"
+        side_effects = "NoneOnDryRun" if hook["name"].startswith("inference") else "None"
+        assert hook["sideEffects"] == side_effects
         assert hook["reinvocationPolicy"] == "IfNeeded"
         assert hook["failurePolicy"] == "Ignore"
         assert 1 <= hook["timeoutSeconds"] <= 5

@@ -11,6 +11,8 @@ Choices a reviewer should know about, each deliberate:
   requirement into their final affinity. The mutation is idempotent, so re-invocation is safe.
 * ``timeoutSeconds: 3``: the API server default is 10 s; admission answers from memory in
   milliseconds, so a short timeout bounds the damage of a stuck replica.
+* ``sideEffects``: ``None`` for pods; ``NoneOnDryRun`` for InferenceServices, on which the
+  webhook records a ``NoCompatibleNode`` Event when no node can run them (never for a dry run).
 * ``matchConditions`` skip pods that cannot need a GPU before the API server calls us at all:
   no ``nvidia.com/*`` resource, no resource claim, no ``cudasched.io/*`` annotation and no KServe
   label. The webhook re-checks everything itself, so the conditions only save round trips.
@@ -261,6 +263,8 @@ def workload_objects(
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "args": ["webhook", "--config", "/config/config.yaml"],
+        # Names this replica as the reportingInstance of its Events.
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
         "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
         "readinessProbe": {
             "httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"},
@@ -427,6 +431,8 @@ def webhook_configuration(
                 ],
                 "matchConditions": [{"name": "not-skipped", "expression": _NOT_SKIPPED}],
                 **common,
+                # Records a NoCompatibleNode Event on the service, never for a dry run.
+                "sideEffects": "NoneOnDryRun",
             },
         ],
     }

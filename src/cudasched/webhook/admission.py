@@ -26,7 +26,7 @@ second time.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -51,6 +51,7 @@ from cudasched.webhook.bounded import BoundedMemo
 from cudasched.webhook.config import OnNoFit, WebhookConfig
 from cudasched.webhook.limits import body_over_limits, over_limits
 from cudasched.webhook.memo import DecisionMemo
+from cudasched.webhook.nofit import REPORTED_KINDS, Placement
 from cudasched.webhook.patch import Scope, diff
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES, RememberedAnswers, canonical_split
 from cudasched.webhook.review import (
@@ -165,6 +166,32 @@ def _set_annotation(obj: dict[str, Any], key: str, value: str | None) -> None:
         meta["annotations"] = ann
 
 
+def _placement(
+    req: ReviewRequest,
+    obj: Mapping[str, Any],
+    no_fit: str | None,
+    check: tuple[Any, list[dict[str, Any]]] | None,
+) -> Placement | None:
+    """The placement to report for an object of a reported kind (``None`` for other kinds)."""
+    if (req.group, req.kind) not in REPORTED_KINDS:
+        return None
+    meta = metadata_of(obj)
+    name, uid = meta.get("name"), meta.get("uid")
+    api_version = obj.get("apiVersion")
+    if not isinstance(name, str) or not name:
+        return None
+    return Placement(
+        group=req.group,
+        kind=req.kind,
+        api_version=api_version if isinstance(api_version, str) else f"{req.group}/v1beta1",
+        namespace=str(meta.get("namespace") or req.namespace or ""),
+        name=name,
+        uid=uid if isinstance(uid, str) and uid else None,
+        no_fit=no_fit,
+        check=check,
+    )
+
+
 class Admitter:
     """Decides admission for pods and InferenceServices under one configuration.
 
@@ -192,6 +219,9 @@ class Admitter:
         # and stored through recall.py.
         self.memo = DecisionMemo(config.decision_cache_bytes)
         self._remembered = RememberedAnswers(self.memo)
+        # Told where each decided object of a reported kind can run (nofit.py), from the
+        # review thread; the server sets it. Never called for dry runs.
+        self.on_placement: Callable[[Placement], None] | None = None
 
     @classmethod
     def from_config(cls, config: WebhookConfig, kb: KnowledgeBase | None = None) -> Admitter:
@@ -274,6 +304,10 @@ class Admitter:
             return failed.render(), failed.outcome
         if prepared.key is not None and decision.outcome != "error":
             self._remembered.store(prepared.kind, prepared.key, prepared.raw_rest, decision, state)
+        observer = self.on_placement
+        placement = decision.placement
+        if observer is not None and placement is not None and not prepared.request.dry_run:
+            observer(placement)
         return rendered, decision.outcome
 
     def _decide(self, prepared: Prepared, state: ClusterState) -> Decision:
@@ -339,7 +373,7 @@ class Admitter:
 
     def _compile(
         self, requirement: Requirement, policy: Policy, state: ClusterState
-    ) -> tuple[list[dict[str, Any]] | None, str | None]:
+    ) -> tuple[list[dict[str, Any]] | None, str | None, tuple[Any, ...]]:
         """The node-selector terms for ``requirement`` in the cluster's label scheme, and the
         "no node can run it" message when it applies.
 
@@ -347,6 +381,7 @@ class Admitter:
         could ever satisfy): the pod is then annotated but its affinity is left alone, and the
         message always applies. Otherwise the message needs a synced snapshot, because an
         empty or half-listed cache must never produce warnings or denials.
+        The key of the terms (for :meth:`ClusterState.fits`) comes last.
         """
         what = (
             f"CUDA {requirement.cuda.release}"
@@ -371,12 +406,12 @@ class Admitter:
             compiled = found[0]
         terms, error = compiled
         if terms is None:
-            return None, f"cudasched: no node can ever run {what}: {error}"
+            return None, f"cudasched: no node can ever run {what}: {error}", key
         if not state.synced or not terms:
-            return terms, None
+            return terms, None, key
         if state.fits(key, terms):
-            return terms, None
-        return terms, f"cudasched: no node can run {what}; {state.drivers.describe()}"
+            return terms, None, key
+        return terms, f"cudasched: no node can run {what}; {state.drivers.describe()}", key
 
     def _merge(self, spec: Mapping[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:
         """``spec`` with ``terms`` merged into its node affinity (required or preferred, per
@@ -498,7 +533,7 @@ class Admitter:
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit = self._compile(requirement, policy, state)
+        terms, no_fit, _key = self._compile(requirement, policy, state)
 
         mutated = _pod_for_mutation(pod)
         if terms is not None:
@@ -563,11 +598,13 @@ class Admitter:
                 patch=tuple(ops),
                 outcome="patched" if ops else "unchanged",
                 reason="no requirement to enforce",
+                placement=_placement(req, full, None, None),
             )
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit = self._compile(requirement, policy, state)
+        terms, no_fit, key = self._compile(requirement, policy, state)
+        placement = _placement(req, full, no_fit, (key, terms) if terms is not None else None)
         _set_annotation(mutated, L.ANN_REQUIREMENT, record)
         scopes = [ann_scope]
         spec = mutated.get("spec")
@@ -583,13 +620,13 @@ class Admitter:
             try:
                 merged = self._merge({"affinity": base} if base else {}, terms)
             except InputError as exc:
-                return self._unconstrained(req, record, str(exc))
+                return replace(self._unconstrained(req, record, str(exc)), placement=placement)
             if merged.get("affinity"):
                 predictor["affinity"] = merged["affinity"]
                 scopes.append(Scope(("spec", "predictor", "affinity")))
         # Denying an UPDATE could wedge a service whose nodes went away (finalizer removal is
         # an UPDATE too), so only a CREATE is ever refused.
-        return self._finish(
+        decision = self._finish(
             req,
             isvc,
             mutated,
@@ -598,3 +635,4 @@ class Admitter:
             no_fit=no_fit,
             may_deny=req.operation == "CREATE",
         )
+        return replace(decision, placement=placement)

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,11 +39,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cudasched.errors import InputError
 from cudasched.webhook.metrics import CONTENT_TYPE, WebhookMetrics
+from cudasched.webhook.nofit import NoFitReporter, Placement
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES
 from cudasched.webhook.review import BadReviewError, failure, review_uid
 
 if TYPE_CHECKING:
-    from cudasched.webhook.config import WebhookConfig
+    from cudasched.webhook.config import EventSettings, WebhookConfig
     from cudasched.webhook.state import ClusterState
 
 __all__ = [
@@ -192,6 +195,8 @@ class WebhookApp:
         large_review_threads: int = 1,
         large_bodies_in_flight_bytes: int = 16 * 1024 * 1024,
         max_headers: int = 100,
+        events: EventSettings | None = None,
+        reporting_instance: str = "cudasched-webhook",
     ) -> None:
         if max_body_bytes < 1:
             raise InputError(f"invalid max_body_bytes {max_body_bytes!r}: expected >= 1")
@@ -238,6 +243,19 @@ class WebhookApp:
         self._remembered = {
             p: self.metrics.remembered_answers.labels(endpoint=p) for p in self._admission
         }
+        # Events and the gauge of admitted objects no node can run (nofit.py).
+        self.reporter: NoFitReporter | None = None
+        if events is not None and events.no_compatible_node:
+            self.reporter = NoFitReporter(
+                metrics=self.metrics,
+                client_of=lambda: getattr(source, "client", None),
+                lookup=_lookup_in(source),
+                state_of=lambda: source.state,
+                reporting_instance=reporting_instance,
+                interval=events.per_object_interval_seconds,
+            )
+            if hasattr(reviewer, "on_placement"):
+                reviewer.on_placement = self.reporter.observe
 
     # ------------------------------------------------------------------ ASGI entry point
 
@@ -256,6 +274,8 @@ class WebhookApp:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.source.start()
+                    if self.reporter is not None:
+                        await self.reporter.start()
                 except Exception as exc:
                     log.exception("start-up failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
@@ -263,6 +283,8 @@ class WebhookApp:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 try:
+                    if self.reporter is not None:
+                        await self.reporter.stop()
                     await self.source.stop()
                 finally:
                     self.close()
@@ -301,6 +323,11 @@ class WebhookApp:
         return 503, f"not ready: {reason}\n".encode(), b"text/plain; charset=utf-8"
 
     def _metrics(self) -> tuple[int, bytes, bytes]:
+        if self.reporter is not None:
+            try:
+                self.reporter.refresh()
+            except Exception:  # the other metrics must still be served
+                log.exception("refreshing the no-compatible-node gauge failed")
         return 200, self.metrics.render(), CONTENT_TYPE.encode()
 
     # ------------------------------------------------------------------ admission
@@ -503,6 +530,20 @@ async def _respond(
     await send({"type": "http.response.body", "body": b"" if head else body})
 
 
+def _lookup_in(source: StateSource) -> Callable[[Placement], Any]:
+    """Find a reported object in the source's current snapshot: the cached object or ``None``
+    for InferenceServices (the cache holds them), ``...`` for kinds it does not hold."""
+
+    def lookup(placement: Placement) -> Any:
+        if placement.kind != "InferenceService":
+            return ...
+        state = source.state
+        find = getattr(state, "inference_service", None)
+        return find(placement.namespace, placement.name) if find is not None else ...
+
+    return lookup
+
+
 # ---------------------------------------------------------------------- assembly
 
 
@@ -527,6 +568,7 @@ def build_app(
     """The application for ``config``: limits, time budget and failure mode from
     ``config.server`` / ``config.failClosed``; the Admitter unless ``reviewer`` is given."""
     server = config.server
+    instance = os.environ.get("POD_NAME") or socket.gethostname() or "cudasched-webhook"
     return WebhookApp(
         reviewer if reviewer is not None else default_reviewer(config),
         source,
@@ -538,4 +580,6 @@ def build_app(
         large_review_threads=server.large_review_threads,
         large_bodies_in_flight_bytes=server.large_bodies_in_flight_bytes,
         max_headers=server.max_headers,
+        events=config.events,
+        reporting_instance=instance,
     )

@@ -28,6 +28,7 @@ from cudasched.webhook.limits import ObjectLimits
 
 __all__ = [
     "ClusterAccess",
+    "EventSettings",
     "HttpParser",
     "ImageOverride",
     "NamespaceFilter",
@@ -161,6 +162,14 @@ class ClusterAccess(_Model):
     resync_seconds: int = Field(default=300, ge=1)
 
 
+class EventSettings(_Model):
+    """The ``events:`` section: the Warning Event on objects admitted that no node can run
+    (:mod:`cudasched.webhook.nofit`)."""
+
+    no_compatible_node: bool = True
+    per_object_interval_seconds: float = Field(default=600.0, ge=1, le=86_400)
+
+
 class WebhookConfig(_Model):
     """Everything the admission webhook can be told. Defaults are the safe production choice:
     required affinity, strict CUDA policy, warn (not deny) when nothing fits, fail open."""
@@ -184,6 +193,7 @@ class WebhookConfig(_Model):
     selector_cache_bytes: int = Field(default=2 * 1024 * 1024, ge=0)
     server: ServerConfig = Field(default_factory=ServerConfig)
     limits: ObjectLimits = Field(default_factory=ObjectLimits)
+    events: EventSettings = Field(default_factory=EventSettings)
     kube: ClusterAccess = Field(default_factory=ClusterAccess)
 
     @field_validator("mode", "policy", "label_scheme", "on_no_fit", mode="before")

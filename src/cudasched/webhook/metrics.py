@@ -98,6 +98,20 @@ class WebhookMetrics:
             ("reason",),
             registry=r,
         )
+        self.no_compatible_node = Gauge(
+            "cudasched_webhook_no_compatible_node_objects",
+            "Objects (InferenceServices, LLMInferenceServices) whose last admission found no "
+            "node able to run them and that no node of the current snapshot can run, by kind.",
+            ("kind",),
+            registry=r,
+        )
+        self.events = Counter(
+            "cudasched_webhook_events",
+            "Kubernetes Events the webhook tried to record, by reason and result (sent, failed, "
+            "rate_limited, dropped, not_stored, no_client).",
+            ("reason", "result"),
+            registry=r,
+        )
         self.cache_objects = Gauge(
             "cudasched_cache_objects",
             "Objects held in the watch cache, by kind.",

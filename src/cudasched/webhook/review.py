@@ -58,6 +58,7 @@ class ReviewRequest(NamedTuple):
     kind: str
     sub_resource: str
     obj: Mapping[str, Any] | None
+    dry_run: bool = False  # a dry run: the answer is the same, side effects (Events) are not
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,7 @@ class Decision:
     requirement: str = ""
     reason: str = ""
     audit: Mapping[str, str] = field(default_factory=dict)
+    placement: Any = None  # a nofit.Placement for reported kinds; never serialised
 
     def response(self) -> dict[str, Any]:
         """The AdmissionReview v1 response object (``patch`` base64-encoded JSON)."""
@@ -183,6 +185,7 @@ def parse_review(body: bytes | str) -> ReviewRequest:
         kind=str(gvk.get("kind") or ""),
         sub_resource=sub if isinstance(sub, str) else "",
         obj=obj if isinstance(obj, dict) else None,
+        dry_run=req.get("dryRun") is not False,  # anything but an explicit false: assume one
     )
 
 

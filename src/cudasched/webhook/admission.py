@@ -302,7 +302,10 @@ class Admitter:
             log.warning("answer for uid=%s could not be written: %s", decision.uid, exc)
             failed = self._internal_error(decision.uid, exc)
             return failed.render(), failed.outcome
-        if prepared.key is not None and decision.outcome != "error":
+        # Decisions that report a placement are not remembered: a repeat (the real request
+        # after a server-side dry run) must reach the reporter too. They are InferenceService
+        # admissions, rare next to the pods of their replicas.
+        if prepared.key is not None and decision.outcome != "error" and decision.placement is None:
             self._remembered.store(prepared.kind, prepared.key, prepared.raw_rest, decision, state)
         observer = self.on_placement
         placement = decision.placement

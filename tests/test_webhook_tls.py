@@ -348,9 +348,11 @@ def _handshake(url_port: int, ca_pem: bytes, cipher: str) -> str | None:
     except ssl.SSLError:
         return None  # this OpenSSL cannot offer it at all
     try:
-        with socket.create_connection(("127.0.0.1", url_port), timeout=5) as raw:
-            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
-                return tls.cipher()[0]
+        with (
+            socket.create_connection(("127.0.0.1", url_port), timeout=5) as raw,
+            ctx.wrap_socket(raw, server_hostname="localhost") as tls,
+        ):
+            return tls.cipher()[0]
     except (ssl.SSLError, OSError):
         return None
 

@@ -62,9 +62,9 @@ if TYPE_CHECKING:
     from cudasched.webhook.config import ServerConfig
 
 __all__ = [
+    "TLS12_CIPHERS",
     "ReloadingServerContext",
     "SelfSignedBundle",
-    "TLS12_CIPHERS",
     "TLSConfigError",
     "generate_self_signed",
     "load_server_context",

@@ -120,7 +120,11 @@ class _Guard:
             self.transport.write(
                 _431 + b"content-length: " + str(len(message)).encode() + b"\r\n\r\n" + message
             )
-            self.transport.close()
+            # Cut, not closed: a TLS close waits for the client's close_notify, reading and
+            # decrypting whatever it keeps sending meanwhile. The answer usually leaves with
+            # the write above (the socket takes it at once); if not, the client still sees the
+            # connection reset.
+            self.transport.abort()
 
     def _guard_lost(self) -> None:
         if self._head_timer is not None:

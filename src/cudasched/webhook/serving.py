@@ -159,7 +159,7 @@ def uvicorn_config(
 def make_server(config: uvicorn.Config, handshake_timeout: float) -> uvicorn.Server:
     """A uvicorn server whose listening sockets drop a TLS handshake that has not completed
     within ``handshake_timeout`` seconds (asyncio's default is 60 s, during which a silent
-    client holds a connection and its buffers)."""
+    client holds a connection and its buffers), and give a TLS close as long."""
     import uvicorn
 
     class _Server(uvicorn.Server):
@@ -170,6 +170,9 @@ def make_server(config: uvicorn.Config, handshake_timeout: float) -> uvicorn.Ser
             async def with_timeout(*args: Any, **kwargs: Any) -> Any:
                 if kwargs.get("ssl") is not None:
                     kwargs.setdefault("ssl_handshake_timeout", handshake_timeout)
+                    # A TLS close waits this long for the client's close_notify, reading and
+                    # dropping whatever it still sends (30 s by default).
+                    kwargs.setdefault("ssl_shutdown_timeout", handshake_timeout)
                 return await create_server(*args, **kwargs)
 
             # uvicorn calls loop.create_server itself; the loop instance's method is shadowed

@@ -8,8 +8,9 @@ uvicorn (0.54) bounds request bodies through the application, but not what comes
   arrive and answer ``431`` and close the connection once ``max_header_bytes`` is passed;
 * **time to send the head**: a connection that never sends a complete head (2,000 half-open
   connections stayed open for minutes) is closed ``header_timeout`` seconds after it was
-  opened, or after its previous response, whichever applies. Bodies have their own deadline
-  in the application (``requestTimeoutSeconds``);
+  opened, or after the first byte of its next request. An idle keep-alive connection is
+  uvicorn's to close (``timeout_keep_alive``); bodies have their own deadline in the
+  application (``requestTimeoutSeconds``);
 * **connections**: beyond ``max_connections`` open connections, a new one is closed at once.
 
 The number of header fields is checked by the application (431), the same for both parsers:
@@ -159,11 +160,6 @@ def _httptools_class() -> type[asyncio.Protocol]:
             self._head_complete()
             super().on_headers_complete()
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if self.timeout_keep_alive_task is not None:  # idle, waiting for the next request
-                self._start_head()
-
     return LimitedHttpToolsProtocol
 
 
@@ -184,15 +180,12 @@ def _h11_class() -> type[asyncio.Protocol]:
 
         def data_received(self, data: bytes) -> None:
             before = self.cycle
+            if not self._in_head and before is not None and before.response_complete:
+                self._start_head()  # the first bytes of the next request on this connection
             super().data_received(data)
             if self.cycle is not before:  # h11 delivered a complete request head
                 self._head_complete()
             self._after_data(len(data))
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if self.timeout_keep_alive_task is not None:
-                self._start_head()
 
     return LimitedH11Protocol
 

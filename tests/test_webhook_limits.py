@@ -19,7 +19,13 @@ from cudasched.snapshot import bundled_snapshot
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.bounded import ENTRY_OVERHEAD, BoundedMemo
 from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.limits import ObjectLimits, body_over_limits, over_limits
+from cudasched.webhook.limits import (
+    ObjectLimits,
+    body_over_limits,
+    over_limits,
+    small_body_checks,
+    too_deep,
+)
 from cudasched.webhook.review import BadReviewError
 from cudasched.webhook.state import ClusterState
 
@@ -58,7 +64,7 @@ def _affinity(pod: dict[str, Any], terms: list[Any]) -> None:
 
 def _deep(pod: dict[str, Any]) -> None:
     value: Any = "x"
-    for _ in range(150):
+    for _ in range(300):
         value = {"a": value}
     pod["metadata"]["annotations"]["deep"] = value
 
@@ -91,7 +97,7 @@ def _many_values(pod: dict[str, Any]) -> None:
 
 
 OVER = {
-    "depth": (_deep, "nested deeper than 100 levels"),
+    "depth": (_deep, "nested deeper than 254 levels"),
     "containers": (_containers, "containers (at most 10,000)"),
     "terms": (_terms, "node-selector terms (at most 1,000)"),
     "preferred": (_preferred, "node-selector terms (at most 1,000)"),
@@ -117,6 +123,29 @@ def test_over_limit_objects_get_the_failure_answer(
         assert decision.code == 400
     response = orjson.loads(admitter.review("pod", encode(doc), state))["response"]
     assert response["uid"] == doc["request"]["uid"] and "patch" not in response
+
+
+def test_small_bodies_are_judged_from_their_bytes() -> None:
+    """An ordinary review needs no full count (its braces and commas bound every count), only
+    the nesting check; a small body dense in braces gets the count."""
+    limits = ObjectLimits()
+    assert not small_body_checks(encode(review()), limits)
+    dense = review(lambda pod: _affinity(pod, [{}] * 2_000))
+    assert small_body_checks(encode(dense), limits)
+    assert too_deep(review(_deep)["request"]["object"]) == "object nested deeper than 254 levels"
+    assert too_deep(review()["request"]["object"]) is None
+
+
+@pytest.mark.parametrize("memo", [True, False])
+def test_deep_small_objects_are_refused_with_or_without_the_memo(
+    kb: KnowledgeBase, state: ClusterState, memo: bool
+) -> None:
+    config = WebhookConfig.from_mapping({} if memo else {"decisionCacheBytes": 0})
+    admitter = Admitter.from_config(config, kb=kb)
+    body = encode(review(_deep))
+    assert len(body) < 65_536 and not admitter.prepare("pod", body).count
+    answer = orjson.loads(admitter.review("pod", body, state))["response"]
+    assert "nested deeper than 254 levels" in answer["warnings"][0]
 
 
 def test_objects_at_realistic_sizes_are_decided(kb: KnowledgeBase, state: ClusterState) -> None:
@@ -161,8 +190,8 @@ def test_limits_are_settings(kb: KnowledgeBase, state: ClusterState) -> None:
     assert (
         Admitter.from_config(tight, kb=kb).decide("pod", encode(doc), state).reason == "over limits"
     )
-    with pytest.raises(Exception, match="maxDepth"):
-        WebhookConfig.from_mapping({"limits": {"maxDepth": 1000}})
+    with pytest.raises(Exception, match="maxTerms"):
+        WebhookConfig.from_mapping({"limits": {"maxTerms": 1}})
 
 
 def test_bounded_memo_holds_at_most_its_budget() -> None:

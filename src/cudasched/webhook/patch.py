@@ -73,24 +73,33 @@ def _get(doc: Any, parts: Sequence[str]) -> Any:
 
 def _same(a: Any, b: Any) -> bool:
     """JSON equality: Python's ``==`` says ``1 == True == 1.0``, JSON does not. Iterative, so
-    any nesting depth is fine; one value compared with itself costs nothing."""
+    any nesting depth is fine; a value compared with itself costs nothing."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if not isinstance(a, Mapping | list | tuple):
+        return bool(a == b)
     stack = [(a, b)]
     while stack:
         x, y = stack.pop()
-        if x is y:
-            continue
-        if type(x) is not type(y):
-            return False
         if isinstance(x, Mapping):
             if x.keys() != y.keys():
                 return False
-            stack.extend((x[k], y[k]) for k in x)
-        elif isinstance(x, list | tuple):
-            if len(x) != len(y):
-                return False
-            stack.extend(zip(x, y, strict=True))
-        elif not bool(x == y):
+            pairs: Any = ((v, y[k]) for k, v in x.items())
+        elif len(x) != len(y):
             return False
+        else:
+            pairs = zip(x, y, strict=True)
+        for v, w in pairs:
+            if v is w:
+                continue
+            if type(v) is not type(w):
+                return False
+            if isinstance(v, Mapping | list | tuple):
+                stack.append((v, w))
+            elif not bool(v == w):
+                return False
     return True
 
 

@@ -141,6 +141,8 @@ def small_body_checks(body: bytes, limits: ObjectLimits) -> bool:
     braces = body.count(b"{")
     if braces > min(limits.max_containers, limits.max_terms, limits.max_expressions):
         return True
+    if min(limits.max_values, limits.max_selector_values) >= len(body):
+        return False  # every value takes at least a byte: no need to count them
     values = braces + body.count(b"[") + body.count(b",")
     return values > min(limits.max_values, limits.max_selector_values)
 

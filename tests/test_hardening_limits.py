@@ -244,6 +244,17 @@ def test_oversized_request_head_is_refused_early(limited: RunningServer) -> None
     _ordinary_review_works(limited)
 
 
+def test_a_head_over_the_limit_in_one_read_is_refused_too(limited: RunningServer) -> None:
+    """20 KB of header sent at once arrives in one read: complete before the protocol can
+    count it, refused by the application with the same 431."""
+    with httpx.Client(
+        base_url=limited.url, verify=ssl.create_default_context(cadata=limited.ca_pem.decode())
+    ) as c:
+        resp = c.get("/healthz", headers={"x-big": "a" * 20_000})
+        assert resp.status_code == 431, resp.text
+        assert c.get("/healthz", headers={"x-ok": "a" * 10_000}).status_code == 200
+
+
 def test_header_fields_are_counted(limited: RunningServer) -> None:
     sock = _tls_client(limited)
     body = review("many-headers")

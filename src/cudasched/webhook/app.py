@@ -195,6 +195,7 @@ class WebhookApp:
         large_review_threads: int = 1,
         large_bodies_in_flight_bytes: int = 16 * 1024 * 1024,
         max_headers: int = 100,
+        max_header_bytes: int = 16_384,
         events: EventSettings | None = None,
         reporting_instance: str = "cudasched-webhook",
     ) -> None:
@@ -214,6 +215,7 @@ class WebhookApp:
                 f"expected at least max_body_bytes ({max_body_bytes})"
             )
         self.max_headers = max_headers
+        self.max_header_bytes = max_header_bytes
         self.large_bodies_in_flight_bytes = large_bodies_in_flight_bytes
         self._large_in_flight = 0  # bytes of large bodies held now (only the loop changes it)
         self._executor = ThreadPoolExecutor(
@@ -292,6 +294,11 @@ class WebhookApp:
                 return
 
     async def _http(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        refused = self._head_refusal(scope)
+        if refused is not None:
+            self.metrics.connections_refused.labels(reason="header_too_large").inc()
+            await _respond(send, 431, refused.encode(), close=True)
+            return
         path = scope["path"]
         method = scope["method"]
         kind = self._admission.get(path)
@@ -310,6 +317,21 @@ class WebhookApp:
             return
         status, body, content_type = handler()
         await _respond(send, status, body, content_type=content_type, head=method == "HEAD")
+
+    def _head_refusal(self, scope: dict[str, Any]) -> str | None:
+        """Why the request head is refused (431), or ``None``. The HTTP protocol already cuts
+        a head that grows past ``max_header_bytes`` while it arrives, but a head that comes in
+        one read of the transport (up to 256 KiB) is only complete here; the number of fields
+        is the same for every parser here too."""
+        headers = scope["headers"]
+        if len(headers) > self.max_headers:
+            return f"{len(headers)} request header fields (at most {self.max_headers})\n"
+        size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        for name, value in headers:
+            size += len(name) + len(value) + 4
+        if size > self.max_header_bytes:
+            return f"request head of {size} bytes (at most {self.max_header_bytes})\n"
+        return None
 
     # ------------------------------------------------------------------ plain endpoints
 
@@ -341,10 +363,6 @@ class WebhookApp:
         outcome = "error"
         held = [0]  # bytes of this request counted against large_bodies_in_flight_bytes
         try:
-            if len(scope["headers"]) > self.max_headers:
-                raise _BadRequest(
-                    431, f"{len(scope['headers'])} request headers (at most {self.max_headers})"
-                )
             body = await self._read_body(scope, receive, deadline, held)
             answer, outcome = await self._decide(kind, path, body, deadline)
         except _BadRequest as exc:
@@ -352,7 +370,7 @@ class WebhookApp:
                 send,
                 exc.status,
                 (exc.message.replace("\n", " ") + "\n").encode(),
-                close=exc.status in (413, 429, 431),
+                close=exc.status in (413, 429),
             )
         else:
             await _respond(send, 200, answer, content_type=b"application/json")
@@ -580,6 +598,7 @@ def build_app(
         large_review_threads=server.large_review_threads,
         large_bodies_in_flight_bytes=server.large_bodies_in_flight_bytes,
         max_headers=server.max_headers,
+        max_header_bytes=server.max_header_bytes,
         events=config.events,
         reporting_instance=instance,
     )

@@ -5,7 +5,9 @@ uvicorn (0.54) bounds request bodies through the application, but not what comes
 * **request head size**: with the httptools parser nothing caps it (a 96 MiB header was read
   for 57 s, and a 32 MiB one stalled every other request for 8 s); h11 refuses heads over its
   ``max_incomplete_event_size``. Both parsers here count the bytes of a request head as they
-  arrive and answer ``431`` and close the connection once ``max_header_bytes`` is passed;
+  arrive and answer ``431`` and cut the connection once ``max_header_bytes`` is passed, so at
+  most one read (256 KiB) past the limit is ever buffered (a head that arrives whole in one
+  read is measured by the application, same answer);
 * **time to send the head**: a connection that never sends a complete head (2,000 half-open
   connections stayed open for minutes) is closed ``header_timeout`` seconds after it was
   opened, or after the first byte of its next request. An idle keep-alive connection is
@@ -13,8 +15,8 @@ uvicorn (0.54) bounds request bodies through the application, but not what comes
   application (``requestTimeoutSeconds``);
 * **connections**: beyond ``max_connections`` open connections, a new one is closed at once.
 
-The number of header fields is checked by the application (431), the same for both parsers:
-the size cap already bounds their memory. Refusals are counted through ``on_refused`` with a
+The number of header fields is checked by the application too (431), the same for both
+parsers: the size cap already bounds their memory. Refusals are counted through ``on_refused`` with a
 closed vocabulary of reasons (``connections``, ``header_timeout``, ``header_too_large``).
 """
 

@@ -1,10 +1,12 @@
-"""The throughput cost of the webhook's connection limits (request head size and time,
-connection cap: ``cudasched.webhook.protocol``).
+"""The cost of the webhook's connection limits (request head size and time, connection cap:
+``cudasched.webhook.protocol``).
 
 Two servers run the same no-op-stack application (cudasched's server stack around a reviewer
 that decodes and allows): one on cudasched's limited httptools protocol, one on uvicorn's own.
 wrk saturates them in turn, alternating, several rounds, so a change in the machine's load
-hits both; the ratio unlimited/limited per round is what to read (1.0 = no cost).
+hits both. Two ratios per round: throughput (unlimited/limited, 1.0 = no cost), which moves
+with whatever else the shared machine runs, and the server process's CPU time per answered
+request (limited/unlimited, read from /proc), which moves much less: it is the one to trust.
 
 Run ``python -m benchmarks.protocol --help``.
 """
@@ -12,6 +14,7 @@ Run ``python -m benchmarks.protocol --help``.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -23,13 +26,21 @@ from benchmarks.common import loadavg, progress
 
 __all__ = ["main"]
 
+#: ``(limited req/s, unlimited req/s, limited CPU us/request, unlimited CPU us/request)``
+Round = tuple[float, float, float, float]
 
-def run(rounds: int, duration: float, bodies: int, connections: int) -> list[tuple[float, float]]:
-    """``(limited req/s, unlimited req/s)`` per round."""
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(rounds: int, duration: float, bodies: int, connections: int) -> list[Round]:
     from benchmarks import synth
     from cudasched.webhook.tls import generate_self_signed, write_self_signed
 
-    out: list[tuple[float, float]] = []
+    out: list[Round] = []
     with tempfile.TemporaryDirectory(prefix="cudasched-bench-") as tmp:
         cert, key, ca = write_self_signed(tmp, generate_self_signed(ip_addresses=("127.0.0.1",)))
         cluster = synth.make_cluster(50, 10, 10)
@@ -42,8 +53,10 @@ def run(rounds: int, duration: float, bodies: int, connections: int) -> list[tup
             start_server(_UNLIMITED, cert, key, ca) as unlimited,
         ):
             for number in range(1, rounds + 1):
-                rates = []
+                rates: list[float] = []
+                costs: list[float] = []
                 for server in (limited, unlimited):
+                    cpu = _cpu_seconds(server.process.pid)
                     found = wrk_load(
                         server.url,
                         bodies_file,
@@ -54,8 +67,12 @@ def run(rounds: int, duration: float, bodies: int, connections: int) -> list[tup
                     if found is None:
                         raise SystemExit("wrk is not installed (apt-get install wrk)")
                     rates.append(found.rps)
-                progress(f"round {number}: limited {rates[0]:,.0f}/s, unlimited {rates[1]:,.0f}/s")
-                out.append((rates[0], rates[1]))
+                    costs.append((_cpu_seconds(server.process.pid) - cpu) / max(found.ok, 1) * 1e6)
+                progress(
+                    f"round {number}: limited {rates[0]:,.0f}/s {costs[0]:.0f} us, "
+                    f"unlimited {rates[1]:,.0f}/s {costs[1]:.0f} us"
+                )
+                out.append((rates[0], rates[1], costs[0], costs[1]))
     return out
 
 
@@ -68,13 +85,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     before = loadavg()
     results = run(args.rounds, args.duration, args.bodies, args.connections)
-    ratios = [u / lim for lim, u in results]
     print(f"load average {before} -> {loadavg()}")
-    print("| round | limited req/s | unlimited req/s | unlimited/limited |")
-    print("|---|---|---|---|")
-    for number, ((lim, unl), ratio) in enumerate(zip(results, ratios, strict=True), start=1):
-        print(f"| {number} | {lim:,.0f} | {unl:,.0f} | {ratio:.3f} |")
-    print(f"| median | | | **{statistics.median(ratios):.3f}** |")
+    print(
+        "| round | limited req/s | unlimited req/s | unlimited/limited | limited CPU us/req "
+        "| unlimited CPU us/req | limited/unlimited CPU |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    rates, cpus = [], []
+    for number, (lim, unl, lim_cpu, unl_cpu) in enumerate(results, start=1):
+        rates.append(unl / lim)
+        cpus.append(lim_cpu / unl_cpu)
+        print(
+            f"| {number} | {lim:,.0f} | {unl:,.0f} | {rates[-1]:.3f} | {lim_cpu:.0f} "
+            f"| {unl_cpu:.0f} | {cpus[-1]:.3f} |"
+        )
+    print(
+        f"| median | | | {statistics.median(rates):.3f} | | | **{statistics.median(cpus):.3f}** |"
+    )
     return 0
 
 

@@ -16,8 +16,9 @@ uvicorn (0.54) bounds request bodies through the application, but not what comes
 * **connections**: beyond ``max_connections`` open connections, a new one is closed at once.
 
 The number of header fields is checked by the application too (431), the same for both
-parsers: the size cap already bounds their memory. Refusals are counted through ``on_refused`` with a
-closed vocabulary of reasons (``connections``, ``header_timeout``, ``header_too_large``).
+parsers: the size cap already bounds their memory. Refusals are counted through
+``on_refused`` with a closed vocabulary of reasons (``connections``, ``header_timeout``,
+``header_too_large``).
 """
 
 from __future__ import annotations
@@ -60,18 +61,27 @@ _431 = (
 )
 
 
+#: How often the open connections are checked for a head that takes too long.
+SWEEP_SECONDS = 0.5
+
+
 class _Guard:
-    """The limits, shared by both protocols (mixed in before uvicorn's class)."""
+    """The limits, shared by both protocols (mixed in before uvicorn's class).
+
+    The head timeout costs nothing per request: a connection notes when its head started (a
+    clock read), and one sweep per server and ``SWEEP_SECONDS`` closes the connections whose
+    head is overdue (a timer per request was measurable at thousands of requests a second)."""
 
     limits: ConnectionLimits = ConnectionLimits()
     # Provided by uvicorn's protocol classes.
     connections: set[Any]
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
+    server_state: Any
 
     def _guard_setup(self) -> None:
         self._refused = False
-        self._head_timer: asyncio.TimerHandle | None = None
+        self._head_started: float | None = None
         self._head_bytes = 0
         self._in_head = True
 
@@ -79,11 +89,30 @@ class _Guard:
         """Close ``transport`` at once when the server already holds ``max_connections``."""
         self._guard_setup()
         if len(self.connections) < self.limits.max_connections:
+            self._ensure_sweeper()
             return False
         self._refused = True
         transport.abort()
         self._count("connections")
         return True
+
+    def _ensure_sweeper(self) -> None:
+        """Start the server's sweep (once per server: it lives on uvicorn's shared state)."""
+        state = self.server_state
+        if getattr(state, "_cudasched_sweeping", False):
+            return
+        state._cudasched_sweeping = True
+        connections, loop, timeout = self.connections, self.loop, self.limits.header_timeout
+
+        def sweep() -> None:
+            now = loop.time()
+            for conn in list(connections):
+                started = getattr(conn, "_head_started", None)
+                if started is not None and conn._in_head and now - started > timeout:
+                    conn._head_timed_out()
+            loop.call_later(SWEEP_SECONDS, sweep)
+
+        loop.call_later(SWEEP_SECONDS, sweep)
 
     def _count(self, reason: str) -> None:
         if self.limits.on_refused is not None:
@@ -93,20 +122,16 @@ class _Guard:
         """A request head may start now: count its bytes and time it."""
         self._in_head = True
         self._head_bytes = 0
-        if self._head_timer is None:
-            self._head_timer = self.loop.call_later(
-                self.limits.header_timeout, self._head_timed_out
-            )
+        if self._head_started is None:
+            self._head_started = self.loop.time()
 
     def _head_complete(self) -> None:
         self._in_head = False
         self._head_bytes = 0
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        self._head_started = None
 
     def _head_timed_out(self) -> None:
-        self._head_timer = None
+        self._head_started = None
         if self._in_head and not self.transport.is_closing():
             self._count("header_timeout")
             self.transport.abort()
@@ -130,9 +155,8 @@ class _Guard:
             self.transport.abort()
 
     def _guard_lost(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        self._head_started = None
+        self._in_head = False
 
 
 def _httptools_class() -> type[asyncio.Protocol]:

@@ -65,6 +65,9 @@ _ALLOW_TAIL = b',"allowed":true}}'
 _FLOORS = ("noop", "noop-stack")
 _MUTATION = ("mutation", "mutation-nomemo")
 _SERVERS = _FLOORS + _MUTATION
+# The noop-stack floor on uvicorn's own httptools protocol, without cudasched's connection
+# limits (benchmarks/protocol.py compares the two).
+_UNLIMITED = "noop-stack-unlimited"
 
 _WRK_LUA = """
 -- POST the recorded AdmissionReviews (one JSON document per line) in turn.
@@ -226,7 +229,7 @@ def serve_main(args: argparse.Namespace) -> None:
     app: Any
     if args.app == "noop":
         app = NoopApp()
-    elif args.app == "noop-stack":
+    elif args.app in ("noop-stack", _UNLIMITED):
         app = build_noop_stack_app()
     else:
         app = build_mutation_app(args.cluster_file, memo=args.app == "mutation")
@@ -236,6 +239,8 @@ def serve_main(args: argparse.Namespace) -> None:
     sock.bind((HOST, 0))
     port = sock.getsockname()[1]
     config = uvicorn_config(app, tls, host=HOST, port=port, log_level="warning")
+    if args.app == _UNLIMITED:
+        config.http = "httptools"
     server = uvicorn.Server(config)
     tmp = Path(args.port_file + ".tmp")
     tmp.write_text(str(port))
@@ -780,7 +785,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, help="also write the results to this file")
     # internal roles (the server and the load generator run in their own processes)
     p.add_argument("--role", choices=("main", "server", "client"), default="main")
-    p.add_argument("--app", choices=_SERVERS, default="noop")
+    p.add_argument("--app", choices=(*_SERVERS, _UNLIMITED), default="noop")
     p.add_argument("--cert")
     p.add_argument("--key")
     p.add_argument("--port-file")

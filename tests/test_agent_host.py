@@ -8,7 +8,14 @@ import pytest
 
 from cudasched.agent.discovery import Discovery
 from cudasched.agent.facts import DiscoveryError, DriverFacts, GpuFacts, HostFacts, Reason
-from cudasched.agent.host import parse_os_release, read_host
+from cudasched.agent.host import (
+    DEFAULT_OS_RELEASE_PATHS,
+    NFD_OS_ID,
+    host_from_node,
+    parse_os_image,
+    parse_os_release,
+    read_host,
+)
 from cudasched.versions import CudaVersion, DriverVersion
 
 UBUNTU = """PRETTY_NAME="Ubuntu 22.04.4 LTS"
@@ -90,3 +97,76 @@ def test_chain_reports_the_most_telling_failure(first: str, second: str, expecte
         chain.probe()
     assert info.value.reason == expected
     assert "a" in str(info.value) and "b" in str(info.value)
+
+
+# --------------------------------------------------------------------------- from the Node
+
+NODE = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "gpu-1", "labels": {"kubernetes.io/hostname": "gpu-1"}},
+    "status": {
+        "nodeInfo": {
+            "osImage": "Ubuntu 22.04.4 LTS",
+            "kernelVersion": "5.15.0-105-generic",
+            "operatingSystem": "linux",
+        }
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("os_image", "expected"),
+    [
+        ("Ubuntu 22.04.4 LTS", ("ubuntu", "22.04")),
+        ("Ubuntu 24.04 LTS", ("ubuntu", "24.04")),
+        ("Red Hat Enterprise Linux CoreOS 415.92.202402201450-0 (Plow)", ("rhcos", "4.15")),
+        ("Red Hat Enterprise Linux 9.4 (Plow)", ("rhel", "9.4")),
+        ("Rocky Linux 9.3 (Blue Onyx)", ("rocky", "9.3")),
+        ("Debian GNU/Linux 12 (bookworm)", ("debian", "12")),
+        ("Amazon Linux 2", ("amzn", "2")),
+        ("Amazon Linux 2023.4.20240401", ("amzn", "2023")),
+        ("Bottlerocket OS 1.19.2 (aws-k8s-1.29)", ("bottlerocket", "1.19.2")),
+        ("Container-Optimized OS from Google", ("cos", None)),
+        ("Windows Server 2022 Datacenter", (None, None)),
+        ("", (None, None)),
+    ],
+)
+def test_os_from_kubelets_os_image(os_image: str, expected: tuple[str | None, str | None]) -> None:
+    assert parse_os_image(os_image) == expected
+
+
+def test_host_from_node_status() -> None:
+    assert host_from_node(NODE) == HostFacts("5.15.0-105-generic", "ubuntu", "22.04")
+
+
+def test_nfd_os_release_labels_win_over_os_image() -> None:
+    node = {
+        **NODE,
+        "metadata": {
+            "name": "gpu-1",
+            "labels": {
+                "feature.node.kubernetes.io/system-os_release.ID": "rhel",
+                "feature.node.kubernetes.io/system-os_release.VERSION_ID": "9.4",
+            },
+        },
+    }
+    assert host_from_node(node) == HostFacts("5.15.0-105-generic", "rhel", "9.4")
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {},
+        {"metadata": "x", "status": []},
+        {"metadata": {"labels": {NFD_OS_ID: {"a": 1}}}, "status": {"nodeInfo": {"osImage": 5}}},
+    ],
+)
+def test_malformed_nodes_give_empty_facts(node: dict[str, object]) -> None:
+    assert host_from_node(node) == HostFacts(None, None, None)
+
+
+def test_the_agent_never_reads_the_containers_os_release() -> None:
+    """In the DaemonSet /etc/os-release is the image's, not the host's: the default paths are
+    the host's own (for `cudasched probe` run on a node), with no /host mount expected."""
+    assert not any(p.startswith("/host") for p in DEFAULT_OS_RELEASE_PATHS)

@@ -56,7 +56,7 @@ class Scripted:
 
 
 NODES = kmock_lib.resource("v1/nodes")
-EVENTS = kmock_lib.resource("v1/events")
+EVENTS = kmock_lib.resource("events.k8s.io/v1/events")
 
 
 @pytest.fixture
@@ -167,15 +167,16 @@ async def test_failure_keeps_labels_sets_status_and_emits_event(
     (event,) = events(kmock)
     assert event["type"] == "Warning"
     assert event["reason"] == "CudaschedProbeFailed"
-    assert "driver-library-mismatch" in event["message"]
-    assert event["involvedObject"] == {
+    assert "driver-library-mismatch" in event["note"]
+    assert event["regarding"] == {
         "apiVersion": "v1",
         "kind": "Node",
         "name": NODE,
         "uid": "3f0c1c58-node-uid",
     }
     assert event["metadata"]["namespace"] == "default"
-    assert event["source"]["component"] == "cudasched-agent"
+    assert event["reportingController"] == "cudasched-agent"
+    assert event["deprecatedSource"]["host"] == NODE
 
     patch_count = len(patches(kmock))
     again = await agent.step()  # same failure again: no new patch, no new event

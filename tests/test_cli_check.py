@@ -158,7 +158,7 @@ def test_check_node_without_gpu_facts(tmp_path: Path) -> None:
             ["--gpu", "A100", "--driver", "550.90.07", "--cuda", "12.4", "--node-labels", "x.yaml"],
             "replaces --gpu",
         ),
-        (["--node-labels", "/nonexistent/labels.yaml", "--cuda", "12.4"], "cannot read"),
+        (["--node-labels", "/nonexistent/labels.yaml", "--cuda", "12.4"], "no such file"),
         (
             [
                 "--gpu",

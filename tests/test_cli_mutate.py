@@ -142,7 +142,7 @@ def test_mutate_explicit_kind_overrides(cluster_file: Path) -> None:
             ),
             "expected Pod or InferenceService",
         ),
-        (["/nonexistent/review.json"], "", "cannot read review file"),
+        (["/nonexistent/review.json"], "", "review file '/nonexistent/review.json': no such file"),
         (
             ["--cluster", "/nonexistent/cluster.yaml"],
             None,

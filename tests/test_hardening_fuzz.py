@@ -809,3 +809,113 @@ def test_unhashable_expression_key_is_not_an_internal_error(env: Env) -> None:
     review["request"]["object"]["spec"]["affinity"] = affinity
     decision = env.admitters["strict-deny"].decide("pod", encode(review), env.state)
     assert decision.outcome != "error", decision.warnings
+
+
+# --------------------------------------------------------------------------- typed parsers
+# Issue 13 item 7: values that used to raise from inside admission (an internal error: a 500
+# denial under failClosed, with a traceback in the log). Each is planted in the request object
+# and in the cluster objects admission reads (runtimes, nodes), where one bad ServingRuntime
+# used to break every predictor pod that used it.
+
+
+def _nested(depth: int) -> Any:
+    out: Any = "x"
+    for _ in range(depth):
+        out = {"a": out}
+    return out
+
+
+_HOSTILE = st.sampled_from(
+    [
+        "9" * 5000,  # past Python's 4,300-digit int() limit
+        "12." + "9" * 5000,
+        "cu" + "1" * 5000,
+        "١٢.٨",  # Arabic-Indic digits: not a version
+        "²²²²",
+        "12.4\n",
+        {"a": 1},  # a label value that is an object
+        ["12.4"],
+        None,
+        1e308,
+        -1,
+        True,
+        "x" * 300_000,
+        "\x00\x07",
+    ]
+).map(lambda v: v) | st.integers(120, 600).map(_nested)
+
+_REQUEST_PATHS = [
+    ("metadata", "annotations", L.ANN_CUDA_VERSION),
+    ("metadata", "annotations", L.ANN_MIN_COMPUTE),
+    ("metadata", "annotations", L.ANN_POLICY),
+    ("metadata", "annotations", L.ANN_SHIPS_CUDA_COMPAT),
+    ("metadata", "annotations", L.ANN_SKIP),
+    ("metadata", "labels", "serving.kserve.io/inferenceservice"),
+    ("metadata", "labels", "component"),
+    ("metadata", "name"),
+    ("metadata", "namespace"),
+    ("spec", "containers", 0, "image"),
+    ("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"),
+    ("spec", "nodeSelector", "nvidia.com/cuda.runtime.major"),
+]
+_ISVC_PATHS = [
+    ("metadata", "annotations", L.ANN_CUDA_VERSION),
+    ("metadata", "labels", "team"),
+    ("spec", "predictor", "model", "runtime"),
+    ("spec", "predictor", "model", "modelFormat", "name"),
+    ("spec", "predictor", "model", "modelFormat", "version"),
+]
+_CLUSTER_PLACES = [
+    ("runtime", "labels", L.ANN_CUDA_VERSION),
+    ("runtime", "annotations", "cpaas.io/cuda-version"),
+    ("runtime", "labels", "cpaas.io/accelerator-type"),
+    ("node", "labels", L.CUDA_CODE),
+    ("node", "labels", "nvidia.com/cuda.driver.major"),
+    ("node", "labels", "nvidia.com/gpu.product"),
+]
+
+
+def _not_an_internal_error(answer: bytes) -> dict[str, Any]:
+    response = orjson.loads(answer)["response"]
+    assert not any("internal error" in w for w in response.get("warnings", [])), response
+    assert response.get("status", {}).get("code") != 500, response
+    return response
+
+
+@fuzz(120)
+@given(
+    where=st.sampled_from(
+        [("pod", p) for p in _REQUEST_PATHS] + [("isvc", p) for p in _ISVC_PATHS]
+    ),
+    value=_HOSTILE,
+    which=st.sampled_from(["default", "strict-deny"]),
+)
+def test_hostile_values_in_requests_are_bad_input(
+    env: Env, where: tuple[str, tuple[Any, ...]], value: Any, which: str
+) -> None:
+    kind, path = where
+    review = load("isvc-create.json" if kind == "isvc" else "pod-predictor-triton.json")
+    _set(review["request"]["object"], path, value)
+    answer = env.admitters[which].review(kind, encode(review), env.state)  # type: ignore[arg-type]
+    _not_an_internal_error(answer)
+    check_answer(review, answer)
+
+
+@fuzz(60)
+@given(place=st.sampled_from(_CLUSTER_PLACES), value=_HOSTILE)
+def test_hostile_values_in_cluster_objects_are_bad_input(
+    env: Env, kb: KnowledgeBase, place: tuple[str, str, str], value: Any
+) -> None:
+    """A ServingRuntime or Node carrying such a value never turns the admissions that read it
+    into internal errors: the object is unreadable input for them, nothing more."""
+    what, part, key = place
+    cluster_runtimes, cluster_nodes = runtimes(), nodes()
+    for obj in cluster_runtimes if what == "runtime" else cluster_nodes:
+        obj["metadata"].setdefault(part, {})[key] = value
+    state = ClusterState.from_objects(cluster_nodes, isvcs(), [], cluster_runtimes, kb=kb)
+    admitter = env.admitters["strict-deny"]
+    for kind, name in (("pod", "pod-predictor-triton.json"), ("isvc", "isvc-create.json")):
+        review = load(name)
+        answer = admitter.review(kind, encode(review), state)  # type: ignore[arg-type]
+        _not_an_internal_error(answer)
+        check_answer(review, answer)

@@ -57,18 +57,16 @@ def test_every_object_is_schema_valid(mode: str) -> None:
             assert obj["apiVersion"] == "cert-manager.io/v1"
             continue
         assert_valid(obj)
-        if obj["kind"] not in {"Namespace", "ClusterRole", "ClusterRoleBinding"} and (
-            obj["kind"] != "MutatingWebhookConfiguration"
-        ):
+        cluster_scoped = {
+            "Namespace",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "MutatingWebhookConfiguration",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        }
+        if obj["kind"] not in cluster_scoped:
             assert obj["metadata"]["namespace"] == "gpu-system"
-
-
-def test_webhook_rbac_is_read_only() -> None:
-    role = _one(_render(), "ClusterRole", webhook.APP)
-    resources = {r for rule in role["rules"] for r in rule["resources"]}
-    assert resources == {"nodes", "inferenceservices", "servingruntimes", "clusterservingruntimes"}
-    for rule in role["rules"]:
-        assert set(rule["verbs"]) == {"get", "list", "watch"}
 
 
 def test_webhook_configuration_settings() -> None:
@@ -77,7 +75,8 @@ def test_webhook_configuration_settings() -> None:
     assert set(hooks) == {"pods.cudasched.io", "inferenceservices.cudasched.io"}
     for hook in hooks.values():
         assert hook["admissionReviewVersions"] == ["v1"]
-        assert hook["sideEffects"] == "None"
+        side_effects = "NoneOnDryRun" if hook["name"].startswith("inference") else "None"
+        assert hook["sideEffects"] == side_effects
         assert hook["reinvocationPolicy"] == "IfNeeded"
         assert hook["failurePolicy"] == "Ignore"
         assert 1 <= hook["timeoutSeconds"] <= 5
@@ -213,3 +212,130 @@ def test_skip_condition_reads_the_switch_like_the_webhook(value: str) -> None:
         },
     }
     assert _sent(programs, pod) is not is_skipped(pod["metadata"]["annotations"])
+
+
+# --------------------------------------------------------------------------- hardening (issue 13)
+
+
+def test_webhook_rbac_has_no_unused_verbs() -> None:
+    """The cache only lists and watches (never a single GET), and the webhook only creates
+    Events (events.k8s.io): nothing more is granted."""
+    role = _one(_render(), "ClusterRole", webhook.APP)
+    granted = {
+        (group, resource): set(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert granted == {
+        ("", "nodes"): {"list", "watch"},
+        ("serving.kserve.io", "inferenceservices"): {"list", "watch"},
+        ("serving.kserve.io", "servingruntimes"): {"list", "watch"},
+        ("serving.kserve.io", "clusterservingruntimes"): {"list", "watch"},
+        ("events.k8s.io", "events"): {"create"},
+    }
+
+
+def _webhook_pod_labels(objects: list[dict[str, Any]]) -> dict[str, str]:
+    deployment = _one(objects, "Deployment", webhook.APP)
+    return deployment["spec"]["template"]["metadata"]["labels"]
+
+
+def test_network_policy_admits_only_the_webhook_port_from_the_api_server_ranges() -> None:
+    objects = _render("--namespace", "gpu-system")
+    policy = _one(objects, "NetworkPolicy")
+    assert_valid(policy)
+    assert policy["metadata"]["namespace"] == "gpu-system"
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= _webhook_pod_labels(objects).items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": webhook.PORT, "protocol": "TCP"}]
+    assert all(set(peer) == {"ipBlock"} for peer in rule["from"])
+    cidrs = [peer["ipBlock"]["cidr"] for peer in rule["from"]]
+    # By default the private ranges where pod and node (and most control-plane) addresses live.
+    assert cidrs == list(webhook.DEFAULT_API_SERVER_CIDRS)
+    assert "0.0.0.0/0" not in cidrs
+
+    strict = _one(
+        _render("--api-server-cidr", "10.0.0.10/32", "--api-server-cidr", "fd00::1/128"),
+        "NetworkPolicy",
+    )
+    assert_valid(strict)
+    assert [p["ipBlock"]["cidr"] for p in strict["spec"]["ingress"][0]["from"]] == [
+        "10.0.0.10/32",
+        "fd00::1/128",
+    ]
+    assert not [o for o in _render("--no-network-policy") if o["kind"] == "NetworkPolicy"]
+
+
+@pytest.mark.parametrize("cidr", ["10.0.0.300/32", "10.0.0.0/33", "example.com", "", "10.0.0.1/8"])
+def test_bad_api_server_cidr_is_one_line_exit_2(cidr: str) -> None:
+    result = CliRunner().invoke(app, ["manifests", "--api-server-cidr", cidr])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cudasched: error: ") and "CIDR" in lines[0]
+
+
+def test_priority_class_is_an_option_with_a_quota_for_system_classes() -> None:
+    """system-cluster-critical outside kube-system needs a ResourceQuota scoped to that class
+    (GKE refuses the pods otherwise): the manifests ship one; another class needs none, and an
+    empty class drops the field."""
+    objects = _render("--namespace", "gpu-system")
+    pod_spec = _one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod_spec["priorityClassName"] == "system-cluster-critical"
+    quota = _one(objects, "ResourceQuota")
+    assert_valid(quota)
+    assert quota["metadata"]["namespace"] == "gpu-system"
+    assert quota["spec"]["scopeSelector"] == {
+        "matchExpressions": [
+            {
+                "scopeName": "PriorityClass",
+                "operator": "In",
+                "values": ["system-cluster-critical"],
+            }
+        ]
+    }
+    replicas = _one(objects, "Deployment")["spec"]["replicas"]
+    assert int(quota["spec"]["hard"]["pods"]) >= replicas + 1  # room for a rolling update
+
+    own = _render("--priority-class", "gpu-platform-critical")
+    assert _one(own, "Deployment")["spec"]["template"]["spec"]["priorityClassName"] == (
+        "gpu-platform-critical"
+    )
+    assert not [o for o in own if o["kind"] == "ResourceQuota"]
+    none = _render("--priority-class", "")
+    assert "priorityClassName" not in _one(none, "Deployment")["spec"]["template"]["spec"]
+    assert not [o for o in none if o["kind"] == "ResourceQuota"]
+
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def test_image_is_referenced_by_digest_when_one_is_given() -> None:
+    objects = _render("--image", "registry.example/cudasched:0.1.0", "--image-digest", DIGEST)
+    images = [
+        c["image"]
+        for o in objects
+        if o["kind"] in ("Deployment", "DaemonSet")
+        for c in o["spec"]["template"]["spec"]["containers"]
+    ]
+    assert images and set(images) == {f"registry.example/cudasched@{DIGEST}"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--image", ""],
+        ["--image", "", "--no-agent"],
+        ["--image", "has space:1"],
+        ["--image", "Registry/UPPER:1"],
+        ["--image-digest", "sha256:abc"],
+        ["--image-digest", "md5:" + "ab" * 16],
+    ],
+)
+def test_bad_image_is_one_line_exit_2(args: list[str]) -> None:
+    result = CliRunner().invoke(app, ["manifests", *args])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cudasched: error: ")

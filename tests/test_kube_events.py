@@ -1,7 +1,9 @@
-"""Recording Events, against the kmock API server with the real lightkube client."""
+"""Recording Events (events.k8s.io/v1), against the kmock API server with the real lightkube
+client."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -10,9 +12,16 @@ import pytest
 from lightkube import AsyncClient
 
 from cudasched.kube.client import make_client
-from cudasched.kube.events import NOTE_MAX_CHARS, EventRecorder, ObjectReference, record_event
+from cudasched.kube.events import (
+    FIELD_MAX_CHARS,
+    NOTE_MAX_CHARS,
+    EventRecorder,
+    ObjectReference,
+    record_event,
+)
 
-EVENTS = kmock_lib.resource("v1/events")
+EVENTS = kmock_lib.resource("events.k8s.io/v1/events")
+CORE_EVENTS = kmock_lib.resource("v1/events")
 POD = ObjectReference(api_version="v1", kind="Pod", name="llm-0", uid="pod-uid", namespace="ml")
 
 
@@ -27,21 +36,39 @@ def stored_events(kmock: Any) -> list[dict[str, Any]]:
     return [dict(obj.raw) for (res, _ns, _name), obj in kmock.objects.items() if res == EVENTS]
 
 
+def assert_valid_event(event: dict[str, Any]) -> None:
+    """What the API server's validation of an events.k8s.io/v1 Event checks."""
+    assert event["apiVersion"] == "events.k8s.io/v1" and event["kind"] == "Event"
+    # RFC 3339 with exactly six fractional digits (metav1.MicroTime).
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)", event["eventTime"]
+    )
+    assert event["type"] in ("Normal", "Warning")
+    for key in ("reason", "action", "reportingController", "reportingInstance"):
+        assert 0 < len(event[key]) <= FIELD_MAX_CHARS, key
+    assert len(event.get("note", "")) <= NOTE_MAX_CHARS
+    namespace = event["regarding"].get("namespace")
+    if namespace:
+        assert event["metadata"]["namespace"] == namespace
+
+
 async def test_event_regarding_a_namespaced_object(kmock: Any, client: AsyncClient) -> None:
     await record_event(
         client,
         regarding=POD,
         type="Warning",
-        reason="CudaschedNoFit",
+        reason="NoCompatibleNode",
+        action="Admit",
         note="no node runs CUDA 12.4",
         reporting_controller="cudasched-webhook",
         reporting_instance="cudasched-webhook-7d9f",
-        namespace="ml",
+        namespace="elsewhere",  # an Event lives with the namespaced object it is about
     )
     (event,) = stored_events(kmock)
+    assert_valid_event(event)
     assert event["metadata"]["namespace"] == "ml"
     assert event["metadata"]["name"].startswith("llm-0.")
-    assert event["involvedObject"] == {
+    assert event["regarding"] == {
         "apiVersion": "v1",
         "kind": "Pod",
         "name": "llm-0",
@@ -49,13 +76,13 @@ async def test_event_regarding_a_namespaced_object(kmock: Any, client: AsyncClie
         "uid": "pod-uid",
     }
     assert event["type"] == "Warning"
-    assert event["reason"] == "CudaschedNoFit"
-    assert event["message"] == "no node runs CUDA 12.4"
-    assert event["reportingComponent"] == "cudasched-webhook"
+    assert event["reason"] == "NoCompatibleNode"
+    assert event["action"] == "Admit"
+    assert event["note"] == "no node runs CUDA 12.4"
+    assert event["reportingController"] == "cudasched-webhook"
     assert event["reportingInstance"] == "cudasched-webhook-7d9f"
-    assert event["source"] == {"component": "cudasched-webhook"}  # no host given
-    assert event["count"] == 1
-    assert event["firstTimestamp"] == event["lastTimestamp"]
+    assert "deprecatedSource" not in event  # no host given
+    assert not [res for (res, _ns, _name) in kmock.objects if res == CORE_EVENTS]
 
 
 async def test_recorder_binds_controller_namespace_and_host(
@@ -66,17 +93,21 @@ async def test_recorder_binds_controller_namespace_and_host(
         reporting_controller="cudasched-agent",
         reporting_instance="gpu-1",
         host="gpu-1",
+        action="Probe",
     )
     node = ObjectReference(api_version="v1", kind="Node", name="gpu-1")
     await recorder.record(node, type="Normal", reason="A", note="first")
-    await recorder.record(node, type="Warning", reason="B", note="x" * 5000)
+    await recorder.record(node, type="Warning", reason="B" * 300, note="x" * 5000)
     events = sorted(stored_events(kmock), key=lambda e: e["reason"])
-    assert [e["reason"] for e in events] == ["A", "B"]
+    for event in events:
+        assert_valid_event(event)
+    assert [e["reason"] for e in events] == ["A", "B" * FIELD_MAX_CHARS]
     assert {e["metadata"]["namespace"] for e in events} == {"default"}
     assert len({e["metadata"]["name"] for e in events}) == 2  # never the same name twice
-    assert events[0]["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "gpu-1"}
-    assert events[1]["source"] == {"component": "cudasched-agent", "host": "gpu-1"}
-    assert events[1]["message"] == "x" * NOTE_MAX_CHARS
+    assert events[0]["regarding"] == {"apiVersion": "v1", "kind": "Node", "name": "gpu-1"}
+    assert events[0]["action"] == "Probe"
+    assert events[1]["deprecatedSource"] == {"component": "cudasched-agent", "host": "gpu-1"}
+    assert events[1]["note"] == "x" * NOTE_MAX_CHARS
 
 
 async def test_api_errors_propagate(kmock: Any, client: AsyncClient) -> None:

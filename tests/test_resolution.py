@@ -811,3 +811,29 @@ def test_resolve_workload_knows_llmisvc() -> None:
     assert req.cuda == CudaVersion(13, 0)
     _, req, _ = resolve_workload(yaml.safe_load(LLMISVC_POD), fleet, table)
     assert req.cuda == CudaVersion(13, 0)
+
+
+def test_requirement_needs_covers_every_rule_relevant_field() -> None:
+    """Caches of compiled terms key on ``Requirement.needs``: a field that decides placement
+    but is missing from it would let two different requirements share an answer (a gate once
+    was)."""
+    import dataclasses
+
+    from cudasched.requirecuda import gate_from_env
+    from cudasched.requirements import FrameworkBuild, Policy, Requirement
+    from cudasched.versions import ComputeCapability, CudaVersion
+
+    base = Requirement(cuda=CudaVersion(12, 4), source="a")
+    changed = {
+        "cuda": CudaVersion(12, 8),
+        "min_compute": ComputeCapability(8, 0),
+        "policy": Policy.MINOR_COMPAT,
+        "ships_cuda_compat": True,
+        "framework": FrameworkBuild("torch", "2.5.1+cu124", CudaVersion(12, 4)),
+        "gate": gate_from_env({"NVIDIA_REQUIRE_CUDA": "cuda>=12.4"}, "test"),
+    }
+    compared = {f.name for f in dataclasses.fields(Requirement) if f.compare} - {"source"}
+    assert compared == set(changed)
+    for name, value in changed.items():
+        assert dataclasses.replace(base, **{name: value}).needs != base.needs, name
+    assert dataclasses.replace(base, source="b" * 10_000).needs == base.needs

@@ -323,6 +323,11 @@ def test_repeats_are_remembered(
     for review in reviews:
         prepared = adm.prepare(kind_of(review), with_uid(review, "b"))  # type: ignore[arg-type]
         found = adm.recall(prepared, state)
+        if kind_of(review) == "isvc":
+            # InferenceService decisions report where the service can run (NoCompatibleNode
+            # Events, nofit.py), so a repeat is decided again rather than recalled.
+            assert found is None
+            continue
         assert found is not None
         assert found == adm.answer(prepared, state)
 

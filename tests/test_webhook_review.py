@@ -80,6 +80,7 @@ def test_parse_reads_the_fields_admission_needs() -> None:
             "kind": {"group": "serving.kserve.io", "version": "v1beta1", "kind": "Foo"},
             "subResource": "status",
             "object": obj,
+            "dryRun": False,
         }
     )
     assert parse_review(body) == ReviewRequest(
@@ -90,12 +91,14 @@ def test_parse_reads_the_fields_admission_needs() -> None:
         kind="Foo",
         sub_resource="status",
         obj=obj,
+        dry_run=False,
     )
     # Fields of the wrong type read as absent; they never raise.
     odd = envelope(
         {"uid": "u", "operation": "DELETE", "namespace": 3, "kind": "Pod", "object": [1]}
     )
-    assert parse_review(odd) == ReviewRequest("u", "DELETE", "", "", "", "", None)
+    # A request that does not say it is not a dry run is treated as one (no side effects).
+    assert parse_review(odd) == ReviewRequest("u", "DELETE", "", "", "", "", None, dry_run=True)
 
 
 @pytest.mark.parametrize(("body", "field"), _BAD_ENVELOPES)

@@ -41,7 +41,9 @@ def test_uvicorn_config_serves_the_app_over_the_reloading_context(tmp_path: Path
         assert config.log_config is None and config.access_log is False
         assert config.server_header is False and config.date_header is False
         assert config.timeout_graceful_shutdown == 7.0
-        assert config.http in ("httptools", "h11") and config.loop in ("uvloop", "asyncio")
+        assert config.http.__name__ in ("LimitedHttpToolsProtocol", "LimitedH11Protocol")
+        assert config.loop in ("uvloop", "asyncio")
+        assert config.timeout_keep_alive == 5
     finally:
         app.close()
 

@@ -328,3 +328,45 @@ def test_tls_1_1_is_refused(tmp_path: Path) -> None:
         trust = ssl.create_default_context(cadata=srv.ca_pem.decode())
         with httpx.Client(verify=trust) as c:
             assert c.get(f"{srv.url}/healthz").status_code == 200
+
+
+# --------------------------------------------------------------------------- cipher suites
+
+
+def _tls12_suites() -> list[str]:
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    probe.set_ciphers("ALL:@SECLEVEL=0")
+    return sorted({c["name"] for c in probe.get_ciphers() if c["protocol"] == "TLSv1.2"})
+
+
+def _handshake(url_port: int, ca_pem: bytes, cipher: str) -> str | None:
+    """The suite a TLS 1.2 client offering only ``cipher`` gets, or ``None`` when refused."""
+    ctx = ssl.create_default_context(cadata=ca_pem.decode())
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.set_ciphers(cipher + ":@SECLEVEL=0")
+    except ssl.SSLError:
+        return None  # this OpenSSL cannot offer it at all
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", url_port), timeout=5) as raw,
+            ctx.wrap_socket(raw, server_hostname="localhost") as tls,
+        ):
+            return tls.cipher()[0]
+    except (ssl.SSLError, OSError):
+        return None
+
+
+def test_tls12_offers_aead_suites_only() -> None:
+    """CBC (and any other non-AEAD) suite is refused; GCM and ChaCha20-Poly1305 are served.
+    TLS 1.3 suites are all AEAD."""
+    with serve_in_thread(object(), reviewer=_NoReviewer()) as srv:  # type: ignore[arg-type]
+        accepted = [c for c in _tls12_suites() if _handshake(srv.port, srv.ca_pem, c)]
+    assert accepted, "no TLS 1.2 suite accepted at all"
+    assert all("GCM" in c or "CHACHA20-POLY1305" in c for c in accepted), accepted
+    assert any("GCM" in c for c in accepted)
+
+
+class _NoReviewer:
+    def review(self, kind: str, body: bytes, state: Any) -> bytes:  # pragma: no cover
+        raise AssertionError("no admission request is sent")

@@ -22,7 +22,28 @@ class VersionError(InputError):
         self.kind = kind
         self.value = value
         self.expected = expected
-        super().__init__(f"invalid {kind} {value!r}: expected {expected}")
+        super().__init__(f"invalid {kind} {shown(value)}: expected {expected}")
+
+
+#: How much of a user's value an error message quotes.
+SHOWN_CHARS = 60
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for an error message, on one line and at most ``limit`` characters: a
+    message must stay one line even when the value is a 300 KB string, a deeply nested object
+    or an integer too long for ``repr``."""
+    if isinstance(value, dict | list | tuple | set) and len(value) > 8:
+        text = f"<a {type(value).__name__} of {len(value)} items>"
+    elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        text = f"<an integer of about {int(value.bit_length() * 0.30103)} digits>"
+    else:
+        try:
+            text = repr(value)
+        except Exception:  # a broken __repr__ must not turn bad input into a crash
+            text = f"<a {type(value).__name__}>"
+    text = " ".join(text.split()) if not text.isprintable() else text
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class KnowledgeError(CudaschedError):

@@ -55,7 +55,7 @@ _PATH_RE = re.compile(
     r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
 )
 _REQUIRE_TERM_RE = re.compile(r"^cuda\s*(>=|==|=|>)\s*(.*)$", re.IGNORECASE)
-_REQUIRE_VERSION_RE = re.compile(r"^\d{1,2}(?:\.\d{1,2}(?:\.\d{1,4})?)?$")
+_REQUIRE_VERSION_RE = re.compile(r"^\d{1,2}(?:\.\d{1,2}(?:\.\d{1,4})?)?\Z", re.ASCII)
 
 
 class ReleaseFacts(Protocol):

@@ -101,6 +101,8 @@ def parse_int64(text: str) -> int | None:
     Python's ``int()`` is far more permissive (spaces, ``_`` separators, non-ASCII digits) and has
     no range, so it would accept label values the scheduler rejects.
     """
+    if len(text) > 20:  # int64 has 19 digits; longer text is never in range (nor cheap to int())
+        return None
     if text.isdigit() and text.isascii():  # fast path: the common unsigned decimal
         value = int(text)
         return value if value <= _INT64_MAX else None

@@ -69,7 +69,7 @@ DERIVED_COMPUTE = "compute"  # from the GPU product name
 DERIVED_DATACENTER = "datacenter"  # from the GPU product name
 DERIVED_ARCH = "arch"  # from the compute capability
 
-_DIGITS = re.compile(r"^\d{1,18}$")
+_DIGITS = re.compile(r"^[0-9]{1,18}\Z")
 
 # Keys whose presence means "this node has (or had) an NVIDIA GPU", whatever their value.
 _GPU_HINT_KEYS = (

@@ -73,6 +73,21 @@ class Requirement:
     def is_empty(self) -> bool:
         return self.cuda is None and self.min_compute is None and self.framework is None
 
+    @property
+    def needs(self) -> tuple[object, ...]:
+        """Everything that decides where the workload may run, without the words that explain
+        it (``source`` may quote a request-sized image reference): the key of caches of
+        compiled terms, so two requirements that differ in any rule-relevant field (a gate,
+        a framework build) never share an answer."""
+        return (
+            self.cuda,
+            self.min_compute,
+            self.policy,
+            self.ships_cuda_compat,
+            self.framework,
+            self.gate,
+        )
+
     def describe(self) -> str:
         """Short human form, e.g. ``cuda>=12.4, cc>=8.0``."""
         parts = []
@@ -86,10 +101,21 @@ class Requirement:
 
     def record(self, policy: Policy) -> str:
         """The ``cudasched.io/requirement`` annotation value: what is needed, under which
-        policy (when not strict) and why, e.g. ``cuda>=12.8 [minor-compat] (image ...)``."""
+        policy (when not strict) and why, e.g. ``cuda>=12.8 [minor-compat] (image ...)``.
+
+        The source is cut to :data:`RECORD_SOURCE_CHARS` characters: it can quote an image
+        reference of any length, and the annotation must never push an object past the API
+        server's 256 KiB limit on all annotations together."""
         text = self.describe()
         if policy is not Policy.STRICT:
             text += f" [{policy.value}]"
         if self.source:
-            text += f" ({self.source})"
+            source = self.source
+            if len(source) > RECORD_SOURCE_CHARS:
+                source = source[: RECORD_SOURCE_CHARS - 1] + "…"
+            text += f" ({source})"
         return text
+
+
+#: The longest ``source`` a requirement record quotes.
+RECORD_SOURCE_CHARS = 256

@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 import yaml
 
+from cudasched import inputfiles
 from cudasched.errors import InputError
 from cudasched.resolution import REQUIRE_CUDA_ENV
 
@@ -73,21 +74,6 @@ WORKLOAD_KINDS = frozenset(
 
 BUNDLED_NAME = "bundled sample cluster"
 
-
-class _KubeYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """A safe loader that keeps unquoted timestamps as the strings they are written as.
-
-    The Kubernetes API returns ``creationTimestamp`` and friends as RFC 3339 strings, and
-    kubectl's YAML-to-JSON conversion keeps them strings too; plain PyYAML would turn a
-    hand-written, unquoted one into a ``datetime`` that no consumer expects.
-    """
-
-
-_KubeYamlLoader.add_constructor(
-    "tag:yaml.org,2002:timestamp", yaml.constructor.SafeConstructor.construct_yaml_str
-)
-
-_YAML_LOADER: Any = _KubeYamlLoader
 
 KubeObject = dict[str, Any]
 
@@ -349,9 +335,7 @@ def parse_objects(text: str, label: str = "<input>") -> list[KubeObject]:
     stripped = text.lstrip()
     if not stripped:
         raise InputError(f"{label}: empty file, expected Kubernetes objects in YAML or JSON")
-    is_json = stripped[0] in "{["
-    docs: list[Any] = [_parse_json(stripped, label)] if is_json else _parse_yaml(text, label)
-    docs = [d for d in docs if d is not None]
+    docs = [d for d in inputfiles.parse_documents(text, label, inputfiles.CLUSTER) if d is not None]
     if not docs:
         raise InputError(f"{label}: no YAML documents, expected Kubernetes objects")
     objects: list[KubeObject] = []
@@ -369,55 +353,16 @@ def parse_objects(text: str, label: str = "<input>") -> list[KubeObject]:
 
 
 def _read_source(source: Path | str | bytes, name: str | None) -> tuple[str, str]:
+    """The text of ``source`` (bytes, text, or a file read through :mod:`cudasched.inputfiles`,
+    which refuses devices, FIFOs, oversized and non-UTF-8 files) and its label."""
     if isinstance(source, bytes | bytearray):
-        return _decode(bytes(source), name or "<input>"), name or "<input>"
+        return inputfiles.decode(bytes(source), name or "<input>"), name or "<input>"
     if isinstance(source, str) and ("\n" in source or source.lstrip()[:1] in ("{", "[")):
         return source, name or "<input>"
     if not isinstance(source, str | Path):
         raise InputError(f"cannot load a cluster snapshot from {type(source).__name__}")
-    path = Path(source)
-    label = name or str(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{label}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{label}: is a directory, expected a YAML or JSON file") from None
-    except PermissionError:
-        raise InputError(f"{label}: permission denied") from None
-    except OSError as exc:
-        raise InputError(f"{label}: cannot read file ({exc.strerror or exc})") from None
-    return _decode(raw, label), label
-
-
-def _decode(raw: bytes, label: str) -> str:
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{label}: not UTF-8 text (byte {exc.start}); expected YAML or JSON"
-        ) from None
-
-
-def _parse_json(text: str, label: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise InputError(
-            f"{label}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
-
-
-def _parse_yaml(text: str, label: str) -> list[Any]:
-    try:
-        return list(yaml.load_all(text, Loader=_YAML_LOADER))  # noqa: S506 - a safe loader
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = exc.problem or exc.context or "syntax error"
-        raise InputError(f"{label}: invalid YAML{where}: {problem}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{label}: invalid YAML: {exc}") from None
+    label = name or str(source)
+    return inputfiles.read_text(source, label, inputfiles.CLUSTER), label
 
 
 def _expand(doc: Any, label: str, where: str) -> list[KubeObject]:

@@ -29,12 +29,22 @@ __all__ = [
     "parse_driver",
 ]
 
-_DRIVER_RE = re.compile(r"^[rR]?(\d{2,4})\.(\d{1,4})(?:\.(\d{1,4}))?$")
-_CUDA_DOTTED_RE = re.compile(r"^(?:cuda[-_ ]?|v)?(\d{1,2})(?:\.(\d{1,2}))?(?:\.(\d{1,4}))?$", re.I)
-_CUDA_CU_RE = re.compile(r"^cu(\d{2,4})$", re.I)
-_CC_DOTTED_RE = re.compile(r"^(\d{1,2})\.(\d)$")
-_CC_SM_RE = re.compile(r"^(?:sm|compute)_?(\d{2,3})[af]?$", re.I)
-_CC_INT_RE = re.compile(r"^(\d{2,3})$")
+# ASCII digits only: Python's \d also matches other scripts' digits (Arabic-Indic, Devanagari...),
+# which no driver, toolkit or label ever prints. \Z, not $: "12.4\n" is not a version.
+_A = re.ASCII
+_DRIVER_RE = re.compile(r"^[rR]?(\d{2,4})\.(\d{1,4})(?:\.(\d{1,4}))?\Z", _A)
+_CUDA_DOTTED_RE = re.compile(
+    r"^(?:cuda[-_ ]?|v)?(\d{1,2})(?:\.(\d{1,2}))?(?:\.(\d{1,4}))?\Z", re.I | _A
+)
+_CUDA_CU_RE = re.compile(r"^cu(\d{2,4})\Z", re.I | _A)
+_CUDA_CODE_RE = re.compile(r"^\d{4,6}\Z", _A)
+_CC_DOTTED_RE = re.compile(r"^(\d{1,2})\.(\d)\Z", _A)
+_CC_SM_RE = re.compile(r"^(?:sm|compute)_?(\d{2,3})[af]?\Z", re.I | _A)
+_CC_INT_RE = re.compile(r"^(\d{2,3})\Z", _A)
+
+# Longer input is never a version; refusing it first keeps every later step cheap (and out of
+# Python's 4,300-digit limit on int()).
+_MAX_TEXT = 64
 
 _DRIVER_FORMS = "MAJOR.MINOR[.REVISION] such as 535.104.05, 570.26 or 570.124.6"
 _CUDA_FORMS = "MAJOR[.MINOR[.PATCH]] (12, 12.4, 12.4.1), a wheel tag (cu124) or a code (12040)"
@@ -133,8 +143,10 @@ class ComputeCapability:
 def _text(kind: str, value: object, forms: str) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise VersionError(kind, value, forms)
+    if isinstance(value, int) and not -(10**_MAX_TEXT) < value < 10**_MAX_TEXT:
+        raise VersionError(kind, value, forms)
     text = str(value).strip()
-    if not text:
+    if not text or len(text) > _MAX_TEXT:
         raise VersionError(kind, value, forms)
     return text
 
@@ -163,7 +175,7 @@ def parse_cuda(value: str | int | CudaVersion) -> CudaVersion:
         digits = m.group(1)
         # The last digit of a wheel tag is the minor version: cu92 -> 9.2, cu124 -> 12.4.
         return CudaVersion(int(digits[:-1]), int(digits[-1]))
-    if text.isdigit() and len(text) >= 4:
+    if _CUDA_CODE_RE.match(text):
         return CudaVersion.from_code(int(text))
     m = _CUDA_DOTTED_RE.match(text)
     if not m or int(m.group(1)) == 0:

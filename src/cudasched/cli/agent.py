@@ -36,12 +36,18 @@ def _knowledge() -> Any:
 
 
 def _read_input(path: Path) -> str:
+    """A saved ``nvidia-smi`` output, through :mod:`cudasched.inputfiles` (regular file or
+    stdin, size cap, UTF-8)."""
+    from cudasched import inputfiles
+
+    expected = "a saved nvidia-smi output"
     try:
         if str(path) == "-":
-            return sys.stdin.read()
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        fail(f"cannot read {path}: {exc.strerror or exc}")
+            raw = inputfiles.read_stdin("standard input", inputfiles.SETTINGS)
+            return inputfiles.decode(raw, "standard input", expected=expected)
+        return inputfiles.read_text(path, str(path), inputfiles.SETTINGS, expected=expected)
+    except InputError as exc:
+        fail(str(exc))
 
 
 def probe_document(facts: Any, labels: dict[str, str]) -> dict[str, Any]:
@@ -95,6 +101,24 @@ def probe(
         doc = probe_document(facts, labels)
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     raise typer.Exit(EXIT_OK)
+
+
+async def _host_facts(client: Any, node_name: str | None) -> Any:
+    """Kernel and OS of this node, read once: from the Node object when the agent has API
+    access (the DaemonSet mounts nothing from the host), else the kernel alone (the
+    container's own /etc/os-release would describe the image, not the host)."""
+    from cudasched.agent.facts import HostFacts
+    from cudasched.agent.host import host_from_node, read_host
+
+    if client is not None and node_name:
+        from lightkube.resources.core_v1 import Node
+
+        try:
+            node = await client.get(Node, node_name)
+            return host_from_node(node.to_dict())
+        except Exception as exc:  # informational only: never stop labelling for it
+            logging.getLogger("cudasched.agent").warning("node %s not read: %s", node_name, exc)
+    return HostFacts(kernel_release=read_host(os_release_paths=()).kernel_release)
 
 
 @app.command("agent")
@@ -175,9 +199,10 @@ def agent(
 
     async def main() -> int:
         kb = _knowledge()
+        host = await _host_facts(client, node_name)
         with NvmlSession() as session:
             the_agent = Agent(
-                default_discovery(kb=kb, session=session),
+                default_discovery(kb=kb, session=session, host=lambda: host),
                 publisher,
                 events,
                 gfd_compatible=gfd_compatible,

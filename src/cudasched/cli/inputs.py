@@ -266,14 +266,14 @@ def load_node_labels(path: Path) -> tuple[str, dict[str, str]]:
 
     Returns the node name (``metadata.name``, else the file's stem) and its labels as strings.
     """
-    import yaml
+    from cudasched import inputfiles
 
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read node labels file {str(path)!r}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"node labels file {str(path)!r} is not YAML or JSON: {exc}") from None
+    label = f"node labels file {str(path)!r}"
+    limits = inputfiles.SETTINGS
+    docs = inputfiles.parse_documents(inputfiles.read_text(path, label, limits), label, limits)
+    if len(docs) > 1:
+        raise InputError(f"{label}: expected one YAML document, found {len(docs)}")
+    doc = docs[0] if docs else None
     if not isinstance(doc, Mapping):
         raise InputError(
             f"node labels file {str(path)!r}: expected a map of labels or a Node object, "
@@ -333,10 +333,4 @@ def cluster_state(snapshot: ClusterSnapshot, kb: KnowledgeBase) -> ClusterState:
     ``demo`` decide against it exactly as the in-cluster webhook does)."""
     from cudasched.webhook.state import ClusterState
 
-    return ClusterState.from_objects(
-        snapshot.nodes,
-        snapshot.inference_services,
-        snapshot.serving_runtimes,
-        snapshot.cluster_serving_runtimes,
-        kb=kb,
-    )
+    return ClusterState.from_snapshot(snapshot, kb=kb)

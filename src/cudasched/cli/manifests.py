@@ -10,7 +10,15 @@ import typer
 from cudasched.cli.app import app, fail
 from cudasched.errors import InputError
 from cudasched.install.agent import daemonset_objects
-from cudasched.install.webhook import DEFAULT_IMAGE, DEFAULT_NAMESPACE, all_objects, to_yaml
+from cudasched.install.webhook import (
+    DEFAULT_API_SERVER_CIDRS,
+    DEFAULT_IMAGE,
+    DEFAULT_NAMESPACE,
+    DEFAULT_PRIORITY_CLASS,
+    all_objects,
+    checked_image,
+    to_yaml,
+)
 from cudasched.webhook.tls import generate_self_signed
 
 
@@ -42,6 +50,37 @@ def manifests_command(
     agent: Annotated[
         bool, typer.Option("--agent/--no-agent", help="Include the node agent DaemonSet.")
     ] = True,
+    image_digest: Annotated[
+        str | None,
+        typer.Option(
+            "--image-digest",
+            help="Reference the image by this digest (sha256:...) instead of its tag.",
+        ),
+    ] = None,
+    api_server_cidr: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--api-server-cidr",
+            help="Address range the API server calls the webhook from (repeatable); the "
+            "NetworkPolicy admits only these to the webhook port. Default: the private ranges "
+            f"{', '.join(DEFAULT_API_SERVER_CIDRS)}.",
+        ),
+    ] = None,
+    network_policy: Annotated[
+        bool,
+        typer.Option(
+            "--network-policy/--no-network-policy",
+            help="Include the NetworkPolicy of the webhook port.",
+        ),
+    ] = True,
+    priority_class: Annotated[
+        str,
+        typer.Option(
+            "--priority-class",
+            help="PriorityClass of the webhook pods ('' for none); a system-* class comes with "
+            "the ResourceQuota it needs outside kube-system.",
+        ),
+    ] = DEFAULT_PRIORITY_CLASS,
 ) -> None:
     """Print the install manifests as multi-document YAML (pipe to ``kubectl apply -f -``).
 
@@ -50,6 +89,8 @@ def manifests_command(
     MutatingWebhookConfiguration, TLS objects and, unless ``--no-agent``, the node agent DaemonSet.
     """
     try:
+        image = checked_image(image, image_digest)
+        cidrs = (api_server_cidr or DEFAULT_API_SERVER_CIDRS) if network_policy else None
         cert_pem = key_pem = None
         if not cert_manager:
             bundle = generate_self_signed(namespace=namespace, ip_addresses=())
@@ -64,6 +105,8 @@ def manifests_command(
             ca_pem=None if cert_manager else ca_pem,
             fail_closed=fail_closed,
             agent_objects=daemonset_objects(namespace, image) if agent else (),
+            api_server_cidrs=cidrs,
+            priority_class=priority_class,
         )
     except InputError as exc:
         fail(str(exc))

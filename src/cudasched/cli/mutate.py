@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
+from cudasched import inputfiles
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
 from cudasched.errors import InputError
@@ -116,14 +117,14 @@ def mutate(
 
     try:
         if review is None or str(review) == "-":
-            body = sys.stdin.buffer.read()
+            body = inputfiles.read_stdin("standard input", inputfiles.SETTINGS)
         else:
-            try:
-                body = review.read_bytes()
-            except OSError as exc:
-                raise InputError(
-                    f"cannot read review file {str(review)!r}: {exc.strerror}"
-                ) from None
+            body = inputfiles.read_bytes(
+                review,
+                f"review file {str(review)!r}",
+                inputfiles.SETTINGS,
+                expected="an AdmissionReview JSON file",
+            )
         cfg = load_config(config)
         if kind is not None:
             _kind_of(b"", kind)  # a bad --kind is said before the input is read

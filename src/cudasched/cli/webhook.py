@@ -3,6 +3,10 @@
 The command only assembles what :mod:`cudasched.webhook.serving` and
 :mod:`cudasched.webhook.cache` provide; flags override the matching configuration fields so a
 quick local run needs no file (``cudasched webhook --self-signed --kubeconfig ~/.kube/config``).
+
+With ``--cluster FILE`` the decisions come from a fixed snapshot (the same List the other
+commands read) instead of the API server: admission behaviour can be tested offline and in CI,
+and load and attack tests run against the real server process.
 """
 
 from __future__ import annotations
@@ -40,6 +44,14 @@ def webhook_cmd(
             "temporary directory removed at exit).",
         ),
     ] = None,
+    cluster: Annotated[
+        Path | None,
+        typer.Option(
+            "--cluster",
+            help="Serve decisions from this cluster dump (kubectl get ... -o yaml/json) instead "
+            "of watching the API server.",
+        ),
+    ] = None,
     kubeconfig: Annotated[
         str | None,
         typer.Option(
@@ -61,7 +73,10 @@ def webhook_cmd(
     if not isinstance(level, int):
         fail(f"invalid --log-level {log_level!r}: expected debug, info, warning or error")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if cluster is not None and kubeconfig is not None:
+        fail("--cluster serves a fixed snapshot and --kubeconfig watches a cluster: give one")
     try:
+        from cudasched.webhook.app import StateSource, StaticStateSource
         from cudasched.webhook.cache import ClusterCache
         from cudasched.webhook.config import load_config
         from cudasched.webhook.metrics import WebhookMetrics
@@ -82,15 +97,27 @@ def webhook_cmd(
                 update={"kube": cfg.kube.model_copy(update={"kubeconfig": kubeconfig})}
             )
 
-        def make_cache(metrics: WebhookMetrics) -> ClusterCache:
-            cache = ClusterCache(
-                kubeconfig=cfg.kube.kubeconfig,
-                resync_seconds=float(cfg.kube.resync_seconds),
-                metrics=metrics,
-            )
-            cache.prepare()
-            return cache
+        if cluster is not None:
+            from cudasched.snapshot import load_snapshot
+            from cudasched.webhook.state import ClusterState
 
-        run_server(cfg, make_cache, self_signed_dir=tls_dir)
+            # Built once, before the server (and any worker processes) start.
+            static = StaticStateSource(ClusterState.from_snapshot(load_snapshot(cluster)))
+
+            def make_source(metrics: WebhookMetrics) -> StateSource:
+                return static
+
+        else:
+
+            def make_source(metrics: WebhookMetrics) -> StateSource:
+                cache = ClusterCache(
+                    kubeconfig=cfg.kube.kubeconfig,
+                    resync_seconds=float(cfg.kube.resync_seconds),
+                    metrics=metrics,
+                )
+                cache.prepare()
+                return cache
+
+        run_server(cfg, make_source, self_signed_dir=tls_dir)
     except InputError as exc:
         fail(str(exc))

@@ -13,8 +13,17 @@ Decisions recorded here and in docs/agent.md:
   (mode 0666) by default, so the container runs as UID 65532 with a read-only root filesystem
   and no capabilities. With ``output="nfd"`` it must write into a root-owned host directory,
   so that variant runs as root (still without privilege escalation or capabilities).
-* **Host facts.** The host's ``/etc/os-release`` is mounted read-only at
-  ``/host/etc/os-release``; ``/proc/sys/kernel/osrelease`` is the host kernel already.
+* **Host facts without host mounts.** The OS comes from the Node object the agent reads anyway
+  (``status.nodeInfo.osImage``, or NFD's ``system-os_release`` labels) and the kernel from
+  ``/proc/sys/kernel/osrelease``, which is the host's kernel already; no hostPath is mounted, so
+  the default DaemonSet passes Pod Security "baseline". The NFD variant must write a host
+  directory and is the exception (its namespace needs the "privileged" level).
+* **Only its own node.** RBAC cannot say "your own node", so a ValidatingAdmissionPolicy does
+  what kubelet's NodeRestriction does for kubelets: a patch by the agent's service account is
+  admitted only for the node named in its token (``authentication.kubernetes.io/node-name``,
+  Kubernetes 1.30+) and only when it changes nothing but the labels the agent owns. A stolen
+  agent token can then relabel one node, not steer every GPU pod of the fleet.
+* **RBAC**: get and patch on nodes, create on ``events.k8s.io`` Events; nothing else.
 """
 
 from __future__ import annotations
@@ -22,10 +31,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cudasched.agent.labelers import owned_keys
 from cudasched.agent.publish import DEFAULT_NFD_PATH
 from cudasched.errors import InputError
 
-__all__ = ["AGENT_NAME", "DEFAULT_NODE_SELECTOR", "daemonset_objects"]
+__all__ = ["AGENT_NAME", "DEFAULT_NODE_SELECTOR", "daemonset_objects", "node_restriction_objects"]
+
+#: The node a service-account token was issued for (a pod's token carries it since 1.30).
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 
 AGENT_NAME = "cudasched-agent"
 DEFAULT_NODE_SELECTOR: Mapping[str, str] = {"nvidia.com/gpu.present": "true"}
@@ -45,7 +58,7 @@ def _rbac(namespace: str) -> list[dict[str, Any]]:
             "metadata": {"name": AGENT_NAME, "labels": dict(_LABELS)},
             "rules": [
                 {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
-                {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+                {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
             ],
         },
         {
@@ -62,6 +75,92 @@ def _rbac(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
+def _cel_list(values: list[str]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+def node_restriction_objects(namespace: str, *, gfd_compatible: bool) -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy (and its binding) that limits the agent to its own node
+    and to the labels it owns (``gfd_compatible`` adds GFD's keys, as the agent does)."""
+    user = f"system:serviceaccount:{namespace}:{AGENT_NAME}"
+    name = f"{AGENT_NAME}-{namespace}-own-node"
+    owned = _cel_list(sorted(owned_keys(gfd_compatible)))
+    extra = f"request.userInfo.extra['{NODE_NAME_EXTRA}']"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": dict(_LABELS)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["UPDATE"],
+                        "resources": ["nodes"],
+                    }
+                ]
+            },
+            "matchConditions": [
+                {"name": "is-the-agent", "expression": f"request.userInfo.username == '{user}'"}
+            ],
+            "variables": [
+                {"name": "owned", "expression": owned},
+                {
+                    "name": "newLabels",
+                    "expression": "has(object.metadata.labels) ? object.metadata.labels : {}",
+                },
+                {
+                    "name": "oldLabels",
+                    "expression": (
+                        "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"
+                    ),
+                },
+            ],
+            "validations": [
+                {
+                    "expression": (
+                        f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in "
+                        f"request.userInfo.extra && {extra}.exists(n, n == object.metadata.name)"
+                    ),
+                    "message": "the cudasched agent may only change the node it runs on",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": (
+                        "variables.newLabels.all(k, k in variables.owned || "
+                        "(k in variables.oldLabels && "
+                        "variables.oldLabels[k] == variables.newLabels[k])) && "
+                        "variables.oldLabels.all(k, k in variables.owned || "
+                        "k in variables.newLabels)"
+                    ),
+                    "message": "the cudasched agent may only change the labels it owns",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": (
+                        "(has(object.spec) ? object.spec : {}) == "
+                        "(has(oldObject.spec) ? oldObject.spec : {}) && "
+                        "(has(object.metadata.annotations) ? object.metadata.annotations : {}) "
+                        "== (has(oldObject.metadata.annotations) ? "
+                        "oldObject.metadata.annotations : {})"
+                    ),
+                    "message": "the cudasched agent may only change node labels",
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": dict(_LABELS)},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
+
+
 def daemonset_objects(
     namespace: str,
     image: str,
@@ -73,8 +172,9 @@ def daemonset_objects(
     gfd_compatible: bool = False,
     interval: int = 60,
 ) -> list[dict[str, Any]]:
-    """ServiceAccount, ClusterRole (get/patch nodes, create events), ClusterRoleBinding and
-    the DaemonSet, in the order they should be applied."""
+    """ServiceAccount, ClusterRole (get/patch nodes, create events), ClusterRoleBinding, the
+    node-restriction policy and its binding, and the DaemonSet, in the order they should be
+    applied."""
     if not isinstance(namespace, str) or not namespace.strip():
         raise InputError(f"invalid namespace {namespace!r}: expected a namespace name")
     if not isinstance(image, str) or not image.strip():
@@ -91,12 +191,8 @@ def daemonset_objects(
     if gfd_compatible:
         args.append("--gfd-compatible")
 
-    mounts: list[dict[str, Any]] = [
-        {"name": "host-os-release", "mountPath": "/host/etc/os-release", "readOnly": True}
-    ]
-    volumes: list[dict[str, Any]] = [
-        {"name": "host-os-release", "hostPath": {"path": "/etc/os-release", "type": "File"}}
-    ]
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
     if output == "nfd":
         features_dir = nfd_path.rsplit("/", 1)[0] or "/"
         mounts.append({"name": "nfd-features", "mountPath": features_dir})
@@ -142,10 +238,10 @@ def daemonset_objects(
                     "limits": {"memory": "160Mi"},
                 },
                 "securityContext": security,
-                "volumeMounts": mounts,
+                **({"volumeMounts": mounts} if mounts else {}),
             }
         ],
-        "volumes": volumes,
+        **({"volumes": volumes} if volumes else {}),
     }
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class
@@ -159,4 +255,8 @@ def daemonset_objects(
             "template": {"metadata": {"labels": dict(_LABELS)}, "spec": pod_spec},
         },
     }
-    return [*_rbac(namespace), daemonset]
+    return [
+        *_rbac(namespace),
+        *node_restriction_objects(namespace, gfd_compatible=gfd_compatible),
+        daemonset,
+    ]

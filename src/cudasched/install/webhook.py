@@ -11,16 +11,30 @@ Choices a reviewer should know about, each deliberate:
   requirement into their final affinity. The mutation is idempotent, so re-invocation is safe.
 * ``timeoutSeconds: 3``: the API server default is 10 s; admission answers from memory in
   milliseconds, so a short timeout bounds the damage of a stuck replica.
+* ``sideEffects``: ``None`` for pods; ``NoneOnDryRun`` for InferenceServices, on which the
+  webhook records a ``NoCompatibleNode`` Event when no node can run them (never for a dry run).
 * ``matchConditions`` skip pods that cannot need a GPU before the API server calls us at all:
   no ``nvidia.com/*`` resource, no resource claim, no ``cudasched.io/*`` annotation and no KServe
   label. The webhook re-checks everything itself, so the conditions only save round trips.
 * ``namespaceSelector`` excludes ``kube-system`` and cudasched's own namespace, so the webhook can
   never block its own recovery.
+* A **NetworkPolicy** admits traffic to the webhook port only from the API server's address
+  ranges: by default the private ranges (where pod and node networks, and the control planes
+  of most managed clusters, live), narrowed with ``--api-server-cidr`` to the API server's own
+  addresses. Nothing else in the pod listens.
+* **Priority.** The webhook runs as ``system-cluster-critical`` (``--priority-class``): it is
+  on the path of every GPU pod creation, and an evicted webhook means pods without CUDA
+  placement. Outside ``kube-system`` GKE (and any cluster whose quota admission limits the
+  system classes) admits such pods only where a ResourceQuota scoped to the class exists, so
+  one is shipped with it.
+* **RBAC** grants what the code calls and nothing else: list and watch of the cached kinds,
+  create of ``events.k8s.io`` Events.
 """
 
 from __future__ import annotations
 
 import base64
+import ipaddress
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -30,13 +44,31 @@ import yaml
 from cudasched import __version__
 from cudasched import labels as L
 from cudasched.errors import InputError
+from cudasched.images import parse_image_ref
 from cudasched.workloads import SKIP_VALUES
 
 DEFAULT_NAMESPACE = "cudasched"
 DEFAULT_IMAGE = f"cudasched/cudasched:{__version__}"
 APP = "cudasched-webhook"
 PORT = 8443
+REPLICAS = 2
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+#: Where the API server's requests come from unless ``--api-server-cidr`` says: the private
+#: IPv4 ranges, shared address space (CGNAT, used by some clouds for pods) and IPv6 unique
+#: local addresses, which hold the pod and node networks of nearly every cluster.
+DEFAULT_API_SERVER_CIDRS = (
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "100.64.0.0/10",
+    "fc00::/7",
+)
+
+#: The priority class of the webhook pods unless ``--priority-class`` says otherwise.
+DEFAULT_PRIORITY_CLASS = "system-cluster-critical"
 
 # CEL: true when the pod could need a GPU or declares a requirement. Kept on one condition so a
 # pod is sent when ANY of these hold (matchConditions are ANDed with each other).
@@ -97,8 +129,88 @@ def _meta(name: str, namespace: str | None, component: str, **extra: Any) -> dic
     return meta
 
 
+def checked_image(image: str, digest: str | None = None) -> str:
+    """The image reference the manifests use: ``image`` validated, or with ``digest`` the
+    image's repository pinned to that digest (``repo@sha256:...``, the tag dropped)."""
+    try:
+        ref = parse_image_ref(image)
+    except InputError:
+        raise InputError(
+            f"invalid image {image!r}: expected an image reference such as "
+            "registry.example.com/cudasched:0.1.0"
+        ) from None
+    if image != image.strip():
+        raise InputError(f"invalid image {image!r}: surrounding whitespace")
+    if digest is None:
+        return image
+    if not _SHA256_DIGEST.fullmatch(digest):
+        raise InputError(
+            f"invalid image digest {digest!r}: expected sha256: followed by 64 lowercase hex digits"
+        )
+    repository = f"{ref.host}/{ref.path}" if ref.host else ref.path
+    return f"{repository}@{digest}"
+
+
+def checked_cidrs(cidrs: Sequence[str]) -> tuple[str, ...]:
+    """``cidrs`` as network addresses (``10.0.0.10/32``), each validated."""
+    out = []
+    for cidr in cidrs:
+        try:
+            network = ipaddress.ip_network(cidr, strict=True)
+        except ValueError:
+            raise InputError(
+                f"invalid API server CIDR {cidr!r}: expected a network such as 10.0.0.10/32 "
+                "or 192.168.0.0/16 (host bits zero)"
+            ) from None
+        out.append(str(network))
+    return tuple(out)
+
+
+def network_policy(namespace: str, cidrs: Sequence[str]) -> dict[str, Any]:
+    """Ingress to the webhook pods only on the webhook port and only from ``cidrs``."""
+    selector = {"app.kubernetes.io/name": "cudasched", "app.kubernetes.io/component": "webhook"}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(APP, namespace, "webhook"),
+        "spec": {
+            "podSelector": {"matchLabels": selector},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "ports": [{"port": PORT, "protocol": "TCP"}],
+                    "from": [{"ipBlock": {"cidr": cidr}} for cidr in checked_cidrs(cidrs)],
+                }
+            ],
+        },
+    }
+
+
+def priority_objects(namespace: str, priority_class: str) -> list[dict[str, Any]]:
+    """The ResourceQuota a ``system-*`` priority class needs outside ``kube-system`` (room for
+    the replicas and one surge pod of a rolling update), or nothing."""
+    if not priority_class.startswith("system-") or namespace == "kube-system":
+        return []
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": _meta(f"{APP}-{priority_class}", namespace, "webhook"),
+            "spec": {
+                "hard": {"pods": str(REPLICAS + 2)},
+                "scopeSelector": {
+                    "matchExpressions": [
+                        {"scopeName": "PriorityClass", "operator": "In", "values": [priority_class]}
+                    ]
+                },
+            },
+        }
+    ]
+
+
 def rbac_objects(namespace: str) -> list[dict[str, Any]]:
-    """Read-only access to what the caches watch, nothing else."""
+    """List and watch of what the cache mirrors, create of Events: nothing else (no GET: the
+    cache never reads one object)."""
     return [
         {
             "apiVersion": "v1",
@@ -110,7 +222,7 @@ def rbac_objects(namespace: str) -> list[dict[str, Any]]:
             "kind": "ClusterRole",
             "metadata": _meta(APP, None, "webhook"),
             "rules": [
-                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
                 {
                     "apiGroups": ["serving.kserve.io"],
                     "resources": [
@@ -118,8 +230,9 @@ def rbac_objects(namespace: str) -> list[dict[str, Any]]:
                         "servingruntimes",
                         "clusterservingruntimes",
                     ],
-                    "verbs": ["get", "list", "watch"],
+                    "verbs": ["list", "watch"],
                 },
+                {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
             ],
         },
         {
@@ -136,7 +249,12 @@ def rbac_objects(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def workload_objects(namespace: str, image: str, replicas: int = 2) -> list[dict[str, Any]]:
+def workload_objects(
+    namespace: str,
+    image: str,
+    replicas: int = REPLICAS,
+    priority_class: str = DEFAULT_PRIORITY_CLASS,
+) -> list[dict[str, Any]]:
     """ConfigMap, Deployment, PodDisruptionBudget and Service of the webhook."""
     selector = {"app.kubernetes.io/name": "cudasched", "app.kubernetes.io/component": "webhook"}
     probe_common = {"periodSeconds": 10, "timeoutSeconds": 2, "failureThreshold": 3}
@@ -145,6 +263,8 @@ def workload_objects(namespace: str, image: str, replicas: int = 2) -> list[dict
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "args": ["webhook", "--config", "/config/config.yaml"],
+        # Names this replica as the reportingInstance of its Events.
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
         "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
         "readinessProbe": {
             "httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"},
@@ -195,7 +315,7 @@ def workload_objects(namespace: str, image: str, replicas: int = 2) -> list[dict
                     "metadata": {"labels": {**_labels("webhook"), **selector}},
                     "spec": {
                         "serviceAccountName": APP,
-                        "priorityClassName": "system-cluster-critical",
+                        **({"priorityClassName": priority_class} if priority_class else {}),
                         "terminationGracePeriodSeconds": 30,
                         "topologySpreadConstraints": [
                             {
@@ -311,6 +431,8 @@ def webhook_configuration(
                 ],
                 "matchConditions": [{"name": "not-skipped", "expression": _NOT_SKIPPED}],
                 **common,
+                # Records a NoCompatibleNode Event on the service, never for a dry run.
+                "sideEffects": "NoneOnDryRun",
             },
         ],
     }
@@ -374,12 +496,23 @@ def all_objects(
     ca_pem: bytes | None = None,
     fail_closed: bool = False,
     agent_objects: Sequence[dict[str, Any]] = (),
+    api_server_cidrs: Sequence[str] | None = DEFAULT_API_SERVER_CIDRS,
+    priority_class: str = DEFAULT_PRIORITY_CLASS,
 ) -> list[dict[str, Any]]:
     """Everything ``cudasched manifests`` prints, in apply order. Without cert-manager the
     ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or ``cert_pem`` itself when
-    the certificate is its own CA."""
+    the certificate is its own CA. ``api_server_cidrs`` of ``None`` leaves the NetworkPolicy
+    out; an empty ``priority_class`` leaves the priority (and its quota) out."""
     if not isinstance(namespace, str) or not _DNS_LABEL.fullmatch(namespace):
         raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
+    checked_image(image)
+    if priority_class and (
+        len(priority_class) > 253 or not _DNS_SUBDOMAIN.fullmatch(priority_class)
+    ):
+        raise InputError(
+            f"invalid priority class {priority_class!r}: expected a PriorityClass name such as "
+            "system-cluster-critical, or '' for none"
+        )
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -389,7 +522,10 @@ def all_objects(
     ]
     objects += rbac_objects(namespace)
     objects += tls_objects(namespace, cert_manager=cert_manager, cert_pem=cert_pem, key_pem=key_pem)
-    objects += workload_objects(namespace, image)
+    objects += priority_objects(namespace, priority_class)
+    objects += workload_objects(namespace, image, priority_class=priority_class)
+    if api_server_cidrs is not None:
+        objects.append(network_policy(namespace, api_server_cidrs))
     objects.append(
         webhook_configuration(
             namespace,

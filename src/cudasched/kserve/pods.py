@@ -63,7 +63,7 @@ def component_of(pod: Mapping[str, Any]) -> str | None:
     if not is_kserve_pod(pod):
         return None
     value = checked_labels(pod).get(COMPONENT_LABEL)
-    return str(value) if value in COMPONENTS else None
+    return value if isinstance(value, str) and value in COMPONENTS else None
 
 
 def is_predictor_pod(pod: Mapping[str, Any]) -> bool:

@@ -1,14 +1,15 @@
 """Recording a Kubernetes Event about an object, on behalf of a controller.
 
-The vocabulary is that of ``events.k8s.io/v1``: the Event is *regarding* an object, has a
-``type`` (``Normal`` or ``Warning``), a ``reason`` (CamelCase) and a ``note``, and names the
-``reportingController`` and ``reportingInstance`` that saw it. It is written through the core
-``v1`` Events API, which stores the same object (``involvedObject`` is ``regarding``,
-``message`` is ``note``, ``reportingComponent`` is ``reportingController``) and is the API the
-agent's ClusterRole grants; the object is named the way kubelet names its events
-(``<object>.<hex nanoseconds>``).
+Events are written through the ``events.k8s.io/v1`` API: the Event is *regarding* an object,
+has a ``type`` (``Normal`` or ``Warning``), a ``reason`` (CamelCase), an ``action`` (what the
+controller did or tried), a ``note`` of at most 1 kB, and names the ``reportingController``
+and ``reportingInstance`` that saw it. ``kubectl describe`` and ``kubectl get events`` show
+them next to core ``v1`` Events (both APIs store the same objects). The object is named the way
+kubelet names its events (``<object>.<hex nanoseconds>``) and lives in the namespace of the
+object it is about (``default`` for cluster-scoped objects such as Nodes).
 
-Recording is a single create; callers treat it as best effort.
+RBAC: ``create`` on ``events.k8s.io`` ``events``. Recording is a single create; callers treat
+it as best effort.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["NOTE_MAX_CHARS", "EventRecorder", "ObjectReference", "record_event"]
+__all__ = [
+    "FIELD_MAX_CHARS",
+    "NOTE_MAX_CHARS",
+    "EventRecorder",
+    "ObjectReference",
+    "record_event",
+]
 
 #: The API server rejects a note longer than 1 kB.
 NOTE_MAX_CHARS = 1024
@@ -37,6 +44,17 @@ class ObjectReference:
     namespace: str | None = None
 
 
+#: Longest ``reason``, ``action`` and ``reportingInstance`` the API server accepts.
+FIELD_MAX_CHARS = 128
+
+
+def _event_time() -> datetime:
+    """Now, with a non-zero microsecond: the API server parses ``eventTime`` as RFC 3339 with
+    exactly six fractional digits, and a serialiser drops a zero fraction."""
+    now = datetime.now(UTC)
+    return now if now.microsecond else now.replace(microsecond=1)
+
+
 async def record_event(
     client: Any,
     *,
@@ -46,39 +64,42 @@ async def record_event(
     note: str,
     reporting_controller: str,
     reporting_instance: str,
-    namespace: str = "default",
+    action: str = "Observe",
+    namespace: str | None = None,
     host: str | None = None,
 ) -> None:
-    """Create one Event in ``namespace`` through the lightkube ``client``.
+    """Create one ``events.k8s.io/v1`` Event through the lightkube ``client``.
 
-    ``host`` is the node the reporting component runs on, when it runs on one (the agent).
-    API errors propagate.
+    The Event lives in ``regarding.namespace`` (an Event must share the namespace of a
+    namespaced object), else in ``namespace``, else in ``default``. ``host`` is the node the
+    reporting component runs on, when it runs on one (the agent). API errors propagate.
     """
     from lightkube.models import core_v1
     from lightkube.models.meta_v1 import ObjectMeta
-    from lightkube.resources.core_v1 import Event
+    from lightkube.resources.events_v1 import Event
 
-    now = datetime.now(UTC)
+    where = regarding.namespace or namespace or "default"
     event = Event(
-        metadata=ObjectMeta(name=f"{regarding.name}.{time.time_ns():x}", namespace=namespace),
-        involvedObject=core_v1.ObjectReference(
+        metadata=ObjectMeta(name=f"{regarding.name}.{time.time_ns():x}", namespace=where),
+        eventTime=_event_time(),
+        regarding=core_v1.ObjectReference(
             apiVersion=regarding.api_version,
             kind=regarding.kind,
             name=regarding.name,
             namespace=regarding.namespace,
             uid=regarding.uid,
         ),
-        reason=reason,
-        message=note[:NOTE_MAX_CHARS],
+        reason=reason[:FIELD_MAX_CHARS],
+        action=action[:FIELD_MAX_CHARS],
+        note=note[:NOTE_MAX_CHARS],
         type=type,
-        source=core_v1.EventSource(component=reporting_controller, host=host),
-        reportingComponent=reporting_controller,
-        reportingInstance=reporting_instance,
-        firstTimestamp=now,
-        lastTimestamp=now,
-        count=1,
+        reportingController=reporting_controller,
+        reportingInstance=reporting_instance[:FIELD_MAX_CHARS],
+        deprecatedSource=(
+            core_v1.EventSource(component=reporting_controller, host=host) if host else None
+        ),
     )
-    await client.create(event, namespace=namespace)
+    await client.create(event, namespace=where)
 
 
 class EventRecorder:
@@ -93,15 +114,23 @@ class EventRecorder:
         reporting_instance: str,
         namespace: str = "default",
         host: str | None = None,
+        action: str = "Observe",
     ) -> None:
         self.client = client
         self.reporting_controller = reporting_controller
         self.reporting_instance = reporting_instance
         self.namespace = namespace
         self.host = host
+        self.action = action
 
     async def record(
-        self, regarding: ObjectReference, *, type: str, reason: str, note: str
+        self,
+        regarding: ObjectReference,
+        *,
+        type: str,
+        reason: str,
+        note: str,
+        action: str | None = None,
     ) -> None:
         """Create the Event; API errors propagate."""
         await record_event(
@@ -110,6 +139,7 @@ class EventRecorder:
             type=type,
             reason=reason,
             note=note,
+            action=action or self.action,
             reporting_controller=self.reporting_controller,
             reporting_instance=self.reporting_instance,
             namespace=self.namespace,

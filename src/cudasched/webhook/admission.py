@@ -26,7 +26,8 @@ second time.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
@@ -46,11 +47,27 @@ from cudasched.resolution import (
     uses_gpu,
     wants_constraint,
 )
+from cudasched.webhook.bounded import BoundedMemo
 from cudasched.webhook.config import OnNoFit, WebhookConfig
+from cudasched.webhook.limits import (
+    body_over_limits,
+    over_limits,
+    small_body_checks,
+    too_deep,
+)
 from cudasched.webhook.memo import DecisionMemo
+from cudasched.webhook.nofit import REPORTED_KINDS, Placement
 from cudasched.webhook.patch import Scope, diff
-from cudasched.webhook.recall import RememberedAnswers
-from cudasched.webhook.review import Decision, Outcome, ReviewRequest, clip, failure, parse_review
+from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES, RememberedAnswers, canonical_split
+from cudasched.webhook.review import (
+    BadReviewError,
+    Decision,
+    Outcome,
+    ReviewRequest,
+    clip,
+    failure,
+    parse_review,
+)
 from cudasched.workloads import is_skipped
 
 if TYPE_CHECKING:
@@ -66,14 +83,9 @@ Kind = Literal["pod", "isvc"]
 
 _EXPECTED_KIND = {"pod": ("", "Pod"), "isvc": ("serving.kserve.io", "InferenceService")}
 _PREFERRED_WEIGHT = 100
-_MEMO_LIMIT = 4096
 
 #: Annotations cudasched writes or reads as switches; they do not declare a requirement.
 _NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
-
-
-# A miss in the merge memo (whose values may be None).
-_MISSING: Any = object()
 
 # Merge-memo keys embed the pod's own affinity; unusually large ones are merged every time.
 _MERGE_MEMO_MAX_KEY_BYTES = 16_384
@@ -89,6 +101,8 @@ class Prepared(NamedTuple):
     request: ReviewRequest
     key: bytes | None
     raw_rest: bytes | None = None  # the body after its uid, when written like the API server
+    problem: str | None = None  # a work limit the body exceeds (then it is not decoded)
+    count: bool = True  # whether the object needs the full count of work limits
 
     @property
     def uid(self) -> str:
@@ -158,6 +172,32 @@ def _set_annotation(obj: dict[str, Any], key: str, value: str | None) -> None:
         meta["annotations"] = ann
 
 
+def _placement(
+    req: ReviewRequest,
+    obj: Mapping[str, Any],
+    no_fit: str | None,
+    check: tuple[Any, list[dict[str, Any]]] | None,
+) -> Placement | None:
+    """The placement to report for an object of a reported kind (``None`` for other kinds)."""
+    if (req.group, req.kind) not in REPORTED_KINDS:
+        return None
+    meta = metadata_of(obj)
+    name, uid = meta.get("name"), meta.get("uid")
+    api_version = obj.get("apiVersion")
+    if not isinstance(name, str) or not name:
+        return None
+    return Placement(
+        group=req.group,
+        kind=req.kind,
+        api_version=api_version if isinstance(api_version, str) else f"{req.group}/v1beta1",
+        namespace=str(meta.get("namespace") or req.namespace or ""),
+        name=name,
+        uid=uid if isinstance(uid, str) and uid else None,
+        no_fit=no_fit,
+        check=check,
+    )
+
+
 class Admitter:
     """Decides admission for pods and InferenceServices under one configuration.
 
@@ -169,17 +209,25 @@ class Admitter:
         self.config = config
         self.kb = kb
         self.images = images
-        # Compiled terms per (requirement, policy, scheme, GFD key generation): pure, so valid
-        # across snapshots; bounded, and a race between threads only computes an entry twice.
-        self._compiled: dict[tuple[Any, ...], tuple[list[dict[str, Any]] | None, str]] = {}
+        # Compiled terms per (requirement without its source, policy, scheme, GFD key
+        # generation): pure, so valid across snapshots; bounded in bytes, and a race between
+        # threads only computes an entry twice. The source is left out of the key because it
+        # can quote an image reference of any length and never changes the terms.
+        self._compiled: BoundedMemo[tuple[Any, ...], tuple[list[dict[str, Any]] | None, str]] = (
+            BoundedMemo(config.selector_cache_bytes)
+        )
         # Merged affinity per (the object's own affinity, our terms), as JSON: pods of one
         # Deployment or InferenceService repeat the same pair, and the merge re-validates our
-        # terms and copies the spec every time. Bounded like the compiled terms.
-        self._merged: dict[bytes, bytes | None] = {}
+        # terms and copies the spec every time. Bounded in bytes: the key holds the pod's own
+        # affinity, whose size the request chooses.
+        self._merged: BoundedMemo[bytes, bytes | None] = BoundedMemo(config.affinity_cache_bytes)
         # Whole answers per request-without-uid for the current snapshot (see memo.py), found
         # and stored through recall.py.
         self.memo = DecisionMemo(config.decision_cache_bytes)
         self._remembered = RememberedAnswers(self.memo)
+        # Told where each decided object of a reported kind can run (nofit.py), from the
+        # review thread; the server sets it. Never called for dry runs.
+        self.on_placement: Callable[[Placement], None] | None = None
 
     @classmethod
     def from_config(cls, config: WebhookConfig, kb: KnowledgeBase | None = None) -> Admitter:
@@ -229,10 +277,24 @@ class Admitter:
         it is not an AdmissionReview v1) and compute its memo keys."""
         if kind not in _EXPECTED_KIND:
             raise InputError(f"invalid admission kind {kind!r}: expected 'pod' or 'isvc'")
+        limits = self.config.limits
+        count = True
+        if isinstance(body, bytes):
+            if len(body) > MEMO_MAX_BODY_BYTES:
+                problem = body_over_limits(body, limits)
+                if problem is not None:
+                    split = canonical_split(body)
+                    if split is None:  # no uid to answer with without decoding
+                        raise BadReviewError(f"request body too complex: {problem}")
+                    uid = split[0].decode("ascii")
+                    empty = ReviewRequest(uid, "", "", "", "", "", None)
+                    return Prepared(kind, empty, None, None, problem)
+            else:
+                count = small_body_checks(body, limits)
         req = parse_review(body)
         memo_key = self._remembered.request_key(kind, req, body) if key else None
         raw_rest = self._remembered.raw_rest(body, req.uid) if memo_key is not None else None
-        return Prepared(kind, req, memo_key, raw_rest)
+        return Prepared(kind, req, memo_key, raw_rest, count=count)
 
     def recall(self, prepared: Prepared, state: ClusterState) -> tuple[bytes, Outcome] | None:
         """The remembered answer for ``prepared`` under ``state`` with its outcome, or ``None``."""
@@ -251,24 +313,52 @@ class Admitter:
             log.warning("answer for uid=%s could not be written: %s", decision.uid, exc)
             failed = self._internal_error(decision.uid, exc)
             return failed.render(), failed.outcome
-        if prepared.key is not None and decision.outcome != "error":
+        # Decisions that report a placement are not remembered: a repeat (the real request
+        # after a server-side dry run) must reach the reporter too. They are InferenceService
+        # admissions, rare next to the pods of their replicas.
+        if prepared.key is not None and decision.outcome != "error" and decision.placement is None:
             self._remembered.store(prepared.kind, prepared.key, prepared.raw_rest, decision, state)
+        observer = self.on_placement
+        placement = decision.placement
+        if observer is not None and placement is not None and not prepared.request.dry_run:
+            observer(placement)
         return rendered, decision.outcome
 
     def _decide(self, prepared: Prepared, state: ClusterState) -> Decision:
         req = prepared.request
         kind = prepared.kind
+        if prepared.problem is not None:
+            return self._over_limits(req.uid, prepared.problem)
         try:
             if (req.group, req.kind) != _EXPECTED_KIND[kind] or req.sub_resource:
                 return Decision(req.uid, reason=f"not handled: {req.group}/{req.kind}")
             if req.obj is None:
                 return Decision(req.uid, reason="request has no object")
+            if prepared.count:
+                problem = over_limits(req.obj, self.config.limits)
+            else:  # the body's bytes already bound every count; only nesting is left
+                problem = None if prepared.key is not None else too_deep(req.obj)
+            if problem is not None:
+                return self._over_limits(req.uid, problem)
             if kind == "pod":
                 return self._pod(req, req.obj, state)
             return self._isvc(req, req.obj, state)
         except Exception as exc:  # the API server must always get an answer
             log.exception("admission of %s uid=%s failed", kind, req.uid)
             return self._internal_error(req.uid, exc)
+
+    def _over_limits(self, uid: str, problem: str) -> Decision:
+        """The failure mode's answer for an object over the work limits (bad input: HTTP 400
+        when denied)."""
+        fail_closed = self.config.fail_closed
+        return failure(
+            uid,
+            f"cudasched: {problem}; "
+            + ("request denied (failClosed)" if fail_closed else "admitted unchanged"),
+            deny=fail_closed,
+            code=400,
+            reason="over limits",
+        )
 
     def _internal_error(self, uid: str, exc: BaseException) -> Decision:
         """The failure mode's answer when admission itself failed."""
@@ -300,7 +390,7 @@ class Admitter:
 
     def _compile(
         self, requirement: Requirement, policy: Policy, state: ClusterState
-    ) -> tuple[list[dict[str, Any]] | None, str | None]:
+    ) -> tuple[list[dict[str, Any]] | None, str | None, tuple[Any, ...]]:
         """The node-selector terms for ``requirement`` in the cluster's label scheme, and the
         "no node can run it" message when it applies.
 
@@ -308,6 +398,7 @@ class Admitter:
         could ever satisfy): the pod is then annotated but its affinity is left alone, and the
         message always applies. Otherwise the message needs a synced snapshot, because an
         empty or half-listed cache must never produce warnings or denials.
+        The key of the terms (for :meth:`ClusterState.fits`) comes last.
         """
         what = (
             f"CUDA {requirement.cuda.release}"
@@ -317,9 +408,10 @@ class Admitter:
             else requirement.describe()
         )
         scheme = state.scheme(self.config.label_scheme)
-        key = (requirement, policy, scheme, state.gfd_keys)
-        compiled = self._compiled.get(key)
-        if compiled is None:
+        # Every rule-relevant field of the requirement, never its source.
+        key = (requirement.needs, policy, scheme, state.gfd_keys)
+        found = self._compiled.get(key)
+        if found is None:
             try:
                 compiled = (
                     compile_requirement(requirement, policy, scheme, self.kb, state.gfd_keys),
@@ -327,17 +419,17 @@ class Admitter:
                 )
             except InputError as exc:
                 compiled = (None, str(exc))
-            if len(self._compiled) >= _MEMO_LIMIT:
-                self._compiled.clear()
-            self._compiled[key] = compiled
+            self._compiled.put(key, compiled, len(orjson.dumps(compiled)))
+        else:
+            compiled = found[0]
         terms, error = compiled
         if terms is None:
-            return None, f"cudasched: no node can ever run {what}: {error}"
+            return None, f"cudasched: no node can ever run {what}: {error}", key
         if not state.synced or not terms:
-            return terms, None
+            return terms, None, key
         if state.fits(key, terms):
-            return terms, None
-        return terms, f"cudasched: no node can run {what}; {state.drivers.describe()}"
+            return terms, None, key
+        return terms, f"cudasched: no node can run {what}; {state.drivers.describe()}", key
 
     def _merge(self, spec: Mapping[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:
         """``spec`` with ``terms`` merged into its node affinity (required or preferred, per
@@ -351,15 +443,15 @@ class Admitter:
             return self._merge_affinity(out, terms)
         if len(key) > _MERGE_MEMO_MAX_KEY_BYTES:
             return self._merge_affinity(out, terms)
-        found = self._merged.get(key, _MISSING)
-        if found is _MISSING:
+        remembered = self._merged.get(key)
+        if remembered is None:
             merged = self._merge_affinity(
                 {"affinity": out["affinity"]} if "affinity" in out else {}, terms
             )
             found = orjson.dumps(merged["affinity"]) if "affinity" in merged else None
-            if len(self._merged) >= _MEMO_LIMIT:
-                self._merged.clear()
-            self._merged[key] = found
+            self._merged.put(key, found, len(key) + len(found or b""))
+        else:
+            found = remembered[0]
         if found is None:
             out.pop("affinity", None)
         else:
@@ -459,7 +551,7 @@ class Admitter:
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit = self._compile(requirement, policy, state)
+        terms, no_fit, _key = self._compile(requirement, policy, state)
 
         mutated = _pod_for_mutation(pod)
         if terms is not None:
@@ -524,11 +616,13 @@ class Admitter:
                 patch=tuple(ops),
                 outcome="patched" if ops else "unchanged",
                 reason="no requirement to enforce",
+                placement=_placement(req, full, None, None),
             )
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit = self._compile(requirement, policy, state)
+        terms, no_fit, key = self._compile(requirement, policy, state)
+        placement = _placement(req, full, no_fit, (key, terms) if terms is not None else None)
         _set_annotation(mutated, L.ANN_REQUIREMENT, record)
         scopes = [ann_scope]
         spec = mutated.get("spec")
@@ -544,13 +638,13 @@ class Admitter:
             try:
                 merged = self._merge({"affinity": base} if base else {}, terms)
             except InputError as exc:
-                return self._unconstrained(req, record, str(exc))
+                return replace(self._unconstrained(req, record, str(exc)), placement=placement)
             if merged.get("affinity"):
                 predictor["affinity"] = merged["affinity"]
                 scopes.append(Scope(("spec", "predictor", "affinity")))
         # Denying an UPDATE could wedge a service whose nodes went away (finalizer removal is
         # an UPDATE too), so only a CREATE is ever refused.
-        return self._finish(
+        decision = self._finish(
             req,
             isvc,
             mutated,
@@ -559,3 +653,4 @@ class Admitter:
             no_fit=no_fit,
             may_deny=req.operation == "CREATE",
         )
+        return replace(decision, placement=placement)

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,16 +39,18 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cudasched.errors import InputError
 from cudasched.webhook.metrics import CONTENT_TYPE, WebhookMetrics
+from cudasched.webhook.nofit import NoFitReporter, Placement
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES
 from cudasched.webhook.review import BadReviewError, failure, review_uid
 
 if TYPE_CHECKING:
-    from cudasched.webhook.config import WebhookConfig
+    from cudasched.webhook.config import EventSettings, WebhookConfig
     from cudasched.webhook.state import ClusterState
 
 __all__ = [
     "HEALTH_PATH",
     "ISVC_PATH",
+    "LARGE_BODY_BYTES",
     "METRICS_PATH",
     "POD_PATH",
     "READY_PATH",
@@ -71,6 +75,11 @@ METRICS_PATH = "/metrics"
 # 10 us per 4 KiB with orjson); larger ones are parsed in the review thread, under the deadline,
 # and never remembered.
 _INLINE_PARSE_BYTES = MEMO_MAX_BODY_BYTES
+
+#: Bodies larger than this are *large*: decided in their own lane (``large_review_threads``)
+#: and counted against ``large_bodies_in_flight_bytes`` while they are held. A real pod's
+#: review is a few KiB.
+LARGE_BODY_BYTES = MEMO_MAX_BODY_BYTES
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -183,6 +192,12 @@ class WebhookApp:
         fail_closed: bool = False,
         metrics: WebhookMetrics | None = None,
         review_threads: int = 4,
+        large_review_threads: int = 1,
+        large_bodies_in_flight_bytes: int = 16 * 1024 * 1024,
+        max_headers: int = 100,
+        max_header_bytes: int = 16_384,
+        events: EventSettings | None = None,
+        reporting_instance: str = "cudasched-webhook",
     ) -> None:
         if max_body_bytes < 1:
             raise InputError(f"invalid max_body_bytes {max_body_bytes!r}: expected >= 1")
@@ -194,8 +209,23 @@ class WebhookApp:
         self.request_timeout = request_timeout
         self.fail_closed = fail_closed
         self.metrics = metrics if metrics is not None else WebhookMetrics()
+        if large_bodies_in_flight_bytes < max_body_bytes:
+            raise InputError(
+                f"invalid large_bodies_in_flight_bytes {large_bodies_in_flight_bytes!r}: "
+                f"expected at least max_body_bytes ({max_body_bytes})"
+            )
+        self.max_headers = max_headers
+        self.max_header_bytes = max_header_bytes
+        self.large_bodies_in_flight_bytes = large_bodies_in_flight_bytes
+        self._large_in_flight = 0  # bytes of large bodies held now (only the loop changes it)
         self._executor = ThreadPoolExecutor(
             max_workers=max(1, review_threads), thread_name_prefix="cudasched-review"
+        )
+        # Bodies over LARGE_BODY_BYTES are decided in their own lane, so however many arrive
+        # they occupy at most these threads (and the memory of that many decodes) while the
+        # ordinary reviews keep theirs.
+        self._large_executor = ThreadPoolExecutor(
+            max_workers=max(1, large_review_threads), thread_name_prefix="cudasched-large"
         )
         self._staged: StagedReviewer | None = (
             reviewer if isinstance(reviewer, StagedReviewer) else None
@@ -215,6 +245,19 @@ class WebhookApp:
         self._remembered = {
             p: self.metrics.remembered_answers.labels(endpoint=p) for p in self._admission
         }
+        # Events and the gauge of admitted objects no node can run (nofit.py).
+        self.reporter: NoFitReporter | None = None
+        if events is not None and events.no_compatible_node:
+            self.reporter = NoFitReporter(
+                metrics=self.metrics,
+                client_of=lambda: getattr(source, "client", None),
+                lookup=_lookup_in(source),
+                state_of=lambda: source.state,
+                reporting_instance=reporting_instance,
+                interval=events.per_object_interval_seconds,
+            )
+            if hasattr(reviewer, "on_placement"):
+                reviewer.on_placement = self.reporter.observe
 
     # ------------------------------------------------------------------ ASGI entry point
 
@@ -233,6 +276,8 @@ class WebhookApp:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.source.start()
+                    if self.reporter is not None:
+                        await self.reporter.start()
                 except Exception as exc:
                     log.exception("start-up failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
@@ -240,13 +285,20 @@ class WebhookApp:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 try:
+                    if self.reporter is not None:
+                        await self.reporter.stop()
                     await self.source.stop()
                 finally:
-                    self._executor.shutdown(wait=False, cancel_futures=True)
+                    self.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
     async def _http(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        refused = self._head_refusal(scope)
+        if refused is not None:
+            self.metrics.connections_refused.labels(reason="header_too_large").inc()
+            await _respond(send, 431, refused.encode(), close=True)
+            return
         path = scope["path"]
         method = scope["method"]
         kind = self._admission.get(path)
@@ -266,6 +318,21 @@ class WebhookApp:
         status, body, content_type = handler()
         await _respond(send, status, body, content_type=content_type, head=method == "HEAD")
 
+    def _head_refusal(self, scope: dict[str, Any]) -> str | None:
+        """Why the request head is refused (431), or ``None``. The HTTP protocol already cuts
+        a head that grows past ``max_header_bytes`` while it arrives, but a head that comes in
+        one read of the transport (up to 256 KiB) is only complete here; the number of fields
+        is the same for every parser here too."""
+        headers = scope["headers"]
+        if len(headers) > self.max_headers:
+            return f"{len(headers)} request header fields (at most {self.max_headers})\n"
+        size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        for name, value in headers:
+            size += len(name) + len(value) + 4
+        if size > self.max_header_bytes:
+            return f"request head of {size} bytes (at most {self.max_header_bytes})\n"
+        return None
+
     # ------------------------------------------------------------------ plain endpoints
 
     def _healthz(self) -> tuple[int, bytes, bytes]:
@@ -278,6 +345,11 @@ class WebhookApp:
         return 503, f"not ready: {reason}\n".encode(), b"text/plain; charset=utf-8"
 
     def _metrics(self) -> tuple[int, bytes, bytes]:
+        if self.reporter is not None:
+            try:
+                self.reporter.refresh()
+            except Exception:  # the other metrics must still be served
+                log.exception("refreshing the no-compatible-node gauge failed")
         return 200, self.metrics.render(), CONTENT_TYPE.encode()
 
     # ------------------------------------------------------------------ admission
@@ -289,19 +361,21 @@ class WebhookApp:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.request_timeout
         outcome = "error"
+        held = [0]  # bytes of this request counted against large_bodies_in_flight_bytes
         try:
-            body = await self._read_body(scope, receive, deadline)
+            body = await self._read_body(scope, receive, deadline, held)
             answer, outcome = await self._decide(kind, path, body, deadline)
         except _BadRequest as exc:
             await _respond(
                 send,
                 exc.status,
                 (exc.message.replace("\n", " ") + "\n").encode(),
-                close=exc.status == 413,
+                close=exc.status in (413, 429),
             )
         else:
             await _respond(send, 200, answer, content_type=b"application/json")
         finally:
+            self._large_in_flight -= held[0]
             counter = self._counted.get((path, outcome))
             if counter is None:
                 counter = self.metrics.requests.labels(endpoint=path, outcome=outcome)
@@ -309,8 +383,23 @@ class WebhookApp:
             counter.inc()
             self._latency[path].observe(time.perf_counter() - started)
 
-    async def _read_body(self, scope: dict[str, Any], receive: Receive, deadline: float) -> bytes:
+    def _hold(self, size: int, held: list[int]) -> None:
+        """Count ``size`` more bytes of a large body against the in-flight budget, or refuse
+        the request (429: the API server applies its failure policy) when it is spent."""
+        if self._large_in_flight + size > self.large_bodies_in_flight_bytes:
+            raise _BadRequest(
+                429,
+                "too many large admission requests in flight "
+                f"({self._large_in_flight} of {self.large_bodies_in_flight_bytes} bytes held)",
+            )
+        self._large_in_flight += size
+        held[0] += size
+
+    async def _read_body(
+        self, scope: dict[str, Any], receive: Receive, deadline: float, held: list[int]
+    ) -> bytes:
         limit = self.max_body_bytes
+        declared = None
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:
@@ -322,6 +411,8 @@ class WebhookApp:
                         413, f"request body of {declared} bytes exceeds the limit of {limit} bytes"
                     )
                 break
+        if declared is not None and declared > LARGE_BODY_BYTES:
+            self._hold(declared, held)
         chunks: list[bytes] = []
         size = 0
         try:
@@ -334,6 +425,9 @@ class WebhookApp:
                     size += len(chunk)
                     if size > limit:
                         raise _BadRequest(413, f"request body exceeds the limit of {limit} bytes")
+                    if size > LARGE_BODY_BYTES and size > held[0]:
+                        # No (or a lying) Content-Length: hold what arrives as it arrives.
+                        self._hold(size - held[0], held)
                     chunks.append(chunk)
                     if not message.get("more_body", False):
                         break
@@ -376,7 +470,8 @@ class WebhookApp:
                 return found
             future = loop.run_in_executor(self._executor, staged.answer, prepared, state)
         else:
-            future = loop.run_in_executor(self._executor, self._review, kind, body, state)
+            lane = self._executor if len(body) <= LARGE_BODY_BYTES else self._large_executor
+            future = loop.run_in_executor(lane, self._review, kind, body, state)
         try:
             async with asyncio.timeout_at(deadline):
                 answer, outcome = await future
@@ -430,6 +525,7 @@ class WebhookApp:
     def close(self) -> None:
         """Release the review threads (lifespan shutdown does this when served by uvicorn)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._large_executor.shutdown(wait=False, cancel_futures=True)
 
 
 async def _respond(
@@ -450,6 +546,20 @@ async def _respond(
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": b"" if head else body})
+
+
+def _lookup_in(source: StateSource) -> Callable[[Placement], Any]:
+    """Find a reported object in the source's current snapshot: the cached object or ``None``
+    for InferenceServices (the cache holds them), ``...`` for kinds it does not hold."""
+
+    def lookup(placement: Placement) -> Any:
+        if placement.kind != "InferenceService":
+            return ...
+        state = source.state
+        find = getattr(state, "inference_service", None)
+        return find(placement.namespace, placement.name) if find is not None else ...
+
+    return lookup
 
 
 # ---------------------------------------------------------------------- assembly
@@ -475,11 +585,20 @@ def build_app(
 ) -> WebhookApp:
     """The application for ``config``: limits, time budget and failure mode from
     ``config.server`` / ``config.failClosed``; the Admitter unless ``reviewer`` is given."""
+    server = config.server
+    instance = os.environ.get("POD_NAME") or socket.gethostname() or "cudasched-webhook"
     return WebhookApp(
         reviewer if reviewer is not None else default_reviewer(config),
         source,
-        max_body_bytes=config.server.max_body_bytes,
-        request_timeout=config.server.request_timeout_seconds,
+        max_body_bytes=server.max_body_bytes,
+        request_timeout=server.request_timeout_seconds,
         fail_closed=config.fail_closed,
         metrics=metrics,
+        review_threads=server.review_threads,
+        large_review_threads=server.large_review_threads,
+        large_bodies_in_flight_bytes=server.large_bodies_in_flight_bytes,
+        max_headers=server.max_headers,
+        max_header_bytes=server.max_header_bytes,
+        events=config.events,
+        reporting_instance=instance,
     )

@@ -233,6 +233,12 @@ class ClusterCache:
             self._tasks.append(task)
 
     @property
+    def client(self) -> AsyncClient | None:
+        """The lightkube client the cache reads with (``None`` before :meth:`prepare`); the
+        webhook records its Events through it."""
+        return self._client
+
+    @property
     def running(self) -> bool:
         """Whether the watch tasks are running (between ``start`` and ``stop``)."""
         return bool(self._tasks)

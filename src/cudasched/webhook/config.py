@@ -15,18 +15,21 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from cudasched import inputfiles
 from cudasched.errors import InputError, VersionError
 from cudasched.labels import LabelScheme
 from cudasched.merge import AffinityMode
 from cudasched.requirements import Policy
 from cudasched.versions import CudaVersion, parse_cuda
+from cudasched.webhook.limits import ObjectLimits
 
 __all__ = [
     "ClusterAccess",
+    "EventSettings",
+    "HttpParser",
     "ImageOverride",
     "NamespaceFilter",
     "OnNoFit",
@@ -42,6 +45,15 @@ class OnNoFit(StrEnum):
     WARN = "warn"  # admit, constrain, and tell the user why it will stay Pending
     DENY = "deny"  # refuse the object with the reason
     ALLOW = "allow"  # admit silently
+
+
+class HttpParser(StrEnum):
+    """The HTTP/1.1 parser uvicorn serves with (``auto``: httptools when installed, else h11);
+    both get the same header limits (:mod:`cudasched.webhook.protocol`)."""
+
+    AUTO = "auto"
+    HTTPTOOLS = "httptools"
+    H11 = "h11"
 
 
 class _Model(BaseModel):
@@ -121,11 +133,23 @@ class ServerConfig(_Model):
     max_body_bytes: int = Field(default=3_145_728, ge=1024)
     request_timeout_seconds: float = Field(default=2.5, gt=0, le=30)
     workers: int | None = Field(default=None, ge=1)
+    # Limits against slow, oversized and numerous requests (docs/security.md says which threat
+    # each one answers).
+    http_parser: HttpParser = HttpParser.AUTO
+    max_header_bytes: int = Field(default=16_384, ge=1024, le=1_048_576)
+    max_headers: int = Field(default=100, ge=10, le=10_000)
+    header_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
+    max_connections: int = Field(default=512, ge=1)
+    review_threads: int = Field(default=4, ge=1, le=64)
+    large_review_threads: int = Field(default=1, ge=1, le=16)
+    large_bodies_in_flight_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
 
     @model_validator(mode="after")
     def _tls_pair(self) -> ServerConfig:
         if (self.cert_file is None) != (self.key_file is None):
             raise ValueError("certFile and keyFile must be given together")
+        if self.large_bodies_in_flight_bytes < self.max_body_bytes:
+            raise ValueError("largeBodiesInFlightBytes must be at least maxBodyBytes")
         return self
 
 
@@ -136,6 +160,14 @@ class ClusterAccess(_Model):
 
     kubeconfig: str | None = None
     resync_seconds: int = Field(default=300, ge=1)
+
+
+class EventSettings(_Model):
+    """The ``events:`` section: the Warning Event on objects admitted that no node can run
+    (:mod:`cudasched.webhook.nofit`)."""
+
+    no_compatible_node: bool = True
+    per_object_interval_seconds: float = Field(default=600.0, ge=1, le=86_400)
 
 
 class WebhookConfig(_Model):
@@ -154,7 +186,14 @@ class WebhookConfig(_Model):
     # Answers remembered for repeated requests (replicas of one template), per snapshot;
     # bounded in bytes, 0 turns it off. See cudasched.webhook.memo.
     decision_cache_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    # Merged affinities per (the object's own affinity, the requirement's terms), and compiled
+    # terms per requirement; both bounded in bytes, 0 turns them off. With the decision memo
+    # they stay well inside the Deployment's 256 MiB memory limit (see docs/security.md).
+    affinity_cache_bytes: int = Field(default=8 * 1024 * 1024, ge=0)
+    selector_cache_bytes: int = Field(default=2 * 1024 * 1024, ge=0)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    limits: ObjectLimits = Field(default_factory=ObjectLimits)
+    events: EventSettings = Field(default_factory=EventSettings)
     kube: ClusterAccess = Field(default_factory=ClusterAccess)
 
     @field_validator("mode", "policy", "label_scheme", "on_no_fit", mode="before")
@@ -192,24 +231,34 @@ def _describe(exc: ValidationError, origin: str) -> str:
         elif msg.startswith("Value error, "):
             msg = msg.removeprefix("Value error, ")
         got = err.get("input")
-        suffix = "" if err["type"] in ("missing",) or isinstance(got, dict) else f" (got {got!r})"
-        lines.append(f"{loc}: {msg}{suffix}")
+        suffix = (
+            "" if err["type"] in ("missing",) or isinstance(got, dict) else f" (got {_show(got)})"
+        )
+        lines.append(f"{_clip(loc)}: {_clip(' '.join(msg.split()), 200)}{suffix}")
     return f"invalid {origin}: " + "; ".join(lines)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _show(value: object) -> str:
+    """A short one-line ``repr`` of a user's value for an error message (inputs are bounded by
+    :mod:`cudasched.inputfiles`, so the full ``repr`` is bounded too; only its start is shown)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        return "an over-long number"
+    return _clip(" ".join(text.split()))
 
 
 def load_config(path: str | Path | None) -> WebhookConfig:
     """Read the YAML configuration at ``path``; ``None`` gives the defaults."""
     if path is None:
         return WebhookConfig()
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"config file {str(p)!r} does not exist") from None
-    except OSError as exc:
-        raise InputError(f"cannot read config file {str(p)!r}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"config file {str(p)!r} is not valid YAML: {exc}") from None
-    return WebhookConfig.from_mapping(data, origin=f"config file {str(p)!r}")
+    label = f"config file {str(path)!r}"
+    limits = inputfiles.SETTINGS
+    docs = inputfiles.parse_documents(inputfiles.read_text(path, label, limits), label, limits)
+    if len(docs) > 1:
+        raise InputError(f"{label}: expected one YAML document, found {len(docs)}")
+    return WebhookConfig.from_mapping(docs[0] if docs else None, origin=label)

@@ -22,6 +22,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from cudasched.webhook.protocol import REASONS
+
 __all__ = [
     "CONTENT_TYPE",
     "KINDS",
@@ -89,6 +91,27 @@ class WebhookMetrics:
             ("endpoint",),
             registry=r,
         )
+        self.connections_refused = Counter(
+            "cudasched_webhook_connections_refused",
+            "Connections closed by a limit before a request was answered: too many open "
+            "connections, request head not complete in time, request head too large.",
+            ("reason",),
+            registry=r,
+        )
+        self.no_compatible_node = Gauge(
+            "cudasched_webhook_no_compatible_node_objects",
+            "Objects (InferenceServices, LLMInferenceServices) whose last admission found no "
+            "node able to run them and that no node of the current snapshot can run, by kind.",
+            ("kind",),
+            registry=r,
+        )
+        self.events = Counter(
+            "cudasched_webhook_events",
+            "Kubernetes Events the webhook tried to record, by reason and result (sent, failed, "
+            "rate_limited, dropped, not_stored, no_client).",
+            ("reason", "result"),
+            registry=r,
+        )
         self.cache_objects = Gauge(
             "cudasched_cache_objects",
             "Objects held in the watch cache, by kind.",
@@ -114,6 +137,8 @@ class WebhookMetrics:
         # Pre-create the children so dashboards see zeros instead of missing series.
         for kind in KINDS:
             self.cache_objects.labels(kind=kind).set(0)
+        for reason in REASONS:
+            self.connections_refused.labels(reason=reason).inc(0)
         self.cache_synced.set(0)
 
     def render(self) -> bytes:

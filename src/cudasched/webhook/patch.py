@@ -71,15 +71,61 @@ def _get(doc: Any, parts: Sequence[str]) -> Any:
     return cur
 
 
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality: Python's ``==`` says ``1 == True == 1.0``, JSON does not."""
-    if type(a) is not type(b):
+#: Below this nesting :func:`_same` recurses (fastest in CPython); deeper it walks its own stack.
+_RECURSION_DEPTH = 64
+
+
+def _same(a: Any, b: Any, depth: int = 0) -> bool:
+    """JSON equality: Python's ``==`` says ``1 == True == 1.0``, JSON does not. A value
+    compared with itself costs nothing; any nesting depth is fine (past
+    :data:`_RECURSION_DEPTH` levels the comparison continues without recursion)."""
+    if a is b:
+        return True
+    kind = type(a)
+    if kind is not type(b):
         return False
-    if isinstance(a, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if kind is dict or isinstance(a, Mapping):
+        if len(a) != len(b) or a.keys() != b.keys():
+            return False
+        if depth >= _RECURSION_DEPTH:
+            return _same_deep(a, b)
+        # A loop, not all(generator): one frame per level instead of two, and faster.
+        for key, value in a.items():  # noqa: SIM110
+            if not _same(value, b[key], depth + 1):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        if len(a) != len(b):
+            return False
+        if depth >= _RECURSION_DEPTH:
+            return _same_deep(a, b)
+        for x, y in zip(a, b, strict=True):  # noqa: SIM110
+            if not _same(x, y, depth + 1):
+                return False
+        return True
     return bool(a == b)
+
+
+def _same_deep(a: Any, b: Any) -> bool:
+    """:func:`_same` with an explicit stack, for deeply nested values."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, Mapping):
+            if x.keys() != y.keys():
+                return False
+            stack.extend((v, y[k]) for k, v in x.items())
+        elif isinstance(x, list | tuple):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif not bool(x == y):
+            return False
+    return True
 
 
 def _diff_value(path: tuple[str, ...], old: Any, new: Any, depth: int, out: list[Op]) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "clip",
     "failure",
     "parse_review",
+    "printable",
     "review_uid",
 ]
 
@@ -57,6 +58,7 @@ class ReviewRequest(NamedTuple):
     kind: str
     sub_resource: str
     obj: Mapping[str, Any] | None
+    dry_run: bool = False  # a dry run: the answer is the same, side effects (Events) are not
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,7 @@ class Decision:
     requirement: str = ""
     reason: str = ""
     audit: Mapping[str, str] = field(default_factory=dict)
+    placement: Any = None  # a nofit.Placement for reported kinds; never serialised
 
     def response(self) -> dict[str, Any]:
         """The AdmissionReview v1 response object (``patch`` base64-encoded JSON)."""
@@ -90,7 +93,7 @@ class Decision:
                 "code": self.code or 403,
             }
         if self.warnings:
-            resp["warnings"] = list(self.warnings)
+            resp["warnings"] = [w if w.isprintable() else printable(w) for w in self.warnings]
         if self.audit:
             resp["auditAnnotations"] = dict(self.audit)
         return {"apiVersion": API_VERSION, "kind": REVIEW_KIND, "response": resp}
@@ -101,8 +104,21 @@ class Decision:
 
 
 def clip(text: str, limit: int = MAX_WARNING_CHARS) -> str:
-    """Shorten ``text`` to ``limit`` characters, marking the cut with an ellipsis."""
+    """Shorten ``text`` to ``limit`` characters, marking the cut with an ellipsis; control and
+    other unprintable characters (which a warning may quote from the user's object) are
+    escaped first, because the API server drops a warning that contains them."""
+    if not text.isprintable():
+        text = printable(text)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def printable(text: str) -> str:
+    """``text`` with every unprintable character written as a ``\\xNN`` / ``\\uNNNN``
+    escape (a tab or newline too: a warning is one line)."""
+    return "".join(
+        c if c.isprintable() else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+        for c in text
+    )
 
 
 def failure(uid: str, message: str, *, deny: bool, code: int, reason: str = "") -> Decision:
@@ -169,6 +185,7 @@ def parse_review(body: bytes | str) -> ReviewRequest:
         kind=str(gvk.get("kind") or ""),
         sub_resource=sub if isinstance(sub, str) else "",
         obj=obj if isinstance(obj, dict) else None,
+        dry_run=req.get("dryRun") is not False,  # anything but an explicit false: assume one
     )
 
 

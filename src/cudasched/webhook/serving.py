@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cudasched.errors import InputError
 from cudasched.webhook.app import (
@@ -36,7 +36,15 @@ from cudasched.webhook.app import (
     WebhookApp,
     build_app,
 )
+from cudasched.webhook.config import HttpParser
 from cudasched.webhook.metrics import WebhookMetrics
+from cudasched.webhook.protocol import (
+    REASONS,
+    ConnectionLimits,
+    available_parsers,
+    h11_event_limit,
+    protocol_class,
+)
 from cudasched.webhook.tls import (
     ReloadingServerContext,
     generate_self_signed,
@@ -47,12 +55,15 @@ from cudasched.webhook.tls import (
 if TYPE_CHECKING:
     import uvicorn
 
-    from cudasched.webhook.config import WebhookConfig
+    from cudasched.webhook.config import ServerConfig, WebhookConfig
     from cudasched.webhook.state import ClusterState
 
 __all__ = [
     "RunningServer",
     "SourceFactory",
+    "connection_limits",
+    "http_parser",
+    "make_server",
     "run_server",
     "serve_in_thread",
     "uvicorn_config",
@@ -61,11 +72,43 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def _best(kind: str) -> str:
-    """uvicorn's fastest implementation that is installed (httptools / uvloop)."""
-    if kind == "http":
-        return "httptools" if importlib.util.find_spec("httptools") else "h11"
+def _best_loop() -> str:
+    """uvicorn's fastest event loop that is installed (uvloop, else asyncio)."""
     return "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+
+
+def http_parser(wanted: HttpParser | str = HttpParser.AUTO) -> str:
+    """The HTTP parser to serve with: ``auto`` is the fastest installed one; a parser that is
+    asked for by name must be installed."""
+    installed = available_parsers()
+    choice = HttpParser(wanted)
+    if choice is HttpParser.AUTO:
+        if not installed:  # pragma: no cover - uvicorn itself needs h11
+            raise InputError("no HTTP parser installed: expected httptools or h11")
+        return installed[0]
+    if choice.value not in installed:
+        raise InputError(
+            f"invalid server.httpParser {choice.value!r}: not installed (installed: "
+            f"{', '.join(installed) or 'none'})"
+        )
+    return choice.value
+
+
+def connection_limits(settings: ServerConfig, metrics: WebhookMetrics | None) -> ConnectionLimits:
+    """The per-connection limits of ``settings``, refusals counted in ``metrics``."""
+    on_refused = None
+    if metrics is not None:
+        children = {r: metrics.connections_refused.labels(reason=r) for r in REASONS}
+
+        def on_refused(reason: str) -> None:
+            children[reason].inc()
+
+    return ConnectionLimits(
+        max_header_bytes=settings.max_header_bytes,
+        header_timeout=settings.header_timeout_seconds,
+        max_connections=settings.max_connections,
+        on_refused=on_refused,
+    )
 
 
 def uvicorn_config(
@@ -76,20 +119,30 @@ def uvicorn_config(
     port: int = 8443,
     log_level: str = "info",
     graceful_seconds: float = 20.0,
+    settings: ServerConfig | None = None,
 ) -> uvicorn.Config:
-    """A uvicorn configuration serving ``app`` over HTTPS with the reloading TLS context.
+    """A uvicorn configuration serving ``app`` over HTTPS with the reloading TLS context and
+    the connection limits of ``settings`` (:mod:`cudasched.webhook.protocol`; the defaults of
+    :class:`ServerConfig` when omitted).
 
     Logging is left to the caller (``log_config=None``) so embedding the server does not
     reconfigure the host program's loggers.
     """
     import uvicorn
 
+    from cudasched.webhook.config import ServerConfig
+
+    settings = settings if settings is not None else ServerConfig()
+    metrics = getattr(app, "metrics", None)
+    limits = connection_limits(settings, metrics if isinstance(metrics, WebhookMetrics) else None)
+    parser = http_parser(settings.http_parser)
     return uvicorn.Config(
         app,
         host=host,
         port=port,
-        http=_best("http"),
-        loop=_best("loop"),
+        http=protocol_class(parser, limits),
+        h11_max_incomplete_event_size=h11_event_limit(limits),
+        loop=_best_loop(),
         ws="none",
         lifespan="on",
         ssl_context_factory=lambda _config, _default: tls.context,
@@ -98,8 +151,39 @@ def uvicorn_config(
         access_log=False,
         server_header=False,
         date_header=False,
+        timeout_keep_alive=5,
         timeout_graceful_shutdown=graceful_seconds,
     )
+
+
+def make_server(config: uvicorn.Config, handshake_timeout: float) -> uvicorn.Server:
+    """A uvicorn server whose listening sockets drop a TLS handshake that has not completed
+    within ``handshake_timeout`` seconds (asyncio's default is 60 s, during which a silent
+    client holds a connection and its buffers), and give a TLS close as long."""
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            loop = asyncio.get_running_loop()
+            create_server = loop.create_server
+
+            async def with_timeout(*args: Any, **kwargs: Any) -> Any:
+                if kwargs.get("ssl") is not None:
+                    kwargs.setdefault("ssl_handshake_timeout", handshake_timeout)
+                    # A TLS close waits this long for the client's close_notify, reading and
+                    # dropping whatever it still sends (30 s by default).
+                    kwargs.setdefault("ssl_shutdown_timeout", handshake_timeout)
+                return await create_server(*args, **kwargs)
+
+            # uvicorn calls loop.create_server itself; the loop instance's method is shadowed
+            # only while it does.
+            loop.create_server = with_timeout  # type: ignore[method-assign]
+            try:
+                await super().startup(sockets=sockets)
+            finally:
+                del loop.create_server
+
+    return _Server(config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +244,6 @@ def serve_in_thread(
     :class:`RunningServer` carries the CA PEM to verify against. ``port=0`` picks a free port.
     A :class:`ClusterState` is served as a fixed, synced snapshot (no Kubernetes needed).
     """
-    import uvicorn
 
     from cudasched.webhook.config import WebhookConfig
 
@@ -182,7 +265,10 @@ def serve_in_thread(
         app = build_app(cfg, source, reviewer=reviewer, metrics=metrics)
         sock = _bind(host, port)
         bound_port = sock.getsockname()[1]
-        server = uvicorn.Server(uvicorn_config(app, tls, host=host, port=bound_port))
+        server = make_server(
+            uvicorn_config(app, tls, host=host, port=bound_port, settings=cfg.server),
+            cfg.server.header_timeout_seconds,
+        )
         failure: list[BaseException] = []
 
         def run() -> None:
@@ -315,8 +401,6 @@ def _serve_process(
 ) -> None:
     import signal
 
-    import uvicorn
-
     # uvicorn drains on SIGTERM, then re-raises the signal with the previous handler in place;
     # this handler turns that into a clean exit status 0 (and a SIGTERM during start-up too).
     if threading.current_thread() is threading.main_thread():
@@ -324,7 +408,10 @@ def _serve_process(
     metrics = WebhookMetrics()
     tls = ReloadingServerContext(cert, key)
     app = build_app(config, source_factory(metrics), reviewer=reviewer, metrics=metrics)
-    server = uvicorn.Server(uvicorn_config(app, tls, host=host, port=port))
+    server = make_server(
+        uvicorn_config(app, tls, host=host, port=port, settings=config.server),
+        config.server.header_timeout_seconds,
+    )
     server.run(sockets=sockets)
     if not server.started:
         raise SystemExit(1)

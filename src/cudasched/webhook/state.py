@@ -20,11 +20,16 @@ from cudasched.kserve import RuntimeChoice
 from cudasched.labels import LabelScheme
 from cudasched.nodeaffinity import Node, NodeSelector
 from cudasched.placement import GfdKeys
+from cudasched.webhook.bounded import BoundedMemo
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.snapshot import ClusterSnapshot
 
-__all__ = ["ClusterState"]
+__all__ = ["FIT_MEMO_BYTES", "ClusterState"]
+
+#: Bytes of "does any node match" answers one snapshot remembers (a few thousand keys).
+FIT_MEMO_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
@@ -38,8 +43,11 @@ class ClusterState:
     fleet: Fleet
     synced: bool = False
     # Per-snapshot memo of "does any node match these terms", keyed by the caller's key for
-    # the terms. A snapshot is never mutated otherwise; this only saves recomputation.
-    _fit_memo: dict[Any, bool] = field(default_factory=dict, repr=False)
+    # the terms (small: the caller leaves request-sized parts out). A snapshot is never
+    # mutated otherwise; this only saves recomputation.
+    _fit_memo: BoundedMemo[Any, bool] = field(
+        default_factory=lambda: BoundedMemo(FIT_MEMO_BYTES), repr=False
+    )
 
     @classmethod
     def empty(cls, kb: KnowledgeBase | None = None) -> ClusterState:
@@ -79,6 +87,20 @@ class ClusterState:
         _ = fleet.gfd_keys
         return cls(fleet=fleet, synced=synced)
 
+    @classmethod
+    def from_snapshot(
+        cls, snapshot: ClusterSnapshot, *, kb: KnowledgeBase | None = None
+    ) -> ClusterState:
+        """The synced snapshot of a cluster dump (:mod:`cudasched.snapshot`): what
+        ``cudasched mutate`` and ``cudasched webhook --cluster`` decide against."""
+        return cls.from_objects(
+            snapshot.nodes,
+            snapshot.inference_services,
+            snapshot.serving_runtimes,
+            snapshot.cluster_serving_runtimes,
+            kb=kb,
+        )
+
     @property
     def nodes(self) -> tuple[Node, ...]:
         return self.fleet.nodes
@@ -99,13 +121,12 @@ class ClusterState:
     def fits(self, key: Any, terms: Sequence[Mapping[str, Any]]) -> bool:
         """Whether any node of this snapshot matches the node-selector ``terms``; ``key`` must
         identify ``terms`` (memoised per snapshot, bounded)."""
-        found = self._fit_memo.get(key)
-        if found is None:
-            selector = NodeSelector.compile({"nodeSelectorTerms": list(terms)})
-            found = any(selector.match(node) for node in self.fleet.nodes)
-            if len(self._fit_memo) >= 4096:
-                self._fit_memo.clear()
-            self._fit_memo[key] = found
+        remembered = self._fit_memo.get(key)
+        if remembered is not None:
+            return remembered[0]
+        selector = NodeSelector.compile({"nodeSelectorTerms": list(terms)})
+        found = any(selector.match(node) for node in self.fleet.nodes)
+        self._fit_memo.put(key, found, 0)
         return found
 
     def inference_service(self, namespace: str, name: str) -> Mapping[str, Any] | None:

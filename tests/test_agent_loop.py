@@ -120,3 +120,30 @@ async def test_event_sink_errors_do_not_stop_labelling() -> None:
     result = await agent.step()
     assert result.ok is False
     assert publisher.store[L.PROBE_REASON] == "no-driver"
+
+
+async def test_a_node_without_an_nvidia_driver_idles_quietly() -> None:
+    """No NVML library and no nvidia-smi on a node that never had our labels: not a GPU node,
+    nothing published, no Event; a GPU node whose driver stops talking is still a failure."""
+
+    class Events:
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        async def event(self, *, type: str, reason: str, message: str) -> None:
+            self.sent.append(reason)
+
+    publisher, events = MemoryPublisher(), Events()
+    agent = Agent(
+        Repeat(DiscoveryError(Reason.NVML_NOT_FOUND, "no libnvidia-ml")), publisher, events
+    )
+    for _ in range(3):
+        result = await agent.step()
+        assert result.ok is False and result.reason == Reason.NVML_NOT_FOUND
+    assert publisher.store == {} and events.sent == []
+    # Once labelled, the same failure is published: the node had a GPU driver.
+    labelled = MemoryPublisher()
+    labelled.store = {L.PROBE_STATUS: "ok", L.DRIVER_VERSION: "550.90.07"}
+    agent = Agent(Repeat(DiscoveryError(Reason.NVML_NOT_FOUND, "gone")), labelled, events)
+    await agent.step()
+    assert labelled.store[L.PROBE_STATUS] == "failed"

@@ -51,7 +51,27 @@ def test_rbac_is_minimal() -> None:
 def test_daemonset_shape() -> None:
     ds = by_kind(daemonset_objects("gpu-system", "img:1"))["DaemonSet"]
     spec = ds["spec"]["template"]["spec"]
-    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    # Every GPU node however it is labelled: NFD's NVIDIA PCI label OR the GPU Operator's.
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert terms == [
+        {
+            "matchExpressions": [
+                {
+                    "key": "feature.node.kubernetes.io/pci-10de.present",
+                    "operator": "In",
+                    "values": ["true"],
+                }
+            ]
+        },
+        {
+            "matchExpressions": [
+                {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}
+            ]
+        },
+    ]
+    assert "nodeSelector" not in spec and "runtimeClassName" not in spec
     assert {"key": "nvidia.com/gpu", "operator": "Exists"} in spec["tolerations"]
     (container,) = spec["containers"]
     env = {e["name"]: e for e in container["env"]}
@@ -257,3 +277,16 @@ def test_gfd_compatible_agent_may_change_gfd_keys_too() -> None:
     new = _node("gpu-1", {**BASE, "nvidia.com/cuda.driver-version.major": "550"})
     assert _admitted(_policy()[0], _request(), old, new) is False
     assert _admitted(_policy(gfd_compatible=True)[0], _request(), old, new) is True
+
+
+def test_agent_placement_options() -> None:
+    everywhere = by_kind(daemonset_objects("ns", "img:1", nodes="all", runtime_class="nvidia"))
+    spec = everywhere["DaemonSet"]["spec"]["template"]["spec"]
+    assert "affinity" not in spec and "nodeSelector" not in spec
+    assert spec["runtimeClassName"] == "nvidia"
+    chosen = by_kind(daemonset_objects("ns", "img:1", node_selector={"gpu": "yes"}))
+    assert chosen["DaemonSet"]["spec"]["template"]["spec"]["nodeSelector"] == {"gpu": "yes"}
+    with pytest.raises(InputError, match="invalid agent nodes 'some'"):
+        daemonset_objects("ns", "img:1", nodes="some")
+    with pytest.raises(InputError, match="invalid runtime class 'Nvidia Runtime'"):
+        daemonset_objects("ns", "img:1", runtime_class="Nvidia Runtime")

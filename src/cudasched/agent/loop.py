@@ -4,6 +4,11 @@ Failure handling is the point of this module. A failed probe (no driver, library
 NVML error) must not erase what the scheduler knows: the last good labels stay, only
 ``probe.status=failed`` and ``probe.reason`` change, and a Warning Event is recorded on the
 Node once per new failure. The next good probe restores ``ok`` and removes the reason by itself.
+
+A node without an NVIDIA GPU (no driver library, no ``nvidia-smi``, no device) that never had
+our labels is not a failure: the agent idles there, publishing nothing and logging it once, so
+it can be scheduled on every node of a cluster without NFD or GPU Operator labels and start
+labelling the moment a driver is installed.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 
 from cudasched import labels as L
 from cudasched.agent.discovery import Source
-from cudasched.agent.facts import DiscoveryError
+from cudasched.agent.facts import DiscoveryError, Reason
 from cudasched.agent.labelers import ArchCatalog, build_labels, failure_labels, owned_keys
 from cudasched.agent.publish import EventSink, LabelPublisher
 
@@ -27,6 +32,10 @@ __all__ = ["Agent", "StepResult", "next_delay", "run_forever"]
 log = logging.getLogger("cudasched.agent")
 
 EVENT_FAILED = "CudaschedProbeFailed"
+#: Probe failures that mean "no NVIDIA driver is installed here" (no NVML library, no
+#: nvidia-smi), not "the GPU broke": a driver that is installed but not loaded (no-driver) or
+#: sees no device (no-devices) is a GPU node's failure and is published as one.
+NO_GPU_REASONS = frozenset({Reason.NVML_NOT_FOUND, Reason.NVIDIA_SMI_NOT_FOUND})
 EVENT_RECOVERED = "CudaschedProbeRecovered"
 
 
@@ -68,6 +77,7 @@ class Agent:
         self.owned = owned_keys(gfd_compatible)
         self.last_good: dict[str, str] | None = None
         self.last_failure: str | None = None  # reason of the failure currently published
+        self.idle = False  # no NVIDIA GPU here and nothing of ours published
 
     async def step(self) -> StepResult:
         """One probe-and-publish round. Kubernetes API errors propagate to the caller."""
@@ -84,12 +94,18 @@ class Agent:
         return StepResult(True, None, changed, desired)
 
     async def _failed(self, exc: DiscoveryError) -> StepResult:
-        log.warning("probe failed (%s): %s", exc.reason, exc)
         if self.last_good is not None:
             base = dict(self.last_good)
         else:
             # First probe of this process failed: keep whatever an earlier run published.
             base = {k: v for k, v in (await self.publisher.labels()).items() if k in self.owned}
+        if exc.reason in NO_GPU_REASONS and not base:
+            if not self.idle:
+                log.info("no NVIDIA GPU on this node (%s): idle, nothing to publish", exc.reason)
+                self.idle = True
+            return StepResult(False, exc.reason, False, {})
+        self.idle = False
+        log.warning("probe failed (%s): %s", exc.reason, exc)
         desired = {**base, **failure_labels(exc.reason)}
         changed = await self.publisher.apply(desired, self.owned)
         reason = desired[L.PROBE_REASON]

@@ -50,6 +50,22 @@ def manifests_command(
     agent: Annotated[
         bool, typer.Option("--agent/--no-agent", help="Include the node agent DaemonSet.")
     ] = True,
+    agent_nodes: Annotated[
+        str,
+        typer.Option(
+            "--agent-nodes",
+            help="gpu: nodes NFD (pci-10de) or the GPU Operator mark as NVIDIA GPU nodes; all: "
+            "every node (for clusters with neither: the agent idles where there is no GPU).",
+        ),
+    ] = "gpu",
+    agent_runtime_class: Annotated[
+        str | None,
+        typer.Option(
+            "--agent-runtime-class",
+            help="RuntimeClass of the agent pods (e.g. nvidia) where the NVIDIA container runtime "
+            "is not the default.",
+        ),
+    ] = None,
     image_digest: Annotated[
         str | None,
         typer.Option(
@@ -104,7 +120,11 @@ def manifests_command(
             key_pem=key_pem,
             ca_pem=None if cert_manager else ca_pem,
             fail_closed=fail_closed,
-            agent_objects=daemonset_objects(namespace, image) if agent else (),
+            agent_objects=daemonset_objects(
+                namespace, image, nodes=agent_nodes, runtime_class=agent_runtime_class
+            )
+            if agent
+            else (),
             api_server_cidrs=cidrs,
             priority_class=priority_class,
         )

@@ -243,7 +243,7 @@ class _Auditor:
                 f"to {GFD_NEW_KEYS_RELEASE} or newer, which adds nvidia.com/cuda.driver-version.* "
                 "and nvidia.com/cuda.runtime-version.*",
             )
-        found = conflicts(name, labels, facts, self.kb)
+        found = conflicts(labels, facts)
         if found:
             yield Finding(
                 LABELS_CONFLICT,

@@ -58,9 +58,10 @@ from cudasched.operations.nodelabels import (
     is_gpu_node,
     upgrade_state,
 )
-from cudasched.operations.reach import FleetVerdicts, Reach, blocking
+from cudasched.operations.reach import FleetVerdicts, Reach, blocking, driver_fix
 from cudasched.operations.refs import controller_kind, finished, names, node_name, object_ref
 from cudasched.operations.runtimes import RuntimeRow, runtime_rows
+from cudasched.requirecuda import DISABLE_ENV
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import resolve_workload
 from cudasched.resources import gpu_container, uses_gpu
@@ -179,23 +180,43 @@ class _Auditor:
         steps: list[str] = []
         cuda = engine.effective_cuda(req)
         nearest = reach.nearest
-        # A newer driver helps only when the driver is all the nearest node lacks (a Kepler
-        # GPU, say, cannot take a newer branch at all).
-        if nearest is not None and nearest.codes == (engine.DRIVER_TOO_OLD,) and cuda is not None:
-            need = self.kb.min_driver(cuda)
-            if need is not None:
+        # A newer driver helps only when the driver is all the nearest node lacks (for the
+        # toolkit, the image's NVIDIA_REQUIRE_CUDA or the GPU product); a Kepler GPU, say,
+        # cannot take a newer branch at all.
+        if nearest is not None and nearest.driver is not None:
+            need = nearest.driver
+            steps.append(
+                f"upgrade the driver of {nearest.node}"
+                + (" and the nodes like it" if nearest.alike else "")
+                + f" to {need} or newer (R{need.branch}+)"
+            )
+        # The container toolkit's gate holds under every policy: say what turning it off gives.
+        if (
+            req.gate is not None
+            and nearest is not None
+            and engine.REQUIRE_CUDA_UNMET in nearest.codes
+        ):
+            ungated = self.verdicts.reach(replace(req, gate=None), self.policy)
+            if ungated.anywhere:
                 steps.append(
-                    f"upgrade the driver of {nearest.node}"
-                    + (" and the nodes like it" if nearest.alike else "")
-                    + f" to {need} or newer (R{need.branch}+)"
+                    f"set {DISABLE_ENV}=true on its container (the container toolkit then skips "
+                    f"the image's NVIDIA_REQUIRE_CUDA), which {len(ungated.compatible)} node(s) "
+                    f"would run under {ungated.policy.value}"
                 )
         if reach.policy is Policy.STRICT and cuda is not None:
-            relaxed = self.verdicts.reach(replace(req, policy=Policy.MINOR_COMPAT), self.policy)
+            relaxed_req = replace(req, policy=Policy.MINOR_COMPAT)
+            relaxed = self.verdicts.reach(relaxed_req, self.policy)
+            compat = f"allow minor-version compatibility (annotation {L.ANN_POLICY}: minor-compat)"
             if relaxed.anywhere:
-                steps.append(
-                    f"allow minor-version compatibility (annotation {L.ANN_POLICY}: minor-compat), "
-                    f"which {len(relaxed.compatible)} node(s) would satisfy"
-                )
+                steps.append(f"{compat}, which {len(relaxed.compatible)} node(s) would satisfy")
+            elif req.gate is not None:
+                ungated = self.verdicts.reach(replace(relaxed_req, gate=None), self.policy)
+                if ungated.anywhere:
+                    steps.append(
+                        f"{compat} and set {DISABLE_ENV}=true on its container (the image's "
+                        "NVIDIA_REQUIRE_CUDA refuses older drivers under every policy), which "
+                        f"{len(ungated.compatible)} node(s) would satisfy"
+                    )
         newest = self.fleet.drivers.newest_cuda
         if cuda is not None and newest is not None and newest < cuda:
             steps.append(f"use an image built for CUDA {newest} or older")
@@ -393,12 +414,11 @@ class _Auditor:
         codes = ", ".join(dict.fromkeys(r.code for r in reasons))
         others = self.verdicts.reach(req, self.policy, exclude=self.upgrading | {node})
         cuda = engine.effective_cuda(req)
+        need = driver_fix(facts, reasons, req, self.kb)
         restore = None
-        if cuda is not None:
-            need = self.kb.min_driver(cuda)
-            restore = f"give {node} a driver that runs CUDA {cuda}" + (
-                f" ({need} or newer)" if need is not None else ""
-            )
+        if need is not None:
+            runs = f"CUDA {cuda}" if cuda is not None else "it"
+            restore = f"give {node} a driver that runs {runs} ({need} or newer)"
         if others.anywhere:
             owner = controller_kind(pod)
             again = f"its {owner} makes a new one" if owner else "then create it again"

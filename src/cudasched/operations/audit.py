@@ -4,10 +4,10 @@ Pure: a cluster snapshot and its fleet in, an :class:`~cudasched.operations.find
 out. Every rule is an existing one, asked again of objects that already exist:
 
 * a workload's requirement is what the webhook would enforce
-  (:func:`cudasched.resolution.resolve_workload`; runtimes through
-  :func:`~cudasched.resolution.resolve_runtime`, LLMInferenceServices through
-  :func:`~cudasched.operations.llm.resolve_llm_service`), so a CPU workload has none and never
+  (:func:`cudasched.resolution.resolve_workload`, LLMInferenceServices included; runtimes
+  through :func:`~cudasched.resolution.resolve_runtime`), so a CPU workload has none and never
   gets a workload finding, and ``cudasched.io/skip`` leaves a workload out as it does at admission;
+  LLMInferenceServices and their pods are read by :mod:`cudasched.kserve.llm`;
 * verdicts are :func:`cudasched.engine.check` on the fleet's node facts, under the workload's
   own policy when it names one, else the audit's
   (:class:`~cudasched.operations.reach.FleetVerdicts`);
@@ -29,6 +29,7 @@ from cudasched import engine
 from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.kserve import SERVING_RUNTIME, is_predictor_pod, isvc_name_of, predictor_image
+from cudasched.kserve.llm import llmisvc_main_container, llmisvc_of_pod, llmisvc_uses_gpu
 from cudasched.objects import annotations_of, labels_of, name_of, namespace_of
 from cudasched.operations.findings import (
     DRIVER_UPGRADE_FAILED,
@@ -45,7 +46,6 @@ from cudasched.operations.findings import (
     AuditReport,
     Finding,
 )
-from cudasched.operations.llm import llm_service_of_pod, resolve_llm_service
 from cudasched.operations.nodegroups import NodeGroup, groups_from_snapshot, scale_up_hint
 from cudasched.operations.nodelabels import (
     GFD_NEW_KEYS_RELEASE,
@@ -162,17 +162,22 @@ class _Auditor:
     def _resolve_llm(self, obj: Mapping[str, Any]) -> _Resolved:
         skipped = is_skipped(annotations_of(obj))
         try:
-            req, gpu, image = resolve_llm_service(obj, self.images, self.kb)
+            pod, req, _ = resolve_workload(obj, self.fleet, self.images)
+            # Its pods usually take resources from the configs: only a GPU the object itself
+            # asks for makes a service the audit reports as unprotected.
+            gpu = llmisvc_uses_gpu(obj)
+            main = llmisvc_main_container(pod["spec"])
         except InputError as exc:
             return _Resolved(Requirement(), False, skipped, error=str(exc))
-        return _Resolved(req, gpu, skipped, image=image)
+        image = main.get("image") if main is not None else None
+        return _Resolved(req, gpu, skipped, image=image if isinstance(image, str) else None)
 
     def _covered(self, pod: Mapping[str, Any]) -> bool:
         """A pod whose service the snapshot lists (findings about it go to the service)."""
         ns = namespace_of(pod)
         if is_predictor_pod(pod) and (ns, isvc_name_of(pod) or "") in self.isvcs:
             return True
-        llm = llm_service_of_pod(pod)
+        llm = llmisvc_of_pod(pod)
         return llm is not None and (ns, llm) in self.llms
 
     def _unplaceable_fix(self, req: Requirement, reach: Reach) -> str | None:
@@ -534,7 +539,7 @@ class _Auditor:
         for pod in self.snapshot.pods:
             if node_name(pod) is None and not finished(pod) and self._covered(pod):
                 ns = namespace_of(pod)
-                owner = isvc_name_of(pod) if is_predictor_pod(pod) else llm_service_of_pod(pod)
+                owner = isvc_name_of(pod) if is_predictor_pod(pod) else llmisvc_of_pod(pod)
                 pending.setdefault((ns, owner or ""), []).append(name_of(pod))
         for obj in self.snapshot.inference_services:
             yield from self._service(obj, self._resolve_isvc(obj), "InferenceService", pending)

@@ -61,10 +61,13 @@ def test_audit_exit_code_is_a_ci_gate(cluster: str, exit_code: int) -> None:
 
 
 def test_audit_policy_option() -> None:
-    strict, _ = audit_json("--cluster", str(DATA / "bound.yaml"))
+    strict, before = audit_json("--cluster", str(DATA / "bound.yaml"))
     code, doc = audit_json("--cluster", str(DATA / "bound.yaml"), "--policy", "minor-compat")
     assert strict == 1 and code == 1
-    assert [f["object"] for f in doc["findings"]] == ["Pod/llm/vllm-next-0"]
+    # vllm-0 names no policy: minor-compat lets R550 run it. vllm-gated-0's image gate holds
+    # under every policy, and no policy gives R550 CUDA 13.0.
+    assert "Pod/llm/vllm-0" in [f["object"] for f in before["findings"]]
+    assert [f["object"] for f in doc["findings"]] == ["Pod/llm/vllm-gated-0", "Pod/llm/vllm-next-0"]
 
 
 def test_audit_table() -> None:

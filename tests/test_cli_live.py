@@ -191,7 +191,8 @@ async def test_an_llminferenceservice_is_explained_through_its_pods(
                 "app.kubernetes.io/component": component,
             },
         }
-        out["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.9.0"
+        # KServe's model server is the container `main` (reference ops-facts.md section 2).
+        out["spec"]["containers"][0].update(name="main", image="vllm/vllm-openai:v0.9.0")
         return out
 
     objects = [

@@ -180,8 +180,15 @@ def test_pods_bound_to_nodes_that_cannot_run_them(kb: KnowledgeBase, images: Ima
     assert keys(report) == {
         ("error", "pod-on-incompatible-node", "Pod/llm/vllm-0", "gpu-h100-1"),
         ("error", "pod-on-incompatible-node", "Pod/llm/vllm-next-0", "gpu-h100-1"),
+        ("error", "pod-on-incompatible-node", "Pod/llm/vllm-gated-0", "gpu-h100-1"),
     }
     by_object = {f.object: f for f in report.findings}
+    # Its own policy minor-compat does not save it: the image's NVIDIA_REQUIRE_CUDA stops the
+    # container on R550 whatever the policy.
+    gated = by_object["Pod/llm/vllm-gated-0"]
+    assert "[minor-compat]" in gated.message and "(require-cuda-unmet)" in gated.message
+    assert "NVIDIA_REQUIRE_CUDA (image docker.io/vllm/vllm-openai:v0.9.0)" in gated.message
+    assert "gpu-h100-2" in (gated.fix or "") and "570.26 or newer" in (gated.fix or "")
     moved = by_object["Pod/llm/vllm-0"]
     assert "cuda>=12.8 [strict]" in moved.message
     assert "driver 550.127.05, CUDA 12.4" in moved.message
@@ -195,10 +202,12 @@ def test_pods_bound_to_nodes_that_cannot_run_them(kb: KnowledgeBase, images: Ima
 def test_default_policy_applies_only_where_the_workload_names_none(
     kb: KnowledgeBase, images: ImageTable
 ) -> None:
-    # Under minor-compat R550 runs CUDA 12.8 (12.x floor 525.60.13) but not 13.0.
+    # Under minor-compat R550 runs CUDA 12.8 (12.x floor 525.60.13) but not 13.0, and not the
+    # upstream vLLM image, whose NVIDIA_REQUIRE_CUDA asks for a driver of CUDA 12.8.
     report = run(load("bound.yaml"), kb, images, Policy.MINOR_COMPAT)
     assert keys(report) == {
         ("error", "pod-on-incompatible-node", "Pod/llm/vllm-next-0", "gpu-h100-1"),
+        ("error", "pod-on-incompatible-node", "Pod/llm/vllm-gated-0", "gpu-h100-1"),
     }
     # A workload's own policy wins over the default: strict on vllm-relaxed-0 makes it fail.
     snapshot = edited(
@@ -225,7 +234,12 @@ def test_workloads_and_runtimes_no_node_can_run(kb: KnowledgeBase, images: Image
     assert "pending pods: qwen-predictor-6d5c7b9f8-q2w7x" in isvc.message
     assert "nearest node gpu-l4-1" in isvc.message and "lacks a newer driver" in isvc.message
     assert "570.26 or newer" in (isvc.fix or "")
-    assert "minor-compat" in (isvc.fix or "")  # R550 runs 12.8 under minor-version compat
+    # R550 runs 12.8 under minor-version compatibility, but the vLLM image's
+    # NVIDIA_REQUIRE_CUDA (cuda>=12.8) refuses it unless the check is turned off; the CUDA
+    # 12.8.1 base image of cuda-smoke admits R550 through its brand/driver alternatives.
+    assert "minor-compat) and set NVIDIA_DISABLE_REQUIRE=true" in (isvc.fix or "")
+    smoke = by_object["Pod/ml/cuda-smoke"].fix or ""
+    assert "minor-compat), which 1 node(s)" in smoke and "NVIDIA_DISABLE_REQUIRE" not in smoke
     assert "used by llm/qwen" in by_object["ClusterServingRuntime/vllm-cuda-12.8"].message
     # CUDA 13 has no floor an R550 driver meets: no minor-compat suggestion there.
     assert "minor-compat" not in (by_object["LLMInferenceService/llm/llama-d"].fix or "")
@@ -250,6 +264,83 @@ def test_nearest_node_names_what_it_lacks(kb: KnowledgeBase, images: ImageTable)
     assert "upgrade the driver" not in fix  # no driver brings CUDA 12.8 to a Kepler GPU
     assert "run it on GPUs its CUDA and kernels support" in fix
     assert "CUDA 11.4 or older" in fix
+
+
+def test_gate_under_minor_compat_names_what_turns_it_off(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    report = run(load("pending.yaml"), kb, images, Policy.MINOR_COMPAT)
+    qwen = next(f for f in report.findings if f.object == "InferenceService/llm/qwen")
+    assert "lacks a driver the image's NVIDIA_REQUIRE_CUDA accepts" in qwen.message
+    assert "upgrade the driver of gpu-l4-1 to 570.26 or newer" in (qwen.fix or "")
+    assert "set NVIDIA_DISABLE_REQUIRE=true on its container" in (qwen.fix or "")
+    assert "1 node(s) would run under minor-compat" in (qwen.fix or "")
+
+
+def _gfd_node(name: str, product: str, driver: str) -> dict[str, Any]:
+    major, minor, rev = driver.split(".")
+    labels = {
+        "nvidia.com/cuda.driver-version.full": driver,
+        "nvidia.com/cuda.driver-version.major": major,
+        "nvidia.com/cuda.driver-version.minor": minor,
+        "nvidia.com/cuda.driver-version.revision": rev,
+        "nvidia.com/gpu.product": product,
+        "nvidia.com/gpu.present": "true",
+    }
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+
+
+def _pending(cuda: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "t",
+            "annotations": {"cudasched.io/cuda-version": cuda},
+        },
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ]
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_a_gpu_its_driver_cannot_drive_needs_the_gpus_first_driver(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    # R535 runs CUDA 12.2 but cannot drive an H200 (first driver 550.90.07): the fix is that
+    # driver, not CUDA 12.2's minimum (535.54.03), which the node already has.
+    snapshot = ClusterSnapshot(
+        nodes=(_gfd_node("h200", "NVIDIA-H200", "535.216.01"),), pods=(_pending("12.2"),)
+    )
+    (finding,) = run(snapshot, kb, images).findings
+    assert finding.node == "h200"
+    assert "lacks a driver branch that supports its GPU" in finding.message
+    assert "upgrade the driver of h200 to 550.90.07 or newer (R550+)" in (finding.fix or "")
+    bound = copy.deepcopy(snapshot.pods[0])
+    bound["spec"]["nodeName"] = "h200"
+    bound["status"]["phase"] = "Running"
+    (finding,) = run(ClusterSnapshot(nodes=snapshot.nodes, pods=(bound,)), kb, images).findings
+    assert "(driver-branch-unsupported-gpu)" in finding.message
+    assert "give h200 a driver that runs CUDA 12.2 (550.90.07 or newer)" in (finding.fix or "")
+
+
+def test_nearest_node_is_one_a_driver_upgrade_fixes(kb: KnowledgeBase, images: ImageTable) -> None:
+    # For CUDA 13.0 a V100 on R580 has the newest CUDA but no driver brings Volta to CUDA 13
+    # (arch-dropped); the L4 on R550 only needs a newer driver.
+    snapshot = ClusterSnapshot(
+        nodes=(
+            _gfd_node("v100", "Tesla-V100-SXM2-16GB", "580.65.06"),
+            _gfd_node("l4", "NVIDIA-L4", "550.127.05"),
+        ),
+        pods=(_pending("13.0"),),
+    )
+    (finding,) = run(snapshot, kb, images).findings
+    assert finding.node == "l4"
+    assert "upgrade the driver of l4 to 580.65.06 or newer (R580+)" in (finding.fix or "")
 
 
 def test_pending_workload_with_a_home_is_fine(kb: KnowledgeBase, images: ImageTable) -> None:

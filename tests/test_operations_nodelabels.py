@@ -106,7 +106,7 @@ OURS = {
 
 
 def found(labels: dict[str, str], kb: KnowledgeBase) -> list[str]:
-    return [c.describe() for c in conflicts("n", labels, facts_from_labels("n", labels, kb), kb)]
+    return [c.describe() for c in conflicts(labels, facts_from_labels("n", labels, kb))]
 
 
 def test_agreeing_sources_do_not_conflict(kb: KnowledgeBase) -> None:
@@ -143,10 +143,36 @@ def test_conflicts_name_both_values_and_the_one_used(kb: KnowledgeBase) -> None:
 
 
 def test_a_derived_cuda_is_not_a_source(kb: KnowledgeBase) -> None:
-    # GFD's deprecated keys give only the driver here; the CUDA derived from it is no label.
-    labels = {**OURS, "cudasched.io/cuda.code": "12020", **GFD_OLD}
+    # GFD's deprecated keys give only the driver here: no CUDA label of theirs to compare, and
+    # the CUDA decisions derive from the driver agrees with every label that states one.
+    labels = {**OURS, **GFD_OLD}
     del labels["nvidia.com/cuda.runtime.major"], labels["nvidia.com/cuda.runtime.minor"]
+    del labels["cudasched.io/cuda.code"]
     assert found(labels, kb) == []
+    assert found({**labels, **GFD_NEW}, kb) == []
+
+
+def test_a_cuda_label_is_compared_as_written(kb: KnowledgeBase) -> None:
+    # A node's CUDA is its driver's (NVIDIA Table 3), so reading each source through
+    # facts_from_labels would replace GFD's stale 12.2 by 12.4 and hide the disagreement.
+    stale = {**OURS, **GFD_NEW, "nvidia.com/cuda.runtime-version.full": "12.2"}
+    stale["nvidia.com/cuda.runtime-version.minor"] = "2"
+    assert found(stale, kb) == [
+        "CUDA: cudasched.io/cuda.* says 12.4, nvidia.com/cuda.runtime-version.* says 12.2; "
+        "decisions use 12.4 (cudasched.io/cuda.*)"
+    ]
+    # One source whose CUDA label contradicts its own driver: the driver is the other side.
+    alone = {k: v for k, v in stale.items() if k.startswith("nvidia.com/")}
+    assert found(alone, kb) == [
+        "CUDA: nvidia.com/cuda.runtime-version.* says 12.2, driver 550.90.07 (NVIDIA Table 3) "
+        "says 12.4; decisions use 12.4 (the driver's)"
+    ]
+    # Our label claiming more than the driver supports (issue 12: 495.46 labelled 11.6).
+    claims = {"cudasched.io/driver.version": "495.46", "cudasched.io/cuda.version": "11.6"}
+    assert found(claims, kb) == [
+        "CUDA: cudasched.io/cuda.* says 11.6, driver 495.46 (NVIDIA Table 3) says 11.5; "
+        "decisions use 11.5 (the driver's)"
+    ]
 
 
 @settings(max_examples=50)

@@ -4,7 +4,9 @@ ceilings from the engine, and runtime × pool cells that are the engine's verdic
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -171,25 +173,75 @@ def test_matrix_cells_are_engine_verdicts(
 def test_policy_of_the_matrix_and_of_a_runtime(
     sample: ClusterSnapshot, kb: KnowledgeBase, images: ImageTable
 ) -> None:
-    fleet = Fleet.from_snapshot(sample, kb)
-    pools = node_pools(sample, fleet)
+    # aml-vllm-cuda-12.8 runs the upstream vllm/vllm-openai:v0.9.0, whose NVIDIA_REQUIRE_CUDA
+    # (cuda>=12.8) the container toolkit enforces under every policy; its twin turns the check
+    # off on its container, so minor-version compatibility alone decides there.
+    runtime = next(
+        r for r in sample.cluster_serving_runtimes if r["metadata"]["name"] == "aml-vllm-cuda-12.8"
+    )
+    ungated = copy.deepcopy(runtime)
+    ungated["metadata"]["name"] = "aml-vllm-cuda-12.8-ungated"
+    ungated["spec"]["containers"][0]["env"].append(
+        {"name": "NVIDIA_DISABLE_REQUIRE", "value": "true"}
+    )
+    snapshot = dataclasses.replace(
+        sample, cluster_serving_runtimes=(*sample.cluster_serving_runtimes, ungated)
+    )
+    fleet = Fleet.from_snapshot(snapshot, kb)
+    pools = node_pools(snapshot, fleet)
     a100 = next(i for i, p in enumerate(pools) if p.product == "NVIDIA-A100-SXM4-80GB")
     rows = runtime_rows(fleet, images)
-    index = next(i for i, r in enumerate(rows) if r.name == "aml-vllm-cuda-12.8")
+    gated = next(i for i, r in enumerate(rows) if r.name == "aml-vllm-cuda-12.8")
+    index = next(i for i, r in enumerate(rows) if r.name == "aml-vllm-cuda-12.8-ungated")
     strict = compatibility_matrix(rows, pools, Policy.STRICT, kb)
     relaxed = compatibility_matrix(rows, pools, Policy.MINOR_COMPAT, kb)
-    assert strict.cells[index][a100].status is CellStatus.INCOMPATIBLE
+    for row in (gated, index):
+        assert strict.cells[row][a100].status is CellStatus.INCOMPATIBLE
+        assert strict.cells[row][a100].headline == "driver-too-old"
+    assert relaxed.cells[gated][a100].status is CellStatus.INCOMPATIBLE
+    assert relaxed.cells[gated][a100].headline == "require-cuda-unmet"
     assert relaxed.cells[index][a100].status is CellStatus.CAVEATS
     assert relaxed.cells[index][a100].headline == "minor-version-compat"
 
 
+def _jetson(name: str, cuda_minor: str) -> dict[str, Any]:
+    """A Jetson Orin as GFD labels it: the Tegra driver reads ``unknown``, the CUDA version
+    is the JetPack's (cuDriverGetVersion), so the CUDA label is the only CUDA fact."""
+    labels = {
+        "nvidia.com/cuda.driver-version.full": "unknown.unknown.unknown",
+        "nvidia.com/cuda.driver-version.major": "unknown",
+        "nvidia.com/cuda.driver-version.minor": "unknown",
+        "nvidia.com/cuda.driver-version.revision": "unknown",
+        "nvidia.com/cuda.runtime-version.full": f"12.{cuda_minor}",
+        "nvidia.com/cuda.runtime-version.major": "12",
+        "nvidia.com/cuda.runtime-version.minor": cuda_minor,
+        "nvidia.com/gpu.compute.major": "8",
+        "nvidia.com/gpu.compute.minor": "7",
+        "nvidia.com/gpu.family": "ampere",
+        "nvidia.com/gpu.product": "Orin",
+        "nvidia.com/gpu.present": "true",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {
+            "capacity": {"nvidia.com/gpu": "1"},
+            "nodeInfo": {"osImage": "Ubuntu 22.04.5 LTS"},
+        },
+    }
+
+
 def test_mixed_and_unreadable_cells(kb: KnowledgeBase, images: ImageTable) -> None:
     snapshot = load_snapshot(DATA / "labels.yaml")
-    # A twin of gpu-drift-1 (A100, R550, Ubuntu: the same pool) whose new GFD keys say CUDA 12.2:
-    # for a runtime needing 12.4 the pool's nodes disagree.
+    # A twin of gpu-drift-1 (A100, R550, Ubuntu: the same pool) whose new GFD keys say CUDA
+    # 12.2: a node's CUDA is its driver's (NVIDIA Table 3), so the label splits nothing.
     twin = copy.deepcopy(next(n for n in snapshot.nodes if n["metadata"]["name"] == "gpu-drift-1"))
     twin["metadata"]["name"] = "gpu-drift-twin"
     twin["metadata"]["labels"]["nvidia.com/cuda.runtime-version.minor"] = "2"
+    # Two Jetson Orins whose driver GFD cannot read, on JetPack 6.0 (CUDA 12.2) and 6.1
+    # (CUDA 12.6): one pool (same product, unknown driver, same OS) whose nodes disagree.
+    jetsons = (_jetson("orin-jp60", "2"), _jetson("orin-jp61", "6"))
     runtime = {
         "apiVersion": "serving.kserve.io/v1alpha1",
         "kind": "ClusterServingRuntime",
@@ -203,17 +255,20 @@ def test_mixed_and_unreadable_cells(kb: KnowledgeBase, images: ImageTable) -> No
         "spec": {"containers": [{"name": "kserve-container", "image": "x"}]},
     }
     snapshot = ClusterSnapshot(
-        nodes=(*snapshot.nodes, twin), cluster_serving_runtimes=(runtime, broken)
+        nodes=(*snapshot.nodes, twin, *jetsons), cluster_serving_runtimes=(runtime, broken)
     )
     fleet = Fleet.from_snapshot(snapshot, kb)
     pools = node_pools(snapshot, fleet)
     drift = next(i for i, p in enumerate(pools) if "gpu-drift-twin" in p.nodes)
     assert pools[drift].nodes == ("gpu-drift-1", "gpu-drift-2", "gpu-drift-twin")
+    orin = next(i for i, p in enumerate(pools) if p.product == "Orin")
+    assert pools[orin].nodes == ("orin-jp60", "orin-jp61") and pools[orin].driver is None
     matrix = compatibility_matrix(runtime_rows(fleet, images), pools, Policy.STRICT, kb)
     broken_row, needs_row = matrix.cells  # sorted by name
-    assert needs_row[drift].status is CellStatus.MIXED
-    assert "gpu-drift-1: compatible" in needs_row[drift].detail
-    assert "gpu-drift-twin: incompatible" in needs_row[drift].detail
+    assert needs_row[drift].status is CellStatus.COMPATIBLE
+    assert needs_row[orin].status is CellStatus.MIXED
+    assert "orin-jp61: compatible" in needs_row[orin].detail
+    assert "orin-jp60: incompatible" in needs_row[orin].detail
     assert {c.status for c in broken_row} == {CellStatus.UNREADABLE}
     assert "'new'" in broken_row[0].detail
 

@@ -837,3 +837,51 @@ def test_requirement_needs_covers_every_rule_relevant_field() -> None:
     for name, value in changed.items():
         assert dataclasses.replace(base, **{name: value}).needs != base.needs, name
     assert dataclasses.replace(base, source="b" * 10_000).needs == base.needs
+
+
+def test_llmisvc_pods_of_a_service_leave_router_and_other_namespaces_out() -> None:
+    from cudasched.kserve.llm import llmisvc_of_pod, llmisvc_pods
+
+    decode = yaml.safe_load(LLMISVC_POD)
+    scheduler = copy.deepcopy(decode)
+    scheduler["metadata"]["labels"]["app.kubernetes.io/component"] = (
+        "llminferenceservice-router-scheduler"
+    )
+    elsewhere = copy.deepcopy(decode)
+    elsewhere["metadata"]["namespace"] = "other"
+    odd = copy.deepcopy(decode)
+    odd["metadata"]["labels"] = {"app.kubernetes.io/part-of": 7}  # read leniently: no such pod
+    assert llmisvc_of_pod(decode) == "qwen"
+    assert llmisvc_of_pod(scheduler) is None and llmisvc_of_pod(odd) is None
+    assert llmisvc_pods([decode, scheduler, elsewhere, odd], "llm", "qwen") == [decode]
+
+
+def test_llmisvc_multi_node_without_a_leader_template_is_read_from_its_worker() -> None:
+    from cudasched.kserve.llm import llmisvc_uses_gpu
+
+    table = ImageTable.builtin(kb=_kb())
+    worker_only = yaml.safe_load(LLMISVC)
+    worker_only["spec"]["worker"] = {
+        "containers": [
+            {
+                "name": "main",
+                "image": "vllm/vllm-openai:v0.23.0",
+                "resources": {"limits": {"nvidia.com/gpu": "8"}},
+            }
+        ]
+    }
+    assert resolve_llmisvc(worker_only, table, _kb()).cuda == CudaVersion(13, 0)
+    assert llmisvc_uses_gpu(worker_only)
+    # With a leader template, the template is the decode pod the service asks for.
+    led = copy.deepcopy(worker_only)
+    led["spec"]["template"] = {"containers": [{"name": "main", "image": "x"}]}
+    assert resolve_llmisvc(led, table, _kb()).is_empty
+    # A GPU asked for only by the prefill workers is a GPU the service uses.
+    prefill = yaml.safe_load(LLMISVC)
+    assert not llmisvc_uses_gpu(prefill)
+    prefill["spec"]["prefill"] = {
+        "template": {
+            "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+        }
+    }
+    assert llmisvc_uses_gpu(prefill)

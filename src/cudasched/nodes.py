@@ -55,6 +55,7 @@ __all__ = [
     "facts_from_parts",
     "has_gpu_labels",
     "reconcile_cuda",
+    "stated_versions",
 ]
 
 SOURCE_CUDASCHED = "cudasched"
@@ -333,6 +334,17 @@ def _read_bool(r: _Reader, key: str) -> bool | None:
         return text.lower() == "true"
     r.bad(key, "is not true or false")
     return None
+
+
+def stated_versions(
+    labels: Mapping[str, str],
+) -> tuple[DriverVersion | None, CudaVersion | None, ComputeCapability | None]:
+    """The driver, CUDA version and compute capability ``labels`` state, read with the key
+    order and leniency of :func:`facts_from_labels` but taken as written: nothing derived and
+    the CUDA label not reconciled with the driver. For comparing what label sources say (the
+    audit's ``labels-conflict``); decisions use :func:`facts_from_labels`."""
+    r = _Reader(labels)
+    return _read_driver(r)[0], _read_cuda(r)[0], _read_compute(r)[0]
 
 
 def reconcile_cuda(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cudasched.errors import InputError
-from cudasched.kserve.llmisvc import LLMISVC_NAME_LABEL, LLMISVC_PART_OF_LABEL, llmisvc_pods
+from cudasched.kserve.llm import NAME_LABEL, PART_OF_LABEL, PART_OF_VALUE, llmisvc_pods
 from cudasched.kube.kinds import (
     CRON_JOB,
     DAEMON_SET,
@@ -82,8 +82,7 @@ class Reference:
                 raise InputError(
                     f"{self} has no model-server pods in {where}: cudasched explains an "
                     "LLMInferenceService through the pods KServe creates for it (labels "
-                    f"{LLMISVC_PART_OF_LABEL}=llminferenceservice, "
-                    f"{LLMISVC_NAME_LABEL}={self.name})"
+                    f"{PART_OF_LABEL}={PART_OF_VALUE}, {NAME_LABEL}={self.name})"
                 )
             return [dict(p) for p in pods]
         if self.kind == POD:

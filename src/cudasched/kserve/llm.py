@@ -14,16 +14,27 @@ leader template lack ``kserve.io/component``, so that label is never relied on. 
 The image is usually not in the object: the controller merges the well-known
 ``LLMInferenceServiceConfig`` (``kserve-config-llm-template``: ``ghcr.io/llm-d/llm-d-cuda``),
 then ``baseRefs``, then the spec. So a pod is judged by its own ``main`` container, and the
-object by the image its ``template`` names, else by the image a caller resolved from the
-configs (``config_image``). Pure: plain API dicts in, answers out.
+object by the image its ``template`` names (``worker``'s when there is no template: a
+LeaderWorkerSet without a leader template runs every pod from it), else by the image a caller
+resolved from the configs (``config_image``). This is the one reader of these objects and pods
+(the webhook's resolution, ``explain``, ``audit`` and driver planning use it). Pure: plain API
+dicts in, answers out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from cudasched.objects import as_list, as_mapping, checked_labels, metadata_of
+from cudasched.objects import (
+    as_list,
+    as_mapping,
+    checked_labels,
+    labels_of,
+    metadata_of,
+    namespace_of,
+)
+from cudasched.resources import uses_gpu
 
 __all__ = [
     "COMPONENT_LABEL",
@@ -37,8 +48,12 @@ __all__ = [
     "is_llmisvc_pod",
     "llmisvc_main_container",
     "llmisvc_name_of",
+    "llmisvc_of_pod",
     "llmisvc_pod",
+    "llmisvc_pod_specs",
+    "llmisvc_pods",
     "llmisvc_role",
+    "llmisvc_uses_gpu",
 ]
 
 LLMISVC_KIND = "LLMInferenceService"
@@ -82,6 +97,25 @@ def llmisvc_name_of(pod: Mapping[str, Any]) -> str | None:
     return str(value) if value else None
 
 
+def llmisvc_of_pod(pod: Mapping[str, Any]) -> str | None:
+    """The LLMInferenceService whose model server ``pod`` runs; ``None`` for any other pod
+    (the service's router scheduler and tokenizer included). Lenient, for reading a cluster:
+    labels that are not strings make it no such pod."""
+    labels = labels_of(pod)
+    if labels.get(PART_OF_LABEL) != PART_OF_VALUE:
+        return None
+    if labels.get(COMPONENT_LABEL) not in WORKLOAD_COMPONENTS:
+        return None
+    return labels.get(NAME_LABEL) or None
+
+
+def llmisvc_pods(
+    pods: Iterable[Mapping[str, Any]], namespace: str, name: str
+) -> list[Mapping[str, Any]]:
+    """The model-server pods of the LLMInferenceService ``namespace/name``."""
+    return [p for p in pods if namespace_of(p) == namespace and llmisvc_of_pod(p) == name]
+
+
 def llmisvc_role(pod: Mapping[str, Any]) -> str | None:
     """``decode``, ``prefill``, ``leader`` or ``worker``; None for other pods."""
     if not is_llmisvc_pod(pod):
@@ -103,16 +137,38 @@ def _workload_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     )
 
 
+def llmisvc_pod_specs(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every pod spec the LLMInferenceService states: ``template`` and ``worker``, then the
+    same two under ``prefill`` (absent ones left out)."""
+    spec = _workload_spec(obj)
+    prefill = as_mapping(spec.get("prefill"), "spec.prefill")
+    return [
+        as_mapping(part.get(key), f"spec.{where}{key}")
+        for part, where in ((spec, ""), (prefill, "prefill."))
+        for key in ("template", "worker")
+        if part.get(key) is not None
+    ]
+
+
+def llmisvc_uses_gpu(obj: Mapping[str, Any]) -> bool:
+    """Whether a pod spec the LLMInferenceService states requests an NVIDIA GPU. Its pods
+    usually take their resources from the configs, so ``False`` says only that the object
+    itself asks for none."""
+    return any(uses_gpu(spec) for spec in llmisvc_pod_specs(obj))
+
+
 def llmisvc_pod(obj: Mapping[str, Any], *, prefill: bool = False) -> dict[str, Any]:
     """The decode (or ``prefill``) pod the LLMInferenceService asks for, as far as the object
     says: its labels, the annotations of the object and of the workload (``spec.annotations``
-    reach the pods), and the ``template`` pod spec (empty when the image comes from the
-    configs, with a ``main`` container named so readers find the model server)."""
+    reach the pods), and the ``template`` pod spec, ``worker``'s when there is no template
+    (empty when the image comes from the configs, with a ``main`` container named so readers
+    find the model server)."""
     meta = metadata_of(obj)
     name = str(meta.get("name") or "")
     spec = _workload_spec(obj)
     workload = as_mapping(spec.get("prefill"), "spec.prefill") if prefill else spec
-    template = dict(as_mapping(workload.get("template"), "template"))
+    key = "template" if workload.get("template") is not None else "worker"
+    template = dict(as_mapping(workload.get(key), key))
     if llmisvc_main_container(template) is None:
         template["containers"] = [
             *as_list(template.get("containers"), "containers"),

@@ -4,10 +4,10 @@ Pure: a cluster snapshot and its fleet in, an :class:`~cudasched.operations.find
 out. Every rule is an existing one, asked again of objects that already exist:
 
 * a workload's requirement is what the webhook would enforce
-  (:func:`cudasched.resolution.resolve_workload`; runtimes through
-  :func:`~cudasched.resolution.resolve_runtime`, LLMInferenceServices through
-  :func:`~cudasched.operations.llm.resolve_llm_service`), so a CPU workload has none and never
+  (:func:`cudasched.resolution.resolve_workload`, LLMInferenceServices included; runtimes
+  through :func:`~cudasched.resolution.resolve_runtime`), so a CPU workload has none and never
   gets a workload finding, and ``cudasched.io/skip`` leaves a workload out as it does at admission;
+  LLMInferenceServices and their pods are read by :mod:`cudasched.kserve.llm`;
 * verdicts are :func:`cudasched.engine.check` on the fleet's node facts, under the workload's
   own policy when it names one, else the audit's
   (:class:`~cudasched.operations.reach.FleetVerdicts`);
@@ -29,6 +29,7 @@ from cudasched import engine
 from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.kserve import SERVING_RUNTIME, is_predictor_pod, isvc_name_of, predictor_image
+from cudasched.kserve.llm import llmisvc_main_container, llmisvc_of_pod, llmisvc_uses_gpu
 from cudasched.objects import annotations_of, labels_of, name_of, namespace_of
 from cudasched.operations.findings import (
     DRIVER_UPGRADE_FAILED,
@@ -45,7 +46,6 @@ from cudasched.operations.findings import (
     AuditReport,
     Finding,
 )
-from cudasched.operations.llm import llm_service_of_pod, resolve_llm_service
 from cudasched.operations.nodegroups import NodeGroup, groups_from_snapshot, scale_up_hint
 from cudasched.operations.nodelabels import (
     GFD_NEW_KEYS_RELEASE,
@@ -58,9 +58,10 @@ from cudasched.operations.nodelabels import (
     is_gpu_node,
     upgrade_state,
 )
-from cudasched.operations.reach import FleetVerdicts, Reach, blocking
+from cudasched.operations.reach import FleetVerdicts, Reach, blocking, driver_fix
 from cudasched.operations.refs import controller_kind, finished, names, node_name, object_ref
 from cudasched.operations.runtimes import RuntimeRow, runtime_rows
+from cudasched.requirecuda import DISABLE_ENV
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import resolve_workload
 from cudasched.resources import gpu_container, uses_gpu
@@ -161,17 +162,22 @@ class _Auditor:
     def _resolve_llm(self, obj: Mapping[str, Any]) -> _Resolved:
         skipped = is_skipped(annotations_of(obj))
         try:
-            req, gpu, image = resolve_llm_service(obj, self.images, self.kb)
+            pod, req, _ = resolve_workload(obj, self.fleet, self.images)
+            # Its pods usually take resources from the configs: only a GPU the object itself
+            # asks for makes a service the audit reports as unprotected.
+            gpu = llmisvc_uses_gpu(obj)
+            main = llmisvc_main_container(pod["spec"])
         except InputError as exc:
             return _Resolved(Requirement(), False, skipped, error=str(exc))
-        return _Resolved(req, gpu, skipped, image=image)
+        image = main.get("image") if main is not None else None
+        return _Resolved(req, gpu, skipped, image=image if isinstance(image, str) else None)
 
     def _covered(self, pod: Mapping[str, Any]) -> bool:
         """A pod whose service the snapshot lists (findings about it go to the service)."""
         ns = namespace_of(pod)
         if is_predictor_pod(pod) and (ns, isvc_name_of(pod) or "") in self.isvcs:
             return True
-        llm = llm_service_of_pod(pod)
+        llm = llmisvc_of_pod(pod)
         return llm is not None and (ns, llm) in self.llms
 
     def _unplaceable_fix(self, req: Requirement, reach: Reach) -> str | None:
@@ -179,23 +185,43 @@ class _Auditor:
         steps: list[str] = []
         cuda = engine.effective_cuda(req)
         nearest = reach.nearest
-        # A newer driver helps only when the driver is all the nearest node lacks (a Kepler
-        # GPU, say, cannot take a newer branch at all).
-        if nearest is not None and nearest.codes == (engine.DRIVER_TOO_OLD,) and cuda is not None:
-            need = self.kb.min_driver(cuda)
-            if need is not None:
+        # A newer driver helps only when the driver is all the nearest node lacks (for the
+        # toolkit, the image's NVIDIA_REQUIRE_CUDA or the GPU product); a Kepler GPU, say,
+        # cannot take a newer branch at all.
+        if nearest is not None and nearest.driver is not None:
+            need = nearest.driver
+            steps.append(
+                f"upgrade the driver of {nearest.node}"
+                + (" and the nodes like it" if nearest.alike else "")
+                + f" to {need} or newer (R{need.branch}+)"
+            )
+        # The container toolkit's gate holds under every policy: say what turning it off gives.
+        if (
+            req.gate is not None
+            and nearest is not None
+            and engine.REQUIRE_CUDA_UNMET in nearest.codes
+        ):
+            ungated = self.verdicts.reach(replace(req, gate=None), self.policy)
+            if ungated.anywhere:
                 steps.append(
-                    f"upgrade the driver of {nearest.node}"
-                    + (" and the nodes like it" if nearest.alike else "")
-                    + f" to {need} or newer (R{need.branch}+)"
+                    f"set {DISABLE_ENV}=true on its container (the container toolkit then skips "
+                    f"the image's NVIDIA_REQUIRE_CUDA), which {len(ungated.compatible)} node(s) "
+                    f"would run under {ungated.policy.value}"
                 )
         if reach.policy is Policy.STRICT and cuda is not None:
-            relaxed = self.verdicts.reach(replace(req, policy=Policy.MINOR_COMPAT), self.policy)
+            relaxed_req = replace(req, policy=Policy.MINOR_COMPAT)
+            relaxed = self.verdicts.reach(relaxed_req, self.policy)
+            compat = f"allow minor-version compatibility (annotation {L.ANN_POLICY}: minor-compat)"
             if relaxed.anywhere:
-                steps.append(
-                    f"allow minor-version compatibility (annotation {L.ANN_POLICY}: minor-compat), "
-                    f"which {len(relaxed.compatible)} node(s) would satisfy"
-                )
+                steps.append(f"{compat}, which {len(relaxed.compatible)} node(s) would satisfy")
+            elif req.gate is not None:
+                ungated = self.verdicts.reach(replace(relaxed_req, gate=None), self.policy)
+                if ungated.anywhere:
+                    steps.append(
+                        f"{compat} and set {DISABLE_ENV}=true on its container (the image's "
+                        "NVIDIA_REQUIRE_CUDA refuses older drivers under every policy), which "
+                        f"{len(ungated.compatible)} node(s) would satisfy"
+                    )
         newest = self.fleet.drivers.newest_cuda
         if cuda is not None and newest is not None and newest < cuda:
             steps.append(f"use an image built for CUDA {newest} or older")
@@ -243,7 +269,7 @@ class _Auditor:
                 f"to {GFD_NEW_KEYS_RELEASE} or newer, which adds nvidia.com/cuda.driver-version.* "
                 "and nvidia.com/cuda.runtime-version.*",
             )
-        found = conflicts(name, labels, facts, self.kb)
+        found = conflicts(labels, facts)
         if found:
             yield Finding(
                 LABELS_CONFLICT,
@@ -393,12 +419,11 @@ class _Auditor:
         codes = ", ".join(dict.fromkeys(r.code for r in reasons))
         others = self.verdicts.reach(req, self.policy, exclude=self.upgrading | {node})
         cuda = engine.effective_cuda(req)
+        need = driver_fix(facts, reasons, req, self.kb)
         restore = None
-        if cuda is not None:
-            need = self.kb.min_driver(cuda)
-            restore = f"give {node} a driver that runs CUDA {cuda}" + (
-                f" ({need} or newer)" if need is not None else ""
-            )
+        if need is not None:
+            runs = f"CUDA {cuda}" if cuda is not None else "it"
+            restore = f"give {node} a driver that runs {runs} ({need} or newer)"
         if others.anywhere:
             owner = controller_kind(pod)
             again = f"its {owner} makes a new one" if owner else "then create it again"
@@ -514,7 +539,7 @@ class _Auditor:
         for pod in self.snapshot.pods:
             if node_name(pod) is None and not finished(pod) and self._covered(pod):
                 ns = namespace_of(pod)
-                owner = isvc_name_of(pod) if is_predictor_pod(pod) else llm_service_of_pod(pod)
+                owner = isvc_name_of(pod) if is_predictor_pod(pod) else llmisvc_of_pod(pod)
                 pending.setdefault((ns, owner or ""), []).append(name_of(pod))
         for obj in self.snapshot.inference_services:
             yield from self._service(obj, self._resolve_isvc(obj), "InferenceService", pending)

@@ -1,9 +1,8 @@
 """What a cluster asks of its drivers: every workload with a CUDA requirement, each once.
 
 Workloads are the ones the audit looks at, and their requirements are resolved by the same
-functions (what the webhook would enforce): InferenceServices and Pods/controllers through
-:func:`cudasched.resolution.resolve_workload`, LLMInferenceServices through
-:func:`cudasched.operations.llm.resolve_llm_service`, serving runtimes through
+functions (what the webhook would enforce): InferenceServices, LLMInferenceServices and
+Pods/controllers through :func:`cudasched.resolution.resolve_workload`, serving runtimes through
 :func:`cudasched.operations.runtimes.runtime_rows`. A predictor pod whose InferenceService is
 listed, or a pod of a listed LLMInferenceService, is its service's demand, not its own; pods
 owned by a listed controller are their controller's. Workloads without a requirement (CPU
@@ -22,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from cudasched.engine import resolve_policy
 from cudasched.errors import InputError
 from cudasched.kserve import is_predictor_pod, isvc_name_of
+from cudasched.kserve.llm import llmisvc_of_pod
 from cudasched.objects import annotations_of, name_of, namespace_of
-from cudasched.operations.llm import llm_service_of_pod, resolve_llm_service
 from cudasched.operations.refs import finished, object_ref
 from cudasched.operations.runtimes import runtime_rows
 from cudasched.resolution import resolve_workload
@@ -67,7 +66,7 @@ def _listed_pod_owner(pod: Mapping[str, Any], isvcs: set, llms: set) -> bool:
     ns = namespace_of(pod)
     if is_predictor_pod(pod) and (ns, isvc_name_of(pod) or "") in isvcs:
         return True
-    llm = llm_service_of_pod(pod)
+    llm = llmisvc_of_pod(pod)
     return llm is not None and (ns, llm) in llms
 
 
@@ -92,11 +91,8 @@ def cluster_demand(
         if not req.is_empty:
             found.append((ref, req))
 
-    kb = fleet.kb
-    for isvc in snapshot.inference_services:
-        add(isvc, lambda o=isvc: resolve_workload(o, fleet, images)[1])
-    for llm in snapshot.llm_inference_services:
-        add(llm, lambda o=llm: resolve_llm_service(o, images, kb)[0])
+    for service in (*snapshot.inference_services, *snapshot.llm_inference_services):
+        add(service, lambda o=service: resolve_workload(o, fleet, images)[1])
     isvcs = {(namespace_of(o), name_of(o)) for o in snapshot.inference_services}
     llms = {(namespace_of(o), name_of(o)) for o in snapshot.llm_inference_services}
     for obj in workloads_of(snapshot):

@@ -2,32 +2,30 @@
 which OS it runs, which driver-upgrade state the GPU Operator gave it, and whether its label
 sources (cudasched.io/, GFD's new keys, GFD's deprecated keys) agree with each other.
 
-Facts are always read by :func:`cudasched.nodes.facts_from_labels`; to compare sources this
-module reads each source's labels on their own with that same function, so "what a source says"
-and "what decisions use" can never be parsed two different ways.
+Facts are always read by :func:`cudasched.nodes.facts_from_labels`. To compare sources this
+module reads each source's labels on their own with :func:`cudasched.nodes.stated_versions`, the
+same readers taken as written, so "what a source says" and "what decisions use" are never parsed
+two different ways, and a CUDA label is compared as it stands: decisions take a node's CUDA from
+its driver (NVIDIA Table 3), so a label that disagrees is named next to the driver's value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cudasched import labels as L
 from cudasched.nodes import (
-    DERIVED_COMPUTE,
     DERIVED_CUDA,
     SOURCE_CUDASCHED,
     SOURCE_GFD,
     SOURCE_GFD_DEPRECATED,
     NodeFacts,
-    facts_from_labels,
+    stated_versions,
 )
 from cudasched.objects import as_mapping, labels_of
 from cudasched.resources import GPU_RESOURCE_PREFIXES
-
-if TYPE_CHECKING:
-    from cudasched.knowledge import KnowledgeBase
 
 __all__ = [
     "GFD_NEW_KEYS_RELEASE",
@@ -164,14 +162,21 @@ def deprecated_only(labels: Mapping[str, str]) -> bool:
     return any(k in labels for k in _GFD_OLD) and not any(k in labels for k in _GFD_NEW)
 
 
-def _source_facts(name: str, labels: Mapping[str, str], kb: KnowledgeBase) -> dict[str, NodeFacts]:
-    """Each source's facts, read from that source's labels alone."""
+def _stated(labels: Mapping[str, str]) -> dict[str, dict[str, object]]:
+    """What each source's labels state on their own, per fact (absent facts left out)."""
     subsets = {
         SOURCE_CUDASCHED: {k: v for k, v in labels.items() if k.startswith(L.PREFIX)},
         SOURCE_GFD: {k: labels[k] for k in (*_GFD_NEW, *_GFD_COMPUTE) if k in labels},
         SOURCE_GFD_DEPRECATED: {k: labels[k] for k in _GFD_OLD if k in labels},
     }
-    return {src: facts_from_labels(name, keys, kb) for src, keys in subsets.items() if keys}
+    out: dict[str, dict[str, object]] = {}
+    for src, keys in subsets.items():
+        if not keys:
+            continue
+        driver, cuda, compute = stated_versions(keys)
+        said = {"driver": driver, "CUDA": cuda, "compute capability": compute}
+        out[src] = {fact: value for fact, value in said.items() if value is not None}
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,42 +193,49 @@ class Conflict:
         return f"{self.fact}: {said}; decisions use {self.used} ({self.used_from})"
 
 
-def _read(facts: NodeFacts, fact: str) -> object | None:
-    """A fact as its own labels state it (``None`` when absent or only derived)."""
+def _decided(facts: NodeFacts, fact: str) -> object | None:
     if fact == "driver":
         return facts.driver
     if fact == "CUDA":
-        return None if DERIVED_CUDA in facts.derived else facts.cuda
-    return None if DERIVED_COMPUTE in facts.derived else facts.compute
+        return facts.cuda
+    return facts.compute
 
 
-def conflicts(
-    name: str, labels: Mapping[str, str], decided: NodeFacts, kb: KnowledgeBase
-) -> list[Conflict]:
+def conflicts(labels: Mapping[str, str], decided: NodeFacts) -> list[Conflict]:
     """The facts on which a node's label sources disagree. ``decided`` is the node's facts as
-    every decision reads them (:func:`facts_from_labels` over all its labels)."""
-    by_source = _source_facts(name, labels, kb)
+    every decision reads them (:func:`~cudasched.nodes.facts_from_labels` over all of
+    ``labels``). A node's CUDA is its driver's (NVIDIA Table 3): when decisions took it from
+    the driver rather than from a CUDA label, the driver is one of the values compared, so a
+    CUDA label that contradicts its driver is reported even when no other source states one."""
+    by_source = _stated(labels)
     found: list[Conflict] = []
     for fact, where in _WHERE.items():
-        stated = [
-            (src, value)
-            for src in where
-            if src in by_source and (value := _read(by_source[src], fact)) is not None
+        stated: list[tuple[str, object]] = [
+            (where[src], by_source[src][fact]) for src in where if fact in by_source.get(src, {})
         ]
+        if not stated:
+            continue
+        used = _decided(decided, fact)
+        driver = decided.driver if fact == "CUDA" and DERIVED_CUDA in decided.derived else None
+        if driver is not None:
+            # None: the driver is older than every toolkit NVIDIA's tables list.
+            stated.append((f"driver {driver} (NVIDIA Table 3)", used or "no known CUDA version"))
         distinct: list[object] = []
         for _, value in stated:
             if value not in distinct:  # version equality, not spelling (550.120 == 550.120.0)
                 distinct.append(value)
         if len(distinct) < 2:
             continue
-        used = _read(decided, fact)
-        used_from = next((src for src, v in stated if v == used), stated[0][0])
+        if driver is not None:
+            used_from = "the driver's"
+        else:
+            used_from = next((w for w, v in stated if v == used), stated[0][0])
         found.append(
             Conflict(
                 fact=fact,
-                values=tuple((where[src], str(v)) for src, v in stated),
-                used=str(used),
-                used_from=where[used_from],
+                values=tuple((w, str(v)) for w, v in stated),
+                used=str(used) if used is not None else "no CUDA version",
+                used_from=used_from,
             )
         )
     return found

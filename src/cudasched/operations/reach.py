@@ -5,10 +5,12 @@ of nodes with identical GPU labels (a pool of 500 alike nodes costs one check) a
 (requirement, policy), so the audit, the report and their tests ask the same engine the same
 question once.
 
-The nearest node, when no node fits, is the GPU node whose incompatible verdict has the fewest
-distinct blocking reasons; ties go to the newest CUDA, then the newest driver, then the name.
-"Only the driver is too old" thus beats "the driver is too old and the architecture is dropped",
-and among nodes that only need a newer driver, the one that needs the smallest step wins.
+The nearest node, when no node fits, is the GPU node a newer driver alone would fix (the driver
+is too old for the toolkit, for the image's ``NVIDIA_REQUIRE_CUDA`` or for the GPU product:
+:func:`driver_fix`), else any; then the one whose incompatible verdict has the fewest distinct
+blocking reasons; ties go to the newest CUDA, then the newest driver, then the name. "Only the
+driver is too old" thus beats "the architecture is dropped", and among nodes that only need a
+newer driver, the one that needs the smallest step wins.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from cudasched.engine import Reason, Verdict, check, resolve_policy
 
 if TYPE_CHECKING:
     from cudasched.fleet import Fleet
+    from cudasched.knowledge import KnowledgeBase
     from cudasched.nodes import NodeFacts
     from cudasched.requirements import Policy, Requirement
+    from cudasched.versions import DriverVersion
 
-__all__ = ["FleetVerdicts", "Nearest", "Reach", "lacks_of"]
+__all__ = ["FleetVerdicts", "Nearest", "Reach", "driver_fix", "lacks_of"]
 
 # Reasons that say why a verdict holds, not what blocks it.
 _POSITIVE = frozenset(
@@ -44,7 +48,8 @@ _LACKS = {
     engine.UNKNOWN_TOOLKIT: "nothing a node can offer: the CUDA release is unknown",
     engine.DRIVER_TOO_OLD: "a newer driver",
     engine.UNKNOWN_DRIVER: "a reported driver version",
-    engine.DRIVER_BRANCH_UNSUPPORTED_GPU: "a driver branch that still supports its GPU",
+    engine.DRIVER_BRANCH_UNSUPPORTED_GPU: "a driver branch that supports its GPU",
+    engine.REQUIRE_CUDA_UNMET: "a driver the image's NVIDIA_REQUIRE_CUDA accepts",
     engine.NO_FORWARD_COMPAT_ON_GEFORCE: "a data-center GPU (forward compatibility)",
     engine.UNKNOWN_DATACENTER: "a known GPU class (data-center or not)",
     engine.ARCH_DROPPED: _ARCH,
@@ -67,6 +72,45 @@ def lacks_of(reasons: tuple[Reason, ...]) -> tuple[str, ...]:
     return tuple(found)
 
 
+# Blocking reasons a newer driver on the same GPU can remove.
+_DRIVER_FIXABLE = frozenset(
+    {engine.DRIVER_TOO_OLD, engine.REQUIRE_CUDA_UNMET, engine.DRIVER_BRANCH_UNSUPPORTED_GPU}
+)
+
+
+def driver_fix(
+    facts: NodeFacts, reasons: tuple[Reason, ...], req: Requirement, kb: KnowledgeBase
+) -> DriverVersion | None:
+    """The oldest driver that removes every blocking ``reason`` of a node, when a newer driver
+    on the same GPU is all it lacks: NVIDIA's minimum for the workload's CUDA (Table 3), the
+    minimum for the CUDA floor of the image's ``NVIDIA_REQUIRE_CUDA`` and the GPU product's
+    first driver, whichever of them the reasons name. ``None`` when anything else stands in the
+    way: an architecture, a driver branch too new for the GPU (Kepler after R470), an unknown
+    fact or minimum."""
+    codes = {r.code for r in reasons}
+    if not codes or not codes <= _DRIVER_FIXABLE or facts.driver is None:
+        return None
+    floors: list[DriverVersion] = []
+    if engine.DRIVER_TOO_OLD in codes:
+        cuda = engine.effective_cuda(req)
+        need = kb.min_driver(cuda) if cuda is not None else None
+        if need is None:
+            return None
+        floors.append(need)
+    if engine.REQUIRE_CUDA_UNMET in codes:
+        floor = req.gate.cuda_floor() if req.gate is not None else None
+        need = kb.min_driver(floor) if floor is not None else None
+        if need is None:
+            return None
+        floors.append(need)
+    if engine.DRIVER_BRANCH_UNSUPPORTED_GPU in codes:
+        first = facts.first_driver
+        if first is None or facts.driver >= first:
+            return None  # the branch is past the architecture's last one: no newer driver helps
+        floors.append(first)
+    return max(floors)
+
+
 @dataclass(frozen=True, slots=True)
 class Nearest:
     """The GPU node that comes closest to running a requirement no node can run."""
@@ -75,6 +119,7 @@ class Nearest:
     facts: NodeFacts
     reasons: tuple[Reason, ...]  # the blocking ones
     alike: int  # other nodes with the same GPU labels
+    driver: DriverVersion | None = None  # the driver that would fix it (:func:`driver_fix`)
 
     @property
     def lacks(self) -> tuple[str, ...]:
@@ -164,23 +209,27 @@ class FleetVerdicts:
             for name in self._groups[number]
             if name not in exclude
         )
-        nearest = None if compatible else self._nearest(verdicts, exclude)
+        nearest = None if compatible else self._nearest(req, verdicts, exclude)
         return Reach(resolve_policy(req, policy), compatible, nearest)
 
-    def _nearest(self, verdicts: dict[int, Verdict], exclude: frozenset[str]) -> Nearest | None:
-        best: tuple[tuple[int, int, int, str], Nearest] | None = None
+    def _nearest(
+        self, req: Requirement, verdicts: dict[int, Verdict], exclude: frozenset[str]
+    ) -> Nearest | None:
+        best: tuple[tuple[int, int, int, int, str], Nearest] | None = None
         for number, verdict in verdicts.items():
             facts = self._facts[number]
             names = [n for n in self._groups[number] if n not in exclude]
             if not facts.has_gpu or not names or verdict.compatible:
                 continue
             reasons = blocking(verdict)
+            driver = driver_fix(facts, reasons, req, self.fleet.kb)
             key = (
+                int(driver is None),
                 len({r.code for r in reasons}),
                 -(facts.cuda.code if facts.cuda is not None else 0),
                 -(facts.driver.code if facts.driver is not None else 0),
                 names[0],
             )
             if best is None or key < best[0]:
-                best = (key, Nearest(names[0], facts, reasons, len(names) - 1))
+                best = (key, Nearest(names[0], facts, reasons, len(names) - 1, driver))
         return best[1] if best is not None else None

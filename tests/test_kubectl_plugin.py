@@ -88,14 +88,22 @@ def test_every_command_that_reads_a_file_cluster_reads_the_live_one_too() -> Non
     import typer
 
     group = typer.main.get_command(app)
+    ctx = typer.Context(group)
+    # The command table is lazy: load every command, not only those other tests imported.
+    commands = {name: group.get_command(ctx, name) for name in group.list_commands(ctx)}  # type: ignore[attr-defined]
     readers = {
         name
-        for name, command in group.commands.items()  # type: ignore[attr-defined]
+        for name, command in commands.items()
         if any(p.name == "cluster" for p in command.params)
     }
-    assert {"explain", "mutate", "demo", "snapshot"} <= readers
-    for name in readers:
-        params = {p.name for p in group.commands[name].params}  # type: ignore[attr-defined]
+    assert {"explain", "mutate", "demo", "snapshot", "webhook"} <= readers
+    # The webhook server watches the live cluster unless --cluster is given: no --live, and
+    # the plugin leaves it alone.
+    webhook = {p.name for p in commands["webhook"].params}
+    assert "kubeconfig" in webhook and "live" not in webhook
+    assert plugin_args(["webhook", "--self-signed"]) == ["webhook", "--self-signed"]
+    for name in readers - {"webhook"}:
+        params = {p.name for p in commands[name].params}
         assert {"live", "kubeconfig", "context"} <= params, name
 
 

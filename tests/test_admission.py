@@ -190,7 +190,7 @@ def runtimes() -> list[dict[str, Any]]:
         ),
         csr(
             "vllm-cuda-12-9",
-            "vllm/vllm-openai:v0.9.0",
+            "vllm/vllm-openai:v0.9.1",
             "vllm",
             labels={**ALAUDA, "cpaas.io/cuda-version": "12.9"},
         ),
@@ -626,7 +626,7 @@ def _big_pod_review() -> dict[str, Any]:
     review["request"]["object"]["metadata"]["labels"]["serving.kserve.io/inferenceservice"] = (
         "llm-big"
     )
-    review["request"]["object"]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.9.0"
+    review["request"]["object"]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.9.1"
     return review
 
 
@@ -802,7 +802,7 @@ def test_bad_reviews_raise(
 
 
 def test_bad_kind_argument(admitter: Admitter, state: ClusterState) -> None:
-    with pytest.raises(InputError, match="expected 'pod' or 'isvc'"):
+    with pytest.raises(InputError, match="expected 'pod', 'isvc' or 'llmisvc'"):
         admitter.review("deployment", b"{}", state)  # type: ignore[arg-type]
 
 

@@ -1,4 +1,5 @@
-"""Admission decisions: what cudasched answers for a pod or an InferenceService.
+"""Admission decisions: what cudasched answers for a pod, an InferenceService or an
+LLMInferenceService.
 
 :class:`Admitter` turns a parsed request (:mod:`cudasched.webhook.review`) and a cluster
 snapshot into a :class:`~cudasched.webhook.review.Decision`: resolve the requirement, compile
@@ -7,7 +8,7 @@ Repeats are answered from the memo through :mod:`cudasched.webhook.recall`. The 
 (bytes in, bytes out, no clock, no network) so the HTTPS server, the ``cudasched mutate``
 command and the tests all run exactly the same code.
 
-Two entry points, one per webhook path:
+Three entry points, one per webhook path:
 
 * **Pod CREATE** is authoritative. It is the only place where the final, merged pod spec is
   visible: KServe replaces runtime ``nodeSelectorTerms`` with InferenceService ones instead of
@@ -15,6 +16,15 @@ Two entry points, one per webhook path:
   requirement is ANDed into the pod's own required (or preferred) node affinity.
 * **InferenceService CREATE/UPDATE** only records the resolved requirement in an annotation and
   warns, at ``kubectl apply`` time, when no node can run it (writing affinity there is opt-in).
+* **LLMInferenceService CREATE/UPDATE** does the same from the service's ``cudasched.io/*``
+  annotations or the image its ``template`` names; its pods are constrained on the pod path,
+  judged with the service's annotations (from the watch cache) and their ``main`` image.
+
+A GPU workload whose requirement cannot be found is never guessed at: it is admitted
+unconstrained with a warning naming the image and the fix (``onUnknownRequirement``: ``warn``,
+``allow`` silently, or ``deny`` on CREATE), and counted for the metrics. A runtime whose label
+declares less than its image needs is judged by the stricter of the two and said once per
+process (:mod:`cudasched.webhook.once`).
 
 The API server fails the user's request with HTTP 500 when a webhook returns a patch that does
 not apply, even under ``failurePolicy: Ignore``. Patches therefore come from
@@ -35,20 +45,34 @@ import orjson
 from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.jsontree import copy_json
-from cudasched.kserve import is_kserve_pod, is_predictor_pod, isvc_name_of, merge_scheduling
+from cudasched.kserve import (
+    SERVING_RUNTIME,
+    RuntimeChoice,
+    is_kserve_pod,
+    is_predictor_pod,
+    isvc_name_of,
+    merge_scheduling,
+)
+from cudasched.kserve.llm import is_llmisvc_pod, llmisvc_name_of, llmisvc_pod
 from cudasched.merge import AffinityMode
 from cudasched.objects import annotations_of, metadata_of
 from cudasched.placement import compile_requirement, merge_preferred, merge_required
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import (
+    UnknownRequirement,
     isvc_wants_constraint,
     resolve_isvc,
+    resolve_llmisvc,
+    resolve_llmisvc_pod,
     resolve_pod,
+    unknown_isvc_requirement,
+    unknown_llmisvc_requirement,
+    unknown_pod_requirement,
     uses_gpu,
     wants_constraint,
 )
 from cudasched.webhook.bounded import BoundedMemo
-from cudasched.webhook.config import OnNoFit, WebhookConfig
+from cudasched.webhook.config import OnNoFit, OnUnknownRequirement, WebhookConfig
 from cudasched.webhook.limits import (
     body_over_limits,
     over_limits,
@@ -57,6 +81,7 @@ from cudasched.webhook.limits import (
 )
 from cudasched.webhook.memo import DecisionMemo
 from cudasched.webhook.nofit import REPORTED_KINDS, Placement
+from cudasched.webhook.once import FirstSeen
 from cudasched.webhook.patch import Scope, diff
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES, RememberedAnswers, canonical_split
 from cudasched.webhook.review import (
@@ -79,13 +104,20 @@ __all__ = ["Admitter", "Kind", "Prepared"]
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["pod", "isvc"]
+Kind = Literal["pod", "isvc", "llmisvc"]
 
-_EXPECTED_KIND = {"pod": ("", "Pod"), "isvc": ("serving.kserve.io", "InferenceService")}
+_EXPECTED_KIND = {
+    "pod": ("", "Pod"),
+    "isvc": ("serving.kserve.io", "InferenceService"),
+    "llmisvc": ("serving.kserve.io", "LLMInferenceService"),
+}
 _PREFERRED_WEIGHT = 100
 
 #: Annotations cudasched writes or reads as switches; they do not declare a requirement.
 _NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
+
+# A denial quotes an image reference of any length; the API server shows the message whole.
+_DENIAL_CHARS = 1024
 
 # Merge-memo keys embed the pod's own affinity; unusually large ones are merged every time.
 _MERGE_MEMO_MAX_KEY_BYTES = 16_384
@@ -199,7 +231,8 @@ def _placement(
 
 
 class Admitter:
-    """Decides admission for pods and InferenceServices under one configuration.
+    """Decides admission for pods, InferenceServices and LLMInferenceServices under one
+    configuration.
 
     ``kb`` and ``images`` are loaded once by the caller and shared across requests; the cluster
     snapshot is passed per request because the cache replaces it while the server runs.
@@ -224,10 +257,15 @@ class Admitter:
         # Whole answers per request-without-uid for the current snapshot (see memo.py), found
         # and stored through recall.py.
         self.memo = DecisionMemo(config.decision_cache_bytes)
-        self._remembered = RememberedAnswers(self.memo)
+        self._remembered = RememberedAnswers(self.memo, self._count_unknown)
         # Told where each decided object of a reported kind can run (nofit.py), from the
         # review thread; the server sets it. Never called for dry runs.
         self.on_placement: Callable[[Placement], None] | None = None
+        # Told (kind, reason) of every answer, first or remembered, that admits a GPU
+        # workload with an unknown requirement (the server counts them); any thread.
+        self.on_unknown: Callable[[str, str], None] | None = None
+        # Warnings about shared objects already given by this process (once.py).
+        self._said = FirstSeen()
 
     @classmethod
     def from_config(cls, config: WebhookConfig, kb: KnowledgeBase | None = None) -> Admitter:
@@ -276,7 +314,9 @@ class Admitter:
         """Parse and validate ``body`` (:class:`~cudasched.webhook.review.BadReviewError` when
         it is not an AdmissionReview v1) and compute its memo keys."""
         if kind not in _EXPECTED_KIND:
-            raise InputError(f"invalid admission kind {kind!r}: expected 'pod' or 'isvc'")
+            raise InputError(
+                f"invalid admission kind {kind!r}: expected 'pod', 'isvc' or 'llmisvc'"
+            )
         limits = self.config.limits
         count = True
         if isinstance(body, bytes):
@@ -315,9 +355,17 @@ class Admitter:
             return failed.render(), failed.outcome
         # Decisions that report a placement are not remembered: a repeat (the real request
         # after a server-side dry run) must reach the reporter too. They are InferenceService
-        # admissions, rare next to the pods of their replicas.
-        if prepared.key is not None and decision.outcome != "error" and decision.placement is None:
+        # admissions, rare next to the pods of their replicas. Nor are answers carrying a
+        # warning given once: a repeat must not replay it.
+        if (
+            prepared.key is not None
+            and decision.outcome != "error"
+            and decision.placement is None
+            and not decision.once
+        ):
             self._remembered.store(prepared.kind, prepared.key, prepared.raw_rest, decision, state)
+        if decision.unknown is not None:
+            self._count_unknown(decision.unknown)
         observer = self.on_placement
         placement = decision.placement
         if observer is not None and placement is not None and not prepared.request.dry_run:
@@ -342,6 +390,8 @@ class Admitter:
                 return self._over_limits(req.uid, problem)
             if kind == "pod":
                 return self._pod(req, req.obj, state)
+            if kind == "llmisvc":
+                return self._llmisvc(req, req.obj, state)
             return self._isvc(req, req.obj, state)
         except Exception as exc:  # the API server must always get an answer
             log.exception("admission of %s uid=%s failed", kind, req.uid)
@@ -371,6 +421,11 @@ class Admitter:
             code=500,
             reason="internal error",
         )
+
+    def _count_unknown(self, tag: tuple[str, str]) -> None:
+        hook = self.on_unknown
+        if hook is not None:
+            hook(*tag)
 
     # ------------------------------------------------------------------ shared steps
 
@@ -473,9 +528,11 @@ class Admitter:
         record: str,
         no_fit: str | None,
         may_deny: bool,
+        notes: tuple[str, ...] = (),
     ) -> Decision:
-        """Apply ``onNoFit`` and turn the mutation into a patch (none when nothing changed)."""
-        warnings: tuple[str, ...] = ()
+        """Apply ``onNoFit`` and turn the mutation into a patch (none when nothing changed).
+        ``notes`` are warnings given once (:meth:`_said_once`), kept whatever the outcome."""
+        warnings: tuple[str, ...] = notes
         audit = {"requirement": record} if record else {}
         if no_fit is not None:
             if self.config.on_no_fit is OnNoFit.DENY and may_deny:
@@ -484,13 +541,15 @@ class Admitter:
                     allowed=False,
                     code=403,
                     message=no_fit,
+                    warnings=notes,
                     outcome="denied",
                     requirement=record,
                     reason="no node fits",
                     audit=audit,
+                    once=bool(notes),
                 )
             if self.config.on_no_fit is not OnNoFit.ALLOW:
-                warnings = (clip(no_fit),)
+                warnings = (clip(no_fit), *notes)
         ops = diff(original, mutated, scopes)
         return Decision(
             req.uid,
@@ -500,6 +559,68 @@ class Admitter:
             requirement=record,
             reason="constrained" if ops else "already constrained",
             audit=audit,
+            once=bool(notes),
+        )
+
+    def _said_once(
+        self, requirement: Requirement, kind: str, runtime: RuntimeChoice | None, namespace: str
+    ) -> tuple[str, ...]:
+        """The warning that a runtime's label and image disagree (the stricter was used), the
+        first time this process admits a ``kind`` object of that runtime with that
+        disagreement; ``()`` after that. Pods and InferenceServices are counted apart: a
+        pod's warnings reach its controller, an InferenceService's the user who applied it."""
+        text = requirement.disagreement
+        if not text:
+            return ()
+        where = namespace if runtime is not None and runtime.kind == SERVING_RUNTIME else ""
+        if not self._said.first((kind, where, text)):
+            return ()
+        log.warning("%s (said once per process)", text)
+        return (clip(f"cudasched: {text}"),)
+
+    def _unknown(
+        self,
+        decision: Decision,
+        kind: str,
+        unknown: UnknownRequirement | None,
+        *,
+        may_deny: bool,
+    ) -> Decision:
+        """``decision`` (nothing to enforce) for a GPU workload whose requirement is
+        ``unknown``: warned (``onUnknownRequirement: warn``), silent (``allow``) or, when
+        ``may_deny``, refused (``deny``); counted either way. Unchanged when ``unknown`` is
+        ``None`` (a requirement was found, or none is needed)."""
+        if unknown is None:
+            return decision
+        tag = (kind, unknown.reason)
+        setting = self.config.on_unknown_requirement
+        if setting is OnUnknownRequirement.DENY and may_deny:
+            message = (
+                f"cudasched: {kind} refused (onUnknownRequirement: deny): its CUDA "
+                f"requirement is unknown, {unknown.describe()}; {unknown.fix}"
+            )
+            return replace(
+                decision,
+                allowed=False,
+                code=403,
+                message=clip(message, _DENIAL_CHARS),
+                patch=(),
+                outcome="denied",
+                reason="unknown requirement",
+                unknown=tag,
+            )
+        warnings = decision.warnings
+        if setting is not OnUnknownRequirement.ALLOW:
+            warnings = (
+                *warnings,
+                clip(f"cudasched: not constrained, CUDA unknown: {unknown.describe()}"),
+                clip(f"cudasched: to constrain it, {unknown.fix}"),
+            )
+        return replace(
+            decision,
+            warnings=warnings,
+            reason=f"unknown requirement ({unknown.reason})",
+            unknown=tag,
         )
 
     # ------------------------------------------------------------------ pods
@@ -532,37 +653,47 @@ class Admitter:
         state: ClusterState,
     ) -> Decision:
         declared = _declares_requirement(pod)
-        if not declared and not uses_gpu(spec):
+        model_server = is_llmisvc_pod(pod)  # may take its GPUs from the LLMIS configs
+        if not declared and not uses_gpu(spec) and not model_server:
             # Only pods that use a GPU, or say what they need, are ever constrained.
             return Decision(req.uid, reason="no GPU and no declared requirement")
-        kserve_pod = is_kserve_pod(pod)
+        kserve_pod = is_kserve_pod(pod) or model_server
         if not (kserve_pod or declared or self.config.constrain_gpu_pods_by_image):
             return Decision(req.uid, reason="GPU pod outside KServe (constrainGpuPodsByImage off)")
 
         full = _with_namespace(pod, req.namespace)
         ns = str(full["metadata"].get("namespace") or "")
         choice = None
-        if is_predictor_pod(pod):
-            isvc_name = isvc_name_of(pod)
-            choice = state.runtime_of(ns, isvc_name) if isvc_name else None
-        requirement = resolve_pod(full, choice, self.images, self.kb)
+        if model_server:
+            service_name = llmisvc_name_of(pod)
+            service = state.llm_inference_service(ns, service_name) if service_name else None
+            requirement = resolve_llmisvc_pod(full, service, self.images, self.kb)
+        else:
+            if is_predictor_pod(pod):
+                isvc_name = isvc_name_of(pod)
+                choice = state.runtime_of(ns, isvc_name) if isvc_name else None
+            requirement = resolve_pod(full, choice, self.images, self.kb)
         if not wants_constraint(full, requirement):
-            return Decision(req.uid, reason="no requirement to enforce")
+            unknown = unknown_pod_requirement(full, requirement, self.images, choice)
+            nothing = Decision(req.uid, reason="no requirement to enforce")
+            return self._unknown(nothing, "Pod", unknown, may_deny=True)
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
         terms, no_fit, _key = self._compile(requirement, policy, state)
+        notes = self._said_once(requirement, "Pod", choice, ns)
 
         mutated = _pod_for_mutation(pod)
         if terms is not None:
             try:
-                # Called even when `terms` is empty: the merge also strips stale expressions on
-                # the keys cudasched owns (hand-written CUDA affinity is replaced, never kept).
+                # Called even when `terms` is empty: the merge also replaces cudasched's own
+                # earlier terms (recognised by their marker); the pod's own expressions, on any
+                # key, are kept and ANDed with ours.
                 mutated["spec"] = self._merge(spec, terms)
             except InputError as exc:
                 # The pod's own affinity cannot be combined with ours (malformed, or the cross
                 # product would explode): admit it as it is and say why.
-                return self._unconstrained(req, record, str(exc))
+                return self._unconstrained(req, record, str(exc), notes)
         _set_annotation(mutated, L.ANN_REQUIREMENT, record)
         scopes = (Scope(("metadata", "annotations")), Scope(("spec", "affinity")))
         return self._finish(
@@ -573,12 +704,21 @@ class Admitter:
             record=record,
             no_fit=no_fit,
             may_deny=True,
+            notes=notes,
         )
 
-    def _unconstrained(self, req: ReviewRequest, record: str, why: str) -> Decision:
+    def _unconstrained(
+        self, req: ReviewRequest, record: str, why: str, notes: tuple[str, ...] = ()
+    ) -> Decision:
         # The reason first: a clipped warning must still say what went wrong.
         text = clip(f"cudasched: not constrained ({why}); requirement {record}")
-        return Decision(req.uid, warnings=(text,), requirement=record, reason=why)
+        return Decision(
+            req.uid,
+            warnings=(*notes, text),
+            requirement=record,
+            reason=why,
+            once=bool(notes),
+        )
 
     # ------------------------------------------------------------------ InferenceServices
 
@@ -608,20 +748,19 @@ class Admitter:
         mutated = _copy_decoded(isvc)
         ann_scope = Scope(("metadata", "annotations"))
         if not isvc_wants_constraint(isvc, choice, requirement):
-            # Nothing to record: drop a stale record left by an earlier version of the object.
-            _set_annotation(mutated, L.ANN_REQUIREMENT, None)
-            ops = diff(isvc, mutated, (ann_scope,))
-            return Decision(
-                req.uid,
-                patch=tuple(ops),
-                outcome="patched" if ops else "unchanged",
-                reason="no requirement to enforce",
-                placement=_placement(req, full, None, None),
+            unknown = unknown_isvc_requirement(full, choice, requirement, self.images)
+            return self._unknown(
+                self._nothing_to_record(req, isvc, full, mutated),
+                "InferenceService",
+                unknown,
+                may_deny=req.operation == "CREATE",
             )
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
         terms, no_fit, key = self._compile(requirement, policy, state)
+        ns = str(full["metadata"].get("namespace") or "")
+        notes = self._said_once(requirement, "InferenceService", choice, ns)
         placement = _placement(req, full, no_fit, (key, terms) if terms is not None else None)
         _set_annotation(mutated, L.ANN_REQUIREMENT, record)
         scopes = [ann_scope]
@@ -638,7 +777,8 @@ class Admitter:
             try:
                 merged = self._merge({"affinity": base} if base else {}, terms)
             except InputError as exc:
-                return replace(self._unconstrained(req, record, str(exc)), placement=placement)
+                unconstrained = self._unconstrained(req, record, str(exc), notes)
+                return replace(unconstrained, placement=placement)
             if merged.get("affinity"):
                 predictor["affinity"] = merged["affinity"]
                 scopes.append(Scope(("spec", "predictor", "affinity")))
@@ -649,6 +789,78 @@ class Admitter:
             isvc,
             mutated,
             scopes,
+            record=record,
+            no_fit=no_fit,
+            may_deny=req.operation == "CREATE",
+            notes=notes,
+        )
+        return replace(decision, placement=placement)
+
+    def _nothing_to_record(
+        self,
+        req: ReviewRequest,
+        original: Mapping[str, Any],
+        full: Mapping[str, Any],
+        mutated: dict[str, Any],
+    ) -> Decision:
+        """A service with no requirement to enforce: drop a stale record left by an earlier
+        version of the object, and clear what the no-fit reporter knew of it."""
+        _set_annotation(mutated, L.ANN_REQUIREMENT, None)
+        ops = diff(original, mutated, (Scope(("metadata", "annotations")),))
+        return Decision(
+            req.uid,
+            patch=tuple(ops),
+            outcome="patched" if ops else "unchanged",
+            reason="no requirement to enforce",
+            placement=_placement(req, full, None, None),
+        )
+
+    # ------------------------------------------------------------------ LLMInferenceServices
+
+    def _llmisvc(
+        self, req: ReviewRequest, service: Mapping[str, Any], state: ClusterState
+    ) -> Decision:
+        if req.operation not in ("CREATE", "UPDATE"):
+            return Decision(req.uid, reason=f"operation {req.operation}")
+        why = self._skipped(req, service)
+        if why is not None:
+            return Decision(req.uid, reason=f"skipped: {why}")
+        try:
+            return self._llmisvc_checked(req, service, state)
+        except InputError as exc:
+            return Decision(
+                req.uid,
+                warnings=(clip(f"cudasched: requirement not resolved: {exc}"),),
+                reason=f"unreadable: {exc}",
+            )
+
+    def _llmisvc_checked(
+        self, req: ReviewRequest, service: Mapping[str, Any], state: ClusterState
+    ) -> Decision:
+        """Like an InferenceService: the requirement recorded in an annotation and the no-fit
+        warning (and Event). Its pods are constrained on the pod path; no affinity is written
+        into the service."""
+        full = _with_namespace(service, req.namespace)
+        requirement = resolve_llmisvc(full, self.images, self.kb)
+        mutated = _copy_decoded(service)
+        if not wants_constraint(llmisvc_pod(full), requirement):
+            unknown = unknown_llmisvc_requirement(full, requirement, self.images)
+            return self._unknown(
+                self._nothing_to_record(req, service, full, mutated),
+                "LLMInferenceService",
+                unknown,
+                may_deny=req.operation == "CREATE",
+            )
+        policy = self._policy(requirement)
+        record = requirement.record(policy)
+        terms, no_fit, key = self._compile(requirement, policy, state)
+        placement = _placement(req, full, no_fit, (key, terms) if terms is not None else None)
+        _set_annotation(mutated, L.ANN_REQUIREMENT, record)
+        decision = self._finish(
+            req,
+            service,
+            mutated,
+            (Scope(("metadata", "annotations")),),
             record=record,
             no_fit=no_fit,
             may_deny=req.operation == "CREATE",

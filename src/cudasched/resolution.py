@@ -569,15 +569,22 @@ def resolve_llmisvc_pod(
 ) -> Requirement:
     """The requirement of an LLMInferenceService's model-server pod: the service's
     ``cudasched.io/*`` annotations (when the object is at hand) under the pod's own, then the
-    image of the pod's ``main`` container, which is the one the configs resolved."""
+    image of the pod's model server (:func:`_model_server`), the one the configs resolved."""
     meta = as_mapping(pod.get("metadata"), "pod metadata")
     annotations = {
         **_llmisvc_annotations(llmisvc),
         **as_mapping(meta.get("annotations"), "pod annotations"),
     }
     where = f"pod {meta.get('name') or meta.get('generateName') or '?'}"
-    main = llmisvc_main_container(as_mapping(pod.get("spec"), "pod spec"))
+    main = _model_server(as_mapping(pod.get("spec"), "pod spec"))
     return _resolve(annotations, where, None, main, images, kb)
+
+
+def _model_server(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The container an LLMInferenceService pod runs its model server in: ``main`` (what
+    KServe's config templates name it), else the GPU container of a pod built otherwise."""
+    main = llmisvc_main_container(pod_spec)
+    return main if main is not None else gpu_container(pod_spec)
 
 
 def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
@@ -676,7 +683,7 @@ def unknown_pod_requirement(
     spec = as_mapping(pod.get("spec"), "pod spec")
     key = L.ANN_CUDA_VERSION
     if is_llmisvc_pod(pod):
-        container = llmisvc_main_container(spec)
+        container = _model_server(spec)
         fix = f"annotate LLMInferenceService {llmisvc_name_of(pod) or '?'} with {key}"
     else:
         container = gpu_container(spec)

@@ -640,7 +640,7 @@ class UnknownRequirement:
         if self.reason == UNKNOWN_IMAGE:
             return f"image not in the image table: {self.image}"
         if self.reason == TAG_NOT_RECORDED:
-            return f"the image table does not record the CUDA of this tag: {self.image}"
+            return f"tag's CUDA not recorded: {self.image}"
         return "no container names an image cudasched can read"
 
 
@@ -665,7 +665,7 @@ def _undecided(requirement: Requirement) -> bool:
 
 
 def _or_override(fix: str) -> str:
-    return f"{fix} (or add the image to imageOverrides)"
+    return f"{fix} or add an imageOverrides entry"
 
 
 def unknown_pod_requirement(
@@ -692,7 +692,7 @@ def unknown_pod_requirement(
         elif is_predictor_pod(pod):
             fix = _or_override(f"annotate InferenceService {isvc_name_of(pod)} with {key}")
         else:
-            fix = _or_override(f"annotate the pod (its template) with {key}")
+            fix = _or_override(f"annotate the pod with {key}")
     return _unknown(container, images, fix)
 
 

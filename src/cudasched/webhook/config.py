@@ -20,7 +20,7 @@ from pydantic.alias_generators import to_camel
 
 from cudasched import inputfiles
 from cudasched.errors import InputError, VersionError
-from cudasched.images import ImageTable
+from cudasched.images import ImageTable, parse_image_ref
 from cudasched.labels import LabelScheme
 from cudasched.merge import AffinityMode
 from cudasched.requirements import Policy
@@ -232,6 +232,14 @@ class WebhookConfig(_Model):
             ImageTable().with_mirrors(value)  # type: ignore[arg-type]
         except InputError as exc:
             raise ValueError(str(exc)) from None
+        for mirror in value:  # a mapping of strings by now
+            # Mirrors match the repository path, which never holds the registry host: an
+            # entry naming one would silently match nothing.
+            if parse_image_ref(mirror).host is not None:
+                raise ValueError(
+                    f"mirror {mirror!r} names a registry host: give the repository path "
+                    "without it (ngc/tritonserver for harbor.example.com/ngc/tritonserver)"
+                )
         return value
 
     @classmethod

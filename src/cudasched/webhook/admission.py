@@ -619,7 +619,7 @@ class Admitter:
         return replace(
             decision,
             warnings=warnings,
-            reason=f"unknown requirement ({unknown.reason})",
+            reason=f"unknown requirement: {unknown.reason}",
             unknown=tag,
         )
 

@@ -31,7 +31,7 @@ from cudasched.labels import LabelScheme
 from cudasched.nodeaffinity import RequiredNodeAffinity
 from cudasched.placement import GfdKeys
 from cudasched.versions import CudaVersion
-from cudasched.webhook import admission as admission_module
+from cudasched.webhook import placer as placer_module
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import MAX_WARNING_CHARS, BadReviewError, clip
@@ -812,7 +812,7 @@ def test_internal_error_fails_open_or_closed(
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(admission_module, "compile_requirement", boom)
+    monkeypatch.setattr(placer_module, "compile_requirement", boom)
     review = load("pod-predictor-triton.json")
     resp = ask(make(kb), "pod", review, state)
     assert resp["allowed"] is True and "patch" not in resp

@@ -1,5 +1,5 @@
 """KServe LLMInferenceService admission (issue 12 item 9), with the objects and pods of
-``tests/data/admission/llmisvc.yaml`` (written from KServe's samples and config templates).
+``tests/data/kserve/llmisvc.yaml`` (written from KServe's samples and config templates).
 
 * the model-server pods (decode, prefill, LeaderWorkerSet worker) are constrained by the
   service's ``cudasched.io/*`` annotations (read from the watch cache: the controller does not
@@ -45,7 +45,7 @@ from test_hardening_faults import make_cache, serving, trust
 from test_kube_events import assert_valid_event
 from test_webhook_nofit import events, eventually
 
-DATA = Path(__file__).parent / "data" / "admission"
+DATA = Path(__file__).parent / "data" / "kserve"
 LLMISVCS = "/apis/serving.kserve.io/v1alpha1/namespaces/llm/llminferenceservices"
 NODES = "/api/v1/nodes"
 CUDA13_NODES = [

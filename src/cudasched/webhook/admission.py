@@ -44,19 +44,14 @@ import orjson
 
 from cudasched import labels as L
 from cudasched.errors import InputError
-from cudasched.jsontree import copy_json
 from cudasched.kserve import (
-    SERVING_RUNTIME,
-    RuntimeChoice,
     is_kserve_pod,
     is_predictor_pod,
     isvc_name_of,
     merge_scheduling,
 )
 from cudasched.kserve.llm import is_llmisvc_pod, llmisvc_name_of, llmisvc_pod
-from cudasched.merge import AffinityMode
 from cudasched.objects import annotations_of, metadata_of
-from cudasched.placement import compile_requirement, merge_preferred, merge_required
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import (
     UnknownRequirement,
@@ -71,8 +66,7 @@ from cudasched.resolution import (
     uses_gpu,
     wants_constraint,
 )
-from cudasched.webhook.bounded import BoundedMemo
-from cudasched.webhook.config import OnNoFit, OnUnknownRequirement, WebhookConfig
+from cudasched.webhook.config import OnNoFit, WebhookConfig
 from cudasched.webhook.limits import (
     body_over_limits,
     over_limits,
@@ -80,9 +74,10 @@ from cudasched.webhook.limits import (
     too_deep,
 )
 from cudasched.webhook.memo import DecisionMemo
-from cudasched.webhook.nofit import REPORTED_KINDS, Placement
-from cudasched.webhook.once import FirstSeen
+from cudasched.webhook.nofit import Placement
+from cudasched.webhook.once import FirstSeen, said_once
 from cudasched.webhook.patch import Scope, diff
+from cudasched.webhook.placer import Placer
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES, RememberedAnswers, canonical_split
 from cudasched.webhook.review import (
     BadReviewError,
@@ -93,6 +88,15 @@ from cudasched.webhook.review import (
     failure,
     parse_review,
 )
+from cudasched.webhook.reviewed import (
+    copy_decoded,
+    declares_requirement,
+    placement_of,
+    pod_for_mutation,
+    set_annotation,
+    with_namespace,
+)
+from cudasched.webhook.unknown import unknown_answer
 from cudasched.workloads import is_skipped
 
 if TYPE_CHECKING:
@@ -111,16 +115,6 @@ _EXPECTED_KIND = {
     "isvc": ("serving.kserve.io", "InferenceService"),
     "llmisvc": ("serving.kserve.io", "LLMInferenceService"),
 }
-_PREFERRED_WEIGHT = 100
-
-#: Annotations cudasched writes or reads as switches; they do not declare a requirement.
-_NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
-
-# A denial quotes an image reference of any length; the API server shows the message whole.
-_DENIAL_CHARS = 1024
-
-# Merge-memo keys embed the pod's own affinity; unusually large ones are merged every time.
-_MERGE_MEMO_MAX_KEY_BYTES = 16_384
 
 
 class Prepared(NamedTuple):
@@ -141,95 +135,6 @@ class Prepared(NamedTuple):
         return self.request.uid
 
 
-def _declares_requirement(obj: Mapping[str, Any]) -> bool:
-    """Whether the object carries one of our annotations that states a need (a skip switch or
-    our own output annotation does not count)."""
-    return any(
-        isinstance(k, str) and k.startswith(L.PREFIX) and k not in _NOT_DECLARING
-        for k in annotations_of(obj)
-    )
-
-
-def _copy_decoded(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of an object that :func:`parse_review` decoded with orjson (plain JSON data
-    by construction): an orjson round trip in C is several times faster than walking the tree
-    in Python, and each review copies its object twice."""
-    try:
-        copied = orjson.loads(orjson.dumps(obj))
-    except TypeError:  # not plain JSON data after all: copy it the general way
-        return copy_json(obj)
-    return copied if isinstance(copied, dict) else copy_json(obj)
-
-
-def _with_namespace(obj: Mapping[str, Any], namespace: str) -> dict[str, Any]:
-    """``obj`` with metadata.namespace filled in: pods arrive with an empty namespace (the
-    request carries it) and resolution looks runtimes up by namespace. Only the object and its
-    metadata are new dicts; everything below is shared, because resolution only reads."""
-    out = dict(obj)
-    meta = out.get("metadata")
-    meta = dict(meta) if isinstance(meta, Mapping) else {}
-    out["metadata"] = meta
-    if namespace and not meta.get("namespace"):
-        meta["namespace"] = namespace
-    return out
-
-
-def _pod_for_mutation(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``pod`` that admission may change where a pod mutation writes (the top level,
-    ``metadata`` and ``spec`` are new dicts; ``_set_annotation`` and ``_merge`` build new
-    annotation and affinity values instead of editing): deep-copying the whole pod cost more
-    than a quarter of a first-seen decision."""
-    out = dict(pod)
-    for key in ("metadata", "spec"):
-        value = out.get(key)
-        if isinstance(value, Mapping):
-            out[key] = dict(value)
-    return out
-
-
-def _set_annotation(obj: dict[str, Any], key: str, value: str | None) -> None:
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        if value is None:
-            return  # nothing to remove; creating metadata would be a no-op patch
-        meta = {}  # a malformed value is replaced whole, never walked into
-        obj["metadata"] = meta
-    current = meta.get("annotations")
-    ann = dict(current) if isinstance(current, Mapping) else {}
-    if value is None:
-        ann.pop(key, None)
-    else:
-        ann[key] = value
-    if ann or "annotations" in meta:
-        meta["annotations"] = ann
-
-
-def _placement(
-    req: ReviewRequest,
-    obj: Mapping[str, Any],
-    no_fit: str | None,
-    check: tuple[Any, list[dict[str, Any]]] | None,
-) -> Placement | None:
-    """The placement to report for an object of a reported kind (``None`` for other kinds)."""
-    if (req.group, req.kind) not in REPORTED_KINDS:
-        return None
-    meta = metadata_of(obj)
-    name, uid = meta.get("name"), meta.get("uid")
-    api_version = obj.get("apiVersion")
-    if not isinstance(name, str) or not name:
-        return None
-    return Placement(
-        group=req.group,
-        kind=req.kind,
-        api_version=api_version if isinstance(api_version, str) else f"{req.group}/v1beta1",
-        namespace=str(meta.get("namespace") or req.namespace or ""),
-        name=name,
-        uid=uid if isinstance(uid, str) and uid else None,
-        no_fit=no_fit,
-        check=check,
-    )
-
-
 class Admitter:
     """Decides admission for pods, InferenceServices and LLMInferenceServices under one
     configuration.
@@ -242,18 +147,8 @@ class Admitter:
         self.config = config
         self.kb = kb
         self.images = images
-        # Compiled terms per (requirement without its source, policy, scheme, GFD key
-        # generation): pure, so valid across snapshots; bounded in bytes, and a race between
-        # threads only computes an entry twice. The source is left out of the key because it
-        # can quote an image reference of any length and never changes the terms.
-        self._compiled: BoundedMemo[tuple[Any, ...], tuple[list[dict[str, Any]] | None, str]] = (
-            BoundedMemo(config.selector_cache_bytes)
-        )
-        # Merged affinity per (the object's own affinity, our terms), as JSON: pods of one
-        # Deployment or InferenceService repeat the same pair, and the merge re-validates our
-        # terms and copies the spec every time. Bounded in bytes: the key holds the pod's own
-        # affinity, whose size the request chooses.
-        self._merged: BoundedMemo[bytes, bytes | None] = BoundedMemo(config.affinity_cache_bytes)
+        # Compiled terms and merged affinities, remembered (placer.py).
+        self.placer = Placer(config, kb)
         # Whole answers per request-without-uid for the current snapshot (see memo.py), found
         # and stored through recall.py.
         self.memo = DecisionMemo(config.decision_cache_bytes)
@@ -422,6 +317,20 @@ class Admitter:
             reason="internal error",
         )
 
+    def _unknown(
+        self,
+        decision: Decision,
+        kind: str,
+        unknown: UnknownRequirement | None,
+        *,
+        may_deny: bool,
+    ) -> Decision:
+        """``decision`` for a workload whose requirement may be ``unknown`` (unknown.py)."""
+        if unknown is None:
+            return decision
+        setting = self.config.on_unknown_requirement
+        return unknown_answer(decision, kind, unknown, setting, may_deny=may_deny)
+
     def _count_unknown(self, tag: tuple[str, str]) -> None:
         hook = self.on_unknown
         if hook is not None:
@@ -443,81 +352,6 @@ class Admitter:
     def _policy(self, requirement: Requirement) -> Policy:
         return requirement.policy if requirement.policy is not None else self.config.policy
 
-    def _compile(
-        self, requirement: Requirement, policy: Policy, state: ClusterState
-    ) -> tuple[list[dict[str, Any]] | None, str | None, tuple[Any, ...]]:
-        """The node-selector terms for ``requirement`` in the cluster's label scheme, and the
-        "no node can run it" message when it applies.
-
-        Terms are ``None`` when no selector can exist (a toolkit or compute capability no GPU
-        could ever satisfy): the pod is then annotated but its affinity is left alone, and the
-        message always applies. Otherwise the message needs a synced snapshot, because an
-        empty or half-listed cache must never produce warnings or denials.
-        The key of the terms (for :meth:`ClusterState.fits`) comes last.
-        """
-        what = (
-            f"CUDA {requirement.cuda.release}"
-            if requirement.cuda is not None
-            and requirement.min_compute is None
-            and requirement.framework is None
-            else requirement.describe()
-        )
-        scheme = state.scheme(self.config.label_scheme)
-        # Every rule-relevant field of the requirement, never its source.
-        key = (requirement.needs, policy, scheme, state.gfd_keys)
-        found = self._compiled.get(key)
-        if found is None:
-            try:
-                compiled = (
-                    compile_requirement(requirement, policy, scheme, self.kb, state.gfd_keys),
-                    "",
-                )
-            except InputError as exc:
-                compiled = (None, str(exc))
-            self._compiled.put(key, compiled, len(orjson.dumps(compiled)))
-        else:
-            compiled = found[0]
-        terms, error = compiled
-        if terms is None:
-            return None, f"cudasched: no node can ever run {what}: {error}", key
-        if not state.synced or not terms:
-            return terms, None, key
-        if state.fits(key, terms):
-            return terms, None, key
-        return terms, f"cudasched: no node can run {what}; {state.drivers.describe()}", key
-
-    def _merge(self, spec: Mapping[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:
-        """``spec`` with ``terms`` merged into its node affinity (required or preferred, per
-        ``mode``). The merge only ever changes ``spec.affinity`` (everything else is copied
-        as it is), so it runs on the affinity alone and its result is memoised by the JSON of
-        (affinity, terms); each call still gets its own copy of the merged affinity."""
-        out = dict(spec)
-        try:
-            key = orjson.dumps(["affinity" in out, out.get("affinity"), terms])
-        except TypeError:  # not plain JSON data: no memo
-            return self._merge_affinity(out, terms)
-        if len(key) > _MERGE_MEMO_MAX_KEY_BYTES:
-            return self._merge_affinity(out, terms)
-        remembered = self._merged.get(key)
-        if remembered is None:
-            merged = self._merge_affinity(
-                {"affinity": out["affinity"]} if "affinity" in out else {}, terms
-            )
-            found = orjson.dumps(merged["affinity"]) if "affinity" in merged else None
-            self._merged.put(key, found, len(key) + len(found or b""))
-        else:
-            found = remembered[0]
-        if found is None:
-            out.pop("affinity", None)
-        else:
-            out["affinity"] = orjson.loads(found)
-        return out
-
-    def _merge_affinity(self, spec: dict[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:
-        if self.config.mode is AffinityMode.PREFERRED:
-            return merge_preferred(spec, terms, _PREFERRED_WEIGHT)
-        return merge_required(spec, terms)
-
     def _finish(
         self,
         req: ReviewRequest,
@@ -531,7 +365,8 @@ class Admitter:
         notes: tuple[str, ...] = (),
     ) -> Decision:
         """Apply ``onNoFit`` and turn the mutation into a patch (none when nothing changed).
-        ``notes`` are warnings given once (:meth:`_said_once`), kept whatever the outcome."""
+        ``notes`` are warnings given once (:func:`~cudasched.webhook.once.said_once`), kept
+        whatever the outcome."""
         warnings: tuple[str, ...] = notes
         audit = {"requirement": record} if record else {}
         if no_fit is not None:
@@ -560,67 +395,6 @@ class Admitter:
             reason="constrained" if ops else "already constrained",
             audit=audit,
             once=bool(notes),
-        )
-
-    def _said_once(
-        self, requirement: Requirement, kind: str, runtime: RuntimeChoice | None, namespace: str
-    ) -> tuple[str, ...]:
-        """The warning that a runtime's label and image disagree (the stricter was used), the
-        first time this process admits a ``kind`` object of that runtime with that
-        disagreement; ``()`` after that. Pods and InferenceServices are counted apart: a
-        pod's warnings reach its controller, an InferenceService's the user who applied it."""
-        text = requirement.disagreement
-        if not text:
-            return ()
-        where = namespace if runtime is not None and runtime.kind == SERVING_RUNTIME else ""
-        if not self._said.first((kind, where, text)):
-            return ()
-        log.warning("%s (said once per process)", text)
-        return (clip(f"cudasched: {text}"),)
-
-    def _unknown(
-        self,
-        decision: Decision,
-        kind: str,
-        unknown: UnknownRequirement | None,
-        *,
-        may_deny: bool,
-    ) -> Decision:
-        """``decision`` (nothing to enforce) for a GPU workload whose requirement is
-        ``unknown``: warned (``onUnknownRequirement: warn``), silent (``allow``) or, when
-        ``may_deny``, refused (``deny``); counted either way. Unchanged when ``unknown`` is
-        ``None`` (a requirement was found, or none is needed)."""
-        if unknown is None:
-            return decision
-        tag = (kind, unknown.reason)
-        setting = self.config.on_unknown_requirement
-        if setting is OnUnknownRequirement.DENY and may_deny:
-            message = (
-                f"cudasched: {kind} refused (onUnknownRequirement: deny): its CUDA "
-                f"requirement is unknown, {unknown.describe()}; {unknown.fix}"
-            )
-            return replace(
-                decision,
-                allowed=False,
-                code=403,
-                message=clip(message, _DENIAL_CHARS),
-                patch=(),
-                outcome="denied",
-                reason="unknown requirement",
-                unknown=tag,
-            )
-        warnings = decision.warnings
-        if setting is not OnUnknownRequirement.ALLOW:
-            warnings = (
-                *warnings,
-                clip(f"cudasched: not constrained, CUDA unknown: {unknown.describe()}"),
-                clip(f"cudasched: to constrain it, {unknown.fix}"),
-            )
-        return replace(
-            decision,
-            warnings=warnings,
-            reason=f"unknown requirement: {unknown.reason}",
-            unknown=tag,
         )
 
     # ------------------------------------------------------------------ pods
@@ -652,7 +426,7 @@ class Admitter:
         spec: Mapping[str, Any],
         state: ClusterState,
     ) -> Decision:
-        declared = _declares_requirement(pod)
+        declared = declares_requirement(pod)
         model_server = is_llmisvc_pod(pod)  # may take its GPUs from the LLMIS configs
         if not declared and not uses_gpu(spec) and not model_server:
             # Only pods that use a GPU, or say what they need, are ever constrained.
@@ -661,7 +435,7 @@ class Admitter:
         if not (kserve_pod or declared or self.config.constrain_gpu_pods_by_image):
             return Decision(req.uid, reason="GPU pod outside KServe (constrainGpuPodsByImage off)")
 
-        full = _with_namespace(pod, req.namespace)
+        full = with_namespace(pod, req.namespace)
         ns = str(full["metadata"].get("namespace") or "")
         choice = None
         if model_server:
@@ -680,21 +454,21 @@ class Admitter:
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit, _key = self._compile(requirement, policy, state)
-        notes = self._said_once(requirement, "Pod", choice, ns)
+        terms, no_fit, _key = self.placer.compile(requirement, policy, state)
+        notes = said_once(self._said, requirement, "Pod", choice, ns)
 
-        mutated = _pod_for_mutation(pod)
+        mutated = pod_for_mutation(pod)
         if terms is not None:
             try:
                 # Called even when `terms` is empty: the merge also replaces cudasched's own
                 # earlier terms (recognised by their marker); the pod's own expressions, on any
                 # key, are kept and ANDed with ours.
-                mutated["spec"] = self._merge(spec, terms)
+                mutated["spec"] = self.placer.merge(spec, terms)
             except InputError as exc:
                 # The pod's own affinity cannot be combined with ours (malformed, or the cross
                 # product would explode): admit it as it is and say why.
                 return self._unconstrained(req, record, str(exc), notes)
-        _set_annotation(mutated, L.ANN_REQUIREMENT, record)
+        set_annotation(mutated, L.ANN_REQUIREMENT, record)
         scopes = (Scope(("metadata", "annotations")), Scope(("spec", "affinity")))
         return self._finish(
             req,
@@ -740,12 +514,12 @@ class Admitter:
     def _isvc_checked(
         self, req: ReviewRequest, isvc: Mapping[str, Any], state: ClusterState
     ) -> Decision:
-        full = _with_namespace(isvc, req.namespace)
+        full = with_namespace(isvc, req.namespace)
         choice = state.select_runtime_for(full)
         requirement = resolve_isvc(full, choice, self.images, self.kb)
         runtime = choice.obj if choice is not None else None
 
-        mutated = _copy_decoded(isvc)
+        mutated = copy_decoded(isvc)
         ann_scope = Scope(("metadata", "annotations"))
         if not isvc_wants_constraint(isvc, choice, requirement):
             unknown = unknown_isvc_requirement(full, choice, requirement, self.images)
@@ -758,11 +532,11 @@ class Admitter:
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit, key = self._compile(requirement, policy, state)
+        terms, no_fit, key = self.placer.compile(requirement, policy, state)
         ns = str(full["metadata"].get("namespace") or "")
-        notes = self._said_once(requirement, "InferenceService", choice, ns)
-        placement = _placement(req, full, no_fit, (key, terms) if terms is not None else None)
-        _set_annotation(mutated, L.ANN_REQUIREMENT, record)
+        notes = said_once(self._said, requirement, "InferenceService", choice, ns)
+        placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
+        set_annotation(mutated, L.ANN_REQUIREMENT, record)
         scopes = [ann_scope]
         spec = mutated.get("spec")
         predictor = spec.get("predictor") if isinstance(spec, dict) else None
@@ -775,7 +549,7 @@ class Admitter:
             )
             base = merge_scheduling(runtime_aff, predictor.get("affinity"))
             try:
-                merged = self._merge({"affinity": base} if base else {}, terms)
+                merged = self.placer.merge({"affinity": base} if base else {}, terms)
             except InputError as exc:
                 unconstrained = self._unconstrained(req, record, str(exc), notes)
                 return replace(unconstrained, placement=placement)
@@ -805,14 +579,14 @@ class Admitter:
     ) -> Decision:
         """A service with no requirement to enforce: drop a stale record left by an earlier
         version of the object, and clear what the no-fit reporter knew of it."""
-        _set_annotation(mutated, L.ANN_REQUIREMENT, None)
+        set_annotation(mutated, L.ANN_REQUIREMENT, None)
         ops = diff(original, mutated, (Scope(("metadata", "annotations")),))
         return Decision(
             req.uid,
             patch=tuple(ops),
             outcome="patched" if ops else "unchanged",
             reason="no requirement to enforce",
-            placement=_placement(req, full, None, None),
+            placement=placement_of(req, full, None, None),
         )
 
     # ------------------------------------------------------------------ LLMInferenceServices
@@ -840,9 +614,9 @@ class Admitter:
         """Like an InferenceService: the requirement recorded in an annotation and the no-fit
         warning (and Event). Its pods are constrained on the pod path; no affinity is written
         into the service."""
-        full = _with_namespace(service, req.namespace)
+        full = with_namespace(service, req.namespace)
         requirement = resolve_llmisvc(full, self.images, self.kb)
-        mutated = _copy_decoded(service)
+        mutated = copy_decoded(service)
         if not wants_constraint(llmisvc_pod(full), requirement):
             unknown = unknown_llmisvc_requirement(full, requirement, self.images)
             return self._unknown(
@@ -853,9 +627,9 @@ class Admitter:
             )
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit, key = self._compile(requirement, policy, state)
-        placement = _placement(req, full, no_fit, (key, terms) if terms is not None else None)
-        _set_annotation(mutated, L.ANN_REQUIREMENT, record)
+        terms, no_fit, key = self.placer.compile(requirement, policy, state)
+        placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
+        set_annotation(mutated, L.ANN_REQUIREMENT, record)
         decision = self._finish(
             req,
             service,

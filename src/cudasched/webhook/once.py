@@ -15,10 +15,21 @@ Thread safety: review threads share one instance; :meth:`FirstSeen.first` takes 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
-__all__ = ["DEFAULT_MAX_KEYS", "FirstSeen"]
+from cudasched.kserve import SERVING_RUNTIME
+from cudasched.webhook.review import clip
+
+if TYPE_CHECKING:
+    from cudasched.kserve import RuntimeChoice
+    from cudasched.requirements import Requirement
+
+__all__ = ["DEFAULT_MAX_KEYS", "FirstSeen", "said_once"]
+
+log = logging.getLogger(__name__)
 
 #: How many different warnings one process remembers (a few hundred bytes each).
 DEFAULT_MAX_KEYS = 1024
@@ -46,3 +57,25 @@ class FirstSeen:
             while len(self._seen) > self.max_keys:
                 del self._seen[next(iter(self._seen))]
             return True
+
+
+def said_once(
+    seen: FirstSeen,
+    requirement: Requirement,
+    kind: str,
+    runtime: RuntimeChoice | None,
+    namespace: str,
+) -> tuple[str, ...]:
+    """The warning that a runtime's label and image disagree (the stricter of the two was
+    used), the first time this process admits a ``kind`` object of that runtime with that
+    disagreement; ``()`` after that, and when they agree. Pods and InferenceServices are
+    counted apart: a pod's warnings reach its controller, an InferenceService's the user who
+    applied it. A namespaced ServingRuntime is told apart by ``namespace``."""
+    text = requirement.disagreement
+    if not text:
+        return ()
+    where = namespace if runtime is not None and runtime.kind == SERVING_RUNTIME else ""
+    if not seen.first((kind, where, text)):
+        return ()
+    log.warning("%s (said once per process)", text)
+    return (clip(f"cudasched: {text}"),)

@@ -17,6 +17,7 @@ import orjson
 
 from cudasched import labels as L
 from cudasched.jsontree import copy_json
+from cudasched.kube.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE
 from cudasched.objects import annotations_of, metadata_of
 from cudasched.webhook.nofit import REPORTED_KINDS, Placement
 from cudasched.webhook.review import ReviewRequest
@@ -33,6 +34,12 @@ __all__ = [
 
 #: Annotations cudasched writes or reads as switches; they do not declare a requirement.
 NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
+
+# The version an Event refers to a reported object by when the object does not say its own.
+_API_VERSIONS = {
+    INFERENCE_SERVICE.kind: INFERENCE_SERVICE.api_version,
+    LLM_INFERENCE_SERVICE.kind: LLM_INFERENCE_SERVICE.api_version,
+}
 
 
 def declares_requirement(obj: Mapping[str, Any]) -> bool:
@@ -117,7 +124,7 @@ def placement_of(
     return Placement(
         group=req.group,
         kind=req.kind,
-        api_version=api_version if isinstance(api_version, str) else f"{req.group}/v1beta1",
+        api_version=api_version if isinstance(api_version, str) else _API_VERSIONS[req.kind],
         namespace=str(meta.get("namespace") or req.namespace or ""),
         name=name,
         uid=uid if isinstance(uid, str) and uid else None,

@@ -22,6 +22,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from cudasched.resolution import NO_IMAGE, TAG_NOT_RECORDED, UNKNOWN_IMAGE
 from cudasched.webhook.protocol import REASONS
 
 __all__ = [
@@ -54,7 +55,7 @@ UNKNOWN_KINDS: Final = ("Pod", "InferenceService", "LLMInferenceService")
 
 #: Why the requirement is unknown: the ``reason`` label (see
 #: :class:`cudasched.resolution.UnknownRequirement`).
-UNKNOWN_REASONS: Final = ("image_not_in_table", "tag_not_recorded", "no_image")
+UNKNOWN_REASONS: Final = (UNKNOWN_IMAGE, TAG_NOT_RECORDED, NO_IMAGE)
 
 # Webhook answers are expected in milliseconds; the API server gives up after a few seconds.
 _LATENCY_BUCKETS: Final = (

@@ -31,7 +31,7 @@ from cudasched.labels import LabelScheme
 from cudasched.nodeaffinity import RequiredNodeAffinity
 from cudasched.placement import GfdKeys
 from cudasched.versions import CudaVersion
-from cudasched.webhook import admission as admission_module
+from cudasched.webhook import placer as placer_module
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import MAX_WARNING_CHARS, BadReviewError, clip
@@ -190,7 +190,7 @@ def runtimes() -> list[dict[str, Any]]:
         ),
         csr(
             "vllm-cuda-12-9",
-            "vllm/vllm-openai:v0.9.0",
+            "vllm/vllm-openai:v0.9.1",
             "vllm",
             labels={**ALAUDA, "cpaas.io/cuda-version": "12.9"},
         ),
@@ -626,7 +626,7 @@ def _big_pod_review() -> dict[str, Any]:
     review["request"]["object"]["metadata"]["labels"]["serving.kserve.io/inferenceservice"] = (
         "llm-big"
     )
-    review["request"]["object"]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.9.0"
+    review["request"]["object"]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.9.1"
     return review
 
 
@@ -802,7 +802,7 @@ def test_bad_reviews_raise(
 
 
 def test_bad_kind_argument(admitter: Admitter, state: ClusterState) -> None:
-    with pytest.raises(InputError, match="expected 'pod' or 'isvc'"):
+    with pytest.raises(InputError, match="expected 'pod', 'isvc' or 'llmisvc'"):
         admitter.review("deployment", b"{}", state)  # type: ignore[arg-type]
 
 
@@ -812,7 +812,7 @@ def test_internal_error_fails_open_or_closed(
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(admission_module, "compile_requirement", boom)
+    monkeypatch.setattr(placer_module, "compile_requirement", boom)
     review = load("pod-predictor-triton.json")
     resp = ask(make(kb), "pod", review, state)
     assert resp["allowed"] is True and "patch" not in resp

@@ -140,7 +140,7 @@ def test_mutate_explicit_kind_overrides(cluster_file: Path) -> None:
                     "request": {"uid": "u", "kind": {"kind": "Deployment"}},
                 }
             ),
-            "expected Pod or InferenceService",
+            "expected Pod, InferenceService or LLMInferenceService",
         ),
         (["/nonexistent/review.json"], "", "review file '/nonexistent/review.json': no such file"),
         (

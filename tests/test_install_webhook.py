@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from cudasched.cli import app
 from cudasched.install import webhook
 from cudasched.snapshot import bundled_snapshot
+from cudasched.webhook.app import ISVC_PATH, LLMISVC_PATH, POD_PATH
 from cudasched.webhook.config import load_config
 from cudasched.workloads import is_skipped
 from k8s_schema import assert_valid
@@ -72,10 +73,14 @@ def test_every_object_is_schema_valid(mode: str) -> None:
 def test_webhook_configuration_settings() -> None:
     config = _one(_render("--namespace", "gpu-system"), "MutatingWebhookConfiguration")
     hooks = {h["name"]: h for h in config["webhooks"]}
-    assert set(hooks) == {"pods.cudasched.io", "inferenceservices.cudasched.io"}
+    assert set(hooks) == {
+        "pods.cudasched.io",
+        "inferenceservices.cudasched.io",
+        "llminferenceservices.cudasched.io",
+    }
     for hook in hooks.values():
         assert hook["admissionReviewVersions"] == ["v1"]
-        side_effects = "NoneOnDryRun" if hook["name"].startswith("inference") else "None"
+        side_effects = "None" if hook["name"].startswith("pods") else "NoneOnDryRun"
         assert hook["sideEffects"] == side_effects
         assert hook["reinvocationPolicy"] == "IfNeeded"
         assert hook["failurePolicy"] == "Ignore"
@@ -89,6 +94,17 @@ def test_webhook_configuration_settings() -> None:
         "CREATE",
         "UPDATE",
     ]
+    # LLMInferenceServices at both served versions (v1alpha1 since KServe 0.16, v1alpha2, the
+    # storage version, since 0.17), on the path the server answers them on.
+    (llm_rule,) = hooks["llminferenceservices.cudasched.io"]["rules"]
+    assert llm_rule["apiVersions"] == ["v1alpha1", "v1alpha2"]
+    assert llm_rule["resources"] == ["llminferenceservices"]
+    assert llm_rule["operations"] == ["CREATE", "UPDATE"]
+    assert hooks["llminferenceservices.cudasched.io"]["clientConfig"]["service"]["path"] == (
+        LLMISVC_PATH
+    )
+    assert hooks["pods.cudasched.io"]["clientConfig"]["service"]["path"] == POD_PATH
+    assert hooks["inferenceservices.cudasched.io"]["clientConfig"]["service"]["path"] == (ISVC_PATH)
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
         f"gpu-system/{webhook.APP}"
     )
@@ -170,6 +186,7 @@ def test_match_conditions_send_every_pod_the_webhook_may_change() -> None:
         ]
         may_need = (
             "serving.kserve.io/inferenceservice" in labels
+            or labels.get("app.kubernetes.io/part-of") == "llminferenceservice"
             or any(k.startswith("cudasched.io/") for k in annotations)
             or any(k.startswith("nvidia.com/") for lim in limits for k in lim)
         )
@@ -195,6 +212,23 @@ def test_match_conditions_send_every_pod_the_webhook_may_change() -> None:
     assert _sent(programs, gpu)
     assert not _sent(programs, skipped)
     assert _sent(programs, claim)
+    # An LLMInferenceService's model server is sent even before its GPUs show (they may come
+    # from the LLMInferenceServiceConfigs); another part-of value is not.
+    model_server = {
+        "metadata": {
+            "name": "qwen-kserve-0",
+            "labels": {
+                "app.kubernetes.io/part-of": "llminferenceservice",
+                "app.kubernetes.io/name": "qwen",
+                "app.kubernetes.io/component": "llminferenceservice-workload",
+            },
+        },
+        "spec": {"containers": [{"name": "main", "image": "ghcr.io/llm-d/llm-d-cuda:v0.8.0"}]},
+    }
+    assert _sent(programs, model_server)
+    other_labels = {"app.kubernetes.io/part-of": "y"}
+    other = {**model_server, "metadata": {"name": "x", "labels": other_labels}}
+    assert not _sent(programs, other)
 
 
 @pytest.mark.parametrize(
@@ -232,6 +266,7 @@ def test_webhook_rbac_has_no_unused_verbs() -> None:
         ("serving.kserve.io", "inferenceservices"): {"list", "watch"},
         ("serving.kserve.io", "servingruntimes"): {"list", "watch"},
         ("serving.kserve.io", "clusterservingruntimes"): {"list", "watch"},
+        ("serving.kserve.io", "llminferenceservices"): {"list", "watch"},
         ("events.k8s.io", "events"): {"create"},
     }
 

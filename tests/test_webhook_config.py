@@ -11,7 +11,7 @@ from cudasched.labels import LabelScheme
 from cudasched.merge import AffinityMode
 from cudasched.requirements import Policy
 from cudasched.versions import CudaVersion
-from cudasched.webhook.config import OnNoFit, WebhookConfig, load_config
+from cudasched.webhook.config import OnNoFit, OnUnknownRequirement, WebhookConfig, load_config
 
 
 def test_defaults_are_the_documented_ones() -> None:
@@ -20,6 +20,8 @@ def test_defaults_are_the_documented_ones() -> None:
     assert c.policy is Policy.STRICT
     assert c.label_scheme is LabelScheme.AUTO
     assert c.on_no_fit is OnNoFit.WARN
+    assert c.on_unknown_requirement is OnUnknownRequirement.WARN
+    assert c.image_mirrors == {}
     assert c.namespaces.include == ()
     assert c.namespaces.exclude == ("kube-system",)
     assert c.constrain_gpu_pods_by_image is True
@@ -45,6 +47,10 @@ mode: preferred
 policy: minor-compat
 labelScheme: gfd
 onNoFit: deny
+onUnknownRequirement: Deny
+imageMirrors:
+  ngc/tritonserver: nvidia/tritonserver
+  mirror/vllm-openai: vllm/vllm-openai
 namespaces:
   include: [ml, serving]
   exclude: [kube-system, ml-sandbox]
@@ -75,6 +81,11 @@ kube:
     assert c.policy is Policy.MINOR_COMPAT
     assert c.label_scheme is LabelScheme.GFD
     assert c.on_no_fit is OnNoFit.DENY
+    assert c.on_unknown_requirement is OnUnknownRequirement.DENY
+    assert c.image_mirrors == {
+        "ngc/tritonserver": "nvidia/tritonserver",
+        "mirror/vllm-openai": "vllm/vllm-openai",
+    }
     assert c.namespaces.admits("ml") and not c.namespaces.admits("default")
     assert not c.namespaces.admits("kube-system")
     assert c.constrain_gpu_pods_by_image is False
@@ -114,6 +125,13 @@ def test_exclude_wins_over_include() -> None:
         ({"policy": "loose"}, ["policy", "'strict'", "'minor-compat'", "'forward-compat'"]),
         ({"labelScheme": "nfd"}, ["labelScheme", "'cudasched'", "'gfd'", "'auto'"]),
         ({"onNoFit": "panic"}, ["onNoFit", "'warn'", "'deny'", "'allow'"]),
+        ({"onUnknownRequirement": "guess"}, ["onUnknownRequirement", "'warn'", "'deny'"]),
+        ({"imageMirrors": ["ngc/tritonserver"]}, ["imageMirrors", "expected a mapping"]),
+        ({"imageMirrors": {"ngc/triton server": "nvidia/tritonserver"}}, ["repository paths"]),
+        (
+            {"imageMirrors": {"harbor.example.com/ngc/tritonserver": "nvidia/tritonserver"}},
+            ["imageMirrors", "names a registry host", "ngc/tritonserver"],
+        ),
         ({"server": {"port": 70000}}, ["server.port", "65535", "70000"]),
         ({"server": {"port": "https"}}, ["server.port", "integer"]),
         ({"server": {"certFile": "/tls/tls.crt"}}, ["server", "certFile and keyFile"]),

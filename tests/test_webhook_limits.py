@@ -226,6 +226,6 @@ def test_admitter_memos_are_bounded_in_bytes(kb: KnowledgeBase, state: ClusterSt
         doc = review(lambda pod, e=expr: _affinity(pod, [{"matchExpressions": [e]}]))
         doc["request"]["uid"] = f"u{i}"
         admitter.review("pod", encode(doc), state)
-        assert admitter._merged.bytes_used <= budget
-        assert admitter._compiled.bytes_used <= budget
-    assert 0 < len(admitter._merged) < 120
+        assert admitter.placer.merged.bytes_used <= budget
+        assert admitter.placer.compiled.bytes_used <= budget
+    assert 0 < len(admitter.placer.merged) < 120

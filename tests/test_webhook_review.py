@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.knowledge import KnowledgeBase
-from cudasched.webhook import admission as admission_module
+from cudasched.webhook import placer as placer_module
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import POD_PATH, WebhookApp
 from cudasched.webhook.config import WebhookConfig
@@ -203,7 +203,7 @@ def test_the_admitters_failure_answer_is_the_same_code(
         WebhookConfig.from_mapping({"failClosed": fail_closed, "decisionCacheBytes": 0}), kb
     )
     state = ClusterState.from_objects([], [], [], [], kb=kb)
-    monkeypatch.setattr(admission_module, "compile_requirement", boom)
+    monkeypatch.setattr(placer_module, "compile_requirement", boom)
     body = (DATA / "pod-predictor-triton.json").read_bytes()
     uid = orjson.loads(body)["request"]["uid"]
     outcome = "request denied (failClosed)" if fail_closed else "admitted unchanged"

@@ -9,6 +9,8 @@ InferenceService. :class:`Fleet` answers them from plain API objects:
   nodes with the same GPU labels share one :class:`~cudasched.nodes.NodeFacts` (a pool is read
   once, not once per node);
 * the auto label scheme and GFD key generation are resolved for the whole fleet;
+* InferenceServices and LLMInferenceServices are indexed by (namespace, name), so a pod is
+  judged with the service it belongs to;
 * ServingRuntimes are indexed by namespace (``default`` when unset, see
   :func:`cudasched.objects.namespace_of`) and sorted by name as the API lists them;
   each InferenceService's runtime is chosen once (each runtime parsed once for all of them);
@@ -101,6 +103,7 @@ class Fleet:
         "_gfd_keys",
         "_gpu_resources",
         "_isvcs",
+        "_llmisvcs",
         "_partitions",
         "_runtimes",
         "cluster_serving_runtimes",
@@ -119,6 +122,7 @@ class Fleet:
         inference_services: Iterable[KubeObject] = (),
         serving_runtimes: Iterable[KubeObject] = (),
         cluster_serving_runtimes: Iterable[KubeObject] = (),
+        llm_inference_services: Iterable[KubeObject] = (),
         tolerant: bool = False,
     ) -> None:
         self.kb = kb
@@ -137,6 +141,7 @@ class Fleet:
         self._partitions: dict[tuple[str, ...], Partition] = {}
         self._canonical: dict[tuple[tuple[int, ...], ...], Partition] = {}
         self._index_kserve(inference_services, serving_runtimes, cluster_serving_runtimes)
+        self._llmisvcs = _by_name(llm_inference_services)
 
     @classmethod
     def from_snapshot(
@@ -149,6 +154,7 @@ class Fleet:
             inference_services=snapshot.inference_services,
             serving_runtimes=snapshot.serving_runtimes,
             cluster_serving_runtimes=snapshot.cluster_serving_runtimes,
+            llm_inference_services=snapshot.llm_inference_services,
             tolerant=tolerant,
         )
 
@@ -255,13 +261,7 @@ class Fleet:
         serving_runtimes: Iterable[KubeObject],
         cluster_serving_runtimes: Iterable[KubeObject],
     ) -> None:
-        isvcs: dict[tuple[str, str], KubeObject] = {}
-        for obj in inference_services:
-            name = name_of(obj)
-            if name:
-                # The first of two objects with one name wins (objects given next to a workload
-                # are listed before the cluster's).
-                isvcs.setdefault((namespace_of(obj), name), obj)
+        isvcs = _by_name(inference_services)
         by_ns: dict[str, list[KubeObject]] = {}
         for obj in serving_runtimes:
             if name_of(obj) or not self.tolerant:
@@ -298,6 +298,16 @@ class Fleet:
     def inference_service(self, namespace: str, name: str) -> KubeObject | None:
         return self._isvcs.get((namespace, name))
 
+    @property
+    def llm_inference_services(self) -> Mapping[tuple[str, str], KubeObject]:
+        """The LLMInferenceServices by (namespace, name)."""
+        return self._llmisvcs
+
+    def llm_inference_service(self, namespace: str, name: str) -> KubeObject | None:
+        """The LLMInferenceService ``namespace/name`` (its pods are judged with its
+        ``cudasched.io/*`` annotations), or ``None``."""
+        return self._llmisvcs.get((namespace, name))
+
     def serving_runtimes(self, namespace: str) -> tuple[KubeObject, ...]:
         """The ServingRuntimes of ``namespace`` (what an InferenceService there can use)."""
         return self._runtimes.get(namespace, ())
@@ -324,6 +334,17 @@ class Fleet:
                 raise found
             return found
         return select_runtime(isvc, self._runtimes.get(key[0], ()), self.cluster_serving_runtimes)
+
+
+def _by_name(objects: Iterable[KubeObject]) -> dict[tuple[str, str], KubeObject]:
+    """Named objects by (namespace, name). The first of two objects with one name wins
+    (objects given next to a workload are listed before the cluster's)."""
+    found: dict[tuple[str, str], KubeObject] = {}
+    for obj in objects:
+        name = name_of(obj)
+        if name:
+            found.setdefault((namespace_of(obj), name), obj)
+    return found
 
 
 class Partition:

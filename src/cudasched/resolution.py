@@ -9,7 +9,9 @@
 3. The GPU container: its ``NVIDIA_REQUIRE_CUDA`` env, then its image in the image table.
    The env comes first because a pod-level value replaces the image's own and is exactly what
    the NVIDIA container toolkit enforces when the container starts.
-4. Nothing: an empty requirement.
+4. Nothing: an empty requirement. For a workload that uses a GPU this is an *unknown*
+   requirement (:func:`unknown_pod_requirement` and its siblings say why, with a closed reason
+   code, the image judged and the fix), which the webhook reports rather than guesses.
 
 The first source that names a CUDA version or a compute capability wins as a whole, so every
 answer has one ``source``. ``policy`` and ``ships-cuda-compat`` are modifiers: the object's
@@ -60,6 +62,7 @@ from cudasched.kserve.llm import (
     is_llmisvc,
     is_llmisvc_pod,
     llmisvc_main_container,
+    llmisvc_name_of,
     llmisvc_pod,
 )
 from cudasched.objects import as_mapping, namespace_of
@@ -80,7 +83,11 @@ if TYPE_CHECKING:
 __all__ = [
     "ALAUDA_ACCELERATOR_TYPE",
     "ALAUDA_CUDA_VERSION",
+    "NO_IMAGE",
     "REQUIRE_CUDA_ENV",
+    "TAG_NOT_RECORDED",
+    "UNKNOWN_IMAGE",
+    "UnknownRequirement",
     "declared_by_annotation",
     "isvc_wants_constraint",
     "requirement_from_annotations",
@@ -91,6 +98,10 @@ __all__ = [
     "resolve_pod",
     "resolve_runtime",
     "resolve_workload",
+    "runs_gpu_workload",
+    "unknown_isvc_requirement",
+    "unknown_llmisvc_requirement",
+    "unknown_pod_requirement",
     "wants_constraint",
 ]
 
@@ -377,10 +388,12 @@ def _stricter(declared: Requirement, facts: _ContainerFacts, who: str) -> tuple[
     framework = facts.framework if raised else declared.framework
     if not differs:
         return replace(declared, cuda=cuda, min_compute=low, framework=framework), ""
+    # Short enough to be the webhook's warning (the numbers first, the long source last).
     said = declared.describe()
-    image = f"cuda>={facts.cuda}" + (f", cc>={facts.min_compute}" if facts.min_compute else "")
+    image = Requirement(cuda=facts.cuda, min_compute=facts.min_compute).describe()
     kept = Requirement(cuda=cuda, min_compute=low).describe()
-    text = f"{who} declares {said} but its {facts.source} needs {image}; using the stricter {kept}"
+    using = "using the stricter" + ("" if kept == image else f" {kept}")
+    text = f"{who} declares {said}, its container needs {image}: {using} ({facts.source})"
     raised = raised or low != declared.min_compute
     source = f"{declared.source}; stricter {facts.source}" if raised else declared.source
     return (
@@ -556,39 +569,165 @@ def resolve_llmisvc_pod(
 ) -> Requirement:
     """The requirement of an LLMInferenceService's model-server pod: the service's
     ``cudasched.io/*`` annotations (when the object is at hand) under the pod's own, then the
-    image of the pod's ``main`` container, which is the one the configs resolved."""
+    image of the pod's model server (:func:`_model_server`), the one the configs resolved."""
     meta = as_mapping(pod.get("metadata"), "pod metadata")
     annotations = {
         **_llmisvc_annotations(llmisvc),
         **as_mapping(meta.get("annotations"), "pod annotations"),
     }
     where = f"pod {meta.get('name') or meta.get('generateName') or '?'}"
-    main = llmisvc_main_container(as_mapping(pod.get("spec"), "pod spec"))
+    main = _model_server(as_mapping(pod.get("spec"), "pod spec"))
     return _resolve(annotations, where, None, main, images, kb)
+
+
+def _model_server(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The container an LLMInferenceService pod runs its model server in: ``main`` (what
+    KServe's config templates name it), else the GPU container of a pod built otherwise."""
+    main = llmisvc_main_container(pod_spec)
+    return main if main is not None else gpu_container(pod_spec)
 
 
 def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
     """Should the webhook constrain this pod's placement?
 
     Only when there is something to constrain, and then: a pod that declares its requirement
-    by annotation always; a transformer or explainer pod only then (they do not run the
-    serving runtime); any other pod only when it uses a GPU, so a CPU-only predictor of a
-    GPU-capable runtime is left alone.
+    by annotation always; any other pod only when it runs a GPU workload
+    (:func:`runs_gpu_workload`), so a CPU-only predictor of a GPU-capable runtime is left alone.
     """
     if requirement.is_empty:
         return False
     if declared_by_annotation(requirement):
         return True
+    return runs_gpu_workload(pod)
+
+
+def runs_gpu_workload(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod is constrained by what its runtime or image needs: it uses a GPU and is
+    not a transformer or explainer (they do not run the serving runtime). An
+    LLMInferenceService's model server counts when its ``main`` container names no resources:
+    it takes them from the LLMInferenceServiceConfigs, and llm-d's model servers are GPU
+    servers."""
     if component_of(pod) in ("transformer", "explainer"):
         return False
     spec = as_mapping(pod.get("spec"), "pod spec")
     if uses_gpu(spec):
         return True
-    # An LLMInferenceService's model server takes its resources from the
-    # LLMInferenceServiceConfigs: a ``main`` container without resources in the object says
-    # nothing about its GPUs, and llm-d's model servers are GPU servers.
     main = llmisvc_main_container(spec) if is_llmisvc_pod(pod) else None
     return main is not None and not main.get("resources")
+
+
+# --------------------------------------------------------------------------- unknown
+
+#: Why a GPU workload's requirement is unknown (closed vocabulary: the webhook's metric label).
+UNKNOWN_IMAGE = "image_not_in_table"
+TAG_NOT_RECORDED = "tag_not_recorded"
+NO_IMAGE = "no_image"
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownRequirement:
+    """A GPU workload whose CUDA requirement cannot be found, so nothing constrains it:
+    ``reason`` (:data:`UNKNOWN_IMAGE`, :data:`TAG_NOT_RECORDED` or :data:`NO_IMAGE`), the
+    image that was judged, and ``fix``, what to write where (``label ClusterServingRuntime
+    kserve-huggingfaceserver with cudasched.io/cuda-version``)."""
+
+    reason: str
+    image: str | None
+    fix: str
+
+    def describe(self) -> str:
+        """Why, naming the image: the reason first, so a clipped warning still says it."""
+        if self.reason == UNKNOWN_IMAGE:
+            return f"image not in the image table: {self.image}"
+        if self.reason == TAG_NOT_RECORDED:
+            return f"tag's CUDA not recorded: {self.image}"
+        return "no container names an image cudasched can read"
+
+
+def _unknown(
+    container: Mapping[str, Any] | None, images: ImageTable, fix: str
+) -> UnknownRequirement:
+    """Why ``container`` (the one the requirement was looked for in) gave no requirement."""
+    image = container.get("image") if container is not None else None
+    if not isinstance(image, str) or not image.strip():
+        return UnknownRequirement(NO_IMAGE, None, fix)
+    text = image.strip()
+    try:
+        recognised = images.rule_for(text) is not None
+    except InputError:  # not an image reference at all
+        return UnknownRequirement(NO_IMAGE, None, fix)
+    return UnknownRequirement(TAG_NOT_RECORDED if recognised else UNKNOWN_IMAGE, text, fix)
+
+
+def _undecided(requirement: Requirement) -> bool:
+    """An empty requirement that no source decided (a non-NVIDIA runtime is decided)."""
+    return requirement.is_empty and not requirement.source
+
+
+def _or_override(fix: str) -> str:
+    return f"{fix} or add an imageOverrides entry"
+
+
+def unknown_pod_requirement(
+    pod: Mapping[str, Any],
+    requirement: Requirement,
+    images: ImageTable,
+    runtime: RuntimeChoice | None = None,
+) -> UnknownRequirement | None:
+    """Why a pod that runs a GPU workload got no requirement (``requirement`` is what
+    :func:`resolve_pod` or :func:`resolve_llmisvc_pod` found, ``runtime`` the runtime a
+    predictor pod was resolved with), or ``None`` when it got one, when a source decided it
+    needs none, or when it would not be constrained anyway."""
+    if not _undecided(requirement) or not runs_gpu_workload(pod):
+        return None
+    spec = as_mapping(pod.get("spec"), "pod spec")
+    key = L.ANN_CUDA_VERSION
+    if is_llmisvc_pod(pod):
+        container = _model_server(spec)
+        fix = f"annotate LLMInferenceService {llmisvc_name_of(pod) or '?'} with {key}"
+    else:
+        container = gpu_container(spec)
+        if runtime is not None:
+            fix = f"label {runtime.describe()} with {key}"
+        elif is_predictor_pod(pod):
+            fix = _or_override(f"annotate InferenceService {isvc_name_of(pod)} with {key}")
+        else:
+            fix = _or_override(f"annotate the pod with {key}")
+    return _unknown(container, images, fix)
+
+
+def unknown_isvc_requirement(
+    isvc: Mapping[str, Any],
+    runtime: RuntimeChoice | None,
+    requirement: Requirement,
+    images: ImageTable,
+) -> UnknownRequirement | None:
+    """Why an InferenceService whose predictor uses a GPU got no requirement from
+    :func:`resolve_isvc`, or ``None`` (see :func:`unknown_pod_requirement`)."""
+    runtime_obj = runtime.obj if runtime is not None else None
+    if not _undecided(requirement) or not isvc_uses_gpu(isvc, runtime_obj):
+        return None
+    if runtime is not None:
+        fix = f"label {runtime.describe()} with {L.ANN_CUDA_VERSION}"
+    else:
+        fix = _or_override(f"annotate the InferenceService with {L.ANN_CUDA_VERSION}")
+    return _unknown(predictor_container(isvc, runtime_obj), images, fix)
+
+
+def unknown_llmisvc_requirement(
+    llmisvc: Mapping[str, Any], requirement: Requirement, images: ImageTable
+) -> UnknownRequirement | None:
+    """Why an LLMInferenceService that names its model server's image got no requirement from
+    :func:`resolve_llmisvc`, or ``None``. A service that leaves the image to its
+    LLMInferenceServiceConfigs (the usual case) is not unknown: its pods carry the image and
+    are judged by it when they are created."""
+    pod = llmisvc_pod(llmisvc)
+    main = llmisvc_main_container(pod["spec"])
+    if main is None or not main.get("image") or not _undecided(requirement):
+        return None
+    if not runs_gpu_workload(pod):
+        return None
+    return _unknown(main, images, _or_override(f"annotate it with {L.ANN_CUDA_VERSION}"))
 
 
 def isvc_wants_constraint(
@@ -624,7 +763,8 @@ def resolve_workload(
         return pod, (req if isvc_wants_constraint(obj, choice, req) else Requirement()), choice
     pod = pod_of(obj)
     if is_llmisvc_pod(pod):
-        req = resolve_llmisvc_pod(pod, None, images, kb)
+        service = fleet.llm_inference_service(namespace_of(pod), llmisvc_name_of(pod) or "")
+        req = resolve_llmisvc_pod(pod, service, images, kb)
         return obj, (req if wants_constraint(pod, req) else Requirement()), None
     choice = None
     if is_predictor_pod(pod):

@@ -35,18 +35,19 @@ from cudasched.cli.inputs import (
     load_images,
     load_knowledge,
     load_node_templates,
+    load_settings,
 )
-from cudasched.cli.options import PolicyOption
+from cudasched.cli.options import ConfigOption, DefaultPolicyOption, effective_policy
 from cudasched.errors import InputError
 from cudasched.fleet import Fleet
 from cudasched.operations import AuditReport, Severity, audit
 from cudasched.operations.html import render_findings
-from cudasched.requirements import Policy
 
 if TYPE_CHECKING:
     from cudasched.images import ImageTable
     from cudasched.operations.audit import Progress
     from cudasched.snapshot import ClusterSnapshot
+    from cudasched.webhook.config import WebhookConfig
 
 __all__ = ["audit_cmd", "generated_now", "load_cluster_inputs", "progress_bar"]
 
@@ -60,13 +61,13 @@ class AuditFormat(StrEnum):
 
 
 def load_cluster_inputs(
-    source: ClusterSource | Path | None,
+    source: ClusterSource | Path | None, settings: WebhookConfig | None = None
 ) -> tuple[ClusterSnapshot, Fleet, ImageTable]:
     """The snapshot (a file, the live cluster or the bundled sample), its fleet and the image
-    table that ``audit`` and ``report`` work on."""
+    table that ``audit`` and ``report`` work on (with the ``--config``'s ``settings``)."""
     snapshot = load_cluster(source)
     kb = load_knowledge()
-    return snapshot, Fleet.from_snapshot(snapshot, kb), load_images(kb)
+    return snapshot, Fleet.from_snapshot(snapshot, kb), load_images(kb, settings)
 
 
 def generated_now() -> str:
@@ -132,7 +133,8 @@ def _table(report: AuditReport, source: str) -> Table:
 @cluster_source
 def audit_cmd(
     source: ClusterSource = ClusterSource(),
-    policy: PolicyOption = Policy.STRICT.value,
+    config: ConfigOption = None,
+    policy: DefaultPolicyOption = None,
     output: Annotated[
         AuditFormat, typer.Option("-o", "--output", help="Output format (html: to stdout).")
     ] = AuditFormat.TABLE,
@@ -151,13 +153,15 @@ def audit_cmd(
     runtimes no node can run, GPU nodes with missing, old or conflicting labels, driver
     upgrades in flight, stale and unknown requirements.
 
-    --policy is the default for workloads that do not name one (use the webhook's). Exit 1
-    when any finding is an error, so the command can gate CI. Example: cudasched audit -o json
+    --config takes the webhook's configuration, so workloads are judged as admission judges
+    them (its image overrides, mirrors and policy). Exit 1 when any finding is an error, so
+    the command can gate CI. Example: cudasched audit --config webhook.yaml -o json
     """
     try:
-        pol = Policy.parse(policy)
+        settings = load_settings(config)
+        pol = effective_policy(policy, settings)
         groups = load_node_templates(node_templates)
-        snapshot, fleet, images = load_cluster_inputs(source)
+        snapshot, fleet, images = load_cluster_inputs(source, settings)
         with progress_bar("auditing") as progress:
             report = audit(snapshot, fleet, images, pol, progress=progress, node_groups=groups)
     except InputError as exc:

@@ -11,8 +11,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
 import typer
@@ -20,6 +19,7 @@ import typer
 from cudasched.cli.app import EXIT_BAD_INPUT, EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
 from cudasched.cli.mutate import decode_patch
+from cudasched.cli.options import ConfigOption
 from cudasched.errors import InputError
 
 __all__ = ["DemoRow", "creation_review", "demo", "run_demo"]
@@ -176,9 +176,7 @@ def _names(names: Sequence[str]) -> str:
 @cluster_source
 def demo(
     source: ClusterSource = ClusterSource(),
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Webhook configuration YAML.")
-    ] = None,
+    config: ConfigOption = None,
 ) -> None:
     """Start the real webhook over HTTPS on 127.0.0.1 with the sample cluster, admit every
     sample pod through it and show where each may now run."""

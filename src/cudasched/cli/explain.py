@@ -43,8 +43,15 @@ from cudasched.cli.inputs import (
     load_cluster,
     load_images,
     load_knowledge,
+    load_settings,
 )
-from cudasched.cli.options import SchemeOption
+from cudasched.cli.options import (
+    ConfigOption,
+    DefaultPolicyOption,
+    SchemeOption,
+    effective_policy,
+    effective_scheme,
+)
 from cudasched.cli.reference import Reference, parse_reference
 from cudasched.eligibility import explain_many
 from cudasched.errors import InputError
@@ -328,15 +335,9 @@ def explain_cmd(
         ),
     ] = None,
     source: ClusterSource = ClusterSource(),
-    policy: Annotated[
-        str,
-        typer.Option(
-            "--policy",
-            help="Default policy (strict, minor-compat, forward-compat); a workload's "
-            "cudasched.io/policy annotation wins.",
-        ),
-    ] = Policy.STRICT.value,
-    scheme: SchemeOption = LabelScheme.AUTO,
+    config: ConfigOption = None,
+    policy: DefaultPolicyOption = None,
+    scheme: SchemeOption = None,
     output: Annotated[
         ExplainFormat, typer.Option("-o", "--output", help="Output format (wide: full names).")
     ] = ExplainFormat.TABLE,
@@ -350,7 +351,8 @@ def explain_cmd(
     cudasched explain --workload deploy.yaml --nodes n.yaml
     """
     try:
-        pol = Policy.parse(policy)
+        settings = load_settings(config)
+        pol = effective_policy(policy, settings)
         ref: Reference | None = None
         if reference is not None:
             if workload is not None:
@@ -379,7 +381,8 @@ def explain_cmd(
             single = False
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)
-        items = explain_snapshot(objs, fleet, pol, scheme, load_images(kb))
+        labels = effective_scheme(scheme, settings)
+        items = explain_snapshot(objs, fleet, pol, labels, load_images(kb, settings))
     except InputError as exc:
         fail(str(exc))
     if output is ExplainFormat.JSON:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from cudasched.kube.live import ObjectRef
     from cudasched.operations.nodegroups import NodeGroup
     from cudasched.snapshot import ClusterSnapshot
+    from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "load_knowledge",
     "load_node_labels",
     "load_node_templates",
+    "load_settings",
 ]
 
 Command = TypeVar("Command", bound=Callable[..., Any])
@@ -150,11 +152,23 @@ def load_knowledge() -> KnowledgeBase:
     return KnowledgeBase.load()
 
 
-def load_images(kb: KnowledgeBase) -> ImageTable:
-    """The built-in image table (well-known inference images and the CUDA they were built for)."""
+def load_settings(path: Path | None) -> WebhookConfig:
+    """The webhook's configuration (``--config``), read as the webhook reads it; ``None``
+    gives the defaults. Bad files are an ``InputError`` naming the setting."""
+    from cudasched.webhook.config import load_config
+
+    return load_config(path)
+
+
+def load_images(kb: KnowledgeBase, settings: WebhookConfig | None = None) -> ImageTable:
+    """The image table admission uses: the built-in one (well-known inference images and the
+    CUDA they were built for), with ``settings``' ``imageOverrides`` in front and its
+    ``imageMirrors`` before the built-in mirrors."""
     from cudasched.images import ImageTable
 
-    return ImageTable.builtin(kb)
+    if settings is None:
+        return ImageTable.builtin(kb)
+    return ImageTable.from_config(settings, kb=kb)
 
 
 def load_cluster(

@@ -18,12 +18,17 @@ import typer
 from cudasched import inputfiles
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
+from cudasched.cli.options import ConfigOption
 from cudasched.errors import InputError
 
 __all__ = ["as_review", "decode_patch", "mutate"]
 
-_KINDS = {"Pod": "pod", "InferenceService": "isvc"}
-_PATHS = {"pod": "/mutate/pods", "isvc": "/mutate/inferenceservices"}
+_KINDS = {"Pod": "pod", "InferenceService": "isvc", "LLMInferenceService": "llmisvc"}
+_PATHS = {
+    "pod": "/mutate/pods",
+    "isvc": "/mutate/inferenceservices",
+    "llmisvc": "/mutate/llminferenceservices",
+}
 
 
 def _kind_of(body: bytes, given: str | None) -> str:
@@ -31,7 +36,7 @@ def _kind_of(body: bytes, given: str | None) -> str:
     if given is not None:
         value = given.strip().lower()
         if value not in _PATHS:
-            raise InputError(f"invalid --kind {given!r}: expected pod or isvc")
+            raise InputError(f"invalid --kind {given!r}: expected pod, isvc or llmisvc")
         return value
     try:
         doc = orjson.loads(body)
@@ -41,16 +46,19 @@ def _kind_of(body: bytes, given: str | None) -> str:
     if found not in _KINDS:
         raise InputError(
             f"cannot tell the kind of the reviewed object (request.kind.kind is {found!r}): "
-            "expected Pod or InferenceService, or pass --kind pod|isvc"
+            "expected Pod, InferenceService or LLMInferenceService, or pass --kind "
+            "pod|isvc|llmisvc"
         )
     return _KINDS[found]
 
 
 def as_review(body: bytes, label: str) -> tuple[bytes, str | None]:
     """``body`` as an AdmissionReview: returned as it is when it already is one; a Pod, a
-    workload (its pod template becomes the Pod) or an InferenceService, in YAML or JSON, is
-    wrapped in the CREATE review the API server would send (the note says so)."""
+    workload (its pod template becomes the Pod), an InferenceService or an
+    LLMInferenceService, in YAML or JSON, is wrapped in the CREATE review the API server would
+    send (the note says so)."""
     from cudasched.cli.demo import creation_review
+    from cudasched.kserve.llm import is_llmisvc
     from cudasched.snapshot import parse_objects
     from cudasched.workloads import is_inference_service, pod_of, workload_id
 
@@ -64,12 +72,12 @@ def as_review(body: bytes, label: str) -> tuple[bytes, str | None]:
     if len(objects) != 1:
         raise InputError(
             f"{label}: holds {len(objects)} objects; expected one AdmissionReview, Pod, "
-            "workload or InferenceService"
+            "workload, InferenceService or LLMInferenceService"
         )
     [obj] = objects
     if obj.get("kind") == "AdmissionReview":
         return body, None
-    target = obj if is_inference_service(obj) else pod_of(obj)
+    target = obj if is_inference_service(obj) or is_llmisvc(obj) else pod_of(obj)
     review = creation_review(target, uid="00000000-0000-4000-8000-000000000000")
     what = workload_id(obj)
     return orjson.dumps(review), f"{label}: {what} wrapped in a CREATE AdmissionReview"
@@ -92,18 +100,18 @@ def mutate(
     review: Annotated[
         Path | None,
         typer.Argument(
-            help="AdmissionReview v1 request (JSON), or a Pod, workload (Deployment, Job ...) or "
-            "InferenceService in YAML or JSON, which is wrapped in a CREATE review; omitted or "
-            "'-': stdin."
+            help="AdmissionReview v1 request (JSON), or a Pod, workload (Deployment, Job ...), "
+            "InferenceService or LLMInferenceService in YAML or JSON, which is wrapped in a "
+            "CREATE review; omitted or '-': stdin."
         ),
     ] = None,
     source: ClusterSource = ClusterSource(),
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Webhook configuration YAML.")
-    ] = None,
+    config: ConfigOption = None,
     kind: Annotated[
         str | None,
-        typer.Option("--kind", help="pod or isvc; default: from request.kind of the review."),
+        typer.Option(
+            "--kind", help="pod, isvc or llmisvc; default: from request.kind of the review."
+        ),
     ] = None,
     explain: Annotated[
         bool,

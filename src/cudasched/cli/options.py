@@ -1,28 +1,39 @@
 """Command-line options shared by several commands, declared once, and the requirement they
 describe (``--cuda``, ``--framework``, ``--min-compute-capability``, ``--ships-cuda-compat``).
+
+``--config`` is the webhook's configuration file: every command that resolves workloads the
+way admission does takes it, so its ``imageOverrides``, ``imageMirrors``, ``policy`` and
+``labelScheme`` give the same answers offline (:func:`cudasched.cli.inputs.load_settings` reads
+it, :func:`effective_policy` and :func:`effective_scheme` let an explicit option win).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cudasched.errors import InputError
 from cudasched.labels import LabelScheme
-from cudasched.requirements import Requirement
+from cudasched.requirements import Policy, Requirement
 from cudasched.versions import parse_compute_capability, parse_cuda
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.webhook.config import WebhookConfig
 
 __all__ = [
+    "ConfigOption",
+    "DefaultPolicyOption",
     "FrameworkOption",
     "MinComputeOption",
     "PolicyOption",
     "SchemeOption",
     "ShipsCudaCompatOption",
     "TargetSchemeOption",
+    "effective_policy",
+    "effective_scheme",
     "requirement_from_options",
 ]
 
@@ -33,6 +44,29 @@ POLICY_HELP = (
 )
 
 PolicyOption = Annotated[str, typer.Option("--policy", help=POLICY_HELP)]
+
+#: ``--policy`` of a command that also takes ``--config``: ``None`` when not given.
+DefaultPolicyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--policy",
+        help="Default policy for workloads that do not name one (a workload's "
+        "cudasched.io/policy annotation wins). " + POLICY_HELP + " Default: the --config "
+        "file's policy, else strict.",
+        show_default=False,
+    ),
+]
+
+#: The webhook's configuration file, read by every command that answers as admission does.
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="The webhook's configuration YAML (cudasched webhook --config), so the answers "
+        "are the webhook's: its imageOverrides, imageMirrors and policy (and labelScheme "
+        "where node affinity is compiled).",
+    ),
+]
 MinComputeOption = Annotated[
     str | None,
     typer.Option("--min-compute-capability", help="Lowest acceptable compute capability."),
@@ -49,15 +83,27 @@ ShipsCudaCompatOption = Annotated[
 ]
 
 
-#: A label scheme for a cluster (``auto``: what every GPU node carries).
+#: A label scheme for a cluster (``auto``: what every GPU node carries); ``None`` when not
+#: given (then the ``--config`` file's ``labelScheme``).
 SchemeOption = Annotated[
-    LabelScheme,
+    LabelScheme | None,
     typer.Option(
         "--scheme",
         help="Node labels the requirement is compiled to: auto (what every GPU node "
-        "carries), cudasched or gfd.",
+        "carries), cudasched or gfd. Default: the --config file's labelScheme, else auto.",
+        show_default=False,
     ),
 ]
+
+
+def effective_policy(given: str | None, settings: WebhookConfig) -> Policy:
+    """``--policy`` when given, else the configuration's (``strict`` by default)."""
+    return Policy.parse(given) if given is not None else settings.policy
+
+
+def effective_scheme(given: LabelScheme | None, settings: WebhookConfig) -> LabelScheme:
+    """``--scheme`` when given, else the configuration's (``auto`` by default)."""
+    return given if given is not None else settings.label_scheme
 
 
 def _without_cluster(value: LabelScheme) -> LabelScheme:

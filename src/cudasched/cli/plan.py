@@ -31,11 +31,11 @@ from cudasched.cli.inputs import (
     load_cluster,
     load_images,
     load_knowledge,
+    load_settings,
 )
-from cudasched.cli.options import PolicyOption
+from cudasched.cli.options import ConfigOption, DefaultPolicyOption, effective_policy
 from cudasched.cli.recommend import AsOfOption, parse_as_of
 from cudasched.errors import InputError
-from cudasched.requirements import Policy
 from cudasched.versions import parse_cuda
 
 if TYPE_CHECKING:
@@ -169,7 +169,8 @@ def _console() -> Console:
 @cluster_source
 def plan_cmd(
     source: ClusterSource = ClusterSource(),
-    policy: PolicyOption = Policy.STRICT.value,
+    config: ConfigOption = None,
+    policy: DefaultPolicyOption = None,
     target_cuda: Annotated[
         str | None,
         typer.Option(
@@ -201,15 +202,17 @@ def plan_cmd(
     Pools are GPU nodes with one GPU product, OS, kernel and driver. Each pool gets the branch
     that runs the most workloads (InferenceServices, LLMInferenceServices, GPU pods, serving
     runtimes) within its architecture's range and kernel, preferring no change, then long-term
-    branches; no workload that runs today is left without a node. --policy is the default for
-    workloads that do not name one. Example: cudasched plan-drivers -o yaml > plan.yaml
+    branches; no workload that runs today is left without a node. --config takes the webhook's
+    configuration (image overrides, mirrors, policy), so workloads are judged as admission
+    judges them. Example: cudasched plan-drivers -o yaml > plan.yaml
     """
     from cudasched.fleet import Fleet
     from cudasched.operations.planning import plan_drivers
     from cudasched.operations.waves import parse_max_unavailable
 
     try:
-        pol = Policy.parse(policy)
+        settings = load_settings(config)
+        pol = effective_policy(policy, settings)
         today = parse_as_of(as_of)
         target = parse_cuda(target_cuda).release if target_cuda is not None else None
         unavailable = parse_max_unavailable(max_unavailable)
@@ -224,7 +227,7 @@ def plan_cmd(
         plan = plan_drivers(
             snapshot,
             fleet,
-            load_images(kb),
+            load_images(kb, settings),
             today=today,
             policy=pol,
             target_cuda=target,

@@ -14,15 +14,14 @@ import typer
 
 from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.audit import generated_now, load_cluster_inputs, progress_bar
-from cudasched.cli.inputs import ClusterSource, cluster_source
-from cudasched.cli.options import PolicyOption
+from cudasched.cli.inputs import ClusterSource, cluster_source, load_settings
+from cudasched.cli.options import ConfigOption, DefaultPolicyOption, effective_policy
 from cudasched.errors import InputError
 from cudasched.operations import audit
 from cudasched.operations.html import render_report
 from cudasched.operations.matrix import compatibility_matrix
 from cudasched.operations.pools import node_pools
 from cudasched.operations.runtimes import runtime_rows
-from cudasched.requirements import Policy
 
 __all__ = ["report_cmd"]
 
@@ -41,7 +40,8 @@ def _write(path: Path, text: str) -> None:
 @cluster_source
 def report_cmd(
     source: ClusterSource = ClusterSource(),
-    policy: PolicyOption = Policy.STRICT.value,
+    config: ConfigOption = None,
+    policy: DefaultPolicyOption = None,
     output: Annotated[
         Path, typer.Option("-o", "--output", help="HTML file to write ('-': stdout).")
     ] = Path("report.html"),
@@ -50,11 +50,13 @@ def report_cmd(
     (hover a cell for its reason codes), each pool's CUDA ceiling, and the audit findings.
 
     One file, no external fonts, scripts or images: it opens on an air-gapped machine.
-    Example: cudasched report --cluster cluster.yaml -o report.html
+    --config takes the webhook's configuration, so runtimes and workloads are judged as
+    admission judges them. Example: cudasched report --cluster cluster.yaml -o report.html
     """
     try:
-        pol = Policy.parse(policy)
-        snapshot, fleet, images = load_cluster_inputs(source)
+        settings = load_settings(config)
+        pol = effective_policy(policy, settings)
+        snapshot, fleet, images = load_cluster_inputs(source, settings)
         with progress_bar("building the report") as progress:
             pools = node_pools(snapshot, fleet)
             matrix = compatibility_matrix(runtime_rows(fleet, images), pools, pol, fleet.kb)

@@ -11,11 +11,17 @@ Choices a reviewer should know about, each deliberate:
   requirement into their final affinity. The mutation is idempotent, so re-invocation is safe.
 * ``timeoutSeconds: 3``: the API server default is 10 s; admission answers from memory in
   milliseconds, so a short timeout bounds the damage of a stuck replica.
-* ``sideEffects``: ``None`` for pods; ``NoneOnDryRun`` for InferenceServices, on which the
-  webhook records a ``NoCompatibleNode`` Event when no node can run them (never for a dry run).
+* ``sideEffects``: ``None`` for pods; ``NoneOnDryRun`` for InferenceServices and
+  LLMInferenceServices, on which the webhook records a ``NoCompatibleNode`` Event when no node
+  can run them (never for a dry run).
+* LLMInferenceServices are matched at ``v1alpha1`` and ``v1alpha2`` (KServe 0.16 serves the
+  first, 0.17 and later both, storing the second); ``matchPolicy: Equivalent`` sends requests
+  for either.
 * ``matchConditions`` skip pods that cannot need a GPU before the API server calls us at all:
-  no ``nvidia.com/*`` resource, no resource claim, no ``cudasched.io/*`` annotation and no KServe
-  label. The webhook re-checks everything itself, so the conditions only save round trips.
+  no ``nvidia.com/*`` resource, no resource claim, no ``cudasched.io/*`` annotation, no KServe
+  InferenceService label and not part of an LLMInferenceService (whose model server may take
+  its GPUs from a config the pod does not show until it is built). The webhook re-checks
+  everything itself, so the conditions only save round trips.
 * ``namespaceSelector`` excludes ``kube-system`` and cudasched's own namespace, so the webhook can
   never block its own recovery.
 * A **NetworkPolicy** admits traffic to the webhook port only from the API server's address
@@ -45,6 +51,7 @@ from cudasched import __version__
 from cudasched import labels as L
 from cudasched.errors import InputError
 from cudasched.images import parse_image_ref
+from cudasched.kserve.llm import PART_OF_LABEL, PART_OF_VALUE
 from cudasched.workloads import SKIP_VALUES
 
 DEFAULT_NAMESPACE = "cudasched"
@@ -78,6 +85,8 @@ _POD_MAY_NEED_GPU = " || ".join(
         "object.metadata.annotations.exists(k, k.startsWith('cudasched.io/')))",
         "(has(object.metadata.labels) && "
         "'serving.kserve.io/inferenceservice' in object.metadata.labels)",
+        f"(has(object.metadata.labels) && '{PART_OF_LABEL}' in object.metadata.labels && "
+        f"object.metadata.labels['{PART_OF_LABEL}'] == '{PART_OF_VALUE}')",
         "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)",
         "object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && "
         "c.resources.limits.exists(r, r.startsWith('nvidia.com/')))",
@@ -105,6 +114,7 @@ DEFAULT_CONFIG = {
     "policy": "strict",
     "labelScheme": "auto",
     "onNoFit": "warn",
+    "onUnknownRequirement": "warn",
     "server": {
         "port": PORT,
         "certFile": "/tls/tls.crt",
@@ -229,6 +239,7 @@ def rbac_objects(namespace: str) -> list[dict[str, Any]]:
                         "inferenceservices",
                         "servingruntimes",
                         "clusterservingruntimes",
+                        "llminferenceservices",
                     ],
                     "verbs": ["list", "watch"],
                 },
@@ -359,7 +370,8 @@ def webhook_configuration(
     cert_manager: bool = False,
     fail_closed: bool = False,
 ) -> dict[str, Any]:
-    """The MutatingWebhookConfiguration: one webhook for pods, one for InferenceServices."""
+    """The MutatingWebhookConfiguration: one webhook for pods, one for InferenceServices, one
+    for LLMInferenceServices."""
     annotations: dict[str, str] = {}
     if cert_manager:
         annotations["cert-manager.io/inject-ca-from"] = f"{namespace}/{APP}"
@@ -432,6 +444,22 @@ def webhook_configuration(
                 "matchConditions": [{"name": "not-skipped", "expression": _NOT_SKIPPED}],
                 **common,
                 # Records a NoCompatibleNode Event on the service, never for a dry run.
+                "sideEffects": "NoneOnDryRun",
+            },
+            {
+                "name": "llminferenceservices.cudasched.io",
+                "clientConfig": client_config("/mutate/llminferenceservices"),
+                "rules": [
+                    {
+                        "apiGroups": ["serving.kserve.io"],
+                        "apiVersions": ["v1alpha1", "v1alpha2"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["llminferenceservices"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "matchConditions": [{"name": "not-skipped", "expression": _NOT_SKIPPED}],
+                **common,
                 "sideEffects": "NoneOnDryRun",
             },
         ],

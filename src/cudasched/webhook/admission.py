@@ -1,4 +1,5 @@
-"""Admission decisions: what cudasched answers for a pod or an InferenceService.
+"""Admission decisions: what cudasched answers for a pod, an InferenceService or an
+LLMInferenceService.
 
 :class:`Admitter` turns a parsed request (:mod:`cudasched.webhook.review`) and a cluster
 snapshot into a :class:`~cudasched.webhook.review.Decision`: resolve the requirement, compile
@@ -7,7 +8,7 @@ Repeats are answered from the memo through :mod:`cudasched.webhook.recall`. The 
 (bytes in, bytes out, no clock, no network) so the HTTPS server, the ``cudasched mutate``
 command and the tests all run exactly the same code.
 
-Two entry points, one per webhook path:
+Three entry points, one per webhook path:
 
 * **Pod CREATE** is authoritative. It is the only place where the final, merged pod spec is
   visible: KServe replaces runtime ``nodeSelectorTerms`` with InferenceService ones instead of
@@ -15,6 +16,15 @@ Two entry points, one per webhook path:
   requirement is ANDed into the pod's own required (or preferred) node affinity.
 * **InferenceService CREATE/UPDATE** only records the resolved requirement in an annotation and
   warns, at ``kubectl apply`` time, when no node can run it (writing affinity there is opt-in).
+* **LLMInferenceService CREATE/UPDATE** does the same from the service's ``cudasched.io/*``
+  annotations or the image its ``template`` names; its pods are constrained on the pod path,
+  judged with the service's annotations (from the watch cache) and their ``main`` image.
+
+A GPU workload whose requirement cannot be found is never guessed at: it is admitted
+unconstrained with a warning naming the image and the fix (``onUnknownRequirement``: ``warn``,
+``allow`` silently, or ``deny`` on CREATE), and counted for the metrics. A runtime whose label
+declares less than its image needs is judged by the stricter of the two and said once per
+process (:mod:`cudasched.webhook.once`).
 
 The API server fails the user's request with HTTP 500 when a webhook returns a patch that does
 not apply, even under ``failurePolicy: Ignore``. Patches therefore come from
@@ -34,20 +44,28 @@ import orjson
 
 from cudasched import labels as L
 from cudasched.errors import InputError
-from cudasched.jsontree import copy_json
-from cudasched.kserve import is_kserve_pod, is_predictor_pod, isvc_name_of, merge_scheduling
-from cudasched.merge import AffinityMode
+from cudasched.kserve import (
+    is_kserve_pod,
+    is_predictor_pod,
+    isvc_name_of,
+    merge_scheduling,
+)
+from cudasched.kserve.llm import is_llmisvc_pod, llmisvc_name_of, llmisvc_pod
 from cudasched.objects import annotations_of, metadata_of
-from cudasched.placement import compile_requirement, merge_preferred, merge_required
 from cudasched.requirements import Policy, Requirement
 from cudasched.resolution import (
+    UnknownRequirement,
     isvc_wants_constraint,
     resolve_isvc,
+    resolve_llmisvc,
+    resolve_llmisvc_pod,
     resolve_pod,
+    unknown_isvc_requirement,
+    unknown_llmisvc_requirement,
+    unknown_pod_requirement,
     uses_gpu,
     wants_constraint,
 )
-from cudasched.webhook.bounded import BoundedMemo
 from cudasched.webhook.config import OnNoFit, WebhookConfig
 from cudasched.webhook.limits import (
     body_over_limits,
@@ -56,8 +74,10 @@ from cudasched.webhook.limits import (
     too_deep,
 )
 from cudasched.webhook.memo import DecisionMemo
-from cudasched.webhook.nofit import REPORTED_KINDS, Placement
+from cudasched.webhook.nofit import Placement
+from cudasched.webhook.once import FirstSeen, said_once
 from cudasched.webhook.patch import Scope, diff
+from cudasched.webhook.placer import Placer
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES, RememberedAnswers, canonical_split
 from cudasched.webhook.review import (
     BadReviewError,
@@ -68,6 +88,15 @@ from cudasched.webhook.review import (
     failure,
     parse_review,
 )
+from cudasched.webhook.reviewed import (
+    copy_decoded,
+    declares_requirement,
+    placement_of,
+    pod_for_mutation,
+    set_annotation,
+    with_namespace,
+)
+from cudasched.webhook.unknown import unknown_answer
 from cudasched.workloads import is_skipped
 
 if TYPE_CHECKING:
@@ -79,16 +108,13 @@ __all__ = ["Admitter", "Kind", "Prepared"]
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["pod", "isvc"]
+Kind = Literal["pod", "isvc", "llmisvc"]
 
-_EXPECTED_KIND = {"pod": ("", "Pod"), "isvc": ("serving.kserve.io", "InferenceService")}
-_PREFERRED_WEIGHT = 100
-
-#: Annotations cudasched writes or reads as switches; they do not declare a requirement.
-_NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
-
-# Merge-memo keys embed the pod's own affinity; unusually large ones are merged every time.
-_MERGE_MEMO_MAX_KEY_BYTES = 16_384
+_EXPECTED_KIND = {
+    "pod": ("", "Pod"),
+    "isvc": ("serving.kserve.io", "InferenceService"),
+    "llmisvc": ("serving.kserve.io", "LLMInferenceService"),
+}
 
 
 class Prepared(NamedTuple):
@@ -109,97 +135,9 @@ class Prepared(NamedTuple):
         return self.request.uid
 
 
-def _declares_requirement(obj: Mapping[str, Any]) -> bool:
-    """Whether the object carries one of our annotations that states a need (a skip switch or
-    our own output annotation does not count)."""
-    return any(
-        isinstance(k, str) and k.startswith(L.PREFIX) and k not in _NOT_DECLARING
-        for k in annotations_of(obj)
-    )
-
-
-def _copy_decoded(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of an object that :func:`parse_review` decoded with orjson (plain JSON data
-    by construction): an orjson round trip in C is several times faster than walking the tree
-    in Python, and each review copies its object twice."""
-    try:
-        copied = orjson.loads(orjson.dumps(obj))
-    except TypeError:  # not plain JSON data after all: copy it the general way
-        return copy_json(obj)
-    return copied if isinstance(copied, dict) else copy_json(obj)
-
-
-def _with_namespace(obj: Mapping[str, Any], namespace: str) -> dict[str, Any]:
-    """``obj`` with metadata.namespace filled in: pods arrive with an empty namespace (the
-    request carries it) and resolution looks runtimes up by namespace. Only the object and its
-    metadata are new dicts; everything below is shared, because resolution only reads."""
-    out = dict(obj)
-    meta = out.get("metadata")
-    meta = dict(meta) if isinstance(meta, Mapping) else {}
-    out["metadata"] = meta
-    if namespace and not meta.get("namespace"):
-        meta["namespace"] = namespace
-    return out
-
-
-def _pod_for_mutation(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``pod`` that admission may change where a pod mutation writes (the top level,
-    ``metadata`` and ``spec`` are new dicts; ``_set_annotation`` and ``_merge`` build new
-    annotation and affinity values instead of editing): deep-copying the whole pod cost more
-    than a quarter of a first-seen decision."""
-    out = dict(pod)
-    for key in ("metadata", "spec"):
-        value = out.get(key)
-        if isinstance(value, Mapping):
-            out[key] = dict(value)
-    return out
-
-
-def _set_annotation(obj: dict[str, Any], key: str, value: str | None) -> None:
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        if value is None:
-            return  # nothing to remove; creating metadata would be a no-op patch
-        meta = {}  # a malformed value is replaced whole, never walked into
-        obj["metadata"] = meta
-    current = meta.get("annotations")
-    ann = dict(current) if isinstance(current, Mapping) else {}
-    if value is None:
-        ann.pop(key, None)
-    else:
-        ann[key] = value
-    if ann or "annotations" in meta:
-        meta["annotations"] = ann
-
-
-def _placement(
-    req: ReviewRequest,
-    obj: Mapping[str, Any],
-    no_fit: str | None,
-    check: tuple[Any, list[dict[str, Any]]] | None,
-) -> Placement | None:
-    """The placement to report for an object of a reported kind (``None`` for other kinds)."""
-    if (req.group, req.kind) not in REPORTED_KINDS:
-        return None
-    meta = metadata_of(obj)
-    name, uid = meta.get("name"), meta.get("uid")
-    api_version = obj.get("apiVersion")
-    if not isinstance(name, str) or not name:
-        return None
-    return Placement(
-        group=req.group,
-        kind=req.kind,
-        api_version=api_version if isinstance(api_version, str) else f"{req.group}/v1beta1",
-        namespace=str(meta.get("namespace") or req.namespace or ""),
-        name=name,
-        uid=uid if isinstance(uid, str) and uid else None,
-        no_fit=no_fit,
-        check=check,
-    )
-
-
 class Admitter:
-    """Decides admission for pods and InferenceServices under one configuration.
+    """Decides admission for pods, InferenceServices and LLMInferenceServices under one
+    configuration.
 
     ``kb`` and ``images`` are loaded once by the caller and shared across requests; the cluster
     snapshot is passed per request because the cache replaces it while the server runs.
@@ -209,25 +147,20 @@ class Admitter:
         self.config = config
         self.kb = kb
         self.images = images
-        # Compiled terms per (requirement without its source, policy, scheme, GFD key
-        # generation): pure, so valid across snapshots; bounded in bytes, and a race between
-        # threads only computes an entry twice. The source is left out of the key because it
-        # can quote an image reference of any length and never changes the terms.
-        self._compiled: BoundedMemo[tuple[Any, ...], tuple[list[dict[str, Any]] | None, str]] = (
-            BoundedMemo(config.selector_cache_bytes)
-        )
-        # Merged affinity per (the object's own affinity, our terms), as JSON: pods of one
-        # Deployment or InferenceService repeat the same pair, and the merge re-validates our
-        # terms and copies the spec every time. Bounded in bytes: the key holds the pod's own
-        # affinity, whose size the request chooses.
-        self._merged: BoundedMemo[bytes, bytes | None] = BoundedMemo(config.affinity_cache_bytes)
+        # Compiled terms and merged affinities, remembered (placer.py).
+        self.placer = Placer(config, kb)
         # Whole answers per request-without-uid for the current snapshot (see memo.py), found
         # and stored through recall.py.
         self.memo = DecisionMemo(config.decision_cache_bytes)
-        self._remembered = RememberedAnswers(self.memo)
+        self._remembered = RememberedAnswers(self.memo, self._count_unknown)
         # Told where each decided object of a reported kind can run (nofit.py), from the
         # review thread; the server sets it. Never called for dry runs.
         self.on_placement: Callable[[Placement], None] | None = None
+        # Told (kind, reason) of every answer, first or remembered, that admits a GPU
+        # workload with an unknown requirement (the server counts them); any thread.
+        self.on_unknown: Callable[[str, str], None] | None = None
+        # Warnings about shared objects already given by this process (once.py).
+        self._said = FirstSeen()
 
     @classmethod
     def from_config(cls, config: WebhookConfig, kb: KnowledgeBase | None = None) -> Admitter:
@@ -276,7 +209,9 @@ class Admitter:
         """Parse and validate ``body`` (:class:`~cudasched.webhook.review.BadReviewError` when
         it is not an AdmissionReview v1) and compute its memo keys."""
         if kind not in _EXPECTED_KIND:
-            raise InputError(f"invalid admission kind {kind!r}: expected 'pod' or 'isvc'")
+            raise InputError(
+                f"invalid admission kind {kind!r}: expected 'pod', 'isvc' or 'llmisvc'"
+            )
         limits = self.config.limits
         count = True
         if isinstance(body, bytes):
@@ -315,9 +250,17 @@ class Admitter:
             return failed.render(), failed.outcome
         # Decisions that report a placement are not remembered: a repeat (the real request
         # after a server-side dry run) must reach the reporter too. They are InferenceService
-        # admissions, rare next to the pods of their replicas.
-        if prepared.key is not None and decision.outcome != "error" and decision.placement is None:
+        # admissions, rare next to the pods of their replicas. Nor are answers carrying a
+        # warning given once: a repeat must not replay it.
+        if (
+            prepared.key is not None
+            and decision.outcome != "error"
+            and decision.placement is None
+            and not decision.once
+        ):
             self._remembered.store(prepared.kind, prepared.key, prepared.raw_rest, decision, state)
+        if decision.unknown is not None:
+            self._count_unknown(decision.unknown)
         observer = self.on_placement
         placement = decision.placement
         if observer is not None and placement is not None and not prepared.request.dry_run:
@@ -342,6 +285,8 @@ class Admitter:
                 return self._over_limits(req.uid, problem)
             if kind == "pod":
                 return self._pod(req, req.obj, state)
+            if kind == "llmisvc":
+                return self._llmisvc(req, req.obj, state)
             return self._isvc(req, req.obj, state)
         except Exception as exc:  # the API server must always get an answer
             log.exception("admission of %s uid=%s failed", kind, req.uid)
@@ -372,6 +317,25 @@ class Admitter:
             reason="internal error",
         )
 
+    def _unknown(
+        self,
+        decision: Decision,
+        kind: str,
+        unknown: UnknownRequirement | None,
+        *,
+        may_deny: bool,
+    ) -> Decision:
+        """``decision`` for a workload whose requirement may be ``unknown`` (unknown.py)."""
+        if unknown is None:
+            return decision
+        setting = self.config.on_unknown_requirement
+        return unknown_answer(decision, kind, unknown, setting, may_deny=may_deny)
+
+    def _count_unknown(self, tag: tuple[str, str]) -> None:
+        hook = self.on_unknown
+        if hook is not None:
+            hook(*tag)
+
     # ------------------------------------------------------------------ shared steps
 
     def _skipped(self, req: ReviewRequest, obj: Mapping[str, Any]) -> str | None:
@@ -388,81 +352,6 @@ class Admitter:
     def _policy(self, requirement: Requirement) -> Policy:
         return requirement.policy if requirement.policy is not None else self.config.policy
 
-    def _compile(
-        self, requirement: Requirement, policy: Policy, state: ClusterState
-    ) -> tuple[list[dict[str, Any]] | None, str | None, tuple[Any, ...]]:
-        """The node-selector terms for ``requirement`` in the cluster's label scheme, and the
-        "no node can run it" message when it applies.
-
-        Terms are ``None`` when no selector can exist (a toolkit or compute capability no GPU
-        could ever satisfy): the pod is then annotated but its affinity is left alone, and the
-        message always applies. Otherwise the message needs a synced snapshot, because an
-        empty or half-listed cache must never produce warnings or denials.
-        The key of the terms (for :meth:`ClusterState.fits`) comes last.
-        """
-        what = (
-            f"CUDA {requirement.cuda.release}"
-            if requirement.cuda is not None
-            and requirement.min_compute is None
-            and requirement.framework is None
-            else requirement.describe()
-        )
-        scheme = state.scheme(self.config.label_scheme)
-        # Every rule-relevant field of the requirement, never its source.
-        key = (requirement.needs, policy, scheme, state.gfd_keys)
-        found = self._compiled.get(key)
-        if found is None:
-            try:
-                compiled = (
-                    compile_requirement(requirement, policy, scheme, self.kb, state.gfd_keys),
-                    "",
-                )
-            except InputError as exc:
-                compiled = (None, str(exc))
-            self._compiled.put(key, compiled, len(orjson.dumps(compiled)))
-        else:
-            compiled = found[0]
-        terms, error = compiled
-        if terms is None:
-            return None, f"cudasched: no node can ever run {what}: {error}", key
-        if not state.synced or not terms:
-            return terms, None, key
-        if state.fits(key, terms):
-            return terms, None, key
-        return terms, f"cudasched: no node can run {what}; {state.drivers.describe()}", key
-
-    def _merge(self, spec: Mapping[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:
-        """``spec`` with ``terms`` merged into its node affinity (required or preferred, per
-        ``mode``). The merge only ever changes ``spec.affinity`` (everything else is copied
-        as it is), so it runs on the affinity alone and its result is memoised by the JSON of
-        (affinity, terms); each call still gets its own copy of the merged affinity."""
-        out = dict(spec)
-        try:
-            key = orjson.dumps(["affinity" in out, out.get("affinity"), terms])
-        except TypeError:  # not plain JSON data: no memo
-            return self._merge_affinity(out, terms)
-        if len(key) > _MERGE_MEMO_MAX_KEY_BYTES:
-            return self._merge_affinity(out, terms)
-        remembered = self._merged.get(key)
-        if remembered is None:
-            merged = self._merge_affinity(
-                {"affinity": out["affinity"]} if "affinity" in out else {}, terms
-            )
-            found = orjson.dumps(merged["affinity"]) if "affinity" in merged else None
-            self._merged.put(key, found, len(key) + len(found or b""))
-        else:
-            found = remembered[0]
-        if found is None:
-            out.pop("affinity", None)
-        else:
-            out["affinity"] = orjson.loads(found)
-        return out
-
-    def _merge_affinity(self, spec: dict[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:
-        if self.config.mode is AffinityMode.PREFERRED:
-            return merge_preferred(spec, terms, _PREFERRED_WEIGHT)
-        return merge_required(spec, terms)
-
     def _finish(
         self,
         req: ReviewRequest,
@@ -473,9 +362,12 @@ class Admitter:
         record: str,
         no_fit: str | None,
         may_deny: bool,
+        notes: tuple[str, ...] = (),
     ) -> Decision:
-        """Apply ``onNoFit`` and turn the mutation into a patch (none when nothing changed)."""
-        warnings: tuple[str, ...] = ()
+        """Apply ``onNoFit`` and turn the mutation into a patch (none when nothing changed).
+        ``notes`` are warnings given once (:func:`~cudasched.webhook.once.said_once`), kept
+        whatever the outcome."""
+        warnings: tuple[str, ...] = notes
         audit = {"requirement": record} if record else {}
         if no_fit is not None:
             if self.config.on_no_fit is OnNoFit.DENY and may_deny:
@@ -484,13 +376,15 @@ class Admitter:
                     allowed=False,
                     code=403,
                     message=no_fit,
+                    warnings=notes,
                     outcome="denied",
                     requirement=record,
                     reason="no node fits",
                     audit=audit,
+                    once=bool(notes),
                 )
             if self.config.on_no_fit is not OnNoFit.ALLOW:
-                warnings = (clip(no_fit),)
+                warnings = (clip(no_fit), *notes)
         ops = diff(original, mutated, scopes)
         return Decision(
             req.uid,
@@ -500,6 +394,7 @@ class Admitter:
             requirement=record,
             reason="constrained" if ops else "already constrained",
             audit=audit,
+            once=bool(notes),
         )
 
     # ------------------------------------------------------------------ pods
@@ -531,39 +426,49 @@ class Admitter:
         spec: Mapping[str, Any],
         state: ClusterState,
     ) -> Decision:
-        declared = _declares_requirement(pod)
-        if not declared and not uses_gpu(spec):
+        declared = declares_requirement(pod)
+        model_server = is_llmisvc_pod(pod)  # may take its GPUs from the LLMIS configs
+        if not declared and not uses_gpu(spec) and not model_server:
             # Only pods that use a GPU, or say what they need, are ever constrained.
             return Decision(req.uid, reason="no GPU and no declared requirement")
-        kserve_pod = is_kserve_pod(pod)
+        kserve_pod = is_kserve_pod(pod) or model_server
         if not (kserve_pod or declared or self.config.constrain_gpu_pods_by_image):
             return Decision(req.uid, reason="GPU pod outside KServe (constrainGpuPodsByImage off)")
 
-        full = _with_namespace(pod, req.namespace)
+        full = with_namespace(pod, req.namespace)
         ns = str(full["metadata"].get("namespace") or "")
         choice = None
-        if is_predictor_pod(pod):
-            isvc_name = isvc_name_of(pod)
-            choice = state.runtime_of(ns, isvc_name) if isvc_name else None
-        requirement = resolve_pod(full, choice, self.images, self.kb)
+        if model_server:
+            service_name = llmisvc_name_of(pod)
+            service = state.llm_inference_service(ns, service_name) if service_name else None
+            requirement = resolve_llmisvc_pod(full, service, self.images, self.kb)
+        else:
+            if is_predictor_pod(pod):
+                isvc_name = isvc_name_of(pod)
+                choice = state.runtime_of(ns, isvc_name) if isvc_name else None
+            requirement = resolve_pod(full, choice, self.images, self.kb)
         if not wants_constraint(full, requirement):
-            return Decision(req.uid, reason="no requirement to enforce")
+            unknown = unknown_pod_requirement(full, requirement, self.images, choice)
+            nothing = Decision(req.uid, reason="no requirement to enforce")
+            return self._unknown(nothing, "Pod", unknown, may_deny=True)
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit, _key = self._compile(requirement, policy, state)
+        terms, no_fit, _key = self.placer.compile(requirement, policy, state)
+        notes = said_once(self._said, requirement, "Pod", choice, ns)
 
-        mutated = _pod_for_mutation(pod)
+        mutated = pod_for_mutation(pod)
         if terms is not None:
             try:
-                # Called even when `terms` is empty: the merge also strips stale expressions on
-                # the keys cudasched owns (hand-written CUDA affinity is replaced, never kept).
-                mutated["spec"] = self._merge(spec, terms)
+                # Called even when `terms` is empty: the merge also replaces cudasched's own
+                # earlier terms (recognised by their marker); the pod's own expressions, on any
+                # key, are kept and ANDed with ours.
+                mutated["spec"] = self.placer.merge(spec, terms)
             except InputError as exc:
                 # The pod's own affinity cannot be combined with ours (malformed, or the cross
                 # product would explode): admit it as it is and say why.
-                return self._unconstrained(req, record, str(exc))
-        _set_annotation(mutated, L.ANN_REQUIREMENT, record)
+                return self._unconstrained(req, record, str(exc), notes)
+        set_annotation(mutated, L.ANN_REQUIREMENT, record)
         scopes = (Scope(("metadata", "annotations")), Scope(("spec", "affinity")))
         return self._finish(
             req,
@@ -573,12 +478,21 @@ class Admitter:
             record=record,
             no_fit=no_fit,
             may_deny=True,
+            notes=notes,
         )
 
-    def _unconstrained(self, req: ReviewRequest, record: str, why: str) -> Decision:
+    def _unconstrained(
+        self, req: ReviewRequest, record: str, why: str, notes: tuple[str, ...] = ()
+    ) -> Decision:
         # The reason first: a clipped warning must still say what went wrong.
         text = clip(f"cudasched: not constrained ({why}); requirement {record}")
-        return Decision(req.uid, warnings=(text,), requirement=record, reason=why)
+        return Decision(
+            req.uid,
+            warnings=(*notes, text),
+            requirement=record,
+            reason=why,
+            once=bool(notes),
+        )
 
     # ------------------------------------------------------------------ InferenceServices
 
@@ -600,30 +514,29 @@ class Admitter:
     def _isvc_checked(
         self, req: ReviewRequest, isvc: Mapping[str, Any], state: ClusterState
     ) -> Decision:
-        full = _with_namespace(isvc, req.namespace)
+        full = with_namespace(isvc, req.namespace)
         choice = state.select_runtime_for(full)
         requirement = resolve_isvc(full, choice, self.images, self.kb)
         runtime = choice.obj if choice is not None else None
 
-        mutated = _copy_decoded(isvc)
+        mutated = copy_decoded(isvc)
         ann_scope = Scope(("metadata", "annotations"))
         if not isvc_wants_constraint(isvc, choice, requirement):
-            # Nothing to record: drop a stale record left by an earlier version of the object.
-            _set_annotation(mutated, L.ANN_REQUIREMENT, None)
-            ops = diff(isvc, mutated, (ann_scope,))
-            return Decision(
-                req.uid,
-                patch=tuple(ops),
-                outcome="patched" if ops else "unchanged",
-                reason="no requirement to enforce",
-                placement=_placement(req, full, None, None),
+            unknown = unknown_isvc_requirement(full, choice, requirement, self.images)
+            return self._unknown(
+                self._nothing_to_record(req, isvc, full, mutated),
+                "InferenceService",
+                unknown,
+                may_deny=req.operation == "CREATE",
             )
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit, key = self._compile(requirement, policy, state)
-        placement = _placement(req, full, no_fit, (key, terms) if terms is not None else None)
-        _set_annotation(mutated, L.ANN_REQUIREMENT, record)
+        terms, no_fit, key = self.placer.compile(requirement, policy, state)
+        ns = str(full["metadata"].get("namespace") or "")
+        notes = said_once(self._said, requirement, "InferenceService", choice, ns)
+        placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
+        set_annotation(mutated, L.ANN_REQUIREMENT, record)
         scopes = [ann_scope]
         spec = mutated.get("spec")
         predictor = spec.get("predictor") if isinstance(spec, dict) else None
@@ -636,9 +549,10 @@ class Admitter:
             )
             base = merge_scheduling(runtime_aff, predictor.get("affinity"))
             try:
-                merged = self._merge({"affinity": base} if base else {}, terms)
+                merged = self.placer.merge({"affinity": base} if base else {}, terms)
             except InputError as exc:
-                return replace(self._unconstrained(req, record, str(exc)), placement=placement)
+                unconstrained = self._unconstrained(req, record, str(exc), notes)
+                return replace(unconstrained, placement=placement)
             if merged.get("affinity"):
                 predictor["affinity"] = merged["affinity"]
                 scopes.append(Scope(("spec", "predictor", "affinity")))
@@ -649,6 +563,78 @@ class Admitter:
             isvc,
             mutated,
             scopes,
+            record=record,
+            no_fit=no_fit,
+            may_deny=req.operation == "CREATE",
+            notes=notes,
+        )
+        return replace(decision, placement=placement)
+
+    def _nothing_to_record(
+        self,
+        req: ReviewRequest,
+        original: Mapping[str, Any],
+        full: Mapping[str, Any],
+        mutated: dict[str, Any],
+    ) -> Decision:
+        """A service with no requirement to enforce: drop a stale record left by an earlier
+        version of the object, and clear what the no-fit reporter knew of it."""
+        set_annotation(mutated, L.ANN_REQUIREMENT, None)
+        ops = diff(original, mutated, (Scope(("metadata", "annotations")),))
+        return Decision(
+            req.uid,
+            patch=tuple(ops),
+            outcome="patched" if ops else "unchanged",
+            reason="no requirement to enforce",
+            placement=placement_of(req, full, None, None),
+        )
+
+    # ------------------------------------------------------------------ LLMInferenceServices
+
+    def _llmisvc(
+        self, req: ReviewRequest, service: Mapping[str, Any], state: ClusterState
+    ) -> Decision:
+        if req.operation not in ("CREATE", "UPDATE"):
+            return Decision(req.uid, reason=f"operation {req.operation}")
+        why = self._skipped(req, service)
+        if why is not None:
+            return Decision(req.uid, reason=f"skipped: {why}")
+        try:
+            return self._llmisvc_checked(req, service, state)
+        except InputError as exc:
+            return Decision(
+                req.uid,
+                warnings=(clip(f"cudasched: requirement not resolved: {exc}"),),
+                reason=f"unreadable: {exc}",
+            )
+
+    def _llmisvc_checked(
+        self, req: ReviewRequest, service: Mapping[str, Any], state: ClusterState
+    ) -> Decision:
+        """Like an InferenceService: the requirement recorded in an annotation and the no-fit
+        warning (and Event). Its pods are constrained on the pod path; no affinity is written
+        into the service."""
+        full = with_namespace(service, req.namespace)
+        requirement = resolve_llmisvc(full, self.images, self.kb)
+        mutated = copy_decoded(service)
+        if not wants_constraint(llmisvc_pod(full), requirement):
+            unknown = unknown_llmisvc_requirement(full, requirement, self.images)
+            return self._unknown(
+                self._nothing_to_record(req, service, full, mutated),
+                "LLMInferenceService",
+                unknown,
+                may_deny=req.operation == "CREATE",
+            )
+        policy = self._policy(requirement)
+        record = requirement.record(policy)
+        terms, no_fit, key = self.placer.compile(requirement, policy, state)
+        placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
+        set_annotation(mutated, L.ANN_REQUIREMENT, record)
+        decision = self._finish(
+            req,
+            service,
+            mutated,
+            (Scope(("metadata", "annotations")),),
             record=record,
             no_fit=no_fit,
             may_deny=req.operation == "CREATE",

@@ -51,6 +51,7 @@ __all__ = [
     "HEALTH_PATH",
     "ISVC_PATH",
     "LARGE_BODY_BYTES",
+    "LLMISVC_PATH",
     "METRICS_PATH",
     "POD_PATH",
     "READY_PATH",
@@ -67,6 +68,7 @@ log = logging.getLogger(__name__)
 
 POD_PATH = "/mutate/pods"
 ISVC_PATH = "/mutate/inferenceservices"
+LLMISVC_PATH = "/mutate/llminferenceservices"
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
@@ -233,7 +235,11 @@ class WebhookApp:
         self._reviewer_decide: Callable[[str, bytes, Any], Any] | None = getattr(
             reviewer, "decide", None
         )
-        self._admission: dict[str, str] = {POD_PATH: "pod", ISVC_PATH: "isvc"}
+        self._admission: dict[str, str] = {
+            POD_PATH: "pod",
+            ISVC_PATH: "isvc",
+            LLMISVC_PATH: "llmisvc",
+        }
         self._plain: dict[str, Callable[[], tuple[int, bytes, bytes]]] = {
             HEALTH_PATH: self._healthz,
             READY_PATH: self._readyz,
@@ -258,6 +264,12 @@ class WebhookApp:
             )
             if hasattr(reviewer, "on_placement"):
                 reviewer.on_placement = self.reporter.observe
+        if hasattr(reviewer, "on_unknown"):
+            # Workloads admitted with an unknown requirement, counted by kind and reason.
+            reviewer.on_unknown = self._count_unknown
+
+    def _count_unknown(self, kind: str, reason: str) -> None:
+        self.metrics.unknown_requirement.labels(kind=kind, reason=reason).inc()
 
     # ------------------------------------------------------------------ ASGI entry point
 
@@ -548,15 +560,23 @@ async def _respond(
     await send({"type": "http.response.body", "body": b"" if head else body})
 
 
+#: The snapshot's lookup of each reported kind the cache holds.
+_CACHED_KINDS = {
+    "InferenceService": "inference_service",
+    "LLMInferenceService": "llm_inference_service",
+}
+
+
 def _lookup_in(source: StateSource) -> Callable[[Placement], Any]:
     """Find a reported object in the source's current snapshot: the cached object or ``None``
-    for InferenceServices (the cache holds them), ``...`` for kinds it does not hold."""
+    for InferenceServices and LLMInferenceServices (the cache holds them), ``...`` for kinds
+    it does not hold."""
 
     def lookup(placement: Placement) -> Any:
-        if placement.kind != "InferenceService":
+        method = _CACHED_KINDS.get(placement.kind)
+        if method is None:
             return ...
-        state = source.state
-        find = getattr(state, "inference_service", None)
+        find = getattr(source.state, method, None)
         return find(placement.namespace, placement.name) if find is not None else ...
 
     return lookup

@@ -1,5 +1,5 @@
-"""The watch cache: Nodes, InferenceServices, ServingRuntimes and ClusterServingRuntimes
-mirrored in memory, published to the request path as immutable snapshots.
+"""The watch cache: Nodes, InferenceServices, ServingRuntimes, ClusterServingRuntimes and
+LLMInferenceServices mirrored in memory, published to the request path as immutable snapshots.
 
 Why a cache: admission answers while the API server waits, and a LIST per request costs
 time proportional to the cluster (other webhooks measured ~65 µs per listed object). So each
@@ -12,6 +12,9 @@ This module decides what is about admission: which kinds are followed, how small
 kept (metadata and capacity: admission only reads labels, and a full Node with its image list
 can be tens of kilobytes), which changes are worth a new snapshot (Node heartbeats and GFD's
 timestamp label are not; neither is KServe's status churn), and when the webhook is ready.
+LLMInferenceServices are followed so that their pods are judged with the service's
+``cudasched.io/*`` annotations (the controller does not copy them to the pods) and so that a
+``NoCompatibleNode`` Event can refer to a created service by its uid.
 
 Readiness reflects the first sync only: once every kind is listed and a snapshot is published,
 a replica whose watch breaks keeps answering from its last snapshot (stale, but consistent)
@@ -34,6 +37,7 @@ from cudasched.errors import InputError
 from cudasched.kube.kinds import (
     CLUSTER_SERVING_RUNTIME,
     INFERENCE_SERVICE,
+    LLM_INFERENCE_SERVICE,
     NODE,
     SERVING_RUNTIME,
     Kind,
@@ -55,9 +59,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: ``build(nodes, inference_services, serving_runtimes, cluster_serving_runtimes) -> state``
+#: ``build(nodes, inference_services, serving_runtimes, cluster_serving_runtimes,
+#: llm_inference_services) -> state``
 StateBuilder = Callable[
     [
+        Sequence[Mapping[str, Any]],
         Sequence[Mapping[str, Any]],
         Sequence[Mapping[str, Any]],
         Sequence[Mapping[str, Any]],
@@ -72,6 +78,7 @@ ADMISSION_KINDS: tuple[Kind, ...] = (
     INFERENCE_SERVICE,
     SERVING_RUNTIME,
     CLUSTER_SERVING_RUNTIME,
+    LLM_INFERENCE_SERVICE,
 )
 
 
@@ -103,6 +110,9 @@ def _relevant(kind: Kind, obj: Mapping[str, Any]) -> Any:
         if not isinstance(labels, Mapping):
             return labels
         return {k: v for k, v in labels.items() if k not in VOLATILE_KEYS}
+    if kind == LLM_INFERENCE_SERVICE:
+        # Admission reads its annotations and spec; the controller's status churn is not.
+        return (meta.get("labels"), meta.get("annotations"), obj.get("spec"))
     status = obj.get("status")
     if kind == INFERENCE_SERVICE and (status is None or isinstance(status, Mapping)):
         # No status yet and a status without a runtime name read the same way.
@@ -362,7 +372,7 @@ class ClusterCache:
 
     def _call_builder(self, snapshot: list[list[dict[str, Any]]]) -> Any:
         assert self._build is not None
-        return self._build(snapshot[0], snapshot[1], snapshot[2], snapshot[3])
+        return self._build(*snapshot)
 
     def _empty_state(self) -> Any:
         if self._build is not None and not isinstance(self._build, _DefaultBuilder):
@@ -384,6 +394,7 @@ class _DefaultBuilder:
         isvcs: Sequence[Mapping[str, Any]],
         runtimes: Sequence[Mapping[str, Any]],
         cluster_runtimes: Sequence[Mapping[str, Any]],
+        llmisvcs: Sequence[Mapping[str, Any]],
     ) -> Any:
         from cudasched.knowledge import KnowledgeBase
         from cudasched.webhook.state import ClusterState
@@ -391,7 +402,13 @@ class _DefaultBuilder:
         if self._kb is None:
             self._kb = KnowledgeBase.load()
         return ClusterState.from_objects(
-            nodes, isvcs, runtimes, cluster_runtimes, kb=self._kb, synced=True
+            nodes,
+            isvcs,
+            runtimes,
+            cluster_runtimes,
+            llm_inference_services=llmisvcs,
+            kb=self._kb,
+            synced=True,
         )
 
 

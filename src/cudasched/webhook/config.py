@@ -20,6 +20,7 @@ from pydantic.alias_generators import to_camel
 
 from cudasched import inputfiles
 from cudasched.errors import InputError, VersionError
+from cudasched.images import ImageTable, parse_image_ref
 from cudasched.labels import LabelScheme
 from cudasched.merge import AffinityMode
 from cudasched.requirements import Policy
@@ -33,6 +34,7 @@ __all__ = [
     "ImageOverride",
     "NamespaceFilter",
     "OnNoFit",
+    "OnUnknownRequirement",
     "ServerConfig",
     "WebhookConfig",
     "load_config",
@@ -45,6 +47,17 @@ class OnNoFit(StrEnum):
     WARN = "warn"  # admit, constrain, and tell the user why it will stay Pending
     DENY = "deny"  # refuse the object with the reason
     ALLOW = "allow"  # admit silently
+
+
+class OnUnknownRequirement(StrEnum):
+    """What admission does with a GPU workload whose CUDA requirement cannot be found (no
+    annotation, no runtime label, an image the table does not know): it is never constrained,
+    so this only decides how loudly that is said. Every case is counted in
+    ``cudasched_webhook_unknown_requirement_total``."""
+
+    WARN = "warn"  # admit unchanged, with a warning naming the image and the fix
+    DENY = "deny"  # refuse a pod or InferenceService on CREATE with the same words
+    ALLOW = "allow"  # admit unchanged silently (still counted)
 
 
 class HttpParser(StrEnum):
@@ -178,10 +191,14 @@ class WebhookConfig(_Model):
     policy: Policy = Policy.STRICT
     label_scheme: LabelScheme = LabelScheme.AUTO
     on_no_fit: OnNoFit = OnNoFit.WARN
+    on_unknown_requirement: OnUnknownRequirement = OnUnknownRequirement.WARN
     namespaces: NamespaceFilter = Field(default_factory=NamespaceFilter)
     constrain_gpu_pods_by_image: bool = True
     isvc_affinity: bool = False
     image_overrides: tuple[ImageOverride, ...] = ()
+    # Mirrored repositories: {mirror path: canonical path}, e.g. {harbor.example.com/ngc/
+    # tritonserver: nvidia/tritonserver}; tried before the built-in mirrors (images.py).
+    image_mirrors: dict[str, str] = Field(default_factory=dict)
     fail_closed: bool = False
     # Answers remembered for repeated requests (replicas of one template), per snapshot;
     # bounded in bytes, 0 turns it off. See cudasched.webhook.memo.
@@ -196,11 +213,34 @@ class WebhookConfig(_Model):
     events: EventSettings = Field(default_factory=EventSettings)
     kube: ClusterAccess = Field(default_factory=ClusterAccess)
 
-    @field_validator("mode", "policy", "label_scheme", "on_no_fit", mode="before")
+    @field_validator(
+        "mode", "policy", "label_scheme", "on_no_fit", "on_unknown_requirement", mode="before"
+    )
     @classmethod
     def _lower(cls, value: object) -> object:
         # Accept `Required` / `STRICT`: YAML authors copy casing from Kubernetes docs.
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("image_mirrors", mode="before")
+    @classmethod
+    def _mirrors(cls, value: object) -> object:
+        # The image table's own reading of a mirror map, so a path it would refuse stops the
+        # webhook at start-up instead of at the first pod.
+        if value is None:
+            return {}
+        try:
+            ImageTable().with_mirrors(value)  # type: ignore[arg-type]
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+        for mirror in value:  # a mapping of strings by now
+            # Mirrors match the repository path, which never holds the registry host: an
+            # entry naming one would silently match nothing.
+            if parse_image_ref(mirror).host is not None:
+                raise ValueError(
+                    f"mirror {mirror!r} names a registry host: give the repository path "
+                    "without it (ngc/tritonserver for harbor.example.com/ngc/tritonserver)"
+                )
+        return value
 
     @classmethod
     def from_mapping(

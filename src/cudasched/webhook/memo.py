@@ -41,11 +41,13 @@ _ENTRY_OVERHEAD = 200
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """A serialised AdmissionReview response cut around its uid: ``head + uid + tail``."""
+    """A serialised AdmissionReview response cut around its uid: ``head + uid + tail``, with
+    what the server counts for it."""
 
     head: bytes
     tail: bytes
     outcome: str
+    unknown: tuple[str, str] | None = None  # the decision's (kind, reason), for the metric
 
     def render(self, uid_json: bytes) -> bytes:
         """The response for the request whose uid serialises to ``uid_json``."""

@@ -22,12 +22,15 @@ from prometheus_client import (
     generate_latest,
 )
 
+from cudasched.resolution import NO_IMAGE, TAG_NOT_RECORDED, UNKNOWN_IMAGE
 from cudasched.webhook.protocol import REASONS
 
 __all__ = [
     "CONTENT_TYPE",
     "KINDS",
     "OUTCOMES",
+    "UNKNOWN_KINDS",
+    "UNKNOWN_REASONS",
     "WebhookMetrics",
 ]
 
@@ -39,7 +42,20 @@ CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 OUTCOMES: Final = ("patched", "unchanged", "denied", "error")
 
 #: The object kinds the cache mirrors, as they appear in the ``kind`` label.
-KINDS: Final = ("nodes", "inferenceservices", "servingruntimes", "clusterservingruntimes")
+KINDS: Final = (
+    "nodes",
+    "inferenceservices",
+    "servingruntimes",
+    "clusterservingruntimes",
+    "llminferenceservices",
+)
+
+#: Objects admitted whose CUDA requirement is unknown: the ``kind`` label.
+UNKNOWN_KINDS: Final = ("Pod", "InferenceService", "LLMInferenceService")
+
+#: Why the requirement is unknown: the ``reason`` label (see
+#: :class:`cudasched.resolution.UnknownRequirement`).
+UNKNOWN_REASONS: Final = (UNKNOWN_IMAGE, TAG_NOT_RECORDED, NO_IMAGE)
 
 # Webhook answers are expected in milliseconds; the API server gives up after a few seconds.
 _LATENCY_BUCKETS: Final = (
@@ -105,6 +121,14 @@ class WebhookMetrics:
             ("kind",),
             registry=r,
         )
+        self.unknown_requirement = Counter(
+            "cudasched_webhook_unknown_requirement",
+            "GPU workloads admitted without CUDA placement because their requirement is "
+            "unknown (no annotation, no runtime label, an image the table does not know), by "
+            "kind and reason; every admission counts, remembered answers and dry runs included.",
+            ("kind", "reason"),
+            registry=r,
+        )
         self.events = Counter(
             "cudasched_webhook_events",
             "Kubernetes Events the webhook tried to record, by reason and result (sent, failed, "
@@ -139,6 +163,9 @@ class WebhookMetrics:
             self.cache_objects.labels(kind=kind).set(0)
         for reason in REASONS:
             self.connections_refused.labels(reason=reason).inc(0)
+        for kind in UNKNOWN_KINDS:
+            for reason in UNKNOWN_REASONS:
+                self.unknown_requirement.labels(kind=kind, reason=reason).inc(0)
         self.cache_synced.set(0)
 
     def render(self) -> bytes:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 import orjson
@@ -51,7 +52,7 @@ _CANONICAL_HEAD = re.compile(
     rb'|apiVersion":"admission\.k8s\.io/v1","kind":"AdmissionReview)'
     rb'","request":\{"uid":"([0-9A-Za-z-]{1,128})",'
 )
-_RAW_KEY_PREFIX = {"pod": b"raw:pod:", "isvc": b"raw:isvc:"}
+_RAW_KEY_PREFIX = {"pod": b"raw:pod:", "isvc": b"raw:isvc:", "llmisvc": b"raw:llmisvc:"}
 _PROBE_HEAD = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"'
 
 
@@ -67,11 +68,16 @@ def canonical_split(body: bytes | str) -> tuple[bytes, bytes] | None:
 class RememberedAnswers:
     """The keys, lookups and stores of remembered answers in ``memo`` for one Admitter.
 
-    Lookups return ``(answer bytes, outcome)`` with the request's own uid, or ``None``.
+    Lookups return ``(answer bytes, outcome)`` with the request's own uid, or ``None``; a
+    remembered answer of a workload with an unknown requirement is also told to
+    ``on_unknown`` (its ``(kind, reason)``), so repeats are counted like first answers.
     """
 
-    def __init__(self, memo: DecisionMemo) -> None:
+    def __init__(
+        self, memo: DecisionMemo, on_unknown: Callable[[tuple[str, str]], None] | None = None
+    ) -> None:
         self.memo = memo
+        self.on_unknown = on_unknown
         # A uid no request can contain: decoding a rest behind it proves that the head's uid
         # is the one the decoder keeps (see _rest_keeps_head_uid).
         self._probe_uid = "cudasched-probe-" + secrets.token_hex(16)
@@ -89,6 +95,7 @@ class RememberedAnswers:
         found = self.memo.get(state, prefix + rest)
         if found is None:
             return None
+        self._told(found)
         return found.render(b'"' + uid + b'"'), cast(Outcome, found.outcome)
 
     def request_key(self, kind: str, request: ReviewRequest, body: bytes | str) -> bytes | None:
@@ -126,7 +133,12 @@ class RememberedAnswers:
         found = self.memo.get(state, key)
         if found is None:
             return None
+        self._told(found)
         return found.render(orjson.dumps(uid)), cast(Outcome, found.outcome)
+
+    def _told(self, found: Answer) -> None:
+        if found.unknown is not None and self.on_unknown is not None:
+            self.on_unknown(found.unknown)
 
     def store(
         self,
@@ -141,7 +153,7 @@ class RememberedAnswers:
         parts = template.split(_UID_PLACEHOLDER_JSON)
         if len(parts) != 2:
             return
-        answer = Answer(parts[0], parts[1], decision.outcome)
+        answer = Answer(parts[0], parts[1], decision.outcome, decision.unknown)
         self.memo.put(state, key, answer)
         if raw_rest is not None and self._rest_keeps_head_uid(raw_rest):
             self.memo.put(state, _RAW_KEY_PREFIX[kind] + raw_rest, answer)

@@ -77,6 +77,12 @@ class Decision:
     reason: str = ""
     audit: Mapping[str, str] = field(default_factory=dict)
     placement: Any = None  # a nofit.Placement for reported kinds; never serialised
+    # (kind, reason) of a GPU workload admitted with an unknown requirement, for the metric;
+    # never serialised, remembered with the answer so repeats are counted too.
+    unknown: tuple[str, str] | None = None
+    # Carries a warning given once per process (a runtime whose label and image disagree):
+    # such an answer is never remembered, so repeats do not replay it.
+    once: bool = False
 
     def response(self) -> dict[str, Any]:
         """The AdmissionReview v1 response object (``patch`` base64-encoded JSON)."""

@@ -63,6 +63,7 @@ class ClusterState:
         serving_runtimes: Iterable[Mapping[str, Any]],
         cluster_serving_runtimes: Iterable[Mapping[str, Any]],
         *,
+        llm_inference_services: Iterable[Mapping[str, Any]] = (),
         kb: KnowledgeBase | None = None,
         synced: bool = True,
     ) -> ClusterState:
@@ -80,6 +81,7 @@ class ClusterState:
             inference_services=inference_services,
             serving_runtimes=serving_runtimes,
             cluster_serving_runtimes=cluster_serving_runtimes,
+            llm_inference_services=llm_inference_services,
             tolerant=True,
         )
         # Resolved now, off the request path (the snapshot is built in a worker thread).
@@ -98,6 +100,7 @@ class ClusterState:
             snapshot.inference_services,
             snapshot.serving_runtimes,
             snapshot.cluster_serving_runtimes,
+            llm_inference_services=snapshot.llm_inference_services,
             kb=kb,
         )
 
@@ -131,6 +134,9 @@ class ClusterState:
 
     def inference_service(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.fleet.inference_service(namespace, name)
+
+    def llm_inference_service(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.fleet.llm_inference_service(namespace, name)
 
     def runtime_of(self, namespace: str, isvc_name: str) -> RuntimeChoice | None:
         """The runtime serving a cached InferenceService (status, spec, then KServe's own

@@ -319,9 +319,10 @@ def test_runtime_label_and_image_disagree_stricter_used_and_said_once(
     pod = applied(first, resp)
     assert eligible(pod, state) == {"h100-r570", "l4-r570", "b200-r580"}
     (warning,) = resp["warnings"]
+    assert "…" not in warning  # it fits the 120 characters a warning may have
     assert warning.startswith(
-        "cudasched: ClusterServingRuntime aml-triton-cuda-12.1 declares cuda>=12.1, its "
-        "container needs cuda>=12.8, cc>=7.5"
+        "cudasched: using cuda>=12.8, cc>=7.5, what its image needs: ClusterServingRuntime "
+        "aml-triton-cuda-12.1 says cuda>=12.1"
     )
     assert pod["metadata"]["annotations"][L.ANN_REQUIREMENT].startswith(
         "cuda>=12.8, cc>=7.5 (ClusterServingRuntime aml-triton-cuda-12.1, label "

@@ -109,7 +109,7 @@ def test_runtime_label_and_container_disagree_the_stricter_is_used() -> None:
     req = resolve_pod(pod(env=REQUIRE), rt, TABLE, None)
     assert req.cuda == CudaVersion(12, 6)
     assert req.source.startswith("ClusterServingRuntime rt, label cudasched.io/cuda-version")
-    assert "declares cuda>=12.1" in req.disagreement and "cuda>=12.6" in req.disagreement
+    assert "says cuda>=12.1" in req.disagreement and "cuda>=12.6" in req.disagreement
 
 
 def test_runtime_annotation_wins_over_runtime_label() -> None:
@@ -669,7 +669,7 @@ def test_runtime_label_below_its_image_uses_the_image() -> None:
     req = resolve_pod(_runtime_pod(rt), rt, table, _kb())
     assert req.cuda == CudaVersion(12, 8) and req.min_compute == ComputeCapability(7, 5)
     assert "cpaas.io/cuda-version" in req.source
-    assert "declares cuda>=12.1" in req.disagreement and "cc>=7.5" in req.disagreement
+    assert "says cuda>=12.1" in req.disagreement and "cc>=7.5" in req.disagreement
     v100 = facts_from_parts("v100", gpu="V100", driver="570.124.06", kb=_kb())
     verdict = check(v100, req, "strict", _kb())
     assert not verdict.compatible and "compute-capability-too-low" in verdict.codes

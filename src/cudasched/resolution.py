@@ -388,12 +388,15 @@ def _stricter(declared: Requirement, facts: _ContainerFacts, who: str) -> tuple[
     framework = facts.framework if raised else declared.framework
     if not differs:
         return replace(declared, cuda=cuda, min_compute=low, framework=framework), ""
-    # Short enough to be the webhook's warning (the numbers first, the long source last).
+    # The webhook's warning (at most 120 characters): what is used first, then who said
+    # what; the image's name is in the requirement's source, recorded on the object.
     said = declared.describe()
     image = Requirement(cuda=facts.cuda, min_compute=facts.min_compute).describe()
     kept = Requirement(cuda=cuda, min_compute=low).describe()
-    using = "using the stricter" + ("" if kept == image else f" {kept}")
-    text = f"{who} declares {said}, its container needs {image}: {using} ({facts.source})"
+    if kept == image:
+        text = f"using {kept}, what its image needs: {who} says {said}"
+    else:
+        text = f"using {kept}: {who} says {said}, its image {image}"
     raised = raised or low != declared.min_compute
     source = f"{declared.source}; stricter {facts.source}" if raised else declared.source
     return (

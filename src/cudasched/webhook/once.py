@@ -77,5 +77,5 @@ def said_once(
     where = namespace if runtime is not None and runtime.kind == SERVING_RUNTIME else ""
     if not seen.first((kind, where, text)):
         return ()
-    log.warning("%s (said once per process)", text)
+    log.info("%s (%s; said once per process)", text, requirement.source)
     return (clip(f"cudasched: {text}"),)

@@ -755,6 +755,8 @@ def test_a_gpu_pod_is_not_eligible_where_no_gpu_is_offered(kb: KnowledgeBase) ->
     assert [r.code for r in by_name["cpu"].reasons] == [NO_GPU_RESOURCE]
     assert "no NVIDIA GPU resource" in by_name["cpu"].reasons[0].message
     assert "nvidia.com/mig-1g.10gb" in by_name["mig-only"].reasons[0].message
+    assert "device plugin" in by_name["cpu"].reasons[0].fix
+    assert by_name["mig-only"].reasons[0].fix == "request a GPU resource the node offers"
     cpu_pod = pod({"containers": [{"name": "web", "image": "nginx"}]})
     assert len(explain(cpu_pod, nodes, "strict", kb).eligible) == 5
     mig_pod = pod(

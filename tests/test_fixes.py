@@ -34,6 +34,27 @@ def test_a_driver_too_old_names_the_driver_and_branch(kb: KnowledgeBase) -> None
     assert old == {"driver-too-old": "needs driver >= 550.54.14 (R550)"}
 
 
+def test_minor_compat_is_offered_only_where_the_engine_would_then_admit(kb: KnowledgeBase) -> None:
+    """An image whose NVIDIA_REQUIRE_CUDA refuses the driver is not rescued by the policy
+    alone: the fix says what else it takes (the image's gate off), never the policy by itself."""
+    from cudasched.requirecuda import gate_from_env
+
+    gate = gate_from_env({"NVIDIA_REQUIRE_CUDA": "cuda>=12.8"}, "image vllm")
+    gated = Requirement(cuda=parse_cuda("12.8"), gate=gate)
+    fixes = _fixes(kb, "A100", "535.216.01", gated, "strict")
+    assert fixes == {
+        "driver-too-old": "needs driver >= 570.26 (R570), or policy minor-compat with "
+        "NVIDIA_DISABLE_REQUIRE=true"
+    }
+    # The same CUDA without the gate: the policy alone does it, and the engine agrees.
+    plain = Requirement(cuda=parse_cuda("12.8"))
+    fixes = _fixes(kb, "A100", "535.216.01", plain, "strict")
+    assert fixes == {"driver-too-old": "needs driver >= 570.26 (R570), or policy minor-compat"}
+    facts = facts_from_parts("n", gpu="A100", driver="535.216.01", kb=kb)
+    assert check(facts, plain, "minor-compat", kb).compatible
+    assert not check(facts, gated, "minor-compat", kb).compatible
+
+
 def test_architecture_and_gpu_fixes(kb: KnowledgeBase) -> None:
     fixes = _fixes(kb, "B200", "535.104.05", Requirement(cuda=parse_cuda("12.2")), "minor-compat")
     assert fixes["arch-too-new"] == "needs an image built with CUDA >= 12.8 (or with PTX)"

@@ -346,10 +346,17 @@ def _decide(
         # offered, whatever its affinity says.
         eligible = False
         have = ", ".join(sorted(offered or ())) or "no NVIDIA GPU resource"
+        fix = (
+            "request a GPU resource the node offers"
+            if offered
+            else "check that NVIDIA's device plugin (or the GPU Operator) runs there and "
+            "reports healthy GPUs"
+        )
         reasons.append(
             Reason(
                 NO_GPU_RESOURCE,
                 f"the pod requests {', '.join(missing)}; the node offers {have}",
+                fix,
             )
         )
     if (mismatch := _selector_mismatch(sel.user_selector, node)) is not None:

@@ -36,8 +36,14 @@ def _driver_fix(req: Requirement, pol: Policy, facts: NodeFacts, kb: KnowledgeBa
         and floor is not None
         and facts.driver is not None
         and (facts.driver >= floor)
-    ):  # this very driver would run it under minor-version compatibility
-        parts.append("or policy minor-compat")
+    ):  # this very driver may run it under minor-version compatibility: ask the engine
+        relaxed = replace(req, policy=Policy.MINOR_COMPAT)
+        verdict = E.check(facts, relaxed, Policy.MINOR_COMPAT, kb)
+        blocking = {r.code for r in verdict.reasons if r.blocking}
+        if verdict.status is not E.VerdictStatus.INCOMPATIBLE:
+            parts.append("or policy minor-compat")
+        elif blocking == {E.REQUIRE_CUDA_UNMET}:  # the image's own gate is all that is left
+            parts.append("or policy minor-compat with NVIDIA_DISABLE_REQUIRE=true")
     return ", ".join(parts) if parts else f"no driver is known to run CUDA {cuda} natively"
 
 

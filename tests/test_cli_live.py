@@ -340,7 +340,7 @@ def test_the_readme_clusterrole_grants_what_a_live_read_asks_for() -> None:
     from cudasched.kube.live import LIVE_KINDS
 
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    block = readme.split("### Live cluster", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    block = readme.split("## Install", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     role = yaml.safe_load(block)
     assert role["kind"] == "ClusterRole"
     granted = {

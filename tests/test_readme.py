@@ -1,0 +1,81 @@
+"""The README is the user's guide: it starts with the two set-up commands, its glossary names
+every reason and finding code the tools print, and every link in it and in ``docs/`` leads
+somewhere."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cudasched import eligibility
+from cudasched.engine import REASON_CODES
+from cudasched.operations import findings
+
+ROOT = Path(__file__).parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _section(title: str) -> str:
+    return README.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_it_starts_with_exactly_the_demo_and_the_test_commands() -> None:
+    first = README.split("```bash\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    assert len(first) == 2
+    assert first[0].endswith("cudasched demo")
+    assert first[1].endswith(".venv/bin/pytest")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "pytest" in ci
+
+
+def _glossary_codes() -> set[str]:
+    return set(re.findall(r"^\| `([a-z-]+)` \|", _section("Reason codes"), re.M))
+
+
+def test_the_glossary_names_every_node_reason() -> None:
+    node_codes = set(REASON_CODES) | {
+        eligibility.NO_GPU_RESOURCE,
+        eligibility.NODE_SELECTOR_MISMATCH,
+        eligibility.AFFINITY_MISMATCH,
+        eligibility.REQUIREMENT_LABELS_MISSING,
+    }
+    assert node_codes - _glossary_codes() == set()
+
+
+def test_the_glossary_names_every_audit_finding() -> None:
+    codes = {
+        value
+        for name, value in vars(findings).items()
+        if name.isupper() and isinstance(value, str) and re.fullmatch(r"[a-z]+(-[a-z]+)+", value)
+    }
+    assert len(codes) >= 11
+    assert codes - _glossary_codes() == set()
+
+
+def _markdown_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to dashes."""
+    out = set()
+    for heading in re.findall(r"^#+ (.+)$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        out.add(slug)
+    return out
+
+
+@pytest.mark.parametrize("path", _markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_leads_somewhere(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r"```.*?```", "", text, flags=re.S)  # links in console output are not links
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (path.parent / file).resolve() if file else path
+        assert dest.exists(), f"{path.name}: {target}"
+        if anchor and dest.suffix == ".md":
+            assert anchor in _anchors(dest.read_text(encoding="utf-8")), f"{path.name}: {target}"

@@ -445,3 +445,19 @@ async def test_server_readiness_follows_the_cache(kmock: kmock.KubernetesEmulato
         assert "cudasched_cache_synced 1.0" in metrics
         await asyncio.to_thread(srv.request_stop)
     assert not cache.running  # the lifespan shutdown stopped the watches
+
+
+def test_the_production_state_builder_uses_the_knowledge_base_it_is_given() -> None:
+    """``cudasched webhook`` loads one knowledge base for admission and for every snapshot the
+    cache builds (two copies would double its memory and could disagree)."""
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.webhook.app import default_reviewer
+    from cudasched.webhook.cache import StateFromObjects
+    from cudasched.webhook.config import WebhookConfig
+
+    kb = KnowledgeBase.load()
+    build = StateFromObjects(kb)
+    first = build([], [], [], [], [])
+    second = build([], [], [], [], [])
+    assert first.fleet.kb is kb and second.fleet.kb is kb and first.synced
+    assert default_reviewer(WebhookConfig(), kb).kb is kb  # type: ignore[attr-defined]

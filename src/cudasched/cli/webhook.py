@@ -76,8 +76,9 @@ def webhook_cmd(
     if cluster is not None and kubeconfig is not None:
         fail("--cluster serves a fixed snapshot and --kubeconfig watches a cluster: give one")
     try:
-        from cudasched.webhook.app import StateSource, StaticStateSource
-        from cudasched.webhook.cache import ClusterCache
+        from cudasched.cli.inputs import load_knowledge
+        from cudasched.webhook.app import StateSource, StaticStateSource, default_reviewer
+        from cudasched.webhook.cache import ClusterCache, StateFromObjects
         from cudasched.webhook.config import load_config
         from cudasched.webhook.metrics import WebhookMetrics
         from cudasched.webhook.serving import run_server
@@ -97,12 +98,15 @@ def webhook_cmd(
                 update={"kube": cfg.kube.model_copy(update={"kubeconfig": kubeconfig})}
             )
 
+        # One knowledge base for admission and the cluster state, loaded before the server
+        # (and any worker processes) start.
+        kb = load_knowledge()
+        reviewer = default_reviewer(cfg, kb)
         if cluster is not None:
             from cudasched.snapshot import load_snapshot
             from cudasched.webhook.state import ClusterState
 
-            # Built once, before the server (and any worker processes) start.
-            static = StaticStateSource(ClusterState.from_snapshot(load_snapshot(cluster)))
+            static = StaticStateSource(ClusterState.from_snapshot(load_snapshot(cluster), kb=kb))
 
             def make_source(metrics: WebhookMetrics) -> StateSource:
                 return static
@@ -112,12 +116,13 @@ def webhook_cmd(
             def make_source(metrics: WebhookMetrics) -> StateSource:
                 cache = ClusterCache(
                     kubeconfig=cfg.kube.kubeconfig,
+                    build_state=StateFromObjects(kb),
                     resync_seconds=float(cfg.kube.resync_seconds),
                     metrics=metrics,
                 )
                 cache.prepare()
                 return cache
 
-        run_server(cfg, make_source, self_signed_dir=tls_dir)
+        run_server(cfg, make_source, reviewer=reviewer, self_signed_dir=tls_dir)
     except InputError as exc:
         fail(str(exc))

@@ -44,6 +44,7 @@ from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES
 from cudasched.webhook.review import BadReviewError, failure, review_uid
 
 if TYPE_CHECKING:
+    from cudasched.knowledge import KnowledgeBase
     from cudasched.webhook.config import EventSettings, WebhookConfig
     from cudasched.webhook.state import ClusterState
 
@@ -585,15 +586,12 @@ def _lookup_in(source: StateSource) -> Callable[[Placement], Any]:
 # ---------------------------------------------------------------------- assembly
 
 
-def default_reviewer(config: WebhookConfig) -> Reviewer:
-    """The production :class:`Admitter` for ``config`` with the bundled knowledge base and
-    image table (``imageOverrides`` in front)."""
-    from cudasched.images import ImageTable
-    from cudasched.knowledge import KnowledgeBase
+def default_reviewer(config: WebhookConfig, kb: KnowledgeBase | None = None) -> Reviewer:
+    """The production :class:`Admitter` for ``config``: the given knowledge base (else the
+    bundled one) and the built-in image table with ``imageOverrides`` in front."""
     from cudasched.webhook.admission import Admitter
 
-    kb = KnowledgeBase.load()
-    return Admitter(config, kb, ImageTable.from_config(config, kb=kb))
+    return Admitter.from_config(config, kb)
 
 
 def build_app(

@@ -50,10 +50,13 @@ from cudasched.webhook.metrics import WebhookMetrics
 if TYPE_CHECKING:
     from lightkube import AsyncClient
 
+    from cudasched.knowledge import KnowledgeBase
+
 __all__ = [
     "ADMISSION_KINDS",
     "ClusterCache",
     "StateBuilder",
+    "StateFromObjects",
     "trim_node",
 ]
 
@@ -223,7 +226,7 @@ class ClusterCache:
         self.prepare()
         self._changed = asyncio.Condition()
         if self._build is None:
-            self._build = _default_builder()
+            self._build = StateFromObjects()
         for kind in ADMISSION_KINDS:
             reflector = self._reflectors.get(kind.plural)
             if reflector is None:
@@ -375,18 +378,19 @@ class ClusterCache:
         return self._build(*snapshot)
 
     def _empty_state(self) -> Any:
-        if self._build is not None and not isinstance(self._build, _DefaultBuilder):
+        if self._build is not None and not isinstance(self._build, StateFromObjects):
             return None
         from cudasched.webhook.state import ClusterState
 
         return ClusterState.empty()
 
 
-class _DefaultBuilder:
-    """``ClusterState.from_objects`` with the knowledge base loaded once, not per snapshot."""
+class StateFromObjects:
+    """The production state builder: ``ClusterState.from_objects`` with one knowledge base,
+    given (the webhook loads it once for admission and state alike) or loaded on first use."""
 
-    def __init__(self) -> None:
-        self._kb: Any = None
+    def __init__(self, kb: KnowledgeBase | None = None) -> None:
+        self._kb = kb
 
     def __call__(
         self,
@@ -410,7 +414,3 @@ class _DefaultBuilder:
             kb=self._kb,
             synced=True,
         )
-
-
-def _default_builder() -> StateBuilder:
-    return _DefaultBuilder()

@@ -49,6 +49,23 @@ GFD_OLD_DRIVER_MINOR = "nvidia.com/cuda.driver.minor"
 GFD_OLD_DRIVER_REV = "nvidia.com/cuda.driver.rev"
 GFD_OLD_CUDA_MAJOR = "nvidia.com/cuda.runtime.major"
 GFD_OLD_CUDA_MINOR = "nvidia.com/cuda.runtime.minor"
+#: The version keys of each GFD generation.
+GFD_VERSION_KEYS = (
+    GFD_DRIVER_FULL,
+    GFD_DRIVER_MAJOR,
+    GFD_DRIVER_MINOR,
+    GFD_DRIVER_REVISION,
+    GFD_CUDA_FULL,
+    GFD_CUDA_MAJOR,
+    GFD_CUDA_MINOR,
+)
+GFD_OLD_VERSION_KEYS = (
+    GFD_OLD_DRIVER_MAJOR,
+    GFD_OLD_DRIVER_MINOR,
+    GFD_OLD_DRIVER_REV,
+    GFD_OLD_CUDA_MAJOR,
+    GFD_OLD_CUDA_MINOR,
+)
 # GPU facts.
 GFD_PRODUCT = "nvidia.com/gpu.product"
 GFD_COMPUTE_MAJOR = "nvidia.com/gpu.compute.major"

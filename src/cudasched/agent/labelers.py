@@ -65,18 +65,8 @@ AGENT_KEYS = frozenset(
 # consider them its own; without the flag it never touches nvidia.com/ labels.
 GFD_KEYS = frozenset(
     {
-        L.GFD_DRIVER_FULL,
-        L.GFD_DRIVER_MAJOR,
-        L.GFD_DRIVER_MINOR,
-        L.GFD_DRIVER_REVISION,
-        L.GFD_CUDA_FULL,
-        L.GFD_CUDA_MAJOR,
-        L.GFD_CUDA_MINOR,
-        L.GFD_OLD_DRIVER_MAJOR,
-        L.GFD_OLD_DRIVER_MINOR,
-        L.GFD_OLD_DRIVER_REV,
-        L.GFD_OLD_CUDA_MAJOR,
-        L.GFD_OLD_CUDA_MINOR,
+        *L.GFD_VERSION_KEYS,
+        *L.GFD_OLD_VERSION_KEYS,
         L.GFD_PRODUCT,
         L.GFD_COMPUTE_MAJOR,
         L.GFD_COMPUTE_MINOR,

@@ -60,22 +60,8 @@ NFD_OS_VERSION = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
 
 # The label keys of each source, as facts_from_labels reads them. GFD's compute-capability
 # keys have one generation only; they go with GFD's new keys.
-_GFD_NEW = (
-    L.GFD_DRIVER_FULL,
-    L.GFD_DRIVER_MAJOR,
-    L.GFD_DRIVER_MINOR,
-    L.GFD_DRIVER_REVISION,
-    L.GFD_CUDA_FULL,
-    L.GFD_CUDA_MAJOR,
-    L.GFD_CUDA_MINOR,
-)
-_GFD_OLD = (
-    L.GFD_OLD_DRIVER_MAJOR,
-    L.GFD_OLD_DRIVER_MINOR,
-    L.GFD_OLD_DRIVER_REV,
-    L.GFD_OLD_CUDA_MAJOR,
-    L.GFD_OLD_CUDA_MINOR,
-)
+_GFD_NEW = L.GFD_VERSION_KEYS
+_GFD_OLD = L.GFD_OLD_VERSION_KEYS
 _GFD_COMPUTE = (L.GFD_COMPUTE_MAJOR, L.GFD_COMPUTE_MINOR)
 
 # How each source is named in messages, per fact, in the order facts_from_labels prefers them.

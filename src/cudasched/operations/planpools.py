@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 from cudasched.branches import GpuTarget, OsTag, gpu_target, os_tag
 from cudasched.errors import InputError
 from cudasched.knowledge.drivers import KernelRelease, parse_kernel
-from cudasched.objects import labels_of, name_of
-from cudasched.operations.nodelabels import NFD_OS_ID, NFD_OS_VERSION, is_gpu_node
+from cudasched.objects import labels_of
+from cudasched.operations.nodelabels import NFD_OS_ID, NFD_OS_VERSION
+from cudasched.operations.pools import gpu_members
 
 if TYPE_CHECKING:
     from cudasched.fleet import Fleet
@@ -110,14 +111,8 @@ def _pool_name(gpu: str | None, os: OsTag | None, taken: set[str]) -> str:
 def plan_pools(snapshot: ClusterSnapshot, fleet: Fleet) -> tuple[PlanPool, ...]:
     """The GPU pools of a cluster (see the module docstring), ordered by GPU, OS, kernel and
     driver. ``fleet`` must be built from ``snapshot``'s nodes."""
-    objects = {name_of(n): n for n in snapshot.nodes}
     groups: dict[tuple[Any, ...], tuple[list[str], dict[int, NodeFacts], Any]] = {}
-    for node, number, facts in fleet.members():
-        obj = objects.get(node.name)
-        if obj is None:
-            raise InputError(f"node {node.name!r} of the fleet is not in the snapshot")
-        if not (facts.has_gpu or is_gpu_node(obj)):
-            continue
+    for node, number, facts, obj in gpu_members(snapshot, fleet):
         labels = labels_of(obj)
         os, kernel = _node_os(labels), _node_kernel(obj, labels)
         gpu = "/".join(facts.products) or None

@@ -18,7 +18,7 @@ agreement by construction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,11 +30,12 @@ from cudasched.requirements import Policy
 
 if TYPE_CHECKING:
     from cudasched.fleet import Fleet
+    from cudasched.nodeaffinity import Node
     from cudasched.nodes import NodeFacts
     from cudasched.snapshot import ClusterSnapshot
     from cudasched.versions import CudaVersion, DriverVersion
 
-__all__ = ["Ceiling", "Pool", "cuda_ceiling", "node_pools"]
+__all__ = ["Ceiling", "Pool", "cuda_ceiling", "gpu_members", "node_pools"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,17 +85,26 @@ class Pool:
         )
 
 
-def node_pools(snapshot: ClusterSnapshot, fleet: Fleet) -> tuple[Pool, ...]:
-    """The GPU node pools of a cluster, ordered by product, driver and OS. ``fleet`` must be
-    built from ``snapshot``'s nodes (same order)."""
+def gpu_members(
+    snapshot: ClusterSnapshot, fleet: Fleet
+) -> Iterator[tuple[Node, int, NodeFacts, Mapping[str, Any]]]:
+    """The fleet's GPU nodes (GPU facts, or a GPU by NFD, the GPU Operator or capacity), each
+    with its fact-group number, facts and object. ``fleet`` must be built from ``snapshot``'s
+    nodes: every pool view (the report's, the planner's) starts here."""
     objects: Mapping[str, Mapping[str, Any]] = {name_of(n): n for n in snapshot.nodes}
-    groups: dict[tuple[Any, ...], tuple[list[str], dict[int, NodeFacts]]] = {}
     for node, number, facts in fleet.members():
         obj = objects.get(node.name)
         if obj is None:
             raise InputError(f"node {node.name!r} of the fleet is not in the snapshot")
-        if not (facts.has_gpu or is_gpu_node(obj)):
-            continue
+        if facts.has_gpu or is_gpu_node(obj):
+            yield node, number, facts, obj
+
+
+def node_pools(snapshot: ClusterSnapshot, fleet: Fleet) -> tuple[Pool, ...]:
+    """The GPU node pools of a cluster, ordered by product, driver and OS. ``fleet`` must be
+    built from ``snapshot``'s nodes (same order)."""
+    groups: dict[tuple[Any, ...], tuple[list[str], dict[int, NodeFacts]]] = {}
+    for node, number, facts, obj in gpu_members(snapshot, fleet):
         key = ("/".join(facts.products) or None, facts.driver, os_of(obj))
         names, seen = groups.setdefault(key, ([], {}))
         names.append(node.name)

@@ -497,13 +497,24 @@ class Admitter:
     # ------------------------------------------------------------------ InferenceServices
 
     def _isvc(self, req: ReviewRequest, isvc: Mapping[str, Any], state: ClusterState) -> Decision:
+        return self._service(req, isvc, state, self._isvc_checked)
+
+    def _service(
+        self,
+        req: ReviewRequest,
+        service: Mapping[str, Any],
+        state: ClusterState,
+        checked: Callable[[ReviewRequest, Mapping[str, Any], ClusterState], Decision],
+    ) -> Decision:
+        """The gate every service kind shares: CREATE and UPDATE only, the skip rules, and a
+        value that does not parse answered with a warning instead of an error."""
         if req.operation not in ("CREATE", "UPDATE"):
             return Decision(req.uid, reason=f"operation {req.operation}")
-        why = self._skipped(req, isvc)
+        why = self._skipped(req, service)
         if why is not None:
             return Decision(req.uid, reason=f"skipped: {why}")
         try:
-            return self._isvc_checked(req, isvc, state)
+            return checked(req, service, state)
         except InputError as exc:
             return Decision(
                 req.uid,
@@ -594,19 +605,7 @@ class Admitter:
     def _llmisvc(
         self, req: ReviewRequest, service: Mapping[str, Any], state: ClusterState
     ) -> Decision:
-        if req.operation not in ("CREATE", "UPDATE"):
-            return Decision(req.uid, reason=f"operation {req.operation}")
-        why = self._skipped(req, service)
-        if why is not None:
-            return Decision(req.uid, reason=f"skipped: {why}")
-        try:
-            return self._llmisvc_checked(req, service, state)
-        except InputError as exc:
-            return Decision(
-                req.uid,
-                warnings=(clip(f"cudasched: requirement not resolved: {exc}"),),
-                reason=f"unreadable: {exc}",
-            )
+        return self._service(req, service, state, self._llmisvc_checked)
 
     def _llmisvc_checked(
         self, req: ReviewRequest, service: Mapping[str, Any], state: ClusterState

@@ -25,7 +25,9 @@ from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster
 from cudasched.kube.kinds import (
     CLUSTER_SERVING_RUNTIME,
     INFERENCE_SERVICE,
+    KARPENTER_NODE_POOL,
     LLM_INFERENCE_SERVICE,
+    NODE_GROUP_KINDS,
     NVIDIA_DRIVER,
     POD,
     SERVING_RUNTIME,
@@ -221,11 +223,14 @@ async def test_an_llminferenceservice_is_explained_through_its_pods(
 # --------------------------------------------------------------------------- notes and errors
 
 
+@pytest.mark.parametrize("node_groups", ["served", "missing"])
 async def test_missing_crds_get_one_note_each_on_stderr(
-    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str, node_groups: str
 ) -> None:
     kserve = (INFERENCE_SERVICE, SERVING_RUNTIME, CLUSTER_SERVING_RUNTIME, LLM_INFERENCE_SERVICE)
-    ClusterApi.start(kmock, SAMPLE.objects(), missing=(*kserve, NVIDIA_DRIVER))
+    # Karpenter and Cluster API are read only for hints: their absence is not worth a note.
+    groups = NODE_GROUP_KINDS if node_groups == "missing" else ()
+    ClusterApi.start(kmock, SAMPLE.objects(), missing=(*kserve, NVIDIA_DRIVER, *groups))
     result = await invoke_async("snapshot", "--kubeconfig", kubeconfig)
     assert result.exit_code == 0, result.output
     notes = result.stderr.splitlines()
@@ -235,6 +240,69 @@ async def test_missing_crds_get_one_note_each_on_stderr(
     assert "KServe CRD not installed" in notes[0]
     dumped = load_snapshot(result.stdout.encode())
     assert dumped.nodes == SAMPLE.shareable().nodes and dumped.inference_services == ()
+
+
+def _b200_r595_nodepool() -> dict:
+    """A Karpenter NodePool that would add B200 nodes on R595 (``node-template``'s own output),
+    with no node of it in the cluster: empty."""
+    result = invoke(
+        "node-template",
+        "--gpu",
+        "B200",
+        "--driver",
+        "595.45.04",
+        "--provider",
+        "karpenter",
+        "--instance-type",
+        "p6-b200.48xlarge",
+        "-o",
+        "json",
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["declarations"]["karpenter"]
+
+
+async def test_the_audit_of_a_live_cluster_sees_its_karpenter_nodepools(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str, tmp_path: Path
+) -> None:
+    """The empty-group hint works on the live cluster as on its dump: nemotron (CUDA 13.2) has
+    no node, and an empty NodePool of B200s on R595 could run it."""
+    pool = _b200_r595_nodepool()
+    ClusterApi.start(kmock, [*SAMPLE.objects(), pool])
+    live = await invoke_async("audit", "-o", "json", "--kubeconfig", kubeconfig)
+    assert live.exit_code == 1 and live.stderr == "", live.output
+    fixes = [
+        f["fix"] for f in json.loads(live.stdout)["findings"] if f["code"] == "no-compatible-node"
+    ]
+    assert fixes and f"Karpenter NodePool {pool['metadata']['name']}" in fixes[0]
+    dump = tmp_path / "cluster.yaml"
+    dump.write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*SAMPLE.objects(), pool]})
+    )
+    from_file = await invoke_async("audit", "-o", "json", "--cluster", str(dump))
+    assert live.stdout == from_file.stdout
+    # Without the pool, no such hint.
+    bare = await invoke_async("audit", "-o", "json", "--cluster", str(SAMPLE_FILE))
+    assert "Karpenter NodePool" not in bare.stdout
+
+
+async def test_node_groups_the_identity_may_not_list_are_a_note_not_a_failure(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+) -> None:
+    api = ClusterApi.start(kmock, [*SAMPLE.objects(), _b200_r595_nodepool()])
+    api.fail(KARPENTER_NODE_POOL, 403, forbidden(KARPENTER_NODE_POOL, user="alice"))
+    result = await invoke_async("audit", "-o", "json", "--kubeconfig", kubeconfig)
+    assert result.exit_code == 1, result.output  # the sample's error finding, nothing worse
+    assert result.stderr.splitlines() == [
+        "cudasched: note: not allowed to list nodepools.karpenter.sh; autoscaler node groups "
+        "read as none (grant list on them for the audit's scale-up hints)"
+    ]
+    assert "Karpenter NodePool" not in result.stdout
+    # A required kind stays an error.
+    api.fail(POD, 403, forbidden(POD, user="alice"))
+    assert "grant list on pods" in one_line_error(
+        await invoke_async("audit", "--kubeconfig", kubeconfig)
+    )
 
 
 async def test_a_missing_permission_is_one_line_exit_2(

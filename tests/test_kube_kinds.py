@@ -35,8 +35,19 @@ def test_coordinates() -> None:
             "KServe",
         ),
         "NVIDIADriver": ("nvidia.com/v1alpha1", "nvidiadrivers", False, "GPU Operator"),
+        "NodePool": ("karpenter.sh/v1", "nodepools", False, "Karpenter"),
+        "MachineDeployment": (
+            "cluster.x-k8s.io/v1beta1",
+            "machinedeployments",
+            True,
+            "Cluster API",
+        ),
+        "MachineSet": ("cluster.x-k8s.io/v1beta1", "machinesets", True, "Cluster API"),
+        "MachinePool": ("cluster.x-k8s.io/v1beta1", "machinepools", True, "Cluster API"),
     }
     assert [k.optional for k in KINDS] == [k.crd_of is not None for k in KINDS]
+    # Only the autoscalers' node groups are advisory: read for hints, never required.
+    assert {k for k in KINDS if k.advisory} == set(kinds.NODE_GROUP_KINDS)
     assert kinds.NODE in KINDS and kinds.NVIDIA_DRIVER in KINDS
 
 

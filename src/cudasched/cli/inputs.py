@@ -214,7 +214,7 @@ def _read_live(source: ClusterSource, fetch: Sequence[ObjectRef]) -> ClusterSnap
         result = read_live_cluster(
             kubeconfig=source.kubeconfig, context=source.context, fetch=fetch, progress=progress
         )
-    for note in absent_notes(result.absent):
+    for note in absent_notes(result.absent, result.denied):
         sys.stderr.write(f"cudasched: note: {note}\n")
     return result.snapshot
 

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "CAPI_MACHINE_DEPLOYMENT",
+    "CAPI_MACHINE_POOL",
+    "CAPI_MACHINE_SET",
     "CLUSTER_SERVING_RUNTIME",
     "CONTROLLERS",
     "CRON_JOB",
@@ -28,9 +31,11 @@ __all__ = [
     "EVENT",
     "INFERENCE_SERVICE",
     "JOB",
+    "KARPENTER_NODE_POOL",
     "KINDS",
     "LLM_INFERENCE_SERVICE",
     "NODE",
+    "NODE_GROUP_KINDS",
     "NVIDIA_DRIVER",
     "POD",
     "REPLICA_SET",
@@ -43,7 +48,10 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Kind:
     """One resource kind. ``crd_of`` names the product whose CRD defines it (``None`` for
-    kinds every API server serves); such a kind may be absent from a cluster."""
+    kinds every API server serves); such a kind may be absent from a cluster. An ``advisory``
+    kind is read only for hints (an autoscaler's node groups): most clusters lack it, so its
+    absence goes unsaid, and an identity not allowed to list it reads it as none, with a note,
+    rather than failing the whole read."""
 
     group: str
     version: str
@@ -51,6 +59,7 @@ class Kind:
     plural: str
     namespaced: bool
     crd_of: str | None = None
+    advisory: bool = False
 
     @property
     def api_version(self) -> str:
@@ -111,6 +120,52 @@ NVIDIA_DRIVER = Kind(
     crd_of="GPU Operator",
 )
 
+# Autoscaler node groups that declare the labels of the nodes they would add: read only for the
+# audit's "a group that may be empty can run it" hint (operations.nodegroups).
+KARPENTER_NODE_POOL = Kind(
+    "karpenter.sh",
+    "v1",
+    "NodePool",
+    "nodepools",
+    namespaced=False,
+    crd_of="Karpenter",
+    advisory=True,
+)
+_CAPI = "cluster.x-k8s.io"
+CAPI_MACHINE_DEPLOYMENT = Kind(
+    _CAPI,
+    "v1beta1",
+    "MachineDeployment",
+    "machinedeployments",
+    namespaced=True,
+    crd_of="Cluster API",
+    advisory=True,
+)
+CAPI_MACHINE_SET = Kind(
+    _CAPI,
+    "v1beta1",
+    "MachineSet",
+    "machinesets",
+    namespaced=True,
+    crd_of="Cluster API",
+    advisory=True,
+)
+CAPI_MACHINE_POOL = Kind(
+    _CAPI,
+    "v1beta1",
+    "MachinePool",
+    "machinepools",
+    namespaced=True,
+    crd_of="Cluster API",
+    advisory=True,
+)
+NODE_GROUP_KINDS: tuple[Kind, ...] = (
+    KARPENTER_NODE_POOL,
+    CAPI_MACHINE_DEPLOYMENT,
+    CAPI_MACHINE_SET,
+    CAPI_MACHINE_POOL,
+)
+
 #: Every kind above, built-in kinds first.
 KINDS: tuple[Kind, ...] = (
     NODE,
@@ -121,6 +176,7 @@ KINDS: tuple[Kind, ...] = (
     CLUSTER_SERVING_RUNTIME,
     LLM_INFERENCE_SERVICE,
     NVIDIA_DRIVER,
+    *NODE_GROUP_KINDS,
 )
 
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", namespaced=True)

@@ -37,6 +37,7 @@ from cudasched.kube.kinds import (
     INFERENCE_SERVICE,
     LLM_INFERENCE_SERVICE,
     NODE,
+    NODE_GROUP_KINDS,
     NVIDIA_DRIVER,
     POD,
     SERVING_RUNTIME,
@@ -66,6 +67,7 @@ LIVE_KINDS: tuple[Kind, ...] = (
     CLUSTER_SERVING_RUNTIME,
     LLM_INFERENCE_SERVICE,
     NVIDIA_DRIVER,
+    *NODE_GROUP_KINDS,
 )
 
 #: Items per list request, as kubectl asks (``--chunk-size`` default).
@@ -105,10 +107,12 @@ class ListingProgress(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class LiveCluster:
-    """A live read: the snapshot, and the optional kinds the cluster does not serve."""
+    """A live read: the snapshot, the optional kinds the cluster does not serve, and the
+    advisory kinds the identity may not list (read as none)."""
 
     snapshot: ClusterSnapshot
     absent: tuple[Kind, ...] = ()
+    denied: tuple[Kind, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +125,25 @@ class ApiServer:
     timeout: float = DEFAULT_TIMEOUT_SECONDS
 
 
-def absent_notes(absent: Iterable[Kind]) -> list[str]:
-    """One note per product whose CRDs are missing (``KServe is not installed ...``)."""
+def absent_notes(absent: Iterable[Kind], denied: Iterable[Kind] = ()) -> list[str]:
+    """One note per product whose CRDs are missing (``KServe is not installed ...``), advisory
+    kinds left out (most clusters lack them); and one for the advisory kinds the identity may
+    not list."""
     by_product: dict[str, list[Kind]] = {}
     for kind in absent:
-        by_product.setdefault(kind.crd_of or "its", []).append(kind)
+        if not kind.advisory:
+            by_product.setdefault(kind.crd_of or "its", []).append(kind)
     notes = []
     for product, kinds in by_product.items():
         names = ", ".join(_resource_name(k) for k in kinds)
         notes.append(
             f"the cluster does not serve {names} ({product} CRD not installed); read as none"
+        )
+    refused = [_resource_name(k) for k in denied]
+    if refused:
+        notes.append(
+            f"not allowed to list {', '.join(refused)}; autoscaler node groups read as none "
+            "(grant list on them for the audit's scale-up hints)"
         )
     return notes
 
@@ -184,20 +197,30 @@ async def read_cluster(
     where = where if where is not None else ApiServer("(unknown URL)", "the given client")
     objects: list[KubeObject] = []
     absent: list[Kind] = []
+    denied: list[Kind] = []
     for kind in kinds:
         if progress is not None:
             progress.start(kind)
-        listed = await _list_kind(client, kind, page_size, where, progress)
+        try:
+            listed = await _list_kind(client, kind, page_size, where, progress)
+        except _Denied:
+            listed = None
+            denied.append(kind)
+        else:
+            if listed is None:
+                absent.append(kind)
         if progress is not None:
             progress.finish(kind, None if listed is None else len(listed))
-        if listed is None:
-            absent.append(kind)
-        else:
+        if listed is not None:
             objects.extend(listed)
     for ref in fetch:
         objects.append(await _fetch(client, ref, where))
     snapshot = ClusterSnapshot.from_objects(objects, source=f"live cluster {where.server}")
-    return LiveCluster(snapshot, tuple(absent))
+    return LiveCluster(snapshot, tuple(absent), tuple(denied))
+
+
+class _Denied(Exception):
+    """An advisory kind the identity may not list (403)."""
 
 
 # --------------------------------------------------------------------------- requests
@@ -221,6 +244,8 @@ async def _list_kind(
             code = status_code(exc)
             if code == 404 and kind.optional:
                 return None
+            if code == 403 and kind.advisory:
+                raise _Denied from None
             if code == 410 and attempt == 1:
                 continue  # the continue token expired mid-list: start this kind again, once
             raise _failure(exc, "list", kind, None, where) from None

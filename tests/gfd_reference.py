@@ -6,7 +6,7 @@ here.
 
 from __future__ import annotations
 
-from cudasched.versions import ComputeCapability
+from cudasched.vocab.versions import ComputeCapability
 
 GFD_FAMILIES = frozenset(
     {

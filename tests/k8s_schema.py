@@ -11,7 +11,7 @@ Two layers, because neither is enough alone:
    server lets a non-integer through and the scheduler then silently never matches the term:
    cudasched promises never to write one.
 
-The syntax rules are written here independently of ``cudasched.nodeaffinity`` on purpose, so a
+The syntax rules are written here independently of ``cudasched.vocab.nodeaffinity`` on purpose, so a
 bug there cannot hide itself.
 
 Usage: ``from k8s_schema import assert_valid, assert_valid_pod, assert_valid_node_affinity``.

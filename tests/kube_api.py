@@ -25,7 +25,7 @@ from typing import Any
 import kmock as kmock_lib
 import yaml
 
-from cudasched.kube.kinds import CONTROLLERS, KINDS, Kind
+from cudasched.vocab.kinds import CONTROLLERS, KINDS, Kind
 
 ALL_KINDS: tuple[Kind, ...] = (*KINDS, *CONTROLLERS)
 

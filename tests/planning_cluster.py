@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from cudasched.cluster.snapshot import ClusterSnapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.snapshot import ClusterSnapshot
-from cudasched.versions import parse_driver
+from cudasched.vocab.versions import parse_driver
 
 __all__ = ["cluster", "gpu_node", "isvc", "runtime"]
 

@@ -24,13 +24,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudasched import labels as L
-from cudasched.errors import InputError
 from cudasched.knowledge import KnowledgeBase
-from cudasched.labels import LabelScheme
-from cudasched.nodeaffinity import RequiredNodeAffinity
-from cudasched.placement import GfdKeys
-from cudasched.versions import CudaVersion
+from cudasched.nodes.scheme import GfdKeys
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
+from cudasched.vocab.versions import CudaVersion
 from cudasched.webhook import placer as placer_module
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.config import WebhookConfig

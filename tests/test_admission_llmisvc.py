@@ -26,19 +26,19 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cudasched import labels as L
 from cudasched.cli import app
-from cudasched.cli.demo import creation_review
-from cudasched.fleet import Fleet
-from cudasched.images import ImageTable
+from cudasched.cluster.fleet import Fleet
 from cudasched.knowledge import KnowledgeBase
-from cudasched.nodeaffinity import RequiredNodeAffinity
-from cudasched.resolution import resolve_workload
+from cudasched.knowledge.images import ImageTable
+from cudasched.vocab import labels as L
+from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import LLMISVC_PATH, POD_PATH
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.nofit import Placement
+from cudasched.webhook.review import creation_review
 from cudasched.webhook.state import ClusterState
+from cudasched.workloads.resolution import resolve_workload
 from k8s_schema import assert_valid_pod
 from test_admission import applied, ask, gpu_node, nodes, ops_of
 from test_hardening_faults import make_cache, serving, trust

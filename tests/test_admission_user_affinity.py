@@ -19,13 +19,13 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudasched import labels as L
-from cudasched.cli.demo import creation_review
 from cudasched.knowledge import KnowledgeBase
-from cudasched.nodeaffinity import RequiredNodeAffinity
+from cudasched.vocab import labels as L
+from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import POD_PATH
 from cudasched.webhook.config import WebhookConfig
+from cudasched.webhook.review import creation_review
 from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState
 from k8s_schema import assert_valid_pod

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from cudasched import labels as L
 from cudasched.cli import app
+from cudasched.vocab import labels as L
 from test_agent_nvml import DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, FakeGpu, FakeNvml
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"

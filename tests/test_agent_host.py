@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from cudasched.agent.discovery import Discovery
-from cudasched.agent.facts import DiscoveryError, DriverFacts, GpuFacts, HostFacts, Reason
 from cudasched.agent.host import (
     DEFAULT_OS_RELEASE_PATHS,
     NFD_OS_ID,
@@ -16,7 +15,8 @@ from cudasched.agent.host import (
     parse_os_release,
     read_host,
 )
-from cudasched.versions import CudaVersion, DriverVersion
+from cudasched.nodes.hostfacts import DiscoveryError, DriverFacts, GpuFacts, HostFacts, Reason
+from cudasched.vocab.versions import CudaVersion, DriverVersion
 
 UBUNTU = """PRETTY_NAME="Ubuntu 22.04.4 LTS"
 NAME="Ubuntu"

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched import labels as L
-from cudasched.agent.facts import DriverFacts, GpuFacts
-from cudasched.agent.labelers import (
+from cudasched.agent.nvidia_smi import parse_nvidia_smi
+from cudasched.knowledge import KnowledgeBase
+from cudasched.nodes.hostfacts import DriverFacts, GpuFacts
+from cudasched.nodes.labelers import (
     AGENT_KEYS,
     GFD_KEYS,
     build_labels,
@@ -23,9 +24,8 @@ from cudasched.agent.labelers import (
     owned_keys,
     sanitise_product,
 )
-from cudasched.agent.nvidia_smi import parse_nvidia_smi
-from cudasched.knowledge import KnowledgeBase
-from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion, parse_driver
+from cudasched.vocab import labels as L
+from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion, parse_driver
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 VALUE_RE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
@@ -306,8 +306,8 @@ def test_enrich_fills_only_what_the_source_did_not_say() -> None:
 def test_truncated_names_are_never_published(kb: KnowledgeBase, name: str) -> None:
     """A name cut off by nvidia-smi's column is not a product: no product label, the rest of
     the node's facts are still published."""
-    from cudasched.agent.labelers import publishable_product
-    from cudasched.versions import parse_cuda
+    from cudasched.nodes.labelers import publishable_product
+    from cudasched.vocab.versions import parse_cuda
 
     facts = DriverFacts(
         driver=parse_driver("550.90.07"),

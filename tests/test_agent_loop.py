@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched import labels as L
-from cudasched.agent.facts import DiscoveryError, DriverFacts, GpuFacts, Reason
 from cudasched.agent.loop import Agent, next_delay, run_forever
-from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion
+from cudasched.nodes.hostfacts import DiscoveryError, DriverFacts, GpuFacts, Reason
+from cudasched.vocab import labels as L
+from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
 FACTS = DriverFacts(
     DriverVersion(570, 124, 6),

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.agent.facts import DiscoveryError, Reason
 from cudasched.agent.nvidia_smi import (
     NvidiaSmiSource,
     brand_is_datacenter,
@@ -20,7 +19,8 @@ from cudasched.agent.nvidia_smi import (
     parse_query_xml,
     parse_table,
 )
-from cudasched.errors import InputError
+from cudasched.nodes.hostfacts import DiscoveryError, Reason
+from cudasched.vocab.errors import InputError
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 

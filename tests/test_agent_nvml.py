@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from cudasched.agent.facts import DiscoveryError, Reason
 from cudasched.agent.nvml import NvmlSession, NvmlSource
-from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion
+from cudasched.nodes.hostfacts import DiscoveryError, Reason
+from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
 NOT_SUPPORTED = 3
 DRIVER_NOT_LOADED = 9

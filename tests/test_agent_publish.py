@@ -16,12 +16,12 @@ import kmock as kmock_lib
 import pytest
 from lightkube import AsyncClient, KubeConfig
 
-from cudasched import labels as L
-from cudasched.agent.facts import DiscoveryError, DriverFacts, GpuFacts, Reason
-from cudasched.agent.labelers import AGENT_KEYS, build_labels, owned_keys
 from cudasched.agent.loop import Agent
 from cudasched.agent.publish import NfdFilePublisher, NodeEvents, NodePublisher, label_patch
-from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion
+from cudasched.nodes.hostfacts import DiscoveryError, DriverFacts, GpuFacts, Reason
+from cudasched.nodes.labelers import AGENT_KEYS, build_labels, owned_keys
+from cudasched.vocab import labels as L
+from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
 NODE = "gpu-node-1"
 FOREIGN = {

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
-from cudasched import labels as L
-from cudasched.agent.labelers import build_labels, enrich
 from cudasched.agent.nvidia_smi import parse_nvidia_smi
-from cudasched.autoscaling import (
+from cudasched.cli import app
+from cudasched.knowledge import KnowledgeBase
+from cudasched.nodes.autoscaling import (
     AWS_LABEL_TAG_PREFIX,
     AZURE_LABEL_TAG_PREFIX,
     CAPI_LABELS_ANNOTATION,
@@ -40,11 +40,11 @@ from cudasched.autoscaling import (
     parse_label_list,
     template_labels,
 )
-from cudasched.cli import app
-from cudasched.errors import InputError
-from cudasched.knowledge import KnowledgeBase
-from cudasched.nodes import facts_from_labels
-from cudasched.versions import parse_driver
+from cudasched.nodes.facts import facts_from_labels
+from cudasched.nodes.labelers import build_labels, enrich
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.versions import parse_driver
 
 SMI = Path(__file__).parent / "data" / "nvidia-smi"
 H100 = "NVIDIA H100 80GB HBM3"

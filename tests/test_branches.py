@@ -1,5 +1,5 @@
-"""``cudasched.branches`` and ``drivers.yaml``: which branches drive a GPU, the CUDA each runs
-there (the engine's own verdicts), module flavours, lifecycles, kernel checks."""
+"""``cudasched.compat.branches`` and ``drivers.yaml``: which branches drive a GPU, the CUDA each
+runs there (the engine's own verdicts), module flavours, lifecycles, kernel checks."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.branches import (
+from cudasched.compat.branches import (
     LifecycleState,
     ModuleType,
     branch_cuda,
@@ -31,13 +31,13 @@ from cudasched.branches import (
     release_for,
     running,
 )
-from cudasched.engine import check
-from cudasched.errors import InputError, KnowledgeError
+from cudasched.compat.engine import check
 from cudasched.knowledge import DATA_FILES, KnowledgeBase
 from cudasched.knowledge.drivers import parse_kernel
-from cudasched.nodes import facts_from_parts
-from cudasched.requirements import Policy, Requirement
-from cudasched.versions import CudaVersion, DriverVersion, parse_driver
+from cudasched.nodes.facts import facts_from_parts
+from cudasched.vocab.errors import InputError, KnowledgeError
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.versions import CudaVersion, DriverVersion, parse_driver
 
 TODAY = date(2026, 12, 1)
 

@@ -8,11 +8,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cudasched.catalog import COLUMNS, Topic, rows
 from cudasched.cli import app
-from cudasched.errors import InputError
-from cudasched.images import ImageTable
 from cudasched.knowledge import KnowledgeBase
+from cudasched.knowledge.catalog import COLUMNS, Topic, rows
+from cudasched.knowledge.images import ImageTable
+from cudasched.vocab.errors import InputError
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cudasched import labels as L
 from cudasched.cli import app
-from cudasched.nodeaffinity import Node, NodeSelector
+from cudasched.vocab import labels as L
+from cudasched.vocab.nodeaffinity import Node, NodeSelector
 from k8s_schema import assert_valid_node_affinity
 
 runner = CliRunner()

@@ -16,12 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from cudasched.cli import app
-from cudasched.fleet import Fleet
-from cudasched.images import ImageTable
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
+from cudasched.knowledge.images import ImageTable
 from cudasched.operations.pools import node_pools
 from cudasched.operations.runtimes import runtime_rows
-from cudasched.snapshot import bundled_snapshot
 
 DATA = Path(__file__).parent / "data" / "audit"
 runner = CliRunner()
@@ -257,7 +257,7 @@ class _Terminal:
 def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tty: bool) -> None:
     import sys
 
-    from cudasched.cli.audit import progress_bar
+    from cudasched.cli.options import progress_bar
 
     stderr = _Terminal(tty)
     monkeypatch.setattr(sys, "stderr", stderr)

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cudasched import labels as L
 from cudasched.cli import app
+from cudasched.vocab import labels as L
 
 runner = CliRunner()
 

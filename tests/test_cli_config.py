@@ -16,8 +16,8 @@ import yaml
 from typer.testing import CliRunner
 
 from cudasched.cli import app
-from cudasched.nodeaffinity import Node, RequiredNodeAffinity
-from cudasched.snapshot import bundled_snapshot
+from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.vocab.nodeaffinity import Node, RequiredNodeAffinity
 
 runner = CliRunner()
 

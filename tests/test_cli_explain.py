@@ -11,8 +11,8 @@ import yaml
 from typer.testing import CliRunner
 
 from cudasched.cli import app
-from cudasched.snapshot import bundled_snapshot
-from cudasched.workloads import workloads_of
+from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.workloads.pods import workloads_of
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()

@@ -20,9 +20,9 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from cudasched.cli import app
-from cudasched.cli.demo import creation_review
 from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster
-from cudasched.kube.kinds import (
+from cudasched.cluster.snapshot import bundled_snapshot, load_snapshot
+from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
     INFERENCE_SERVICE,
     KARPENTER_NODE_POOL,
@@ -32,7 +32,7 @@ from cudasched.kube.kinds import (
     POD,
     SERVING_RUNTIME,
 )
-from cudasched.snapshot import bundled_snapshot, load_snapshot
+from cudasched.webhook.review import creation_review
 from kube_api import ClusterApi, forbidden, write_kubeconfig
 
 SAMPLE = bundled_snapshot()
@@ -404,8 +404,8 @@ def test_cluster_source_decorator_declares_the_options_once() -> None:
 
 
 def test_the_readme_clusterrole_grants_what_a_live_read_asks_for() -> None:
-    from cudasched.kube.kinds import CONTROLLERS
     from cudasched.kube.live import LIVE_KINDS
+    from cudasched.vocab.kinds import CONTROLLERS
 
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     block = readme.split("## Install", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]

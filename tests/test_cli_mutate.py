@@ -13,8 +13,8 @@ import yaml
 from typer.testing import CliRunner
 
 from cudasched.cli import app
-from cudasched.labels import ANN_REQUIREMENT
-from cudasched.snapshot import bundled_snapshot
+from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.vocab.labels import ANN_REQUIREMENT
 from k8s_schema import assert_valid_pod
 from test_admission import isvcs, nodes, runtimes
 

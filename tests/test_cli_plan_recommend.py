@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cudasched.cli import app
-from cudasched.snapshot import bundled_snapshot, to_yaml
+from cudasched.cluster.snapshot import bundled_snapshot, to_yaml
 from kube_api import ClusterApi, write_kubeconfig
 from planning_cluster import cluster, gpu_node, runtime
 

@@ -7,9 +7,10 @@ import threading
 from typer.testing import CliRunner
 
 from cudasched.cli import app
-from cudasched.cli.demo import creation_review, run_demo
-from cudasched.kserve import is_predictor_pod
-from cudasched.snapshot import bundled_snapshot
+from cudasched.cli.demo import run_demo
+from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.webhook.review import creation_review
+from cudasched.workloads.kserve import is_predictor_pod
 
 
 def test_demo_runs_end_to_end_and_leaves_nothing_running() -> None:

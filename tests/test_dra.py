@@ -23,16 +23,16 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cudasched.autoscaling import template_labels
 from cudasched.cli import app
-from cudasched.dra import MAX_EXPRESSION, claim_template, selectors
-from cudasched.engine import check
-from cudasched.errors import InputError
+from cudasched.compat.engine import check
 from cudasched.knowledge import KnowledgeBase
-from cudasched.nodes import facts_from_labels
-from cudasched.placement import compile_requirement
-from cudasched.requirements import Policy, Requirement
-from cudasched.versions import (
+from cudasched.nodes.autoscaling import template_labels
+from cudasched.nodes.facts import facts_from_labels
+from cudasched.placement.compile import compile_requirement
+from cudasched.placement.dra import MAX_EXPRESSION, claim_template, selectors
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.versions import (
     ComputeCapability,
     CudaVersion,
     parse_compute_capability,

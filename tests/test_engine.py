@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched import engine as E
-from cudasched import labels as L
-from cudasched.engine import Coverage, VerdictStatus, check, framework_coverage
-from cudasched.errors import InputError
+from cudasched.compat import engine as E
+from cudasched.compat.engine import Coverage, VerdictStatus, check, framework_coverage
 from cudasched.knowledge import KnowledgeBase
-from cudasched.nodes import NodeFacts, facts_from_labels, facts_from_parts
-from cudasched.requirements import FrameworkBuild, Policy, Requirement
-from cudasched.versions import ComputeCapability, parse_compute_capability, parse_cuda
+from cudasched.nodes.facts import NodeFacts, facts_from_labels, facts_from_parts
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirements import FrameworkBuild, Policy, Requirement
+from cudasched.vocab.versions import ComputeCapability, parse_compute_capability, parse_cuda
 
 COMPATIBLE = VerdictStatus.COMPATIBLE
 CAVEATS = VerdictStatus.COMPATIBLE_WITH_CAVEATS

@@ -12,7 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from affinity_builders import expr
-from cudasched.eligibility import (
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
+from cudasched.compat.engine import VerdictStatus, check
+from cudasched.explain.eligibility import (
     AFFINITY_MISMATCH,
     NO_GPU_RESOURCE,
     NODE_SELECTOR_MISMATCH,
@@ -21,18 +24,15 @@ from cudasched.eligibility import (
     explain_many,
     requirement_from_annotations,
 )
-from cudasched.engine import VerdictStatus, check
-from cudasched.errors import InputError
-from cudasched.fleet import Fleet
 from cudasched.knowledge import KnowledgeBase
-from cudasched.labels import LabelScheme
-from cudasched.merge import merge_required
-from cudasched.nodeaffinity import Node, PreferredTerms, RequiredNodeAffinity
-from cudasched.placement import compile_requirement
-from cudasched.requirements import Policy, Requirement
-from cudasched.snapshot import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
-from cudasched.versions import ComputeCapability, CudaVersion
-from cudasched.workloads import pod_spec_of, workload_id
+from cudasched.placement.compile import compile_requirement
+from cudasched.placement.merge import merge_required
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.nodeaffinity import Node, PreferredTerms, RequiredNodeAffinity
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.versions import ComputeCapability, CudaVersion
+from cudasched.workloads.pods import pod_spec_of, workload_id
 
 DATA = Path(__file__).parent / "data"
 

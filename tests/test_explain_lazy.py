@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.eligibility import explain, explain_many
-from cudasched.explanation import Explanation, NodeAnswers
-from cudasched.fleet import Fleet
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.explain.eligibility import explain, explain_many
+from cudasched.explain.explanation import Explanation, NodeAnswers
 from cudasched.knowledge import KnowledgeBase
-from cudasched.labels import LabelScheme
-from cudasched.nodeaffinity import Node
-from cudasched.snapshot import bundled_snapshot
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.nodeaffinity import Node
 
 POLICIES = ["strict", "minor-compat", "forward-compat"]
 

@@ -7,12 +7,12 @@ import pytest
 from typer.testing import CliRunner
 
 from cudasched.cli import app
-from cudasched.engine import Reason, check
-from cudasched.fixes import fix_for, with_fixes
+from cudasched.compat.engine import Reason, check
+from cudasched.compat.fixes import fix_for, with_fixes
 from cudasched.knowledge import KnowledgeBase
-from cudasched.nodes import facts_from_parts
-from cudasched.requirements import Policy, Requirement
-from cudasched.versions import ComputeCapability, parse_cuda
+from cudasched.nodes.facts import facts_from_parts
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.versions import ComputeCapability, parse_cuda
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def test_a_driver_too_old_names_the_driver_and_branch(kb: KnowledgeBase) -> None
 def test_minor_compat_is_offered_only_where_the_engine_would_then_admit(kb: KnowledgeBase) -> None:
     """An image whose NVIDIA_REQUIRE_CUDA refuses the driver is not rescued by the policy
     alone: the fix says what else it takes (the image's gate off), never the policy by itself."""
-    from cudasched.requirecuda import gate_from_env
+    from cudasched.vocab.requirecuda import gate_from_env
 
     gate = gate_from_env({"NVIDIA_REQUIRE_CUDA": "cuda>=12.8"}, "image vllm")
     gated = Requirement(cuda=parse_cuda("12.8"), gate=gate)

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from cudasched.errors import InputError
-from cudasched.fleet import Fleet
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.labels import LabelScheme
-from cudasched.placement import GfdKeys
-from cudasched.snapshot import bundled_snapshot
-from cudasched.versions import CudaVersion
+from cudasched.nodes.scheme import GfdKeys
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.versions import CudaVersion
 
 
 @pytest.fixture(scope="module")

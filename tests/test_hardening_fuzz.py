@@ -33,8 +33,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cudasched import labels as L
 from cudasched.knowledge import KnowledgeBase
+from cudasched.vocab import labels as L
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import ISVC_PATH, POD_PATH, StaticStateSource, WebhookApp
 from cudasched.webhook.config import WebhookConfig

@@ -26,7 +26,7 @@ import httpx
 import orjson
 import pytest
 
-from cudasched.snapshot import bundled_snapshot
+from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.webhook.app import POD_PATH
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.protocol import available_parsers

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.errors import InputError, KnowledgeError
-from cudasched.images import ImageTable, parse_image_ref, parse_require_cuda
-from cudasched.versions import CudaVersion
+from cudasched.knowledge.images import ImageTable, parse_image_ref, parse_require_cuda
+from cudasched.vocab.errors import InputError, KnowledgeError
+from cudasched.vocab.versions import CudaVersion
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -505,7 +505,7 @@ def test_knowledge_base_extras_travel_with_the_match(table: ImageTable) -> None:
     """An NGC release's lowest supported GPU and a framework build's kernel list come along,
     so the engine can rule out GPUs the image cannot run on."""
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.requirements import FrameworkBuild
+    from cudasched.vocab.requirements import FrameworkBuild
 
     kb = KnowledgeBase.load()
     release = kb.ngc_release("tritonserver", "25.08")
@@ -577,7 +577,7 @@ def test_inference_server_images_not_guessed(real: ImageTable, image: str) -> No
 
 
 def test_which_images_carry_the_gate(real: ImageTable) -> None:
-    from cudasched.requirecuda import DATACENTER_BRANDS, gate_from_env
+    from cudasched.vocab.requirecuda import DATACENTER_BRANDS, gate_from_env
 
     def gate(image: str):  # type: ignore[no-untyped-def]
         match = real.cuda_for_image(image)

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cudasched import inputfiles
-from cudasched.errors import InputError
-from cudasched.inputfiles import CLUSTER, SETTINGS, InputLimits
+from cudasched.vocab import inputfiles
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.inputfiles import CLUSTER, SETTINGS, InputLimits
 
 SMALL = InputLimits(max_bytes=1024, max_depth=10, max_alias_nodes=50, max_yaml_items=100)
 

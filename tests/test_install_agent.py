@@ -7,8 +7,8 @@ from typing import Any
 import celpy
 import pytest
 
-from cudasched.errors import InputError
 from cudasched.install.agent import AGENT_NAME, daemonset_objects
+from cudasched.vocab.errors import InputError
 from k8s_schema import assert_valid
 
 

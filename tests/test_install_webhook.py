@@ -13,11 +13,11 @@ from cryptography import x509
 from typer.testing import CliRunner
 
 from cudasched.cli import app
+from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.install import webhook
-from cudasched.snapshot import bundled_snapshot
 from cudasched.webhook.app import ISVC_PATH, LLMISVC_PATH, POD_PATH
 from cudasched.webhook.config import load_config
-from cudasched.workloads import is_skipped
+from cudasched.workloads.pods import is_skipped
 from k8s_schema import assert_valid
 
 CERT_MANAGER_KINDS = {"Issuer", "Certificate"}

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.errors import InputError
 from cudasched.knowledge import FcCell, KnowledgeBase, ReleaseKind, Status
-from cudasched.versions import (
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.versions import (
     ComputeCapability,
     CudaVersion,
     DriverVersion,

@@ -8,10 +8,15 @@ from typing import Any
 import pytest
 import yaml
 
-from cudasched.errors import InputError
 from cudasched.knowledge import DATA_FILES, KnowledgeBase
 from cudasched.knowledge.frameworks import parse_framework_spec, release_series
-from cudasched.versions import ComputeCapability, CudaVersion, parse_compute_capability, parse_cuda
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.versions import (
+    ComputeCapability,
+    CudaVersion,
+    parse_compute_capability,
+    parse_cuda,
+)
 
 
 @pytest.fixture(scope="module")

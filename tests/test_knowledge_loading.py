@@ -11,9 +11,14 @@ from typing import Any
 import pytest
 import yaml
 
-from cudasched.errors import KnowledgeError
 from cudasched.knowledge import DATA_FILES, KnowledgeBase, Status
-from cudasched.versions import ComputeCapability, CudaVersion, parse_compute_capability, parse_cuda
+from cudasched.vocab.errors import KnowledgeError
+from cudasched.vocab.versions import (
+    ComputeCapability,
+    CudaVersion,
+    parse_compute_capability,
+    parse_cuda,
+)
 from gfd_reference import GFD_FAMILIES
 
 ENTRY_LISTS = {

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.errors import InputError
 from cudasched.knowledge import GFD_UNDEFINED_FAMILY, KnowledgeBase, gfd_product_label
 from cudasched.knowledge.naming import candidate_keys, product_key
-from cudasched.versions import ComputeCapability, parse_compute_capability
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.versions import ComputeCapability, parse_compute_capability
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from cudasched.knowledge import (
     Status,
     ToolkitRelease,
 )
-from cudasched.versions import (
+from cudasched.vocab.versions import (
     ComputeCapability,
     CudaVersion,
     DriverVersion,

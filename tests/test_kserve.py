@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.errors import InputError
-from cudasched.kserve import (
+from cudasched.vocab.errors import InputError
+from cudasched.workloads.kserve import (
     CLUSTER_SERVING_RUNTIME,
     SERVING_RUNTIME,
     RuntimeRef,
@@ -775,10 +775,10 @@ def test_supporting_runtimes_match_kserve_scenarios(
 def test_runtimes_parsed_once_per_run_select_the_same() -> None:
     """Indexing a whole cluster shares one ``parsed`` dict across InferenceServices: every
     choice (and reason) must be what a call without it returns."""
-    from cudasched.fleet import Fleet
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.cluster.snapshot import bundled_snapshot
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.objects import namespace_of
-    from cudasched.snapshot import bundled_snapshot
+    from cudasched.vocab.objects import namespace_of
 
     snap = bundled_snapshot()
     fleet = Fleet.from_snapshot(snap, KnowledgeBase.load())

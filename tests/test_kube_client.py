@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from cudasched.errors import InputError
 from cudasched.kube.client import ClusterConfigError, load_config, make_client
+from cudasched.vocab.errors import InputError
 
 
 def write_kubeconfig(

@@ -9,9 +9,9 @@ import pytest
 from lightkube.core.resource_registry import resource_registry
 from lightkube.generic_resource import GenericNamespacedResource
 
-from cudasched.kube import kinds
 from cudasched.kube.client import make_client
-from cudasched.kube.kinds import KINDS, Kind
+from cudasched.vocab import kinds
+from cudasched.vocab.kinds import KINDS, Kind
 
 
 def test_coordinates() -> None:

@@ -15,19 +15,8 @@ import pytest
 from rich.console import Console
 
 from cudasched.cli.inputs import TerminalProgress
-from cudasched.errors import InputError
+from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.kube.client import make_client
-from cudasched.kube.kinds import (
-    CLUSTER_SERVING_RUNTIME,
-    DEPLOYMENT,
-    INFERENCE_SERVICE,
-    LLM_INFERENCE_SERVICE,
-    NODE,
-    NVIDIA_DRIVER,
-    POD,
-    SERVING_RUNTIME,
-    Kind,
-)
 from cudasched.kube.live import (
     LIVE_KINDS,
     PAGE_SIZE,
@@ -38,7 +27,18 @@ from cudasched.kube.live import (
     read_cluster,
     read_live_cluster,
 )
-from cudasched.snapshot import bundled_snapshot
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import (
+    CLUSTER_SERVING_RUNTIME,
+    DEPLOYMENT,
+    INFERENCE_SERVICE,
+    LLM_INFERENCE_SERVICE,
+    NODE,
+    NVIDIA_DRIVER,
+    POD,
+    SERVING_RUNTIME,
+    Kind,
+)
 from kube_api import UNAUTHORIZED, ClusterApi, forbidden, status, write_kubeconfig
 
 SAMPLE = bundled_snapshot()

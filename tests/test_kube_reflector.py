@@ -18,9 +18,7 @@ from typing import Any
 import kmock as kmock_lib
 import pytest
 
-from cudasched.errors import InputError
 from cudasched.kube.client import make_client
-from cudasched.kube.kinds import NODE, NVIDIA_DRIVER, POD, Kind
 from cudasched.kube.reflector import (
     ObjectKey,
     Reflector,
@@ -28,6 +26,8 @@ from cudasched.kube.reflector import (
     object_key,
     plain_object,
 )
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import NODE, NVIDIA_DRIVER, POD, Kind
 
 PODS = "/api/v1/namespaces/{ns}/pods"
 NODES = "/api/v1/nodes"

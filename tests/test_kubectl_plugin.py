@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from cudasched.cli import app
 from cudasched.cli.plugin import plugin_args
-from cudasched.kube.kinds import INFERENCE_SERVICE, NODE
-from cudasched.snapshot import bundled_snapshot
+from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.vocab.kinds import INFERENCE_SERVICE, NODE
 from kube_api import ClusterApi, forbidden, write_kubeconfig
 
 SAMPLE = bundled_snapshot()

@@ -18,9 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from affinity_builders import expr, term
-from cudasched import labels as L
-from cudasched.errors import InputError
-from cudasched.merge import (
+from cudasched.placement.merge import (
     MARKER,
     MAX_MERGED_TERMS,
     PREFERRED_KEY,
@@ -30,7 +28,9 @@ from cudasched.merge import (
     merge_required,
     node_affinity,
 )
-from cudasched.nodeaffinity import Node, NodeSelector, PreferredTerms, RequiredNodeAffinity
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.nodeaffinity import Node, NodeSelector, PreferredTerms, RequiredNodeAffinity
 from k8s_schema import assert_valid_node_affinity, assert_valid_pod
 
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from affinity_builders import expr
 from affinity_builders import term as term_of
-from cudasched.errors import InputError
-from cudasched.nodeaffinity import (
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.nodeaffinity import (
     CompileCache,
     Node,
     NodeSelector,

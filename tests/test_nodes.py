@@ -8,10 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched import labels as L
-from cudasched.errors import InputError, VersionError
 from cudasched.knowledge import KnowledgeBase
-from cudasched.nodes import (
+from cudasched.nodes.facts import (
     SOURCE_CUDASCHED,
     SOURCE_GFD,
     SOURCE_GFD_DEPRECATED,
@@ -21,7 +19,9 @@ from cudasched.nodes import (
     facts_from_parts,
     has_gpu_labels,
 )
-from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError, VersionError
+from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
 
 @pytest.fixture(scope="module")

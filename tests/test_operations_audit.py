@@ -12,16 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.engine import check
-from cudasched.fleet import Fleet
-from cudasched.images import ImageTable
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot, load_snapshot
+from cudasched.compat.engine import check
 from cudasched.knowledge import KnowledgeBase
-from cudasched.nodes import facts_from_labels
-from cudasched.operations import CODES, AuditReport, Severity, audit
-from cudasched.operations.findings import Finding
-from cudasched.requirements import Policy, Requirement
-from cudasched.snapshot import ClusterSnapshot, bundled_snapshot, load_snapshot
-from cudasched.versions import parse_cuda
+from cudasched.knowledge.images import ImageTable
+from cudasched.nodes.facts import facts_from_labels
+from cudasched.operations.audit import CODES, AuditReport, Severity, audit
+from cudasched.operations.audit.findings import Finding
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.versions import parse_cuda
 
 DATA = Path(__file__).parent / "data" / "audit"
 

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from cudasched.fleet import Fleet
-from cudasched.images import ImageTable
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot, load_snapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.operations import audit
-from cudasched.operations.html import CSP, render_findings, render_report
-from cudasched.operations.matrix import compatibility_matrix
+from cudasched.knowledge.images import ImageTable
+from cudasched.operations.audit import audit
 from cudasched.operations.pools import node_pools
+from cudasched.operations.report.html import CSP, render_findings, render_report
+from cudasched.operations.report.matrix import compatibility_matrix
 from cudasched.operations.runtimes import runtime_rows
-from cudasched.requirements import Policy
-from cudasched.snapshot import ClusterSnapshot, bundled_snapshot, load_snapshot
+from cudasched.vocab.requirements import Policy
 
 DATA = Path(__file__).parent / "data" / "audit"
 EVIL = '"><script>alert(1)</script><img src=x onerror=alert(2)>'

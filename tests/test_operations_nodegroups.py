@@ -13,19 +13,19 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cudasched.autoscaling import CAPI_LABELS_ANNOTATION, node_template
 from cudasched.cli import app
-from cudasched.errors import InputError
-from cudasched.fleet import Fleet
-from cudasched.images import ImageTable
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.operations import AuditReport, audit
-from cudasched.operations.nodegroups import (
+from cudasched.knowledge.images import ImageTable
+from cudasched.nodes.autoscaling import CAPI_LABELS_ANNOTATION, node_template
+from cudasched.operations.audit import AuditReport, audit
+from cudasched.operations.audit.nodegroups import (
     NodeGroup,
     groups_from_snapshot,
     groups_from_templates,
 )
-from cudasched.snapshot import ClusterSnapshot, load_snapshot
+from cudasched.vocab.errors import InputError
 
 PENDING = Path(__file__).parent / "data" / "audit" / "pending.yaml"
 # pending.yaml: Pod ml/cuda-smoke needs CUDA 12.8, InferenceService llm/qwen a CUDA 12.8

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.knowledge import KnowledgeBase
-from cudasched.nodes import facts_from_labels
+from cudasched.nodes.facts import facts_from_labels
 from cudasched.operations.nodelabels import (
     conflicts,
     deprecated_only,

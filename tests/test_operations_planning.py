@@ -16,18 +16,18 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from cudasched import labels as L
-from cudasched.branches import Lifecycle, LifecycleState
-from cudasched.fleet import Fleet
-from cudasched.images import ImageTable
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
+from cudasched.compat.branches import Lifecycle, LifecycleState
 from cudasched.knowledge import KnowledgeBase
-from cudasched.operations.planning import DriverPlan, plan_drivers
-from cudasched.operations.planoptions import Option, choose
-from cudasched.operations.planpools import plan_pools
-from cudasched.operations.waves import WaveInput, plan_waves, wave_capacity
-from cudasched.requirements import Policy
-from cudasched.snapshot import ClusterSnapshot, bundled_snapshot
-from cudasched.versions import DriverVersion, parse_cuda
+from cudasched.knowledge.images import ImageTable
+from cudasched.operations.drivers.planning import DriverPlan, plan_drivers
+from cudasched.operations.drivers.planoptions import Option, choose
+from cudasched.operations.drivers.planpools import plan_pools
+from cudasched.operations.drivers.waves import WaveInput, plan_waves, wave_capacity
+from cudasched.vocab import labels as L
+from cudasched.vocab.requirements import Policy
+from cudasched.vocab.versions import DriverVersion, parse_cuda
 from planning_cluster import cluster, gpu_node, isvc, runtime
 
 TODAY = date(2026, 12, 1)
@@ -258,8 +258,8 @@ def _option(branch: int, serves: set[int], keep: bool = False) -> Option:
 def test_repair_keeps_a_home_for_what_runs_today(kb: KnowledgeBase) -> None:
     """Pool 0 serves workload group 0 today and nothing else does; its best option by weight
     drops it. The repair pins pool 0 to an option that still serves group 0."""
-    from cudasched.operations.demand import Demand, DemandGroup
-    from cudasched.requirements import Requirement
+    from cudasched.operations.drivers.demand import Demand, DemandGroup
+    from cudasched.vocab.requirements import Requirement
 
     demand = Demand(
         tuple(

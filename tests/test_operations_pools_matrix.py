@@ -12,18 +12,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.engine import check
-from cudasched.fleet import Fleet
-from cudasched.images import ImageTable
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot, load_snapshot
+from cudasched.compat.engine import check
 from cudasched.knowledge import KnowledgeBase, ReleaseKind
-from cudasched.nodes import facts_from_labels
-from cudasched.operations.matrix import CellStatus, compatibility_matrix
+from cudasched.knowledge.images import ImageTable
+from cudasched.nodes.facts import facts_from_labels
 from cudasched.operations.pools import cuda_ceiling, node_pools
+from cudasched.operations.report.matrix import CellStatus, compatibility_matrix
 from cudasched.operations.runtimes import runtime_rows
-from cudasched.requirements import Policy, Requirement
-from cudasched.resolution import resolve_runtime
-from cudasched.snapshot import ClusterSnapshot, bundled_snapshot, load_snapshot
-from cudasched.versions import CudaVersion, parse_cuda
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.versions import CudaVersion, parse_cuda
+from cudasched.workloads.resolution import resolve_runtime
 
 DATA = Path(__file__).parent / "data" / "audit"
 

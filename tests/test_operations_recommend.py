@@ -12,15 +12,15 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.branches import parse_os_tag, release_for, running
-from cudasched.engine import check
-from cudasched.errors import InputError
+from cudasched.compat.branches import parse_os_tag, release_for, running
+from cudasched.compat.engine import check
 from cudasched.knowledge import DATA_FILES, KnowledgeBase
 from cudasched.knowledge.drivers import parse_kernel
-from cudasched.nodes import facts_from_parts
-from cudasched.operations.recommend import recommend
-from cudasched.requirements import Policy, Requirement
-from cudasched.versions import CudaVersion, parse_cuda
+from cudasched.nodes.facts import facts_from_parts
+from cudasched.operations.drivers.recommend import recommend
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.versions import CudaVersion, parse_cuda
 
 TODAY = date(2026, 12, 1)
 

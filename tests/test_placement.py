@@ -12,27 +12,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from affinity_builders import expr
-from cudasched import labels as L
-from cudasched.engine import check, effective_cuda, resolve_policy
-from cudasched.errors import InputError
+from cudasched.compat.engine import check, effective_cuda, resolve_policy
 from cudasched.knowledge import KnowledgeBase
-from cudasched.labels import LabelScheme
-from cudasched.merge import MAX_MERGED_TERMS
-from cudasched.nodeaffinity import Node, NodeSelector, label_value_ok, parse_int64
-from cudasched.nodes import facts_from_labels
-from cudasched.placement import (
-    GfdKeys,
-    choose_gfd_keys,
-    choose_scheme,
-    compile_requirement,
-    forward_compat_compiled,
+from cudasched.nodes.facts import facts_from_labels
+from cudasched.nodes.scheme import GfdKeys, choose_gfd_keys, choose_scheme
+from cudasched.placement.compile import compile_requirement, forward_compat_compiled
+from cudasched.placement.merge import (
+    MAX_MERGED_TERMS,
     merge_preferred,
     merge_required,
     node_affinity,
 )
-from cudasched.requirecuda import Gate, gate_from_env
-from cudasched.requirements import FrameworkBuild, Policy, Requirement
-from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion, parse_cuda
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.nodeaffinity import Node, NodeSelector, label_value_ok, parse_int64
+from cudasched.vocab.requirecuda import Gate, gate_from_env
+from cudasched.vocab.requirements import FrameworkBuild, Policy, Requirement
+from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion, parse_cuda
 from k8s_schema import assert_valid_node_affinity, assert_valid_pod
 
 
@@ -810,7 +807,7 @@ def test_invariant_on_the_bundled_sample_cluster(
 ) -> None:
     """The recorded sample cluster (21 real-shaped nodes): the selector agrees with the engine
     on every node that carries the scheme's labels and never admits a node the engine rejects."""
-    from cudasched.snapshot import bundled_snapshot
+    from cudasched.cluster.snapshot import bundled_snapshot
 
     nodes = [Node.from_k8s(obj) for obj in bundled_snapshot().nodes]
     carrying = [n for n in nodes if all(k in n.labels for k in _SCHEME_KEYS[(scheme, keys)])]

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.engine import check
-from cudasched.errors import InputError
+from cudasched.compat.engine import check
 from cudasched.knowledge import KnowledgeBase
-from cudasched.nodes import facts_from_parts
-from cudasched.requirecuda import (
+from cudasched.nodes.facts import facts_from_parts
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirecuda import (
     ALL_BRANDS,
     DATACENTER_BRANDS,
     OTHER_BRANDS,
@@ -26,8 +26,8 @@ from cudasched.requirecuda import (
     gate_from_env,
     parse_constraint,
 )
-from cudasched.requirements import Policy, Requirement
-from cudasched.versions import CudaVersion, parse_cuda, parse_driver
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.versions import CudaVersion, parse_cuda, parse_driver
 
 _IMAGE_BRANDS = [
     "unknown",

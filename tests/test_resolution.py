@@ -14,11 +14,12 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.errors import InputError
-from cudasched.images import ImageTable
-from cudasched.kserve import RuntimeChoice, select_runtime
-from cudasched.requirements import Policy, Requirement
-from cudasched.resolution import (
+from cudasched.knowledge.images import ImageTable
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.versions import ComputeCapability, CudaVersion
+from cudasched.workloads.kserve import RuntimeChoice, select_runtime
+from cudasched.workloads.resolution import (
     declared_by_annotation,
     gpu_container,
     requirement_from_annotations,
@@ -29,7 +30,6 @@ from cudasched.resolution import (
     uses_gpu,
     wants_constraint,
 )
-from cudasched.versions import ComputeCapability, CudaVersion
 
 DATA = Path(__file__).parent / "data" / "kserve"
 TABLE = ImageTable.builtin()
@@ -591,7 +591,7 @@ def _outcome(read: Any) -> tuple[str, Any]:
 def test_explain_and_the_webhook_read_annotations_alike(annotations: dict[str, Any]) -> None:
     """``cudasched explain`` and the webhook's resolution give the same requirement, the same
     source and the same error for the same annotations."""
-    from cudasched.eligibility import requirement_from_annotations as explain_reads
+    from cudasched.explain.eligibility import requirement_from_annotations as explain_reads
 
     workload = pod(annotations=annotations)
     workload["metadata"]["namespace"] = "ns"
@@ -660,8 +660,8 @@ def test_runtime_label_below_its_image_uses_the_image() -> None:
     """Issue 12 item 8: an Alauda runtime labelled CUDA 12.1 that runs Triton 25.02 (CUDA 12.8,
     compute capability >= 7.5) from a mirror: the stricter image wins, the disagreement is
     reported, and a V100 node is no longer admitted."""
-    from cudasched.engine import check
-    from cudasched.nodes import facts_from_parts
+    from cudasched.compat.engine import check
+    from cudasched.nodes.facts import facts_from_parts
 
     runtimes = load("runtimes-issue12.yaml")
     rt = by_name(runtimes, "aml-triton-cuda-12.1")
@@ -750,7 +750,7 @@ spec:
 
 
 def test_llmisvc_pods_are_recognised() -> None:
-    from cudasched.kserve.llm import is_llmisvc_pod, llmisvc_name_of, llmisvc_role
+    from cudasched.workloads.kserve.llm import is_llmisvc_pod, llmisvc_name_of, llmisvc_role
 
     decode = yaml.safe_load(LLMISVC_POD)
     assert is_llmisvc_pod(decode) and llmisvc_name_of(decode) == "qwen"
@@ -799,8 +799,8 @@ def test_llmisvc_object_needs_its_image_or_annotations() -> None:
 
 
 def test_resolve_workload_knows_llmisvc() -> None:
-    from cudasched.fleet import Fleet
-    from cudasched.resolution import resolve_workload
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.workloads.resolution import resolve_workload
 
     fleet = Fleet([], _kb())
     table = ImageTable.builtin(kb=_kb())
@@ -819,9 +819,9 @@ def test_requirement_needs_covers_every_rule_relevant_field() -> None:
     was)."""
     import dataclasses
 
-    from cudasched.requirecuda import gate_from_env
-    from cudasched.requirements import FrameworkBuild, Policy, Requirement
-    from cudasched.versions import ComputeCapability, CudaVersion
+    from cudasched.vocab.requirecuda import gate_from_env
+    from cudasched.vocab.requirements import FrameworkBuild, Policy, Requirement
+    from cudasched.vocab.versions import ComputeCapability, CudaVersion
 
     base = Requirement(cuda=CudaVersion(12, 4), source="a")
     changed = {
@@ -840,7 +840,7 @@ def test_requirement_needs_covers_every_rule_relevant_field() -> None:
 
 
 def test_llmisvc_pods_of_a_service_leave_router_and_other_namespaces_out() -> None:
-    from cudasched.kserve.llm import llmisvc_of_pod, llmisvc_pods
+    from cudasched.workloads.kserve.llm import llmisvc_of_pod, llmisvc_pods
 
     decode = yaml.safe_load(LLMISVC_POD)
     scheduler = copy.deepcopy(decode)
@@ -857,7 +857,7 @@ def test_llmisvc_pods_of_a_service_leave_router_and_other_namespaces_out() -> No
 
 
 def test_llmisvc_multi_node_without_a_leader_template_is_read_from_its_worker() -> None:
-    from cudasched.kserve.llm import llmisvc_uses_gpu
+    from cudasched.workloads.kserve.llm import llmisvc_uses_gpu
 
     table = ImageTable.builtin(kb=_kb())
     worker_only = yaml.safe_load(LLMISVC)

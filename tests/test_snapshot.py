@@ -10,16 +10,16 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched import labels as L
-from cudasched.errors import InputError
-from cudasched.snapshot import (
+from cudasched.cluster.snapshot import (
     ClusterSnapshot,
     bundled_snapshot,
     load_nodes,
     load_snapshot,
     parse_objects,
 )
-from cudasched.versions import CudaVersion, parse_driver
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.versions import CudaVersion, parse_driver
 from k8s_schema import assert_valid
 
 DATA = Path(__file__).parent / "data"
@@ -374,7 +374,7 @@ def test_sample_predictor_pods_are_pending_kserve_pods(sample: ClusterSnapshot) 
 
 def test_sample_labels_agree_with_the_knowledge_base(sample: ClusterSnapshot) -> None:
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.nodes import facts_from_labels
+    from cudasched.nodes.facts import facts_from_labels
 
     kb = KnowledgeBase.load()
     for node in sample.nodes:

@@ -13,10 +13,8 @@ from hypothesis import strategies as st
 
 from cudasched.cli.explain import explain_snapshot
 from cudasched.cli.inputs import load_images, load_knowledge
-from cudasched.fleet import Fleet
-from cudasched.labels import LabelScheme
-from cudasched.requirements import Policy
-from cudasched.snapshot import (
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import (
     POD_FIELDS,
     ClusterSnapshot,
     DumpFormat,
@@ -27,7 +25,9 @@ from cudasched.snapshot import (
     to_yaml,
     without_bulk,
 )
-from cudasched.workloads import workloads_of
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.requirements import Policy
+from cudasched.workloads.pods import workloads_of
 
 SAMPLE = bundled_snapshot()
 BUCKETS = (

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cudasched.errors import InputError, VersionError
-from cudasched.versions import (
+from cudasched.vocab.errors import InputError, VersionError
+from cudasched.vocab.versions import (
     ComputeCapability,
     CudaVersion,
     DriverVersion,

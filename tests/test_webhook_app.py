@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
 from cudasched.webhook.app import StaticStateSource, WebhookApp
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import RunningServer, serve_in_thread
@@ -274,7 +274,7 @@ def test_internal_error_is_answered_by_failure_mode(fail_closed: bool) -> None:
 
 
 def test_real_admitter_on_the_bundled_cluster() -> None:
-    from cudasched.snapshot import bundled_snapshot
+    from cudasched.cluster.snapshot import bundled_snapshot
     from cudasched.webhook.state import ClusterState
 
     snap = bundled_snapshot()

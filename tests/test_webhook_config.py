@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from cudasched.errors import InputError
-from cudasched.labels import LabelScheme
-from cudasched.merge import AffinityMode
-from cudasched.requirements import Policy
-from cudasched.versions import CudaVersion
+from cudasched.placement.merge import AffinityMode
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.requirements import Policy
+from cudasched.vocab.versions import CudaVersion
 from cudasched.webhook.config import OnNoFit, OnUnknownRequirement, WebhookConfig, load_config
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
+from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.snapshot import bundled_snapshot
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.bounded import ENTRY_OVERHEAD, BoundedMemo
 from cudasched.webhook.config import WebhookConfig

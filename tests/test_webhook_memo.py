@@ -22,13 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudasched.cli.demo import creation_review
+from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.webhook import memo as memo_module
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.memo import Answer, DecisionMemo
+from cudasched.webhook.review import creation_review
 from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState
 

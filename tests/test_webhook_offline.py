@@ -20,11 +20,11 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from cudasched import labels as L
 from cudasched.cli import app
+from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.requirements import RECORD_SOURCE_CHARS
-from cudasched.snapshot import bundled_snapshot
+from cudasched.vocab import labels as L
+from cudasched.vocab.requirements import RECORD_SOURCE_CHARS
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.state import ClusterState

@@ -18,12 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudasched.cli.demo import creation_review
+from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.webhook.memo import DecisionMemo
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES, RememberedAnswers, canonical_split
-from cudasched.webhook.review import BadReviewError, Decision, parse_review
+from cudasched.webhook.review import BadReviewError, Decision, creation_review, parse_review
 from cudasched.webhook.state import ClusterState
 from test_webhook_memo import admitter, api_server_body, kind_of, pod_reviews, state_of, with_uid
 

@@ -14,22 +14,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.errors import InputError
-from cudasched.fleet import Fleet
-from cudasched.images import ImageTable
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.resolution import resolve_workload
-from cudasched.snapshot import ClusterSnapshot, bundled_snapshot
+from cudasched.knowledge.images import ImageTable
+from cudasched.vocab.errors import InputError
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.state import ClusterState
-from cudasched.workloads import (
+from cudasched.workloads.pods import (
     is_inference_service,
     is_skipped,
     pod_of,
     workload_uses_gpu,
     workloads_of,
 )
+from cudasched.workloads.resolution import resolve_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU = {"limits": {"nvidia.com/gpu": "1"}}

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cudasched.cli import app
+from cudasched.cli.inputs import SAMPLE_NOTE
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
@@ -40,7 +41,8 @@ def audit_json(*args: str) -> tuple[int, dict[str, Any]]:
 def test_audit_json_contract_and_exit_1_on_errors() -> None:
     code, doc = audit_json()  # the bundled sample cluster
     assert code == 1
-    assert set(doc) == {"findings", "summary"}
+    assert set(doc) == {"findings", "summary", "cluster"}
+    assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}
     assert doc["summary"] == {"error": 1, "warning": 0, "info": 5}
     for finding in doc["findings"]:
         assert set(finding) == FINDING_KEYS
@@ -111,24 +113,45 @@ def test_bad_input_exits_2_with_one_line(command: str, args: list[str], message:
 
 def test_report_writes_one_file(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
-    result = runner.invoke(app, ["report", "-o", str(out)])
+    result = runner.invoke(app, ["report", "--output-file", str(out)])
     assert result.exit_code == 0, result.output
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
-    assert result.stderr.strip() == (
+    assert result.stderr.strip().splitlines() == [
         f"cudasched: wrote {out}: 8 serving runtimes × 13 node pools, 1 error, 0 warning, "
-        "5 info findings"
-    )
+        "5 info findings",
+        f"cudasched: note: {SAMPLE_NOTE}",
+    ]
     assert list(tmp_path.iterdir()) == [out]
 
 
+def test_report_json_to_stdout_names_what_it_judged() -> None:
+    result = runner.invoke(app, ["report", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"cluster", "matrix", "pools", "findings", "summary"}
+    assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}
+    assert len(doc["pools"]) == len(doc["matrix"]["pools"]) == 13
+    assert result.stderr == f"cudasched: note: {SAMPLE_NOTE}\n"
+
+
+def test_report_scoped_to_a_namespace_keeps_its_runtimes_and_findings() -> None:
+    whole = json.loads(runner.invoke(app, ["report", "-o", "json"]).stdout)
+    scoped = json.loads(runner.invoke(app, ["report", "-o", "json", "-n", "team-nlp"]).stdout)
+    kept = [f["object"] for f in scoped["findings"]]
+    assert kept and all("/team-nlp/" in o or o.count("/") == 1 for o in kept)
+    assert len(kept) < len(whole["findings"])
+    runtimes = [r["runtime"] for r in scoped["matrix"]["runtimes"]]
+    assert runtimes and all("/team-vision/" not in r for r in runtimes)
+
+
 def test_report_to_stdout() -> None:
-    result = runner.invoke(app, ["report", "--cluster", str(DATA / "pending.yaml"), "-o", "-"])
+    result = runner.invoke(app, ["report", "--cluster", str(DATA / "pending.yaml"), "-o", "html"])
     assert result.exit_code == 0
     assert result.stdout.startswith("<!DOCTYPE html>") and result.stderr == ""
 
 
 def test_report_unwritable_path_exits_2(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["report", "-o", str(tmp_path / "missing" / "r.html")])
+    result = runner.invoke(app, ["report", "--output-file", str(tmp_path / "missing" / "r.html")])
     assert result.exit_code == 2
     assert result.stderr.startswith("cudasched: error: cannot write ")
     assert len(result.stderr.strip().splitlines()) == 1
@@ -199,7 +222,7 @@ class _Dom(HTMLParser):
 def test_report_renders_in_chromium(tmp_path: Path) -> None:
     chromium = _chromium()
     out = tmp_path / "report.html"
-    assert runner.invoke(app, ["report", "-o", str(out)]).exit_code == 0
+    assert runner.invoke(app, ["report", "--output-file", str(out)]).exit_code == 0
     url = out.resolve().as_uri()
 
     shot = tmp_path / "report.png"

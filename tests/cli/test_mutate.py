@@ -174,7 +174,10 @@ def test_mutate_wraps_a_plain_workload_in_a_create_review(tmp_path: Path) -> Non
     deployment = Path(__file__).parents[1] / "data" / "deployment-vllm.yaml"
     result = runner.invoke(app, ["mutate", str(deployment)])
     assert result.exit_code == 0, result.output
-    assert "serving/Deployment/vllm-llama wrapped in a CREATE AdmissionReview" in result.stderr
+    assert (
+        "the pod template of serving/Deployment/vllm-llama, as a Pod, wrapped in a CREATE "
+        "AdmissionReview" in result.stderr
+    )
     answer = json.loads(result.stdout)
     assert answer["response"]["allowed"] and answer["response"]["patch"]
 

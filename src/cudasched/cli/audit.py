@@ -16,7 +16,7 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -27,6 +27,7 @@ from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
+    judged,
     load_cluster_inputs,
     load_node_templates,
     load_settings,
@@ -41,9 +42,6 @@ from cudasched.cli.options import (
 from cudasched.operations.audit import AuditReport, Severity, audit
 from cudasched.operations.report.html import render_findings
 from cudasched.vocab.errors import InputError
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["audit_cmd"]
 
@@ -125,21 +123,31 @@ def audit_cmd(
     try:
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
+        scope = source.scope
         groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
+        if not snapshot.nodes:
+            raise InputError(
+                f"{snapshot.source or 'cluster'}: no Node objects, so nothing to judge the "
+                "workloads against: add the cluster's nodes (cudasched snapshot --live, or "
+                "kubectl get nodes -o yaml) to it"
+            )
         with progress_bar("auditing") as progress:
             report = audit(snapshot, fleet, images, pol, progress=progress, node_groups=groups)
+        report = report.within(scope, snapshot.objects())
     except InputError as exc:
         fail(str(exc))
-    source = snapshot.source or "cluster"
+    what = judged(source, snapshot)
+    label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")
     if output is AuditFormat.JSON:
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
+        doc = {**report.to_dict(), "cluster": what}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif output is AuditFormat.HTML:
         sys.stdout.write(
-            render_findings(report, source=source, generated=generated_now(), policy=pol.value)
+            render_findings(report, source=label, generated=generated_now(), policy=pol.value)
         )
     elif report.findings:
-        _console().print(_table(report, source))
+        _console().print(_table(report, label))
     else:
-        _console().print(f"cudasched audit: {source}: no findings")
+        _console().print(f"cudasched audit: {label}: no findings")
     raise typer.Exit(EXIT_INCOMPATIBLE if report.has_errors else EXIT_OK)

@@ -5,6 +5,7 @@ affinity -> eligible nodes) in a second or two, without a cluster. Nothing is le
 
 from __future__ import annotations
 
+import dataclasses
 import ssl
 import sys
 import time
@@ -133,9 +134,15 @@ def demo(
 
     try:
         cfg = load_config(config)
+        scope = source.scope
         snapshot = load_cluster(source)
+        # -n/-l choose the pods admitted; every other object stays, as the webhook sees it
+        snapshot = dataclasses.replace(
+            snapshot, pods=tuple(p for p in snapshot.pods if scope.admits(p))
+        )
         if not snapshot.pods:
-            raise InputError("the cluster snapshot has no pods to admit")
+            where = f" in scope ({scope.describe()})" if not scope.is_everything else ""
+            raise InputError(f"the cluster snapshot has no pods to admit{where}")
         rows, url, elapsed = run_demo(snapshot, config=cfg)
     except InputError as exc:
         fail(str(exc))

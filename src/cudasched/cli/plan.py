@@ -28,6 +28,7 @@ from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
+    judged,
     load_cluster,
     load_images,
     load_knowledge,
@@ -221,7 +222,8 @@ def plan_cmd(
         today = parse_as_of(as_of)
         target = parse_cuda(target_cuda).release if target_cuda is not None else None
         unavailable = parse_max_unavailable(max_unavailable)
-        snapshot = load_cluster(source)
+        scope = source.scope  # -n/-l: only the workloads in scope make demand
+        snapshot = scope.workloads(load_cluster(source))
         kb = load_knowledge()
         if target is not None and kb.toolkit(target) is None:
             raise InputError(
@@ -243,7 +245,8 @@ def plan_cmd(
         fail(str(exc))
     name = snapshot.source or "cluster"
     if output is PlanFormat.JSON:
-        sys.stdout.write(json.dumps(plan.to_dict(), indent=2) + "\n")
+        doc = {**plan.to_dict(), "cluster": judged(source, snapshot)}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif output is PlanFormat.YAML:
         sys.stdout.write(render_yaml(plan, name))
     else:

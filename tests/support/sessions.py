@@ -223,15 +223,42 @@ def diff(step: Step, expected: Sequence[str], actual: Sequence[str], doc: str) -
 
 
 def recorded(step: Step, actual: Sequence[str]) -> list[str]:
-    """What to write for ``step``: ``actual``, cut where the document cut it (one ``...``: the
-    same number of lines before and after it)."""
-    cuts = [n for n, line in enumerate(step.expected) if line == ELLIPSIS]
-    if len(cuts) != 1:
+    """What to write for ``step``: ``actual``, cut where the document cut it: as many lines
+    before the first ``...`` as the document shows, then each excerpt the document shows after a
+    cut where it still appears, in order (after the last one, whatever follows it); an excerpt
+    that is gone gives way to as many of the last lines as it had."""
+    chunks: list[list[str]] = [[]]
+    for line in step.expected:
+        if line == ELLIPSIS:
+            chunks.append([])
+        else:
+            chunks[-1].append(line)
+    if len(chunks) == 1:
         return list(actual)
-    head, tail = cuts[0], len(step.expected) - cuts[0] - 1
-    if head + tail >= len(actual):
+    head, *rest = chunks
+    if len(head) >= len(actual):
         return list(actual)
-    return [*actual[:head], ELLIPSIS, *(actual[len(actual) - tail :] if tail else [])]
+    out = [*actual[: len(head)]]
+    position = len(head)
+    for number, chunk in enumerate(rest):
+        last = number == len(rest) - 1
+        found = next(
+            (
+                at
+                for at in range(position, len(actual) - len(chunk) + 1)
+                if chunk and list(actual[at : at + len(chunk)]) == chunk
+            ),
+            None,
+        )
+        if found is not None:
+            out += [ELLIPSIS, *chunk] if found > position else chunk
+            position = found + len(chunk)
+            if last:
+                out += actual[position:]
+        elif last:
+            start = max(position, len(actual) - len(chunk))
+            out += ([ELLIPSIS] if start > position else []) + list(actual[start:])
+    return out
 
 
 def rerecorded(text: str, blocks: Sequence[Block], actuals: dict[int, list[str]]) -> str:

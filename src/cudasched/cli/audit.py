@@ -149,5 +149,5 @@ def audit_cmd(
     elif report.findings:
         _console().print(_table(report, label))
     else:
-        _console().print(f"cudasched audit: {label}: no findings")
+        sys.stdout.write(f"cudasched audit: {label}: no findings\n")
     raise typer.Exit(EXIT_INCOMPATIBLE if report.has_errors else EXIT_OK)

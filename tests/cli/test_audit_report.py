@@ -292,3 +292,23 @@ def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tty: bool)
         else:
             assert progress is None
     assert bool("".join(stderr.written)) is tty
+
+
+@pytest.mark.parametrize("columns", ["80", "200"])
+def test_audit_text_folds_alike_findings_and_cuts_nothing(
+    columns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    _, doc = audit_json()
+    out = runner.invoke(app, ["audit"]).stdout
+    assert (
+        out.splitlines()[0] == "cudasched audit: bundled sample cluster: 1 error, 0 warning, 5 info"
+    )
+    deprecated = [f for f in doc["findings"] if f["code"] == "labels-deprecated-only"]
+    assert len(deprecated) == 4
+    assert out.count("labels-deprecated-only") == 1  # four nodes, one entry
+    words = set(out.replace(",", " ").split())
+    for finding in doc["findings"]:
+        assert finding["code"] in words
+        assert finding["object"].split("/")[-1] in " ".join(out.split())
+    assert all(len(line) <= int(columns) or " " not in line.strip() for line in out.splitlines())

@@ -437,7 +437,8 @@ def test_unknown_and_invalid_requirements(kb: KnowledgeBase, images: ImageTable)
     detector = by_object["InferenceService/vision/detector"]
     assert "ServingRuntime custom-triton names no CUDA version" in detector.message
     assert (detector.fix or "").startswith(
-        "kubectl annotate servingruntime -n vision custom-triton cudasched.io/cuda-version="
+        "label ServingRuntime custom-triton with cudasched.io/cuda-version: kubectl label "
+        "servingruntime -n vision custom-triton cudasched.io/cuda-version="
     )
     assert "'twelve'" in by_object["Pod/ml/typo"].message
 

@@ -54,8 +54,9 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     import httpx
     import jsonpatch
 
+    from cudasched.explain.eligibility import explain as explain_nodes
     from cudasched.vocab.labels import ANN_REQUIREMENT
-    from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
+    from cudasched.vocab.requirements import Requirement
     from cudasched.webhook.admission import Admitter
     from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.serving import serve_in_thread
@@ -84,8 +85,12 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
                 response = answer.get("response") or {}
                 obj = review["request"]["object"]
                 patched = jsonpatch.apply_patch(obj, decode_patch(answer))
-                affinity = RequiredNodeAffinity.from_pod_spec(patched.get("spec") or {})
-                eligible = tuple(n.name for n in state.nodes if affinity.match(n))
+                # Counted as explain counts (one rule for every count): the pod as admitted,
+                # its own selector and affinity, and the GPU resources each node offers.
+                judged = explain_nodes(
+                    patched, state.fleet, cfg.policy, admitter.kb, requirement=Requirement()
+                )
+                eligible = tuple(n.node for n in judged.nodes if n.eligible)
                 meta = patched.get("metadata") or {}
                 ns = str(meta.get("namespace") or "")
                 isvc = isvc_name_of(patched) if is_predictor_pod(patched) else None

@@ -673,6 +673,12 @@ def _unknown(
     return UnknownRequirement(TAG_NOT_RECORDED if recognised else UNKNOWN_IMAGE, text, fix)
 
 
+def unknown_image_reason(image: str | None, images: ImageTable) -> str:
+    """Why ``image`` gives no requirement, in the words the webhook warns with (``image not in
+    the image table: IMAGE``, ``tag's CUDA not recorded: IMAGE``, no image)."""
+    return _unknown({"image": image} if image else None, images, "").describe()
+
+
 def _undecided(requirement: Requirement) -> bool:
     """An empty requirement that no source decided (a non-NVIDIA runtime is decided)."""
     return requirement.is_empty and not requirement.source
@@ -680,6 +686,16 @@ def _undecided(requirement: Requirement) -> bool:
 
 def _or_override(fix: str) -> str:
     return f"{fix} or add an imageOverrides entry"
+
+
+def unknown_fix(subject: str, *, runtime: bool = False) -> str:
+    """The one wording of what makes an unknown requirement known, for every command and the
+    webhook: a serving runtime is labelled (every service that picks it then knows), anything
+    else annotated, or the image given an ``imageOverrides`` entry. ``subject`` names it
+    (``ServingRuntime vllm``, ``the pod``, ``InferenceService x``)."""
+    if runtime:
+        return f"label {subject} with {L.ANN_CUDA_VERSION}"
+    return _or_override(f"annotate {subject} with {L.ANN_CUDA_VERSION}")
 
 
 def unknown_pod_requirement(
@@ -698,15 +714,16 @@ def unknown_pod_requirement(
     key = L.ANN_CUDA_VERSION
     if is_llmisvc_pod(pod):
         container = _model_server(spec)
-        fix = f"annotate LLMInferenceService {llmisvc_name_of(pod) or '?'} with {key}"
+        fix = f"annotate LLMInferenceService {llmisvc_name_of(pod) or '?'} with {key}"  # no
+        # override: the image is KServe's config's, the service is where users write
     else:
         container = gpu_container(spec)
         if runtime is not None:
-            fix = f"label {runtime.describe()} with {key}"
+            fix = unknown_fix(runtime.describe(), runtime=True)
         elif is_predictor_pod(pod):
-            fix = _or_override(f"annotate InferenceService {isvc_name_of(pod)} with {key}")
+            fix = unknown_fix(f"InferenceService {isvc_name_of(pod)}")
         else:
-            fix = _or_override(f"annotate the pod with {key}")
+            fix = unknown_fix("the pod")
     return _unknown(container, images, fix)
 
 
@@ -722,9 +739,9 @@ def unknown_isvc_requirement(
     if not _undecided(requirement) or not isvc_uses_gpu(isvc, runtime_obj):
         return None
     if runtime is not None:
-        fix = f"label {runtime.describe()} with {L.ANN_CUDA_VERSION}"
+        fix = unknown_fix(runtime.describe(), runtime=True)
     else:
-        fix = _or_override(f"annotate the InferenceService with {L.ANN_CUDA_VERSION}")
+        fix = unknown_fix("the InferenceService")
     return _unknown(predictor_container(isvc, runtime_obj), images, fix)
 
 
@@ -741,7 +758,7 @@ def unknown_llmisvc_requirement(
         return None
     if not runs_gpu_workload(pod):
         return None
-    return _unknown(main, images, _or_override(f"annotate it with {L.ANN_CUDA_VERSION}"))
+    return _unknown(main, images, unknown_fix("it"))
 
 
 def isvc_wants_constraint(

@@ -73,7 +73,11 @@ from cudasched.workloads.kserve import (
 )
 from cudasched.workloads.kserve.llm import llmisvc_main_container, llmisvc_of_pod, llmisvc_uses_gpu
 from cudasched.workloads.pods import is_skipped, workload_uses_gpu
-from cudasched.workloads.resolution import resolve_workload
+from cudasched.workloads.resolution import (
+    resolve_workload,
+    unknown_fix,
+    unknown_image_reason,
+)
 
 if TYPE_CHECKING:
     from cudasched.cluster.fleet import Fleet
@@ -476,25 +480,20 @@ class _Auditor:
     def _unknown(self, ref: str, found: _Resolved, kind: str) -> Iterator[Finding]:
         if not found.gpu or not found.req.is_empty or found.req.source:
             return  # CPU-only, resolved, or decided: a runtime for another accelerator
-        image = (
-            f"image {found.image} is not in the image table"
-            if found.image
-            else "no image is named in its spec"
-        )
+        image = unknown_image_reason(found.image, self.images)
         if found.runtime is not None:
             why = f"{found.runtime.describe()} names no CUDA version and {image}"
             runtime = found.runtime
             where = "" if runtime.kind != SERVING_RUNTIME else f" -n {namespace_of(runtime.obj)}"
             fix = (
-                f"kubectl annotate {runtime.kind.lower()}{where} {runtime.name} "
-                f"{L.ANN_CUDA_VERSION}=<the CUDA version its image was built with>"
+                f"{unknown_fix(runtime.describe(), runtime=True)}: kubectl label "
+                f"{runtime.kind.lower()}{where} {runtime.name} {L.ANN_CUDA_VERSION}=<the CUDA "
+                "version its image was built with>"
             )
         else:
             why = f"it declares no CUDA version and {image}"
-            where = "the pod template of its controller" if kind == "pod" else f"the {kind}"
-            fix = (
-                f"add the annotation {L.ANN_CUDA_VERSION}: <the CUDA version its image was built "
-                f"with> to {where}, or add the image to the webhook's image table"
+            fix = unknown_fix(
+                "the pod template of its controller" if kind == "pod" else f"the {kind}"
             )
         yield Finding(
             REQUIREMENT_UNKNOWN,

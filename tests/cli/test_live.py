@@ -317,6 +317,20 @@ async def test_a_missing_permission_is_one_line_exit_2(
     )
 
 
+async def test_every_missing_permission_is_named_at_once(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+) -> None:
+    api = ClusterApi.start(kmock, SAMPLE.objects())
+    for kind in (POD, INFERENCE_SERVICE, SERVING_RUNTIME):
+        api.fail(kind, 403, forbidden(kind, user="alice"))
+    result = await invoke_async("audit", "--kubeconfig", kubeconfig)
+    names = "inferenceservices.serving.kserve.io, servingruntimes.serving.kserve.io, pods"
+    listed = one_line_error(result)
+    assert listed.startswith("cannot list ") and listed.endswith("(denied to User 'alice')")
+    for name in names.split(", "):
+        assert listed.count(name) == 2, listed  # what failed, and what to grant
+
+
 async def test_unusable_configuration_is_one_line(tmp_path: Path) -> None:
     result = await invoke_async("explain", "--kubeconfig", str(tmp_path / "nope"))
     assert one_line_error(result) == (

@@ -374,3 +374,15 @@ def test_bad_image_is_one_line_exit_2(args: list[str]) -> None:
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("cudasched: error: ")
+
+
+def test_an_image_name_over_the_distribution_specs_255_characters_is_refused() -> None:
+    from cudasched.install.webhook import checked_image
+    from cudasched.vocab.errors import InputError
+
+    ok = "registry.example.com/" + "a" * (255 - len("registry.example.com/")) + ":1"
+    assert checked_image(ok) == ok
+    with pytest.raises(InputError) as err:
+        checked_image("registry.example.com/" + "a" * 5000 + ":1")
+    assert "5,021 characters (at most 255, registry host included)" in str(err.value)
+    assert len(str(err.value)) < 200  # the reference itself is not echoed whole

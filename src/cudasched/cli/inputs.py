@@ -416,12 +416,17 @@ def load_node_labels(path: Path) -> tuple[str, dict[str, str]]:
     if len(docs) > 1:
         raise InputError(f"{label}: expected one YAML document, found {len(docs)}")
     doc = docs[0] if docs else None
+    if doc is None:
+        raise InputError(
+            f"node labels file {str(path)!r} is empty: expected a map of labels or a Node object "
+            "(kubectl get node NAME -o yaml)"
+        )
     if not isinstance(doc, Mapping):
         raise InputError(
             f"node labels file {str(path)!r}: expected a map of labels or a Node object, "
             f"got {type(doc).__name__}"
         )
-    name = path.stem
+    name = f"the node of {path.name}"  # a bare label map names no node
     labels: object = doc
     if "metadata" in doc or doc.get("kind") == "Node":
         if doc.get("kind") not in (None, "Node"):

@@ -52,6 +52,7 @@ class AuditFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
     HTML = "html"
+    POLICYREPORT = "policyreport"
 
 
 def _width() -> int:
@@ -116,7 +117,14 @@ def audit_cmd(
     config: ConfigOption = None,
     policy: DefaultPolicyOption = None,
     output: Annotated[
-        AuditFormat, typer.Option("-o", "--output", help="Output format (html: to stdout).")
+        AuditFormat,
+        typer.Option(
+            "-o",
+            "--output",
+            help="table; json; html (one page); policyreport: wgpolicyk8s.io/v1alpha2 "
+            "PolicyReports (one per namespace) and a ClusterPolicyReport, as YAML to "
+            "kubectl apply -f -.",
+        ),
     ] = AuditFormat.TABLE,
     node_templates: Annotated[
         Path | None,
@@ -159,6 +167,14 @@ def audit_cmd(
     if output is AuditFormat.JSON:
         doc = {**report.to_dict(), "cluster": what}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif output is AuditFormat.POLICYREPORT:
+        from datetime import UTC, datetime
+
+        from cudasched.cluster.snapshot import to_yaml
+        from cudasched.operations.audit.policyreport import policy_reports
+
+        reports = policy_reports(report, snapshot.objects(), datetime.now(UTC))
+        sys.stdout.write("".join("---\n" + to_yaml(r) for r in reports))
     elif output is AuditFormat.HTML:
         sys.stdout.write(
             render_findings(report, source=label, generated=generated_now(), policy=pol.value)

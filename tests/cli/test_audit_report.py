@@ -312,3 +312,30 @@ def test_audit_text_folds_alike_findings_and_cuts_nothing(
         assert finding["code"] in words
         assert finding["object"].split("/")[-1] in " ".join(out.split())
     assert all(len(line) <= int(columns) or " " not in line.strip() for line in out.splitlines())
+
+
+def test_audit_reads_a_directory_of_manifests_as_ci_does(tmp_path: Path) -> None:
+    """``audit --cluster DIR``: every YAML/JSON file under it (hidden ones skipped) is one
+    cluster; exit 1 on an error finding, so a merge can be gated on it."""
+    repo = tmp_path / "repo"
+    (repo / "apps" / "llm").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    nodes = runner.invoke(app, ["snapshot", "-l", "kubernetes.io/os"]).stdout
+    (repo / "cluster.yaml").write_text(nodes, encoding="utf-8")
+    examples = Path(__file__).parents[2] / "examples"
+    for name in ("nemotron.yaml", "team-llm.yaml"):
+        (repo / "apps" / "llm" / name).write_text((examples / name).read_text(), "utf-8")
+    (repo / ".git" / "junk.yaml").write_text("{not: [yaml", encoding="utf-8")
+    result = runner.invoke(app, ["audit", "--cluster", str(repo), "-o", "json"])
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    codes = {(f["code"], f["object"]) for f in doc["findings"]}
+    assert ("no-compatible-node", "InferenceService/team-nlp/nemotron-nano-fp4") in codes
+    assert ("requirement-unknown", "Pod/default/team-llm") in codes
+    assert doc["cluster"] == {"source": str(repo), "sample": False}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = runner.invoke(app, ["audit", "--cluster", str(empty)])
+    assert result.exit_code == 2 and "holds no .yaml, .yml or .json file" in result.stderr
+    only_apps = runner.invoke(app, ["audit", "--cluster", str(repo / "apps")])
+    assert only_apps.exit_code == 2 and "no Node objects" in only_apps.stderr

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cudasched.knowledge.images import ImageTable, ReleaseFacts, parse_require_cuda
@@ -97,11 +98,18 @@ __all__ = [
     "ALAUDA_ACCELERATOR_TYPE",
     "ALAUDA_CUDA_VERSION",
     "NO_IMAGE",
+    "REGISTRY_FAILED",
+    "REGISTRY_NO_CUDA",
     "TAG_NOT_RECORDED",
     "UNKNOWN_IMAGE",
+    "NeedStatus",
     "UnknownRequirement",
+    "WorkloadNeed",
     "declared_by_annotation",
+    "isvc_need",
     "isvc_wants_constraint",
+    "llmisvc_need",
+    "pod_need",
     "requirement_from_annotations",
     "resolve_container",
     "resolve_isvc",
@@ -111,10 +119,12 @@ __all__ = [
     "resolve_runtime",
     "resolve_workload",
     "runs_gpu_workload",
+    "runtime_need",
     "unknown_isvc_requirement",
     "unknown_llmisvc_requirement",
     "unknown_pod_requirement",
     "wants_constraint",
+    "workload_need",
 ]
 
 ALAUDA_ACCELERATOR_TYPE = "cpaas.io/accelerator-type"
@@ -636,6 +646,11 @@ def runs_gpu_workload(pod: Mapping[str, Any]) -> bool:
 UNKNOWN_IMAGE = "image_not_in_table"
 TAG_NOT_RECORDED = "tag_not_recorded"
 NO_IMAGE = "no_image"
+#: The image's config was read from its registry and names no CUDA (no gate env, no
+#: ``CUDA_VERSION``): a CUDA image without the NVIDIA base, or not a CUDA image at all.
+REGISTRY_NO_CUDA = "config_without_cuda"
+#: The image's config was asked of its registry and could not be read (the error says why).
+REGISTRY_FAILED = "registry_error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -655,7 +670,19 @@ class UnknownRequirement:
             return f"image not in the image table: {self.image}"
         if self.reason == TAG_NOT_RECORDED:
             return f"tag's CUDA not recorded: {self.image}"
+        if self.reason == REGISTRY_NO_CUDA:
+            return f"image config names no CUDA: {self.image}"
+        if self.reason == REGISTRY_FAILED:
+            return f"image config not read: {self.image}"
         return "no container names an image cudasched can read"
+
+    def warnings(self) -> tuple[str, str]:
+        """The two sentences every command says about it, as admission warns: what is
+        unknown, then what to write where (the webhook clips each to 120 characters)."""
+        return (
+            f"cudasched: not constrained, CUDA unknown: {self.describe()}",
+            f"cudasched: to constrain it, {self.fix}",
+        )
 
 
 def _unknown(
@@ -757,32 +784,135 @@ def isvc_wants_constraint(
     return isvc_uses_gpu(isvc, runtime.obj if runtime is not None else None)
 
 
-def resolve_workload(
+class NeedStatus(StrEnum):
+    """The three answers about what a workload needs, said the same way by every command."""
+
+    KNOWN = "known"  # a requirement to enforce
+    UNKNOWN = "unknown"  # a GPU workload whose CUDA cannot be found (see ``unknown``)
+    NONE = "none"  # nothing to enforce: no GPU, or a source decided it needs none
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadNeed:
+    """What admission enforces for one workload, and why when it cannot.
+
+    ``requirement`` is what the webhook enforces (empty unless :attr:`status` is ``known``);
+    ``resolved`` is what the sources said before the "is it constrained at all" step (its
+    ``source`` says "not an NVIDIA runtime", its ``unknown_reason`` why nothing was found);
+    ``unknown`` is set exactly when the status is ``unknown``: the reason code, the image and
+    the fix, with the two warnings admission gives (:meth:`UnknownRequirement.warnings`).
+    Every command (``mutate``, ``explain``, ``audit``, ``report``, ``demo``, the webhook)
+    takes its answer from :func:`pod_need`, :func:`isvc_need`, :func:`llmisvc_need` or
+    :func:`workload_need`, so none can call "unknown" "no requirement"."""
+
+    requirement: Requirement
+    resolved: Requirement
+    runtime: RuntimeChoice | None = None
+    unknown: UnknownRequirement | None = None
+
+    @property
+    def status(self) -> NeedStatus:
+        if self.unknown is not None:
+            return NeedStatus.UNKNOWN
+        return NeedStatus.NONE if self.requirement.is_empty else NeedStatus.KNOWN
+
+
+def pod_need(
+    pod: Mapping[str, Any],
+    runtime: RuntimeChoice | None,
+    images: ImageTable,
+    kb: ReleaseFacts | None,
+    *,
+    service: Mapping[str, Any] | None = None,
+) -> WorkloadNeed:
+    """A pod's need: an LLMInferenceService model-server pod with its ``service`` (when at
+    hand), any other pod with ``runtime``, the runtime of a KServe predictor. ``pod`` should
+    carry its namespace."""
+    if is_llmisvc_pod(pod):
+        req = resolve_llmisvc_pod(pod, service, images, kb)
+        runtime = None
+    else:
+        req = resolve_pod(pod, runtime, images, kb)
+    if wants_constraint(pod, req):
+        return WorkloadNeed(req, req, runtime)
+    unknown = unknown_pod_requirement(pod, req, images, runtime)
+    return WorkloadNeed(Requirement(), req, runtime, unknown)
+
+
+def isvc_need(
+    isvc: Mapping[str, Any],
+    runtime: RuntimeChoice | None,
+    images: ImageTable,
+    kb: ReleaseFacts | None,
+) -> WorkloadNeed:
+    """An InferenceService's need (its predictor's, under the runtime KServe chose)."""
+    req = resolve_isvc(isvc, runtime, images, kb)
+    if isvc_wants_constraint(isvc, runtime, req):
+        return WorkloadNeed(req, req, runtime)
+    unknown = unknown_isvc_requirement(isvc, runtime, req, images)
+    return WorkloadNeed(Requirement(), req, runtime, unknown)
+
+
+def llmisvc_need(
+    llmisvc: Mapping[str, Any], images: ImageTable, kb: ReleaseFacts | None
+) -> WorkloadNeed:
+    """An LLMInferenceService's need (its model server's)."""
+    req = resolve_llmisvc(llmisvc, images, kb)
+    if wants_constraint(llmisvc_pod(llmisvc), req):
+        return WorkloadNeed(req, req)
+    unknown = unknown_llmisvc_requirement(llmisvc, req, images)
+    return WorkloadNeed(Requirement(), req, None, unknown)
+
+
+def runtime_need(
+    runtime: Mapping[str, Any] | RuntimeChoice, images: ImageTable, kb: ReleaseFacts | None
+) -> WorkloadNeed:
+    """A ServingRuntime's or ClusterServingRuntime's need (:func:`resolve_runtime`: what an
+    InferenceService that only names it needs). Unknown when nothing names its CUDA and it is
+    a GPU runtime: its containers request a GPU, or the image table knows its image family."""
+    req = resolve_runtime(runtime, images, kb)
+    if not req.is_empty or not _undecided(req):
+        return WorkloadNeed(req, req)
+    who, obj = _runtime_identity(runtime)
+    containers = runtime_containers(obj)
+    container = next(
+        (c for c in containers if c.get("name") == PREDICTOR_CONTAINER),
+        containers[0] if containers else None,
+    )
+    unknown = _unknown(container, images, f"label {who} with {L.ANN_CUDA_VERSION}")
+    gpu = uses_gpu({"containers": list(containers)})
+    if not gpu and unknown.reason != TAG_NOT_RECORDED:
+        return WorkloadNeed(req, req)  # nothing says it is a GPU runtime
+    return WorkloadNeed(Requirement(), req, None, unknown)
+
+
+def workload_need(
     obj: Mapping[str, Any], fleet: RuntimeIndex, images: ImageTable
-) -> tuple[Mapping[str, Any], Requirement, RuntimeChoice | None]:
+) -> tuple[Mapping[str, Any], WorkloadNeed]:
     """What the webhook would enforce for a workload of ``fleet``'s cluster: the object to
-    place (the workload itself, or for an InferenceService the predictor pod KServe builds),
-    the requirement (empty when the webhook would leave it alone) and the runtime it came
-    from. Runtimes are looked up the way admission does, through the fleet; unreadable objects
-    raise :class:`InputError`."""
+    place (the workload itself, or for an InferenceService the predictor pod KServe builds)
+    and its :class:`WorkloadNeed`. Runtimes are looked up the way admission does, through the
+    fleet; unreadable objects raise :class:`InputError`."""
     kb = fleet.kb
     if is_llmisvc(obj):
-        pod = llmisvc_pod(obj)
-        req = resolve_llmisvc(obj, images, kb)
-        return pod, (req if wants_constraint(pod, req) else Requirement()), None
+        return llmisvc_pod(obj), llmisvc_need(obj, images, kb)
     if is_inference_service(obj):
         choice = fleet.select_runtime(obj)
-        pod = pod_of(obj, choice)
-        req = resolve_isvc(obj, choice, images, kb)
-        return pod, (req if isvc_wants_constraint(obj, choice, req) else Requirement()), choice
+        return pod_of(obj, choice), isvc_need(obj, choice, images, kb)
     pod = pod_of(obj)
     if is_llmisvc_pod(pod):
         service = fleet.llm_inference_service(namespace_of(pod), llmisvc_name_of(pod) or "")
-        req = resolve_llmisvc_pod(pod, service, images, kb)
-        return obj, (req if wants_constraint(pod, req) else Requirement()), None
+        return obj, pod_need(pod, None, images, kb, service=service)
     choice = None
     if is_predictor_pod(pod):
         isvc = fleet.inference_service(namespace_of(pod), isvc_name_of(pod) or "")
         choice = fleet.select_runtime(isvc) if isvc is not None else None
-    req = resolve_pod(pod, choice, images, kb)
-    return obj, (req if wants_constraint(pod, req) else Requirement()), choice
+    return obj, pod_need(pod, choice, images, kb)
+
+
+def resolve_workload(
+    obj: Mapping[str, Any], fleet: RuntimeIndex, images: ImageTable
+) -> tuple[Mapping[str, Any], Requirement, RuntimeChoice | None]:
+    """:func:`workload_need` as (object to place, enforced requirement, runtime)."""
+    target, need = workload_need(obj, fleet, images)
+    return target, need.requirement, need.runtime

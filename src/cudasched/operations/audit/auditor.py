@@ -73,7 +73,7 @@ from cudasched.workloads.kserve import (
 )
 from cudasched.workloads.kserve.llm import llmisvc_main_container, llmisvc_of_pod, llmisvc_uses_gpu
 from cudasched.workloads.pods import is_skipped, workload_uses_gpu
-from cudasched.workloads.resolution import resolve_workload
+from cudasched.workloads.resolution import UnknownRequirement, workload_need
 
 if TYPE_CHECKING:
     from cudasched.cluster.fleet import Fleet
@@ -103,6 +103,7 @@ class _Resolved:
     runtime: RuntimeChoice | None = None
     image: str | None = None
     error: str | None = None
+    unknown: UnknownRequirement | None = None
 
 
 class _Auditor:
@@ -148,10 +149,12 @@ class _Auditor:
         except InputError:
             gpu = False  # an unreadable GPU quantity: the requirement step says what is wrong
         try:
-            _, req, choice = resolve_workload(pod, self.fleet, self.images)
+            _, need = workload_need(pod, self.fleet, self.images)
             container = gpu_container(spec)
             image = container.get("image") if container is not None else None
-            found = _Resolved(req, gpu, skipped, choice, image)
+            found = _Resolved(
+                need.requirement, gpu, skipped, need.runtime, image, None, need.unknown
+            )
         except InputError as exc:
             found = _Resolved(Requirement(), gpu, skipped, error=str(exc))
         self._pods[id(pod)] = found
@@ -160,17 +163,19 @@ class _Auditor:
     def _resolve_isvc(self, isvc: Mapping[str, Any]) -> _Resolved:
         skipped = is_skipped(annotations_of(isvc))
         try:
-            _, req, choice = resolve_workload(isvc, self.fleet, self.images)
+            _, need = workload_need(isvc, self.fleet, self.images)
+            choice = need.runtime
             gpu = workload_uses_gpu(isvc, choice)
             image = predictor_image(isvc, choice.obj if choice is not None else None)
         except InputError as exc:
             return _Resolved(Requirement(), False, skipped, error=str(exc))
-        return _Resolved(req, gpu, skipped, choice, image)
+        return _Resolved(need.requirement, gpu, skipped, choice, image, None, need.unknown)
 
     def _resolve_llm(self, obj: Mapping[str, Any]) -> _Resolved:
         skipped = is_skipped(annotations_of(obj))
         try:
-            pod, req, _ = resolve_workload(obj, self.fleet, self.images)
+            pod, need = workload_need(obj, self.fleet, self.images)
+            req = need.requirement
             # Its pods usually take resources from the configs: only a GPU the object itself
             # asks for makes a service the audit reports as unprotected.
             gpu = llmisvc_uses_gpu(obj)
@@ -178,7 +183,8 @@ class _Auditor:
         except InputError as exc:
             return _Resolved(Requirement(), False, skipped, error=str(exc))
         image = main.get("image") if main is not None else None
-        return _Resolved(req, gpu, skipped, image=image if isinstance(image, str) else None)
+        image = image if isinstance(image, str) else None
+        return _Resolved(req, gpu, skipped, image=image, unknown=need.unknown)
 
     def _covered(self, pod: Mapping[str, Any]) -> bool:
         """A pod whose service the snapshot lists (findings about it go to the service)."""
@@ -474,32 +480,21 @@ class _Auditor:
         )
 
     def _unknown(self, ref: str, found: _Resolved, kind: str) -> Iterator[Finding]:
-        if not found.gpu or not found.req.is_empty or found.req.source:
-            return  # CPU-only, resolved, or decided: a runtime for another accelerator
-        image = (
-            f"image {found.image} is not in the image table"
-            if found.image
-            else "no image is named in its spec"
-        )
+        unknown = found.unknown
+        if unknown is None:
+            return  # known, CPU-only, or decided: a runtime for another accelerator
+        fix = unknown.fix
         if found.runtime is not None:
-            why = f"{found.runtime.describe()} names no CUDA version and {image}"
             runtime = found.runtime
             where = "" if runtime.kind != SERVING_RUNTIME else f" -n {namespace_of(runtime.obj)}"
             fix = (
                 f"kubectl annotate {runtime.kind.lower()}{where} {runtime.name} "
                 f"{L.ANN_CUDA_VERSION}=<the CUDA version its image was built with>"
             )
-        else:
-            why = f"it declares no CUDA version and {image}"
-            where = "the pod template of its controller" if kind == "pod" else f"the {kind}"
-            fix = (
-                f"add the annotation {L.ANN_CUDA_VERSION}: <the CUDA version its image was built "
-                f"with> to {where}, or add the image to the webhook's image table"
-            )
         yield Finding(
             REQUIREMENT_UNKNOWN,
             ref,
-            f"uses a GPU but no CUDA requirement can be resolved ({why}): the webhook cannot "
+            f"uses a GPU but its CUDA is unknown ({unknown.describe()}): the webhook cannot "
             "keep it off nodes whose driver is too old",
             fix=fix,
         )

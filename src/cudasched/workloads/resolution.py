@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cudasched.knowledge.imageconfig import config_cuda, gate_env
 from cudasched.knowledge.images import ImageTable, ReleaseFacts, parse_require_cuda
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
@@ -342,9 +343,17 @@ def _from_container(
             # simply not a well-known image (the kubelet will report it at pull time).
             lookup = None
     match = lookup.match if lookup is not None else None
+    config = images.config_for(image) if lookup is not None else None
+    if config is not None and not config.ok:
+        config = None  # not read: the table decides (and an unknown says why)
     # The container's env replaces the image's variable of the same name (Kubernetes env
-    # over image ENV), which is what the toolkit reads when the container starts.
-    image_env = {REQUIRE_ENV: match.require_cuda} if match and match.require_cuda else {}
+    # over image ENV), which is what the toolkit reads when the container starts. The image's
+    # own config, when read from its registry, is the image's env; the table's value is what
+    # the table knows of it.
+    if config is not None:
+        image_env = gate_env(config)
+    else:
+        image_env = {REQUIRE_ENV: match.require_cuda} if match and match.require_cuda else {}
     where = f"container {name}"
     try:
         gate = images.gate_for({**image_env, **env}, _gate_source(env, image_env, where, image))
@@ -356,6 +365,16 @@ def _from_container(
         return _ContainerFacts(
             floor, source=f"env {REQUIRE_ENV} of {where}", gate=gate, ships_cuda_compat=ships
         )
+    if config is not None:
+        cuda, said = config_cuda(config)
+        if cuda is not None:
+            return _ContainerFacts(
+                cuda,
+                match.min_compute if match is not None and match.cuda == cuda else None,
+                source=f"image config of {str(image).strip()} ({said})",
+                gate=gate,
+                ships_cuda_compat=ships,
+            )
     if match is not None:
         return _ContainerFacts(
             match.cuda.release,
@@ -372,6 +391,8 @@ def _from_container(
             lower_bound=match.lower_bound,
         )
     why = lookup.why if lookup is not None else f"{where} names no image cudasched can read"
+    if config is not None:
+        why = f"the config of image {str(image).strip()} names no CUDA ({config.digest})"
     return _ContainerFacts(gate=gate, why_unknown=why)
 
 
@@ -663,6 +684,7 @@ class UnknownRequirement:
     reason: str
     image: str | None
     fix: str
+    detail: str = ""  # what went wrong reading the image's config (REGISTRY_FAILED)
 
     def describe(self) -> str:
         """Why, naming the image: the reason first, so a clipped warning still says it."""
@@ -673,7 +695,7 @@ class UnknownRequirement:
         if self.reason == REGISTRY_NO_CUDA:
             return f"image config names no CUDA: {self.image}"
         if self.reason == REGISTRY_FAILED:
-            return f"image config not read: {self.image}"
+            return f"image config not read: {self.image}: {self.detail}"
         return "no container names an image cudasched can read"
 
     def warnings(self) -> tuple[str, str]:
@@ -697,6 +719,11 @@ def _unknown(
         recognised = images.rule_for(text) is not None
     except InputError:  # not an image reference at all
         return UnknownRequirement(NO_IMAGE, None, fix)
+    config = images.config_for(text)
+    if config is not None and config.ok:
+        return UnknownRequirement(REGISTRY_NO_CUDA, text, fix)
+    if config is not None and not recognised:
+        return UnknownRequirement(REGISTRY_FAILED, text, fix, config.error)
     return UnknownRequirement(TAG_NOT_RECORDED if recognised else UNKNOWN_IMAGE, text, fix)
 
 

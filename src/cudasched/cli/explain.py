@@ -48,9 +48,13 @@ from cudasched.cli.inputs import (
 from cudasched.cli.options import (
     ConfigOption,
     DefaultPolicyOption,
+    PlainHttpOption,
+    RegistryConfigOption,
+    ResolveImagesOption,
     SchemeOption,
     effective_policy,
     effective_scheme,
+    registry_source,
 )
 from cudasched.cli.reference import Reference, parse_reference
 from cudasched.cluster.fleet import Fleet
@@ -356,6 +360,9 @@ def explain_cmd(
     config: ConfigOption = None,
     policy: DefaultPolicyOption = None,
     scheme: SchemeOption = None,
+    resolve_images: ResolveImagesOption = False,
+    registry_config: RegistryConfigOption = None,
+    plain_http: PlainHttpOption = None,
     output: Annotated[
         ExplainFormat, typer.Option("-o", "--output", help="Output format (wide: full names).")
     ] = ExplainFormat.TABLE,
@@ -400,7 +407,10 @@ def explain_cmd(
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)
         labels = effective_scheme(scheme, settings)
-        items = explain_snapshot(objs, fleet, pol, labels, load_images(kb, settings))
+        images = load_images(kb, settings).with_configs(
+            registry_source(resolve_images, registry_config, plain_http)
+        )
+        items = explain_snapshot(objs, fleet, pol, labels, images)
     except InputError as exc:
         fail(str(exc))
     if output is ExplainFormat.JSON:

@@ -248,11 +248,14 @@ class Admitter:
         # after a server-side dry run) must reach the reporter too. They are InferenceService
         # admissions, rare next to the pods of their replicas. Nor are answers carrying a
         # warning given once: a repeat must not replay it.
+        # Nor, with the image resolver on, an unknown answer: the image may be resolved by
+        # the next replica, which must then be constrained (docs/design.md, issue 19).
         if (
             prepared.key is not None
             and decision.outcome != "error"
             and decision.placement is None
             and not decision.once
+            and not (decision.unknown is not None and self.images.configs is not None)
         ):
             self._remembered.store(prepared.kind, prepared.key, prepared.raw_rest, decision, state)
         if decision.unknown is not None:
@@ -440,7 +443,7 @@ class Admitter:
         elif is_predictor_pod(pod):
             isvc_name = isvc_name_of(pod)
             choice = state.runtime_of(ns, isvc_name) if isvc_name else None
-        need = pod_need(full, choice, self.images, self.kb, service=service)
+        need = pod_need(full, choice, self.images.per_request(), self.kb, service=service)
         if need.status is not NeedStatus.KNOWN:
             nothing = Decision(req.uid, reason="no requirement to enforce")
             return self._unknown(nothing, "Pod", need.unknown, may_deny=True)
@@ -521,7 +524,7 @@ class Admitter:
     ) -> Decision:
         full = with_namespace(isvc, req.namespace)
         choice = state.select_runtime_for(full)
-        need = isvc_need(full, choice, self.images, self.kb)
+        need = isvc_need(full, choice, self.images.per_request(), self.kb)
         runtime = choice.obj if choice is not None else None
 
         mutated = copy_decoded(isvc)
@@ -608,7 +611,7 @@ class Admitter:
         warning (and Event). Its pods are constrained on the pod path; no affinity is written
         into the service."""
         full = with_namespace(service, req.namespace)
-        need = llmisvc_need(full, self.images, self.kb)
+        need = llmisvc_need(full, self.images.per_request(), self.kb)
         mutated = copy_decoded(service)
         if need.status is not NeedStatus.KNOWN:
             return self._unknown(

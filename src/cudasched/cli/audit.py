@@ -35,9 +35,13 @@ from cudasched.cli.inputs import (
 from cudasched.cli.options import (
     ConfigOption,
     DefaultPolicyOption,
+    PlainHttpOption,
+    RegistryConfigOption,
+    ResolveImagesOption,
     effective_policy,
     generated_now,
     progress_bar,
+    registry_source,
 )
 from cudasched.operations.audit import AuditReport, Finding, Severity, audit
 from cudasched.operations.report.html import render_findings
@@ -116,6 +120,9 @@ def audit_cmd(
     source: ClusterSource = ClusterSource(),
     config: ConfigOption = None,
     policy: DefaultPolicyOption = None,
+    resolve_images: ResolveImagesOption = False,
+    registry_config: RegistryConfigOption = None,
+    plain_http: PlainHttpOption = None,
     output: Annotated[
         AuditFormat,
         typer.Option(
@@ -157,6 +164,7 @@ def audit_cmd(
                 "workloads against: add the cluster's nodes (cudasched snapshot --live, or "
                 "kubectl get nodes -o yaml) to it"
             )
+        images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("auditing") as progress:
             report = audit(snapshot, fleet, images, pol, progress=progress, node_groups=groups)
         report = report.within(scope, snapshot.objects())

@@ -27,9 +27,13 @@ from cudasched.cli.inputs import (
 from cudasched.cli.options import (
     ConfigOption,
     DefaultPolicyOption,
+    PlainHttpOption,
+    RegistryConfigOption,
+    ResolveImagesOption,
     effective_policy,
     generated_now,
     progress_bar,
+    registry_source,
 )
 from cudasched.operations.audit import audit
 from cudasched.operations.pools import node_pools
@@ -77,6 +81,9 @@ def report_cmd(
     source: ClusterSource = ClusterSource(),
     config: ConfigOption = None,
     policy: DefaultPolicyOption = None,
+    resolve_images: ResolveImagesOption = False,
+    registry_config: RegistryConfigOption = None,
+    plain_http: PlainHttpOption = None,
     output: Annotated[
         ReportFormat,
         typer.Option("-o", "--output", help="Format: html (one self-contained page) or json."),
@@ -99,6 +106,7 @@ def report_cmd(
         pol = effective_policy(policy, settings)
         scope = source.scope
         snapshot, fleet, images = load_cluster_inputs(source, settings)
+        images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("building the report") as progress:
             pools = node_pools(snapshot, fleet)
             rows = tuple(r for r in runtime_rows(fleet, images) if not r.obj or scope.admits(r.obj))

@@ -42,6 +42,9 @@ __all__ = [
 
 ELLIPSIS = "..."
 MARK = "\x1e@@cudasched-session-step@@\x1e"
+#: ``<!-- session not run: WHY -->`` right before a console block: the one way to keep a
+#: session out of the test, and it must say why.
+_NOT_RUN = re.compile(r"<!--\s*session not run:(.*?)-->")
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>```+)(?P<info>[^`]*)$")
 
 
@@ -65,6 +68,7 @@ class Block:
     indent: str
     lines: list[str]
     steps: list[Step] = field(default_factory=list)
+    not_run: str = ""  # why, when an HTML comment before the fence says it is not run
 
     @property
     def is_session(self) -> bool:
@@ -83,6 +87,10 @@ def blocks_of(text: str) -> list[Block]:
             continue
         indent, ticks = opened["indent"], opened["ticks"]
         block = Block(opened["info"].strip(), i + 1, indent, [])
+        before = next((lines[k].strip() for k in range(i - 1, -1, -1) if lines[k].strip()), "")
+        marked = _NOT_RUN.fullmatch(before)
+        if marked is not None:
+            block.not_run = marked[1].strip()
         j = i + 1
         while j < len(lines) and lines[j].strip() != ticks:
             block.lines.append(lines[j].removeprefix(indent))

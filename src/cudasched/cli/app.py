@@ -40,7 +40,7 @@ class CommandEntry(NamedTuple):
 
 #: How ``--help`` groups the commands: by what a person is doing.
 GROUPS: dict[str, tuple[str, ...]] = {
-    "A workload": ("explain", "check", "affinity", "mutate"),
+    "A workload": ("explain", "check", "image", "affinity", "mutate"),
     "Cluster health": ("audit", "report", "snapshot"),
     "Drivers and capacity": ("recommend-driver", "plan-drivers", "node-template"),
     "Reference": ("knowledge", "demo"),

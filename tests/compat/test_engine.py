@@ -141,8 +141,12 @@ def test_requirement_policy_overrides_argument(kb: KnowledgeBase) -> None:
 def test_hardware_rules_apply_under_every_policy(
     kb: KnowledgeBase, gpu: str, driver: str, cuda: str, code: str
 ) -> None:
-    for policy in Policy:
-        v = check(node(kb, gpu, driver), req(cuda, ships_cuda_compat=True), policy, kb)
+    verdicts = {
+        policy: check(node(kb, gpu, driver), req(cuda, ships_cuda_compat=True), policy, kb)
+        for policy in Policy
+    }
+    assert len(verdicts) == 3  # strict, minor-compat, forward-compat
+    for policy, v in verdicts.items():
         assert v.status is INCOMPATIBLE, (policy, v)
         assert code in v.codes
         assert v.codes[0] == code  # blocking reasons come first

@@ -322,17 +322,21 @@ def test_merged_into_a_pod_is_valid(kb: KnowledgeBase) -> None:
             }
         },
     }
+    merges = 0
     for policy in Policy:
         terms = compile_requirement(req("12.8", ships_cuda_compat=True), policy, "cudasched", kb)
         merged = merge_required(spec, terms)
         assert_valid_pod(merged)
         assert merge_required(merged, terms) == merged  # idempotent
         assert_valid_pod(merge_preferred(spec, terms))
+        merges += 1
     for keys in GfdKeys:
         gfd = compile_requirement(req("13.2"), "minor-compat", "gfd", kb, gfd_keys=keys)
         merged = merge_required(spec, gfd)
         assert_valid_pod(merged)
         assert merge_required(merged, gfd) == merged
+        merges += 1
+    assert merges == 5  # three policies, two GFD key generations
 
 
 @pytest.mark.parametrize("scheme", [LabelScheme.CUDASCHED, LabelScheme.GFD])

@@ -125,6 +125,7 @@ def test_api_server_bodies_are_recalled_without_decoding(
 ) -> None:
     adm, fresh = admitter(kb), admitter(kb, decisionCacheBytes=0)
     reviews = [creation_review(pod, uid="r") for pod in snapshot.pods]
+    assert len(reviews) == 9  # the sample cluster's pods
     first = "5a0f6c1e-0000-4000-8000-00000000000a"
     second = "5a0f6c1e-0000-4000-8000-00000000000b"
     for review in reviews:

@@ -206,7 +206,9 @@ def test_webhook_and_explain_agree_on_generated_clusters(kb: KnowledgeBase) -> N
         pods=cluster.pods,
     )
     paths = _Paths(snapshot, kb)
-    for number, obj in enumerate([*cluster.pods, *cluster.inference_services]):
+    objects = [*cluster.pods, *cluster.inference_services]
+    assert len(objects) == 240  # one predictor pod per InferenceService
+    for number, obj in enumerate(objects):
         assert paths.webhook(copy.deepcopy(obj), number) == paths.explain(obj)
 
 

@@ -39,7 +39,7 @@ from cudasched.webhook.nofit import Placement
 from cudasched.webhook.review import creation_review
 from cudasched.webhook.state import ClusterState
 from cudasched.workloads.resolution import resolve_workload
-from tests.support.admission import applied, ask, gpu_node, nodes, ops_of
+from tests.support.admission import applied, ask, fleet_node, nodes, ops_of
 from tests.support.k8s_schema import assert_valid_event, assert_valid_pod
 from tests.support.servers import events, eventually, make_cache, serving, trust
 
@@ -47,8 +47,8 @@ DATA = Path(__file__).parents[1] / "data" / "kserve"
 LLMISVCS = "/apis/serving.kserve.io/v1alpha1/namespaces/llm/llminferenceservices"
 NODES = "/api/v1/nodes"
 CUDA13_NODES = [
-    gpu_node("b200-r580", "580.95.05", "13.0", "10.0", "NVIDIA-B200"),
-    gpu_node("h100-r580", "580.95.05", "13.0", "9.0", "NVIDIA-H100-80GB-HBM3"),
+    fleet_node("b200-r580", "NVIDIA-B200", "580.95.05"),
+    fleet_node("h100-r580", "NVIDIA-H100-80GB-HBM3", "580.95.05"),
 ]
 CUDA13 = {"b200-r580", "h100-r580"}
 

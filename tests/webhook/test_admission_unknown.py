@@ -33,7 +33,7 @@ from cudasched.webhook.once import FirstSeen
 from cudasched.webhook.review import creation_review
 from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState
-from tests.support.admission import applied, ask, gpu_node, nodes
+from tests.support.admission import applied, ask, fleet_node, nodes
 from tests.support.k8s_schema import assert_valid_pod
 
 RUNTIMES = Path(__file__).parents[1] / "data" / "kserve" / "runtimes-issue12.yaml"
@@ -73,8 +73,8 @@ ISVCS = [
 def state(kb: KnowledgeBase) -> ClusterState:
     cluster_nodes = [
         *nodes(),
-        gpu_node("v100-r570", "570.124.06", "12.8", "7.0", "Tesla-V100-SXM2-16GB"),
-        gpu_node("b200-r580", "580.95.05", "13.0", "10.0", "NVIDIA-B200"),
+        fleet_node("v100-r570", "Tesla-V100-SXM2-16GB", "570.124.06"),
+        fleet_node("b200-r580", "NVIDIA-B200", "580.95.05"),
     ]
     return ClusterState.from_objects(cluster_nodes, ISVCS, [], runtimes(), kb=kb)
 

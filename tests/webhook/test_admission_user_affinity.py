@@ -28,7 +28,7 @@ from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import creation_review
 from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState
-from tests.support.admission import applied, ask, gpu_node, nodes, readmit
+from tests.support.admission import applied, ask, fleet_node, nodes, readmit
 from tests.support.k8s_schema import assert_valid_pod
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -51,9 +51,9 @@ def state() -> ClusterState:
     """test_admission's cluster (R470 to R570) plus CUDA 13 drivers (R580) and a V100."""
     cluster = [
         *nodes(),
-        gpu_node("h100-r580", "580.95.05", "13.0", "9.0", "NVIDIA-H100-80GB-HBM3"),
-        gpu_node("b200-r580", "580.95.05", "13.0", "10.0", "NVIDIA-B200", zone="zone-b"),
-        gpu_node("v100-r570", "570.124.06", "12.8", "7.0", "Tesla-V100-SXM2-16GB"),
+        fleet_node("h100-r580", "NVIDIA-H100-80GB-HBM3", "580.95.05"),
+        fleet_node("b200-r580", "NVIDIA-B200", "580.95.05", zone="zone-b"),
+        fleet_node("v100-r570", "Tesla-V100-SXM2-16GB", "570.124.06"),
     ]
     return ClusterState.from_objects(cluster, [], [], [], kb=kb())
 

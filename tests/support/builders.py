@@ -164,8 +164,9 @@ def node(
     ``labels`` are merged last; a ``None`` value removes that key. ``os`` (``("ubuntu",
     "22.04")``) and ``kernel`` add NFD's labels and kubelet's ``nodeInfo``, as a cluster
     running NFD shows them. ``allocatable`` replaces the status's allocatable resources.
-    ``listed`` adds what a LIST returns and admission never reads (uid, resourceVersion,
-    managedFields, annotations, images, conditions).
+    ``listed`` adds what a LIST returns and admission never reads (managedFields, NFD's
+    annotation, the kubelet's images and conditions; uid and resourceVersion are the
+    server's to assign).
     """
     gpus = count if count is not None else (8 if gpu is not None else 0)
     all_labels: dict[str, str] = {
@@ -234,12 +235,9 @@ def node(
 
 
 def _as_listed(obj: dict[str, Any]) -> None:
-    """The fields a LIST of Nodes carries that admission drops: identity, bookkeeping,
-    NFD's annotation, the kubelet's image list and conditions."""
-    name = obj["metadata"]["name"]
+    """The fields a LIST of Nodes carries that admission drops: bookkeeping, NFD's
+    annotation, the kubelet's image list and conditions."""
     obj["metadata"] |= {
-        "uid": f"0b7c3a52-{sum(map(ord, name)) % 10000:04d}-4000-8000-000000000000",
-        "resourceVersion": "1",
         "creationTimestamp": "2026-01-10T08:00:00Z",
         "managedFields": [{"manager": "kubelet", "operation": "Update", "apiVersion": "v1"}],
     }

@@ -41,9 +41,9 @@ __all__ = [
     "OURS",
     "REQUIRED",
     "expr",
-    "facts",
     "isvc",
     "node",
+    "node_facts",
     "pod",
     "review",
     "runtime",
@@ -253,7 +253,7 @@ def _as_listed(obj: dict[str, Any]) -> None:
     obj["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
 
 
-def facts(
+def node_facts(
     gpu: str | None = "A100",
     driver: str | None = "535.104.05",
     *,

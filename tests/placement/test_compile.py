@@ -29,7 +29,7 @@ from cudasched.vocab.nodeaffinity import Node, NodeSelector, label_value_ok, par
 from cudasched.vocab.requirecuda import Gate, gate_from_env
 from cudasched.vocab.requirements import FrameworkBuild, Policy, Requirement
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion, parse_cuda
-from tests.support.affinity_builders import expr
+from tests.support.builders import expr
 from tests.support.k8s_schema import assert_valid_node_affinity, assert_valid_pod
 
 

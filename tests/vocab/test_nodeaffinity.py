@@ -27,8 +27,8 @@ from cudasched.vocab.nodeaffinity import (
     label_value_ok,
     parse_int64,
 )
-from tests.support.affinity_builders import expr
-from tests.support.affinity_builders import term as term_of
+from tests.support.builders import expr
+from tests.support.builders import term as term_of
 
 
 def selector(*terms: dict[str, Any]) -> NodeSelector:

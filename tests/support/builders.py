@@ -44,6 +44,7 @@ __all__ = [
     "isvc",
     "node",
     "node_facts",
+    "node_labels",
     "pod",
     "review",
     "runtime",

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -36,9 +35,9 @@ from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import LLMISVC_PATH, POD_PATH
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.nofit import Placement
-from cudasched.webhook.review import creation_review
 from cudasched.webhook.state import ClusterState
 from cudasched.workloads.resolution import resolve_workload
+from tests.support import builders
 from tests.support.admission import applied, ask, fleet_node, nodes, ops_of
 from tests.support.k8s_schema import assert_valid_event, assert_valid_pod
 from tests.support.servers import events, eventually, make_cache, serving, trust
@@ -79,17 +78,11 @@ def pod(component: str, image: str = "ghcr.io/llm-d/llm-d-cuda:v0.8.0") -> dict[
 def pod_review(obj: dict[str, Any], uid: str = "6f0c1a2b-0000-4000-8000-000000000001") -> dict:
     """The CREATE review a ReplicaSet's (or LeaderWorkerSet's) pod arrives in: no namespace in
     the object, the request's namespace ``llm``."""
-    review = creation_review(obj, uid=uid)
-    review["request"]["namespace"] = "llm"
-    return review
+    return builders.review(obj, uid=uid, namespace="llm")
 
 
 def service_review(obj: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
-    review = creation_review(obj, uid="0c4e2f9a-1111-4000-8000-000000000002")
-    review["request"]["operation"] = operation
-    if operation == "UPDATE":
-        review["request"]["oldObject"] = copy.deepcopy(obj)
-    return review
+    return builders.review(obj, operation=operation, uid="0c4e2f9a-1111-4000-8000-000000000002")
 
 
 def eligible(obj: dict[str, Any], state: ClusterState) -> set[str]:

@@ -13,6 +13,7 @@ from cudasched.nodes.scheme import GfdKeys
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.versions import CudaVersion
+from tests.support import builders
 
 
 def _node(name: str, **labels: Any) -> dict[str, Any]:
@@ -20,30 +21,19 @@ def _node(name: str, **labels: Any) -> dict[str, Any]:
 
 
 def _runtime(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    return {
-        "apiVersion": "serving.kserve.io/v1alpha1",
-        "kind": "ServingRuntime",
-        "metadata": meta,
-        "spec": {
-            "supportedModelFormats": [{"name": "sklearn", "autoSelect": True}],
-            "containers": [{"name": "kserve-container", "image": "kserve/sklearnserver:v0.15"}],
-        },
-    }
+    """A ServingRuntime, written without a namespace when ``namespace`` is None."""
+    return builders.runtime(
+        name,
+        namespace,
+        kind="ServingRuntime",
+        image="kserve/sklearnserver:v0.15",
+        formats=[{"name": "sklearn", "autoSelect": True}],
+    )
 
 
 def _isvc(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    return {
-        "apiVersion": "serving.kserve.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": meta,
-        "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}}}},
-    }
+    predictor = {"model": {"modelFormat": {"name": "sklearn"}}}
+    return builders.isvc(name, namespace, predictor=predictor)
 
 
 def test_sample_fleet_groups_pools_and_summarises_drivers(kb: KnowledgeBase) -> None:

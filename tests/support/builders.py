@@ -392,16 +392,22 @@ def runtime(
     containers: list[dict[str, Any]] | None = None,
     created: str | None = None,
     spec: Mapping[str, Any] | None = None,
+    kind: str | None = None,
 ) -> dict[str, Any]:
-    """A ClusterServingRuntime, or with ``namespace`` a ServingRuntime, whose
+    """A ClusterServingRuntime, or with ``namespace`` (or ``kind``) a ServingRuntime, whose
     ``kserve-container`` runs ``image``. Its CUDA is declared the ways users do: a label such
     as ``cpaas.io/cuda-version`` or the ``cudasched.io/cuda-version`` annotation, both given
     by the caller. ``formats`` are model-format names (version ``1``) or whole entries;
-    ``spec`` adds fields to the spec."""
-    supported = [
-        f if isinstance(f, dict) else {"name": f, "version": "1", "autoSelect": auto_select}
-        for f in formats
-    ]
+    ``spec`` adds fields to the spec. A ``formats`` string is written as it is (a malformed
+    runtime)."""
+    supported: Any = (
+        formats
+        if isinstance(formats, str)
+        else [
+            f if isinstance(f, dict) else {"name": f, "version": "1", "autoSelect": auto_select}
+            for f in formats
+        ]
+    )
     if containers is None:
         one: dict[str, Any] = {"name": "kserve-container", "image": image}
         if gpus is not None:
@@ -425,7 +431,7 @@ def runtime(
         metadata["creationTimestamp"] = created
     return {
         "apiVersion": "serving.kserve.io/v1alpha1",
-        "kind": "ServingRuntime" if namespace is not None else "ClusterServingRuntime",
+        "kind": kind or ("ServingRuntime" if namespace is not None else "ClusterServingRuntime"),
         "metadata": metadata,
         "spec": body,
     }

@@ -46,6 +46,7 @@ __all__ = [
     "node_facts",
     "node_labels",
     "pod",
+    "required",
     "review",
     "runtime",
     "term",

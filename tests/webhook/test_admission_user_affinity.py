@@ -28,6 +28,7 @@ from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import creation_review
 from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState
+from tests.support import builders
 from tests.support.admission import applied, ask, fleet_node, nodes, readmit
 from tests.support.k8s_schema import assert_valid_pod
 
@@ -65,19 +66,16 @@ def admitter(scheme: str, policy: str) -> Admitter:
 
 
 def gpu_pod(image: str, affinity_terms: list[dict[str, Any]] | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "containers": [
-            {"name": "work", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-        ]
-    }
-    if affinity_terms is not None:
-        spec["affinity"] = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": affinity_terms}}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"generateName": "work-", "namespace": "ml", "labels": {"app": "work"}},
-        "spec": spec,
-    }
+    """A GPU pod with the user's own required node-selector terms."""
+    return builders.pod(
+        None,
+        "ml",
+        generate_name="work-",
+        labels={"app": "work"},
+        container="work",
+        image=image,
+        affinity=builders.required(*affinity_terms) if affinity_terms is not None else None,
+    )
 
 
 def eligible(pod: dict[str, Any]) -> set[str]:

@@ -17,6 +17,7 @@ from tests.support import builders
 
 
 def _node(name: str, **labels: Any) -> dict[str, Any]:
+    """A node with exactly ``labels`` (malformed ones included)."""
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
 
 
@@ -52,9 +53,9 @@ def test_sample_fleet_groups_pools_and_summarises_drivers(kb: KnowledgeBase) -> 
 
 def test_driver_summary_counts_nodes_with_the_newest_cuda(kb: KnowledgeBase) -> None:
     nodes = [
-        _node("a", **{"cudasched.io/cuda.code": "12040", "cudasched.io/cuda.version": "12.4"}),
-        _node("b", **{"cudasched.io/cuda.code": "12080", "cudasched.io/cuda.version": "12.8"}),
-        _node("c", **{"cudasched.io/cuda.code": "12080", "cudasched.io/cuda.version": "12.8"}),
+        builders.node("a", driver="550.90.07"),  # CUDA 12.4
+        builders.node("b", driver="570.124.06"),  # CUDA 12.8
+        builders.node("c", driver="570.124.06"),
     ]
     fleet = Fleet(nodes, kb)
     assert fleet.drivers.newest_cuda == CudaVersion(12, 8)
@@ -112,7 +113,10 @@ def test_first_of_two_services_with_one_name_wins(kb: KnowledgeBase) -> None:
 
 
 def test_partitions_are_shared_by_key_sets_that_split_alike(kb: KnowledgeBase) -> None:
-    nodes = [_node(f"n{i}", zone="a" if i % 2 else "b", rack="r1") for i in range(6)]
+    nodes = [
+        builders.node(f"n{i}", gpu=None, driver=None, labels={"zone": "ba"[i % 2], "rack": "r1"})
+        for i in range(6)
+    ]
     fleet = Fleet(nodes, kb)
     by_zone = fleet.partition(("zone",))
     assert len(by_zone.first) == 2 and by_zone.size == 6

@@ -1,4 +1,6 @@
-"""Shared test support."""
+"""The admission tests' cluster (a fleet of GPU nodes, cluster runtimes, InferenceServices,
+all made with :mod:`tests.support.builders`) and the helpers that send it reviews and read the
+answers as the API server does."""
 
 from __future__ import annotations
 
@@ -25,9 +27,16 @@ from cudasched.webhook.review import MAX_WARNING_CHARS, creation_review
 from cudasched.webhook.serving import RunningServer
 from cudasched.webhook.state import ClusterState
 from tests.support import builders
-from tests.support.builders import ALL_SCHEMES, GFD_SCHEMES, isvc, node, runtime
-
-REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+from tests.support.builders import (
+    ALL_SCHEMES,
+    GFD_SCHEMES,
+    expr,
+    isvc,
+    node,
+    required,
+    runtime,
+    term,
+)
 
 
 def fleet_node(
@@ -273,19 +282,7 @@ ALAUDA = {"cpaas.io/accelerator-type": "nvidia"}
 DATA = Path(__file__).parents[1] / "data" / "admission"
 
 
-RUNTIME_AFFINITY = {
-    "nodeAffinity": {
-        REQUIRED: {
-            "nodeSelectorTerms": [
-                {
-                    "matchExpressions": [
-                        {"key": "node-pool.example.com/tier", "operator": "In", "values": ["gpu"]}
-                    ]
-                }
-            ]
-        }
-    }
-}
+RUNTIME_AFFINITY = required(term(expr("node-pool.example.com/tier", "In", "gpu")))
 
 
 def csr(name: str, image: str, fmt: str, *, auto_select: bool = False, **kw: Any) -> dict[str, Any]:

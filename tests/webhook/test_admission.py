@@ -34,7 +34,6 @@ from cudasched.webhook.review import MAX_WARNING_CHARS, BadReviewError, clip
 from cudasched.webhook.state import ClusterState
 from tests.support.admission import (
     DATA,
-    REQUIRED,
     applied,
     ask,
     fleet_node,
@@ -44,7 +43,7 @@ from tests.support.admission import (
     readmit,
     runtimes,
 )
-from tests.support.builders import GFD_DEPRECATED, node
+from tests.support.builders import GFD_DEPRECATED, REQUIRED, node
 from tests.support.k8s_schema import assert_valid, assert_valid_pod
 
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

@@ -34,17 +34,16 @@ from cudasched.webhook.review import MAX_WARNING_CHARS, BadReviewError, clip
 from cudasched.webhook.state import ClusterState
 from tests.support.admission import (
     DATA,
-    REQUIRED,
     applied,
     ask,
-    cpu_node,
-    gpu_node,
+    fleet_node,
     isvcs,
     nodes,
     ops_of,
     readmit,
     runtimes,
 )
+from tests.support.builders import GFD_DEPRECATED, REQUIRED, node
 from tests.support.k8s_schema import assert_valid, assert_valid_pod
 
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -120,7 +119,7 @@ def test_state_indexes(state: ClusterState) -> None:
 
 def test_state_auto_scheme_falls_back_to_gfd_keys(kb: KnowledgeBase) -> None:
     mixed = nodes(ours=False)
-    mixed[0] = gpu_node("old-gfd", "535.216.01", "12.2", "8.0", "A100", ours=False, gfd_new=False)
+    mixed[0] = fleet_node("old-gfd", "A100", "535.216.01", scheme=GFD_DEPRECATED)
     st_ = ClusterState.from_objects(mixed, [], [], [], kb=kb)
     assert st_.scheme(LabelScheme.AUTO) is LabelScheme.GFD
     assert st_.gfd_keys is GfdKeys.DEPRECATED
@@ -131,7 +130,11 @@ def test_state_empty_and_malformed_objects(kb: KnowledgeBase) -> None:
     assert not empty.synced and empty.nodes == () and empty.drivers.newest_cuda is None
     assert empty.drivers.describe() == "no GPU node reports a CUDA version"
     st_ = ClusterState.from_objects(
-        [{"metadata": {}}, cpu_node("c")], [{"metadata": {"name": ""}}], [], [], kb=kb
+        [{"metadata": {}}, node("c", gpu=None, driver=None)],
+        [{"metadata": {"name": ""}}],
+        [],
+        [],
+        kb=kb,
     )
     assert [n.name for n in st_.nodes] == ["c"] and not st_.fleet.inference_services
 

@@ -17,8 +17,10 @@ judged at). Every answer is one of the knowledge base's facts or the engine's ve
   open flavour is NVIDIA's default where the GPU supports it (``drivers.yaml``);
 * **lifecycle**: LTSB / PB / NFB and end of life from ``compat.yaml``;
 * **kernel**: the oldest kernel a release builds on and the build breakages users reported
-  (``drivers.yaml``); precompiled driver containers only for the OS and kernel variants NVIDIA
-  builds them for.
+  (``drivers.yaml``).
+
+Whether NVIDIA ships a driver container (or a precompiled one) for a branch on an OS, and who
+installs a node's driver, is :mod:`cudasched.compat.containers`.
 """
 
 from __future__ import annotations
@@ -63,7 +65,6 @@ __all__ = [
     "module_type",
     "os_tag",
     "parse_os_tag",
-    "precompiled_problem",
     "release_for",
     "release_text",
     "running",
@@ -437,24 +438,3 @@ def parse_os_tag(value: str) -> OsTag:
             "/etc/os-release, e.g. ubuntu22.04, ubuntu24.04, rhel9"
         )
     return os_tag(m.group(1), m.group(2))
-
-
-def precompiled_problem(
-    kb: KnowledgeBase, os: OsTag | None, kernel: KernelRelease | None
-) -> str | None:
-    """Why NVIDIA builds no precompiled driver container for this OS and kernel (``None``:
-    it builds them)."""
-    rules = kb.drivers.precompiled
-    if os is None:
-        return "the OS is not known, and precompiled driver containers are built per OS"
-    if os.id not in rules.os_ids:
-        return f"precompiled driver containers are built for {', '.join(rules.os_ids)}, not {os}"
-    if kernel is None:
-        return "the kernel is not known, and precompiled driver containers are built per kernel"
-    if kernel.flavour not in rules.kernel_flavours:
-        what = f"variant {kernel.flavour!r}" if kernel.flavour else "no distribution variant"
-        return (
-            f"kernel {kernel} has {what}; precompiled driver containers are built for the "
-            f"{', '.join(rules.kernel_flavours)} kernels only"
-        )
-    return None

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from cudasched.knowledge.drivers import Breakage, KernelRelease
 
 __all__ = [
+    "LEGACY_BRANCHES",
     "LONG_TERM",
     "BranchCuda",
     "GpuTarget",
@@ -63,6 +64,7 @@ __all__ = [
     "lifecycle",
     "module_reason",
     "module_type",
+    "months_left",
     "os_tag",
     "parse_os_tag",
     "release_for",
@@ -344,6 +346,18 @@ def lifecycle(kb: KnowledgeBase, branch: int, today: date) -> Lifecycle:
             ended = (today.year, today.month) > (int(m.group(1)), int(m.group(2)))
             state = LifecycleState.END_OF_LIFE if ended else LifecycleState.SUPPORTED
     return Lifecycle(branch, row.type, eol, state, row.source, row.note, row.alternatives)
+
+
+#: Branches NVIDIA keeps as legacy (its Unix driver archive) for architectures newer branches
+#: dropped; the lifecycle tables give them no end of life.
+LEGACY_BRANCHES = frozenset({340, 390, 470})
+
+
+def months_left(eol: str | None, today: date) -> int | None:
+    """Whole months from ``today``'s month to an ``YYYY-MM`` end of life (``None``: no date)."""
+    if eol is None or len(eol) != 7 or eol[4] != "-" or not (eol[:4] + eol[5:]).isdigit():
+        return None
+    return (int(eol[:4]) - today.year) * 12 + (int(eol[5:]) - today.month)
 
 
 # --------------------------------------------------------------------------- CUDA

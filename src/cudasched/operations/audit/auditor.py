@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from cudasched.compat import engine
@@ -44,6 +45,7 @@ from cudasched.operations.audit.findings import (
     AuditReport,
     Finding,
 )
+from cudasched.operations.audit.lifecycle import lifecycle_findings
 from cudasched.operations.audit.nodegroups import NodeGroup, groups_from_snapshot, scale_up_hint
 from cudasched.operations.nodelabels import (
     GFD_NEW_KEYS_RELEASE,
@@ -56,6 +58,7 @@ from cudasched.operations.nodelabels import (
     is_gpu_node,
     upgrade_state,
 )
+from cudasched.operations.pools import node_pools
 from cudasched.operations.reach import FleetVerdicts, Reach, blocking, driver_fix
 from cudasched.operations.refs import controller_kind, finished, names, node_name, object_ref
 from cudasched.operations.runtimes import RuntimeRow, runtime_rows
@@ -591,12 +594,16 @@ def audit(
     *,
     progress: Progress | None = None,
     node_groups: Sequence[NodeGroup] = (),
+    today: date | None = None,
+    min_support_months: int = 12,
 ) -> AuditReport:
     """Audit a cluster: ``fleet`` must be built from ``snapshot`` (same nodes and KServe
     objects); ``policy`` is the default for workloads that do not name one, as the webhook's
     configured policy is. ``progress`` is told how far the audit has got. ``node_groups``
     (with the Karpenter and Cluster API groups the snapshot declares) may give a pending
-    workload no node can run a home once scaled up from zero."""
+    workload no node can run a home once scaled up from zero. With ``today`` each pool's driver
+    branch is judged by its lifecycle on that date (ended, legacy, ending within
+    ``min_support_months``)."""
     auditor = _Auditor(snapshot, fleet, images, policy, node_groups)
     services = len(snapshot.inference_services) + len(snapshot.llm_inference_services)
     runtimes = len(fleet.cluster_serving_runtimes) + sum(1 for _ in fleet.all_serving_runtimes())
@@ -614,4 +621,8 @@ def audit(
         done += count
         if progress is not None:
             progress(done, total)
+    if today is not None:
+        findings.extend(
+            lifecycle_findings(node_pools(snapshot, fleet), fleet.kb, today, min_support_months)
+        )
     return AuditReport.of(findings)

@@ -36,11 +36,13 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from cudasched.compat.branches import (
+    LEGACY_BRANCHES,
     LifecycleState,
     ModuleType,
     kernel_breakages,
     module_reason,
     module_type,
+    months_left,
     release_text,
     running,
 )
@@ -228,14 +230,6 @@ def _change(pool: Pool, chosen: Option | None) -> str:
 
 def _refs(groups: frozenset[int], demand: Demand) -> tuple[str, ...]:
     return tuple(sorted(w for g in groups for w in demand.groups[g].workloads))
-
-
-def _months_left(eol: str | None, today: date) -> int | None:
-    """Whole months from ``today`` to the end of an ``YYYY-MM`` end of life."""
-    if eol is None or len(eol) != 7 or eol[4] != "-":
-        return None
-    year, month = int(eol[:4]), int(eol[5:])
-    return (year - today.year) * 12 + (month - today.month)
 
 
 def _why(
@@ -769,11 +763,6 @@ def _gpu_counts(
     return {name_of(n): gpu_capacity(n) for n in snapshot.nodes if name_of(n) in node_labels}
 
 
-#: Branches NVIDIA calls legacy (its Unix driver archive), kept for architectures newer
-#: branches dropped; they have no end-of-life date in the lifecycle tables.
-_LEGACY = frozenset({340, 390, 470})
-
-
 def _pool_warnings(
     decisions: list[PoolDecision],
     kb: KnowledgeBase,
@@ -799,7 +788,7 @@ def _pool_warnings(
                 f"pool {pool.name}: {'keeps' if opt.keep else 'takes'} R{opt.branch}, "
                 f"{lc.describe()}: it gets no fixes any more"
             )
-        elif lc.state is LifecycleState.UNKNOWN and opt.branch in _LEGACY:
+        elif lc.state is LifecycleState.UNKNOWN and opt.branch in LEGACY_BRANCHES:
             arch = pool.target.arch if pool.target is not None else None
             capped = arch is not None and arch.last_driver_branch == opt.branch
             out.append(
@@ -808,12 +797,12 @@ def _pool_warnings(
                 + (f" ({arch.name} GPUs end there)" if capped and arch is not None else "")
             )
         else:
-            left = _months_left(lc.eol, today)
+            left = months_left(lc.eol, today)
             if left is not None and left < min_support_months:
                 longer = [
                     f"R{o.branch} ({o.lifecycle.describe()}) serves {o.weight}"
                     for o in alternatives.get(pool.name, ())
-                    if (m := _months_left(o.lifecycle.eol, today)) is not None
+                    if (m := months_left(o.lifecycle.eol, today)) is not None
                     and m >= min_support_months
                 ]
                 out.append(

@@ -591,7 +591,8 @@ def plan_drivers(
     in_use = set(object_of.values()) | {
         labels_of(n).get(L.DRIVER_POOL, "") for n in snapshot.nodes if name_of(n) not in node_labels
     }
-    replaced += stale_objects(snapshot.nvidia_drivers, in_use)
+    already = {r.name for r in replaced}
+    replaced += [r for r in stale_objects(snapshot.nvidia_drivers, in_use) if r.name not in already]
 
     homes = frozenset().union(*(d.chosen.serves for d in decisions if d.chosen is not None))
     every = [([k] if k is not None else []) + o for k, o in zip(keeps, options, strict=True)]

@@ -217,7 +217,7 @@ def test_report_renders_in_chromium(tmp_path: Path) -> None:
     kb = KnowledgeBase.load()
     fleet = Fleet.from_snapshot(snapshot, kb)
     runtimes = {r.ref for r in runtime_rows(fleet, ImageTable.builtin(kb))}
-    pools = {p.id for p in node_pools(snapshot, fleet)}
+    pools = {p.name for p in node_pools(snapshot, fleet)}
     rendered_runtimes = {
         a["data-runtime"] for t, a in parsed.attrs if t == "th" and "data-runtime" in a
     }

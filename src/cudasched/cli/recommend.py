@@ -165,7 +165,8 @@ def recommend_cmd(
         how = installer or (Installer.OPERATOR if os_tag is not None else Installer.HOST)
         if how is Installer.OPERATOR and os_tag is None:
             raise InputError("--installer operator needs --os: driver containers are per OS")
-        op = operator_version(kb, gpu_operator_version) if how is Installer.OPERATOR else None
+        chosen = operator_version(kb, gpu_operator_version)
+        op = chosen if how is Installer.OPERATOR else None
         answer = recommend(
             kb,
             gpu,

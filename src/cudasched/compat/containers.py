@@ -53,6 +53,7 @@ __all__ = [
     "container_oses",
     "container_release",
     "driver_manager",
+    "gpu_problem",
     "install_option",
     "known_os",
     "operator_from_objects",
@@ -283,6 +284,15 @@ class Install:
         return str(self.branch) if self.precompiled else str(self.release)
 
 
+def gpu_problem(kb: KnowledgeBase, gpu: GpuTarget, branch: int) -> str | None:
+    """Why ``branch`` can never drive GPUs like ``gpu``, whatever release or OS (``None``: it
+    can): no kernel modules for it, or outside the architecture's first and last branch."""
+    module = module_type(kb, gpu, branch)
+    if not isinstance(module, ModuleType):
+        return module
+    return drive_problem(gpu, judged_release(kb, branch, gpu))
+
+
 def install_option(
     kb: KnowledgeBase,
     gpu: GpuTarget,
@@ -304,11 +314,9 @@ def install_option(
     ``precompiled`` a precompiled container is used where NVIDIA's matrix has one. The lifecycle
     is not judged here (callers rank by it)."""
     module = module_type(kb, gpu, branch)
-    if not isinstance(module, ModuleType):
-        return module
-    problem = drive_problem(gpu, judged_release(kb, branch, gpu))
-    if problem is not None:
-        return problem
+    problem = gpu_problem(kb, gpu, branch)
+    if problem is not None or not isinstance(module, ModuleType):
+        return problem or str(module)
     if operator is not None:
         found = container_release(kb, branch, os, today)
         if isinstance(found, str):

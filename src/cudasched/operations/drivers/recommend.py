@@ -38,7 +38,7 @@ from cudasched.compat.branches import (
     release_text,
     running,
 )
-from cudasched.compat.containers import install_option, precompiled_problem
+from cudasched.compat.containers import gpu_problem, install_option, precompiled_problem
 from cudasched.compat.engine import check
 from cudasched.nodes.facts import facts_from_parts
 from cudasched.operations.drivers.planoptions import rank
@@ -204,6 +204,10 @@ def recommend(
             passed.append(_Passed(current.branch, current, module, lc, tuple(caveats), keep=True))
     for branch in known_branches(kb):
         if current is not None and branch == current.branch:
+            continue
+        never = gpu_problem(kb, target, branch)
+        if never is not None:
+            failed[branch] = never
             continue
         lc = lifecycle(kb, branch, today)
         if lc.state is LifecycleState.END_OF_LIFE:

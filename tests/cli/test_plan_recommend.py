@@ -260,3 +260,24 @@ async def test_plan_of_the_live_cluster_is_the_plan_of_its_dump(
     assert any("NVIDIADriver/kepler" in w and "dc1-k80-01" in w for w in doc["warnings"])
     assert doc["gpuOperatorVersion"] == "26.3"
     assert all("default" not in d["spec"] for d in doc["nvidiaDrivers"])
+
+
+def test_report_audit_and_plan_name_the_same_pools() -> None:
+    """One grouping, one name: the report's pools are plan-drivers' pools, and every pool the
+    audit speaks of is one of them (the bundled sample cluster)."""
+    import re
+
+    plan = run("plan-drivers", "-o", "json", *AS_OF)
+    report = run("report", "-o", "-", *AS_OF)
+    audit = run("audit", "-o", "json", *AS_OF)
+    assert plan.returncode == report.returncode == 0 and audit.returncode == 1
+    planned = [p["name"] for p in json.loads(plan.stdout)["pools"]]
+    reported = list(dict.fromkeys(re.findall(r'<tr data-pool="([^"]+)"', report.stdout)))
+    assert reported == planned and len(planned) == 13
+    assert "a100-sxm4-80gb-r535-ubuntu22.04" in planned
+    audited = {
+        f["object"].removeprefix("Pool/")
+        for f in json.loads(audit.stdout)["findings"]
+        if f["object"].startswith("Pool/")
+    }
+    assert len(audited) == 12 and audited <= set(planned)

@@ -298,3 +298,41 @@ def test_the_recommended_branch_runs_what_was_asked(
     facts = running(facts_from_parts("n", gpu=gpu, driver=None, kb=kb), release, kb)
     req = Requirement(cuda=parse_cuda(cuda), ships_cuda_compat=policy is Policy.FORWARD_COMPAT)
     assert check(facts, req, policy, kb).compatible
+
+
+def test_recommend_and_plan_agree_for_every_pool_of_the_sample(kb: KnowledgeBase) -> None:
+    """Asked about one pool of the sample (its GPU, OS, kernel, current driver, who installs
+    it, and the CUDA versions of the workloads the plan gives it), recommend-driver answers
+    the branch and release plan-drivers chose."""
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.cluster.snapshot import bundled_snapshot
+    from cudasched.knowledge.images import ImageTable
+    from cudasched.operations.drivers.planning import plan_drivers
+
+    snapshot = bundled_snapshot()
+    plan = plan_drivers(
+        snapshot, Fleet.from_snapshot(snapshot, kb), ImageTable.builtin(kb), today=TODAY
+    )
+    compared = 0
+    for d in plan.decisions:
+        assert d.chosen is not None and d.pool.gpu is not None
+        groups = [plan.demand.groups[g] for g in d.chosen.serves]
+        assert all(g.policy is Policy.STRICT for g in groups)
+        asked = sorted({g.requirement.cuda for g in groups if g.requirement.cuda is not None})
+        answer = recommend(
+            kb,
+            d.pool.gpu,
+            asked,
+            today=TODAY,
+            os=d.pool.os,
+            kernel=d.pool.kernel,
+            operator=kb.operator.newest if d.operator else None,
+            current=d.pool.current,
+        )
+        assert (answer.branch, answer.version, answer.keep) == (
+            d.chosen.branch,
+            d.chosen.release,
+            d.chosen.keep,
+        ), d.pool.name
+        compared += 1
+    assert compared == len(plan.decisions) == 13

@@ -36,11 +36,15 @@ from cudasched.cli.options import (
     ConfigOption,
     DefaultPolicyOption,
     MinSupportMonthsOption,
+    PlainHttpOption,
+    RegistryConfigOption,
+    ResolveImagesOption,
     check_support_months,
     effective_policy,
     generated_now,
     parse_as_of,
     progress_bar,
+    registry_source,
 )
 from cudasched.operations.audit import AuditReport, Severity, audit
 from cudasched.operations.report.html import render_findings
@@ -104,6 +108,9 @@ def audit_cmd(
     source: ClusterSource = ClusterSource(),
     config: ConfigOption = None,
     policy: DefaultPolicyOption = None,
+    resolve_images: ResolveImagesOption = False,
+    registry_config: RegistryConfigOption = None,
+    plain_http: PlainHttpOption = None,
     output: Annotated[
         AuditFormat, typer.Option("-o", "--output", help="Output format (html: to stdout).")
     ] = AuditFormat.TABLE,
@@ -136,6 +143,7 @@ def audit_cmd(
         months = check_support_months(min_support_months)
         groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
+        images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("auditing") as progress:
             report = audit(
                 snapshot,

@@ -19,11 +19,15 @@ from cudasched.cli.options import (
     ConfigOption,
     DefaultPolicyOption,
     MinSupportMonthsOption,
+    PlainHttpOption,
+    RegistryConfigOption,
+    ResolveImagesOption,
     check_support_months,
     effective_policy,
     generated_now,
     parse_as_of,
     progress_bar,
+    registry_source,
 )
 from cudasched.operations.audit import audit
 from cudasched.operations.pools import node_pools
@@ -51,6 +55,9 @@ def report_cmd(
     source: ClusterSource = ClusterSource(),
     config: ConfigOption = None,
     policy: DefaultPolicyOption = None,
+    resolve_images: ResolveImagesOption = False,
+    registry_config: RegistryConfigOption = None,
+    plain_http: PlainHttpOption = None,
     output: Annotated[
         Path, typer.Option("-o", "--output", help="HTML file to write ('-': stdout).")
     ] = Path("report.html"),
@@ -70,6 +77,7 @@ def report_cmd(
         today = parse_as_of(as_of)
         months = check_support_months(min_support_months)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
+        images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("building the report") as progress:
             pools = node_pools(snapshot, fleet)
             matrix = compatibility_matrix(runtime_rows(fleet, images), pools, pol, fleet.kb)

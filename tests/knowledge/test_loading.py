@@ -32,7 +32,18 @@ ENTRY_LISTS = {
     "gpus.yaml": [("gpus",)],
     "frameworks.yaml": [("pytorch",), ("tensorflow",), ("vllm",)],
     "containers.yaml": [("tritonserver",), ("pytorch",), ("tensorflow",)],
-    "drivers.yaml": [("minimum_kernel",), ("build_breakages",), ("latest_releases",)],
+    "drivers.yaml": [
+        ("minimum_kernel",),
+        ("build_breakages",),
+        ("latest_releases",),
+        ("earlier_releases",),
+    ],
+    "gpu-operator.yaml": [
+        ("driver_containers",),
+        ("operator_versions",),
+        ("operator_boards",),
+        ("driver_manager", "node_groups"),
+    ],
 }
 
 

@@ -89,8 +89,11 @@ def test_every_code_has_its_issue_severity() -> None:
         "driver-upgrade-in-progress": Severity.WARNING,
         "stale-requirement": Severity.WARNING,
         "requirement-invalid": Severity.WARNING,
+        "driver-branch-ended": Severity.WARNING,
+        "driver-branch-legacy": Severity.WARNING,
         "labels-deprecated-only": Severity.INFO,
         "requirement-unknown": Severity.INFO,
+        "driver-branch-ending": Severity.INFO,
     }
 
 

@@ -16,7 +16,24 @@ from cudasched.cluster.snapshot import ClusterSnapshot
 from tests.support import builders
 from tests.support.builders import GFD
 
-__all__ = ["cluster", "gpu_node", "isvc", "runtime"]
+__all__ = [
+    "EKS_AL2023",
+    "HOST_DRIVER",
+    "OPERATOR_DRIVER",
+    "cluster",
+    "eks_node",
+    "gpu_node",
+    "isvc",
+    "runtime",
+]
+
+#: The GPU Operator's per-node driver switch as it labels a node whose driver it installs, and
+#: as k8s-driver-manager relabels a node where it found a host driver (reference/nvidia-labels.md
+#: §3; the bundled sample's on-premises nodes).
+OPERATOR_DRIVER = {"nvidia.com/gpu.deploy.driver": "true"}
+HOST_DRIVER = {"nvidia.com/gpu.deploy.driver": "pre-installed"}
+#: An EKS managed node group on Amazon Linux 2023 (the bundled sample's p5 nodes).
+EKS_AL2023 = {"os": ("amzn", "2023"), "kernel": "6.1.115-126.197.amzn2023.x86_64"}
 
 
 def gpu_node(
@@ -42,6 +59,32 @@ def gpu_node(
         kernel=kernel,
         labels=extra,
     )
+
+
+def eks_node(
+    name: str,
+    product: str,
+    driver: str,
+    group: str,
+    *,
+    instance: str = "p5.48xlarge",
+    deploy: str | None = "pre-installed",
+) -> dict[str, Any]:
+    """A node of an EKS managed node group on Amazon Linux 2023, labelled as EKS, NFD and the
+    GPU Operator label one (``deploy``: the operator's ``nvidia.com/gpu.deploy.driver``, None
+    for a cluster without the operator's driver state)."""
+    extra = {
+        "eks.amazonaws.com/nodegroup": group,
+        "eks.amazonaws.com/nodegroup-image": "ami-0c4f1b5f6a2e8d7e1",
+        "eks.amazonaws.com/capacityType": "ON_DEMAND",
+        "node.kubernetes.io/instance-type": instance,
+        "topology.kubernetes.io/region": "us-west-2",
+    }
+    if deploy is not None:
+        extra["nvidia.com/gpu.deploy.driver"] = deploy
+    node = gpu_node(name, product, driver, extra=extra, **EKS_AL2023)  # type: ignore[arg-type]
+    node["status"]["nodeInfo"]["osImage"] = "Amazon Linux 2023.6.20241121"
+    return node
 
 
 def runtime(

@@ -723,3 +723,23 @@ def test_property_patch_applies_is_valid_and_idempotent(
         assert L.ANN_REQUIREMENT in pod["metadata"]["annotations"]
     again = readmit(adm, "pod", review, pod, state)
     assert "patch" not in again, ops_of(again)
+
+
+def test_a_pod_that_names_its_node_is_never_given_an_affinity(
+    kb: KnowledgeBase, state: ClusterState
+) -> None:
+    """spec.nodeName skips the scheduler, and the kubelet rejects a pod whose required affinity
+    excludes its own node: no patch; a warning when the node cannot run the pod."""
+    review = load("pod-job-gpu.json")  # cuda>=12.4 from its image
+    assert "patch" in ask(make(kb), "pod", review, state)
+    able = with_pod(review, spec__nodeName="h100-r550")
+    resp = ask(make(kb), "pod", able, state)
+    assert "patch" not in resp and resp["allowed"] and not resp.get("warnings")
+    unable = with_pod(review, spec__nodeName="a100-r535")
+    resp = ask(make(kb), "pod", unable, state)
+    assert "patch" not in resp and resp["allowed"]
+    [warning] = resp["warnings"]
+    assert "node a100-r535 (spec.nodeName) cannot run cuda>=12.4" in warning
+    unknown = with_pod(review, spec__nodeName="not-in-the-cache")
+    resp = ask(make(kb, onNoFit="deny"), "pod", unknown, state)
+    assert "patch" not in resp and resp["allowed"] and not resp.get("warnings")

@@ -25,13 +25,17 @@ from cudasched.cli.inputs import (
     load_settings,
 )
 from cudasched.cli.options import (
+    AsOfOption,
     ConfigOption,
     DefaultPolicyOption,
+    MinSupportMonthsOption,
     PlainHttpOption,
     RegistryConfigOption,
     ResolveImagesOption,
+    check_support_months,
     effective_policy,
     generated_now,
+    parse_as_of,
     progress_bar,
     registry_source,
 )
@@ -63,11 +67,10 @@ def _write(path: Path | None, text: str) -> None:
 def _pools(pools: Any) -> list[dict[str, Any]]:
     return [
         {
-            "id": p.id,
             "name": p.name,
-            "gpu": p.product,
+            "gpu": p.gpu,
             "driver": str(p.driver) if p.driver else None,
-            "os": p.os,
+            "os": p.os_text,
             "nodes": list(p.nodes),
             "ceiling": p.ceiling.describe(),
         }
@@ -92,6 +95,8 @@ def report_cmd(
         Path | None,
         typer.Option("--output-file", help="Write to this file instead of stdout."),
     ] = None,
+    as_of: AsOfOption = None,
+    min_support_months: MinSupportMonthsOption = 12,
 ) -> None:
     """Write an HTML report of the cluster: which serving runtime can run on which node pool
     (hover a cell for its reason codes), each pool's CUDA ceiling, and the audit findings.
@@ -105,13 +110,23 @@ def report_cmd(
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
         scope = source.scope
+        today = parse_as_of(as_of)
+        months = check_support_months(min_support_months)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
         images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("building the report") as progress:
             pools = node_pools(snapshot, fleet)
             rows = tuple(r for r in runtime_rows(fleet, images) if not r.obj or scope.admits(r.obj))
             matrix = compatibility_matrix(rows, pools, pol, fleet.kb)
-            findings = audit(snapshot, fleet, images, pol, progress=progress)
+            findings = audit(
+                snapshot,
+                fleet,
+                images,
+                pol,
+                progress=progress,
+                today=today,
+                min_support_months=months,
+            )
             findings = findings.within(scope, snapshot.objects())
         what = judged(source, snapshot)
         label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")

@@ -1,7 +1,7 @@
 """Every console session in the README and ``docs/`` runs as shown.
 
 Each document's sessions run in order in one bash process (see ``tests/support/sessions.py``),
-in a fresh directory that holds links to the repository's ``examples/``, ``src/``, ``tests/`` and
+in a fresh directory that holds links to the repository's ``examples/``, ``docs/``, ``src/``, ``tests/`` and
 ``deploy/`` (so ``examples/nemotron.yaml`` is where the reader's checkout has it), with the
 project's console scripts first on ``PATH``. ``$KUBECONFIG`` is ``kubeconfig`` there, naming an
 API server on kmock that serves the bundled sample cluster the way a real one does (paged, list
@@ -40,7 +40,7 @@ from tests.support.webhook_process import free_port
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = os.environ.get("CUDASCHED_RECORD_SESSIONS", "") not in ("", "0")
 DOC_PORT = "18443"
-LINKED = ("examples", "src", "tests", "deploy")
+LINKED = ("examples", "src", "tests", "deploy", "docs")
 TIMEOUT_S = 900
 
 

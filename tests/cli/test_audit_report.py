@@ -311,10 +311,10 @@ def test_audit_text_folds_alike_findings_and_cuts_nothing(
     columns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", columns)
-    _, doc = audit_json()
-    out = runner.invoke(app, ["audit"]).stdout
+    _, doc = audit_json(*AS_OF)
+    out = runner.invoke(app, ["audit", *AS_OF]).stdout
     assert (
-        out.splitlines()[0] == "cudasched audit: bundled sample cluster: 1 error, 0 warning, 5 info"
+        out.splitlines()[0] == "cudasched audit: bundled sample cluster: 1 error, 12 warning, 5 info"
     )
     deprecated = [f for f in doc["findings"] if f["code"] == "labels-deprecated-only"]
     assert len(deprecated) == 4

@@ -26,10 +26,11 @@ WHEN = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 def test_the_sample_audit_as_reports_validates_and_counts() -> None:
-    result = CliRunner().invoke(app, ["audit", "-o", "policyreport"])
+    as_of = ["--as-of", "2026-12-01"]  # lifecycle findings are judged on a date
+    result = CliRunner().invoke(app, ["audit", "-o", "policyreport", *as_of])
     assert result.exit_code == 1  # the sample has an error finding, whatever the format
     reports = [d for d in yaml.safe_load_all(result.stdout) if d]
-    audit = yaml.safe_load(CliRunner().invoke(app, ["audit", "-o", "json"]).stdout)
+    audit = yaml.safe_load(CliRunner().invoke(app, ["audit", "-o", "json", *as_of]).stdout)
     assert [(r["kind"], r["metadata"].get("namespace")) for r in reports] == [
         ("ClusterPolicyReport", None),
         ("PolicyReport", "team-nlp"),
@@ -40,7 +41,7 @@ def test_the_sample_audit_as_reports_validates_and_counts() -> None:
         assert report["metadata"]["name"] == REPORT_NAME
         assert sum(report["summary"].values()) == len(report["results"])
     results = [r for report in reports for r in report["results"]]
-    assert len(results) == len(audit["findings"]) == 6
+    assert len(results) == len(audit["findings"]) == 18
     fails = [r for r in results if r["result"] == "fail"]
     assert [(r["rule"], r["resources"][0]["name"]) for r in fails] == [
         ("no-compatible-node", "nemotron-nano-fp4")

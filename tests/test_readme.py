@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cudasched import eligibility
-from cudasched.engine import REASON_CODES
-from cudasched.operations import findings
+from cudasched.compat.engine import REASON_CODES
+from cudasched.explain import eligibility
+from cudasched.operations.audit import findings
 
 ROOT = Path(__file__).parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

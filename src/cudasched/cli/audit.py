@@ -1,6 +1,6 @@
 """``cudasched audit``: what is wrong in the cluster right now, as findings with a fix.
 
-A thin shell over :func:`cudasched.operations.audit`. ``-o json`` is a stable contract (keys
+A thin shell over :func:`cudasched.operations.audit.auditor`. ``-o json`` is a stable contract (keys
 are only ever added): ``{"findings": [{"severity", "code", "object", "node", "message",
 "fix"}], "summary": {"error": N, "warning": N, "info": N}}``. ``-o html`` writes the findings
 as one self-contained HTML page to stdout. Exit codes: 0 no error finding, 1 at least one
@@ -14,16 +14,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
@@ -31,25 +27,25 @@ from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
-    load_cluster,
-    load_images,
-    load_knowledge,
+    load_cluster_inputs,
     load_node_templates,
     load_settings,
 )
-from cudasched.cli.options import ConfigOption, DefaultPolicyOption, effective_policy
-from cudasched.errors import InputError
-from cudasched.fleet import Fleet
-from cudasched.operations import AuditReport, Severity, audit
-from cudasched.operations.html import render_findings
+from cudasched.cli.options import (
+    ConfigOption,
+    DefaultPolicyOption,
+    effective_policy,
+    generated_now,
+    progress_bar,
+)
+from cudasched.operations.audit import AuditReport, Severity, audit
+from cudasched.operations.report.html import render_findings
+from cudasched.vocab.errors import InputError
 
 if TYPE_CHECKING:
-    from cudasched.images import ImageTable
-    from cudasched.operations.audit import Progress
-    from cudasched.snapshot import ClusterSnapshot
-    from cudasched.webhook.config import WebhookConfig
+    pass
 
-__all__ = ["audit_cmd", "generated_now", "load_cluster_inputs", "progress_bar"]
+__all__ = ["audit_cmd"]
 
 TABLE_WIDTH = 120
 
@@ -58,37 +54,6 @@ class AuditFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
     HTML = "html"
-
-
-def load_cluster_inputs(
-    source: ClusterSource | Path | None, settings: WebhookConfig | None = None
-) -> tuple[ClusterSnapshot, Fleet, ImageTable]:
-    """The snapshot (a file, the live cluster or the bundled sample), its fleet and the image
-    table that ``audit`` and ``report`` work on (with the ``--config``'s ``settings``)."""
-    snapshot = load_cluster(source)
-    kb = load_knowledge()
-    return snapshot, Fleet.from_snapshot(snapshot, kb), load_images(kb, settings)
-
-
-def generated_now() -> str:
-    """When a report was made, for its header (UTC, minutes)."""
-    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-@contextmanager
-def progress_bar(what: str) -> Iterator[Progress | None]:
-    """A rich progress bar on stderr while ``what`` runs, only when stderr is a terminal;
-    yields the callback to hand to the operation (``None``: stay silent)."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    with RichProgress(console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(what, total=None)
-
-        def advance(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield advance
 
 
 def _console() -> Console:

@@ -3,8 +3,8 @@
 The requirement of each workload is found the way the admission webhook finds it (annotations,
 then the KServe runtime of a predictor pod, then the GPU container's ``NVIDIA_REQUIRE_CUDA`` or
 image), and only workloads the webhook would constrain get one; the per-node answer then comes
-from :func:`cudasched.eligibility.explain`. An InferenceService is explained through the predictor
-pod KServe would build for it (runtime selection, merged scheduling fields and container).
+from :func:`cudasched.explain.eligibility.explain`. An InferenceService is explained through the
+predictor pod KServe would build for it (runtime selection, merged scheduling fields and container).
 Without ``--workload`` every Pod and controller of the cluster is explained, plus the
 InferenceServices that have no predictor pod yet: with the bundled sample cluster that is the
 project's demo.
@@ -53,25 +53,25 @@ from cudasched.cli.options import (
     effective_scheme,
 )
 from cudasched.cli.reference import Reference, parse_reference
-from cudasched.eligibility import explain_many
-from cudasched.errors import InputError
-from cudasched.explanation import Explanation
-from cudasched.fleet import Fleet
-from cudasched.kserve import RuntimeChoice
-from cudasched.labels import LabelScheme
-from cudasched.objects import DEFAULT_NAMESPACE, namespace_of
-from cudasched.requirements import Policy, Requirement
-from cudasched.resolution import resolve_workload
-from cudasched.snapshot import ClusterSnapshot, load_snapshot, to_yaml
-from cudasched.workloads import (
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot, to_yaml
+from cudasched.explain.eligibility import explain_many
+from cudasched.explain.explanation import Explanation
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.objects import DEFAULT_NAMESPACE, namespace_of
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.workloads.kserve import RuntimeChoice
+from cudasched.workloads.pods import (
     is_inference_service,
     pod_spec_of,
     workload_id,
     workloads_of,
 )
+from cudasched.workloads.resolution import resolve_workload
 
 if TYPE_CHECKING:
-    from cudasched.images import ImageTable
+    from cudasched.knowledge.images import ImageTable
 
 __all__ = ["explain_cmd", "explain_snapshot"]
 

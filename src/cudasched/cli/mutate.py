@@ -6,22 +6,20 @@ server would get: the way to debug one recorded request.
 
 from __future__ import annotations
 
-import base64
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import orjson
 import typer
 
-from cudasched import inputfiles
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
 from cudasched.cli.options import ConfigOption
-from cudasched.errors import InputError
+from cudasched.vocab import inputfiles
+from cudasched.vocab.errors import InputError
 
-__all__ = ["as_review", "decode_patch", "mutate"]
+__all__ = ["as_review", "mutate"]
 
 _KINDS = {"Pod": "pod", "InferenceService": "isvc", "LLMInferenceService": "llmisvc"}
 _PATHS = {
@@ -57,10 +55,10 @@ def as_review(body: bytes, label: str) -> tuple[bytes, str | None]:
     workload (its pod template becomes the Pod), an InferenceService or an
     LLMInferenceService, in YAML or JSON, is wrapped in the CREATE review the API server would
     send (the note says so)."""
-    from cudasched.cli.demo import creation_review
-    from cudasched.kserve.llm import is_llmisvc
-    from cudasched.snapshot import parse_objects
-    from cudasched.workloads import is_inference_service, pod_of, workload_id
+    from cudasched.cluster.snapshot import parse_objects
+    from cudasched.webhook.review import creation_review
+    from cudasched.workloads.kserve.llm import is_llmisvc
+    from cudasched.workloads.pods import is_inference_service, pod_of, workload_id
 
     try:
         text = body.decode("utf-8-sig")
@@ -81,17 +79,6 @@ def as_review(body: bytes, label: str) -> tuple[bytes, str | None]:
     review = creation_review(target, uid="00000000-0000-4000-8000-000000000000")
     what = workload_id(obj)
     return orjson.dumps(review), f"{label}: {what} wrapped in a CREATE AdmissionReview"
-
-
-def decode_patch(response: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The JSON patch of an AdmissionReview response (``[]`` when there is none)."""
-    raw = (response.get("response") or {}).get("patch")
-    if not raw:
-        return []
-    ops = orjson.loads(base64.b64decode(raw))
-    if not isinstance(ops, list):
-        raise InputError("the response patch is not a JSON array")
-    return ops
 
 
 @app.command("mutate")

@@ -1,7 +1,7 @@
 """``cudasched node-template``: the labels the agent will publish for a GPU and a driver, and how
 to declare them on a node group so an autoscaler can scale it up from zero.
 
-A thin shell over :mod:`cudasched.autoscaling`; exit codes: 0 printed, 2 bad input.
+A thin shell over :mod:`cudasched.nodes.autoscaling`; exit codes: 0 printed, 2 bad input.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Annotated
 import typer
 import yaml
 
-from cudasched.autoscaling import NodeClassRef, Provider, node_template
 from cudasched.cli.app import app, fail
 from cudasched.cli.inputs import load_knowledge
-from cudasched.errors import InputError
+from cudasched.nodes.autoscaling import NodeClassRef, Provider, node_template
+from cudasched.vocab.errors import InputError
 
 __all__ = ["node_template_cmd"]
 

@@ -9,21 +9,29 @@ it, :func:`effective_policy` and :func:`effective_scheme` let an explicit option
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
+from rich.progress import Progress as RichProgress
 
-from cudasched.errors import InputError
-from cudasched.labels import LabelScheme
-from cudasched.requirements import Policy, Requirement
-from cudasched.versions import parse_compute_capability, parse_cuda
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.versions import parse_compute_capability, parse_cuda
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.operations.audit.auditor import Progress
     from cudasched.webhook.config import WebhookConfig
 
 __all__ = [
+    "AsOfOption",
     "ConfigOption",
     "DefaultPolicyOption",
     "FrameworkOption",
@@ -34,6 +42,9 @@ __all__ = [
     "TargetSchemeOption",
     "effective_policy",
     "effective_scheme",
+    "generated_now",
+    "parse_as_of",
+    "progress_bar",
     "requirement_from_options",
 ]
 
@@ -159,3 +170,43 @@ def requirement_from_options(
             f"nothing to {purpose}: give --cuda, --framework or --min-compute-capability"
         )
     return requirement
+
+
+def generated_now() -> str:
+    """When a report was made, for its header (UTC, minutes)."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@contextmanager
+def progress_bar(what: str) -> Iterator[Progress | None]:
+    """A rich progress bar on stderr while ``what`` runs, only when stderr is a terminal;
+    yields the callback to hand to the operation (``None``: stay silent)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with RichProgress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield advance
+
+
+AsOfOption = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        help="Judge branch lifecycles (end of life) on this date, YYYY-MM-DD. Default: today.",
+    ),
+]
+
+
+def parse_as_of(value: str | None) -> date:
+    """``--as-of``: a date, today when not given."""
+    if value is None:
+        return date.today()
+    try:
+        return date.fromisoformat(value.strip())
+    except ValueError:
+        raise InputError(f"invalid --as-of {value!r}: expected a date YYYY-MM-DD") from None

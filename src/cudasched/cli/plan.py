@@ -1,8 +1,8 @@
 """``cudasched plan-drivers``: which driver branch each GPU pool should run so every workload
 has a home, and the GPU Operator objects that install it.
 
-A thin shell over :func:`cudasched.operations.planning.plan_drivers`. ``-o json`` is a stable
-contract (keys are only ever added): ``{"pools": [{"name", "nodes", "gpu", "arch", "os",
+A thin shell over :func:`cudasched.operations.drivers.planning.plan_drivers`. ``-o json`` is a
+stable contract (keys are only ever added): ``{"pools": [{"name", "nodes", "gpu", "arch", "os",
 "kernel", "currentDriver", "targetBranch", "targetVersion", "kernelModuleType",
 "usePrecompiled", "change", "gains", "loses", "why"}], "nvidiaDrivers": [...], "nodeLabels":
 {node: {key: value}}, "waves": [[node, ...]], "unservable": [{"workload", "why"}], "notes",
@@ -33,13 +33,18 @@ from cudasched.cli.inputs import (
     load_knowledge,
     load_settings,
 )
-from cudasched.cli.options import ConfigOption, DefaultPolicyOption, effective_policy
-from cudasched.cli.recommend import AsOfOption, parse_as_of
-from cudasched.errors import InputError
-from cudasched.versions import parse_cuda
+from cudasched.cli.options import (
+    AsOfOption,
+    ConfigOption,
+    DefaultPolicyOption,
+    effective_policy,
+    parse_as_of,
+)
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.versions import parse_cuda
 
 if TYPE_CHECKING:
-    from cudasched.operations.planning import DriverPlan
+    from cudasched.operations.drivers.planning import DriverPlan
 
 __all__ = ["plan_cmd", "render_yaml"]
 
@@ -55,8 +60,8 @@ class PlanFormat(StrEnum):
 def render_yaml(plan: DriverPlan, source: str) -> str:
     """The NVIDIADriver objects as a YAML stream, preceded by the notes and each wave's
     ``kubectl label`` commands as comments (so ``kubectl apply -f`` takes the file as is)."""
-    from cudasched.operations.nvidiadriver import label_commands
-    from cudasched.snapshot import to_yaml
+    from cudasched.cluster.snapshot import to_yaml
+    from cudasched.operations.drivers.nvidiadriver import label_commands
 
     target = f", target CUDA {plan.target_cuda}" if plan.target_cuda else ""
     lines = [
@@ -206,9 +211,9 @@ def plan_cmd(
     configuration (image overrides, mirrors, policy), so workloads are judged as admission
     judges them. Example: cudasched plan-drivers -o yaml > plan.yaml
     """
-    from cudasched.fleet import Fleet
-    from cudasched.operations.planning import plan_drivers
-    from cudasched.operations.waves import parse_max_unavailable
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.operations.drivers.planning import plan_drivers
+    from cudasched.operations.drivers.waves import parse_max_unavailable
 
     try:
         settings = load_settings(config)

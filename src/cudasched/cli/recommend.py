@@ -1,6 +1,6 @@
 """``cudasched recommend-driver``: the driver branch to install for a GPU.
 
-A thin shell over :func:`cudasched.operations.recommend.recommend`. ``-o json`` is a stable
+A thin shell over :func:`cudasched.operations.drivers.recommend.recommend`. ``-o json`` is a stable
 contract (keys are only ever added): ``{"branch", "version", "kernelModuleType",
 "usePrecompiled", "cuda", "lifecycle", "eol", "reasons", "warnings", "rejected": [{"branch",
 "why"}]}`` plus ``gpu`` and ``cudaByPolicy``. Exit codes: 0 a branch was found, 1 no branch
@@ -10,7 +10,6 @@ satisfies everything (the answer says why), 2 bad input (one line on stderr).
 from __future__ import annotations
 
 import json
-from datetime import date
 from enum import StrEnum
 from typing import Annotated
 
@@ -21,32 +20,14 @@ from rich.text import Text
 
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import load_knowledge
-from cudasched.cli.options import PolicyOption
-from cudasched.errors import InputError
-from cudasched.requirements import Policy
-from cudasched.versions import parse_cuda
+from cudasched.cli.options import AsOfOption, PolicyOption, parse_as_of
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirements import Policy
+from cudasched.vocab.versions import parse_cuda
 
-__all__ = ["AsOfOption", "parse_as_of", "recommend_cmd"]
+__all__ = ["recommend_cmd"]
 
 TABLE_WIDTH = 120
-
-AsOfOption = Annotated[
-    str | None,
-    typer.Option(
-        "--as-of",
-        help="Judge branch lifecycles (end of life) on this date, YYYY-MM-DD. Default: today.",
-    ),
-]
-
-
-def parse_as_of(value: str | None) -> date:
-    """``--as-of``: a date, today when not given."""
-    if value is None:
-        return date.today()
-    try:
-        return date.fromisoformat(value.strip())
-    except ValueError:
-        raise InputError(f"invalid --as-of {value!r}: expected a date YYYY-MM-DD") from None
 
 
 class RecommendFormat(StrEnum):
@@ -142,9 +123,9 @@ def recommend_cmd(
     exist. Exit 0: a branch; 1: no branch satisfies everything (with the reason); 2: bad input.
     Example: cudasched recommend-driver --gpu V100 --cuda 12.4 --kernel 5.15.0-113-generic
     """
-    from cudasched.branches import parse_os_tag
+    from cudasched.compat.branches import parse_os_tag
     from cudasched.knowledge.drivers import parse_kernel
-    from cudasched.operations.recommend import recommend
+    from cudasched.operations.drivers.recommend import recommend
 
     try:
         pol = Policy.parse(policy)

@@ -13,15 +13,20 @@ from typing import Annotated
 import typer
 
 from cudasched.cli.app import EXIT_OK, app, fail
-from cudasched.cli.audit import generated_now, load_cluster_inputs, progress_bar
-from cudasched.cli.inputs import ClusterSource, cluster_source, load_settings
-from cudasched.cli.options import ConfigOption, DefaultPolicyOption, effective_policy
-from cudasched.errors import InputError
-from cudasched.operations import audit
-from cudasched.operations.html import render_report
-from cudasched.operations.matrix import compatibility_matrix
+from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster_inputs, load_settings
+from cudasched.cli.options import (
+    ConfigOption,
+    DefaultPolicyOption,
+    effective_policy,
+    generated_now,
+    progress_bar,
+)
+from cudasched.operations.audit import audit
 from cudasched.operations.pools import node_pools
+from cudasched.operations.report.html import render_report
+from cudasched.operations.report.matrix import compatibility_matrix
 from cudasched.operations.runtimes import runtime_rows
+from cudasched.vocab.errors import InputError
 
 __all__ = ["report_cmd"]
 

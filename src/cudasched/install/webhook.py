@@ -48,11 +48,18 @@ from typing import Any
 import yaml
 
 from cudasched import __version__
-from cudasched import labels as L
-from cudasched.errors import InputError
-from cudasched.images import parse_image_ref
-from cudasched.kserve.llm import PART_OF_LABEL, PART_OF_VALUE
-from cudasched.workloads import SKIP_VALUES
+from cudasched.knowledge.images import parse_image_ref
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import (
+    CLUSTER_SERVING_RUNTIME,
+    INFERENCE_SERVICE,
+    KSERVE_GROUP,
+    LLM_INFERENCE_SERVICE,
+    SERVING_RUNTIME,
+)
+from cudasched.workloads.kserve.llm import PART_OF_LABEL, PART_OF_VALUE
+from cudasched.workloads.pods import SKIP_VALUES
 
 DEFAULT_NAMESPACE = "cudasched"
 DEFAULT_IMAGE = f"cudasched/cudasched:{__version__}"
@@ -234,12 +241,12 @@ def rbac_objects(namespace: str) -> list[dict[str, Any]]:
             "rules": [
                 {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
                 {
-                    "apiGroups": ["serving.kserve.io"],
+                    "apiGroups": [KSERVE_GROUP],
                     "resources": [
-                        "inferenceservices",
-                        "servingruntimes",
-                        "clusterservingruntimes",
-                        "llminferenceservices",
+                        INFERENCE_SERVICE.plural,
+                        SERVING_RUNTIME.plural,
+                        CLUSTER_SERVING_RUNTIME.plural,
+                        LLM_INFERENCE_SERVICE.plural,
                     ],
                     "verbs": ["list", "watch"],
                 },
@@ -434,10 +441,10 @@ def webhook_configuration(
                 "clientConfig": client_config("/mutate/inferenceservices"),
                 "rules": [
                     {
-                        "apiGroups": ["serving.kserve.io"],
-                        "apiVersions": ["v1beta1"],
+                        "apiGroups": [INFERENCE_SERVICE.group],
+                        "apiVersions": [INFERENCE_SERVICE.version],
                         "operations": ["CREATE", "UPDATE"],
-                        "resources": ["inferenceservices"],
+                        "resources": [INFERENCE_SERVICE.plural],
                         "scope": "Namespaced",
                     }
                 ],
@@ -451,10 +458,10 @@ def webhook_configuration(
                 "clientConfig": client_config("/mutate/llminferenceservices"),
                 "rules": [
                     {
-                        "apiGroups": ["serving.kserve.io"],
+                        "apiGroups": [LLM_INFERENCE_SERVICE.group],
                         "apiVersions": ["v1alpha1", "v1alpha2"],
                         "operations": ["CREATE", "UPDATE"],
-                        "resources": ["llminferenceservices"],
+                        "resources": [LLM_INFERENCE_SERVICE.plural],
                         "scope": "Namespaced",
                     }
                 ],

@@ -17,7 +17,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from cudasched.errors import InputError, KnowledgeError
 from cudasched.knowledge.drivers import DriverFacts, load_driver_facts
 from cudasched.knowledge.frameworks import FrameworkCatalog
 from cudasched.knowledge.loading import (
@@ -46,8 +45,9 @@ from cudasched.knowledge.records import (
     ToolkitRelease,
     TorchRelease,
 )
-from cudasched.requirements import FrameworkBuild
-from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion
+from cudasched.vocab.errors import InputError, KnowledgeError
+from cudasched.vocab.requirements import FrameworkBuild
+from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
 __all__ = ["KnowledgeBase"]
 

@@ -4,7 +4,7 @@ where precompiled driver containers exist.
 
 The records keep their sources like every other fact of the knowledge base; the small lookups
 that belong to the facts themselves (the minimum kernel of a release, the breakages that touch a
-release on a kernel) live here. Which branch to choose lives in :mod:`cudasched.branches`.
+release on a kernel) live here. Which branch to choose lives in :mod:`cudasched.compat.branches`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cudasched.errors import InputError, KnowledgeError
-from cudasched.versions import (
+from cudasched.vocab.errors import InputError, KnowledgeError
+from cudasched.vocab.versions import (
     ComputeCapability,
     DriverVersion,
     parse_compute_capability,

@@ -7,7 +7,7 @@ per OS and product) is planned in. A GPU node is one whose status reports NVIDIA
 GPU Operator marks ``nvidia.com/gpu.present=true``, or that carries GPU facts; nodes without GPUs
 belong to no pool.
 
-The CUDA ceiling of a pool (:func:`cudasched.branches.cuda_ceiling`) is found by asking the
+The CUDA ceiling of a pool (:func:`cudasched.compat.branches.cuda_ceiling`) is found by asking the
 compatibility engine, toolkit release by toolkit release, which is the newest CUDA a workload
 with no other constraint can run on every node of the pool: natively (policy ``strict``: the
 driver supports it, and the GPU's architecture is still built for), and under minor-version
@@ -22,18 +22,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cudasched.branches import cuda_ceiling
-from cudasched.errors import InputError
-from cudasched.objects import name_of
+from cudasched.compat.branches import cuda_ceiling
 from cudasched.operations.nodelabels import is_gpu_node, os_of
-from cudasched.requirements import Policy
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.objects import name_of
+from cudasched.vocab.requirements import Policy
 
 if TYPE_CHECKING:
-    from cudasched.fleet import Fleet
-    from cudasched.nodeaffinity import Node
-    from cudasched.nodes import NodeFacts
-    from cudasched.snapshot import ClusterSnapshot
-    from cudasched.versions import CudaVersion, DriverVersion
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.cluster.snapshot import ClusterSnapshot
+    from cudasched.nodes.facts import NodeFacts
+    from cudasched.vocab.nodeaffinity import Node
+    from cudasched.vocab.versions import CudaVersion, DriverVersion
 
 __all__ = ["Ceiling", "Pool", "cuda_ceiling", "gpu_members", "node_pools"]
 

@@ -1,6 +1,7 @@
 """Where a requirement can run in a fleet, and when nowhere, the nearest miss.
 
-Every verdict is :func:`cudasched.engine.check` on the fleet's node facts, decided once per group
+Every verdict is :func:`cudasched.compat.engine.check` on the fleet's node facts, decided once per
+group
 of nodes with identical GPU labels (a pool of 500 alike nodes costs one check) and remembered per
 (requirement, policy), so the audit, the report and their tests ask the same engine the same
 question once.
@@ -18,15 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cudasched import engine
-from cudasched.engine import Reason, Verdict, check, resolve_policy
+from cudasched.compat import engine
+from cudasched.compat.engine import Reason, Verdict, check, resolve_policy
 
 if TYPE_CHECKING:
-    from cudasched.fleet import Fleet
+    from cudasched.cluster.fleet import Fleet
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.nodes import NodeFacts
-    from cudasched.requirements import Policy, Requirement
-    from cudasched.versions import DriverVersion
+    from cudasched.nodes.facts import NodeFacts
+    from cudasched.vocab.requirements import Policy, Requirement
+    from cudasched.vocab.versions import DriverVersion
 
 __all__ = ["FleetVerdicts", "Nearest", "Reach", "driver_fix", "lacks_of"]
 

@@ -1,6 +1,6 @@
 """The serving runtimes of a cluster with the CUDA requirement each gives its predictors, read
-once for the audit and the report (:func:`cudasched.resolution.resolve_runtime`: the webhook's
-rules for an InferenceService that only names the runtime)."""
+once for the audit and the report (:func:`cudasched.workloads.resolution.resolve_runtime`: the
+webhook's rules for an InferenceService that only names the runtime)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cudasched.errors import InputError
-from cudasched.kserve import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME
-from cudasched.objects import as_flag, as_mapping, name_of, namespace_of
-from cudasched.resolution import resolve_runtime
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.objects import as_flag, as_mapping, name_of, namespace_of
+from cudasched.workloads.kserve import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME
+from cudasched.workloads.resolution import resolve_runtime
 
 if TYPE_CHECKING:
-    from cudasched.fleet import Fleet
-    from cudasched.images import ImageTable
-    from cudasched.requirements import Requirement
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.knowledge.images import ImageTable
+    from cudasched.vocab.requirements import Requirement
 
 __all__ = ["RuntimeRow", "runtime_rows"]
 

@@ -42,30 +42,11 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
-from cudasched import labels as L
-from cudasched.errors import InputError
-from cudasched.kserve import (
-    is_kserve_pod,
-    is_predictor_pod,
-    isvc_name_of,
-    merge_scheduling,
-)
-from cudasched.kserve.llm import is_llmisvc_pod, llmisvc_name_of, llmisvc_pod
-from cudasched.objects import annotations_of, metadata_of
-from cudasched.requirements import Policy, Requirement
-from cudasched.resolution import (
-    UnknownRequirement,
-    isvc_wants_constraint,
-    resolve_isvc,
-    resolve_llmisvc,
-    resolve_llmisvc_pod,
-    resolve_pod,
-    unknown_isvc_requirement,
-    unknown_llmisvc_requirement,
-    unknown_pod_requirement,
-    uses_gpu,
-    wants_constraint,
-)
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, POD
+from cudasched.vocab.objects import annotations_of, metadata_of
+from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.webhook.config import OnNoFit, WebhookConfig
 from cudasched.webhook.limits import (
     body_over_limits,
@@ -97,11 +78,31 @@ from cudasched.webhook.reviewed import (
     with_namespace,
 )
 from cudasched.webhook.unknown import unknown_answer
-from cudasched.workloads import is_skipped
+from cudasched.workloads.kserve import (
+    is_kserve_pod,
+    is_predictor_pod,
+    isvc_name_of,
+    merge_scheduling,
+)
+from cudasched.workloads.kserve.llm import is_llmisvc_pod, llmisvc_name_of, llmisvc_pod
+from cudasched.workloads.pods import is_skipped
+from cudasched.workloads.resolution import (
+    UnknownRequirement,
+    isvc_wants_constraint,
+    resolve_isvc,
+    resolve_llmisvc,
+    resolve_llmisvc_pod,
+    resolve_pod,
+    unknown_isvc_requirement,
+    unknown_llmisvc_requirement,
+    unknown_pod_requirement,
+    uses_gpu,
+    wants_constraint,
+)
 
 if TYPE_CHECKING:
-    from cudasched.images import ImageTable
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.images import ImageTable
     from cudasched.webhook.state import ClusterState
 
 __all__ = ["Admitter", "Kind", "Prepared"]
@@ -111,9 +112,9 @@ log = logging.getLogger(__name__)
 Kind = Literal["pod", "isvc", "llmisvc"]
 
 _EXPECTED_KIND = {
-    "pod": ("", "Pod"),
-    "isvc": ("serving.kserve.io", "InferenceService"),
-    "llmisvc": ("serving.kserve.io", "LLMInferenceService"),
+    "pod": (POD.group, POD.kind),
+    "isvc": (INFERENCE_SERVICE.group, INFERENCE_SERVICE.kind),
+    "llmisvc": (LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind),
 }
 
 
@@ -167,8 +168,8 @@ class Admitter:
         """The production Admitter: the bundled knowledge base (unless given) and the built-in
         image table with the configuration's ``imageOverrides`` in front. Reads package data,
         so call it once at start-up, never per request."""
-        from cudasched.images import ImageTable
         from cudasched.knowledge import KnowledgeBase
+        from cudasched.knowledge.images import ImageTable
 
         kb = kb if kb is not None else KnowledgeBase.load()
         images = ImageTable.from_config(config, kb=kb)

@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
 from cudasched.webhook.metrics import CONTENT_TYPE, WebhookMetrics
 from cudasched.webhook.nofit import NoFitReporter, Placement
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES

@@ -4,7 +4,7 @@ The webhook runs unattended inside a cluster, so a typo in its configuration mus
 start-up with a message that names the field and the values it accepts, rather than silently
 falling back to a default that schedules workloads differently from what the operator meant.
 Hence ``extra="forbid"`` everywhere and every pydantic error re-raised as one
-:class:`~cudasched.errors.InputError`.
+:class:`~cudasched.vocab.errors.InputError`.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from cudasched import inputfiles
-from cudasched.errors import InputError, VersionError
-from cudasched.images import ImageTable, parse_image_ref
-from cudasched.labels import LabelScheme
-from cudasched.merge import AffinityMode
-from cudasched.requirements import Policy
-from cudasched.versions import CudaVersion, parse_cuda
+from cudasched.knowledge.images import ImageTable, parse_image_ref
+from cudasched.placement.merge import AffinityMode
+from cudasched.vocab import inputfiles
+from cudasched.vocab.errors import InputError, VersionError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.requirements import Policy
+from cudasched.vocab.versions import CudaVersion, parse_cuda
 from cudasched.webhook.limits import ObjectLimits
 
 __all__ = [
@@ -284,7 +284,8 @@ def _clip(text: str, limit: int = 80) -> str:
 
 def _show(value: object) -> str:
     """A short one-line ``repr`` of a user's value for an error message (inputs are bounded by
-    :mod:`cudasched.inputfiles`, so the full ``repr`` is bounded too; only its start is shown)."""
+    :mod:`cudasched.vocab.inputfiles`, so the full ``repr`` is bounded too; only its start is
+    shown)."""
     try:
         text = repr(value)
     except ValueError:  # an int too long to print

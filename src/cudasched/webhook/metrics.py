@@ -22,8 +22,8 @@ from prometheus_client import (
     generate_latest,
 )
 
-from cudasched.resolution import NO_IMAGE, TAG_NOT_RECORDED, UNKNOWN_IMAGE
 from cudasched.webhook.protocol import REASONS
+from cudasched.workloads.resolution import NO_IMAGE, TAG_NOT_RECORDED, UNKNOWN_IMAGE
 
 __all__ = [
     "CONTENT_TYPE",
@@ -54,7 +54,7 @@ KINDS: Final = (
 UNKNOWN_KINDS: Final = ("Pod", "InferenceService", "LLMInferenceService")
 
 #: Why the requirement is unknown: the ``reason`` label (see
-#: :class:`cudasched.resolution.UnknownRequirement`).
+#: :class:`cudasched.workloads.resolution.UnknownRequirement`).
 UNKNOWN_REASONS: Final = (UNKNOWN_IMAGE, TAG_NOT_RECORDED, NO_IMAGE)
 
 # Webhook answers are expected in milliseconds; the API server gives up after a few seconds.

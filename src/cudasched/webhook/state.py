@@ -14,17 +14,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from cudasched.errors import InputError
-from cudasched.fleet import DriverSummary, Fleet
-from cudasched.kserve import RuntimeChoice
-from cudasched.labels import LabelScheme
-from cudasched.nodeaffinity import Node, NodeSelector
-from cudasched.placement import GfdKeys
+from cudasched.cluster.fleet import DriverSummary, Fleet
+from cudasched.nodes.scheme import GfdKeys
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.nodeaffinity import Node, NodeSelector
 from cudasched.webhook.bounded import BoundedMemo
+from cudasched.workloads.kserve import RuntimeChoice
 
 if TYPE_CHECKING:
+    from cudasched.cluster.snapshot import ClusterSnapshot
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.snapshot import ClusterSnapshot
 
 __all__ = ["FIT_MEMO_BYTES", "ClusterState"]
 
@@ -34,8 +34,8 @@ FIT_MEMO_BYTES = 1024 * 1024
 
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class ClusterState:
-    """What admission knows about the cluster: the :class:`~cudasched.fleet.Fleet` of the cached
-    objects (built tolerant of malformed objects), whether every initial list completed
+    """What admission knows about the cluster: the :class:`~cudasched.cluster.fleet.Fleet` of the
+    cached objects (built tolerant of malformed objects), whether every initial list completed
     (``synced``; admission never warns or denies "no node fits" from an unsynced snapshot) and
     a per-snapshot memo of "does any node match these terms". Build it with
     :meth:`from_objects` or :meth:`empty`; the decision memo keys on the snapshot's identity."""
@@ -93,7 +93,7 @@ class ClusterState:
     def from_snapshot(
         cls, snapshot: ClusterSnapshot, *, kb: KnowledgeBase | None = None
     ) -> ClusterState:
-        """The synced snapshot of a cluster dump (:mod:`cudasched.snapshot`): what
+        """The synced snapshot of a cluster dump (:mod:`cudasched.cluster.snapshot`): what
         ``cudasched mutate`` and ``cudasched webhook --cluster`` decide against."""
         return cls.from_objects(
             snapshot.nodes,

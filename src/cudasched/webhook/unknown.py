@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cudasched.resolution import UnknownRequirement
 from cudasched.webhook.config import OnUnknownRequirement
 from cudasched.webhook.review import Decision, clip
+from cudasched.workloads.resolution import UnknownRequirement
 
 __all__ = ["unknown_answer"]
 

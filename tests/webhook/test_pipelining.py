@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from uvicorn.server import ServerState
 
-from cudasched.snapshot import bundled_snapshot
+from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.webhook.app import POD_PATH
 from cudasched.webhook.protocol import (
     ConnectionLimits,
@@ -40,7 +40,7 @@ from cudasched.webhook.protocol import (
 from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState
 
-DATA = Path(__file__).parent / "data" / "admission"
+DATA = Path(__file__).parents[1] / "data" / "admission"
 LIMIT = 16_384
 
 

@@ -52,7 +52,16 @@ from typing import Any
 
 import orjson
 
-from benchmarks.common import Table, comma_list, loadavg, percentile, pin, progress, report
+from benchmarks.common import (
+    Table,
+    comma_list,
+    cpu_seconds,
+    loadavg,
+    percentile,
+    pin,
+    progress,
+    report,
+)
 from cudasched.webhook.app import StaticStateSource
 
 __all__ = ["AdmissionResult", "LoadResult", "main", "run"]
@@ -347,6 +356,9 @@ class LoadResult:
     p50_ms: float = float("nan")
     p99_ms: float = float("nan")
     max_ms: float = float("nan")
+    # The server process's CPU time (all threads) per answered request during the run: on a
+    # shared machine it moves much less than the rates do.
+    server_cpu_us: float = float("nan")
 
     @property
     def rps(self) -> float:
@@ -554,23 +566,27 @@ class AdmissionResult:
     notes: list[str] = field(default_factory=list)
 
     def table(self) -> str:
-        t = Table(["server", "generator", "load", "ok", "errors", "req/s", "p50 ms", "p99 ms"])
+        columns = ["server", "generator", "load", "ok", "errors", "req/s", "p50 ms", "p99 ms"]
+        t = Table([*columns, "CPU us/req"])
         for server, runs in self.runs.items():
             for r in runs:
-                t.add(server, r.generator, r.mode, r.ok, r.errors, r.rps, r.p50_ms, r.p99_ms)
-        if self.in_process:
-            t.add("in-process", "-", "Admitter.review loop", "-", "-", self.in_process, "-", "-")
-        if self.in_process_nomemo:
-            t.add(
-                "in-process-nomemo",
-                "-",
-                "Admitter.review loop",
-                "-",
-                "-",
-                self.in_process_nomemo,
-                "-",
-                "-",
-            )
+                t.add(
+                    server,
+                    r.generator,
+                    r.mode,
+                    r.ok,
+                    r.errors,
+                    r.rps,
+                    r.p50_ms,
+                    r.p99_ms,
+                    r.server_cpu_us,
+                )
+        for name, rate in (
+            ("in-process", self.in_process),
+            ("in-process-nomemo", self.in_process_nomemo),
+        ):
+            if rate:
+                t.add(name, "-", "Admitter.review loop", "-", "-", rate, "-", "-", 1e6 / rate)
         ratios = Table(["ratio", "value"])
         for name, value in self.ratios.items():
             ratios.add(name, value)
@@ -609,6 +625,13 @@ def in_process_rate(
     return done / elapsed
 
 
+def _with_cpu(result: LoadResult, seconds: float) -> LoadResult:
+    """``result`` with the server's CPU time per answered request (the Python generator's
+    warm-up requests are counted in the CPU time, not in ``ok``: a few percent at most)."""
+    result.server_cpu_us = seconds / result.ok * 1e6 if result.ok else float("nan")
+    return result
+
+
 def _find(runs: list[LoadResult], generator: str, mode: str) -> LoadResult | None:
     return next((r for r in runs if r.generator == generator and r.mode == mode), None)
 
@@ -626,6 +649,7 @@ def run(
     use_wrk: bool = True,
     server_cpu: int | None = 0,
     client_cpu: int | None = 1,
+    servers: Sequence[str] = _SERVERS,
 ) -> AdmissionResult:
     """Measure the no-op floor and the mutation server with the same load; return the table
     data and the ratios mutation/no-op (throughput: floor req/s over mutation req/s; latency:
@@ -643,6 +667,7 @@ def run(
         "connections": connections,
         "max_requests": max_requests,
         "wrk": bool(use_wrk and shutil.which("wrk")),
+        "servers": [a for a in _SERVERS if a in servers],
         "cpus": len(os.sched_getaffinity(0))
         if hasattr(os, "sched_getaffinity")
         else os.cpu_count(),
@@ -665,7 +690,7 @@ def run(
         result.in_process = in_process_rate(cluster_file, body_list, duration)
         progress("in-process: the same with the decision memo off")
         result.in_process_nomemo = in_process_rate(cluster_file, body_list, duration, memo=False)
-        for app in _SERVERS:
+        for app in (a for a in _SERVERS if a in servers):
             progress(f"starting the {app} server")
             with start_server(
                 app,
@@ -676,8 +701,10 @@ def run(
                 cpu=server_cpu,
             ) as server:
                 runs: list[LoadResult] = []
+                pid = server.process.pid
                 if use_wrk:
                     progress(f"{app}: wrk saturation for {duration:g}s")
+                    before = cpu_seconds(pid)
                     found = wrk_load(
                         server.url,
                         bodies_file,
@@ -687,33 +714,33 @@ def run(
                         cpu=client_cpu,
                     )
                     if found is not None:
-                        runs.append(found)
+                        runs.append(_with_cpu(found, cpu_seconds(pid) - before))
                 progress(f"{app}: python saturation for {duration:g}s")
-                runs.append(
-                    python_load(
+                before = cpu_seconds(pid)
+                found = python_load(
+                    server.url,
+                    ca,
+                    bodies_file,
+                    connections=connections,
+                    duration=duration,
+                    max_requests=max_requests,
+                    cpu=client_cpu,
+                )
+                runs.append(_with_cpu(found, cpu_seconds(pid) - before))
+                for rate in rates:
+                    progress(f"{app}: python at {rate:g} req/s for {duration:g}s")
+                    before = cpu_seconds(pid)
+                    found = python_load(
                         server.url,
                         ca,
                         bodies_file,
                         connections=connections,
                         duration=duration,
                         max_requests=max_requests,
+                        rate=rate,
                         cpu=client_cpu,
                     )
-                )
-                for rate in rates:
-                    progress(f"{app}: python at {rate:g} req/s for {duration:g}s")
-                    runs.append(
-                        python_load(
-                            server.url,
-                            ca,
-                            bodies_file,
-                            connections=connections,
-                            duration=duration,
-                            max_requests=max_requests,
-                            rate=rate,
-                            cpu=client_cpu,
-                        )
-                    )
+                    runs.append(_with_cpu(found, cpu_seconds(pid) - before))
                 result.runs[app] = runs
     settings["loadavg_after"] = loadavg()
     _ratios(result, rates)
@@ -729,6 +756,10 @@ def _ratios(result: AdmissionResult, rates: Sequence[float]) -> None:
                 a, b = _find(base, generator, "saturation"), _find(runs, generator, "saturation")
                 if a and b and b.rps > 0:
                     result.ratios[f"throughput {floor}/{server} ({generator})"] = a.rps / b.rps
+                if a and b and a.server_cpu_us > 0:
+                    result.ratios[f"server CPU per request {server}/{floor} ({generator})"] = (
+                        b.server_cpu_us / a.server_cpu_us
+                    )
             for rate in rates:
                 mode = f"rate={rate:g}/s"
                 a, b = _find(base, "python", mode), _find(runs, "python", mode)
@@ -783,6 +814,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--connections", type=int, default=8)
     p.add_argument("--max-requests", type=int, default=200_000)
     p.add_argument("--no-wrk", action="store_true", help="do not use wrk even if installed")
+    p.add_argument(
+        "--servers",
+        default=None,
+        help=f"which servers to measure (default all: {','.join(_SERVERS)})",
+    )
     p.add_argument("--server-cpu", type=int, default=0)
     p.add_argument("--client-cpu", type=int, default=1)
     p.add_argument("--json", default=None, help="also write the results to this file")
@@ -823,6 +859,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         use_wrk=not args.no_wrk,
         server_cpu=args.server_cpu,
         client_cpu=args.client_cpu,
+        servers=comma_list(args.servers, str, _SERVERS),
     )
     report(
         "admission",

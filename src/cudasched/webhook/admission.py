@@ -455,7 +455,8 @@ class Admitter:
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit, _key = self.placer.compile(requirement, policy, state)
+        compiled = self.placer.compile(requirement, policy, state)
+        terms, no_fit = compiled.terms, compiled.no_fit
         notes = said_once(self._said, requirement, "Pod", choice, ns)
 
         mutated = pod_for_mutation(pod)
@@ -464,7 +465,7 @@ class Admitter:
                 # Called even when `terms` is empty: the merge also replaces cudasched's own
                 # earlier terms (recognised by their marker); the pod's own expressions, on any
                 # key, are kept and ANDed with ours.
-                mutated["spec"] = self.placer.merge(spec, terms)
+                mutated["spec"] = self.placer.merge(spec, compiled)
             except InputError as exc:
                 # The pod's own affinity cannot be combined with ours (malformed, or the cross
                 # product would explode): admit it as it is and say why.
@@ -544,7 +545,8 @@ class Admitter:
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit, key = self.placer.compile(requirement, policy, state)
+        compiled = self.placer.compile(requirement, policy, state)
+        terms, no_fit, key = compiled.terms, compiled.no_fit, compiled.key
         ns = str(full["metadata"].get("namespace") or "")
         notes = said_once(self._said, requirement, "InferenceService", choice, ns)
         placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
@@ -561,7 +563,7 @@ class Admitter:
             )
             base = merge_scheduling(runtime_aff, predictor.get("affinity"))
             try:
-                merged = self.placer.merge({"affinity": base} if base else {}, terms)
+                merged = self.placer.merge({"affinity": base} if base else {}, compiled)
             except InputError as exc:
                 unconstrained = self._unconstrained(req, record, str(exc), notes)
                 return replace(unconstrained, placement=placement)
@@ -627,7 +629,7 @@ class Admitter:
             )
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit, key = self.placer.compile(requirement, policy, state)
+        terms, no_fit, key = self.placer.compile(requirement, policy, state)[:3]
         placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
         set_annotation(mutated, L.ANN_REQUIREMENT, record)
         decision = self._finish(

@@ -47,6 +47,10 @@ __all__ = [
 _CUDA_FROM = frozenset({"tag", "ngc", "framework", "versions", "unknown"})
 _GATE_ENV_PREFIXES = ("NVIDIA_REQUIRE_", "NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION")
 _GATE_MEMO_LIMIT = 256
+# Lookups remembered per image reference (pods repeat a few images); longer references, which
+# only a request crafted to fill the memo would carry, are looked up every time.
+_LOOKUP_MEMO_LIMIT = 1024
+_LOOKUP_MEMO_MAX_CHARS = 512
 _GATES = frozenset({"nvidia-cuda", "ngc"})
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
 _DIGEST_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[+._-][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
@@ -403,6 +407,11 @@ class ImageTable:
     _gates: dict[frozenset[tuple[str, str]], Gate | None] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # Answers of :meth:`lookup` with the table's own ``kb``, bounded. Not an init field, so a
+    # copy made by ``with_overrides`` or ``with_mirrors`` (other answers) starts empty.
+    _lookups: dict[str, ImageLookup] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     def gate_for(self, env: Mapping[str, str], source: str) -> Gate | None:
         """:func:`cudasched.vocab.requirecuda.gate_from_env`, remembered per environment (the
@@ -476,7 +485,19 @@ class ImageTable:
     def lookup(self, image: str, kb: ReleaseFacts | None = None) -> ImageLookup:
         """What the table knows of ``image``: its CUDA (with the fact that says so, and the
         ``NVIDIA_REQUIRE_CUDA`` it carries), or why it cannot tell. Raises
-        :class:`InputError` for a string that is not an image reference."""
+        :class:`InputError` for a string that is not an image reference. Answers with the
+        table's own knowledge base are remembered (the table never changes)."""
+        if (kb is not None and kb is not self.kb) or len(image) > _LOOKUP_MEMO_MAX_CHARS:
+            return self._lookup(image, kb)
+        found = self._lookups.get(image)
+        if found is None:
+            found = self._lookup(image, kb)
+            if len(self._lookups) >= _LOOKUP_MEMO_LIMIT:
+                self._lookups.clear()
+            self._lookups[image] = found
+        return found
+
+    def _lookup(self, image: str, kb: ReleaseFacts | None) -> ImageLookup:
         ref = parse_image_ref(image)
         text = image.strip()
         for override in self.overrides:

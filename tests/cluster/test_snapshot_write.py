@@ -25,9 +25,13 @@ from cudasched.cluster.snapshot import (
     to_yaml,
     without_bulk,
 )
+from cudasched.knowledge import KnowledgeBase
+from cudasched.knowledge.images import ImageTable
+from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.requirements import Policy
 from cudasched.workloads.pods import workloads_of
+from cudasched.workloads.resolution import resolve_workload
 
 SAMPLE = bundled_snapshot()
 BUCKETS = (
@@ -233,3 +237,69 @@ def test_yaml_is_written_without_aliases() -> None:
     text = to_yaml({"first": shared, "second": shared})
     assert "&" not in text and "*" not in text
     assert yaml.safe_load(text) == {"first": shared, "second": shared}
+
+
+# A reduced pod (a dump, a live read) must be judged as the full pod is. The env names are
+# those the toolkit's gate reads, mixed with ones it ignores (credentials, settings).
+_GATE_VALUES = {
+    "NVIDIA_REQUIRE_CUDA": st.sampled_from(["cuda>=12.4", "cuda>=11.8 brand=tesla,driver>=470"]),
+    "NVIDIA_REQUIRE_DRIVER": st.sampled_from(["driver>=535", "driver>=570"]),
+    "NVIDIA_DISABLE_REQUIRE": st.sampled_from(["true", "false", "1"]),
+    "CUDA_VERSION": st.sampled_from(["12.4.1", "11.8.0", "12.9"]),
+    "HF_TOKEN": st.just("secret"),
+    "VLLM_PORT": st.just("8000"),
+}
+
+
+@st.composite
+def _gpu_pods(draw: st.DrawFn) -> dict[str, Any]:
+    names = draw(st.lists(st.sampled_from(sorted(_GATE_VALUES)), unique=True, max_size=5))
+    env = [{"name": n, "value": draw(_GATE_VALUES[n])} for n in names]
+    image = draw(
+        st.sampled_from(["vllm/vllm-openai:v0.7.2", "nvcr.io/nvidia/tritonserver:24.05-py3"])
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "default",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"},
+            "managedFields": [{"manager": "kubectl"}],
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "server",
+                    "image": image,
+                    "env": env,
+                    "ports": [{"containerPort": 8000}],
+                    "resources": {"limits": {"nvidia.com/gpu": 1}},
+                }
+            ]
+        },
+    }
+
+
+@settings(max_examples=150)
+@given(_gpu_pods())
+def test_a_reduced_pod_resolves_as_the_full_pod(kb: KnowledgeBase, pod: dict[str, Any]) -> None:
+    """The defect: only NVIDIA_REQUIRE_CUDA survived a reduction, so a pod that disabled the
+    gate (NVIDIA_DISABLE_REQUIRE=true) got its image's gate back once dumped or read live."""
+    snapshot = bundled_snapshot()
+    fleet = Fleet.from_snapshot(snapshot, kb)
+    images = ImageTable.builtin()
+
+    def resolved(obj: Any) -> Any:
+        try:
+            return resolve_workload(obj, fleet, images)[1]
+        except InputError as exc:
+            return str(exc)
+
+    reduced = reduce_pod(pod)
+    assert resolved(reduced) == resolved(pod)
+    kept = [v["name"] for v in reduced["spec"]["containers"][0].get("env", [])]
+    assert "HF_TOKEN" not in kept
+    assert len(kept) == sum(
+        1 for v in pod["spec"]["containers"][0]["env"] if v["name"] not in ("HF_TOKEN", "VLLM_PORT")
+    )

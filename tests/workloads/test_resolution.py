@@ -18,16 +18,15 @@ from cudasched.knowledge.images import ImageTable
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import ComputeCapability, CudaVersion
+from cudasched.workloads.gpu import gpu_container, uses_gpu
 from cudasched.workloads.kserve import RuntimeChoice, select_runtime
 from cudasched.workloads.resolution import (
     declared_by_annotation,
-    gpu_container,
     requirement_from_annotations,
     resolve_isvc,
     resolve_llmisvc,
     resolve_llmisvc_pod,
     resolve_pod,
-    uses_gpu,
     wants_constraint,
 )
 

@@ -80,11 +80,9 @@ from cudasched.webhook.reviewed import (
 from cudasched.webhook.unknown import unknown_answer
 from cudasched.workloads.kserve import (
     is_kserve_pod,
-    is_predictor_pod,
-    isvc_name_of,
     merge_scheduling,
 )
-from cudasched.workloads.kserve.llm import is_llmisvc_pod, llmisvc_name_of, llmisvc_pod
+from cudasched.workloads.kserve.llm import llmisvc_name_of, llmisvc_pod
 from cudasched.workloads.pods import is_skipped
 from cudasched.workloads.resolution import (
     UnknownRequirement,
@@ -96,9 +94,9 @@ from cudasched.workloads.resolution import (
     unknown_isvc_requirement,
     unknown_llmisvc_requirement,
     unknown_pod_requirement,
-    uses_gpu,
     wants_constraint,
 )
+from cudasched.workloads.view import Role, view_pod
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -428,8 +426,11 @@ class Admitter:
         state: ClusterState,
     ) -> Decision:
         declared = declares_requirement(pod)
-        model_server = is_llmisvc_pod(pod)  # may take its GPUs from the LLMIS configs
-        if not declared and not uses_gpu(spec) and not model_server:
+        view = view_pod(pod)
+        if not declared:
+            view.checked()  # an undeclared pod is judged by what it requests: read it all
+        model_server = view.role is Role.MODEL_SERVER  # may take its GPUs from the configs
+        if not declared and not view.requests_gpu and not model_server:
             # Only pods that use a GPU, or say what they need, are ever constrained.
             return Decision(req.uid, reason="no GPU and no declared requirement")
         kserve_pod = is_kserve_pod(pod) or model_server
@@ -444,8 +445,8 @@ class Admitter:
             service = state.llm_inference_service(ns, service_name) if service_name else None
             requirement = resolve_llmisvc_pod(full, service, self.images, self.kb)
         else:
-            if is_predictor_pod(pod):
-                isvc_name = isvc_name_of(pod)
+            if view.role is Role.PREDICTOR:
+                isvc_name = view.owner
                 choice = state.runtime_of(ns, isvc_name) if isvc_name else None
             requirement = resolve_pod(full, choice, self.images, self.kb)
         if not wants_constraint(full, requirement):

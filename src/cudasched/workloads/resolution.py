@@ -56,12 +56,9 @@ from cudasched.vocab.versions import (
     parse_compute_capability,
     parse_cuda,
 )
-from cudasched.workloads.gpu import gpu_container, uses_gpu
+from cudasched.workloads.gpu import gpu_container
 from cudasched.workloads.kserve import (
     RuntimeChoice,
-    component_of,
-    is_predictor_pod,
-    isvc_name_of,
     isvc_uses_gpu,
     predictor_container,
     runtime_containers,
@@ -70,12 +67,11 @@ from cudasched.workloads.kserve.llm import (
     MAIN_CONTAINER,
     NAME_LABEL,
     is_llmisvc,
-    is_llmisvc_pod,
     llmisvc_main_container,
-    llmisvc_name_of,
     llmisvc_pod,
 )
 from cudasched.workloads.pods import is_inference_service, pod_of
+from cudasched.workloads.view import Role, view_pod
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -621,13 +617,11 @@ def runs_gpu_workload(pod: Mapping[str, Any]) -> bool:
     LLMInferenceService's model server counts when its ``main`` container names no resources:
     it takes them from the LLMInferenceServiceConfigs, and llm-d's model servers are GPU
     servers."""
-    if component_of(pod) in ("transformer", "explainer"):
+    view = view_pod(pod)
+    if view.role is Role.AUXILIARY:
         return False
-    spec = as_mapping(pod.get("spec"), "pod spec")
-    if uses_gpu(spec):
-        return True
-    main = llmisvc_main_container(spec) if is_llmisvc_pod(pod) else None
-    return main is not None and not main.get("resources")
+    as_mapping(pod.get("spec"), "pod spec")
+    return view.checked().runs_gpu_workload
 
 
 # --------------------------------------------------------------------------- unknown
@@ -694,17 +688,16 @@ def unknown_pod_requirement(
     needs none, or when it would not be constrained anyway."""
     if not _undecided(requirement) or not runs_gpu_workload(pod):
         return None
-    spec = as_mapping(pod.get("spec"), "pod spec")
+    view = view_pod(pod).checked()
     key = L.ANN_CUDA_VERSION
-    if is_llmisvc_pod(pod):
-        container = _model_server(spec)
-        fix = f"annotate LLMInferenceService {llmisvc_name_of(pod) or '?'} with {key}"
+    container = view.cuda_container
+    if view.role is Role.MODEL_SERVER:
+        fix = f"annotate LLMInferenceService {view.owner or '?'} with {key}"
     else:
-        container = gpu_container(spec)
         if runtime is not None:
             fix = f"label {runtime.describe()} with {key}"
-        elif is_predictor_pod(pod):
-            fix = _or_override(f"annotate InferenceService {isvc_name_of(pod)} with {key}")
+        elif view.role is Role.PREDICTOR:
+            fix = _or_override(f"annotate InferenceService {view.owner} with {key}")
         else:
             fix = _or_override(f"annotate the pod with {key}")
     return _unknown(container, images, fix)
@@ -776,13 +769,14 @@ def resolve_workload(
         req = resolve_isvc(obj, choice, images, kb)
         return pod, (req if isvc_wants_constraint(obj, choice, req) else Requirement()), choice
     pod = pod_of(obj)
-    if is_llmisvc_pod(pod):
-        service = fleet.llm_inference_service(namespace_of(pod), llmisvc_name_of(pod) or "")
+    view = view_pod(pod)
+    if view.role is Role.MODEL_SERVER:
+        service = fleet.llm_inference_service(namespace_of(pod), view.owner or "")
         req = resolve_llmisvc_pod(pod, service, images, kb)
         return obj, (req if wants_constraint(pod, req) else Requirement()), None
     choice = None
-    if is_predictor_pod(pod):
-        isvc = fleet.inference_service(namespace_of(pod), isvc_name_of(pod) or "")
+    if view.role is Role.PREDICTOR:
+        isvc = fleet.inference_service(namespace_of(pod), view.owner or "")
         choice = fleet.select_runtime(isvc) if isvc is not None else None
     req = resolve_pod(pod, choice, images, kb)
     return obj, (req if wants_constraint(pod, req) else Requirement()), choice

@@ -24,10 +24,9 @@ from cudasched.operations.refs import finished, object_ref
 from cudasched.operations.runtimes import runtime_rows
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.objects import annotations_of, name_of, namespace_of
-from cudasched.workloads.kserve import is_predictor_pod, isvc_name_of
-from cudasched.workloads.kserve.llm import llmisvc_of_pod
 from cudasched.workloads.pods import is_inference_service, is_skipped, workloads_of
 from cudasched.workloads.resolution import resolve_workload
+from cudasched.workloads.view import service_listed, view_pod
 
 if TYPE_CHECKING:
     from cudasched.cluster.fleet import Fleet
@@ -64,11 +63,7 @@ class Demand:
 
 
 def _listed_pod_owner(pod: Mapping[str, Any], isvcs: set, llms: set) -> bool:
-    ns = namespace_of(pod)
-    if is_predictor_pod(pod) and (ns, isvc_name_of(pod) or "") in isvcs:
-        return True
-    llm = llmisvc_of_pod(pod)
-    return llm is not None and (ns, llm) in llms
+    return service_listed(view_pod(pod), namespace_of(pod), isvcs, llms)
 
 
 def cluster_demand(

@@ -255,12 +255,23 @@ def isvc_uses_gpu(isvc: Mapping[str, Any], runtime: Mapping[str, Any] | None) ->
         legacy = predictor.get(key)
         if isinstance(legacy, Mapping):
             containers.append(legacy)
-    containers.extend(c for c in predictor.get("containers") or () if isinstance(c, Mapping))
+    containers.extend(_mappings(predictor.get("containers")))
     rt_spec = (runtime or {}).get("spec")
     if isinstance(rt_spec, Mapping):
-        containers.extend(c for c in rt_spec.get("containers") or () if isinstance(c, Mapping))
+        containers.extend(_mappings(rt_spec.get("containers")))
     worker = predictor.get("workerSpec")
     if isinstance(worker, Mapping):
-        containers.extend(c for c in worker.get("containers") or () if isinstance(c, Mapping))
-    pseudo = {"containers": containers, "resourceClaims": predictor.get("resourceClaims") or []}
+        containers.extend(_mappings(worker.get("containers")))
+    claims = predictor.get("resourceClaims")
+    pseudo = {
+        "containers": containers,
+        "resourceClaims": claims if isinstance(claims, list) else [],
+    }
     return bool(uses_gpu(pseudo))
+
+
+def _mappings(value: object) -> list[Mapping[str, Any]]:
+    """The mappings of a list; anything that is not a list (a number, a string, a mapping
+    where a list of containers belongs) holds none. What KServe would reject is not ours to
+    reject: the GPU question only reads what is there."""
+    return [c for c in value if isinstance(c, Mapping)] if isinstance(value, list) else []

@@ -17,8 +17,10 @@ merge was a fifth of a first-seen decision at 5,000 nodes, issue 22).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
@@ -40,13 +42,33 @@ if TYPE_CHECKING:
     from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 
-__all__ = ["PREFERRED_WEIGHT", "Compiled", "Placer"]
+__all__ = ["PREFERRED_WEIGHT", "Compiled", "Deferred", "Placer", "cheap_only"]
 
 #: The weight of cudasched's terms in ``preferred`` mode.
 PREFERRED_WEIGHT = 100
 
 # Merge-memo keys embed the pod's own affinity; unusually large ones are merged every time.
 _MERGE_MEMO_MAX_KEY_BYTES = 16_384
+
+
+class Deferred(Exception):  # noqa: N818 - not an error: a decision handed on
+    """A step whose cost grows with the cluster (compiling a requirement, finding whether any
+    node fits it) or with our terms (a merge) is not remembered yet, and the placer was told to
+    stay cheap (:func:`cheap_only`): the decision is left to a review thread."""
+
+
+_CHEAP: ContextVar[bool] = ContextVar("cudasched_placer_cheap_only", default=False)
+
+
+@contextlib.contextmanager
+def cheap_only() -> Iterator[None]:
+    """Within the block, :meth:`Placer.compile` and :meth:`Placer.merge` raise
+    :class:`Deferred` instead of doing work that is not remembered."""
+    token = _CHEAP.set(True)
+    try:
+        yield
+    finally:
+        _CHEAP.reset(token)
 
 
 class Compiled(NamedTuple):
@@ -95,7 +117,10 @@ class Placer:
         # Every rule-relevant field of the requirement, never its source.
         key = (requirement.needs, policy, scheme, state.gfd_keys)
         found = self.compiled.get(key)
+        cheap = _CHEAP.get()
         if found is None:
+            if cheap:
+                raise Deferred("compile")
             entry = _compile(requirement, policy, scheme, self.kb, state)
             self.compiled.put(key, entry, entry.size)
         else:
@@ -104,6 +129,8 @@ class Placer:
         if terms is None:
             return Compiled(None, f"cudasched: no node can ever run {what}: {entry.error}", key)
         compiled = Compiled(terms, None, key, entry.checked, entry.tag)
+        if cheap and state.synced and terms and state.known_fit(key) is None:
+            raise Deferred("fit")
         if not state.synced or not terms or state.fits(key, terms):
             return compiled
         return compiled._replace(
@@ -121,15 +148,20 @@ class Placer:
             compiled.checked if compiled.checked is not None else compiled.terms
         )
         out = dict(spec)
+        cheap = _CHEAP.get()
         try:
             own = orjson.dumps(["affinity" in out, out.get("affinity")])
         except TypeError:  # not plain JSON data: no memo
-            return self._merge_affinity(out, terms)
-        if len(own) > _MERGE_MEMO_MAX_KEY_BYTES:
+            own = None
+        if own is None or len(own) > _MERGE_MEMO_MAX_KEY_BYTES:
+            if cheap:
+                raise Deferred("merge")
             return self._merge_affinity(out, terms)
         key = own + compiled.tag  # the tag has a fixed length: the key reads one way only
         remembered = self.merged.get(key)
         if remembered is None:
+            if cheap:
+                raise Deferred("merge")
             merged = self._merge_affinity(
                 {"affinity": out["affinity"]} if "affinity" in out else {}, terms
             )

@@ -17,7 +17,7 @@ from cudasched.workloads.pods import workloads_of
 DATA = Path(__file__).parents[1] / "data"
 runner = CliRunner()
 
-NODE_KEYS = {"node", "eligible", "score", "reasons", "facts"}
+NODE_KEYS = {"node", "eligible", "score", "reasons", "facts", "verdict"}
 SUMMARY_KEYS = {
     "workload",
     "eligible",
@@ -32,6 +32,9 @@ SUMMARY_KEYS = {
     "skipped",
     "scoreError",
     "runtime",
+    "requirementStatus",
+    "unknown",
+    "warnings",
 }
 
 
@@ -55,6 +58,14 @@ def check_shape(doc: dict[str, Any]) -> None:
         for reason in node["reasons"]:
             assert {"code", "message"} <= set(reason) <= {"code", "message", "fix"}
     assert doc["summary"]["eligible"] == sum(n["eligible"] for n in doc["nodes"])
+    # Where a workload's CUDA is unknown, nodes it may land on are "unknown", never "yes".
+    status = doc["summary"]["requirementStatus"]
+    may = "unknown" if status == "unknown" else "yes"
+    assert [n["verdict"] for n in doc["nodes"]] == [
+        may if n["eligible"] else "no" for n in doc["nodes"]
+    ]
+    assert (status == "unknown") == (doc["summary"]["unknown"] is not None)
+    assert len(doc["summary"]["warnings"]) == (2 if status == "unknown" else 0)
     assert doc["summary"]["total"] == len(doc["nodes"])
 
 
@@ -79,7 +90,16 @@ def test_default_explains_every_workload_of_the_bundled_cluster() -> None:
     assert by_isvc["resnet50"]["summary"]["requirement"].startswith("cuda>=12.4")
     assert by_isvc["resnet50"]["summary"]["runtime"] == "ClusterServingRuntime kserve-tritonserver"
     assert by_isvc["iris"]["summary"]["requirement"] is None
+    assert by_isvc["iris"]["summary"]["requirementStatus"] == "none"
     assert by_isvc["iris"]["summary"]["eligible"] == 21
+    statuses = {name: item["summary"]["requirementStatus"] for name, item in by_isvc.items()}
+    assert [name for name, status in statuses.items() if status == "unknown"] == ["bert-legacy"]
+    mnist = by_isvc["bert-legacy"]["summary"]
+    assert mnist["unknown"]["reason"] == "tag_not_recorded"
+    assert mnist["warnings"][1] == (
+        "cudasched: to constrain it, label ClusterServingRuntime kserve-torchserve with "
+        "cudasched.io/cuda-version"
+    )
     qwen = by_isvc["qwen2-7b"]
     assert qwen["summary"]["requirement"].startswith("cuda>=12.8")
     assert eligible(qwen) == {"ip-10-42-22-41.us-west-2.compute.internal"}
@@ -151,8 +171,14 @@ def test_table_output_fits_100_columns() -> None:
 def test_table_for_the_whole_sample() -> None:
     result = run()
     assert result.exit_code == 0, result.output
-    assert result.stdout.count("eligible;") == 9
+    assert result.stdout.count("eligible;") == 8
+    assert result.stdout.count("schedulable, none known to run it;") == 1
     assert "no CUDA requirement (not constrained)" in result.stdout
+    # The CPU predictor has none; the GPU one of unknown CUDA is said to be unknown, with
+    # admission's own warnings.
+    assert "CUDA unknown, not constrained (tag's CUDA not recorded" in result.stdout
+    assert "Warning: cudasched: not constrained, CUDA unknown:" in result.stdout
+    assert "Warning: cudasched: to constrain it, label ClusterServingRuntime" in result.stdout
     overview = result.stdout[result.stdout.rindex("summary") :]
     assert "aml-vllm-cuda-12.8" in overview and "0/21" in overview
     assert max(len(line) for line in result.stdout.splitlines()) <= 100

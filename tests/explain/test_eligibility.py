@@ -597,7 +597,8 @@ def test_json_shape(sample: ClusterSnapshot, fleet: Fleet, kb: KnowledgeBase) ->
     doc = explain(sample.pods[0], fleet, "strict", kb).to_dict()
     assert set(doc) == {"nodes", "summary"}
     for node in doc["nodes"]:
-        assert set(node) == {"node", "eligible", "score", "reasons", "facts"}
+        assert set(node) == {"node", "eligible", "score", "reasons", "facts", "verdict"}
+        assert node["verdict"] == ("yes" if node["eligible"] else "no")
         assert set(node["facts"]) == {"gpu", "driver", "cuda", "computeCapability"}
         assert all(
             {"code", "message"} <= set(r) <= {"code", "message", "fix"} for r in node["reasons"]

@@ -193,6 +193,7 @@ def test_explanation_stays_a_frozen_dataclass(
         "skipped",
         "score_error",
         "requirement_error",
+        "unknown",
     ]
     for name in ("nodes", "workload"):
         with pytest.raises(dataclasses.FrozenInstanceError):

@@ -568,7 +568,7 @@ def test_inference_server_images(
         "lmsysorg/sglang:v0.5.19-rocm700-mi35x",
         "ghcr.io/llm-d/llm-d-dev:v0.2.2",
         "ghcr.io/huggingface/text-generation-inference:latest",
-        "vllm/vllm-openai:v0.8.4",
+        "vllm/vllm-openai:latest",  # moves: the registry's config tells (issue 19)
     ],
 )
 def test_inference_server_images_not_guessed(real: ImageTable, image: str) -> None:
@@ -628,3 +628,24 @@ def test_from_config_reads_mirrors() -> None:
     )
     table = ImageTable.from_config(config)
     assert table.mirrors[0] == ("mlops/vllm-openai", "vllm/vllm-openai")
+
+
+def test_vllm_images_of_every_minor_release_from_0_4_resolve_with_a_source() -> None:
+    """Issue 19: every vllm/vllm-openai minor release from 0.4 on is answered by the table,
+    with its source; v0.7.2's image is CUDA 12.4 (its base), not the 12.1 of its pip wheels."""
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.images import ImageTable
+
+    kb = KnowledgeBase.load()
+    table = ImageTable.builtin(kb)
+    minors = [f"0.{m}.0" for m in range(4, 12)] + ["0.7.2", "0.8.5", "0.6.6.post1"]
+    answered = {}
+    for version in minors:
+        match = table.lookup(f"vllm/vllm-openai:v{version}", kb).match
+        assert match is not None, version
+        assert any(s in match.source for s in ("vllm-project/vllm#", "docs.vllm.ai", "image of"))
+        answered[version] = str(match.cuda.release)
+    assert len(answered) == len(minors) == 11
+    assert answered["0.4.0"] == "12.1" and answered["0.7.2"] == "12.4"
+    assert all(answered[v] == "12.4" for v in ("0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.8.5"))
+    assert all(answered[v] == "12.8" for v in ("0.9.0", "0.10.0", "0.11.0"))

@@ -430,12 +430,15 @@ def test_unknown_and_invalid_requirements(kb: KnowledgeBase, images: ImageTable)
     assert keys(report) == {
         ("info", "requirement-unknown", "InferenceService/vision/detector", None),
         ("info", "requirement-unknown", "Pod/research/notebook", None),
-        ("info", "requirement-unknown", "LLMInferenceService/llm/llama-cfg", None),
         ("warning", "requirement-invalid", "Pod/ml/typo", None),
     }
     by_object = {f.object: f for f in report.findings}
     detector = by_object["InferenceService/vision/detector"]
-    assert "ServingRuntime custom-triton names no CUDA version" in detector.message
+    # The words admission warns with (WorkloadNeed.unknown), naming the image.
+    assert (
+        "its CUDA is unknown (image not in the image table: "
+        "registry.example.com/vision/triton-custom:7)" in detector.message
+    )
     assert (detector.fix or "").startswith(
         "kubectl annotate servingruntime -n vision custom-triton cudasched.io/cuda-version="
     )

@@ -138,6 +138,9 @@ def test_matrix_cells_are_engine_verdicts(
         req = row.requirement
         assert req is not None
         for pool, cell in zip(pools, cells, strict=True):
+            if row.unknown is not None:
+                assert req.is_empty and cell.status is CellStatus.UNKNOWN
+                continue
             if req.is_empty:
                 assert cell.status in (CellStatus.NO_REQUIREMENT, CellStatus.NOT_NVIDIA)
                 continue
@@ -157,6 +160,12 @@ def test_matrix_cells_are_engine_verdicts(
     assert cuda13[k80].status is CellStatus.INCOMPATIBLE
     assert "arch-dropped" in cuda13[k80].codes and "arch-dropped" in cuda13[k80].detail
     assert cells["ClusterServingRuntime/aml-mindie-cann-8.3"][0].status is CellStatus.NOT_NVIDIA
+    # The GPU runtime whose tag's CUDA is not recorded is unknown, never "no requirement"
+    # (what explain and admission say of its predictors); the CPU runtime has none.
+    torchserve = cells["ClusterServingRuntime/kserve-torchserve"][0]
+    assert torchserve.status is CellStatus.UNKNOWN and torchserve.headline == "CUDA unknown"
+    sklearn = cells["ClusterServingRuntime/kserve-sklearnserver"][0]
+    assert sklearn.status is CellStatus.NO_REQUIREMENT
     doc = matrix.to_dict()
     assert doc["pools"] == [p.id for p in pools]
     assert doc["runtimes"][3]["cells"][pools[b200_580].id] == {

@@ -74,6 +74,11 @@ COMMANDS: dict[str, CommandEntry] = {
         "cudasched.cli.knowledge",
         "List what cudasched knows about one topic, with the source of every fact.",
     ),
+    "image": CommandEntry(
+        "cudasched.cli.image",
+        "Print what each image needs, read from its own registry: digest, platform, CUDA "
+        "requirement and its source.",
+    ),
     "mutate": CommandEntry(
         "cudasched.cli.mutate",
         "Answer one AdmissionReview offline exactly as the webhook would, and print the "

@@ -34,9 +34,13 @@ from cudasched.cli.inputs import (
 from cudasched.cli.options import (
     ConfigOption,
     DefaultPolicyOption,
+    PlainHttpOption,
+    RegistryConfigOption,
+    ResolveImagesOption,
     effective_policy,
     generated_now,
     progress_bar,
+    registry_source,
 )
 from cudasched.operations.audit import AuditReport, Severity, audit
 from cudasched.operations.report.html import render_findings
@@ -100,6 +104,9 @@ def audit_cmd(
     source: ClusterSource = ClusterSource(),
     config: ConfigOption = None,
     policy: DefaultPolicyOption = None,
+    resolve_images: ResolveImagesOption = False,
+    registry_config: RegistryConfigOption = None,
+    plain_http: PlainHttpOption = None,
     output: Annotated[
         AuditFormat, typer.Option("-o", "--output", help="Output format (html: to stdout).")
     ] = AuditFormat.TABLE,
@@ -127,6 +134,7 @@ def audit_cmd(
         pol = effective_policy(policy, settings)
         groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
+        images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("auditing") as progress:
             report = audit(snapshot, fleet, images, pol, progress=progress, node_groups=groups)
     except InputError as exc:

@@ -15,7 +15,13 @@ import typer
 
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
-from cudasched.cli.options import ConfigOption
+from cudasched.cli.options import (
+    ConfigOption,
+    PlainHttpOption,
+    RegistryConfigOption,
+    ResolveImagesOption,
+    registry_source,
+)
 from cudasched.vocab import inputfiles
 from cudasched.vocab.errors import InputError
 
@@ -94,6 +100,9 @@ def mutate(
     ] = None,
     source: ClusterSource = ClusterSource(),
     config: ConfigOption = None,
+    resolve_images: ResolveImagesOption = False,
+    registry_config: RegistryConfigOption = None,
+    plain_http: PlainHttpOption = None,
     kind: Annotated[
         str | None,
         typer.Option(
@@ -128,6 +137,8 @@ def mutate(
             sys.stderr.write(f"cudasched: note: {wrapped}\n")
         which = _kind_of(body, kind)
         admitter = Admitter.from_config(cfg)
+        configs = registry_source(resolve_images, registry_config, plain_http)
+        admitter.images = admitter.images.with_configs(configs)
         state = cluster_state(load_cluster(source), admitter.kb)
         decision = admitter.decide(which, body, state)  # type: ignore[arg-type]
     except InputError as exc:

@@ -27,6 +27,7 @@ from cudasched.vocab.versions import parse_compute_capability, parse_cuda
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.imageconfig import ConfigSource
     from cudasched.operations.audit.auditor import Progress
     from cudasched.webhook.config import WebhookConfig
 
@@ -210,3 +211,59 @@ def parse_as_of(value: str | None) -> date:
         return date.fromisoformat(value.strip())
     except ValueError:
         raise InputError(f"invalid --as-of {value!r}: expected a date YYYY-MM-DD") from None
+
+
+# --------------------------------------------------------------------------- registries
+
+ResolveImagesOption = Annotated[
+    bool,
+    typer.Option(
+        "--resolve-images",
+        help="Read each judged image's own config from its registry (NVIDIA_REQUIRE_CUDA, "
+        "CUDA_VERSION) and trust it before the image table, as the webhook's image resolver "
+        "does.",
+    ),
+]
+RegistryConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--registry-config",
+        help="A Docker config.json with registry credentials (its auths; credential helpers "
+        "are not run). Default: anonymous, which public images need.",
+    ),
+]
+PlainHttpOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--plain-http",
+        metavar="HOST[:PORT]",
+        help="A registry reached over plain HTTP instead of HTTPS (repeat for several).",
+    ),
+]
+PlatformOption = Annotated[
+    str,
+    typer.Option(
+        "--platform",
+        help="The nodes' platform, os/architecture[/variant]: the manifest of a multi-arch "
+        "image that is read.",
+    ),
+]
+
+
+def registry_source(
+    resolve: bool,
+    registry_config: Path | None,
+    plain_http: list[str] | None,
+    platform: str = "linux/amd64",
+) -> ConfigSource | None:
+    """The image-config source of ``--resolve-images`` (``None`` without it): each image's
+    registry asked the first time resolution looks at it, with the given credentials."""
+    if not resolve:
+        return None
+    from cudasched.registry.auth import Keychain, load_docker_config
+    from cudasched.registry.client import Platform, RegistryClient
+    from cudasched.registry.resolver import OnDemandSource
+
+    keychain = load_docker_config(registry_config) if registry_config else Keychain()
+    client = RegistryClient(keychain=keychain, plain_http=plain_http or ())
+    return OnDemandSource(client, Platform.parse(platform))

@@ -17,9 +17,13 @@ from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster_inp
 from cudasched.cli.options import (
     ConfigOption,
     DefaultPolicyOption,
+    PlainHttpOption,
+    RegistryConfigOption,
+    ResolveImagesOption,
     effective_policy,
     generated_now,
     progress_bar,
+    registry_source,
 )
 from cudasched.operations.audit import audit
 from cudasched.operations.pools import node_pools
@@ -47,6 +51,9 @@ def report_cmd(
     source: ClusterSource = ClusterSource(),
     config: ConfigOption = None,
     policy: DefaultPolicyOption = None,
+    resolve_images: ResolveImagesOption = False,
+    registry_config: RegistryConfigOption = None,
+    plain_http: PlainHttpOption = None,
     output: Annotated[
         Path, typer.Option("-o", "--output", help="HTML file to write ('-': stdout).")
     ] = Path("report.html"),
@@ -62,6 +69,7 @@ def report_cmd(
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
+        images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("building the report") as progress:
             pools = node_pools(snapshot, fleet)
             matrix = compatibility_matrix(runtime_rows(fleet, images), pools, pol, fleet.kb)

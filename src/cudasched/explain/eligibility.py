@@ -33,7 +33,7 @@ Only ``matchFields`` (which look at the node *name*) force per-node matching.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -69,6 +69,7 @@ from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.workloads import resolution
 from cudasched.workloads.gpu import requested_gpu_resources
 from cudasched.workloads.pods import is_skipped, read_pod_template
+from cudasched.workloads.resolution import UnknownRequirement
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -580,8 +581,10 @@ def explain_many(
     kb: KnowledgeBase,
     scheme: L.LabelScheme | str = L.LabelScheme.AUTO,
     requirements: Sequence[Requirement | None] | None = None,
+    unknowns: Sequence[UnknownRequirement | None] | None = None,
 ) -> list[Explanation]:
-    """:func:`explain` for several workloads over one prepared fleet."""
+    """:func:`explain` for several workloads over one prepared fleet; ``unknowns`` says, per
+    workload, why a GPU workload's requirement is unknown (``WorkloadNeed.unknown``)."""
     fleet = nodes if isinstance(nodes, Fleet) else Fleet(nodes, kb)
     if requirements is not None and len(requirements) != len(workloads):
         raise InputError(
@@ -591,9 +594,18 @@ def explain_many(
     reqs = requirements if requirements is not None else [None] * len(workloads)
     # Workloads with the same selectors and requirement share their per-node answers (replicas
     # of one template, pods of one ReplicaSet): computed once, reused as the same tuple.
+    if unknowns is not None and len(unknowns) != len(workloads):
+        raise InputError(
+            f"got {len(unknowns)} unknown reasons for {len(workloads)} workloads: "
+            "expected one (or None) per workload"
+        )
+    whys = unknowns if unknowns is not None else [None] * len(workloads)
     memo: _Memo = {}
     shared = _Shared()
-    return [
-        _explain(w, fleet, policy, scheme, r, memo, shared)
-        for w, r in zip(workloads, reqs, strict=True)
-    ]
+    out = []
+    for w, r, why in zip(workloads, reqs, whys, strict=True):
+        exp = _explain(w, fleet, policy, scheme, r, memo, shared)
+        if why is not None and exp.requirement is None and not exp.skipped:
+            exp = replace(exp, unknown=why)
+        out.append(exp)
+    return out

@@ -19,6 +19,7 @@ from cudasched.nodes.facts import NodeFacts
 from cudasched.nodes.scheme import GfdKeys
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.workloads.resolution import NeedStatus, UnknownRequirement
 
 if TYPE_CHECKING:
     from cudasched.cluster.fleet import Partition
@@ -214,6 +215,9 @@ class Explanation:
     skipped: bool = False
     score_error: str | None = None
     requirement_error: str | None = None
+    # Set when the workload uses a GPU and no source names its CUDA: nodes it may land on
+    # are "unknown", not "yes" (the webhook cannot keep it off a node whose driver is too old).
+    unknown: UnknownRequirement | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, NodeAnswers):
@@ -233,8 +237,22 @@ class Explanation:
         """How many nodes were explained (no per-node answers built)."""
         return len(self.nodes)
 
+    @property
+    def status(self) -> NeedStatus:
+        """known, unknown or none: the same answer admission gives (``WorkloadNeed``)."""
+        if self.unknown is not None:
+            return NeedStatus.UNKNOWN
+        return NeedStatus.NONE if self.requirement is None else NeedStatus.KNOWN
+
+    def verdict(self, node: NodeExplanation) -> str:
+        """``yes``, ``no`` or, where a workload of unknown CUDA may land, ``unknown``."""
+        if not node.eligible:
+            return "no"
+        return "unknown" if self.unknown is not None else "yes"
+
     def summary(self) -> dict[str, Any]:
         req = self.requirement
+        unknown = self.unknown
         return {
             "workload": self.workload,
             "eligible": self.eligible_count,
@@ -248,7 +266,19 @@ class Explanation:
             "requirementError": self.requirement_error,
             "skipped": self.skipped,
             "scoreError": self.score_error,
+            "requirementStatus": self.status.value,
+            "unknown": (
+                {"reason": unknown.reason, "image": unknown.image, "fix": unknown.fix}
+                if unknown is not None
+                else None
+            ),
+            "warnings": list(unknown.warnings()) if unknown is not None else [],
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {"nodes": [n.to_dict() for n in self.nodes], "summary": self.summary()}
+        nodes = []
+        for node in self.nodes:
+            doc = node.to_dict()
+            doc["verdict"] = self.verdict(node)
+            nodes.append(doc)
+        return {"nodes": nodes, "summary": self.summary()}

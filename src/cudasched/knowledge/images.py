@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from cudasched.knowledge.imageconfig import ConfigSource, ImageConfig, RememberedSource
 from cudasched.vocab.errors import InputError, KnowledgeError
 from cudasched.vocab.requirecuda import REQUIRE_ENV, Gate, gate_from_env
 from cudasched.vocab.requirements import FrameworkBuild
@@ -412,6 +413,26 @@ class ImageTable:
     _lookups: dict[str, ImageLookup] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
+    # Images' own configs, read from their registries by an edge (the CLI's --resolve-images,
+    # the webhook's resolver); trusted before the rules (imageconfig.py).
+    configs: ConfigSource | None = field(default=None, compare=False, repr=False)
+
+    def with_configs(self, source: ConfigSource | None) -> ImageTable:
+        """A copy that asks ``source`` for an image's config before its rules."""
+        return replace(self, configs=source)
+
+    def per_request(self) -> ImageTable:
+        """This table for one decision: each image's config asked of the source once."""
+        if self.configs is None or isinstance(self.configs, RememberedSource):
+            return self
+        table = replace(self, configs=RememberedSource(self.configs))
+        # :meth:`lookup` does not read the configs: the copy shares this table's answers.
+        object.__setattr__(table, "_lookups", self._lookups)
+        return table
+
+    def config_for(self, image: str) -> ImageConfig | None:
+        """The image's config from the source, or ``None`` (no source, or not known)."""
+        return self.configs.config_for(image.strip()) if self.configs is not None else None
 
     def gate_for(self, env: Mapping[str, str], source: str) -> Gate | None:
         """:func:`cudasched.vocab.requirecuda.gate_from_env`, remembered per environment (the

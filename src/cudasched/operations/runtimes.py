@@ -1,6 +1,6 @@
 """The serving runtimes of a cluster with the CUDA requirement each gives its predictors, read
-once for the audit and the report (:func:`cudasched.workloads.resolution.resolve_runtime`: the
-webhook's rules for an InferenceService that only names the runtime)."""
+once for the audit and the report (:func:`cudasched.workloads.resolution.runtime_need`: the
+webhook's rules for an InferenceService that only names the runtime, unknown included)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.objects import as_flag, as_mapping, name_of, namespace_of
 from cudasched.workloads.kserve import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME
-from cudasched.workloads.resolution import resolve_runtime
+from cudasched.workloads.resolution import UnknownRequirement, runtime_need
 
 if TYPE_CHECKING:
     from cudasched.cluster.fleet import Fleet
@@ -33,6 +33,8 @@ class RuntimeRow:
     error: str | None = None
     disabled: bool = False
     obj: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # A GPU runtime whose CUDA no source names (WorkloadNeed.unknown): never "no requirement".
+    unknown: UnknownRequirement | None = None
 
     @property
     def ref(self) -> str:
@@ -54,10 +56,12 @@ def _row(obj: Mapping[str, Any], kind: str, images: ImageTable, fleet: Fleet) ->
     try:
         spec = as_mapping(obj.get("spec"), f"{kind} {name} spec")
         disabled = as_flag(spec.get("disabled"), f"{kind} {name} spec.disabled")
-        req = resolve_runtime(obj, images, fleet.kb)
+        need = runtime_need(obj, images, fleet.kb)
     except InputError as exc:
         return RuntimeRow(kind, namespace, name, None, str(exc), obj=obj)
-    return RuntimeRow(kind, namespace, name, req, disabled=disabled, obj=obj)
+    return RuntimeRow(
+        kind, namespace, name, need.resolved, disabled=disabled, obj=obj, unknown=need.unknown
+    )
 
 
 def runtime_rows(fleet: Fleet, images: ImageTable) -> tuple[RuntimeRow, ...]:

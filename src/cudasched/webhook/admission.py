@@ -82,19 +82,14 @@ from cudasched.workloads.kserve import (
     is_kserve_pod,
     merge_scheduling,
 )
-from cudasched.workloads.kserve.llm import llmisvc_name_of, llmisvc_pod
+from cudasched.workloads.kserve.llm import llmisvc_name_of
 from cudasched.workloads.pods import is_skipped
 from cudasched.workloads.resolution import (
+    NeedStatus,
     UnknownRequirement,
-    isvc_wants_constraint,
-    resolve_isvc,
-    resolve_llmisvc,
-    resolve_llmisvc_pod,
-    resolve_pod,
-    unknown_isvc_requirement,
-    unknown_llmisvc_requirement,
-    unknown_pod_requirement,
-    wants_constraint,
+    isvc_need,
+    llmisvc_need,
+    pod_need,
 )
 from cudasched.workloads.view import Role, view_pod
 
@@ -252,8 +247,12 @@ class Admitter:
         resolve, diff, render) is bounded by the body, at most ``MEMO_MAX_BODY_BYTES`` here:
         a first-seen replica of a known kind of pod, tens of microseconds that a hop to a
         thread would add to (issue 22). Nothing is told to anyone before it is known to be
-        cheap, so an abandoned attempt leaves no trace."""
+        cheap, so an abandoned attempt leaves no trace. Never with the image resolver on."""
         if prepared.kind != "pod" or prepared.problem is not None:
+            return None
+        if self.images.configs is not None:
+            # With the image resolver on, a look-up may wait for a resolution in flight
+            # (``imageResolver.budgetSeconds``): never on the event loop.
             return None
         try:
             with cheap_only():
@@ -277,11 +276,14 @@ class Admitter:
         # after a server-side dry run) must reach the reporter too. They are InferenceService
         # admissions, rare next to the pods of their replicas. Nor are answers carrying a
         # warning given once: a repeat must not replay it.
+        # Nor, with the image resolver on, an unknown answer: the image may be resolved by
+        # the next replica, which must then be constrained (docs/design.md, issue 19).
         if (
             prepared.key is not None
             and decision.outcome != "error"
             and decision.placement is None
             and not decision.once
+            and not (decision.unknown is not None and self.images.configs is not None)
         ):
             self._remembered.store(prepared.kind, prepared.key, prepared.raw_rest, decision, state)
         if decision.unknown is not None:
@@ -467,20 +469,18 @@ class Admitter:
 
         full = with_namespace(pod, req.namespace)
         ns = str(full["metadata"].get("namespace") or "")
-        choice = None
+        choice = service = None
         if model_server:
             service_name = llmisvc_name_of(pod)
             service = state.llm_inference_service(ns, service_name) if service_name else None
-            requirement = resolve_llmisvc_pod(full, service, self.images, self.kb)
-        else:
-            if view.role is Role.PREDICTOR:
-                isvc_name = view.owner
-                choice = state.runtime_of(ns, isvc_name) if isvc_name else None
-            requirement = resolve_pod(full, choice, self.images, self.kb)
-        if not wants_constraint(full, requirement):
-            unknown = unknown_pod_requirement(full, requirement, self.images, choice)
+        elif view.role is Role.PREDICTOR:
+            isvc_name = view.owner
+            choice = state.runtime_of(ns, isvc_name) if isvc_name else None
+        need = pod_need(full, choice, self.images.per_request(), self.kb, service=service)
+        if need.status is not NeedStatus.KNOWN:
             nothing = Decision(req.uid, reason="no requirement to enforce")
-            return self._unknown(nothing, "Pod", unknown, may_deny=True)
+            return self._unknown(nothing, "Pod", need.unknown, may_deny=True)
+        requirement = need.requirement
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
@@ -564,19 +564,19 @@ class Admitter:
     ) -> Decision:
         full = with_namespace(isvc, req.namespace)
         choice = state.select_runtime_for(full)
-        requirement = resolve_isvc(full, choice, self.images, self.kb)
+        need = isvc_need(full, choice, self.images.per_request(), self.kb)
         runtime = choice.obj if choice is not None else None
 
         mutated = copy_decoded(isvc)
         ann_scope = Scope(("metadata", "annotations"))
-        if not isvc_wants_constraint(isvc, choice, requirement):
-            unknown = unknown_isvc_requirement(full, choice, requirement, self.images)
+        if need.status is not NeedStatus.KNOWN:
             return self._unknown(
                 self._nothing_to_record(req, isvc, full, mutated),
                 "InferenceService",
-                unknown,
+                need.unknown,
                 may_deny=req.operation == "CREATE",
             )
+        requirement = need.requirement
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
@@ -652,16 +652,16 @@ class Admitter:
         warning (and Event). Its pods are constrained on the pod path; no affinity is written
         into the service."""
         full = with_namespace(service, req.namespace)
-        requirement = resolve_llmisvc(full, self.images, self.kb)
+        need = llmisvc_need(full, self.images.per_request(), self.kb)
         mutated = copy_decoded(service)
-        if not wants_constraint(llmisvc_pod(full), requirement):
-            unknown = unknown_llmisvc_requirement(full, requirement, self.images)
+        if need.status is not NeedStatus.KNOWN:
             return self._unknown(
                 self._nothing_to_record(req, service, full, mutated),
                 "LLMInferenceService",
-                unknown,
+                need.unknown,
                 may_deny=req.operation == "CREATE",
             )
+        requirement = need.requirement
         policy = self._policy(requirement)
         record = requirement.record(policy)
         terms, no_fit, key = self.placer.compile(requirement, policy, state)[:3]

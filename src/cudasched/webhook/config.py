@@ -32,6 +32,7 @@ __all__ = [
     "EventSettings",
     "HttpParser",
     "ImageOverride",
+    "ImageResolverSettings",
     "NamespaceFilter",
     "OnNoFit",
     "OnUnknownRequirement",
@@ -183,6 +184,40 @@ class EventSettings(_Model):
     per_object_interval_seconds: float = Field(default=600.0, ge=1, le=86_400)
 
 
+class ImageResolverSettings(_Model):
+    """The ``imageResolver:`` section: read a GPU workload's image config from its registry
+    in the background (:mod:`cudasched.webhook.imageresolver`), never on the request path.
+    Off by default: it makes the webhook call registries (see docs/security.md)."""
+
+    enabled: bool = False
+    # How long a review may wait for a resolution already in flight; any other image is
+    # queued and the review answered at once per onUnknownRequirement.
+    budget_seconds: float = Field(default=0.05, ge=0, le=1.0)
+    workers: int = Field(default=2, ge=1, le=16)
+    max_queued: int = Field(default=1024, ge=1, le=100_000)
+    cache_bytes: int = Field(default=8 * 1024 * 1024, ge=0)
+    tag_ttl_seconds: float = Field(default=300.0, gt=0)
+    error_ttl_seconds: float = Field(default=30.0, gt=0)
+    deadline_seconds: float = Field(default=10.0, gt=0, le=120)
+    max_manifest_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_config_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    platform: str = "linux/amd64"
+    # Registries reached over plain HTTP (host[:port]); every other one over HTTPS.
+    plain_http: tuple[str, ...] = ()
+    # A Docker config.json (a mounted dockerconfigjson Secret) with registry credentials.
+    registry_config: str | None = None
+    # A CA bundle for private registries' certificates (default: the system's).
+    ca_file: str | None = None
+
+    @field_validator("platform")
+    @classmethod
+    def _platform(cls, value: str) -> str:
+        parts = value.split("/")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise ValueError("expected os/architecture[/variant] such as linux/amd64")
+        return value
+
+
 class WebhookConfig(_Model):
     """Everything the admission webhook can be told. Defaults are the safe production choice:
     required affinity, strict CUDA policy, warn (not deny) when nothing fits, fail open."""
@@ -212,6 +247,7 @@ class WebhookConfig(_Model):
     limits: ObjectLimits = Field(default_factory=ObjectLimits)
     events: EventSettings = Field(default_factory=EventSettings)
     kube: ClusterAccess = Field(default_factory=ClusterAccess)
+    image_resolver: ImageResolverSettings = Field(default_factory=ImageResolverSettings)
 
     @field_validator(
         "mode", "policy", "label_scheme", "on_no_fit", "on_unknown_requirement", mode="before"

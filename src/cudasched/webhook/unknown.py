@@ -52,11 +52,7 @@ def unknown_answer(
         )
     warnings = decision.warnings
     if setting is not OnUnknownRequirement.ALLOW:
-        warnings = (
-            *warnings,
-            clip(f"cudasched: not constrained, CUDA unknown: {unknown.describe()}"),
-            clip(f"cudasched: to constrain it, {unknown.fix}"),
-        )
+        warnings = (*warnings, *(clip(w) for w in unknown.warnings()))
     return replace(
         decision,
         warnings=warnings,

@@ -41,8 +41,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cudasched.knowledge.imageconfig import config_cuda, gate_env
 from cudasched.knowledge.images import ImageTable, ReleaseFacts, parse_require_cuda
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
@@ -56,7 +58,7 @@ from cudasched.vocab.versions import (
     parse_compute_capability,
     parse_cuda,
 )
-from cudasched.workloads.gpu import gpu_container
+from cudasched.workloads.gpu import gpu_container, uses_gpu
 from cudasched.workloads.kserve import (
     RuntimeChoice,
     isvc_uses_gpu,
@@ -93,11 +95,18 @@ __all__ = [
     "ALAUDA_ACCELERATOR_TYPE",
     "ALAUDA_CUDA_VERSION",
     "NO_IMAGE",
+    "REGISTRY_FAILED",
+    "REGISTRY_NO_CUDA",
     "TAG_NOT_RECORDED",
     "UNKNOWN_IMAGE",
+    "NeedStatus",
     "UnknownRequirement",
+    "WorkloadNeed",
     "declared_by_annotation",
+    "isvc_need",
     "isvc_wants_constraint",
+    "llmisvc_need",
+    "pod_need",
     "requirement_from_annotations",
     "resolve_container",
     "resolve_isvc",
@@ -107,10 +116,12 @@ __all__ = [
     "resolve_runtime",
     "resolve_workload",
     "runs_gpu_workload",
+    "runtime_need",
     "unknown_isvc_requirement",
     "unknown_llmisvc_requirement",
     "unknown_pod_requirement",
     "wants_constraint",
+    "workload_need",
 ]
 
 ALAUDA_ACCELERATOR_TYPE = "cpaas.io/accelerator-type"
@@ -328,9 +339,17 @@ def _from_container(
             # simply not a well-known image (the kubelet will report it at pull time).
             lookup = None
     match = lookup.match if lookup is not None else None
+    config = images.config_for(image) if lookup is not None else None
+    if config is not None and not config.ok:
+        config = None  # not read: the table decides (and an unknown says why)
     # The container's env replaces the image's variable of the same name (Kubernetes env
-    # over image ENV), which is what the toolkit reads when the container starts.
-    image_env = {REQUIRE_ENV: match.require_cuda} if match and match.require_cuda else {}
+    # over image ENV), which is what the toolkit reads when the container starts. The image's
+    # own config, when read from its registry, is the image's env; the table's value is what
+    # the table knows of it.
+    if config is not None:
+        image_env = gate_env(config)
+    else:
+        image_env = {REQUIRE_ENV: match.require_cuda} if match and match.require_cuda else {}
     where = f"container {name}"
     try:
         gate = images.gate_for({**image_env, **env}, _gate_source(env, image_env, where, image))
@@ -342,6 +361,16 @@ def _from_container(
         return _ContainerFacts(
             floor, source=f"env {REQUIRE_ENV} of {where}", gate=gate, ships_cuda_compat=ships
         )
+    if config is not None:
+        cuda, said = config_cuda(config)
+        if cuda is not None:
+            return _ContainerFacts(
+                cuda,
+                match.min_compute if match is not None and match.cuda == cuda else None,
+                source=f"image config of {str(image).strip()} ({said})",
+                gate=gate,
+                ships_cuda_compat=ships,
+            )
     if match is not None:
         return _ContainerFacts(
             match.cuda.release,
@@ -358,6 +387,8 @@ def _from_container(
             lower_bound=match.lower_bound,
         )
     why = lookup.why if lookup is not None else f"{where} names no image cudasched can read"
+    if config is not None:
+        why = f"the config of image {str(image).strip()} names no CUDA ({config.digest})"
     return _ContainerFacts(gate=gate, why_unknown=why)
 
 
@@ -630,6 +661,11 @@ def runs_gpu_workload(pod: Mapping[str, Any]) -> bool:
 UNKNOWN_IMAGE = "image_not_in_table"
 TAG_NOT_RECORDED = "tag_not_recorded"
 NO_IMAGE = "no_image"
+#: The image's config was read from its registry and names no CUDA (no gate env, no
+#: ``CUDA_VERSION``): a CUDA image without the NVIDIA base, or not a CUDA image at all.
+REGISTRY_NO_CUDA = "config_without_cuda"
+#: The image's config was asked of its registry and could not be read (the error says why).
+REGISTRY_FAILED = "registry_error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -642,6 +678,7 @@ class UnknownRequirement:
     reason: str
     image: str | None
     fix: str
+    detail: str = ""  # what went wrong reading the image's config (REGISTRY_FAILED)
 
     def describe(self) -> str:
         """Why, naming the image: the reason first, so a clipped warning still says it."""
@@ -649,7 +686,19 @@ class UnknownRequirement:
             return f"image not in the image table: {self.image}"
         if self.reason == TAG_NOT_RECORDED:
             return f"tag's CUDA not recorded: {self.image}"
+        if self.reason == REGISTRY_NO_CUDA:
+            return f"image config names no CUDA: {self.image}"
+        if self.reason == REGISTRY_FAILED:
+            return f"image config not read: {self.image}: {self.detail}"
         return "no container names an image cudasched can read"
+
+    def warnings(self) -> tuple[str, str]:
+        """The two sentences every command says about it, as admission warns: what is
+        unknown, then what to write where (the webhook clips each to 120 characters)."""
+        return (
+            f"cudasched: not constrained, CUDA unknown: {self.describe()}",
+            f"cudasched: to constrain it, {self.fix}",
+        )
 
 
 def _unknown(
@@ -664,6 +713,11 @@ def _unknown(
         recognised = images.rule_for(text) is not None
     except InputError:  # not an image reference at all
         return UnknownRequirement(NO_IMAGE, None, fix)
+    config = images.config_for(text)
+    if config is not None and config.ok:
+        return UnknownRequirement(REGISTRY_NO_CUDA, text, fix)
+    if config is not None and not recognised:
+        return UnknownRequirement(REGISTRY_FAILED, text, fix, config.error)
     return UnknownRequirement(TAG_NOT_RECORDED if recognised else UNKNOWN_IMAGE, text, fix)
 
 
@@ -750,33 +804,136 @@ def isvc_wants_constraint(
     return isvc_uses_gpu(isvc, runtime.obj if runtime is not None else None)
 
 
-def resolve_workload(
+class NeedStatus(StrEnum):
+    """The three answers about what a workload needs, said the same way by every command."""
+
+    KNOWN = "known"  # a requirement to enforce
+    UNKNOWN = "unknown"  # a GPU workload whose CUDA cannot be found (see ``unknown``)
+    NONE = "none"  # nothing to enforce: no GPU, or a source decided it needs none
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadNeed:
+    """What admission enforces for one workload, and why when it cannot.
+
+    ``requirement`` is what the webhook enforces (empty unless :attr:`status` is ``known``);
+    ``resolved`` is what the sources said before the "is it constrained at all" step (its
+    ``source`` says "not an NVIDIA runtime", its ``unknown_reason`` why nothing was found);
+    ``unknown`` is set exactly when the status is ``unknown``: the reason code, the image and
+    the fix, with the two warnings admission gives (:meth:`UnknownRequirement.warnings`).
+    Every command (``mutate``, ``explain``, ``audit``, ``report``, ``demo``, the webhook)
+    takes its answer from :func:`pod_need`, :func:`isvc_need`, :func:`llmisvc_need` or
+    :func:`workload_need`, so none can call "unknown" "no requirement"."""
+
+    requirement: Requirement
+    resolved: Requirement
+    runtime: RuntimeChoice | None = None
+    unknown: UnknownRequirement | None = None
+
+    @property
+    def status(self) -> NeedStatus:
+        if self.unknown is not None:
+            return NeedStatus.UNKNOWN
+        return NeedStatus.NONE if self.requirement.is_empty else NeedStatus.KNOWN
+
+
+def pod_need(
+    pod: Mapping[str, Any],
+    runtime: RuntimeChoice | None,
+    images: ImageTable,
+    kb: ReleaseFacts | None,
+    *,
+    service: Mapping[str, Any] | None = None,
+) -> WorkloadNeed:
+    """A pod's need: an LLMInferenceService model-server pod with its ``service`` (when at
+    hand), any other pod with ``runtime``, the runtime of a KServe predictor. ``pod`` should
+    carry its namespace."""
+    if view_pod(pod).role is Role.MODEL_SERVER:
+        req = resolve_llmisvc_pod(pod, service, images, kb)
+        runtime = None
+    else:
+        req = resolve_pod(pod, runtime, images, kb)
+    if wants_constraint(pod, req):
+        return WorkloadNeed(req, req, runtime)
+    unknown = unknown_pod_requirement(pod, req, images, runtime)
+    return WorkloadNeed(Requirement(), req, runtime, unknown)
+
+
+def isvc_need(
+    isvc: Mapping[str, Any],
+    runtime: RuntimeChoice | None,
+    images: ImageTable,
+    kb: ReleaseFacts | None,
+) -> WorkloadNeed:
+    """An InferenceService's need (its predictor's, under the runtime KServe chose)."""
+    req = resolve_isvc(isvc, runtime, images, kb)
+    if isvc_wants_constraint(isvc, runtime, req):
+        return WorkloadNeed(req, req, runtime)
+    unknown = unknown_isvc_requirement(isvc, runtime, req, images)
+    return WorkloadNeed(Requirement(), req, runtime, unknown)
+
+
+def llmisvc_need(
+    llmisvc: Mapping[str, Any], images: ImageTable, kb: ReleaseFacts | None
+) -> WorkloadNeed:
+    """An LLMInferenceService's need (its model server's)."""
+    req = resolve_llmisvc(llmisvc, images, kb)
+    if wants_constraint(llmisvc_pod(llmisvc), req):
+        return WorkloadNeed(req, req)
+    unknown = unknown_llmisvc_requirement(llmisvc, req, images)
+    return WorkloadNeed(Requirement(), req, None, unknown)
+
+
+def runtime_need(
+    runtime: Mapping[str, Any] | RuntimeChoice, images: ImageTable, kb: ReleaseFacts | None
+) -> WorkloadNeed:
+    """A ServingRuntime's or ClusterServingRuntime's need (:func:`resolve_runtime`: what an
+    InferenceService that only names it needs). Unknown when nothing names its CUDA and it is
+    a GPU runtime: its containers request a GPU, or the image table knows its image family."""
+    req = resolve_runtime(runtime, images, kb)
+    if not req.is_empty or not _undecided(req):
+        return WorkloadNeed(req, req)
+    who, obj = _runtime_identity(runtime)
+    containers = runtime_containers(obj)
+    container = next(
+        (c for c in containers if c.get("name") == PREDICTOR_CONTAINER),
+        containers[0] if containers else None,
+    )
+    unknown = _unknown(container, images, f"label {who} with {L.ANN_CUDA_VERSION}")
+    gpu = uses_gpu({"containers": list(containers)})
+    if not gpu and unknown.reason != TAG_NOT_RECORDED:
+        return WorkloadNeed(req, req)  # nothing says it is a GPU runtime
+    return WorkloadNeed(Requirement(), req, None, unknown)
+
+
+def workload_need(
     obj: Mapping[str, Any], fleet: RuntimeIndex, images: ImageTable
-) -> tuple[Mapping[str, Any], Requirement, RuntimeChoice | None]:
+) -> tuple[Mapping[str, Any], WorkloadNeed]:
     """What the webhook would enforce for a workload of ``fleet``'s cluster: the object to
-    place (the workload itself, or for an InferenceService the predictor pod KServe builds),
-    the requirement (empty when the webhook would leave it alone) and the runtime it came
-    from. Runtimes are looked up the way admission does, through the fleet; unreadable objects
-    raise :class:`InputError`."""
+    place (the workload itself, or for an InferenceService the predictor pod KServe builds)
+    and its :class:`WorkloadNeed`. Runtimes are looked up the way admission does, through the
+    fleet; unreadable objects raise :class:`InputError`."""
     kb = fleet.kb
     if is_llmisvc(obj):
-        pod = llmisvc_pod(obj)
-        req = resolve_llmisvc(obj, images, kb)
-        return pod, (req if wants_constraint(pod, req) else Requirement()), None
+        return llmisvc_pod(obj), llmisvc_need(obj, images, kb)
     if is_inference_service(obj):
         choice = fleet.select_runtime(obj)
-        pod = pod_of(obj, choice)
-        req = resolve_isvc(obj, choice, images, kb)
-        return pod, (req if isvc_wants_constraint(obj, choice, req) else Requirement()), choice
+        return pod_of(obj, choice), isvc_need(obj, choice, images, kb)
     pod = pod_of(obj)
     view = view_pod(pod)
     if view.role is Role.MODEL_SERVER:
         service = fleet.llm_inference_service(namespace_of(pod), view.owner or "")
-        req = resolve_llmisvc_pod(pod, service, images, kb)
-        return obj, (req if wants_constraint(pod, req) else Requirement()), None
+        return obj, pod_need(pod, None, images, kb, service=service)
     choice = None
     if view.role is Role.PREDICTOR:
         isvc = fleet.inference_service(namespace_of(pod), view.owner or "")
         choice = fleet.select_runtime(isvc) if isvc is not None else None
-    req = resolve_pod(pod, choice, images, kb)
-    return obj, (req if wants_constraint(pod, req) else Requirement()), choice
+    return obj, pod_need(pod, choice, images, kb)
+
+
+def resolve_workload(
+    obj: Mapping[str, Any], fleet: RuntimeIndex, images: ImageTable
+) -> tuple[Mapping[str, Any], Requirement, RuntimeChoice | None]:
+    """:func:`workload_need` as (object to place, enforced requirement, runtime)."""
+    target, need = workload_need(obj, fleet, images)
+    return target, need.requirement, need.runtime

@@ -21,7 +21,7 @@ from cudasched.workloads.kserve import (
 )
 from cudasched.workloads.kserve.llm import llmisvc_main_container, llmisvc_uses_gpu
 from cudasched.workloads.pods import is_skipped, workload_uses_gpu
-from cudasched.workloads.resolution import resolve_workload
+from cudasched.workloads.resolution import UnknownRequirement, workload_need
 from cudasched.workloads.view import service_listed, view_pod
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ class Resolved:
     runtime: RuntimeChoice | None = None
     image: str | None = None
     error: str | None = None
+    unknown: UnknownRequirement | None = None  # WorkloadNeed.unknown: what admission warns
 
 
 class AuditContext:
@@ -90,10 +91,12 @@ class AuditContext:
         # An unreadable GPU quantity reads as no GPU: the requirement step says what is wrong.
         skipped, gpu = view.skipped, view.requests_gpu
         try:
-            _, req, choice = resolve_workload(pod, self.fleet, self.images)
+            _, need = workload_need(pod, self.fleet, self.images)
             container = view.cuda_container
             image = container.get("image") if container is not None else None
-            found = Resolved(req, gpu, skipped, choice, image)
+            found = Resolved(
+                need.requirement, gpu, skipped, need.runtime, image, None, need.unknown
+            )
         except InputError as exc:
             found = Resolved(Requirement(), gpu, skipped, error=str(exc))
         self._pods[id(pod)] = found
@@ -102,17 +105,19 @@ class AuditContext:
     def resolve_isvc(self, isvc: Mapping[str, Any]) -> Resolved:
         skipped = is_skipped(annotations_of(isvc))
         try:
-            _, req, choice = resolve_workload(isvc, self.fleet, self.images)
+            _, need = workload_need(isvc, self.fleet, self.images)
+            choice = need.runtime
             gpu = workload_uses_gpu(isvc, choice)
             image = predictor_image(isvc, choice.obj if choice is not None else None)
         except InputError as exc:
             return Resolved(Requirement(), False, skipped, error=str(exc))
-        return Resolved(req, gpu, skipped, choice, image)
+        return Resolved(need.requirement, gpu, skipped, choice, image, None, need.unknown)
 
     def resolve_llm(self, obj: Mapping[str, Any]) -> Resolved:
         skipped = is_skipped(annotations_of(obj))
         try:
-            pod, req, _ = resolve_workload(obj, self.fleet, self.images)
+            pod, need = workload_need(obj, self.fleet, self.images)
+            req = need.requirement
             # Its pods usually take resources from the configs: only a GPU the object itself
             # asks for makes a service the audit reports as unprotected.
             gpu = llmisvc_uses_gpu(obj)
@@ -120,7 +125,8 @@ class AuditContext:
         except InputError as exc:
             return Resolved(Requirement(), False, skipped, error=str(exc))
         image = main.get("image") if main is not None else None
-        return Resolved(req, gpu, skipped, image=image if isinstance(image, str) else None)
+        image = image if isinstance(image, str) else None
+        return Resolved(req, gpu, skipped, image=image, unknown=need.unknown)
 
     def covered(self, pod: Mapping[str, Any]) -> bool:
         """A pod whose service the snapshot lists (findings about it go to the service)."""

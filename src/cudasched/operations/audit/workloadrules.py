@@ -155,32 +155,21 @@ def _placeable(
 
 
 def _unknown(ctx: AuditContext, ref: str, found: Resolved, kind: str) -> Iterator[Finding]:
-    if not found.gpu or not found.req.is_empty or found.req.source:
-        return  # CPU-only, resolved, or decided: a runtime for another accelerator
-    image = (
-        f"image {found.image} is not in the image table"
-        if found.image
-        else "no image is named in its spec"
-    )
+    unknown = found.unknown
+    if unknown is None:
+        return  # known, CPU-only, or decided: a runtime for another accelerator
+    fix = unknown.fix
     if found.runtime is not None:
-        why = f"{found.runtime.describe()} names no CUDA version and {image}"
         runtime = found.runtime
         where = "" if runtime.kind != SERVING_RUNTIME else f" -n {namespace_of(runtime.obj)}"
         fix = (
             f"kubectl annotate {runtime.kind.lower()}{where} {runtime.name} "
             f"{L.ANN_CUDA_VERSION}=<the CUDA version its image was built with>"
         )
-    else:
-        why = f"it declares no CUDA version and {image}"
-        where = "the pod template of its controller" if kind == "pod" else f"the {kind}"
-        fix = (
-            f"add the annotation {L.ANN_CUDA_VERSION}: <the CUDA version its image was built "
-            f"with> to {where}, or add the image to the webhook's image table"
-        )
     yield Finding(
         REQUIREMENT_UNKNOWN,
         ref,
-        f"uses a GPU but no CUDA requirement can be resolved ({why}): the webhook cannot "
+        f"uses a GPU but its CUDA is unknown ({unknown.describe()}): the webhook cannot "
         "keep it off nodes whose driver is too old",
         fix=fix,
     )

@@ -53,6 +53,7 @@ table.matrix th.runtime { min-width: 220px; max-width: 320px; overflow-wrap: any
 .compatible-with-caveats, .mixed { background: var(--warn-bg); color: var(--warn); }
 .incompatible { background: var(--bad-bg); color: var(--bad); }
 .no-requirement, .not-nvidia, .unreadable { background: var(--na-bg); color: var(--na); }
+.unknown { background: var(--warn-bg); color: var(--warn); font-style: italic; }
 .count { background: #eef1f8; }
 .sev-error { background: var(--bad-bg); color: var(--bad); }
 .sev-warning { background: var(--warn-bg); color: var(--warn); }
@@ -142,6 +143,8 @@ def _requirement_text(matrix: Matrix, index: int) -> str:
     req = row.requirement
     if req is None:
         return "unreadable"
+    if row.unknown is not None:
+        return f"CUDA unknown: {row.unknown.describe()}"
     if req.is_empty:
         return "not NVIDIA" if row.not_nvidia else "no CUDA requirement"
     return req.describe() + (f" ({req.source})" if req.source else "")
@@ -188,7 +191,8 @@ def _legend() -> str:
         CellStatus.CAVEATS: "compatible with caveats (minor-version or forward compatibility)",
         CellStatus.INCOMPATIBLE: "incompatible",
         CellStatus.MIXED: "mixed (the pool's nodes disagree)",
-        CellStatus.NO_REQUIREMENT: "no CUDA requirement known",
+        CellStatus.UNKNOWN: "GPU runtime of unknown CUDA: not protected",
+        CellStatus.NO_REQUIREMENT: "no CUDA requirement (not a GPU runtime)",
         CellStatus.NOT_NVIDIA: "not an NVIDIA runtime",
     }
     spans = "".join(f'<span class="{s.value}">{_e(t)}</span>' for s, t in words.items())

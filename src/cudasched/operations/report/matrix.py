@@ -31,7 +31,8 @@ class CellStatus(StrEnum):
     CAVEATS = "compatible-with-caveats"
     INCOMPATIBLE = "incompatible"
     MIXED = "mixed"  # the pool's nodes disagree
-    NO_REQUIREMENT = "no-requirement"  # the runtime names no CUDA: the webhook leaves it alone
+    NO_REQUIREMENT = "no-requirement"  # not a GPU runtime: the webhook leaves it alone
+    UNKNOWN = "unknown"  # a GPU runtime whose CUDA no source names: unprotected
     NOT_NVIDIA = "not-nvidia"  # a runtime for another accelerator
     UNREADABLE = "unreadable"  # the runtime's CUDA keys do not parse
 
@@ -57,6 +58,7 @@ class Cell:
         return {
             CellStatus.MIXED: "mixed",
             CellStatus.NO_REQUIREMENT: "no requirement",
+            CellStatus.UNKNOWN: "CUDA unknown",
             CellStatus.NOT_NVIDIA: "not NVIDIA",
             CellStatus.UNREADABLE: "unreadable",
         }.get(self.status, self.status.value)
@@ -118,6 +120,9 @@ def _row_cells(
     if req is None:
         cell = Cell(CellStatus.UNREADABLE, detail=row.error or "")
         return tuple(cell for _ in pools)
+    if row.unknown is not None:
+        detail = "\n".join(row.unknown.warnings())
+        return tuple(Cell(CellStatus.UNKNOWN, detail=detail) for _ in pools)
     if req.is_empty:
         status = CellStatus.NOT_NVIDIA if row.not_nvidia else CellStatus.NO_REQUIREMENT
         detail = (

@@ -146,3 +146,21 @@ def test_the_server_decides_known_kinds_of_pods_on_the_loop(
         app.close()
     assert first > 0
     assert handed == []
+
+
+def test_never_inline_with_the_image_resolver_on(
+    cluster: Any, state: ClusterState, kb: KnowledgeBase
+) -> None:
+    """An image-config look-up may wait for a resolution in flight: with a config source the
+    inline path always gives up, even for a pod whose every step is remembered."""
+
+    class Configs:
+        def config_for(self, image: str) -> None:
+            return None
+
+    adm = Admitter.from_config(WebhookConfig.from_mapping({"decisionCacheBytes": 0}), kb)
+    body = synth.review_bodies(cluster, 1)[0]
+    adm.review("pod", body, state)  # every step remembered
+    assert adm.answer_inline(adm.prepare("pod", body), state) is not None
+    adm.images = adm.images.with_configs(Configs())  # type: ignore[arg-type]
+    assert adm.answer_inline(adm.prepare("pod", body), state) is None

@@ -45,3 +45,24 @@ def test_another_knowledge_base_is_not_answered_from_memory() -> None:
             return None
 
     assert table.lookup(image, kb=Facts()) is not table.lookup(image)  # type: ignore[arg-type]
+
+
+def test_recognised_rules_are_remembered_and_shared_by_per_request_copies() -> None:
+    """:meth:`ImageTable.rule_for` is remembered too ("no rule" included), and the copy a
+    decision makes of a table with a config source shares both memories (neither reads the
+    configs)."""
+
+    class Configs:
+        def config_for(self, image: str) -> None:
+            return None
+
+    table = ImageTable.builtin().with_configs(Configs())  # type: ignore[arg-type]
+    first = table.rule_for(IMAGE)
+    assert first is not None and table.rule_for(IMAGE) is first
+    assert table.rule_for("example.com/team/thing:v1") is None  # a remembered "no rule"
+    assert table.rule_for("example.com/team/thing:v1") is None
+    looked = table.lookup(IMAGE)
+    copy = table.per_request()
+    assert copy is not table
+    assert copy.rule_for(IMAGE) is first
+    assert copy.lookup(IMAGE) is looked

@@ -52,6 +52,7 @@ _GATE_MEMO_LIMIT = 256
 # only a request crafted to fill the memo would carry, are looked up every time.
 _LOOKUP_MEMO_LIMIT = 1024
 _LOOKUP_MEMO_MAX_CHARS = 512
+_UNSEEN: Any = object()
 _GATES = frozenset({"nvidia-cuda", "ngc"})
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
 _DIGEST_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[+._-][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
@@ -413,6 +414,10 @@ class ImageTable:
     _lookups: dict[str, ImageLookup] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
+    # Answers of :meth:`rule_for`, the same way.
+    _recognised: dict[str, tuple[ImageRule, re.Match[str]] | None] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
     # Images' own configs, read from their registries by an edge (the CLI's --resolve-images,
     # the webhook's resolver); trusted before the rules (imageconfig.py).
     configs: ConfigSource | None = field(default=None, compare=False, repr=False)
@@ -426,8 +431,10 @@ class ImageTable:
         if self.configs is None or isinstance(self.configs, RememberedSource):
             return self
         table = replace(self, configs=RememberedSource(self.configs))
-        # :meth:`lookup` does not read the configs: the copy shares this table's answers.
+        # :meth:`lookup` and :meth:`rule_for` do not read the configs: the copy shares this
+        # table's answers.
         object.__setattr__(table, "_lookups", self._lookups)
+        object.__setattr__(table, "_recognised", self._recognised)
         return table
 
     def config_for(self, image: str) -> ImageConfig | None:
@@ -489,8 +496,17 @@ class ImageTable:
 
     def rule_for(self, image: str) -> tuple[ImageRule, re.Match[str]] | None:
         """The first built-in rule that recognises ``image`` (even one that cannot answer)."""
+        memo = len(image) <= _LOOKUP_MEMO_MAX_CHARS
+        known = self._recognised.get(image, _UNSEEN) if memo else _UNSEEN
+        if known is not _UNSEEN:
+            return known  # type: ignore[return-value]
         found = self._rules_for(parse_image_ref(image))
-        return found[0] if found else None
+        first = found[0] if found else None
+        if memo:
+            if len(self._recognised) >= _LOOKUP_MEMO_LIMIT:
+                self._recognised.clear()
+            self._recognised[image] = first
+        return first
 
     def _rules_for(self, ref: ImageRef) -> list[tuple[ImageRule, re.Match[str]]]:
         ref = unmirror(ref, self.mirrors)

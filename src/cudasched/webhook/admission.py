@@ -476,7 +476,9 @@ class Admitter:
         elif view.role is Role.PREDICTOR:
             isvc_name = view.owner
             choice = state.runtime_of(ns, isvc_name) if isvc_name else None
-        need = pod_need(full, choice, self.images.per_request(), self.kb, service=service)
+        need = pod_need(
+            full, choice, self.images.per_request(), self.kb, service=service, view=view
+        )
         if need.status is not NeedStatus.KNOWN:
             nothing = Decision(req.uid, reason="no requirement to enforce")
             return self._unknown(nothing, "Pod", need.unknown, may_deny=True)

@@ -169,4 +169,5 @@ def test_malformed_nodes_give_empty_facts(node: dict[str, object]) -> None:
 def test_the_agent_never_reads_the_containers_os_release() -> None:
     """In the DaemonSet /etc/os-release is the image's, not the host's: the default paths are
     the host's own (for `cudasched probe` run on a node), with no /host mount expected."""
+    assert DEFAULT_OS_RELEASE_PATHS == ("/etc/os-release", "/usr/lib/os-release")
     assert not any(p.startswith("/host") for p in DEFAULT_OS_RELEASE_PATHS)

@@ -29,8 +29,12 @@ runner = CliRunner()
 FINDING_KEYS = {"severity", "code", "object", "node", "message", "fix"}
 
 
+AS_OF = ("--as-of", "2026-12-01")  # lifecycles are judged on a date: a fixed one
+LIFECYCLE = ("driver-branch-ended", "driver-branch-legacy", "driver-branch-ending")
+
+
 def audit_json(*args: str) -> tuple[int, dict[str, Any]]:
-    result = runner.invoke(app, ["audit", *args, "-o", "json"])
+    result = runner.invoke(app, ["audit", *AS_OF, *args, "-o", "json"])
     return result.exit_code, json.loads(result.stdout)
 
 
@@ -41,7 +45,10 @@ def test_audit_json_contract_and_exit_1_on_errors() -> None:
     code, doc = audit_json()  # the bundled sample cluster
     assert code == 1
     assert set(doc) == {"findings", "summary"}
-    assert doc["summary"] == {"error": 1, "warning": 0, "info": 5}
+    # 12 warnings: the sample's pools on ended (10) and legacy (2) driver branches.
+    assert doc["summary"] == {"error": 1, "warning": 12, "info": 5}
+    lifecycle = [f for f in doc["findings"] if f["code"] in LIFECYCLE]
+    assert len(lifecycle) == 12 and all(f["object"].startswith("Pool/") for f in lifecycle)
     for finding in doc["findings"]:
         assert set(finding) == FINDING_KEYS
         assert finding["severity"] in ("error", "warning", "info")
@@ -67,27 +74,32 @@ def test_audit_policy_option() -> None:
     # vllm-0 names no policy: minor-compat lets R550 run it. vllm-gated-0's image gate holds
     # under every policy, and no policy gives R550 CUDA 13.0.
     assert "Pod/llm/vllm-0" in [f["object"] for f in before["findings"]]
-    assert [f["object"] for f in doc["findings"]] == ["Pod/llm/vllm-gated-0", "Pod/llm/vllm-next-0"]
+    workloads = [f["object"] for f in doc["findings"] if f["code"] not in LIFECYCLE]
+    assert workloads == ["Pod/llm/vllm-gated-0", "Pod/llm/vllm-next-0"]
 
 
 def test_audit_table() -> None:
-    result = runner.invoke(app, ["audit", "--cluster", str(DATA / "pending.yaml")])
+    result = runner.invoke(app, ["audit", *AS_OF, "--cluster", str(DATA / "pending.yaml")])
     assert result.exit_code == 1
     out = result.stdout
-    assert "cudasched audit:" in out and "3 error, 1 warning, 0 info" in out
+    # The L4 pool runs R550 (ended), the K80 pool the legacy R470.
+    assert "cudasched audit:" in out and "3 error, 3 warning, 0 info" in out
     for code in ("no-compatible-node", "runtime-without-node"):
         assert code in out
     assert "fix:" in out
-    healthy = runner.invoke(app, ["audit", "--cluster", str(DATA / "healthy.yaml")])
-    assert healthy.exit_code == 0
-    assert "no findings" in healthy.stdout
+    # A cluster whose workloads all run: only its ended R550 drivers are worth a word.
+    code, healthy = audit_json("--cluster", str(DATA / "healthy.yaml"))
+    assert code == 0
+    assert [f["code"] for f in healthy["findings"]] == ["driver-branch-ended"] * 2
 
 
 def test_audit_html_to_stdout() -> None:
-    result = runner.invoke(app, ["audit", "--cluster", str(DATA / "labels.yaml"), "-o", "html"])
+    result = runner.invoke(
+        app, ["audit", *AS_OF, "--cluster", str(DATA / "labels.yaml"), "-o", "html"]
+    )
     assert result.exit_code == 0
     assert result.stdout.startswith("<!DOCTYPE html>")
-    assert result.stdout.count('data-severity="warning"') == 5
+    assert result.stdout.count('data-severity="warning"') == 8  # 5 about labels, 3 lifecycles
 
 
 @pytest.mark.parametrize(
@@ -111,11 +123,11 @@ def test_bad_input_exits_2_with_one_line(command: str, args: list[str], message:
 
 def test_report_writes_one_file(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
-    result = runner.invoke(app, ["report", "-o", str(out)])
+    result = runner.invoke(app, ["report", *AS_OF, "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert result.stderr.strip() == (
-        f"cudasched: wrote {out}: 8 serving runtimes × 13 node pools, 1 error, 0 warning, "
+        f"cudasched: wrote {out}: 8 serving runtimes × 13 node pools, 1 error, 12 warning, "
         "5 info findings"
     )
     assert list(tmp_path.iterdir()) == [out]
@@ -217,7 +229,7 @@ def test_report_renders_in_chromium(tmp_path: Path) -> None:
     kb = KnowledgeBase.load()
     fleet = Fleet.from_snapshot(snapshot, kb)
     runtimes = {r.ref for r in runtime_rows(fleet, ImageTable.builtin(kb))}
-    pools = {p.id for p in node_pools(snapshot, fleet)}
+    pools = {p.name for p in node_pools(snapshot, fleet)}
     rendered_runtimes = {
         a["data-runtime"] for t, a in parsed.attrs if t == "th" and "data-runtime" in a
     }

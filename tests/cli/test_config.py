@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from cudasched.cli import app
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.vocab.nodeaffinity import Node, RequiredNodeAffinity
+from tests.support import builders
 
 runner = CliRunner()
 
@@ -31,16 +32,7 @@ def write(path: Path, doc: Any) -> Path:
 
 
 def gpu_pod(image: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "team-llm", "namespace": "default"},
-        "spec": {
-            "containers": [
-                {"name": "llm", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-            ]
-        },
-    }
+    return builders.pod("team-llm", "default", container="llm", image=image)
 
 
 @pytest.fixture()

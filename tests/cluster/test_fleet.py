@@ -13,37 +13,28 @@ from cudasched.nodes.scheme import GfdKeys
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.versions import CudaVersion
+from tests.support import builders
 
 
 def _node(name: str, **labels: Any) -> dict[str, Any]:
+    """A node with exactly ``labels`` (malformed ones included)."""
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
 
 
 def _runtime(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    return {
-        "apiVersion": "serving.kserve.io/v1alpha1",
-        "kind": "ServingRuntime",
-        "metadata": meta,
-        "spec": {
-            "supportedModelFormats": [{"name": "sklearn", "autoSelect": True}],
-            "containers": [{"name": "kserve-container", "image": "kserve/sklearnserver:v0.15"}],
-        },
-    }
+    """A ServingRuntime, written without a namespace when ``namespace`` is None."""
+    return builders.runtime(
+        name,
+        namespace,
+        kind="ServingRuntime",
+        image="kserve/sklearnserver:v0.15",
+        formats=[{"name": "sklearn", "autoSelect": True}],
+    )
 
 
 def _isvc(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    return {
-        "apiVersion": "serving.kserve.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": meta,
-        "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}}}},
-    }
+    predictor = {"model": {"modelFormat": {"name": "sklearn"}}}
+    return builders.isvc(name, namespace, predictor=predictor)
 
 
 def test_sample_fleet_groups_pools_and_summarises_drivers(kb: KnowledgeBase) -> None:
@@ -62,9 +53,9 @@ def test_sample_fleet_groups_pools_and_summarises_drivers(kb: KnowledgeBase) -> 
 
 def test_driver_summary_counts_nodes_with_the_newest_cuda(kb: KnowledgeBase) -> None:
     nodes = [
-        _node("a", **{"cudasched.io/cuda.code": "12040", "cudasched.io/cuda.version": "12.4"}),
-        _node("b", **{"cudasched.io/cuda.code": "12080", "cudasched.io/cuda.version": "12.8"}),
-        _node("c", **{"cudasched.io/cuda.code": "12080", "cudasched.io/cuda.version": "12.8"}),
+        builders.node("a", driver="550.90.07"),  # CUDA 12.4
+        builders.node("b", driver="570.124.06"),  # CUDA 12.8
+        builders.node("c", driver="570.124.06"),
     ]
     fleet = Fleet(nodes, kb)
     assert fleet.drivers.newest_cuda == CudaVersion(12, 8)
@@ -122,7 +113,10 @@ def test_first_of_two_services_with_one_name_wins(kb: KnowledgeBase) -> None:
 
 
 def test_partitions_are_shared_by_key_sets_that_split_alike(kb: KnowledgeBase) -> None:
-    nodes = [_node(f"n{i}", zone="a" if i % 2 else "b", rack="r1") for i in range(6)]
+    nodes = [
+        builders.node(f"n{i}", gpu=None, driver=None, labels={"zone": "ba"[i % 2], "rack": "r1"})
+        for i in range(6)
+    ]
     fleet = Fleet(nodes, kb)
     by_zone = fleet.partition(("zone",))
     assert len(by_zone.first) == 2 and by_zone.size == 6

@@ -314,12 +314,15 @@ def test_sample_cluster_shape(sample: ClusterSnapshot) -> None:
 
 
 def test_sample_gpu_labels_are_consistent(sample: ClusterSnapshot) -> None:
+    compared = {"cpu": 0, "gpu": 0, "gfd new keys": 0, "ours": 0}
     for node in sample.nodes:
         labels = _labels(node)
         name = node["metadata"]["name"]
         if "nvidia.com/gpu" not in node["status"]["capacity"]:
             assert not any(k.startswith(("nvidia.com/", "cudasched.io/")) for k in labels), name
+            compared["cpu"] += 1
             continue
+        compared["gpu"] += 1
         assert node["status"]["capacity"]["nvidia.com/gpu"] == labels[L.GFD_COUNT], name
         major, minor, rev = (
             labels[k]
@@ -333,6 +336,7 @@ def test_sample_gpu_labels_are_consistent(sample: ClusterSnapshot) -> None:
         cuda_text = f"{labels[L.GFD_OLD_CUDA_MAJOR]}.{labels[L.GFD_OLD_CUDA_MINOR]}"
         assert _table3_max_cuda(driver_text) == cuda_text, name
         if L.GFD_DRIVER_MAJOR in labels:  # new GFD keys mirror the deprecated ones
+            compared["gfd new keys"] += 1
             assert labels[L.GFD_DRIVER_FULL] == driver_text, name
             assert labels[L.GFD_DRIVER_MAJOR] == major
             assert labels[L.GFD_DRIVER_MINOR] == minor
@@ -341,6 +345,7 @@ def test_sample_gpu_labels_are_consistent(sample: ClusterSnapshot) -> None:
             assert labels[L.GFD_CUDA_MAJOR] == labels[L.GFD_OLD_CUDA_MAJOR]
             assert labels[L.GFD_CUDA_MINOR] == labels[L.GFD_OLD_CUDA_MINOR]
         if L.CUDA_CODE in labels:  # our codes equal what GFD says
+            compared["ours"] += 1
             driver = parse_driver(driver_text)
             cuda = CudaVersion(*map(int, cuda_text.split(".")))
             assert labels[L.DRIVER_VERSION] == driver_text, name
@@ -354,6 +359,7 @@ def test_sample_gpu_labels_are_consistent(sample: ClusterSnapshot) -> None:
             assert labels[L.GPU_ARCH] == labels[L.GFD_FAMILY]
             geforce = "GeForce" in labels[L.GFD_PRODUCT]
             assert labels[L.GPU_DATACENTER] == ("false" if geforce else "true")
+    assert compared == {"cpu": 1, "gpu": 20, "gfd new keys": 16, "ours": 19}
 
 
 def test_sample_predictor_pods_are_pending_kserve_pods(sample: ClusterSnapshot) -> None:
@@ -377,12 +383,14 @@ def test_sample_labels_agree_with_the_knowledge_base(sample: ClusterSnapshot) ->
     from cudasched.nodes.facts import facts_from_labels
 
     kb = KnowledgeBase.load()
+    gpu_nodes = 0
     for node in sample.nodes:
         labels = _labels(node)
         name = node["metadata"]["name"]
         if L.GFD_OLD_DRIVER_MAJOR not in labels:
             assert not facts_from_labels(name, labels, kb).has_gpu
             continue
+        gpu_nodes += 1
         facts = facts_from_labels(name, labels, kb)
         assert facts.driver is not None and facts.cuda is not None, name
         assert kb.max_cuda_for_driver(facts.driver) == facts.cuda, name
@@ -398,6 +406,7 @@ def test_sample_labels_agree_with_the_knowledge_base(sample: ClusterSnapshot) ->
             facts.cuda,
             facts.compute,
         )
+    assert gpu_nodes == 20 and len(sample.nodes) == 21
 
 
 def test_sample_and_recorded_objects_are_valid_kubernetes_objects(sample: ClusterSnapshot) -> None:

@@ -27,7 +27,6 @@ from cudasched.compat.branches import (
     lifecycle,
     module_type,
     parse_os_tag,
-    precompiled_problem,
     release_for,
     running,
 )
@@ -62,12 +61,17 @@ def test_driver_facts_load_with_their_sources(kb: KnowledgeBase) -> None:
     assert facts.modules.open_first_branch == 515
     assert str(facts.modules.open_min_compute) == "7.5"
     assert facts.modules.open_default_branch == 560
-    assert str(facts.latest_release(580)) == "580.126.20"
+    assert str(facts.latest_release(580)) == "580.178.04"
     assert facts.latest_release(620) is None  # listed, no release known
     assert facts.latest_release(999) is None
-    assert facts.precompiled.os_ids == ("ubuntu",)
-    assert "generic" in facts.precompiled.kernel_flavours
-    for row in (*facts.minimum_kernels, *facts.breakages, *facts.latest.values()):
+    # Releases are dated: on a day before a release only older ones exist.
+    assert str(facts.latest_release(580, date(2026, 3, 1))) == "580.126.20"
+    assert facts.latest_release(580, date(2025, 6, 1)) is None  # R580 began in August 2025
+    assert str(facts.latest_release(535)) == "535.309.01"  # newer than the sample's 535.216.01
+    rows = [*facts.minimum_kernels, *facts.breakages, *facts.latest.values()]
+    rows += [r for releases in facts.releases.values() for r in releases]
+    assert len(rows) > 40
+    for row in rows:
         assert row.source.strip()
 
 
@@ -148,7 +152,8 @@ def _broken(raw: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str,
         (("minimum_kernel", 1, "kernel"), "three", "invalid kernel release"),
         (("minimum_kernel", 0, "from_driver"), "400.1.1", "one row without from_driver"),
         (("kernel_modules", "open_first_branch"), 515, "must be {value, source}"),
-        (("precompiled", "os_ids"), "ubuntu", "needs os_ids and kernel_flavours lists"),
+        (("latest_releases", 1, "released"), "May 2026", "is not YYYY-MM-DD"),
+        (("earlier_releases", 0, "version"), "535.999.1", "not older than a latest release"),
     ],
 )
 def test_malformed_driver_facts_are_knowledge_errors(
@@ -338,32 +343,6 @@ def test_kernel_breakages_for_the_module_in_use(kb: KnowledgeBase) -> None:
     found = kernel_breakages(kb, parse_driver("580.119.02"), kernel, ModuleType.PROPRIETARY)
     assert found and "nvidia-all/issues/379" in found[0].source
     assert not kernel_breakages(kb, parse_driver("580.126.20"), kernel, ModuleType.PROPRIETARY)
-
-
-@pytest.mark.parametrize(
-    ("os", "kernel", "problem"),
-    [
-        ("ubuntu22.04", "5.15.0-113-generic", None),
-        ("ubuntu24.04", "6.8.0-1021-aws", None),
-        ("ubuntu22.04", "5.15.0-1075-azure-fde", None),
-        ("ubuntu22.04", "5.15.0-113-lowlatency", "built for the aws"),
-        ("rhel9", "5.14.0-427.el9.x86_64", "built for ubuntu, not rhel9"),
-        ("amzn2023", "6.1.115-126.197.amzn2023.x86_64", "not amzn2023"),
-        (None, "5.15.0-113-generic", "OS is not known"),
-        ("ubuntu22.04", None, "kernel is not known"),
-    ],
-)
-def test_precompiled_only_where_nvidia_builds_it(
-    kb: KnowledgeBase, os: str | None, kernel: str | None, problem: str | None
-) -> None:
-    found = precompiled_problem(
-        kb,
-        parse_os_tag(os) if os else None,
-        parse_kernel(kernel) if kernel else None,
-    )
-    assert (found is None) == (problem is None)
-    if problem is not None:
-        assert problem in (found or "")
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 from cudasched.compat import engine as E
 from cudasched.compat.engine import Coverage, VerdictStatus, check, framework_coverage
 from cudasched.knowledge import KnowledgeBase
-from cudasched.nodes.facts import NodeFacts, facts_from_labels, facts_from_parts
+from cudasched.nodes.facts import facts_from_labels, facts_from_parts
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import FrameworkBuild, Policy, Requirement
 from cudasched.vocab.versions import ComputeCapability, parse_compute_capability, parse_cuda
+from tests.support.builders import node_facts
 
 COMPATIBLE = VerdictStatus.COMPATIBLE
 CAVEATS = VerdictStatus.COMPATIBLE_WITH_CAVEATS
@@ -28,10 +29,6 @@ def _kb() -> KnowledgeBase:
     return KnowledgeBase.load()
 
 
-def node(kb: KnowledgeBase, gpu: str, driver: str) -> NodeFacts:
-    return facts_from_parts("n", gpu=gpu, driver=driver, kb=kb)
-
-
 def req(cuda: str | None = None, **kw: object) -> Requirement:
     return Requirement(cuda=parse_cuda(cuda) if cuda else None, **kw)  # type: ignore[arg-type]
 
@@ -41,18 +38,18 @@ def cc(text: str) -> ComputeCapability:
 
 
 def test_native(kb: KnowledgeBase) -> None:
-    v = check(node(kb, "H100", "550.90.07"), req("12.4"), Policy.STRICT, kb)
+    v = check(node_facts("H100", "550.90.07"), req("12.4"), Policy.STRICT, kb)
     assert v.status is COMPATIBLE and v.compatible
     assert v.codes == ("native",)
     assert "550.90.07 supports CUDA 12.4" in v.reasons[0].message
 
 
 def test_newer_major_driver_runs_older_toolkit(kb: KnowledgeBase) -> None:
-    assert check(node(kb, "A100", "580.65.06"), req("11.8"), "strict", kb).status is COMPATIBLE
+    assert check(node_facts("A100", "580.65.06"), req("11.8"), "strict", kb).status is COMPATIBLE
 
 
 def test_driver_too_old_names_the_numbers(kb: KnowledgeBase) -> None:
-    v = check(node(kb, "A100", "535.104.05"), req("12.4"), Policy.STRICT, kb)
+    v = check(node_facts("A100", "535.104.05"), req("12.4"), Policy.STRICT, kb)
     assert v.status is INCOMPATIBLE and not v.compatible
     assert v.codes == ("driver-too-old",)
     assert v.reasons[0].message == (
@@ -61,32 +58,32 @@ def test_driver_too_old_names_the_numbers(kb: KnowledgeBase) -> None:
 
 
 def test_minor_version_compat(kb: KnowledgeBase) -> None:
-    n = node(kb, "A100", "535.104.05")
+    n = node_facts("A100", "535.104.05")
     v = check(n, req("12.8"), Policy.MINOR_COMPAT, kb)
     assert v.status is CAVEATS and v.compatible
     assert v.codes == ("minor-version-compat",)
     assert "525.60.13" in v.reasons[0].message and "PTX" in v.reasons[0].message
     # Below the 12.x floor there is no minor-version compatibility.
-    old = check(node(kb, "A100", "520.61.05"), req("12.0"), Policy.MINOR_COMPAT, kb)
+    old = check(node_facts("A100", "520.61.05"), req("12.0"), Policy.MINOR_COMPAT, kb)
     assert old.status is INCOMPATIBLE
     assert "525.60.13" in old.reasons[0].message
 
 
 def test_minor_compat_does_not_cross_majors(kb: KnowledgeBase) -> None:
     # R575 is a 12.x driver; CUDA 13 needs the R580 floor.
-    v = check(node(kb, "H100", "575.57.08"), req("13.0"), Policy.MINOR_COMPAT, kb)
+    v = check(node_facts("H100", "575.57.08"), req("13.0"), Policy.MINOR_COMPAT, kb)
     assert v.status is INCOMPATIBLE and v.codes == ("driver-too-old",)
     assert "580.65.06" in v.reasons[0].message
 
 
 def test_cuda_10_has_no_minor_compat(kb: KnowledgeBase) -> None:
-    v = check(node(kb, "T4", "418.39"), req("10.2"), Policy.MINOR_COMPAT, kb)
+    v = check(node_facts("T4", "418.39"), req("10.2"), Policy.MINOR_COMPAT, kb)
     assert v.status is INCOMPATIBLE
     assert "no minor-version compatibility" in v.reasons[0].message
 
 
 def test_forward_compat_on_datacenter_gpu(kb: KnowledgeBase) -> None:
-    n = node(kb, "A100", "535.104.05")
+    n = node_facts("A100", "535.104.05")
     ok = check(n, req("13.0", ships_cuda_compat=True), Policy.FORWARD_COMPAT, kb)
     assert ok.status is CAVEATS and ok.codes == ("forward-compat",)
     assert "cuda-compat-13-0" in ok.reasons[0].message
@@ -100,12 +97,12 @@ def test_forward_compat_on_datacenter_gpu(kb: KnowledgeBase) -> None:
 
 
 def test_forward_compat_refused_on_geforce(kb: KnowledgeBase) -> None:
-    n = node(kb, "RTX 4090", "535.104.05")
+    n = node_facts("RTX 4090", "535.104.05")
     v = check(n, req("13.0", ships_cuda_compat=True), Policy.FORWARD_COMPAT, kb)
     assert v.status is INCOMPATIBLE
     assert "no-forward-compat-on-geforce" in v.codes
     # Said even when the branch is not a forward-compat target anyway.
-    other = node(kb, "RTX 4090", "550.90.07")
+    other = node_facts("RTX 4090", "550.90.07")
     w = check(other, req("13.0", ships_cuda_compat=True), Policy.FORWARD_COMPAT, kb)
     assert {"driver-too-old", "no-forward-compat-on-geforce"} <= set(w.codes)
 
@@ -113,14 +110,14 @@ def test_forward_compat_refused_on_geforce(kb: KnowledgeBase) -> None:
 def test_forward_compat_only_on_listed_branches(kb: KnowledgeBase) -> None:
     # R550 is end of life: not a forward-compat target in NVIDIA's current matrix.
     v = check(
-        node(kb, "H100", "550.90.07"), req("13.0", ships_cuda_compat=True), "forward-compat", kb
+        node_facts("H100", "550.90.07"), req("13.0", ships_cuda_compat=True), "forward-compat", kb
     )
     assert v.status is INCOMPATIBLE
     assert "listed only on R535, R570" in v.reasons[0].message
 
 
 def test_requirement_policy_overrides_argument(kb: KnowledgeBase) -> None:
-    n = node(kb, "A100", "535.104.05")
+    n = node_facts("A100", "535.104.05")
     r = req("12.8", policy=Policy.MINOR_COMPAT)
     assert check(n, r, Policy.STRICT, kb).status is CAVEATS
     strict = req("12.8", policy=Policy.STRICT)
@@ -141,31 +138,37 @@ def test_requirement_policy_overrides_argument(kb: KnowledgeBase) -> None:
 def test_hardware_rules_apply_under_every_policy(
     kb: KnowledgeBase, gpu: str, driver: str, cuda: str, code: str
 ) -> None:
-    for policy in Policy:
-        v = check(node(kb, gpu, driver), req(cuda, ships_cuda_compat=True), policy, kb)
+    verdicts = {
+        policy: check(node_facts(gpu, driver), req(cuda, ships_cuda_compat=True), policy, kb)
+        for policy in Policy
+    }
+    assert len(verdicts) == 3  # strict, minor-compat, forward-compat
+    for policy, v in verdicts.items():
         assert v.status is INCOMPATIBLE, (policy, v)
         assert code in v.codes
         assert v.codes[0] == code  # blocking reasons come first
 
 
 def test_arch_messages_name_the_versions(kb: KnowledgeBase) -> None:
-    v = check(node(kb, "V100", "580.65.06"), req("13.0"), Policy.STRICT, kb)
+    v = check(node_facts("V100", "580.65.06"), req("13.0"), Policy.STRICT, kb)
     assert "Volta" in v.reasons[0].message and "12.9" in v.reasons[0].message
-    w = check(node(kb, "B200", "580.65.06"), req("11.8"), Policy.STRICT, kb)
+    w = check(node_facts("B200", "580.65.06"), req("11.8"), Policy.STRICT, kb)
     assert "12.8" in w.reasons[0].message and "11.8" in w.reasons[0].message
 
 
 def test_compute_capability_floor(kb: KnowledgeBase) -> None:
     r = req("12.4", min_compute=cc("8.0"))
-    v = check(node(kb, "T4", "550.90.07"), r, Policy.STRICT, kb)
+    v = check(node_facts("T4", "550.90.07"), r, Policy.STRICT, kb)
     assert v.codes[0] == "compute-capability-too-low" and "7.5" in v.reasons[0].message
-    assert check(node(kb, "A100", "550.90.07"), r, Policy.STRICT, kb).status is COMPATIBLE
+    assert check(node_facts("A100", "550.90.07"), r, Policy.STRICT, kb).status is COMPATIBLE
 
 
 def test_compute_capability_only_requirement(kb: KnowledgeBase) -> None:
     r = req(min_compute=cc("8.0"))
-    assert check(node(kb, "A100", "450.80.02"), r, "strict", kb).codes == ("compute-capability-ok",)
-    assert check(node(kb, "T4", "550.90.07"), r, "strict", kb).status is INCOMPATIBLE
+    assert check(node_facts("A100", "450.80.02"), r, "strict", kb).codes == (
+        "compute-capability-ok",
+    )
+    assert check(node_facts("T4", "550.90.07"), r, "strict", kb).status is INCOMPATIBLE
 
 
 def _build(archs: str, *, ptx: bool, cuda: str = "12.8") -> FrameworkBuild:
@@ -187,20 +190,22 @@ def test_framework_coverage() -> None:
 def test_framework_arch_list(kb: KnowledgeBase) -> None:
     fw = kb.framework("torch 2.11.0+cu130")
     assert fw is not None
-    v = check(node(kb, "V100", "580.65.06"), Requirement(framework=fw), "strict", kb)
+    v = check(node_facts("V100", "580.65.06"), Requirement(framework=fw), "strict", kb)
     assert "framework-arch-unsupported" in v.codes
-    ok = check(node(kb, "H100", "580.65.06"), Requirement(framework=fw), "strict", kb)
+    ok = check(node_facts("H100", "580.65.06"), Requirement(framework=fw), "strict", kb)
     assert ok.status is COMPATIBLE  # the CUDA comes from the build (13.0)
 
 
 def test_ptx_only_gpu_is_refused_under_minor_compat(kb: KnowledgeBase) -> None:
     # 8.0+PTX only: a Hopper GPU is reached by JIT, which minor-version compat forbids.
     fw = _build("8.0", ptx=True, cuda="12.8")
-    n = node(kb, "H100", "535.104.05")
+    n = node_facts("H100", "535.104.05")
     v = check(n, Requirement(framework=fw), Policy.MINOR_COMPAT, kb)
     assert v.status is INCOMPATIBLE and "framework-arch-unsupported" in v.codes
     # On a native driver PTX JIT is fine; so is forward compatibility.
-    assert check(node(kb, "H100", "570.124.06"), Requirement(framework=fw), "strict", kb).compatible
+    assert check(
+        node_facts("H100", "570.124.06"), Requirement(framework=fw), "strict", kb
+    ).compatible
     fc = Requirement(framework=fw, ships_cuda_compat=True)
     assert check(n, fc, Policy.FORWARD_COMPAT, kb).codes == ("forward-compat",)
 
@@ -216,13 +221,13 @@ def test_unknown_facts_never_pass(kb: KnowledgeBase) -> None:
     odd = facts_from_labels("o", {L.CUDA_CODE: "12040", L.COMPUTE_CODE: "40"}, kb)
     assert "unknown-arch" in check(odd, req("12.4"), "strict", kb).codes
 
-    v = check(node(kb, "A100", "580.65.06"), req("12.7"), "strict", kb)
+    v = check(node_facts("A100", "580.65.06"), req("12.7"), "strict", kb)
     assert v.status is INCOMPATIBLE and "unknown-toolkit" in v.codes
 
     fw = FrameworkBuild("torch", "9.9", None)
     assert (
         "unknown-toolkit"
-        in check(node(kb, "A100", "580.65.06"), Requirement(framework=fw), "strict", kb).codes
+        in check(node_facts("A100", "580.65.06"), Requirement(framework=fw), "strict", kb).codes
     )
 
     # Capped architecture (Volta <= R580) and no driver version: cannot confirm.
@@ -244,11 +249,11 @@ def test_no_gpu_facts_and_no_requirement(kb: KnowledgeBase) -> None:
 
 def test_bad_policy(kb: KnowledgeBase) -> None:
     with pytest.raises(InputError, match="invalid policy 'lenient'"):
-        check(node(kb, "A100", "550.90.07"), req("12.4"), "lenient", kb)
+        check(node_facts("A100", "550.90.07"), req("12.4"), "lenient", kb)
 
 
 def test_to_dict(kb: KnowledgeBase) -> None:
-    d = check(node(kb, "A100", "535.104.05"), req("12.4"), "strict", kb).to_dict()
+    d = check(node_facts("A100", "535.104.05"), req("12.4"), "strict", kb).to_dict()
     assert d == {
         "verdict": "incompatible",
         "reasons": [{"code": "driver-too-old", "message": d["reasons"][0]["message"]}],  # type: ignore[index]
@@ -288,7 +293,7 @@ def test_policies_only_widen(
     gpu: str, driver: str, cuda: str, min_cc: str | None, ships: bool
 ) -> None:
     kb = _kb()
-    n = node(kb, gpu, driver)
+    n = node_facts(gpu, driver)
     r = req(cuda, min_compute=cc(min_cc) if min_cc else None, ships_cuda_compat=ships)
     verdicts = [
         check(n, r, p, kb) for p in (Policy.STRICT, Policy.MINOR_COMPAT, Policy.FORWARD_COMPAT)
@@ -335,7 +340,7 @@ def test_same_major_binary_compatibility(
     else:
         r = req(workload)
     for policy in Policy:
-        v = check(node(kb, gpu, driver), r, policy, kb)
+        v = check(node_facts(gpu, driver), r, policy, kb)
         assert v.status is COMPATIBLE and v.codes == ("native",), (policy, v)
 
 
@@ -352,16 +357,16 @@ def test_a_newer_major_needs_ptx(
 ) -> None:
     """Only a GPU whose major is newer than every target depends on PTX, which an image may
     not carry: refused unless a framework build says it ships PTX."""
-    v = check(node(kb, gpu, driver), req(cuda), "strict", kb)
+    v = check(node_facts(gpu, driver), req(cuda), "strict", kb)
     assert v.codes[0] == "arch-too-new" and newest in v.reasons[0].message
     assert "PTX" in v.reasons[0].message
-    cc_ = node(kb, gpu, driver).compute
+    cc_ = node_facts(gpu, driver).compute
     assert cc_ is not None
     low = ComputeCapability(8, 0)
     with_ptx = FrameworkBuild("torch", "x", parse_cuda(cuda), arch_list=(low,), ptx=True)
-    assert check(node(kb, gpu, driver), Requirement(framework=with_ptx), "strict", kb).compatible
+    assert check(node_facts(gpu, driver), Requirement(framework=with_ptx), "strict", kb).compatible
     no_ptx = FrameworkBuild("torch", "x", parse_cuda(cuda), arch_list=(low,), ptx=False)
-    refused = check(node(kb, gpu, driver), Requirement(framework=no_ptx), "strict", kb)
+    refused = check(node_facts(gpu, driver), Requirement(framework=no_ptx), "strict", kb)
     assert "framework-arch-unsupported" in refused.codes
 
 
@@ -380,11 +385,11 @@ def test_a_driver_older_than_the_gpu_cannot_drive_it(kb: KnowledgeBase, driver: 
     policy, forward compatibility included (it replaces only the user-mode driver)."""
     r = req("12.2", ships_cuda_compat=True)
     for policy in Policy:
-        v = check(node(kb, "B200", driver), r, policy, kb)
+        v = check(node_facts("B200", driver), r, policy, kb)
         assert v.status is INCOMPATIBLE, (policy, v)
         assert "driver-branch-unsupported-gpu" in v.codes
         assert "570.86.15" in v.reasons[v.codes.index("driver-branch-unsupported-gpu")].message
-    assert check(node(kb, "B200", "570.86.15"), req("12.8"), "strict", kb).compatible
+    assert check(node_facts("B200", "570.86.15"), req("12.8"), "strict", kb).compatible
 
 
 def test_first_driver_is_per_board(kb: KnowledgeBase) -> None:
@@ -455,10 +460,10 @@ def test_a_label_claiming_more_than_the_driver_supports_is_not_trusted(kb: Knowl
 def test_unknown_minimum_is_never_guessed(kb: KnowledgeBase) -> None:
     """Issue 12 item 5: 13.5's minimum driver is unknown: unknown-toolkit, no invented
     numbers; minor-version compatibility (which needs only the 13.x floor) still applies."""
-    v = check(node(kb, "H100", "999.1"), req("13.5"), "strict", kb)
+    v = check(node_facts("H100", "999.1"), req("13.5"), "strict", kb)
     assert v.status is INCOMPATIBLE and v.codes == ("unknown-toolkit",)
     assert "999.1" in v.reasons[0].message and "999.01" not in v.reasons[0].message
-    ok = check(node(kb, "H100", "580.65.06"), req("13.5"), "minor-compat", kb)
+    ok = check(node_facts("H100", "580.65.06"), req("13.5"), "minor-compat", kb)
     assert ok.codes == ("minor-version-compat",)
     labelled = facts_from_labels(
         "l", {L.CUDA_CODE: "13050", L.COMPUTE_CODE: "90", L.DRIVER_VERSION: "540.4.0"}, kb

@@ -4,6 +4,8 @@ fix, the way a node runs the workload apart, the terminal's width (``COLUMNS`` w
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cudasched.cli import app
@@ -81,3 +83,68 @@ def test_explain_table_shows_the_fix_apart_from_the_mode(monkeypatch: pytest.Mon
         app, ["explain", "pod/cuda-smoke-test", "-n", "ml-batch", "-o", "wide"]
     )
     assert "details" in wide.stdout and "score" in wide.stdout
+
+
+@pytest.mark.parametrize(
+    ("gpu", "driver", "cuda", "cap", "image"),
+    [
+        ("K80", "470.256.02", "12.4", "Kepler GPUs end at R470", "CUDA 11.4 or older"),
+        ("V100", "535.216.01", "13.2", "Volta GPUs end at R580", "CUDA 12.9 or older"),
+        ("GTX 1080", "535.216.01", "13.2", "Pascal GPUs end at R580", "CUDA 12.9 or older"),
+    ],
+)
+def test_a_driver_a_gpu_cannot_run_is_never_the_fix(
+    kb: KnowledgeBase, gpu: str, driver: str, cuda: str, cap: str, image: str
+) -> None:
+    """Kepler ends at R470, Volta and Pascal at R580: the fix says no driver can, and names
+    what can (an image built for a CUDA the last branch runs, or another GPU)."""
+    fixes = _fixes(kb, gpu, driver, Requirement(cuda=parse_cuda(cuda)), "strict")
+    text = fixes["driver-too-old"]
+    assert text.startswith("no driver can: ") and cap in text and image in text
+    assert "another GPU" in text
+
+
+def test_the_remedy_raises_the_floor_to_the_gpus_first_driver(kb: KnowledgeBase) -> None:
+    from cudasched.compat.fixes import driver_remedy
+    from cudasched.vocab.versions import parse_driver
+
+    b200 = facts_from_parts("n", gpu="B200", driver="550.127.05", kb=kb)
+    remedy = driver_remedy(b200, parse_driver("550.54.14"), kb)
+    assert str(remedy.driver) == "570.86.15"  # B200's first driver
+    k80 = facts_from_parts("n", gpu="K80", driver="470.256.02", kb=kb)
+    assert driver_remedy(k80, parse_driver("470.42.01"), kb).driver is not None
+    assert driver_remedy(k80, parse_driver("525.60.13"), kb).driver is None
+
+
+_GPUS = ["K80", "P100", "V100", "GTX 1080", "T4", "A100", "H100", "B200", "RTX 4090"]
+_DRIVERS = ["390.157", "470.256.02", "535.216.01", "550.127.05", "570.133.20", "580.65.06"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    gpu=st.sampled_from(_GPUS),
+    driver=st.sampled_from(_DRIVERS),
+    cuda=st.sampled_from(["11.4", "11.8", "12.2", "12.4", "12.8", "13.0", "13.2", "13.4"]),
+    policy=st.sampled_from(["strict", "minor-compat", "forward-compat"]),
+    gated=st.booleans(),
+)
+def test_no_fix_names_a_driver_the_gpu_cannot_run(
+    kb: KnowledgeBase, gpu: str, driver: str, cuda: str, policy: str, gated: bool
+) -> None:
+    import re
+
+    from cudasched.compat.branches import drive_problem, gpu_target
+    from cudasched.vocab.requirecuda import gate_from_env
+    from cudasched.vocab.versions import parse_driver
+
+    gate = gate_from_env({"NVIDIA_REQUIRE_CUDA": f"cuda>={cuda}"}, "image") if gated else None
+    req = Requirement(cuda=parse_cuda(cuda), gate=gate)
+    facts = facts_from_parts("n", gpu=gpu, driver=driver, kb=kb)
+    target = gpu_target(kb, facts)
+    assert target is not None
+    fixes = [
+        r.fix for r in with_fixes(check(facts, req, policy, kb).reasons, facts, req, policy, kb)
+    ]
+    offered = [m for fix in fixes for m in re.findall(r"needs driver >= ([0-9.]+)", fix)]
+    for text in offered:
+        assert drive_problem(target, parse_driver(text)) is None, (gpu, text, fixes)

@@ -32,7 +32,8 @@ from cudasched.vocab.nodeaffinity import Node, PreferredTerms, RequiredNodeAffin
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import ComputeCapability, CudaVersion
 from cudasched.workloads.pods import pod_spec_of, workload_id
-from tests.support.affinity_builders import expr
+from tests.support import builders
+from tests.support.builders import expr
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -660,21 +661,11 @@ def node_sets(draw: st.DrawFn) -> list[dict[str, Any]]:
         )
     )
     sizes = draw(st.lists(st.integers(1, 3), min_size=len(pools), max_size=len(pools)))
-    nodes = []
-    for p, (labels, size) in enumerate(zip(pools, sizes, strict=True)):
-        for i in range(size):
-            name = f"n{p}-{i}"
-            nodes.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {
-                        "name": name,
-                        "labels": {**labels, "kubernetes.io/hostname": name},
-                    },
-                }
-            )
-    return nodes
+    return [
+        builders.node(f"n{p}-{i}", gpu=None, driver=None, count=1, labels=labels)
+        for p, (labels, size) in enumerate(zip(pools, sizes, strict=True))
+        for i in range(size)
+    ]
 
 
 @settings(max_examples=60)
@@ -730,20 +721,22 @@ def test_requirement_eligibility_matches_engine_on_labelled_nodes(
         assert {r.code for r in verdict.reasons} == codes - {NO_GPU_RESOURCE}
 
 
-def _gpu_node(name: str, allocatable: dict[str, str] | None) -> dict[str, Any]:
-    node: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
-    if allocatable is not None:
-        node["status"] = {"allocatable": {"cpu": "8", **allocatable}}
-    return node
+def _offering(name: str, allocatable: dict[str, str] | None) -> dict[str, Any]:
+    """A node known only by the resources it offers (``None``: a node without a status)."""
+    offered = {"cpu": "8", **(allocatable or {})}
+    built = builders.node(name, gpu=None, driver=None, allocatable=offered)
+    if allocatable is None:
+        del built["status"]
+    return built
 
 
 def test_a_gpu_pod_is_not_eligible_where_no_gpu_is_offered(kb: KnowledgeBase) -> None:
     nodes = [
-        _gpu_node("gpu", {"nvidia.com/gpu": "8"}),
-        _gpu_node("cpu", {}),
-        _gpu_node("mig-only", {"nvidia.com/mig-1g.10gb": "7"}),
-        _gpu_node("drained", {"nvidia.com/gpu": "0"}),
-        _gpu_node("unknown", None),  # no status: nothing is known, nothing is excluded
+        _offering("gpu", {"nvidia.com/gpu": "8"}),
+        _offering("cpu", {}),
+        _offering("mig-only", {"nvidia.com/mig-1g.10gb": "7"}),
+        _offering("drained", {"nvidia.com/gpu": "0"}),
+        _offering("unknown", None),  # no status: nothing is known, nothing is excluded
     ]
     exp = explain(pod({"containers": [GPU_CONTAINER]}), nodes, "strict", kb)
     assert eligible_names(exp) == {"gpu", "unknown"}
@@ -762,7 +755,7 @@ def test_a_gpu_pod_is_not_eligible_where_no_gpu_is_offered(kb: KnowledgeBase) ->
 
 
 def test_workloads_differing_only_in_gpu_requests_do_not_share_answers(kb: KnowledgeBase) -> None:
-    nodes = [_gpu_node("gpu", {"nvidia.com/gpu": "1"}), _gpu_node("cpu", {})]
+    nodes = [_offering("gpu", {"nvidia.com/gpu": "1"}), _offering("cpu", {})]
     gpu_pod = pod({"containers": [GPU_CONTAINER]})
     cpu_pod = pod({"containers": [{"name": "web", "image": "nginx"}]})
     first, second = explain_many([gpu_pod, cpu_pod], nodes, "strict", kb)

@@ -121,6 +121,7 @@ def test_lazy_by_default_and_counts_without_building(
     fleet: Fleet, workloads: list[Any], kb: KnowledgeBase
 ) -> None:
     answers = explain_many(workloads, fleet, "strict", kb)
+    assert len(answers) == len(workloads) == 117
     assert all(_lazy(a) for a in answers)
     for exp in answers:
         _check_counts_then_nodes(exp)
@@ -146,6 +147,7 @@ def test_lazy_equals_per_node_reference(
     chosen = [workloads[i] for i in picks]
     answers = explain_many(chosen, fleet, policy, kb, scheme)
     resolved = fleet.resolve_scheme(scheme)
+    compared = 0
     for workload, exp in zip(chosen, answers, strict=True):
         assert exp == explain(workload, fleet, policy, kb, scheme)
         _check_counts_then_nodes(exp)
@@ -155,6 +157,8 @@ def test_lazy_equals_per_node_reference(
             single = explain(workload, alone, policy, kb, resolved)
             assert single.nodes == (answer,), node.name
             assert single.nodes[0].facts.products == answer.facts.products
+            compared += 1
+    assert compared == len(picks) * 63  # the sample's 21 nodes, three copies each
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -163,6 +167,7 @@ def test_sample_cluster_lazy_equals_eager(kb: KnowledgeBase, policy: str) -> Non
     fleet = Fleet(sample.nodes, kb)
     pods = _workloads()
     shared = explain_many(pods, fleet, policy, kb)
+    assert len(shared) == len(pods) == 117
     for workload, exp in zip(pods, shared, strict=True):
         _check_counts_then_nodes(exp)
         assert exp == explain(workload, sample.nodes, policy, kb)

@@ -8,7 +8,9 @@ import celpy
 import pytest
 
 from cudasched.install.agent import AGENT_NAME, daemonset_objects
+from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
+from tests.support import builders
 from tests.support.k8s_schema import assert_valid
 
 
@@ -214,35 +216,29 @@ def _admitted(policy: dict[str, Any], request: dict[str, Any], old: Any, new: An
     return all(bool(run(v["expression"])) for v in policy["spec"]["validations"])
 
 
-def _node(name: str, labels: dict[str, str], taints: list[Any] | None = None) -> dict[str, Any]:
-    node: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {},
-    }
-    if taints:
-        node["spec"]["taints"] = taints
-    return node
-
-
 def _request(user: str = AGENT_USER, node: str | None = "gpu-1") -> dict[str, Any]:
+    """The request of a Node UPDATE by ``user``, whose token names ``node`` (``None``: a
+    token without the node-name extra)."""
     info: dict[str, Any] = {"username": user, "groups": ["system:serviceaccounts"]}
     if node is not None:
         info["extra"] = {NODE_NAME_EXTRA: [node], "authentication.kubernetes.io/pod-name": ["a"]}
-    return {"operation": "UPDATE", "name": "gpu-1", "userInfo": info}
+    return builders.review(builders.node("gpu-1"), operation="UPDATE", user=info)["request"]
 
 
-BASE = {"kubernetes.io/hostname": "gpu-1", "nvidia.com/gpu.product": "NVIDIA-A100"}
+def _gpu_1(**edits: Any) -> dict[str, Any]:
+    """Node gpu-1 labelled by GFD and the agent (an A100 on R535), with ``edits`` to its labels
+    (``None`` removes one) or its ``taints``."""
+    taints = edits.pop("taints", None)
+    return builders.node("gpu-1", labels=edits, taints=taints)
 
 
 def test_agent_may_change_only_its_own_labels_on_its_own_node() -> None:
     policy, _ = _policy()
-    old = _node("gpu-1", {**BASE, "cudasched.io/cuda.code": "12020"})
-    relabelled = _node(
-        "gpu-1", {**BASE, "cudasched.io/cuda.code": "12040", "cudasched.io/probe.status": "ok"}
-    )
-    removed = _node("gpu-1", dict(BASE))
+    old = _gpu_1()
+    agent_keys = [k for k in old["metadata"]["labels"] if k.startswith(L.PREFIX)]
+    assert len(agent_keys) == 10
+    relabelled = _gpu_1(**{L.CUDA_CODE: "12040", L.DRIVER_CODE: "550090007"})
+    removed = _gpu_1(**dict.fromkeys(agent_keys))
     assert _admitted(policy, _request(), old, relabelled) is True
     assert _admitted(policy, _request(), old, removed) is True
     # Another node (the token says the agent runs on gpu-2): refused.
@@ -250,19 +246,15 @@ def test_agent_may_change_only_its_own_labels_on_its_own_node() -> None:
     # A token without the node-name extra (clusters before ServiceAccountTokenPodNodeInfo).
     assert _admitted(policy, _request(node=None), old, relabelled) is False
     # Labels the agent does not own, added, changed or removed: refused.
-    steer = _node(
-        "gpu-1",
-        {**BASE, "nvidia.com/gpu.product": "NVIDIA-H100", "cudasched.io/cuda.code": "12020"},
-    )
+    steer = _gpu_1(**{L.GFD_PRODUCT: "NVIDIA-H100"})
     assert _admitted(policy, _request(), old, steer) is False
-    extra = _node("gpu-1", {**BASE, "cudasched.io/cuda.code": "12020", "team": "x"})
+    extra = _gpu_1(team="x")
     assert _admitted(policy, _request(), old, extra) is False
-    gone = _node("gpu-1", {"cudasched.io/cuda.code": "12020"})
+    gone = _gpu_1(**{k: None for k in old["metadata"]["labels"] if k not in agent_keys})
+    assert set(gone["metadata"]["labels"]) == set(agent_keys)
     assert _admitted(policy, _request(), old, gone) is False
     # Anything but labels (taints here): refused.
-    tainted = _node(
-        "gpu-1", old["metadata"]["labels"], taints=[{"key": "x", "effect": "NoSchedule"}]
-    )
+    tainted = _gpu_1(taints=[{"key": "x", "effect": "NoSchedule"}])
     assert _admitted(policy, _request(), old, tainted) is False
     # Other users are not this policy's business.
     assert _admitted(policy, _request(user="system:node:gpu-1"), old, steer) is None
@@ -273,8 +265,12 @@ def test_agent_may_change_only_its_own_labels_on_its_own_node() -> None:
 
 
 def test_gfd_compatible_agent_may_change_gfd_keys_too() -> None:
-    old = _node("gpu-1", dict(BASE))
-    new = _node("gpu-1", {**BASE, "nvidia.com/cuda.driver-version.major": "550"})
+    # GFD's deprecated keys only, then the new generation added (as the agent writes them).
+    old = builders.node("gpu-1", scheme=(builders.OURS, builders.GFD_DEPRECATED))
+    new = builders.node("gpu-1")
+    assert set(new["metadata"]["labels"]) - set(old["metadata"]["labels"]) == set(
+        L.GFD_VERSION_KEYS
+    )
     assert _admitted(_policy()[0], _request(), old, new) is False
     assert _admitted(_policy(gfd_compatible=True)[0], _request(), old, new) is True
 

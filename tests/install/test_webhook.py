@@ -106,7 +106,7 @@ def test_webhook_configuration_settings() -> None:
     assert hooks["pods.cudasched.io"]["clientConfig"]["service"]["path"] == POD_PATH
     assert hooks["inferenceservices.cudasched.io"]["clientConfig"]["service"]["path"] == (ISVC_PATH)
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
-        f"gpu-system/{webhook.APP}"
+        f"gpu-system/{webhook.CA_CERTIFICATE}"
     )
 
 
@@ -374,3 +374,26 @@ def test_bad_image_is_one_line_exit_2(args: list[str]) -> None:
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("cudasched: error: ")
+
+
+def test_cert_manager_chain_keeps_the_trust_root_across_renewals() -> None:
+    """A self-signed root, a CA Issuer and a serving certificate: the caBundle is injected from
+    the root, which a renewal of the serving certificate (new key each time) never touches."""
+    objects = webhook.all_objects("gpu-system", cert_manager=True)
+    by = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    root = by[("Certificate", "cudasched-webhook-ca")]["spec"]
+    assert root["isCA"] is True and root["privateKey"]["rotationPolicy"] == "Never"
+    assert root["issuerRef"] == {"name": "cudasched-webhook-selfsigned", "kind": "Issuer"}
+    assert by[("Issuer", "cudasched-webhook-selfsigned")]["spec"] == {"selfSigned": {}}
+    assert by[("Issuer", "cudasched-webhook-ca")]["spec"] == {
+        "ca": {"secretName": "cudasched-webhook-ca"}
+    }
+    leaf = by[("Certificate", "cudasched-webhook")]["spec"]
+    assert leaf["issuerRef"] == {"name": "cudasched-webhook-ca", "kind": "Issuer"}
+    assert leaf["privateKey"]["rotationPolicy"] == "Always" and "isCA" not in leaf
+    [config] = [o for o in objects if o["kind"] == "MutatingWebhookConfiguration"]
+    source = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+    assert source == "gpu-system/cudasched-webhook-ca"
+    # The root outlives many renewals of the leaf.
+    hours = int(root["duration"].rstrip("h")) // int(leaf["duration"].rstrip("h"))
+    assert hours >= 40

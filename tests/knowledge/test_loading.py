@@ -32,7 +32,18 @@ ENTRY_LISTS = {
     "gpus.yaml": [("gpus",)],
     "frameworks.yaml": [("pytorch",), ("tensorflow",), ("vllm",)],
     "containers.yaml": [("tritonserver",), ("pytorch",), ("tensorflow",)],
-    "drivers.yaml": [("minimum_kernel",), ("build_breakages",), ("latest_releases",)],
+    "drivers.yaml": [
+        ("minimum_kernel",),
+        ("build_breakages",),
+        ("latest_releases",),
+        ("earlier_releases",),
+    ],
+    "gpu-operator.yaml": [
+        ("driver_containers",),
+        ("operator_versions",),
+        ("operator_boards",),
+        ("driver_manager", "node_groups"),
+    ],
 }
 
 
@@ -87,12 +98,16 @@ def test_every_entry_in_every_data_file_has_a_source(raw: dict[str, Any]) -> Non
 
 def test_pytorch_arch_lists_and_defaults_have_their_own_source(raw: dict[str, Any]) -> None:
     doc = raw["frameworks.yaml"]
+    defaults = arch_lists = 0
     for release in doc["pytorch"]:
         if "pypi_default" in release:
             assert _is_valid_source(release.get("pypi_default_source"), doc["sources"])
+            defaults += 1
         for tag, variant in release["variants"].items():
             if "arch_list" in variant:
                 assert _is_valid_source(variant.get("arch_source"), doc["sources"]), tag
+                arch_lists += 1
+    assert defaults >= 3 and arch_lists >= 14
 
 
 def test_loaded_facts_all_carry_a_source(kb: KnowledgeBase) -> None:
@@ -132,7 +147,9 @@ def test_architecture_rows_do_not_overlap(raw: dict[str, Any], kb: KnowledgeBase
 
 
 def test_every_family_in_the_yaml_is_a_gfd_word(raw: dict[str, Any]) -> None:
-    for row in raw["architectures.yaml"]["architectures"]:
+    rows = raw["architectures.yaml"]["architectures"]
+    assert len(rows) >= 22
+    for row in rows:
         assert row["family"] in GFD_FAMILIES, row
         assert row.get("gfd_family", row["family"]) in GFD_FAMILIES | {"undefined"}, row
 

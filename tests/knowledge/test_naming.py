@@ -71,6 +71,7 @@ def test_gpu_lookup_normalises_names(
 
 
 def test_every_listed_name_and_its_gfd_label_resolve_to_the_board(kb: KnowledgeBase) -> None:
+    names = 0
     for gpu in kb.gpus():
         for name in gpu.names:
             for spelling in (name, gfd_product_label(name), name.upper()):
@@ -79,6 +80,8 @@ def test_every_listed_name_and_its_gfd_label_resolve_to_the_board(kb: KnowledgeB
                 # Names that differ only by the optional brand prefix are one board.
                 assert found.variant in gpu.names, spelling
                 assert found.variant.lower().endswith(name.lower()), spelling  # type: ignore[union-attr]
+            names += 1
+    assert names >= 131  # every listed name of 99 boards
 
 
 @settings(max_examples=150, deadline=None)

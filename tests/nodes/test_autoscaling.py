@@ -212,9 +212,30 @@ def test_the_json_shape_is_the_documented_one(kb: KnowledgeBase) -> None:
 # ------------------------------------------------------------------ cloud rules refuse
 
 
-def test_azure_cannot_declare_a_key_with_an_underscore() -> None:
-    with pytest.raises(InputError, match="cannot be an Azure VMSS tag"):
-        azure_tags({"example.com/has_underscore": "1"})
+def test_azure_spells_an_underscore_as_tilde_2() -> None:
+    """The autoscaler reads a VMSS tag name's '_' as '/', then '~2' as '_'
+    (kubernetes/autoscaler cloudprovider/azure/azure_template.go extractLabelsFromTags): a key
+    with '_' is written '~2' first, and reads back as itself."""
+    from cudasched.nodes.autoscaling import azure_label_key, azure_tag_name
+
+    [tag] = azure_tags({"example.com/has_underscore": "1"})
+    assert tag == AZURE_LABEL_TAG_PREFIX + "example.com_has~2underscore"
+    keys = ["example.com/has_underscore", "cudasched.io/cuda.code", "a_b/c_d", "plain"]
+    assert [azure_label_key(azure_tag_name(k)) for k in keys] == keys
+
+
+def test_nodepool_names_are_label_values() -> None:
+    """A NodePool's name is the value of karpenter.sh/nodepool on its nodes: 63 characters."""
+    from cudasched.nodes.autoscaling import default_nodepool_name
+    from cudasched.vocab.versions import parse_driver
+
+    with pytest.raises(InputError, match="at most 63 characters"):
+        karpenter_nodepool({}, NodePoolOptions("n" * 64))
+    long_product = {
+        "cudasched.io/gpu.product": "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition-X"
+    }
+    name = default_nodepool_name(long_product, parse_driver("580.95.05"))
+    assert len(name) <= 63 and name.endswith("-580-95-05")
 
 
 def test_aws_refuses_a_tag_longer_than_128_characters() -> None:
@@ -464,6 +485,9 @@ def test_cli_warns_when_the_nodepool_is_not_pinned_to_instance_types() -> None:
         (["--gpu", "B200", "--driver", "5x"], "'5x'"),
         (["--gpu", "B200", "--driver", "580.95.05", "--node-class", "x"], "GROUP/KIND/NAME"),
         (["--gpu", "B200", "--driver", "580.95.05", "--provider", "gce"], "'gce' is not one of"),
+        (["--gpu", "B200", "--driver", "535.216.01"], "R535 predates Blackwell"),
+        (["--gpu", "K80", "--driver", "580.95.05"], "Kepler GPUs end at R470"),
+        (["--gpu", "B200", "--driver", "580.95.05", "--driver-pool", "a/b"], "--driver-pool"),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(args: list[str], fragment: str) -> None:
@@ -471,3 +495,35 @@ def test_cli_bad_input_is_one_line_exit_2(args: list[str], fragment: str) -> Non
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
     assert line.startswith("cudasched: error: ") and fragment in line
+
+
+def test_cli_prints_an_impossible_pair_only_when_forced() -> None:
+    args = ["node-template", "--gpu", "K80", "--driver", "580.95.05", "--provider", "aws"]
+    assert CliRunner().invoke(app, args).exit_code == 2
+    forced = CliRunner().invoke(app, [*args, "--force"])
+    assert forced.exit_code == 0 and "cudasched.io/driver.branch" in forced.stdout
+
+
+def test_cli_capi_declares_the_capacity_to_scale_from_zero() -> None:
+    """kubernetes/autoscaler clusterapi README, "Scale from zero support": cpu and memory at the
+    minimum, gpu-type and gpu-count for GPUs; the plan's pool label rides along."""
+    args = ["node-template", "--gpu", "B200", "--driver", "580.95.05", "--provider", "capi"]
+    full = CliRunner().invoke(
+        app,
+        [*args, "--gpus", "8", "--cpu", "224", "--memory", "2000Gi", "--driver-pool", "b200-x",
+         "-o", "json"],
+    )  # fmt: skip
+    assert full.exit_code == 0 and full.stderr == ""
+    annotations = json.loads(full.stdout)["declarations"]["capi"]["annotations"]
+    prefix = "capacity.cluster-autoscaler.kubernetes.io/"
+    assert {
+        k.removeprefix(prefix): v for k, v in annotations.items() if k != prefix + "labels"
+    } == {
+        "cpu": "224",
+        "memory": "2000Gi",
+        "gpu-type": "nvidia.com/gpu",
+        "gpu-count": "8",
+    }
+    assert "cudasched.io/driver-pool=b200-x" in annotations[prefix + "labels"]
+    bare = CliRunner().invoke(app, args)
+    assert bare.exit_code == 0 and "give --cpu and --memory" in bare.stderr

@@ -244,6 +244,7 @@ def test_labels_of_every_recording_are_valid(kb: KnowledgeBase, name: str) -> No
     recorded = parse_nvidia_smi((DATA / name).read_text())
     for probed in (recorded, enrich(recorded, kb)):
         labels = build_labels(probed, archs=kb, gfd_compatible=True)
+        assert len(labels) >= 11  # at least the driver's labels (ours and GFD's) and the status
         assert all(VALUE_RE.match(v) and len(v) <= 63 for v in labels.values())
 
 
@@ -262,6 +263,8 @@ def test_every_value_is_a_valid_label_value(
     built = build_labels(
         DriverFacts(driver, CudaVersion(12, 8), tuple(gpus), "test"), archs=kb, gfd_compatible=True
     )
+    # driver, CUDA, compute and status labels, ours and GFD's; the product only when publishable
+    assert len(built) >= 25
     for key, value in built.items():
         assert is_valid_label_value(value), (key, value)
         assert VALUE_RE.match(value) and len(value) <= 63

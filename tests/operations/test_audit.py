@@ -22,6 +22,7 @@ from cudasched.operations.audit import CODES, AuditReport, Severity, audit
 from cudasched.operations.audit.findings import Finding
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import parse_cuda
+from tests.support import builders
 
 DATA = Path(__file__).parents[1] / "data" / "audit"
 
@@ -88,8 +89,11 @@ def test_every_code_has_its_issue_severity() -> None:
         "driver-upgrade-in-progress": Severity.WARNING,
         "stale-requirement": Severity.WARNING,
         "requirement-invalid": Severity.WARNING,
+        "driver-branch-ended": Severity.WARNING,
+        "driver-branch-legacy": Severity.WARNING,
         "labels-deprecated-only": Severity.INFO,
         "requirement-unknown": Severity.INFO,
+        "driver-branch-ending": Severity.INFO,
     }
 
 
@@ -273,34 +277,14 @@ def test_gate_under_minor_compat_names_what_turns_it_off(
 
 
 def _gfd_node(name: str, product: str, driver: str) -> dict[str, Any]:
-    major, minor, rev = driver.split(".")
-    labels = {
-        "nvidia.com/cuda.driver-version.full": driver,
-        "nvidia.com/cuda.driver-version.major": major,
-        "nvidia.com/cuda.driver-version.minor": minor,
-        "nvidia.com/cuda.driver-version.revision": rev,
-        "nvidia.com/gpu.product": product,
-        "nvidia.com/gpu.present": "true",
-    }
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+    return builders.node(name, gpu=product, driver=driver, scheme=builders.GFD)
 
 
 def _pending(cuda: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "p",
-            "namespace": "t",
-            "annotations": {"cudasched.io/cuda-version": cuda},
-        },
-        "spec": {
-            "containers": [
-                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-            ]
-        },
-        "status": {"phase": "Pending"},
-    }
+    annotations = {"cudasched.io/cuda-version": cuda}
+    return builders.pod(
+        "p", "t", image="x", container="c", annotations=annotations, phase="Pending"
+    )
 
 
 def test_a_gpu_its_driver_cannot_drive_needs_the_gpus_first_driver(

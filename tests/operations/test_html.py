@@ -92,7 +92,7 @@ def test_sample_report_holds_every_runtime_pool_and_finding(kb: KnowledgeBase) -
     runtimes = {a["data-runtime"] for t, a in page.tags if t == "th" and "data-runtime" in a}
     assert runtimes == {r.ref for r in matrix.rows}
     header_pools = {a["data-pool"] for t, a in page.tags if t == "th" and "data-pool" in a}
-    assert header_pools == {p.id for p in matrix.pools}
+    assert header_pools == {p.name for p in matrix.pools}
     cells = [a for t, a in page.tags if t == "td" and "data-runtime" in a]
     assert len(cells) == len(matrix.rows) * len(matrix.pools)
     # Each cell's colour is its verdict and its title names the reason codes.
@@ -105,7 +105,7 @@ def test_sample_report_holds_every_runtime_pool_and_finding(kb: KnowledgeBase) -
     ]
     text = " ".join(page.text)
     for pool in matrix.pools:
-        assert pool.id in text
+        assert pool.name in text
         assert str(pool.ceiling.native) in text
 
 

@@ -45,34 +45,83 @@ def test_sample_cluster_pools(sample: ClusterSnapshot, kb: KnowledgeBase) -> Non
     assert sum(len(p.nodes) for p in pools) == 20
     assert len(pools) == 13
     assert all("ip-10-42-1-12.us-west-2.compute.internal" not in p.nodes for p in pools)
-    assert [p.id for p in pools] == [f"pool-{n}" for n in range(1, 14)]
+    # One readable name per pool: <gpu>-r<branch>-<os tag>.
+    assert [p.name for p in pools] == [
+        "a100-sxm4-80gb-r535-ubuntu22.04",
+        "a10g-r550-amzn2023",
+        "b200-r570-amzn2023",
+        "b200-r580-amzn2023",
+        "geforce-rtx-4090-r550-ubuntu22.04",
+        "h100-80gb-hbm3-r550-amzn2023",
+        "h100-80gb-hbm3-r570-amzn2023",
+        "h200-r570-amzn2023",
+        "l4-r550-amzn2023",
+        "k80-r470-ubuntu20.04",
+        "t4-r470-ubuntu20.04",
+        "t4-r550-ubuntu22.04",
+        "v100-sxm2-16gb-r535-ubuntu22.04",
+    ]
     # Same product, different driver: two pools (the H100s on R550 and R570; T4 on R470 and R550).
     h100 = [p for p in pools if p.product == "NVIDIA-H100-80GB-HBM3"]
     assert [str(p.driver) for p in h100] == ["550.127.05", "570.124.06"]
-    t4 = by_name["Tesla-T4 · driver 470.256.02 · Ubuntu 20.04.6 LTS"]
+    t4 = by_name["t4-r470-ubuntu20.04"]
     assert t4.nodes == ("dc1-t4-r470-01", "dc1-t4-r470-02")
+    assert t4.os_image == "Ubuntu 20.04.6 LTS"
     # The L4 that joined without cudasched.io/ labels is in its product's pool, with its own facts.
-    l4 = by_name["NVIDIA-L4 · driver 550.127.05 · Amazon Linux 2023.6.20241121"]
+    l4 = by_name["l4-r550-amzn2023"]
     assert len(l4.nodes) == 2 and len(l4.facts) == 2
-    k80 = by_name["Tesla-K80 · driver 470.256.02 · Ubuntu 20.04.6 LTS"]
+    assert (l4.manager.kind.value, l4.manager.group) == ("node-image", "g6-l4")
+    k80 = by_name["k80-r470-ubuntu20.04"]
     assert (str(k80.ceiling.native), str(k80.ceiling.minor_compat)) == ("11.4", "11.8")
-    b200_580 = by_name["NVIDIA-B200 · driver 580.65.06 · Amazon Linux 2023.6.20241121"]
+    b200_580 = by_name["b200-r580-amzn2023"]
     assert str(b200_580.ceiling.native) == "13.0"
     assert b200_580.ceiling.minor_compat is not None
     assert b200_580.ceiling.minor_compat.major == 13
 
 
-def test_pools_split_by_os(sample: ClusterSnapshot, kb: KnowledgeBase) -> None:
+def test_pools_split_by_os_and_driver_manager(sample: ClusterSnapshot, kb: KnowledgeBase) -> None:
     nodes = [copy.deepcopy(n) for n in sample.nodes]
     a100 = next(n for n in nodes if n["metadata"]["name"] == "dc1-a100-02")
-    a100["status"]["nodeInfo"]["osImage"] = "Red Hat Enterprise Linux 9.4 (Plow)"
+    a100["metadata"]["labels"]["feature.node.kubernetes.io/system-os_release.ID"] = "rhel"
+    a100["metadata"]["labels"]["feature.node.kubernetes.io/system-os_release.VERSION_ID"] = "9.4"
+    t4 = next(n for n in nodes if n["metadata"]["name"] == "dc1-t4-02")
+    t4["metadata"]["labels"]["nvidia.com/gpu.deploy.driver"] = "true"
     snapshot = ClusterSnapshot(nodes=tuple(nodes))
     pools = node_pools(snapshot, Fleet.from_snapshot(snapshot, kb))
     a100_pools = [p for p in pools if p.product == "NVIDIA-A100-SXM4-80GB"]
-    assert [(p.os, p.nodes) for p in a100_pools] == [
-        ("Red Hat Enterprise Linux 9.4 (Plow)", ("dc1-a100-02",)),
-        ("Ubuntu 22.04.5 LTS", ("dc1-a100-01",)),
+    assert [(p.name, p.nodes) for p in a100_pools] == [
+        ("a100-sxm4-80gb-r535-rhel9", ("dc1-a100-02",)),
+        ("a100-sxm4-80gb-r535-ubuntu22.04", ("dc1-a100-01",)),
     ]
+    # Same GPU, driver, OS and kernel, another driver manager: two pools, told apart by it.
+    t4_pools = [p for p in pools if p.product == "Tesla-T4" and str(p.driver) == "550.90.07"]
+    assert sorted(p.name for p in t4_pools) == [
+        "t4-550.90.07-ubuntu22.04-host",
+        "t4-550.90.07-ubuntu22.04-operator",
+    ]
+
+
+def test_pool_names_are_unique_and_deterministic(kb: KnowledgeBase) -> None:
+    from cudasched.operations.pools import pool_names
+    from tests.support.planning_cluster import cluster, gpu_node
+
+    snapshot = cluster(
+        gpu_node("a", "Tesla-T4", "550.90.07"),
+        gpu_node("b", "Tesla-T4", "550.90.07", kernel="6.8.0-48-generic"),
+        gpu_node("c", "Tesla-T4", "550.127.05"),
+        gpu_node("d", "Tesla-T4", None),
+    )
+    first = [p.name for p in node_pools(snapshot, Fleet.from_snapshot(snapshot, kb))]
+    again = [p.name for p in node_pools(snapshot, Fleet.from_snapshot(snapshot, kb))]
+    assert first == again and len(set(first)) == 4
+    assert "t4-nodriver-ubuntu22.04" in first
+    assert "t4-550.127.05-ubuntu22.04" in first
+    # The same driver on two kernels: the pool order decides which is -2.
+    assert {"t4-550.90.07-ubuntu22.04-operator", "t4-550.90.07-ubuntu22.04-operator-2"} <= set(
+        first
+    )
+    assert callable(pool_names)
+    assert all(len(n) <= 63 for n in first)
 
 
 def test_gpu_node_without_facts_is_a_pool_with_no_ceiling(kb: KnowledgeBase) -> None:
@@ -167,8 +216,8 @@ def test_matrix_cells_are_engine_verdicts(
     sklearn = cells["ClusterServingRuntime/kserve-sklearnserver"][0]
     assert sklearn.status is CellStatus.NO_REQUIREMENT
     doc = matrix.to_dict()
-    assert doc["pools"] == [p.id for p in pools]
-    assert doc["runtimes"][3]["cells"][pools[b200_580].id] == {
+    assert doc["pools"] == [p.name for p in pools]
+    assert doc["runtimes"][3]["cells"][pools[b200_580].name] == {
         "status": "compatible",
         "codes": ["native"],
     }

@@ -20,7 +20,7 @@ from cudasched.nodes.facts import facts_from_parts
 from cudasched.operations.drivers.recommend import recommend
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
-from cudasched.vocab.versions import CudaVersion, parse_cuda
+from cudasched.vocab.versions import CudaVersion, parse_cuda, parse_driver
 
 TODAY = date(2026, 12, 1)
 
@@ -74,9 +74,60 @@ def test_blackwell_is_open_modules_only(kb: KnowledgeBase) -> None:
     doc = recommend(kb, "B200", cudas("12.8"), today=TODAY).to_dict()
     assert doc["kernelModuleType"] == "open"
     assert any("open modules only" in r for r in doc["reasons"])
-    # The newest supported branch, R620 (LTSB), whose release number no source gives.
-    assert (doc["branch"], doc["version"], doc["lifecycle"]) == ("620", None, "LTSB")
-    assert any("no release of R620" in w for w in doc["warnings"])
+    # R620 is a long-term branch without a release anyone can install: never the answer.
+    assert (doc["branch"], doc["version"], doc["lifecycle"]) == ("580", "580.178.04", "LTSB")
+    assert doc["released"] == "2026-08-03"
+    assert {r["branch"]: r["why"] for r in doc["rejected"]}["620"] == "no R620 release is known"
+
+
+@pytest.mark.parametrize("gpu", ["H100", "L4", "T4", "A100"])
+def test_every_answer_is_an_installable_release(kb: KnowledgeBase, gpu: str) -> None:
+    """The README's own example (A100, CUDA 12.8) and its siblings: a branch, its newest
+    release and that release's date, never "no release known"."""
+    answer = recommend(kb, gpu, cudas("12.8"), today=TODAY, os=parse_os_tag("ubuntu22.04"),
+                       operator=kb.operator.newest)  # fmt: skip
+    assert (answer.branch, str(answer.version)) == (580, "580.178.04")
+    assert answer.released == date(2026, 8, 3)
+    assert answer.image == "nvcr.io/nvidia/driver:580.178.04-ubuntu22.04"
+
+
+def test_releases_are_judged_on_the_date(kb: KnowledgeBase) -> None:
+    """--as-of respects release dates, not only ends of life: on 2025-06-01 R580 did not
+    exist yet and R570's newest release was 570.148.08."""
+    answer = recommend(kb, "H100", cudas("12.8"), today=date(2025, 6, 1))
+    assert (answer.branch, str(answer.version), answer.released) == (
+        570,
+        "570.148.08",
+        date(2025, 5, 27),
+    )
+    assert "was out yet on 2025-06-01" in {r.branch: r.why for r in answer.rejected}[580]
+
+
+@pytest.mark.parametrize(
+    ("os", "fragment"),
+    [
+        ("amzn2023", "never published driver containers for amzn2023"),
+        ("ubuntu20.04", "stopped building ubuntu20.04 driver containers"),
+    ],
+)
+def test_a_known_os_without_driver_containers_says_so(
+    kb: KnowledgeBase, os: str, fragment: str
+) -> None:
+    answer = recommend(kb, "A100", cudas("12.4"), today=TODAY, os=parse_os_tag(os),
+                       operator=kb.operator.newest)  # fmt: skip
+    assert not answer.found
+    assert any(fragment in r.why for r in answer.rejected)
+    assert any("--installer host" in r for r in answer.reasons)
+    # The same question for a host-installed driver (a node image): an answer.
+    host = recommend(kb, "A100", cudas("12.4"), today=TODAY, os=parse_os_tag(os))
+    assert host.found and host.installer == "host" and host.image is None
+
+
+def test_the_current_driver_is_kept_when_it_satisfies_everything(kb: KnowledgeBase) -> None:
+    keep = recommend(kb, "H100", cudas("12.4"), today=TODAY, current=parse_driver("580.65.06"))
+    assert keep.keep and str(keep.version) == "580.65.06"
+    move = recommend(kb, "H100", cudas("13.2"), today=TODAY, current=parse_driver("580.65.06"))
+    assert not move.keep and move.branch == 595
 
 
 def test_json_contract_keys(kb: KnowledgeBase) -> None:
@@ -101,7 +152,8 @@ def test_end_of_life_branches_are_refused_on_the_date(kb: KnowledgeBase) -> None
     # A kernel older than 4.15 keeps an A100 below R555: R535 (LTSB until June 2026) is left.
     old = parse_kernel("4.4.0-210-generic")
     before = recommend(kb, "A100", cudas("12.2"), today=date(2026, 5, 1), kernel=old)
-    assert (before.branch, str(before.version)) == (535, "535.183.06")
+    # The newest R535 release out on that day (535.309.01 came on 2026-05-11).
+    assert (before.branch, str(before.version)) == (535, "535.288.01")
     after = recommend(kb, "A100", cudas("12.2"), today=TODAY, kernel=old)
     assert not after.found
     assert {r.branch: r.why for r in after.rejected}[535] == "end of life (2026-06)"
@@ -114,7 +166,7 @@ def test_kernel_below_the_minimum_refuses_every_new_branch(kb: KnowledgeBase) ->
     assert not answer.found
     rejected = {r.branch: r.why for r in answer.rejected}
     assert "older than 4.15" in rejected[580] and "older than 4.15" in rejected[595]
-    assert "older than 4.15" in rejected[620] and "620.00" not in rejected[620]
+    assert rejected[620] == "no R620 release is known"
 
 
 def test_kernel_breakage_is_a_warning_with_its_source(kb: KnowledgeBase) -> None:
@@ -137,24 +189,35 @@ def test_precompiled_only_where_it_exists(kb: KnowledgeBase) -> None:
         os=parse_os_tag("ubuntu22.04"),
         kernel=parse_kernel("5.15.0-113-generic"),
         precompiled=True,
+        operator=kb.operator.newest,
     ).to_dict()
     assert ubuntu["usePrecompiled"] is True
     assert any("driver:580-5.15.0-113-generic-ubuntu22.04" in r for r in ubuntu["reasons"])
-    amazon = recommend(
+    old_kernel = recommend(
         kb,
         "V100",
         cudas("12.4"),
         today=TODAY,
-        os=parse_os_tag("amzn2023"),
-        kernel=parse_kernel("6.1.115-126.197.amzn2023.x86_64"),
+        os=parse_os_tag("ubuntu22.04"),
+        kernel=parse_kernel("6.5.0-45-generic"),
         precompiled=True,
+        operator=kb.operator.newest,
     ).to_dict()
-    assert amazon["usePrecompiled"] is False
-    assert any("usePrecompiled: false" in w and "not amzn2023" in w for w in amazon["warnings"])
+    assert old_kernel["usePrecompiled"] is False
+    assert any("not of an LTS kernel series" in w for w in old_kernel["warnings"])
     unknown_kernel = recommend(
-        kb, "V100", cudas("12.4"), today=TODAY, os=parse_os_tag("ubuntu22.04"), precompiled=True
+        kb,
+        "V100",
+        cudas("12.4"),
+        today=TODAY,
+        os=parse_os_tag("ubuntu22.04"),
+        precompiled=True,
+        operator=kb.operator.newest,
     )
     assert unknown_kernel.use_precompiled is False
+    # Precompiled containers are the GPU Operator's: never for a host install.
+    host = recommend(kb, "V100", cudas("12.4"), today=TODAY, precompiled=True)
+    assert host.use_precompiled is False
     # Without --precompiled it is never used.
     plain = recommend(
         kb,
@@ -163,15 +226,17 @@ def test_precompiled_only_where_it_exists(kb: KnowledgeBase) -> None:
         today=TODAY,
         os=parse_os_tag("ubuntu22.04"),
         kernel=parse_kernel("5.15.0-113-generic"),
+        operator=kb.operator.newest,
     )
     assert plain.use_precompiled is False
 
 
 def test_policy_decides_what_counts(kb: KnowledgeBase) -> None:
-    # CUDA 13.4 on an A100: natively only R620; with forward compatibility R580 would do,
-    # but the newest supported branch is still the answer (R620 runs it natively).
-    strict = recommend(kb, "A100", cudas("13.4"), today=TODAY)
-    assert strict.branch == 620
+    # CUDA 13.4 needs R615 or newer natively, and no such release is known: no answer ...
+    assert not recommend(kb, "A100", cudas("13.4"), today=TODAY).found
+    # ... but with forward compatibility (cuda-compat in the image) R580 runs it.
+    forward = recommend(kb, "A100", cudas("13.4"), today=TODAY, policy=Policy.FORWARD_COMPAT)
+    assert forward.branch == 580
     # CUDA 13.5 has no known minimum driver: no branch runs it natively ...
     assert not recommend(kb, "A100", cudas("13.5"), today=TODAY).found
     # ... but minor-version compatibility runs any 13.x on R580 and newer, with a caveat.
@@ -197,19 +262,19 @@ def _without_r620(kb_docs: dict[str, Any]) -> KnowledgeBase:
 
 
 def test_a_long_term_branch_is_preferred_over_newer_short_lived_ones_and_says_so() -> None:
-    """With R620 unknown, on 2026-05-01: R610 (NFB) and R595 (PB) are newer than R580 (LTSB);
-    the long-term branch wins, and the answer names the short-lived ones."""
+    """On 2026-08-10: R610 (NFB) and R595 (PB) are newer than R580 (LTSB); the long-term
+    branch wins, and the answer names the short-lived ones."""
     root = resources.files("cudasched").joinpath("data")
     docs = {n: yaml.safe_load(root.joinpath(n).read_text("utf-8")) for n in DATA_FILES}
     kb = _without_r620(docs)
-    answer = recommend(kb, "H100", cudas("12.8"), today=date(2026, 5, 1))
+    answer = recommend(kb, "H100", cudas("12.8"), today=date(2026, 8, 10))
     assert answer.branch == 580
     assert "long-term support branch" in answer.reasons[0]
     assert "R610 (NFB" in answer.reasons[0] and "R595 (PB" in answer.reasons[0]
     why = {r.branch: r.why for r in answer.rejected}
     assert "a long-term support branch is preferred" in why[595]
     # A CUDA only the newer branches run natively leaves the short-lived one as the answer.
-    newer = recommend(kb, "H100", cudas("13.2"), today=date(2026, 5, 1))
+    newer = recommend(kb, "H100", cudas("13.3"), today=date(2026, 8, 10))
     assert newer.branch == 610
 
 
@@ -227,9 +292,47 @@ def test_the_recommended_branch_runs_what_was_asked(
     if not answer.found:
         return
     assert answer.branch is not None
-    release = release_for(kb, answer.branch)
-    if release is None:
-        return  # judged by a stand-in; covered by the branch tests
+    release = answer.version
+    assert release is not None and release.branch == answer.branch
+    assert release_for(kb, answer.branch) is not None
     facts = running(facts_from_parts("n", gpu=gpu, driver=None, kb=kb), release, kb)
     req = Requirement(cuda=parse_cuda(cuda), ships_cuda_compat=policy is Policy.FORWARD_COMPAT)
     assert check(facts, req, policy, kb).compatible
+
+
+def test_recommend_and_plan_agree_for_every_pool_of_the_sample(kb: KnowledgeBase) -> None:
+    """Asked about one pool of the sample (its GPU, OS, kernel, current driver, who installs
+    it, and the CUDA versions of the workloads the plan gives it), recommend-driver answers
+    the branch and release plan-drivers chose."""
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.cluster.snapshot import bundled_snapshot
+    from cudasched.knowledge.images import ImageTable
+    from cudasched.operations.drivers.planning import plan_drivers
+
+    snapshot = bundled_snapshot()
+    plan = plan_drivers(
+        snapshot, Fleet.from_snapshot(snapshot, kb), ImageTable.builtin(kb), today=TODAY
+    )
+    compared = 0
+    for d in plan.decisions:
+        assert d.chosen is not None and d.pool.gpu is not None
+        groups = [plan.demand.groups[g] for g in d.chosen.serves]
+        assert all(g.policy is Policy.STRICT for g in groups)
+        asked = sorted({g.requirement.cuda for g in groups if g.requirement.cuda is not None})
+        answer = recommend(
+            kb,
+            d.pool.gpu,
+            asked,
+            today=TODAY,
+            os=d.pool.os,
+            kernel=d.pool.kernel,
+            operator=kb.operator.newest if d.operator else None,
+            current=d.pool.current,
+        )
+        assert (answer.branch, answer.version, answer.keep) == (
+            d.chosen.branch,
+            d.chosen.release,
+            d.chosen.keep,
+        ), d.pool.name
+        compared += 1
+    assert compared == len(plan.decisions) == 13

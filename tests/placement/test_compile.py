@@ -29,7 +29,8 @@ from cudasched.vocab.nodeaffinity import Node, NodeSelector, label_value_ok, par
 from cudasched.vocab.requirecuda import Gate, gate_from_env
 from cudasched.vocab.requirements import FrameworkBuild, Policy, Requirement
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion, parse_cuda
-from tests.support.affinity_builders import expr
+from tests.support import builders
+from tests.support.builders import GFD_DEPRECATED, GFD_SCHEMES, expr
 from tests.support.k8s_schema import assert_valid_node_affinity, assert_valid_pod
 
 
@@ -64,22 +65,10 @@ def test_ours_is_one_gt_per_bound(kb: KnowledgeBase) -> None:
 
 
 def _gfd_node(driver: str, *, deprecated: bool = False) -> Node:
-    """A GPU node as GFD labels it: an Ampere GPU and ``driver`` (both key generations)."""
-    major, minor, *rev = driver.split(".")
-    labels = {
-        L.GFD_COMPUTE_MAJOR: "8",
-        L.GFD_COMPUTE_MINOR: "0",
-        L.GFD_OLD_DRIVER_MAJOR: major,
-        L.GFD_OLD_DRIVER_MINOR: minor,
-        L.GFD_OLD_DRIVER_REV: rev[0] if rev else "",
-    }
-    if not deprecated:
-        labels |= {
-            L.GFD_DRIVER_MAJOR: major,
-            L.GFD_DRIVER_MINOR: minor,
-            L.GFD_DRIVER_REVISION: rev[0] if rev else "",
-        }
-    return Node("n", labels)
+    """A GPU node as GFD labels it: an Ampere A100 and ``driver`` (both key generations, or
+    with ``deprecated`` only the deprecated keys older GFD writes)."""
+    scheme = GFD_DEPRECATED if deprecated else GFD_SCHEMES
+    return Node.from_k8s(builders.node("n", driver=driver, scheme=scheme))
 
 
 def test_gfd_x0_never_gt_minus_one(kb: KnowledgeBase) -> None:
@@ -322,17 +311,21 @@ def test_merged_into_a_pod_is_valid(kb: KnowledgeBase) -> None:
             }
         },
     }
+    merges = 0
     for policy in Policy:
         terms = compile_requirement(req("12.8", ships_cuda_compat=True), policy, "cudasched", kb)
         merged = merge_required(spec, terms)
         assert_valid_pod(merged)
         assert merge_required(merged, terms) == merged  # idempotent
         assert_valid_pod(merge_preferred(spec, terms))
+        merges += 1
     for keys in GfdKeys:
         gfd = compile_requirement(req("13.2"), "minor-compat", "gfd", kb, gfd_keys=keys)
         merged = merge_required(spec, gfd)
         assert_valid_pod(merged)
         assert merge_required(merged, gfd) == merged
+        merges += 1
+    assert merges == 5  # three policies, two GFD key generations
 
 
 @pytest.mark.parametrize("scheme", [LabelScheme.CUDASCHED, LabelScheme.GFD])
@@ -384,32 +377,19 @@ def test_ptx_only_gpus_get_no_minor_compat_alternative(
     )
     r = Requirement(framework=fw)
     selector = NodeSelector.from_terms(compile_requirement(r, "minor-compat", scheme, kb))
-
-    def labels(cc: str, driver: DriverVersion, cuda: CudaVersion) -> dict[str, str]:
-        if scheme is LabelScheme.CUDASCHED:
-            return {
-                L.CUDA_CODE: str(cuda.code),
-                L.DRIVER_CODE: str(driver.code),
-                L.COMPUTE_CODE: cc.replace(".", ""),
-            }
-        return {
-            L.GFD_CUDA_MAJOR: str(cuda.major),
-            L.GFD_CUDA_MINOR: str(cuda.minor),
-            L.GFD_DRIVER_MAJOR: str(driver.major),
-            L.GFD_DRIVER_MINOR: f"{driver.minor:02d}",
-            L.GFD_DRIVER_REVISION: f"{driver.revision:02d}",
-            L.GFD_COMPUTE_MAJOR: cc.split(".")[0],
-            L.GFD_COMPUTE_MINOR: cc.split(".")[1],
-        }
-
-    old = (DriverVersion(535, 104, 5), CudaVersion(12, 2))
-    new = (DriverVersion(570, 124, 6), CudaVersion(12, 8))
-    cases = [("9.0", old, False), ("9.0", new, True), ("8.0", old, True), ("8.6", old, True)]
-    for cc, (driver, cuda), expected in cases:
-        lab = labels(cc, driver, cuda)
+    labelled = builders.OURS if scheme is LabelScheme.CUDASCHED else builders.GFD
+    old, new = "535.104.05", "570.124.06"  # CUDA 12.2, 12.8
+    cases = [
+        ("NVIDIA-H100-80GB-HBM3", old, False),  # 9.0
+        ("NVIDIA-H100-80GB-HBM3", new, True),
+        ("NVIDIA-A100-SXM4-80GB", old, True),  # 8.0
+        ("NVIDIA-A10", old, True),  # 8.6
+    ]
+    for gpu, driver, expected in cases:
+        lab = builders.node_labels(gpu=gpu, driver=driver, scheme=labelled)
         verdict = check(facts_from_labels("n", lab, kb), r, "minor-compat", kb)
-        assert verdict.compatible is expected, (cc, driver, verdict)
-        assert selector.match(Node("n", lab)) is expected, (cc, driver)
+        assert verdict.compatible is expected, (gpu, driver, verdict)
+        assert selector.match(Node("n", lab)) is expected, (gpu, driver)
 
 
 # --------------------------------------------------------------------------- the invariant

@@ -171,15 +171,21 @@ def test_a_gpu_without_the_attributes_is_skipped_not_an_error(kb: KnowledgeBase)
 
 def test_every_literal_is_full_semver_and_every_has_reads_a_field(kb: KnowledgeBase) -> None:
     """cel-go's has() takes a field selection only (has(m["k"]) does not compile)."""
+    seen = {"expressions": 0, "literals": 0, "fields": 0}
     for cuda in ("11.8", "12.0", "12.8", "13.0"):
         for policy in Policy:
             claim = _claim(kb, cuda, policy.value, ships_cuda_compat=True)
             for expression in _expressions(claim):
                 for literal in re.findall(r'semver\("([^"]*)"\)', expression):
                     assert _SEMVER.match(literal), literal
+                    seen["literals"] += 1
                 for arg in re.findall(r"has\(([^()]*)\)", expression):
                     assert re.fullmatch(r'device\.attributes\["gpu\.nvidia\.com"\]\.\w+', arg)
+                    seen["fields"] += 1
                 assert len(expression) <= MAX_EXPRESSION
+                seen["expressions"] += 1
+    # 4 CUDA versions x 3 policies, each claim with selectors that compare versions
+    assert seen["expressions"] >= 12 and seen["literals"] >= 24 and seen["fields"] >= 12, seen
 
 
 # ------------------------------------------------------------------ the engine's answer

@@ -30,7 +30,7 @@ from cudasched.placement.merge import (
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.nodeaffinity import Node, NodeSelector, PreferredTerms, RequiredNodeAffinity
-from tests.support.affinity_builders import expr, term
+from tests.support.builders import expr, term
 from tests.support.k8s_schema import assert_valid_node_affinity, assert_valid_pod
 
 

@@ -1,4 +1,6 @@
-"""Shared test support."""
+"""The admission tests' cluster (a fleet of GPU nodes, cluster runtimes, InferenceServices,
+all made with :mod:`tests.support.builders`) and the helpers that send it reviews and read the
+answers as the API server does."""
 
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ import orjson
 
 from cudasched.cluster.snapshot import ClusterSnapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import WebhookApp
@@ -25,83 +26,52 @@ from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import MAX_WARNING_CHARS, creation_review
 from cudasched.webhook.serving import RunningServer
 from cudasched.webhook.state import ClusterState
+from tests.support import builders
+from tests.support.builders import (
+    ALL_SCHEMES,
+    GFD_SCHEMES,
+    expr,
+    isvc,
+    node,
+    required,
+    runtime,
+    term,
+)
 
-REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
-
-def gpu_node(
+def fleet_node(
     name: str,
+    gpu: str,
     driver: str,
-    cuda: str,
-    cc: str,
-    product: str,
     *,
     zone: str = "zone-a",
-    ours: bool = True,
-    gfd_new: bool = True,
-    extra: dict[str, str] | None = None,
+    scheme: str | tuple[str, ...] = ALL_SCHEMES,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A GPU Node labelled like GFD (both generations) plus, optionally, our agent."""
-    dmaj, dmin, drev = driver.split(".")
-    cmaj, cmin = cuda.split(".")
-    ccmaj, ccmin = cc.split(".")
-    labels = {
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "topology.kubernetes.io/zone": zone,
-        "node-pool.example.com/tier": "gpu",
-        "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.count": "8",
-        "nvidia.com/gpu.product": product,
-        "nvidia.com/gpu.compute.major": ccmaj,
-        "nvidia.com/gpu.compute.minor": ccmin,
-        "nvidia.com/cuda.driver.major": dmaj,
-        "nvidia.com/cuda.driver.minor": dmin,
-        "nvidia.com/cuda.driver.rev": drev,
-        "nvidia.com/cuda.runtime.major": cmaj,
-        "nvidia.com/cuda.runtime.minor": cmin,
-    }
-    if gfd_new:
-        labels |= {
-            "nvidia.com/cuda.driver-version.full": driver,
-            "nvidia.com/cuda.driver-version.major": dmaj,
-            "nvidia.com/cuda.driver-version.minor": dmin,
-            "nvidia.com/cuda.driver-version.revision": drev,
-            "nvidia.com/cuda.runtime-version.full": cuda,
-            "nvidia.com/cuda.runtime-version.major": cmaj,
-            "nvidia.com/cuda.runtime-version.minor": cmin,
-        }
-    if ours:
-        labels |= {
-            L.CUDA_CODE: str(int(cmaj) * 1000 + int(cmin) * 10),
-            L.CUDA_VERSION: cuda,
-            L.DRIVER_CODE: str(int(dmaj) * 1_000_000 + int(dmin) * 1000 + int(drev)),
-            L.DRIVER_VERSION: driver,
-            L.DRIVER_BRANCH: dmaj,
-            L.COMPUTE_CODE: str(int(ccmaj) * 10 + int(ccmin)),
-            L.GPU_PRODUCT: product,
-            L.GPU_DATACENTER: "true",
-        }
-    labels |= extra or {}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+    """A GPU node of the admission tests' fleet: a zone and the ``tier=gpu`` pool label that
+    the runtimes' own affinity (:data:`RUNTIME_AFFINITY`) selects."""
+    fleet = {"topology.kubernetes.io/zone": zone, "node-pool.example.com/tier": "gpu"}
+    return node(name, gpu=gpu, driver=driver, scheme=scheme, labels=fleet | (labels or {}))
 
 
 def nodes(*, ours: bool = True) -> list[dict[str, Any]]:
+    """The fleet: A100 on R535 (CUDA 12.2), H100 on R550 (12.4) and R570 (12.8, spot), L4 on
+    R570, T4 on R470 (11.4), one CPU node; ``ours=False``: the agent has not labelled the
+    A100, the R550 H100 and the T4 (GFD only)."""
+    some = ALL_SCHEMES if ours else GFD_SCHEMES
     return [
-        gpu_node("a100-r535", "535.216.01", "12.2", "8.0", "NVIDIA-A100-SXM4-80GB", ours=ours),
-        gpu_node("h100-r550", "550.90.07", "12.4", "9.0", "NVIDIA-H100-80GB-HBM3", ours=ours),
-        gpu_node(
+        fleet_node("a100-r535", "NVIDIA-A100-SXM4-80GB", "535.216.01", scheme=some),
+        fleet_node("h100-r550", "NVIDIA-H100-80GB-HBM3", "550.90.07", scheme=some),
+        fleet_node(
             "h100-r570",
-            "570.124.06",
-            "12.8",
-            "9.0",
             "NVIDIA-H100-80GB-HBM3",
+            "570.124.06",
             zone="zone-b",
-            extra={"node-pool.example.com/spot": "true"},
+            labels={"node-pool.example.com/spot": "true"},
         ),
-        gpu_node("l4-r570", "570.124.06", "12.8", "8.9", "NVIDIA-L4", zone="zone-b"),
-        gpu_node("t4-r470", "470.256.02", "11.4", "7.5", "Tesla-T4", ours=ours),
-        cpu_node("cpu-1"),
+        fleet_node("l4-r570", "NVIDIA-L4", "570.124.06", zone="zone-b"),
+        fleet_node("t4-r470", "Tesla-T4", "470.256.02", scheme=some),
+        node("cpu-1", gpu=None, driver=None),
     ]
 
 
@@ -111,7 +81,7 @@ def runtimes() -> list[dict[str, Any]]:
             "kserve-tritonserver",
             "nvcr.io/nvidia/tritonserver:24.05-py3",
             "triton",
-            auto=True,
+            auto_select=True,
             protocols=("v2", "grpc-v2"),
         ),
         csr(
@@ -131,7 +101,7 @@ def runtimes() -> list[dict[str, Any]]:
             "kserve-sklearnserver",
             "kserve/sklearnserver:v0.14.1",
             "sklearn",
-            auto=True,
+            auto_select=True,
             protocols=("v1", "v2"),
         ),
     ]
@@ -139,10 +109,10 @@ def runtimes() -> list[dict[str, Any]]:
 
 def isvcs() -> list[dict[str, Any]]:
     return [
-        isvc("triton-resnet", "triton", "kserve-tritonserver"),
-        isvc("llm-chat", "vllm", "vllm-cuda-12-4"),
-        isvc("llm-big", "vllm", "vllm-cuda-12-9"),
-        isvc("sklearn-iris", "sklearn", "kserve-sklearnserver", gpu=False),
+        service("triton-resnet", "triton", "kserve-tritonserver"),
+        service("llm-chat", "vllm", "vllm-cuda-12-4"),
+        service("llm-big", "vllm", "vllm-cuda-12-9"),
+        service("sklearn-iris", "sklearn", "kserve-sklearnserver", gpus=None),
     ]
 
 
@@ -226,12 +196,11 @@ def api_server_body(review: dict[str, Any], uid: str) -> bytes:
 
 
 def review(uid: str = "uid-1", **request: Any) -> bytes:
-    body = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {"uid": uid, "operation": "CREATE", **request},
-    }
-    return orjson.dumps(body)
+    """The body of a GPU pod's CREATE review, with ``request`` fields added (for stand-ins
+    that read only the uid)."""
+    doc = builders.review(builders.pod(), uid=uid)
+    doc["request"] |= request
+    return orjson.dumps(doc)
 
 
 class StandIn:
@@ -313,67 +282,30 @@ ALAUDA = {"cpaas.io/accelerator-type": "nvidia"}
 DATA = Path(__file__).parents[1] / "data" / "admission"
 
 
-RUNTIME_AFFINITY = {
-    "nodeAffinity": {
-        REQUIRED: {
-            "nodeSelectorTerms": [
-                {
-                    "matchExpressions": [
-                        {"key": "node-pool.example.com/tier", "operator": "In", "values": ["gpu"]}
-                    ]
-                }
-            ]
-        }
-    }
-}
+RUNTIME_AFFINITY = required(term(expr("node-pool.example.com/tier", "In", "gpu")))
 
 
-def cpu_node(name: str) -> dict[str, Any]:
-    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+def csr(name: str, image: str, fmt: str, *, auto_select: bool = False, **kw: Any) -> dict[str, Any]:
+    """A ClusterServingRuntime of the fleet, created before every test object."""
+    return runtime(
+        name,
+        image=image,
+        formats=[fmt],
+        auto_select=auto_select,
+        protocols=kw.pop("protocols", ("v2",)),
+        labels=kw.pop("labels", {}),
+        created="2026-01-10T08:00:00Z",
+        **kw,
+    )
 
 
-def csr(
-    name: str,
-    image: str,
-    fmt: str,
-    *,
-    labels: dict[str, str] | None = None,
-    auto: bool = False,
-    protocols: tuple[str, ...] = ("v2",),
-    affinity: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "supportedModelFormats": [{"name": fmt, "version": "1", "autoSelect": auto}],
-        "protocolVersions": list(protocols),
-        "containers": [{"name": "kserve-container", "image": image}],
-    }
-    if affinity is not None:
-        spec["affinity"] = affinity
-    return {
-        "apiVersion": "serving.kserve.io/v1alpha1",
-        "kind": "ClusterServingRuntime",
-        "metadata": {
-            "name": name,
-            "labels": labels or {},
-            "creationTimestamp": "2026-01-10T08:00:00Z",
-        },
-        "spec": spec,
-    }
-
-
-def isvc(name: str, fmt: str, runtime: str, *, gpu: bool = True) -> dict[str, Any]:
-    model: dict[str, Any] = {
-        "modelFormat": {"name": fmt},
-        "runtime": runtime,
-        "storageUri": f"pvc://models/{name}",
-    }
-    if gpu:
-        model["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
-    return {
-        "apiVersion": "serving.kserve.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {"name": name, "namespace": "ml"},
-        "spec": {"predictor": {"model": model}},
-        "status": {"clusterServingRuntimeName": runtime},
-    }
+def service(name: str, fmt: str, runtime_name: str, *, gpus: int | None = 1) -> dict[str, Any]:
+    """An InferenceService of namespace ``ml`` whose chosen runtime KServe reported."""
+    return isvc(
+        name,
+        "ml",
+        model_format=fmt,
+        runtime=runtime_name,
+        gpus=gpus,
+        cluster_runtime=runtime_name,
+    )

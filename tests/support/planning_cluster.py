@@ -13,19 +13,27 @@ from __future__ import annotations
 from typing import Any
 
 from cudasched.cluster.snapshot import ClusterSnapshot
-from cudasched.knowledge import KnowledgeBase
-from cudasched.vocab.versions import parse_driver
+from tests.support import builders
+from tests.support.builders import GFD
 
-__all__ = ["cluster", "gpu_node", "isvc", "runtime"]
+__all__ = [
+    "EKS_AL2023",
+    "HOST_DRIVER",
+    "OPERATOR_DRIVER",
+    "cluster",
+    "eks_node",
+    "gpu_node",
+    "isvc",
+    "runtime",
+]
 
-_KB: KnowledgeBase | None = None
-
-
-def _kb() -> KnowledgeBase:
-    global _KB
-    if _KB is None:
-        _KB = KnowledgeBase.load()
-    return _KB
+#: The GPU Operator's per-node driver switch as it labels a node whose driver it installs, and
+#: as k8s-driver-manager relabels a node where it found a host driver (reference/nvidia-labels.md
+#: §3; the bundled sample's on-premises nodes).
+OPERATOR_DRIVER = {"nvidia.com/gpu.deploy.driver": "true"}
+HOST_DRIVER = {"nvidia.com/gpu.deploy.driver": "pre-installed"}
+#: An EKS managed node group on Amazon Linux 2023 (the bundled sample's p5 nodes).
+EKS_AL2023 = {"os": ("amzn", "2023"), "kernel": "6.1.115-126.197.amzn2023.x86_64"}
 
 
 def gpu_node(
@@ -38,54 +46,45 @@ def gpu_node(
     gpus: int = 8,
     extra: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A GPU node. ``product`` None: a node whose GPU labels are missing (only the GPU
-    Operator's ``gpu.present`` and NFD's PCI label); ``driver`` None: no driver labels."""
-    labels: dict[str, str] = {
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "feature.node.kubernetes.io/pci-10de.present": "true",
-        "feature.node.kubernetes.io/kernel-version.full": kernel,
-        "nvidia.com/gpu.present": "true",
+    """A GPU node labelled by GFD (new keys) and NFD. ``product`` None: a node whose GPU
+    labels are missing (only the GPU Operator's ``gpu.present`` and NFD's PCI label);
+    ``driver`` None: no driver labels; ``os`` None: no NFD os-release labels."""
+    return builders.node(
+        name,
+        gpu=product,
+        driver=driver,
+        count=gpus,
+        scheme=GFD,
+        os=os,
+        kernel=kernel,
+        labels=extra,
+    )
+
+
+def eks_node(
+    name: str,
+    product: str,
+    driver: str,
+    group: str,
+    *,
+    instance: str = "p5.48xlarge",
+    deploy: str | None = "pre-installed",
+) -> dict[str, Any]:
+    """A node of an EKS managed node group on Amazon Linux 2023, labelled as EKS, NFD and the
+    GPU Operator label one (``deploy``: the operator's ``nvidia.com/gpu.deploy.driver``, None
+    for a cluster without the operator's driver state)."""
+    extra = {
+        "eks.amazonaws.com/nodegroup": group,
+        "eks.amazonaws.com/nodegroup-image": "ami-0c4f1b5f6a2e8d7e1",
+        "eks.amazonaws.com/capacityType": "ON_DEMAND",
+        "node.kubernetes.io/instance-type": instance,
+        "topology.kubernetes.io/region": "us-west-2",
     }
-    if os is not None:
-        labels["feature.node.kubernetes.io/system-os_release.ID"] = os[0]
-        labels["feature.node.kubernetes.io/system-os_release.VERSION_ID"] = os[1]
-    if product is not None:
-        info = _kb().gpu(product)
-        assert info is not None, product
-        labels["nvidia.com/gpu.product"] = product
-        labels["nvidia.com/gpu.compute.major"] = str(info.compute.major)
-        labels["nvidia.com/gpu.compute.minor"] = str(info.compute.minor)
-        labels["nvidia.com/gpu.count"] = str(gpus)
-    if driver is not None:
-        version = parse_driver(driver)
-        cuda = _kb().max_cuda_for_driver(version)
-        assert cuda is not None
-        major, minor, *rest = driver.split(".")
-        labels.update(
-            {
-                "nvidia.com/cuda.driver-version.full": driver,
-                "nvidia.com/cuda.driver-version.major": major,
-                "nvidia.com/cuda.driver-version.minor": minor,
-                "nvidia.com/cuda.driver-version.revision": rest[0] if rest else "",
-                "nvidia.com/cuda.runtime-version.full": f"{cuda.major}.{cuda.minor}",
-                "nvidia.com/cuda.runtime-version.major": str(cuda.major),
-                "nvidia.com/cuda.runtime-version.minor": str(cuda.minor),
-            }
-        )
-    labels.update(extra or {})
-    os_image = f"{os[0].capitalize()} {os[1]} LTS" if os is not None else ""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {},
-        "status": {
-            "capacity": {"cpu": "64", "nvidia.com/gpu": str(gpus)},
-            "allocatable": {"cpu": "63", "nvidia.com/gpu": str(gpus)},
-            "nodeInfo": {"kernelVersion": kernel, "osImage": os_image},
-        },
-    }
+    if deploy is not None:
+        extra["nvidia.com/gpu.deploy.driver"] = deploy
+    node = gpu_node(name, product, driver, extra=extra, **EKS_AL2023)  # type: ignore[arg-type]
+    node["status"]["nodeInfo"]["osImage"] = "Amazon Linux 2023.6.20241121"
+    return node
 
 
 def runtime(
@@ -96,49 +95,33 @@ def runtime(
     ships_cuda_compat: bool = False,
     namespace: str | None = None,
 ) -> dict[str, Any]:
-    """A ClusterServingRuntime (ServingRuntime with ``namespace``) annotated with its CUDA."""
+    """A ClusterServingRuntime (ServingRuntime with ``namespace``) annotated with its CUDA,
+    auto-selected for the model format of its own name."""
     annotations = {"cudasched.io/cuda-version": cuda}
     if policy is not None:
         annotations["cudasched.io/policy"] = policy
     if ships_cuda_compat:
         annotations["cudasched.io/ships-cuda-compat"] = "true"
-    meta: dict[str, Any] = {"name": name, "annotations": annotations}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    return {
-        "apiVersion": "serving.kserve.io/v1alpha1",
-        "kind": "ServingRuntime" if namespace is not None else "ClusterServingRuntime",
-        "metadata": meta,
-        "spec": {
-            "supportedModelFormats": [{"name": name, "autoSelect": True, "version": "1"}],
-            "containers": [
-                {
-                    "name": "kserve-container",
-                    "image": f"registry.example.com/serving/{name}:1.0",
-                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                }
-            ],
-        },
-    }
+    return builders.runtime(
+        name,
+        namespace,
+        image=f"registry.example.com/serving/{name}:1.0",
+        formats=[name],
+        auto_select=True,
+        gpus=1,
+        annotations=annotations,
+    )
 
 
 def isvc(name: str, namespace: str, runtime_name: str) -> dict[str, Any]:
     """An InferenceService that names its runtime and asks for one GPU."""
-    return {
-        "apiVersion": "serving.kserve.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "predictor": {
-                "model": {
-                    "modelFormat": {"name": runtime_name},
-                    "runtime": runtime_name,
-                    "storageUri": f"s3://models/{name}",
-                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                }
-            }
-        },
-    }
+    return builders.isvc(
+        name,
+        namespace,
+        model_format=runtime_name,
+        runtime=runtime_name,
+        storage_uri=f"s3://models/{name}",
+    )
 
 
 def cluster(*objects: dict[str, Any]) -> ClusterSnapshot:

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from cudasched.compat.engine import check
 from cudasched.knowledge import KnowledgeBase
-from cudasched.nodes.facts import facts_from_parts
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirecuda import (
     ALL_BRANDS,
@@ -28,6 +27,7 @@ from cudasched.vocab.requirecuda import (
 )
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import CudaVersion, parse_cuda, parse_driver
+from tests.support.builders import node_facts
 
 _IMAGE_BRANDS = [
     "unknown",
@@ -260,28 +260,24 @@ def test_evaluation_equals_the_toolkit_rules(
 # --------------------------------------------------------------------------- the engine
 
 
-def _node(gpu: str, driver: str):  # type: ignore[no-untyped-def]
-    return facts_from_parts("n", gpu=gpu, driver=driver, kb=_kb())
-
-
 def test_minor_compat_is_refused_at_container_start() -> None:
     """Issue 12 item 3: minor-version compatibility would run CUDA 12.8 on R545, but the
     toolkit compares ``cuda>=12.8`` strictly and no alternative names R545."""
     kb = _kb()
     r = Requirement(cuda=parse_cuda("12.8"), gate=gate(CUDA_12_8_1))
-    v = check(_node("A100", "545.23.08"), r, Policy.MINOR_COMPAT, kb)
+    v = check(node_facts("A100", "545.23.08"), r, Policy.MINOR_COMPAT, kb)
     assert v.codes[0] == "require-cuda-unmet"
     assert "NVIDIA_DISABLE_REQUIRE" in v.reasons[0].message
     assert "R470, R535, R550, R560, R565" in v.reasons[0].message
     # Without the gate (the pod disabled it) the same node is fine.
     assert check(
-        _node("A100", "545.23.08"), Requirement(cuda=parse_cuda("12.8")), "minor-compat", kb
+        node_facts("A100", "545.23.08"), Requirement(cuda=parse_cuda("12.8")), "minor-compat", kb
     ).compatible
     # A data-center GPU on a listed branch starts, under minor-version compatibility.
-    ok = check(_node("A100", "535.104.05"), r, Policy.MINOR_COMPAT, kb)
+    ok = check(node_facts("A100", "535.104.05"), r, Policy.MINOR_COMPAT, kb)
     assert ok.codes == ("minor-version-compat",) and "R535" in ok.reasons[0].message
     # A GeForce card on the same branch does not.
-    assert check(_node("RTX 4090", "535.104.05"), r, Policy.MINOR_COMPAT, kb).codes[0] == (
+    assert check(node_facts("RTX 4090", "535.104.05"), r, Policy.MINOR_COMPAT, kb).codes[0] == (
         "require-cuda-unmet"
     )
 
@@ -291,17 +287,17 @@ def test_image_alternatives_widen_forward_compatibility() -> None:
     libraries are meant for: R550 is not in NVIDIA's current matrix for cuda-compat-13-0."""
     kb = _kb()
     r = Requirement(cuda=parse_cuda("13.0"), gate=gate(CUDA_13_0_2), ships_cuda_compat=True)
-    v = check(_node("H100", "550.90.07"), r, Policy.FORWARD_COMPAT, kb)
+    v = check(node_facts("H100", "550.90.07"), r, Policy.FORWARD_COMPAT, kb)
     assert v.codes == ("forward-compat",) and "NVIDIA_REQUIRE_CUDA names it" in v.reasons[0].message
     # Without the gate only the matrix counts.
     plain = Requirement(cuda=parse_cuda("13.0"), ships_cuda_compat=True)
-    assert not check(_node("H100", "550.90.07"), plain, Policy.FORWARD_COMPAT, kb).compatible
+    assert not check(node_facts("H100", "550.90.07"), plain, Policy.FORWARD_COMPAT, kb).compatible
     # R560 is neither in the matrix nor in the image's list.
-    assert not check(_node("H100", "560.35.03"), r, Policy.FORWARD_COMPAT, kb).compatible
+    assert not check(node_facts("H100", "560.35.03"), r, Policy.FORWARD_COMPAT, kb).compatible
 
 
 def test_strict_policy_is_unchanged_by_a_matching_gate() -> None:
     kb = _kb()
     r = Requirement(cuda=parse_cuda("12.8"), gate=gate(CUDA_12_8_1))
-    assert check(_node("H100", "570.124.06"), r, "strict", kb).codes == ("native",)
-    assert check(_node("H100", "535.104.05"), r, "strict", kb).codes == ("driver-too-old",)
+    assert check(node_facts("H100", "570.124.06"), r, "strict", kb).codes == ("native",)
+    assert check(node_facts("H100", "535.104.05"), r, "strict", kb).codes == ("driver-too-old",)

@@ -34,17 +34,16 @@ from cudasched.webhook.review import MAX_WARNING_CHARS, BadReviewError, clip
 from cudasched.webhook.state import ClusterState
 from tests.support.admission import (
     DATA,
-    REQUIRED,
     applied,
     ask,
-    cpu_node,
-    gpu_node,
+    fleet_node,
     isvcs,
     nodes,
     ops_of,
     readmit,
     runtimes,
 )
+from tests.support.builders import GFD_DEPRECATED, REQUIRED, node
 from tests.support.k8s_schema import assert_valid, assert_valid_pod
 
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -120,7 +119,7 @@ def test_state_indexes(state: ClusterState) -> None:
 
 def test_state_auto_scheme_falls_back_to_gfd_keys(kb: KnowledgeBase) -> None:
     mixed = nodes(ours=False)
-    mixed[0] = gpu_node("old-gfd", "535.216.01", "12.2", "8.0", "A100", ours=False, gfd_new=False)
+    mixed[0] = fleet_node("old-gfd", "A100", "535.216.01", scheme=GFD_DEPRECATED)
     st_ = ClusterState.from_objects(mixed, [], [], [], kb=kb)
     assert st_.scheme(LabelScheme.AUTO) is LabelScheme.GFD
     assert st_.gfd_keys is GfdKeys.DEPRECATED
@@ -131,7 +130,11 @@ def test_state_empty_and_malformed_objects(kb: KnowledgeBase) -> None:
     assert not empty.synced and empty.nodes == () and empty.drivers.newest_cuda is None
     assert empty.drivers.describe() == "no GPU node reports a CUDA version"
     st_ = ClusterState.from_objects(
-        [{"metadata": {}}, cpu_node("c")], [{"metadata": {"name": ""}}], [], [], kb=kb
+        [{"metadata": {}}, node("c", gpu=None, driver=None)],
+        [{"metadata": {"name": ""}}],
+        [],
+        [],
+        kb=kb,
     )
     assert [n.name for n in st_.nodes] == ["c"] and not st_.fleet.inference_services
 
@@ -720,3 +723,23 @@ def test_property_patch_applies_is_valid_and_idempotent(
         assert L.ANN_REQUIREMENT in pod["metadata"]["annotations"]
     again = readmit(adm, "pod", review, pod, state)
     assert "patch" not in again, ops_of(again)
+
+
+def test_a_pod_that_names_its_node_is_never_given_an_affinity(
+    kb: KnowledgeBase, state: ClusterState
+) -> None:
+    """spec.nodeName skips the scheduler, and the kubelet rejects a pod whose required affinity
+    excludes its own node: no patch; a warning when the node cannot run the pod."""
+    review = load("pod-job-gpu.json")  # cuda>=12.4 from its image
+    assert "patch" in ask(make(kb), "pod", review, state)
+    able = with_pod(review, spec__nodeName="h100-r550")
+    resp = ask(make(kb), "pod", able, state)
+    assert "patch" not in resp and resp["allowed"] and not resp.get("warnings")
+    unable = with_pod(review, spec__nodeName="a100-r535")
+    resp = ask(make(kb), "pod", unable, state)
+    assert "patch" not in resp and resp["allowed"]
+    [warning] = resp["warnings"]
+    assert "node a100-r535 (spec.nodeName) cannot run cuda>=12.4" in warning
+    unknown = with_pod(review, spec__nodeName="not-in-the-cache")
+    resp = ask(make(kb, onNoFit="deny"), "pod", unknown, state)
+    assert "patch" not in resp and resp["allowed"] and not resp.get("warnings")

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -36,10 +35,10 @@ from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import LLMISVC_PATH, POD_PATH
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.nofit import Placement
-from cudasched.webhook.review import creation_review
 from cudasched.webhook.state import ClusterState
 from cudasched.workloads.resolution import resolve_workload
-from tests.support.admission import applied, ask, gpu_node, nodes, ops_of
+from tests.support import builders
+from tests.support.admission import applied, ask, fleet_node, nodes, ops_of
 from tests.support.k8s_schema import assert_valid_event, assert_valid_pod
 from tests.support.servers import events, eventually, make_cache, serving, trust
 
@@ -47,8 +46,8 @@ DATA = Path(__file__).parents[1] / "data" / "kserve"
 LLMISVCS = "/apis/serving.kserve.io/v1alpha1/namespaces/llm/llminferenceservices"
 NODES = "/api/v1/nodes"
 CUDA13_NODES = [
-    gpu_node("b200-r580", "580.95.05", "13.0", "10.0", "NVIDIA-B200"),
-    gpu_node("h100-r580", "580.95.05", "13.0", "9.0", "NVIDIA-H100-80GB-HBM3"),
+    fleet_node("b200-r580", "NVIDIA-B200", "580.95.05"),
+    fleet_node("h100-r580", "NVIDIA-H100-80GB-HBM3", "580.95.05"),
 ]
 CUDA13 = {"b200-r580", "h100-r580"}
 
@@ -79,17 +78,11 @@ def pod(component: str, image: str = "ghcr.io/llm-d/llm-d-cuda:v0.8.0") -> dict[
 def pod_review(obj: dict[str, Any], uid: str = "6f0c1a2b-0000-4000-8000-000000000001") -> dict:
     """The CREATE review a ReplicaSet's (or LeaderWorkerSet's) pod arrives in: no namespace in
     the object, the request's namespace ``llm``."""
-    review = creation_review(obj, uid=uid)
-    review["request"]["namespace"] = "llm"
-    return review
+    return builders.review(obj, uid=uid, namespace="llm")
 
 
 def service_review(obj: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
-    review = creation_review(obj, uid="0c4e2f9a-1111-4000-8000-000000000002")
-    review["request"]["operation"] = operation
-    if operation == "UPDATE":
-        review["request"]["oldObject"] = copy.deepcopy(obj)
-    return review
+    return builders.review(obj, operation=operation, uid="0c4e2f9a-1111-4000-8000-000000000002")
 
 
 def eligible(obj: dict[str, Any], state: ClusterState) -> set[str]:

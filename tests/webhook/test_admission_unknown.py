@@ -30,10 +30,10 @@ from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import ISVC_PATH, POD_PATH
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.once import FirstSeen
-from cudasched.webhook.review import creation_review
 from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState
-from tests.support.admission import applied, ask, gpu_node, nodes
+from tests.support import builders
+from tests.support.admission import applied, ask, fleet_node, nodes
 from tests.support.k8s_schema import assert_valid_pod
 
 RUNTIMES = Path(__file__).parents[1] / "data" / "kserve" / "runtimes-issue12.yaml"
@@ -50,15 +50,8 @@ def runtimes() -> list[dict[str, Any]]:
 
 
 def isvc(name: str, fmt: str, runtime: str | None = None) -> dict[str, Any]:
-    model: dict[str, Any] = {"modelFormat": {"name": fmt}, "storageUri": f"pvc://models/{name}"}
-    if runtime is not None:
-        model["runtime"] = runtime
-    return {
-        "apiVersion": "serving.kserve.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"predictor": {"model": model}},
-    }
+    """An InferenceService without resources of its own (the runtime's GPU limit applies)."""
+    return builders.isvc(name, NS, model_format=fmt, runtime=runtime, gpus=None)
 
 
 ISVCS = [
@@ -73,8 +66,8 @@ ISVCS = [
 def state(kb: KnowledgeBase) -> ClusterState:
     cluster_nodes = [
         *nodes(),
-        gpu_node("v100-r570", "570.124.06", "12.8", "7.0", "Tesla-V100-SXM2-16GB"),
-        gpu_node("b200-r580", "580.95.05", "13.0", "10.0", "NVIDIA-B200"),
+        fleet_node("v100-r570", "Tesla-V100-SXM2-16GB", "570.124.06"),
+        fleet_node("b200-r580", "NVIDIA-B200", "580.95.05"),
     ]
     return ClusterState.from_objects(cluster_nodes, ISVCS, [], runtimes(), kb=kb)
 
@@ -116,22 +109,14 @@ def predictor_pod(isvc_name: str, image: str, *, replica: str = "x7k2q") -> dict
 
 
 def plain_gpu_pod(image: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"generateName": "batch-", "labels": {"app": "batch"}},
-        "spec": {
-            "containers": [
-                {"name": "work", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-            ]
-        },
-    }
+    """A GPU pod of a batch controller: no KServe labels, no namespace in the object."""
+    return builders.pod(
+        None, None, generate_name="batch-", labels={"app": "batch"}, container="work", image=image
+    )
 
 
 def review_of(obj: dict[str, Any], uid: str = "3f1e2d4c-0000-4000-8000-000000000001") -> dict:
-    review = creation_review(obj, uid=uid)
-    review["request"]["namespace"] = NS
-    return review
+    return builders.review(obj, uid=uid, namespace=NS)
 
 
 def eligible(pod: dict[str, Any], state: ClusterState) -> set[str]:

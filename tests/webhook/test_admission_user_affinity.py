@@ -28,7 +28,8 @@ from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import creation_review
 from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState
-from tests.support.admission import applied, ask, gpu_node, nodes, readmit
+from tests.support import builders
+from tests.support.admission import applied, ask, fleet_node, nodes, readmit
 from tests.support.k8s_schema import assert_valid_pod
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -51,9 +52,9 @@ def state() -> ClusterState:
     """test_admission's cluster (R470 to R570) plus CUDA 13 drivers (R580) and a V100."""
     cluster = [
         *nodes(),
-        gpu_node("h100-r580", "580.95.05", "13.0", "9.0", "NVIDIA-H100-80GB-HBM3"),
-        gpu_node("b200-r580", "580.95.05", "13.0", "10.0", "NVIDIA-B200", zone="zone-b"),
-        gpu_node("v100-r570", "570.124.06", "12.8", "7.0", "Tesla-V100-SXM2-16GB"),
+        fleet_node("h100-r580", "NVIDIA-H100-80GB-HBM3", "580.95.05"),
+        fleet_node("b200-r580", "NVIDIA-B200", "580.95.05", zone="zone-b"),
+        fleet_node("v100-r570", "Tesla-V100-SXM2-16GB", "570.124.06"),
     ]
     return ClusterState.from_objects(cluster, [], [], [], kb=kb())
 
@@ -65,19 +66,16 @@ def admitter(scheme: str, policy: str) -> Admitter:
 
 
 def gpu_pod(image: str, affinity_terms: list[dict[str, Any]] | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "containers": [
-            {"name": "work", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-        ]
-    }
-    if affinity_terms is not None:
-        spec["affinity"] = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": affinity_terms}}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"generateName": "work-", "namespace": "ml", "labels": {"app": "work"}},
-        "spec": spec,
-    }
+    """A GPU pod with the user's own required node-selector terms."""
+    return builders.pod(
+        None,
+        "ml",
+        generate_name="work-",
+        labels={"app": "work"},
+        container="work",
+        image=image,
+        affinity=builders.required(*affinity_terms) if affinity_terms is not None else None,
+    )
 
 
 def eligible(pod: dict[str, Any]) -> set[str]:

@@ -18,6 +18,7 @@ import pytest
 
 from cudasched.webhook.cache import ClusterCache
 from cudasched.webhook.metrics import WebhookMetrics
+from tests.support import builders
 
 NODES = "/api/v1/nodes"
 ISVCS = "/apis/serving.kserve.io/v1beta1/namespaces/{ns}/inferenceservices"
@@ -38,6 +39,13 @@ class Snapshot:
     llmisvcs: tuple[str, ...] = ()
 
 
+def own_labels(obj: dict[str, Any]) -> dict[str, str]:
+    """A node's labels less the kubelet's own (``kubernetes.io/``), which every built node
+    carries: the tests compare the labels they set."""
+    labels = obj["metadata"].get("labels") or {}
+    return {k: v for k, v in labels.items() if not k.startswith("kubernetes.io/")}
+
+
 def build(nodes, isvcs, runtimes, cluster_runtimes, llmisvcs) -> Snapshot:
     def names(objs):
         return tuple(
@@ -48,7 +56,7 @@ def build(nodes, isvcs, runtimes, cluster_runtimes, llmisvcs) -> Snapshot:
         )
 
     return Snapshot(
-        nodes={n["metadata"]["name"]: dict(n["metadata"].get("labels") or {}) for n in nodes},
+        nodes={n["metadata"]["name"]: own_labels(n) for n in nodes},
         isvcs=names(isvcs),
         runtimes=names(runtimes),
         cluster_runtimes=names(cluster_runtimes),
@@ -58,20 +66,8 @@ def build(nodes, isvcs, runtimes, cluster_runtimes, llmisvcs) -> Snapshot:
 
 
 def node(name: str, **labels: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "annotations": {"nfd.node.kubernetes.io/feature-labels": "x" * 100},
-            "managedFields": [{"manager": "kubelet"}],
-        },
-        "status": {
-            "capacity": {"nvidia.com/gpu": "8"},
-            "images": [{"names": [f"registry/image-{i}"], "sizeBytes": 1} for i in range(20)],
-        },
-    }
+    """A Node as a LIST returns it (managed fields, annotations, images) with ``labels``."""
+    return builders.node(name, gpu=None, driver=None, labels=labels, listed=True)
 
 
 def named(name: str, namespace: str | None = None, **spec: Any) -> dict[str, Any]:
@@ -105,7 +101,8 @@ def requests_to(server: kmock.RawHandler, method: str, path: str, *, watch: bool
 
 
 async def test_initial_list_publishes_every_kind(kmock: kmock.KubernetesEmulator) -> None:
-    await kmock.post(NODES, json=node("gpu-a", **{"nvidia.com/cuda.runtime.major": "12"}))
+    listed = node("gpu-a", **{"nvidia.com/cuda.runtime.major": "12"})
+    await kmock.post(NODES, json=listed)
     await kmock.post(NODES, json=node("cpu-b"))
     await kmock.post(ISVCS.format(ns="ml"), json=named("llm", "ml"))
     await kmock.post(RUNTIMES.format(ns="ml"), json=named("vllm", "ml"))
@@ -125,7 +122,8 @@ async def test_initial_list_publishes_every_kind(kmock: kmock.KubernetesEmulator
         assert cache.not_ready_reason == ""
         # Nodes are kept small: identity, labels and capacity only.
         stored = {n["metadata"]["name"]: n for n in state.raw_nodes}["gpu-a"]
-        assert stored["status"] == {"capacity": {"nvidia.com/gpu": "8"}}
+        kept = ("capacity", "allocatable")
+        assert stored["status"] == {k: listed["status"][k] for k in kept}
         assert set(stored["metadata"]) <= {"name", "uid", "resourceVersion", "labels"}
         assert [o["metadata"]["name"] for o in cache.objects("inferenceservices")] == ["llm"]
         assert "managedFields" not in cache.objects("inferenceservices")[0]["metadata"]
@@ -185,7 +183,7 @@ async def test_label_free_node_updates_do_not_rebuild(kmock: kmock.KubernetesEmu
         # without a rebuild.
         assert cache.generation == before + 1
         stored = {n["metadata"]["name"]: n for n in cache.objects("nodes")}
-        assert stored["n1"]["status"]["capacity"] == {"nvidia.com/gpu": "4"}
+        assert stored["n1"]["status"]["capacity"]["nvidia.com/gpu"] == "4"
         assert stored["n1"]["metadata"]["labels"]["nvidia.com/gfd.timestamp"] == "1764480000"
     finally:
         await cache.stop()
@@ -350,15 +348,8 @@ async def test_missing_kserve_crds_count_as_empty(
 async def test_default_builder_publishes_cluster_state(kmock: kmock.KubernetesEmulator) -> None:
     from cudasched.webhook.state import ClusterState
 
-    labels = {
-        "nvidia.com/gpu.present": "true",
-        "nvidia.com/cuda.driver-version.full": "550.90.07",
-        "nvidia.com/cuda.driver-version.major": "550",
-        "nvidia.com/cuda.runtime-version.full": "12.4",
-        "nvidia.com/cuda.runtime-version.major": "12",
-        "nvidia.com/cuda.runtime-version.minor": "4",
-    }
-    await kmock.post(NODES, json=node("gpu-1", **labels))
+    gfd_node = builders.node("gpu-1", driver="550.90.07", scheme=builders.GFD, listed=True)
+    await kmock.post(NODES, json=gfd_node)
     cache = make_cache(kmock.url, build_state=None)
     assert isinstance(cache.state, ClusterState) and not cache.state.synced
     await cache.start()
@@ -409,13 +400,7 @@ async def test_server_readiness_follows_the_cache(kmock: kmock.KubernetesEmulato
             )
 
     def review(uid: str) -> bytes:
-        return orjson.dumps(
-            {
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "request": {"uid": uid},
-            }
-        )
+        return orjson.dumps(builders.review(builders.pod(), uid=uid))
 
     kmock.resources["v1/nodes"] = {}
     # The nodes list is held back until released, so the server starts unsynced.

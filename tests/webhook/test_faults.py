@@ -41,7 +41,7 @@ from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import RunningServer, serve_in_thread
 from cudasched.webhook.state import ClusterState
 from cudasched.webhook.tls import generate_self_signed, write_self_signed
-from tests.support.admission import gpu_node
+from tests.support.admission import fleet_node
 from tests.support.servers import make_cache, serving, trust
 
 DATA = Path(__file__).parents[1] / "data" / "admission"
@@ -49,13 +49,9 @@ NODES = "/api/v1/nodes"
 
 # The Triton 24.05 predictor pod needs CUDA 12.4: an r535 node (12.2) cannot run it, an r550
 # node (12.4) can. onNoFit=deny makes the difference visible as allowed/denied.
-OLD_NODE = ("a100-r535", "535.216.01", "12.2", "8.0", "NVIDIA-A100-SXM4-80GB")
-NEW_NODE = ("h100-r550", "550.90.07", "12.4", "9.0", "NVIDIA-H100-80GB-HBM3")
+OLD_NODE = ("a100-r535", "NVIDIA-A100-SXM4-80GB", "535.216.01")
+NEW_NODE = ("h100-r550", "NVIDIA-H100-80GB-HBM3", "550.90.07")
 DENY = {"onNoFit": "deny"}
-
-
-def node(spec: tuple[str, str, str, str, str]) -> dict[str, Any]:
-    return gpu_node(*spec)
 
 
 def pod_review(uid: str) -> bytes:
@@ -158,12 +154,12 @@ async def test_watch_faults_while_serving(kmock: kmock.KubernetesEmulator, fault
 
     ``outage-503`` is the API server going away once the cache has synced (a control-plane
     restart): four watch attempts in a row get 503, then it is back."""
-    await kmock.post(NODES, json=node(OLD_NODE))
+    await kmock.post(NODES, json=fleet_node(*OLD_NODE))
     first_watch = kmock[kmock.action.WATCH, kmock.resource("v1/nodes")][:1]
     if fault == "cut-mid-event":
         # One whole event (the capable node appears), then half of the next, then EOF.
         first_watch << (
-            {"type": "ADDED", "object": node(NEW_NODE)},
+            {"type": "ADDED", "object": fleet_node(*NEW_NODE)},
             b'{"type": "MODIFIED", "object": {"apiVersion": "v1", "kind": "No',
         )
     elif fault == "gone-event":
@@ -197,7 +193,7 @@ async def test_watch_faults_while_serving(kmock: kmock.KubernetesEmulator, fault
                 await eventually(admitted)
             # Changes made after the fault reach decisions: the capable node is created
             # through the API (a no-op for the cache when the stream already added it)...
-            await kmock.post(NODES, json=node(NEW_NODE))
+            await kmock.post(NODES, json=fleet_node(*NEW_NODE))
             await eventually(admitted)
             # ... and deleted again.
             await kmock.delete(f"{NODES}/{NEW_NODE[0]}")
@@ -252,7 +248,7 @@ async def test_api_server_unreachable_at_start(fail_closed: bool) -> None:
         )
 
         async with kmock.KubernetesEmulator() as api, kmock.Server(api, port=port):
-            await api.post(NODES, json=node(NEW_NODE))
+            await api.post(NODES, json=fleet_node(*NEW_NODE))
 
             async def ready_now() -> bool:
                 return (await c.get("/readyz")).status_code == 200
@@ -269,7 +265,7 @@ async def test_api_server_unreachable_at_start(fail_closed: bool) -> None:
 
 
 def _asgi_app(**kwargs: Any) -> WebhookApp:
-    state = ClusterState.from_objects([node(NEW_NODE)], [], [], [])
+    state = ClusterState.from_objects([fleet_node(*NEW_NODE)], [], [], [])
     cfg = WebhookConfig()
     return WebhookApp(default_reviewer(cfg), StaticStateSource(state), **kwargs)
 
@@ -305,7 +301,7 @@ def test_oversized_body_refused_without_reading_it() -> None:
 def test_huge_declared_body_answered_before_it_is_sent() -> None:
     """Over HTTPS: a client announces a gigabyte and sends nothing; it gets 413 at once and
     the connection is closed, so the server never waits for (or buffers) the body."""
-    state = ClusterState.from_objects([node(NEW_NODE)], [], [], [])
+    state = ClusterState.from_objects([fleet_node(*NEW_NODE)], [], [], [])
     with serve_in_thread(state) as srv:
         raw = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
         with trust(srv.ca_pem).wrap_socket(raw, server_hostname="127.0.0.1") as tls:
@@ -327,7 +323,7 @@ def test_stalled_and_abandoned_uploads() -> None:
     """A client that sends the head and part of the body, then stalls, is answered 408 once
     the time budget is spent (the request never holds a review thread); one that hangs up
     mid-body costs nothing. The server keeps answering others throughout."""
-    state = ClusterState.from_objects([node(NEW_NODE)], [], [], [])
+    state = ClusterState.from_objects([fleet_node(*NEW_NODE)], [], [], [])
     cfg = WebhookConfig.from_mapping({"server": {"requestTimeoutSeconds": 0.5}})
     body = pod_review("stalled")
     head = (
@@ -381,7 +377,7 @@ class SlowReviewer:
 def test_slow_decisions_answered_by_failure_mode_within_budget(fail_closed: bool) -> None:
     """More slow decisions than review threads: every request is still answered within its
     budget (queued ones too) by the failure mode, and health stays responsive."""
-    state = ClusterState.from_objects([node(OLD_NODE)], [], [], [])
+    state = ClusterState.from_objects([fleet_node(*OLD_NODE)], [], [], [])
     budget = 0.4
     cfg = WebhookConfig.from_mapping(
         {**DENY, "failClosed": fail_closed, "server": {"requestTimeoutSeconds": budget}}
@@ -532,7 +528,7 @@ async def test_certificate_rotated_while_serving(
     """The real command serving from a kubelet-style Secret volume; the Secret is updated
     (new CA and certificate) under steady load on both fresh and kept-alive connections:
     no request fails and new handshakes get the new certificate."""
-    await kmock.post(NODES, json=node(NEW_NODE))
+    await kmock.post(NODES, json=fleet_node(*NEW_NODE))
     first = generate_self_signed(ip_addresses=("127.0.0.1",))
     second = generate_self_signed(ip_addresses=("127.0.0.1",))
     secret = tmp_path / "tls"
@@ -598,7 +594,7 @@ async def test_sigterm_under_load_finishes_every_request(
     """SIGTERM while many requests are in flight (their bodies still being uploaded): each
     gets a complete 200 answer with a real decision, and the process exits 0. With two
     pre-forked workers the supervisor forwards the signal and both drain."""
-    await kmock.post(NODES, json=node(NEW_NODE))
+    await kmock.post(NODES, json=fleet_node(*NEW_NODE))
     tls_dir = tmp_path / "tls"
     bundle = generate_self_signed(ip_addresses=("127.0.0.1",))
     cert, key, _ca = write_self_signed(tls_dir, bundle)

@@ -475,11 +475,13 @@ def _expected_uid(body: bytes) -> str | None:
 def test_raw_bodies_pure(env: Env, name: str, body: bytes) -> None:
     """The pure reviewer either answers for the uid or raises BadReviewError (the server's
     400); no other exception escapes, whatever the bytes."""
+    refused = answered = 0
     for admitter in env.admitters.values():
         try:
             answer = admitter.review("pod", body, env.state)
         except BadReviewError as exc:
             assert str(exc) and "\n" not in str(exc).strip()
+            refused += 1
             continue
         uid = _expected_uid(body)
         assert uid is not None, f"{name}: answered a body without a uid"
@@ -487,6 +489,8 @@ def test_raw_bodies_pure(env: Env, name: str, body: bytes) -> None:
         assert response["uid"] == uid
         if "patch" in response:
             jsonpatch.apply_patch(orjson.loads(body)["request"]["object"], _ops(response))
+        answered += 1
+    assert refused + answered == 3  # default, preferred, strict-deny
 
 
 def _asgi(app: WebhookApp, path: str, body: bytes, chunk: int = 0) -> tuple[int, bytes]:

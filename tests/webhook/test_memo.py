@@ -353,10 +353,12 @@ def test_repeats_are_remembered(
 ) -> None:
     adm = admitter(kb)
     reviews = pod_reviews(snapshot)
+    assert len(reviews) >= 15  # the sample's 9 pods and the recorded reviews
     for review in reviews:
         prepared = adm.prepare(kind_of(review), with_uid(review, "a"))  # type: ignore[arg-type]
         assert adm.recall(prepared, state) is None
         adm.answer(prepared, state)
+    recalled = decided_again = 0
     for review in reviews:
         prepared = adm.prepare(kind_of(review), with_uid(review, "b"))  # type: ignore[arg-type]
         found = adm.recall(prepared, state)
@@ -364,9 +366,13 @@ def test_repeats_are_remembered(
             # InferenceService decisions report where the service can run (NoCompatibleNode
             # Events, nofit.py), so a repeat is decided again rather than recalled.
             assert found is None
+            decided_again += 1
             continue
         assert found is not None
         assert found == adm.answer(prepared, state)
+        recalled += 1
+    assert recalled + decided_again == len(reviews)
+    assert recalled >= 14 and decided_again >= 1
 
 
 def test_a_new_snapshot_is_decided_afresh(
@@ -460,7 +466,9 @@ def test_admission_never_changes_the_decoded_request(
     mutated copy and the patch: it must never write into the request itself (the patch would
     then be computed against a changed original)."""
     adm = admitter(kb, mode=mode, decisionCacheBytes=0)
-    for review in pod_reviews(snapshot):
+    reviews = pod_reviews(snapshot)
+    assert len(reviews) >= 15  # the sample's 9 pods and the recorded reviews
+    for review in reviews:
         kind = kind_of(review)
         prepared = adm.prepare(kind, with_uid(review, "u"))  # type: ignore[arg-type]
         before = copy.deepcopy(prepared.request.obj)

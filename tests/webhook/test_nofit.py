@@ -24,7 +24,7 @@ import pytest
 from cudasched.webhook.app import ISVC_PATH
 from cudasched.webhook.metrics import WebhookMetrics
 from cudasched.webhook.nofit import NoFitReporter, Placement
-from tests.support.admission import gpu_node, nodes, runtimes
+from tests.support.admission import fleet_node, nodes, runtimes
 from tests.support.k8s_schema import assert_valid_event
 from tests.support.servers import EVENTS, events, eventually, make_cache, serving, trust
 
@@ -116,7 +116,7 @@ async def test_event_gauge_rate_limit_and_dry_run(kmock: kmock.KubernetesEmulato
         assert await gauge(c) == 1
 
         # A node that can run CUDA 12.9 joins: the service no longer counts.
-        new = gpu_node("b200-r575", "575.57.08", "12.9", "10.0", "NVIDIA-B200")
+        new = fleet_node("b200-r575", "NVIDIA-B200", "575.57.08")
         await kmock.post(NODES, json=new)
         await eventually(lambda: len(cache.state.nodes) == len(nodes()) + 1)
         assert await gauge(c) == 0

@@ -36,6 +36,7 @@ PATHS = {"Pod": "/mutate/pods", "InferenceService": "/mutate/inferenceservices"}
 
 def test_offline_server_answers_exactly_like_mutate(tmp_path: Path) -> None:
     reviews = sorted(DATA.glob("*.json"))
+    assert len(reviews) >= 6
     served = {}
     with (
         webhook_process(tmp_path) as proc,
@@ -47,6 +48,7 @@ def test_offline_server_answers_exactly_like_mutate(tmp_path: Path) -> None:
             resp = client.post(PATHS[kind], content=body)
             assert resp.status_code == 200, resp.text
             served[path.name] = resp.json()
+    assert len(served) == len(reviews)
     runner = CliRunner()
     for path in reviews:
         result = runner.invoke(app, ["mutate", "--cluster", str(sample_cluster_file()), str(path)])

@@ -24,6 +24,7 @@ from cudasched.webhook.memo import DecisionMemo
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES, RememberedAnswers, canonical_split
 from cudasched.webhook.review import BadReviewError, Decision, creation_review, parse_review
 from cudasched.webhook.state import ClusterState
+from tests.support import builders
 from tests.support.admission import (
     admitter,
     api_server_body,
@@ -48,12 +49,6 @@ def state(snapshot: ClusterSnapshot, kb: KnowledgeBase) -> ClusterState:
 
 
 # --------------------------------------------------------------------------- the pieces
-
-
-def envelope_body(request: dict[str, Any]) -> bytes:
-    return orjson.dumps(
-        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-    )
 
 
 @pytest.mark.parametrize("head", [GO_HEAD, PY_HEAD], ids=["go-order", "python-order"])
@@ -109,7 +104,7 @@ def test_stored_answers_are_found_with_each_requests_uid() -> None:
 
 
 def test_request_keys_are_only_made_for_small_bodies_with_the_memo_on() -> None:
-    body = envelope_body({"uid": "u", "operation": "CREATE", "object": {}})
+    body = orjson.dumps(builders.review(builders.pod(), uid="u"))
     request = parse_review(body)
     assert RememberedAnswers(DecisionMemo(1 << 20)).request_key("pod", request, body)
     assert RememberedAnswers(DecisionMemo(0)).request_key("pod", request, body) is None
@@ -125,6 +120,7 @@ def test_api_server_bodies_are_recalled_without_decoding(
 ) -> None:
     adm, fresh = admitter(kb), admitter(kb, decisionCacheBytes=0)
     reviews = [creation_review(pod, uid="r") for pod in snapshot.pods]
+    assert len(reviews) == 9  # the sample cluster's pods
     first = "5a0f6c1e-0000-4000-8000-00000000000a"
     second = "5a0f6c1e-0000-4000-8000-00000000000b"
     for review in reviews:
@@ -216,23 +212,11 @@ def test_objects_too_deep_to_key_are_decided_every_time(
     deep: Any = "leaf"
     for _ in range(300):
         deep = {"d": deep}
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"generateName": "deep-", "annotations": {}},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}], "x": deep},
-    }
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "d1",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "namespace": "default",
-            "operation": "CREATE",
-            "object": pod,
-        },
-    }
+    pod = builders.pod(
+        None, generate_name="deep-", image="busybox", container="c", gpus=None, annotations={}
+    )
+    review = builders.review(pod, uid="d1")
+    review["request"]["object"]["spec"]["x"] = deep  # past orjson's depth: json writes it
     prepared = adm.prepare("pod", json.dumps(review).encode())
     assert prepared.key is None
     out = orjson.loads(adm.answer(prepared, state)[0])

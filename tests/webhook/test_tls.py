@@ -37,6 +37,7 @@ from cudasched.webhook.tls import (
     write_atomic,
     write_self_signed,
 )
+from tests.support import builders
 
 
 class Echo:
@@ -54,9 +55,7 @@ class Echo:
 
 
 def review(uid: str) -> bytes:
-    return orjson.dumps(
-        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": uid}}
-    )
+    return orjson.dumps(builders.review(builders.pod(), uid=uid))
 
 
 def leaf_of(pem: bytes) -> x509.Certificate:

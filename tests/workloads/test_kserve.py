@@ -32,6 +32,7 @@ from cudasched.workloads.kserve import (
     select_runtime,
     supporting_runtimes,
 )
+from tests.support import builders
 
 DATA = Path(__file__).parents[1] / "data" / "kserve"
 
@@ -55,24 +56,16 @@ def runtime(
     image: str = "example/server:1.0",
     **spec: Any,
 ) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace and kind == SERVING_RUNTIME:
-        meta["namespace"] = namespace
-    if created:
-        meta["creationTimestamp"] = created
-    body: dict[str, Any] = {
-        "supportedModelFormats": formats,
-        "containers": [{"name": "kserve-container", "image": image}],
-        **spec,
-    }
-    if protocols is not None:
-        body["protocolVersions"] = protocols
-    return {
-        "apiVersion": "serving.kserve.io/v1alpha1",
-        "kind": kind,
-        "metadata": meta,
-        "spec": body,
-    }
+    return builders.runtime(
+        name,
+        namespace if kind == SERVING_RUNTIME else None,
+        kind=kind,
+        image=image,
+        formats=formats,
+        protocols=protocols,
+        created=created,
+        spec=spec,
+    )
 
 
 def cluster_runtime(name: str, formats: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
@@ -94,12 +87,7 @@ def isvc(model: dict[str, Any] | None = None, **predictor: Any) -> dict[str, Any
     pred = dict(predictor)
     if model is not None:
         pred["model"] = model
-    return {
-        "apiVersion": "serving.kserve.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {"name": "m", "namespace": "ns"},
-        "spec": {"predictor": pred},
-    }
+    return builders.isvc("m", "ns", predictor=pred)
 
 
 def model(name: str, version: str | None = None, **extra: Any) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from cudasched.workloads.pods import (
     workloads_of,
 )
 from cudasched.workloads.resolution import resolve_workload
+from tests.support import builders
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU = {"limits": {"nvidia.com/gpu": "1"}}
@@ -41,12 +42,7 @@ def sample() -> ClusterSnapshot:
 
 
 def _isvc(predictor: dict[str, Any], **annotations: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "serving.kserve.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {"name": "svc", "namespace": "team-nlp", "annotations": annotations},
-        "spec": {"predictor": predictor},
-    }
+    return builders.isvc("svc", "team-nlp", predictor=predictor, annotations=annotations)
 
 
 def _runtime_model(**extra: Any) -> dict[str, Any]:
@@ -131,25 +127,8 @@ def test_workloads_of_lists_each_workload_once(sample: ClusterSnapshot) -> None:
 # --------------------------------------------------------------------------- agreement
 
 
-def _review(kind: str, obj: dict[str, Any], number: int) -> bytes:
-    group, version, name = (
-        ("serving.kserve.io", "v1beta1", "InferenceService")
-        if kind == "isvc"
-        else ("", "v1", "Pod")
-    )
-    return orjson.dumps(
-        {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": f"u-{number}",
-                "kind": {"group": group, "version": version, "kind": name},
-                "namespace": obj["metadata"].get("namespace", "default"),
-                "operation": "CREATE",
-                "object": obj,
-            },
-        }
-    )
+def _review(obj: dict[str, Any], number: int) -> bytes:
+    return orjson.dumps(builders.review(obj, uid=f"u-{number}"))
 
 
 class _Paths:
@@ -170,7 +149,7 @@ class _Paths:
 
     def webhook(self, obj: dict[str, Any], number: int = 0) -> str:
         kind = "isvc" if is_inference_service(obj) else "pod"
-        return self.admitter.decide(kind, _review(kind, obj, number), self.state).requirement
+        return self.admitter.decide(kind, _review(obj, number), self.state).requirement
 
     def explain(self, obj: dict[str, Any]) -> str:
         try:
@@ -206,7 +185,9 @@ def test_webhook_and_explain_agree_on_generated_clusters(kb: KnowledgeBase) -> N
         pods=cluster.pods,
     )
     paths = _Paths(snapshot, kb)
-    for number, obj in enumerate([*cluster.pods, *cluster.inference_services]):
+    objects = [*cluster.pods, *cluster.inference_services]
+    assert len(objects) == 240  # one predictor pod per InferenceService
+    for number, obj in enumerate(objects):
         assert paths.webhook(copy.deepcopy(obj), number) == paths.explain(obj)
 
 

@@ -29,6 +29,7 @@ from cudasched.workloads.resolution import (
     resolve_pod,
     wants_constraint,
 )
+from tests.support import builders
 
 DATA = Path(__file__).parents[1] / "data" / "kserve"
 TABLE = ImageTable.builtin()
@@ -51,29 +52,30 @@ def pod(
     component: str | None = "predictor",
     name: str = "kserve-container",
 ) -> dict[str, Any]:
+    """A pod of InferenceService ``svc`` (its predictor unless ``component`` says otherwise)."""
     labels = {"serving.kserve.io/inferenceservice": "svc"}
     if component:
         labels["component"] = component
-    container: dict[str, Any] = {"name": name, "image": image}
-    if env is not None:
-        container["env"] = env
-    if gpu is not None:
-        container["resources"] = {"limits": {"nvidia.com/gpu": gpu}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "labels": labels, "annotations": annotations or {}},
-        "spec": {"containers": [container]},
-    }
+    return builders.pod(
+        "p",
+        None,
+        image=image,
+        env=env,
+        gpus=gpu,
+        container=name,
+        labels=labels,
+        annotations=annotations or {},
+    )
 
 
 def runtime(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None):
-    return {
-        "apiVersion": "serving.kserve.io/v1alpha1",
-        "kind": "ClusterServingRuntime",
-        "metadata": {"name": "rt", "labels": labels or {}, "annotations": annotations or {}},
-        "spec": {"containers": [{"name": "kserve-container", "image": "nvidia/cuda:11.8.0-base"}]},
-    }
+    return builders.runtime(
+        "rt",
+        image="nvidia/cuda:11.8.0-base",
+        formats=(),
+        labels=labels or {},
+        annotations=annotations or {},
+    )
 
 
 REQUIRE = [

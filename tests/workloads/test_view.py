@@ -22,6 +22,7 @@ from cudasched.workloads.kserve.pods import is_predictor_pod, isvc_name_of
 from cudasched.workloads.pods import workload_uses_gpu
 from cudasched.workloads.resolution import runs_gpu_workload
 from cudasched.workloads.view import Role, view_pod
+from tests.support import builders
 from tests.support.admission import ask, isvcs, nodes, runtimes, state_of
 
 # Any JSON value, small.
@@ -158,12 +159,7 @@ def test_an_unreadable_pod_keeps_the_readers_message() -> None:
 
 
 def _isvc(predictor: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "serving.kserve.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {"name": "odd", "namespace": "default"},
-        "spec": {"predictor": predictor},
-    }
+    return builders.isvc("odd", predictor=predictor)
 
 
 def test_worker_containers_that_are_a_number_read_as_none() -> None:
@@ -201,26 +197,7 @@ def test_admission_answers_an_isvc_with_numeric_worker_containers(kb: KnowledgeB
             "workerSpec": {"containers": 3},
         }
     )
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "odd-1",
-            "kind": {
-                "group": "serving.kserve.io",
-                "version": "v1beta1",
-                "kind": "InferenceService",
-            },
-            "resource": {
-                "group": "serving.kserve.io",
-                "version": "v1beta1",
-                "resource": "inferenceservices",
-            },
-            "namespace": "default",
-            "operation": "CREATE",
-            "object": isvc,
-        },
-    }
+    review = builders.review(isvc, uid="odd-1")
     resp = ask(adm, "isvc", review, state)
     assert resp["allowed"] is True
     assert not any("internal error" in w for w in resp.get("warnings", [])), orjson.dumps(resp)

@@ -32,13 +32,17 @@ from cudasched.cli.inputs import (
     load_settings,
 )
 from cudasched.cli.options import (
+    AsOfOption,
     ConfigOption,
     DefaultPolicyOption,
+    MinSupportMonthsOption,
     PlainHttpOption,
     RegistryConfigOption,
     ResolveImagesOption,
+    check_support_months,
     effective_policy,
     generated_now,
+    parse_as_of,
     progress_bar,
     registry_source,
 )
@@ -120,10 +124,13 @@ def audit_cmd(
             "snapshot count without it.",
         ),
     ] = None,
+    as_of: AsOfOption = None,
+    min_support_months: MinSupportMonthsOption = 12,
 ) -> None:
     """Find what is wrong in the cluster: pods on nodes that cannot run them, workloads and
     runtimes no node can run, GPU nodes with missing, old or conflicting labels, driver
-    upgrades in flight, stale and unknown requirements.
+    upgrades in flight, stale and unknown requirements, and pools on a driver branch that has
+    ended, is legacy or ends within --min-support-months (judged --as-of, default today).
 
     --config takes the webhook's configuration, so workloads are judged as admission judges
     them (its image overrides, mirrors and policy). Exit 1 when any finding is an error, so
@@ -132,11 +139,22 @@ def audit_cmd(
     try:
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
+        today = parse_as_of(as_of)
+        months = check_support_months(min_support_months)
         groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
         images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("auditing") as progress:
-            report = audit(snapshot, fleet, images, pol, progress=progress, node_groups=groups)
+            report = audit(
+                snapshot,
+                fleet,
+                images,
+                pol,
+                progress=progress,
+                node_groups=groups,
+                today=today,
+                min_support_months=months,
+            )
     except InputError as exc:
         fail(str(exc))
     source = snapshot.source or "cluster"

@@ -37,10 +37,12 @@ __all__ = [
     "DefaultPolicyOption",
     "FrameworkOption",
     "MinComputeOption",
+    "MinSupportMonthsOption",
     "PolicyOption",
     "SchemeOption",
     "ShipsCudaCompatOption",
     "TargetSchemeOption",
+    "check_support_months",
     "effective_policy",
     "effective_scheme",
     "generated_now",
@@ -198,9 +200,25 @@ AsOfOption = Annotated[
     str | None,
     typer.Option(
         "--as-of",
-        help="Judge branch lifecycles (end of life) on this date, YYYY-MM-DD. Default: today.",
+        help="Judge branch lifecycles (end of life) and driver releases (what was out) on this "
+        "date, YYYY-MM-DD. Default: today.",
     ),
 ]
+
+MinSupportMonthsOption = Annotated[
+    int,
+    typer.Option(
+        "--min-support-months",
+        help="Warn when a pool's driver branch ends within this many months (0 to 120).",
+    ),
+]
+
+
+def check_support_months(value: int) -> int:
+    """``--min-support-months``: 0 to 120 months, else an :class:`InputError`."""
+    if not 0 <= value <= 120:
+        raise InputError(f"invalid --min-support-months {value}: expected 0 to 120 months")
+    return value
 
 
 def parse_as_of(value: str | None) -> date:

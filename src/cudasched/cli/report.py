@@ -15,13 +15,17 @@ import typer
 from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster_inputs, load_settings
 from cudasched.cli.options import (
+    AsOfOption,
     ConfigOption,
     DefaultPolicyOption,
+    MinSupportMonthsOption,
     PlainHttpOption,
     RegistryConfigOption,
     ResolveImagesOption,
+    check_support_months,
     effective_policy,
     generated_now,
+    parse_as_of,
     progress_bar,
     registry_source,
 )
@@ -57,6 +61,8 @@ def report_cmd(
     output: Annotated[
         Path, typer.Option("-o", "--output", help="HTML file to write ('-': stdout).")
     ] = Path("report.html"),
+    as_of: AsOfOption = None,
+    min_support_months: MinSupportMonthsOption = 12,
 ) -> None:
     """Write an HTML report of the cluster: which serving runtime can run on which node pool
     (hover a cell for its reason codes), each pool's CUDA ceiling, and the audit findings.
@@ -68,12 +74,22 @@ def report_cmd(
     try:
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
+        today = parse_as_of(as_of)
+        months = check_support_months(min_support_months)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
         images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("building the report") as progress:
             pools = node_pools(snapshot, fleet)
             matrix = compatibility_matrix(runtime_rows(fleet, images), pools, pol, fleet.kb)
-            findings = audit(snapshot, fleet, images, pol, progress=progress)
+            findings = audit(
+                snapshot,
+                fleet,
+                images,
+                pol,
+                progress=progress,
+                today=today,
+                min_support_months=months,
+            )
         html = render_report(
             matrix, findings, source=snapshot.source or "cluster", generated=generated_now()
         )

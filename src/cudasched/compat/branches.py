@@ -17,8 +17,10 @@ judged at). Every answer is one of the knowledge base's facts or the engine's ve
   open flavour is NVIDIA's default where the GPU supports it (``drivers.yaml``);
 * **lifecycle**: LTSB / PB / NFB and end of life from ``compat.yaml``;
 * **kernel**: the oldest kernel a release builds on and the build breakages users reported
-  (``drivers.yaml``); precompiled driver containers only for the OS and kernel variants NVIDIA
-  builds them for.
+  (``drivers.yaml``).
+
+Whether NVIDIA ships a driver container (or a precompiled one) for a branch on an OS, and who
+installs a node's driver, is :mod:`cudasched.compat.containers`.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     from cudasched.knowledge.drivers import Breakage, KernelRelease
 
 __all__ = [
+    "LEGACY_BRANCHES",
     "LONG_TERM",
     "BranchCuda",
     "GpuTarget",
@@ -61,9 +64,9 @@ __all__ = [
     "lifecycle",
     "module_reason",
     "module_type",
+    "months_left",
     "os_tag",
     "parse_os_tag",
-    "precompiled_problem",
     "release_for",
     "release_text",
     "running",
@@ -345,6 +348,18 @@ def lifecycle(kb: KnowledgeBase, branch: int, today: date) -> Lifecycle:
     return Lifecycle(branch, row.type, eol, state, row.source, row.note, row.alternatives)
 
 
+#: Branches NVIDIA keeps as legacy (its Unix driver archive) for architectures newer branches
+#: dropped; the lifecycle tables give them no end of life.
+LEGACY_BRANCHES = frozenset({340, 390, 470})
+
+
+def months_left(eol: str | None, today: date) -> int | None:
+    """Whole months from ``today``'s month to an ``YYYY-MM`` end of life (``None``: no date)."""
+    if eol is None or len(eol) != 7 or eol[4] != "-" or not (eol[:4] + eol[5:]).isdigit():
+        return None
+    return (int(eol[:4]) - today.year) * 12 + (int(eol[5:]) - today.month)
+
+
 # --------------------------------------------------------------------------- CUDA
 
 
@@ -437,24 +452,3 @@ def parse_os_tag(value: str) -> OsTag:
             "/etc/os-release, e.g. ubuntu22.04, ubuntu24.04, rhel9"
         )
     return os_tag(m.group(1), m.group(2))
-
-
-def precompiled_problem(
-    kb: KnowledgeBase, os: OsTag | None, kernel: KernelRelease | None
-) -> str | None:
-    """Why NVIDIA builds no precompiled driver container for this OS and kernel (``None``:
-    it builds them)."""
-    rules = kb.drivers.precompiled
-    if os is None:
-        return "the OS is not known, and precompiled driver containers are built per OS"
-    if os.id not in rules.os_ids:
-        return f"precompiled driver containers are built for {', '.join(rules.os_ids)}, not {os}"
-    if kernel is None:
-        return "the kernel is not known, and precompiled driver containers are built per kernel"
-    if kernel.flavour not in rules.kernel_flavours:
-        what = f"variant {kernel.flavour!r}" if kernel.flavour else "no distribution variant"
-        return (
-            f"kernel {kernel} has {what}; precompiled driver containers are built for the "
-            f"{', '.join(rules.kernel_flavours)} kernels only"
-        )
-    return None

@@ -1,12 +1,18 @@
 """What would fix a blocking reason: the one line a table shows next to ``driver-too-old``
 (``needs driver >= 550.54.14 (R550)``), derived from the same knowledge base facts the engine
 judged with, so the advice can never disagree with the verdict.
+
+Every driver fix, here and in the audit (:func:`cudasched.operations.reach.driver_fix`), is
+decided by :func:`driver_remedy`, which knows the GPU's first driver and its architecture's last
+branch: a driver newer than the last branch (Kepler ends at R470; Maxwell, Pascal and Volta at
+R580) is never offered; instead it says that no driver can, and what can (an image built for a
+CUDA the last branch runs, or another GPU).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cudasched.compat import engine as E
@@ -16,8 +22,40 @@ from cudasched.vocab.requirements import Policy, Requirement
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.vocab.versions import DriverVersion
 
-__all__ = ["fix_for", "with_fixes"]
+__all__ = ["DriverRemedy", "driver_remedy", "fix_for", "with_fixes"]
+
+
+@dataclass(frozen=True, slots=True)
+class DriverRemedy:
+    """What a newer driver does for a GPU that needs ``needed``: ``driver`` is the oldest that
+    would do (``None``: none can drive the GPU, ``text`` says why and what can)."""
+
+    driver: DriverVersion | None
+    text: str
+
+
+def driver_remedy(facts: NodeFacts, needed: DriverVersion, kb: KnowledgeBase) -> DriverRemedy:
+    """The driver fix for a node whose workload needs at least ``needed``: ``needed`` raised to
+    the GPU's first driver, unless that is past the last branch of the GPU's architecture."""
+    need = max(needed, facts.first_driver) if facts.first_driver is not None else needed
+    arch = kb.arch(facts.compute) if facts.compute is not None else None
+    cap = arch.last_driver_branch if arch is not None else None
+    if arch is None or cap is None or need.branch <= cap:
+        return DriverRemedy(need, f"needs driver >= {need} (R{need.branch})")
+    newest = kb.drivers.latest_release(cap)
+    runs = kb.max_cuda_for_driver(newest) if newest is not None else None
+    if runs is not None and arch.last_cuda is not None:
+        runs = min(runs, arch.last_cuda.release)  # and a CUDA still built for the GPU
+    image = (
+        f"an image built for CUDA {runs} or older" if runs else "an image built for an older CUDA"
+    )
+    return DriverRemedy(
+        None,
+        f"no driver can: {arch.name} GPUs end at R{cap} and this needs R{need.branch} "
+        f"(driver >= {need}); use {image}, or another GPU",
+    )
 
 
 def _driver_fix(req: Requirement, pol: Policy, facts: NodeFacts, kb: KnowledgeBase) -> str:
@@ -25,7 +63,11 @@ def _driver_fix(req: Requirement, pol: Policy, facts: NodeFacts, kb: KnowledgeBa
     if cuda is None:
         return ""
     need = kb.min_driver(cuda)
-    parts = [f"needs driver >= {need} (R{need.branch})"] if need is not None else []
+    if need is not None:
+        remedy = driver_remedy(facts, need, kb)
+        if remedy.driver is None:
+            return remedy.text
+    parts = [remedy.text] if need is not None else []
     if pol in (Policy.MINOR_COMPAT, Policy.FORWARD_COMPAT):
         floor = kb.minor_compat_floor(cuda.major)
         if floor is not None and (need is None or floor < need):
@@ -74,14 +116,14 @@ def fix_for(
             and facts.driver is not None
             and (facts.driver < facts.first_driver)
         ):
-            return f"needs driver >= {facts.first_driver} (R{facts.first_driver.branch})"
+            return driver_remedy(facts, facts.first_driver, kb).text
         if arch is not None and arch.last_driver_branch is not None:
             return f"needs driver branch R{arch.last_driver_branch} or older"
         return ""
     if code == E.REQUIRE_CUDA_UNMET:
         floor = req.gate.cuda_floor() if req.gate is not None else None
         driver = kb.driver_floor(floor) if floor is not None else None
-        what = f"needs driver >= {driver} (R{driver.branch})" if driver is not None else ""
+        what = driver_remedy(facts, driver, kb).text if driver is not None else ""
         return ", or ".join(p for p in (what, "NVIDIA_DISABLE_REQUIRE=true on the container") if p)
     if code == E.COMPUTE_CAPABILITY_TOO_LOW and req.min_compute is not None:
         return f"needs a GPU with compute capability >= {req.min_compute}"

@@ -64,6 +64,7 @@ DATA_FILES = (
     "frameworks.yaml",
     "containers.yaml",
     "drivers.yaml",
+    "gpu-operator.yaml",
 )
 
 NGC_PRODUCTS = ("tritonserver", "pytorch", "tensorflow", "sglang")

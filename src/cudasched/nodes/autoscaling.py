@@ -12,9 +12,15 @@ from a second copy of the label rules, so a declared template equals what the ag
 Declarations, exactly as each autoscaler reads them:
 
 * AWS Auto Scaling group tag ``k8s.io/cluster-autoscaler/node-template/label/<key>`` = value;
-* Azure VMSS tag ``k8s.io_cluster-autoscaler_node-template_label_<key, "/" written "_">``;
-* Cluster API annotation ``capacity.cluster-autoscaler.kubernetes.io/labels: "k=v,..."`` on the
-  MachineDeployment / MachineSet / MachinePool;
+* Azure VMSS tag ``k8s.io_cluster-autoscaler_node-template_label_<key>``, the key with each
+  ``_`` written ``~2`` and then each ``/`` written ``_`` (the autoscaler reads ``_`` back as
+  ``/``, then ``~2`` as ``_``: kubernetes/autoscaler ``cloudprovider/azure/azure_template.go``
+  ``extractLabelsFromTags``);
+* Cluster API annotations on the MachineDeployment / MachineSet / MachinePool:
+  ``capacity.cluster-autoscaler.kubernetes.io/labels: "k=v,..."`` and, to scale from zero, the
+  node's capacity: ``.../gpu-type: nvidia.com/gpu`` and ``.../gpu-count``, with ``.../cpu`` and
+  ``.../memory``, which the autoscaler requires at the minimum (kubernetes/autoscaler
+  ``cloudprovider/clusterapi/README.md``, "Scale from zero support");
 * a Karpenter ``NodePool`` whose ``spec.template.metadata.labels`` carry the fixed values (never
   ``Exists``/``Gt``/``Lt`` requirements on these keys: Karpenter would then write a random value
   on the new node, which the scheduler trusts until the agent corrects it);
@@ -54,6 +60,8 @@ __all__ = [
     "NodePoolOptions",
     "Provider",
     "aws_tags",
+    "azure_label_key",
+    "azure_tag_name",
     "azure_tags",
     "capi_annotations",
     "declarations",
@@ -68,6 +76,11 @@ __all__ = [
 AWS_LABEL_TAG_PREFIX = "k8s.io/cluster-autoscaler/node-template/label/"
 AZURE_LABEL_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_label_"
 CAPI_LABELS_ANNOTATION = "capacity.cluster-autoscaler.kubernetes.io/labels"
+CAPI_CAPACITY_PREFIX = "capacity.cluster-autoscaler.kubernetes.io/"
+#: The GPU resource the device plugin advertises (the CAPI ``gpu-type`` annotation's value).
+GPU_RESOURCE = "nvidia.com/gpu"
+#: A label value's limit: a NodePool's name becomes the value of ``karpenter.sh/nodepool``.
+LABEL_VALUE_MAX = 63
 KARPENTER_API_VERSION = "karpenter.sh/v1"
 #: The label Karpenter puts on every node it launches: the NodePool's name.
 KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
@@ -80,6 +93,7 @@ _AWS_CHARS = re.compile(r"^[\w .:/=+\-@]*$")
 _AZURE_NAME_MAX, _AZURE_VALUE_MAX = 512, 256
 _AZURE_FORBIDDEN = frozenset("<>%&\\?/")
 _AZURE_RESERVED = ("azure", "microsoft", "windows")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # NodeRestriction: a kubelet may not set labels of these domains on its own Node (except a few
 # well-known ones, none of which cudasched writes).
@@ -210,18 +224,23 @@ def aws_tags(labels: Mapping[str, str]) -> dict[str, str]:
     return tags
 
 
+def azure_tag_name(key: str) -> str:
+    """The VMSS tag name the Cluster Autoscaler reads back as label ``key``: ``_`` written
+    ``~2`` first, then ``/`` written ``_`` (Azure tag names may not contain ``/``)."""
+    return AZURE_LABEL_TAG_PREFIX + key.replace("_", "~2").replace("/", "_")
+
+
+def azure_label_key(tag: str) -> str:
+    """The label key the Cluster Autoscaler reads from a VMSS tag name (its own order: ``_``
+    to ``/``, then ``~2`` to ``_``)."""
+    return tag.removeprefix(AZURE_LABEL_TAG_PREFIX).replace("_", "/").replace("~2", "_")
+
+
 def azure_tags(labels: Mapping[str, str]) -> dict[str, str]:
-    """VMSS tags the Cluster Autoscaler reads as template labels: ``/`` in the label key is
-    written ``_`` (Azure tag names may not contain ``/``), so a key that already holds ``_``
-    cannot be declared this way."""
+    """VMSS tags the Cluster Autoscaler reads as template labels (:func:`azure_tag_name`)."""
     tags: dict[str, str] = {}
     for key, value in labels.items():
-        if "_" in key:
-            raise InputError(
-                f"label {key!r} cannot be an Azure VMSS tag: the autoscaler reads every '_' "
-                "after the prefix as '/' (expected a key without '_')"
-            )
-        tag = AZURE_LABEL_TAG_PREFIX + key.replace("/", "_")
+        tag = azure_tag_name(key)
         bad = sorted(_AZURE_FORBIDDEN.intersection(tag))
         if bad or tag.lower().startswith(_AZURE_RESERVED):
             raise InputError(
@@ -241,10 +260,24 @@ def _joined(labels: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in labels.items())
 
 
-def capi_annotations(labels: Mapping[str, str]) -> dict[str, str]:
-    """The Cluster API annotation (MachineDeployment, MachineSet or MachinePool) the Cluster
-    Autoscaler reads as the template's labels."""
-    return {CAPI_LABELS_ANNOTATION: _joined(labels)}
+def capi_annotations(
+    labels: Mapping[str, str],
+    *,
+    gpus: int = 1,
+    cpu: str | None = None,
+    memory: str | None = None,
+) -> dict[str, str]:
+    """The Cluster API annotations (MachineDeployment, MachineSet or MachinePool) the Cluster
+    Autoscaler reads as the template of a node group scaled to zero: its labels, and its
+    capacity (``cpu`` and ``memory``, the minimum it requires, only when given; the GPUs)."""
+    out = {CAPI_LABELS_ANNOTATION: _joined(labels)}
+    if cpu is not None:
+        out[CAPI_CAPACITY_PREFIX + "cpu"] = cpu
+    if memory is not None:
+        out[CAPI_CAPACITY_PREFIX + "memory"] = memory
+    out[CAPI_CAPACITY_PREFIX + "gpu-type"] = GPU_RESOURCE
+    out[CAPI_CAPACITY_PREFIX + "gpu-count"] = str(gpus)
+    return out
 
 
 def kubelet_flag(labels: Mapping[str, str]) -> str:
@@ -292,6 +325,9 @@ class NodePoolOptions:
     name: str
     node_class: NodeClassRef | None = None
     instance_types: tuple[str, ...] = ()
+    gpus: int = 1
+    cpu: str | None = None
+    memory: str | None = None
 
 
 def karpenter_nodepool(labels: Mapping[str, str], options: NodePoolOptions) -> dict[str, Any]:
@@ -302,10 +338,11 @@ def karpenter_nodepool(labels: Mapping[str, str], options: NodePoolOptions) -> d
     (``node.kubernetes.io/instance-type In [...]``); without it Karpenter may pick a machine
     with another GPU, whose node then carries these labels until the agent corrects them.
     """
-    if not _DNS_SUBDOMAIN.match(options.name) or len(options.name) > 253:
+    if not _DNS_SUBDOMAIN.match(options.name) or len(options.name) > LABEL_VALUE_MAX:
         raise InputError(
             f"invalid NodePool name {options.name!r}: expected a DNS subdomain (lower-case "
-            "letters, digits, '-' and '.')"
+            f"letters, digits, '-' and '.') of at most {LABEL_VALUE_MAX} characters: Karpenter "
+            "labels each node karpenter.sh/nodepool=<name>"
         )
     node_class = options.node_class or NodeClassRef(
         "karpenter.k8s.aws", "EC2NodeClass", options.name
@@ -349,7 +386,11 @@ def declarations(
         elif provider is Provider.AZURE:
             out["azure"] = {"tags": azure_tags(labels)}
         elif provider is Provider.CAPI:
-            out["capi"] = {"annotations": capi_annotations(labels)}
+            out["capi"] = {
+                "annotations": capi_annotations(
+                    labels, gpus=nodepool.gpus, cpu=nodepool.cpu, memory=nodepool.memory
+                )
+            }
         elif provider is Provider.KARPENTER:
             out["karpenter"] = karpenter_nodepool(labels, nodepool)
     out["kubelet"] = kubelet_flag(labels)
@@ -358,10 +399,13 @@ def declarations(
 
 def default_nodepool_name(labels: Mapping[str, str], driver: DriverVersion) -> str:
     """``<gpu product>-<driver>`` in DNS-subdomain form, e.g. ``nvidia-h100-80gb-hbm3-570-124-06``
-    (one NodePool per GPU and driver image)."""
+    (one NodePool per GPU and driver image), at most 63 characters (the product is shortened:
+    the name is a label value)."""
     product = labels.get(L.GPU_PRODUCT, "gpu")
-    slug = re.sub(r"[^a-z0-9]+", "-", f"{product}-{driver}".lower()).strip("-")
-    return slug[:253].rstrip("-")
+    tail = re.sub(r"[^a-z0-9]+", "-", str(driver).lower()).strip("-")
+    head = re.sub(r"[^a-z0-9]+", "-", product.lower()).strip("-")
+    head = head[: LABEL_VALUE_MAX - len(tail) - 1].rstrip("-") or "gpu"
+    return f"{head}-{tail}"
 
 
 def node_template(
@@ -375,15 +419,30 @@ def node_template(
     nodepool_name: str | None = None,
     node_class: NodeClassRef | None = None,
     instance_types: tuple[str, ...] = (),
+    driver_pool: str | None = None,
+    cpu: str | None = None,
+    memory: str | None = None,
 ) -> dict[str, Any]:
     """The ``node-template`` document: ``{"labels": {...}, "declarations": {"aws": {"tags"},
     "azure": {"tags"}, "capi": {"annotations"}, "karpenter": NODEPOOL, "kubelet": FLAG}}``
-    (only the providers asked for, and always ``kubelet``)."""
+    (only the providers asked for, and always ``kubelet``). ``driver_pool``: the driver plan's
+    pool label (``cudasched.io/driver-pool``) the group's nodes must carry from their first
+    boot, so its NVIDIADriver selects them."""
     version = parse_driver(driver) if isinstance(driver, str) else driver
     labels = template_labels(gpu, version, kb, gpus=gpus, gfd_compatible=gfd_compatible)
+    if driver_pool is not None:
+        if not _LABEL_VALUE.match(driver_pool) or len(driver_pool) > LABEL_VALUE_MAX:
+            raise InputError(
+                f"invalid --driver-pool {driver_pool!r}: expected a label value (the plan's "
+                "NVIDIADriver name, at most 63 characters)"
+            )
+        labels[L.DRIVER_POOL] = driver_pool
     options = NodePoolOptions(
         name=nodepool_name or default_nodepool_name(labels, version),
         node_class=node_class,
         instance_types=instance_types,
+        gpus=gpus,
+        cpu=cpu,
+        memory=memory,
     )
     return {"labels": labels, "declarations": declarations(labels, providers, options)}

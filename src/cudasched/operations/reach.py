@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from cudasched.compat import engine
 from cudasched.compat.engine import Reason, Verdict, check, resolve_policy
+from cudasched.compat.fixes import driver_remedy
 
 if TYPE_CHECKING:
     from cudasched.cluster.fleet import Fleet
@@ -87,7 +88,9 @@ def driver_fix(
     minimum for the CUDA floor of the image's ``NVIDIA_REQUIRE_CUDA`` and the GPU product's
     first driver, whichever of them the reasons name. ``None`` when anything else stands in the
     way: an architecture, a driver branch too new for the GPU (Kepler after R470), an unknown
-    fact or minimum."""
+    fact or minimum; ``None`` too when that driver is past the last branch of the GPU's
+    architecture (:func:`cudasched.compat.fixes.driver_remedy`, the one judge of driver
+    fixes)."""
     codes = {r.code for r in reasons}
     if not codes or not codes <= _DRIVER_FIXABLE or facts.driver is None:
         return None
@@ -109,7 +112,7 @@ def driver_fix(
         if first is None or facts.driver >= first:
             return None  # the branch is past the architecture's last one: no newer driver helps
         floors.append(first)
-    return max(floors)
+    return driver_remedy(facts, max(floors), kb).driver
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
+from cudasched.compat.engine import check
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, POD
@@ -486,6 +487,9 @@ class Admitter:
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
+        node_name = spec.get("nodeName")
+        if isinstance(node_name, str) and node_name:
+            return self._named_node(req, node_name, requirement, policy, record, state)
         compiled = self.placer.compile(requirement, policy, state)
         terms, no_fit = compiled.terms, compiled.no_fit
         merged: Mapping[str, Any] | None = None
@@ -518,6 +522,33 @@ class Admitter:
             no_fit=no_fit,
             may_deny=True,
             notes=notes,
+        )
+
+    def _named_node(
+        self,
+        req: ReviewRequest,
+        node: str,
+        requirement: Requirement,
+        policy: Policy,
+        record: str,
+        state: ClusterState,
+    ) -> Decision:
+        """A pod whose creator named its node (``spec.nodeName``) skips the scheduler: the
+        kubelet rejects a pod whose required node affinity excludes its own node, so no affinity
+        is added; when the cache knows the node cannot run the pod, the answer warns."""
+        facts = state.facts_of(node)
+        reason = f"spec.nodeName {node} set: not scheduled, left alone"
+        if facts is None:
+            return Decision(req.uid, requirement=record, reason=reason)
+        verdict = check(facts, requirement, policy, self.kb)
+        if verdict.compatible:
+            return Decision(req.uid, requirement=record, reason=reason)
+        why = "; ".join(dict.fromkeys(r.message for r in verdict.reasons if r.blocking))
+        return Decision(
+            req.uid,
+            warnings=(clip(f"cudasched: node {node} (spec.nodeName) cannot run {record}: {why}"),),
+            requirement=record,
+            reason=reason,
         )
 
     def _unconstrained(

@@ -25,6 +25,7 @@ from cudasched.workloads.kserve import RuntimeChoice
 if TYPE_CHECKING:
     from cudasched.cluster.snapshot import ClusterSnapshot
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.nodes.facts import NodeFacts
 
 __all__ = ["FIT_MEMO_BYTES", "ClusterState"]
 
@@ -143,6 +144,13 @@ class ClusterState:
 
     def llm_inference_service(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.fleet.llm_inference_service(namespace, name)
+
+    def facts_of(self, node: str) -> NodeFacts | None:
+        """The GPU facts of the node named ``node`` (``None``: not in the cache)."""
+        for member, _, facts in self.fleet.members():
+            if member.name == node:
+                return facts
+        return None
 
     def runtime_of(self, namespace: str, isvc_name: str) -> RuntimeChoice | None:
         """The runtime serving a cached InferenceService (status, spec, then KServe's own

@@ -25,6 +25,7 @@ pods of an InferenceService or LLMInferenceService that the snapshot lists are c
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import date
 from typing import TYPE_CHECKING
 
 from cudasched.operations.audit.context import AuditContext
@@ -32,6 +33,7 @@ from cudasched.operations.audit.findings import (
     AuditReport,
     Finding,
 )
+from cudasched.operations.audit.lifecycle import lifecycle_findings
 from cudasched.operations.audit.nodegroups import NodeGroup
 from cudasched.operations.audit.noderules import node_findings
 from cudasched.operations.audit.workloadrules import (
@@ -39,6 +41,7 @@ from cudasched.operations.audit.workloadrules import (
     runtime_findings,
     service_findings,
 )
+from cudasched.operations.pools import node_pools
 from cudasched.operations.refs import object_ref
 from cudasched.vocab.requirements import Policy
 
@@ -61,12 +64,16 @@ def audit(
     *,
     progress: Progress | None = None,
     node_groups: Sequence[NodeGroup] = (),
+    today: date | None = None,
+    min_support_months: int = 12,
 ) -> AuditReport:
     """Audit a cluster: ``fleet`` must be built from ``snapshot`` (same nodes and KServe
     objects); ``policy`` is the default for workloads that do not name one, as the webhook's
     configured policy is. ``progress`` is told how far the audit has got. ``node_groups``
     (with the Karpenter and Cluster API groups the snapshot declares) may give a pending
-    workload no node can run a home once scaled up from zero."""
+    workload no node can run a home once scaled up from zero. With ``today`` each pool's driver
+    branch is judged by its lifecycle on that date (ended, legacy, ending within
+    ``min_support_months``)."""
     ctx = AuditContext(snapshot, fleet, images, policy, node_groups)
     services = len(snapshot.inference_services) + len(snapshot.llm_inference_services)
     runtimes = len(fleet.cluster_serving_runtimes) + sum(1 for _ in fleet.all_serving_runtimes())
@@ -84,4 +91,8 @@ def audit(
         done += count
         if progress is not None:
             progress(done, total)
+    if today is not None:
+        findings.extend(
+            lifecycle_findings(node_pools(snapshot, fleet), fleet.kb, today, min_support_months)
+        )
     return AuditReport.of(findings)

@@ -45,6 +45,9 @@ DRIVER_UPGRADE_FAILED = "driver-upgrade-failed"
 STALE_REQUIREMENT = "stale-requirement"
 REQUIREMENT_UNKNOWN = "requirement-unknown"
 REQUIREMENT_INVALID = "requirement-invalid"
+DRIVER_BRANCH_ENDED = "driver-branch-ended"
+DRIVER_BRANCH_LEGACY = "driver-branch-legacy"
+DRIVER_BRANCH_ENDING = "driver-branch-ending"
 
 #: Every code an audit can report, with the severity it always has.
 CODES: dict[str, Severity] = {
@@ -57,6 +60,9 @@ CODES: dict[str, Severity] = {
     DRIVER_UPGRADE_IN_PROGRESS: Severity.WARNING,
     STALE_REQUIREMENT: Severity.WARNING,
     REQUIREMENT_INVALID: Severity.WARNING,
+    DRIVER_BRANCH_ENDED: Severity.WARNING,
+    DRIVER_BRANCH_LEGACY: Severity.WARNING,
+    DRIVER_BRANCH_ENDING: Severity.INFO,
     LABELS_DEPRECATED_ONLY: Severity.INFO,
     REQUIREMENT_UNKNOWN: Severity.INFO,
 }

@@ -1,10 +1,13 @@
 """The options of a pool in a driver plan, and the choice among them.
 
-An option is keeping the pool's driver, or installing a branch that can drive its GPU
-(:func:`cudasched.compat.branches.candidate_branches`), is not ended on the date, has a release to
-install (or a precompiled container: then the branch is enough) and builds on the pool's kernel.
-Each option is judged by :func:`cudasched.compat.engine.check` on the pool's facts with the option's
-release installed, once per demand group (:class:`_Judge`).
+An option is keeping the pool's driver, or installing a branch that can drive its GPU, is not
+ended on the date, and can be installed the way the pool gets its driver
+(:func:`cudasched.compat.containers.install_option`): for a pool the GPU Operator drives, a driver
+container NVIDIA publishes for the pool's OS, which the target operator version supports
+(precompiled where NVIDIA's matrix has one and ``--precompiled`` asks for it); for a pool whose
+driver comes with the host or a node image, any release out on the date. Each option is judged
+by :func:`cudasched.compat.engine.check` on the pool's facts with the option's release installed,
+once per demand group (:class:`Judge`).
 
 The choice (:func:`choose`), best first: reaches ``--target-cuda`` natively (when asked); serves
 the most workloads; keeps the driver; a supported long-term branch, other supported branches,
@@ -12,6 +15,10 @@ unknown lifecycles, then ended ones (only the current branch can be ended); the 
 Then the repair pass: a workload group that runs somewhere today and would run nowhere pins one
 of the pools that serve it today to its best option that still serves it and every earlier pin
 of that pool (keeping the driver always does, so the pass ends).
+
+For a pool that cannot take a branch only because of how it gets its driver (no container for
+its OS, an OS the operator does not support), :func:`unblocked` says what the best branch would
+be with a driver installed another way, so the plan can name what to change.
 """
 
 from __future__ import annotations
@@ -25,25 +32,23 @@ from cudasched.compat.branches import (
     LifecycleState,
     ModuleType,
     candidate_branches,
-    judged_release,
-    kernel_problem,
+    drive_problem,
     lifecycle,
-    module_type,
-    precompiled_problem,
-    release_for,
     running,
 )
+from cudasched.compat.containers import Install, install_option
 from cudasched.compat.engine import FORWARD_COMPAT, check
 from cudasched.vocab.requirements import Policy, Requirement
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.operator import OperatorVersion
     from cudasched.nodes.facts import NodeFacts
     from cudasched.operations.drivers.demand import Demand
-    from cudasched.operations.drivers.planpools import PlanPool
+    from cudasched.operations.pools import Pool
     from cudasched.vocab.versions import CudaVersion, DriverVersion
 
-__all__ = ["Judge", "Option", "choose", "options_of"]
+__all__ = ["Judge", "Option", "choose", "floor_release", "options_of", "rank", "unblocked"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +76,20 @@ class Option:
 _TIER = {LifecycleState.SUPPORTED: 2, LifecycleState.UNKNOWN: 1, LifecycleState.END_OF_LIFE: 0}
 
 
-def _key(option: Option, with_target: bool) -> tuple[int, int, int, int, int, int]:
-    lc = option.lifecycle
+def rank(lc: Lifecycle, branch: int) -> tuple[int, int]:
+    """How a branch ranks by lifecycle, best last: a supported long-term branch, other
+    supported branches, unknown lifecycles, ended ones; then the newest. ``recommend-driver``
+    ranks the branches that satisfy everything asked the same way."""
     tier = _TIER[lc.state] * 2 + (1 if lc.long_term and lc.state is LifecycleState.SUPPORTED else 0)
+    return (tier, branch)
+
+
+def _key(option: Option, with_target: bool) -> tuple[int, ...]:
     return (
         int(option.reaches_target) if with_target else 0,
         option.weight,
         int(option.keep),
-        tier,
-        option.branch,
+        *rank(option.lifecycle, option.branch),
         int(option.known_release),
     )
 
@@ -113,14 +123,34 @@ class Judge:
         return sum(len(self.groups[g].workloads) for g in groups)
 
 
+def _option(pool: Pool, judge: Judge, install: Install, lc: Lifecycle) -> Option:
+    facts = tuple(running(f, install.release, judge.kb) for f in pool.facts)
+    served, forward, reaches = judge.serves(facts)
+    return Option(
+        branch=install.branch,
+        release=install.release,
+        keep=False,
+        lifecycle=lc,
+        serves=served,
+        weight=judge.weight(served),
+        module=install.module,
+        precompiled=install.precompiled,
+        reaches_target=reaches,
+        forward_compat=forward,
+    )
+
+
 def options_of(
-    pool: PlanPool,
+    pool: Pool,
     judge: Judge,
     today: date,
-    precompiled: bool,
+    *,
+    operator: OperatorVersion | None,
+    precompiled: bool = False,
 ) -> tuple[Option | None, list[Option], list[tuple[int, str]]]:
     """(keeping the current driver, the branches the pool could take, branches left out and
-    why). A pool without a known GPU has no branch options."""
+    why). ``operator``: the pool's driver is the GPU Operator's (that version); ``None``: the
+    host's or a node image's. A pool without a known GPU has no branch options."""
     kb = judge.kb
     keep: Option | None = None
     if pool.current is not None:
@@ -138,7 +168,7 @@ def options_of(
     target = pool.target
     if target is None:
         return keep, [], []
-    can_precompile = precompiled and precompiled_problem(kb, pool.os, pool.kernel) is None
+    products = pool.gpu.split("/") if pool.gpu else ()
     options: list[Option] = []
     left_out: list[tuple[int, str]] = []
     for branch in candidate_branches(kb, target):
@@ -148,41 +178,48 @@ def options_of(
         if lc.state is LifecycleState.END_OF_LIFE:
             left_out.append((branch, lc.describe()))
             continue
-        known = release_for(kb, branch) is not None
-        if not known and not can_precompile:
-            left_out.append(
-                (
-                    branch,
-                    f"no R{branch} release is known to install; a precompiled driver container "
-                    "would need only the branch",
-                )
-            )
-            continue
-        release = judged_release(kb, branch, target)
-        if pool.kernel is not None:
-            problem = kernel_problem(kb, release, pool.kernel)
-            if problem is not None:
-                left_out.append((branch, problem))
-                continue
-        module = module_type(kb, target, branch)
-        assert isinstance(module, ModuleType)  # candidate_branches kept only drivable ones
-        served, forward, reaches = judge.serves(tuple(running(f, release, kb) for f in pool.facts))
-        options.append(
-            Option(
-                branch=branch,
-                release=release,
-                keep=False,
-                lifecycle=lc,
-                serves=served,
-                weight=judge.weight(served),
-                module=module,
-                precompiled=can_precompile,
-                known_release=known,
-                reaches_target=reaches,
-                forward_compat=forward,
-            )
+        found = install_option(
+            kb,
+            target,
+            branch,
+            today=today,
+            os=pool.os,
+            kernel=pool.kernel,
+            operator=operator,
+            precompiled=precompiled,
+            products=products,
         )
+        if isinstance(found, str):
+            left_out.append((branch, found))
+            continue
+        options.append(_option(pool, judge, found, lc))
     return keep, options, left_out
+
+
+def unblocked(pool: Pool, judge: Judge, today: date) -> Option | None:
+    """The branch the pool would take with its driver installed another way than the GPU
+    Operator's containers for its OS (any release out on ``today``): what moving it to an OS
+    with driver containers, or to a host-installed driver, would give."""
+    keep, options, _ = options_of(pool, judge, today, operator=None)
+    every = ([keep] if keep is not None else []) + options
+    return max(every, key=lambda o: _key(o, False)) if every else None
+
+
+def floor_release(pool: Pool, judge: Judge, option: Option) -> DriverVersion:
+    """The oldest dated release of the option's branch that serves the same workloads on the
+    pool (what a node image must have at least); the option's own release when none older is
+    known."""
+    best = option.release
+    for dated in judge.kb.drivers.releases.get(option.branch, ()):
+        if dated.version >= best:
+            continue
+        if pool.target is not None and drive_problem(pool.target, dated.version) is not None:
+            break
+        served, _, _ = judge.serves(tuple(running(f, dated.version, judge.kb) for f in pool.facts))
+        if served != option.serves:
+            break
+        best = dated.version
+    return best
 
 
 def choose(

@@ -133,7 +133,7 @@ def _cell(cell: Cell, row: str, pool: Pool) -> str:
     if cell.detail:
         title += "\n" + cell.detail
     return (
-        f'<td class="{_e(cell.status.value)}" data-runtime="{_e(row)}" data-pool="{_e(pool.id)}" '
+        f'<td class="{_e(cell.status.value)}" data-runtime="{_e(row)}" data-pool="{_e(pool.name)}" '
         f'title="{_e(title)}">{_e(cell.headline)}</td>'
     )
 
@@ -158,10 +158,11 @@ def _matrix(matrix: Matrix) -> list[str]:
     for pool in matrix.pools:
         nodes = f"{len(pool.nodes)} node{'s' if len(pool.nodes) != 1 else ''}"
         head.append(
-            f'<th scope="col" class="pool" data-pool="{_e(pool.id)}" title="{_e(pool.name)}">'
-            f"{_e(pool.id)}<br>{_e(pool.product or 'unknown GPU')}<br>"
+            f'<th scope="col" class="pool" data-pool="{_e(pool.name)}" '
+            f'title="{_e(pool.describe())}">'
+            f"{_e(pool.name)}<br>{_e(pool.product or 'unknown GPU')}<br>"
             f"{_e(pool.driver if pool.driver is not None else 'driver unknown')}<br>"
-            f"{_e(pool.os or 'OS unknown')}<br>"
+            f"{_e(pool.os_image or pool.os_text)}<br>"
             f'<span class="muted">{_e(nodes)}</span></th>'
         )
     lines = [
@@ -204,6 +205,7 @@ def _pools(pools: tuple[Pool, ...]) -> list[str]:
         return ['<p class="muted">The cluster has no GPU nodes.</p>']
     lines = [
         '<table id="pools"><thead><tr><th>pool</th><th>GPU</th><th>driver</th><th>OS</th>'
+        "<th>driver installed by</th>"
         "<th>CUDA ceiling (native)</th><th>with minor-version compatibility</th><th>nodes</th>"
         "</tr></thead><tbody>"
     ]
@@ -211,10 +213,11 @@ def _pools(pools: tuple[Pool, ...]) -> list[str]:
         native = pool.ceiling.native
         compat = pool.ceiling.minor_compat
         lines.append(
-            f'<tr data-pool="{_e(pool.id)}"><td>{_e(pool.id)}</td>'
+            f'<tr data-pool="{_e(pool.name)}"><td>{_e(pool.name)}</td>'
             f"<td>{_e(pool.product or 'unknown')}</td>"
             f"<td>{_e(pool.driver if pool.driver is not None else 'unknown')}</td>"
-            f"<td>{_e(pool.os or 'unknown')}</td>"
+            f"<td>{_e(pool.os_image or pool.os_text)}</td>"
+            f"<td>{_e(pool.manager.describe())}</td>"
             f"<td>{_e(native if native is not None else 'none')}</td>"
             f"<td>{_e(compat if compat is not None else 'none')}</td>"
             f"<td>{len(pool.nodes)}: {_e(', '.join(pool.nodes))}</td></tr>"

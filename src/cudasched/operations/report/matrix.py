@@ -76,12 +76,12 @@ class Matrix:
     def to_dict(self) -> dict[str, object]:
         return {
             "policy": self.policy.value,
-            "pools": [p.id for p in self.pools],
+            "pools": [p.name for p in self.pools],
             "runtimes": [
                 {
                     "runtime": row.ref,
                     "cells": {
-                        p.id: {"status": c.status.value, "codes": list(c.codes)}
+                        p.name: {"status": c.status.value, "codes": list(c.codes)}
                         for p, c in zip(self.pools, cells, strict=True)
                     },
                 }

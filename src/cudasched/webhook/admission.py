@@ -59,7 +59,7 @@ from cudasched.webhook.memo import DecisionMemo
 from cudasched.webhook.nofit import Placement
 from cudasched.webhook.once import FirstSeen, said_once
 from cudasched.webhook.patch import Scope, diff
-from cudasched.webhook.placer import Placer
+from cudasched.webhook.placer import Deferred, Placer, cheap_only
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES, RememberedAnswers, canonical_split
 from cudasched.webhook.review import (
     BadReviewError,
@@ -234,7 +234,37 @@ class Admitter:
 
     def answer(self, prepared: Prepared, state: ClusterState) -> tuple[bytes, Outcome]:
         """Decide ``prepared``, serialise the answer and remember it for repeats."""
-        decision = self._decide(prepared, state)
+        return self._answered(prepared, self._decide(prepared, state), state)
+
+    def answer_inline(
+        self, prepared: Prepared, state: ClusterState
+    ) -> tuple[bytes, Outcome] | None:
+        """:meth:`answer` when the decision is cheap enough for the event loop, else ``None``
+        (then :meth:`answer` in a review thread, under the deadline).
+
+        Cheap means a pod whose every step that grows with the cluster or with our terms is
+        remembered: its requirement's compiled terms, whether any node of the snapshot fits
+        them, and the merge of those terms with the pod's own affinity. What is left (decode,
+        resolve, diff, render) is bounded by the body, at most ``MEMO_MAX_BODY_BYTES`` here:
+        a first-seen replica of a known kind of pod, tens of microseconds that a hop to a
+        thread would add to (issue 22). Nothing is told to anyone before it is known to be
+        cheap, so an abandoned attempt leaves no trace. Never with the image resolver on."""
+        if prepared.kind != "pod" or prepared.problem is not None:
+            return None
+        if self.images.configs is not None:
+            # With the image resolver on, a look-up may wait for a resolution in flight
+            # (``imageResolver.budgetSeconds``): never on the event loop.
+            return None
+        try:
+            with cheap_only():
+                decision = self._decide(prepared, state)
+        except Deferred:
+            return None
+        return self._answered(prepared, decision, state)
+
+    def _answered(
+        self, prepared: Prepared, decision: Decision, state: ClusterState
+    ) -> tuple[bytes, Outcome]:
         try:
             rendered = decision.render()
         except (TypeError, orjson.JSONEncodeError) as exc:
@@ -286,6 +316,8 @@ class Admitter:
             if kind == "llmisvc":
                 return self._llmisvc(req, req.obj, state)
             return self._isvc(req, req.obj, state)
+        except Deferred:
+            raise  # answer_inline: left to a review thread
         except Exception as exc:  # the API server must always get an answer
             log.exception("admission of %s uid=%s failed", kind, req.uid)
             return self._internal_error(req.uid, exc)
@@ -445,7 +477,9 @@ class Admitter:
         elif view.role is Role.PREDICTOR:
             isvc_name = view.owner
             choice = state.runtime_of(ns, isvc_name) if isvc_name else None
-        need = pod_need(full, choice, self.images.per_request(), self.kb, service=service)
+        need = pod_need(
+            full, choice, self.images.per_request(), self.kb, service=service, view=view
+        )
         if need.status is not NeedStatus.KNOWN:
             nothing = Decision(req.uid, reason="no requirement to enforce")
             return self._unknown(nothing, "Pod", need.unknown, may_deny=True)
@@ -456,20 +490,27 @@ class Admitter:
         node_name = spec.get("nodeName")
         if isinstance(node_name, str) and node_name:
             return self._named_node(req, node_name, requirement, policy, record, state)
-        terms, no_fit, _key = self.placer.compile(requirement, policy, state)
-        notes = said_once(self._said, requirement, "Pod", choice, ns)
-
-        mutated = pod_for_mutation(pod)
+        compiled = self.placer.compile(requirement, policy, state)
+        terms, no_fit = compiled.terms, compiled.no_fit
+        merged: Mapping[str, Any] | None = None
+        unmergeable = None
         if terms is not None:
             try:
                 # Called even when `terms` is empty: the merge also replaces cudasched's own
                 # earlier terms (recognised by their marker); the pod's own expressions, on any
                 # key, are kept and ANDed with ours.
-                mutated["spec"] = self.placer.merge(spec, terms)
+                merged = self.placer.merge(spec, compiled)
             except InputError as exc:
-                # The pod's own affinity cannot be combined with ours (malformed, or the cross
-                # product would explode): admit it as it is and say why.
-                return self._unconstrained(req, record, str(exc), notes)
+                unmergeable = exc
+        # Only now, once nothing can be deferred to a review thread (answer_inline).
+        notes = said_once(self._said, requirement, "Pod", choice, ns)
+        if unmergeable is not None:
+            # The pod's own affinity cannot be combined with ours (malformed, or the cross
+            # product would explode): admit it as it is and say why.
+            return self._unconstrained(req, record, str(unmergeable), notes)
+        mutated = pod_for_mutation(pod)
+        if merged is not None:
+            mutated["spec"] = merged
         set_annotation(mutated, L.ANN_REQUIREMENT, record)
         scopes = (Scope(("metadata", "annotations")), Scope(("spec", "affinity")))
         return self._finish(
@@ -572,7 +613,8 @@ class Admitter:
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit, key = self.placer.compile(requirement, policy, state)
+        compiled = self.placer.compile(requirement, policy, state)
+        terms, no_fit, key = compiled.terms, compiled.no_fit, compiled.key
         ns = str(full["metadata"].get("namespace") or "")
         notes = said_once(self._said, requirement, "InferenceService", choice, ns)
         placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
@@ -589,7 +631,7 @@ class Admitter:
             )
             base = merge_scheduling(runtime_aff, predictor.get("affinity"))
             try:
-                merged = self.placer.merge({"affinity": base} if base else {}, terms)
+                merged = self.placer.merge({"affinity": base} if base else {}, compiled)
             except InputError as exc:
                 unconstrained = self._unconstrained(req, record, str(exc), notes)
                 return replace(unconstrained, placement=placement)
@@ -655,7 +697,7 @@ class Admitter:
         requirement = need.requirement
         policy = self._policy(requirement)
         record = requirement.record(policy)
-        terms, no_fit, key = self.placer.compile(requirement, policy, state)
+        terms, no_fit, key = self.placer.compile(requirement, policy, state)[:3]
         placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
         set_annotation(mutated, L.ANN_REQUIREMENT, record)
         decision = self._finish(

@@ -9,6 +9,7 @@ end-to-end tests drive cudasched only through its command line.
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -98,6 +99,13 @@ class Credentials:
     def with_token(self, token: str) -> Credentials:
         return Credentials(self.server, self.ca_file, token=token)
 
+    def tls(self) -> ssl.SSLContext:
+        """Trust the CA; present the client certificate when there is one."""
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        if self.cert_file and self.key_file:
+            context.load_cert_chain(str(self.cert_file), str(self.key_file))
+        return context
+
 
 @dataclass
 class Api:
@@ -113,11 +121,9 @@ class Api:
         headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
         if creds.token:
             headers["Authorization"] = f"Bearer {creds.token}"
-        cert = (str(creds.cert_file), str(creds.key_file)) if creds.cert_file else None
         self._client = httpx.Client(
             base_url=creds.server,
-            verify=str(creds.ca_file),
-            cert=cert,
+            verify=creds.tls(),
             headers=headers,
             timeout=self.timeout,
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
@@ -217,6 +223,26 @@ class Api:
             if time.monotonic() > limit:
                 raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
             time.sleep(interval)
+
+    def ensure_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        """Create namespace ``name`` unless it exists; wait for its default ServiceAccount
+        (kube-controller-manager creates it; pods cannot be created before)."""
+        try:
+            self.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": name, "labels": labels or {}},
+                }
+            )
+        except ApiError as exc:
+            if exc.status_code != 409:
+                raise
+        self.wait_for(
+            f"the default ServiceAccount of namespace {name}",
+            lambda: self.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
+            timeout=60,
+        )
 
     def apply_documents(self, text: str, *, strict: bool = True) -> list[JSON]:
         """Create every object of a multi-document YAML (a ``List`` is unpacked)."""

@@ -53,7 +53,8 @@ STATE_FILE = "state.json"
 
 #: kube-controller-manager controllers the harness runs: what makes namespaces usable
 #: (default ServiceAccounts, deletion), owner references work, kube-root-ca.crt appear, and
-#: Deployments make pods. ``node-lifecycle-controller`` is added when nodes are kept Ready.
+#: Deployments make pods, and ValidatingAdmissionPolicies get their type-checking status.
+#: ``node-lifecycle-controller`` is added when nodes are kept Ready.
 CONTROLLERS = (
     "serviceaccount-controller",
     "serviceaccount-token-controller",
@@ -62,6 +63,7 @@ CONTROLLERS = (
     "root-ca-certificate-publisher-controller",
     "deployment-controller",
     "replicaset-controller",
+    "validatingadmissionpolicy-status-controller",
 )
 
 
@@ -355,8 +357,9 @@ class ControlPlane:
 
     def _get_ok(self, url: str, *, client_cert: str | None = "admin") -> bool:
         pki = self.pki
-        cert = (str(pki.cert(client_cert)), str(pki.key(client_cert))) if client_cert else None
-        response = httpx.get(url, verify=str(pki.ca_cert), cert=cert, timeout=5)
+        key = (pki.cert(client_cert), pki.key(client_cert)) if client_cert else (None, None)
+        tls = Credentials(url, pki.ca_cert, *key).tls()
+        response = httpx.get(url, verify=tls, timeout=5)
         return response.status_code == 200
 
     def _start_etcd(self) -> None:

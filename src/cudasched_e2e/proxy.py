@@ -46,8 +46,9 @@ class Proxy:
     url: str
     kubeconfig: Path
     exchanges: list[Exchange] = field(default_factory=list)
-    #: Called with (method, path, query) before forwarding; may block.
-    before: Callable[[str, str, dict[str, str]], None] | None = None
+    #: Called with (method, path, query) before forwarding; may block, and may return the
+    #: answer itself (an earlier genuine answer of the API server, replayed).
+    before: Callable[[str, str, dict[str, str]], httpx.Response | None] | None = None
 
 
 @contextlib.contextmanager
@@ -70,16 +71,18 @@ def proxy(plane: ControlPlane, workdir: Path) -> Iterator[Proxy]:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
             current = state["proxy"]
+            answer = None
             if current.before is not None:
-                current.before(self.command, parts.path, query)
-            headers = {k: v for k, v in self.headers.items() if k.lower() in _FORWARDED}
-            answer = upstream.request(
-                self.command,
-                parts.path,
-                params=parts.query or None,
-                content=body,
-                headers=headers,
-            )
+                answer = current.before(self.command, parts.path, query)
+            if answer is None:
+                headers = {k: v for k, v in self.headers.items() if k.lower() in _FORWARDED}
+                answer = upstream.request(
+                    self.command,
+                    parts.path,
+                    params=parts.query or None,
+                    content=body,
+                    headers=headers,
+                )
             with lock:
                 current.exchanges.append(
                     Exchange(self.command, parts.path, query, answer.status_code)
@@ -153,17 +156,16 @@ def compact_etcd(plane: ControlPlane) -> int:
         return base64.b64encode(text.encode()).decode()
 
     with httpx.Client(verify=tls, timeout=30) as etcd:
-        head = int(
-            etcd.post(f"{base}/kv/range", json={"key": b64("compact_rev_key")}).json()["header"][
-                "revision"
-            ]
-        )
-        etcd.post(
-            f"{base}/kv/put", json={"key": b64("compact_rev_key"), "value": b64(str(head))}
-        ).raise_for_status()
+        key = b64("compact_rev_key")
+        # a write first, so that the compaction revision is newer than anything served so far
+        # (a compaction at revision R keeps R itself readable)
+        bumped = etcd.post(f"{base}/kv/put", json={"key": key, "value": b64("0")})
+        bumped.raise_for_status()
+        head = int(bumped.json()["header"]["revision"])
         etcd.post(
             f"{base}/kv/compaction", json={"revision": head, "physical": True}
         ).raise_for_status()
+        etcd.post(f"{base}/kv/put", json={"key": key, "value": b64(str(head))}).raise_for_status()
     return head
 
 

@@ -48,10 +48,6 @@ def clean(obj: JSON) -> JSON:
     return obj
 
 
-def _cache_holds(webhook: LiveWebhook, kind: str) -> bool:
-    return f'cudasched_cache_objects{{kind="{kind}"}} 0.0' not in webhook.metrics()
-
-
 @contextlib.contextmanager
 def load_sample(plane: ControlPlane, webhook: LiveWebhook, files: Path) -> Iterator[Sample]:
     """Create the sample's objects with the webhook registered for the sample namespaces,
@@ -67,22 +63,15 @@ def load_sample(plane: ControlPlane, webhook: LiveWebhook, files: Path) -> Itera
         runtimes = [o for o in objects if o["kind"].endswith("ServingRuntime")]
         files.joinpath("runtimes.yaml").write_text(yaml.safe_dump_all(runtimes))
         plane.kubectl("apply", "--validate=strict", "-f", str(files / "runtimes.yaml"))
-        api.wait_for(
-            "the webhook's cache to hold the sample runtimes",
-            lambda: (
-                _cache_holds(webhook, "ClusterServingRuntime")
-                and _cache_holds(webhook, "ServingRuntime")
-            ),
-            timeout=30,
-        )
+        for plural, kind in (
+            ("clusterservingruntimes", "ClusterServingRuntime"),
+            ("servingruntimes", "ServingRuntime"),
+        ):
+            webhook.wait_cached(plural, sum(1 for o in runtimes if o["kind"] == kind))
         isvcs = [o for o in objects if o["kind"] == "InferenceService"]
         files.joinpath("isvcs.yaml").write_text(yaml.safe_dump_all(isvcs))
         isvc_apply = plane.kubectl("apply", "--validate=strict", "-f", str(files / "isvcs.yaml"))
-        api.wait_for(
-            "the webhook's cache to hold the sample InferenceServices",
-            lambda: _cache_holds(webhook, "InferenceService"),
-            timeout=30,
-        )
+        webhook.wait_cached("inferenceservices", len(isvcs))
         pods = [o for o in objects if o["kind"] == "Pod"]
         files.joinpath("pods.yaml").write_text(yaml.safe_dump_all(pods))
         plane.kubectl("create", "--validate=strict", "-f", str(files / "pods.yaml"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -106,6 +107,24 @@ class LiveWebhook:
 
     def metrics(self) -> str:
         return httpx.get(self.url + "/metrics", verify=self.tls(), timeout=10).text
+
+    def cached(self, plural: str) -> int:
+        """How many objects of a kind (``clusterservingruntimes``) the webhook's cache holds."""
+        pattern = rf'^cudasched_cache_objects\{{kind="{re.escape(plural)}"\}} (\S+)$'
+        match = re.search(pattern, self.metrics(), re.MULTILINE)
+        return int(float(match.group(1))) if match else -1
+
+    def wait_cached(self, plural: str, count: int, *, timeout: float = 30.0) -> None:
+        """Wait until the cache holds ``count`` objects of a kind and has published a decision
+        state with them (debounced 50 ms)."""
+        limit = time.monotonic() + timeout
+        while self.cached(plural) < count:
+            if time.monotonic() > limit:
+                raise TimeoutError(
+                    f"the webhook's cache holds {self.cached(plural)} {plural}, not {count}"
+                )
+            time.sleep(0.1)
+        time.sleep(0.3)
 
     def registration(self, **kwargs: Any) -> JSON:
         return registration(self.url, self.ca_file.read_bytes(), **kwargs)

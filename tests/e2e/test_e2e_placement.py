@@ -12,7 +12,6 @@ before admission), never re-derived here.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 from collections import Counter, defaultdict
@@ -55,11 +54,6 @@ class Placed:
     explain_seconds: float
 
 
-def _metric(text: str, name: str, labels: str) -> float:
-    match = re.search(rf"^{re.escape(name)}\{{{re.escape(labels)}\}} (\S+)$", text, re.MULTILINE)
-    return float(match.group(1)) if match else -1.0
-
-
 def _settled(api: Api, names: set[str]) -> tuple[bool, dict[str, JSON]]:
     pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{NS}/pods")}
     done = True
@@ -94,17 +88,9 @@ def placed(
     with registered(api, webhook.registration()):
         plane.kubectl("apply", "--validate=strict", "-f", str(runtimes_file))
         # the webhook reads runtimes from its watch cache: wait until it holds them
-        api.wait_for(
-            "the webhook's cache to hold the runtimes",
-            lambda: (
-                _metric(
-                    webhook.metrics(), "cudasched_cache_objects", 'kind="ClusterServingRuntime"'
-                )
-                >= len(runtimes())
-            ),
-            timeout=30,
-        )
+        webhook.wait_cached("clusterservingruntimes", len(runtimes()))
         isvc = plane.kubectl("apply", "--validate=strict", "-f", str(isvc_file))
+        webhook.wait_cached("inferenceservices", len(work.services))
         began = time.monotonic()
         plane.kubectl("create", "--validate=strict", "-f", str(pods_file), timeout=600)
         created = time.monotonic()

@@ -314,6 +314,29 @@ class ControlPlane:
             data["processes"] = {}
             state.write_text(json.dumps(data, indent=2))
 
+    def stop_component(self, name: str) -> None:
+        """Stop one process (``kube-scheduler``...), e.g. to start it again on a full queue."""
+        proc = self.processes.pop(name, None)
+        if proc is not None:
+            stop_group(proc.pid)
+            if proc.popen is not None:
+                with contextlib.suppress(Exception):
+                    proc.popen.wait(timeout=1)
+        self._write_state()
+
+    def start_scheduler(self) -> None:
+        """Start kube-scheduler (again); ready when its /healthz answers."""
+        if "kube-scheduler" not in self.processes:
+            self._start_scheduler()
+            self._write_state()
+
+    def scheduler_metrics(self) -> str:
+        """kube-scheduler's Prometheus metrics, read as the admin (``system:masters``)."""
+        url = f"https://127.0.0.1:{self.ports['scheduler']}/metrics"
+        response = httpx.get(url, verify=self.credentials().tls(), timeout=30)
+        response.raise_for_status()
+        return response.text
+
     def __enter__(self) -> ControlPlane:
         self.start()
         return self
@@ -543,7 +566,7 @@ class ControlPlane:
             path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
 
             def established(path: str = path) -> bool:
-                conditions = api.get(path).get("status", {}).get("conditions", [])
+                conditions = (api.get(path).get("status") or {}).get("conditions") or []
                 return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
             api.wait_for(f"CRD {name} Established", established, timeout=60)
@@ -554,8 +577,24 @@ class ControlPlane:
 
         nodes = fleet(count, fleet_name=fleet_name)
         api = self.api()
+
+        def create(node: dict[str, Any]) -> None:
+            created = api.create(node)
+            if self.options.keep_nodes_ready:
+                return
+            # The TaintNodesByCondition admission plugin taints every new node
+            # node.kubernetes.io/not-ready:NoSchedule; the node lifecycle controller lifts it
+            # once the node reports Ready. Without that controller (and the keeper), lift it
+            # here, as the controller would.
+            taints = created.get("spec", {}).get("taints") or []
+            kept = [t for t in taints if t.get("key") != "node.kubernetes.io/not-ready"]
+            if kept != taints:
+                api.patch(
+                    f"/api/v1/nodes/{node['metadata']['name']}", {"spec": {"taints": kept or None}}
+                )
+
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(lambda node: api.create(node), nodes))
+            list(pool.map(create, nodes))
         names = [n["metadata"]["name"] for n in nodes]
         if names and not self._first_node:
             self._first_node = names[0]

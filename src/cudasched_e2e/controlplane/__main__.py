@@ -24,6 +24,7 @@ from cudasched_e2e.controlplane import (
     read_state,
     stop_directory,
 )
+from cudasched_e2e.kube import ApiError
 
 
 def _default_dir() -> Path:
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             print(f"not running ({directory})")
             return 1
-    except (BuildError, StartError, FileNotFoundError) as exc:
+    except (BuildError, StartError, ApiError, TimeoutError, FileNotFoundError) as exc:
         print(f"cudasched_e2e.controlplane: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -75,12 +75,13 @@ def cache_root() -> Path:
 
 def pinned_versions(module: Path | None = None) -> dict[str, str]:
     """``{"kubernetes": "v1.35.4", "etcd": "v3.6.5"}`` as go.mod pins them."""
-    text = (module or module_dir()).joinpath("go.mod").read_text(encoding="utf-8")
+    module = module or module_dir()
+    text = module.joinpath("go.mod").read_text(encoding="utf-8")
     found = {}
     for name, path in (("kubernetes", "k8s.io/kubernetes"), ("etcd", "go.etcd.io/etcd/server/v3")):
         match = re.search(rf"^\s*{re.escape(path)} (v\S+)", text, re.MULTILINE)
         if not match:
-            raise BuildError(f"{module_dir()}/go.mod does not require {path}")
+            raise BuildError(f"{module}/go.mod does not require {path}")
         found[name] = match.group(1)
     return found
 

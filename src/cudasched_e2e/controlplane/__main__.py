@@ -47,6 +47,37 @@ def _alive(directory: Path) -> dict[str, object] | None:
     return None
 
 
+def _webhook(directory: Path, *, fail_closed: bool) -> int:
+    """Run the webhook in the foreground, registered as ``cudasched manifests`` prints it."""
+    import signal
+    import time
+
+    from cudasched_e2e.webhook import registered, webhook_process
+
+    state = _alive(directory)
+    if state is None:
+        raise FileNotFoundError(f"no running control plane in {directory}: run `up` first")
+    plane = ControlPlane(directory)
+    plane.ports = dict(state["ports"])  # type: ignore[arg-type]
+    stop = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
+    with (
+        webhook_process(directory / "webhook", Path(str(state["kubeconfig"]))) as hook,
+        registered(plane.api(), hook.registration(fail_closed=fail_closed)),
+    ):
+        print(
+            f"cudasched webhook at {hook.url}, registered as MutatingWebhookConfiguration "
+            f"cudasched-webhook-e2e; log {hook.log_file}; Ctrl-C stops and unregisters it",
+            file=sys.stderr,
+        )
+        try:
+            while not stop[0] and hook.process.poll() is None:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m cudasched_e2e.controlplane",
@@ -107,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.purge and directory.exists():
                 shutil.rmtree(directory)
             return 0
+        if args.command == "webhook":
+            return _webhook(directory, fail_closed=args.fail_closed)
         if args.command == "env":
             state = read_state(directory)
             print(_exports(state))

@@ -15,11 +15,15 @@ loopback, with the webhook as ``cudasched webhook`` on the host, registered as
 * **scheduler throughput** (``schedule``): for each fleet size (``--nodes``, default 1,000 and
   5,000 fake nodes from the sample's 21 GFD label sets), ``--scheduled`` pods are created while
   kube-scheduler is stopped, then it is started and every binding is timed from a watch.
-  Three pod shapes: a plain ``nvidia.com/gpu`` pod; a predictor-like pod (Triton image, CPU and
+  Four pod shapes: a plain ``nvidia.com/gpu`` pod; a predictor-like pod (Triton image, CPU and
   memory requests, KServe labels) without affinity; the same pod with the node affinity the
-  webhook injected into it (taken from a dry-run create through the webhook). Per-pod latency is
-  kube-scheduler's own ``scheduler_scheduling_attempt_duration_seconds`` (algorithm + binding)
-  and its Filter extension point. The anchor is scheduler_perf's ~220 pods/s with node affinity
+  webhook injects with its default ``labelScheme: auto`` (the sample fleet has a node without
+  cudasched's labels, so auto compiles to GFD's keys: ``cuda >= 12.4, cc >= 6.0`` as ORed terms
+  over major/minor); and with ``labelScheme: cudasched`` (one ``Gt`` on
+  ``cudasched.io/cuda.code`` and one on the compute code). The affinities are taken from
+  dry-run creates through the webhook. Per-pod latency is kube-scheduler's own
+  ``scheduler_scheduling_algorithm_duration_seconds`` (filter + score) and its Filter
+  extension point. The anchor is scheduler_perf's ~220 pods/s with node affinity
   at 5,000 nodes.
 
 Run ``python -m benchmarks.controlplane --help``; ``--quick`` is a small smoke run. The first run
@@ -80,7 +84,6 @@ class ScheduleResult:
     pods_per_s: float
     algorithm_mean_ms: float
     algorithm_p99_ms: float
-    attempt_mean_ms: float
     filter_mean_ms: float
     bound: int
 
@@ -288,12 +291,15 @@ def _quantile(buckets: list[tuple[float, float]], q: float) -> float:
     return lower
 
 
-def _injected_affinity(plane: ControlPlane, work: Path) -> JSON:
-    """The node affinity the webhook writes into the predictor pod, from a dry-run create."""
+def _injected_affinity(plane: ControlPlane, work: Path, scheme: str) -> JSON:
+    """The node affinity the webhook (``labelScheme: scheme``) writes into the predictor pod,
+    from a dry-run create."""
     api = plane.api()
     api.ensure_namespace(NS)
     with (
-        webhook_process(work / "webhook-affinity", plane.kubeconfig) as hook,
+        webhook_process(
+            work / f"webhook-affinity-{scheme}", plane.kubeconfig, config={"labelScheme": scheme}
+        ) as hook,
         registered(api, hook.registration()),
     ):
         mutated = api.create(_predictor("affinity-probe"), dry_run=True)
@@ -303,22 +309,31 @@ def _injected_affinity(plane: ControlPlane, work: Path) -> JSON:
     return dict(affinity)
 
 
+#: Shape names, in the order measured.
+PLAIN = "plain nvidia.com/gpu pod"
+BARE = "predictor pod, no affinity"
+AUTO = "predictor + injected affinity (auto: GFD keys)"
+OURS = "predictor + injected affinity (cudasched keys)"
+
+
 def measure_schedule(
-    plane: ControlPlane, nodes: int, count: int, affinity: JSON
+    plane: ControlPlane, nodes: int, count: int, affinities: dict[str, JSON]
 ) -> list[ScheduleResult]:
+    """Time the scheduler on ``count`` pods of each shape; ``affinities``: shape -> affinity."""
     api = plane.api()
     api.ensure_namespace(NS)
-    shapes = {
-        "plain nvidia.com/gpu pod": _plain,
-        "predictor pod, no affinity": _predictor,
-    }
+    shapes: dict[str, Any] = {PLAIN: _plain, BARE: _predictor}
 
-    def with_affinity(name: str) -> JSON:
-        pod = _predictor(name)
-        pod["spec"]["affinity"] = copy.deepcopy(affinity)
-        return pod
+    def with_affinity(affinity: JSON) -> Any:
+        def make(name: str) -> JSON:
+            pod = _predictor(name)
+            pod["spec"]["affinity"] = copy.deepcopy(affinity)
+            return pod
 
-    shapes["predictor pod + cudasched affinity"] = with_affinity
+        return make
+
+    for shape, affinity in affinities.items():
+        shapes[shape] = with_affinity(affinity)
     results = []
     for shape, make in shapes.items():
         plane.stop_component("kube-scheduler")
@@ -336,9 +351,6 @@ def measure_schedule(
         metrics = plane.scheduler_metrics()
         times = sorted(watch.bound.values())
         span = times[-1] - times[0] if len(times) > 1 else float("nan")
-        total, attempts, _ = _histogram(
-            metrics, "scheduler_scheduling_attempt_duration_seconds", 'result="scheduled"'
-        )
         atotal, acount, buckets = _histogram(
             metrics, "scheduler_scheduling_algorithm_duration_seconds"
         )
@@ -355,7 +367,6 @@ def measure_schedule(
             (len(times) - 1) / span if span and span == span else float("nan"),
             1000 * atotal / acount if acount else float("nan"),
             1000 * _quantile(buckets, 0.99),
-            1000 * total / attempts if attempts else float("nan"),
             1000 * ftotal / fcount if fcount else float("nan"),
             len(times),
         )
@@ -386,6 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings(args.pods, args.rounds, args.scheduled, sizes, loadavg_before=loadavg())
     creates: list[CreateResult] = []
     schedules: list[ScheduleResult] = []
+    injected: dict[str, JSON] = {}
     with tempfile.TemporaryDirectory(prefix="cudasched-bench-cp-") as tmp:
         work = Path(tmp)
         if args.only in (None, "create"):
@@ -406,12 +418,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 with plane:
                     settings.kubernetes = plane.binaries.kubernetes if plane.binaries else ""
-                    affinity = _injected_affinity(plane, work)
-                    terms = affinity["nodeAffinity"][
-                        "requiredDuringSchedulingIgnoredDuringExecution"
-                    ]
-                    settings.extra["affinity_terms"] = len(terms["nodeSelectorTerms"])
-                    schedules += measure_schedule(plane, size, args.scheduled, affinity)
+                    affinities = {
+                        AUTO: _injected_affinity(plane, work, "auto"),
+                        OURS: _injected_affinity(plane, work, "cudasched"),
+                    }
+                    for shape, affinity in affinities.items():
+                        required = affinity["nodeAffinity"][
+                            "requiredDuringSchedulingIgnoredDuringExecution"
+                        ]
+                        terms = required["nodeSelectorTerms"]
+                        settings.extra[f"terms: {shape}"] = len(terms)
+                        settings.extra[f"expressions: {shape}"] = sum(
+                            len(t.get("matchExpressions", [])) for t in terms
+                        )
+                        injected[shape] = required
+                    schedules += measure_schedule(plane, size, args.scheduled, affinities)
     settings.loadavg_after = loadavg()
 
     tables = []
@@ -453,7 +474,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "pods/s",
                 "algorithm mean ms",
                 "algorithm p99 ms",
-                "attempt mean ms",
                 "Filter mean ms",
             ]
         )
@@ -466,24 +486,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 r.pods_per_s,
                 r.algorithm_mean_ms,
                 r.algorithm_p99_ms,
-                r.attempt_mean_ms,
                 r.filter_mean_ms,
             )
         tables.append(table.render())
         lines = []
         for size in sizes:
             rows = {r.shape: r for r in schedules if r.nodes == size}
-            plain = rows["plain nvidia.com/gpu pod"]
-            bare = rows["predictor pod, no affinity"]
-            hooked = rows["predictor pod + cudasched affinity"]
-            lines.append(
-                f"{size} nodes: throughput with/without cudasched affinity "
-                f"{hooked.pods_per_s / bare.pods_per_s:.2f} (vs plain GPU pod "
-                f"{hooked.pods_per_s / plain.pods_per_s:.2f}); scheduling algorithm (filter + "
-                f"score) per pod with/without "
-                f"{hooked.algorithm_mean_ms / bare.algorithm_mean_ms:.2f}"
-                f", Filter with/without {hooked.filter_mean_ms / bare.filter_mean_ms:.2f}"
-            )
+            plain, bare = rows[PLAIN], rows[BARE]
+            for shape in (AUTO, OURS):
+                hooked = rows[shape]
+                lines.append(
+                    f"{size} nodes, {shape}: throughput with/without "
+                    f"{hooked.pods_per_s / bare.pods_per_s:.2f} (vs plain GPU pod "
+                    f"{hooked.pods_per_s / plain.pods_per_s:.2f}); scheduling algorithm per pod "
+                    f"with/without {hooked.algorithm_mean_ms / bare.algorithm_mean_ms:.2f}, "
+                    f"Filter with/without {hooked.filter_mean_ms / bare.filter_mean_ms:.2f}"
+                )
         lines.append(
             f"anchor: scheduler_perf ~{SCHEDULER_PERF_AFFINITY_PODS_S} pods/s with node affinity "
             f"at 5,000 nodes (a dedicated machine, apiserver in-process)"
@@ -499,6 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "settings": asdict(settings),
             "create": [asdict(r) for r in creates],
             "schedule": [asdict(r) for r in schedules],
+            "affinities": injected,
         },
     )
     return 0

@@ -17,6 +17,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,10 +43,43 @@ def _gpus(pod: JSON) -> int:
     return total
 
 
+_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
+_SUFFIXES["m"] = 1e-3
+#: What kube-scheduler's NodeResourcesFit counts for these pods (no ephemeral storage asked).
+_FIT = ("cpu", "memory", "nvidia.com/gpu", "pods")
+
+
+def _quantity(text: str | int) -> float:
+    value = str(text)
+    for suffix, factor in sorted(_SUFFIXES.items(), key=lambda kv: -len(kv[0])):
+        if value.endswith(suffix):
+            return float(value[: -len(suffix)]) * factor
+    return float(value)
+
+
+def _requests(pod: JSON) -> dict[str, float]:
+    """What the scheduler counts for a stored pod (requests defaulted from limits by the API
+    server): the containers' sum, or the largest init container if larger, plus one pod."""
+
+    def of(container: JSON) -> dict[str, float]:
+        asked = container.get("resources", {}).get("requests", {})
+        return {k: _quantity(v) for k, v in asked.items() if k in _FIT}
+
+    total: Counter[str] = Counter()
+    for container in pod["spec"]["containers"]:
+        total.update(of(container))
+    for container in pod["spec"].get("initContainers", []):
+        for key, value in of(container).items():
+            total[key] = max(total[key], value)
+    total["pods"] += 1
+    return dict(total)
+
+
 @dataclass
 class Placed:
     work: Workloads
     pods: dict[str, JSON]  # name -> the pod as stored (mutated, bound or not)
+    everywhere: list[JSON]  # every pod of the cluster when scheduling settled
     nodes: dict[str, JSON]
     eligible: dict[str, set[str]]  # pod name -> nodes cudasched says can run it
     isvc_stderr: str
@@ -108,6 +142,7 @@ def placed(
         settle = time.monotonic() - created
 
     nodes = {n["metadata"]["name"]: n for n in api.list("/api/v1/nodes")}
+    everywhere = list(api.list("/api/v1/pods"))
     t0 = time.monotonic()
     explained = subprocess.run(
         [
@@ -136,6 +171,7 @@ def placed(
         yield Placed(
             work,
             pods,
+            everywhere,
             nodes,
             eligible,
             isvc.stderr,
@@ -172,12 +208,19 @@ def test_no_pod_is_bound_to_a_node_that_cannot_run_it(placed: Placed) -> None:
 
 
 def test_no_pod_is_pending_while_a_node_that_can_run_it_has_room(placed: Placed) -> None:
-    used: Counter[str] = Counter()
-    for pod in placed.pods.values():
-        if pod["spec"].get("nodeName"):
-            used[pod["spec"]["nodeName"]] += _gpus(pod)
+    """Room is what kube-scheduler's resource fit counts (CPU, memory, GPUs, pod slots) over
+    every pod bound to the node, in any namespace; a Pending pod must not fit on any node
+    cudasched says can run it."""
+    used: dict[str, Counter[str]] = defaultdict(Counter)
+    for pod in placed.everywhere:
+        node = pod["spec"].get("nodeName")
+        if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+            used[node].update(_requests(pod))
     free = {
-        name: int(node["status"]["allocatable"].get("nvidia.com/gpu", 0)) - used[name]
+        name: {
+            key: _quantity(node["status"]["allocatable"].get(key, 0)) - used[name][key]
+            for key in _FIT
+        }
         for name, node in placed.nodes.items()
     }
     stranded = []
@@ -186,10 +229,23 @@ def test_no_pod_is_pending_while_a_node_that_can_run_it_has_room(placed: Placed)
         if pod["spec"].get("nodeName"):
             continue
         pending += 1
-        room = [n for n in placed.eligible[name] if free.get(n, 0) >= _gpus(pod)]
+        asked = _requests(pod)
+        room = [
+            n
+            for n in placed.eligible[name]
+            if all(free[n][key] >= asked.get(key, 0) for key in _FIT)
+        ]
         if room:
-            stranded.append(f"{name} (needs {_gpus(pod)} GPUs; room on {room[:3]})")
-    assert not stranded, f"pods Pending beside a node that can run them: {stranded[:10]}"
+            message = next(
+                (
+                    c.get("message", "")
+                    for c in pod.get("status", {}).get("conditions", [])
+                    if c["type"] == "PodScheduled"
+                ),
+                "",
+            )
+            stranded.append(f"{name} (asks {asked}; room on {room[:3]}; scheduler: {message})")
+    assert not stranded, f"pods Pending beside a node that can run them: {stranded[:5]}"
     # the mix is sized so that some pods have nowhere to go: the check above is not vacuous
     assert pending > 0
 
@@ -244,4 +300,63 @@ def test_timings_are_reported(placed: Placed, capsys: pytest.CaptureFixture[str]
             f"\n[e2e placement] {PODS} pods created through the webhook in "
             f"{placed.create_seconds:.1f}s; scheduled ({bound} bound) {placed.settle_seconds:.1f}s "
             f"later; explain over {len(placed.nodes)} nodes took {placed.explain_seconds:.1f}s"
+        )
+
+
+def test_without_the_webhook_the_same_pods_land_where_they_cannot_run(
+    placed: Placed, plane: ControlPlane, api: Api, tmp_path: Path
+) -> None:
+    """The control: the image pods of the same mix, in a namespace no webhook configuration
+    selects, are placed by the scheduler on nodes cudasched says cannot run them (the failure
+    cudasched exists to prevent), so the checks above are not passing by luck."""
+    namespace = "e2e-unguarded"
+    api.ensure_namespace(namespace)
+    pods = []
+    for pod in placed.work.pods:
+        if pod["metadata"]["name"].endswith("-image"):
+            copy_ = json.loads(json.dumps(pod))
+            copy_["metadata"]["namespace"] = namespace
+            pods.append(copy_)
+    path = tmp_path / "unguarded.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": pods}))
+    try:
+        plane.kubectl("create", "-f", str(path))
+        names = {p["metadata"]["name"] for p in pods}
+        stored: dict[str, JSON] = {}
+
+        def scheduled() -> bool:
+            nonlocal stored
+            stored = {
+                p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{namespace}/pods")
+            }
+            return all(
+                stored[n]["spec"].get("nodeName")
+                or any(
+                    c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+                    for c in stored[n].get("status", {}).get("conditions", [])
+                )
+                for n in names
+            )
+
+        api.wait_for("the unguarded pods to be scheduled", scheduled, timeout=120, interval=1)
+        assert not any(
+            "cudasched.io/requirement" in p["metadata"].get("annotations", {})
+            for p in stored.values()
+        )
+        wrong = [
+            f"{n} on {p['spec']['nodeName']}"
+            for n, p in stored.items()
+            if p["spec"].get("nodeName") and p["spec"]["nodeName"] not in placed.eligible[n]
+        ]
+        assert wrong, "without the webhook every pod still landed where it can run"
+    finally:
+        plane.kubectl(
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            namespace,
+            "--force",
+            "--grace-period=0",
+            "--wait=false",
         )

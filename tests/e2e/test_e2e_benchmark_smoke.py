@@ -33,7 +33,7 @@ def test_controlplane_benchmark_quick(
     assert creates["cpu, webhook registered"]["mutated"] == 0
     assert all(math.isfinite(r["p99_ms"]) for r in data["create"])
     shapes = {r["shape"]: r for r in data["schedule"]}
-    assert len(shapes) == 4
+    assert len(shapes) == 5
     assert all(r["bound"] == r["pods"] for r in data["schedule"])
     terms = [v for k, v in data["settings"]["extra"].items() if k.startswith("terms: ")]
     assert len(terms) == 2 and min(terms) >= 1

@@ -75,7 +75,7 @@ def _isvc_review(isvc: dict[str, Any], uid: str) -> bytes:
 
 def _cases() -> Iterator[tuple[str, str, Any, list[bytes]]]:
     """(case name, kind, cluster objects, bodies) for every input set."""
-    from cudasched.snapshot import bundled_snapshot
+    from cudasched.cluster.snapshot import bundled_snapshot
 
     synthetic = make_cluster(5000, runtimes=200, isvcs=1000)
     objects = (

@@ -138,20 +138,16 @@ def naive_answers(
     """(eligible, score, engine accepts) for every node, evaluated pair by pair with no
     grouping of nodes or workloads. ``offered``: the GPU resources each node offers (the
     scheduler's resource fit), ``None`` when not known."""
-    from cudasched import labels as L
-    from cudasched.eligibility import requirement_from_annotations
-    from cudasched.engine import VerdictStatus, check, resolve_policy
-    from cudasched.errors import InputError
-    from cudasched.merge import merge_required
-    from cudasched.nodeaffinity import NodeSelectorError, PreferredTerms, RequiredNodeAffinity
-    from cudasched.placement import (
-        GfdKeys,
-        choose_gfd_keys,
-        choose_scheme,
-        compile_requirement,
-    )
-    from cudasched.resources import requested_gpu_resources
-    from cudasched.workloads import pod_spec_of
+    from cudasched.compat.engine import VerdictStatus, check, resolve_policy
+    from cudasched.explain.eligibility import requirement_from_annotations
+    from cudasched.nodes.scheme import GfdKeys, choose_gfd_keys, choose_scheme
+    from cudasched.placement.compile import compile_requirement
+    from cudasched.placement.merge import merge_required
+    from cudasched.vocab import labels as L
+    from cudasched.vocab.errors import InputError
+    from cudasched.vocab.nodeaffinity import NodeSelectorError, PreferredTerms, RequiredNodeAffinity
+    from cudasched.workloads.gpu import requested_gpu_resources
+    from cudasched.workloads.pods import pod_spec_of
 
     spec = pod_spec_of(workload)
     requested = requested_gpu_resources(spec)
@@ -202,12 +198,12 @@ def run(
 ) -> FleetResult:
     """Measure every size; see the module docstring for what is timed and what is sampled."""
     from benchmarks import synth
-    from cudasched.eligibility import explain, explain_many
-    from cudasched.fleet import Fleet
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.explain.eligibility import explain, explain_many
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.nodes import facts_from_labels
-    from cudasched.requirements import Policy
-    from cudasched.resources import node_gpu_resources
+    from cudasched.nodes.facts import facts_from_labels
+    from cudasched.vocab.requirements import Policy
+    from cudasched.workloads.gpu import node_gpu_resources
 
     kb = KnowledgeBase.load()
     base_policy = Policy.parse(policy)

@@ -3,9 +3,10 @@
 For each fleet size (500 and 5,000 nodes by default), a synthetic cluster
 (:func:`benchmarks.synth.make_cluster`: nodes copied from the sample cluster's pools, 200
 runtimes, 1,000 InferenceServices with their pending predictor pods) is planned with
-:func:`cudasched.operations.planning.plan_drivers`, the way ``cudasched plan-drivers`` runs it:
+:func:`cudasched.operations.drivers.planning.plan_drivers`, the way ``cudasched plan-drivers`` runs
+it:
 
-* **fleet**: building the :class:`~cudasched.fleet.Fleet` (node facts parsed once per label
+* **fleet**: building the :class:`~cudasched.cluster.fleet.Fleet` (node facts parsed once per label
   set), timed on its own since every command pays it;
 * **plan**: the whole plan (demand, pools, options, choice, waves, NVIDIADriver objects), with
   its counts: pools, demand groups, workloads, engine checks (options x groups per pool);
@@ -115,8 +116,8 @@ def _naive(
 ) -> tuple[int, float, int]:
     """(nodes sampled, seconds, GPU nodes): every (node, candidate branch, workload) checked
     one by one, for a seeded sample of GPU nodes within the budget."""
-    from cudasched.branches import candidate_branches, gpu_target, judged_release, running
-    from cudasched.engine import check
+    from cudasched.compat.branches import candidate_branches, gpu_target, judged_release, running
+    from cudasched.compat.engine import check
 
     kb = fleet.kb
     facts_of = {node.name: facts for node, _, facts in fleet.members()}
@@ -152,14 +153,14 @@ def run(
     seed: int = 4,
 ) -> PlanningResult:
     from benchmarks import synth
-    from cudasched.branches import candidate_branches
-    from cudasched.fleet import Fleet
-    from cudasched.images import ImageTable
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.cluster.snapshot import ClusterSnapshot
+    from cudasched.compat.branches import candidate_branches
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.operations.planning import plan_drivers
-    from cudasched.operations.recommend import recommend
-    from cudasched.snapshot import ClusterSnapshot
-    from cudasched.versions import parse_cuda
+    from cudasched.knowledge.images import ImageTable
+    from cudasched.operations.drivers.planning import plan_drivers
+    from cudasched.operations.drivers.recommend import recommend
+    from cudasched.vocab.versions import parse_cuda
 
     kb = KnowledgeBase.load()
     images = ImageTable.builtin(kb)

@@ -2,8 +2,8 @@
 
 Benchmarks on toy inputs flatter the code: a fleet of identical nodes makes every grouping
 trivially cheap, a request with no affinity skips the merge. So everything here is derived from
-the bundled sample cluster (``cudasched.snapshot.bundled_snapshot()``), which was written to look
-like ``kubectl get -o yaml`` output of a heterogeneous EKS + on-premises cluster:
+the bundled sample cluster (``cudasched.cluster.snapshot.bundled_snapshot()``), which was written
+to look like ``kubectl get -o yaml`` output of a heterogeneous EKS + on-premises cluster:
 
 * nodes copy a sample node's full object (GFD labels, cudasched labels, NFD labels, status) and
   get their own name, hostname, uid, zone, GFD timestamp and addresses; pools are weighted like
@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from cudasched.snapshot import ClusterSnapshot, bundled_snapshot
+from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 
 __all__ = [
     "NAMESPACES",

@@ -37,7 +37,7 @@ class _Target:
     """The admitter, cluster and seed reviews, built once per fuzzing process."""
 
     def __init__(self) -> None:
-        from cudasched.snapshot import bundled_snapshot
+        from cudasched.cluster.snapshot import bundled_snapshot
         from cudasched.knowledge import KnowledgeBase
         from cudasched.webhook.admission import Admitter
         from cudasched.webhook.config import WebhookConfig

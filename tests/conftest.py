@@ -11,9 +11,18 @@ from __future__ import annotations
 import os
 import tempfile
 
+import pytest
 from hypothesis import settings
+
+from cudasched.knowledge import KnowledgeBase
 
 os.environ["CUDASCHED_CACHE_DIR"] = tempfile.mkdtemp(prefix="cudasched-test-cache-")
 
 settings.register_profile("cudasched", deadline=None)
 settings.load_profile("cudasched")
+
+
+@pytest.fixture(scope="session")
+def kb() -> KnowledgeBase:
+    """The bundled knowledge base, loaded once for the whole run (it is immutable)."""
+    return KnowledgeBase.load()

@@ -135,3 +135,14 @@ def test_planning_quick(bench) -> None:
     assert all(s.pools > 0 and s.workloads > 0 and s.naive_sampled > 0 for s in result.sizes)
     assert result.recommend_calls > 0
     assert _finite(result.ratios)
+
+
+def test_image_resolver_benchmark_runs(bench) -> None:
+    ratios = bench("imageresolver").run(reviews=40)
+    assert set(ratios) == {
+        "off_ms_per_review",
+        "on_ms_per_review",
+        "on_over_off",
+        "cached_lookups_per_s",
+    }
+    assert _finite(ratios)

@@ -9,12 +9,12 @@ here does I/O at import time: NVML is loaded and initialised on the first probe.
 from __future__ import annotations
 
 from cudasched.agent.discovery import Discovery, default_discovery
-from cudasched.agent.facts import DiscoveryError, DriverFacts, GpuFacts, HostFacts, Reason
-from cudasched.agent.labelers import build_labels, enrich, failure_labels, owned_keys
 from cudasched.agent.loop import Agent, StepResult
 from cudasched.agent.nvidia_smi import NvidiaSmiSource, parse_nvidia_smi
 from cudasched.agent.nvml import NvmlSession, NvmlSource
 from cudasched.agent.publish import NfdFilePublisher, NodePublisher, label_patch
+from cudasched.nodes.hostfacts import DiscoveryError, DriverFacts, GpuFacts, HostFacts, Reason
+from cudasched.nodes.labelers import build_labels, enrich, failure_labels, owned_keys
 
 __all__ = [
     "Agent",

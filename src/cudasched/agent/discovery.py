@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from cudasched.agent.facts import DiscoveryError, DriverFacts, HostFacts, Reason
 from cudasched.agent.host import read_host
-from cudasched.agent.labelers import GpuCatalog, enrich
 from cudasched.agent.nvidia_smi import NvidiaSmiSource
 from cudasched.agent.nvml import NvmlSession, NvmlSource
+from cudasched.nodes.hostfacts import DiscoveryError, DriverFacts, HostFacts, Reason
+from cudasched.nodes.labelers import GpuCatalog, enrich
 
 __all__ = ["Discovery", "Source", "default_discovery"]
 

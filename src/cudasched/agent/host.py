@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cudasched.agent.facts import HostFacts
+from cudasched.nodes.hostfacts import HostFacts
 
 __all__ = [
     "DEFAULT_OSRELEASE_PATH",

@@ -21,11 +21,11 @@ import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from cudasched import labels as L
 from cudasched.agent.discovery import Source
-from cudasched.agent.facts import DiscoveryError, Reason
-from cudasched.agent.labelers import ArchCatalog, build_labels, failure_labels, owned_keys
 from cudasched.agent.publish import EventSink, LabelPublisher
+from cudasched.nodes.hostfacts import DiscoveryError, Reason
+from cudasched.nodes.labelers import ArchCatalog, build_labels, failure_labels, owned_keys
+from cudasched.vocab import labels as L
 
 __all__ = ["Agent", "StepResult", "next_delay", "run_forever"]
 

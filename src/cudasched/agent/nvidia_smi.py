@@ -17,9 +17,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cudasched.agent.facts import DiscoveryError, DriverFacts, GpuFacts, Reason
-from cudasched.errors import VersionError
-from cudasched.versions import (
+from cudasched.nodes.hostfacts import DiscoveryError, DriverFacts, GpuFacts, Reason
+from cudasched.vocab.errors import VersionError
+from cudasched.vocab.versions import (
     ComputeCapability,
     CudaVersion,
     DriverVersion,

@@ -16,10 +16,10 @@ import importlib
 from types import TracebackType
 from typing import Any
 
-from cudasched.agent.facts import DiscoveryError, DriverFacts, GpuFacts, Reason
 from cudasched.agent.nvidia_smi import brand_is_datacenter
-from cudasched.errors import VersionError
-from cudasched.versions import ComputeCapability, CudaVersion, parse_driver
+from cudasched.nodes.hostfacts import DiscoveryError, DriverFacts, GpuFacts, Reason
+from cudasched.vocab.errors import VersionError
+from cudasched.vocab.versions import ComputeCapability, CudaVersion, parse_driver
 
 __all__ = ["NVML_BRANDS", "NvmlSession", "NvmlSource"]
 

@@ -16,11 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from cudasched.agent.labelers import is_valid_label_value
 from cudasched.kube.events import EventRecorder, ObjectReference
+from cudasched.nodes.labelers import DEFAULT_NFD_PATH, is_valid_label_value
 
 __all__ = [
-    "DEFAULT_NFD_PATH",
     "EVENT_COMPONENT",
     "EventSink",
     "LabelPublisher",
@@ -33,7 +32,6 @@ __all__ = [
 
 log = logging.getLogger("cudasched.agent")
 
-DEFAULT_NFD_PATH = "/etc/kubernetes/node-feature-discovery/features.d/cudasched"
 EVENT_COMPONENT = "cudasched-agent"
 
 

@@ -8,7 +8,7 @@ import sys
 from typer.exceptions import Abort, TyperException
 
 from cudasched.cli.app import EXIT_BAD_INPUT, app
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
 
 __all__ = ["app", "main"]
 

@@ -2,8 +2,8 @@
 workload, correct for every version (no ``Gt "-1"``) and for newer CUDA majors; with ``--dra``,
 the same requirement as a ``resource.k8s.io/v1`` ResourceClaimTemplate for the NVIDIA DRA driver.
 
-A thin shell over the placement compiler (:mod:`cudasched.dra` for ``--dra``); exit codes: 0
-printed, 2 bad input.
+A thin shell over the placement compiler (:mod:`cudasched.placement.dra` for ``--dra``); exit
+codes: 0 printed, 2 bad input.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from cudasched.cli.options import (
     TargetSchemeOption,
     requirement_from_options,
 )
-from cudasched.errors import InputError
-from cudasched.labels import LabelScheme
-from cudasched.merge import AffinityMode
-from cudasched.placement import GfdKeys, compile_requirement, forward_compat_compiled, node_affinity
-from cudasched.requirements import Policy
+from cudasched.nodes.scheme import GfdKeys
+from cudasched.placement.compile import compile_requirement, forward_compat_compiled
+from cudasched.placement.merge import AffinityMode, node_affinity
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.requirements import Policy
 
 __all__ = ["affinity_cmd"]
 
@@ -134,7 +135,7 @@ def _dra(
     output: AffinityFormat,
 ) -> None:
     """``affinity --dra``: the requirement as a ResourceClaimTemplate."""
-    from cudasched.dra import claim_template
+    from cudasched.placement.dra import claim_template
 
     if scheme is not LabelScheme.CUDASCHED:
         fail("--dra selects on the DRA driver's device attributes, not node labels: drop --scheme")

@@ -16,7 +16,7 @@ import orjson
 import typer
 
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
 
 __all__ = ["agent", "probe"]
 
@@ -36,9 +36,9 @@ def _knowledge() -> Any:
 
 
 def _read_input(path: Path) -> str:
-    """A saved ``nvidia-smi`` output, through :mod:`cudasched.inputfiles` (regular file or
+    """A saved ``nvidia-smi`` output, through :mod:`cudasched.vocab.inputfiles` (regular file or
     stdin, size cap, UTF-8)."""
-    from cudasched import inputfiles
+    from cudasched.vocab import inputfiles
 
     expected = "a saved nvidia-smi output"
     try:
@@ -77,10 +77,10 @@ def probe(
     """Print the driver, CUDA and GPU facts of this machine (or a saved nvidia-smi output) and
     the labels the agent would publish. Exit 2 when there is nothing to read."""
     from cudasched.agent.discovery import default_discovery
-    from cudasched.agent.facts import DiscoveryError
-    from cudasched.agent.labelers import build_labels, enrich
     from cudasched.agent.nvidia_smi import parse_nvidia_smi
     from cudasched.agent.nvml import NvmlSession
+    from cudasched.nodes.hostfacts import DiscoveryError
+    from cudasched.nodes.labelers import build_labels, enrich
 
     if output not in _OUTPUTS:
         fail(f"invalid output {output!r}: expected one of {', '.join(_OUTPUTS)}")
@@ -107,8 +107,8 @@ async def _host_facts(client: Any, node_name: str | None) -> Any:
     """Kernel and OS of this node, read once: from the Node object when the agent has API
     access (the DaemonSet mounts nothing from the host), else the kernel alone (the
     container's own /etc/os-release would describe the image, not the host)."""
-    from cudasched.agent.facts import HostFacts
     from cudasched.agent.host import host_from_node, read_host
+    from cudasched.nodes.hostfacts import HostFacts
 
     if client is not None and node_name:
         from lightkube.resources.core_v1 import Node
@@ -161,7 +161,6 @@ def agent(
     from cudasched.agent.loop import Agent, run_forever
     from cudasched.agent.nvml import NvmlSession
     from cudasched.agent.publish import (
-        DEFAULT_NFD_PATH,
         EVENT_COMPONENT,
         LogEvents,
         NfdFilePublisher,
@@ -169,6 +168,7 @@ def agent(
         NodePublisher,
     )
     from cudasched.kube.client import make_client
+    from cudasched.nodes.labelers import DEFAULT_NFD_PATH
 
     logging.basicConfig(
         level=getattr(logging, log_level.upper(), logging.INFO),

@@ -48,7 +48,9 @@ COMMANDS: dict[str, CommandEntry] = {
         "cudasched.cli.audit",
         "Find what is wrong in the cluster: pods on nodes that cannot run them, workloads and "
         "runtimes no node can run, GPU nodes with missing, old or conflicting labels, driver "
-        "upgrades in flight, stale and unknown requirements.",
+        "upgrades in flight, stale and unknown requirements, and pools on a driver branch that "
+        "has ended, is legacy or ends within --min-support-months (judged --as-of, default "
+        "today).",
     ),
     "report": CommandEntry(
         "cudasched.cli.report",
@@ -62,7 +64,7 @@ COMMANDS: dict[str, CommandEntry] = {
     ),
     "recommend-driver": CommandEntry(
         "cudasched.cli.recommend",
-        "Recommend the driver branch for a GPU: the newest supported branch that drives it and "
+        "Recommend the driver for a GPU: an installable release of the branch that drives it and "
         "runs every --cuda asked, preferring long-term support branches.",
     ),
     "plan-drivers": CommandEntry(
@@ -73,6 +75,11 @@ COMMANDS: dict[str, CommandEntry] = {
     "knowledge": CommandEntry(
         "cudasched.cli.knowledge",
         "List what cudasched knows about one topic, with the source of every fact.",
+    ),
+    "image": CommandEntry(
+        "cudasched.cli.image",
+        "Print what each image needs, read from its own registry: digest, platform, CUDA "
+        "requirement and its source.",
     ),
     "mutate": CommandEntry(
         "cudasched.cli.mutate",

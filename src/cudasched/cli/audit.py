@@ -1,6 +1,6 @@
 """``cudasched audit``: what is wrong in the cluster right now, as findings with a fix.
 
-A thin shell over :func:`cudasched.operations.audit`. ``-o json`` is a stable contract (keys
+A thin shell over :func:`cudasched.operations.audit.auditor`. ``-o json`` is a stable contract (keys
 are only ever added): ``{"findings": [{"severity", "code", "object", "node", "message",
 "fix"}], "summary": {"error": N, "warning": N, "info": N}}``. ``-o html`` writes the findings
 as one self-contained HTML page to stdout. Exit codes: 0 no error finding, 1 at least one
@@ -14,16 +14,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
@@ -31,25 +27,33 @@ from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
-    load_cluster,
-    load_images,
-    load_knowledge,
+    load_cluster_inputs,
     load_node_templates,
     load_settings,
 )
-from cudasched.cli.options import ConfigOption, DefaultPolicyOption, effective_policy
-from cudasched.errors import InputError
-from cudasched.fleet import Fleet
-from cudasched.operations import AuditReport, Severity, audit
-from cudasched.operations.html import render_findings
+from cudasched.cli.options import (
+    AsOfOption,
+    ConfigOption,
+    DefaultPolicyOption,
+    MinSupportMonthsOption,
+    PlainHttpOption,
+    RegistryConfigOption,
+    ResolveImagesOption,
+    check_support_months,
+    effective_policy,
+    generated_now,
+    parse_as_of,
+    progress_bar,
+    registry_source,
+)
+from cudasched.operations.audit import AuditReport, Severity, audit
+from cudasched.operations.report.html import render_findings
+from cudasched.vocab.errors import InputError
 
 if TYPE_CHECKING:
-    from cudasched.images import ImageTable
-    from cudasched.operations.audit import Progress
-    from cudasched.snapshot import ClusterSnapshot
-    from cudasched.webhook.config import WebhookConfig
+    pass
 
-__all__ = ["audit_cmd", "generated_now", "load_cluster_inputs", "progress_bar"]
+__all__ = ["audit_cmd"]
 
 TABLE_WIDTH = 120
 
@@ -58,37 +62,6 @@ class AuditFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
     HTML = "html"
-
-
-def load_cluster_inputs(
-    source: ClusterSource | Path | None, settings: WebhookConfig | None = None
-) -> tuple[ClusterSnapshot, Fleet, ImageTable]:
-    """The snapshot (a file, the live cluster or the bundled sample), its fleet and the image
-    table that ``audit`` and ``report`` work on (with the ``--config``'s ``settings``)."""
-    snapshot = load_cluster(source)
-    kb = load_knowledge()
-    return snapshot, Fleet.from_snapshot(snapshot, kb), load_images(kb, settings)
-
-
-def generated_now() -> str:
-    """When a report was made, for its header (UTC, minutes)."""
-    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-@contextmanager
-def progress_bar(what: str) -> Iterator[Progress | None]:
-    """A rich progress bar on stderr while ``what`` runs, only when stderr is a terminal;
-    yields the callback to hand to the operation (``None``: stay silent)."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    with RichProgress(console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(what, total=None)
-
-        def advance(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield advance
 
 
 def _console() -> Console:
@@ -135,6 +108,9 @@ def audit_cmd(
     source: ClusterSource = ClusterSource(),
     config: ConfigOption = None,
     policy: DefaultPolicyOption = None,
+    resolve_images: ResolveImagesOption = False,
+    registry_config: RegistryConfigOption = None,
+    plain_http: PlainHttpOption = None,
     output: Annotated[
         AuditFormat, typer.Option("-o", "--output", help="Output format (html: to stdout).")
     ] = AuditFormat.TABLE,
@@ -148,10 +124,13 @@ def audit_cmd(
             "snapshot count without it.",
         ),
     ] = None,
+    as_of: AsOfOption = None,
+    min_support_months: MinSupportMonthsOption = 12,
 ) -> None:
     """Find what is wrong in the cluster: pods on nodes that cannot run them, workloads and
     runtimes no node can run, GPU nodes with missing, old or conflicting labels, driver
-    upgrades in flight, stale and unknown requirements.
+    upgrades in flight, stale and unknown requirements, and pools on a driver branch that has
+    ended, is legacy or ends within --min-support-months (judged --as-of, default today).
 
     --config takes the webhook's configuration, so workloads are judged as admission judges
     them (its image overrides, mirrors and policy). Exit 1 when any finding is an error, so
@@ -160,10 +139,22 @@ def audit_cmd(
     try:
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
+        today = parse_as_of(as_of)
+        months = check_support_months(min_support_months)
         groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
+        images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("auditing") as progress:
-            report = audit(snapshot, fleet, images, pol, progress=progress, node_groups=groups)
+            report = audit(
+                snapshot,
+                fleet,
+                images,
+                pol,
+                progress=progress,
+                node_groups=groups,
+                today=today,
+                min_support_months=months,
+            )
     except InputError as exc:
         fail(str(exc))
     source = snapshot.source or "cluster"

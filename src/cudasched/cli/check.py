@@ -24,11 +24,11 @@ from cudasched.cli.options import (
     ShipsCudaCompatOption,
     requirement_from_options,
 )
-from cudasched.engine import check, resolve_policy
-from cudasched.errors import InputError
-from cudasched.fixes import with_fixes
-from cudasched.nodes import NodeFacts, facts_from_labels, facts_from_parts
-from cudasched.requirements import Policy, Requirement
+from cudasched.compat.engine import check, resolve_policy
+from cudasched.compat.fixes import with_fixes
+from cudasched.nodes.facts import NodeFacts, facts_from_labels, facts_from_parts
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirements import Policy, Requirement
 
 __all__ = ["check_cmd"]
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 import ssl
 import sys
 import time
-import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,22 +17,13 @@ import typer
 
 from cudasched.cli.app import EXIT_BAD_INPUT, EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
-from cudasched.cli.mutate import decode_patch
 from cudasched.cli.options import ConfigOption
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
+from cudasched.webhook.review import creation_review, decode_patch
 
-__all__ = ["DemoRow", "creation_review", "demo", "run_demo"]
+__all__ = ["DemoRow", "demo", "run_demo"]
 
 POD_PATH = "/mutate/pods"
-# The identity the API server reports for pods created by a Deployment's ReplicaSet.
-_RS_CONTROLLER = {
-    "username": "system:serviceaccount:kube-system:replicaset-controller",
-    "groups": [
-        "system:serviceaccounts",
-        "system:serviceaccounts:kube-system",
-        "system:authenticated",
-    ],
-}
 _MAX_NAMES = 3
 
 
@@ -50,50 +40,6 @@ class DemoRow:
     allowed: bool
 
 
-#: Resource plurals of the kinds cudasched admits (for ``request.resource``).
-_PLURALS = {"Pod": "pods", "InferenceService": "inferenceservices"}
-
-
-def creation_review(obj: Mapping[str, Any], *, uid: str | None = None) -> dict[str, Any]:
-    """The AdmissionReview v1 request the API server sends when ``obj`` is created (a Pod as a
-    ReplicaSet creates it, or an InferenceService).
-
-    Fields the API server only fills in after admission (uid, resourceVersion, creation time,
-    status, node name) are removed from the stored object, as they would not exist yet.
-    """
-    copied = orjson.loads(orjson.dumps(obj))
-    meta = copied.setdefault("metadata", {})
-    for key in ("uid", "resourceVersion", "creationTimestamp", "generation"):
-        meta.pop(key, None)
-    copied.pop("status", None)
-    if isinstance(copied.get("spec"), dict):
-        copied["spec"].pop("nodeName", None)
-    namespace = str(meta.get("namespace") or "default")
-    kind = str(copied.get("kind") or "Pod")
-    group, _, version = str(copied.get("apiVersion") or "v1").rpartition("/")
-    gvk = {"group": group, "version": version, "kind": kind}
-    gvr = {"group": group, "version": version, "resource": _PLURALS.get(kind, kind.lower() + "s")}
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid or str(uuid.uuid4()),
-            "kind": gvk,
-            "resource": gvr,
-            "requestKind": gvk,
-            "requestResource": gvr,
-            "name": str(meta.get("name") or ""),
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": _RS_CONTROLLER,
-            "object": copied,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-        },
-    }
-
-
 def _split_record(record: str) -> tuple[str, str]:
     """``cuda>=12.4 (ClusterServingRuntime x, image y)`` -> requirement and source."""
     head, sep, tail = record.partition(" (")
@@ -107,12 +53,14 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     import httpx
     import jsonpatch
 
-    from cudasched.kserve import is_predictor_pod, isvc_name_of
-    from cudasched.labels import ANN_REQUIREMENT
-    from cudasched.nodeaffinity import RequiredNodeAffinity
+    from cudasched.vocab.labels import ANN_REQUIREMENT
+    from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
     from cudasched.webhook.admission import Admitter
     from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.serving import serve_in_thread
+    from cudasched.workloads.kserve import is_predictor_pod, isvc_name_of
+    from cudasched.workloads.kserve.llm import is_llmisvc_pod, llmisvc_name_of
+    from cudasched.workloads.resolution import pod_need
 
     cfg = config if config is not None else WebhookConfig()
     admitter = Admitter.from_config(cfg)
@@ -145,6 +93,13 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
                 choice = state.runtime_of(ns, isvc) if isvc else None
                 record = str((meta.get("annotations") or {}).get(ANN_REQUIREMENT) or "")
                 requirement, source = _split_record(record) if record else ("-", "")
+                if not record:
+                    # Nothing recorded: none, or unknown (the same answer admission gave).
+                    llm = llmisvc_name_of(patched) if is_llmisvc_pod(patched) else None
+                    service = state.llm_inference_service(ns, llm) if llm else None
+                    need = pod_need(obj, choice, admitter.images, admitter.kb, service=service)
+                    if need.unknown is not None:
+                        requirement, source = "unknown", need.unknown.describe()
                 rows.append(
                     DemoRow(
                         workload=f"{ns}/{isvc or meta.get('name') or meta.get('generateName')}",

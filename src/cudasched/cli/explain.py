@@ -3,8 +3,8 @@
 The requirement of each workload is found the way the admission webhook finds it (annotations,
 then the KServe runtime of a predictor pod, then the GPU container's ``NVIDIA_REQUIRE_CUDA`` or
 image), and only workloads the webhook would constrain get one; the per-node answer then comes
-from :func:`cudasched.eligibility.explain`. An InferenceService is explained through the predictor
-pod KServe would build for it (runtime selection, merged scheduling fields and container).
+from :func:`cudasched.explain.eligibility.explain`. An InferenceService is explained through the
+predictor pod KServe would build for it (runtime selection, merged scheduling fields and container).
 Without ``--workload`` every Pod and controller of the cluster is explained, plus the
 InferenceServices that have no predictor pod yet: with the bundled sample cluster that is the
 project's demo.
@@ -48,34 +48,39 @@ from cudasched.cli.inputs import (
 from cudasched.cli.options import (
     ConfigOption,
     DefaultPolicyOption,
+    PlainHttpOption,
+    RegistryConfigOption,
+    ResolveImagesOption,
     SchemeOption,
     effective_policy,
     effective_scheme,
+    registry_source,
 )
 from cudasched.cli.reference import Reference, parse_reference
-from cudasched.eligibility import explain_many
-from cudasched.errors import InputError
-from cudasched.explanation import Explanation
-from cudasched.fleet import Fleet
-from cudasched.kserve import RuntimeChoice
-from cudasched.labels import LabelScheme
-from cudasched.objects import DEFAULT_NAMESPACE, namespace_of
-from cudasched.requirements import Policy, Requirement
-from cudasched.resolution import resolve_workload
-from cudasched.snapshot import ClusterSnapshot, load_snapshot, to_yaml
-from cudasched.workloads import (
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot, to_yaml
+from cudasched.explain.eligibility import explain_many
+from cudasched.explain.explanation import Explanation
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.objects import DEFAULT_NAMESPACE, namespace_of
+from cudasched.vocab.requirements import Policy
+from cudasched.workloads.kserve import RuntimeChoice
+from cudasched.workloads.pods import (
     is_inference_service,
     pod_spec_of,
     workload_id,
     workloads_of,
 )
+from cudasched.workloads.resolution import WorkloadNeed, workload_need
 
 if TYPE_CHECKING:
-    from cudasched.images import ImageTable
+    from cudasched.knowledge.images import ImageTable
 
 __all__ = ["explain_cmd", "explain_snapshot"]
 
 TABLE_WIDTH = 100
+_VERDICT_STYLE = {"yes": "green", "no": "red", "unknown": "yellow"}
 WIDE_WIDTH = 200
 
 
@@ -111,19 +116,25 @@ def explain_snapshot(
 ) -> list[_Explained]:
     """Resolve each workload's requirement against ``fleet`` and explain it there."""
     targets: list[Mapping[str, Any]] = []
-    resolved: list[tuple[Requirement, RuntimeChoice | None]] = []
+    needs: list[WorkloadNeed] = []
     for obj in workloads:
-        target, req, choice = resolve_workload(obj, fleet, images)
+        target, need = workload_need(obj, fleet, images)
         targets.append(target)
-        resolved.append((req, choice))
+        needs.append(need)
     explanations = explain_many(
-        targets, fleet, policy, fleet.kb, scheme, requirements=[r for r, _ in resolved]
+        targets,
+        fleet,
+        policy,
+        fleet.kb,
+        scheme,
+        requirements=[n.requirement for n in needs],
+        unknowns=[n.unknown for n in needs],
     )
     out = []
-    for obj, exp, (_, choice) in zip(workloads, explanations, resolved, strict=True):
+    for obj, exp, need in zip(workloads, explanations, needs, strict=True):
         if is_inference_service(obj):  # name the service, not the pod we built for it
             exp = dataclasses.replace(exp, workload=workload_id(obj))
-        out.append(_Explained(exp, choice))
+        out.append(_Explained(exp, need.runtime))
     return out
 
 
@@ -155,13 +166,17 @@ def _table(item: _Explained, *, wide: bool = False) -> Table:
     req = exp.requirement
     if req is not None:
         wants = f"{req.describe()} ({req.source or 'unknown source'}), policy {exp.policy.value}"
+    elif exp.unknown is not None:
+        wants = f"CUDA unknown, not constrained ({exp.unknown.describe()})"
     else:
         wants = "no CUDA requirement (not constrained)"
     scheme = exp.scheme.value + (f"/{exp.gfd_keys.value} keys" if exp.gfd_keys else "")
     table = Table(
         title=Text(f"{exp.workload}", style="bold"),
         caption=(
-            f"{summary['eligible']}/{summary['total']} eligible; {wants}; scheme {scheme}"
+            f"{summary['eligible']}/{summary['total']} "
+            + ("schedulable, none known to run it" if exp.unknown is not None else "eligible")
+            + f"; {wants}; scheme {scheme}"
             + (f"; runtime {item.runtime.describe()}" if item.runtime else "")
             + (f"; node names end in {suffix}" if suffix else "")
             + (f"; no selector: {exp.requirement_error}" if exp.requirement_error else "")
@@ -188,6 +203,8 @@ def _table(item: _Explained, *, wide: bool = False) -> Table:
         blocking = [r for r in node.reasons if r.blocking]
         modes = ", ".join(dict.fromkeys(r.code for r in node.reasons if not r.blocking)) or "-"
         why = "; ".join(dict.fromkeys(f"{r.code}: {r.fix}" if r.fix else r.code for r in blocking))
+        if not why and exp.unknown is not None and node.eligible:
+            why = "CUDA unknown"
         row = [
             name,
             _short_gpu(facts.products) if not wide else "+".join(facts.products) or "-",
@@ -196,8 +213,9 @@ def _table(item: _Explained, *, wide: bool = False) -> Table:
         ]
         if wide:
             row.append(str(facts.compute) if facts.compute else "-")
+        verdict = exp.verdict(node)
         row += [
-            Text("yes", style="green") if node.eligible else Text("no", style="red"),
+            Text(verdict, style=_VERDICT_STYLE[verdict]),
             modes,
             why or "-",
         ]
@@ -220,9 +238,13 @@ def _overview(items: Sequence[_Explained]) -> Table:
         where = item.runtime.name if item.runtime else (req.source.split(" ")[0] if req else "")
         # Counted per group of alike nodes: the overview builds no per-node answer.
         count = exp.eligible_count
+        needs = req.describe() if req is not None else "-"
+        if exp.unknown is not None:
+            needs = "unknown"
+            where = exp.unknown.reason
         table.add_row(
             exp.workload,
-            req.describe() if req is not None else "-",
+            needs,
             where or "-",
             Text(f"{count}/{exp.total}", style="red" if count == 0 else ""),
         )
@@ -338,6 +360,9 @@ def explain_cmd(
     config: ConfigOption = None,
     policy: DefaultPolicyOption = None,
     scheme: SchemeOption = None,
+    resolve_images: ResolveImagesOption = False,
+    registry_config: RegistryConfigOption = None,
+    plain_http: PlainHttpOption = None,
     output: Annotated[
         ExplainFormat, typer.Option("-o", "--output", help="Output format (wide: full names).")
     ] = ExplainFormat.TABLE,
@@ -382,7 +407,10 @@ def explain_cmd(
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)
         labels = effective_scheme(scheme, settings)
-        items = explain_snapshot(objs, fleet, pol, labels, load_images(kb, settings))
+        images = load_images(kb, settings).with_configs(
+            registry_source(resolve_images, registry_config, plain_http)
+        )
+        items = explain_snapshot(objs, fleet, pol, labels, images)
     except InputError as exc:
         fail(str(exc))
     if output is ExplainFormat.JSON:
@@ -396,6 +424,10 @@ def explain_cmd(
             if number:
                 console.print()
             console.print(_table(item, wide=wide))
+            unknown = item.explanation.unknown
+            for warning in unknown.warnings() if unknown is not None else ():
+                # What kubectl prints for the webhook's admission warnings, word for word.
+                console.print(Text(f"Warning: {warning}", style="yellow"))
         if len(items) > 1:
             console.print()
             console.print(_overview(items))

@@ -21,17 +21,18 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from cudasched.images import ImageTable
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.cluster.snapshot import ClusterSnapshot
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.kube.kinds import Kind
+    from cudasched.knowledge.images import ImageTable
     from cudasched.kube.live import ObjectRef
-    from cudasched.operations.nodegroups import NodeGroup
-    from cudasched.snapshot import ClusterSnapshot
+    from cudasched.operations.audit.nodegroups import NodeGroup
+    from cudasched.vocab.kinds import Kind
     from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 
@@ -44,6 +45,7 @@ __all__ = [
     "cluster_source",
     "cluster_state",
     "load_cluster",
+    "load_cluster_inputs",
     "load_images",
     "load_knowledge",
     "load_node_labels",
@@ -164,7 +166,7 @@ def load_images(kb: KnowledgeBase, settings: WebhookConfig | None = None) -> Ima
     """The image table admission uses: the built-in one (well-known inference images and the
     CUDA they were built for), with ``settings``' ``imageOverrides`` in front and its
     ``imageMirrors`` before the built-in mirrors."""
-    from cudasched.images import ImageTable
+    from cudasched.knowledge.images import ImageTable
 
     if settings is None:
         return ImageTable.builtin(kb)
@@ -189,7 +191,12 @@ def load_cluster(
     ``InputError`` (one line) for every problem: a bad file, an unreachable cluster, rejected
     credentials, a missing permission.
     """
-    from cudasched.snapshot import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
+    from cudasched.cluster.snapshot import (
+        ClusterSnapshot,
+        bundled_snapshot,
+        load_nodes,
+        load_snapshot,
+    )
 
     if not isinstance(source, ClusterSource):
         source = ClusterSource(cluster=source)
@@ -280,7 +287,7 @@ def load_node_labels(path: Path) -> tuple[str, dict[str, str]]:
 
     Returns the node name (``metadata.name``, else the file's stem) and its labels as strings.
     """
-    from cudasched import inputfiles
+    from cudasched.vocab import inputfiles
 
     label = f"node labels file {str(path)!r}"
     limits = inputfiles.SETTINGS
@@ -326,7 +333,7 @@ def load_node_templates(path: Path | None) -> list[NodeGroup]:
         return []
     import yaml
 
-    from cudasched.operations.nodegroups import groups_from_templates
+    from cudasched.operations.audit.nodegroups import groups_from_templates
 
     try:
         docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
@@ -348,3 +355,15 @@ def cluster_state(snapshot: ClusterSnapshot, kb: KnowledgeBase) -> ClusterState:
     from cudasched.webhook.state import ClusterState
 
     return ClusterState.from_snapshot(snapshot, kb=kb)
+
+
+def load_cluster_inputs(
+    source: ClusterSource | Path | None, settings: WebhookConfig | None = None
+) -> tuple[ClusterSnapshot, Fleet, ImageTable]:
+    """The snapshot (a file, the live cluster or the bundled sample), its fleet and the image
+    table that ``audit`` and ``report`` work on (with the ``--config``'s ``settings``)."""
+    from cudasched.cluster.fleet import Fleet
+
+    snapshot = load_cluster(source)
+    kb = load_knowledge()
+    return snapshot, Fleet.from_snapshot(snapshot, kb), load_images(kb, settings)

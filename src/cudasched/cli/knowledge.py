@@ -13,10 +13,10 @@ from typing import Annotated
 
 import typer
 
-from cudasched.catalog import COLUMNS, Topic, rows
 from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import load_knowledge
-from cudasched.errors import InputError
+from cudasched.knowledge.catalog import COLUMNS, Topic, rows
+from cudasched.vocab.errors import InputError
 
 __all__ = ["knowledge_cmd"]
 
@@ -51,7 +51,7 @@ def knowledge_cmd(
     Examples: cudasched knowledge images vllm; cudasched knowledge gpus H100 -o json;
     cudasched knowledge cuda 12.8. Exit 0 (also when nothing matches), 2 on bad input.
     """
-    from cudasched.images import ImageTable
+    from cudasched.knowledge.images import ImageTable
     from cudasched.webhook.config import load_config
 
     try:

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from cudasched.cli.app import app, fail
-from cudasched.errors import InputError
 from cudasched.install.agent import daemonset_objects
 from cudasched.install.webhook import (
     DEFAULT_API_SERVER_CIDRS,
@@ -19,6 +18,7 @@ from cudasched.install.webhook import (
     checked_image,
     to_yaml,
 )
+from cudasched.vocab.errors import InputError
 from cudasched.webhook.tls import generate_self_signed
 
 

@@ -6,22 +6,26 @@ server would get: the way to debug one recorded request.
 
 from __future__ import annotations
 
-import base64
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import orjson
 import typer
 
-from cudasched import inputfiles
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
-from cudasched.cli.options import ConfigOption
-from cudasched.errors import InputError
+from cudasched.cli.options import (
+    ConfigOption,
+    PlainHttpOption,
+    RegistryConfigOption,
+    ResolveImagesOption,
+    registry_source,
+)
+from cudasched.vocab import inputfiles
+from cudasched.vocab.errors import InputError
 
-__all__ = ["as_review", "decode_patch", "mutate"]
+__all__ = ["as_review", "mutate"]
 
 _KINDS = {"Pod": "pod", "InferenceService": "isvc", "LLMInferenceService": "llmisvc"}
 _PATHS = {
@@ -57,10 +61,10 @@ def as_review(body: bytes, label: str) -> tuple[bytes, str | None]:
     workload (its pod template becomes the Pod), an InferenceService or an
     LLMInferenceService, in YAML or JSON, is wrapped in the CREATE review the API server would
     send (the note says so)."""
-    from cudasched.cli.demo import creation_review
-    from cudasched.kserve.llm import is_llmisvc
-    from cudasched.snapshot import parse_objects
-    from cudasched.workloads import is_inference_service, pod_of, workload_id
+    from cudasched.cluster.snapshot import parse_objects
+    from cudasched.webhook.review import creation_review
+    from cudasched.workloads.kserve.llm import is_llmisvc
+    from cudasched.workloads.pods import is_inference_service, pod_of, workload_id
 
     try:
         text = body.decode("utf-8-sig")
@@ -83,17 +87,6 @@ def as_review(body: bytes, label: str) -> tuple[bytes, str | None]:
     return orjson.dumps(review), f"{label}: {what} wrapped in a CREATE AdmissionReview"
 
 
-def decode_patch(response: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The JSON patch of an AdmissionReview response (``[]`` when there is none)."""
-    raw = (response.get("response") or {}).get("patch")
-    if not raw:
-        return []
-    ops = orjson.loads(base64.b64decode(raw))
-    if not isinstance(ops, list):
-        raise InputError("the response patch is not a JSON array")
-    return ops
-
-
 @app.command("mutate")
 @cluster_source
 def mutate(
@@ -107,6 +100,9 @@ def mutate(
     ] = None,
     source: ClusterSource = ClusterSource(),
     config: ConfigOption = None,
+    resolve_images: ResolveImagesOption = False,
+    registry_config: RegistryConfigOption = None,
+    plain_http: PlainHttpOption = None,
     kind: Annotated[
         str | None,
         typer.Option(
@@ -141,6 +137,8 @@ def mutate(
             sys.stderr.write(f"cudasched: note: {wrapped}\n")
         which = _kind_of(body, kind)
         admitter = Admitter.from_config(cfg)
+        configs = registry_source(resolve_images, registry_config, plain_http)
+        admitter.images = admitter.images.with_configs(configs)
         state = cluster_state(load_cluster(source), admitter.kb)
         decision = admitter.decide(which, body, state)  # type: ignore[arg-type]
     except InputError as exc:

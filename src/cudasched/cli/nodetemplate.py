@@ -1,7 +1,10 @@
 """``cudasched node-template``: the labels the agent will publish for a GPU and a driver, and how
 to declare them on a node group so an autoscaler can scale it up from zero.
 
-A thin shell over :mod:`cudasched.autoscaling`; exit codes: 0 printed, 2 bad input.
+A thin shell over :mod:`cudasched.nodes.autoscaling`. A GPU and driver that cannot go together
+(a driver older than the GPU's first, or past its architecture's last branch:
+:func:`cudasched.compat.branches.drive_problem`) is refused unless ``--force``. Exit codes: 0
+printed, 2 bad input (a refused pair included).
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ from typing import Annotated
 import typer
 import yaml
 
-from cudasched.autoscaling import NodeClassRef, Provider, node_template
 from cudasched.cli.app import app, fail
 from cudasched.cli.inputs import load_knowledge
-from cudasched.errors import InputError
+from cudasched.nodes.autoscaling import NodeClassRef, Provider, node_template
+from cudasched.vocab.errors import InputError
 
 __all__ = ["node_template_cmd"]
 
@@ -74,6 +77,26 @@ def node_template_cmd(
             help="Instance type carrying this GPU (repeatable): the NodePool's only requirement.",
         ),
     ] = None,
+    driver_pool: Annotated[
+        str | None,
+        typer.Option(
+            "--driver-pool",
+            help="Also declare the driver plan's pool label (cudasched.io/driver-pool=NAME, "
+            "the NVIDIADriver that plan-drivers writes for the group), so new nodes carry it.",
+        ),
+    ] = None,
+    cpu: Annotated[
+        str | None,
+        typer.Option("--cpu", help="Cluster API: the nodes' CPU capacity (16), to scale from 0."),
+    ] = None,
+    memory: Annotated[
+        str | None,
+        typer.Option("--memory", help="Cluster API: the nodes' memory (128G), to scale from 0."),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Print the template even for a GPU the driver cannot run."),
+    ] = False,
     output: Annotated[TemplateFormat, typer.Option("-o", "--output", help="Output format.")] = (
         TemplateFormat.YAML
     ),
@@ -82,12 +105,23 @@ def node_template_cmd(
     declare them on a node group so an autoscaler can scale it up from zero.
 
     Declarations: AWS Auto Scaling group tags, Azure VMSS tags, the Cluster API
-    capacity.cluster-autoscaler.kubernetes.io/labels annotation, a Karpenter NodePool with the
-    values fixed under spec.template.metadata.labels, and kubelet --node-labels. Example:
+    capacity.cluster-autoscaler.kubernetes.io/ annotations (labels, GPUs, CPU and memory), a
+    Karpenter NodePool with the values fixed under spec.template.metadata.labels, and kubelet
+    --node-labels. A driver that cannot drive the GPU is refused (exit 2) unless --force. Example:
     cudasched node-template --gpu 'NVIDIA H100 80GB HBM3' --driver 570.124.06 --provider aws
     """
+    from cudasched.compat.branches import drive_problem, gpu_target
+    from cudasched.nodes.facts import facts_from_parts
+    from cudasched.vocab.versions import parse_driver
+
     try:
         kb = load_knowledge()
+        target = gpu_target(kb, facts_from_parts("template", gpu=gpu, driver=None, kb=kb))
+        problem = drive_problem(target, parse_driver(driver)) if target is not None else None
+        if problem is not None and not force:
+            raise InputError(
+                f"driver {driver} cannot drive {gpu}: {problem} (--force prints it anyway)"
+            )
         doc = node_template(
             gpu,
             driver,
@@ -98,9 +132,18 @@ def node_template_cmd(
             nodepool_name=name,
             node_class=NodeClassRef.parse(node_class) if node_class is not None else None,
             instance_types=tuple(instance_types or ()),
+            driver_pool=driver_pool,
+            cpu=cpu,
+            memory=memory,
         )
     except InputError as exc:
         fail(str(exc))
+    if "capi" in doc["declarations"] and (cpu is None or memory is None):
+        typer.echo(
+            "cudasched: warning: the Cluster API autoscaler scales a group up from zero only "
+            "with its capacity annotations: give --cpu and --memory (the nodes' capacity)",
+            err=True,
+        )
     if "karpenter" in doc["declarations"] and not instance_types:
         typer.echo(
             "cudasched: warning: the NodePool does not restrict instance types: give "

@@ -9,31 +9,45 @@ it, :func:`effective_policy` and :func:`effective_scheme` let an explicit option
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
+from rich.progress import Progress as RichProgress
 
-from cudasched.errors import InputError
-from cudasched.labels import LabelScheme
-from cudasched.requirements import Policy, Requirement
-from cudasched.versions import parse_compute_capability, parse_cuda
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.versions import parse_compute_capability, parse_cuda
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.imageconfig import ConfigSource
+    from cudasched.operations.audit.auditor import Progress
     from cudasched.webhook.config import WebhookConfig
 
 __all__ = [
+    "AsOfOption",
     "ConfigOption",
     "DefaultPolicyOption",
     "FrameworkOption",
     "MinComputeOption",
+    "MinSupportMonthsOption",
     "PolicyOption",
     "SchemeOption",
     "ShipsCudaCompatOption",
     "TargetSchemeOption",
+    "check_support_months",
     "effective_policy",
     "effective_scheme",
+    "generated_now",
+    "parse_as_of",
+    "progress_bar",
     "requirement_from_options",
 ]
 
@@ -159,3 +173,115 @@ def requirement_from_options(
             f"nothing to {purpose}: give --cuda, --framework or --min-compute-capability"
         )
     return requirement
+
+
+def generated_now() -> str:
+    """When a report was made, for its header (UTC, minutes)."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@contextmanager
+def progress_bar(what: str) -> Iterator[Progress | None]:
+    """A rich progress bar on stderr while ``what`` runs, only when stderr is a terminal;
+    yields the callback to hand to the operation (``None``: stay silent)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with RichProgress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield advance
+
+
+AsOfOption = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        help="Judge branch lifecycles (end of life) and driver releases (what was out) on this "
+        "date, YYYY-MM-DD. Default: today.",
+    ),
+]
+
+MinSupportMonthsOption = Annotated[
+    int,
+    typer.Option(
+        "--min-support-months",
+        help="Warn when a pool's driver branch ends within this many months (0 to 120).",
+    ),
+]
+
+
+def check_support_months(value: int) -> int:
+    """``--min-support-months``: 0 to 120 months, else an :class:`InputError`."""
+    if not 0 <= value <= 120:
+        raise InputError(f"invalid --min-support-months {value}: expected 0 to 120 months")
+    return value
+
+
+def parse_as_of(value: str | None) -> date:
+    """``--as-of``: a date, today when not given."""
+    if value is None:
+        return date.today()
+    try:
+        return date.fromisoformat(value.strip())
+    except ValueError:
+        raise InputError(f"invalid --as-of {value!r}: expected a date YYYY-MM-DD") from None
+
+
+# --------------------------------------------------------------------------- registries
+
+ResolveImagesOption = Annotated[
+    bool,
+    typer.Option(
+        "--resolve-images",
+        help="Read each judged image's own config from its registry (NVIDIA_REQUIRE_CUDA, "
+        "CUDA_VERSION) and trust it before the image table, as the webhook's image resolver "
+        "does.",
+    ),
+]
+RegistryConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--registry-config",
+        help="A Docker config.json with registry credentials (its auths; credential helpers "
+        "are not run). Default: anonymous, which public images need.",
+    ),
+]
+PlainHttpOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--plain-http",
+        metavar="HOST[:PORT]",
+        help="A registry reached over plain HTTP instead of HTTPS (repeat for several).",
+    ),
+]
+PlatformOption = Annotated[
+    str,
+    typer.Option(
+        "--platform",
+        help="The nodes' platform, os/architecture[/variant]: the manifest of a multi-arch "
+        "image that is read.",
+    ),
+]
+
+
+def registry_source(
+    resolve: bool,
+    registry_config: Path | None,
+    plain_http: list[str] | None,
+    platform: str = "linux/amd64",
+) -> ConfigSource | None:
+    """The image-config source of ``--resolve-images`` (``None`` without it): each image's
+    registry asked the first time resolution looks at it, with the given credentials."""
+    if not resolve:
+        return None
+    from cudasched.registry.auth import Keychain, load_docker_config
+    from cudasched.registry.client import Platform, RegistryClient
+    from cudasched.registry.resolver import OnDemandSource
+
+    keychain = load_docker_config(registry_config) if registry_config else Keychain()
+    client = RegistryClient(keychain=keychain, plain_http=plain_http or ())
+    return OnDemandSource(client, Platform.parse(platform))

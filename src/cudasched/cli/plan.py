@@ -1,15 +1,18 @@
 """``cudasched plan-drivers``: which driver branch each GPU pool should run so every workload
-has a home, and the GPU Operator objects that install it.
+has a home, and how to get it there: GPU Operator objects for the pools the operator drives, an
+action for pools whose driver comes with the host or a node image.
 
-A thin shell over :func:`cudasched.operations.planning.plan_drivers`. ``-o json`` is a stable
-contract (keys are only ever added): ``{"pools": [{"name", "nodes", "gpu", "arch", "os",
-"kernel", "currentDriver", "targetBranch", "targetVersion", "kernelModuleType",
-"usePrecompiled", "change", "gains", "loses", "why"}], "nvidiaDrivers": [...], "nodeLabels":
-{node: {key: value}}, "waves": [[node, ...]], "unservable": [{"workload", "why"}], "notes",
-"warnings", ...}``. ``-o yaml`` prints the NVIDIADriver objects, ready for ``kubectl apply -f``,
-with the ``kubectl label`` commands of each wave as comments; ``-o table`` the impact per pool.
-Exit codes: 0 a plan was made (whether or not every workload has a home: see ``unservable``),
-2 bad input.
+A thin shell over :func:`cudasched.operations.drivers.planning.plan_drivers`. ``-o json`` is a
+stable contract (keys are only ever added): ``{"pools": [{"name", "nodes", "gpu", "arch", "os",
+"kernel", "currentDriver", "driverManager", "nodeGroup", "targetBranch", "targetVersion",
+"targetFloor", "kernelModuleType", "usePrecompiled", "lifecycle", "eol", "change", "action",
+"nvidiaDriver", "blocked", "gains", "loses", "why"}], "nvidiaDrivers": [...], "hostActions":
+[{"pool", "nodes", "action"}], "nodeLabels": {node: {key: value}}, "waves": [[node, ...]],
+"replaced": [{"name", "by", "why"}], "defaultDriver", "gpuOperatorVersion", "unservable":
+[{"workload", "why"}], "notes", "warnings", ...}``. ``-o yaml`` prints the NVIDIADriver objects
+with the plan as comments; ``-o script`` the runbook that rolls them out wave by wave
+(:mod:`cudasched.operations.drivers.runbook`); ``-o table`` the impact per pool. Exit codes: 0 a
+plan was made (whether or not every workload has a home: see ``unservable``), 2 bad input.
 """
 
 from __future__ import annotations
@@ -33,13 +36,18 @@ from cudasched.cli.inputs import (
     load_knowledge,
     load_settings,
 )
-from cudasched.cli.options import ConfigOption, DefaultPolicyOption, effective_policy
-from cudasched.cli.recommend import AsOfOption, parse_as_of
-from cudasched.errors import InputError
-from cudasched.versions import parse_cuda
+from cudasched.cli.options import (
+    AsOfOption,
+    ConfigOption,
+    DefaultPolicyOption,
+    effective_policy,
+    parse_as_of,
+)
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.versions import parse_cuda
 
 if TYPE_CHECKING:
-    from cudasched.operations.planning import DriverPlan
+    from cudasched.operations.drivers.planning import DriverPlan
 
 __all__ = ["plan_cmd", "render_yaml"]
 
@@ -50,18 +58,19 @@ class PlanFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
     YAML = "yaml"
+    SCRIPT = "script"
 
 
 def render_yaml(plan: DriverPlan, source: str) -> str:
-    """The NVIDIADriver objects as a YAML stream, preceded by the notes and each wave's
-    ``kubectl label`` commands as comments (so ``kubectl apply -f`` takes the file as is)."""
-    from cudasched.operations.nvidiadriver import label_commands
-    from cudasched.snapshot import to_yaml
+    """The NVIDIADriver objects as a YAML stream, preceded by the notes, the pools whose driver
+    comes with the host or a node image and each wave's nodes as comments (``kubectl apply -f``
+    takes the file as is; ``-o script`` rolls it out)."""
+    from cudasched.cluster.snapshot import to_yaml
 
     target = f", target CUDA {plan.target_cuda}" if plan.target_cuda else ""
     lines = [
         f"# cudasched plan-drivers: {source} (policy {plan.policy.value}{target}, "
-        f"as of {plan.today.isoformat()})"
+        f"as of {plan.today.isoformat()}, GPU Operator {plan.operator.version})"
     ]
     for note in plan.notes:
         lines.append(f"# NOTE: {note}")
@@ -69,21 +78,21 @@ def render_yaml(plan: DriverPlan, source: str) -> str:
         lines.append(f"# WARNING: {warning}")
     for workload, why in plan.unservable:
         lines.append(f"# UNSERVABLE: {workload}: {why}")
-    pool_of = {node: labels[next(iter(labels))] for node, labels in plan.node_labels.items()}
-    wave = 0
-    for number, command in label_commands(plan.waves, pool_of):
-        if number != wave:
-            wave = number
-            lines.append(
-                f"# wave {number} ({len(plan.waves[number - 1])} node(s), at most "
-                f"{plan.wave_capacity}):"
-            )
-        lines.append(f"#   {command}")
-    if not plan.drivers:
-        lines.append("# no pool changes: nothing to apply")
+    for d in plan.host_actions:
+        lines.append(f"# HOST: pool {d.pool.name} ({len(d.pool.nodes)} node(s)): {d.action}")
+    for d in plan.decisions:
+        if d.blocked is not None:
+            lines.append(f"# BLOCKED: pool {d.pool.name}: {d.blocked}")
+    for number, wave in enumerate(plan.waves, start=1):
+        lines.append(
+            f"# wave {number} ({len(wave)} node(s), at most {plan.wave_capacity}): "
+            + " ".join(wave)
+        )
+    if not plan.objects:
+        lines.append("# no pool the GPU Operator drives: no NVIDIADriver to apply")
     out = "\n".join(lines) + "\n"
     for driver in plan.drivers:
-        out += "---\n" + to_yaml(driver)
+        out += "---\n" + to_yaml(dict(driver))
     return out
 
 
@@ -102,16 +111,26 @@ _KINDS = {
 }
 
 # The why lines a table row shows besides the first: what needs attention.
-_SHOWN = ("warning", "keeps R", "takes R", "only through forward", "not planned", "usePrecompiled")
+_SHOWN = (
+    "warning",
+    "keeps R",
+    "takes R",
+    "only through forward",
+    "not planned",
+    "usePrecompiled",
+    "blocked",
+)
+_MANAGERS = {"operator": "(GPU Operator)", "host": "(host)", "node-image": "(node image)"}
 
 
 def _table(plan: DriverPlan, source: str) -> Table:
     changes = sum(1 for d in plan.decisions if d.changes)
     caption = (
         f"{len(plan.decisions)} pools, {plan.gpu_nodes} GPU nodes, {plan.demand.workloads} "
-        f"workloads; {changes} pool(s) change in {len(plan.waves)} wave(s) of at most "
-        f"{plan.wave_capacity} node(s); {len(plan.unservable)} workload(s) without a home. "
-        "Every reason: -o json"
+        f"workloads; {changes} pool(s) change; {len(plan.objects)} NVIDIADriver object(s) in "
+        f"{len(plan.waves)} wave(s) of at most {plan.wave_capacity} node(s); "
+        f"{len(plan.host_actions)} host or node-image action(s); {len(plan.unservable)} "
+        "workload(s) without a home. Every reason: -o json"
     )
     table = Table(
         title=Text(f"cudasched plan-drivers: {source}", style="bold"),
@@ -120,7 +139,7 @@ def _table(plan: DriverPlan, source: str) -> Table:
         show_lines=True,
         expand=False,
     )
-    table.add_column("pool", overflow="fold", max_width=30)
+    table.add_column("pool", overflow="fold", max_width=34)
     table.add_column("nodes", justify="right")
     table.add_column("driver", no_wrap=True)
     table.add_column("change", no_wrap=True)
@@ -137,6 +156,7 @@ def _table(plan: DriverPlan, source: str) -> Table:
                 driver += "\nprecompiled"
         else:
             driver = current
+        driver += "\n" + _MANAGERS[d.pool.manager.kind.value]
         impact = Text()
         if d.gains:
             impact.append(f"+{len(d.gains)} ", style="green")
@@ -147,6 +167,8 @@ def _table(plan: DriverPlan, source: str) -> Table:
             impact.append(", ".join(_short(w) for w in d.loses[:3]))
             impact.append(" ..." if len(d.loses) > 3 else "")
         why = [d.why[0], *(w for w in d.why[1:] if w.startswith(_SHOWN) or "so that" in w)]
+        if d.action:
+            why.append(f"action: {d.action}")
         table.add_row(
             Text(f"{d.pool.name}\n{d.pool.gpu or 'unknown GPU'}"),
             Text(str(len(d.pool.nodes))),
@@ -191,6 +213,21 @@ def plan_cmd(
             "--precompiled", help="Use precompiled driver containers where NVIDIA builds them."
         ),
     ] = False,
+    gpu_operator_version: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-operator-version",
+            help="The GPU Operator release the objects are for (26.7, v25.10.1). Default: read "
+            "from the cluster's NVIDIADriver objects, else the newest cudasched knows.",
+        ),
+    ] = None,
+    min_support_months: Annotated[
+        int,
+        typer.Option(
+            "--min-support-months",
+            help="Warn when a pool's driver branch ends within this many months.",
+        ),
+    ] = 12,
     as_of: AsOfOption = None,
     output: Annotated[PlanFormat, typer.Option("-o", "--output", help="Output format.")] = (
         PlanFormat.TABLE
@@ -199,16 +236,20 @@ def plan_cmd(
     """Plan the driver branch of every GPU pool so each workload of the cluster has a home, and
     write the GPU Operator NVIDIADriver objects that install it.
 
-    Pools are GPU nodes with one GPU product, OS, kernel and driver. Each pool gets the branch
-    that runs the most workloads (InferenceServices, LLMInferenceServices, GPU pods, serving
-    runtimes) within its architecture's range and kernel, preferring no change, then long-term
-    branches; no workload that runs today is left without a node. --config takes the webhook's
-    configuration (image overrides, mirrors, policy), so workloads are judged as admission
-    judges them. Example: cudasched plan-drivers -o yaml > plan.yaml
+    Pools are GPU nodes with one GPU product, driver, OS, kernel and driver manager. Each pool
+    gets the branch that runs the most workloads (InferenceServices, LLMInferenceServices, GPU
+    pods, serving runtimes) within its architecture's range and kernel and that can be installed
+    the way the pool gets its driver (a driver container NVIDIA publishes for its OS, or the
+    host's or node image's driver), preferring no change, then long-term branches; no workload
+    that runs today is left without a node. --config takes the webhook's configuration (image
+    overrides, mirrors, policy), so workloads are judged as admission judges them.
+    Example: cudasched plan-drivers -o script > rollout.sh
     """
-    from cudasched.fleet import Fleet
-    from cudasched.operations.planning import plan_drivers
-    from cudasched.operations.waves import parse_max_unavailable
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.compat.containers import operator_from_objects, operator_version
+    from cudasched.operations.drivers.planning import plan_drivers
+    from cudasched.operations.drivers.runbook import render_script
+    from cudasched.operations.drivers.waves import parse_max_unavailable
 
     try:
         settings = load_settings(config)
@@ -216,8 +257,20 @@ def plan_cmd(
         today = parse_as_of(as_of)
         target = parse_cuda(target_cuda).release if target_cuda is not None else None
         unavailable = parse_max_unavailable(max_unavailable)
+        if not 0 <= min_support_months <= 120:
+            raise InputError(
+                f"invalid --min-support-months {min_support_months}: expected 0 to 120 months"
+            )
         snapshot = load_cluster(source)
         kb = load_knowledge()
+        if gpu_operator_version is not None:
+            op, op_source = operator_version(kb, gpu_operator_version), "--gpu-operator-version"
+        else:
+            found = operator_from_objects(kb, snapshot.nvidia_drivers)
+            op, op_source = found or (
+                operator_version(kb, None),
+                "the newest release cudasched knows; set --gpu-operator-version",
+            )
         if target is not None and kb.toolkit(target) is None:
             raise InputError(
                 f"invalid --target-cuda {target_cuda!r}: CUDA {target} is not a toolkit release "
@@ -233,6 +286,9 @@ def plan_cmd(
             target_cuda=target,
             max_unavailable=unavailable,
             precompiled=precompiled,
+            operator=op,
+            operator_source=op_source,
+            min_support_months=min_support_months,
         )
     except InputError as exc:
         fail(str(exc))
@@ -241,6 +297,8 @@ def plan_cmd(
         sys.stdout.write(json.dumps(plan.to_dict(), indent=2) + "\n")
     elif output is PlanFormat.YAML:
         sys.stdout.write(render_yaml(plan, name))
+    elif output is PlanFormat.SCRIPT:
+        sys.stdout.write(render_script(plan, name))
     else:
         console = _console()
         console.print(_table(plan, name))

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import typer
 
 from cudasched.cli.app import app, fail
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
 
 __all__ = ["PROG_NAME", "main", "plugin_args"]
 

@@ -1,16 +1,16 @@
-"""``cudasched recommend-driver``: the driver branch to install for a GPU.
+"""``cudasched recommend-driver``: the driver to install for a GPU.
 
-A thin shell over :func:`cudasched.operations.recommend.recommend`. ``-o json`` is a stable
-contract (keys are only ever added): ``{"branch", "version", "kernelModuleType",
-"usePrecompiled", "cuda", "lifecycle", "eol", "reasons", "warnings", "rejected": [{"branch",
-"why"}]}`` plus ``gpu`` and ``cudaByPolicy``. Exit codes: 0 a branch was found, 1 no branch
+A thin shell over :func:`cudasched.operations.drivers.recommend.recommend`. ``-o json`` is a stable
+contract (keys are only ever added): ``{"branch", "version", "released", "installer", "os",
+"image", "keep", "kernelModuleType", "usePrecompiled", "cuda", "lifecycle", "eol", "reasons",
+"warnings", "rejected": [{"branch", "why"}]}`` plus ``gpu`` and ``cudaByPolicy``. ``--os`` must be
+an OS tag cudasched knows (the list is in the error). Exit codes: 0 a driver was found, 1 none
 satisfies everything (the answer says why), 2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
 
 import json
-from datetime import date
 from enum import StrEnum
 from typing import Annotated
 
@@ -21,32 +21,19 @@ from rich.text import Text
 
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import load_knowledge
-from cudasched.cli.options import PolicyOption
-from cudasched.errors import InputError
-from cudasched.requirements import Policy
-from cudasched.versions import parse_cuda
+from cudasched.cli.options import AsOfOption, PolicyOption, parse_as_of
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirements import Policy
+from cudasched.vocab.versions import parse_cuda
 
-__all__ = ["AsOfOption", "parse_as_of", "recommend_cmd"]
+__all__ = ["recommend_cmd"]
 
 TABLE_WIDTH = 120
 
-AsOfOption = Annotated[
-    str | None,
-    typer.Option(
-        "--as-of",
-        help="Judge branch lifecycles (end of life) on this date, YYYY-MM-DD. Default: today.",
-    ),
-]
 
-
-def parse_as_of(value: str | None) -> date:
-    """``--as-of``: a date, today when not given."""
-    if value is None:
-        return date.today()
-    try:
-        return date.fromisoformat(value.strip())
-    except ValueError:
-        raise InputError(f"invalid --as-of {value!r}: expected a date YYYY-MM-DD") from None
+class Installer(StrEnum):
+    OPERATOR = "operator"
+    HOST = "host"
 
 
 class RecommendFormat(StrEnum):
@@ -64,18 +51,20 @@ def _console() -> Console:
 def _render(doc: dict[str, object], console: Console) -> None:
     branch = doc["branch"]
     if branch is None:
-        console.print(Text(f"no driver branch for {doc['gpu']}", style="bold red"))
+        console.print(Text(f"no driver for {doc['gpu']}", style="bold red"))
     else:
-        version = doc["version"] or "(no release known)"
+        released = f" (out since {doc['released']})" if doc["released"] else ""
         console.print(
             Text(
-                f"R{branch}: {version}, {doc['kernelModuleType']} kernel modules, "
-                f"usePrecompiled {str(doc['usePrecompiled']).lower()}, CUDA {doc['cuda']} "
-                f"natively, {doc['lifecycle'] or 'lifecycle unknown'}"
+                f"R{branch}: {doc['version']}{released}, {doc['kernelModuleType']} kernel "
+                f"modules, usePrecompiled {str(doc['usePrecompiled']).lower()}, CUDA "
+                f"{doc['cuda']} natively, {doc['lifecycle'] or 'lifecycle unknown'}"
                 + (f" until {doc['eol']}" if doc["eol"] else ""),
                 style="bold",
             )
         )
+        if doc["image"]:
+            console.print(Text(f"  image {doc['image']}"))
     for reason in doc["reasons"]:  # type: ignore[attr-defined]
         console.print(Text(f"  - {reason}"))
     for warning in doc["warnings"]:  # type: ignore[attr-defined]
@@ -118,6 +107,22 @@ def recommend_cmd(
         str | None,
         typer.Option("--os", help="The nodes' OS as the GPU Operator tags it: ubuntu22.04."),
     ] = None,
+    installer: Annotated[
+        Installer | None,
+        typer.Option(
+            "--installer",
+            help="Who installs the driver: the GPU Operator's driver container (the default "
+            "with --os) or the host or its node image (the default without).",
+        ),
+    ] = None,
+    gpu_operator_version: Annotated[
+        str | None,
+        typer.Option("--gpu-operator-version", help="The GPU Operator release (default newest)."),
+    ] = None,
+    current: Annotated[
+        str | None,
+        typer.Option("--driver", help="The nodes' current driver: kept when it satisfies all."),
+    ] = None,
     kernel: Annotated[
         str | None,
         typer.Option("--kernel", help="The nodes' kernel release (uname -r): 5.15.0-113-generic."),
@@ -134,25 +139,34 @@ def recommend_cmd(
         RecommendFormat, typer.Option("-o", "--output", help="Output format.")
     ] = RecommendFormat.TABLE,
 ) -> None:
-    """Recommend the driver branch for a GPU: the newest supported branch that drives it and
+    """Recommend the driver for a GPU: an installable release of the branch that drives it and
     runs every --cuda asked, preferring long-term support branches.
 
-    Checks the architecture's driver ceiling, the kernel-module flavour, the branch lifecycle,
-    the kernel's minimum and reported build failures, and where precompiled driver containers
-    exist. Exit 0: a branch; 1: no branch satisfies everything (with the reason); 2: bad input.
-    Example: cudasched recommend-driver --gpu V100 --cuda 12.4 --kernel 5.15.0-113-generic
+    Checks the architecture's driver range, the kernel-module flavour, the branch lifecycle and
+    release dates (--as-of), the kernel's minimum and reported build failures, and with --os the
+    driver containers NVIDIA publishes for that OS (and precompiled ones). Exit 0: a driver;
+    1: none satisfies everything (with the reason); 2: bad input.
+    Example: cudasched recommend-driver --gpu V100 --cuda 12.4 --os ubuntu22.04
     """
-    from cudasched.branches import parse_os_tag
+    from cudasched.compat.branches import parse_os_tag
+    from cudasched.compat.containers import known_os, operator_version
     from cudasched.knowledge.drivers import parse_kernel
-    from cudasched.operations.recommend import recommend
+    from cudasched.operations.drivers.recommend import recommend
+    from cudasched.vocab.versions import parse_driver
 
     try:
         pol = Policy.parse(policy)
         today = parse_as_of(as_of)
         cudas = [parse_cuda(c).release for c in cuda or ()]
-        os_tag = parse_os_tag(os_name) if os_name is not None else None
-        release = parse_kernel(kernel) if kernel is not None else None
         kb = load_knowledge()
+        os_tag = known_os(kb, parse_os_tag(os_name)) if os_name is not None else None
+        release = parse_kernel(kernel) if kernel is not None else None
+        driver = parse_driver(current) if current is not None else None
+        how = installer or (Installer.OPERATOR if os_tag is not None else Installer.HOST)
+        if how is Installer.OPERATOR and os_tag is None:
+            raise InputError("--installer operator needs --os: driver containers are per OS")
+        chosen = operator_version(kb, gpu_operator_version)
+        op = chosen if how is Installer.OPERATOR else None
         answer = recommend(
             kb,
             gpu,
@@ -162,6 +176,8 @@ def recommend_cmd(
             os=os_tag,
             kernel=release,
             precompiled=precompiled,
+            operator=op,
+            current=driver,
         )
     except InputError as exc:
         fail(str(exc))

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cudasched.errors import InputError
-from cudasched.kserve.llm import NAME_LABEL, PART_OF_LABEL, PART_OF_VALUE, llmisvc_pods
-from cudasched.kube.kinds import (
+from cudasched.cluster.snapshot import ClusterSnapshot
+from cudasched.kube.live import LIVE_KINDS, ObjectRef
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import (
     CRON_JOB,
     DAEMON_SET,
     DEPLOYMENT,
@@ -29,9 +30,8 @@ from cudasched.kube.kinds import (
     STATEFUL_SET,
     Kind,
 )
-from cudasched.kube.live import LIVE_KINDS, ObjectRef
-from cudasched.objects import name_of, namespace_of
-from cudasched.snapshot import ClusterSnapshot
+from cudasched.vocab.objects import name_of, namespace_of
+from cudasched.workloads.kserve.llm import NAME_LABEL, PART_OF_LABEL, PART_OF_VALUE, llmisvc_pods
 
 __all__ = ["ALIASES", "Reference", "parse_reference"]
 

@@ -13,15 +13,28 @@ from typing import Annotated
 import typer
 
 from cudasched.cli.app import EXIT_OK, app, fail
-from cudasched.cli.audit import generated_now, load_cluster_inputs, progress_bar
-from cudasched.cli.inputs import ClusterSource, cluster_source, load_settings
-from cudasched.cli.options import ConfigOption, DefaultPolicyOption, effective_policy
-from cudasched.errors import InputError
-from cudasched.operations import audit
-from cudasched.operations.html import render_report
-from cudasched.operations.matrix import compatibility_matrix
+from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster_inputs, load_settings
+from cudasched.cli.options import (
+    AsOfOption,
+    ConfigOption,
+    DefaultPolicyOption,
+    MinSupportMonthsOption,
+    PlainHttpOption,
+    RegistryConfigOption,
+    ResolveImagesOption,
+    check_support_months,
+    effective_policy,
+    generated_now,
+    parse_as_of,
+    progress_bar,
+    registry_source,
+)
+from cudasched.operations.audit import audit
 from cudasched.operations.pools import node_pools
+from cudasched.operations.report.html import render_report
+from cudasched.operations.report.matrix import compatibility_matrix
 from cudasched.operations.runtimes import runtime_rows
+from cudasched.vocab.errors import InputError
 
 __all__ = ["report_cmd"]
 
@@ -42,9 +55,14 @@ def report_cmd(
     source: ClusterSource = ClusterSource(),
     config: ConfigOption = None,
     policy: DefaultPolicyOption = None,
+    resolve_images: ResolveImagesOption = False,
+    registry_config: RegistryConfigOption = None,
+    plain_http: PlainHttpOption = None,
     output: Annotated[
         Path, typer.Option("-o", "--output", help="HTML file to write ('-': stdout).")
     ] = Path("report.html"),
+    as_of: AsOfOption = None,
+    min_support_months: MinSupportMonthsOption = 12,
 ) -> None:
     """Write an HTML report of the cluster: which serving runtime can run on which node pool
     (hover a cell for its reason codes), each pool's CUDA ceiling, and the audit findings.
@@ -56,11 +74,22 @@ def report_cmd(
     try:
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
+        today = parse_as_of(as_of)
+        months = check_support_months(min_support_months)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
+        images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("building the report") as progress:
             pools = node_pools(snapshot, fleet)
             matrix = compatibility_matrix(runtime_rows(fleet, images), pools, pol, fleet.kb)
-            findings = audit(snapshot, fleet, images, pol, progress=progress)
+            findings = audit(
+                snapshot,
+                fleet,
+                images,
+                pol,
+                progress=progress,
+                today=today,
+                min_support_months=months,
+            )
         html = render_report(
             matrix, findings, source=snapshot.source or "cluster", generated=generated_now()
         )

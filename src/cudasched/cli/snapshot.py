@@ -3,8 +3,8 @@ command reads with ``--cluster`` (``cudasched snapshot --live > cluster.yaml``).
 
 What is written can be attached to a bug report: Secrets are never included, pods are reduced to
 the fields cudasched reads and ``managedFields`` are dropped
-(:meth:`cudasched.snapshot.ClusterSnapshot.shareable`); answers from the file are the answers
-from the cluster.
+(:meth:`cudasched.cluster.snapshot.ClusterSnapshot.shareable`); answers from the file are the
+answers from the cluster.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import typer
 
 from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster
-from cudasched.errors import InputError
-from cudasched.snapshot import DumpFormat, dump_snapshot
+from cudasched.cluster.snapshot import DumpFormat, dump_snapshot
+from cudasched.vocab.errors import InputError
 
 __all__ = ["snapshot_cmd"]
 

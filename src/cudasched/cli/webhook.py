@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from cudasched.cli.app import app, fail
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
 
 __all__ = ["webhook_cmd"]
 
@@ -103,7 +103,7 @@ def webhook_cmd(
         kb = load_knowledge()
         reviewer = default_reviewer(cfg, kb)
         if cluster is not None:
-            from cudasched.snapshot import load_snapshot
+            from cudasched.cluster.snapshot import load_snapshot
             from cudasched.webhook.state import ClusterState
 
             static = StaticStateSource(ClusterState.from_snapshot(load_snapshot(cluster), kb=kb))

@@ -34,9 +34,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cudasched.agent.labelers import owned_keys
-from cudasched.agent.publish import DEFAULT_NFD_PATH
-from cudasched.errors import InputError
+from cudasched.nodes.labelers import DEFAULT_NFD_PATH, owned_keys
+from cudasched.vocab.errors import InputError
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 

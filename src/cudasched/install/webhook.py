@@ -25,9 +25,16 @@ Choices a reviewer should know about, each deliberate:
 * ``namespaceSelector`` excludes ``kube-system`` and cudasched's own namespace, so the webhook can
   never block its own recovery.
 * A **NetworkPolicy** admits traffic to the webhook port only from the API server's address
-  ranges: by default the private ranges (where pod and node networks, and the control planes
-  of most managed clusters, live), narrowed with ``--api-server-cidr`` to the API server's own
-  addresses. Nothing else in the pod listens.
+  ranges: by default the private IPv4 ranges (RFC 1918), shared address space (100.64.0.0/10)
+  and IPv6 unique local addresses (fc00::/7), where pod and node networks, and the control
+  planes of most managed clusters, live. Not admitted by default: public IPv4 addresses and
+  global IPv6 addresses (an API server that reaches pods from one, as some managed control
+  planes and every IPv6 cluster with global pod addresses do, needs ``--api-server-cidr`` with
+  its own addresses, or the webhook is never called and pods go unconstrained under
+  ``failurePolicy: Ignore``). ``--api-server-cidr`` replaces the defaults. Nothing else in the
+  pod listens.
+* **Certificates** (cert-manager): a self-signed root, a CA Issuer and a serving certificate;
+  the ``caBundle`` comes from the root, so renewing the serving certificate never changes it.
 * **Priority.** The webhook runs as ``system-cluster-critical`` (``--priority-class``): it is
   on the path of every GPU pod creation, and an evicted webhook means pods without CUDA
   placement. Outside ``kube-system`` GKE (and any cluster whose quota admission limits the
@@ -48,15 +55,24 @@ from typing import Any
 import yaml
 
 from cudasched import __version__
-from cudasched import labels as L
-from cudasched.errors import InputError
-from cudasched.images import parse_image_ref
-from cudasched.kserve.llm import PART_OF_LABEL, PART_OF_VALUE
-from cudasched.workloads import SKIP_VALUES
+from cudasched.knowledge.images import parse_image_ref
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import (
+    CLUSTER_SERVING_RUNTIME,
+    INFERENCE_SERVICE,
+    KSERVE_GROUP,
+    LLM_INFERENCE_SERVICE,
+    SERVING_RUNTIME,
+)
+from cudasched.workloads.kserve.llm import PART_OF_LABEL, PART_OF_VALUE
+from cudasched.workloads.pods import SKIP_VALUES
 
 DEFAULT_NAMESPACE = "cudasched"
 DEFAULT_IMAGE = f"cudasched/cudasched:{__version__}"
 APP = "cudasched-webhook"
+#: The cert-manager CA certificate (and its Issuer and Secret) that signs the serving one.
+CA_CERTIFICATE = f"{APP}-ca"
 PORT = 8443
 REPLICAS = 2
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -234,12 +250,12 @@ def rbac_objects(namespace: str) -> list[dict[str, Any]]:
             "rules": [
                 {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
                 {
-                    "apiGroups": ["serving.kserve.io"],
+                    "apiGroups": [KSERVE_GROUP],
                     "resources": [
-                        "inferenceservices",
-                        "servingruntimes",
-                        "clusterservingruntimes",
-                        "llminferenceservices",
+                        INFERENCE_SERVICE.plural,
+                        SERVING_RUNTIME.plural,
+                        CLUSTER_SERVING_RUNTIME.plural,
+                        LLM_INFERENCE_SERVICE.plural,
                     ],
                     "verbs": ["list", "watch"],
                 },
@@ -374,7 +390,7 @@ def webhook_configuration(
     for LLMInferenceServices."""
     annotations: dict[str, str] = {}
     if cert_manager:
-        annotations["cert-manager.io/inject-ca-from"] = f"{namespace}/{APP}"
+        annotations["cert-manager.io/inject-ca-from"] = f"{namespace}/{CA_CERTIFICATE}"
     client_config_extra: dict[str, Any] = {}
     if ca_bundle_pem is not None:
         client_config_extra["caBundle"] = base64.b64encode(ca_bundle_pem).decode()
@@ -434,10 +450,10 @@ def webhook_configuration(
                 "clientConfig": client_config("/mutate/inferenceservices"),
                 "rules": [
                     {
-                        "apiGroups": ["serving.kserve.io"],
-                        "apiVersions": ["v1beta1"],
+                        "apiGroups": [INFERENCE_SERVICE.group],
+                        "apiVersions": [INFERENCE_SERVICE.version],
                         "operations": ["CREATE", "UPDATE"],
-                        "resources": ["inferenceservices"],
+                        "resources": [INFERENCE_SERVICE.plural],
                         "scope": "Namespaced",
                     }
                 ],
@@ -451,10 +467,10 @@ def webhook_configuration(
                 "clientConfig": client_config("/mutate/llminferenceservices"),
                 "rules": [
                     {
-                        "apiGroups": ["serving.kserve.io"],
+                        "apiGroups": [LLM_INFERENCE_SERVICE.group],
                         "apiVersions": ["v1alpha1", "v1alpha2"],
                         "operations": ["CREATE", "UPDATE"],
-                        "resources": ["llminferenceservices"],
+                        "resources": [LLM_INFERENCE_SERVICE.plural],
                         "scope": "Namespaced",
                     }
                 ],
@@ -473,10 +489,15 @@ def tls_objects(
     cert_pem: bytes | None = None,
     key_pem: bytes | None = None,
 ) -> list[dict[str, Any]]:
-    """Serving certificate: a cert-manager Issuer + Certificate, or a Secret holding the given
+    """Serving certificate: with cert-manager, a chain whose root never changes: a self-signed
+    Issuer makes a CA certificate (ten years), a CA Issuer signs the serving certificate with it
+    (90 days, renewed 15 days before, a new key each time), and the webhook's ``caBundle`` is
+    injected from the CA's Secret, so a renewal of the serving certificate never changes the
+    trust root the API server holds. Without cert-manager, a Secret holding the given
     self-signed pair (whose certificate is also the webhook's ``caBundle``)."""
     dns = [f"{APP}.{namespace}.svc", f"{APP}.{namespace}.svc.cluster.local"]
     if cert_manager:
+        ecdsa = {"algorithm": "ECDSA", "size": 256}
         return [
             {
                 "apiVersion": "cert-manager.io/v1",
@@ -487,12 +508,32 @@ def tls_objects(
             {
                 "apiVersion": "cert-manager.io/v1",
                 "kind": "Certificate",
+                "metadata": _meta(CA_CERTIFICATE, namespace, "webhook"),
+                "spec": {
+                    "isCA": True,
+                    "commonName": f"{APP} CA",
+                    "secretName": CA_CERTIFICATE,
+                    "issuerRef": {"name": f"{APP}-selfsigned", "kind": "Issuer"},
+                    "privateKey": {**ecdsa, "rotationPolicy": "Never"},
+                    "duration": "87600h",
+                    "renewBefore": "720h",
+                },
+            },
+            {
+                "apiVersion": "cert-manager.io/v1",
+                "kind": "Issuer",
+                "metadata": _meta(CA_CERTIFICATE, namespace, "webhook"),
+                "spec": {"ca": {"secretName": CA_CERTIFICATE}},
+            },
+            {
+                "apiVersion": "cert-manager.io/v1",
+                "kind": "Certificate",
                 "metadata": _meta(APP, namespace, "webhook"),
                 "spec": {
                     "secretName": f"{APP}-tls",
                     "dnsNames": dns,
-                    "issuerRef": {"name": f"{APP}-selfsigned", "kind": "Issuer"},
-                    "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+                    "issuerRef": {"name": CA_CERTIFICATE, "kind": "Issuer"},
+                    "privateKey": {**ecdsa, "rotationPolicy": "Always"},
                     "duration": "2160h",
                     "renewBefore": "360h",
                 },

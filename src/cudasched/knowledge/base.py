@@ -17,7 +17,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from cudasched.errors import InputError, KnowledgeError
 from cudasched.knowledge.drivers import DriverFacts, load_driver_facts
 from cudasched.knowledge.frameworks import FrameworkCatalog
 from cudasched.knowledge.loading import (
@@ -35,6 +34,7 @@ from cudasched.knowledge.loading import (
     read_data_files,
 )
 from cudasched.knowledge.naming import BRAND_WORDS, candidate_keys, gfd_product_label, product_key
+from cudasched.knowledge.operator import OperatorFacts, load_operator_facts
 from cudasched.knowledge.records import (
     ArchInfo,
     ContainerRelease,
@@ -46,8 +46,9 @@ from cudasched.knowledge.records import (
     ToolkitRelease,
     TorchRelease,
 )
-from cudasched.requirements import FrameworkBuild
-from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion
+from cudasched.vocab.errors import InputError, KnowledgeError
+from cudasched.vocab.requirements import FrameworkBuild
+from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
 __all__ = ["KnowledgeBase"]
 
@@ -100,6 +101,7 @@ class KnowledgeBase:
     _frameworks: FrameworkCatalog
     _ngc: Mapping[tuple[str, str], ContainerRelease]
     _drivers: DriverFacts
+    _operator: OperatorFacts
     _ga_desc: tuple[ToolkitRelease, ...] = field(default=(), repr=False)
     # Every capability X.0 .. X.9 of a major that has rows, resolved once (placement asks for
     # whole ranges of capabilities on every compile).
@@ -144,6 +146,7 @@ class KnowledgeBase:
         frameworks = load_frameworks(DataFile("frameworks.yaml", docs["frameworks.yaml"]))
         ngc = load_ngc(DataFile("containers.yaml", docs["containers.yaml"]))
         drivers = load_driver_facts(DataFile("drivers.yaml", docs["drivers.yaml"]))
+        operator = load_operator_facts(DataFile("gpu-operator.yaml", docs["gpu-operator.yaml"]))
         ga_desc = tuple(sorted(ga.values(), key=lambda t: t.sort_key, reverse=True))
         return cls(
             _toolkits=toolkits,
@@ -160,6 +163,7 @@ class KnowledgeBase:
             _frameworks=frameworks,
             _ngc=MappingProxyType(ngc),
             _drivers=drivers,
+            _operator=operator,
             _ga_desc=ga_desc,
             _arch_nearest=MappingProxyType(_nearest_arch_rows(arch_by_cc)),
             _targets=MappingProxyType({key: _targets(archs, row.cuda) for key, row in ga.items()}),
@@ -266,8 +270,14 @@ class KnowledgeBase:
     @property
     def drivers(self) -> DriverFacts:
         """Driver-release facts (``drivers.yaml``): module flavours, minimum kernels, reported
-        build breakages, newest known releases, precompiled containers."""
+        build breakages, releases per branch with their dates."""
         return self._drivers
+
+    @property
+    def operator(self) -> OperatorFacts:
+        """GPU Operator facts (``gpu-operator.yaml``): published driver containers per OS, the
+        precompiled matrix, operator versions, supported boards, who installs a driver."""
+        return self._operator
 
     # ---- hardware ------------------------------------------------------------------------
 

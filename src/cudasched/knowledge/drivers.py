@@ -4,7 +4,9 @@ where precompiled driver containers exist.
 
 The records keep their sources like every other fact of the knowledge base; the small lookups
 that belong to the facts themselves (the minimum kernel of a release, the breakages that touch a
-release on a kernel) live here. Which branch to choose lives in :mod:`cudasched.branches`.
+release on a kernel, the newest release of a branch on a date) live here. Where NVIDIA publishes
+driver containers, precompiled ones included, is in :mod:`cudasched.knowledge.operator`. Which
+branch to choose lives in :mod:`cudasched.compat.branches`.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from cudasched.errors import InputError, KnowledgeError
-from cudasched.versions import (
+from cudasched.vocab.errors import InputError, KnowledgeError
+from cudasched.vocab.versions import (
     ComputeCapability,
     DriverVersion,
     parse_compute_capability,
@@ -32,7 +35,7 @@ __all__ = [
     "LatestRelease",
     "MinimumKernel",
     "ModuleRules",
-    "PrecompiledRules",
+    "Release",
     "load_driver_facts",
     "parse_kernel",
 ]
@@ -140,20 +143,22 @@ class Breakage:
 
 @dataclass(frozen=True, slots=True)
 class LatestRelease:
-    """The newest release of a branch a source names (``None``: none known)."""
+    """The newest release of a branch a source names (``None``: none known) and the day it
+    was first available (``None``: not known)."""
 
     branch: int
     version: DriverVersion | None
     source: str
     note: str = ""
+    released: date | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class PrecompiledRules:
-    """Where NVIDIA builds precompiled driver containers: OS ids and kernel flavours."""
+class Release:
+    """A release of a branch and the day it was first available."""
 
-    os_ids: tuple[str, ...]
-    kernel_flavours: tuple[str, ...]
+    version: DriverVersion
+    released: date
     source: str
 
 
@@ -165,7 +170,7 @@ class DriverFacts:
     minimum_kernels: tuple[MinimumKernel, ...]  # by from_driver, the floor first
     breakages: tuple[Breakage, ...]
     latest: Mapping[int, LatestRelease]
-    precompiled: PrecompiledRules
+    releases: Mapping[int, tuple[Release, ...]]  # every dated release per branch, newest first
 
     def minimum_kernel(self, release: DriverVersion) -> MinimumKernel:
         """The oldest kernel ``release`` builds on."""
@@ -181,9 +186,24 @@ class DriverFacts:
         """The reported breakages that touch ``release`` on ``kernel``."""
         return tuple(b for b in self.breakages if b.touches(release, kernel, flavour))
 
-    def latest_release(self, branch: int) -> DriverVersion | None:
-        row = self.latest.get(branch)
-        return row.version if row is not None else None
+    def latest_release(self, branch: int, as_of: date | None = None) -> DriverVersion | None:
+        """The newest known release of ``branch``; with ``as_of``, the newest one available on
+        that day (``None``: none known, or none released yet)."""
+        found = self.release_on(branch, as_of)
+        return found.version if found is not None else None
+
+    def release_on(
+        self, branch: int, as_of: date | None = None, at_most: DriverVersion | None = None
+    ) -> Release | None:
+        """The newest dated release of ``branch`` available on ``as_of`` (any day when
+        ``None``) and not newer than ``at_most``."""
+        for release in self.releases.get(branch, ()):
+            if as_of is not None and release.released > as_of:
+                continue
+            if at_most is not None and release.version > at_most:
+                continue
+            return release
+        return None
 
 
 # --------------------------------------------------------------------------- loading
@@ -274,6 +294,17 @@ def _breakages(doc: DataFile) -> tuple[Breakage, ...]:
     return tuple(rows)
 
 
+def _released(doc: DataFile, value: object, where: str) -> date | None:
+    if value is None:
+        return None
+    if isinstance(value, date):
+        return value
+    try:
+        return date.fromisoformat(str(value))
+    except ValueError:
+        raise KnowledgeError(f"{doc.name}: {where}: released {value!r} is not YYYY-MM-DD") from None
+
+
 def _latest(doc: DataFile) -> dict[int, LatestRelease]:
     out: dict[int, LatestRelease] = {}
     for i, e in enumerate(doc.entries("latest_releases")):
@@ -285,32 +316,46 @@ def _latest(doc: DataFile) -> dict[int, LatestRelease]:
         release = _driver(doc, version, where) if version is not None else None
         if release is not None and release.branch != branch:
             raise KnowledgeError(f"{doc.name}: {where}: {release} is not a release of R{branch}")
-        out[branch] = LatestRelease(branch, release, doc.source(e, where), _note(e))
+        released = _released(doc, e.get("released"), where)
+        if release is not None and released is None:
+            raise KnowledgeError(f"{doc.name}: {where}: a known release needs its released date")
+        out[branch] = LatestRelease(branch, release, doc.source(e, where), _note(e), released)
     return out
 
 
-def _precompiled(doc: DataFile) -> PrecompiledRules:
-    section = doc.data.get("precompiled")
-    if not isinstance(section, Mapping):
-        raise KnowledgeError(f"{doc.name}: `precompiled` must be a mapping")
-    os_ids = section.get("os_ids")
-    flavours = section.get("kernel_flavours")
-    if not isinstance(os_ids, list) or not isinstance(flavours, list):
-        raise KnowledgeError(f"{doc.name}: precompiled needs os_ids and kernel_flavours lists")
-    return PrecompiledRules(
-        os_ids=tuple(str(o) for o in os_ids),
-        kernel_flavours=tuple(str(f) for f in flavours),
-        source=doc.source(section, "precompiled"),
-    )
+def _releases(doc: DataFile, latest: Mapping[int, LatestRelease]) -> dict[int, tuple[Release, ...]]:
+    """Every dated release per branch, newest version first: the latest ones and
+    ``earlier_releases`` (each older than its branch's latest)."""
+    found: dict[int, list[Release]] = {}
+    for row in latest.values():
+        if row.version is not None and row.released is not None:
+            found.setdefault(row.branch, []).append(Release(row.version, row.released, row.source))
+    for i, e in enumerate(doc.entries("earlier_releases")):
+        where = f"earlier_releases #{i} ({e.get('version')})"
+        version = _driver(doc, e.get("version"), where)
+        newest = latest.get(version.branch)
+        if newest is None or newest.version is None or version >= newest.version:
+            raise KnowledgeError(
+                f"{doc.name}: {where}: not older than a latest release of R{version.branch}"
+            )
+        released = _released(doc, e.get("released"), where)
+        if released is None:
+            raise KnowledgeError(f"{doc.name}: {where}: released is required")
+        found[version.branch].append(Release(version, released, doc.source(e, where)))
+    return {
+        branch: tuple(sorted(rows, key=lambda r: (r.version, r.released), reverse=True))
+        for branch, rows in found.items()
+    }
 
 
 def load_driver_facts(doc: DataFile) -> DriverFacts:
     """``drivers.yaml`` into :class:`DriverFacts` (a :class:`KnowledgeError` for a malformed
     file: a packaging bug)."""
+    latest = _latest(doc)
     return DriverFacts(
         modules=_modules(doc),
         minimum_kernels=_minimum_kernels(doc),
         breakages=_breakages(doc),
-        latest=_latest(doc),
-        precompiled=_precompiled(doc),
+        latest=latest,
+        releases=_releases(doc, latest),
     )

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from cudasched.errors import InputError
 from cudasched.knowledge.records import FrameworkRelease, Status, TorchRelease, TorchVariant
-from cudasched.requirements import FrameworkBuild
-from cudasched.versions import parse_cuda
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirements import FrameworkBuild
+from cudasched.vocab.versions import parse_cuda
 
 __all__ = [
     "FrameworkCatalog",

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from cudasched.errors import KnowledgeError, VersionError
 from cudasched.knowledge.cache import load_documents
 from cudasched.knowledge.frameworks import FrameworkCatalog, is_cuda_wheel_tag
 from cudasched.knowledge.naming import product_key
@@ -33,7 +32,8 @@ from cudasched.knowledge.records import (
     TorchRelease,
     TorchVariant,
 )
-from cudasched.versions import (
+from cudasched.vocab.errors import KnowledgeError, VersionError
+from cudasched.vocab.versions import (
     ComputeCapability,
     DriverVersion,
     parse_compute_capability,
@@ -64,6 +64,7 @@ DATA_FILES = (
     "frameworks.yaml",
     "containers.yaml",
     "drivers.yaml",
+    "gpu-operator.yaml",
 )
 
 NGC_PRODUCTS = ("tritonserver", "pytorch", "tensorflow", "sglang")

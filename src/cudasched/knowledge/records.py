@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from cudasched.versions import ComputeCapability, CudaVersion, DriverVersion
+from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
 __all__ = [
     "ArchInfo",

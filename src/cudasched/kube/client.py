@@ -14,8 +14,8 @@ Sources, first match wins:
 5. ``~/.kube/config``.
 
 A context without a user connects anonymously, as kubectl does. Every problem raises
-:class:`ClusterConfigError`, an :class:`~cudasched.errors.InputError` whose message is one line
-naming the file or context and what is wrong with it.
+:class:`ClusterConfigError`, an :class:`~cudasched.vocab.errors.InputError` whose message is one
+line naming the file or context and what is wrong with it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
 
 if TYPE_CHECKING:
     from lightkube import AsyncClient

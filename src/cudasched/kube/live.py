@@ -1,20 +1,21 @@
-"""Read a live cluster once into the :class:`~cudasched.snapshot.ClusterSnapshot` a file gives:
-what ``--live`` means for every command.
+"""Read a live cluster once into the :class:`~cudasched.cluster.snapshot.ClusterSnapshot` a file
+gives: what ``--live`` means for every command.
 
 It lists Nodes, Pods (all namespaces), InferenceServices, ServingRuntimes,
 ClusterServingRuntimes, LLMInferenceServices and NVIDIADrivers (:data:`LIVE_KINDS`, declared
-once in :mod:`cudasched.kube.kinds`) in pages of :data:`PAGE_SIZE` (kubectl's chunk size, with
+once in :mod:`cudasched.vocab.kinds`) in pages of :data:`PAGE_SIZE` (kubectl's chunk size, with
 ``continue`` tokens), and fetches by name the few objects a command names (a Deployment to
 explain). It only ever reads: no watch, no write, never a Secret.
 
 * List items arrive without ``kind``/``apiVersion``; they get the listed kind's. Pods are reduced
-  to the fields cudasched reads (:func:`cudasched.snapshot.reduce_pod`), other objects lose
+  to the fields cudasched reads (:func:`cudasched.cluster.snapshot.reduce_pod`), other objects lose
   ``managedFields``: the same objects ``cudasched snapshot`` writes.
 * A kind whose CRD is not installed (404) is read as none and reported in
   :attr:`LiveCluster.absent` for the caller to note; a 404 on a built-in kind is an error.
 * ``410 Gone`` while paging (the continue token outlived the API server's compaction window)
   re-lists that kind once from the start, then gives up.
-* Every failure is an :class:`~cudasched.errors.InputError` with a one-line message: the server
+* Every failure is an :class:`~cudasched.vocab.errors.InputError` with a one-line message: the
+server
   cannot be reached or does not answer, the credentials are rejected (401), a permission is
   missing (403, naming the verb and the resource to grant).
 
@@ -30,9 +31,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cudasched.errors import InputError
+from cudasched.cluster.snapshot import ClusterSnapshot, KubeObject, reduce_pod, without_bulk
 from cudasched.kube.client import DEFAULT_TIMEOUT_SECONDS, load_config, make_client
-from cudasched.kube.kinds import (
+from cudasched.kube.reflector import LIST_CHUNK_SIZE, plain_object, status_code
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
     INFERENCE_SERVICE,
     LLM_INFERENCE_SERVICE,
@@ -43,8 +46,6 @@ from cudasched.kube.kinds import (
     SERVING_RUNTIME,
     Kind,
 )
-from cudasched.kube.reflector import LIST_CHUNK_SIZE, plain_object, status_code
-from cudasched.snapshot import ClusterSnapshot, KubeObject, reduce_pod, without_bulk
 
 __all__ = [
     "LIVE_KINDS",

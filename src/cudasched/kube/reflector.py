@@ -32,9 +32,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cudasched.errors import InputError
-from cudasched.kube.kinds import Kind
-from cudasched.objects import metadata_of
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import Kind
+from cudasched.vocab.objects import metadata_of
 
 __all__ = [
     "ObjectKey",

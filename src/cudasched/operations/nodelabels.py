@@ -2,9 +2,9 @@
 which OS it runs, which driver-upgrade state the GPU Operator gave it, and whether its label
 sources (cudasched.io/, GFD's new keys, GFD's deprecated keys) agree with each other.
 
-Facts are always read by :func:`cudasched.nodes.facts_from_labels`. To compare sources this
-module reads each source's labels on their own with :func:`cudasched.nodes.stated_versions`, the
-same readers taken as written, so "what a source says" and "what decisions use" are never parsed
+Facts are always read by :func:`cudasched.nodes.facts.facts_from_labels`. To compare sources this
+module reads each source's labels on their own with :func:`cudasched.nodes.facts.stated_versions`,
+the same readers taken as written, so "what a source says" and "what decisions use" are never parsed
 two different ways, and a CUDA label is compared as it stands: decisions take a node's CUDA from
 its driver (NVIDIA Table 3), so a label that disagrees is named next to the driver's value.
 """
@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cudasched import labels as L
-from cudasched.nodes import (
+from cudasched.nodes.facts import (
     DERIVED_CUDA,
     SOURCE_CUDASCHED,
     SOURCE_GFD,
@@ -24,8 +23,9 @@ from cudasched.nodes import (
     NodeFacts,
     stated_versions,
 )
-from cudasched.objects import as_mapping, labels_of
-from cudasched.resources import GPU_RESOURCE_PREFIXES
+from cudasched.vocab import labels as L
+from cudasched.vocab.objects import as_mapping, labels_of
+from cudasched.workloads.gpu import GPU_RESOURCE_PREFIXES
 
 __all__ = [
     "GFD_NEW_KEYS_RELEASE",
@@ -189,7 +189,7 @@ def _decided(facts: NodeFacts, fact: str) -> object | None:
 
 def conflicts(labels: Mapping[str, str], decided: NodeFacts) -> list[Conflict]:
     """The facts on which a node's label sources disagree. ``decided`` is the node's facts as
-    every decision reads them (:func:`~cudasched.nodes.facts_from_labels` over all of
+    every decision reads them (:func:`~cudasched.nodes.facts.facts_from_labels` over all of
     ``labels``). A node's CUDA is its driver's (NVIDIA Table 3): when decisions took it from
     the driver rather than from a CUDA label, the driver is one of the values compared, so a
     CUDA label that contradicts its driver is reported even when no other source states one."""

@@ -1,6 +1,7 @@
 """Where a requirement can run in a fleet, and when nowhere, the nearest miss.
 
-Every verdict is :func:`cudasched.engine.check` on the fleet's node facts, decided once per group
+Every verdict is :func:`cudasched.compat.engine.check` on the fleet's node facts, decided once per
+group
 of nodes with identical GPU labels (a pool of 500 alike nodes costs one check) and remembered per
 (requirement, policy), so the audit, the report and their tests ask the same engine the same
 question once.
@@ -18,15 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cudasched import engine
-from cudasched.engine import Reason, Verdict, check, resolve_policy
+from cudasched.compat import engine
+from cudasched.compat.engine import Reason, Verdict, check, resolve_policy
+from cudasched.compat.fixes import driver_remedy
 
 if TYPE_CHECKING:
-    from cudasched.fleet import Fleet
+    from cudasched.cluster.fleet import Fleet
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.nodes import NodeFacts
-    from cudasched.requirements import Policy, Requirement
-    from cudasched.versions import DriverVersion
+    from cudasched.nodes.facts import NodeFacts
+    from cudasched.vocab.requirements import Policy, Requirement
+    from cudasched.vocab.versions import DriverVersion
 
 __all__ = ["FleetVerdicts", "Nearest", "Reach", "driver_fix", "lacks_of"]
 
@@ -86,7 +88,9 @@ def driver_fix(
     minimum for the CUDA floor of the image's ``NVIDIA_REQUIRE_CUDA`` and the GPU product's
     first driver, whichever of them the reasons name. ``None`` when anything else stands in the
     way: an architecture, a driver branch too new for the GPU (Kepler after R470), an unknown
-    fact or minimum."""
+    fact or minimum; ``None`` too when that driver is past the last branch of the GPU's
+    architecture (:func:`cudasched.compat.fixes.driver_remedy`, the one judge of driver
+    fixes)."""
     codes = {r.code for r in reasons}
     if not codes or not codes <= _DRIVER_FIXABLE or facts.driver is None:
         return None
@@ -108,7 +112,7 @@ def driver_fix(
         if first is None or facts.driver >= first:
             return None  # the branch is past the architecture's last one: no newer driver helps
         floors.append(first)
-    return max(floors)
+    return driver_remedy(facts, max(floors), kb).driver
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cudasched.objects import metadata_of, name_of, namespace_of
+from cudasched.vocab.objects import metadata_of, name_of, namespace_of
 
 __all__ = ["controller_kind", "finished", "names", "node_name", "object_ref"]
 

@@ -1,6 +1,6 @@
 """The serving runtimes of a cluster with the CUDA requirement each gives its predictors, read
-once for the audit and the report (:func:`cudasched.resolution.resolve_runtime`: the webhook's
-rules for an InferenceService that only names the runtime)."""
+once for the audit and the report (:func:`cudasched.workloads.resolution.runtime_need`: the
+webhook's rules for an InferenceService that only names the runtime, unknown included)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cudasched.errors import InputError
-from cudasched.kserve import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME
-from cudasched.objects import as_flag, as_mapping, name_of, namespace_of
-from cudasched.resolution import resolve_runtime
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.objects import as_flag, as_mapping, name_of, namespace_of
+from cudasched.workloads.kserve import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME
+from cudasched.workloads.resolution import UnknownRequirement, runtime_need
 
 if TYPE_CHECKING:
-    from cudasched.fleet import Fleet
-    from cudasched.images import ImageTable
-    from cudasched.requirements import Requirement
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.knowledge.images import ImageTable
+    from cudasched.vocab.requirements import Requirement
 
 __all__ = ["RuntimeRow", "runtime_rows"]
 
@@ -33,6 +33,8 @@ class RuntimeRow:
     error: str | None = None
     disabled: bool = False
     obj: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # A GPU runtime whose CUDA no source names (WorkloadNeed.unknown): never "no requirement".
+    unknown: UnknownRequirement | None = None
 
     @property
     def ref(self) -> str:
@@ -54,10 +56,12 @@ def _row(obj: Mapping[str, Any], kind: str, images: ImageTable, fleet: Fleet) ->
     try:
         spec = as_mapping(obj.get("spec"), f"{kind} {name} spec")
         disabled = as_flag(spec.get("disabled"), f"{kind} {name} spec.disabled")
-        req = resolve_runtime(obj, images, fleet.kb)
+        need = runtime_need(obj, images, fleet.kb)
     except InputError as exc:
         return RuntimeRow(kind, namespace, name, None, str(exc), obj=obj)
-    return RuntimeRow(kind, namespace, name, req, disabled=disabled, obj=obj)
+    return RuntimeRow(
+        kind, namespace, name, need.resolved, disabled=disabled, obj=obj, unknown=need.unknown
+    )
 
 
 def runtime_rows(fleet: Fleet, images: ImageTable) -> tuple[RuntimeRow, ...]:

@@ -42,30 +42,12 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
-from cudasched import labels as L
-from cudasched.errors import InputError
-from cudasched.kserve import (
-    is_kserve_pod,
-    is_predictor_pod,
-    isvc_name_of,
-    merge_scheduling,
-)
-from cudasched.kserve.llm import is_llmisvc_pod, llmisvc_name_of, llmisvc_pod
-from cudasched.objects import annotations_of, metadata_of
-from cudasched.requirements import Policy, Requirement
-from cudasched.resolution import (
-    UnknownRequirement,
-    isvc_wants_constraint,
-    resolve_isvc,
-    resolve_llmisvc,
-    resolve_llmisvc_pod,
-    resolve_pod,
-    unknown_isvc_requirement,
-    unknown_llmisvc_requirement,
-    unknown_pod_requirement,
-    uses_gpu,
-    wants_constraint,
-)
+from cudasched.compat.engine import check
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, POD
+from cudasched.vocab.objects import annotations_of, metadata_of
+from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.webhook.config import OnNoFit, WebhookConfig
 from cudasched.webhook.limits import (
     body_over_limits,
@@ -97,11 +79,24 @@ from cudasched.webhook.reviewed import (
     with_namespace,
 )
 from cudasched.webhook.unknown import unknown_answer
-from cudasched.workloads import is_skipped
+from cudasched.workloads.kserve import (
+    is_kserve_pod,
+    merge_scheduling,
+)
+from cudasched.workloads.kserve.llm import llmisvc_name_of
+from cudasched.workloads.pods import is_skipped
+from cudasched.workloads.resolution import (
+    NeedStatus,
+    UnknownRequirement,
+    isvc_need,
+    llmisvc_need,
+    pod_need,
+)
+from cudasched.workloads.view import Role, view_pod
 
 if TYPE_CHECKING:
-    from cudasched.images import ImageTable
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.images import ImageTable
     from cudasched.webhook.state import ClusterState
 
 __all__ = ["Admitter", "Kind", "Prepared"]
@@ -111,9 +106,9 @@ log = logging.getLogger(__name__)
 Kind = Literal["pod", "isvc", "llmisvc"]
 
 _EXPECTED_KIND = {
-    "pod": ("", "Pod"),
-    "isvc": ("serving.kserve.io", "InferenceService"),
-    "llmisvc": ("serving.kserve.io", "LLMInferenceService"),
+    "pod": (POD.group, POD.kind),
+    "isvc": (INFERENCE_SERVICE.group, INFERENCE_SERVICE.kind),
+    "llmisvc": (LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind),
 }
 
 
@@ -167,8 +162,8 @@ class Admitter:
         """The production Admitter: the bundled knowledge base (unless given) and the built-in
         image table with the configuration's ``imageOverrides`` in front. Reads package data,
         so call it once at start-up, never per request."""
-        from cudasched.images import ImageTable
         from cudasched.knowledge import KnowledgeBase
+        from cudasched.knowledge.images import ImageTable
 
         kb = kb if kb is not None else KnowledgeBase.load()
         images = ImageTable.from_config(config, kb=kb)
@@ -252,11 +247,14 @@ class Admitter:
         # after a server-side dry run) must reach the reporter too. They are InferenceService
         # admissions, rare next to the pods of their replicas. Nor are answers carrying a
         # warning given once: a repeat must not replay it.
+        # Nor, with the image resolver on, an unknown answer: the image may be resolved by
+        # the next replica, which must then be constrained (docs/design.md, issue 19).
         if (
             prepared.key is not None
             and decision.outcome != "error"
             and decision.placement is None
             and not decision.once
+            and not (decision.unknown is not None and self.images.configs is not None)
         ):
             self._remembered.store(prepared.kind, prepared.key, prepared.raw_rest, decision, state)
         if decision.unknown is not None:
@@ -427,8 +425,11 @@ class Admitter:
         state: ClusterState,
     ) -> Decision:
         declared = declares_requirement(pod)
-        model_server = is_llmisvc_pod(pod)  # may take its GPUs from the LLMIS configs
-        if not declared and not uses_gpu(spec) and not model_server:
+        view = view_pod(pod)
+        if not declared:
+            view.checked()  # an undeclared pod is judged by what it requests: read it all
+        model_server = view.role is Role.MODEL_SERVER  # may take its GPUs from the configs
+        if not declared and not view.requests_gpu and not model_server:
             # Only pods that use a GPU, or say what they need, are ever constrained.
             return Decision(req.uid, reason="no GPU and no declared requirement")
         kserve_pod = is_kserve_pod(pod) or model_server
@@ -437,23 +438,24 @@ class Admitter:
 
         full = with_namespace(pod, req.namespace)
         ns = str(full["metadata"].get("namespace") or "")
-        choice = None
+        choice = service = None
         if model_server:
             service_name = llmisvc_name_of(pod)
             service = state.llm_inference_service(ns, service_name) if service_name else None
-            requirement = resolve_llmisvc_pod(full, service, self.images, self.kb)
-        else:
-            if is_predictor_pod(pod):
-                isvc_name = isvc_name_of(pod)
-                choice = state.runtime_of(ns, isvc_name) if isvc_name else None
-            requirement = resolve_pod(full, choice, self.images, self.kb)
-        if not wants_constraint(full, requirement):
-            unknown = unknown_pod_requirement(full, requirement, self.images, choice)
+        elif view.role is Role.PREDICTOR:
+            isvc_name = view.owner
+            choice = state.runtime_of(ns, isvc_name) if isvc_name else None
+        need = pod_need(full, choice, self.images.per_request(), self.kb, service=service)
+        if need.status is not NeedStatus.KNOWN:
             nothing = Decision(req.uid, reason="no requirement to enforce")
-            return self._unknown(nothing, "Pod", unknown, may_deny=True)
+            return self._unknown(nothing, "Pod", need.unknown, may_deny=True)
+        requirement = need.requirement
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
+        node_name = spec.get("nodeName")
+        if isinstance(node_name, str) and node_name:
+            return self._named_node(req, node_name, requirement, policy, record, state)
         terms, no_fit, _key = self.placer.compile(requirement, policy, state)
         notes = said_once(self._said, requirement, "Pod", choice, ns)
 
@@ -479,6 +481,33 @@ class Admitter:
             no_fit=no_fit,
             may_deny=True,
             notes=notes,
+        )
+
+    def _named_node(
+        self,
+        req: ReviewRequest,
+        node: str,
+        requirement: Requirement,
+        policy: Policy,
+        record: str,
+        state: ClusterState,
+    ) -> Decision:
+        """A pod whose creator named its node (``spec.nodeName``) skips the scheduler: the
+        kubelet rejects a pod whose required node affinity excludes its own node, so no affinity
+        is added; when the cache knows the node cannot run the pod, the answer warns."""
+        facts = state.facts_of(node)
+        reason = f"spec.nodeName {node} set: not scheduled, left alone"
+        if facts is None:
+            return Decision(req.uid, requirement=record, reason=reason)
+        verdict = check(facts, requirement, policy, self.kb)
+        if verdict.compatible:
+            return Decision(req.uid, requirement=record, reason=reason)
+        why = "; ".join(dict.fromkeys(r.message for r in verdict.reasons if r.blocking))
+        return Decision(
+            req.uid,
+            warnings=(clip(f"cudasched: node {node} (spec.nodeName) cannot run {record}: {why}"),),
+            requirement=record,
+            reason=reason,
         )
 
     def _unconstrained(
@@ -527,19 +556,19 @@ class Admitter:
     ) -> Decision:
         full = with_namespace(isvc, req.namespace)
         choice = state.select_runtime_for(full)
-        requirement = resolve_isvc(full, choice, self.images, self.kb)
+        need = isvc_need(full, choice, self.images.per_request(), self.kb)
         runtime = choice.obj if choice is not None else None
 
         mutated = copy_decoded(isvc)
         ann_scope = Scope(("metadata", "annotations"))
-        if not isvc_wants_constraint(isvc, choice, requirement):
-            unknown = unknown_isvc_requirement(full, choice, requirement, self.images)
+        if need.status is not NeedStatus.KNOWN:
             return self._unknown(
                 self._nothing_to_record(req, isvc, full, mutated),
                 "InferenceService",
-                unknown,
+                need.unknown,
                 may_deny=req.operation == "CREATE",
             )
+        requirement = need.requirement
 
         policy = self._policy(requirement)
         record = requirement.record(policy)
@@ -614,16 +643,16 @@ class Admitter:
         warning (and Event). Its pods are constrained on the pod path; no affinity is written
         into the service."""
         full = with_namespace(service, req.namespace)
-        requirement = resolve_llmisvc(full, self.images, self.kb)
+        need = llmisvc_need(full, self.images.per_request(), self.kb)
         mutated = copy_decoded(service)
-        if not wants_constraint(llmisvc_pod(full), requirement):
-            unknown = unknown_llmisvc_requirement(full, requirement, self.images)
+        if need.status is not NeedStatus.KNOWN:
             return self._unknown(
                 self._nothing_to_record(req, service, full, mutated),
                 "LLMInferenceService",
-                unknown,
+                need.unknown,
                 may_deny=req.operation == "CREATE",
             )
+        requirement = need.requirement
         policy = self._policy(requirement)
         record = requirement.record(policy)
         terms, no_fit, key = self.placer.compile(requirement, policy, state)

@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
 from cudasched.webhook.metrics import CONTENT_TYPE, WebhookMetrics
 from cudasched.webhook.nofit import NoFitReporter, Placement
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES
@@ -265,6 +265,10 @@ class WebhookApp:
             )
             if hasattr(reviewer, "on_placement"):
                 reviewer.on_placement = self.reporter.observe
+        # The image resolver (imageresolver.py), warmed from each new snapshot; build_app
+        # sets it when imageResolver is enabled.
+        self.image_resolver: Any = None
+        self._warmed: Any = None
         if hasattr(reviewer, "on_unknown"):
             # Workloads admitted with an unknown requirement, counted by kind and reason.
             reviewer.on_unknown = self._count_unknown
@@ -462,6 +466,9 @@ class WebhookApp:
             )
         state = source.state
         loop = asyncio.get_running_loop()
+        if self.image_resolver is not None and state is not self._warmed:
+            self._warmed = state
+            loop.run_in_executor(None, self._warm, state)
         staged = self._staged
         if staged is not None and len(body) <= _INLINE_PARSE_BYTES:
             # Repeats of a template are answered here without a thread hop; the rest goes to a
@@ -535,10 +542,22 @@ class WebhookApp:
         answer = failure(uid, message, deny=self.fail_closed, code=code, reason=what)
         return answer.render(), answer.outcome
 
+    def _warm(self, state: ClusterState) -> None:
+        """Queue the images of a new snapshot's runtimes and services (a default-executor
+        thread: never the event loop, never a review thread)."""
+        from cudasched.webhook.imageresolver import images_of
+
+        try:
+            self.image_resolver.warm(images_of(state))
+        except Exception:
+            log.exception("warming the image resolver failed")
+
     def close(self) -> None:
         """Release the review threads (lifespan shutdown does this when served by uvicorn)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._large_executor.shutdown(wait=False, cancel_futures=True)
+        if self.image_resolver is not None:
+            self.image_resolver.close()
 
 
 async def _respond(
@@ -605,8 +624,19 @@ def build_app(
     ``config.server`` / ``config.failClosed``; the Admitter unless ``reviewer`` is given."""
     server = config.server
     instance = os.environ.get("POD_NAME") or socket.gethostname() or "cudasched-webhook"
-    return WebhookApp(
-        reviewer if reviewer is not None else default_reviewer(config),
+    metrics = metrics if metrics is not None else WebhookMetrics()
+    reviewer = reviewer if reviewer is not None else default_reviewer(config)
+    resolver = None
+    images = getattr(reviewer, "images", None)
+    if config.image_resolver.enabled and images is not None and hasattr(images, "with_configs"):
+        from cudasched.webhook.imageresolver import build_resolver
+
+        # Admission's image table asks the resolver before its rules (never waiting longer
+        # than the budget); the app warms it from each snapshot and closes it at shutdown.
+        resolver = build_resolver(config.image_resolver, metrics)
+        reviewer.images = images.with_configs(resolver)  # type: ignore[attr-defined]
+    app = WebhookApp(
+        reviewer,
         source,
         max_body_bytes=server.max_body_bytes,
         request_timeout=server.request_timeout_seconds,
@@ -620,3 +650,5 @@ def build_app(
         events=config.events,
         reporting_instance=instance,
     )
+    app.image_resolver = resolver
+    return app

@@ -33,8 +33,9 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cudasched.errors import InputError
-from cudasched.kube.kinds import (
+from cudasched.kube.reflector import ObjectKey, Reflector, ReflectorTiming
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
     INFERENCE_SERVICE,
     LLM_INFERENCE_SERVICE,
@@ -42,9 +43,8 @@ from cudasched.kube.kinds import (
     SERVING_RUNTIME,
     Kind,
 )
-from cudasched.kube.reflector import ObjectKey, Reflector, ReflectorTiming
-from cudasched.labels import VOLATILE_KEYS
-from cudasched.objects import metadata_of
+from cudasched.vocab.labels import VOLATILE_KEYS
+from cudasched.vocab.objects import metadata_of
 from cudasched.webhook.metrics import WebhookMetrics
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ The webhook runs unattended inside a cluster, so a typo in its configuration mus
 start-up with a message that names the field and the values it accepts, rather than silently
 falling back to a default that schedules workloads differently from what the operator meant.
 Hence ``extra="forbid"`` everywhere and every pydantic error re-raised as one
-:class:`~cudasched.errors.InputError`.
+:class:`~cudasched.vocab.errors.InputError`.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from cudasched import inputfiles
-from cudasched.errors import InputError, VersionError
-from cudasched.images import ImageTable, parse_image_ref
-from cudasched.labels import LabelScheme
-from cudasched.merge import AffinityMode
-from cudasched.requirements import Policy
-from cudasched.versions import CudaVersion, parse_cuda
+from cudasched.knowledge.images import ImageTable, parse_image_ref
+from cudasched.placement.merge import AffinityMode
+from cudasched.vocab import inputfiles
+from cudasched.vocab.errors import InputError, VersionError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.requirements import Policy
+from cudasched.vocab.versions import CudaVersion, parse_cuda
 from cudasched.webhook.limits import ObjectLimits
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "EventSettings",
     "HttpParser",
     "ImageOverride",
+    "ImageResolverSettings",
     "NamespaceFilter",
     "OnNoFit",
     "OnUnknownRequirement",
@@ -183,6 +184,40 @@ class EventSettings(_Model):
     per_object_interval_seconds: float = Field(default=600.0, ge=1, le=86_400)
 
 
+class ImageResolverSettings(_Model):
+    """The ``imageResolver:`` section: read a GPU workload's image config from its registry
+    in the background (:mod:`cudasched.webhook.imageresolver`), never on the request path.
+    Off by default: it makes the webhook call registries (see docs/security.md)."""
+
+    enabled: bool = False
+    # How long a review may wait for a resolution already in flight; any other image is
+    # queued and the review answered at once per onUnknownRequirement.
+    budget_seconds: float = Field(default=0.05, ge=0, le=1.0)
+    workers: int = Field(default=2, ge=1, le=16)
+    max_queued: int = Field(default=1024, ge=1, le=100_000)
+    cache_bytes: int = Field(default=8 * 1024 * 1024, ge=0)
+    tag_ttl_seconds: float = Field(default=300.0, gt=0)
+    error_ttl_seconds: float = Field(default=30.0, gt=0)
+    deadline_seconds: float = Field(default=10.0, gt=0, le=120)
+    max_manifest_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_config_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    platform: str = "linux/amd64"
+    # Registries reached over plain HTTP (host[:port]); every other one over HTTPS.
+    plain_http: tuple[str, ...] = ()
+    # A Docker config.json (a mounted dockerconfigjson Secret) with registry credentials.
+    registry_config: str | None = None
+    # A CA bundle for private registries' certificates (default: the system's).
+    ca_file: str | None = None
+
+    @field_validator("platform")
+    @classmethod
+    def _platform(cls, value: str) -> str:
+        parts = value.split("/")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise ValueError("expected os/architecture[/variant] such as linux/amd64")
+        return value
+
+
 class WebhookConfig(_Model):
     """Everything the admission webhook can be told. Defaults are the safe production choice:
     required affinity, strict CUDA policy, warn (not deny) when nothing fits, fail open."""
@@ -212,6 +247,7 @@ class WebhookConfig(_Model):
     limits: ObjectLimits = Field(default_factory=ObjectLimits)
     events: EventSettings = Field(default_factory=EventSettings)
     kube: ClusterAccess = Field(default_factory=ClusterAccess)
+    image_resolver: ImageResolverSettings = Field(default_factory=ImageResolverSettings)
 
     @field_validator(
         "mode", "policy", "label_scheme", "on_no_fit", "on_unknown_requirement", mode="before"
@@ -284,7 +320,8 @@ def _clip(text: str, limit: int = 80) -> str:
 
 def _show(value: object) -> str:
     """A short one-line ``repr`` of a user's value for an error message (inputs are bounded by
-    :mod:`cudasched.inputfiles`, so the full ``repr`` is bounded too; only its start is shown)."""
+    :mod:`cudasched.vocab.inputfiles`, so the full ``repr`` is bounded too; only its start is
+    shown)."""
     try:
         text = repr(value)
     except ValueError:  # an int too long to print

@@ -22,8 +22,14 @@ from prometheus_client import (
     generate_latest,
 )
 
-from cudasched.resolution import NO_IMAGE, TAG_NOT_RECORDED, UNKNOWN_IMAGE
 from cudasched.webhook.protocol import REASONS
+from cudasched.workloads.resolution import (
+    NO_IMAGE,
+    REGISTRY_FAILED,
+    REGISTRY_NO_CUDA,
+    TAG_NOT_RECORDED,
+    UNKNOWN_IMAGE,
+)
 
 __all__ = [
     "CONTENT_TYPE",
@@ -54,8 +60,32 @@ KINDS: Final = (
 UNKNOWN_KINDS: Final = ("Pod", "InferenceService", "LLMInferenceService")
 
 #: Why the requirement is unknown: the ``reason`` label (see
-#: :class:`cudasched.resolution.UnknownRequirement`).
-UNKNOWN_REASONS: Final = (UNKNOWN_IMAGE, TAG_NOT_RECORDED, NO_IMAGE)
+#: :class:`cudasched.workloads.resolution.UnknownRequirement`).
+UNKNOWN_REASONS: Final = (
+    UNKNOWN_IMAGE,
+    TAG_NOT_RECORDED,
+    NO_IMAGE,
+    REGISTRY_NO_CUDA,
+    REGISTRY_FAILED,
+)
+
+#: How a review's look-up of an image config went (the image resolver): ``hit`` (cached),
+#: ``waited`` (in flight, done within the budget), ``in_flight`` (not done within it),
+#: ``queued`` (new: resolution started), ``dropped`` (the queue was full).
+LOOKUP_RESULTS: Final = ("hit", "waited", "in_flight", "queued", "dropped")
+
+#: How one resolution ended: ``ok`` or the registry client's error kind.
+RESOLUTION_OUTCOMES: Final = (
+    "ok",
+    "not-found",
+    "unauthorized",
+    "timeout",
+    "too-large",
+    "unreachable",
+    "bad-response",
+    "no-platform",
+    "invalid",
+)
 
 # Webhook answers are expected in milliseconds; the API server gives up after a few seconds.
 _LATENCY_BUCKETS: Final = (
@@ -147,6 +177,26 @@ class WebhookMetrics:
             "1 once every watched kind was listed successfully, else 0.",
             registry=r,
         )
+        self.image_config_lookups = Counter(
+            "cudasched_webhook_image_config_lookups",
+            "Image-config look-ups by admission (the image resolver), by result: hit, waited "
+            "(in flight, ready within the budget), in_flight, queued, dropped.",
+            ("result",),
+            registry=r,
+        )
+        self.image_config_resolutions = Counter(
+            "cudasched_webhook_image_config_resolutions",
+            "Image configs read from registries in the background, by outcome (ok or the "
+            "error kind).",
+            ("outcome",),
+            registry=r,
+        )
+        self.image_config_seconds = Histogram(
+            "cudasched_webhook_image_config_resolution_seconds",
+            "Time to read one image config from its registry (background, never a review's).",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=r,
+        )
         self.watch_restarts = Counter(
             "cudasched_cache_watch_restarts",
             "Watch streams restarted after an error, by kind and reason.",
@@ -166,6 +216,10 @@ class WebhookMetrics:
         for kind in UNKNOWN_KINDS:
             for reason in UNKNOWN_REASONS:
                 self.unknown_requirement.labels(kind=kind, reason=reason).inc(0)
+        for result in LOOKUP_RESULTS:
+            self.image_config_lookups.labels(result=result).inc(0)
+        for outcome in RESOLUTION_OUTCOMES:
+            self.image_config_resolutions.labels(outcome=outcome).inc(0)
         self.cache_synced.set(0)
 
     def render(self) -> bytes:

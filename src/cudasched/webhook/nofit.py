@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cudasched.kube.events import EventRecorder, ObjectReference
+from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE
 
 if TYPE_CHECKING:
     from cudasched.webhook.metrics import WebhookMetrics
@@ -48,8 +49,8 @@ REASON = "NoCompatibleNode"
 #: ``(group, kind)`` of the objects reported: what a user deploys and then waits on.
 REPORTED_KINDS: frozenset[tuple[str, str]] = frozenset(
     {
-        ("serving.kserve.io", "InferenceService"),
-        ("serving.kserve.io", "LLMInferenceService"),
+        (INFERENCE_SERVICE.group, INFERENCE_SERVICE.kind),
+        (LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind),
     }
 )
 

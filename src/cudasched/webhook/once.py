@@ -20,12 +20,12 @@ import threading
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from cudasched.kserve import SERVING_RUNTIME
 from cudasched.webhook.review import clip
+from cudasched.workloads.kserve import SERVING_RUNTIME
 
 if TYPE_CHECKING:
-    from cudasched.kserve import RuntimeChoice
-    from cudasched.requirements import Requirement
+    from cudasched.vocab.requirements import Requirement
+    from cudasched.workloads.kserve import RuntimeChoice
 
 __all__ = ["DEFAULT_MAX_KEYS", "FirstSeen", "said_once"]
 

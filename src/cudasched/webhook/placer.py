@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from cudasched.errors import InputError
-from cudasched.merge import AffinityMode
-from cudasched.placement import compile_requirement, merge_preferred, merge_required
-from cudasched.requirements import Policy, Requirement
+from cudasched.placement.compile import compile_requirement
+from cudasched.placement.merge import AffinityMode, merge_preferred, merge_required
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.webhook.bounded import BoundedMemo
 
 if TYPE_CHECKING:

@@ -10,13 +10,15 @@ write answers with the same code. Warnings are clipped to the length Kubernetes 
 from __future__ import annotations
 
 import base64
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 import orjson
 
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, POD
 from cudasched.webhook.patch import Op
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "Outcome",
     "ReviewRequest",
     "clip",
+    "creation_review",
+    "decode_patch",
     "failure",
     "parse_review",
     "printable",
@@ -202,3 +206,69 @@ def review_uid(body: bytes | str) -> str:
     answer); :class:`BadReviewError` says what is wrong when the body is not a review."""
     request = _envelope(body).get("request")
     return _checked_uid(request.get("uid") if isinstance(request, dict) else None)
+
+
+#: Resource plurals of the kinds cudasched admits (for ``request.resource``).
+_PLURALS = {k.kind: k.plural for k in (POD, INFERENCE_SERVICE, LLM_INFERENCE_SERVICE)}
+
+
+def creation_review(obj: Mapping[str, Any], *, uid: str | None = None) -> dict[str, Any]:
+    """The AdmissionReview v1 request the API server sends when ``obj`` is created (a Pod as a
+    ReplicaSet creates it, or an InferenceService).
+
+    Fields the API server only fills in after admission (uid, resourceVersion, creation time,
+    status, node name) are removed from the stored object, as they would not exist yet.
+    """
+    copied = orjson.loads(orjson.dumps(obj))
+    meta = copied.setdefault("metadata", {})
+    for key in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+        meta.pop(key, None)
+    copied.pop("status", None)
+    if isinstance(copied.get("spec"), dict):
+        copied["spec"].pop("nodeName", None)
+    namespace = str(meta.get("namespace") or "default")
+    kind = str(copied.get("kind") or "Pod")
+    group, _, version = str(copied.get("apiVersion") or "v1").rpartition("/")
+    gvk = {"group": group, "version": version, "kind": kind}
+    gvr = {"group": group, "version": version, "resource": _PLURALS.get(kind, kind.lower() + "s")}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid or str(uuid.uuid4()),
+            "kind": gvk,
+            "resource": gvr,
+            "requestKind": gvk,
+            "requestResource": gvr,
+            "name": str(meta.get("name") or ""),
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": _RS_CONTROLLER,
+            "object": copied,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+        },
+    }
+
+
+def decode_patch(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The JSON patch of an AdmissionReview response (``[]`` when there is none)."""
+    raw = (response.get("response") or {}).get("patch")
+    if not raw:
+        return []
+    ops = orjson.loads(base64.b64decode(raw))
+    if not isinstance(ops, list):
+        raise InputError("the response patch is not a JSON array")
+    return ops
+
+
+# The identity the API server reports for pods created by a Deployment's ReplicaSet.
+_RS_CONTROLLER = {
+    "username": "system:serviceaccount:kube-system:replicaset-controller",
+    "groups": [
+        "system:serviceaccounts",
+        "system:serviceaccounts:kube-system",
+        "system:authenticated",
+    ],
+}

@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 
-from cudasched import labels as L
-from cudasched.jsontree import copy_json
-from cudasched.kube.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE
-from cudasched.objects import annotations_of, metadata_of
+from cudasched.vocab import labels as L
+from cudasched.vocab.jsontree import copy_json
+from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE
+from cudasched.vocab.objects import annotations_of, metadata_of
 from cudasched.webhook.nofit import REPORTED_KINDS, Placement
 from cudasched.webhook.review import ReviewRequest
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
 from cudasched.webhook.app import (
     Reviewer,
     StateSource,

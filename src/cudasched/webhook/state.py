@@ -14,17 +14,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from cudasched.errors import InputError
-from cudasched.fleet import DriverSummary, Fleet
-from cudasched.kserve import RuntimeChoice
-from cudasched.labels import LabelScheme
-from cudasched.nodeaffinity import Node, NodeSelector
-from cudasched.placement import GfdKeys
+from cudasched.cluster.fleet import DriverSummary, Fleet
+from cudasched.nodes.scheme import GfdKeys
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.nodeaffinity import Node, NodeSelector
 from cudasched.webhook.bounded import BoundedMemo
+from cudasched.workloads.kserve import RuntimeChoice
 
 if TYPE_CHECKING:
+    from cudasched.cluster.snapshot import ClusterSnapshot
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.snapshot import ClusterSnapshot
+    from cudasched.nodes.facts import NodeFacts
 
 __all__ = ["FIT_MEMO_BYTES", "ClusterState"]
 
@@ -34,8 +35,8 @@ FIT_MEMO_BYTES = 1024 * 1024
 
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class ClusterState:
-    """What admission knows about the cluster: the :class:`~cudasched.fleet.Fleet` of the cached
-    objects (built tolerant of malformed objects), whether every initial list completed
+    """What admission knows about the cluster: the :class:`~cudasched.cluster.fleet.Fleet` of the
+    cached objects (built tolerant of malformed objects), whether every initial list completed
     (``synced``; admission never warns or denies "no node fits" from an unsynced snapshot) and
     a per-snapshot memo of "does any node match these terms". Build it with
     :meth:`from_objects` or :meth:`empty`; the decision memo keys on the snapshot's identity."""
@@ -93,7 +94,7 @@ class ClusterState:
     def from_snapshot(
         cls, snapshot: ClusterSnapshot, *, kb: KnowledgeBase | None = None
     ) -> ClusterState:
-        """The synced snapshot of a cluster dump (:mod:`cudasched.snapshot`): what
+        """The synced snapshot of a cluster dump (:mod:`cudasched.cluster.snapshot`): what
         ``cudasched mutate`` and ``cudasched webhook --cluster`` decide against."""
         return cls.from_objects(
             snapshot.nodes,
@@ -137,6 +138,13 @@ class ClusterState:
 
     def llm_inference_service(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.fleet.llm_inference_service(namespace, name)
+
+    def facts_of(self, node: str) -> NodeFacts | None:
+        """The GPU facts of the node named ``node`` (``None``: not in the cache)."""
+        for member, _, facts in self.fleet.members():
+            if member.name == node:
+                return facts
+        return None
 
     def runtime_of(self, namespace: str, isvc_name: str) -> RuntimeChoice | None:
         """The runtime serving a cached InferenceService (status, spec, then KServe's own

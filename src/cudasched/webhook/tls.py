@@ -56,7 +56,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from cudasched.errors import InputError
+from cudasched.vocab.errors import InputError
 
 if TYPE_CHECKING:
     from cudasched.webhook.config import ServerConfig

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cudasched.resolution import UnknownRequirement
 from cudasched.webhook.config import OnUnknownRequirement
 from cudasched.webhook.review import Decision, clip
+from cudasched.workloads.resolution import UnknownRequirement
 
 __all__ = ["unknown_answer"]
 
@@ -52,11 +52,7 @@ def unknown_answer(
         )
     warnings = decision.warnings
     if setting is not OnUnknownRequirement.ALLOW:
-        warnings = (
-            *warnings,
-            clip(f"cudasched: not constrained, CUDA unknown: {unknown.describe()}"),
-            clip(f"cudasched: to constrain it, {unknown.fix}"),
-        )
+        warnings = (*warnings, *(clip(w) for w in unknown.warnings()))
     return replace(
         decision,
         warnings=warnings,

@@ -1,0 +1,391 @@
+"""Who installs a node's driver, and whether NVIDIA ships what a plan would install.
+
+Pure: knowledge base, labels and dates in, answers out. Every answer is one of the facts of
+``gpu-operator.yaml`` and ``drivers.yaml`` (see :mod:`cudasched.knowledge.operator`):
+
+* **who installs the driver** (:func:`driver_manager`): the GPU Operator's driver container runs
+  only on nodes labelled ``nvidia.com/gpu.deploy.driver=true``; k8s-driver-manager labels a node
+  ``pre-installed`` when it finds a host driver, and ``false`` turns the container off. A node
+  without the label in a cloud-managed node group (EKS, GKE, AKS) gets its driver from the node
+  image; any other node without it is taken to be the operator's (the operator labels every GPU
+  node it manages);
+* **a driver container that exists** (:func:`container_release`): NVIDIA publishes
+  ``driver:<version>-<os tag>`` only for the OS tags and branches its driver-container CI builds;
+  an OS it stopped building keeps only the last releases it built, one it never built (Amazon
+  Linux 2023) has none, and a release that did not exist yet on the plan's date is not offered;
+* **precompiled containers** (:func:`precompiled_problem`): only for the branches, distributions,
+  LTS kernel series and kernel flavours of NVIDIA's precompiled matrix, minus its exclusions;
+* **the operator version** (:func:`operator_version`, :func:`operator_os_problem`): which
+  NVIDIADriver fields it accepts, which OSes it supports, how it tags images;
+* **support scope** (:func:`scope_problem`, :func:`board_minimum`): the operator supports
+  data-center GPUs (and the boards its support page adds), some with a lowest driver container.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from cudasched.compat.branches import (
+    ModuleType,
+    drive_problem,
+    judged_release,
+    kernel_problem,
+    module_type,
+)
+from cudasched.vocab.errors import InputError
+
+if TYPE_CHECKING:
+    from cudasched.compat.branches import GpuTarget, OsTag
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.drivers import KernelRelease
+    from cudasched.knowledge.operator import OperatorVersion
+    from cudasched.vocab.versions import DriverVersion
+
+__all__ = [
+    "DriverManager",
+    "Install",
+    "Manager",
+    "board_minimum",
+    "container_oses",
+    "container_release",
+    "driver_manager",
+    "gpu_problem",
+    "install_option",
+    "known_os",
+    "operator_from_objects",
+    "operator_os_problem",
+    "operator_version",
+    "precompiled_problem",
+    "scope_problem",
+]
+
+
+class DriverManager(StrEnum):
+    """Who installs a node's driver."""
+
+    OPERATOR = "operator"  # the GPU Operator's driver container
+    HOST = "host"  # installed on the host (pre-installed, or the operator's driver turned off)
+    NODE_IMAGE = "node-image"  # a cloud-managed node group's image
+
+
+@dataclass(frozen=True, slots=True)
+class Manager:
+    """Who installs a node's driver, how we know (``evidence``) and, for a managed node group,
+    its provider and name."""
+
+    kind: DriverManager
+    evidence: str
+    provider: str | None = None
+    group: str | None = None
+    assumed: bool = False  # no label says so: inferred from the labels' absence
+
+    @property
+    def operator(self) -> bool:
+        return self.kind is DriverManager.OPERATOR
+
+    def describe(self) -> str:
+        if self.kind is DriverManager.NODE_IMAGE:
+            return f"{self.provider} node group {self.group} (driver from the node image)"
+        if self.kind is DriverManager.HOST:
+            return f"host-installed driver ({self.evidence})"
+        return "GPU Operator driver container" + (f" ({self.evidence})" if self.evidence else "")
+
+
+def driver_manager(kb: KnowledgeBase, labels: Mapping[str, str]) -> Manager:
+    """Who installs the driver of a node with ``labels`` (module docstring)."""
+    facts = kb.operator.driver_manager
+    deploy = labels.get(facts.deploy_label)
+    group = next((g for g in facts.node_groups if labels.get(g.label)), None)
+    evidence = f"{facts.deploy_label}={deploy}" if deploy is not None else ""
+    if deploy is not None and deploy in facts.host_values:
+        if group is not None:
+            return Manager(DriverManager.NODE_IMAGE, evidence, group.provider, labels[group.label])
+        return Manager(DriverManager.HOST, evidence)
+    if deploy is None and group is not None:
+        return Manager(
+            DriverManager.NODE_IMAGE,
+            f"no {facts.deploy_label} label, {group.label}={labels[group.label]}",
+            group.provider,
+            labels[group.label],
+            assumed=True,
+        )
+    if deploy is None:
+        return Manager(DriverManager.OPERATOR, f"no {facts.deploy_label} label", assumed=True)
+    return Manager(DriverManager.OPERATOR, evidence)
+
+
+# --------------------------------------------------------------------------- containers
+
+
+def container_oses(kb: KnowledgeBase, branch: int) -> tuple[str, ...]:
+    """The OS tags NVIDIA still builds ``branch``'s driver containers for."""
+    return tuple(
+        os
+        for os, row in kb.operator.containers.items()
+        if branch in row.branches and row.branches[branch] is None and row.ended is None
+    )
+
+
+def _releases_text(rows: Iterable[tuple[int, DriverVersion | None]]) -> str:
+    return ", ".join(str(v) if v is not None else f"R{b}" for b, v in rows)
+
+
+def container_release(
+    kb: KnowledgeBase, branch: int, os: OsTag | str | None, as_of: date | None
+) -> DriverVersion | str:
+    """The newest ``branch`` driver container NVIDIA publishes for ``os`` on ``as_of``, or why
+    there is none (an unknown OS, one NVIDIA stopped or never built, a branch it does not build
+    for the OS, or no release of the branch yet on that date)."""
+    if os is None:
+        return "the OS is not known (no NFD system-os_release labels), and driver images are per OS"
+    tag = str(os)
+    row = kb.operator.containers.get(tag)
+    if row is None:
+        known = ", ".join(kb.operator.containers)
+        return f"NVIDIA publishes no driver containers for {tag} (it does for {known})"
+    if not row.branches:
+        return f"NVIDIA has never published driver containers for {tag}" + (
+            f" ({row.note})" if row.note else ""
+        )
+    if branch not in row.branches:
+        if row.ended is not None:
+            return (
+                f"NVIDIA stopped building {tag} driver containers on {row.ended} (the last: "
+                f"{_releases_text(sorted(row.branches.items()))}), none for R{branch}"
+            )
+        others = ", ".join(f"R{b}" for b in sorted(row.branches))
+        return f"NVIDIA publishes no R{branch} driver container for {tag} (only {others})"
+    last = row.branches[branch]
+    found = kb.drivers.release_on(branch, as_of, at_most=last)
+    if found is None:
+        when = f" on {as_of.isoformat()}" if as_of is not None else ""
+        return f"no R{branch} driver container for {tag} was published yet{when}"
+    return found.version
+
+
+def board_minimum(kb: KnowledgeBase, products: Iterable[str]) -> DriverVersion | None:
+    """The lowest driver container the operator states for any of ``products`` (GFD or NVML
+    board names)."""
+    floors = [
+        b.min_driver
+        for b in (kb.operator.board(p) for p in products)
+        if b is not None and b.min_driver is not None
+    ]
+    return max(floors) if floors else None
+
+
+def scope_problem(
+    kb: KnowledgeBase, products: Iterable[str], datacenter: bool | None
+) -> str | None:
+    """Why the GPU Operator does not support these GPUs (``None``: it does): it supports
+    NVIDIA's data-center GPUs and the boards its support page adds."""
+    names = tuple(products)
+    if datacenter is not False or any(kb.operator.board(p) is not None for p in names):
+        return None
+    shown = "/".join(names) or "this GPU"
+    return (
+        f"{shown} is not a data-center GPU: the GPU Operator supports NVIDIA data-center GPUs "
+        "only, so its driver containers are not validated there"
+    )
+
+
+# --------------------------------------------------------------------------- precompiled
+
+
+def precompiled_problem(
+    kb: KnowledgeBase, os: OsTag | None, kernel: KernelRelease | None, branch: int | None = None
+) -> str | None:
+    """Why NVIDIA builds no precompiled driver container for this OS, kernel and branch
+    (``None``: it does; ``branch`` None: for any branch of the matrix)."""
+    matrix = kb.operator.precompiled
+    if os is None:
+        return "the OS is not known, and precompiled driver containers are built per OS"
+    tag = str(os)
+    series_of = matrix.dists.get(tag)
+    if series_of is None:
+        return f"precompiled driver containers are built for {', '.join(matrix.dists)}, not {tag}"
+    if branch is not None and branch not in matrix.branches:
+        listed = ", ".join(f"R{b}" for b in matrix.branches)
+        return f"precompiled driver containers are built for {listed} only, not R{branch}"
+    if branch is not None and matrix.excluded(tag, branch, None, ""):
+        return f"NVIDIA builds no R{branch} precompiled driver container for {tag}"
+    if kernel is None:
+        return "the kernel is not known, and precompiled driver containers are built per kernel"
+    series = f"{kernel.major}.{kernel.minor}"
+    if series not in series_of:
+        return (
+            f"kernel {kernel} is not of an LTS kernel series NVIDIA precompiles for on {tag} "
+            f"({', '.join(series_of)})"
+        )
+    if kernel.flavour not in matrix.kernel_flavours:
+        what = f"variant {kernel.flavour!r}" if kernel.flavour else "no distribution variant"
+        return (
+            f"kernel {kernel} has {what}; precompiled driver containers are built for the "
+            f"{', '.join(matrix.kernel_flavours)} kernels only"
+        )
+    if matrix.excluded(tag, branch, kernel.flavour, series) or matrix.excluded(
+        tag, None, kernel.flavour, series
+    ):
+        return (
+            f"NVIDIA builds no precompiled driver container for {kernel.flavour} kernels on {tag}"
+        )
+    return None
+
+
+# --------------------------------------------------------------------------- operator versions
+
+
+def operator_version(kb: KnowledgeBase, text: str | None) -> OperatorVersion:
+    """``--gpu-operator-version``: a release the knowledge base knows (``None``: the newest);
+    an :class:`InputError` naming the known ones otherwise."""
+    facts = kb.operator
+    if text is None:
+        return facts.newest
+    found = facts.version(text)
+    if found is None:
+        known = ", ".join(v.version for v in facts.versions)
+        raise InputError(
+            f"invalid --gpu-operator-version {text!r}: expected one of the GPU Operator releases "
+            f"cudasched knows ({known}), as 26.7 or v26.7.0"
+        )
+    return found
+
+
+def operator_os_problem(version: OperatorVersion, os: OsTag | None) -> str | None:
+    """Why GPU Operator ``version`` does not support ``os`` (``None``: it does, or the OS is
+    not known)."""
+    if os is None or str(os) in version.os:
+        return None
+    listed = ", ".join(version.os)
+    return f"GPU Operator {version.version} does not support {os} (it supports {listed})"
+
+
+# --------------------------------------------------------------------------- one branch
+
+
+@dataclass(frozen=True, slots=True)
+class Install:
+    """What installing ``branch`` on a pool means: the release (the driver container's, or the
+    newest one for a host or node image), whether it is a precompiled container (then the
+    NVIDIADriver version is the branch) and the kernel-module flavour."""
+
+    branch: int
+    release: DriverVersion
+    precompiled: bool
+    module: ModuleType
+
+    @property
+    def version(self) -> str:
+        """The NVIDIADriver ``version``: the release, or the branch for precompiled drivers."""
+        return str(self.branch) if self.precompiled else str(self.release)
+
+
+def gpu_problem(kb: KnowledgeBase, gpu: GpuTarget, branch: int) -> str | None:
+    """Why ``branch`` can never drive GPUs like ``gpu``, whatever release or OS (``None``: it
+    can): no kernel modules for it, or outside the architecture's first and last branch."""
+    module = module_type(kb, gpu, branch)
+    if not isinstance(module, ModuleType):
+        return module
+    return drive_problem(gpu, judged_release(kb, branch, gpu))
+
+
+def install_option(
+    kb: KnowledgeBase,
+    gpu: GpuTarget,
+    branch: int,
+    *,
+    today: date,
+    os: OsTag | None = None,
+    kernel: KernelRelease | None = None,
+    operator: OperatorVersion | None = None,
+    precompiled: bool = False,
+    products: Sequence[str] = (),
+) -> Install | str:
+    """How ``branch`` would be installed on GPUs like ``gpu``, or why it cannot be: it must
+    drive the GPU (kernel modules, last branch, then the first driver against the release that
+    would be installed), have a release on ``today`` (with
+    ``operator``: a driver container NVIDIA publishes for ``os`` that the operator version
+    supports, at or above the lowest container the operator states for ``products``; else any
+    dated release, installed with the host or its image) and build on ``kernel``. With
+    ``precompiled`` a precompiled container is used where NVIDIA's matrix has one. The lifecycle
+    is not judged here (callers rank by it)."""
+    module = module_type(kb, gpu, branch)
+    problem = gpu_problem(kb, gpu, branch)
+    if problem is not None or not isinstance(module, ModuleType):
+        return problem or str(module)
+    if operator is not None:
+        found = container_release(kb, branch, os, today)
+        if isinstance(found, str):
+            return found
+        problem = operator_os_problem(operator, os)
+        if problem is not None:
+            return problem
+        release = found
+        minimum = board_minimum(kb, products)
+        if minimum is not None and release < minimum:
+            return (
+                f"the GPU Operator needs a driver container >= {minimum} for {'/'.join(products)}; "
+                f"the newest R{branch} one for {os} is {release}"
+            )
+    else:
+        dated = kb.drivers.release_on(branch, today)
+        if dated is None:
+            known = kb.drivers.latest_release(branch)
+            return (
+                f"no R{branch} release is known"
+                if known is None
+                else f"no R{branch} release was out yet on {today.isoformat()} (first known later)"
+            )
+        release = dated.version
+    problem = drive_problem(gpu, release)
+    if problem is not None:
+        return problem
+    if kernel is not None:
+        problem = kernel_problem(kb, release, kernel)
+        if problem is not None:
+            return problem
+    use_precompiled = (
+        precompiled and operator is not None and precompiled_problem(kb, os, kernel, branch) is None
+    )
+    return Install(branch, release, use_precompiled, module)
+
+
+def operator_from_objects(
+    kb: KnowledgeBase, drivers: Iterable[Mapping[str, object]]
+) -> tuple[OperatorVersion, str] | None:
+    """The GPU Operator release a cluster's NVIDIADriver objects were stored by, and how that
+    was read (``None``: no object to read). The API server writes CRD defaults into every
+    object it stores: ``spec.default`` (false) from v26.7, ``spec.kernelModuleType`` (auto)
+    from v25.3; so the newest release whose fields the objects show is the oldest the cluster
+    can run."""
+    specs = [d.get("spec") for d in drivers]
+    specs = [s for s in specs if isinstance(s, Mapping)]
+    if not specs:
+        return None
+    seen = set().union(*(set(s) for s in specs))
+    for version in kb.operator.versions:
+        marks = [f for f in ("default", "kernelModuleType") if version.accepts(f)]
+        if all(f in seen for f in marks):
+            shown = " and ".join(f"spec.{f}" for f in marks) or "no spec.kernelModuleType"
+            return version, f"read from the cluster's NVIDIADriver objects ({shown})"
+    oldest = kb.operator.versions[-1]
+    return oldest, "read from the cluster's NVIDIADriver objects (the oldest release known)"
+
+
+def known_os(kb: KnowledgeBase, os: OsTag) -> OsTag:
+    """``os`` when cudasched knows it (an OS tag NVIDIA publishes or published driver
+    containers for, or one a GPU Operator release supports); an :class:`InputError` that lists
+    them otherwise."""
+    known = dict.fromkeys(kb.operator.containers)
+    for version in kb.operator.versions:
+        known.update(dict.fromkeys(version.os))
+    if str(os) not in known:
+        raise InputError(
+            f"unknown OS {str(os)!r}: expected an OS tag cudasched knows "
+            f"({', '.join(sorted(known))})"
+        )
+    return os

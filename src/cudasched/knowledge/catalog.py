@@ -1,0 +1,179 @@
+"""What cudasched knows, as rows a person can read: the GPUs, the images, the CUDA toolkits, the
+driver branches and the framework builds of the knowledge base and the image table, each with
+its source. The first thing to check when a workload is not constrained: is its image (or its
+GPU, its framework build) known at all?
+
+Pure: the knowledge base and the image table in, :class:`Row` tuples out; ``cudasched
+knowledge`` prints them as a table or JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from cudasched.vocab.errors import InputError
+
+if TYPE_CHECKING:
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.images import ImageTable
+
+__all__ = ["COLUMNS", "Row", "Topic", "rows"]
+
+
+class Topic(StrEnum):
+    GPUS = "gpus"
+    IMAGES = "images"
+    CUDA = "cuda"
+    DRIVERS = "drivers"
+    FRAMEWORKS = "frameworks"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One fact: its fields (in :data:`COLUMNS` order) and where it comes from."""
+
+    fields: Mapping[str, str]
+    source: str
+
+    def matches(self, needle: str) -> bool:
+        """Whether ``needle`` (case-insensitive) appears in any field or the source."""
+        text = " ".join([*self.fields.values(), self.source]).lower()
+        return needle.lower() in text
+
+    def to_dict(self) -> dict[str, str]:
+        return {**self.fields, "source": self.source}
+
+
+#: The columns of each topic (the source is always the last one).
+COLUMNS: Mapping[Topic, tuple[str, ...]] = {
+    Topic.GPUS: ("product", "compute", "architecture", "datacenter", "firstDriver", "names"),
+    Topic.IMAGES: ("id", "repositories", "tag", "cudaFrom", "note"),
+    Topic.CUDA: ("cuda", "release", "minDriver", "minorCompatFloor", "forwardCompatBranches"),
+    Topic.DRIVERS: ("branch", "type", "endOfLife", "newestKnown", "status"),
+    Topic.FRAMEWORKS: ("framework", "release", "cuda", "default"),
+}
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _gpus(kb: KnowledgeBase) -> Iterator[Row]:
+    for gpu in kb.gpus():
+        yield Row(
+            {
+                "product": gpu.product,
+                "compute": str(gpu.compute),
+                "architecture": gpu.arch,
+                "datacenter": "yes" if gpu.datacenter else "no",
+                "firstDriver": _text(gpu.first_driver),
+                "names": ", ".join(gpu.names),
+            },
+            gpu.source,
+        )
+
+
+def _images(images: ImageTable) -> Iterator[Row]:
+    for override in images.overrides:
+        yield Row(
+            {
+                "id": "override",
+                "repositories": override.pattern,
+                "tag": "",
+                "cudaFrom": str(override.cuda),
+                "note": "from the configuration's imageOverrides",
+            },
+            override.source,
+        )
+    for rule in images.rules:
+        yield Row(
+            {
+                "id": rule.id,
+                "repositories": ", ".join(rule.repositories),
+                "tag": rule.tag.pattern,
+                "cudaFrom": rule.cuda_from,
+                "note": " ".join(rule.note.split()),
+            },
+            " ".join(rule.source.split()),
+        )
+
+
+def _cuda(kb: KnowledgeBase) -> Iterator[Row]:
+    for toolkit in kb.toolkits():
+        floor = kb.minor_compat_floor(toolkit.cuda.major)
+        branches = sorted(kb.forward_compat_branches(toolkit.cuda))
+        yield Row(
+            {
+                "cuda": str(toolkit.cuda),
+                "release": toolkit.release or toolkit.kind.value,
+                "minDriver": _text(toolkit.min_driver) or toolkit.status.value,
+                "minorCompatFloor": _text(floor),
+                "forwardCompatBranches": ", ".join(f"R{b}" for b in branches),
+            },
+            toolkit.source,
+        )
+
+
+def _drivers(kb: KnowledgeBase) -> Iterator[Row]:
+    for branch in sorted(kb.driver_branches(), key=lambda b: b.branch, reverse=True):
+        yield Row(
+            {
+                "branch": f"R{branch.branch}",
+                "type": _text(branch.type),
+                "endOfLife": _text(branch.eol),
+                "newestKnown": _text(kb.drivers.latest_release(branch.branch)),
+                "status": branch.status.value,
+            },
+            branch.source,
+        )
+
+
+def _frameworks(kb: KnowledgeBase) -> Iterator[Row]:
+    for name, release in kb.framework_releases():
+        variants = getattr(release, "variants", None)
+        if variants is not None:  # a PyTorch series: one wheel variant per CUDA
+            default = getattr(release, "pypi_default", None)
+            for tag, variant in sorted(variants.items()):
+                yield Row(
+                    {
+                        "framework": name,
+                        "release": f"{release.release} +{tag}",
+                        "cuda": str(variant.cuda),
+                        "default": "yes (PyPI)" if tag == default else "",
+                    },
+                    release.source,
+                )
+            continue
+        cuda = getattr(release, "cuda", None)
+        alternates = ", ".join(str(c) for c in getattr(release, "alternates", ()))
+        yield Row(
+            {
+                "framework": name,
+                "release": release.release,
+                "cuda": _text(cuda) + (f" (also {alternates})" if alternates else ""),
+                "default": "yes",
+            },
+            release.source,
+        )
+
+
+def rows(
+    topic: Topic | str, kb: KnowledgeBase, images: ImageTable, needle: str | None = None
+) -> tuple[Row, ...]:
+    """The rows of ``topic``, only those that mention ``needle`` when given."""
+    try:
+        chosen = topic if isinstance(topic, Topic) else Topic(str(topic).strip().lower())
+    except ValueError:
+        allowed = ", ".join(t.value for t in Topic)
+        raise InputError(f"invalid topic {topic!r}: expected one of {allowed}") from None
+    found = {
+        Topic.GPUS: lambda: _gpus(kb),
+        Topic.IMAGES: lambda: _images(images),
+        Topic.CUDA: lambda: _cuda(kb),
+        Topic.DRIVERS: lambda: _drivers(kb),
+        Topic.FRAMEWORKS: lambda: _frameworks(kb),
+    }[chosen]()
+    return tuple(r for r in found if needle is None or r.matches(needle))

@@ -1,0 +1,612 @@
+"""The CUDA toolkit a container image was built with, read from its name and tag.
+
+A serving runtime rarely says which CUDA it needs, but its image usually does: NGC images are
+tagged by monthly release (``nvcr.io/nvidia/tritonserver:24.05-py3``), ``nvidia/cuda`` and
+``pytorch/pytorch`` put the toolkit in the tag, vLLM images name a vLLM release. The built-in
+table (``data/images.yaml``) holds those tag conventions; the facts behind them (NGC release ->
+CUDA, vLLM release -> CUDA) belong to the knowledge base, so this module only parses names.
+A deployment adds its own images as glob overrides, which win over the built-in table, and
+its mirrors (a repository renamed on the way, ``alaudadockerhub/tritonserver``) as a mirror map.
+
+The table also knows which images carry ``NVIDIA_REQUIRE_CUDA`` and with which alternatives
+(images built on ``nvidia/cuda`` and NGC images; :mod:`cudasched.vocab.requirecuda`), and when it
+cannot answer it says why (:meth:`ImageTable.lookup`), so the webhook can tell the user what
+to label instead of passing a GPU pod silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
+from importlib import resources
+from typing import Any, Protocol
+
+import yaml
+
+from cudasched.knowledge.imageconfig import ConfigSource, ImageConfig, RememberedSource
+from cudasched.vocab.errors import InputError, KnowledgeError
+from cudasched.vocab.requirecuda import REQUIRE_ENV, Gate, gate_from_env
+from cudasched.vocab.requirements import FrameworkBuild
+from cudasched.vocab.versions import ComputeCapability, CudaVersion, parse_cuda
+
+__all__ = [
+    "ImageLookup",
+    "ImageMatch",
+    "ImageRef",
+    "ImageRule",
+    "ImageTable",
+    "OverrideRule",
+    "ReleaseFacts",
+    "VersionRange",
+    "parse_image_ref",
+    "parse_require_cuda",
+    "unmirror",
+]
+
+_CUDA_FROM = frozenset({"tag", "ngc", "framework", "versions", "unknown"})
+_GATE_ENV_PREFIXES = ("NVIDIA_REQUIRE_", "NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION")
+_GATE_MEMO_LIMIT = 256
+_GATES = frozenset({"nvidia-cuda", "ngc"})
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
+_DIGEST_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[+._-][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
+_TAG_RE = re.compile(r"^[\w][\w.-]{0,127}$")
+_PATH_RE = re.compile(
+    r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
+)
+_REQUIRE_TERM_RE = re.compile(r"^cuda\s*(>=|==|=|>)\s*(.*)$", re.IGNORECASE)
+_REQUIRE_VERSION_RE = re.compile(r"^\d{1,2}(?:\.\d{1,2}(?:\.\d{1,4})?)?\Z", re.ASCII)
+
+
+class ReleaseFacts(Protocol):
+    """The part of ``cudasched.knowledge.KnowledgeBase`` the image table needs."""
+
+    def ngc_release(self, product: str, release: str) -> Any: ...
+
+    def framework(self, spec: str) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """A parsed image reference. ``host`` is ``None`` for Docker Hub short names."""
+
+    host: str | None
+    path: str
+    tag: str | None
+    digest: str | None
+
+    @property
+    def repository(self) -> str:
+        return f"{self.host}/{self.path}" if self.host else self.path
+
+
+@dataclass(frozen=True, slots=True)
+class ImageMatch:
+    """The CUDA an image was built with and the fact that says so. When the knowledge base
+    knows more about the build, ``min_compute`` (an NGC release's lowest supported GPU) and
+    ``framework`` (a framework build with its kernel list) come along. ``require_cuda`` is the
+    ``NVIDIA_REQUIRE_CUDA`` value the image carries (None: not known to carry one);
+    ``ships_cuda_compat`` whether it loads its compat libraries itself (None: not known);
+    ``lower_bound`` that the CUDA is known only as a floor."""
+
+    cuda: CudaVersion
+    source: str
+    min_compute: ComputeCapability | None = None
+    framework: FrameworkBuild | None = None
+    require_cuda: str | None = None
+    ships_cuda_compat: bool | None = None
+    lower_bound: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ImageLookup:
+    """What the table says about an image: a match, or why there is none (``why``: the image
+    is not in the table, or its family is but not the tag)."""
+
+    image: str
+    match: ImageMatch | None
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    """One entry of a ``versions`` rule: releases ``first`` to ``last`` (inclusive; None open)."""
+
+    first: tuple[int, ...]
+    last: tuple[int, ...] | None
+    cuda: CudaVersion
+    source: str
+    lower_bound: bool = False
+
+    def holds(self, version: tuple[int, ...]) -> bool:
+        return version >= self.first and (self.last is None or version <= self.last)
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRule:
+    """One row of the built-in table (see ``data/images.yaml`` for the field meanings)."""
+
+    id: str
+    repositories: tuple[str, ...]
+    tag: re.Pattern[str]
+    cuda_from: str
+    source: str
+    product: str | None = None
+    framework: str | None = None
+    main_variants: tuple[str, ...] | None = None
+    note: str = ""
+    versions: tuple[VersionRange, ...] = ()
+    gate: str | None = None
+    ships_cuda_compat: bool | None = None
+
+    def matches(self, ref: ImageRef) -> re.Match[str] | None:
+        if ref.tag is None or not any(_path_ends_with(ref.path, r) for r in self.repositories):
+            return None
+        return self.tag.search(ref.tag)
+
+
+@dataclass(frozen=True, slots=True)
+class OverrideRule:
+    """A deployment's own image: a glob over the whole reference and the CUDA it needs."""
+
+    pattern: str
+    cuda: CudaVersion
+    source: str
+
+    def matches(self, image: str, ref: ImageRef) -> bool:
+        candidates = {image, _without_digest(image)}
+        if ref.host in (None, "docker.io", "index.docker.io"):
+            short = ref.path.removeprefix("library/")
+            tail = f":{ref.tag}" if ref.tag else ""
+            candidates |= {f"{ref.path}{tail}", f"{short}{tail}", f"docker.io/{ref.path}{tail}"}
+        return any(fnmatchcase(c, self.pattern) for c in candidates)
+
+
+def _path_ends_with(path: str, repository: str) -> bool:
+    return path == repository or path.endswith("/" + repository)
+
+
+def _without_digest(image: str) -> str:
+    return image.split("@", 1)[0]
+
+
+def parse_image_ref(image: str) -> ImageRef:
+    """Split ``[host[:port]/]path[:tag][@digest]`` the way container runtimes do: the first
+    path component is a registry host when it contains ``.`` or ``:`` or is ``localhost``."""
+    if not isinstance(image, str) or not image.strip():
+        raise InputError(f"invalid image {image!r}: expected a container image reference")
+    text = image.strip()
+    digest = None
+    if "@" in text:
+        text, digest = text.split("@", 1)
+        if not _DIGEST_RE.match(digest):
+            raise InputError(
+                f"invalid image {image!r}: expected a digest such as @sha256:<64 hex digits>"
+            )
+    tag = None
+    slash = text.rfind("/")
+    colon = text.rfind(":")
+    if colon > slash:
+        text, tag = text[:colon], text[colon + 1 :]
+        if not _TAG_RE.match(tag):
+            raise InputError(f"invalid image {image!r}: the tag {tag!r} is not a valid tag")
+    host = None
+    first, _, rest = text.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        host, text = first.lower(), rest
+    if not text or not _PATH_RE.match(text):
+        raise InputError(
+            f"invalid image {image!r}: expected lowercase repository path components "
+            "such as nvcr.io/nvidia/tritonserver"
+        )
+    return ImageRef(host=host, path=text, tag=tag, digest=digest)
+
+
+def _version_key(text: str) -> tuple[int, ...] | None:
+    m = _VERSION_RE.match(text)
+    if m is None:
+        return None
+    return tuple(int(p) for p in m.groups(default="0"))
+
+
+def _versions(entry: Mapping[str, Any], rule_id: str) -> tuple[VersionRange, ...]:
+    raw = entry.get("versions")
+    if not isinstance(raw, list) or not raw:
+        raise KnowledgeError(f"images.yaml {rule_id}: versions rules need a `versions` list")
+    out = []
+    for i, v in enumerate(raw):
+        where = f"images.yaml {rule_id} versions #{i}"
+        if not isinstance(v, Mapping) or not v.get("source"):
+            raise KnowledgeError(f"{where}: expected {{from, to, cuda, source}}")
+        first = _version_key(str(v.get("from")))
+        last = _version_key(str(v["to"])) if v.get("to") is not None else None
+        if first is None or (v.get("to") is not None and last is None):
+            raise KnowledgeError(f"{where}: from/to must be versions such as 0.15.0")
+        try:
+            cuda = parse_cuda(str(v.get("cuda")))
+        except InputError as exc:
+            raise KnowledgeError(f"{where}: {exc}") from None
+        bound = v.get("bound", "exact")
+        if bound not in ("exact", "lower"):
+            raise KnowledgeError(f"{where}: bound must be exact or lower")
+        out.append(
+            VersionRange(first, last, cuda, " ".join(str(v["source"]).split()), bound == "lower")
+        )
+    return tuple(out)
+
+
+def _compile_rule(entry: object, index: int) -> ImageRule:
+    if not isinstance(entry, Mapping):
+        raise KnowledgeError(f"images.yaml entry {index} is not a mapping")
+    rule_id = str(entry.get("id") or f"#{index}")
+    cuda_from = entry.get("cuda_from")
+    repos = entry.get("repositories")
+    if cuda_from not in _CUDA_FROM:
+        raise KnowledgeError(f"images.yaml {rule_id}: cuda_from {cuda_from!r} not in {_CUDA_FROM}")
+    if not isinstance(repos, list) or not repos or not all(isinstance(r, str) for r in repos):
+        raise KnowledgeError(f"images.yaml {rule_id}: repositories must be a list of strings")
+    try:
+        tag = re.compile(str(entry.get("tag") or ""))
+    except re.error as exc:
+        raise KnowledgeError(f"images.yaml {rule_id}: bad tag pattern: {exc}") from None
+    needed = {"tag": "cuda", "ngc": "release", "framework": "version", "versions": "version"}.get(
+        cuda_from
+    )
+    if needed and needed not in tag.groupindex:
+        raise KnowledgeError(f"images.yaml {rule_id}: tag pattern lacks group {needed!r}")
+    if cuda_from == "ngc" and not entry.get("product"):
+        raise KnowledgeError(f"images.yaml {rule_id}: ngc rules need a product")
+    if cuda_from == "framework" and not entry.get("framework"):
+        raise KnowledgeError(f"images.yaml {rule_id}: framework rules need a framework")
+    if not entry.get("source"):
+        raise KnowledgeError(f"images.yaml {rule_id}: every rule needs a source")
+    variants = entry.get("main_variants")
+    if variants is not None:
+        if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
+            raise KnowledgeError(f"images.yaml {rule_id}: main_variants must be a list of strings")
+        if "variant" not in tag.groupindex:
+            raise KnowledgeError(f"images.yaml {rule_id}: main_variants needs a `variant` group")
+        variants = tuple(variants)
+    gate = entry.get("gate")
+    if gate is not None and gate not in _GATES:
+        raise KnowledgeError(f"images.yaml {rule_id}: gate {gate!r} not in {sorted(_GATES)}")
+    ships = entry.get("ships_cuda_compat")
+    if ships is not None and not isinstance(ships, bool):
+        raise KnowledgeError(f"images.yaml {rule_id}: ships_cuda_compat must be true or false")
+    return ImageRule(
+        id=rule_id,
+        repositories=tuple(r.strip("/").lower() for r in repos),
+        tag=tag,
+        cuda_from=str(cuda_from),
+        source=" ".join(str(entry["source"]).split()),
+        product=str(entry["product"]) if entry.get("product") else None,
+        framework=str(entry["framework"]) if entry.get("framework") else None,
+        main_variants=variants,
+        note=" ".join(str(entry.get("note") or "").split()),
+        versions=_versions(entry, rule_id) if cuda_from == "versions" else (),
+        gate=gate,
+        ships_cuda_compat=ships,
+    )
+
+
+def _override(entry: object, index: int) -> OverrideRule:
+    if not isinstance(entry, Mapping) and hasattr(entry, "pattern") and hasattr(entry, "cuda"):
+        entry = {"pattern": entry.pattern, "cuda": entry.cuda}  # e.g. a pydantic config model
+    if not isinstance(entry, Mapping):
+        raise InputError(
+            f"invalid image override #{index} {entry!r}: expected a mapping such as "
+            '{pattern: "registry.example.com/team/llm:*", cuda: "12.4"}'
+        )
+    pattern = entry.get("pattern")
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise InputError(
+            f"invalid image override #{index}: pattern {pattern!r} must be a non-empty glob "
+            "such as registry.example.com/team/llm:*"
+        )
+    cuda_value = entry.get("cuda")
+    try:
+        cuda = parse_cuda(cuda_value)  # type: ignore[arg-type]
+    except InputError as exc:
+        raise InputError(f"invalid image override {pattern!r}: {exc}") from None
+    source = entry.get("source") or f"image override {pattern}"
+    return OverrideRule(pattern=pattern.strip(), cuda=cuda, source=str(source))
+
+
+@dataclass(frozen=True, slots=True)
+class BaseGates:
+    """The ``NVIDIA_REQUIRE_CUDA`` of ``nvidia/cuda`` base releases (``cuda_base_gates``)."""
+
+    brands: tuple[str, ...] = ()
+    releases: tuple[tuple[tuple[int, int, int], tuple[int, ...], str], ...] = ()
+
+    def value(self, cuda: CudaVersion, exact: bool) -> str:
+        """The value an image built on nvidia/cuda ``cuda`` carries; ``cuda>=X.Y`` alone when
+        its release is not recorded (or only a floor is known)."""
+        floor = f"cuda>={cuda.major}.{cuda.minor}"
+        key = (cuda.major, cuda.minor, cuda.patch or 0)
+        for release, branches, _source in self.releases:
+            if exact and cuda.patch is not None and release == key:
+                alts = [
+                    f"brand={b},driver>={n},driver<{n + 1}" for n in branches for b in self.brands
+                ]
+                return " ".join([floor, *alts])
+        return floor
+
+
+def _base_gates(data: object) -> BaseGates:
+    if data is None:
+        return BaseGates()
+    if not isinstance(data, Mapping) or not isinstance(data.get("releases"), list):
+        raise KnowledgeError("images.yaml cuda_base_gates: expected {brands, releases}")
+    brands = tuple(str(b) for b in data.get("brands") or ())
+    releases = []
+    for r in data["releases"]:
+        if not isinstance(r, Mapping) or not r.get("source"):
+            raise KnowledgeError("images.yaml cuda_base_gates: every release needs a source")
+        try:
+            cuda = parse_cuda(str(r.get("cuda")))
+        except InputError as exc:
+            raise KnowledgeError(f"images.yaml cuda_base_gates: {exc}") from None
+        branches = tuple(int(b) for b in r.get("branches") or ())
+        releases.append(((cuda.major, cuda.minor, cuda.patch or 0), branches, str(r["source"])))
+    return BaseGates(brands, tuple(releases))
+
+
+def _mirrors(entries: object, what: str) -> tuple[tuple[str, str], ...]:
+    """``{mirror path: canonical path}`` as pairs; paths compare on whole segments."""
+    if entries is None:
+        return ()
+    if not isinstance(entries, Mapping):
+        raise InputError(
+            f"invalid {what} {entries!r}: expected a mapping such as "
+            "{alaudadockerhub/tritonserver: nvidia/tritonserver}"
+        )
+    out = []
+    for mirror, canonical in entries.items():
+        if not (isinstance(mirror, str) and isinstance(canonical, str)):
+            raise InputError(f"invalid {what} entry {mirror!r}: {canonical!r}: expected two paths")
+        left, right = mirror.strip().strip("/").lower(), canonical.strip().strip("/").lower()
+        if not _PATH_RE.match(left) or not _PATH_RE.match(right):
+            raise InputError(
+                f"invalid {what} entry {mirror!r}: {canonical!r}: expected repository paths "
+                "such as alaudadockerhub/tritonserver and nvidia/tritonserver"
+            )
+        out.append((left, right))
+    return tuple(out)
+
+
+def unmirror(ref: ImageRef, mirrors: Iterable[tuple[str, str]]) -> ImageRef:
+    """``ref`` with a mirrored repository path replaced by the path the rules know: the first
+    mirror that is the end of the path (on whole segments) wins. Pure; the registry host and
+    any prefix before the mirrored part are dropped, as rules ignore them anyway."""
+    for mirror, canonical in mirrors:
+        if _path_ends_with(ref.path, mirror):
+            return ImageRef(host=None, path=canonical, tag=ref.tag, digest=ref.digest)
+    return ref
+
+
+@dataclass(frozen=True, slots=True)
+class ImageTable:
+    """Overrides (first match wins) in front of the built-in rules (first that answers wins).
+
+    ``kb`` is the knowledge base that turns NGC and framework releases into CUDA versions; it
+    can also be passed per call. Without one, those rules find the image but answer ``None``.
+    ``mirrors`` rename mirrored repositories before the rules are tried (:func:`unmirror`).
+    """
+
+    rules: tuple[ImageRule, ...] = ()
+    overrides: tuple[OverrideRule, ...] = ()
+    kb: ReleaseFacts | None = field(default=None, compare=False)
+    mirrors: tuple[tuple[str, str], ...] = ()
+    base_gates: BaseGates = field(default_factory=BaseGates)
+    # Gates parsed per distinct container environment (replicas repeat a few), bounded.
+    _gates: dict[frozenset[tuple[str, str]], Gate | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    # Images' own configs, read from their registries by an edge (the CLI's --resolve-images,
+    # the webhook's resolver); trusted before the rules (imageconfig.py).
+    configs: ConfigSource | None = field(default=None, compare=False, repr=False)
+
+    def with_configs(self, source: ConfigSource | None) -> ImageTable:
+        """A copy that asks ``source`` for an image's config before its rules."""
+        return replace(self, configs=source)
+
+    def per_request(self) -> ImageTable:
+        """This table for one decision: each image's config asked of the source once."""
+        if self.configs is None or isinstance(self.configs, RememberedSource):
+            return self
+        return replace(self, configs=RememberedSource(self.configs))
+
+    def config_for(self, image: str) -> ImageConfig | None:
+        """The image's config from the source, or ``None`` (no source, or not known)."""
+        return self.configs.config_for(image.strip()) if self.configs is not None else None
+
+    def gate_for(self, env: Mapping[str, str], source: str) -> Gate | None:
+        """:func:`cudasched.vocab.requirecuda.gate_from_env`, remembered per environment (the
+        ``source`` of a remembered gate is the first caller's)."""
+        key = frozenset((k, v) for k, v in env.items() if k.startswith(_GATE_ENV_PREFIXES))
+        if key in self._gates:
+            found = self._gates[key]
+            return replace(found, source=source) if found is not None else None
+        gate = gate_from_env(dict(key), source)
+        if len(self._gates) >= _GATE_MEMO_LIMIT:
+            self._gates.clear()
+        self._gates[key] = gate
+        return gate
+
+    @classmethod
+    def builtin(cls, kb: ReleaseFacts | None = None) -> ImageTable:
+        """The table shipped in ``cudasched/data/images.yaml`` (read on every call; callers
+        build it once and pass it around)."""
+        text = resources.files("cudasched").joinpath("data/images.yaml").read_text("utf-8")
+        return cls.from_data(yaml.safe_load(text), kb=kb)
+
+    @classmethod
+    def from_data(cls, data: object, kb: ReleaseFacts | None = None) -> ImageTable:
+        if not isinstance(data, Mapping) or not isinstance(data.get("images"), list):
+            raise KnowledgeError("images.yaml must be a mapping with an `images` list")
+        rules = tuple(_compile_rule(e, i) for i, e in enumerate(data["images"]))
+        try:
+            mirrors = _mirrors(data.get("mirrors"), "images.yaml mirrors")
+        except InputError as exc:
+            raise KnowledgeError(str(exc)) from None
+        return cls(
+            rules=rules, kb=kb, mirrors=mirrors, base_gates=_base_gates(data.get("cuda_base_gates"))
+        )
+
+    @classmethod
+    def from_config(cls, config: object, kb: ReleaseFacts | None = None) -> ImageTable:
+        """The built-in table with a webhook configuration's ``image_overrides`` in front and
+        its ``image_mirrors`` (a mapping) before the built-in ones (any object with those
+        attributes; override entries are mappings or objects with ``pattern`` and ``cuda``).
+        Pass ``kb``, or NGC and vLLM images cannot be answered."""
+        table = cls.builtin(kb=kb).with_overrides(getattr(config, "image_overrides", ()) or ())
+        return table.with_mirrors(getattr(config, "image_mirrors", None) or {})
+
+    def with_overrides(self, entries: Iterable[Mapping[str, Any]]) -> ImageTable:
+        """A copy whose overrides are ``entries`` (in order) in front of the existing ones."""
+        if isinstance(entries, Mapping | str):
+            raise InputError("invalid image overrides: expected a list of {pattern, cuda}")
+        new = tuple(_override(e, i) for i, e in enumerate(entries))
+        return replace(self, overrides=new + self.overrides)
+
+    def with_mirrors(self, entries: Mapping[str, str]) -> ImageTable:
+        """A copy with ``entries`` ({mirror path: canonical path}) tried before its mirrors."""
+        return replace(self, mirrors=_mirrors(entries, "image mirrors") + self.mirrors)
+
+    def rule_for(self, image: str) -> tuple[ImageRule, re.Match[str]] | None:
+        """The first built-in rule that recognises ``image`` (even one that cannot answer)."""
+        found = self._rules_for(parse_image_ref(image))
+        return found[0] if found else None
+
+    def _rules_for(self, ref: ImageRef) -> list[tuple[ImageRule, re.Match[str]]]:
+        ref = unmirror(ref, self.mirrors)
+        return [(rule, m) for rule in self.rules if (m := rule.matches(ref)) is not None]
+
+    def cuda_for_image(self, image: str, kb: ReleaseFacts | None = None) -> ImageMatch | None:
+        """The CUDA ``image`` was built with, or ``None`` when the table cannot tell.
+
+        Raises :class:`InputError` for a string that is not an image reference.
+        """
+        return self.lookup(image, kb).match
+
+    def lookup(self, image: str, kb: ReleaseFacts | None = None) -> ImageLookup:
+        """What the table knows of ``image``: its CUDA (with the fact that says so, and the
+        ``NVIDIA_REQUIRE_CUDA`` it carries), or why it cannot tell. Raises
+        :class:`InputError` for a string that is not an image reference."""
+        ref = parse_image_ref(image)
+        text = image.strip()
+        for override in self.overrides:
+            if override.matches(text, ref):
+                return ImageLookup(text, ImageMatch(override.cuda, override.source))
+        facts = kb if kb is not None else self.kb
+        found = self._rules_for(ref)
+        for rule, m in found:
+            match = self._answer(rule, m, facts)
+            if match is not None:
+                return ImageLookup(text, match)
+        if not found:
+            why = (
+                f"image {text} is not in the image table: label its runtime with "
+                "cudasched.io/cuda-version (or add an image override)"
+            )
+            return ImageLookup(text, None, why)
+        rule = found[0][0]
+        detail = f" ({rule.note})" if rule.note else ""
+        why = (
+            f"image {text} is {rule.repositories[0]} (image table {rule.id}), but the table does "
+            f"not record which CUDA tag {ref.tag or '(none)'} carries{detail}"
+        )
+        return ImageLookup(text, None, why)
+
+    def _answer(
+        self, rule: ImageRule, m: re.Match[str], facts: ReleaseFacts | None
+    ) -> ImageMatch | None:
+        fact: Any = None
+        if rule.cuda_from == "tag":
+            cuda = parse_cuda(m.group("cuda"))
+            match = ImageMatch(cuda, f"image table {rule.id}, tag {m.string}")
+        elif rule.cuda_from == "ngc" and facts is not None and rule.product:
+            variant = (m.groupdict().get("variant")) or ""
+            if rule.main_variants is not None and variant not in rule.main_variants:
+                return None  # another build of that release: the notes do not cover it
+            fact = facts.ngc_release(rule.product, m.group("release"))
+            match = _from_fact(fact, f"NGC {rule.product} {m.group('release')}")
+        elif rule.cuda_from == "framework" and facts is not None and rule.framework:
+            build = facts.framework(f"{rule.framework} {m.group('version')}")
+            match = _from_fact(build, f"{rule.framework} {m.group('version')}")
+        elif rule.cuda_from == "versions":
+            version = _version_key(m.group("version"))
+            entry = next((v for v in rule.versions if version and v.holds(version)), None)
+            if entry is None:
+                return None
+            bound = " (at least)" if entry.lower_bound else ""
+            match = ImageMatch(
+                entry.cuda,
+                f"image table {rule.id}, tag {m.string}: CUDA {entry.cuda}{bound}; {entry.source}",
+                lower_bound=entry.lower_bound,
+            )
+        else:
+            return None
+        if match is None:
+            return None
+        return replace(
+            match,
+            require_cuda=self._require_cuda(rule, match, fact),
+            ships_cuda_compat=rule.ships_cuda_compat,
+        )
+
+    def _require_cuda(self, rule: ImageRule, match: ImageMatch, fact: Any) -> str | None:
+        """The ``NVIDIA_REQUIRE_CUDA`` value the image carries, per the rule's ``gate``
+        (``fact``: the NGC release, whose notes name the older branches it runs on)."""
+        if rule.gate == "nvidia-cuda":
+            return self.base_gates.value(match.cuda, exact=not match.lower_bound)
+        if rule.gate == "ngc":
+            floor = f"cuda>={match.cuda.major}.{match.cuda.minor}"
+            branches = getattr(fact, "fc_branches", None) or ()
+            alts = [
+                f"brand={brand},driver>={_semver_text(d)},driver<{d.major + 1}"
+                for d in branches
+                for brand in ("tesla", "nvidia")
+            ]
+            return " ".join([floor, *alts])
+        return None
+
+
+def _semver_text(driver: Any) -> str:
+    """A driver version as a semantic version (no leading zeros): 470.57 -> 470.57."""
+    parts = [driver.major, driver.minor] + ([driver.revision] if driver.revision else [])
+    return ".".join(str(p) for p in parts)
+
+
+def _from_fact(fact: object, what: str) -> ImageMatch | None:
+    """Knowledge-base entries carry ``cuda`` (None when unknown) and ``source``."""
+    if fact is None:
+        return None
+    cuda = getattr(fact, "cuda", None)
+    if cuda is None:
+        return None
+    source = getattr(fact, "source", "") or ""
+    min_compute = getattr(fact, "min_compute", None)
+    return ImageMatch(
+        parse_cuda(cuda),
+        f"{what}: {source}" if source else what,
+        min_compute=min_compute if isinstance(min_compute, ComputeCapability) else None,
+        framework=fact if isinstance(fact, FrameworkBuild) else None,
+    )
+
+
+def parse_require_cuda(value: str | None) -> CudaVersion | None:
+    """The CUDA floor of an ``NVIDIA_REQUIRE_CUDA`` value, as the NVIDIA container toolkit reads
+    it (:mod:`cudasched.vocab.requirecuda`): over the alternatives that bound ``cuda`` from below,
+    the lowest bound (any alternative suffices; ``cuda>12.1`` is 12.2, ``cuda>=12.4.1`` is 12.5 as a
+    host CUDA is X.Y.0). ``None`` when it states none (empty, brand/driver alternatives only,
+    upper bounds, properties the toolkit does not know such as ``CUDA``). Raises
+    :class:`InputError` for a value the toolkit would reject."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"invalid {REQUIRE_ENV} {value!r}: expected a string")
+    gate = gate_from_env({REQUIRE_ENV: value}, "")
+    return gate.cuda_floor() if gate is not None else None

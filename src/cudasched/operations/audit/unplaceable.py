@@ -1,0 +1,75 @@
+"""How to give a requirement that no node can run a home, and how findings say so."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from cudasched.compat import engine
+from cudasched.operations.audit.context import AuditContext, wants
+from cudasched.operations.reach import Reach
+from cudasched.vocab import labels as L
+from cudasched.vocab.requirecuda import DISABLE_ENV
+from cudasched.vocab.requirements import Policy, Requirement
+
+if TYPE_CHECKING:
+    pass
+
+
+__all__ = ["unplaceable_fix", "unplaceable_message"]
+
+
+def unplaceable_fix(ctx: AuditContext, req: Requirement, reach: Reach) -> str | None:
+    """How to give a requirement no node can run a home, from what the nearest node lacks."""
+    steps: list[str] = []
+    cuda = engine.effective_cuda(req)
+    nearest = reach.nearest
+    # A newer driver helps only when the driver is all the nearest node lacks (for the
+    # toolkit, the image's NVIDIA_REQUIRE_CUDA or the GPU product); a Kepler GPU, say,
+    # cannot take a newer branch at all.
+    if nearest is not None and nearest.driver is not None:
+        need = nearest.driver
+        steps.append(
+            f"upgrade the driver of {nearest.node}"
+            + (" and the nodes like it" if nearest.alike else "")
+            + f" to {need} or newer (R{need.branch}+)"
+        )
+    # The container toolkit's gate holds under every policy: say what turning it off gives.
+    if req.gate is not None and nearest is not None and engine.REQUIRE_CUDA_UNMET in nearest.codes:
+        ungated = ctx.verdicts.reach(replace(req, gate=None), ctx.policy)
+        if ungated.anywhere:
+            steps.append(
+                f"set {DISABLE_ENV}=true on its container (the container toolkit then skips "
+                f"the image's NVIDIA_REQUIRE_CUDA), which {len(ungated.compatible)} node(s) "
+                f"would run under {ungated.policy.value}"
+            )
+    if reach.policy is Policy.STRICT and cuda is not None:
+        relaxed_req = replace(req, policy=Policy.MINOR_COMPAT)
+        relaxed = ctx.verdicts.reach(relaxed_req, ctx.policy)
+        compat = f"allow minor-version compatibility (annotation {L.ANN_POLICY}: minor-compat)"
+        if relaxed.anywhere:
+            steps.append(f"{compat}, which {len(relaxed.compatible)} node(s) would satisfy")
+        elif req.gate is not None:
+            ungated = ctx.verdicts.reach(replace(relaxed_req, gate=None), ctx.policy)
+            if ungated.anywhere:
+                steps.append(
+                    f"{compat} and set {DISABLE_ENV}=true on its container (the image's "
+                    "NVIDIA_REQUIRE_CUDA refuses older drivers under every policy), which "
+                    f"{len(ungated.compatible)} node(s) would satisfy"
+                )
+    newest = ctx.fleet.drivers.newest_cuda
+    if cuda is not None and newest is not None and newest < cuda:
+        steps.append(f"use an image built for CUDA {newest} or older")
+    if nearest is not None and any("architecture" in lack for lack in nearest.lacks):
+        steps.append("run it on GPUs its CUDA and kernels support")
+    return "; or ".join(steps) or None
+
+
+def unplaceable_message(
+    ctx: AuditContext, req: Requirement, reach: Reach, subject: str = ""
+) -> str:
+    drivers = ctx.fleet.drivers.describe()
+    text = f"no node can run {subject}{wants(req, reach.policy)}; {drivers}"
+    if reach.nearest is not None:
+        return f"{text}; {reach.nearest.describe()}"
+    return f"{text}; the cluster has no node with GPU facts"

@@ -1,0 +1,267 @@
+"""The options of a pool in a driver plan, and the choice among them.
+
+An option is keeping the pool's driver, or installing a branch that can drive its GPU, is not
+ended on the date, and can be installed the way the pool gets its driver
+(:func:`cudasched.compat.containers.install_option`): for a pool the GPU Operator drives, a driver
+container NVIDIA publishes for the pool's OS, which the target operator version supports
+(precompiled where NVIDIA's matrix has one and ``--precompiled`` asks for it); for a pool whose
+driver comes with the host or a node image, any release out on the date. Each option is judged
+by :func:`cudasched.compat.engine.check` on the pool's facts with the option's release installed,
+once per demand group (:class:`Judge`).
+
+The choice (:func:`choose`), best first: reaches ``--target-cuda`` natively (when asked); serves
+the most workloads; keeps the driver; a supported long-term branch, other supported branches,
+unknown lifecycles, then ended ones (only the current branch can be ended); the newest branch.
+Then the repair pass: a workload group that runs somewhere today and would run nowhere pins one
+of the pools that serve it today to its best option that still serves it and every earlier pin
+of that pool (keeping the driver always does, so the pass ends).
+
+For a pool that cannot take a branch only because of how it gets its driver (no container for
+its OS, an OS the operator does not support), :func:`unblocked` says what the best branch would
+be with a driver installed another way, so the plan can name what to change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import TYPE_CHECKING
+
+from cudasched.compat.branches import (
+    Lifecycle,
+    LifecycleState,
+    ModuleType,
+    candidate_branches,
+    drive_problem,
+    lifecycle,
+    running,
+)
+from cudasched.compat.containers import Install, install_option
+from cudasched.compat.engine import FORWARD_COMPAT, check
+from cudasched.vocab.requirements import Policy, Requirement
+
+if TYPE_CHECKING:
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.operator import OperatorVersion
+    from cudasched.nodes.facts import NodeFacts
+    from cudasched.operations.drivers.demand import Demand
+    from cudasched.operations.pools import Pool
+    from cudasched.vocab.versions import CudaVersion, DriverVersion
+
+__all__ = ["Judge", "Option", "choose", "floor_release", "options_of", "rank", "unblocked"]
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One driver a pool could run: keep its current one, or install a branch."""
+
+    branch: int
+    release: DriverVersion  # installed (the current driver when keeping)
+    keep: bool
+    lifecycle: Lifecycle
+    serves: frozenset[int]
+    weight: int  # workloads served
+    module: ModuleType | None = None  # None when keeping (the flavour in use is not reported)
+    precompiled: bool = False
+    known_release: bool = True
+    reaches_target: bool = False
+    forward_compat: frozenset[int] = frozenset()  # groups served only through forward compat
+
+    @property
+    def version(self) -> str:
+        """The NVIDIADriver ``version``: the release, or the branch for precompiled drivers."""
+        return str(self.branch) if self.precompiled else str(self.release)
+
+
+_TIER = {LifecycleState.SUPPORTED: 2, LifecycleState.UNKNOWN: 1, LifecycleState.END_OF_LIFE: 0}
+
+
+def rank(lc: Lifecycle, branch: int) -> tuple[int, int]:
+    """How a branch ranks by lifecycle, best last: a supported long-term branch, other
+    supported branches, unknown lifecycles, ended ones; then the newest. ``recommend-driver``
+    ranks the branches that satisfy everything asked the same way."""
+    tier = _TIER[lc.state] * 2 + (1 if lc.long_term and lc.state is LifecycleState.SUPPORTED else 0)
+    return (tier, branch)
+
+
+def _key(option: Option, with_target: bool) -> tuple[int, ...]:
+    return (
+        int(option.reaches_target) if with_target else 0,
+        option.weight,
+        int(option.keep),
+        *rank(option.lifecycle, option.branch),
+        int(option.known_release),
+    )
+
+
+class Judge:
+    """Engine verdicts of the demand groups on a pool's facts with a release."""
+
+    def __init__(self, kb: KnowledgeBase, demand: Demand, target_cuda: CudaVersion | None) -> None:
+        self.kb = kb
+        self.groups = demand.groups
+        self.target_cuda = target_cuda
+
+    def serves(self, facts: tuple[NodeFacts, ...]) -> tuple[frozenset[int], frozenset[int], bool]:
+        """(groups every one of ``facts`` runs, those run only through forward compatibility,
+        whether the target CUDA runs natively)."""
+        served: set[int] = set()
+        forward: set[int] = set()
+        for group in self.groups:
+            verdicts = [check(f, group.requirement, group.policy, self.kb) for f in facts]
+            if verdicts and all(v.compatible for v in verdicts):
+                served.add(group.number)
+                if any(v.codes[0] == FORWARD_COMPAT for v in verdicts):
+                    forward.add(group.number)
+        reaches = False
+        if self.target_cuda is not None and facts:
+            req = Requirement(cuda=self.target_cuda, source="--target-cuda")
+            reaches = all(check(f, req, Policy.STRICT, self.kb).compatible for f in facts)
+        return frozenset(served), frozenset(forward), reaches
+
+    def weight(self, groups: frozenset[int]) -> int:
+        return sum(len(self.groups[g].workloads) for g in groups)
+
+
+def _option(pool: Pool, judge: Judge, install: Install, lc: Lifecycle) -> Option:
+    facts = tuple(running(f, install.release, judge.kb) for f in pool.facts)
+    served, forward, reaches = judge.serves(facts)
+    return Option(
+        branch=install.branch,
+        release=install.release,
+        keep=False,
+        lifecycle=lc,
+        serves=served,
+        weight=judge.weight(served),
+        module=install.module,
+        precompiled=install.precompiled,
+        reaches_target=reaches,
+        forward_compat=forward,
+    )
+
+
+def options_of(
+    pool: Pool,
+    judge: Judge,
+    today: date,
+    *,
+    operator: OperatorVersion | None,
+    precompiled: bool = False,
+) -> tuple[Option | None, list[Option], list[tuple[int, str]]]:
+    """(keeping the current driver, the branches the pool could take, branches left out and
+    why). ``operator``: the pool's driver is the GPU Operator's (that version); ``None``: the
+    host's or a node image's. A pool without a known GPU has no branch options."""
+    kb = judge.kb
+    keep: Option | None = None
+    if pool.current is not None:
+        served, forward, reaches = judge.serves(pool.facts)
+        keep = Option(
+            branch=pool.current.branch,
+            release=pool.current,
+            keep=True,
+            lifecycle=lifecycle(kb, pool.current.branch, today),
+            serves=served,
+            weight=judge.weight(served),
+            reaches_target=reaches,
+            forward_compat=forward,
+        )
+    target = pool.target
+    if target is None:
+        return keep, [], []
+    products = pool.gpu.split("/") if pool.gpu else ()
+    options: list[Option] = []
+    left_out: list[tuple[int, str]] = []
+    for branch in candidate_branches(kb, target):
+        if pool.current is not None and branch == pool.current.branch:
+            continue
+        lc = lifecycle(kb, branch, today)
+        if lc.state is LifecycleState.END_OF_LIFE:
+            left_out.append((branch, lc.describe()))
+            continue
+        found = install_option(
+            kb,
+            target,
+            branch,
+            today=today,
+            os=pool.os,
+            kernel=pool.kernel,
+            operator=operator,
+            precompiled=precompiled,
+            products=products,
+        )
+        if isinstance(found, str):
+            left_out.append((branch, found))
+            continue
+        options.append(_option(pool, judge, found, lc))
+    return keep, options, left_out
+
+
+def unblocked(pool: Pool, judge: Judge, today: date) -> Option | None:
+    """The branch the pool would take with its driver installed another way than the GPU
+    Operator's containers for its OS (any release out on ``today``): what moving it to an OS
+    with driver containers, or to a host-installed driver, would give."""
+    keep, options, _ = options_of(pool, judge, today, operator=None)
+    every = ([keep] if keep is not None else []) + options
+    return max(every, key=lambda o: _key(o, False)) if every else None
+
+
+def floor_release(pool: Pool, judge: Judge, option: Option) -> DriverVersion:
+    """The oldest dated release of the option's branch that serves the same workloads on the
+    pool (what a node image must have at least); the option's own release when none older is
+    known."""
+    best = option.release
+    for dated in judge.kb.drivers.releases.get(option.branch, ()):
+        if dated.version >= best:
+            continue
+        if pool.target is not None and drive_problem(pool.target, dated.version) is not None:
+            break
+        served, _, _ = judge.serves(tuple(running(f, dated.version, judge.kb) for f in pool.facts))
+        if served != option.serves:
+            break
+        best = dated.version
+    return best
+
+
+def choose(
+    keeps: list[Option | None],
+    options: list[list[Option]],
+    demand: Demand,
+    with_target: bool,
+) -> tuple[list[Option | None], dict[int, list[str]]]:
+    """Each pool's best option (``keeps[i]``: keeping pool ``i``'s driver, ``options[i]``: the
+    branches it could take), then the repair pass (module docstring); also, per pool, why a
+    repair pinned it."""
+    every = [([k] if k is not None else []) + opts for k, opts in zip(keeps, options, strict=True)]
+    chosen: list[Option | None] = [
+        max(opts, key=lambda o: _key(o, with_target)) if opts else None for opts in every
+    ]
+    today = [k.serves if k is not None else frozenset() for k in keeps]
+    runs_today = frozenset().union(*today) if today else frozenset()
+    pins: dict[int, set[int]] = {}
+    pinned_why: dict[int, list[str]] = {}
+    for _ in range(len(demand.groups) + 1):
+        homes = frozenset().union(*(c.serves for c in chosen if c is not None))
+        orphans = sorted(runs_today - homes)
+        if not orphans:
+            break
+        group = orphans[0]
+        best: tuple[tuple[int, ...], int, Option] | None = None
+        for i, served in enumerate(today):
+            if group not in served:
+                continue
+            need = pins.get(i, set()) | {group}
+            for opt in every[i]:
+                if need <= opt.serves:
+                    key = _key(opt, with_target)
+                    if best is None or key > best[0]:
+                        best = (key, i, opt)
+        assert best is not None  # keeping the pool's driver serves the group
+        _, i, opt = best
+        chosen[i] = opt
+        pins.setdefault(i, set()).add(group)
+        refs = ", ".join(demand.groups[group].workloads[:3])
+        pinned_why.setdefault(i, []).append(
+            f"{'keeps' if opt.keep else 'takes'} R{opt.branch} so that {refs} keep a home "
+            f"({demand.groups[group].describe()} runs nowhere else after the plan)"
+        )
+    return chosen, pinned_why

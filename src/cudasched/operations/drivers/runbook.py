@@ -1,0 +1,203 @@
+"""A driver plan as a runbook: a bash script (``plan-drivers -o script``) that rolls the plan out
+wave by wave with the GPU Operator's controllers, not against them.
+
+Why each step is there (NVIDIA/gpu-operator v26.7.0 and NVIDIA/k8s-driver-manager, recorded with
+file references in docs/guide/drivers.md, "What the runbook relies on"):
+
+1. **Cordon, then drain the GPU pods** of the wave's nodes through the Eviction API, so
+   PodDisruptionBudgets hold (a blocked eviction is retried until the timeout). The new driver
+   pod's k8s-driver-manager must unload the running driver; with ``autoUpgrade: true`` it does
+   not evict GPU pods itself (the upgrade policy supersedes it), and a driver in use cannot
+   unload.
+2. **Label** the nodes ``cudasched.io/driver-pool=<object>``.
+3. **Create or touch the object.** The node-labeling controller assigns owners
+   (``nvidia.com/gpu-operator.driver.owner``) when an NVIDIADriver is created or its generation
+   changes, or when a key of the node's *current* owner's nodeSelector changes; a label change
+   on a node the default object owns (no nodeSelector) triggers nothing. So the first wave of an
+   object creates it, and each later wave changes its ``spec.upgradePolicy.maxParallelUpgrades``
+   to the number of its nodes labelled so far (always a new value, so always a new generation,
+   and a field that is not part of the driver pods). Before v26.7 the controller reconciles on
+   any node label change, and objects have no upgrade policy: the label is enough.
+4. **Wait** for the owner label (v26.7), for the driver pod of the object on each node to be
+   Ready, for the node's ``nvidia.com/cuda.driver-version.full`` label to show the planned
+   driver (GPU Feature Discovery rewrites it once the new driver runs: the upgrade state alone
+   can read ``upgrade-done`` before that) and for ``nvidia.com/gpu`` to be allocatable again,
+   then for the object to report ``ready``.
+5. **Uncordon**, and only then start the next wave.
+
+Objects a plan replaces (immutable fields) or leaves without nodes are deleted after the last
+wave. Pure: the plan in, text out.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from cudasched.operations.drivers.nvidiadriver import OWNER_LABEL
+from cudasched.vocab import labels as L
+
+if TYPE_CHECKING:
+    from cudasched.operations.drivers.planning import DriverPlan
+
+__all__ = ["render_script"]
+
+_HELPERS = r"""
+set -euo pipefail
+NS="${GPU_OPERATOR_NAMESPACE:-gpu-operator}"   # where the GPU Operator runs its driver pods
+TIMEOUT="${CUDASCHED_TIMEOUT:-1800}"            # seconds each wait may take
+
+LIMITS='LIMITS:.spec.containers[*].resources.limits'
+EVICTION='{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"namespace":"%s","name":"%s"}}'
+
+say() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# Evict the pods of a node that use NVIDIA GPUs (a container limit under nvidia.com/), through
+# the Eviction API so PodDisruptionBudgets hold; a refused eviction is retried until TIMEOUT.
+drain_gpu_pods() {
+  local node="$1" deadline=$(( $(date +%s) + TIMEOUT )) left
+  while :; do
+    left=$(kubectl get pods -A --field-selector "spec.nodeName=${node}" --no-headers -o \
+      custom-columns="NS:.metadata.namespace,NAME:.metadata.name,${LIMITS}" \
+      | awk '$3 ~ /nvidia\.com\// {print $1 "/" $2}')
+    [ -z "${left}" ] && return 0
+    for pod in ${left}; do
+      printf "${EVICTION}" "${pod%%/*}" "${pod##*/}" \
+        | kubectl create --raw "/api/v1/namespaces/${pod%%/*}/pods/${pod##*/}/eviction" -f - \
+          >/dev/null 2>&1 \
+        || say "eviction of ${pod} refused for now (PodDisruptionBudget?), retrying"
+    done
+    [ "$(date +%s)" -ge "${deadline}" ] && { say "GPU pods still on ${node}: ${left}"; return 1; }
+    sleep 10
+  done
+}
+
+# Wait until a command prints the expected value.
+wait_for() {
+  local what="$1" want="$2" deadline=$(( $(date +%s) + TIMEOUT )) got; shift 2
+  while :; do
+    got=$("$@" 2>/dev/null || true)
+    case "${got}" in ${want}) return 0 ;; esac
+    if [ "$(date +%s)" -ge "${deadline}" ]; then
+      say "timed out: ${what} is '${got}', want ${want}"; return 1
+    fi
+    sleep 10
+  done
+}
+
+driver_pod_ready() {  # node object -> "True" once the object's driver pod on the node is Ready
+  kubectl get pods -n "${NS}" -l "cudasched.io/driver-pool=$2" \
+    --field-selector "spec.nodeName=$1" \
+    -o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}'
+}
+
+node_label() {  # node key
+  kubectl get node "$1" -o "jsonpath={.metadata.labels.$(printf '%s' "$2" | sed 's/\./\\./g')}"
+}
+
+gpus_allocatable() {  # node -> "yes" once nvidia.com/gpu is allocatable
+  local n
+  n=$(kubectl get node "$1" -o 'jsonpath={.status.allocatable.nvidia\.com/gpu}')
+  [ "${n:-0}" -gt 0 ] && echo yes || echo no
+}
+"""
+
+
+def _q(text: str) -> str:
+    return shlex.quote(text)
+
+
+def _manifest_json(manifest: Mapping[str, object]) -> str:
+    return json.dumps(manifest, indent=2, sort_keys=False)
+
+
+def render_script(plan: DriverPlan, source: str) -> str:
+    """The runbook of ``plan`` (module docstring) as a bash script."""
+    op = plan.operator
+    owners = op.accepts("default")  # v26.7: owner labels, touched objects
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# cudasched plan-drivers runbook: {source} (policy {plan.policy.value}, as of "
+        f"{plan.today.isoformat()}, GPU Operator {op.version})",
+        "# Run it with a kubeconfig for the cluster; every wave waits for its nodes before the",
+        "# next one starts. Read the plan first: cudasched plan-drivers (-o json for everything).",
+    ]
+    for note in plan.notes:
+        lines.append(f"# NOTE: {note}")
+    for warning in plan.warnings:
+        lines.append(f"# WARNING: {warning}")
+    lines.append(_HELPERS.strip("\n"))
+    if not plan.objects:
+        lines.append('say "no pool the GPU Operator drives changes: nothing to roll out"')
+        return "\n".join(lines) + "\n"
+    lines += [
+        "",
+        "# Preflight: NVIDIADriver mode, and a CRD that knows the fields these objects use.",
+        "mode=$(kubectl get clusterpolicies.nvidia.com -o "
+        "jsonpath='{.items[0].spec.driver.useNvidiaDriverCRD}')",
+        '[ "${mode}" = "true" ] || { say "ClusterPolicy spec.driver.useNvidiaDriverCRD is not '
+        'true: enable NVIDIADriver mode first (docs/guide/drivers.md)"; exit 1; }',
+    ]
+    if owners:
+        lines.append(
+            "kubectl get crd nvidiadrivers.nvidia.com -o jsonpath="
+            "'{.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.upgradePolicy.type}'"
+            ' | grep -q object || { say "the NVIDIADriver CRD has no spec.upgradePolicy: GPU '
+            'Operator v26.7 or newer is needed (plan with --gpu-operator-version)"; exit 1; }'
+        )
+    object_of = {n: labels[L.DRIVER_POOL] for n, labels in plan.node_labels.items()}
+    manifests = {o.name: o.manifest for o in plan.objects}
+    created: dict[str, int] = {}
+    for number, wave in enumerate(plan.waves, start=1):
+        nodes = " ".join(_q(n) for n in wave)
+        lines += ["", f"# ---- wave {number} of {len(plan.waves)}: {len(wave)} node(s)"]
+        lines.append(f'say "wave {number}: cordon and drain the GPU pods of {len(wave)} node(s)"')
+        lines.append(f'for node in {nodes}; do kubectl cordon "${{node}}"; done')
+        lines.append(f'for node in {nodes}; do drain_gpu_pods "${{node}}"; done')
+        by_object: dict[str, list[str]] = {}
+        for node in wave:
+            by_object.setdefault(object_of[node], []).append(node)
+        for obj, members in by_object.items():
+            names = " ".join(_q(n) for n in members)
+            lines.append(f"kubectl label node {names} {L.DRIVER_POOL}={_q(obj)} --overwrite")
+            count = created.get(obj, 0) + len(members)
+            manifest = manifests[obj]
+            if obj not in created:
+                lines.append(f"kubectl apply -f - <<'EOF'\n{_manifest_json(manifest)}\nEOF")
+            elif owners:
+                patch = json.dumps({"spec": {"upgradePolicy": {"maxParallelUpgrades": count}}})
+                lines.append(
+                    f"kubectl patch nvidiadriver {_q(obj)} --type merge -p {_q(patch)}"
+                    "   # a new generation: the operator assigns owners again"
+                )
+            created[obj] = count
+        for obj, members in by_object.items():
+            version = str(manifests[obj]["spec"]["version"])  # type: ignore[index]
+            want = f"{version}*" if "." not in version else version
+            for node in members:
+                n = _q(node)
+                if owners:
+                    lines.append(
+                        f"wait_for 'owner of {node}' {_q(obj)} node_label {n} {OWNER_LABEL}"
+                    )
+                lines.append(f"wait_for 'driver pod on {node}' True driver_pod_ready {n} {_q(obj)}")
+                lines.append(
+                    f"wait_for 'driver on {node}' {_q(want)} node_label {n} "
+                    "nvidia.com/cuda.driver-version.full"
+                )
+                lines.append(f"wait_for 'GPUs on {node}' yes gpus_allocatable {n}")
+        for obj in by_object:
+            lines.append(
+                f"kubectl wait nvidiadriver/{_q(obj)} --for=jsonpath='{{.status.state}}'=ready "
+                '--timeout="${TIMEOUT}s"'
+            )
+        lines.append(f'for node in {nodes}; do kubectl uncordon "${{node}}"; done')
+        lines.append(f'say "wave {number} done"')
+    if plan.replaced:
+        lines += ["", "# ---- objects this plan replaces or leaves without nodes"]
+        for r in plan.replaced:
+            lines.append(f"kubectl delete nvidiadriver {_q(r.name)} --ignore-not-found   # {r.why}")
+    lines.append('say "rollout complete"')
+    return "\n".join(lines) + "\n"

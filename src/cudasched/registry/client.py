@@ -1,0 +1,509 @@
+"""An image's config, read from its registry through the OCI distribution API.
+
+Reference -> manifest (an image index or Docker manifest list is narrowed to the platform's
+manifest) -> config blob -> ``config.Env`` and ``config.Labels``. Both OCI and Docker v2
+schema 2 media types are read. Plain ``httpx`` (already a dependency) with the protocol written
+out here, because every request must be bounded, which the OCI libraries on PyPI do not offer
+(``docs/design.md``, issue 19):
+
+* **time**: one deadline for the whole resolution (``Limits.deadline_seconds``); each request
+  gets what is left of it (at most ``request_seconds``), a body is read in chunks against it;
+* **size**: a manifest or index over ``max_manifest_bytes``, a config over
+  ``max_config_bytes`` is refused as soon as its length (declared or read) passes the limit;
+* **redirects**: followed by hand, at most ``max_redirects``, and ``Authorization`` is never
+  sent to another host (blob storage on a CDN gets a signed URL, not our token);
+* **retries**: a connection error, 429 or 5xx is retried ``retries`` times with exponential
+  backoff, inside the deadline;
+* **integrity**: a manifest fetched by digest and every config blob are checked against their
+  sha256 digest.
+
+Auth: a 401's ``WWW-Authenticate`` challenge is answered once per request, Basic with the
+host's credentials, Bearer by asking the realm for a pull token (anonymously, or with the
+host's credentials); tokens are kept per repository until they expire.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+import orjson
+
+from cudasched.knowledge.imageconfig import ImageConfig
+from cudasched.knowledge.images import parse_image_ref
+from cudasched.registry.auth import (
+    DOCKER_HUB,
+    Credentials,
+    Keychain,
+    canonical_host,
+    parse_challenge,
+)
+from cudasched.vocab.errors import InputError
+
+__all__ = [
+    "CONFIG_TYPES",
+    "INDEX_TYPES",
+    "MANIFEST_TYPES",
+    "Limits",
+    "Platform",
+    "RegistryClient",
+    "RegistryError",
+    "Repository",
+    "repository_of",
+]
+
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_LIST})
+MANIFEST_TYPES = frozenset({OCI_MANIFEST, DOCKER_MANIFEST})
+CONFIG_TYPES = frozenset(
+    {"application/vnd.oci.image.config.v1+json", "application/vnd.docker.container.image.v1+json"}
+)
+_ACCEPT = ", ".join([OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST])
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_CHUNK = 64 * 1024
+
+
+class RegistryError(InputError):
+    """Reading an image's config failed; ``kind`` is a closed word for metrics
+    (``not-found``, ``unauthorized``, ``timeout``, ``too-large``, ``unreachable``,
+    ``bad-response``, ``no-platform``)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds of one resolution (see the module's docstring)."""
+
+    deadline_seconds: float = 10.0
+    request_seconds: float = 5.0
+    max_manifest_bytes: int = 4 * 1024 * 1024
+    max_config_bytes: int = 8 * 1024 * 1024
+    max_redirects: int = 3
+    retries: int = 2
+    backoff_seconds: float = 0.2
+
+    def __post_init__(self) -> None:
+        if not (self.deadline_seconds > 0 and self.request_seconds > 0):
+            raise InputError("invalid registry limits: time limits must be > 0 seconds")
+        if self.max_manifest_bytes < 1024 or self.max_config_bytes < 1024:
+            raise InputError("invalid registry limits: size limits must be at least 1024 bytes")
+        if self.max_redirects < 0 or self.retries < 0 or self.backoff_seconds < 0:
+            raise InputError("invalid registry limits: redirects, retries, backoff must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Platform:
+    """``os/architecture[/variant]``, as an image index names its manifests."""
+
+    os: str = "linux"
+    architecture: str = "amd64"
+    variant: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Platform:
+        parts = text.strip().split("/")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise InputError(
+                f"invalid platform {text!r}: expected os/architecture[/variant] such as "
+                "linux/amd64 or linux/arm64/v8"
+            )
+        return cls(parts[0], parts[1], parts[2] if len(parts) == 3 else "")
+
+    def __str__(self) -> str:
+        return "/".join(p for p in (self.os, self.architecture, self.variant) if p)
+
+    def matches(self, entry: Mapping[str, Any]) -> bool:
+        if entry.get("os") != self.os or entry.get("architecture") != self.architecture:
+            return False
+        return not self.variant or entry.get("variant") in (None, self.variant)
+
+
+@dataclass(frozen=True, slots=True)
+class Repository:
+    """Where an image lives: the API host (Docker Hub's for short names), the repository
+    path (``library/`` added for Docker Hub's official images) and the tag or digest."""
+
+    host: str
+    path: str
+    reference: str  # a tag or a digest
+    is_digest: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}/{self.path}"
+
+
+def repository_of(image: str) -> Repository:
+    """Split ``image`` as a container runtime pulls it (``latest`` when no tag is named)."""
+    ref = parse_image_ref(image)
+    host = canonical_host(ref.host) if ref.host else DOCKER_HUB
+    path = ref.path
+    if host == DOCKER_HUB and "/" not in path:
+        path = f"library/{path}"
+    if ref.digest:
+        return Repository(host, path, ref.digest, True)
+    return Repository(host, path, ref.tag or "latest", False)
+
+
+class _Deadline:
+    def __init__(self, seconds: float, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._end = clock() + seconds
+        self.seconds = seconds
+
+    def left(self) -> float:
+        return self._end - self._clock()
+
+    def check(self, what: str) -> float:
+        left = self.left()
+        if left <= 0:
+            raise RegistryError("timeout", f"{what}: no answer within {self.seconds:g}s")
+        return left
+
+
+class RegistryClient:
+    """Reads image configs; one client per process (it keeps a connection pool and tokens).
+
+    ``keychain`` gives credentials per host; ``plain_http`` names hosts (``host[:port]``)
+    reached over plain HTTP; ``verify`` is httpx's (a CA bundle path or an ``SSLContext``
+    for a private registry). Thread-safe: the webhook's resolver calls it from its workers.
+    """
+
+    def __init__(
+        self,
+        *,
+        keychain: Keychain | None = None,
+        plain_http: Iterable[str] = (),
+        limits: Limits | None = None,
+        verify: Any = True,
+        transport: httpx.BaseTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.keychain = keychain if keychain is not None else Keychain()
+        self.plain_http = frozenset(canonical_host(h) for h in plain_http)
+        self.limits = limits if limits is not None else Limits()
+        self._clock = clock
+        self._sleep = sleep
+        self._http = httpx.Client(
+            follow_redirects=False,
+            verify=verify,
+            transport=transport,
+            timeout=self.limits.request_seconds,
+            headers={"user-agent": "cudasched"},
+        )
+        self._tokens: dict[tuple[str, str], tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RegistryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ the protocol
+
+    def resolve(
+        self,
+        image: str,
+        platform: Platform | None = None,
+        *,
+        keychain: Keychain | None = None,
+    ) -> ImageConfig:
+        """The config of ``image`` for ``platform`` (linux/amd64 unless given). Raises
+        :class:`RegistryError` (an :class:`InputError`) saying what failed, and
+        :class:`InputError` for a string that is not an image reference. ``keychain`` adds
+        credentials for this call (a pod's pull secrets) in front of the client's."""
+        plat = platform if platform is not None else Platform()
+        repo = repository_of(image)
+        chain = keychain.merged(self.keychain) if keychain is not None else self.keychain
+        deadline = _Deadline(self.limits.deadline_seconds, self._clock)
+        body, media, digest = self._manifest(repo, repo.reference, chain, deadline)
+        doc = _json(body, f"manifest of {image}")
+        media = str(doc.get("mediaType") or media)
+        if media in INDEX_TYPES or "manifests" in doc:
+            entry = _pick(doc, plat, image)
+            digest = str(entry["digest"])
+            body, media, _ = self._manifest(repo, digest, chain, deadline)
+            doc = _json(body, f"manifest {digest} of {image}")
+            media = str(doc.get("mediaType") or media)
+        if media not in MANIFEST_TYPES and "config" not in doc:
+            raise RegistryError(
+                "bad-response", f"manifest of {image}: unsupported media type {media!r}"
+            )
+        config = doc.get("config")
+        if not isinstance(config, Mapping) or not isinstance(config.get("digest"), str):
+            raise RegistryError("bad-response", f"manifest of {image} names no config blob")
+        blob = self._blob(repo, str(config["digest"]), chain, deadline)
+        cfg = _json(blob, f"config of {image}")
+        inner = cfg.get("config") if isinstance(cfg.get("config"), Mapping) else {}
+        env: dict[str, str] = {}
+        for item in inner.get("Env") or ():
+            if isinstance(item, str) and "=" in item:
+                key, _, value = item.partition("=")
+                env[key] = value
+        labels = inner.get("Labels") if isinstance(inner.get("Labels"), Mapping) else {}
+        described = str(plat)
+        if isinstance(cfg.get("architecture"), str) and isinstance(cfg.get("os"), str):
+            variant = cfg.get("variant") if isinstance(cfg.get("variant"), str) else ""
+            described = "/".join(p for p in (cfg["os"], cfg["architecture"], variant) if p)
+        return ImageConfig(
+            image=image.strip(),
+            digest=digest,
+            platform=described,
+            env=env,
+            labels={str(k): str(v) for k, v in labels.items()},
+        )
+
+    def _manifest(
+        self, repo: Repository, reference: str, chain: Keychain, deadline: _Deadline
+    ) -> tuple[bytes, str, str]:
+        url = f"{self._base(repo.host)}/v2/{repo.path}/manifests/{reference}"
+        what = (
+            f"manifest {repo.name}:{reference}"
+            if ":" not in reference
+            else (f"manifest {repo.name}@{reference}")
+        )
+        response, body = self._get(
+            url, repo, chain, deadline, self.limits.max_manifest_bytes, what, {"accept": _ACCEPT}
+        )
+        media = response.headers.get("content-type", "").split(";")[0].strip()
+        actual = "sha256:" + hashlib.sha256(body).hexdigest()
+        if reference.startswith("sha256:") and actual != reference:
+            raise RegistryError("bad-response", f"{what}: content does not match its digest")
+        digest = reference if reference.startswith("sha256:") else actual
+        declared = response.headers.get("docker-content-digest", "")
+        if not reference.startswith("sha256:") and declared.startswith("sha256:"):
+            if declared != actual:
+                raise RegistryError(
+                    "bad-response", f"{what}: Docker-Content-Digest does not match the content"
+                )
+            digest = declared
+        return body, media, digest
+
+    def _blob(self, repo: Repository, digest: str, chain: Keychain, deadline: _Deadline) -> bytes:
+        url = f"{self._base(repo.host)}/v2/{repo.path}/blobs/{digest}"
+        what = f"config blob {digest} of {repo.name}"
+        _, body = self._get(url, repo, chain, deadline, self.limits.max_config_bytes, what, {})
+        actual = "sha256:" + hashlib.sha256(body).hexdigest()
+        if digest.startswith("sha256:") and actual != digest:
+            raise RegistryError("bad-response", f"{what}: content does not match its digest")
+        return body
+
+    def _base(self, host: str) -> str:
+        scheme = "http" if host in self.plain_http else "https"
+        return f"{scheme}://{host}"
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _get(
+        self,
+        url: str,
+        repo: Repository,
+        chain: Keychain,
+        deadline: _Deadline,
+        limit: int,
+        what: str,
+        headers: Mapping[str, str],
+    ) -> tuple[httpx.Response, bytes]:
+        """GET with auth, redirects and retries; the body read whole within ``limit``."""
+        auth = self._cached_token(repo)
+        answered = False
+        attempt = 0
+        current = url
+        redirects = 0
+        while True:
+            send = dict(headers)
+            same_host = urlsplit(current).netloc == urlsplit(url).netloc
+            if auth is not None and same_host:
+                send["authorization"] = auth
+            try:
+                response, body = self._fetch(current, send, deadline, limit, what)
+            except RegistryError as exc:
+                if exc.kind == "unreachable" and attempt < self.limits.retries:
+                    attempt += 1
+                    self._backoff(attempt, deadline, what)
+                    continue
+                raise
+            status = response.status_code
+            if status in _REDIRECTS and response.headers.get("location"):
+                redirects += 1
+                if redirects > self.limits.max_redirects:
+                    raise RegistryError(
+                        "bad-response", f"{what}: more than {self.limits.max_redirects} redirects"
+                    )
+                current = urljoin(current, response.headers["location"])
+                continue
+            if status == 401 and not answered and same_host:
+                answered = True
+                auth = self._answer(response, repo, chain, deadline, what)
+                continue
+            if status in _RETRY_STATUS and attempt < self.limits.retries:
+                attempt += 1
+                self._backoff(attempt, deadline, what)
+                continue
+            if status == 200:
+                return response, body
+            raise _status_error(status, what, body)
+
+    def _fetch(
+        self, url: str, headers: Mapping[str, str], deadline: _Deadline, limit: int, what: str
+    ) -> tuple[httpx.Response, bytes]:
+        left = deadline.check(what)
+        timeout = httpx.Timeout(min(left, self.limits.request_seconds))
+        try:
+            with self._http.stream("GET", url, headers=headers, timeout=timeout) as response:
+                declared = response.headers.get("content-length")
+                too_long = bool(declared and declared.isdigit() and int(declared) > limit)
+                if response.status_code == 200 and too_long:
+                    raise RegistryError(
+                        "too-large", f"{what}: {declared} bytes, more than the {limit} allowed"
+                    )
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_bytes(_CHUNK):
+                    size += len(chunk)
+                    if size > limit:
+                        raise RegistryError(
+                            "too-large", f"{what}: more than the {limit} bytes allowed"
+                        )
+                    deadline.check(what)
+                    chunks.append(chunk)
+                return response, b"".join(chunks)
+        except httpx.TimeoutException:
+            raise RegistryError(
+                "timeout", f"{what}: no answer within {min(left, self.limits.request_seconds):.3g}s"
+            ) from None
+        except httpx.TransportError as exc:
+            raise RegistryError("unreachable", f"{what}: {type(exc).__name__}: {exc}") from None
+
+    def _backoff(self, attempt: int, deadline: _Deadline, what: str) -> None:
+        pause = self.limits.backoff_seconds * (2 ** (attempt - 1))
+        if pause >= deadline.left():
+            raise RegistryError("timeout", f"{what}: no answer within {deadline.seconds:g}s")
+        self._sleep(pause)
+
+    # ------------------------------------------------------------------ auth
+
+    def _cached_token(self, repo: Repository) -> str | None:
+        with self._lock:
+            found = self._tokens.get((repo.host, repo.path))
+        if found is None or found[1] <= self._clock():
+            return None
+        return found[0]
+
+    def _answer(
+        self,
+        response: httpx.Response,
+        repo: Repository,
+        chain: Keychain,
+        deadline: _Deadline,
+        what: str,
+    ) -> str:
+        challenge = parse_challenge(response.headers.get("www-authenticate", ""))
+        creds = chain.get(repo.host)
+        if challenge is None:
+            raise RegistryError("unauthorized", f"{what}: 401 without a challenge we can answer")
+        if challenge.scheme == "basic":
+            if creds is None:
+                raise RegistryError("unauthorized", f"{what}: needs credentials for {repo.host}")
+            return creds.basic()
+        return self._token(challenge.params, repo, creds, deadline, what)
+
+    def _token(
+        self,
+        params: Mapping[str, str],
+        repo: Repository,
+        creds: Credentials | None,
+        deadline: _Deadline,
+        what: str,
+    ) -> str:
+        realm = params.get("realm", "")
+        if not realm.startswith(("https://", "http://")):
+            raise RegistryError("unauthorized", f"{what}: token realm {realm!r} is not a URL")
+        query = {"scope": f"repository:{repo.path}:pull"}
+        if params.get("service"):
+            query["service"] = params["service"]
+        headers = {"authorization": creds.basic()} if creds is not None else {}
+        url = str(httpx.URL(realm, params=query))
+        response, body = self._fetch(url, headers, deadline, 1024 * 1024, f"token for {what}")
+        if response.status_code in (401, 403):
+            who = "the given credentials" if creds is not None else "anonymous access"
+            raise RegistryError(
+                "unauthorized",
+                f"{what}: the token service refused {who} (HTTP {response.status_code})",
+            )
+        if response.status_code != 200:
+            raise _status_error(response.status_code, f"token for {what}", body)
+        doc = _json(body, f"token for {what}")
+        token = doc.get("token") or doc.get("access_token")
+        if not isinstance(token, str) or not token:
+            raise RegistryError("unauthorized", f"{what}: the token service gave no token")
+        expires = doc.get("expires_in")
+        life = float(expires) if isinstance(expires, int | float) and expires > 0 else 60.0
+        value = f"Bearer {token}"
+        with self._lock:
+            self._tokens[(repo.host, repo.path)] = (value, self._clock() + max(1.0, life - 5))
+        return value
+
+
+def _json(body: bytes, what: str) -> Mapping[str, Any]:
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise RegistryError("bad-response", f"{what}: not JSON") from None
+    if not isinstance(doc, Mapping):
+        raise RegistryError("bad-response", f"{what}: not a JSON object")
+    return doc
+
+
+def _pick(index: Mapping[str, Any], platform: Platform, image: str) -> Mapping[str, Any]:
+    manifests = index.get("manifests")
+    if not isinstance(manifests, list):
+        raise RegistryError("bad-response", f"index of {image} has no manifests list")
+    offered = []
+    for entry in manifests:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("digest"), str):
+            continue
+        plat = entry.get("platform") if isinstance(entry.get("platform"), Mapping) else {}
+        if plat.get("os") == "unknown":  # attestation manifests (buildx) are not images
+            continue
+        offered.append("/".join(str(plat.get(k)) for k in ("os", "architecture") if plat.get(k)))
+        if platform.matches(plat):
+            return entry
+    raise RegistryError(
+        "no-platform",
+        f"{image} has no {platform} image (it offers {', '.join(offered) or 'none'})",
+    )
+
+
+def _status_error(status: int, what: str, body: bytes) -> RegistryError:
+    code = ""
+    try:
+        doc = orjson.loads(body[:65536])
+        errors = doc.get("errors") if isinstance(doc, dict) else None
+        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+            code = f" ({errors[0].get('code')})"
+    except orjson.JSONDecodeError:
+        pass
+    if status == 404:
+        return RegistryError("not-found", f"{what}: not found (HTTP 404{code})")
+    if status in (401, 403):
+        return RegistryError("unauthorized", f"{what}: access denied (HTTP {status}{code})")
+    return RegistryError("bad-response", f"{what}: HTTP {status}{code}")

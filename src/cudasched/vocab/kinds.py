@@ -1,0 +1,207 @@
+"""The Kubernetes resource kinds cudasched reads, declared once: API group, version, kind,
+plural and scope, and for custom resources which product installs the CRD.
+
+Versions are the ones served by every release cudasched supports: KServe serves
+InferenceService at ``v1beta1``, ServingRuntime and ClusterServingRuntime at ``v1alpha1`` and
+LLMInferenceService at ``v1alpha1`` (since KServe 0.16; 0.17 added ``v1alpha2`` as the storage
+version and still serves ``v1alpha1``); the GPU Operator's NVIDIADriver is ``nvidia.com/v1alpha1``
+and cluster-scoped. Events are read through ``events.k8s.io/v1``. :data:`CONTROLLERS` are the
+built-in kinds with a pod template, read one at a time (``cudasched explain deploy/NAME``).
+
+:meth:`Kind.resource` gives a lightkube generic resource class, so objects come back as plain
+``dict``s (never typed models) whether the kind is built in or a CRD. The classes are made on
+call and not registered in lightkube's resource registry, which keeps its typed ``Node``,
+``Pod`` and ``Event`` models untouched for code that wants them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CAPI_MACHINE_DEPLOYMENT",
+    "CAPI_MACHINE_POOL",
+    "CAPI_MACHINE_SET",
+    "CLUSTER_SERVING_RUNTIME",
+    "CONTROLLERS",
+    "CRON_JOB",
+    "DAEMON_SET",
+    "DEPLOYMENT",
+    "EVENT",
+    "GPU_OPERATOR_GROUP",
+    "INFERENCE_SERVICE",
+    "JOB",
+    "KARPENTER_NODE_POOL",
+    "KINDS",
+    "KSERVE_GROUP",
+    "LLM_INFERENCE_SERVICE",
+    "NODE",
+    "NODE_GROUP_KINDS",
+    "NVIDIA_DRIVER",
+    "POD",
+    "POD_TEMPLATE",
+    "POD_TEMPLATE_KINDS",
+    "REPLICATION_CONTROLLER",
+    "REPLICA_SET",
+    "SERVING_RUNTIME",
+    "STATEFUL_SET",
+    "Kind",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One resource kind. ``crd_of`` names the product whose CRD defines it (``None`` for
+    kinds every API server serves); such a kind may be absent from a cluster. An ``advisory``
+    kind is read only for hints (an autoscaler's node groups): most clusters lack it, so its
+    absence goes unsaid, and an identity not allowed to list it reads it as none, with a note,
+    rather than failing the whole read."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    crd_of: str | None = None
+    advisory: bool = False
+
+    @property
+    def api_version(self) -> str:
+        """``apiVersion`` as objects carry it: ``v1``, ``serving.kserve.io/v1beta1``."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def optional(self) -> bool:
+        """Whether a cluster may lack this kind (a CRD that is not installed)."""
+        return self.crd_of is not None
+
+    def resource(self) -> Any:
+        """A lightkube generic resource class for this kind (objects as plain dicts)."""
+        from lightkube.generic_resource import (
+            GenericGlobalResource,
+            GenericNamespacedResource,
+            create_api_info,
+        )
+
+        base = GenericNamespacedResource if self.namespaced else GenericGlobalResource
+        api_info = create_api_info(self.group, self.version, self.kind, self.plural)
+        return type(self.kind, (base,), {"_api_info": api_info, "__module__": __name__})
+
+
+NODE = Kind("", "v1", "Node", "nodes", namespaced=False)
+POD = Kind("", "v1", "Pod", "pods", namespaced=True)
+EVENT = Kind("events.k8s.io", "v1", "Event", "events", namespaced=True)
+
+KSERVE_GROUP = "serving.kserve.io"
+GPU_OPERATOR_GROUP = "nvidia.com"
+_KSERVE = KSERVE_GROUP
+INFERENCE_SERVICE = Kind(
+    _KSERVE, "v1beta1", "InferenceService", "inferenceservices", namespaced=True, crd_of="KServe"
+)
+SERVING_RUNTIME = Kind(
+    _KSERVE, "v1alpha1", "ServingRuntime", "servingruntimes", namespaced=True, crd_of="KServe"
+)
+CLUSTER_SERVING_RUNTIME = Kind(
+    _KSERVE,
+    "v1alpha1",
+    "ClusterServingRuntime",
+    "clusterservingruntimes",
+    namespaced=False,
+    crd_of="KServe",
+)
+LLM_INFERENCE_SERVICE = Kind(
+    _KSERVE,
+    "v1alpha1",
+    "LLMInferenceService",
+    "llminferenceservices",
+    namespaced=True,
+    crd_of="KServe",
+)
+NVIDIA_DRIVER = Kind(
+    GPU_OPERATOR_GROUP,
+    "v1alpha1",
+    "NVIDIADriver",
+    "nvidiadrivers",
+    namespaced=False,
+    crd_of="GPU Operator",
+)
+
+# Autoscaler node groups that declare the labels of the nodes they would add: read only for the
+# audit's "a group that may be empty can run it" hint (operations.nodegroups).
+KARPENTER_NODE_POOL = Kind(
+    "karpenter.sh",
+    "v1",
+    "NodePool",
+    "nodepools",
+    namespaced=False,
+    crd_of="Karpenter",
+    advisory=True,
+)
+_CAPI = "cluster.x-k8s.io"
+CAPI_MACHINE_DEPLOYMENT = Kind(
+    _CAPI,
+    "v1beta1",
+    "MachineDeployment",
+    "machinedeployments",
+    namespaced=True,
+    crd_of="Cluster API",
+    advisory=True,
+)
+CAPI_MACHINE_SET = Kind(
+    _CAPI,
+    "v1beta1",
+    "MachineSet",
+    "machinesets",
+    namespaced=True,
+    crd_of="Cluster API",
+    advisory=True,
+)
+CAPI_MACHINE_POOL = Kind(
+    _CAPI,
+    "v1beta1",
+    "MachinePool",
+    "machinepools",
+    namespaced=True,
+    crd_of="Cluster API",
+    advisory=True,
+)
+NODE_GROUP_KINDS: tuple[Kind, ...] = (
+    KARPENTER_NODE_POOL,
+    CAPI_MACHINE_DEPLOYMENT,
+    CAPI_MACHINE_SET,
+    CAPI_MACHINE_POOL,
+)
+
+#: Every kind above, built-in kinds first.
+KINDS: tuple[Kind, ...] = (
+    NODE,
+    POD,
+    EVENT,
+    INFERENCE_SERVICE,
+    SERVING_RUNTIME,
+    CLUSTER_SERVING_RUNTIME,
+    LLM_INFERENCE_SERVICE,
+    NVIDIA_DRIVER,
+    *NODE_GROUP_KINDS,
+)
+
+DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", namespaced=True)
+STATEFUL_SET = Kind("apps", "v1", "StatefulSet", "statefulsets", namespaced=True)
+DAEMON_SET = Kind("apps", "v1", "DaemonSet", "daemonsets", namespaced=True)
+REPLICA_SET = Kind("apps", "v1", "ReplicaSet", "replicasets", namespaced=True)
+JOB = Kind("batch", "v1", "Job", "jobs", namespaced=True)
+CRON_JOB = Kind("batch", "v1", "CronJob", "cronjobs", namespaced=True)
+
+REPLICATION_CONTROLLER = Kind(
+    "", "v1", "ReplicationController", "replicationcontrollers", namespaced=True
+)
+POD_TEMPLATE = Kind("", "v1", "PodTemplate", "podtemplates", namespaced=True)
+
+#: Controllers whose pod template cudasched reads, fetched by name (never listed).
+CONTROLLERS: tuple[Kind, ...] = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET, REPLICA_SET, JOB, CRON_JOB)
+
+#: Every kind that carries a pod template: what a workload check (``audit``, ``explain -f``)
+#: reads the pods of. ``spec.template`` for all but a CronJob (``spec.jobTemplate.spec.template``)
+#: and a PodTemplate (``template``).
+POD_TEMPLATE_KINDS: tuple[Kind, ...] = (*CONTROLLERS, REPLICATION_CONTROLLER, POD_TEMPLATE)

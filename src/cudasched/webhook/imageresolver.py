@@ -1,0 +1,117 @@
+"""The webhook's image resolver: images' own configs, read from their registries in the
+background and handed to admission through its image table (``imageResolver`` settings).
+
+Never on the hot path: a review looks an image up in the cache, waits at most
+``budgetSeconds`` for a resolution already in flight, and otherwise queues the image and is
+answered per ``onUnknownRequirement`` at once; the next replica finds the config. Every
+published cluster snapshot warms it with the images of its runtimes, InferenceServices and
+LLMInferenceServices (off the event loop). Counted in the webhook's metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from cudasched.registry.auth import Keychain, load_docker_config
+from cudasched.registry.cache import ConfigCache
+from cudasched.registry.client import Limits, Platform, RegistryClient
+from cudasched.registry.resolver import BackgroundResolver
+from cudasched.vocab.objects import name_of
+from cudasched.workloads.kserve import predictor_image, runtime_containers
+from cudasched.workloads.kserve.llm import llmisvc_main_container, llmisvc_pod
+
+if TYPE_CHECKING:
+    from cudasched.webhook.config import ImageResolverSettings
+    from cudasched.webhook.metrics import WebhookMetrics
+    from cudasched.webhook.state import ClusterState
+
+__all__ = ["MetricsObserver", "build_resolver", "images_of"]
+
+log = logging.getLogger(__name__)
+
+
+class MetricsObserver:
+    """Look-ups and resolutions, counted in the webhook's metrics."""
+
+    def __init__(self, metrics: WebhookMetrics) -> None:
+        self._lookups = metrics.image_config_lookups
+        self._resolutions = metrics.image_config_resolutions
+        self._seconds = metrics.image_config_seconds
+
+    def looked_up(self, result: str) -> None:
+        self._lookups.labels(result=result).inc()
+
+    def resolved(self, outcome: str, seconds: float) -> None:
+        self._resolutions.labels(outcome=outcome).inc()
+        self._seconds.observe(seconds)
+
+
+def build_resolver(
+    settings: ImageResolverSettings, metrics: WebhookMetrics | None = None
+) -> BackgroundResolver:
+    """The resolver the settings describe (reads ``registryConfig`` now: a bad file stops the
+    webhook at start-up, not at the first pod)."""
+    keychain = load_docker_config(settings.registry_config) if settings.registry_config else None
+    verify: Any = True
+    if settings.ca_file:
+        import ssl
+
+        verify = ssl.create_default_context(cafile=settings.ca_file)
+    client = RegistryClient(
+        keychain=keychain if keychain is not None else Keychain(),
+        plain_http=settings.plain_http,
+        verify=verify,
+        limits=Limits(
+            deadline_seconds=settings.deadline_seconds,
+            request_seconds=min(5.0, settings.deadline_seconds),
+            max_manifest_bytes=settings.max_manifest_bytes,
+            max_config_bytes=settings.max_config_bytes,
+        ),
+    )
+    cache = ConfigCache(
+        settings.cache_bytes,
+        tag_ttl=settings.tag_ttl_seconds,
+        error_ttl=settings.error_ttl_seconds,
+    )
+    return BackgroundResolver(
+        client,
+        cache,
+        platform=Platform.parse(settings.platform),
+        budget_seconds=settings.budget_seconds,
+        workers=settings.workers,
+        max_queued=settings.max_queued,
+        observer=MetricsObserver(metrics) if metrics is not None else None,
+    )
+
+
+def images_of(state: ClusterState) -> Iterator[str]:
+    """The images of a snapshot's serving runtimes, InferenceServices (their predictor, as
+    KServe builds it) and LLMInferenceServices that name one; unreadable objects are skipped."""
+    fleet = state.fleet
+    runtimes = [*fleet.all_serving_runtimes(), *fleet.cluster_serving_runtimes]
+    for runtime in runtimes:
+        try:
+            for container in runtime_containers(runtime):
+                image = container.get("image")
+                if isinstance(image, str):
+                    yield image
+        except Exception:  # a malformed object: the cache is tolerant, so are we
+            log.debug("runtime %s skipped while warming", name_of(runtime))
+    for isvc in fleet.inference_services.values():
+        try:
+            choice = state.select_runtime_for(isvc)
+            image = predictor_image(isvc, choice.obj if choice is not None else None)
+        except Exception:
+            continue
+        if isinstance(image, str):
+            yield image
+    for service in fleet.llm_inference_services.values():
+        try:
+            main = llmisvc_main_container(llmisvc_pod(service)["spec"])
+        except Exception:
+            continue
+        image = main.get("image") if main is not None else None
+        if isinstance(image, str):
+            yield image

@@ -1,0 +1,126 @@
+"""Whether a pod asks for an NVIDIA GPU, and which of its containers runs the CUDA code.
+
+A pod uses a GPU when any container or init container requests an ``nvidia.com/gpu*`` or
+``nvidia.com/mig-*`` resource above zero, or when it has a dynamic resource claim. Only such
+pods (or pods that declare a requirement) are ever constrained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kserve import PREDICTOR_CONTAINER, WORKER_CONTAINER
+from cudasched.vocab.objects import as_mapping
+
+__all__ = [
+    "GPU_RESOURCE_PREFIXES",
+    "gpu_container",
+    "node_gpu_resources",
+    "requested_gpu_resources",
+    "uses_gpu",
+]
+
+#: Extended resources that are NVIDIA GPUs (whole GPUs, renamed shared GPUs, MIG slices).
+GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
+
+
+def _quantity_positive(value: object, key: str) -> bool:
+    """Extended resources are whole numbers; ``"0"`` does not request a GPU."""
+    if isinstance(value, bool):
+        raise InputError(f"invalid resource quantity {value!r} for {key}: expected a number")
+    text = str(value).strip()
+    try:
+        return float(text) > 0
+    except ValueError:
+        raise InputError(
+            f"invalid resource quantity {value!r} for {key}: expected a whole number such as 1"
+        ) from None
+
+
+def _container_gpus(container: Mapping[str, Any]) -> bool:
+    resources = as_mapping(container.get("resources"), "container resources")
+    for part in ("limits", "requests"):
+        for key, value in as_mapping(resources.get(part), f"resources.{part}").items():
+            if str(key).startswith(GPU_RESOURCE_PREFIXES) and _quantity_positive(value, str(key)):
+                return True
+    return False
+
+
+def _containers(pod_spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    value = pod_spec.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"invalid pod spec.{key}: expected a list")
+    return [as_mapping(c, f"pod spec.{key}[]") for c in value]
+
+
+def uses_gpu(pod_spec: Mapping[str, Any]) -> bool:
+    """Does the pod ask for an NVIDIA GPU?
+
+    Any container or init container with an ``nvidia.com/gpu*`` (including renamed shared
+    resources such as ``nvidia.com/gpu.shared``) or ``nvidia.com/mig-*`` limit or request
+    above zero, or any ``spec.resourceClaims`` entry (dynamic resource allocation: the claim's
+    device class is not visible here, so a claim counts as a GPU).
+    """
+    spec = as_mapping(pod_spec, "pod spec")
+    if spec.get("resourceClaims"):
+        return True
+    containers = _containers(spec, "containers") + _containers(spec, "initContainers")
+    return any(_container_gpus(c) for c in containers)
+
+
+def gpu_container(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The container whose CUDA matters: the first with a GPU limit, else KServe's
+    ``kserve-container``, else a multi-node ``worker-container``."""
+    containers = _containers(as_mapping(pod_spec, "pod spec"), "containers")
+    for c in containers:
+        if _container_gpus(c):
+            return c
+    for name in (PREDICTOR_CONTAINER, WORKER_CONTAINER):
+        for c in containers:
+            if c.get("name") == name:
+                return c
+    return None
+
+
+def requested_gpu_resources(pod_spec: Mapping[str, Any]) -> frozenset[str]:
+    """The NVIDIA GPU resources (``nvidia.com/gpu``, ``nvidia.com/mig-1g.10gb`` ...) the pod's
+    containers ask for: what a node must offer for the scheduler to place it. Resource claims
+    are not included (their device class decides, not a node resource)."""
+    spec = as_mapping(pod_spec, "pod spec")
+    names: set[str] = set()
+    for container in _containers(spec, "containers") + _containers(spec, "initContainers"):
+        resources = as_mapping(container.get("resources"), "container resources")
+        for part in ("limits", "requests"):
+            for key, value in as_mapping(resources.get(part), f"resources.{part}").items():
+                if str(key).startswith(GPU_RESOURCE_PREFIXES) and _quantity_positive(
+                    value, str(key)
+                ):
+                    names.add(str(key))
+    return frozenset(names)
+
+
+def node_gpu_resources(node: Mapping[str, Any]) -> frozenset[str] | None:
+    """The NVIDIA GPU resources a Node offers (``status.allocatable``, else ``capacity``, above
+    zero), or ``None`` when the object carries no status at all (nothing is known)."""
+    status = node.get("status")
+    if not isinstance(status, Mapping):
+        return None
+    offered = status.get("allocatable")
+    if not isinstance(offered, Mapping):
+        offered = status.get("capacity")
+    if not isinstance(offered, Mapping):
+        return None
+    names: set[str] = set()
+    for key, value in offered.items():
+        if not str(key).startswith(GPU_RESOURCE_PREFIXES):
+            continue
+        try:
+            if _quantity_positive(value, str(key)):
+                names.add(str(key))
+        except InputError:
+            continue  # a quantity we cannot read offers nothing we could count on
+    return frozenset(names)

@@ -1,0 +1,87 @@
+"""The command table: every command is listed without importing it, and runs when asked."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from cudasched.cli import app
+from cudasched.cli.app import COMMANDS
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_command_registers_itself_with_the_listed_summary(name: str) -> None:
+    entry = COMMANDS[name]
+    importlib.import_module(entry.module)
+    infos = [info for info in app.registered_commands if info.name == name]
+    assert len(infos) == 1, f"{entry.module} must register exactly one {name!r}"
+    doc = " ".join((infos[0].callback.__doc__ or "").split())
+    assert doc.startswith(entry.summary), "the table's summary opens the command's own help"
+    assert entry.summary.endswith("."), "a whole sentence"
+
+
+def test_help_lists_every_command_without_importing_any() -> None:
+    code = (
+        "import sys\n"
+        "sys.argv = ['cudasched', '--help']\n"
+        "from cudasched.cli import app\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('cudasched')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    help_text, _, modules = out.stdout.rpartition("\n[")
+    for name in COMMANDS:
+        assert f"  {name} " in help_text
+    loaded = eval("[" + modules)  # noqa: S307 - our own process's output
+    assert loaded == [
+        "cudasched",
+        "cudasched.cli",
+        "cudasched.cli.app",
+        "cudasched.vocab",
+        "cudasched.vocab.errors",
+    ]
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    code = (
+        "import sys\n"
+        "sys.argv = ['cudasched', 'affinity', '--cuda', '12.4']\n"
+        "from cudasched.cli import app\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "print([m for m in sys.modules if m.startswith('cudasched.cli.')])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(eval(out.stdout.splitlines()[-1]))  # noqa: S307 - our own process's output
+    assert "cudasched.cli.affinity" in loaded
+    assert not loaded & {"cudasched.cli.explain", "cudasched.cli.webhook", "cudasched.cli.demo"}
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    result = CliRunner().invoke(app, ["no-such-command"])
+    assert result.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["explain", "-o", "bogus"], "'bogus' is not one of"),
+        (["check", "--bogus"], "No such option: --bogus"),
+        (["nope"], "No such command 'nope'"),
+        (["affinity", "--cuda"], "requires an argument"),
+    ],
+)
+def test_usage_errors_are_one_line_with_exit_2(args: list[str], fragment: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", "from cudasched.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert out.stdout == ""
+    [line] = out.stderr.splitlines()
+    assert line.startswith("cudasched: error: ") and fragment in line

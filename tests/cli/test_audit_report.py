@@ -1,0 +1,283 @@
+"""``cudasched audit`` and ``cudasched report``: exit codes, the JSON contract, the HTML page,
+and the report rendered by a real browser (headless Chromium: a screenshot and the DOM)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cudasched.cli import app
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.knowledge import KnowledgeBase
+from cudasched.knowledge.images import ImageTable
+from cudasched.operations.pools import node_pools
+from cudasched.operations.runtimes import runtime_rows
+
+DATA = Path(__file__).parents[1] / "data" / "audit"
+runner = CliRunner()
+
+FINDING_KEYS = {"severity", "code", "object", "node", "message", "fix"}
+
+
+AS_OF = ("--as-of", "2026-12-01")  # lifecycles are judged on a date: a fixed one
+LIFECYCLE = ("driver-branch-ended", "driver-branch-legacy", "driver-branch-ending")
+
+
+def audit_json(*args: str) -> tuple[int, dict[str, Any]]:
+    result = runner.invoke(app, ["audit", *AS_OF, *args, "-o", "json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+# --------------------------------------------------------------------------- audit
+
+
+def test_audit_json_contract_and_exit_1_on_errors() -> None:
+    code, doc = audit_json()  # the bundled sample cluster
+    assert code == 1
+    assert set(doc) == {"findings", "summary"}
+    # 12 warnings: the sample's pools on ended (10) and legacy (2) driver branches.
+    assert doc["summary"] == {"error": 1, "warning": 12, "info": 5}
+    lifecycle = [f for f in doc["findings"] if f["code"] in LIFECYCLE]
+    assert len(lifecycle) == 12 and all(f["object"].startswith("Pool/") for f in lifecycle)
+    for finding in doc["findings"]:
+        assert set(finding) == FINDING_KEYS
+        assert finding["severity"] in ("error", "warning", "info")
+        assert isinstance(finding["message"], str) and finding["message"]
+        assert finding["node"] is None or isinstance(finding["node"], str)
+    assert sum(doc["summary"].values()) == len(doc["findings"])
+
+
+@pytest.mark.parametrize(
+    ("cluster", "exit_code"),
+    [("healthy.yaml", 0), ("labels.yaml", 0), ("stale.yaml", 0), ("bound.yaml", 1)],
+)
+def test_audit_exit_code_is_a_ci_gate(cluster: str, exit_code: int) -> None:
+    code, doc = audit_json("--cluster", str(DATA / cluster))
+    assert code == exit_code
+    assert (doc["summary"]["error"] > 0) == (exit_code == 1)
+
+
+def test_audit_policy_option() -> None:
+    strict, before = audit_json("--cluster", str(DATA / "bound.yaml"))
+    code, doc = audit_json("--cluster", str(DATA / "bound.yaml"), "--policy", "minor-compat")
+    assert strict == 1 and code == 1
+    # vllm-0 names no policy: minor-compat lets R550 run it. vllm-gated-0's image gate holds
+    # under every policy, and no policy gives R550 CUDA 13.0.
+    assert "Pod/llm/vllm-0" in [f["object"] for f in before["findings"]]
+    workloads = [f["object"] for f in doc["findings"] if f["code"] not in LIFECYCLE]
+    assert workloads == ["Pod/llm/vllm-gated-0", "Pod/llm/vllm-next-0"]
+
+
+def test_audit_table() -> None:
+    result = runner.invoke(app, ["audit", *AS_OF, "--cluster", str(DATA / "pending.yaml")])
+    assert result.exit_code == 1
+    out = result.stdout
+    # The L4 pool runs R550 (ended), the K80 pool the legacy R470.
+    assert "cudasched audit:" in out and "3 error, 3 warning, 0 info" in out
+    for code in ("no-compatible-node", "runtime-without-node"):
+        assert code in out
+    assert "fix:" in out
+    # A cluster whose workloads all run: only its ended R550 drivers are worth a word.
+    code, healthy = audit_json("--cluster", str(DATA / "healthy.yaml"))
+    assert code == 0
+    assert [f["code"] for f in healthy["findings"]] == ["driver-branch-ended"] * 2
+
+
+def test_audit_html_to_stdout() -> None:
+    result = runner.invoke(
+        app, ["audit", *AS_OF, "--cluster", str(DATA / "labels.yaml"), "-o", "html"]
+    )
+    assert result.exit_code == 0
+    assert result.stdout.startswith("<!DOCTYPE html>")
+    assert result.stdout.count('data-severity="warning"') == 8  # 5 about labels, 3 lifecycles
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cluster", "/nonexistent/cluster.yaml"], "/nonexistent/cluster.yaml: no such file"),
+        (["--policy", "lenient"], "invalid policy 'lenient'"),
+    ],
+)
+@pytest.mark.parametrize("command", ["audit", "report"])
+def test_bad_input_exits_2_with_one_line(command: str, args: list[str], message: str) -> None:
+    result = runner.invoke(app, [command, *args])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("cudasched: error: ") and message in lines[0]
+
+
+# --------------------------------------------------------------------------- report
+
+
+def test_report_writes_one_file(tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    result = runner.invoke(app, ["report", *AS_OF, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert result.stderr.strip() == (
+        f"cudasched: wrote {out}: 8 serving runtimes × 13 node pools, 1 error, 12 warning, "
+        "5 info findings"
+    )
+    assert list(tmp_path.iterdir()) == [out]
+
+
+def test_report_to_stdout() -> None:
+    result = runner.invoke(app, ["report", "--cluster", str(DATA / "pending.yaml"), "-o", "-"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("<!DOCTYPE html>") and result.stderr == ""
+
+
+def test_report_unwritable_path_exits_2(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["report", "-o", str(tmp_path / "missing" / "r.html")])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("cudasched: error: cannot write ")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- in a browser
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None and Path("/usr/bin/chromium").exists():
+        found = "/usr/bin/chromium"
+    if found is None:
+        pytest.skip(
+            "Chromium is not installed (Debian: apt-get install -y --no-install-recommends "
+            "chromium); .ci/run installs it"
+        )
+    return found
+
+
+def _browser(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            *args,
+        ],
+        capture_output=True,
+        timeout=180,
+        check=True,
+    )
+
+
+def _png(path: Path) -> tuple[int, int, bytes]:
+    """Width, height and the inflated pixel rows of a PNG (standard library only)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    offset, width, height, idat = 8, 0, 0, b""
+    while offset < len(data):
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind = data[offset + 4 : offset + 8]
+        body = data[offset + 8 : offset + 8 + length]
+        if kind == b"IHDR":
+            width, height = struct.unpack(">II", body[:8])
+        elif kind == b"IDAT":
+            idat += body
+        offset += 12 + length
+    return width, height, zlib.decompress(idat)
+
+
+class _Dom(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attrs: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.attrs.append((tag, dict(attrs)))
+
+
+def test_report_renders_in_chromium(tmp_path: Path) -> None:
+    chromium = _chromium()
+    out = tmp_path / "report.html"
+    assert runner.invoke(app, ["report", "-o", str(out)]).exit_code == 0
+    url = out.resolve().as_uri()
+
+    shot = tmp_path / "report.png"
+    _browser(chromium, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1400,1000", url)
+    width, height, pixels = _png(shot)
+    assert (width, height) == (1400, 1000)
+    assert shot.stat().st_size > 20_000
+    # Not a blank page: many distinct byte values in the image (a white page has a handful).
+    assert len(set(pixels)) > 64
+
+    dom = _browser(chromium, tmp_path / "profile", "--dump-dom", url).stdout.decode()
+    parsed = _Dom()
+    parsed.feed(dom)
+    snapshot = bundled_snapshot()
+    kb = KnowledgeBase.load()
+    fleet = Fleet.from_snapshot(snapshot, kb)
+    runtimes = {r.ref for r in runtime_rows(fleet, ImageTable.builtin(kb))}
+    pools = {p.name for p in node_pools(snapshot, fleet)}
+    rendered_runtimes = {
+        a["data-runtime"] for t, a in parsed.attrs if t == "th" and "data-runtime" in a
+    }
+    rendered_pools = {a["data-pool"] for t, a in parsed.attrs if t == "th" and "data-pool" in a}
+    assert rendered_runtimes == runtimes and len(runtimes) == 8
+    assert rendered_pools == pools and len(pools) == 13
+    findings = [a for t, a in parsed.attrs if t == "tr" and "data-severity" in a]
+    assert len(findings) == 6
+    # The inline script ran: it shows the severity filters, which the file itself hides.
+    assert 'class="filters" hidden' in out.read_text(encoding="utf-8")
+    (filters,) = [a for t, a in parsed.attrs if t == "p" and a.get("class") == "filters"]
+    assert "hidden" not in filters
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class _Terminal:
+    """A stderr that says it is a terminal and keeps what is written to it."""
+
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+        self.written: list[str] = []
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, text: str) -> int:
+        self.written.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tty: bool) -> None:
+    import sys
+
+    from cudasched.cli.options import progress_bar
+
+    stderr = _Terminal(tty)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    with progress_bar("auditing") as progress:
+        if tty:
+            assert progress is not None
+            progress(3, 10)
+            progress(10, 10)
+        else:
+            assert progress is None
+    assert bool("".join(stderr.written)) is tty

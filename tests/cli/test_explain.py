@@ -1,0 +1,261 @@
+"""``cudasched explain``: exit codes, JSON contract, table output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from cudasched.cli import app
+from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.workloads.pods import workloads_of
+
+DATA = Path(__file__).parents[1] / "data"
+runner = CliRunner()
+
+NODE_KEYS = {"node", "eligible", "score", "reasons", "facts", "verdict"}
+SUMMARY_KEYS = {
+    "workload",
+    "eligible",
+    "total",
+    "requirement",
+    "requirementSource",
+    "policy",
+    "scheme",
+    "gfdKeys",
+    "requirementTerms",
+    "requirementError",
+    "skipped",
+    "scoreError",
+    "runtime",
+    "requirementStatus",
+    "unknown",
+    "warnings",
+}
+
+
+def run(*args: str) -> Any:
+    return runner.invoke(app, ["explain", *args])
+
+
+def run_json(*args: str) -> dict[str, Any]:
+    result = run(*args, "-o", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def check_shape(doc: dict[str, Any]) -> None:
+    assert set(doc) >= {"nodes", "summary"}
+    assert set(doc["summary"]) == SUMMARY_KEYS
+    for node in doc["nodes"]:
+        assert set(node) == NODE_KEYS
+        assert isinstance(node["eligible"], bool)
+        assert node["score"] == "error" or isinstance(node["score"], int)
+        for reason in node["reasons"]:
+            assert {"code", "message"} <= set(reason) <= {"code", "message", "fix"}
+    assert doc["summary"]["eligible"] == sum(n["eligible"] for n in doc["nodes"])
+    # Where a workload's CUDA is unknown, nodes it may land on are "unknown", never "yes".
+    status = doc["summary"]["requirementStatus"]
+    may = "unknown" if status == "unknown" else "yes"
+    assert [n["verdict"] for n in doc["nodes"]] == [
+        may if n["eligible"] else "no" for n in doc["nodes"]
+    ]
+    assert (status == "unknown") == (doc["summary"]["unknown"] is not None)
+    assert len(doc["summary"]["warnings"]) == (2 if status == "unknown" else 0)
+    assert doc["summary"]["total"] == len(doc["nodes"])
+
+
+def eligible(doc: dict[str, Any]) -> set[str]:
+    return {n["node"] for n in doc["nodes"] if n["eligible"]}
+
+
+def test_default_explains_every_workload_of_the_bundled_cluster() -> None:
+    doc = run_json()
+    assert set(doc) == {"workloads"}
+    snapshot = bundled_snapshot()
+    assert len(doc["workloads"]) == len(workloads_of(snapshot)) == 9
+    by_isvc: dict[str, dict[str, Any]] = {}
+    for item in doc["workloads"]:
+        check_shape(item)
+        assert item["workload"] == item["summary"]["workload"]
+        assert len(item["nodes"]) == 21
+        name = item["workload"].split("/")[2]
+        by_isvc[name.split("-predictor-")[0]] = item
+    # The chain the demo shows: runtime -> CUDA -> nodes.
+    # Triton 24.05 is built with CUDA 12.4 (the image table may add a compute floor).
+    assert by_isvc["resnet50"]["summary"]["requirement"].startswith("cuda>=12.4")
+    assert by_isvc["resnet50"]["summary"]["runtime"] == "ClusterServingRuntime kserve-tritonserver"
+    assert by_isvc["iris"]["summary"]["requirement"] is None
+    assert by_isvc["iris"]["summary"]["requirementStatus"] == "none"
+    assert by_isvc["iris"]["summary"]["eligible"] == 21
+    statuses = {name: item["summary"]["requirementStatus"] for name, item in by_isvc.items()}
+    assert [name for name, status in statuses.items() if status == "unknown"] == ["bert-legacy"]
+    mnist = by_isvc["bert-legacy"]["summary"]
+    assert mnist["unknown"]["reason"] == "tag_not_recorded"
+    assert mnist["warnings"][1] == (
+        "cudasched: to constrain it, label ClusterServingRuntime kserve-torchserve with "
+        "cudasched.io/cuda-version"
+    )
+    qwen = by_isvc["qwen2-7b"]
+    assert qwen["summary"]["requirement"].startswith("cuda>=12.8")
+    assert eligible(qwen) == {"ip-10-42-22-41.us-west-2.compute.internal"}
+    assert eligible(by_isvc["gpt-oss-20b"]) == {"ip-10-42-32-66.us-west-2.compute.internal"}
+    assert by_isvc["nemotron-nano-fp4"]["summary"]["eligible"] == 0
+    assert by_isvc["llama3-8b"]["summary"]["runtime"] == "ServingRuntime vllm-custom"
+    smoke = by_isvc["cuda-smoke-test"]
+    assert smoke["summary"]["requirementSource"] == "annotation cudasched.io/cuda-version"
+    assert smoke["summary"]["eligible"] == 4
+
+
+def test_one_workload_with_nodes_file() -> None:
+    doc = run_json(
+        "--workload",
+        str(DATA / "deployment-vllm.yaml"),
+        "--nodes",
+        str(DATA / "nodes-gfd-old.yaml"),
+    )
+    check_shape(doc)
+    assert doc["summary"]["workload"] == "serving/Deployment/vllm-llama"
+    assert doc["summary"]["runtime"] is None
+    assert [n["node"] for n in doc["nodes"]] == ["gpu-t4-07", "gpu-a100-02"]
+    assert eligible(doc) == set()
+    a100 = doc["nodes"][1]
+    codes = [r["code"] for r in a100["reasons"]]
+    assert codes == ["driver-too-old", "affinity-mismatch"]
+
+
+def test_workload_against_cluster_file_and_policy(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.json"
+    snapshot = bundled_snapshot()
+    cluster.write_text(
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": list(snapshot.nodes)})
+    )
+    job = str(DATA / "job-cuda-compat.json")
+    doc = run_json("--workload", job, "--cluster", str(cluster), "--scheme", "cudasched")
+    assert doc["summary"]["policy"] == "minor-compat"  # the job's own annotation wins
+    assert doc["summary"]["scheme"] == "cudasched"
+    assert doc["summary"]["gfdKeys"] is None
+    # Minor-version compatibility admits the R535 (CUDA 12.2) pools for a 12.4 build.
+    assert {"dc1-a100-01", "dc1-v100-01"} <= eligible(doc)
+    assert "ip-10-42-13-64.us-west-2.compute.internal" not in eligible(doc)  # no cudasched labels
+    cron = run_json("--workload", str(DATA / "cronjob-gpu.yaml"), "--cluster", str(cluster))
+    assert eligible(cron) == {"ip-10-42-32-66.us-west-2.compute.internal"}
+
+
+def test_several_workloads_in_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "two.yaml"
+    deploy = yaml.safe_load((DATA / "deployment-vllm.yaml").read_text())
+    cron = yaml.safe_load((DATA / "cronjob-gpu.yaml").read_text())
+    path.write_text(yaml.safe_dump(deploy) + "---\n" + yaml.safe_dump(cron))
+    doc = run_json("--workload", str(path))
+    assert [w["workload"] for w in doc["workloads"]] == [
+        "serving/Deployment/vllm-llama",
+        "ml-batch/CronJob/weekly-reindex",
+    ]
+
+
+def test_table_output_fits_100_columns() -> None:
+    result = run("--workload", str(DATA / "deployment-vllm.yaml"))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "serving/Deployment/vllm-llama" in out
+    assert "4/21 eligible; cuda>=12.8, cc>=8.0" in out
+    assert "H200" in out and "570.133.20" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_table_for_the_whole_sample() -> None:
+    result = run()
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("eligible;") == 8
+    assert result.stdout.count("schedulable, none known to run it;") == 1
+    assert "no CUDA requirement (not constrained)" in result.stdout
+    # The CPU predictor has none; the GPU one of unknown CUDA is said to be unknown, with
+    # admission's own warnings.
+    assert "CUDA unknown, not constrained (tag's CUDA not recorded" in result.stdout
+    assert "Warning: cudasched: not constrained, CUDA unknown:" in result.stdout
+    assert "Warning: cudasched: to constrain it, label ClusterServingRuntime" in result.stdout
+    overview = result.stdout[result.stdout.rindex("summary") :]
+    assert "aml-vllm-cuda-12.8" in overview and "0/21" in overview
+    assert max(len(line) for line in result.stdout.splitlines()) <= 100
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workload", "/nonexistent/w.yaml"], "/nonexistent/w.yaml: no such file"),
+        (["--policy", "lenient"], "invalid policy 'lenient'"),
+        (["--nodes", "/nonexistent/n.yaml"], "/nonexistent/n.yaml: no such file"),
+        (["--cluster", str(DATA / "deployment-vllm.yaml")], "no Node objects"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args: list[str], message: str) -> None:
+    result = run(*args)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("cudasched: error: ")
+    assert message in lines[0]
+    assert result.stdout == ""
+
+
+def test_bad_workload_files_exit_2(tmp_path: Path) -> None:
+    config_map = tmp_path / "cm.yaml"
+    config_map.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")
+    result = run("--workload", str(config_map))
+    assert result.exit_code == 2
+    assert "no Pod, workload" in result.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n"
+        "    cudasched.io/cuda-version: twelve\nspec:\n  containers: []\n"
+    )
+    result = run("--workload", str(bad))
+    assert result.exit_code == 2
+    assert "invalid CUDA version 'twelve'" in result.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: [\n")
+    result = run("--workload", str(broken), "-o", "json")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"cudasched: error: {broken}: invalid YAML at line")
+
+
+def test_scheme_choice_is_validated() -> None:
+    result = run("--scheme", "nfd")
+    assert result.exit_code == 2
+
+
+def test_inference_services_explained_like_their_predictor_pods(tmp_path: Path) -> None:
+    snapshot = bundled_snapshot()
+    path = tmp_path / "isvcs.yaml"
+    path.write_text("---\n".join(yaml.safe_dump(i) for i in snapshot.inference_services))
+    services = run_json("--workload", str(path))["workloads"]
+    pods = {w["workload"]: w for w in run_json()["workloads"]}
+    assert len(services) == len(snapshot.inference_services)
+    for item in services:
+        check_shape(item)
+        namespace, kind, name = item["workload"].split("/")
+        assert kind == "InferenceService"
+        pod = next(w for k, w in pods.items() if k.startswith(f"{namespace}/Pod/{name}-predictor-"))
+        assert eligible(item) == eligible(pod), name
+        assert item["summary"]["requirement"] == pod["summary"]["requirement"], name
+        assert item["summary"]["runtime"] == pod["summary"]["runtime"], name
+        assert [n["score"] for n in item["nodes"]] == [n["score"] for n in pod["nodes"]], name
+
+
+def test_inference_service_without_pod_is_explained_in_cluster_mode(tmp_path: Path) -> None:
+    snapshot = bundled_snapshot()
+    kept = [p for p in snapshot.pods if "qwen2-7b" not in p["metadata"]["name"]]
+    items = [*snapshot.nodes, *snapshot.inference_services, *snapshot.cluster_serving_runtimes]
+    items += [*snapshot.serving_runtimes, *kept]
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    doc = run_json("--cluster", str(cluster))
+    names = [w["workload"] for w in doc["workloads"]]
+    assert names[-1] == "team-nlp/InferenceService/qwen2-7b"
+    assert sum(1 for n in names if "/InferenceService/" in n) == 1
+    assert eligible(doc["workloads"][-1]) == {"ip-10-42-22-41.us-west-2.compute.internal"}

@@ -1,0 +1,117 @@
+"""``cudasched image`` and ``--resolve-images`` against the real registry on 127.0.0.1: an
+in-house image whose config says ``cuda>=12.6`` is constrained after one resolution, by
+``image``, ``explain``, ``mutate`` and ``audit`` alike; credentials from a Docker config.json."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cudasched.cli import app
+from tests.support.registry import Registry, run_registry
+
+runner = CliRunner()
+IN_HOUSE_ENV = ["PATH=/usr/bin", "NVIDIA_REQUIRE_CUDA=cuda>=12.6"]
+
+
+@pytest.fixture(scope="module")
+def registry() -> Iterator[Registry]:
+    with run_registry() as running:
+        running.push_image("ml/llm", "7", IN_HOUSE_ENV)
+        running.push_image("web/frontend", "2", ["PATH=/usr/bin"])
+        yield running
+
+
+def invoke(*args: str) -> Any:
+    return runner.invoke(app, list(args))
+
+
+def gpu_deployment(image: str, path: Path) -> Path:
+    doc = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "llm", "namespace": "ml"},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"app": "llm"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "llm",
+                            "image": image,
+                            "resources": {"limits": {"nvidia.com/gpu": 1}},
+                        }
+                    ]
+                },
+            }
+        },
+    }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_image_prints_digest_platform_requirement_and_source(registry: Registry) -> None:
+    image = f"{registry.host}/ml/llm:7"
+    plain = f"{registry.host}/web/frontend:2"
+    result = invoke("image", image, plain, "--plain-http", registry.host, "-o", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["image"] for r in rows] == [image, plain]
+    llm, web = rows
+    assert llm["requirement"] == "cuda>=12.6" and llm["status"] == "known"
+    assert llm["source"] == f"image config of {image} (NVIDIA_REQUIRE_CUDA cuda>=12.6)"
+    assert llm["digest"].startswith("sha256:") and llm["platform"] == "linux/amd64"
+    # An image whose config names no CUDA stays unknown, and says why.
+    assert web["status"] == "unknown" and web["source"] == f"image config names no CUDA: {plain}"
+    table = invoke("image", image, "--plain-http", registry.host)
+    assert table.exit_code == 0 and "cuda>=12.6" in table.stdout
+
+
+def test_bad_input_exits_2() -> None:
+    result = invoke("image", "Not An Image")
+    assert result.exit_code == 2 and "invalid image" in result.output
+    result = invoke("image", "busybox", "--platform", "amd64")
+    assert result.exit_code == 2 and "invalid platform" in result.output
+
+
+def test_explain_and_mutate_constrain_the_in_house_image(
+    registry: Registry, tmp_path: Path
+) -> None:
+    workload = gpu_deployment(f"{registry.host}/ml/llm:7", tmp_path / "llm.json")
+    before = invoke("explain", "--workload", str(workload), "-o", "json")
+    assert before.exit_code == 0, before.output
+    assert json.loads(before.stdout)["summary"]["requirementStatus"] == "unknown"
+    flags = ("--resolve-images", "--plain-http", registry.host)
+    after = invoke("explain", "--workload", str(workload), "-o", "json", *flags)
+    assert after.exit_code == 0, after.output
+    summary = json.loads(after.stdout)["summary"]
+    assert (summary["requirementStatus"], summary["requirement"]) == ("known", "cuda>=12.6")
+    # Only nodes whose driver runs CUDA 12.6 (R560 and newer in the sample) are eligible.
+    assert 0 < summary["eligible"] < summary["total"]
+    mutated = invoke("mutate", str(workload), *flags)
+    assert mutated.exit_code == 0, mutated.output
+    patch = json.loads(base64.b64decode(json.loads(mutated.stdout)["response"]["patch"]))
+    annotation = [op for op in patch if "requirement" in op["path"] or "annotations" in op["path"]]
+    assert any("cuda>=12.6" in json.dumps(op) for op in annotation), patch
+
+
+def test_registry_config_gives_credentials(tmp_path: Path, monkeypatch: Any) -> None:
+    with run_registry(tls=True, basic={"bob": "pw"}) as tls:
+        tls.push_image("team/model", "1", IN_HOUSE_ENV)
+        (tmp_path / "ca.pem").write_bytes(tls.ca_pem)
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+        auth = base64.b64encode(b"bob:pw").decode()
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps({"auths": {tls.host: {"auth": auth}}}))
+        image = f"{tls.host}/team/model:1"
+        denied = json.loads(invoke("image", image, "-o", "json").stdout)[0]
+        assert denied["status"] == "unknown" and "needs credentials" in denied["error"]
+        result = invoke("image", image, "--registry-config", str(config), "-o", "json")
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)[0]["requirement"] == "cuda>=12.6"

@@ -1,0 +1,424 @@
+"""Commands against a live cluster (``--live``, ``--kubeconfig``, ``--context``) give exactly the
+answers the same objects give from a file; notes and errors are one line on stderr.
+
+The cluster is ``kube_api.ClusterApi`` on kmock over real HTTP (paged, list items without
+kinds); the commands run in a worker thread, as they would in their own process, while the
+test's event loop serves the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import kmock as kmock_lib
+import pytest
+import yaml
+from typer.testing import CliRunner, Result
+
+from cudasched.cli import app
+from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster
+from cudasched.cluster.snapshot import bundled_snapshot, load_snapshot
+from cudasched.vocab.kinds import (
+    CLUSTER_SERVING_RUNTIME,
+    INFERENCE_SERVICE,
+    KARPENTER_NODE_POOL,
+    LLM_INFERENCE_SERVICE,
+    NODE_GROUP_KINDS,
+    NVIDIA_DRIVER,
+    POD,
+    SERVING_RUNTIME,
+)
+from cudasched.webhook.review import creation_review
+from tests.support.kube_api import ClusterApi, forbidden, write_kubeconfig
+
+SAMPLE = bundled_snapshot()
+SAMPLE_FILE = Path(__file__).parents[2] / "src" / "cudasched" / "data" / "sample-cluster.yaml"
+runner = CliRunner()
+
+
+def invoke(*args: str, stdin: str | None = None) -> Result:
+    return runner.invoke(app, list(args), input=stdin)
+
+
+async def invoke_async(*args: str, stdin: str | None = None) -> Result:
+    return await asyncio.to_thread(invoke, *args, stdin=stdin)
+
+
+@pytest.fixture
+def kubeconfig(kmock: kmock_lib.KubernetesEmulator, tmp_path: Path) -> str:
+    return str(write_kubeconfig(tmp_path, kmock.url, namespace="team-nlp"))
+
+
+def one_line_error(result: Result) -> str:
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cudasched: error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0].removeprefix("cudasched: error: ")
+
+
+# --------------------------------------------------------------------------- same answers
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("explain", "-o", "json"),
+        ("explain",),
+        ("explain", "isvc/llama3-8b", "-n", "team-nlp", "-o", "json"),
+        ("explain", "isvc/qwen2-7b", "-n", "team-nlp", "-o", "wide"),
+        ("explain", "pod/resnet50-predictor-45920095b1-b027c", "-n", "team-vision", "-o", "yaml"),
+        ("snapshot",),
+        ("snapshot", "-o", "json"),
+    ],
+    ids=lambda a: " ".join(a),
+)
+async def test_live_and_file_give_identical_output(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str, args: tuple[str, ...]
+) -> None:
+    ClusterApi.start(kmock, SAMPLE.objects())
+    from_file = await invoke_async(*args, "--cluster", str(SAMPLE_FILE))
+    live = await invoke_async(*args, "--kubeconfig", kubeconfig)
+    assert from_file.exit_code == 0, from_file.output
+    assert live.exit_code == 0, live.output
+    assert live.stdout == from_file.stdout
+    assert live.stderr == ""  # every kind served: no note; not a terminal: no progress
+
+
+@pytest.mark.parametrize("output", ["json", "table"])
+async def test_audit_of_the_live_cluster_is_the_audit_of_its_dump(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str, output: str
+) -> None:
+    ClusterApi.start(kmock, SAMPLE.objects())
+    from_file = await invoke_async("audit", "-o", output, "--cluster", str(SAMPLE_FILE))
+    live = await invoke_async("audit", "-o", output, "--kubeconfig", kubeconfig)
+    assert from_file.exit_code == live.exit_code == 1, live.output  # the sample has an error
+    if output == "json":
+        assert live.stdout == from_file.stdout
+    else:  # the table names its source
+        assert live.stdout.replace(kubeconfig, "X").count("no-compatible-node") == (
+            from_file.stdout.count("no-compatible-node")
+        )
+
+
+async def test_mutate_answers_a_review_identically(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+) -> None:
+    ClusterApi.start(kmock, SAMPLE.objects())
+    pod = next(p for p in SAMPLE.pods if p["metadata"]["namespace"] == "team-nlp")
+    review = json.dumps(creation_review(pod, uid="fixed-uid"))
+    from_file = await invoke_async("mutate", "--cluster", str(SAMPLE_FILE), stdin=review)
+    live = await invoke_async("mutate", "--kubeconfig", kubeconfig, stdin=review)
+    assert from_file.exit_code == live.exit_code
+    assert json.loads(from_file.stdout)["response"]["patch"]  # it did constrain the pod
+    assert live.stdout == from_file.stdout
+
+
+async def test_snapshot_of_a_live_cluster_reads_back_to_the_same_answers(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str, tmp_path: Path
+) -> None:
+    ClusterApi.start(kmock, SAMPLE.objects())
+    dump = await invoke_async("snapshot", "--kubeconfig", kubeconfig)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(dump.stdout, encoding="utf-8")
+    assert load_snapshot(path) == SAMPLE.shareable()
+    from_dump = await invoke_async("explain", "-o", "json", "--cluster", str(path))
+    from_sample = await invoke_async("explain", "-o", "json")
+    assert from_dump.stdout == from_sample.stdout
+
+
+async def test_the_context_namespace_is_the_default_namespace(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+) -> None:
+    ClusterApi.start(kmock, SAMPLE.objects())
+    live = await invoke_async("explain", "isvc/llama3-8b", "--kubeconfig", kubeconfig, "-o", "json")
+    assert live.exit_code == 0, live.output
+    assert json.loads(live.stdout)["summary"]["workload"] == "team-nlp/InferenceService/llama3-8b"
+    # Without a live context the namespace is 'default', where the sample has no llama3-8b.
+    from_file = await invoke_async("explain", "isvc/llama3-8b", "--cluster", str(SAMPLE_FILE))
+    assert one_line_error(from_file) == (
+        f"InferenceService default/llama3-8b not found in {SAMPLE_FILE} (another namespace? "
+        "pass -n NAMESPACE)"
+    )
+
+
+async def test_a_deployment_is_fetched_by_name(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+) -> None:
+    template = copy.deepcopy(next(p for p in SAMPLE.pods if "llama3" in p["metadata"]["name"]))
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "llama-direct", "namespace": "team-nlp"},
+        "spec": {"template": {"metadata": template["metadata"], "spec": template["spec"]}},
+    }
+    api = ClusterApi.start(kmock, [*SAMPLE.objects(), deployment])
+    live = await invoke_async(
+        "explain", "deploy/llama-direct", "-n", "team-nlp", "--kubeconfig", kubeconfig, "-o", "json"
+    )
+    assert live.exit_code == 0, live.output
+    doc = json.loads(live.stdout)
+    assert doc["summary"]["workload"] == "team-nlp/Deployment/llama-direct"
+    assert [r.name for r in api.requests if r.plural == "deployments"] == ["llama-direct"]
+    missing = await invoke_async(
+        "explain", "deployment/nope", "-n", "team-nlp", "--kubeconfig", kubeconfig
+    )
+    assert one_line_error(missing) == "Deployment team-nlp/nope not found in the live cluster"
+
+
+async def test_an_llminferenceservice_is_explained_through_its_pods(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+) -> None:
+    base = next(p for p in SAMPLE.pods if "llama3" in p["metadata"]["name"])
+    llmisvc = {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "LLMInferenceService",
+        "metadata": {"name": "chat", "namespace": "team-nlp"},
+        "spec": {"model": {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct"}},
+    }
+
+    def pod(name: str, component: str) -> dict[str, Any]:
+        out = copy.deepcopy(base)
+        out["metadata"] = {
+            "name": name,
+            "namespace": "team-nlp",
+            "labels": {
+                "app.kubernetes.io/part-of": "llminferenceservice",
+                "app.kubernetes.io/name": "chat",
+                "app.kubernetes.io/component": component,
+            },
+        }
+        # KServe's model server is the container `main` (reference ops-facts.md section 2).
+        out["spec"]["containers"][0].update(name="main", image="vllm/vllm-openai:v0.9.0")
+        return out
+
+    objects = [
+        *SAMPLE.objects(),
+        llmisvc,
+        pod("chat-kserve-abc", "llminferenceservice-workload"),
+        pod("chat-router-xyz", "llminferenceservice-router-scheduler"),
+    ]
+    api = ClusterApi.start(kmock, objects)
+    live = await invoke_async(
+        "explain", "llmisvc/chat", "-n", "team-nlp", "--kubeconfig", kubeconfig, "-o", "json"
+    )
+    assert live.exit_code == 0, live.output
+    summary = json.loads(live.stdout)["summary"]  # one workload: the router pod is left out
+    assert summary["workload"] == "team-nlp/Pod/chat-kserve-abc"
+    assert summary["requirement"] and "vllm/vllm-openai:v0.9.0" in summary["requirementSource"]
+    api.objects["pods"] = list(SAMPLE.pods)  # the service has no pods yet
+    none_yet = await invoke_async(
+        "explain", "llminferenceservice/chat", "-n", "team-nlp", "--kubeconfig", kubeconfig
+    )
+    assert one_line_error(none_yet).startswith(
+        "LLMInferenceService team-nlp/chat has no model-server pods in live cluster"
+    )
+
+
+# --------------------------------------------------------------------------- notes and errors
+
+
+@pytest.mark.parametrize("node_groups", ["served", "missing"])
+async def test_missing_crds_get_one_note_each_on_stderr(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str, node_groups: str
+) -> None:
+    kserve = (INFERENCE_SERVICE, SERVING_RUNTIME, CLUSTER_SERVING_RUNTIME, LLM_INFERENCE_SERVICE)
+    # Karpenter and Cluster API are read only for hints: their absence is not worth a note.
+    groups = NODE_GROUP_KINDS if node_groups == "missing" else ()
+    ClusterApi.start(kmock, SAMPLE.objects(), missing=(*kserve, NVIDIA_DRIVER, *groups))
+    result = await invoke_async("snapshot", "--kubeconfig", kubeconfig)
+    assert result.exit_code == 0, result.output
+    notes = result.stderr.splitlines()
+    assert len(notes) == 2
+    assert notes[0].startswith("cudasched: note: the cluster does not serve inferenceservices")
+    assert notes[1].startswith("cudasched: note: the cluster does not serve nvidiadrivers")
+    assert "KServe CRD not installed" in notes[0]
+    dumped = load_snapshot(result.stdout.encode())
+    assert dumped.nodes == SAMPLE.shareable().nodes and dumped.inference_services == ()
+
+
+def _b200_r595_nodepool() -> dict:
+    """A Karpenter NodePool that would add B200 nodes on R595 (``node-template``'s own output),
+    with no node of it in the cluster: empty."""
+    result = invoke(
+        "node-template",
+        "--gpu",
+        "B200",
+        "--driver",
+        "595.45.04",
+        "--provider",
+        "karpenter",
+        "--instance-type",
+        "p6-b200.48xlarge",
+        "-o",
+        "json",
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["declarations"]["karpenter"]
+
+
+async def test_the_audit_of_a_live_cluster_sees_its_karpenter_nodepools(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str, tmp_path: Path
+) -> None:
+    """The empty-group hint works on the live cluster as on its dump: nemotron (CUDA 13.2) has
+    no node, and an empty NodePool of B200s on R595 could run it."""
+    pool = _b200_r595_nodepool()
+    ClusterApi.start(kmock, [*SAMPLE.objects(), pool])
+    live = await invoke_async("audit", "-o", "json", "--kubeconfig", kubeconfig)
+    assert live.exit_code == 1 and live.stderr == "", live.output
+    fixes = [
+        f["fix"] for f in json.loads(live.stdout)["findings"] if f["code"] == "no-compatible-node"
+    ]
+    assert fixes and f"Karpenter NodePool {pool['metadata']['name']}" in fixes[0]
+    dump = tmp_path / "cluster.yaml"
+    dump.write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*SAMPLE.objects(), pool]})
+    )
+    from_file = await invoke_async("audit", "-o", "json", "--cluster", str(dump))
+    assert live.stdout == from_file.stdout
+    # Without the pool, no such hint.
+    bare = await invoke_async("audit", "-o", "json", "--cluster", str(SAMPLE_FILE))
+    assert "Karpenter NodePool" not in bare.stdout
+
+
+async def test_node_groups_the_identity_may_not_list_are_a_note_not_a_failure(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+) -> None:
+    api = ClusterApi.start(kmock, [*SAMPLE.objects(), _b200_r595_nodepool()])
+    api.fail(KARPENTER_NODE_POOL, 403, forbidden(KARPENTER_NODE_POOL, user="alice"))
+    result = await invoke_async("audit", "-o", "json", "--kubeconfig", kubeconfig)
+    assert result.exit_code == 1, result.output  # the sample's error finding, nothing worse
+    assert result.stderr.splitlines() == [
+        "cudasched: note: not allowed to list nodepools.karpenter.sh; autoscaler node groups "
+        "read as none (grant list on them for the audit's scale-up hints)"
+    ]
+    assert "Karpenter NodePool" not in result.stdout
+    # A required kind stays an error.
+    api.fail(POD, 403, forbidden(POD, user="alice"))
+    assert "grant list on pods" in one_line_error(
+        await invoke_async("audit", "--kubeconfig", kubeconfig)
+    )
+
+
+async def test_a_missing_permission_is_one_line_exit_2(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+) -> None:
+    api = ClusterApi.start(kmock, SAMPLE.objects())
+    api.fail(POD, 403, forbidden(POD, user="alice"))
+    result = await invoke_async("explain", "--kubeconfig", kubeconfig)
+    assert one_line_error(result) == (
+        "cannot list pods at the cluster scope: grant list on pods (denied to User 'alice')"
+    )
+
+
+async def test_unusable_configuration_is_one_line(tmp_path: Path) -> None:
+    result = await invoke_async("explain", "--kubeconfig", str(tmp_path / "nope"))
+    assert one_line_error(result) == (
+        f"no usable Kubernetes configuration: kubeconfig file '{tmp_path / 'nope'}' does not exist"
+    )
+
+
+def test_live_uses_kubeconfig_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "from-env"))
+    result = invoke("snapshot", "--live")
+    assert one_line_error(result) == (
+        f"no usable Kubernetes configuration: kubeconfig file '{tmp_path / 'from-env'}' "
+        "(from $KUBECONFIG) does not exist"
+    )
+
+
+@pytest.mark.parametrize("live", [["--live"], ["--context", "x"], ["--kubeconfig", "k"]])
+def test_a_file_and_the_live_cluster_are_exclusive(live: list[str]) -> None:
+    result = invoke("explain", "--cluster", str(SAMPLE_FILE), *live)
+    assert "name two clusters: give a file or the live cluster, not both" in one_line_error(result)
+
+
+def test_a_namespace_alone_explains_its_workloads() -> None:
+    result = invoke("explain", "-n", "team-nlp", "-o", "json")
+    assert result.exit_code == 0, result.output
+    names = [w["workload"] for w in json.loads(result.stdout)["workloads"]]
+    assert names and all(n.startswith("team-nlp/") for n in names)
+    everything = json.loads(invoke("explain", "-o", "json").stdout)["workloads"]
+    assert len(names) == sum(w["workload"].startswith("team-nlp/") for w in everything)
+
+
+def test_yaml_output_is_the_json_document() -> None:
+    args = ("explain", "isvc/gpt-oss-20b", "-n", "team-nlp")
+    as_yaml = invoke(*args, "-o", "yaml")
+    as_json = invoke(*args, "-o", "json")
+    assert as_yaml.exit_code == as_json.exit_code == 0
+    assert "*id" not in as_yaml.stdout  # repeated selector terms are written out, not aliased
+    assert yaml.safe_load(as_yaml.stdout) == json.loads(as_json.stdout)
+
+
+def test_reference_errors() -> None:
+    assert one_line_error(invoke("explain", "svc/x")).startswith(
+        "invalid reference 'svc/x': expected TYPE/NAME with TYPE one of isvc, llmisvc, pod"
+    )
+    assert one_line_error(invoke("explain", "-n", "x", "--workload", str(SAMPLE_FILE))) == (
+        "-n/--namespace picks a TYPE/NAME or the cluster's workloads, not --workload's"
+    )
+    assert one_line_error(invoke("explain", "-n", "nowhere")).endswith(
+        "or InferenceService to explain in namespace 'nowhere'"
+    )
+    both = invoke("explain", "pod/x", "--workload", str(SAMPLE_FILE))
+    assert one_line_error(both) == "'pod/x' and --workload both name what to explain: give one"
+
+
+# --------------------------------------------------------------------------- the option group
+
+
+def test_load_cluster_keeps_taking_a_path_or_nothing() -> None:
+    assert load_cluster(SAMPLE_FILE) == SAMPLE
+    assert load_cluster(None) == SAMPLE
+    assert load_cluster(ClusterSource()) == SAMPLE
+    assert load_cluster(ClusterSource(cluster=SAMPLE_FILE)).source == str(SAMPLE_FILE)
+
+
+def test_cluster_source_decorator_declares_the_options_once() -> None:
+    import typer
+
+    demo_app = typer.Typer()
+    seen: list[ClusterSource] = []
+
+    @demo_app.command()
+    @cluster_source
+    def show(name: str, source: ClusterSource = ClusterSource(), flag: bool = False) -> None:
+        seen.append(source)
+
+    result = runner.invoke(demo_app, ["n", "--context", "prod", "--kubeconfig", "k.yaml"])
+    assert result.exit_code == 0, result.output
+    assert seen == [ClusterSource(None, False, Path("k.yaml"), "prod")]
+    assert seen[0].is_live
+    help_text = runner.invoke(demo_app, ["--help"]).stdout
+    for option in ("--cluster", "--live", "--kubeconfig", "--context", "--flag"):
+        assert option in help_text
+    with pytest.raises(TypeError, match="needs a 'source' parameter"):
+        cluster_source(lambda cluster: None)
+
+
+def test_the_readme_clusterrole_grants_what_a_live_read_asks_for() -> None:
+    from cudasched.kube.live import LIVE_KINDS
+    from cudasched.vocab.kinds import CONTROLLERS
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Install", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    role = yaml.safe_load(block)
+    assert role["kind"] == "ClusterRole"
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    needed = {(k.group, k.plural, "list") for k in LIVE_KINDS}
+    needed |= {(k.group, k.plural, "get") for k in CONTROLLERS}
+    assert needed <= granted
+    assert not any(r == "secrets" for _, r, _ in granted)

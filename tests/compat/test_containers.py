@@ -1,0 +1,309 @@
+"""``cudasched.compat.containers`` and ``gpu-operator.yaml``: who installs a node's driver (from
+real label sets), which driver containers NVIDIA publishes per OS and branch and date, the
+precompiled matrix, GPU Operator releases and the boards they support."""
+
+from __future__ import annotations
+
+import copy
+from datetime import date
+from importlib import resources
+from typing import Any
+
+import pytest
+import yaml
+
+from cudasched.compat.branches import gpu_target, parse_os_tag
+from cudasched.compat.containers import (
+    DriverManager,
+    Install,
+    board_minimum,
+    container_oses,
+    container_release,
+    driver_manager,
+    install_option,
+    known_os,
+    operator_version,
+    precompiled_problem,
+    scope_problem,
+)
+from cudasched.knowledge import DATA_FILES, KnowledgeBase
+from cudasched.knowledge.drivers import parse_kernel
+from cudasched.nodes.facts import facts_from_parts
+from cudasched.vocab.errors import InputError, KnowledgeError
+from tests.support.planning_cluster import eks_node, gpu_node
+
+TODAY = date(2026, 12, 1)
+
+
+# --------------------------------------------------------------------------- who installs it
+
+
+def _labels(node: dict[str, Any]) -> dict[str, str]:
+    return dict(node["metadata"]["labels"])
+
+
+@pytest.mark.parametrize(
+    ("node", "kind", "group", "assumed"),
+    [
+        (gpu_node("a", "Tesla-T4", "550.90.07", extra={"nvidia.com/gpu.deploy.driver": "true"}),
+         DriverManager.OPERATOR, None, False),
+        (gpu_node("b", "Tesla-T4", "550.90.07"), DriverManager.OPERATOR, None, True),
+        (gpu_node("c", "Tesla-T4", "550.90.07",
+                  extra={"nvidia.com/gpu.deploy.driver": "pre-installed"}),
+         DriverManager.HOST, None, False),
+        (gpu_node("d", "Tesla-T4", "550.90.07", extra={"nvidia.com/gpu.deploy.driver": "false"}),
+         DriverManager.HOST, None, False),
+        (eks_node("e", "NVIDIA-L4", "550.127.05", "g6-l4"), DriverManager.NODE_IMAGE, "g6-l4",
+         False),
+        (eks_node("f", "NVIDIA-L4", "550.127.05", "g6-l4", deploy=None),
+         DriverManager.NODE_IMAGE, "g6-l4", True),
+        # An EKS node group on Ubuntu whose driver the operator installs: the operator's.
+        (eks_node("g", "NVIDIA-L4", "550.127.05", "g6-ubuntu", deploy="true"),
+         DriverManager.OPERATOR, None, False),
+        (gpu_node("h", "NVIDIA-L4", "550.127.05",
+                  extra={"cloud.google.com/gke-nodepool": "l4-pool"}),
+         DriverManager.NODE_IMAGE, "l4-pool", True),
+        (gpu_node("i", "NVIDIA-A100-SXM4-80GB", "550.127.05",
+                  extra={"kubernetes.azure.com/agentpool": "gpunp",
+                         "nvidia.com/gpu.deploy.driver": "pre-installed"}),
+         DriverManager.NODE_IMAGE, "gpunp", False),
+    ],
+)  # fmt: skip
+def test_who_installs_a_nodes_driver(
+    kb: KnowledgeBase,
+    node: dict[str, Any],
+    kind: DriverManager,
+    group: str | None,
+    assumed: bool,
+) -> None:
+    found = driver_manager(kb, _labels(node))
+    assert (found.kind, found.group, found.assumed) == (kind, group, assumed)
+    assert found.describe()
+
+
+def test_the_sample_cluster_drivers_are_mostly_the_hosts(kb: KnowledgeBase) -> None:
+    from cudasched.cluster.snapshot import bundled_snapshot
+
+    kinds = [
+        driver_manager(kb, n["metadata"].get("labels", {})).kind
+        for n in bundled_snapshot().nodes
+        if n["metadata"].get("labels", {}).get("nvidia.com/gpu.present") == "true"
+    ]
+    assert len(kinds) == 20
+    # 16 nodes carry pre-installed (10 of them in EKS node groups); 4 carry no label.
+    assert kinds.count(DriverManager.NODE_IMAGE) == 10
+    assert kinds.count(DriverManager.HOST) == 6
+    assert kinds.count(DriverManager.OPERATOR) == 4
+
+
+# --------------------------------------------------------------------------- containers
+
+
+@pytest.mark.parametrize(
+    ("branch", "os", "when", "answer"),
+    [
+        (580, "ubuntu22.04", TODAY, "580.178.04"),
+        (595, "ubuntu24.04", TODAY, "595.91.07"),
+        (595, "ubuntu26.04", TODAY, "595.91.07"),
+        (580, "rhel9", TODAY, "580.178.04"),
+        (535, "ubuntu22.04", TODAY, "535.309.01"),  # the branch's last container
+        (535, "ubuntu20.04", TODAY, "535.274.02"),  # the OS's last container of the branch
+        (570, "ubuntu20.04", TODAY, "570.195.03"),
+        (580, "ubuntu22.04", date(2026, 3, 1), "580.126.20"),
+        (580, "ubuntu20.04", TODAY, "NVIDIA stopped building ubuntu20.04 driver containers on"),
+        (595, "amzn2023", TODAY, "NVIDIA has never published driver containers for amzn2023"),
+        (580, "ubuntu26.04", TODAY, "no R580 driver container for ubuntu26.04"),
+        (535, "ubuntu24.04", TODAY, "no R535 driver container for ubuntu24.04"),
+        (595, "debian12", TODAY, "no driver containers for debian12"),
+        (580, "ubuntu22.04", date(2025, 6, 1), "published yet on 2025-06-01"),
+        (620, "ubuntu24.04", TODAY, "no R620 driver container"),
+        (580, None, TODAY, "the OS is not known"),
+    ],
+)
+def test_which_driver_containers_nvidia_publishes(
+    kb: KnowledgeBase, branch: int, os: str | None, when: date, answer: str
+) -> None:
+    found = container_release(kb, branch, os, when)
+    if "." in answer and " " not in answer:
+        assert str(found) == answer
+    else:
+        assert isinstance(found, str) and answer in found, found
+
+
+def test_oses_a_branch_is_still_built_for(kb: KnowledgeBase) -> None:
+    assert "ubuntu20.04" not in container_oses(kb, 580)
+    assert "ubuntu26.04" not in container_oses(kb, 580)
+    assert {"ubuntu22.04", "ubuntu24.04", "ubuntu26.04", "rhel10"} <= set(container_oses(kb, 595))
+    assert container_oses(kb, 535) == ()  # the branch ended in NVIDIA's CI
+
+
+@pytest.mark.parametrize(
+    ("os", "kernel", "branch", "problem"),
+    [
+        ("ubuntu22.04", "5.15.0-113-generic", 580, None),
+        ("ubuntu22.04", "6.8.0-48-nvidia", 595, None),
+        ("ubuntu24.04", "6.8.0-1021-aws", 580, None),
+        ("ubuntu24.04", "6.8.0-1017-azure-fde", 595, None),
+        ("ubuntu26.04", "7.0.0-12-generic", 595, None),
+        ("ubuntu26.04", "7.0.0-12-generic", 580, "no R580 precompiled driver container"),
+        ("ubuntu22.04", "5.15.0-1075-azure-fde", 580, "azure-fde kernels on ubuntu22.04"),
+        ("ubuntu22.04", "6.5.0-45-generic", 580, "not of an LTS kernel series"),
+        ("ubuntu24.04", "5.15.0-113-generic", 580, "not of an LTS kernel series"),
+        ("ubuntu22.04", "5.15.0-113-lowlatency", 580, "built for the aws"),
+        ("ubuntu22.04", "5.15.0-113-generic", 620, "R580, R595 only, not R620"),
+        ("ubuntu22.04", "5.15.0-113-generic", 570, "R580, R595 only, not R570"),
+        ("ubuntu20.04", "5.4.0-200-generic", 580, "not ubuntu20.04"),
+        ("rhel9", "5.14.0-427.el9.x86_64", 580, "not rhel9"),
+        ("amzn2023", "6.1.115-126.197.amzn2023.x86_64", 595, "not amzn2023"),
+        (None, "5.15.0-113-generic", 580, "OS is not known"),
+        ("ubuntu22.04", None, 580, "kernel is not known"),
+    ],
+)
+def test_precompiled_only_inside_nvidias_matrix(
+    kb: KnowledgeBase, os: str | None, kernel: str | None, branch: int, problem: str | None
+) -> None:
+    found = precompiled_problem(
+        kb,
+        parse_os_tag(os) if os else None,
+        parse_kernel(kernel) if kernel else None,
+        branch,
+    )
+    assert (found is None) == (problem is None), found
+    if problem is not None:
+        assert problem in (found or "")
+
+
+# --------------------------------------------------------------------------- one branch
+
+
+def _target(kb: KnowledgeBase, gpu: str) -> Any:
+    target = gpu_target(kb, facts_from_parts("x", gpu=gpu, driver=None, kb=kb))
+    assert target is not None
+    return target
+
+
+@pytest.mark.parametrize(
+    ("gpu", "branch", "operator", "os", "answer"),
+    [
+        ("V100", 580, True, "ubuntu22.04", "580.178.04"),
+        ("V100", 595, True, "ubuntu22.04", "Volta GPUs end at R580"),
+        ("K80", 580, False, None, "Kepler GPUs end at R470"),
+        ("B200", 535, False, None, "R535 predates Blackwell"),
+        ("A100", 620, False, None, "no R620 release is known"),
+        ("A100", 620, True, "ubuntu24.04", "no R620 driver container"),
+        ("A100", 595, True, "ubuntu20.04", "stopped building ubuntu20.04"),
+        ("A100", 595, True, "amzn2023", "never published"),
+        ("A100", 595, False, "amzn2023", "595.91.07"),  # the host's or node image's driver
+    ],
+)
+def test_install_option_of_one_branch(
+    kb: KnowledgeBase, gpu: str, branch: int, operator: bool, os: str | None, answer: str
+) -> None:
+    found = install_option(
+        kb,
+        _target(kb, gpu),
+        branch,
+        today=TODAY,
+        os=parse_os_tag(os) if os else None,
+        operator=kb.operator.newest if operator else None,
+    )
+    if isinstance(found, Install):
+        assert str(found.release) == answer
+    else:
+        assert answer in found, found
+
+
+def test_an_os_an_operator_release_does_not_support_is_refused(kb: KnowledgeBase) -> None:
+    """Ubuntu 26.04 has R595 containers, but GPU Operator 26.3 does not support it."""
+    old = kb.operator.version("26.3")
+    assert old is not None
+    found = install_option(
+        kb, _target(kb, "H100"), 595, today=TODAY, os=parse_os_tag("ubuntu26.04"), operator=old
+    )
+    assert isinstance(found, str) and "GPU Operator 26.3 does not support ubuntu26.04" in found
+
+
+def test_boards_with_a_lowest_driver_container(kb: KnowledgeBase) -> None:
+    assert str(board_minimum(kb, ["NVIDIA-B200"])) == "570.133.20"
+    assert str(board_minimum(kb, ["NVIDIA RTX PRO 6000 Blackwell Server Edition"])) == "575.57.08"
+    assert board_minimum(kb, ["NVIDIA-H100-80GB-HBM3"]) is None
+    # On 2025-04-01 the newest R570 container was older than the operator's floor for B200.
+    found = install_option(
+        kb,
+        _target(kb, "B200"),
+        570,
+        today=date(2025, 4, 1),
+        os=parse_os_tag("ubuntu22.04"),
+        operator=kb.operator.newest,
+        products=("NVIDIA-B200",),
+    )
+    assert isinstance(found, str) and "needs a driver container >= 570.133.20" in found
+
+
+def test_support_scope(kb: KnowledgeBase) -> None:
+    assert scope_problem(kb, ["NVIDIA-H100-80GB-HBM3"], True) is None
+    assert "not a data-center GPU" in (scope_problem(kb, ["NVIDIA-GeForce-RTX-4090"], False) or "")
+    # Listed by the operator although an RTX board.
+    assert scope_problem(kb, ["NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"], False) is None
+
+
+# --------------------------------------------------------------------------- operator releases
+
+
+def test_operator_releases(kb: KnowledgeBase) -> None:
+    assert [v.version for v in kb.operator.versions] == ["26.7", "26.3", "25.10", "25.3", "24.9"]
+    assert operator_version(kb, None).version == "26.7"
+    assert operator_version(kb, "v25.10.1").version == "25.10"
+    assert str(operator_version(kb, "26.7").default_driver) == "595.91.07"
+    with pytest.raises(InputError, match=r"invalid --gpu-operator-version '23.9'.*26.7, 26.3"):
+        operator_version(kb, "23.9")
+    for version in kb.operator.versions:
+        assert version.source and version.os_source and version.values_source
+
+
+def test_known_oses(kb: KnowledgeBase) -> None:
+    assert str(known_os(kb, parse_os_tag("ubuntu20.04"))) == "ubuntu20.04"
+    assert str(known_os(kb, parse_os_tag("amzn2023"))) == "amzn2023"
+    with pytest.raises(InputError, match=r"unknown OS 'windows11'.*ubuntu22.04"):
+        known_os(kb, parse_os_tag("windows11"))
+
+
+# --------------------------------------------------------------------------- the data file
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict[str, Any]:
+    root = resources.files("cudasched").joinpath("data")
+    return {name: yaml.safe_load(root.joinpath(name).read_text()) for name in DATA_FILES}
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("driver_containers", 1, "branches", 535), "570.1.1", "is not a release of R535"),
+        (("driver_containers", 1, "os"), "Ubuntu 22", "is not an OS tag"),
+        (("driver_containers", 0, "source"), "nowhere", "neither a URL nor a key"),
+        (("precompiled", "branches"), ["580", 595], r"branches \(integers\)"),
+        (("operator_versions", 0, "version"), "26", "version is MAJOR.MINOR"),
+        (("operator_versions", 0, "default_driver"), "latest", "operator_versions"),
+    ],
+)
+def test_malformed_operator_facts_are_knowledge_errors(
+    raw: dict[str, Any], path: tuple[Any, ...], value: Any, message: str
+) -> None:
+    docs = copy.deepcopy(raw)
+    node = docs["gpu-operator.yaml"]
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(KnowledgeError, match=message):
+        KnowledgeBase.from_documents(docs)
+
+
+def test_every_operator_fact_has_a_source(kb: KnowledgeBase) -> None:
+    facts = kb.operator
+    rows = [*facts.containers.values(), *facts.boards]
+    assert len(rows) == 13
+    assert all(r.source.strip() for r in rows)
+    assert facts.precompiled.source and facts.precompiled.naming_source
+    assert facts.driver_manager.source and all(g.source for g in facts.driver_manager.node_groups)

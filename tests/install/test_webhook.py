@@ -1,0 +1,399 @@
+"""Install manifests: schema-valid, least privilege, and webhook settings chosen on purpose."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import celpy
+import pytest
+import yaml
+from cryptography import x509
+from typer.testing import CliRunner
+
+from cudasched.cli import app
+from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.install import webhook
+from cudasched.webhook.app import ISVC_PATH, LLMISVC_PATH, POD_PATH
+from cudasched.webhook.config import load_config
+from cudasched.workloads.pods import is_skipped
+from tests.support.k8s_schema import assert_valid
+
+CERT_MANAGER_KINDS = {"Issuer", "Certificate"}
+
+
+def _render(*args: str) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(app, ["manifests", *args])
+    assert result.exit_code == 0, result.output
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def _one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [
+        o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+@pytest.mark.parametrize("mode", ["--cert-manager", "--self-signed"])
+def test_every_object_is_schema_valid(mode: str) -> None:
+    objects = _render(mode, "--namespace", "gpu-system")
+    kinds = {o["kind"] for o in objects}
+    assert {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Service",
+        "ConfigMap",
+        "MutatingWebhookConfiguration",
+        "DaemonSet",
+    } <= kinds
+    for obj in objects:
+        if obj["kind"] in CERT_MANAGER_KINDS:
+            assert obj["apiVersion"] == "cert-manager.io/v1"
+            continue
+        assert_valid(obj)
+        cluster_scoped = {
+            "Namespace",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "MutatingWebhookConfiguration",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        }
+        if obj["kind"] not in cluster_scoped:
+            assert obj["metadata"]["namespace"] == "gpu-system"
+
+
+def test_webhook_configuration_settings() -> None:
+    config = _one(_render("--namespace", "gpu-system"), "MutatingWebhookConfiguration")
+    hooks = {h["name"]: h for h in config["webhooks"]}
+    assert set(hooks) == {
+        "pods.cudasched.io",
+        "inferenceservices.cudasched.io",
+        "llminferenceservices.cudasched.io",
+    }
+    for hook in hooks.values():
+        assert hook["admissionReviewVersions"] == ["v1"]
+        side_effects = "None" if hook["name"].startswith("pods") else "NoneOnDryRun"
+        assert hook["sideEffects"] == side_effects
+        assert hook["reinvocationPolicy"] == "IfNeeded"
+        assert hook["failurePolicy"] == "Ignore"
+        assert 1 <= hook["timeoutSeconds"] <= 5
+        (expr,) = hook["namespaceSelector"]["matchExpressions"]
+        assert expr["operator"] == "NotIn"
+        assert {"kube-system", "gpu-system"} <= set(expr["values"])
+        assert hook["clientConfig"]["service"]["namespace"] == "gpu-system"
+    assert hooks["pods.cudasched.io"]["rules"][0]["operations"] == ["CREATE"]
+    assert hooks["inferenceservices.cudasched.io"]["rules"][0]["operations"] == [
+        "CREATE",
+        "UPDATE",
+    ]
+    # LLMInferenceServices at both served versions (v1alpha1 since KServe 0.16, v1alpha2, the
+    # storage version, since 0.17), on the path the server answers them on.
+    (llm_rule,) = hooks["llminferenceservices.cudasched.io"]["rules"]
+    assert llm_rule["apiVersions"] == ["v1alpha1", "v1alpha2"]
+    assert llm_rule["resources"] == ["llminferenceservices"]
+    assert llm_rule["operations"] == ["CREATE", "UPDATE"]
+    assert hooks["llminferenceservices.cudasched.io"]["clientConfig"]["service"]["path"] == (
+        LLMISVC_PATH
+    )
+    assert hooks["pods.cudasched.io"]["clientConfig"]["service"]["path"] == POD_PATH
+    assert hooks["inferenceservices.cudasched.io"]["clientConfig"]["service"]["path"] == (ISVC_PATH)
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"gpu-system/{webhook.CA_CERTIFICATE}"
+    )
+
+
+def test_fail_closed_flag() -> None:
+    config = _one(_render("--fail-closed"), "MutatingWebhookConfiguration")
+    assert {h["failurePolicy"] for h in config["webhooks"]} == {"Fail"}
+
+
+def test_deployment_is_highly_available_and_probed() -> None:
+    objects = _render()
+    deployment = _one(objects, "Deployment", webhook.APP)
+    assert deployment["spec"]["replicas"] == 2
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["resources"]["requests"] and container["resources"]["limits"]
+    assert container["securityContext"]["runAsNonRoot"] is True
+    pdb = _one(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    service = _one(objects, "Service", webhook.APP)
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_bundled_config_is_accepted_by_the_webhook(tmp_path: Path) -> None:
+    config_map = _one(_render(), "ConfigMap")
+    path = tmp_path / "config.yaml"
+    path.write_text(config_map["data"]["config.yaml"])
+    config = load_config(path)
+    assert config.server.port == webhook.PORT
+
+
+def test_self_signed_ca_bundle_signs_the_serving_certificate() -> None:
+    objects = _render("--self-signed", "--namespace", "gpu-system")
+    secret = _one(objects, "Secret")
+    config = _one(objects, "MutatingWebhookConfiguration")
+    ca = x509.load_pem_x509_certificate(
+        base64.b64decode(config["webhooks"][0]["clientConfig"]["caBundle"])
+    )
+    serving = x509.load_pem_x509_certificates(base64.b64decode(secret["data"]["tls.crt"]))[0]
+    serving.verify_directly_issued_by(ca)
+    names = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert f"{webhook.APP}.gpu-system.svc" in names.get_values_for_type(x509.DNSName)
+    assert "cert-manager.io/inject-ca-from" not in config["metadata"].get("annotations", {})
+
+
+def test_no_agent_flag_drops_the_daemonset() -> None:
+    assert not [o for o in _render("--no-agent") if o["kind"] == "DaemonSet"]
+
+
+def test_bad_namespace_is_one_line_exit_2() -> None:
+    result = CliRunner().invoke(app, ["manifests", "--namespace", "Not_A_Namespace"])
+    assert result.exit_code == 2
+    assert "Not_A_Namespace" in result.output
+
+
+def _conditions(webhook_name: str) -> list[Any]:
+    config = _one(_render(), "MutatingWebhookConfiguration")
+    (hook,) = [h for h in config["webhooks"] if h["name"] == webhook_name]
+    env = celpy.Environment()
+    return [env.program(env.compile(c["expression"])) for c in hook["matchConditions"]]
+
+
+def _sent(programs: list[Any], obj: dict[str, Any]) -> bool:
+    activation = {"object": celpy.json_to_cel(obj)}
+    return all(bool(p.evaluate(activation)) for p in programs)
+
+
+def test_match_conditions_send_every_pod_the_webhook_may_change() -> None:
+    """Evaluate the CEL conditions (with a CEL interpreter) on every sample pod: each pod the
+    webhook would constrain is sent; a plain CPU pod and a skipped GPU pod are not."""
+    programs = _conditions("pods.cudasched.io")
+    for pod in bundled_snapshot().pods:
+        labels = pod["metadata"].get("labels", {})
+        annotations = pod["metadata"].get("annotations", {})
+        limits = [
+            c.get("resources", {}).get("limits", {}) for c in pod["spec"].get("containers", [])
+        ]
+        may_need = (
+            "serving.kserve.io/inferenceservice" in labels
+            or labels.get("app.kubernetes.io/part-of") == "llminferenceservice"
+            or any(k.startswith("cudasched.io/") for k in annotations)
+            or any(k.startswith("nvidia.com/") for lim in limits for k in lim)
+        )
+        if is_skipped(annotations):
+            may_need = False
+        assert _sent(programs, pod) == may_need, pod["metadata"]["name"]
+
+    cpu = {"metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    gpu = {
+        "metadata": {"name": "train"},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ]
+        },
+    }
+    skipped = {**gpu, "metadata": {"name": "t", "annotations": {"cudasched.io/skip": "true"}}}
+    claim = {
+        "metadata": {"name": "dra"},
+        "spec": {"containers": [{"name": "c"}], "resourceClaims": [{"name": "gpu"}]},
+    }
+    assert not _sent(programs, cpu)
+    assert _sent(programs, gpu)
+    assert not _sent(programs, skipped)
+    assert _sent(programs, claim)
+    # An LLMInferenceService's model server is sent even before its GPUs show (they may come
+    # from the LLMInferenceServiceConfigs); another part-of value is not.
+    model_server = {
+        "metadata": {
+            "name": "qwen-kserve-0",
+            "labels": {
+                "app.kubernetes.io/part-of": "llminferenceservice",
+                "app.kubernetes.io/name": "qwen",
+                "app.kubernetes.io/component": "llminferenceservice-workload",
+            },
+        },
+        "spec": {"containers": [{"name": "main", "image": "ghcr.io/llm-d/llm-d-cuda:v0.8.0"}]},
+    }
+    assert _sent(programs, model_server)
+    other_labels = {"app.kubernetes.io/part-of": "y"}
+    other = {**model_server, "metadata": {"name": "x", "labels": other_labels}}
+    assert not _sent(programs, other)
+
+
+@pytest.mark.parametrize(
+    "value", ["true", "TRUE", " yes ", "Yes", "1", "false", "no", "", "0", "truee", "yeſ", "1 1"]
+)
+def test_skip_condition_reads_the_switch_like_the_webhook(value: str) -> None:
+    """The CEL pre-filter and the webhook agree on every value of ``cudasched.io/skip``."""
+    programs = _conditions("pods.cudasched.io")
+    pod = {
+        "metadata": {"name": "t", "annotations": {"cudasched.io/skip": value}},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ]
+        },
+    }
+    assert _sent(programs, pod) is not is_skipped(pod["metadata"]["annotations"])
+
+
+# --------------------------------------------------------------------------- hardening (issue 13)
+
+
+def test_webhook_rbac_has_no_unused_verbs() -> None:
+    """The cache only lists and watches (never a single GET), and the webhook only creates
+    Events (events.k8s.io): nothing more is granted."""
+    role = _one(_render(), "ClusterRole", webhook.APP)
+    granted = {
+        (group, resource): set(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert granted == {
+        ("", "nodes"): {"list", "watch"},
+        ("serving.kserve.io", "inferenceservices"): {"list", "watch"},
+        ("serving.kserve.io", "servingruntimes"): {"list", "watch"},
+        ("serving.kserve.io", "clusterservingruntimes"): {"list", "watch"},
+        ("serving.kserve.io", "llminferenceservices"): {"list", "watch"},
+        ("events.k8s.io", "events"): {"create"},
+    }
+
+
+def _webhook_pod_labels(objects: list[dict[str, Any]]) -> dict[str, str]:
+    deployment = _one(objects, "Deployment", webhook.APP)
+    return deployment["spec"]["template"]["metadata"]["labels"]
+
+
+def test_network_policy_admits_only_the_webhook_port_from_the_api_server_ranges() -> None:
+    objects = _render("--namespace", "gpu-system")
+    policy = _one(objects, "NetworkPolicy")
+    assert_valid(policy)
+    assert policy["metadata"]["namespace"] == "gpu-system"
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= _webhook_pod_labels(objects).items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": webhook.PORT, "protocol": "TCP"}]
+    assert all(set(peer) == {"ipBlock"} for peer in rule["from"])
+    cidrs = [peer["ipBlock"]["cidr"] for peer in rule["from"]]
+    # By default the private ranges where pod and node (and most control-plane) addresses live.
+    assert cidrs == list(webhook.DEFAULT_API_SERVER_CIDRS)
+    assert "0.0.0.0/0" not in cidrs
+
+    strict = _one(
+        _render("--api-server-cidr", "10.0.0.10/32", "--api-server-cidr", "fd00::1/128"),
+        "NetworkPolicy",
+    )
+    assert_valid(strict)
+    assert [p["ipBlock"]["cidr"] for p in strict["spec"]["ingress"][0]["from"]] == [
+        "10.0.0.10/32",
+        "fd00::1/128",
+    ]
+    assert not [o for o in _render("--no-network-policy") if o["kind"] == "NetworkPolicy"]
+
+
+@pytest.mark.parametrize("cidr", ["10.0.0.300/32", "10.0.0.0/33", "example.com", "", "10.0.0.1/8"])
+def test_bad_api_server_cidr_is_one_line_exit_2(cidr: str) -> None:
+    result = CliRunner().invoke(app, ["manifests", "--api-server-cidr", cidr])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cudasched: error: ") and "CIDR" in lines[0]
+
+
+def test_priority_class_is_an_option_with_a_quota_for_system_classes() -> None:
+    """system-cluster-critical outside kube-system needs a ResourceQuota scoped to that class
+    (GKE refuses the pods otherwise): the manifests ship one; another class needs none, and an
+    empty class drops the field."""
+    objects = _render("--namespace", "gpu-system")
+    pod_spec = _one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod_spec["priorityClassName"] == "system-cluster-critical"
+    quota = _one(objects, "ResourceQuota")
+    assert_valid(quota)
+    assert quota["metadata"]["namespace"] == "gpu-system"
+    assert quota["spec"]["scopeSelector"] == {
+        "matchExpressions": [
+            {
+                "scopeName": "PriorityClass",
+                "operator": "In",
+                "values": ["system-cluster-critical"],
+            }
+        ]
+    }
+    replicas = _one(objects, "Deployment")["spec"]["replicas"]
+    assert int(quota["spec"]["hard"]["pods"]) >= replicas + 1  # room for a rolling update
+
+    own = _render("--priority-class", "gpu-platform-critical")
+    assert _one(own, "Deployment")["spec"]["template"]["spec"]["priorityClassName"] == (
+        "gpu-platform-critical"
+    )
+    assert not [o for o in own if o["kind"] == "ResourceQuota"]
+    none = _render("--priority-class", "")
+    assert "priorityClassName" not in _one(none, "Deployment")["spec"]["template"]["spec"]
+    assert not [o for o in none if o["kind"] == "ResourceQuota"]
+
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def test_image_is_referenced_by_digest_when_one_is_given() -> None:
+    objects = _render("--image", "registry.example/cudasched:0.1.0", "--image-digest", DIGEST)
+    images = [
+        c["image"]
+        for o in objects
+        if o["kind"] in ("Deployment", "DaemonSet")
+        for c in o["spec"]["template"]["spec"]["containers"]
+    ]
+    assert images and set(images) == {f"registry.example/cudasched@{DIGEST}"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--image", ""],
+        ["--image", "", "--no-agent"],
+        ["--image", "has space:1"],
+        ["--image", "Registry/UPPER:1"],
+        ["--image-digest", "sha256:abc"],
+        ["--image-digest", "md5:" + "ab" * 16],
+    ],
+)
+def test_bad_image_is_one_line_exit_2(args: list[str]) -> None:
+    result = CliRunner().invoke(app, ["manifests", *args])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cudasched: error: ")
+
+
+def test_cert_manager_chain_keeps_the_trust_root_across_renewals() -> None:
+    """A self-signed root, a CA Issuer and a serving certificate: the caBundle is injected from
+    the root, which a renewal of the serving certificate (new key each time) never touches."""
+    objects = webhook.all_objects("gpu-system", cert_manager=True)
+    by = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    root = by[("Certificate", "cudasched-webhook-ca")]["spec"]
+    assert root["isCA"] is True and root["privateKey"]["rotationPolicy"] == "Never"
+    assert root["issuerRef"] == {"name": "cudasched-webhook-selfsigned", "kind": "Issuer"}
+    assert by[("Issuer", "cudasched-webhook-selfsigned")]["spec"] == {"selfSigned": {}}
+    assert by[("Issuer", "cudasched-webhook-ca")]["spec"] == {
+        "ca": {"secretName": "cudasched-webhook-ca"}
+    }
+    leaf = by[("Certificate", "cudasched-webhook")]["spec"]
+    assert leaf["issuerRef"] == {"name": "cudasched-webhook-ca", "kind": "Issuer"}
+    assert leaf["privateKey"]["rotationPolicy"] == "Always" and "isCA" not in leaf
+    [config] = [o for o in objects if o["kind"] == "MutatingWebhookConfiguration"]
+    source = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+    assert source == "gpu-system/cudasched-webhook-ca"
+    # The root outlives many renewals of the leaf.
+    hours = int(root["duration"].rstrip("h")) // int(leaf["duration"].rstrip("h"))
+    assert hours >= 40

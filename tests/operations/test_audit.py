@@ -1,0 +1,584 @@
+"""``operations.audit``: every finding code on small clusters with known answers, the true
+negatives next to them (each shown able to fail by changing the one fact that protects it), and
+the bundled sample cluster's reviewed findings."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot, load_snapshot
+from cudasched.compat.engine import check
+from cudasched.knowledge import KnowledgeBase
+from cudasched.knowledge.images import ImageTable
+from cudasched.nodes.facts import facts_from_labels
+from cudasched.operations.audit import CODES, AuditReport, Severity, audit
+from cudasched.operations.audit.findings import Finding
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.versions import parse_cuda
+from tests.support import builders
+
+DATA = Path(__file__).parents[1] / "data" / "audit"
+
+Key = tuple[str, str, str, str | None]
+
+
+@pytest.fixture(scope="module")
+def images(kb: KnowledgeBase) -> ImageTable:
+    return ImageTable.builtin(kb)
+
+
+def run(
+    snapshot: ClusterSnapshot, kb: KnowledgeBase, images: ImageTable, policy: Policy = Policy.STRICT
+) -> AuditReport:
+    return audit(snapshot, Fleet.from_snapshot(snapshot, kb), images, policy)
+
+
+def keys(report: AuditReport) -> set[Key]:
+    return {(f.severity.value, f.code, f.object, f.node) for f in report.findings}
+
+
+def load(name: str) -> ClusterSnapshot:
+    return load_snapshot(DATA / name)
+
+
+def edited(snapshot: ClusterSnapshot, bucket: str, name: str, change: Any) -> ClusterSnapshot:
+    """A copy of ``snapshot`` with ``change(obj)`` applied to the object ``name`` of ``bucket``."""
+    objects = [copy.deepcopy(o) for o in getattr(snapshot, bucket)]
+    target = next(o for o in objects if o["metadata"]["name"] == name)
+    change(target)
+    return ClusterSnapshot(
+        **{
+            **{b: getattr(snapshot, b) for b in _BUCKETS},
+            bucket: tuple(objects),
+        },
+        source=snapshot.source,
+    )
+
+
+_BUCKETS = (
+    "nodes",
+    "inference_services",
+    "serving_runtimes",
+    "cluster_serving_runtimes",
+    "llm_inference_services",
+    "nvidia_drivers",
+    "pods",
+    "workloads",
+    "other",
+)
+
+
+# --------------------------------------------------------------------------- codes
+
+
+def test_every_code_has_its_issue_severity() -> None:
+    assert CODES == {
+        "pod-on-incompatible-node": Severity.ERROR,
+        "no-compatible-node": Severity.ERROR,
+        "driver-upgrade-failed": Severity.ERROR,
+        "runtime-without-node": Severity.WARNING,
+        "labels-missing": Severity.WARNING,
+        "labels-conflict": Severity.WARNING,
+        "driver-upgrade-in-progress": Severity.WARNING,
+        "stale-requirement": Severity.WARNING,
+        "requirement-invalid": Severity.WARNING,
+        "driver-branch-ended": Severity.WARNING,
+        "driver-branch-legacy": Severity.WARNING,
+        "labels-deprecated-only": Severity.INFO,
+        "requirement-unknown": Severity.INFO,
+        "driver-branch-ending": Severity.INFO,
+    }
+
+
+def test_healthy_cluster_has_no_findings(kb: KnowledgeBase, images: ImageTable) -> None:
+    report = run(load("healthy.yaml"), kb, images)
+    assert report.findings == ()
+    assert report.summary() == {"error": 0, "warning": 0, "info": 0}
+    assert not report.has_errors
+
+
+@pytest.mark.parametrize(
+    ("bucket", "name", "change", "expected"),
+    [
+        # The finished pod needed CUDA 12.8 on a 12.4 node: only its phase protects it.
+        (
+            "pods",
+            "cuda-12-8-smoke",
+            lambda o: o["status"].update(phase="Running"),
+            ("error", "pod-on-incompatible-node", "Pod/ml/cuda-12-8-smoke", "gpu-4090-1"),
+        ),
+        # The opted-out pod: only cudasched.io/skip protects it.
+        (
+            "pods",
+            "legacy-manual",
+            lambda o: o["metadata"]["annotations"].pop("cudasched.io/skip"),
+            ("error", "pod-on-incompatible-node", "Pod/ml/legacy-manual", "gpu-t4-1"),
+        ),
+        # The CPU pod on a GPU node: only the missing GPU request protects it.
+        (
+            "pods",
+            "web-5d8b7-xk2lp",
+            lambda o: o["spec"]["containers"][0]["resources"].update(
+                limits={"nvidia.com/gpu": "1"}
+            ),
+            ("info", "requirement-unknown", "Pod/web/web-5d8b7-xk2lp", None),
+        ),
+        # The GPU Operator finished the upgrade on gpu-t4-1.
+        (
+            "nodes",
+            "gpu-t4-1",
+            lambda o: o["metadata"]["labels"].update(
+                {"nvidia.com/gpu-driver-upgrade-state": "pod-restart-required"}
+            ),
+            ("warning", "driver-upgrade-in-progress", "Node/gpu-t4-1", "gpu-t4-1"),
+        ),
+        # Both GFD generations agree on gpu-4090-1 (two-part driver, empty revision).
+        (
+            "nodes",
+            "gpu-4090-1",
+            lambda o: o["metadata"]["labels"].update({"nvidia.com/cuda.driver.minor": "107"}),
+            ("warning", "labels-conflict", "Node/gpu-4090-1", "gpu-4090-1"),
+        ),
+        # The disabled runtime needs a CUDA no node has.
+        (
+            "cluster_serving_runtimes",
+            "vllm-cuda-13.0-retired",
+            lambda o: o["spec"].pop("disabled"),
+            (
+                "warning",
+                "runtime-without-node",
+                "ClusterServingRuntime/vllm-cuda-13.0-retired",
+                "gpu-4090-1",  # both nodes run CUDA 12.4: the newer driver is nearer
+            ),
+        ),
+        # The bound GPU pod's record is current.
+        (
+            "pods",
+            "embedder-7c9f4-abcde",
+            lambda o: o["metadata"]["annotations"].update({"cudasched.io/cuda-version": "12.2"}),
+            ("warning", "stale-requirement", "Pod/ml/embedder-7c9f4-abcde", "gpu-t4-1"),
+        ),
+    ],
+)
+def test_true_negatives_can_fail(
+    kb: KnowledgeBase, images: ImageTable, bucket: str, name: str, change: Any, expected: Key
+) -> None:
+    snapshot = edited(load("healthy.yaml"), bucket, name, change)
+    assert keys(run(snapshot, kb, images)) == {expected}
+
+
+def test_pods_bound_to_nodes_that_cannot_run_them(kb: KnowledgeBase, images: ImageTable) -> None:
+    report = run(load("bound.yaml"), kb, images)
+    assert keys(report) == {
+        ("error", "pod-on-incompatible-node", "Pod/llm/vllm-0", "gpu-h100-1"),
+        ("error", "pod-on-incompatible-node", "Pod/llm/vllm-next-0", "gpu-h100-1"),
+        ("error", "pod-on-incompatible-node", "Pod/llm/vllm-gated-0", "gpu-h100-1"),
+    }
+    by_object = {f.object: f for f in report.findings}
+    # Its own policy minor-compat does not save it: the image's NVIDIA_REQUIRE_CUDA stops the
+    # container on R550 whatever the policy.
+    gated = by_object["Pod/llm/vllm-gated-0"]
+    assert "[minor-compat]" in gated.message and "(require-cuda-unmet)" in gated.message
+    assert "NVIDIA_REQUIRE_CUDA (image docker.io/vllm/vllm-openai:v0.9.0)" in gated.message
+    assert "gpu-h100-2" in (gated.fix or "") and "570.26 or newer" in (gated.fix or "")
+    moved = by_object["Pod/llm/vllm-0"]
+    assert "cuda>=12.8 [strict]" in moved.message
+    assert "driver 550.127.05, CUDA 12.4" in moved.message
+    assert "(driver-too-old)" in moved.message
+    assert "gpu-h100-2" in (moved.fix or "") and "StatefulSet" in (moved.fix or "")
+    stuck = by_object["Pod/llm/vllm-next-0"]
+    assert (stuck.fix or "").startswith("no other node can run it")
+    assert "580.65.06" in (stuck.fix or "")
+
+
+def test_default_policy_applies_only_where_the_workload_names_none(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    # Under minor-compat R550 runs CUDA 12.8 (12.x floor 525.60.13) but not 13.0, and not the
+    # upstream vLLM image, whose NVIDIA_REQUIRE_CUDA asks for a driver of CUDA 12.8.
+    report = run(load("bound.yaml"), kb, images, Policy.MINOR_COMPAT)
+    assert keys(report) == {
+        ("error", "pod-on-incompatible-node", "Pod/llm/vllm-next-0", "gpu-h100-1"),
+        ("error", "pod-on-incompatible-node", "Pod/llm/vllm-gated-0", "gpu-h100-1"),
+    }
+    # A workload's own policy wins over the default: strict on vllm-relaxed-0 makes it fail.
+    snapshot = edited(
+        load("bound.yaml"),
+        "pods",
+        "vllm-relaxed-0",
+        lambda o: o["metadata"]["annotations"].update({"cudasched.io/policy": "strict"}),
+    )
+    assert ("error", "pod-on-incompatible-node", "Pod/llm/vllm-relaxed-0", "gpu-h100-1") in keys(
+        run(snapshot, kb, images, Policy.MINOR_COMPAT)
+    )
+
+
+def test_workloads_and_runtimes_no_node_can_run(kb: KnowledgeBase, images: ImageTable) -> None:
+    report = run(load("pending.yaml"), kb, images)
+    assert keys(report) == {
+        ("error", "no-compatible-node", "Pod/ml/cuda-smoke", "gpu-l4-1"),
+        ("error", "no-compatible-node", "InferenceService/llm/qwen", "gpu-l4-1"),
+        ("error", "no-compatible-node", "LLMInferenceService/llm/llama-d", "gpu-l4-1"),
+        ("warning", "runtime-without-node", "ClusterServingRuntime/vllm-cuda-12.8", "gpu-l4-1"),
+    }
+    by_object = {f.object: f for f in report.findings}
+    isvc = by_object["InferenceService/llm/qwen"]
+    assert "pending pods: qwen-predictor-6d5c7b9f8-q2w7x" in isvc.message
+    assert "nearest node gpu-l4-1" in isvc.message and "lacks a newer driver" in isvc.message
+    assert "570.26 or newer" in (isvc.fix or "")
+    # R550 runs 12.8 under minor-version compatibility, but the vLLM image's
+    # NVIDIA_REQUIRE_CUDA (cuda>=12.8) refuses it unless the check is turned off; the CUDA
+    # 12.8.1 base image of cuda-smoke admits R550 through its brand/driver alternatives.
+    assert "minor-compat) and set NVIDIA_DISABLE_REQUIRE=true" in (isvc.fix or "")
+    smoke = by_object["Pod/ml/cuda-smoke"].fix or ""
+    assert "minor-compat), which 1 node(s)" in smoke and "NVIDIA_DISABLE_REQUIRE" not in smoke
+    assert "used by llm/qwen" in by_object["ClusterServingRuntime/vllm-cuda-12.8"].message
+    # CUDA 13 has no floor an R550 driver meets: no minor-compat suggestion there.
+    assert "minor-compat" not in (by_object["LLMInferenceService/llm/llama-d"].fix or "")
+
+
+def test_nearest_node_names_what_it_lacks(kb: KnowledgeBase, images: ImageTable) -> None:
+    # Without the L4, the K80 is the nearest: it lacks a driver AND an architecture.
+    snapshot = load("pending.yaml")
+    snapshot = ClusterSnapshot(
+        nodes=tuple(n for n in snapshot.nodes if n["metadata"]["name"] != "gpu-l4-1"),
+        pods=tuple(p for p in snapshot.pods if p["metadata"]["name"] == "cuda-smoke"),
+        source=snapshot.source,
+    )
+    (finding,) = run(snapshot, kb, images).findings
+    assert finding.node == "gpu-k80-1"
+    assert (
+        "nearest node gpu-k80-1 (driver 470.256.02, CUDA 11.4, cc 3.7, Tesla-K80) lacks a GPU "
+        "architecture the workload's CUDA and kernels support and a newer driver: CUDA 12.8 no "
+        "longer supports Kepler" in finding.message
+    )
+    fix = finding.fix or ""
+    assert "upgrade the driver" not in fix  # no driver brings CUDA 12.8 to a Kepler GPU
+    assert "run it on GPUs its CUDA and kernels support" in fix
+    assert "CUDA 11.4 or older" in fix
+
+
+def test_gate_under_minor_compat_names_what_turns_it_off(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    report = run(load("pending.yaml"), kb, images, Policy.MINOR_COMPAT)
+    qwen = next(f for f in report.findings if f.object == "InferenceService/llm/qwen")
+    assert "lacks a driver the image's NVIDIA_REQUIRE_CUDA accepts" in qwen.message
+    assert "upgrade the driver of gpu-l4-1 to 570.26 or newer" in (qwen.fix or "")
+    assert "set NVIDIA_DISABLE_REQUIRE=true on its container" in (qwen.fix or "")
+    assert "1 node(s) would run under minor-compat" in (qwen.fix or "")
+
+
+def _gfd_node(name: str, product: str, driver: str) -> dict[str, Any]:
+    return builders.node(name, gpu=product, driver=driver, scheme=builders.GFD)
+
+
+def _pending(cuda: str) -> dict[str, Any]:
+    annotations = {"cudasched.io/cuda-version": cuda}
+    return builders.pod(
+        "p", "t", image="x", container="c", annotations=annotations, phase="Pending"
+    )
+
+
+def test_a_gpu_its_driver_cannot_drive_needs_the_gpus_first_driver(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    # R535 runs CUDA 12.2 but cannot drive an H200 (first driver 550.90.07): the fix is that
+    # driver, not CUDA 12.2's minimum (535.54.03), which the node already has.
+    snapshot = ClusterSnapshot(
+        nodes=(_gfd_node("h200", "NVIDIA-H200", "535.216.01"),), pods=(_pending("12.2"),)
+    )
+    (finding,) = run(snapshot, kb, images).findings
+    assert finding.node == "h200"
+    assert "lacks a driver branch that supports its GPU" in finding.message
+    assert "upgrade the driver of h200 to 550.90.07 or newer (R550+)" in (finding.fix or "")
+    bound = copy.deepcopy(snapshot.pods[0])
+    bound["spec"]["nodeName"] = "h200"
+    bound["status"]["phase"] = "Running"
+    (finding,) = run(ClusterSnapshot(nodes=snapshot.nodes, pods=(bound,)), kb, images).findings
+    assert "(driver-branch-unsupported-gpu)" in finding.message
+    assert "give h200 a driver that runs CUDA 12.2 (550.90.07 or newer)" in (finding.fix or "")
+
+
+def test_nearest_node_is_one_a_driver_upgrade_fixes(kb: KnowledgeBase, images: ImageTable) -> None:
+    # For CUDA 13.0 a V100 on R580 has the newest CUDA but no driver brings Volta to CUDA 13
+    # (arch-dropped); the L4 on R550 only needs a newer driver.
+    snapshot = ClusterSnapshot(
+        nodes=(
+            _gfd_node("v100", "Tesla-V100-SXM2-16GB", "580.65.06"),
+            _gfd_node("l4", "NVIDIA-L4", "550.127.05"),
+        ),
+        pods=(_pending("13.0"),),
+    )
+    (finding,) = run(snapshot, kb, images).findings
+    assert finding.node == "l4"
+    assert "upgrade the driver of l4 to 580.65.06 or newer (R580+)" in (finding.fix or "")
+
+
+def test_pending_workload_with_a_home_is_fine(kb: KnowledgeBase, images: ImageTable) -> None:
+    # The L4 runs CUDA 12.4: give cuda-smoke 12.4 and it has a home.
+    snapshot = edited(
+        load("pending.yaml"),
+        "pods",
+        "cuda-smoke",
+        lambda o: o["metadata"]["annotations"].update({"cudasched.io/cuda-version": "12.4"}),
+    )
+    assert "Pod/ml/cuda-smoke" not in {f.object for f in run(snapshot, kb, images).findings}
+
+
+def test_node_labels(kb: KnowledgeBase, images: ImageTable) -> None:
+    report = run(load("labels.yaml"), kb, images)
+    assert keys(report) == {
+        ("warning", "labels-missing", "Node/gpu-bare-1", "gpu-bare-1"),
+        ("warning", "labels-missing", "Node/gpu-present-1", "gpu-present-1"),
+        ("warning", "labels-missing", "Node/gpu-unknown-1", "gpu-unknown-1"),
+        ("info", "labels-deprecated-only", "Node/gpu-old-gfd-1", "gpu-old-gfd-1"),
+        ("warning", "labels-conflict", "Node/gpu-drift-1", "gpu-drift-1"),
+        ("warning", "labels-conflict", "Node/gpu-drift-2", "gpu-drift-2"),
+    }
+    by_object = {f.object: f for f in report.findings}
+    drift = by_object["Node/gpu-drift-1"].message
+    assert "550.127.05" in drift and "535.216.01" in drift
+    assert "decisions use 550.127.05 (nvidia.com/cuda.driver-version.*)" in drift
+    cuda = by_object["Node/gpu-drift-2"].message
+    assert cuda.startswith("label sources disagree: CUDA:")
+    assert "decisions use 12.4 (cudasched.io/cuda.*)" in cuda
+    assert "driver" not in cuda.split(";")[0]  # the driver sources agree
+    assert "v0.15.0" in by_object["Node/gpu-old-gfd-1"].message
+    assert "v0.15.0" in (by_object["Node/gpu-old-gfd-1"].fix or "")
+    assert "unknown" in by_object["Node/gpu-unknown-1"].message
+
+
+def test_driver_upgrades(kb: KnowledgeBase, images: ImageTable) -> None:
+    report = run(load("upgrade.yaml"), kb, images)
+    assert keys(report) == {
+        ("warning", "driver-upgrade-in-progress", "Node/gpu-a1", "gpu-a1"),
+        ("warning", "driver-upgrade-in-progress", "Node/gpu-a2", "gpu-a2"),
+        ("error", "driver-upgrade-failed", "Node/gpu-a3", "gpu-a3"),
+        ("error", "pod-on-incompatible-node", "Pod/llm/vllm-128", "gpu-a1"),
+        ("info", "requirement-unknown", "Pod/research/notebook", None),
+    }
+    by_object = {f.object: f for f in report.findings}
+    draining = by_object["Node/gpu-a1"]
+    # Homes exclude every node in an upgrade: gpu-a4 (done) and gpu-a5 (no state) remain.
+    assert "vision/triton (2 other node(s) can run it)" in draining.message
+    assert "llm/vllm-128 (no other node can run cuda>=12.8)" in draining.message
+    assert "research/notebook (no CUDA requirement)" in draining.message
+    assert "web/web" not in draining.message and "done-job" not in draining.message
+    assert "llm/vllm-128 has no other compatible node" in (draining.fix or "")
+    assert by_object["Node/gpu-a2"].fix is None
+    assert "vision/triton-b" in by_object["Node/gpu-a3"].message
+    # The upgrading gpu-a2 is not offered as a home for the misplaced pod either.
+    assert (by_object["Pod/llm/vllm-128"].fix or "").startswith("no other node can run it")
+
+
+def test_stale_requirements(kb: KnowledgeBase, images: ImageTable) -> None:
+    report = run(load("stale.yaml"), kb, images)
+    assert keys(report) == {
+        ("warning", "stale-requirement", "InferenceService/llm/chat", None),
+        ("warning", "stale-requirement", "Pod/llm/chat-predictor-7f8d9c6b5-h4k2m", "gpu-570-1"),
+        ("warning", "stale-requirement", "Pod/ml/dropped", "gpu-570-1"),
+        ("info", "requirement-unknown", "Pod/ml/dropped", None),
+    }
+    pod = next(f for f in report.findings if f.object.startswith("Pod/llm/"))
+    assert "'cuda>=12.4 (ClusterServingRuntime vllm-alauda" in pod.message
+    assert "'cuda>=12.8 (ClusterServingRuntime vllm-alauda" in pod.message
+    assert "ReplicaSet" in (pod.fix or "")
+
+
+def test_policy_only_difference_is_reported_when_the_workload_names_its_policy(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    # ml/relaxed records [minor-compat] without naming a policy: not reported (webhook default).
+    # Once it names strict itself, the record is really stale.
+    snapshot = edited(
+        load("stale.yaml"),
+        "pods",
+        "relaxed",
+        lambda o: o["metadata"]["annotations"].update({"cudasched.io/policy": "strict"}),
+    )
+    assert ("warning", "stale-requirement", "Pod/ml/relaxed", "gpu-570-1") in keys(
+        run(snapshot, kb, images)
+    )
+
+
+def test_unknown_and_invalid_requirements(kb: KnowledgeBase, images: ImageTable) -> None:
+    report = run(load("unknown.yaml"), kb, images)
+    assert keys(report) == {
+        ("info", "requirement-unknown", "InferenceService/vision/detector", None),
+        ("info", "requirement-unknown", "Pod/research/notebook", None),
+        ("warning", "requirement-invalid", "Pod/ml/typo", None),
+    }
+    by_object = {f.object: f for f in report.findings}
+    detector = by_object["InferenceService/vision/detector"]
+    # The words admission warns with (WorkloadNeed.unknown), naming the image.
+    assert (
+        "its CUDA is unknown (image not in the image table: "
+        "registry.example.com/vision/triton-custom:7)" in detector.message
+    )
+    assert (detector.fix or "").startswith(
+        "kubectl annotate servingruntime -n vision custom-triton cudasched.io/cuda-version="
+    )
+    assert "'twelve'" in by_object["Pod/ml/typo"].message
+
+
+def test_skip_annotation_on_a_service(kb: KnowledgeBase, images: ImageTable) -> None:
+    snapshot = edited(
+        load("pending.yaml"),
+        "llm_inference_services",
+        "llama-d",
+        lambda o: o["metadata"]["annotations"].update({"cudasched.io/skip": "yes"}),
+    )
+    objects = {f.object for f in run(snapshot, kb, images).findings}
+    assert "LLMInferenceService/llm/llama-d" not in objects
+
+
+# --------------------------------------------------------------------------- sample cluster
+
+
+def test_bundled_sample_cluster_findings_are_the_reviewed_ones(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """Reviewed: the sample's one workload no node can run (nemotron needs CUDA 13.2, the
+    newest driver is R580 = 13.0), its four old-GFD nodes, and bert-legacy on TorchServe,
+    whose image the table does not know. Every other object has a home."""
+    report = run(bundled_snapshot(), kb, images)
+    assert [(f.severity.value, f.code, f.object, f.node) for f in report.findings] == [
+        (
+            "error",
+            "no-compatible-node",
+            "InferenceService/team-nlp/nemotron-nano-fp4",
+            "ip-10-42-32-66.us-west-2.compute.internal",
+        ),
+        ("info", "labels-deprecated-only", "Node/dc1-k80-01", "dc1-k80-01"),
+        ("info", "labels-deprecated-only", "Node/dc1-k80-02", "dc1-k80-02"),
+        ("info", "labels-deprecated-only", "Node/dc1-t4-r470-01", "dc1-t4-r470-01"),
+        ("info", "labels-deprecated-only", "Node/dc1-t4-r470-02", "dc1-t4-r470-02"),
+        ("info", "requirement-unknown", "InferenceService/team-vision/bert-legacy", None),
+    ]
+    (error,) = [f for f in report.findings if f.severity is Severity.ERROR]
+    assert "595.45.04" in (error.fix or "")
+    assert "nemotron-nano-fp4-predictor-b17093d8bd-6f518" in error.message
+
+
+# --------------------------------------------------------------------------- report
+
+
+def test_report_orders_counts_and_dedupes() -> None:
+    a = Finding("requirement-unknown", "Pod/a/x", "m")
+    b = Finding("no-compatible-node", "Pod/a/y", "m", node="n1")
+    c = Finding("labels-conflict", "Node/n1", "m", node="n1")
+    report = AuditReport.of([a, b, c, a])
+    assert [f.code for f in report.findings] == [
+        "no-compatible-node",
+        "labels-conflict",
+        "requirement-unknown",
+    ]
+    assert report.summary() == {"error": 1, "warning": 1, "info": 1}
+    doc = report.to_dict()
+    assert set(doc) == {"findings", "summary"}
+    assert set(doc["findings"][0]) == {"severity", "code", "object", "node", "message", "fix"}
+
+
+def test_progress_reaches_the_total(kb: KnowledgeBase, images: ImageTable) -> None:
+    snapshot = load("upgrade.yaml")
+    calls: list[tuple[int, int]] = []
+    audit(
+        snapshot,
+        Fleet.from_snapshot(snapshot, kb),
+        images,
+        progress=lambda d, t: calls.append((d, t)),
+    )
+    assert calls and calls[-1][0] == calls[-1][1] == len(snapshot.nodes) + len(snapshot.pods)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+# --------------------------------------------------------------------------- invariants
+
+_IMAGES = st.sampled_from(
+    [
+        "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu22.04",
+        "nvcr.io/nvidia/cuda:13.0.0-runtime-ubuntu24.04",
+        "nvcr.io/nvidia/tritonserver:24.05-py3",
+        "docker.io/vllm/vllm-openai:v0.23.0",
+        "registry.example.com/web/frontend:2.0",
+    ]
+)
+
+
+@settings(max_examples=40)
+@given(
+    image=_IMAGES,
+    bound=st.booleans(),
+    phase=st.sampled_from(["Pending", "Running"]),
+    cpu=st.sampled_from(["", "500m", "4"]),
+)
+def test_cpu_pods_never_get_workload_findings(
+    kb: KnowledgeBase, images: ImageTable, image: str, bound: bool, phase: str, cpu: str
+) -> None:
+    """A pod that requests no GPU and declares nothing is never constrained, so never reported,
+    whatever CUDA image it runs and wherever it sits."""
+    snapshot = load("bound.yaml")
+    resources = {"requests": {"cpu": cpu}} if cpu else {}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "cpu-pod", "namespace": "t"},
+        "spec": {
+            **({"nodeName": "gpu-h100-1"} if bound else {}),
+            "containers": [{"name": "c", "image": image, "resources": resources}],
+        },
+        "status": {"phase": phase},
+    }
+    snapshot = ClusterSnapshot(nodes=snapshot.nodes, pods=(pod,), source="t")
+    assert run(snapshot, kb, images).findings == ()
+
+
+@settings(max_examples=60)
+@given(
+    driver=st.sampled_from(["470.256.02", "535.216.01", "550.127.05", "570.124.06", "580.65.06"]),
+    cuda=st.sampled_from(["11.8", "12.2", "12.4", "12.8", "13.0"]),
+    policy=st.sampled_from(list(Policy)),
+)
+def test_bound_gpu_pod_is_reported_exactly_when_the_engine_refuses_its_node(
+    kb: KnowledgeBase, images: ImageTable, driver: str, cuda: str, policy: Policy
+) -> None:
+    major, minor, rev = driver.split(".")
+    labels = {
+        "nvidia.com/cuda.driver-version.full": driver,
+        "nvidia.com/cuda.driver-version.major": major,
+        "nvidia.com/cuda.driver-version.minor": minor,
+        "nvidia.com/cuda.driver-version.revision": rev,
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+        "nvidia.com/gpu.present": "true",
+    }
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": labels}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "t",
+            "annotations": {"cudasched.io/cuda-version": cuda},
+        },
+        "spec": {
+            "nodeName": "n1",
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+    snapshot = ClusterSnapshot(nodes=(node,), pods=(pod,), source="t")
+    codes = {f.code for f in run(snapshot, kb, images, policy).findings}
+    verdict = check(
+        facts_from_labels("n1", labels, kb), Requirement(cuda=parse_cuda(cuda)), policy, kb
+    )
+    assert ("pod-on-incompatible-node" in codes) == (not verdict.compatible)

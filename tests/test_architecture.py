@@ -1,0 +1,106 @@
+"""The house rules, checked: the import-layer contracts hold (and catch a planted violation), and
+``docs/architecture.md`` places every module and draws the same layers as the contract."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "cudasched"
+MAP = ROOT / "docs" / "architecture.md"
+
+
+def _lint_imports(cwd: Path, src: Path) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` over the package under ``src``, with the contracts of ``cwd``."""
+    exe = Path(sys.executable).with_name("lint-imports")
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.run(
+        [str(exe), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def _contracts() -> list[dict[str, object]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return config["tool"]["importlinter"]["contracts"]
+
+
+def test_the_contracts_hold() -> None:
+    result = _lint_imports(ROOT, ROOT / "src")
+    assert result.returncode == 0, result.stdout + result.stderr
+    kept = re.findall(r" KEPT$", result.stdout, flags=re.M)
+    assert len(kept) == len(_contracts()) >= 4, result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "imports", "contract"),
+    [
+        # the core importing an edge
+        ("vocab/planted.py", "import cudasched.webhook.app", "The pipeline reads bottom-up"),
+        # nodes and workloads are siblings that never import each other
+        ("nodes/planted.py", "import cudasched.workloads.gpu", "The pipeline reads bottom-up"),
+        # one command borrowing from another
+        ("cli/planted.py", "", "Each command stands alone"),
+    ],
+)
+def test_a_planted_violation_breaks_the_contract(
+    tmp_path: Path, module: str, imports: str, contract: str
+) -> None:
+    """A copy of the package with one forbidden import fails ``lint-imports``, naming the
+    contract: the contract is not vacuous."""
+    src = tmp_path / "src"
+    shutil.copytree(PACKAGE, src / "cudasched", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    if module == "cli/planted.py":
+        # the audit command importing the report command
+        target = src / "cudasched" / "cli" / "audit.py"
+        target.write_text(target.read_text() + "\nimport cudasched.cli.report  # planted\n")
+    else:
+        (src / "cudasched" / module).write_text(f'"""Planted."""\n\n{imports}\n')
+    result = _lint_imports(tmp_path, src)
+    assert result.returncode != 0, result.stdout
+    assert re.search(re.escape(contract) + r".* BROKEN", result.stdout), result.stdout
+
+
+def _layers_in_map() -> list[str]:
+    block = re.search(r"```layers\n(.*?)```", MAP.read_text(), flags=re.S)
+    assert block, "docs/architecture.md has no ```layers block"
+    return [line.strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_the_map_draws_the_contract_layers() -> None:
+    pipeline = next(c for c in _contracts() if c["id"] == "pipeline")
+    contract = [
+        " | ".join(part.strip().removeprefix("cudasched.") for part in str(layer).split("|"))
+        for layer in pipeline["layers"]  # type: ignore[union-attr]
+    ]
+    assert _layers_in_map() == contract
+    assert len(contract) == 12  # the registry edge (issue 19) sits between kube and the servers
+
+
+def test_every_stage_package_is_a_layer() -> None:
+    stages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    layered = {name.strip() for line in _layers_in_map() for name in line.split("|")}
+    assert stages == layered
+
+
+def test_the_map_places_every_module() -> None:
+    text = MAP.read_text()
+    modules = sorted(
+        str(p.relative_to(PACKAGE).with_suffix(""))
+        for p in PACKAGE.rglob("*.py")
+        if p.name != "__init__.py"
+    )
+    missing = [m for m in modules if f"`{m}`" not in text]
+    assert not missing, f"docs/architecture.md does not place: {missing}"
+    # and names no module that does not exist
+    named = set(re.findall(r"^\| `([a-z_/]+)` \|", text, flags=re.M))
+    assert named - set(modules) == set()
+    assert len(modules) > 100

@@ -36,4 +36,4 @@ def test_controlplane_benchmark_quick(
     assert len(shapes) == 5
     assert all(r["bound"] == r["pods"] for r in data["schedule"])
     terms = [v for k, v in data["settings"]["extra"].items() if k.startswith("terms: ")]
-    assert len(terms) == 2 and min(terms) >= 1
+    assert len(terms) == 3 and min(terms) >= 1

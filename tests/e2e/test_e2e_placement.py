@@ -279,8 +279,10 @@ def test_webhook_constrained_gpu_pods_and_left_others_alone(placed: Placed) -> N
 
 def test_user_constraints_survive_the_mutation(placed: Placed) -> None:
     by_name = {p["metadata"]["name"]: p for p in placed.work.pods}
+    own = 0
     for name, pod in placed.pods.items():
         wanted = by_name[name]["spec"]
+        own += "nodeSelector" in wanted or "affinity" in wanted
         if "nodeSelector" in wanted:
             assert pod["spec"]["nodeSelector"] == wanted["nodeSelector"]
         if "affinity" in wanted:
@@ -291,6 +293,7 @@ def test_user_constraints_survive_the_mutation(placed: Placed) -> None:
                 "requiredDuringSchedulingIgnoredDuringExecution"
             ]["nodeSelectorTerms"]:
                 assert mine in term["matchExpressions"], name
+    assert own >= 1, "the generated workloads carry no constraint of their own"
 
 
 def test_timings_are_reported(placed: Placed, capsys: pytest.CaptureFixture[str]) -> None:

@@ -313,8 +313,10 @@ def test_audit_text_folds_alike_findings_and_cuts_nothing(
     monkeypatch.setenv("COLUMNS", columns)
     _, doc = audit_json(*AS_OF)
     out = runner.invoke(app, ["audit", *AS_OF]).stdout
-    first = out.splitlines()[0]
-    assert first == "cudasched audit: bundled sample cluster: 1 error, 12 warning, 5 info"
+    assert (
+        out.splitlines()[0]
+        == "cudasched audit: bundled sample cluster: 1 error, 12 warning, 5 info"
+    )
     deprecated = [f for f in doc["findings"] if f["code"] == "labels-deprecated-only"]
     assert len(deprecated) == 4
     assert out.count("labels-deprecated-only") == 1  # four nodes, one entry

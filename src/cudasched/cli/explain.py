@@ -21,12 +21,14 @@ without shortened names. Exit codes: 0 explained, 2 bad input (one line on stder
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
 import os
 import sys
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -112,6 +114,21 @@ class _Explained:
 # --------------------------------------------------------------------------- requirement
 
 
+@contextlib.contextmanager
+def _inputs_frozen() -> Iterator[None]:
+    """The objects alive now (the cluster and workloads read, the fleet) moved out of the
+    garbage collector's sight while the block runs: they live as long as the command, and a
+    full collection walking millions of them again and again was a third of explaining 20,000
+    workloads on 5,000 nodes (issue 22). New garbage is still collected; the objects are handed
+    back afterwards."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def explain_snapshot(
     workloads: Sequence[Mapping[str, Any]],
     fleet: Fleet,
@@ -126,15 +143,16 @@ def explain_snapshot(
         target, need = workload_need(obj, fleet, images)
         targets.append(target)
         needs.append(need)
-    explanations = explain_many(
-        targets,
-        fleet,
-        policy,
-        fleet.kb,
-        scheme,
-        requirements=[n.requirement for n in needs],
-        unknowns=[n.unknown for n in needs],
-    )
+    with _inputs_frozen():
+        explanations = explain_many(
+            targets,
+            fleet,
+            policy,
+            fleet.kb,
+            scheme,
+            requirements=[n.requirement for n in needs],
+            unknowns=[n.unknown for n in needs],
+        )
     out = []
     for obj, exp, need in zip(workloads, explanations, needs, strict=True):
         if is_inference_service(obj):  # name the service, not the pod we built for it

@@ -73,7 +73,7 @@ from cudasched.workloads.kserve.llm import (
     llmisvc_pod,
 )
 from cudasched.workloads.pods import is_inference_service, pod_of
-from cudasched.workloads.view import Role, view_pod
+from cudasched.workloads.view import PodView, Role, view_pod
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -628,7 +628,9 @@ def _model_server(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return main if main is not None else gpu_container(pod_spec)
 
 
-def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
+def wants_constraint(
+    pod: Mapping[str, Any], requirement: Requirement, *, view: PodView | None = None
+) -> bool:
     """Should the webhook constrain this pod's placement?
 
     Only when there is something to constrain, and then: a pod that declares its requirement
@@ -639,16 +641,16 @@ def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
         return False
     if declared_by_annotation(requirement):
         return True
-    return runs_gpu_workload(pod)
+    return runs_gpu_workload(pod, view=view)
 
 
-def runs_gpu_workload(pod: Mapping[str, Any]) -> bool:
+def runs_gpu_workload(pod: Mapping[str, Any], *, view: PodView | None = None) -> bool:
     """Whether a pod is constrained by what its runtime or image needs: it uses a GPU and is
     not a transformer or explainer (they do not run the serving runtime). An
     LLMInferenceService's model server counts when its ``main`` container names no resources:
     it takes them from the LLMInferenceServiceConfigs, and llm-d's model servers are GPU
-    servers."""
-    view = view_pod(pod)
+    servers. ``view``: the pod's view when the caller has it already."""
+    view = view if view is not None else view_pod(pod)
     if view.role is Role.AUXILIARY:
         return False
     as_mapping(pod.get("spec"), "pod spec")
@@ -751,14 +753,17 @@ def unknown_pod_requirement(
     requirement: Requirement,
     images: ImageTable,
     runtime: RuntimeChoice | None = None,
+    *,
+    view: PodView | None = None,
 ) -> UnknownRequirement | None:
     """Why a pod that runs a GPU workload got no requirement (``requirement`` is what
     :func:`resolve_pod` or :func:`resolve_llmisvc_pod` found, ``runtime`` the runtime a
     predictor pod was resolved with), or ``None`` when it got one, when a source decided it
     needs none, or when it would not be constrained anyway."""
-    if not _undecided(requirement) or not runs_gpu_workload(pod):
+    view = view if view is not None else view_pod(pod)
+    if not _undecided(requirement) or not runs_gpu_workload(pod, view=view):
         return None
-    view = view_pod(pod).checked()
+    view = view.checked()
     key = L.ANN_CUDA_VERSION
     container = view.cuda_container
     if view.role is Role.MODEL_SERVER:
@@ -861,18 +866,20 @@ def pod_need(
     kb: ReleaseFacts | None,
     *,
     service: Mapping[str, Any] | None = None,
+    view: PodView | None = None,
 ) -> WorkloadNeed:
     """A pod's need: an LLMInferenceService model-server pod with its ``service`` (when at
     hand), any other pod with ``runtime``, the runtime of a KServe predictor. ``pod`` should
-    carry its namespace."""
-    if view_pod(pod).role is Role.MODEL_SERVER:
+    carry its namespace. ``view``: the pod's view when the caller has it (it is read once)."""
+    view = view if view is not None else view_pod(pod)
+    if view.role is Role.MODEL_SERVER:
         req = resolve_llmisvc_pod(pod, service, images, kb)
         runtime = None
     else:
         req = resolve_pod(pod, runtime, images, kb)
-    if wants_constraint(pod, req):
+    if wants_constraint(pod, req, view=view):
         return WorkloadNeed(req, req, runtime)
-    unknown = unknown_pod_requirement(pod, req, images, runtime)
+    unknown = unknown_pod_requirement(pod, req, images, runtime, view=view)
     return WorkloadNeed(Requirement(), req, runtime, unknown)
 
 

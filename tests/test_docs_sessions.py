@@ -1,13 +1,13 @@
 """Every console session in the README and ``docs/`` runs as shown.
 
-Each document's sessions run in order in one bash process (see ``tests/support/sessions.py``),
-in a fresh directory that holds links to the repository's ``examples/``, ``docs/``,
-``src/``, ``tests/`` and ``deploy/`` (so ``examples/nemotron.yaml`` is where the reader's
-checkout has it), with the project's console scripts first on ``PATH``. ``$KUBECONFIG`` is ``kubeconfig`` there, naming an
-API server on kmock that serves the bundled sample cluster the way a real one does (paged, list
-items without kinds, without the LLMInferenceService and NVIDIADriver CRDs), with three contexts:
-``mock`` (may read everything), ``alice`` (may not list pods) and ``down`` (no server listens).
-The doc's webhook port 18443 is replaced by a free one.
+Each document's sessions run in order in one bash process (see ``tests/support/sessions.py``), in a
+fresh directory that holds links to the repository's ``examples/``, ``docs/``, ``src/``, ``tests/``
+and ``deploy/`` (so ``examples/nemotron.yaml`` is where the reader's checkout has it), with the
+project's console scripts first on ``PATH``. ``$KUBECONFIG`` is ``kubeconfig`` there, naming an API
+server on kmock that serves the bundled sample cluster the way a real one does (paged, list items
+without kinds, without the LLMInferenceService and NVIDIADriver CRDs), with three contexts: ``mock``
+(may read everything), ``alice`` (may not list pods) and ``down`` (no server listens). The doc's
+webhook port 18443 is replaced by a free one.
 
 To re-record after an intended change of output::
 

@@ -153,8 +153,9 @@ def node_restriction_objects(namespace: str, *, gfd_compatible: bool) -> list[di
                 },
                 {
                     "expression": (
-                        "(has(object.spec) ? object.spec : {}) == "
-                        "(has(oldObject.spec) ? oldObject.spec : {}) && "
+                        # no `has(x) ? x : {}` on spec: a NodeSpec and a map do not type-check
+                        "has(object.spec) == has(oldObject.spec) && "
+                        "(!has(object.spec) || object.spec == oldObject.spec) && "
                         "(has(object.metadata.annotations) ? object.metadata.annotations : {}) "
                         "== (has(oldObject.metadata.annotations) ? "
                         "oldObject.metadata.annotations : {})"

@@ -1,0 +1,89 @@
+"""End-to-end tests against a real control plane (etcd, kube-apiserver, kube-scheduler,
+kube-controller-manager built from source at the versions ``test/controlplane/go.mod`` pins).
+
+Every test here is marked ``e2e`` (``pytest -m 'not e2e'`` leaves them out). The control plane
+and cudasched's webhook are started once per session. Without a Go toolchain (and no binaries
+cached from an earlier build) the tests skip with one line, except under CI (``$CI`` set),
+where they fail: CI must run them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cudasched_e2e.binaries import Binaries, BuildError, ensure_built, find_go
+from cudasched_e2e.controlplane import ControlPlane, Options
+from cudasched_e2e.kube import Api
+from cudasched_e2e.sample import Sample, load_sample
+from cudasched_e2e.webhook import LiveWebhook, webhook_process
+
+#: 3 x the 21 sample nodes: every real label set three times.
+FLEET_SIZE = 63
+
+E2E_DIR = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_DIR in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+def _progress(line: str) -> None:
+    # pytest captures output; a cold build takes many minutes, so its progress goes to the
+    # terminal itself.
+    print(line, file=sys.__stderr__, flush=True)
+
+
+@pytest.fixture(scope="session")
+def binaries() -> Binaries:
+    try:
+        return ensure_built(progress=_progress)
+    except BuildError as exc:
+        if find_go() is None and not os.environ.get("CI"):
+            pytest.skip("e2e: no Go toolchain to build kube-apiserver (set CI to make this fail)")
+        pytest.fail(f"e2e: the control plane cannot be built: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    directory = tmp_path_factory.mktemp("controlplane")
+    control = ControlPlane(
+        directory, Options(nodes=FLEET_SIZE), binaries=binaries, progress=_progress
+    )
+    control.start()
+    try:
+        yield control
+    finally:
+        control.stop()
+
+
+@pytest.fixture(scope="session")
+def api(plane: ControlPlane) -> Api:
+    return plane.api()
+
+
+@pytest.fixture(scope="session")
+def webhook(plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveWebhook]:
+    """cudasched's webhook on the host, watching the real API server (not yet registered)."""
+    with webhook_process(
+        tmp_path_factory.mktemp("webhook"),
+        plane.kubeconfig,
+        config={"events": {"noCompatibleNode": True, "perObjectIntervalSeconds": 1}},
+    ) as hook:
+        yield hook
+
+
+@pytest.fixture(scope="session")
+def sample(
+    plane: ControlPlane, api: Api, webhook: LiveWebhook, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Sample]:
+    """The sample cluster's runtimes, InferenceServices and pods, applied with kubectl while
+    the webhook is registered (for the sample namespaces only, for the whole session)."""
+    with load_sample(plane, webhook, tmp_path_factory.mktemp("sample")) as loaded:
+        yield loaded

@@ -1,0 +1,39 @@
+"""``benchmarks/controlplane.py`` end to end on a tiny size, so the script cannot rot: every
+series and pod shape is measured, every GPU pod created with the webhook registered was
+mutated and none without it, every scheduled pod was bound. No timing is asserted (the numbers
+belong in benchmarks/README.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from cudasched_e2e.binaries import Binaries
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_controlplane_benchmark_quick(
+    binaries: Binaries, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import controlplane
+
+    out = tmp_path / "result.json"
+    assert controlplane.main(["--quick", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    creates = {r["series"]: r for r in data["create"]}
+    assert (
+        creates["gpu, webhook registered"]["mutated"] == creates["gpu, webhook registered"]["pods"]
+    )
+    assert creates["gpu, no webhook"]["mutated"] == 0
+    assert creates["cpu, webhook registered"]["mutated"] == 0
+    assert all(math.isfinite(r["p99_ms"]) for r in data["create"])
+    shapes = {r["shape"]: r for r in data["schedule"]}
+    assert len(shapes) == 5
+    assert all(r["bound"] == r["pods"] for r in data["schedule"])
+    terms = [v for k, v in data["settings"]["extra"].items() if k.startswith("terms: ")]
+    assert len(terms) == 3 and min(terms) >= 1

@@ -1,0 +1,105 @@
+"""What cudasched writes for the cluster, created in the real API server with strict field
+validation: the GPU Operator NVIDIADriver objects of ``plan-drivers --live`` (against the CRD this
+project wrote from the GPU Operator's schema, its CEL rules included) and the DRA
+ResourceClaimTemplates of ``affinity --dra`` (``resource.k8s.io/v1``, served by default since
+1.34; the API server compiles their CEL device selectors on create).
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import yaml
+
+from cudasched_e2e.controlplane import ControlPlane
+from cudasched_e2e.fleet import cudasched_command
+from cudasched_e2e.kube import Api, ApiError
+from cudasched_e2e.sample import Sample
+
+NS = "e2e-dra"
+
+
+def _cudasched(plane: ControlPlane, *args: str) -> str:
+    done = subprocess.run(
+        [*cudasched_command(), *args],
+        capture_output=True,
+        text=True,
+        env=plane.env(),
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_plan_drivers_objects_apply_strictly(
+    plane: ControlPlane, api: Api, sample: Sample, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    text = _cudasched(plane, "plan-drivers", "--live", "-o", "yaml")
+    drivers = [d for d in yaml.safe_load_all(text) if d]
+    assert drivers and {d["kind"] for d in drivers} == {"NVIDIADriver"}
+    path = tmp_path_factory.mktemp("drivers") / "plan.yaml"
+    path.write_text(text)
+    try:
+        applied = plane.kubectl("apply", "--validate=strict", "-f", str(path))
+        assert "Warning" not in applied.stderr, applied.stderr
+        for driver in drivers:
+            stored = api.get(
+                f"/apis/nvidia.com/v1alpha1/nvidiadrivers/{driver['metadata']['name']}"
+            )
+            assert stored["spec"]["version"] == driver["spec"]["version"]
+            assert stored["spec"]["driverType"] == "gpu"
+    finally:
+        plane.kubectl("delete", "-f", str(path), "--ignore-not-found", check=False)
+
+
+def test_nvidiadriver_crd_refuses_what_the_operator_refuses(api: Api) -> None:
+    bad = {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "NVIDIADriver",
+        "metadata": {"name": "e2e-bad"},
+        "spec": {
+            "driverType": "gpu",
+            "image": "driver",
+            "default": True,
+            "nodeSelector": {"a": "b"},
+        },
+    }
+    with pytest.raises(ApiError) as refused:
+        api.create(bad)
+    assert refused.value.status_code == 422
+    assert "nodeSelector is not allowed on a default NVIDIADriver" in refused.value.message
+    typo = {**bad, "spec": {"driverType": "gpu", "image": "driver", "verison": "580.95.05"}}
+    with pytest.raises(ApiError) as unknown:
+        api.create(typo)
+    assert 'unknown field "spec.verison"' in unknown.value.message
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--cuda", "12.8"],
+        ["--cuda", "12.4", "--policy", "minor-compat"],
+        ["--cuda", "13.0", "--min-compute-capability", "9.0"],
+        ["--cuda", "12.4", "--framework", "torch 2.5.1+cu124"],
+    ],
+    ids=["12.8", "12.4-minor-compat", "13.0-cc9", "torch-cu124"],
+)
+def test_dra_claim_templates_are_created(plane: ControlPlane, api: Api, args: list[str]) -> None:
+    api.ensure_namespace(NS)
+    text = _cudasched(plane, "affinity", *args, "--dra", "-o", "yaml")
+    template = yaml.safe_load(text)
+    template["metadata"]["namespace"] = NS
+    try:
+        created = api.create(template)
+        assert created["kind"] == "ResourceClaimTemplate"
+        selectors = created["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"]
+        assert (
+            selectors == template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"]
+        )
+    finally:
+        api.delete(
+            f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaimtemplates/"
+            f"{template['metadata']['name']}"
+        )

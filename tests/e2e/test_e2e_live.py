@@ -1,0 +1,235 @@
+"""Every ``--live`` command and the ``kubectl cudasched`` plugin against the real API server:
+the same answers as from a snapshot file of the same objects, paging through more than one page
+of pods, and a ``410 Gone`` in the middle of a list (provoked for real: etcd compacted between two
+pages the way another API server's compactor does it, through a recording proxy).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from cudasched_e2e.controlplane import ControlPlane
+from cudasched_e2e.fleet import cudasched_command
+from cudasched_e2e.kube import Api
+from cudasched_e2e.proxy import compact_etcd, proxy, wait_until_expired
+from cudasched_e2e.sample import Sample
+from cudasched_e2e.workloads import gpu_pod
+
+PAGING_NS = "e2e-paging"
+PAGING_PODS = 620  # more than cudasched's page of 500
+
+
+def run(
+    plane: ControlPlane, *args: str, kubeconfig: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = plane.env()
+    env["KUBECONFIG"] = str(kubeconfig or plane.kubeconfig)
+    return subprocess.run(
+        [*cudasched_command(), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def paged(api: Api, sample: Sample) -> Iterator[int]:
+    """Enough CPU pods for more than one page (the webhook never sees CPU pods)."""
+    api.ensure_namespace(PAGING_NS)
+    pods = [
+        gpu_pod(f"page-{i:04d}", PAGING_NS, "registry.local/web:1", gpus=0)
+        for i in range(PAGING_PODS)
+    ]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda p: api.create(p), pods))
+    yield PAGING_PODS
+
+
+@pytest.fixture(scope="module")
+def snapshot_file(
+    plane: ControlPlane, paged: int, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    path = tmp_path_factory.mktemp("live") / "cluster.yaml"
+    done = run(plane, "snapshot", "--live")
+    path.write_text(ok(done))
+    assert "does not serve" not in done.stderr, (
+        done.stderr
+    )  # every CRD cudasched reads is installed
+    return path
+
+
+def _items(text: str) -> list[dict[str, object]]:
+    return list(yaml.safe_load(text)["items"])
+
+
+def test_snapshot_reads_every_pod_through_pages(
+    plane: ControlPlane, api: Api, snapshot_file: Path, tmp_path: Path
+) -> None:
+    expected = sum(1 for _ in api.list("/api/v1/pods", limit=0))
+    with proxy(plane, tmp_path) as recording:
+        done = run(plane, "snapshot", "--live", "-o", "json", kubeconfig=recording.kubeconfig)
+    items = json.loads(ok(done))["items"]
+    assert sum(1 for i in items if i["kind"] == "Pod") == expected > 500
+    pod_pages = [e for e in recording.exchanges if e.path == "/api/v1/pods"]
+    assert len(pod_pages) >= 2, pod_pages
+    assert pod_pages[0].query.get("limit") == "500" and "continue" in pod_pages[1].query
+    kinds = {i["kind"] for i in items}
+    assert {"Node", "Pod", "InferenceService", "ServingRuntime", "ClusterServingRuntime"} <= kinds
+    assert "Secret" not in kinds
+
+
+def test_410_during_a_list_restarts_it(
+    plane: ControlPlane, api: Api, paged: int, tmp_path: Path
+) -> None:
+    """The first page cudasched gets is a genuine page of the API server whose continue token
+    has since expired: etcd was compacted after it was served (the way another API server's
+    compactor does, see compact_etcd) and the API server answers 410 to that token. The proxy
+    replays that page to cudasched (the API server's watch cache takes up to 15 s to notice a
+    compaction, longer than cudasched waits for an answer), so cudasched's continue request meets
+    the real 410."""
+    expected = sum(1 for _ in api.list("/api/v1/pods", limit=0))
+    first = api.send("GET", "/api/v1/pods", params={"limit": "500"})
+    token = first.json()["metadata"]["continue"]
+    compact_etcd(plane)
+    wait_until_expired(api, "/api/v1/pods", token)
+    replayed: list[str] = []
+
+    with proxy(plane, tmp_path) as recording:
+
+        def before(method: str, path: str, query: dict[str, str]) -> httpx.Response | None:
+            if path == "/api/v1/pods" and "continue" not in query and not replayed:
+                replayed.append(query.get("limit", ""))
+                return first
+            return None
+
+        recording.before = before
+        done = run(plane, "snapshot", "--live", "-o", "json", kubeconfig=recording.kubeconfig)
+    items = json.loads(ok(done))["items"]
+    pages = [
+        (e.status, "continue" in e.query) for e in recording.exchanges if e.path == "/api/v1/pods"
+    ]
+    assert replayed == ["500"]
+    assert pages[:2] == [(200, False), (410, True)], pages  # the real API server said Gone ...
+    assert pages[-1] == (200, True) and [s for s, _ in pages].count(410) == 1, pages
+    assert sum(1 for i in items if i["kind"] == "Pod") == expected  # ... and the list restarted
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["explain", "isvc/llama3-8b", "-n", "team-nlp", "-o", "json"],
+        ["explain", "-n", "team-vision", "-o", "json"],
+        ["audit", "-o", "json"],
+        ["plan-drivers", "-o", "yaml"],
+    ],
+    ids=["explain-isvc", "explain-namespace", "audit", "plan-drivers"],
+)
+def test_live_answers_equal_the_snapshot_answers(
+    plane: ControlPlane, snapshot_file: Path, args: list[str]
+) -> None:
+    live = run(plane, *args, "--live")
+    offline = run(plane, *args, "--cluster", str(snapshot_file))
+    # audit exits 1 when it finds an error (the sample has one); both must agree on that too
+    assert live.returncode == offline.returncode and live.returncode in (0, 1), live.stderr
+    if args[0] == "plan-drivers":  # the first comment line names the source
+        assert live.stdout.split("\n", 1)[0].startswith("# cudasched plan-drivers: live cluster")
+        assert live.stdout.split("\n", 1)[1] == offline.stdout.split("\n", 1)[1]
+    else:
+        assert live.stdout == offline.stdout
+
+
+def test_explain_live_over_the_fleet(plane: ControlPlane, api: Api, snapshot_file: Path) -> None:
+    report = json.loads(
+        ok(run(plane, "explain", "isvc/llama3-8b", "-n", "team-nlp", "--live", "-o", "json"))
+    )
+    nodes = sum(1 for _ in api.list("/api/v1/nodes"))
+    assert report["summary"]["total"] == nodes
+    assert report["summary"]["requirement"] == "cuda>=12.4"
+    # 11 of the sample's 21 label sets run it; the fleet holds each three times
+    assert report["summary"]["eligible"] == 33
+
+
+def test_report_and_demo_and_mutate_live(
+    plane: ControlPlane, sample: Sample, tmp_path: Path
+) -> None:
+    html = tmp_path / "report.html"
+    ok(run(plane, "report", "--live", "-o", str(html)))
+    assert "<html" in html.read_text()[:2000].lower()
+    demo = ok(run(plane, "demo", "--live"))
+    assert "llama3-8b" in demo
+    pod = next(
+        o for o in sample.objects if o["kind"] == "Pod" and "llama3" in o["metadata"]["name"]
+    )  # type: ignore[index,operator]
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    review = json.loads(ok(run(plane, "mutate", str(path), "--live")))
+    assert review["response"]["allowed"] is True
+    assert review["response"]["auditAnnotations"]["requirement"].startswith("cuda>=12.4")
+
+
+def test_kubectl_plugin(plane: ControlPlane, sample: Sample) -> None:
+    env = plane.env()
+    env["PATH"] = os.pathsep.join([str(Path(cudasched_command()[0]).parent), env["PATH"]])
+    listed = subprocess.run(
+        [str(plane.binaries.kubectl), "plugin", "list"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,  # type: ignore[union-attr]
+    )
+    assert "kubectl-cudasched" in listed.stdout
+    explained = subprocess.run(
+        [
+            str(plane.binaries.kubectl),
+            "cudasched",
+            "-n",
+            "team-nlp",
+            "explain",
+            "isvc/llama3-8b",
+            "-o",
+            "json",
+        ],  # type: ignore[union-attr]
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert explained.returncode == 0, explained.stderr
+    summary = json.loads(explained.stdout)["summary"]
+    assert summary["workload"] == "team-nlp/InferenceService/llama3-8b"
+    assert summary["eligible"] == 33
+    snap = subprocess.run(
+        [
+            str(plane.binaries.kubectl),
+            "cudasched",
+            "snapshot",
+            "-o",
+            "json",
+            "--kubeconfig",
+            str(plane.kubeconfig),
+        ],  # type: ignore[union-attr]
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert snap.returncode == 0, snap.stderr
+    assert any(i["kind"] == "InferenceService" for i in json.loads(snap.stdout)["items"])

@@ -1,0 +1,114 @@
+"""The end-to-end harness's own pieces that need no control plane (no Go, no build): the pins,
+the boundary between the product and the harness, the CRDs, the fleet and the workloads.
+The control plane itself is exercised by ``tests/e2e``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cudasched_e2e.binaries import BINARIES, module_dir, pinned_versions
+from cudasched_e2e.crds import all_crds, crds_yaml
+from cudasched_e2e.fleet import FLEET_LABEL, TEMPLATE_LABEL, fleet, template_nodes
+from cudasched_e2e.pki import write_pki
+from cudasched_e2e.workloads import generate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_product_never_imports_the_harness() -> None:
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "src" / "cudasched").rglob("*.py")
+        if re.search(r"^\s*(from|import)\s+cudasched_e2e\b", path.read_text(), re.MULTILINE)
+    ]
+    assert offenders == []
+
+
+def test_every_staging_module_is_pinned_to_the_kubernetes_release() -> None:
+    versions = pinned_versions()
+    assert re.fullmatch(r"v1\.(3[4-9])\.\d+", versions["kubernetes"])  # DRA v1, VAP, node tokens
+    staging = "v0." + versions["kubernetes"][len("v1.") :]
+    text = (module_dir() / "go.mod").read_text()
+    replaced = re.findall(r"^\s*(k8s\.io/\S+) => (k8s\.io/\S+) (v\S+)$", text, re.MULTILINE)
+    assert len(replaced) >= 30
+    assert all(old == new and version == staging for old, new, version in replaced), replaced
+    tools = set(re.findall(r"^\s+(\S+)$", text.split("tool (", 1)[1].split(")", 1)[0], re.M))
+    assert tools == set(BINARIES.values())
+    assert (module_dir() / "go.sum").stat().st_size > 10_000
+
+
+def test_crds_are_structural_and_name_what_cudasched_reads() -> None:
+    crds = {c["metadata"]["name"]: c for c in all_crds()}
+    assert set(crds) == {
+        "inferenceservices.serving.kserve.io",
+        "servingruntimes.serving.kserve.io",
+        "clusterservingruntimes.serving.kserve.io",
+        "llminferenceservices.serving.kserve.io",
+        "nvidiadrivers.nvidia.com",
+    }
+    assert crds["nvidiadrivers.nvidia.com"]["spec"]["scope"] == "Cluster"
+    llm = crds["llminferenceservices.serving.kserve.io"]["spec"]["versions"]
+    assert [(v["name"], v["storage"]) for v in llm] == [("v1alpha1", False), ("v1alpha2", True)]
+
+    def structural(schema: dict[str, object], where: str) -> None:
+        # every node has a type, or is int-or-string, or keeps unknown fields
+        assert "type" in schema or schema.get("x-kubernetes-int-or-string"), where
+        for name, child in (schema.get("properties") or {}).items():  # type: ignore[union-attr]
+            structural(child, f"{where}.{name}")
+        if isinstance(schema.get("items"), dict):
+            structural(schema["items"], f"{where}[]")  # type: ignore[arg-type]
+
+    for name, crd in crds.items():
+        for version in crd["spec"]["versions"]:
+            structural(version["schema"]["openAPIV3Schema"], name)
+    assert "&id" not in crds_yaml()  # no YAML anchors in what a person reads
+
+
+def test_fleet_varies_identity_and_keeps_the_real_label_sets() -> None:
+    templates = template_nodes()
+    assert len(templates) == 21
+    nodes = fleet(63, templates=templates)
+    names = [n["metadata"]["name"] for n in nodes]
+    assert len(set(names)) == 63
+    for node, template in zip(nodes, templates * 3, strict=True):
+        labels = dict(node["metadata"]["labels"])
+        assert labels.pop("kubernetes.io/hostname") == node["metadata"]["name"]
+        assert labels.pop(FLEET_LABEL) == "e2e"
+        assert labels.pop(TEMPLATE_LABEL)
+        wanted = dict(template["metadata"]["labels"])
+        wanted.pop("kubernetes.io/hostname")
+        assert labels == wanted
+        assert node["status"]["capacity"] == template["status"]["capacity"]
+        assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True"
+
+
+def test_workloads_are_seeded_and_mixed() -> None:
+    one, two = generate(120, "ns"), generate(120, "ns")
+    assert one.pods == two.pods
+    kinds = {p["metadata"]["name"].rsplit("-", 1)[-1] for p in one.pods}
+    assert {"image", "annotated", "selector", "affinity", "skip", "cpu"} <= kinds
+    assert any(p["metadata"].get("labels", {}).get("component") == "predictor" for p in one.pods)
+    assert len(one.gpu_pods()) < len(one.pods)
+
+
+def test_pki_issues_what_the_components_need(tmp_path: Path) -> None:
+    pki = write_pki(tmp_path / "pki")
+    for stem in ("etcd-server", "apiserver", "admin", "scheduler", "controller-manager"):
+        assert pki.cert(stem).read_text().startswith("-----BEGIN CERTIFICATE-----")
+        assert pki.key(stem).stat().st_mode & 0o077 == 0
+    assert pki.sa_pub.read_text().startswith("-----BEGIN PUBLIC KEY-----")
+
+
+@pytest.mark.parametrize("bad", ["v1.2.3", "nothing"])
+def test_pins_come_from_go_mod(tmp_path: Path, bad: str) -> None:
+    (tmp_path / "go.mod").write_text(f"module x\n\nrequire (\n\tk8s.io/kubernetes {bad}\n)\n")
+    if bad == "nothing":
+        (tmp_path / "go.mod").write_text("module x\n")
+        with pytest.raises(RuntimeError, match="does not require"):
+            pinned_versions(tmp_path)
+    else:
+        with pytest.raises(RuntimeError, match="etcd"):
+            pinned_versions(tmp_path)

@@ -547,10 +547,7 @@ class ImageTable:
             if match is not None:
                 return ImageLookup(text, match)
         if not found:
-            why = (
-                f"image {text} is not in the image table: label its runtime with "
-                "cudasched.io/cuda-version (or add an image override)"
-            )
+            why = f"image {text} is not in the image table"
             return ImageLookup(text, None, why)
         rule = found[0][0]
         detail = f" ({rule.note})" if rule.note else ""

@@ -723,6 +723,12 @@ def _unknown(
     return UnknownRequirement(TAG_NOT_RECORDED if recognised else UNKNOWN_IMAGE, text, fix)
 
 
+def unknown_image_reason(image: str | None, images: ImageTable) -> str:
+    """Why ``image`` gives no requirement, in the words the webhook warns with (``image not in
+    the image table: IMAGE``, ``tag's CUDA not recorded: IMAGE``, no image)."""
+    return _unknown({"image": image} if image else None, images, "").describe()
+
+
 def _undecided(requirement: Requirement) -> bool:
     """An empty requirement that no source decided (a non-NVIDIA runtime is decided)."""
     return requirement.is_empty and not requirement.source
@@ -730,6 +736,16 @@ def _undecided(requirement: Requirement) -> bool:
 
 def _or_override(fix: str) -> str:
     return f"{fix} or add an imageOverrides entry"
+
+
+def unknown_fix(subject: str, *, runtime: bool = False) -> str:
+    """The one wording of what makes an unknown requirement known, for every command and the
+    webhook: a serving runtime is labelled (every service that picks it then knows), anything
+    else annotated, or the image given an ``imageOverrides`` entry. ``subject`` names it
+    (``ServingRuntime vllm``, ``the pod``, ``InferenceService x``)."""
+    if runtime:
+        return f"label {subject} with {L.ANN_CUDA_VERSION}"
+    return _or_override(f"annotate {subject} with {L.ANN_CUDA_VERSION}")
 
 
 def unknown_pod_requirement(
@@ -751,14 +767,15 @@ def unknown_pod_requirement(
     key = L.ANN_CUDA_VERSION
     container = view.cuda_container
     if view.role is Role.MODEL_SERVER:
-        fix = f"annotate LLMInferenceService {view.owner or '?'} with {key}"
+        fix = f"annotate LLMInferenceService {view.owner or '?'} with {key}"  # no override:
+        # the image is KServe's config's, the service is where users write
     else:
         if runtime is not None:
-            fix = f"label {runtime.describe()} with {key}"
+            fix = unknown_fix(runtime.describe(), runtime=True)
         elif view.role is Role.PREDICTOR:
-            fix = _or_override(f"annotate InferenceService {view.owner} with {key}")
+            fix = unknown_fix(f"InferenceService {view.owner}")
         else:
-            fix = _or_override(f"annotate the pod with {key}")
+            fix = unknown_fix("the pod")
     return _unknown(container, images, fix)
 
 
@@ -774,9 +791,9 @@ def unknown_isvc_requirement(
     if not _undecided(requirement) or not isvc_uses_gpu(isvc, runtime_obj):
         return None
     if runtime is not None:
-        fix = f"label {runtime.describe()} with {L.ANN_CUDA_VERSION}"
+        fix = unknown_fix(runtime.describe(), runtime=True)
     else:
-        fix = _or_override(f"annotate the InferenceService with {L.ANN_CUDA_VERSION}")
+        fix = unknown_fix("the InferenceService")
     return _unknown(predictor_container(isvc, runtime_obj), images, fix)
 
 
@@ -793,7 +810,7 @@ def unknown_llmisvc_requirement(
         return None
     if not runs_gpu_workload(pod):
         return None
-    return _unknown(main, images, _or_override(f"annotate it with {L.ANN_CUDA_VERSION}"))
+    return _unknown(main, images, unknown_fix("it"))
 
 
 def isvc_wants_constraint(

@@ -87,17 +87,24 @@ def test_the_documents_have_sessions() -> None:
     assert steps >= 40
 
 
+#: The sessions kept out of the test, per document: each needs what the test cannot give (a
+#: registry holding an in-house image; a control plane compiled from source, whose ports,
+#: timings and scheduling differ per run; tests/e2e covers those). Raising a number here is a
+#: decision a reviewer sees.
+NOT_RUN_ALLOWED = {"docs/guide/compatibility.md": 1, "docs/guide/controlplane.md": 3}
+
+
 def test_sessions_not_run_are_few_and_say_why() -> None:
-    """A session can be kept out of the test only by a comment that says why; there may be
-    only the one known (it needs a registry holding an in-house image)."""
-    skipped = [
-        (_rel(p), b.line, b.not_run)
-        for p in _with_sessions()
-        for b in sessions.blocks_of(p.read_text(encoding="utf-8"))
-        if b.not_run
-    ]
-    assert all(why for _, _, why in skipped)
-    assert len(skipped) <= 1, skipped
+    """A session can be kept out of the test only by a comment that says why, and only as
+    many per document as :data:`NOT_RUN_ALLOWED` says."""
+    skipped: dict[str, list[str]] = {}
+    for path in _with_sessions():
+        for block in sessions.blocks_of(path.read_text(encoding="utf-8")):
+            if block.not_run:
+                skipped.setdefault(_rel(path), []).append(block.not_run)
+    assert all(why for reasons in skipped.values() for why in reasons)
+    counts = {doc: len(reasons) for doc, reasons in skipped.items()}
+    assert all(counts[doc] <= NOT_RUN_ALLOWED.get(doc, 0) for doc in counts), counts
 
 
 def _kubeconfig(directory: Path, url: str) -> Path:

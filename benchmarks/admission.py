@@ -52,7 +52,16 @@ from typing import Any
 
 import orjson
 
-from benchmarks.common import Table, comma_list, loadavg, percentile, pin, progress, report
+from benchmarks.common import (
+    Table,
+    comma_list,
+    cpu_seconds,
+    loadavg,
+    percentile,
+    pin,
+    progress,
+    report,
+)
 from cudasched.webhook.app import StaticStateSource
 
 __all__ = ["AdmissionResult", "LoadResult", "main", "run"]
@@ -347,6 +356,9 @@ class LoadResult:
     p50_ms: float = float("nan")
     p99_ms: float = float("nan")
     max_ms: float = float("nan")
+    # The server process's CPU time (all threads) per answered request during the run: on a
+    # shared machine it moves much less than the rates do.
+    server_cpu_us: float = float("nan")
 
     @property
     def rps(self) -> float:
@@ -554,23 +566,27 @@ class AdmissionResult:
     notes: list[str] = field(default_factory=list)
 
     def table(self) -> str:
-        t = Table(["server", "generator", "load", "ok", "errors", "req/s", "p50 ms", "p99 ms"])
+        columns = ["server", "generator", "load", "ok", "errors", "req/s", "p50 ms", "p99 ms"]
+        t = Table([*columns, "CPU us/req"])
         for server, runs in self.runs.items():
             for r in runs:
-                t.add(server, r.generator, r.mode, r.ok, r.errors, r.rps, r.p50_ms, r.p99_ms)
-        if self.in_process:
-            t.add("in-process", "-", "Admitter.review loop", "-", "-", self.in_process, "-", "-")
-        if self.in_process_nomemo:
-            t.add(
-                "in-process-nomemo",
-                "-",
-                "Admitter.review loop",
-                "-",
-                "-",
-                self.in_process_nomemo,
-                "-",
-                "-",
-            )
+                t.add(
+                    server,
+                    r.generator,
+                    r.mode,
+                    r.ok,
+                    r.errors,
+                    r.rps,
+                    r.p50_ms,
+                    r.p99_ms,
+                    r.server_cpu_us,
+                )
+        for name, rate in (
+            ("in-process", self.in_process),
+            ("in-process-nomemo", self.in_process_nomemo),
+        ):
+            if rate:
+                t.add(name, "-", "Admitter.review loop", "-", "-", rate, "-", "-", 1e6 / rate)
         ratios = Table(["ratio", "value"])
         for name, value in self.ratios.items():
             ratios.add(name, value)
@@ -580,7 +596,7 @@ class AdmissionResult:
 def in_process_rate(
     cluster_file: Path, bodies: Sequence[bytes], duration: float, *, memo: bool = True
 ) -> float:
-    """Reviews per second of the production Admitter called directly (no HTTP, TLS or
+    """Reviews per CPU second of the production Admitter called directly (no HTTP, TLS or
     threads), cycling through ``bodies`` for about ``duration`` seconds after one warm-up
     pass: what the decision itself costs, to set against the server's rate. ``memo=False``
     decides every request (the decision memo off)."""
@@ -597,13 +613,41 @@ def in_process_rate(
     done = 0
     started = time.perf_counter()
     deadline = started + duration
+    cpu = time.thread_time()
+    # Every body in turn, as the load generators send them: a memo smaller than the working
+    # set must show here too (the first 200 alone always fitted).
     while time.perf_counter() < deadline:
-        for body in bodies[:200]:
+        start = done % len(bodies)
+        for body in bodies[start : start + 200]:
             admitter.review("pod", body, state)
-        done += min(200, len(bodies))
-    elapsed = time.perf_counter() - started
+        done += len(bodies[start : start + 200])
+    # CPU time, not wall time: on a shared machine the wall clock also counts the time other
+    # processes had the CPU.
+    elapsed = time.thread_time() - cpu
     app.close()
     return done / elapsed
+
+
+def _with_cpu(result: LoadResult, seconds: float) -> LoadResult:
+    """``result`` with the server's CPU time per answered request (the Python generator's
+    warm-up requests are counted in the CPU time, not in ``ok``: a few percent at most)."""
+    result.server_cpu_us = seconds / result.ok * 1e6 if result.ok else float("nan")
+    return result
+
+
+def _median(runs: Sequence[LoadResult]) -> LoadResult:
+    """One row for several runs of one load: the median of each number."""
+    import statistics
+
+    first = runs[0]
+    out = LoadResult(first.generator, first.mode)
+    for name in ("sent", "errors", "patched"):
+        setattr(out, name, round(statistics.median(getattr(r, name) for r in runs)))
+    out.seconds = statistics.median(r.seconds for r in runs)
+    out.ok = round(statistics.median(r.rps for r in runs) * out.seconds)  # the median rate
+    for name in ("p50_ms", "p99_ms", "max_ms", "server_cpu_us"):
+        setattr(out, name, statistics.median(getattr(r, name) for r in runs))
+    return out
 
 
 def _find(runs: list[LoadResult], generator: str, mode: str) -> LoadResult | None:
@@ -623,6 +667,8 @@ def run(
     use_wrk: bool = True,
     server_cpu: int | None = 0,
     client_cpu: int | None = 1,
+    servers: Sequence[str] = _SERVERS,
+    rounds: int = 1,
 ) -> AdmissionResult:
     """Measure the no-op floor and the mutation server with the same load; return the table
     data and the ratios mutation/no-op (throughput: floor req/s over mutation req/s; latency:
@@ -640,6 +686,8 @@ def run(
         "connections": connections,
         "max_requests": max_requests,
         "wrk": bool(use_wrk and shutil.which("wrk")),
+        "servers": [a for a in _SERVERS if a in servers],
+        "rounds": rounds,
         "cpus": len(os.sched_getaffinity(0))
         if hasattr(os, "sched_getaffinity")
         else os.cpu_count(),
@@ -662,7 +710,10 @@ def run(
         result.in_process = in_process_rate(cluster_file, body_list, duration)
         progress("in-process: the same with the decision memo off")
         result.in_process_nomemo = in_process_rate(cluster_file, body_list, duration, memo=False)
-        for app in _SERVERS:
+        chosen = [a for a in _SERVERS if a in servers]
+
+        @contextlib.contextmanager
+        def serve(app: str) -> Iterator[_Server]:
             progress(f"starting the {app} server")
             with start_server(
                 app,
@@ -672,46 +723,80 @@ def run(
                 cluster_file=cluster_file if app in _MUTATION else None,
                 cpu=server_cpu,
             ) as server:
-                runs: list[LoadResult] = []
-                if use_wrk:
-                    progress(f"{app}: wrk saturation for {duration:g}s")
-                    found = wrk_load(
-                        server.url,
-                        bodies_file,
-                        lua_file,
-                        connections=connections,
-                        duration=duration,
-                        cpu=client_cpu,
-                    )
-                    if found is not None:
-                        runs.append(found)
-                progress(f"{app}: python saturation for {duration:g}s")
-                runs.append(
-                    python_load(
-                        server.url,
-                        ca,
-                        bodies_file,
-                        connections=connections,
-                        duration=duration,
-                        max_requests=max_requests,
-                        cpu=client_cpu,
-                    )
+                # Every review once before anything is measured: the templates of the
+                # replicas have been seen, as in a running cluster (the no-memo server decides
+                # every request anyway).
+                progress(f"{app}: warm-up, every review once")
+                python_load(
+                    server.url,
+                    ca,
+                    bodies_file,
+                    connections=connections,
+                    duration=max(duration, 60.0),
+                    max_requests=len(body_list),
+                    cpu=client_cpu,
                 )
-                for rate in rates:
-                    progress(f"{app}: python at {rate:g} req/s for {duration:g}s")
-                    runs.append(
-                        python_load(
-                            server.url,
-                            ca,
-                            bodies_file,
-                            connections=connections,
-                            duration=duration,
-                            max_requests=max_requests,
-                            rate=rate,
-                            cpu=client_cpu,
+                yield server
+
+        def measure(server: _Server, rate: float | None, *, wrk: bool = False) -> LoadResult:
+            pid = server.process.pid
+            before = cpu_seconds(pid)
+            if wrk:
+                found = wrk_load(
+                    server.url,
+                    bodies_file,
+                    lua_file,
+                    connections=connections,
+                    duration=duration,
+                    cpu=client_cpu,
+                )
+                assert found is not None
+            else:
+                found = python_load(
+                    server.url,
+                    ca,
+                    bodies_file,
+                    connections=connections,
+                    duration=duration,
+                    max_requests=max_requests,
+                    rate=rate,
+                    cpu=client_cpu,
+                )
+            return _with_cpu(found, cpu_seconds(pid) - before)
+
+        def python_runs(app: str, server: _Server) -> None:
+            runs = result.runs.setdefault(app, [])
+            progress(f"{app}: python saturation for {duration:g}s")
+            runs.append(measure(server, None))
+            for rate in rates:
+                progress(f"{app}: python at {rate:g} req/s for {duration:g}s")
+                runs.append(measure(server, rate))
+
+        wrk = use_wrk and shutil.which("wrk") is not None
+        if rounds > 1 and wrk:
+            # Every server up at once and wrk saturating each in turn, round after round:
+            # whatever else runs on the machine weighs on all of them alike. Medians kept.
+            with contextlib.ExitStack() as stack:
+                up = {app: stack.enter_context(serve(app)) for app in chosen}
+                seen: dict[str, list[LoadResult]] = {app: [] for app in chosen}
+                for number in range(1, rounds + 1):
+                    for app in chosen:
+                        found = measure(up[app], None, wrk=True)
+                        seen[app].append(found)
+                        progress(
+                            f"round {number}: {app} {found.rps:,.0f}/s, "
+                            f"{found.server_cpu_us:.0f} us CPU per request"
                         )
-                    )
-                result.runs[app] = runs
+                for app in chosen:
+                    result.runs[app] = [_median(seen[app])]
+                    python_runs(app, up[app])
+        else:
+            for app in chosen:
+                with serve(app) as server:
+                    if wrk:
+                        progress(f"{app}: wrk saturation for {duration:g}s")
+                        result.runs[app] = [measure(server, None, wrk=True)]
+                    python_runs(app, server)
     settings["loadavg_after"] = loadavg()
     _ratios(result, rates)
     return result
@@ -726,6 +811,10 @@ def _ratios(result: AdmissionResult, rates: Sequence[float]) -> None:
                 a, b = _find(base, generator, "saturation"), _find(runs, generator, "saturation")
                 if a and b and b.rps > 0:
                     result.ratios[f"throughput {floor}/{server} ({generator})"] = a.rps / b.rps
+                if a and b and a.server_cpu_us > 0:
+                    result.ratios[f"server CPU per request {server}/{floor} ({generator})"] = (
+                        b.server_cpu_us / a.server_cpu_us
+                    )
             for rate in rates:
                 mode = f"rate={rate:g}/s"
                 a, b = _find(base, "python", mode), _find(runs, "python", mode)
@@ -776,10 +865,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--isvcs", type=int, default=None)
     p.add_argument("--bodies", type=int, default=None, help="distinct AdmissionReviews")
     p.add_argument("--duration", type=float, default=None, help="seconds per load run")
-    p.add_argument("--rates", default=None, help="fixed arrival rates, e.g. 500,1000")
+    p.add_argument(
+        "--rates", default=None, help="fixed arrival rates, e.g. 500,1000 (none: no rate runs)"
+    )
     p.add_argument("--connections", type=int, default=8)
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with wrk: start every server at once and saturate each in turn this many "
+        "times, keeping medians (steadier on a shared machine)",
+    )
     p.add_argument("--max-requests", type=int, default=200_000)
     p.add_argument("--no-wrk", action="store_true", help="do not use wrk even if installed")
+    p.add_argument(
+        "--servers",
+        default=None,
+        help=f"which servers to measure (default all: {','.join(_SERVERS)})",
+    )
     p.add_argument("--server-cpu", type=int, default=0)
     p.add_argument("--client-cpu", type=int, default=1)
     p.add_argument("--json", default=None, help="also write the results to this file")
@@ -807,7 +910,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         client_main(args)
         return 0
     quick = args.quick
-    rates = comma_list(args.rates, float, (200.0,) if quick else (500.0, 1000.0))
+    rates = (
+        ()
+        if args.rates == "none"
+        else comma_list(args.rates, float, (200.0,) if quick else (500.0, 1000.0))
+    )
     result = run(
         nodes=args.nodes if args.nodes is not None else (500 if quick else 5000),
         runtimes=args.runtimes if args.runtimes is not None else (40 if quick else 200),
@@ -820,6 +927,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         use_wrk=not args.no_wrk,
         server_cpu=args.server_cpu,
         client_cpu=args.client_cpu,
+        servers=comma_list(args.servers, str, _SERVERS),
+        rounds=args.rounds,
     )
     report(
         "admission",

@@ -65,6 +65,12 @@ def loadavg() -> str:
         return "unknown"
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, all its threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     """Resident set size of a live process, from ``/proc/<pid>/status`` (``VmRSS``)."""
     with open(f"/proc/{pid}/status", encoding="ascii") as fh:

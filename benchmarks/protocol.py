@@ -14,7 +14,6 @@ Run ``python -m benchmarks.protocol --help``.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -22,18 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.admission import _UNLIMITED, _WRK_LUA, start_server, wrk_load
-from benchmarks.common import loadavg, progress
+from benchmarks.common import cpu_seconds, loadavg, progress
 
 __all__ = ["main"]
 
 #: ``(limited req/s, unlimited req/s, limited CPU us/request, unlimited CPU us/request)``
 Round = tuple[float, float, float, float]
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run(rounds: int, duration: float, bodies: int, connections: int) -> list[Round]:
@@ -56,7 +49,7 @@ def run(rounds: int, duration: float, bodies: int, connections: int) -> list[Rou
                 rates: list[float] = []
                 costs: list[float] = []
                 for server in (limited, unlimited):
-                    cpu = _cpu_seconds(server.process.pid)
+                    cpu = cpu_seconds(server.process.pid)
                     found = wrk_load(
                         server.url,
                         bodies_file,
@@ -67,7 +60,7 @@ def run(rounds: int, duration: float, bodies: int, connections: int) -> list[Rou
                     if found is None:
                         raise SystemExit("wrk is not installed (apt-get install wrk)")
                     rates.append(found.rps)
-                    costs.append((_cpu_seconds(server.process.pid) - cpu) / max(found.ok, 1) * 1e6)
+                    costs.append((cpu_seconds(server.process.pid) - cpu) / max(found.ok, 1) * 1e6)
                 progress(
                     f"round {number}: limited {rates[0]:,.0f}/s {costs[0]:.0f} us, "
                     f"unlimited {rates[1]:,.0f}/s {costs[1]:.0f} us"

@@ -85,3 +85,24 @@ def test_usage_errors_are_one_line_with_exit_2(args: list[str], fragment: str) -
     assert out.stdout == ""
     [line] = out.stderr.splitlines()
     assert line.startswith("cudasched: error: ") and fragment in line
+
+
+def test_help_groups_every_command_once() -> None:
+    from cudasched.cli.app import GROUPS
+
+    listed = [name for names in GROUPS.values() for name in names]
+    assert sorted(listed) == sorted(COMMANDS)
+    result = CliRunner().invoke(app, ["--help"])
+    for title in GROUPS:
+        assert f"{title}:" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("audti", "audit"), ("explian", "explain"), ("plan-driver", "plan-drivers")],
+)
+def test_a_misspelled_command_gets_a_suggestion(typed: str, meant: str) -> None:
+    result = CliRunner().invoke(app, [typed])
+    assert result.exit_code == 2
+    assert f"No such command {typed!r}; did you mean {meant!r}?" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

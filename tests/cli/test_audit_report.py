@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cudasched.cli import app
+from cudasched.cli.inputs import SAMPLE_NOTE
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
@@ -44,7 +45,8 @@ def audit_json(*args: str) -> tuple[int, dict[str, Any]]:
 def test_audit_json_contract_and_exit_1_on_errors() -> None:
     code, doc = audit_json()  # the bundled sample cluster
     assert code == 1
-    assert set(doc) == {"findings", "summary"}
+    assert set(doc) == {"findings", "summary", "cluster"}
+    assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}
     # 12 warnings: the sample's pools on ended (10) and legacy (2) driver branches.
     assert doc["summary"] == {"error": 1, "warning": 12, "info": 5}
     lifecycle = [f for f in doc["findings"] if f["code"] in LIFECYCLE]
@@ -123,24 +125,45 @@ def test_bad_input_exits_2_with_one_line(command: str, args: list[str], message:
 
 def test_report_writes_one_file(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
-    result = runner.invoke(app, ["report", *AS_OF, "-o", str(out)])
+    result = runner.invoke(app, ["report", *AS_OF, "--output-file", str(out)])
     assert result.exit_code == 0, result.output
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
-    assert result.stderr.strip() == (
+    assert result.stderr.strip().splitlines() == [
         f"cudasched: wrote {out}: 8 serving runtimes × 13 node pools, 1 error, 12 warning, "
-        "5 info findings"
-    )
+        "5 info findings",
+        f"cudasched: note: {SAMPLE_NOTE}",
+    ]
     assert list(tmp_path.iterdir()) == [out]
 
 
+def test_report_json_to_stdout_names_what_it_judged() -> None:
+    result = runner.invoke(app, ["report", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"cluster", "matrix", "pools", "findings", "summary"}
+    assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}
+    assert len(doc["pools"]) == len(doc["matrix"]["pools"]) == 13
+    assert result.stderr == f"cudasched: note: {SAMPLE_NOTE}\n"
+
+
+def test_report_scoped_to_a_namespace_keeps_its_runtimes_and_findings() -> None:
+    whole = json.loads(runner.invoke(app, ["report", "-o", "json"]).stdout)
+    scoped = json.loads(runner.invoke(app, ["report", "-o", "json", "-n", "team-nlp"]).stdout)
+    kept = [f["object"] for f in scoped["findings"]]
+    assert kept and all("/team-nlp/" in o or o.count("/") == 1 for o in kept)
+    assert len(kept) < len(whole["findings"])
+    runtimes = [r["runtime"] for r in scoped["matrix"]["runtimes"]]
+    assert runtimes and all("/team-vision/" not in r for r in runtimes)
+
+
 def test_report_to_stdout() -> None:
-    result = runner.invoke(app, ["report", "--cluster", str(DATA / "pending.yaml"), "-o", "-"])
+    result = runner.invoke(app, ["report", "--cluster", str(DATA / "pending.yaml"), "-o", "html"])
     assert result.exit_code == 0
     assert result.stdout.startswith("<!DOCTYPE html>") and result.stderr == ""
 
 
 def test_report_unwritable_path_exits_2(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["report", "-o", str(tmp_path / "missing" / "r.html")])
+    result = runner.invoke(app, ["report", "--output-file", str(tmp_path / "missing" / "r.html")])
     assert result.exit_code == 2
     assert result.stderr.startswith("cudasched: error: cannot write ")
     assert len(result.stderr.strip().splitlines()) == 1
@@ -211,7 +234,7 @@ class _Dom(HTMLParser):
 def test_report_renders_in_chromium(tmp_path: Path) -> None:
     chromium = _chromium()
     out = tmp_path / "report.html"
-    assert runner.invoke(app, ["report", "-o", str(out)]).exit_code == 0
+    assert runner.invoke(app, ["report", "--output-file", str(out)]).exit_code == 0
     url = out.resolve().as_uri()
 
     shot = tmp_path / "report.png"
@@ -281,3 +304,51 @@ def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tty: bool)
         else:
             assert progress is None
     assert bool("".join(stderr.written)) is tty
+
+
+@pytest.mark.parametrize("columns", ["80", "200"])
+def test_audit_text_folds_alike_findings_and_cuts_nothing(
+    columns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    _, doc = audit_json(*AS_OF)
+    out = runner.invoke(app, ["audit", *AS_OF]).stdout
+    assert (
+        out.splitlines()[0]
+        == "cudasched audit: bundled sample cluster: 1 error, 12 warning, 5 info"
+    )
+    deprecated = [f for f in doc["findings"] if f["code"] == "labels-deprecated-only"]
+    assert len(deprecated) == 4
+    assert out.count("labels-deprecated-only") == 1  # four nodes, one entry
+    words = set(out.replace(",", " ").split())
+    for finding in doc["findings"]:
+        assert finding["code"] in words
+        assert finding["object"].split("/")[-1] in " ".join(out.split())
+    assert all(len(line) <= int(columns) or " " not in line.strip() for line in out.splitlines())
+
+
+def test_audit_reads_a_directory_of_manifests_as_ci_does(tmp_path: Path) -> None:
+    """``audit --cluster DIR``: every YAML/JSON file under it (hidden ones skipped) is one
+    cluster; exit 1 on an error finding, so a merge can be gated on it."""
+    repo = tmp_path / "repo"
+    (repo / "apps" / "llm").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    nodes = runner.invoke(app, ["snapshot", "-l", "kubernetes.io/os"]).stdout
+    (repo / "cluster.yaml").write_text(nodes, encoding="utf-8")
+    examples = Path(__file__).parents[2] / "examples"
+    for name in ("nemotron.yaml", "team-llm.yaml"):
+        (repo / "apps" / "llm" / name).write_text((examples / name).read_text(), "utf-8")
+    (repo / ".git" / "junk.yaml").write_text("{not: [yaml", encoding="utf-8")
+    result = runner.invoke(app, ["audit", "--cluster", str(repo), "-o", "json"])
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    codes = {(f["code"], f["object"]) for f in doc["findings"]}
+    assert ("no-compatible-node", "InferenceService/team-nlp/nemotron-nano-fp4") in codes
+    assert ("requirement-unknown", "Pod/default/team-llm") in codes
+    assert doc["cluster"] == {"source": str(repo), "sample": False}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = runner.invoke(app, ["audit", "--cluster", str(empty)])
+    assert result.exit_code == 2 and "holds no .yaml, .yml or .json file" in result.stderr
+    only_apps = runner.invoke(app, ["audit", "--cluster", str(repo / "apps")])
+    assert only_apps.exit_code == 2 and "no Node objects" in only_apps.stderr

@@ -111,7 +111,7 @@ def test_check_node_labels_map(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(labels))
     code, doc = check_json("--node-labels", str(path), "--cuda", "12.4")
     assert code == 0
-    assert doc["node"]["name"] == "gpu-a100-1" and doc["node"]["source"] == "gfd"
+    assert doc["node"]["name"] == "the node of gpu-a100-1.yaml" and doc["node"]["source"] == "gfd"
     assert doc["node"]["driver"] == "550.90.07"
 
 
@@ -193,3 +193,18 @@ def test_check_bad_labels_file(tmp_path: Path, content: str) -> None:
     result = run("check", "--node-labels", str(path), "--cuda", "12.4")
     assert result.exit_code == 2
     assert result.stderr.startswith("cudasched: error: node labels file")
+
+
+def test_a_label_map_names_its_file_and_an_empty_file_says_so(tmp_path: Path) -> None:
+    labels = tmp_path / "labels.yaml"
+    labels.write_text(
+        "nvidia.com/gpu.product: Tesla-T4\nnvidia.com/cuda.driver-version.full: 550.90.07\n"
+    )
+    result = CliRunner().invoke(app, ["check", "--node-labels", str(labels), "--cuda", "12.4"])
+    assert result.stdout.splitlines()[0].endswith("on the node of labels.yaml")
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("\n")
+    result = CliRunner().invoke(app, ["check", "--node-labels", str(empty), "--cuda", "12.4"])
+    assert result.exit_code == 2
+    assert f"node labels file {str(empty)!r} is empty" in result.stderr
+    assert "NoneType" not in result.stderr

@@ -123,7 +123,7 @@ def test_audit_report_and_plan_take_the_configs_policy(tmp_path: Path) -> None:
         by_config = runner.invoke(app, [*command, "--config", str(relaxed)])
         assert by_config.exit_code == by_option.exit_code, by_config.output
         assert json.loads(by_config.stdout) == json.loads(by_option.stdout)
-    report = runner.invoke(app, ["report", "--config", str(relaxed), "-o", "-"])
+    report = runner.invoke(app, ["report", "--config", str(relaxed), "-o", "html"])
     assert report.exit_code == 0 and report.stdout.startswith("<!DOCTYPE html>")
 
 

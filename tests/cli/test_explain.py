@@ -75,7 +75,8 @@ def eligible(doc: dict[str, Any]) -> set[str]:
 
 def test_default_explains_every_workload_of_the_bundled_cluster() -> None:
     doc = run_json()
-    assert set(doc) == {"workloads"}
+    assert set(doc) == {"workloads", "cluster"}
+    assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}
     snapshot = bundled_snapshot()
     assert len(doc["workloads"]) == len(workloads_of(snapshot)) == 9
     by_isvc: dict[str, dict[str, Any]] = {}
@@ -115,7 +116,7 @@ def test_one_workload_with_nodes_file() -> None:
     doc = run_json(
         "--workload",
         str(DATA / "deployment-vllm.yaml"),
-        "--nodes",
+        "--nodes-file",
         str(DATA / "nodes-gfd-old.yaml"),
     )
     check_shape(doc)
@@ -162,14 +163,80 @@ def test_table_output_fits_100_columns() -> None:
     result = run("--workload", str(DATA / "deployment-vllm.yaml"))
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert "serving/Deployment/vllm-llama" in out
-    assert "4/21 eligible; cuda>=12.8, cc>=8.0" in out
-    assert "H200" in out and "570.133.20" in out
-    assert max(len(line) for line in out.splitlines()) <= 100
+    lines = out.splitlines()
+    assert lines[0].startswith("serving/Deployment/vllm-llama needs cuda>=12.8, cc>=8.0")
+    assert "13 GPU pools: 4 pools (4 nodes) can run it" in out  # summary first
+    assert "h200-r570-amzn2023" in out  # pools by plan-drivers' names
+    assert max(len(line) for line in lines) <= 100
+
+
+def _words(text: str) -> set[str]:
+    return set(text.split())
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_no_code_or_name_is_ever_cut(columns: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At any width, every reason code and node name appears whole, and no line is longer
+    than the width unless one word is (a word is never broken)."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    doc = run_json("isvc/llama3-8b", "-n", "team-nlp")
+    for args in ([], ["--nodes"]):
+        result = run("isvc/llama3-8b", "-n", "team-nlp", *args)
+        assert result.exit_code == 0
+        words = _words(result.stdout.replace(",", " ").replace(":", " ").replace("(", " "))
+        codes = {r["code"] for n in doc["nodes"] for r in n["reasons"]}
+        assert len(codes) >= 5
+        assert codes <= words, codes - words
+        names = {n["node"].split(".")[0] for n in doc["nodes"]}
+        if args:
+            assert len(names) == 21 and names <= words, names - words
+        for line in result.stdout.splitlines():
+            assert len(line) <= columns or " " not in line.strip(), line
+
+
+def test_by_pool_summary_first_and_counts_agree() -> None:
+    doc = run_json("isvc/llama3-8b", "-n", "team-nlp")
+    out = run("isvc/llama3-8b", "-n", "team-nlp").stdout
+    second = out.splitlines()[2] if out.splitlines()[1].startswith("  ") else out.splitlines()[1]
+    assert second.startswith("21 nodes in 13 GPU pools: ")
+    eligible = doc["summary"]["eligible"]
+    assert f"({eligible} nodes) can run it" in out
+    assert out.index("cannot run it") < out.index("can run it\n")
+    failing = run("isvc/llama3-8b", "-n", "team-nlp", "--only-failing").stdout
+    assert "can run it\n" not in failing and "cannot run it" in failing
+    per_node = run("isvc/llama3-8b", "-n", "team-nlp", "--nodes").stdout
+    assert per_node.count("\n  dc1-") + per_node.count("\n  ip-") + per_node.count("\n  ws-") == 21
 
 
 def test_table_for_the_whole_sample() -> None:
     result = run()
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "9 workloads: 8 can run on some node, 1 on none"  # the summary first
+    assert result.stdout.count("/Pod/") == 9
+    assert "nemotron-nano-fp4-predictor-b17093d8bd-6f518: cuda>=13.2; 0/21 nodes" in (
+        " ".join(result.stdout.split())
+    )
+    assert len(lines) < 40
+    assert max(len(line) for line in lines) <= 100
+
+
+def test_selector_and_namespace_choose_the_workloads() -> None:
+    everything = run_json()["workloads"]
+    nlp = run_json("-n", "team-nlp")["workloads"]
+    assert len(nlp) == 4 and all(w["workload"].startswith("team-nlp/") for w in nlp)
+    assert len(everything) == 9
+    chosen = run_json("-l", "app.kubernetes.io/name=cuda-smoke-test")
+    assert [w["workload"] for w in chosen["workloads"]] == ["ml-batch/Pod/cuda-smoke-test"]
+    assert chosen["cluster"]["scope"] == "selector app.kubernetes.io/name=cuda-smoke-test"
+    none = run("-l", "nothing=here")
+    assert none.exit_code == 2 and "in scope (selector nothing=here)" in none.stderr
+    also_all = run_json("-A")["workloads"]
+    assert [w["workload"] for w in also_all] == [w["workload"] for w in everything]
+
+
+def test_wide_tables_for_the_whole_sample() -> None:
+    result = run("-o", "wide")
     assert result.exit_code == 0, result.output
     assert result.stdout.count("eligible;") == 8
     assert result.stdout.count("schedulable, none known to run it;") == 1
@@ -181,7 +248,15 @@ def test_table_for_the_whole_sample() -> None:
     assert "Warning: cudasched: to constrain it, label ClusterServingRuntime" in result.stdout
     overview = result.stdout[result.stdout.rindex("summary") :]
     assert "aml-vllm-cuda-12.8" in overview and "0/21" in overview
-    assert max(len(line) for line in result.stdout.splitlines()) <= 100
+
+
+def test_an_unknown_requirement_is_said_in_the_grouped_view() -> None:
+    out = " ".join(
+        run("pod/bert-legacy-predictor-daca355946-5a3bd", "-n", "team-vision").stdout.split()
+    )
+    assert "CUDA unknown, not constrained (tag's CUDA not recorded" in out
+    assert "none known to run it" in out and "can run it" not in out
+    assert "Warning: cudasched: to constrain it, label ClusterServingRuntime" in out
 
 
 @pytest.mark.parametrize(
@@ -189,7 +264,11 @@ def test_table_for_the_whole_sample() -> None:
     [
         (["--workload", "/nonexistent/w.yaml"], "/nonexistent/w.yaml: no such file"),
         (["--policy", "lenient"], "invalid policy 'lenient'"),
-        (["--nodes", "/nonexistent/n.yaml"], "/nonexistent/n.yaml: no such file"),
+        (["--nodes-file", "/nonexistent/n.yaml"], "/nonexistent/n.yaml: no such file"),
+        (["-n", "team-nlp", "-A"], "give one"),
+        (["isvc/x", "-A"], "do not go together"),
+        (["-l", "app in (a"], "unbalanced parentheses"),
+        (["-n", "Team_NLP"], "is not a namespace name"),
         (["--cluster", str(DATA / "deployment-vllm.yaml")], "no Node objects"),
     ],
 )

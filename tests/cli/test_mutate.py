@@ -174,7 +174,10 @@ def test_mutate_wraps_a_plain_workload_in_a_create_review(tmp_path: Path) -> Non
     deployment = Path(__file__).parents[1] / "data" / "deployment-vllm.yaml"
     result = runner.invoke(app, ["mutate", str(deployment)])
     assert result.exit_code == 0, result.output
-    assert "serving/Deployment/vllm-llama wrapped in a CREATE AdmissionReview" in result.stderr
+    assert (
+        "the pod template of serving/Deployment/vllm-llama, as a Pod, wrapped in a CREATE "
+        "AdmissionReview" in result.stderr
+    )
     answer = json.loads(result.stdout)
     assert answer["response"]["allowed"] and answer["response"]["patch"]
 
@@ -195,3 +198,21 @@ def test_mutate_refuses_an_object_that_makes_no_pod(tmp_path: Path) -> None:
     result = runner.invoke(app, ["mutate", str(path)])
     assert result.exit_code == 2
     assert "default/Secret/s: no pod spec found" in result.stderr
+
+
+def test_one_wording_for_an_unknown_image_in_mutate_audit_and_demo_rows() -> None:
+    """The sample's bert-legacy (TorchServe, CUDA not recorded): the webhook's warning (what
+    mutate prints) and the audit's finding say why and what to do in the same words."""
+    from cudasched.cluster.snapshot import bundled_snapshot
+    from cudasched.webhook.review import creation_review
+    from cudasched.workloads.resolution import unknown_fix
+
+    pod = next(p for p in bundled_snapshot().pods if "bert-legacy" in p["metadata"]["name"])
+    answer = runner.invoke(app, ["mutate"], input=json.dumps(creation_review(pod, uid="u")))
+    warnings = json.loads(answer.stdout)["response"]["warnings"]
+    audit = json.loads(runner.invoke(app, ["audit", "-o", "json"]).stdout)
+    (finding,) = [f for f in audit["findings"] if f["object"].endswith("/bert-legacy")]
+    fix = unknown_fix("ClusterServingRuntime kserve-torchserve", runtime=True)
+    reason = "tag's CUDA not recorded: pytorch/torchserve-kfs:0.9.0-gpu"
+    assert any(fix in w for w in warnings) and finding["fix"].startswith(fix)
+    assert any(reason in w for w in warnings) and reason in finding["message"]

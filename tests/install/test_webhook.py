@@ -376,6 +376,18 @@ def test_bad_image_is_one_line_exit_2(args: list[str]) -> None:
     assert len(lines) == 1 and lines[0].startswith("cudasched: error: ")
 
 
+def test_an_image_name_over_the_distribution_specs_255_characters_is_refused() -> None:
+    from cudasched.install.webhook import checked_image
+    from cudasched.vocab.errors import InputError
+
+    ok = "registry.example.com/" + "a" * (255 - len("registry.example.com/")) + ":1"
+    assert checked_image(ok) == ok
+    with pytest.raises(InputError) as err:
+        checked_image("registry.example.com/" + "a" * 5000 + ":1")
+    assert "5,021 characters (at most 255, registry host included)" in str(err.value)
+    assert len(str(err.value)) < 200  # the reference itself is not echoed whole
+
+
 def test_cert_manager_chain_keeps_the_trust_root_across_renewals() -> None:
     """A self-signed root, a CA Issuer and a serving certificate: the caBundle is injected from
     the root, which a renewal of the serving certificate (new key each time) never touches."""

@@ -61,6 +61,26 @@ def test_the_command_prints_json_and_tables() -> None:
     doc = json.loads(result.stdout)
     assert doc["topic"] == "drivers" and doc["rows"][0]["branch"] == "R580"
     table = runner.invoke(app, ["knowledge", "frameworks", "torch"])
-    assert table.exit_code == 0 and "torch" in table.stdout and "source" in table.stdout
+    assert table.exit_code == 0 and "torch" in table.stdout
+    assert "\n[1] https://" in table.stdout  # sources are footnotes, not a column
     bad = runner.invoke(app, ["knowledge", "nope"])
     assert bad.exit_code == 2
+
+
+def test_matching_reads_the_facts_not_the_links() -> None:
+    """``knowledge cuda 13`` is CUDA 13: not 8.0 (whose source link holds "13"), not 10.0.130."""
+    doc = json.loads(CliRunner().invoke(app, ["knowledge", "cuda", "13", "-o", "json"]).stdout)
+    cudas = [row["cuda"] for row in doc["rows"]]
+    assert len(cudas) >= 3 and all(c.startswith("13.") for c in cudas), cudas
+    images = CliRunner().invoke(app, ["knowledge", "images", "tritonserver", "-o", "json"])
+    assert json.loads(images.stdout)["rows"]
+
+
+@pytest.mark.parametrize("columns", ["80", "200"])
+def test_no_cell_is_cut_at_any_width(columns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    doc = json.loads(CliRunner().invoke(app, ["knowledge", "gpus", "A100", "-o", "json"]).stdout)
+    out = CliRunner().invoke(app, ["knowledge", "gpus", "A100"]).stdout
+    words = set(out.replace(",", " ").replace("│", " ").split())
+    names = {w for row in doc["rows"] for w in row["names"].replace(",", " ").split()}
+    assert len(names) >= 4 and names <= words, names - words

@@ -424,7 +424,8 @@ def test_unknown_and_invalid_requirements(kb: KnowledgeBase, images: ImageTable)
         "registry.example.com/vision/triton-custom:7)" in detector.message
     )
     assert (detector.fix or "").startswith(
-        "kubectl annotate servingruntime -n vision custom-triton cudasched.io/cuda-version="
+        "label ServingRuntime custom-triton with cudasched.io/cuda-version: kubectl label "
+        "servingruntime -n vision custom-triton cudasched.io/cuda-version="
     )
     assert "'twelve'" in by_object["Pod/ml/typo"].message
 

@@ -86,6 +86,8 @@ class ClusterApi:
     failures: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
     expire: dict[str, int] = field(default_factory=dict)
     requests: list[Seen] = field(default_factory=list)
+    #: failures for one identity only: (bearer token, plural) -> answer
+    token_failures: dict[tuple[str, str], tuple[int, dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def start(
@@ -111,6 +113,11 @@ class ClusterApi:
         """Answer every request for ``kind`` (``None``: for anything) with ``code``."""
         self.failures[kind.plural if kind else "*"] = (code, body)
 
+    def fail_for_token(self, token: str, kind: Kind, code: int, body: dict[str, Any]) -> None:
+        """Answer requests for ``kind`` made with bearer ``token`` with ``code`` (another
+        identity, with other permissions, on the same server)."""
+        self.token_failures[(token, kind.plural)] = (code, body)
+
     def lists_of(self, kind: Kind) -> list[Seen]:
         return [r for r in self.requests if r.plural == kind.plural and r.name is None]
 
@@ -127,7 +134,15 @@ class ClusterApi:
                 return kind
         return None
 
-    def _failure(self, kind: Kind | None) -> kmock_lib.Response | None:
+    def _failure(
+        self, kind: Kind | None, request: kmock_lib.Request | None = None
+    ) -> kmock_lib.Response | None:
+        if request is not None and kind is not None and self.token_failures:
+            auth = str(request.headers.get("Authorization", ""))
+            token = auth.removeprefix("Bearer ").strip()
+            if (token, kind.plural) in self.token_failures:
+                code, body = self.token_failures[(token, kind.plural)]
+                return answer(code, body)
         for key in (kind.plural if kind else "", "*"):
             if key in self.failures:
                 code, body = self.failures[key]
@@ -138,7 +153,7 @@ class ClusterApi:
         kind = self._kind(request)
         params = {k: str(v) for k, v in request.params.items()}
         self.requests.append(Seen(kind.plural if kind else "?", request.namespace, None, params))
-        failed = self._failure(kind)
+        failed = self._failure(kind, request)
         if failed is not None:
             return failed
         if kind is None or kind.plural not in self.served:
@@ -177,7 +192,7 @@ class ClusterApi:
         self.requests.append(
             Seen(kind.plural if kind else "?", request.namespace, request.name, {})
         )
-        failed = self._failure(kind)
+        failed = self._failure(kind, request)
         if failed is not None:
             return failed
         for obj in self.objects.get(kind.plural if kind else "", []):

@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 
 from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.webhook import memo as memo_module
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.memo import Answer, DecisionMemo
 from cudasched.webhook.review import creation_review
@@ -91,15 +90,93 @@ def test_a_collected_snapshot_is_never_matched() -> None:
     assert memo.get(Snap(), b"k") is None
 
 
-def test_memory_is_bounded_oldest_first() -> None:
-    memo = DecisionMemo(8_000)
+def _key(i: int) -> bytes:
+    return f"key-{i:03d}".encode() + b"x" * 2_000  # a pod-sized key: only its digest is kept
+
+
+def _replay(memo: DecisionMemo, s: Snap, keys: list[int], *, distinct: bool = True) -> int:
+    """Look every key up and store it on a miss, like the Admitter; the number of hits."""
+    hits = 0
+    for i in keys:
+        if memo.get(s, _key(i)) is not None:
+            hits += 1
+        else:
+            memo.put(s, _key(i), answer(f"{i:03d}" if distinct else "same"))
+        assert memo.bytes_used <= memo.entry_budget <= memo.max_bytes
+    return hits
+
+
+def test_memory_is_bounded_and_accounted() -> None:
+    memo = DecisionMemo(16_000)
     s = Snap()
     memo.get(s, b"")
-    for i in range(40):
-        memo.put(s, f"key-{i:03d}".encode() + b"x" * 200, answer("y" * 300))
-        assert memo.bytes_used <= 8_000
-    kept = [i for i in range(40) if memo.get(s, f"key-{i:03d}".encode() + b"x" * 200)]
-    assert kept and kept == list(range(40 - len(kept), 40))  # the newest survive
+    _replay(memo, s, list(range(200)) * 3)
+    assert 0 < len(memo) < 200
+    assert memo.bytes_used == memo._accounted()
+
+
+def test_a_cycle_larger_than_the_memo_keeps_a_part_of_it() -> None:
+    """Issue 22: templates arriving in a cycle longer than the memo holds. First-in-first-out
+    (or least-recently-used) eviction drops each entry just before its next request, so nothing
+    is ever found again; here the memo keeps a part of the cycle and keeps answering it."""
+    memo = DecisionMemo(64_000)
+    s = Snap()
+    memo.get(s, b"")
+    cycle = list(range(360))  # about three times what the budget holds
+    _replay(memo, s, cycle)
+    held = len(memo)
+    assert 0 < held < len(cycle) // 2
+    for _ in range(6):
+        assert _replay(memo, s, cycle) >= held // 2
+
+
+def test_a_request_asked_for_more_often_replaces_rarer_ones() -> None:
+    """Once full, a request seen once more is not stored over entries as frequent as it; one
+    asked for repeatedly (a template with many replicas) is."""
+    memo = DecisionMemo(64_000)
+    s = Snap()
+    memo.get(s, b"")
+    _replay(memo, s, list(range(300)))
+    held = len(memo)
+    assert 0 < held < 300
+    rare, hot = 500, 501
+    assert memo.get(s, _key(rare)) is None
+    assert not memo.put(s, _key(rare), answer("rare"))
+    for _ in range(5):
+        assert memo.get(s, _key(hot)) is None
+    assert memo.put(s, _key(hot), answer("hot"))
+    assert memo.get(s, _key(hot)) == answer("hot")
+    assert memo.bytes_used == memo._accounted()
+
+
+def test_an_entry_in_use_gets_a_second_chance() -> None:
+    """The oldest entry, asked for since it was stored, is passed over for the next one."""
+    memo = DecisionMemo(64_000)
+    s = Snap()
+    memo.get(s, b"")
+    _replay(memo, s, list(range(300)))
+    first = next(i for i in range(300) if memo.get(s, _key(i)) is not None)  # now in use
+    for _ in range(5):
+        memo.get(s, _key(700))
+    assert memo.put(s, _key(700), answer("new"))
+    assert memo.get(s, _key(first)) is not None
+
+
+def test_keys_are_kept_as_digests_and_equal_answers_once() -> None:
+    """Two keys of one request and other requests with the same answer share one copy of it:
+    the bytes used do not grow with the keys' size nor with the number of sharers."""
+    memo = DecisionMemo(1 << 20)
+    s = Snap()
+    memo.get(s, b"")
+    assert memo.put(s, [b"a" * 50_000, b"b" * 50_000], answer("z" * 3_000))
+    one = memo.bytes_used
+    assert one < 3_000 + 1_000
+    for i in range(10):
+        assert memo.put(s, _key(i), answer("z" * 3_000))
+    assert memo.bytes_used - one < 10 * 500
+    assert memo.bytes_used == memo._accounted()
+    assert memo.get(s, b"a" * 50_000) == memo.get(s, b"b" * 50_000) == answer("z" * 3_000)
+    assert len(memo) == 11
 
 
 def test_entries_larger_than_an_eighth_of_the_budget_are_not_stored() -> None:
@@ -225,10 +302,8 @@ def test_concurrent_stores_and_snapshot_switches_keep_the_accounting() -> None:
         for t in threads:
             t.join()
     assert errors == []
-    gen = memo._gen
-    overhead = memo_module._ENTRY_OVERHEAD
-    assert gen.bytes == sum(len(k) + v.size + overhead for k, v in gen.entries.items())
-    assert all(v == answer(str(id(snaps[-1]))) for v in gen.entries.values())
+    assert memo.bytes_used == memo._accounted()
+    assert all(v.answer == answer(str(id(snaps[-1]))) for v in memo._gen.entries.values())
 
 
 # --------------------------------------------------------------------------- with the Admitter

@@ -17,7 +17,16 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
 
-__all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INCOMPATIBLE", "EXIT_OK", "app", "fail"]
+__all__ = [
+    "COMMANDS",
+    "EXIT_BAD_INPUT",
+    "EXIT_INCOMPATIBLE",
+    "EXIT_OK",
+    "GROUPS",
+    "app",
+    "fail",
+    "note",
+]
 
 EXIT_OK = 0
 EXIT_INCOMPATIBLE = 1
@@ -27,6 +36,25 @@ EXIT_BAD_INPUT = 2
 class CommandEntry(NamedTuple):
     module: str
     summary: str
+
+
+#: How ``--help`` groups the commands: by what a person is doing.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "A workload": ("explain", "check", "image", "affinity", "mutate"),
+    "Cluster health": ("audit", "report", "snapshot"),
+    "Drivers and capacity": ("recommend-driver", "plan-drivers", "node-template"),
+    "Reference": ("knowledge", "demo"),
+    "Runs in the cluster": ("webhook", "agent", "probe", "manifests"),
+}
+
+_pending_notes: list[str] = []
+
+
+def note(message: str) -> None:
+    """A one-line note for stderr (``cudasched: note: ...``), said once the command has
+    answered; a command that fails on bad input says only its error line."""
+    if message not in _pending_notes:
+        _pending_notes.append(message)
 
 
 #: Every command: its module (which registers it on :data:`app` when imported) and the opening
@@ -113,7 +141,7 @@ COMMANDS: dict[str, CommandEntry] = {
     ),
     "manifests": CommandEntry(
         "cudasched.cli.manifests",
-        "Print the install manifests as multi-document YAML (pipe to ``kubectl apply -f -``).",
+        "Print the install manifests as multi-document YAML (pipe to 'kubectl apply -f -').",
     ),
 }
 
@@ -123,6 +151,19 @@ class LazyCommands(TyperGroup):
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """An unknown command is a usage error that suggests the nearest one."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS:
+            import difflib
+
+            from typer._click.exceptions import UsageError  # typer vendors click
+
+            close = difflib.get_close_matches(name, list(COMMANDS), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise UsageError(f"No such command {name!r}{hint}", ctx)
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         entry = COMMANDS.get(cmd_name)
@@ -138,7 +179,10 @@ class LazyCommands(TyperGroup):
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         """Run the command; usage errors (an unknown option, a value not among the choices)
-        are one line on stderr like every other error, exit 2, instead of click's block."""
+        are one line on stderr like every other error, exit 2, instead of click's block. The
+        notes a command left (:func:`note`) follow its answer on stderr unless it failed on
+        bad input."""
+        _pending_notes.clear()
         try:
             result = super().main(*args, standalone_mode=False, **kwargs)
         except Exit as exc:
@@ -156,16 +200,20 @@ class LazyCommands(TyperGroup):
                 message = " ".join(exc.format_message().split())
                 sys.stderr.write(f"cudasched: error: {message}{where}\n")
                 result = exc.exit_code
+        if result in (None, EXIT_OK, EXIT_INCOMPATIBLE):
+            for message in _pending_notes:
+                sys.stderr.write(f"cudasched: note: {message}\n")
+        _pending_notes.clear()
         if not standalone_mode:
             return result
         sys.exit(result if isinstance(result, int) else 0)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
-        """The command list from the table: no command module is imported for ``--help``."""
-        rows = [(name, entry.summary) for name, entry in COMMANDS.items()]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+        """The command list from the table, grouped (:data:`GROUPS`): no command module is
+        imported for ``--help``."""
+        for title, names in GROUPS.items():
+            with formatter.section(title):
+                formatter.write_dl([(name, COMMANDS[name].summary) for name in names])
 
 
 app = typer.Typer(

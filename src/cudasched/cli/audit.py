@@ -13,20 +13,21 @@ the live-cluster options plug in there.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import textwrap
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
+    judged,
     load_cluster_inputs,
     load_node_templates,
     load_settings,
@@ -46,60 +47,75 @@ from cudasched.cli.options import (
     progress_bar,
     registry_source,
 )
-from cudasched.operations.audit import AuditReport, Severity, audit
+from cudasched.operations.audit import AuditReport, Finding, Severity, audit
 from cudasched.operations.report.html import render_findings
 from cudasched.vocab.errors import InputError
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["audit_cmd"]
 
-TABLE_WIDTH = 120
+TABLE_WIDTH = 100
 
 
 class AuditFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
     HTML = "html"
+    POLICYREPORT = "policyreport"
 
 
-def _console() -> Console:
-    console = Console(soft_wrap=False)
-    if not console.is_terminal:
-        console = Console(width=TABLE_WIDTH, soft_wrap=False)
-    return console
+def _width() -> int:
+    """The terminal's width; when piped, ``$COLUMNS`` if set, else 100."""
+    console = Console()
+    if console.is_terminal:
+        return console.width
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= 40 else TABLE_WIDTH
 
 
-_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+def _folded(report: AuditReport) -> list[tuple[Finding, list[str]]]:
+    """Findings that say the same thing (severity, code, message, fix) about several objects,
+    as one entry listing them: four nodes with GFD's old keys are one line, not four."""
+    groups: dict[tuple[str, ...], tuple[Finding, list[str]]] = {}
+    for finding in report.findings:
+        key = (finding.severity.value, finding.code, finding.message, finding.fix or "")
+        groups.setdefault(key, (finding, []))[1].append(finding.object)
+    return list(groups.values())
 
 
-def _table(report: AuditReport, source: str) -> Table:
+def _objects(refs: list[str]) -> str:
+    """``Node/a, b, c``: the kind said once when every object has it."""
+    kinds = {ref.split("/", 1)[0] for ref in refs}
+    if len(refs) > 1 and len(kinds) == 1:
+        kind = kinds.pop()
+        return f"{kind}/" + ", ".join(ref.split("/", 1)[1] for ref in refs)
+    return ", ".join(refs)
+
+
+def _text(report: AuditReport, source: str, width: int) -> str:
+    """Summary first, then one entry per folded finding: severity, code and objects, the
+    message and the fix, wrapped at spaces only (a code or a name is never cut)."""
     summary = report.summary()
     counts = ", ".join(f"{summary[s.value]} {s.value}" for s in Severity)
-    table = Table(
-        title=Text(f"cudasched audit: {source}", style="bold"),
-        caption=counts,
-        caption_justify="left",
-        expand=False,
-        show_lines=True,
-    )
-    table.add_column("severity", no_wrap=True)
-    table.add_column("code", overflow="fold", max_width=24)
-    table.add_column("object", overflow="fold", max_width=34)
-    table.add_column("message / fix", overflow="fold")
-    for finding in report.findings:
-        text = Text(finding.message)
+    lines = [f"cudasched audit: {source}: {counts}"]
+    for finding, refs in _folded(report):
+        head = f"{finding.severity.value}  {finding.code}  {_objects(refs)}"
+        lines.append("")
+        lines += _wrap(head, width, "", "      ")
+        lines += _wrap(finding.message, width, "  ")
         if finding.fix:
-            text.append("\nfix: ", style="bold")
-            text.append(finding.fix)
-        table.add_row(
-            Text(finding.severity.value, style=_STYLE[finding.severity]),
-            finding.code,
-            finding.object,
-            text,
-        )
-    return table
+            lines += _wrap(f"fix: {finding.fix}", width, "  ")
+    return "\n".join(lines) + "\n"
+
+
+def _wrap(text: str, width: int, indent: str, more: str | None = None) -> list[str]:
+    return textwrap.wrap(
+        text,
+        width=max(width, 40),
+        initial_indent=indent,
+        subsequent_indent=more if more is not None else indent + "  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [indent]
 
 
 @app.command("audit")
@@ -112,7 +128,14 @@ def audit_cmd(
     registry_config: RegistryConfigOption = None,
     plain_http: PlainHttpOption = None,
     output: Annotated[
-        AuditFormat, typer.Option("-o", "--output", help="Output format (html: to stdout).")
+        AuditFormat,
+        typer.Option(
+            "-o",
+            "--output",
+            help="table; json; html (one page); policyreport: wgpolicyk8s.io/v1alpha2 "
+            "PolicyReports (one per namespace) and a ClusterPolicyReport, as YAML to "
+            "kubectl apply -f -.",
+        ),
     ] = AuditFormat.TABLE,
     node_templates: Annotated[
         Path | None,
@@ -139,10 +162,17 @@ def audit_cmd(
     try:
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
+        scope = source.scope
         today = parse_as_of(as_of)
         months = check_support_months(min_support_months)
         groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
+        if not snapshot.nodes:
+            raise InputError(
+                f"{snapshot.source or 'cluster'}: no Node objects, so nothing to judge the "
+                "workloads against: add the cluster's nodes (cudasched snapshot --live, or "
+                "kubectl get nodes -o yaml) to it"
+            )
         images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("auditing") as progress:
             report = audit(
@@ -155,17 +185,28 @@ def audit_cmd(
                 today=today,
                 min_support_months=months,
             )
+        report = report.within(scope, snapshot.objects())
     except InputError as exc:
         fail(str(exc))
-    source = snapshot.source or "cluster"
+    what = judged(source, snapshot)
+    label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")
     if output is AuditFormat.JSON:
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
+        doc = {**report.to_dict(), "cluster": what}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif output is AuditFormat.POLICYREPORT:
+        from datetime import UTC, datetime
+
+        from cudasched.cluster.snapshot import to_yaml
+        from cudasched.operations.audit.policyreport import policy_reports
+
+        reports = policy_reports(report, snapshot.objects(), datetime.now(UTC))
+        sys.stdout.write("".join("---\n" + to_yaml(r) for r in reports))
     elif output is AuditFormat.HTML:
         sys.stdout.write(
-            render_findings(report, source=source, generated=generated_now(), policy=pol.value)
+            render_findings(report, source=label, generated=generated_now(), policy=pol.value)
         )
     elif report.findings:
-        _console().print(_table(report, source))
+        sys.stdout.write(_text(report, label, _width()))
     else:
-        _console().print(f"cudasched audit: {source}: no findings")
+        sys.stdout.write(f"cudasched audit: {label}: no findings\n")
     raise typer.Exit(EXIT_INCOMPATIBLE if report.has_errors else EXIT_OK)

@@ -5,6 +5,7 @@ affinity -> eligible nodes) in a second or two, without a cluster. Nothing is le
 
 from __future__ import annotations
 
+import dataclasses
 import ssl
 import sys
 import time
@@ -53,8 +54,9 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     import httpx
     import jsonpatch
 
+    from cudasched.explain.eligibility import explain as explain_nodes
     from cudasched.vocab.labels import ANN_REQUIREMENT
-    from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
+    from cudasched.vocab.requirements import Requirement
     from cudasched.webhook.admission import Admitter
     from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.serving import serve_in_thread
@@ -85,8 +87,12 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
                 response = answer.get("response") or {}
                 obj = review["request"]["object"]
                 patched = jsonpatch.apply_patch(obj, decode_patch(answer))
-                affinity = RequiredNodeAffinity.from_pod_spec(patched.get("spec") or {})
-                eligible = tuple(n.name for n in state.nodes if affinity.match(n))
+                # Counted as explain counts (one rule for every count): the pod as admitted,
+                # its own selector and affinity, and the GPU resources each node offers.
+                judged = explain_nodes(
+                    patched, state.fleet, cfg.policy, admitter.kb, requirement=Requirement()
+                )
+                eligible = tuple(n.node for n in judged.nodes if n.eligible)
                 meta = patched.get("metadata") or {}
                 ns = str(meta.get("namespace") or "")
                 isvc = isvc_name_of(patched) if is_predictor_pod(patched) else None
@@ -142,9 +148,15 @@ def demo(
 
     try:
         cfg = load_config(config)
+        scope = source.scope
         snapshot = load_cluster(source)
+        # -n/-l choose the pods admitted; every other object stays, as the webhook sees it
+        snapshot = dataclasses.replace(
+            snapshot, pods=tuple(p for p in snapshot.pods if scope.admits(p))
+        )
         if not snapshot.pods:
-            raise InputError("the cluster snapshot has no pods to admit")
+            where = f" in scope ({scope.describe()})" if not scope.is_everything else ""
+            raise InputError(f"the cluster snapshot has no pods to admit{where}")
         rows, url, elapsed = run_demo(snapshot, config=cfg)
     except InputError as exc:
         fail(str(exc))

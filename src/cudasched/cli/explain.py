@@ -21,11 +21,14 @@ without shortened names. Exit codes: 0 explained, 2 bad input (one line on stder
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+import textwrap
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -40,6 +43,7 @@ from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
+    judged,
     load_cluster,
     load_images,
     load_knowledge,
@@ -58,12 +62,15 @@ from cudasched.cli.options import (
 )
 from cudasched.cli.reference import Reference, parse_reference
 from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.scope import Scope
 from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot, to_yaml
 from cudasched.explain.eligibility import explain_many
 from cudasched.explain.explanation import Explanation
+from cudasched.explain.grouping import PoolSummary, by_pool, summarise
+from cudasched.operations.pools import node_pools
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
-from cudasched.vocab.objects import DEFAULT_NAMESPACE, namespace_of
+from cudasched.vocab.objects import DEFAULT_NAMESPACE
 from cudasched.vocab.requirements import Policy
 from cudasched.workloads.kserve import RuntimeChoice
 from cudasched.workloads.pods import (
@@ -107,6 +114,21 @@ class _Explained:
 # --------------------------------------------------------------------------- requirement
 
 
+@contextlib.contextmanager
+def _inputs_frozen() -> Iterator[None]:
+    """The objects alive now (the cluster and workloads read, the fleet) moved out of the
+    garbage collector's sight while the block runs: they live as long as the command, and a
+    full collection walking millions of them again and again was a third of explaining 20,000
+    workloads on 5,000 nodes (issue 22). New garbage is still collected; the objects are handed
+    back afterwards."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def explain_snapshot(
     workloads: Sequence[Mapping[str, Any]],
     fleet: Fleet,
@@ -121,15 +143,16 @@ def explain_snapshot(
         target, need = workload_need(obj, fleet, images)
         targets.append(target)
         needs.append(need)
-    explanations = explain_many(
-        targets,
-        fleet,
-        policy,
-        fleet.kb,
-        scheme,
-        requirements=[n.requirement for n in needs],
-        unknowns=[n.unknown for n in needs],
-    )
+    with _inputs_frozen():
+        explanations = explain_many(
+            targets,
+            fleet,
+            policy,
+            fleet.kb,
+            scheme,
+            requirements=[n.requirement for n in needs],
+            unknowns=[n.unknown for n in needs],
+        )
     out = []
     for obj, exp, need in zip(workloads, explanations, needs, strict=True):
         if is_inference_service(obj):  # name the service, not the pod we built for it
@@ -225,6 +248,170 @@ def _table(item: _Explained, *, wide: bool = False) -> Table:
     return table
 
 
+def _wrapped(text: str, width: int, indent: str) -> list[str]:
+    """``text`` wrapped at spaces only: a code, a name or a version is never cut."""
+    return textwrap.wrap(
+        text,
+        width=max(width, 20),
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [indent]
+
+
+def _needs(item: _Explained) -> str:
+    exp = item.explanation
+    req = exp.requirement
+    if req is None and exp.unknown is not None:
+        return f"needs CUDA unknown, not constrained ({exp.unknown.describe()})"
+    if req is None:
+        return "no CUDA requirement (not constrained)"
+    return f"needs {req.describe()} ({req.source or 'unknown source'}), policy {exp.policy.value}"
+
+
+def _node_names(nodes: Sequence[str], suffix: str, shown: int = 3) -> str:
+    names = [n.removesuffix(suffix) if suffix else n for n in nodes]
+    more = len(names) - shown
+    listed = ", ".join(names[:shown]) + (f", +{more} more" if more > 0 else "")
+    return f"{len(names)} node{'s' if len(names) != 1 else ''}: {listed}"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+def _summary_line(summary: PoolSummary, can: str = "can run it") -> str:
+    """``21 nodes in 13 pools: 7 pools (11 nodes) can run it, 6 (9 nodes) cannot, because of
+    ...; 1 node in no GPU pool cannot (no-gpu-facts)``."""
+    line = (
+        f"{_plural(summary.nodes, 'node')} in {_plural(summary.pools, 'GPU pool')}: "
+        f"{_plural(summary.eligible_pools, 'pool')} ({_plural(summary.eligible_nodes, 'node')}) "
+        f"{can}, {summary.blocked_pools} ({_plural(summary.blocked_nodes, 'node')}) cannot"
+    )
+    if summary.because:
+        line += ", because of " + ", ".join(
+            f"{code} ({_plural(n, 'pool')})" for code, n in summary.because
+        )
+    if summary.mixed_pools:
+        line += f"; in {_plural(summary.mixed_pools, 'pool')} only some nodes can"
+    if summary.unpooled_nodes:
+        blocked = summary.unpooled_nodes - summary.unpooled_eligible
+        line += f"; {_plural(summary.unpooled_nodes, 'node')} in no GPU pool"
+        if blocked:
+            line += f", {blocked} cannot ({', '.join(summary.unpooled_because)})"
+    return line
+
+
+def _compact(
+    item: _Explained,
+    pools: Mapping[str, str],
+    width: int,
+    *,
+    per_node: bool = False,
+    only_failing: bool = False,
+) -> list[str]:
+    """One workload, summary first: what it needs, how many pools and nodes can run it and
+    why the others cannot, then one entry per pool (per node with ``per_node``) whose
+    answer is the same: its nodes, how it runs, or each blocking code with its fix."""
+    exp = item.explanation
+    groups = by_pool(exp, pools)
+    summary = summarise(groups)
+    suffix = _common_suffix([n.node for n in exp.nodes])
+    lines = [*_wrapped(f"{exp.workload} {_needs(item)}", width, "")]
+    # Of an unknown CUDA, a node the pod may be scheduled on is not known to run it.
+    can = "can run it" if exp.unknown is None else "would take it, none known to run it"
+    lines += _wrapped(_summary_line(summary, can), width, "")
+    for eligible, title in (
+        (False, "cannot run it" if exp.unknown is None else "cannot take it"),
+        (True, can),
+    ):
+        chosen = [g for g in groups if g.eligible is eligible]
+        if not chosen or (eligible and only_failing):
+            continue
+        lines.append(title)
+        for group in chosen:
+            entries = (
+                [(n.node.removesuffix(suffix) if suffix else n.node, [n]) for n in group.nodes]
+                if per_node
+                else [(group.pool, list(group.nodes))]
+            )
+            for label, nodes in entries:
+                facts = nodes[0].facts
+                if per_node:
+                    head = (
+                        f"{label}  {_short_gpu(facts.products)}, driver "
+                        f"{facts.driver or '-'}, CUDA {facts.cuda or '-'}"
+                    )
+                else:
+                    head = f"{label}  ({_node_names([n.node for n in nodes], suffix)})"
+                if eligible:
+                    head += f": {', '.join(group.modes) or 'eligible'}"
+                lines += _wrapped(head, width, "  ")
+                for code, fix in group.blocking:
+                    lines += _wrapped(f"{code}: {fix}" if fix else code, width, "    ")
+    notes = [f"label scheme {_scheme(exp)}"]
+    if item.runtime:
+        notes.append(f"runtime {item.runtime.describe()}")
+    if suffix:
+        notes.append(f"node names end in {suffix}")
+    if exp.requirement_error:
+        notes.append(f"no selector: {exp.requirement_error}")
+    if exp.score_error:
+        notes.append(f"preferred terms invalid: {exp.score_error}")
+    lines += _wrapped("; ".join(notes), width, "")
+    for warning in _unknown_warnings(item):
+        lines += _wrapped(warning, width, "")
+    return lines
+
+
+def _unknown_warnings(item: _Explained) -> list[str]:
+    """What kubectl prints for the webhook's admission warnings when the workload's CUDA is
+    unknown, word for word."""
+    unknown = item.explanation.unknown
+    return [f"Warning: {w}" for w in (unknown.warnings() if unknown is not None else ())]
+
+
+def _scheme(exp: Explanation) -> str:
+    return exp.scheme.value + (f"/{exp.gfd_keys.value} keys" if exp.gfd_keys else "")
+
+
+def _overview_lines(
+    items: Sequence[_Explained], pools: Mapping[str, str], width: int, only_failing: bool
+) -> list[str]:
+    """Several workloads: one line each, summary first (how many can run anywhere), then per
+    workload what it needs and how many pools can run it."""
+    runnable = sum(1 for i in items if i.explanation.eligible_count)
+    lines = _wrapped(
+        f"{len(items)} workload{'s' if len(items) != 1 else ''}: {runnable} can run on some "
+        f"node, {len(items) - runnable} on none",
+        width,
+        "",
+    )
+    for item in items:
+        exp = item.explanation
+        if only_failing and exp.eligible_count == exp.total:
+            continue
+        summary = summarise(by_pool(exp, pools))
+        req = exp.requirement
+        needs = req.describe() if req is not None else "no CUDA requirement"
+        text = (
+            f"{exp.workload}: {needs}; "
+            f"{summary.eligible_nodes + summary.unpooled_eligible}/{summary.nodes} nodes, "
+            f"{summary.eligible_pools}/{summary.pools} pools"
+        )
+        if summary.because:
+            text += "; " + ", ".join(code for code, _ in summary.because[:3])
+        lines += _wrapped(text, width, "  ")
+    lines += _wrapped(
+        "explain TYPE/NAME for one workload by pool; --nodes for one line per node; -o wide or "
+        "-o json for every detail",
+        width,
+        "",
+    )
+    return lines
+
+
 def _overview(items: Sequence[_Explained]) -> Table:
     """One line per workload, after the per-workload tables: the demo's punch line."""
     table = Table(title=Text("summary", style="bold"), expand=False)
@@ -251,18 +438,23 @@ def _overview(items: Sequence[_Explained]) -> Table:
     return table
 
 
-def _document(items: Sequence[_Explained], single: bool) -> dict[str, Any]:
+def _document(
+    items: Sequence[_Explained], single: bool, cluster: Mapping[str, Any]
+) -> dict[str, Any]:
     if single:
-        return items[0].to_dict()
-    return {"workloads": [{"workload": i.explanation.workload, **i.to_dict()} for i in items]}
+        return {**items[0].to_dict(), "cluster": dict(cluster)}
+    return {
+        "workloads": [{"workload": i.explanation.workload, **i.to_dict()} for i in items],
+        "cluster": dict(cluster),
+    }
 
 
-def _render_json(items: Sequence[_Explained], single: bool) -> str:
-    return json.dumps(_document(items, single), indent=2)
+def _render_json(items: Sequence[_Explained], single: bool, cluster: Mapping[str, Any]) -> str:
+    return json.dumps(_document(items, single, cluster), indent=2)
 
 
-def _render_yaml(items: Sequence[_Explained], single: bool) -> str:
-    return to_yaml(_document(items, single))
+def _render_yaml(items: Sequence[_Explained], single: bool, cluster: Mapping[str, Any]) -> str:
+    return to_yaml(_document(items, single, cluster))
 
 
 def _console(*, wide: bool = False) -> Console:
@@ -276,17 +468,32 @@ def _console(*, wide: bool = False) -> Console:
     return Console(width=width or (WIDE_WIDTH if wide else TABLE_WIDTH), soft_wrap=False)
 
 
+def _text_width() -> int:
+    """The terminal's width; when piped, ``$COLUMNS`` if set, else 100."""
+    console = Console()
+    if console.is_terminal:
+        return console.width
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= 40 else TABLE_WIDTH
+
+
+def _pool_names(snapshot: ClusterSnapshot, fleet: Fleet) -> dict[str, str]:
+    """Node name -> pool name. The one place explain learns what a pool is (the report's
+    pools), so a new notion of pool changes it here only."""
+    return {node: pool.name for pool in node_pools(snapshot, fleet) for node in pool.nodes}
+
+
 # --------------------------------------------------------------------------- command
 
 
 def _explained_objects(
-    snapshot: ClusterSnapshot, label: str, namespace: str | None = None
+    snapshot: ClusterSnapshot, label: str, scope: Scope | None = None
 ) -> list[dict[str, Any]]:
     objs = workloads_of(snapshot)
     where = ""
-    if namespace is not None:
-        objs = [o for o in objs if namespace_of(o) == namespace]
-        where = f" in namespace {namespace!r}"
+    if scope is not None and not scope.is_everything:
+        objs = [o for o in objs if scope.admits(o)]
+        where = f" in scope ({scope.describe()})"
     if not objs:
         raise InputError(
             f"{label}: no Pod, workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, "
@@ -328,17 +535,8 @@ def explain_cmd(
             metavar="[TYPE/NAME]",
             help="A workload of the cluster, named as kubectl names it: isvc/NAME, "
             "llmisvc/NAME, pod/NAME, deploy/NAME (also sts, ds, rs, job, cj and the long "
-            "names). Default: every workload of the cluster.",
+            "names). Default: every workload of the cluster (in scope of -n/-l).",
             show_default=False,
-        ),
-    ] = None,
-    namespace: Annotated[
-        str | None,
-        typer.Option(
-            "-n",
-            "--namespace",
-            help="Namespace of TYPE/NAME (default: the live context's, else default); without "
-            "TYPE/NAME, explain only the workloads of this namespace.",
         ),
     ] = None,
     workload: Annotated[
@@ -349,13 +547,23 @@ def explain_cmd(
             "InferenceService (several allowed). Default: every workload of the cluster.",
         ),
     ] = None,
-    nodes: Annotated[
+    nodes_file: Annotated[
         Path | None,
         typer.Option(
-            "--nodes",
+            "--nodes-file",
             help="Nodes to explain against (kubectl get nodes -o yaml). Default: the cluster's.",
         ),
     ] = None,
+    per_node: Annotated[
+        bool,
+        typer.Option("--nodes", help="One entry per node instead of per node pool."),
+    ] = False,
+    only_failing: Annotated[
+        bool,
+        typer.Option(
+            "--only-failing", help="Only the pools (or nodes, workloads) that cannot run it."
+        ),
+    ] = False,
     source: ClusterSource = ClusterSource(),
     config: ConfigOption = None,
     policy: DefaultPolicyOption = None,
@@ -364,33 +572,48 @@ def explain_cmd(
     registry_config: RegistryConfigOption = None,
     plain_http: PlainHttpOption = None,
     output: Annotated[
-        ExplainFormat, typer.Option("-o", "--output", help="Output format (wide: full names).")
+        ExplainFormat,
+        typer.Option(
+            "-o",
+            "--output",
+            help="table: by node pool, summary first; wide: a row per node with every detail; "
+            "json, yaml: the same for scripts.",
+        ),
     ] = ExplainFormat.TABLE,
 ) -> None:
     """Say, node by node, whether a workload can land there and why.
 
-    Eligibility is Kubernetes' own required node-affinity and nodeSelector match of the pod
-    spec with the workload's CUDA requirement ANDed in, as the webhook would admit it; score is
-    the raw preferred-affinity sum; reasons come from the compatibility engine and from the
-    workload's own constraints. Examples: cudasched explain isvc/llama3-8b -n team-nlp --live;
-    cudasched explain --workload deploy.yaml --nodes n.yaml
+    The answer is grouped by node pool (GPU, driver and OS), summary first: how many pools and
+    nodes can run it, and what keeps it off the others with the fix. Eligibility is
+    Kubernetes' own required node-affinity and nodeSelector match of the pod spec with the
+    workload's CUDA requirement ANDed in, as the webhook would admit it; reasons come from the
+    compatibility engine and from the workload's own constraints. Examples: cudasched explain
+    isvc/llama3-8b -n team-nlp --live; cudasched explain --workload deploy.yaml --nodes-file
+    n.yaml
     """
+    namespace = source.namespace
     try:
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
+        scope = source.scope
         ref: Reference | None = None
         if reference is not None:
             if workload is not None:
                 raise InputError(
                     f"{reference!r} and --workload both name what to explain: give one"
                 )
+            if source.all_namespaces:
+                raise InputError(
+                    f"-A/--all-namespaces and {reference!r} do not go together: a TYPE/NAME is "
+                    "in one namespace (-n)"
+                )
             ref = parse_reference(reference, namespace or _default_namespace(source))
-        elif namespace is not None and workload is not None:
+        elif (namespace is not None or source.selector) and workload is not None:
             raise InputError(
-                "-n/--namespace picks a TYPE/NAME or the cluster's workloads, not --workload's"
+                "-n/--namespace and -l/--selector pick the cluster's workloads, not --workload's"
             )
         fetch = [f for f in (ref.to_fetch(),) if f is not None] if ref is not None else []
-        context = load_cluster(source, nodes, fetch=fetch)
+        context = load_cluster(source, nodes_file, fetch=fetch)
         if not context.nodes:
             raise InputError(f"{context.source or 'cluster'}: no Node objects to explain against")
         if ref is not None:
@@ -402,7 +625,7 @@ def explain_cmd(
             context = _merge_context(context, given)
             single = len(objs) == 1
         else:
-            objs = _explained_objects(context, context.source or "cluster", namespace)
+            objs = _explained_objects(context, context.source or "cluster", scope)
             single = False
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)
@@ -414,21 +637,31 @@ def explain_cmd(
     except InputError as exc:
         fail(str(exc))
     if output is ExplainFormat.JSON:
-        sys.stdout.write(_render_json(items, single) + "\n")
+        sys.stdout.write(_render_json(items, single, judged(source, context)) + "\n")
     elif output is ExplainFormat.YAML:
-        sys.stdout.write(_render_yaml(items, single))
-    else:
-        wide = output is ExplainFormat.WIDE
-        console = _console(wide=wide)
+        sys.stdout.write(_render_yaml(items, single, judged(source, context)))
+    elif output is ExplainFormat.WIDE:
+        console = _console(wide=True)
         for number, item in enumerate(items):
             if number:
                 console.print()
-            console.print(_table(item, wide=wide))
-            unknown = item.explanation.unknown
-            for warning in unknown.warnings() if unknown is not None else ():
-                # What kubectl prints for the webhook's admission warnings, word for word.
-                console.print(Text(f"Warning: {warning}", style="yellow"))
+            console.print(_table(item, wide=True))
+            for warning in _unknown_warnings(item):
+                console.print(Text(warning, style="yellow"))
         if len(items) > 1:
             console.print()
             console.print(_overview(items))
+    else:
+        width = _text_width()
+        pools = _pool_names(context, fleet)
+        if single or per_node:
+            blocks = [
+                _compact(item, pools, width, per_node=per_node, only_failing=only_failing)
+                for item in items
+                if not (only_failing and item.explanation.eligible_count == item.explanation.total)
+            ]
+            text = "\n\n".join("\n".join(b) for b in blocks)
+        else:
+            text = "\n".join(_overview_lines(items, pools, width, only_failing))
+        sys.stdout.write(text + "\n")
     raise typer.Exit(EXIT_OK)

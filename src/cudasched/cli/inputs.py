@@ -4,8 +4,13 @@ command so the same objects always give the same answers.
 
 A command that reads a cluster declares where it comes from in one line: decorate it with
 :func:`cluster_source` and give it a parameter ``source: ClusterSource``; it then takes
-``--cluster FILE``, ``--live``, ``--kubeconfig FILE`` and ``--context NAME``, and calls
-:func:`load_cluster` with ``source``.
+``--cluster FILE|DIR``, ``--live``, ``--kubeconfig FILE`` and ``--context NAME``, and, unless
+``scoped=False``, kubectl's ``-n/--namespace``, ``-A/--all-namespaces`` and ``-l/--selector``
+(``source.scope``); it calls :func:`load_cluster` with ``source``.
+
+Without ``--cluster`` or ``--live`` a command judges the bundled sample cluster: it says so in
+one line on stderr (:func:`load_cluster`), and its JSON output says so too
+(:func:`judged`), so nobody mistakes the sample's nodes for their own.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,12 +27,14 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from cudasched.cli.app import note
 from cudasched.vocab.errors import InputError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from cudasched.cluster.fleet import Fleet
+    from cudasched.cluster.scope import Scope
     from cudasched.cluster.snapshot import ClusterSnapshot
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.images import ImageTable
@@ -37,6 +45,7 @@ if TYPE_CHECKING:
     from cudasched.webhook.state import ClusterState
 
 __all__ = [
+    "SAMPLE_NOTE",
     "ClusterFileOption",
     "ClusterSource",
     "ContextOption",
@@ -44,6 +53,7 @@ __all__ = [
     "LiveOption",
     "cluster_source",
     "cluster_state",
+    "judged",
     "load_cluster",
     "load_cluster_inputs",
     "load_images",
@@ -60,8 +70,9 @@ ClusterFileOption = Annotated[
     typer.Option(
         "--cluster",
         help="Cluster dump: `cudasched snapshot` output, or kubectl get nodes,pods,"
-        "inferenceservices,servingruntimes,clusterservingruntimes -A -o yaml. Default: the "
-        "bundled sample cluster.",
+        "inferenceservices,servingruntimes,clusterservingruntimes -A -o yaml; or a directory "
+        "of such YAML/JSON manifests (read recursively, as CI checks a repository). Default: "
+        "the bundled sample cluster (said on stderr).",
     ),
 ]
 LiveOption = Annotated[
@@ -81,11 +92,48 @@ ContextOption = Annotated[
     typer.Option("--context", help="kubeconfig context of the live cluster (implies --live)."),
 ]
 
+NamespaceOption = Annotated[
+    str | None,
+    typer.Option(
+        "-n",
+        "--namespace",
+        help="Namespace: only objects of this namespace (nodes and other cluster-scoped "
+        "objects stay, as with kubectl); for explain TYPE/NAME, where NAME is. Default: every "
+        "namespace (explain TYPE/NAME: the context's, else default).",
+    ),
+]
+AllNamespacesOption = Annotated[
+    bool,
+    typer.Option("-A", "--all-namespaces", help="Workloads of every namespace (the default)."),
+]
+SelectorOption = Annotated[
+    str | None,
+    typer.Option(
+        "-l",
+        "--selector",
+        help="Only objects whose labels match this selector, as kubectl -l: key=value, "
+        "key!=value, 'key in (a,b)', 'key notin (a)', key, !key; commas AND them.",
+    ),
+]
+
 _SOURCE_OPTIONS = (
     ("cluster", ClusterFileOption, None),
     ("live", LiveOption, False),
     ("kubeconfig", KubeconfigOption, None),
     ("context", ContextOption, None),
+)
+_SCOPE_OPTIONS = (
+    ("namespace", NamespaceOption, None),
+    ("all_namespaces", AllNamespacesOption, False),
+    ("selector", SelectorOption, None),
+)
+
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+#: The one line said when a command judges the bundled sample cluster.
+SAMPLE_NOTE = (
+    "no --cluster or --live given: judging the bundled sample cluster, not yours (add --live, "
+    "or --cluster FILE|DIR)"
 )
 
 
@@ -98,6 +146,33 @@ class ClusterSource:
     live: bool = False
     kubeconfig: Path | None = None
     context: str | None = None
+    namespace: str | None = None
+    all_namespaces: bool = False
+    selector: str | None = None
+
+    @property
+    def is_sample(self) -> bool:
+        """Whether the bundled sample cluster is judged (no file, not live)."""
+        return self.cluster is None and not self.is_live
+
+    @property
+    def scope(self) -> Scope:
+        """``-n``/``-A``/``-l`` as a :class:`~cudasched.cluster.scope.Scope`; an
+        ``InputError`` for ``-n`` with ``-A`` or a selector that does not parse."""
+        from cudasched.cluster.scope import Scope
+        from cudasched.vocab.selectors import parse_selector
+
+        if self.namespace is not None and self.all_namespaces:
+            raise InputError(
+                f"-n {self.namespace!r} and -A/--all-namespaces ask for one namespace and for "
+                "all: give one"
+            )
+        if self.namespace is not None and not _NAMESPACE.fullmatch(self.namespace):
+            raise InputError(
+                f"-n/--namespace {self.namespace!r} is not a namespace name (at most 63 "
+                "lower-case letters, digits and '-', starting and ending with a letter or digit)"
+            )
+        return Scope(self.namespace, parse_selector(self.selector))
 
     @property
     def is_live(self) -> bool:
@@ -115,12 +190,17 @@ class ClusterSource:
         return self
 
 
-def cluster_source(command: Command) -> Command:
+def cluster_source(command: Command | None = None, *, scoped: bool = True) -> Any:
     """Give a Typer command the cluster-source options: its parameter ``source:
     ClusterSource`` becomes ``--cluster``, ``--live``, ``--kubeconfig`` and ``--context``
-    and is passed in as one :class:`ClusterSource`. Put it below ``@app.command(...)``."""
+    (and, when ``scoped``, ``-n``, ``-A`` and ``-l``) and is passed in as one
+    :class:`ClusterSource`. Put it below ``@app.command(...)``; ``@cluster_source`` or
+    ``@cluster_source(scoped=False)``."""
+    if command is None:
+        return functools.partial(cluster_source, scoped=scoped)
+    options = _SOURCE_OPTIONS + (_SCOPE_OPTIONS if scoped else ())
     signature = inspect.signature(command, eval_str=True)
-    taken = {name for name, _, _ in _SOURCE_OPTIONS} & set(signature.parameters)
+    taken = {name for name, _, _ in options} & set(signature.parameters)
     if "source" not in signature.parameters or taken:
         raise TypeError(
             f"{command.__name__}: @cluster_source needs a 'source' parameter and none named "
@@ -131,14 +211,14 @@ def cluster_source(command: Command) -> Command:
         if param.name == "source":
             params.extend(
                 inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
-                for name, a, d in _SOURCE_OPTIONS
+                for name, a, d in options
             )
         else:
             params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
 
     @functools.wraps(command)
     def with_source(**kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) for name, _, _ in _SOURCE_OPTIONS}
+        values = {name: kwargs.pop(name) for name, _, _ in options}
         return command(source=ClusterSource(**values), **kwargs)
 
     new = signature.replace(parameters=params)
@@ -195,7 +275,6 @@ def load_cluster(
         ClusterSnapshot,
         bundled_snapshot,
         load_nodes,
-        load_snapshot,
     )
 
     if not isinstance(source, ClusterSource):
@@ -204,14 +283,56 @@ def load_cluster(
     if source.is_live:
         snapshot = _read_live(source, fetch)
     elif source.cluster is not None:
-        snapshot = load_snapshot(source.cluster)
+        snapshot = _load_dump(source.cluster)
     elif nodes is None:
+        note(SAMPLE_NOTE)
         snapshot = bundled_snapshot()
     else:
         snapshot = ClusterSnapshot(source="")
     if nodes is not None:
         snapshot = snapshot.with_nodes(load_nodes(nodes))
     return snapshot
+
+
+def _load_dump(path: Path) -> ClusterSnapshot:
+    """A dump file, or every ``*.yaml``/``*.yml``/``*.json`` file under a directory (sorted,
+    hidden ones skipped) as one cluster: a repository of manifests checked in CI."""
+    from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot, parse_objects
+    from cudasched.vocab import inputfiles
+
+    if not path.is_dir():
+        return load_snapshot(path)
+    files = sorted(
+        f
+        for f in path.rglob("*")
+        if f.suffix in (".yaml", ".yml", ".json")
+        and f.is_file()
+        and not any(part.startswith(".") for part in f.relative_to(path).parts)
+    )
+    if not files:
+        raise InputError(
+            f"--cluster {str(path)!r}: the directory holds no .yaml, .yml or .json file"
+        )
+    objects = []
+    for file in files:
+        label = str(file)
+        objects.extend(parse_objects(inputfiles.read_text(file, label, inputfiles.CLUSTER), label))
+    return ClusterSnapshot.from_objects(objects, source=str(path))
+
+
+def judged(source: ClusterSource, snapshot: ClusterSnapshot) -> dict[str, Any]:
+    """What a JSON answer says it judged: ``{"source": ..., "sample": bool, "scope": ...}``."""
+    doc: dict[str, Any] = {
+        "source": snapshot.source or ("live cluster" if source.is_live else "cluster"),
+        "sample": source.is_sample,
+    }
+    try:
+        scope = source.scope.describe()
+    except InputError:
+        scope = ""
+    if scope:
+        doc["scope"] = scope
+    return doc
 
 
 def _read_live(source: ClusterSource, fetch: Sequence[ObjectRef]) -> ClusterSnapshot:
@@ -221,8 +342,8 @@ def _read_live(source: ClusterSource, fetch: Sequence[ObjectRef]) -> ClusterSnap
         result = read_live_cluster(
             kubeconfig=source.kubeconfig, context=source.context, fetch=fetch, progress=progress
         )
-    for note in absent_notes(result.absent, result.denied):
-        sys.stderr.write(f"cudasched: note: {note}\n")
+    for message in absent_notes(result.absent, result.denied):
+        sys.stderr.write(f"cudasched: note: {message}\n")
     return result.snapshot
 
 
@@ -295,12 +416,17 @@ def load_node_labels(path: Path) -> tuple[str, dict[str, str]]:
     if len(docs) > 1:
         raise InputError(f"{label}: expected one YAML document, found {len(docs)}")
     doc = docs[0] if docs else None
+    if doc is None:
+        raise InputError(
+            f"node labels file {str(path)!r} is empty: expected a map of labels or a Node object "
+            "(kubectl get node NAME -o yaml)"
+        )
     if not isinstance(doc, Mapping):
         raise InputError(
             f"node labels file {str(path)!r}: expected a map of labels or a Node object, "
             f"got {type(doc).__name__}"
         )
-    name = path.stem
+    name = f"the node of {path.name}"  # a bare label map names no node
     labels: object = doc
     if "metadata" in doc or doc.get("kind") == "Node":
         if doc.get("kind") not in (None, "Node"):

@@ -67,13 +67,45 @@ def knowledge_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(
-        title=f"{topic.value}: {len(found)} known" + (f" matching {match!r}" if match else ""),
-        show_lines=False,
-    )
-    for column in (*COLUMNS[topic], "source"):
-        table.add_column(column, overflow="fold")
+    # Sources are footnotes: a number in the table, the links under it, each once.
+    notes: dict[str, int] = {}
     for row in found:
-        table.add_row(*(row.fields[c] for c in COLUMNS[topic]), row.source)
-    Console(soft_wrap=False).print(table)
+        notes.setdefault(row.source, len(notes) + 1)
+    title = f"{topic.value}: {len(found)} known" + (f" matching {match!r}" if match else "")
+    console = Console(soft_wrap=False)
+    widths = {
+        c: max([len(c), *(len(w) for r in found for w in r.fields[c].split())])
+        for c in COLUMNS[topic]
+    }
+    if sum(w + 3 for w in widths.values()) + 8 <= console.width:
+        table = Table(title=title, show_lines=False)
+        for column in COLUMNS[topic]:
+            table.add_column(column, min_width=widths[column])  # wraps at spaces only
+        table.add_column("src", justify="right", no_wrap=True)
+        for row in found:
+            table.add_row(*(row.fields[c] for c in COLUMNS[topic]), f"[{notes[row.source]}]")
+        console.print(table)
+    else:  # too narrow for a table that cuts nothing: one record per row
+        import textwrap
+
+        lines = [title]
+        first, *others = COLUMNS[topic]
+        for row in found:
+            lines.append(f"{row.fields[first]}  [{notes[row.source]}]")
+            facts = "; ".join(f"{c} {row.fields[c]}" for c in others if row.fields[c])
+            lines += textwrap.wrap(
+                facts,
+                width=max(console.width, 40),
+                initial_indent="  ",
+                subsequent_indent="    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        sys.stdout.write("\n".join(lines) + "\n")
+    for source, number in notes.items():
+        sys.stdout.write(f"[{number}] {source}\n")
+    if not found:
+        sys.stdout.write(
+            f"nothing matches {match!r}; every row: cudasched knowledge {topic.value}\n"
+        )
     raise typer.Exit(EXIT_OK)

@@ -98,11 +98,11 @@ def manifests_command(
         ),
     ] = DEFAULT_PRIORITY_CLASS,
 ) -> None:
-    """Print the install manifests as multi-document YAML (pipe to ``kubectl apply -f -``).
+    """Print the install manifests as multi-document YAML (pipe to 'kubectl apply -f -').
 
     ServiceAccount and least-privilege RBAC (read nodes and KServe objects), the webhook
     Deployment (2 replicas, probes, resources, PodDisruptionBudget), Service,
-    MutatingWebhookConfiguration, TLS objects and, unless ``--no-agent``, the node agent DaemonSet.
+    MutatingWebhookConfiguration, TLS objects and, unless '--no-agent', the node agent DaemonSet.
     """
     try:
         image = checked_image(image, image_digest)

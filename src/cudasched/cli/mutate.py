@@ -56,11 +56,12 @@ def _kind_of(body: bytes, given: str | None) -> str:
     return _KINDS[found]
 
 
-def as_review(body: bytes, label: str) -> tuple[bytes, str | None]:
+def as_review(body: bytes, label: str, namespace: str | None = None) -> tuple[bytes, str | None]:
     """``body`` as an AdmissionReview: returned as it is when it already is one; a Pod, a
     workload (its pod template becomes the Pod), an InferenceService or an
     LLMInferenceService, in YAML or JSON, is wrapped in the CREATE review the API server would
-    send (the note says so)."""
+    send (the note says so). ``namespace`` (``-n``) is given to an object without one, as
+    ``kubectl apply -n`` does; an object of another namespace is an error."""
     from cudasched.cluster.snapshot import parse_objects
     from cudasched.webhook.review import creation_review
     from cudasched.workloads.kserve.llm import is_llmisvc
@@ -81,14 +82,27 @@ def as_review(body: bytes, label: str) -> tuple[bytes, str | None]:
     [obj] = objects
     if obj.get("kind") == "AdmissionReview":
         return body, None
-    target = obj if is_inference_service(obj) or is_llmisvc(obj) else pod_of(obj)
+    if namespace is not None:
+        meta = obj.setdefault("metadata", {})
+        given = meta.get("namespace") if isinstance(meta, dict) else None
+        if given and given != namespace:
+            raise InputError(
+                f"{label}: the object is in namespace {given!r}, not -n {namespace!r} "
+                "(as kubectl apply, -n only fills in a missing namespace)"
+            )
+        if isinstance(meta, dict):
+            meta["namespace"] = namespace
+    service = is_inference_service(obj) or is_llmisvc(obj)
+    target = obj if service or obj.get("kind") == "Pod" else pod_of(obj)
     review = creation_review(target, uid="00000000-0000-4000-8000-000000000000")
     what = workload_id(obj)
+    if not service and obj.get("kind") != "Pod":
+        what = f"the pod template of {what}, as a Pod,"
     return orjson.dumps(review), f"{label}: {what} wrapped in a CREATE AdmissionReview"
 
 
 @app.command("mutate")
-@cluster_source
+@cluster_source(scoped=False)
 def mutate(
     review: Annotated[
         Path | None,
@@ -99,6 +113,15 @@ def mutate(
         ),
     ] = None,
     source: ClusterSource = ClusterSource(),
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "-n",
+            "--namespace",
+            help="Namespace of an object given without one (as kubectl apply -n); it is the "
+            "namespace the webhook would see.",
+        ),
+    ] = None,
     config: ConfigOption = None,
     resolve_images: ResolveImagesOption = False,
     registry_config: RegistryConfigOption = None,
@@ -132,7 +155,7 @@ def mutate(
         cfg = load_config(config)
         if kind is not None:
             _kind_of(b"", kind)  # a bad --kind is said before the input is read
-        body, wrapped = as_review(body, str(review or "<stdin>"))
+        body, wrapped = as_review(body, str(review or "<stdin>"), namespace)
         if wrapped:
             sys.stderr.write(f"cudasched: note: {wrapped}\n")
         which = _kind_of(body, kind)

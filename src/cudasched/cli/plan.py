@@ -31,6 +31,7 @@ from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
+    judged,
     load_cluster,
     load_images,
     load_knowledge,
@@ -261,7 +262,8 @@ def plan_cmd(
             raise InputError(
                 f"invalid --min-support-months {min_support_months}: expected 0 to 120 months"
             )
-        snapshot = load_cluster(source)
+        scope = source.scope  # -n/-l: only the workloads in scope make demand
+        snapshot = scope.workloads(load_cluster(source))
         kb = load_knowledge()
         if gpu_operator_version is not None:
             op, op_source = operator_version(kb, gpu_operator_version), "--gpu-operator-version"
@@ -294,7 +296,8 @@ def plan_cmd(
         fail(str(exc))
     name = snapshot.source or "cluster"
     if output is PlanFormat.JSON:
-        sys.stdout.write(json.dumps(plan.to_dict(), indent=2) + "\n")
+        doc = {**plan.to_dict(), "cluster": judged(source, snapshot)}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif output is PlanFormat.YAML:
         sys.stdout.write(render_yaml(plan, name))
     elif output is PlanFormat.SCRIPT:

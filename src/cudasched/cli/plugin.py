@@ -27,7 +27,7 @@ __all__ = ["PROG_NAME", "main", "plugin_args"]
 PROG_NAME = "kubectl cudasched"
 
 #: kubectl flags that take a value and may precede the command name.
-_GLOBAL_FLAGS = frozenset({"-n", "--namespace", "--context", "--kubeconfig"})
+_GLOBAL_FLAGS = frozenset({"-n", "--namespace", "-l", "--selector", "--context", "--kubeconfig"})
 _SOURCE_FLAGS = ("--cluster", "--live")
 
 
@@ -58,10 +58,25 @@ def plugin_args(args: Sequence[str]) -> list[str]:
     return [command, *words]
 
 
+#: What ``kubectl cudasched --help`` adds to the command list: where the plugin's answers come
+#: from.
+PLUGIN_HELP = (
+    "As a kubectl plugin, every command that reads a cluster reads the LIVE cluster of your "
+    "kubeconfig's current context (as kubectl does; --context, --kubeconfig, -n, -A and -l "
+    "work as in kubectl), unless --cluster FILE|DIR names a dump. It only reads: no write, "
+    "never a Secret."
+)
+
+
 def main() -> None:
     """Entry point of the ``kubectl-cudasched`` console script."""
+    args = plugin_args(sys.argv[1:])
     try:
-        app(args=plugin_args(sys.argv[1:]), prog_name=PROG_NAME)
+        if not args or args[0] in ("--help", "-h"):
+            group = typer.main.get_command(app)
+            group.help = f"{group.help}\n\n{PLUGIN_HELP}"
+            group.main(args=args or ["--help"], prog_name=PROG_NAME)
+        app(args=args, prog_name=PROG_NAME)
     except InputError as exc:  # pragma: no cover - commands normally handle this themselves
         fail(str(exc))
     sys.exit(0)

@@ -1,19 +1,29 @@
-"""``cudasched report``: one self-contained HTML file with the compatibility matrix (serving
-runtimes × node pools), each pool's CUDA ceiling and the audit findings.
+"""``cudasched report``: the compatibility matrix (serving runtimes × node pools), each pool's
+CUDA ceiling and the audit findings, as one self-contained HTML page (``-o html``, the default)
+or as JSON (``-o json``: ``{"cluster", "matrix", "pools", "findings", "summary"}``), on stdout
+or into ``--output-file``.
 
 Exit codes: 0 written, 2 bad input or the file cannot be written (one line on stderr).
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from cudasched.cli.app import EXIT_OK, app, fail
-from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster_inputs, load_settings
+from cudasched.cli.inputs import (
+    ClusterSource,
+    cluster_source,
+    judged,
+    load_cluster_inputs,
+    load_settings,
+)
 from cudasched.cli.options import (
     AsOfOption,
     ConfigOption,
@@ -39,14 +49,33 @@ from cudasched.vocab.errors import InputError
 __all__ = ["report_cmd"]
 
 
-def _write(path: Path, text: str) -> None:
-    if str(path) == "-":
+class ReportFormat(StrEnum):
+    HTML = "html"
+    JSON = "json"
+
+
+def _write(path: Path | None, text: str) -> None:
+    if path is None or str(path) == "-":
         sys.stdout.write(text)
         return
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def _pools(pools: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": p.name,
+            "gpu": p.gpu,
+            "driver": str(p.driver) if p.driver else None,
+            "os": p.os_text,
+            "nodes": list(p.nodes),
+            "ceiling": p.ceiling.describe(),
+        }
+        for p in pools
+    ]
 
 
 @app.command("report")
@@ -59,28 +88,36 @@ def report_cmd(
     registry_config: RegistryConfigOption = None,
     plain_http: PlainHttpOption = None,
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="HTML file to write ('-': stdout).")
-    ] = Path("report.html"),
+        ReportFormat,
+        typer.Option("-o", "--output", help="Format: html (one self-contained page) or json."),
+    ] = ReportFormat.HTML,
+    output_file: Annotated[
+        Path | None,
+        typer.Option("--output-file", help="Write to this file instead of stdout."),
+    ] = None,
     as_of: AsOfOption = None,
     min_support_months: MinSupportMonthsOption = 12,
 ) -> None:
     """Write an HTML report of the cluster: which serving runtime can run on which node pool
     (hover a cell for its reason codes), each pool's CUDA ceiling, and the audit findings.
 
-    One file, no external fonts, scripts or images: it opens on an air-gapped machine.
-    --config takes the webhook's configuration, so runtimes and workloads are judged as
-    admission judges them. Example: cudasched report --cluster cluster.yaml -o report.html
+    One page, no external fonts, scripts or images: it opens on an air-gapped machine.
+    -n/-l narrow the runtimes and findings to a namespace or a selector. --config takes the
+    webhook's configuration, so runtimes and workloads are judged as admission judges them.
+    Example: cudasched report --live --output-file report.html
     """
     try:
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
+        scope = source.scope
         today = parse_as_of(as_of)
         months = check_support_months(min_support_months)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
         images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
         with progress_bar("building the report") as progress:
             pools = node_pools(snapshot, fleet)
-            matrix = compatibility_matrix(runtime_rows(fleet, images), pools, pol, fleet.kb)
+            rows = tuple(r for r in runtime_rows(fleet, images) if not r.obj or scope.admits(r.obj))
+            matrix = compatibility_matrix(rows, pools, pol, fleet.kb)
             findings = audit(
                 snapshot,
                 fleet,
@@ -90,16 +127,26 @@ def report_cmd(
                 today=today,
                 min_support_months=months,
             )
-        html = render_report(
-            matrix, findings, source=snapshot.source or "cluster", generated=generated_now()
-        )
-        _write(output, html)
+            findings = findings.within(scope, snapshot.objects())
+        what = judged(source, snapshot)
+        label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")
+        if output is ReportFormat.JSON:
+            doc = {
+                "cluster": what,
+                "matrix": matrix.to_dict(),
+                "pools": _pools(pools),
+                **findings.to_dict(),
+            }
+            text = json.dumps(doc, indent=2) + "\n"
+        else:
+            text = render_report(matrix, findings, source=label, generated=generated_now())
+        _write(output_file, text)
     except InputError as exc:
         fail(str(exc))
-    if str(output) != "-":
+    if output_file is not None and str(output_file) != "-":
         summary = findings.summary()
         sys.stderr.write(
-            f"cudasched: wrote {output}: {len(matrix.rows)} serving runtimes × "
+            f"cudasched: wrote {output_file}: {len(matrix.rows)} serving runtimes × "
             f"{len(pools)} node pools, {summary['error']} error, {summary['warning']} warning, "
             f"{summary['info']} info findings\n"
         )

@@ -16,7 +16,7 @@ import typer
 
 from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster
-from cudasched.cluster.snapshot import DumpFormat, dump_snapshot
+from cudasched.cluster.snapshot import ClusterSnapshot, DumpFormat, dump_snapshot
 from cudasched.vocab.errors import InputError
 
 __all__ = ["snapshot_cmd"]
@@ -33,9 +33,15 @@ def snapshot_cmd(
     """Write the cluster (a file, the live cluster with --live, or the bundled sample) as one
     kubectl List on stdout: nodes, pods, InferenceServices, (Cluster)ServingRuntimes,
     LLMInferenceServices, NVIDIADrivers. No Secrets; pods reduced to the fields cudasched reads.
+    -n and -l keep only the objects in scope (nodes stay under -n), as kubectl get would.
     Example: cudasched snapshot --live > cluster.yaml"""
     try:
+        scope = source.scope
         snapshot = load_cluster(source).shareable()
+        if not scope.is_everything:
+            snapshot = ClusterSnapshot.from_objects(
+                [o for o in snapshot.objects() if scope.admits(o)], source=snapshot.source
+            )
     except InputError as exc:
         fail(str(exc))
     sys.stdout.write(dump_snapshot(snapshot, output))

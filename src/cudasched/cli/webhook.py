@@ -12,13 +12,20 @@ and load and attack tests run against the real server process.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from cudasched.cli.app import app, fail
 from cudasched.vocab.errors import InputError
+
+if TYPE_CHECKING:
+    from cudasched.cluster.snapshot import ClusterSnapshot
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.webhook.config import WebhookConfig
+    from cudasched.webhook.metrics import WebhookMetrics
 
 __all__ = ["webhook_cmd"]
 
@@ -80,7 +87,6 @@ def webhook_cmd(
         from cudasched.webhook.app import StateSource, StaticStateSource, default_reviewer
         from cudasched.webhook.cache import ClusterCache, StateFromObjects
         from cudasched.webhook.config import load_config
-        from cudasched.webhook.metrics import WebhookMetrics
         from cudasched.webhook.serving import run_server
 
         cfg = load_config(config)
@@ -106,9 +112,11 @@ def webhook_cmd(
             from cudasched.cluster.snapshot import load_snapshot
             from cudasched.webhook.state import ClusterState
 
-            static = StaticStateSource(ClusterState.from_snapshot(load_snapshot(cluster), kb=kb))
+            dump = load_snapshot(cluster)
+            static = StaticStateSource(ClusterState.from_snapshot(dump, kb=kb))
 
             def make_source(metrics: WebhookMetrics) -> StateSource:
+                _start_audit(cfg, kb, metrics, read=lambda: dump, publish=False)
                 return static
 
         else:
@@ -121,8 +129,43 @@ def webhook_cmd(
                     metrics=metrics,
                 )
                 cache.prepare()
+                _start_audit(cfg, kb, metrics, read=None, publish=cfg.audit.publish_reports)
                 return cache
 
         run_server(cfg, make_source, reviewer=reviewer, self_signed_dir=tls_dir)
     except InputError as exc:
         fail(str(exc))
+
+
+def _start_audit(
+    cfg: WebhookConfig,
+    kb: KnowledgeBase,
+    metrics: WebhookMetrics,
+    *,
+    read: Callable[[], ClusterSnapshot] | None,
+    publish: bool,
+) -> None:
+    """The background audit (``audit.intervalMinutes``, off when 0): of the live cluster,
+    publishing PolicyReports when asked, or of the ``--cluster`` dump, gauge only."""
+    if cfg.audit.interval_minutes <= 0:
+        return
+    from cudasched.cli.inputs import load_images
+    from cudasched.kube.live import read_live_cluster
+    from cudasched.kube.reports import apply_reports
+    from cudasched.webhook.periodic import AuditLoop
+
+    def live() -> ClusterSnapshot:
+        return read_live_cluster(kubeconfig=cfg.kube.kubeconfig).snapshot
+
+    def write(reports: Sequence[Mapping[str, Any]]) -> None:
+        apply_reports(reports, kubeconfig=cfg.kube.kubeconfig)
+
+    AuditLoop(
+        interval_seconds=cfg.audit.interval_minutes * 60,
+        read=read or live,
+        kb=kb,
+        images=load_images(kb, cfg),
+        policy=cfg.policy,
+        metrics=metrics,
+        publish=write if publish else None,
+    ).start()

@@ -53,7 +53,7 @@ from cudasched.explain.explanation import (
 from cudasched.nodes.facts import NodeFacts
 from cudasched.nodes.scheme import GfdKeys
 from cudasched.placement.compile import compile_requirement
-from cudasched.placement.merge import merge_required
+from cudasched.placement.merge import checked_terms, merge_required
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.nodeaffinity import (
@@ -210,12 +210,14 @@ class _Shared:
 
     __slots__ = (
         "annotated",
+        "checked",
         "compiled",
         "declared",
         "requirement_selectors",
         "requirements",
         "selectors",
         "terms",
+        "verdicts",
     )
 
     def __init__(self) -> None:
@@ -232,6 +234,13 @@ class _Shared:
         self.requirement_selectors: dict[int, NodeSelector] = {}
         # (selector identity, has a requirement, id of its terms) -> compiled selectors
         self.selectors: dict[tuple[bytes, bool, int], _Selectors] = {}
+        # (requirement repr, policy, id of a fleet's facts group) -> the engine's verdict
+        # status and its reasons with their fixes: they depend on nothing else, so workloads
+        # with other selectors but the same requirement share them
+        self.verdicts: dict[tuple[str, Policy, int], tuple[bool, tuple[Reason, ...]]] = {}
+        # id of a terms tuple held in ``requirements`` -> the terms checked for merging once
+        # (the merge reports invalid terms itself: those are passed as they are)
+        self.checked: dict[int, Sequence[Any]] = {}
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -261,7 +270,7 @@ def _selectors(
     # Our merge removes cudasched's earlier terms (marked) before ANDing the requirement in;
     # the user's own constraints, on any key, are what is left after that.
     user_spec = merge_required(only, []) if has_req else only
-    merged = merge_required(only, terms) if has_req else user_spec
+    merged = merge_required(only, _checked(terms, shared)) if has_req else user_spec
     user_selector = as_mapping(spec.get("nodeSelector"), "spec.nodeSelector")
     user_affinity = RequiredNodeAffinity.from_pod_spec(
         {"affinity": user_spec.get("affinity")}, cache=cache
@@ -292,20 +301,36 @@ def _selectors(
     )
 
 
+def _checked(terms: tuple[Any, ...], shared: _Shared) -> Sequence[Any]:
+    """``terms`` checked for merging once per call (``terms`` is the very tuple the call's
+    requirement cache holds, so its id names it)."""
+    found = shared.checked.get(id(terms))
+    if found is None:
+        try:
+            found = checked_terms(terms)
+        except InputError:
+            found = terms  # the merge says why, as it always did
+        shared.checked[id(terms)] = found
+    return found
+
+
 class _Plan:
     """Everything about one workload that does not depend on the node."""
 
-    __slots__ = ("gpu_requests", "requirement", "selectors")
+    __slots__ = ("gpu_requests", "req_id", "requirement", "selectors", "verdicts")
 
     def __init__(
         self,
         spec: Mapping[str, Any],
         requirement: Requirement | None,
+        req_id: str,
         terms: tuple[Any, ...],
         shared: _Shared,
         identity: bytes | None,
     ) -> None:
         self.requirement = requirement
+        self.req_id = req_id
+        self.verdicts = shared.verdicts
         self.gpu_requests = requested_gpu_resources(spec)
         has_req = requirement is not None
         if identity is None:  # not plain JSON: nothing to share it with
@@ -332,9 +357,14 @@ def _decide(
     score: Score = sel.preferred.score(node) if sel.preferred is not None else SCORE_ERROR
     reasons: list[Reason] = []
     if plan.requirement is not None:
-        verdict = check(facts, plan.requirement, policy, kb)
-        reasons.extend(with_fixes(verdict.reasons, facts, plan.requirement, policy, kb))
-        accepted = verdict.status is not VerdictStatus.INCOMPATIBLE
+        key = (plan.req_id, policy, id(facts))  # the facts group lives as long as the call
+        known = plan.verdicts.get(key)
+        if known is None:
+            verdict = check(facts, plan.requirement, policy, kb)
+            fixed = with_fixes(verdict.reasons, facts, plan.requirement, policy, kb)
+            known = plan.verdicts[key] = (verdict.status is not VerdictStatus.INCOMPATIBLE, fixed)
+        accepted, fixed = known
+        reasons.extend(fixed)
         if accepted and sel.req_selector is not None and not sel.req_selector.match(node):
             reasons.append(
                 Reason(
@@ -511,7 +541,7 @@ def _answers(
         terms, requirement_error = _requirement_terms(
             req, req_id, effective, chosen, gfd_keys or GfdKeys.NEW, fleet.kb, shared
         )
-    plan = _Plan(spec, req, terms, shared, selectors)
+    plan = _Plan(spec, req, req_id, terms, shared, selectors)
     required = plan.selectors.required
     kb = fleet.kb
     results: list[NodeExplanation] = []

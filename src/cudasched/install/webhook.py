@@ -155,6 +155,14 @@ def _meta(name: str, namespace: str | None, component: str, **extra: Any) -> dic
     return meta
 
 
+_MAX_NAME = 255
+
+
+def _shown(text: str, most: int = 60) -> str:
+    """``text`` quoted, cut to its first ``most`` characters for an error line."""
+    return repr(text) if len(text) <= most else f"{text[:most]!r}... ({len(text):,} characters)"
+
+
 def checked_image(image: str, digest: str | None = None) -> str:
     """The image reference the manifests use: ``image`` validated, or with ``digest`` the
     image's repository pinned to that digest (``repo@sha256:...``, the tag dropped)."""
@@ -167,6 +175,15 @@ def checked_image(image: str, digest: str | None = None) -> str:
         ) from None
     if image != image.strip():
         raise InputError(f"invalid image {image!r}: surrounding whitespace")
+    # The distribution spec's limit (distribution/reference, reference.go NameTotalLengthMax):
+    # a repository name, registry host included, of at most 255 characters (a tag's 128 is
+    # parse_image_ref's).
+    name = f"{ref.host}/{ref.path}" if ref.host else ref.path
+    if len(name) > _MAX_NAME:
+        raise InputError(
+            f"invalid image {_shown(image)}: its repository name is {len(name):,} characters "
+            f"(at most {_MAX_NAME}, registry host included)"
+        )
     if digest is None:
         return image
     if not _SHA256_DIGEST.fullmatch(digest):

@@ -309,6 +309,27 @@ class KnowledgeBase:
                 return replace(info, variant=variant, first_driver=info.first_driver_of(variant))
         return None
 
+    def unknown_gpu(self, name: str, *, compute_too: bool = False) -> InputError:
+        """The one error for a GPU name the knowledge base does not know: what it expected,
+        the nearest names it knows, and where to look them all up. ``compute_too``: a
+        compute capability would also have done."""
+        import difflib
+
+        known: dict[str, str] = {}
+        for gpu in self._gpus:
+            short = gpu.product.removeprefix("NVIDIA ").removeprefix("Tesla ")
+            for label in (gpu.product, short):
+                known.setdefault(label.lower(), short)
+        close = difflib.get_close_matches(str(name).lower(), list(known), n=3, cutoff=0.6)
+        nearest = list(dict.fromkeys(known[c] for c in close))
+        hint = f"; did you mean {' or '.join(repr(n) for n in nearest)}?" if nearest else ""
+        also = " or a compute capability (8.6, sm_90)" if compute_too else ""
+        return InputError(
+            f"unknown GPU {name!r}: expected the name nvidia-smi prints ('NVIDIA H100 80GB "
+            f"HBM3'), its GFD label (NVIDIA-H100-80GB-HBM3) or a short name (H100){also}{hint} "
+            "(every GPU cudasched knows: cudasched knowledge gpus)"
+        )
+
     def truncated_product(self, name: str) -> bool:
         """Whether ``name`` is a cut-off GPU name rather than a product: a brand word alone
         (``NVIDIA-GeForce``, ``Tesla``), text ending in ``...``, or a strict prefix of a name

@@ -9,6 +9,7 @@ knowledge`` prints them as a table or JSON.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -39,13 +40,22 @@ class Row:
     source: str
 
     def matches(self, needle: str) -> bool:
-        """Whether ``needle`` (case-insensitive) appears in any field or the source."""
-        text = " ".join([*self.fields.values(), self.source]).lower()
-        return needle.lower() in text
+        """Whether a field (the facts, never the source: a link's "13" is not CUDA 13) has a
+        word that starts with ``needle`` (case-insensitive; words are split at spaces, commas,
+        slashes, colons, dashes and brackets, so ``13`` finds CUDA 13.0 but not 12.0.130, and
+        ``tritonserver`` finds nvcr.io/nvidia/tritonserver). A needle that itself holds such a
+        separator is looked for anywhere in the fields."""
+        text = " ".join(self.fields.values()).lower()
+        wanted = needle.strip().lower()
+        if _WORDS.search(wanted):
+            return wanted in text
+        return any(word.startswith(wanted) for word in _WORDS.split(text) if word)
 
     def to_dict(self) -> dict[str, str]:
         return {**self.fields, "source": self.source}
 
+
+_WORDS = re.compile(r"[\s,/:()\[\]_-]+")
 
 #: The columns of each topic (the source is always the last one).
 COLUMNS: Mapping[Topic, tuple[str, ...]] = {

@@ -48,6 +48,11 @@ __all__ = [
 _CUDA_FROM = frozenset({"tag", "ngc", "framework", "versions", "unknown"})
 _GATE_ENV_PREFIXES = ("NVIDIA_REQUIRE_", "NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION")
 _GATE_MEMO_LIMIT = 256
+# Lookups remembered per image reference (pods repeat a few images); longer references, which
+# only a request crafted to fill the memo would carry, are looked up every time.
+_LOOKUP_MEMO_LIMIT = 1024
+_LOOKUP_MEMO_MAX_CHARS = 512
+_UNSEEN: Any = object()
 _GATES = frozenset({"nvidia-cuda", "ngc"})
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
 _DIGEST_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[+._-][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
@@ -404,6 +409,15 @@ class ImageTable:
     _gates: dict[frozenset[tuple[str, str]], Gate | None] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # Answers of :meth:`lookup` with the table's own ``kb``, bounded. Not an init field, so a
+    # copy made by ``with_overrides`` or ``with_mirrors`` (other answers) starts empty.
+    _lookups: dict[str, ImageLookup] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+    # Answers of :meth:`rule_for`, the same way.
+    _recognised: dict[str, tuple[ImageRule, re.Match[str]] | None] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
     # Images' own configs, read from their registries by an edge (the CLI's --resolve-images,
     # the webhook's resolver); trusted before the rules (imageconfig.py).
     configs: ConfigSource | None = field(default=None, compare=False, repr=False)
@@ -416,7 +430,12 @@ class ImageTable:
         """This table for one decision: each image's config asked of the source once."""
         if self.configs is None or isinstance(self.configs, RememberedSource):
             return self
-        return replace(self, configs=RememberedSource(self.configs))
+        table = replace(self, configs=RememberedSource(self.configs))
+        # :meth:`lookup` and :meth:`rule_for` do not read the configs: the copy shares this
+        # table's answers.
+        object.__setattr__(table, "_lookups", self._lookups)
+        object.__setattr__(table, "_recognised", self._recognised)
+        return table
 
     def config_for(self, image: str) -> ImageConfig | None:
         """The image's config from the source, or ``None`` (no source, or not known)."""
@@ -477,8 +496,17 @@ class ImageTable:
 
     def rule_for(self, image: str) -> tuple[ImageRule, re.Match[str]] | None:
         """The first built-in rule that recognises ``image`` (even one that cannot answer)."""
+        memo = len(image) <= _LOOKUP_MEMO_MAX_CHARS
+        known = self._recognised.get(image, _UNSEEN) if memo else _UNSEEN
+        if known is not _UNSEEN:
+            return known  # type: ignore[return-value]
         found = self._rules_for(parse_image_ref(image))
-        return found[0] if found else None
+        first = found[0] if found else None
+        if memo:
+            if len(self._recognised) >= _LOOKUP_MEMO_LIMIT:
+                self._recognised.clear()
+            self._recognised[image] = first
+        return first
 
     def _rules_for(self, ref: ImageRef) -> list[tuple[ImageRule, re.Match[str]]]:
         ref = unmirror(ref, self.mirrors)
@@ -494,7 +522,19 @@ class ImageTable:
     def lookup(self, image: str, kb: ReleaseFacts | None = None) -> ImageLookup:
         """What the table knows of ``image``: its CUDA (with the fact that says so, and the
         ``NVIDIA_REQUIRE_CUDA`` it carries), or why it cannot tell. Raises
-        :class:`InputError` for a string that is not an image reference."""
+        :class:`InputError` for a string that is not an image reference. Answers with the
+        table's own knowledge base are remembered (the table never changes)."""
+        if (kb is not None and kb is not self.kb) or len(image) > _LOOKUP_MEMO_MAX_CHARS:
+            return self._lookup(image, kb)
+        found = self._lookups.get(image)
+        if found is None:
+            found = self._lookup(image, kb)
+            if len(self._lookups) >= _LOOKUP_MEMO_LIMIT:
+                self._lookups.clear()
+            self._lookups[image] = found
+        return found
+
+    def _lookup(self, image: str, kb: ReleaseFacts | None) -> ImageLookup:
         ref = parse_image_ref(image)
         text = image.strip()
         for override in self.overrides:
@@ -507,10 +547,7 @@ class ImageTable:
             if match is not None:
                 return ImageLookup(text, match)
         if not found:
-            why = (
-                f"image {text} is not in the image table: label its runtime with "
-                "cudasched.io/cuda-version (or add an image override)"
-            )
+            why = f"image {text} is not in the image table"
             return ImageLookup(text, None, why)
         rule = found[0][0]
         detail = f" ({rule.note})" if rule.note else ""

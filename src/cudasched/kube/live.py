@@ -199,6 +199,7 @@ async def read_cluster(
     objects: list[KubeObject] = []
     absent: list[Kind] = []
     denied: list[Kind] = []
+    forbidden: list[_Forbidden] = []
     for kind in kinds:
         if progress is not None:
             progress.start(kind)
@@ -207,6 +208,9 @@ async def read_cluster(
         except _Denied:
             listed = None
             denied.append(kind)
+        except _Forbidden as refused:  # said once for every kind, after all were tried
+            listed = None
+            forbidden.append(refused)
         else:
             if listed is None:
                 absent.append(kind)
@@ -214,6 +218,11 @@ async def read_cluster(
             progress.finish(kind, None if listed is None else len(listed))
         if listed is not None:
             objects.extend(listed)
+    if forbidden:
+        names = ", ".join(_resource_name(f.kind) for f in forbidden)
+        users = sorted({f.user for f in forbidden if f.user})
+        who = f" (denied to User {users[0]!r})" if len(users) == 1 else ""
+        raise InputError(f"cannot list {names} at the cluster scope: grant list on {names}{who}")
     for ref in fetch:
         objects.append(await _fetch(client, ref, where))
     snapshot = ClusterSnapshot.from_objects(objects, source=f"live cluster {where.server}")
@@ -222,6 +231,15 @@ async def read_cluster(
 
 class _Denied(Exception):
     """An advisory kind the identity may not list (403)."""
+
+
+class _Forbidden(Exception):
+    """A kind the identity may not list (403): every such kind is named in one error."""
+
+    def __init__(self, kind: Kind, user: str | None) -> None:
+        super().__init__(kind.plural)
+        self.kind = kind
+        self.user = user
 
 
 # --------------------------------------------------------------------------- requests
@@ -247,6 +265,9 @@ async def _list_kind(
                 return None
             if code == 403 and kind.advisory:
                 raise _Denied from None
+            if code == 403:
+                user = _USER_RE.search(_server_message(exc))
+                raise _Forbidden(kind, user.group(1) if user else None) from None
             if code == 410 and attempt == 1:
                 continue  # the continue token expired mid-list: start this kind again, once
             raise _failure(exc, "list", kind, None, where) from None

@@ -146,11 +146,7 @@ def template_facts(
         raise InputError(f"invalid GPU count {gpus}: expected 1 or more")
     info = kb.gpu(gpu)
     if info is None:
-        raise InputError(
-            f"unknown GPU {gpu!r}: the knowledge base does not know it (expected the name "
-            "nvidia-smi prints, e.g. 'NVIDIA H100 80GB HBM3', its GFD product label, or a "
-            "short name such as B200)"
-        )
+        raise kb.unknown_gpu(gpu)
     cuda = kb.max_cuda_for_driver(version)
     if cuda is None:
         raise InputError(

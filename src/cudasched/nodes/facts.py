@@ -499,10 +499,7 @@ def facts_from_parts(
             try:
                 compute = parse_compute_capability(gpu)
             except VersionError:
-                raise InputError(
-                    f"unknown GPU {gpu!r}: expected a product name the knowledge base knows "
-                    "(A100, NVIDIA H100 80GB HBM3, Tesla-T4) or a compute capability (8.6, sm_90)"
-                ) from None
+                raise kb.unknown_gpu(gpu, compute_too=True) from None
     arch_info = kb.arch(compute) if compute is not None else None
     if arch_info is not None:
         derived.add(DERIVED_ARCH)

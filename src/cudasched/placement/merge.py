@@ -51,6 +51,8 @@ __all__ = [
     "PREFERRED_KEY",
     "REQUIRED_KEY",
     "AffinityMode",
+    "CheckedTerms",
+    "checked_terms",
     "merge_preferred",
     "merge_required",
     "node_affinity",
@@ -140,6 +142,25 @@ def _checked_terms(terms: Sequence[Mapping[str, Any]], *, owned_only: bool) -> l
         if clean not in checked:
             checked.append(clean)
     return checked
+
+
+class CheckedTerms(tuple):  # type: ignore[type-arg]
+    """Terms :func:`checked_terms` validated and copied: the merges take them as they are."""
+
+    __slots__ = ()
+
+
+def checked_terms(terms: Sequence[Mapping[str, Any]]) -> CheckedTerms:
+    """``terms`` validated for :func:`merge_required` and :func:`merge_preferred` once (the
+    check of a large compiled selector costs more than the merge): pass the result to them as
+    often as needed. Raises :class:`InputError` as the merges would."""
+    return CheckedTerms(_checked_terms(terms, owned_only=True))
+
+
+def _ours(terms: Sequence[Mapping[str, Any]]) -> Sequence[dict[str, Any]]:
+    if isinstance(terms, CheckedTerms):
+        return terms
+    return _checked_terms(terms, owned_only=True)
 
 
 def _clean_expression(expr: Mapping[str, Any]) -> dict[str, Any]:
@@ -303,7 +324,7 @@ def merge_required(spec: Mapping[str, Any], terms: Sequence[Mapping[str, Any]]) 
     result never admits a node the pod's own affinity refuses. ``spec.nodeSelector`` and every
     other part of the affinity are left as they are.
     """
-    ours = _checked_terms(terms, owned_only=True)
+    ours = _ours(terms)
     out = _copy_spec(spec)
     node_affinity = _node_affinity(out, create=bool(ours))
     required = None if node_affinity is None else node_affinity.get(REQUIRED_KEY)
@@ -381,7 +402,7 @@ def merge_preferred(
     preferred terms, whatever keys they use, keep their order and come first.
     """
     weight = _weight(weight)
-    ours = _checked_terms(terms, owned_only=True)
+    ours = _ours(terms)
     out = _copy_spec(spec)
     node_affinity = _node_affinity(out, create=bool(ours))
     existing = None if node_affinity is None else node_affinity.get(PREFERRED_KEY)

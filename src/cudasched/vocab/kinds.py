@@ -205,3 +205,9 @@ CONTROLLERS: tuple[Kind, ...] = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET, REPLICA_S
 #: reads the pods of. ``spec.template`` for all but a CronJob (``spec.jobTemplate.spec.template``)
 #: and a PodTemplate (``template``).
 POD_TEMPLATE_KINDS: tuple[Kind, ...] = (*CONTROLLERS, REPLICATION_CONTROLLER, POD_TEMPLATE)
+
+#: The Policy WG's reports, which the webhook's background audit writes (never read).
+POLICY_REPORT = Kind("wgpolicyk8s.io", "v1alpha2", "PolicyReport", "policyreports", namespaced=True)
+CLUSTER_POLICY_REPORT = Kind(
+    "wgpolicyk8s.io", "v1alpha2", "ClusterPolicyReport", "clusterpolicyreports", namespaced=False
+)

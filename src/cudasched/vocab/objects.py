@@ -41,6 +41,8 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 def as_mapping(value: object, what: str) -> Mapping[str, Any]:
     """``value`` as a mapping: absent (None) is empty; any other type is an ``InputError``
     naming ``what``."""
+    if type(value) is dict:  # what decoded JSON is: no abstract-class check (hot path)
+        return value
     if value is None:
         return _EMPTY
     if not isinstance(value, Mapping):

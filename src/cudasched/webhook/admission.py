@@ -36,19 +36,14 @@ second time.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import orjson
 
-from cudasched.compat.engine import check
-from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, POD
-from cudasched.vocab.objects import annotations_of, metadata_of
-from cudasched.vocab.requirements import Policy, Requirement
-from cudasched.webhook.config import OnNoFit, WebhookConfig
+from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.limits import (
     body_over_limits,
     over_limits,
@@ -57,42 +52,19 @@ from cudasched.webhook.limits import (
 )
 from cudasched.webhook.memo import DecisionMemo
 from cudasched.webhook.nofit import Placement
-from cudasched.webhook.once import FirstSeen, said_once
-from cudasched.webhook.patch import Scope, diff
-from cudasched.webhook.placer import Placer
+from cudasched.webhook.once import FirstSeen
+from cudasched.webhook.placer import Deferred, Placer, cheap_only
+from cudasched.webhook.podrules import PodRules
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES, RememberedAnswers, canonical_split
 from cudasched.webhook.review import (
     BadReviewError,
     Decision,
     Outcome,
     ReviewRequest,
-    clip,
     failure,
     parse_review,
 )
-from cudasched.webhook.reviewed import (
-    copy_decoded,
-    declares_requirement,
-    placement_of,
-    pod_for_mutation,
-    set_annotation,
-    with_namespace,
-)
-from cudasched.webhook.unknown import unknown_answer
-from cudasched.workloads.kserve import (
-    is_kserve_pod,
-    merge_scheduling,
-)
-from cudasched.workloads.kserve.llm import llmisvc_name_of
-from cudasched.workloads.pods import is_skipped
-from cudasched.workloads.resolution import (
-    NeedStatus,
-    UnknownRequirement,
-    isvc_need,
-    llmisvc_need,
-    pod_need,
-)
-from cudasched.workloads.view import Role, view_pod
+from cudasched.webhook.servicerules import ServiceRules
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -130,7 +102,7 @@ class Prepared(NamedTuple):
         return self.request.uid
 
 
-class Admitter:
+class Admitter(PodRules, ServiceRules):
     """Decides admission for pods, InferenceServices and LLMInferenceServices under one
     configuration.
 
@@ -234,7 +206,37 @@ class Admitter:
 
     def answer(self, prepared: Prepared, state: ClusterState) -> tuple[bytes, Outcome]:
         """Decide ``prepared``, serialise the answer and remember it for repeats."""
-        decision = self._decide(prepared, state)
+        return self._answered(prepared, self._decide(prepared, state), state)
+
+    def answer_inline(
+        self, prepared: Prepared, state: ClusterState
+    ) -> tuple[bytes, Outcome] | None:
+        """:meth:`answer` when the decision is cheap enough for the event loop, else ``None``
+        (then :meth:`answer` in a review thread, under the deadline).
+
+        Cheap means a pod whose every step that grows with the cluster or with our terms is
+        remembered: its requirement's compiled terms, whether any node of the snapshot fits
+        them, and the merge of those terms with the pod's own affinity. What is left (decode,
+        resolve, diff, render) is bounded by the body, at most ``MEMO_MAX_BODY_BYTES`` here:
+        a first-seen replica of a known kind of pod, tens of microseconds that a hop to a
+        thread would add to (issue 22). Nothing is told to anyone before it is known to be
+        cheap, so an abandoned attempt leaves no trace. Never with the image resolver on."""
+        if prepared.kind != "pod" or prepared.problem is not None:
+            return None
+        if self.images.configs is not None:
+            # With the image resolver on, a look-up may wait for a resolution in flight
+            # (``imageResolver.budgetSeconds``): never on the event loop.
+            return None
+        try:
+            with cheap_only():
+                decision = self._decide(prepared, state)
+        except Deferred:
+            return None
+        return self._answered(prepared, decision, state)
+
+    def _answered(
+        self, prepared: Prepared, decision: Decision, state: ClusterState
+    ) -> tuple[bytes, Outcome]:
         try:
             rendered = decision.render()
         except (TypeError, orjson.JSONEncodeError) as exc:
@@ -286,6 +288,8 @@ class Admitter:
             if kind == "llmisvc":
                 return self._llmisvc(req, req.obj, state)
             return self._isvc(req, req.obj, state)
+        except Deferred:
+            raise  # answer_inline: left to a review thread
         except Exception as exc:  # the API server must always get an answer
             log.exception("admission of %s uid=%s failed", kind, req.uid)
             return self._internal_error(req.uid, exc)
@@ -314,357 +318,3 @@ class Admitter:
             code=500,
             reason="internal error",
         )
-
-    def _unknown(
-        self,
-        decision: Decision,
-        kind: str,
-        unknown: UnknownRequirement | None,
-        *,
-        may_deny: bool,
-    ) -> Decision:
-        """``decision`` for a workload whose requirement may be ``unknown`` (unknown.py)."""
-        if unknown is None:
-            return decision
-        setting = self.config.on_unknown_requirement
-        return unknown_answer(decision, kind, unknown, setting, may_deny=may_deny)
-
-    def _count_unknown(self, tag: tuple[str, str]) -> None:
-        hook = self.on_unknown
-        if hook is not None:
-            hook(*tag)
-
-    # ------------------------------------------------------------------ shared steps
-
-    def _skipped(self, req: ReviewRequest, obj: Mapping[str, Any]) -> str | None:
-        """Why the object is left alone before anything is resolved, or ``None``."""
-        if is_skipped(annotations_of(obj)):
-            return f"annotation {L.ANN_SKIP}"
-        ns = req.namespace or str(metadata_of(obj).get("namespace") or "")
-        if not self.config.namespaces.admits(ns):
-            return f"namespace {ns!r} excluded"
-        if metadata_of(obj).get("deletionTimestamp"):
-            return "being deleted"
-        return None
-
-    def _policy(self, requirement: Requirement) -> Policy:
-        return requirement.policy if requirement.policy is not None else self.config.policy
-
-    def _finish(
-        self,
-        req: ReviewRequest,
-        original: Mapping[str, Any],
-        mutated: Mapping[str, Any],
-        scopes: Sequence[Scope],
-        *,
-        record: str,
-        no_fit: str | None,
-        may_deny: bool,
-        notes: tuple[str, ...] = (),
-    ) -> Decision:
-        """Apply ``onNoFit`` and turn the mutation into a patch (none when nothing changed).
-        ``notes`` are warnings given once (:func:`~cudasched.webhook.once.said_once`), kept
-        whatever the outcome."""
-        warnings: tuple[str, ...] = notes
-        audit = {"requirement": record} if record else {}
-        if no_fit is not None:
-            if self.config.on_no_fit is OnNoFit.DENY and may_deny:
-                return Decision(
-                    req.uid,
-                    allowed=False,
-                    code=403,
-                    message=no_fit,
-                    warnings=notes,
-                    outcome="denied",
-                    requirement=record,
-                    reason="no node fits",
-                    audit=audit,
-                    once=bool(notes),
-                )
-            if self.config.on_no_fit is not OnNoFit.ALLOW:
-                warnings = (clip(no_fit), *notes)
-        ops = diff(original, mutated, scopes)
-        return Decision(
-            req.uid,
-            patch=tuple(ops),
-            warnings=warnings,
-            outcome="patched" if ops else "unchanged",
-            requirement=record,
-            reason="constrained" if ops else "already constrained",
-            audit=audit,
-            once=bool(notes),
-        )
-
-    # ------------------------------------------------------------------ pods
-
-    def _pod(self, req: ReviewRequest, pod: Mapping[str, Any], state: ClusterState) -> Decision:
-        if req.operation != "CREATE":
-            return Decision(req.uid, reason=f"operation {req.operation}")
-        why = self._skipped(req, pod)
-        if why is not None:
-            return Decision(req.uid, reason=f"skipped: {why}")
-        spec = pod.get("spec")
-        if not isinstance(spec, Mapping):
-            return Decision(req.uid, reason="pod has no spec")
-        try:
-            return self._pod_checked(req, pod, spec, state)
-        except InputError as exc:
-            # The pod says something we cannot read (a bad annotation value, a malformed
-            # quantity): never block it for that, but tell the user at once.
-            return Decision(
-                req.uid,
-                warnings=(clip(f"cudasched: pod not constrained: {exc}"),),
-                reason=f"unreadable: {exc}",
-            )
-
-    def _pod_checked(
-        self,
-        req: ReviewRequest,
-        pod: Mapping[str, Any],
-        spec: Mapping[str, Any],
-        state: ClusterState,
-    ) -> Decision:
-        declared = declares_requirement(pod)
-        view = view_pod(pod)
-        if not declared:
-            view.checked()  # an undeclared pod is judged by what it requests: read it all
-        model_server = view.role is Role.MODEL_SERVER  # may take its GPUs from the configs
-        if not declared and not view.requests_gpu and not model_server:
-            # Only pods that use a GPU, or say what they need, are ever constrained.
-            return Decision(req.uid, reason="no GPU and no declared requirement")
-        kserve_pod = is_kserve_pod(pod) or model_server
-        if not (kserve_pod or declared or self.config.constrain_gpu_pods_by_image):
-            return Decision(req.uid, reason="GPU pod outside KServe (constrainGpuPodsByImage off)")
-
-        full = with_namespace(pod, req.namespace)
-        ns = str(full["metadata"].get("namespace") or "")
-        choice = service = None
-        if model_server:
-            service_name = llmisvc_name_of(pod)
-            service = state.llm_inference_service(ns, service_name) if service_name else None
-        elif view.role is Role.PREDICTOR:
-            isvc_name = view.owner
-            choice = state.runtime_of(ns, isvc_name) if isvc_name else None
-        need = pod_need(full, choice, self.images.per_request(), self.kb, service=service)
-        if need.status is not NeedStatus.KNOWN:
-            nothing = Decision(req.uid, reason="no requirement to enforce")
-            return self._unknown(nothing, "Pod", need.unknown, may_deny=True)
-        requirement = need.requirement
-
-        policy = self._policy(requirement)
-        record = requirement.record(policy)
-        node_name = spec.get("nodeName")
-        if isinstance(node_name, str) and node_name:
-            return self._named_node(req, node_name, requirement, policy, record, state)
-        terms, no_fit, _key = self.placer.compile(requirement, policy, state)
-        notes = said_once(self._said, requirement, "Pod", choice, ns)
-
-        mutated = pod_for_mutation(pod)
-        if terms is not None:
-            try:
-                # Called even when `terms` is empty: the merge also replaces cudasched's own
-                # earlier terms (recognised by their marker); the pod's own expressions, on any
-                # key, are kept and ANDed with ours.
-                mutated["spec"] = self.placer.merge(spec, terms)
-            except InputError as exc:
-                # The pod's own affinity cannot be combined with ours (malformed, or the cross
-                # product would explode): admit it as it is and say why.
-                return self._unconstrained(req, record, str(exc), notes)
-        set_annotation(mutated, L.ANN_REQUIREMENT, record)
-        scopes = (Scope(("metadata", "annotations")), Scope(("spec", "affinity")))
-        return self._finish(
-            req,
-            pod,
-            mutated,
-            scopes,
-            record=record,
-            no_fit=no_fit,
-            may_deny=True,
-            notes=notes,
-        )
-
-    def _named_node(
-        self,
-        req: ReviewRequest,
-        node: str,
-        requirement: Requirement,
-        policy: Policy,
-        record: str,
-        state: ClusterState,
-    ) -> Decision:
-        """A pod whose creator named its node (``spec.nodeName``) skips the scheduler: the
-        kubelet rejects a pod whose required node affinity excludes its own node, so no affinity
-        is added; when the cache knows the node cannot run the pod, the answer warns."""
-        facts = state.facts_of(node)
-        reason = f"spec.nodeName {node} set: not scheduled, left alone"
-        if facts is None:
-            return Decision(req.uid, requirement=record, reason=reason)
-        verdict = check(facts, requirement, policy, self.kb)
-        if verdict.compatible:
-            return Decision(req.uid, requirement=record, reason=reason)
-        why = "; ".join(dict.fromkeys(r.message for r in verdict.reasons if r.blocking))
-        return Decision(
-            req.uid,
-            warnings=(clip(f"cudasched: node {node} (spec.nodeName) cannot run {record}: {why}"),),
-            requirement=record,
-            reason=reason,
-        )
-
-    def _unconstrained(
-        self, req: ReviewRequest, record: str, why: str, notes: tuple[str, ...] = ()
-    ) -> Decision:
-        # The reason first: a clipped warning must still say what went wrong.
-        text = clip(f"cudasched: not constrained ({why}); requirement {record}")
-        return Decision(
-            req.uid,
-            warnings=(*notes, text),
-            requirement=record,
-            reason=why,
-            once=bool(notes),
-        )
-
-    # ------------------------------------------------------------------ InferenceServices
-
-    def _isvc(self, req: ReviewRequest, isvc: Mapping[str, Any], state: ClusterState) -> Decision:
-        return self._service(req, isvc, state, self._isvc_checked)
-
-    def _service(
-        self,
-        req: ReviewRequest,
-        service: Mapping[str, Any],
-        state: ClusterState,
-        checked: Callable[[ReviewRequest, Mapping[str, Any], ClusterState], Decision],
-    ) -> Decision:
-        """The gate every service kind shares: CREATE and UPDATE only, the skip rules, and a
-        value that does not parse answered with a warning instead of an error."""
-        if req.operation not in ("CREATE", "UPDATE"):
-            return Decision(req.uid, reason=f"operation {req.operation}")
-        why = self._skipped(req, service)
-        if why is not None:
-            return Decision(req.uid, reason=f"skipped: {why}")
-        try:
-            return checked(req, service, state)
-        except InputError as exc:
-            return Decision(
-                req.uid,
-                warnings=(clip(f"cudasched: requirement not resolved: {exc}"),),
-                reason=f"unreadable: {exc}",
-            )
-
-    def _isvc_checked(
-        self, req: ReviewRequest, isvc: Mapping[str, Any], state: ClusterState
-    ) -> Decision:
-        full = with_namespace(isvc, req.namespace)
-        choice = state.select_runtime_for(full)
-        need = isvc_need(full, choice, self.images.per_request(), self.kb)
-        runtime = choice.obj if choice is not None else None
-
-        mutated = copy_decoded(isvc)
-        ann_scope = Scope(("metadata", "annotations"))
-        if need.status is not NeedStatus.KNOWN:
-            return self._unknown(
-                self._nothing_to_record(req, isvc, full, mutated),
-                "InferenceService",
-                need.unknown,
-                may_deny=req.operation == "CREATE",
-            )
-        requirement = need.requirement
-
-        policy = self._policy(requirement)
-        record = requirement.record(policy)
-        terms, no_fit, key = self.placer.compile(requirement, policy, state)
-        ns = str(full["metadata"].get("namespace") or "")
-        notes = said_once(self._said, requirement, "InferenceService", choice, ns)
-        placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
-        set_annotation(mutated, L.ANN_REQUIREMENT, record)
-        scopes = [ann_scope]
-        spec = mutated.get("spec")
-        predictor = spec.get("predictor") if isinstance(spec, dict) else None
-        if self.config.isvc_affinity and terms is not None and isinstance(predictor, dict):
-            # KServe replaces the runtime's node-selector terms with the InferenceService's
-            # (strategic merge, no merge key), so the runtime's affinity is folded in first.
-            runtime_spec = (runtime or {}).get("spec")
-            runtime_aff = (
-                runtime_spec.get("affinity") if isinstance(runtime_spec, Mapping) else None
-            )
-            base = merge_scheduling(runtime_aff, predictor.get("affinity"))
-            try:
-                merged = self.placer.merge({"affinity": base} if base else {}, terms)
-            except InputError as exc:
-                unconstrained = self._unconstrained(req, record, str(exc), notes)
-                return replace(unconstrained, placement=placement)
-            if merged.get("affinity"):
-                predictor["affinity"] = merged["affinity"]
-                scopes.append(Scope(("spec", "predictor", "affinity")))
-        # Denying an UPDATE could wedge a service whose nodes went away (finalizer removal is
-        # an UPDATE too), so only a CREATE is ever refused.
-        decision = self._finish(
-            req,
-            isvc,
-            mutated,
-            scopes,
-            record=record,
-            no_fit=no_fit,
-            may_deny=req.operation == "CREATE",
-            notes=notes,
-        )
-        return replace(decision, placement=placement)
-
-    def _nothing_to_record(
-        self,
-        req: ReviewRequest,
-        original: Mapping[str, Any],
-        full: Mapping[str, Any],
-        mutated: dict[str, Any],
-    ) -> Decision:
-        """A service with no requirement to enforce: drop a stale record left by an earlier
-        version of the object, and clear what the no-fit reporter knew of it."""
-        set_annotation(mutated, L.ANN_REQUIREMENT, None)
-        ops = diff(original, mutated, (Scope(("metadata", "annotations")),))
-        return Decision(
-            req.uid,
-            patch=tuple(ops),
-            outcome="patched" if ops else "unchanged",
-            reason="no requirement to enforce",
-            placement=placement_of(req, full, None, None),
-        )
-
-    # ------------------------------------------------------------------ LLMInferenceServices
-
-    def _llmisvc(
-        self, req: ReviewRequest, service: Mapping[str, Any], state: ClusterState
-    ) -> Decision:
-        return self._service(req, service, state, self._llmisvc_checked)
-
-    def _llmisvc_checked(
-        self, req: ReviewRequest, service: Mapping[str, Any], state: ClusterState
-    ) -> Decision:
-        """Like an InferenceService: the requirement recorded in an annotation and the no-fit
-        warning (and Event). Its pods are constrained on the pod path; no affinity is written
-        into the service."""
-        full = with_namespace(service, req.namespace)
-        need = llmisvc_need(full, self.images.per_request(), self.kb)
-        mutated = copy_decoded(service)
-        if need.status is not NeedStatus.KNOWN:
-            return self._unknown(
-                self._nothing_to_record(req, service, full, mutated),
-                "LLMInferenceService",
-                need.unknown,
-                may_deny=req.operation == "CREATE",
-            )
-        requirement = need.requirement
-        policy = self._policy(requirement)
-        record = requirement.record(policy)
-        terms, no_fit, key = self.placer.compile(requirement, policy, state)
-        placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
-        set_annotation(mutated, L.ANN_REQUIREMENT, record)
-        decision = self._finish(
-            req,
-            service,
-            mutated,
-            (Scope(("metadata", "annotations")),),
-            record=record,
-            no_fit=no_fit,
-            may_deny=req.operation == "CREATE",
-        )
-        return replace(decision, placement=placement)

@@ -16,6 +16,10 @@ Failure behaviour (what the API server sees):
 * a repeat of an object already decided under the current snapshot (another replica of the
   same template) is answered on the event loop from the reviewer's memo: parsing a body of at
   most 64 KiB, building its key and splicing the uid cost microseconds;
+* a first-seen pod of at most 64 KiB whose costly steps are all remembered (its
+  requirement's terms, whether any node fits them, their merge with its own affinity: see
+  ``Admitter.answer_inline``) is decided on the event loop too: what is left is bounded by the
+  body, tens of microseconds, less than the hop to a thread and back (issue 22);
 * every other review runs in a worker thread under a deadline (``requestTimeoutSeconds``, kept below
   the API server's ``timeoutSeconds``). If the decision is not ready in time the request is
   answered by the failure mode at once and the late result is discarded: a slow or stuck
@@ -235,6 +239,10 @@ class WebhookApp:
         )
         self._reviewer_decide: Callable[[str, bytes, Any], Any] | None = getattr(
             reviewer, "decide", None
+        )
+        # A staged reviewer may decide cheap reviews on the loop (Admitter.answer_inline).
+        self._answer_inline: Callable[[Any, Any], tuple[bytes, str] | None] | None = (
+            getattr(reviewer, "answer_inline", None) if self._staged is not None else None
         )
         self._admission: dict[str, str] = {
             POD_PATH: "pod",
@@ -480,14 +488,19 @@ class WebhookApp:
                     return found
                 prepared = staged.prepare(kind, body)
                 found = staged.recall(prepared, state)
+                if found is not None:
+                    self._remembered[path].inc()
+                    return found
+                inline = self._answer_inline
+                if inline is not None:
+                    found = inline(prepared, state)
+                    if found is not None:
+                        return found
             except InputError as exc:  # BadReviewError: not an AdmissionReview v1
                 raise _BadRequest(400, str(exc)) from None
             except Exception:
                 log.exception("admission of %s failed", path)
                 return self._fallback(body, path, "internal", "internal error", 500)
-            if found is not None:
-                self._remembered[path].inc()
-                return found
             future = loop.run_in_executor(self._executor, staged.answer, prepared, state)
         else:
             lane = self._executor if len(body) <= LARGE_BODY_BYTES else self._large_executor

@@ -184,6 +184,15 @@ class EventSettings(_Model):
     per_object_interval_seconds: float = Field(default=600.0, ge=1, le=86_400)
 
 
+class AuditSettings(_Model):
+    """The audit the webhook can run in the background (``cudasched audit`` of the live
+    cluster every ``intervalMinutes``; 0, the default, is off): its findings as the
+    ``cudasched_audit_findings`` gauge and, with ``publishReports``, as PolicyReports."""
+
+    interval_minutes: float = Field(default=0, ge=0, le=1440)
+    publish_reports: bool = True
+
+
 class ImageResolverSettings(_Model):
     """The ``imageResolver:`` section: read a GPU workload's image config from its registry
     in the background (:mod:`cudasched.webhook.imageresolver`), never on the request path.
@@ -247,6 +256,7 @@ class WebhookConfig(_Model):
     limits: ObjectLimits = Field(default_factory=ObjectLimits)
     events: EventSettings = Field(default_factory=EventSettings)
     kube: ClusterAccess = Field(default_factory=ClusterAccess)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
     image_resolver: ImageResolverSettings = Field(default_factory=ImageResolverSettings)
 
     @field_validator(

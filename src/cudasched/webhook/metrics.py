@@ -222,6 +222,26 @@ class WebhookMetrics:
             self.image_config_resolutions.labels(outcome=outcome).inc(0)
         self.cache_synced.set(0)
 
+    def audit_metrics(self) -> tuple[Gauge, Counter]:
+        """The background audit's families, registered on first use (off by default, so a
+        webhook without it exposes neither)."""
+        if not hasattr(self, "_audit"):
+            findings = Gauge(
+                "cudasched_audit_findings",
+                "Findings of the last background audit, by finding code and severity.",
+                ["code", "severity"],
+                registry=self.registry,
+            )
+            runs = Counter(
+                "cudasched_audit_runs_total",
+                "Background audits run, by result (ok: findings updated; failed: the cluster "
+                "could not be read or the reports written).",
+                ["result"],
+                registry=self.registry,
+            )
+            self._audit = (findings, runs)
+        return self._audit
+
     def render(self) -> bytes:
         """The text exposition of every metric in this registry."""
         return generate_latest(self.registry)

@@ -4,21 +4,35 @@ Compiling a requirement into terms for the cluster's label scheme, and ANDing th
 pod's own affinity, are the two expensive steps of a first-seen decision; both are pure, so
 their results are remembered: compiled terms per (every rule-relevant field of the
 requirement, policy, scheme, GFD key generation), which is valid across snapshots, and merged
-affinities per (the object's own affinity, our terms) as JSON, which pods of one Deployment
+affinities per (the object's own affinity as JSON, our terms), which pods of one Deployment
 repeat. Both memos are bounded in bytes (``selectorCacheBytes``, ``affinityCacheBytes``): the
 merge memo's key holds the pod's own affinity, whose size the request chooses. A race between
 review threads only computes an entry twice.
+
+Compiled terms are validated for merging once, with the compilation
+(:func:`~cudasched.placement.merge.checked_terms`), and named in the merge memo by the SHA-256
+of their JSON (a large cluster's terms are tens of KB: checking and serialising them on every
+merge was a fifth of a first-seen decision at 5,000 nodes, issue 22).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import contextlib
+import hashlib
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
 from cudasched.placement.compile import compile_requirement
-from cudasched.placement.merge import AffinityMode, merge_preferred, merge_required
+from cudasched.placement.merge import (
+    AffinityMode,
+    CheckedTerms,
+    checked_terms,
+    merge_preferred,
+    merge_required,
+)
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.webhook.bounded import BoundedMemo
@@ -28,13 +42,45 @@ if TYPE_CHECKING:
     from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 
-__all__ = ["PREFERRED_WEIGHT", "Placer"]
+__all__ = ["PREFERRED_WEIGHT", "Compiled", "Deferred", "Placer", "cheap_only"]
 
 #: The weight of cudasched's terms in ``preferred`` mode.
 PREFERRED_WEIGHT = 100
 
 # Merge-memo keys embed the pod's own affinity; unusually large ones are merged every time.
 _MERGE_MEMO_MAX_KEY_BYTES = 16_384
+
+
+class Deferred(Exception):  # noqa: N818 - not an error: a decision handed on
+    """A step whose cost grows with the cluster (compiling a requirement, finding whether any
+    node fits it) or with our terms (a merge) is not remembered yet, and the placer was told to
+    stay cheap (:func:`cheap_only`): the decision is left to a review thread."""
+
+
+_CHEAP: ContextVar[bool] = ContextVar("cudasched_placer_cheap_only", default=False)
+
+
+@contextlib.contextmanager
+def cheap_only() -> Iterator[None]:
+    """Within the block, :meth:`Placer.compile` and :meth:`Placer.merge` raise
+    :class:`Deferred` instead of doing work that is not remembered."""
+    token = _CHEAP.set(True)
+    try:
+        yield
+    finally:
+        _CHEAP.reset(token)
+
+
+class Compiled(NamedTuple):
+    """What :meth:`Placer.compile` found: the terms (``None`` when no selector can exist), the
+    "no node can run it" message when it applies, the key of the terms (for
+    :meth:`ClusterState.fits`), and what :meth:`Placer.merge` needs of them."""
+
+    terms: list[dict[str, Any]] | None
+    no_fit: str | None
+    key: tuple[Any, ...]
+    checked: CheckedTerms | None = None  # the terms validated for merging, when they are valid
+    tag: bytes = b""  # the SHA-256 of the terms' JSON: their name in the merge memo
 
 
 class Placer:
@@ -46,14 +92,12 @@ class Placer:
         self.kb = kb
         # The source is left out of the key because it can quote an image reference of any
         # length and never changes the terms.
-        self.compiled: BoundedMemo[tuple[Any, ...], tuple[list[dict[str, Any]] | None, str]] = (
-            BoundedMemo(config.selector_cache_bytes)
+        self.compiled: BoundedMemo[tuple[Any, ...], _Entry] = BoundedMemo(
+            config.selector_cache_bytes
         )
         self.merged: BoundedMemo[bytes, bytes | None] = BoundedMemo(config.affinity_cache_bytes)
 
-    def compile(
-        self, requirement: Requirement, policy: Policy, state: ClusterState
-    ) -> tuple[list[dict[str, Any]] | None, str | None, tuple[Any, ...]]:
+    def compile(self, requirement: Requirement, policy: Policy, state: ClusterState) -> Compiled:
         """The node-selector terms for ``requirement`` in the cluster's label scheme, and the
         "no node can run it" message when it applies.
 
@@ -61,7 +105,6 @@ class Placer:
         could ever satisfy): the pod is then annotated but its affinity is left alone, and the
         message always applies. Otherwise the message needs a synced snapshot, because an
         empty or half-listed cache must never produce warnings or denials.
-        The key of the terms (for :meth:`ClusterState.fits`) comes last.
         """
         what = (
             f"CUDA {requirement.cuda.release}"
@@ -74,40 +117,51 @@ class Placer:
         # Every rule-relevant field of the requirement, never its source.
         key = (requirement.needs, policy, scheme, state.gfd_keys)
         found = self.compiled.get(key)
+        cheap = _CHEAP.get()
         if found is None:
-            try:
-                compiled = (
-                    compile_requirement(requirement, policy, scheme, self.kb, state.gfd_keys),
-                    "",
-                )
-            except InputError as exc:
-                compiled = (None, str(exc))
-            self.compiled.put(key, compiled, len(orjson.dumps(compiled)))
+            if cheap:
+                raise Deferred("compile")
+            entry = _compile(requirement, policy, scheme, self.kb, state)
+            self.compiled.put(key, entry, entry.size)
         else:
-            compiled = found[0]
-        terms, error = compiled
+            entry = found[0]
+        terms = entry.terms
         if terms is None:
-            return None, f"cudasched: no node can ever run {what}: {error}", key
-        if not state.synced or not terms:
-            return terms, None, key
-        if state.fits(key, terms):
-            return terms, None, key
-        return terms, f"cudasched: no node can run {what}; {state.drivers.describe()}", key
+            return Compiled(None, f"cudasched: no node can ever run {what}: {entry.error}", key)
+        compiled = Compiled(terms, None, key, entry.checked, entry.tag)
+        if cheap and state.synced and terms and state.known_fit(key) is None:
+            raise Deferred("fit")
+        if not state.synced or not terms or state.fits(key, terms):
+            return compiled
+        return compiled._replace(
+            no_fit=f"cudasched: no node can run {what}; {state.drivers.describe()}"
+        )
 
-    def merge(self, spec: Mapping[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:
-        """``spec`` with ``terms`` merged into its node affinity (required or preferred, per
-        ``mode``). The merge only ever changes ``spec.affinity`` (everything else is copied
-        as it is), so it runs on the affinity alone and its result is memoised by the JSON of
-        (affinity, terms); each call still gets its own copy of the merged affinity."""
+    def merge(self, spec: Mapping[str, Any], compiled: Compiled) -> dict[str, Any]:
+        """``spec`` with the ``compiled`` terms merged into its node affinity (required or
+        preferred, per ``mode``). The merge only ever changes ``spec.affinity`` (everything
+        else is copied as it is), so it runs on the affinity alone and its result is memoised
+        by (the affinity's JSON, the terms' tag); each call still gets its own copy of the
+        merged affinity."""
+        assert compiled.terms is not None
+        terms: list[dict[str, Any]] | CheckedTerms = (
+            compiled.checked if compiled.checked is not None else compiled.terms
+        )
         out = dict(spec)
+        cheap = _CHEAP.get()
         try:
-            key = orjson.dumps(["affinity" in out, out.get("affinity"), terms])
+            own = orjson.dumps(["affinity" in out, out.get("affinity")])
         except TypeError:  # not plain JSON data: no memo
+            own = None
+        if own is None or len(own) > _MERGE_MEMO_MAX_KEY_BYTES:
+            if cheap:
+                raise Deferred("merge")
             return self._merge_affinity(out, terms)
-        if len(key) > _MERGE_MEMO_MAX_KEY_BYTES:
-            return self._merge_affinity(out, terms)
+        key = own + compiled.tag  # the tag has a fixed length: the key reads one way only
         remembered = self.merged.get(key)
         if remembered is None:
+            if cheap:
+                raise Deferred("merge")
             merged = self._merge_affinity(
                 {"affinity": out["affinity"]} if "affinity" in out else {}, terms
             )
@@ -121,7 +175,40 @@ class Placer:
             out["affinity"] = orjson.loads(found)
         return out
 
-    def _merge_affinity(self, spec: dict[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:
+    def _merge_affinity(
+        self, spec: dict[str, Any], terms: list[dict[str, Any]] | CheckedTerms
+    ) -> dict[str, Any]:
         if self.config.mode is AffinityMode.PREFERRED:
             return merge_preferred(spec, terms, PREFERRED_WEIGHT)
         return merge_required(spec, terms)
+
+
+class _Entry(NamedTuple):
+    """A compiled requirement as the compile memo keeps it."""
+
+    terms: list[dict[str, Any]] | None
+    error: str
+    checked: CheckedTerms | None
+    tag: bytes
+    size: int
+
+
+def _compile(
+    requirement: Requirement,
+    policy: Policy,
+    scheme: Any,
+    kb: KnowledgeBase,
+    state: ClusterState,
+) -> _Entry:
+    try:
+        terms = compile_requirement(requirement, policy, scheme, kb, state.gfd_keys)
+    except InputError as exc:
+        return _Entry(None, str(exc), None, b"", len(str(exc)))
+    text = orjson.dumps(terms)
+    try:
+        checked: CheckedTerms | None = checked_terms(terms)
+    except InputError:  # the merge says why, as it always did
+        checked = None
+    # The checked copy is counted too, unless it is the same as the terms (it usually is).
+    size = len(text) if checked is None or list(checked) == terms else 2 * len(text)
+    return _Entry(terms, "", checked, hashlib.sha256(text).digest(), size)

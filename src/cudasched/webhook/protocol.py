@@ -6,8 +6,13 @@ uvicorn (0.54) bounds request bodies through the application, but not what comes
   for 57 s, and a 32 MiB one stalled every other request for 8 s); h11 refuses heads over its
   ``max_incomplete_event_size``. Both parsers here count the bytes of a request head as they
   arrive and answer ``431`` and cut the connection once ``max_header_bytes`` is passed, so at
-  most one read (256 KiB) past the limit is ever buffered (a head that arrives whole in one
-  read is measured by the application, same answer);
+  most two reads (256 KiB each) past the limit are ever buffered (a head that arrives whole in
+  one read is measured by the application, same answer). Only head bytes count: a read that
+  holds the end of one request's body and the start of the next request's head (pipelining)
+  counts what the parser has reported of the new head (its target and complete fields), and
+  the reads after it count whole while the head is still incomplete. A 431 is written only
+  when no earlier request on the connection is still unanswered (it would be read as that
+  request's answer); otherwise the connection is cut;
 * **time to send the head**: a connection that never sends a complete head (2,000 half-open
   connections stayed open for minutes) is closed ``header_timeout`` seconds after it was
   opened, or after the first byte of its next request. An idle keep-alive connection is
@@ -84,6 +89,8 @@ class _Guard:
         self._head_started: float | None = None
         self._head_bytes = 0
         self._in_head = True
+        # A head began inside the read being parsed (after the body of the request before it).
+        self._began_in_read = False
 
     def _refuse_connection(self, transport: asyncio.Transport) -> bool:
         """Close ``transport`` at once when the server already holds ``max_connections``."""
@@ -136,14 +143,31 @@ class _Guard:
             self._count("header_timeout")
             self.transport.abort()
 
+    def _head_reported(self) -> int:
+        """The bytes of the current head the parser has reported so far (its target and its
+        complete fields, 4 bytes of separators each): a lower bound of what it has read."""
+        return 0
+
     def _after_data(self, size: int) -> None:
-        """Called after the parser consumed ``size`` bytes: while still inside a head, they
-        were all head, so the head has at most one read more than the limit buffered."""
+        """Called after the parser consumed a read of ``size`` bytes. When the head was under
+        way before the read, the whole read was head. When the head began inside it (after
+        the body of the previous request, pipelined), only what the parser reported of it is
+        counted: the rest of that read is at most one read buffered."""
         if not self._in_head or self.transport.is_closing():
             return
-        self._head_bytes += size
+        if self._began_in_read:
+            self._began_in_read = False
+            self._head_bytes = self._head_reported()
+        else:
+            self._head_bytes += size
         if self._head_bytes > self.limits.max_header_bytes:
             self._count("header_too_large")
+            cycle = getattr(self, "cycle", None)
+            if cycle is not None and not cycle.response_complete:
+                # An earlier request on this connection is unanswered: a 431 now would be read
+                # as its answer. Cut the connection instead.
+                self.transport.abort()
+                return
             message = f"request head exceeds {self.limits.max_header_bytes} bytes\n".encode()
             self.transport.write(
                 _431 + b"content-length: " + str(len(message)).encode() + b"\r\n\r\n" + message
@@ -175,12 +199,17 @@ def _httptools_class() -> type[asyncio.Protocol]:
                 super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            self._began_in_read = False
             super().data_received(data)
             self._after_data(len(data))
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._start_head()
+            self._began_in_read = True
+
+        def _head_reported(self) -> int:
+            return len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
 
         def on_headers_complete(self) -> None:
             self._head_complete()
@@ -190,6 +219,7 @@ def _httptools_class() -> type[asyncio.Protocol]:
 
 
 def _h11_class() -> type[asyncio.Protocol]:
+    import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class LimitedH11Protocol(_Guard, H11Protocol):  # type: ignore[misc]
@@ -206,8 +236,10 @@ def _h11_class() -> type[asyncio.Protocol]:
 
         def data_received(self, data: bytes) -> None:
             before = self.cycle
-            if not self._in_head and before is not None and before.response_complete:
-                self._start_head()  # the first bytes of the next request on this connection
+            if not self._in_head and self.conn.their_state is h11.IDLE:
+                # h11 has consumed the previous request whole (body included): this read
+                # starts with the next request's head.
+                self._start_head()
             super().data_received(data)
             if self.cycle is not before:  # h11 delivered a complete request head
                 self._head_complete()

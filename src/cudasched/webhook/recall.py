@@ -154,9 +154,10 @@ class RememberedAnswers:
         if len(parts) != 2:
             return
         answer = Answer(parts[0], parts[1], decision.outcome, decision.unknown)
-        self.memo.put(state, key, answer)
+        keys = [key]
         if raw_rest is not None and self._rest_keeps_head_uid(raw_rest):
-            self.memo.put(state, _RAW_KEY_PREFIX[kind] + raw_rest, answer)
+            keys.append(_RAW_KEY_PREFIX[kind] + raw_rest)
+        self.memo.put(state, keys, answer)
 
     def _rest_keeps_head_uid(self, rest: bytes) -> bool:
         """Whether every body made of a canonical head and this rest decodes to the same

@@ -133,6 +133,12 @@ class ClusterState:
         self._fit_memo.put(key, found, 0)
         return found
 
+    def known_fit(self, key: Any) -> bool | None:
+        """What :meth:`fits` answered for ``key`` in this snapshot, ``None`` when it has not
+        been asked (or the answer was evicted)."""
+        remembered = self._fit_memo.get(key)
+        return None if remembered is None else remembered[0]
+
     def inference_service(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.fleet.inference_service(namespace, name)
 

@@ -73,7 +73,7 @@ from cudasched.workloads.kserve.llm import (
     llmisvc_pod,
 )
 from cudasched.workloads.pods import is_inference_service, pod_of
-from cudasched.workloads.view import Role, view_pod
+from cudasched.workloads.view import PodView, Role, view_pod
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -628,7 +628,9 @@ def _model_server(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return main if main is not None else gpu_container(pod_spec)
 
 
-def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
+def wants_constraint(
+    pod: Mapping[str, Any], requirement: Requirement, *, view: PodView | None = None
+) -> bool:
     """Should the webhook constrain this pod's placement?
 
     Only when there is something to constrain, and then: a pod that declares its requirement
@@ -639,16 +641,16 @@ def wants_constraint(pod: Mapping[str, Any], requirement: Requirement) -> bool:
         return False
     if declared_by_annotation(requirement):
         return True
-    return runs_gpu_workload(pod)
+    return runs_gpu_workload(pod, view=view)
 
 
-def runs_gpu_workload(pod: Mapping[str, Any]) -> bool:
+def runs_gpu_workload(pod: Mapping[str, Any], *, view: PodView | None = None) -> bool:
     """Whether a pod is constrained by what its runtime or image needs: it uses a GPU and is
     not a transformer or explainer (they do not run the serving runtime). An
     LLMInferenceService's model server counts when its ``main`` container names no resources:
     it takes them from the LLMInferenceServiceConfigs, and llm-d's model servers are GPU
-    servers."""
-    view = view_pod(pod)
+    servers. ``view``: the pod's view when the caller has it already."""
+    view = view if view is not None else view_pod(pod)
     if view.role is Role.AUXILIARY:
         return False
     as_mapping(pod.get("spec"), "pod spec")
@@ -721,6 +723,12 @@ def _unknown(
     return UnknownRequirement(TAG_NOT_RECORDED if recognised else UNKNOWN_IMAGE, text, fix)
 
 
+def unknown_image_reason(image: str | None, images: ImageTable) -> str:
+    """Why ``image`` gives no requirement, in the words the webhook warns with (``image not in
+    the image table: IMAGE``, ``tag's CUDA not recorded: IMAGE``, no image)."""
+    return _unknown({"image": image} if image else None, images, "").describe()
+
+
 def _undecided(requirement: Requirement) -> bool:
     """An empty requirement that no source decided (a non-NVIDIA runtime is decided)."""
     return requirement.is_empty and not requirement.source
@@ -730,30 +738,44 @@ def _or_override(fix: str) -> str:
     return f"{fix} or add an imageOverrides entry"
 
 
+def unknown_fix(subject: str, *, runtime: bool = False) -> str:
+    """The one wording of what makes an unknown requirement known, for every command and the
+    webhook: a serving runtime is labelled (every service that picks it then knows), anything
+    else annotated, or the image given an ``imageOverrides`` entry. ``subject`` names it
+    (``ServingRuntime vllm``, ``the pod``, ``InferenceService x``)."""
+    if runtime:
+        return f"label {subject} with {L.ANN_CUDA_VERSION}"
+    return _or_override(f"annotate {subject} with {L.ANN_CUDA_VERSION}")
+
+
 def unknown_pod_requirement(
     pod: Mapping[str, Any],
     requirement: Requirement,
     images: ImageTable,
     runtime: RuntimeChoice | None = None,
+    *,
+    view: PodView | None = None,
 ) -> UnknownRequirement | None:
     """Why a pod that runs a GPU workload got no requirement (``requirement`` is what
     :func:`resolve_pod` or :func:`resolve_llmisvc_pod` found, ``runtime`` the runtime a
     predictor pod was resolved with), or ``None`` when it got one, when a source decided it
     needs none, or when it would not be constrained anyway."""
-    if not _undecided(requirement) or not runs_gpu_workload(pod):
+    view = view if view is not None else view_pod(pod)
+    if not _undecided(requirement) or not runs_gpu_workload(pod, view=view):
         return None
-    view = view_pod(pod).checked()
+    view = view.checked()
     key = L.ANN_CUDA_VERSION
     container = view.cuda_container
     if view.role is Role.MODEL_SERVER:
-        fix = f"annotate LLMInferenceService {view.owner or '?'} with {key}"
+        fix = f"annotate LLMInferenceService {view.owner or '?'} with {key}"  # no override:
+        # the image is KServe's config's, the service is where users write
     else:
         if runtime is not None:
-            fix = f"label {runtime.describe()} with {key}"
+            fix = unknown_fix(runtime.describe(), runtime=True)
         elif view.role is Role.PREDICTOR:
-            fix = _or_override(f"annotate InferenceService {view.owner} with {key}")
+            fix = unknown_fix(f"InferenceService {view.owner}")
         else:
-            fix = _or_override(f"annotate the pod with {key}")
+            fix = unknown_fix("the pod")
     return _unknown(container, images, fix)
 
 
@@ -769,9 +791,9 @@ def unknown_isvc_requirement(
     if not _undecided(requirement) or not isvc_uses_gpu(isvc, runtime_obj):
         return None
     if runtime is not None:
-        fix = f"label {runtime.describe()} with {L.ANN_CUDA_VERSION}"
+        fix = unknown_fix(runtime.describe(), runtime=True)
     else:
-        fix = _or_override(f"annotate the InferenceService with {L.ANN_CUDA_VERSION}")
+        fix = unknown_fix("the InferenceService")
     return _unknown(predictor_container(isvc, runtime_obj), images, fix)
 
 
@@ -788,7 +810,7 @@ def unknown_llmisvc_requirement(
         return None
     if not runs_gpu_workload(pod):
         return None
-    return _unknown(main, images, _or_override(f"annotate it with {L.ANN_CUDA_VERSION}"))
+    return _unknown(main, images, unknown_fix("it"))
 
 
 def isvc_wants_constraint(
@@ -844,18 +866,20 @@ def pod_need(
     kb: ReleaseFacts | None,
     *,
     service: Mapping[str, Any] | None = None,
+    view: PodView | None = None,
 ) -> WorkloadNeed:
     """A pod's need: an LLMInferenceService model-server pod with its ``service`` (when at
     hand), any other pod with ``runtime``, the runtime of a KServe predictor. ``pod`` should
-    carry its namespace."""
-    if view_pod(pod).role is Role.MODEL_SERVER:
+    carry its namespace. ``view``: the pod's view when the caller has it (it is read once)."""
+    view = view if view is not None else view_pod(pod)
+    if view.role is Role.MODEL_SERVER:
         req = resolve_llmisvc_pod(pod, service, images, kb)
         runtime = None
     else:
         req = resolve_pod(pod, runtime, images, kb)
-    if wants_constraint(pod, req):
+    if wants_constraint(pod, req, view=view):
         return WorkloadNeed(req, req, runtime)
-    unknown = unknown_pod_requirement(pod, req, images, runtime)
+    unknown = unknown_pod_requirement(pod, req, images, runtime, view=view)
     return WorkloadNeed(Requirement(), req, runtime, unknown)
 
 

@@ -7,9 +7,13 @@ dashboards: codes are never renamed, keys are only ever added.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
+
+from cudasched.cluster.scope import Scope
+from cudasched.operations.refs import object_ref
 
 __all__ = [
     "CODES",
@@ -127,3 +131,21 @@ class AuditReport:
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.summary(),
         }
+
+    def within(self, scope: Scope, objects: Iterable[Mapping[str, Any]]) -> AuditReport:
+        """The findings about objects in ``scope`` (``objects``: the cluster the audit read,
+        whose labels a selector is matched against). A finding whose object is not among them
+        is kept only by a scope without a selector, by its namespace."""
+        if scope.is_everything:
+            return self
+        index = {object_ref(o): o for o in objects}
+
+        def keep(finding: Finding) -> bool:
+            obj = index.get(finding.object)
+            if obj is not None:
+                return scope.admits(obj)
+            parts = finding.object.split("/")
+            namespace = parts[1] if len(parts) == 3 else None
+            return scope.selector.is_empty and scope.admits_namespace(namespace)
+
+        return AuditReport(tuple(f for f in self.findings if keep(f)))

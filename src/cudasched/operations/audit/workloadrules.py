@@ -162,8 +162,8 @@ def _unknown(ctx: AuditContext, ref: str, found: Resolved, kind: str) -> Iterato
     if found.runtime is not None:
         runtime = found.runtime
         where = "" if runtime.kind != SERVING_RUNTIME else f" -n {namespace_of(runtime.obj)}"
-        fix = (
-            f"kubectl annotate {runtime.kind.lower()}{where} {runtime.name} "
+        fix = (  # the same words as the webhook's warning, and the command that does it
+            f"{unknown.fix}: kubectl label {runtime.kind.lower()}{where} {runtime.name} "
             f"{L.ANN_CUDA_VERSION}=<the CUDA version its image was built with>"
         )
     yield Finding(

@@ -43,7 +43,6 @@ from cudasched.compat.engine import check
 from cudasched.nodes.facts import facts_from_parts
 from cudasched.operations.drivers.planoptions import rank
 from cudasched.operations.reach import blocking
-from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 
 if TYPE_CHECKING:
@@ -188,10 +187,7 @@ def recommend(
     facts = facts_from_parts("recommend", gpu=gpu, driver=None, kb=kb)
     target = gpu_target(kb, facts)
     if target is None:
-        raise InputError(
-            f"unknown GPU {gpu!r}: expected a product name the knowledge base knows "
-            "(A100, 'NVIDIA H100 80GB HBM3', Tesla-K80) or a compute capability (8.6)"
-        )
+        raise kb.unknown_gpu(gpu, compute_too=True)
     name = target.name
     installer = "operator" if operator is not None else "host"
     passed: list[_Passed] = []

@@ -150,8 +150,11 @@ def test_live_answers_equal_the_snapshot_answers(
     if args[0] == "plan-drivers":  # the first comment line names the source
         assert live.stdout.split("\n", 1)[0].startswith("# cudasched plan-drivers: live cluster")
         assert live.stdout.split("\n", 1)[1] == offline.stdout.split("\n", 1)[1]
-    else:
-        assert live.stdout == offline.stdout
+    else:  # the JSON names its source under "cluster"; everything else is the same
+        live_json, offline_json = json.loads(live.stdout), json.loads(offline.stdout)
+        assert live_json["cluster"].pop("source").startswith("live cluster https://127.0.0.1:")
+        assert offline_json["cluster"].pop("source") == str(snapshot_file)
+        assert live_json == offline_json
 
 
 def test_explain_live_over_the_fleet(plane: ControlPlane, api: Api, snapshot_file: Path) -> None:
@@ -169,7 +172,7 @@ def test_report_and_demo_and_mutate_live(
     plane: ControlPlane, sample: Sample, tmp_path: Path
 ) -> None:
     html = tmp_path / "report.html"
-    ok(run(plane, "report", "--live", "-o", str(html)))
+    ok(run(plane, "report", "--live", "--output-file", str(html)))
     assert "<html" in html.read_text()[:2000].lower()
     demo = ok(run(plane, "demo", "--live"))
     assert "llama3-8b" in demo

@@ -70,6 +70,15 @@ def test_memory_quick(bench) -> None:
     assert _finite({k: v for k, v in result.ratios.items() if "added" not in k})
 
 
+def test_memo_quick(bench) -> None:
+    memo = bench("memo")
+    result = memo.run(nodes=30, runtimes=10, isvcs=8, bodies=16, passes=2, budgets=(1 << 20,))
+    (only,) = result.budgets
+    assert only.hits[1] == 16  # a budget that holds the working set answers every repeat
+    assert 0 < only.bytes_used <= 1 << 20
+    assert "pass 2 hits" in result.table()
+
+
 def test_admission_quick(bench) -> None:
     admission = bench("admission")
     result = admission.run(

@@ -453,6 +453,7 @@ def _crd(
     short: list[str] | None = None,
     status: bool = True,
     columns: list[JSON] | None = None,
+    source: str = "",
 ) -> JSON:
     names: JSON = {
         "kind": kind,
@@ -481,6 +482,11 @@ def _crd(
         "metadata": {
             "name": f"{plural}.{group}",
             "labels": {"app.kubernetes.io/part-of": "cudasched-e2e"},
+            "annotations": {
+                "e2e.cudasched.io/written-from": source,
+                "e2e.cudasched.io/note": "written by cudasched for its tests, typed down to the "
+                "fields cudasched reads or writes; not the upstream CRD",
+            },
         },
         "spec": {"group": group, "names": names, "scope": scope, "versions": rendered},
     }
@@ -501,6 +507,8 @@ def all_crds() -> list[JSON]:
                 required=["predictor"],
             ),
             short=["isvc"],
+            source="kserve/kserve config/crd/minimal/serving.kserve.io_inferenceservices.yaml"
+            "@115c37fc, pkg/apis/serving/v1beta1/predictor.go",
             columns=[
                 {"name": "URL", "type": "string", "jsonPath": ".status.url"},
                 {
@@ -520,6 +528,8 @@ def all_crds() -> list[JSON]:
             spec=_RUNTIME_SPEC,
             status=False,
             columns=[{"name": "Disabled", "type": "boolean", "jsonPath": ".spec.disabled"}, age],
+            source="kserve/kserve config/crd/minimal/serving.kserve.io_servingruntimes.yaml"
+            "@3635402c, pkg/apis/serving/v1alpha1/servingruntime_types.go@0217bdab",
         ),
         _crd(
             "serving.kserve.io",
@@ -530,6 +540,8 @@ def all_crds() -> list[JSON]:
             spec=_RUNTIME_SPEC,
             status=False,
             columns=[{"name": "Disabled", "type": "boolean", "jsonPath": ".spec.disabled"}, age],
+            source="kserve/kserve config/crd/minimal/serving.kserve.io_clusterservingruntimes"
+            ".yaml@115c37fc, pkg/apis/serving/v1alpha1/servingruntime_types.go@0217bdab",
         ),
         _crd(
             "serving.kserve.io",
@@ -539,6 +551,9 @@ def all_crds() -> list[JSON]:
             versions=[("v1alpha1", False), ("v1alpha2", True)],
             spec=_LLMISVC_SPEC,
             short=["llmisvc"],
+            source="kserve/kserve config/crd/full/llmisvc/serving.kserve.io_llminferenceservices"
+            ".yaml, pkg/apis/serving/v1alpha2/llm_inference_service_types.go (as cudasched "
+            "reference/ops-facts.md section 2 records them)",
         ),
         _crd(
             "nvidia.com",
@@ -548,6 +563,7 @@ def all_crds() -> list[JSON]:
             versions=[("v1alpha1", True)],
             spec=_NVIDIADRIVER_SPEC,
             short=["nvd", "nvdriver", "nvdrivers"],
+            source="NVIDIA/gpu-operator config/crd/bases/nvidia.com_nvidiadrivers.yaml@04744073",
             columns=[{"name": "Status", "type": "string", "jsonPath": ".status.state"}, age],
         ),
     ]

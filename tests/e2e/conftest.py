@@ -2,7 +2,8 @@
 kube-controller-manager built from source at the versions ``test/controlplane/go.mod`` pins).
 
 Every test here is marked ``e2e`` (``pytest -m 'not e2e'`` leaves them out). The control plane
-and cudasched's webhook are started once per session. Without a Go toolchain (and no binaries
+and cudasched's webhook are started once for the package (and stopped when its last test
+ends, so nothing runs behind the rest of the suite). Without a Go toolchain (and no binaries
 cached from an earlier build) the tests skip with one line, except under CI (``$CI`` set),
 where they fail: CI must run them.
 """
@@ -50,7 +51,7 @@ def binaries() -> Binaries:
         pytest.fail(f"e2e: the control plane cannot be built: {exc}", pytrace=False)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     directory = tmp_path_factory.mktemp("controlplane")
     control = ControlPlane(
@@ -63,12 +64,12 @@ def plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> Itera
         control.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def api(plane: ControlPlane) -> Api:
     return plane.api()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def webhook(plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveWebhook]:
     """cudasched's webhook on the host, watching the real API server (not yet registered)."""
     with webhook_process(
@@ -79,11 +80,11 @@ def webhook(plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> It
         yield hook
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def sample(
     plane: ControlPlane, api: Api, webhook: LiveWebhook, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Sample]:
     """The sample cluster's runtimes, InferenceServices and pods, applied with kubectl while
-    the webhook is registered (for the sample namespaces only, for the whole session)."""
+    the webhook is registered (for the sample namespaces only, for the whole package)."""
     with load_sample(plane, webhook, tmp_path_factory.mktemp("sample")) as loaded:
         yield loaded

@@ -234,7 +234,7 @@ class _Dom(HTMLParser):
 def test_report_renders_in_chromium(tmp_path: Path) -> None:
     chromium = _chromium()
     out = tmp_path / "report.html"
-    assert runner.invoke(app, ["report", "--output-file", str(out)]).exit_code == 0
+    assert runner.invoke(app, ["report", *AS_OF, "--output-file", str(out)]).exit_code == 0
     url = out.resolve().as_uri()
 
     shot = tmp_path / "report.png"
@@ -259,8 +259,15 @@ def test_report_renders_in_chromium(tmp_path: Path) -> None:
     rendered_pools = {a["data-pool"] for t, a in parsed.attrs if t == "th" and "data-pool" in a}
     assert rendered_runtimes == runtimes and len(runtimes) == 8
     assert rendered_pools == pools and len(pools) == 13
-    findings = [a for t, a in parsed.attrs if t == "tr" and "data-severity" in a]
-    assert len(findings) == 6
+    findings = [
+        (a["data-severity"], a["data-code"])
+        for t, a in parsed.attrs
+        if t == "tr" and "data-severity" in a
+    ]
+    _, audited = audit_json()
+    # One row per finding the audit reports on the same date, in the same order.
+    assert findings == [(f["severity"], f["code"]) for f in audited["findings"]]
+    assert len(findings) == 18
     # The inline script ran: it shows the severity filters, which the file itself hides.
     assert 'class="filters" hidden' in out.read_text(encoding="utf-8")
     (filters,) = [a for t, a in parsed.attrs if t == "p" and a.get("class") == "filters"]

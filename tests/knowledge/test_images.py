@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.knowledge.images import ImageTable, parse_image_ref, parse_require_cuda
+from cudasched.knowledge.mirrors import Mirror
 from cudasched.vocab.errors import InputError, KnowledgeError
 from cudasched.vocab.versions import CudaVersion
 
@@ -627,7 +628,29 @@ def test_from_config_reads_mirrors() -> None:
         image_overrides=[], image_mirrors={"mlops/vllm-openai": "vllm/vllm-openai"}
     )
     table = ImageTable.from_config(config)
-    assert table.mirrors[0] == ("mlops/vllm-openai", "vllm/vllm-openai")
+    assert table.mirrors[0] == Mirror(None, "mlops/vllm-openai", None, "vllm/vllm-openai")
+
+
+def test_a_mirror_naming_a_host_is_a_prefix_of_whole_references(real: ImageTable) -> None:
+    """``harbor.corp/ngc-proxy: nvcr.io/nvidia`` says harbor's ngc-proxy/X is nvcr.io's
+    nvidia/X (it also routes registry look-ups, tests/registry/test_mirrors.py)."""
+    own = real.with_mirrors({"harbor.corp/ngc-proxy": "nvcr.io/nvidia", "harbor.corp": "docker.io"})
+    triton = "nvcr.io/nvidia/tritonserver:25.02-py3"
+    mirrored = own.cuda_for_image("harbor.corp/ngc-proxy/tritonserver:25.02-py3")
+    assert mirrored is not None and mirrored == real.cuda_for_image(triton)
+    # The whole registry: harbor.corp/vllm/vllm-openai is Docker Hub's vllm/vllm-openai.
+    vllm = own.cuda_for_image("harbor.corp/vllm/vllm-openai:v0.8.0")
+    assert vllm is not None and vllm == real.cuda_for_image("vllm/vllm-openai:v0.8.0")
+    # Another host, or a path not under the prefix on whole segments, is not covered.
+    missed = [
+        own.cuda_for_image("harbor.other/ngc-proxy/tritonserver:25.02-py3"),
+        own.with_mirrors({"harbor.corp/ngc": "nvcr.io/nvidia"}).rule_for(
+            "harbor.corp/ngc-proxyx/tritonserver:25.02-py3"
+        ),
+    ]
+    assert missed == [None, None]
+    with pytest.raises(InputError, match="not a registry host"):
+        real.with_mirrors({"harbor_corp.io:http/x": "nvcr.io/nvidia"})
 
 
 def test_vllm_images_of_every_minor_release_from_0_4_resolve_with_a_source() -> None:

@@ -129,9 +129,10 @@ def test_exclude_wins_over_include() -> None:
         ({"imageMirrors": ["ngc/tritonserver"]}, ["imageMirrors", "expected a mapping"]),
         ({"imageMirrors": {"ngc/triton server": "nvidia/tritonserver"}}, ["repository paths"]),
         (
-            {"imageMirrors": {"harbor.example.com/ngc/tritonserver": "nvidia/tritonserver"}},
-            ["imageMirrors", "names a registry host", "ngc/tritonserver"],
+            {"imageMirrors": {"harbor.example.com:https/ngc": "nvcr.io/nvidia"}},
+            ["imageMirrors", "not a registry host", "harbor.example.com:https"],
         ),
+        ({"imageMirrors": {"harbor.example.com/ngc": "nvcr.io/Nvidia Corp"}}, ["paths"]),
         ({"server": {"port": 70000}}, ["server.port", "65535", "70000"]),
         ({"server": {"port": "https"}}, ["server.port", "integer"]),
         ({"server": {"certFile": "/tls/tls.crt"}}, ["server", "certFile and keyFile"]),

@@ -173,7 +173,9 @@ def audit_cmd(
                 "workloads against: add the cluster's nodes (cudasched snapshot --live, or "
                 "kubectl get nodes -o yaml) to it"
             )
-        images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
+        images = images.with_configs(
+            registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
+        )
         with progress_bar("auditing") as progress:
             report = audit(
                 snapshot,

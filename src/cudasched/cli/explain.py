@@ -630,8 +630,9 @@ def explain_cmd(
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)
         labels = effective_scheme(scheme, settings)
-        images = load_images(kb, settings).with_configs(
-            registry_source(resolve_images, registry_config, plain_http)
+        images = load_images(kb, settings)
+        images = images.with_configs(
+            registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
         )
         items = explain_snapshot(objs, fleet, pol, labels, images)
     except InputError as exc:

@@ -103,8 +103,11 @@ def image_cmd(
             parse_image_ref(ref)  # bad references are bad input, said before any request
         settings = load_settings(config)
         kb = load_knowledge()
-        source = registry_source(True, registry_config, plain_http, platform)
-        images = load_images(kb, settings).with_configs(source)
+        images = load_images(kb, settings)
+        source = registry_source(
+            True, registry_config, plain_http, platform, mirrors=images.mirrors
+        )
+        images = images.with_configs(source)
         rows = image_rows([r.strip() for r in refs], images, kb)
     except InputError as exc:
         fail(str(exc))

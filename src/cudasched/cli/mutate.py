@@ -160,7 +160,9 @@ def mutate(
             sys.stderr.write(f"cudasched: note: {wrapped}\n")
         which = _kind_of(body, kind)
         admitter = Admitter.from_config(cfg)
-        configs = registry_source(resolve_images, registry_config, plain_http)
+        configs = registry_source(
+            resolve_images, registry_config, plain_http, mirrors=admitter.images.mirrors
+        )
         admitter.images = admitter.images.with_configs(configs)
         state = cluster_state(load_cluster(source), admitter.kb)
         decision = admitter.decide(which, body, state)  # type: ignore[arg-type]

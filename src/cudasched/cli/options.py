@@ -10,7 +10,7 @@ it, :func:`effective_policy` and :func:`effective_scheme` let an explicit option
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -28,6 +28,7 @@ from cudasched.vocab.versions import parse_compute_capability, parse_cuda
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.imageconfig import ConfigSource
+    from cudasched.knowledge.mirrors import Mirror
     from cudasched.operations.audit.auditor import Progress
     from cudasched.webhook.config import WebhookConfig
 
@@ -273,9 +274,13 @@ def registry_source(
     registry_config: Path | None,
     plain_http: list[str] | None,
     platform: str = "linux/amd64",
+    *,
+    mirrors: Iterable[Mirror] = (),
 ) -> ConfigSource | None:
     """The image-config source of ``--resolve-images`` (``None`` without it): each image's
-    registry asked the first time resolution looks at it, with the given credentials."""
+    registry asked the first time resolution looks at it, with the given credentials, through
+    the ``imageMirrors`` of ``--config`` that name a host (pass the image table's
+    ``mirrors``)."""
     if not resolve:
         return None
     from cudasched.registry.auth import Keychain, load_docker_config
@@ -283,5 +288,5 @@ def registry_source(
     from cudasched.registry.resolver import OnDemandSource
 
     keychain = load_docker_config(registry_config) if registry_config else Keychain()
-    client = RegistryClient(keychain=keychain, plain_http=plain_http or ())
+    client = RegistryClient(keychain=keychain, plain_http=plain_http or (), mirrors=mirrors)
     return OnDemandSource(client, Platform.parse(platform))

@@ -113,7 +113,9 @@ def report_cmd(
         today = parse_as_of(as_of)
         months = check_support_months(min_support_months)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
-        images = images.with_configs(registry_source(resolve_images, registry_config, plain_http))
+        images = images.with_configs(
+            registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
+        )
         with progress_bar("building the report") as progress:
             pools = node_pools(snapshot, fleet)
             rows = tuple(r for r in runtime_rows(fleet, images) if not r.obj or scope.admits(r.obj))

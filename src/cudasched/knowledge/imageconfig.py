@@ -45,7 +45,8 @@ class ImageConfig:
     """One image's config as its registry served it for one platform, or why it could not
     be read (``error``, with ``env`` and ``labels`` empty). ``digest`` is the platform
     manifest's digest (what a node pulls); ``env`` and ``labels`` are the config's
-    ``config.Env`` (split at the first ``=``) and ``config.Labels``."""
+    ``config.Env`` (split at the first ``=``) and ``config.Labels``; ``mirror`` the
+    repository it was read from when a mirror served it (``imageMirrors``)."""
 
     image: str
     digest: str = ""
@@ -53,6 +54,7 @@ class ImageConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     error: str = ""
+    mirror: str = ""
 
     @property
     def ok(self) -> bool:
@@ -62,7 +64,7 @@ class ImageConfig:
         """Roughly the bytes it holds (caches bound themselves with it)."""
         text = sum(len(k) + len(v) for k, v in self.env.items())
         text += sum(len(k) + len(v) for k, v in self.labels.items())
-        return 200 + len(self.image) + len(self.digest) + len(self.error) + text
+        return 200 + len(self.image) + len(self.digest) + len(self.error) + len(self.mirror) + text
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -72,6 +74,7 @@ class ImageConfig:
             "env": dict(self.env),
             "labels": dict(self.labels),
             "error": self.error or None,
+            "mirror": self.mirror or None,
         }
 
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import yaml
 
 from cudasched.knowledge.imageconfig import ConfigSource, ImageConfig, RememberedSource
+from cudasched.knowledge.mirrors import Mirror, parse_mirrors
 from cudasched.vocab.errors import InputError, KnowledgeError
 from cudasched.vocab.requirecuda import REQUIRE_ENV, Gate, gate_from_env
 from cudasched.vocab.requirements import FrameworkBuild
@@ -358,36 +359,14 @@ def _base_gates(data: object) -> BaseGates:
     return BaseGates(brands, tuple(releases))
 
 
-def _mirrors(entries: object, what: str) -> tuple[tuple[str, str], ...]:
-    """``{mirror path: canonical path}`` as pairs; paths compare on whole segments."""
-    if entries is None:
-        return ()
-    if not isinstance(entries, Mapping):
-        raise InputError(
-            f"invalid {what} {entries!r}: expected a mapping such as "
-            "{alaudadockerhub/tritonserver: nvidia/tritonserver}"
-        )
-    out = []
-    for mirror, canonical in entries.items():
-        if not (isinstance(mirror, str) and isinstance(canonical, str)):
-            raise InputError(f"invalid {what} entry {mirror!r}: {canonical!r}: expected two paths")
-        left, right = mirror.strip().strip("/").lower(), canonical.strip().strip("/").lower()
-        if not _PATH_RE.match(left) or not _PATH_RE.match(right):
-            raise InputError(
-                f"invalid {what} entry {mirror!r}: {canonical!r}: expected repository paths "
-                "such as alaudadockerhub/tritonserver and nvidia/tritonserver"
-            )
-        out.append((left, right))
-    return tuple(out)
-
-
-def unmirror(ref: ImageRef, mirrors: Iterable[tuple[str, str]]) -> ImageRef:
-    """``ref`` with a mirrored repository path replaced by the path the rules know: the first
-    mirror that is the end of the path (on whole segments) wins. Pure; the registry host and
-    any prefix before the mirrored part are dropped, as rules ignore them anyway."""
-    for mirror, canonical in mirrors:
-        if _path_ends_with(ref.path, mirror):
-            return ImageRef(host=None, path=canonical, tag=ref.tag, digest=ref.digest)
+def unmirror(ref: ImageRef, mirrors: Iterable[Mirror]) -> ImageRef:
+    """``ref`` with a mirrored repository replaced by the canonical path the rules know: the
+    first mirror that covers it wins (:class:`~cudasched.knowledge.mirrors.Mirror`). Pure; the
+    registry host is dropped, as rules ignore it anyway."""
+    for mirror in mirrors:
+        path = mirror.rename(ref.host, ref.path)
+        if path is not None:
+            return ImageRef(host=None, path=path, tag=ref.tag, digest=ref.digest)
     return ref
 
 
@@ -403,7 +382,7 @@ class ImageTable:
     rules: tuple[ImageRule, ...] = ()
     overrides: tuple[OverrideRule, ...] = ()
     kb: ReleaseFacts | None = field(default=None, compare=False)
-    mirrors: tuple[tuple[str, str], ...] = ()
+    mirrors: tuple[Mirror, ...] = ()
     base_gates: BaseGates = field(default_factory=BaseGates)
     # Gates parsed per distinct container environment (replicas repeat a few), bounded.
     _gates: dict[frozenset[tuple[str, str]], Gate | None] = field(
@@ -467,7 +446,7 @@ class ImageTable:
             raise KnowledgeError("images.yaml must be a mapping with an `images` list")
         rules = tuple(_compile_rule(e, i) for i, e in enumerate(data["images"]))
         try:
-            mirrors = _mirrors(data.get("mirrors"), "images.yaml mirrors")
+            mirrors = parse_mirrors(data.get("mirrors"), "images.yaml mirrors")
         except InputError as exc:
             raise KnowledgeError(str(exc)) from None
         return cls(
@@ -491,8 +470,9 @@ class ImageTable:
         return replace(self, overrides=new + self.overrides)
 
     def with_mirrors(self, entries: Mapping[str, str]) -> ImageTable:
-        """A copy with ``entries`` ({mirror path: canonical path}) tried before its mirrors."""
-        return replace(self, mirrors=_mirrors(entries, "image mirrors") + self.mirrors)
+        """A copy with ``entries`` ({mirror: canonical}, :mod:`cudasched.knowledge.mirrors`)
+        tried before its mirrors."""
+        return replace(self, mirrors=parse_mirrors(entries, "image mirrors") + self.mirrors)
 
     def rule_for(self, image: str) -> tuple[ImageRule, re.Match[str]] | None:
         """The first built-in rule that recognises ``image`` (even one that cannot answer)."""

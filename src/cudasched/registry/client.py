@@ -28,7 +28,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -37,6 +37,7 @@ import orjson
 
 from cudasched.knowledge.imageconfig import ImageConfig
 from cudasched.knowledge.images import parse_image_ref
+from cudasched.knowledge.mirrors import Mirror
 from cudasched.registry.auth import (
     DOCKER_HUB,
     Credentials,
@@ -44,6 +45,7 @@ from cudasched.registry.auth import (
     canonical_host,
     parse_challenge,
 )
+from cudasched.registry.mirrors import routes_of
 from cudasched.vocab.errors import InputError
 
 __all__ = [
@@ -71,6 +73,7 @@ _ACCEPT = ", ".join([OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST])
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
+_MAX_TOKENS = 4096
 
 
 class RegistryError(InputError):
@@ -179,7 +182,9 @@ class RegistryClient:
 
     ``keychain`` gives credentials per host; ``plain_http`` names hosts (``host[:port]``)
     reached over plain HTTP; ``verify`` is httpx's (a CA bundle path or an ``SSLContext``
-    for a private registry). Thread-safe: the webhook's resolver calls it from its workers.
+    for a private registry); ``mirrors`` (``imageMirrors`` entries) are asked before the
+    canonical registry (:mod:`cudasched.registry.mirrors`). Thread-safe: the webhook's
+    resolver calls it from its workers.
     """
 
     def __init__(
@@ -189,6 +194,7 @@ class RegistryClient:
         plain_http: Iterable[str] = (),
         limits: Limits | None = None,
         verify: Any = True,
+        mirrors: Iterable[Mirror] = (),
         transport: httpx.BaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -196,6 +202,7 @@ class RegistryClient:
         self.keychain = keychain if keychain is not None else Keychain()
         self.plain_http = frozenset(canonical_host(h) for h in plain_http)
         self.limits = limits if limits is not None else Limits()
+        self.mirrors = tuple(mirrors)
         self._clock = clock
         self._sleep = sleep
         self._http = httpx.Client(
@@ -205,7 +212,9 @@ class RegistryClient:
             timeout=self.limits.request_seconds,
             headers={"user-agent": "cudasched"},
         )
-        self._tokens: dict[tuple[str, str], tuple[str, float]] = {}
+        # Pull tokens by (host, repository, whose credentials obtained them): a token got with
+        # one namespace's pull secret is never sent for a look-up made without it.
+        self._tokens: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -233,6 +242,25 @@ class RegistryClient:
         plat = platform if platform is not None else Platform()
         repo = repository_of(image)
         chain = keychain.merged(self.keychain) if keychain is not None else self.keychain
+        passed = []
+        for route in routes_of(repo.host, repo.path, self.mirrors):
+            mirrored = Repository(route.host, route.path, repo.reference, repo.is_digest)
+            try:
+                found = self._config(mirrored, image, plat, chain)
+            except RegistryError as exc:
+                passed.append(f"mirror {mirrored.name}: {exc}")
+                continue
+            return replace(found, mirror=mirrored.name)
+        try:
+            return self._config(repo, image, plat, chain)
+        except RegistryError as exc:
+            if not passed:
+                raise
+            raise RegistryError(exc.kind, f"{exc} (after {'; '.join(passed)})") from None
+
+    def _config(self, repo: Repository, image: str, plat: Platform, chain: Keychain) -> ImageConfig:
+        """The config of ``image`` read from ``repo`` (its own repository or a mirror's),
+        within one deadline."""
         deadline = _Deadline(self.limits.deadline_seconds, self._clock)
         body, media, digest = self._manifest(repo, repo.reference, chain, deadline)
         doc = _json(body, f"manifest of {image}")
@@ -323,14 +351,17 @@ class RegistryClient:
         headers: Mapping[str, str],
     ) -> tuple[httpx.Response, bytes]:
         """GET with auth, redirects and retries; the body read whole within ``limit``."""
-        auth = self._cached_token(repo)
+        who = _holder(chain.get(repo.host))
+        auth = self._cached_token(repo, who)
         answered = False
         attempt = 0
         current = url
         redirects = 0
         while True:
             send = dict(headers)
-            same_host = urlsplit(current).netloc == urlsplit(url).netloc
+            here, origin = urlsplit(current), urlsplit(url)
+            # Credentials go only where they were asked for: the same scheme, host and port.
+            same_host = (here.scheme, here.netloc) == (origin.scheme, origin.netloc)
             if auth is not None and same_host:
                 send["authorization"] = auth
             try:
@@ -401,9 +432,9 @@ class RegistryClient:
 
     # ------------------------------------------------------------------ auth
 
-    def _cached_token(self, repo: Repository) -> str | None:
+    def _cached_token(self, repo: Repository, who: str) -> str | None:
         with self._lock:
-            found = self._tokens.get((repo.host, repo.path))
+            found = self._tokens.get((repo.host, repo.path, who))
         if found is None or found[1] <= self._clock():
             return None
         return found[0]
@@ -437,6 +468,13 @@ class RegistryClient:
         realm = params.get("realm", "")
         if not realm.startswith(("https://", "http://")):
             raise RegistryError("unauthorized", f"{what}: token realm {realm!r} is not a URL")
+        if creds is not None and realm.startswith("http://") and repo.host not in self.plain_http:
+            # A password in clear text only where the operator chose clear text already.
+            raise RegistryError(
+                "unauthorized",
+                f"{what}: token realm {realm!r} is plain HTTP; credentials for {repo.host} are "
+                "sent to a realm over HTTPS only (or list the registry in plainHttp)",
+            )
         query = {"scope": f"repository:{repo.path}:pull"}
         if params.get("service"):
             query["service"] = params["service"]
@@ -459,8 +497,23 @@ class RegistryClient:
         life = float(expires) if isinstance(expires, int | float) and expires > 0 else 60.0
         value = f"Bearer {token}"
         with self._lock:
-            self._tokens[(repo.host, repo.path)] = (value, self._clock() + max(1.0, life - 5))
+            key = (repo.host, repo.path, _holder(creds))
+            self._tokens[key] = (value, self._clock() + max(1.0, life - 5))
+            if len(self._tokens) > _MAX_TOKENS:  # expired ones first, else the oldest
+                now = self._clock()
+                stale = [k for k, (_, until) in self._tokens.items() if until <= now]
+                for old in stale or list(self._tokens)[: len(self._tokens) - _MAX_TOKENS]:
+                    del self._tokens[old]
         return value
+
+
+def _holder(creds: Credentials | None) -> str:
+    """Whose token it is, as a cache key that holds no secret: ``""`` for anonymous, else a
+    digest of the user and password."""
+    if creds is None:
+        return ""
+    raw = f"{creds.username}\0{creds.password}".encode()
+    return hashlib.sha256(raw).hexdigest()[:32]
 
 
 def _json(body: bytes, what: str) -> Mapping[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from cudasched.knowledge.images import ImageTable, parse_image_ref
+from cudasched.knowledge.mirrors import parse_mirrors
 from cudasched.placement.merge import AffinityMode
 from cudasched.vocab import inputfiles
 from cudasched.vocab.errors import InputError, VersionError
@@ -240,8 +240,9 @@ class WebhookConfig(_Model):
     constrain_gpu_pods_by_image: bool = True
     isvc_affinity: bool = False
     image_overrides: tuple[ImageOverride, ...] = ()
-    # Mirrored repositories: {mirror path: canonical path}, e.g. {harbor.example.com/ngc/
-    # tritonserver: nvidia/tritonserver}; tried before the built-in mirrors (images.py).
+    # Mirrored repositories, {mirror: canonical} (knowledge/mirrors.py): a path without a host
+    # renames for the image table ({alaudadockerhub/tritonserver: nvidia/tritonserver}); one
+    # with a host also routes registry look-ups ({harbor.corp/ngc-proxy: nvcr.io/nvidia}).
     image_mirrors: dict[str, str] = Field(default_factory=dict)
     fail_closed: bool = False
     # Answers remembered for repeated requests (replicas of one template), per snapshot;
@@ -270,22 +271,14 @@ class WebhookConfig(_Model):
     @field_validator("image_mirrors", mode="before")
     @classmethod
     def _mirrors(cls, value: object) -> object:
-        # The image table's own reading of a mirror map, so a path it would refuse stops the
-        # webhook at start-up instead of at the first pod.
+        # The one reading of a mirror map (knowledge/mirrors.py), so an entry it would refuse
+        # stops the webhook at start-up instead of at the first pod.
         if value is None:
             return {}
         try:
-            ImageTable().with_mirrors(value)  # type: ignore[arg-type]
+            parse_mirrors(value, "image mirrors")
         except InputError as exc:
             raise ValueError(str(exc)) from None
-        for mirror in value:  # a mapping of strings by now
-            # Mirrors match the repository path, which never holds the registry host: an
-            # entry naming one would silently match nothing.
-            if parse_image_ref(mirror).host is not None:
-                raise ValueError(
-                    f"mirror {mirror!r} names a registry host: give the repository path "
-                    "without it (ngc/tritonserver for harbor.example.com/ngc/tritonserver)"
-                )
         return value
 
     @classmethod

@@ -11,7 +11,7 @@ LLMInferenceServices (off the event loop). Counted in the webhook's metrics.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from cudasched.registry.auth import Keychain, load_docker_config
@@ -23,6 +23,7 @@ from cudasched.workloads.kserve import predictor_image, runtime_containers
 from cudasched.workloads.kserve.llm import llmisvc_main_container, llmisvc_pod
 
 if TYPE_CHECKING:
+    from cudasched.knowledge.mirrors import Mirror
     from cudasched.webhook.config import ImageResolverSettings
     from cudasched.webhook.metrics import WebhookMetrics
     from cudasched.webhook.state import ClusterState
@@ -49,10 +50,14 @@ class MetricsObserver:
 
 
 def build_resolver(
-    settings: ImageResolverSettings, metrics: WebhookMetrics | None = None
+    settings: ImageResolverSettings,
+    metrics: WebhookMetrics | None = None,
+    *,
+    mirrors: Iterable[Mirror] = (),
 ) -> BackgroundResolver:
     """The resolver the settings describe (reads ``registryConfig`` now: a bad file stops the
-    webhook at start-up, not at the first pod)."""
+    webhook at start-up, not at the first pod); look-ups go through ``mirrors`` (the
+    admission image table's, i.e. ``imageMirrors``) that name a host."""
     keychain = load_docker_config(settings.registry_config) if settings.registry_config else None
     verify: Any = True
     if settings.ca_file:
@@ -63,6 +68,7 @@ def build_resolver(
         keychain=keychain if keychain is not None else Keychain(),
         plain_http=settings.plain_http,
         verify=verify,
+        mirrors=mirrors,
         limits=Limits(
             deadline_seconds=settings.deadline_seconds,
             request_seconds=min(5.0, settings.deadline_seconds),

@@ -367,7 +367,8 @@ def _from_container(
             return _ContainerFacts(
                 cuda,
                 match.min_compute if match is not None and match.cuda == cuda else None,
-                source=f"image config of {str(image).strip()} ({said})",
+                source=f"image config of {str(image).strip()} ({said}"
+                + (f", read from mirror {config.mirror})" if config.mirror else ")"),
                 gate=gate,
                 ships_cuda_compat=ships,
             )

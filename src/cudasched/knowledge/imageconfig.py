@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirecuda import DISABLE_ENV, REQUIRE_ENV, gate_from_env
@@ -29,7 +29,9 @@ __all__ = [
     "CONFIG_CUDA_LABELS",
     "ConfigSource",
     "ImageConfig",
+    "PullScope",
     "RememberedSource",
+    "ScopedSource",
     "config_cuda",
     "gate_env",
 ]
@@ -82,6 +84,25 @@ class ConfigSource(Protocol):
     """Where resolution finds an image's config: ``None`` when it is not known (yet)."""
 
     def config_for(self, image: str) -> ImageConfig | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PullScope:
+    """Whose pull credentials a look-up for one workload may use, as the kubelet would: the
+    Secrets the workload names in ``imagePullSecrets`` (``secrets``), or when it names none
+    those of its ServiceAccount (``service_account``), always in its own ``namespace``."""
+
+    namespace: str
+    secrets: tuple[str, ...] = ()
+    service_account: str = "default"
+
+
+@runtime_checkable
+class ScopedSource(Protocol):
+    """A :class:`ConfigSource` that can look up with one workload's pull credentials (the
+    webhook's resolver with ``imageResolver.pullSecrets`` on)."""
+
+    def for_scope(self, scope: PullScope) -> ConfigSource: ...
 
 
 def gate_env(config: ImageConfig) -> dict[str, str]:

@@ -25,7 +25,13 @@ from typing import Any, Protocol
 
 import yaml
 
-from cudasched.knowledge.imageconfig import ConfigSource, ImageConfig, RememberedSource
+from cudasched.knowledge.imageconfig import (
+    ConfigSource,
+    ImageConfig,
+    PullScope,
+    RememberedSource,
+    ScopedSource,
+)
 from cudasched.knowledge.mirrors import Mirror, parse_mirrors
 from cudasched.vocab.errors import InputError, KnowledgeError
 from cudasched.vocab.requirecuda import REQUIRE_ENV, Gate, gate_from_env
@@ -405,11 +411,15 @@ class ImageTable:
         """A copy that asks ``source`` for an image's config before its rules."""
         return replace(self, configs=source)
 
-    def per_request(self) -> ImageTable:
-        """This table for one decision: each image's config asked of the source once."""
+    def per_request(self, scope: PullScope | None = None) -> ImageTable:
+        """This table for one decision: each image's config asked of the source once, with
+        the workload's pull credentials (``scope``) when the source can use them."""
         if self.configs is None or isinstance(self.configs, RememberedSource):
             return self
-        table = replace(self, configs=RememberedSource(self.configs))
+        source: ConfigSource = self.configs
+        if scope is not None and isinstance(source, ScopedSource):
+            source = source.for_scope(scope)
+        table = replace(self, configs=RememberedSource(source))
         # :meth:`lookup` and :meth:`rule_for` do not read the configs: the copy shares this
         # table's answers.
         object.__setattr__(table, "_lookups", self._lookups)

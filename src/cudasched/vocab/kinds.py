@@ -44,6 +44,8 @@ __all__ = [
     "POD_TEMPLATE_KINDS",
     "REPLICATION_CONTROLLER",
     "REPLICA_SET",
+    "SECRET",
+    "SERVICE_ACCOUNT",
     "SERVING_RUNTIME",
     "STATEFUL_SET",
     "Kind",
@@ -91,6 +93,9 @@ class Kind:
 
 NODE = Kind("", "v1", "Node", "nodes", namespaced=False)
 POD = Kind("", "v1", "Pod", "pods", namespaced=True)
+#: Read one at a time by name, only with ``imageResolver.pullSecrets`` on (never listed).
+SECRET = Kind("", "v1", "Secret", "secrets", namespaced=True)
+SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", namespaced=True)
 EVENT = Kind("events.k8s.io", "v1", "Event", "events", namespaced=True)
 
 KSERVE_GROUP = "serving.kserve.io"

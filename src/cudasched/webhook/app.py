@@ -647,7 +647,10 @@ def build_app(
         # Admission's image table asks the resolver before its rules (never waiting longer
         # than the budget); the app warms it from each snapshot and closes it at shutdown.
         resolver = build_resolver(
-            config.image_resolver, metrics, mirrors=getattr(images, "mirrors", ())
+            config.image_resolver,
+            metrics,
+            mirrors=getattr(images, "mirrors", ()),
+            kube=config.kube,
         )
         reviewer.images = images.with_configs(resolver)  # type: ignore[attr-defined]
     app = WebhookApp(

@@ -217,6 +217,12 @@ class ImageResolverSettings(_Model):
     registry_config: str | None = None
     # A CA bundle for private registries' certificates (default: the system's).
     ca_file: str | None = None
+    # Use the pull secrets a workload (or its ServiceAccount) names, read from its own
+    # namespace on demand; needs `get` on secrets and serviceaccounts (cudasched manifests
+    # --pull-secrets). Off by default: see docs/security.md.
+    pull_secrets: bool = False
+    # How long a namespace's pull credentials are kept in memory before they are read again.
+    pull_secret_ttl_seconds: float = Field(default=60.0, gt=0, le=3600)
 
     @field_validator("platform")
     @classmethod

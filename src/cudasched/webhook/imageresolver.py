@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cudasched.registry.auth import Keychain, load_docker_config
 from cudasched.registry.cache import ConfigCache
 from cudasched.registry.client import Limits, Platform, RegistryClient
+from cudasched.registry.pullsecrets import PullSecretReader
 from cudasched.registry.resolver import BackgroundResolver
 from cudasched.vocab.objects import name_of
 from cudasched.workloads.kserve import predictor_image, runtime_containers
@@ -24,7 +25,7 @@ from cudasched.workloads.kserve.llm import llmisvc_main_container, llmisvc_pod
 
 if TYPE_CHECKING:
     from cudasched.knowledge.mirrors import Mirror
-    from cudasched.webhook.config import ImageResolverSettings
+    from cudasched.webhook.config import ClusterAccess, ImageResolverSettings
     from cudasched.webhook.metrics import WebhookMetrics
     from cudasched.webhook.state import ClusterState
 
@@ -40,6 +41,7 @@ class MetricsObserver:
         self._lookups = metrics.image_config_lookups
         self._resolutions = metrics.image_config_resolutions
         self._seconds = metrics.image_config_seconds
+        self._pull_secrets = metrics.pull_secret_reads
 
     def looked_up(self, result: str) -> None:
         self._lookups.labels(result=result).inc()
@@ -48,16 +50,22 @@ class MetricsObserver:
         self._resolutions.labels(outcome=outcome).inc()
         self._seconds.observe(seconds)
 
+    def pull_secrets(self, result: str) -> None:
+        self._pull_secrets.labels(result=result).inc()
+
 
 def build_resolver(
     settings: ImageResolverSettings,
     metrics: WebhookMetrics | None = None,
     *,
     mirrors: Iterable[Mirror] = (),
+    kube: ClusterAccess | None = None,
 ) -> BackgroundResolver:
     """The resolver the settings describe (reads ``registryConfig`` now: a bad file stops the
     webhook at start-up, not at the first pod); look-ups go through ``mirrors`` (the
-    admission image table's, i.e. ``imageMirrors``) that name a host."""
+    admission image table's, i.e. ``imageMirrors``) that name a host. With ``pullSecrets``
+    on, workloads' pull secrets are read through a client for ``kube`` (the ``kube:``
+    section: in-cluster unless it names a kubeconfig)."""
     keychain = load_docker_config(settings.registry_config) if settings.registry_config else None
     verify: Any = True
     if settings.ca_file:
@@ -81,6 +89,19 @@ def build_resolver(
         tag_ttl=settings.tag_ttl_seconds,
         error_ttl=settings.error_ttl_seconds,
     )
+    observer = MetricsObserver(metrics) if metrics is not None else None
+    reader = None
+    if settings.pull_secrets:
+        from cudasched.kube.client import make_client
+
+        kubeconfig = kube.kubeconfig if kube is not None else None
+        timeout = min(5.0, settings.deadline_seconds)
+        reader = PullSecretReader(
+            lambda: make_client(kubeconfig=kubeconfig, timeout=timeout),
+            ttl_seconds=settings.pull_secret_ttl_seconds,
+            timeout_seconds=timeout,
+            observer=observer,
+        )
     return BackgroundResolver(
         client,
         cache,
@@ -88,7 +109,8 @@ def build_resolver(
         budget_seconds=settings.budget_seconds,
         workers=settings.workers,
         max_queued=settings.max_queued,
-        observer=MetricsObserver(metrics) if metrics is not None else None,
+        observer=observer,
+        pull_secrets=reader,
     )
 
 

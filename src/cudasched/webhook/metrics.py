@@ -74,6 +74,11 @@ UNKNOWN_REASONS: Final = (
 #: ``queued`` (new: resolution started), ``dropped`` (the queue was full).
 LOOKUP_RESULTS: Final = ("hit", "waited", "in_flight", "queued", "dropped")
 
+#: How a workload's pull credentials were found (``imageResolver.pullSecrets``): ``read``
+#: from the API server, ``cached`` (read less than the TTL ago), ``failed`` (not readable:
+#: none used).
+PULL_SECRET_RESULTS: Final = ("read", "cached", "failed")
+
 #: How one resolution ended: ``ok`` or the registry client's error kind.
 RESOLUTION_OUTCOMES: Final = (
     "ok",
@@ -197,6 +202,13 @@ class WebhookMetrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
             registry=r,
         )
+        self.pull_secret_reads = Counter(
+            "cudasched_webhook_image_pull_secret_reads",
+            "Pull credentials of a workload's namespace looked up for the image resolver, by "
+            "result: read (from the API server), cached, failed.",
+            ("result",),
+            registry=r,
+        )
         self.watch_restarts = Counter(
             "cudasched_cache_watch_restarts",
             "Watch streams restarted after an error, by kind and reason.",
@@ -220,6 +232,8 @@ class WebhookMetrics:
             self.image_config_lookups.labels(result=result).inc(0)
         for outcome in RESOLUTION_OUTCOMES:
             self.image_config_resolutions.labels(outcome=outcome).inc(0)
+        for result in PULL_SECRET_RESULTS:
+            self.pull_secret_reads.labels(result=result).inc(0)
         self.cache_synced.set(0)
 
     def audit_metrics(self) -> tuple[Gauge, Counter]:

@@ -28,6 +28,7 @@ from cudasched.workloads.kserve import (
     is_kserve_pod,
 )
 from cudasched.workloads.kserve.llm import llmisvc_name_of
+from cudasched.workloads.pullscope import pull_scope
 from cudasched.workloads.resolution import (
     NeedStatus,
     pod_need,
@@ -93,7 +94,12 @@ class PodRules(AdmissionSteps):
             isvc_name = view.owner
             choice = state.runtime_of(ns, isvc_name) if isvc_name else None
         need = pod_need(
-            full, choice, self.images.per_request(), self.kb, service=service, view=view
+            full,
+            choice,
+            self.images.per_request(pull_scope(full)),
+            self.kb,
+            service=service,
+            view=view,
         )
         if need.status is not NeedStatus.KNOWN:
             nothing = Decision(req.uid, reason="no requirement to enforce")

@@ -26,6 +26,7 @@ from cudasched.webhook.reviewed import (
 from cudasched.workloads.kserve import (
     merge_scheduling,
 )
+from cudasched.workloads.pullscope import pull_scope
 from cudasched.workloads.resolution import (
     NeedStatus,
     isvc_need,
@@ -73,7 +74,7 @@ class ServiceRules(AdmissionSteps):
     ) -> Decision:
         full = with_namespace(isvc, req.namespace)
         choice = state.select_runtime_for(full)
-        need = isvc_need(full, choice, self.images.per_request(), self.kb)
+        need = isvc_need(full, choice, self.images.per_request(pull_scope(full)), self.kb)
         runtime = choice.obj if choice is not None else None
 
         mutated = copy_decoded(isvc)
@@ -159,7 +160,7 @@ class ServiceRules(AdmissionSteps):
         warning (and Event). Its pods are constrained on the pod path; no affinity is written
         into the service."""
         full = with_namespace(service, req.namespace)
-        need = llmisvc_need(full, self.images.per_request(), self.kb)
+        need = llmisvc_need(full, self.images.per_request(pull_scope(full)), self.kb)
         mutated = copy_decoded(service)
         if need.status is not NeedStatus.KNOWN:
             return self._unknown(

@@ -1,0 +1,40 @@
+"""One Secret or ServiceAccount read by name in one namespace, on demand: what the image
+resolver needs to use a workload's pull secrets (``imageResolver.pullSecrets``). Never a
+list or a watch, so the webhook holds no Secret it was not asked about.
+
+RBAC: ``get`` on ``secrets`` and ``serviceaccounts`` (granted only with the option on,
+:mod:`cudasched.install.webhook`). Errors name the object and the HTTP status, never a
+Secret's content.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cudasched.kube.reflector import plain_object, status_code
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import SECRET, SERVICE_ACCOUNT, Kind
+
+__all__ = ["read_secret", "read_service_account"]
+
+
+async def _read(client: Any, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        obj = await client.get(kind.resource(), name, namespace=namespace)
+    except Exception as exc:
+        code = status_code(exc)
+        if code == 404:
+            return None
+        why = f"HTTP {code}" if code is not None else type(exc).__name__
+        raise InputError(f"cannot get {kind.kind} {namespace}/{name}: {why}") from None
+    return plain_object(obj)
+
+
+async def read_secret(client: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    """The Secret ``namespace/name`` as a plain dict, or ``None`` when there is none."""
+    return await _read(client, SECRET, namespace, name)
+
+
+async def read_service_account(client: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    """The ServiceAccount ``namespace/name`` as a plain dict, or ``None`` when there is none."""
+    return await _read(client, SERVICE_ACCOUNT, namespace, name)

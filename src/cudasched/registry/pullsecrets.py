@@ -1,0 +1,209 @@
+"""A workload's pull secrets as registry credentials (``imageResolver.pullSecrets``, off by
+default).
+
+For a :class:`~cudasched.knowledge.imageconfig.PullScope` (a namespace, the Secrets a workload
+names, its ServiceAccount) the reader gets each named Secret by name through the kube edge
+(:mod:`cudasched.kube.secrets`; the ServiceAccount first when the workload names none) and
+turns it into a :class:`~cudasched.registry.auth.Keychain` the way the kubelet does
+(kubernetes/kubernetes pkg/credentialprovider/secrets/secrets.go ``MakeDockerKeyring``): a
+``kubernetes.io/dockerconfigjson`` Secret's ``.dockerconfigjson`` or a
+``kubernetes.io/dockercfg`` Secret's ``.dockercfg``; Secrets of other types are not pull
+secrets and are ignored. Where two Secrets list the same registry, the first named wins.
+
+Only the scope's namespace is ever read: a Secret name is looked up in the namespace of the
+workload that names it, never another. Keychains are kept in memory only, per scope, for
+``ttl_seconds`` (a rotated or revoked secret is seen within that time), at most
+``max_scopes`` of them. Nothing here logs or raises a credential: errors name the Secret and
+the HTTP status.
+
+The kube client is async (lightkube); the resolver's workers are threads. The reader runs its
+own event loop on one thread, with its own client, and a worker waits for a read at most
+``timeout_seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Protocol, TypeVar
+
+import orjson
+
+from cudasched.knowledge.imageconfig import PullScope
+from cudasched.kube.secrets import read_secret, read_service_account
+from cudasched.registry.auth import Keychain, keychain_from_docker_config
+from cudasched.vocab.errors import InputError
+
+__all__ = ["DOCKERCFG", "DOCKERCONFIGJSON", "PullSecretReader", "keychain_of_secret"]
+
+log = logging.getLogger(__name__)
+
+#: The Secret types the kubelet reads pull credentials from, and the data key of each.
+DOCKERCONFIGJSON = ("kubernetes.io/dockerconfigjson", ".dockerconfigjson")
+DOCKERCFG = ("kubernetes.io/dockercfg", ".dockercfg")
+#: At most this many Secrets are read for one scope (a pod may name any number).
+MAX_SECRETS = 16
+
+_T = TypeVar("_T")
+
+
+def keychain_of_secret(secret: Mapping[str, Any], where: str) -> Keychain | None:
+    """The credentials of a pull secret, or ``None`` when it is not one (another type, or
+    its key missing or empty). Raises :class:`InputError` naming ``where`` (never the
+    content) when its data is not base64 of a Docker config."""
+    kind = secret.get("type")
+    data = secret.get("data") if isinstance(secret.get("data"), Mapping) else {}
+    for secret_type, key in (DOCKERCONFIGJSON, DOCKERCFG):
+        raw = data.get(key)
+        if kind != secret_type or not isinstance(raw, str) or not raw:
+            continue
+        try:
+            doc = orjson.loads(base64.b64decode(raw, validate=True))
+        except (binascii.Error, orjson.JSONDecodeError):
+            raise InputError(f"{where}: {key} is not base64 of a JSON document") from None
+        if secret_type == DOCKERCONFIGJSON[0] and not (
+            isinstance(doc, Mapping) and isinstance(doc.get("auths"), Mapping)
+        ):
+            raise InputError(f'{where}: {key} has no "auths" mapping')
+        return keychain_from_docker_config(doc, where)
+    return None
+
+
+class PullSecretObserver(Protocol):
+    """What the webhook counts: each scope's keychain, by result (``read``, ``cached``,
+    ``failed``)."""
+
+    def pull_secrets(self, result: str) -> None: ...
+
+
+class PullSecretReader:
+    """Keychains of pull scopes (see the module's docstring). Thread-safe."""
+
+    def __init__(
+        self,
+        client_factory: Callable[[], Any],
+        *,
+        ttl_seconds: float = 60.0,
+        max_scopes: int = 256,
+        timeout_seconds: float = 5.0,
+        observer: PullSecretObserver | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ttl_seconds <= 0 or max_scopes < 1 or timeout_seconds <= 0:
+            raise InputError(
+                "invalid pull secret reader: ttl_seconds and timeout_seconds > 0, "
+                f"max_scopes >= 1 (got {ttl_seconds}, {timeout_seconds}, {max_scopes})"
+            )
+        self._factory = client_factory
+        self.ttl_seconds = ttl_seconds
+        self.max_scopes = max_scopes
+        self.timeout_seconds = timeout_seconds
+        self._observer = observer
+        self._clock = clock
+        self._kept: OrderedDict[PullScope, tuple[Keychain, float]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: Any = None
+
+    def keychain_for(self, scope: PullScope) -> Keychain:
+        """The scope's credentials (empty when it has none or they could not be read);
+        blocks the calling thread for at most ``timeout_seconds``."""
+        now = self._clock()
+        with self._lock:
+            found = self._kept.get(scope)
+            if found is not None and found[1] > now:
+                self._kept.move_to_end(scope)
+                self._count("cached")
+                return found[0]
+        try:
+            chain = self._run(self._read(scope))
+            result = "read"
+        except InputError as exc:
+            log.warning("pull secrets of namespace %s not read: %s", scope.namespace, exc)
+            chain, result = Keychain(), "failed"
+        with self._lock:
+            self._kept[scope] = (chain, self._clock() + self.ttl_seconds)
+            self._kept.move_to_end(scope)
+            while len(self._kept) > self.max_scopes:
+                self._kept.popitem(last=False)
+        self._count(result)
+        return chain
+
+    def close(self) -> None:
+        """Stop the reader's loop and close its client."""
+        with self._lock:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None:
+            return
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                closing = asyncio.run_coroutine_threadsafe(self._client.close(), loop)
+                closing.result(timeout=2)
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(timeout=2)
+
+    # ------------------------------------------------------------------ reading
+
+    async def _read(self, scope: PullScope) -> Keychain:
+        if self._client is None:
+            self._client = self._factory()
+        client, namespace = self._client, scope.namespace
+        names = scope.secrets
+        if not names:
+            account = await read_service_account(client, namespace, scope.service_account)
+            listed = (account or {}).get("imagePullSecrets")
+            names = tuple(
+                str(e["name"])
+                for e in (listed if isinstance(listed, list) else ())
+                if isinstance(e, Mapping) and isinstance(e.get("name"), str) and e["name"]
+            )
+        chain = Keychain()
+        for name in names[:MAX_SECRETS]:
+            where = f"pull secret {namespace}/{name}"
+            secret = await read_secret(client, namespace, name)
+            if secret is None:
+                log.info("%s does not exist", where)
+                continue
+            try:
+                found = keychain_of_secret(secret, where)
+            except InputError as exc:
+                log.warning("%s", exc)
+                continue
+            if found is not None:
+                chain = chain.merged(found)
+        return chain
+
+    def _run(self, work: Coroutine[Any, Any, _T]) -> _T:
+        future = asyncio.run_coroutine_threadsafe(work, self._started())
+        try:
+            return future.result(timeout=self.timeout_seconds)
+        except FutureTimeout:
+            future.cancel()
+            raise InputError(
+                f"no answer from the API server within {self.timeout_seconds:g}s"
+            ) from None
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="cudasched-pull-secrets", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _count(self, result: str) -> None:
+        if self._observer is not None:
+            self._observer.pull_secrets(result)

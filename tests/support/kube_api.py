@@ -25,9 +25,10 @@ from typing import Any
 import kmock as kmock_lib
 import yaml
 
-from cudasched.vocab.kinds import CONTROLLERS, KINDS, Kind
+from cudasched.vocab.kinds import CONTROLLERS, KINDS, SECRET, SERVICE_ACCOUNT, Kind
 
-ALL_KINDS: tuple[Kind, ...] = (*KINDS, *CONTROLLERS)
+#: Every kind served: the watched ones, controllers, and what pull secrets are read from.
+ALL_KINDS: tuple[Kind, ...] = (*KINDS, *CONTROLLERS, SECRET, SERVICE_ACCOUNT)
 
 
 @dataclass

@@ -258,6 +258,13 @@ class RegistryClient:
                 raise
             raise RegistryError(exc.kind, f"{exc} (after {'; '.join(passed)})") from None
 
+    def hosts_of(self, image: str) -> list[str]:
+        """The registry hosts a look-up of ``image`` may ask: its mirrors', then its own.
+        Raises :class:`InputError` for a string that is not an image reference."""
+        repo = repository_of(image)
+        routes = routes_of(repo.host, repo.path, self.mirrors)
+        return [*dict.fromkeys(r.host for r in routes), repo.host]
+
     def _config(self, repo: Repository, image: str, plat: Platform, chain: Keychain) -> ImageConfig:
         """The config of ``image`` read from ``repo`` (its own repository or a mirror's),
         within one deadline."""

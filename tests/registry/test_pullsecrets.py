@@ -1,0 +1,101 @@
+"""Pull secrets as credentials: the two Secret types the kubelet reads, everything else
+ignored, bad data refused without showing it; the reader keeps a namespace's keychain for its
+TTL only and reads by name in the scope's namespace (a Kubernetes API on kmock)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+from typing import Any
+
+import kmock as kmock_lib
+import orjson
+import pytest
+
+from cudasched.knowledge.imageconfig import PullScope
+from cudasched.kube.client import make_client
+from cudasched.registry.auth import Credentials
+from cudasched.registry.pullsecrets import PullSecretReader, keychain_of_secret
+from cudasched.vocab.errors import InputError
+from tests.support.kube_api import ClusterApi, write_kubeconfig
+
+AUTH = base64.b64encode(b"reader:t0ps3cret").decode()
+
+
+def secret(kind: str, key: str, doc: object, name: str = "regcred") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "ml"},
+        "type": kind,
+        "data": {key: base64.b64encode(orjson.dumps(doc)).decode()},
+    }
+
+
+def test_the_kubelets_two_pull_secret_types_and_nothing_else() -> None:
+    modern = secret(
+        "kubernetes.io/dockerconfigjson",
+        ".dockerconfigjson",
+        {"auths": {"harbor.corp": {"auth": AUTH}}},
+    )
+    legacy = secret(
+        "kubernetes.io/dockercfg", ".dockercfg", {"https://harbor.corp": {"auth": AUTH}}
+    )
+    opaque = secret("Opaque", ".dockerconfigjson", {"auths": {"harbor.corp": {"auth": AUTH}}})
+    found = [keychain_of_secret(s, "pull secret ml/regcred") for s in (modern, legacy, opaque)]
+    creds = [k.get("harbor.corp") if k is not None else None for k in found]
+    assert creds == [Credentials("reader", "t0ps3cret")] * 2 + [None]
+
+
+def test_bad_data_is_refused_without_showing_it() -> None:
+    bad = secret("kubernetes.io/dockerconfigjson", ".dockerconfigjson", {})
+    bad["data"][".dockerconfigjson"] = "not base64 t0ps3cret!"
+    with pytest.raises(InputError) as refused:
+        keychain_of_secret(bad, "pull secret ml/regcred")
+    no_auths = secret("kubernetes.io/dockerconfigjson", ".dockerconfigjson", {"x": AUTH})
+    with pytest.raises(InputError) as missing:
+        keychain_of_secret(no_auths, "pull secret ml/regcred")
+    messages = [str(refused.value), str(missing.value)]
+    assert all("pull secret ml/regcred" in m for m in messages)
+    assert [m for m in messages if "t0ps3cret" in m or AUTH in m] == []
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_namespaces_keychain_is_kept_for_its_ttl_only(
+    kmock: kmock_lib.KubernetesEmulator, tmp_path: Path
+) -> None:
+    doc = {"auths": {"harbor.corp": {"auth": AUTH}}}
+    api = ClusterApi.start(
+        kmock, [secret("kubernetes.io/dockerconfigjson", ".dockerconfigjson", doc)]
+    )
+    kubeconfig = write_kubeconfig(tmp_path, kmock.url)
+    clock = Clock()
+    reader = PullSecretReader(
+        lambda: make_client(kubeconfig=kubeconfig), ttl_seconds=60, clock=clock
+    )
+    scope = PullScope("ml", ("regcred",))
+
+    def reads() -> list[bool]:
+        seen = [reader.keychain_for(scope).get("harbor.corp") is not None]
+        clock.now += 59
+        seen.append(reader.keychain_for(scope).get("harbor.corp") is not None)
+        clock.now += 2
+        seen.append(reader.keychain_for(scope).get("harbor.corp") is not None)
+        # The same name in another namespace is that namespace's Secret (there is none).
+        seen.append(reader.keychain_for(PullScope("web", ("regcred",))).get("harbor.corp") is None)
+        return seen
+
+    try:
+        assert await asyncio.to_thread(reads) == [True, True, True, True]
+    finally:
+        await asyncio.to_thread(reader.close)
+    gets = [(r.namespace, r.name) for r in api.requests if r.plural == "secrets"]
+    assert gets == [("ml", "regcred"), ("ml", "regcred"), ("web", "regcred")]

@@ -1,0 +1,274 @@
+"""``imageResolver.pullSecrets``: the webhook reads a private image's config with the pull
+secrets the pod (or its ServiceAccount) names, from the pod's own namespace only, over HTTPS
+against the real webhook server, with the Secrets and ServiceAccounts served by a Kubernetes
+API on kmock and the real registry (htpasswd basic auth) on 127.0.0.1. The credential never
+shows in logs, metrics or answers; with the option off no Secret is ever read."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import ssl
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import kmock as kmock_lib
+import orjson
+import pytest
+
+from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.knowledge import KnowledgeBase
+from cudasched.webhook.admission import Admitter
+from cudasched.webhook.config import WebhookConfig
+from cudasched.webhook.review import creation_review
+from cudasched.webhook.serving import serve_in_thread
+from cudasched.webhook.state import ClusterState
+from tests.support.kube_api import ClusterApi, write_kubeconfig
+from tests.support.registry import Registry, run_registry
+
+USER, PASSWORD = "puller", "pa55-9f3b2c7e"
+PRIVATE_ENV = ["PATH=/usr/bin", "NVIDIA_REQUIRE_CUDA=cuda>=12.6"]
+
+
+@pytest.fixture(scope="module")
+def registry() -> Iterator[Registry]:
+    with run_registry(basic={USER: PASSWORD}) as running:
+        running.push_image("team/llm", "7", PRIVATE_ENV)
+        yield running
+
+
+@pytest.fixture(scope="module")
+def state(kb: KnowledgeBase) -> ClusterState:
+    return ClusterState.from_snapshot(bundled_snapshot(), kb=kb)
+
+
+def auth_of(registry: Registry) -> str:
+    return base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+
+
+def secret(
+    namespace: str, name: str, registry: Registry, *, legacy: bool = False
+) -> dict[str, Any]:
+    """A pull secret for ``registry`` as ``kubectl create secret docker-registry`` makes it
+    (``legacy``: the older ``kubernetes.io/dockercfg`` type)."""
+    entry = {registry.host: {"auth": auth_of(registry)}}
+    doc, key, kind = (
+        (entry, ".dockercfg", "kubernetes.io/dockercfg")
+        if legacy
+        else ({"auths": entry}, ".dockerconfigjson", "kubernetes.io/dockerconfigjson")
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "type": kind,
+        "data": {key: base64.b64encode(orjson.dumps(doc)).decode()},
+    }
+
+
+def service_account(namespace: str, name: str, *pull: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace},
+        "imagePullSecrets": [{"name": n} for n in pull],
+    }
+
+
+def gpu_pod(namespace: str, image: str, *pull: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "llm", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        ]
+    }
+    if pull:
+        spec["imagePullSecrets"] = [{"name": n} for n in pull]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "llm-", "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def config(registry: Registry, kubeconfig: Path, *, pull_secrets: bool) -> WebhookConfig:
+    return WebhookConfig.from_mapping(
+        {
+            "imageResolver": {
+                "enabled": True,
+                "plainHttp": [registry.host],
+                "pullSecrets": pull_secrets,
+                "budgetSeconds": 0.05,
+            },
+            "kube": {"kubeconfig": str(kubeconfig)},
+        }
+    )
+
+
+def two_admissions(
+    state: ClusterState, kb: KnowledgeBase, cfg: WebhookConfig, pod: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The first pod and a replica after the resolution settled, and the metrics."""
+    admitter = Admitter.from_config(cfg, kb)
+    with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
+        tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
+        with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:
+
+            def admit() -> dict[str, Any]:
+                review = creation_review(pod, uid=str(uuid.uuid4()))
+                reply = client.post("/mutate/pods", content=orjson.dumps(review))
+                assert reply.status_code == 200, reply.text
+                return dict(reply.json()["response"])
+
+            first = admit()
+            resolver = admitter.images.configs
+            assert resolver is not None and resolver.wait_idle(20)
+            second = admit()
+            metrics = client.get("/metrics").text
+    return first, second, metrics
+
+
+def constrained(answer: dict[str, Any]) -> bool:
+    return bool(answer.get("patch")) and not answer.get("warnings")
+
+
+def secret_reads(api: ClusterApi) -> list[tuple[str, str | None, str | None]]:
+    wanted = ("secrets", "serviceaccounts")
+    return [(r.plural, r.namespace, r.name) for r in api.requests if r.plural in wanted]
+
+
+@pytest.fixture
+def api(kmock: kmock_lib.KubernetesEmulator, registry: Registry) -> ClusterApi:
+    return ClusterApi.start(
+        kmock,
+        [
+            secret("team-a", "regcred", registry),
+            secret("team-b", "sa-cred", registry, legacy=True),
+            service_account("team-b", "default", "sa-cred"),
+            service_account("team-c", "default"),
+            service_account("team-d", "runner", "regcred"),
+            secret("team-d", "regcred", registry),
+        ],
+    )
+
+
+async def test_a_pod_naming_a_pull_secret_is_constrained_after_one_resolution(
+    api: ClusterApi,
+    kmock: kmock_lib.KubernetesEmulator,
+    registry: Registry,
+    state: ClusterState,
+    kb: KnowledgeBase,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    cfg = config(registry, write_kubeconfig(tmp_path, kmock.url), pull_secrets=True)
+    pod = gpu_pod("team-a", f"{registry.host}/team/llm:7", "regcred")
+    first, second, metrics = await asyncio.to_thread(two_admissions, state, kb, cfg, pod)
+    assert not constrained(first) and any("CUDA unknown" in w for w in first["warnings"])
+    assert constrained(second)
+    assert secret_reads(api) == [("secrets", "team-a", "regcred")]
+    assert 'cudasched_webhook_image_pull_secret_reads_total{result="read"} 1.0' in metrics
+    assert 'cudasched_webhook_image_config_resolutions_total{outcome="ok"} 1.0' in metrics
+    # The credential is nowhere: not in logs, metrics or answers.
+    seen = [caplog.text, metrics, orjson.dumps([first, second]).decode()]
+    leaks = [text for text in seen if PASSWORD in text or auth_of(registry) in text]
+    assert leaks == []
+
+
+async def test_the_service_accounts_secrets_when_the_pod_names_none(
+    api: ClusterApi,
+    kmock: kmock_lib.KubernetesEmulator,
+    registry: Registry,
+    state: ClusterState,
+    kb: KnowledgeBase,
+    tmp_path: Path,
+) -> None:
+    cfg = config(registry, write_kubeconfig(tmp_path, kmock.url), pull_secrets=True)
+    default_sa = gpu_pod("team-b", f"{registry.host}/team/llm:7")  # legacy dockercfg secret
+    _, second, _ = await asyncio.to_thread(two_admissions, state, kb, cfg, default_sa)
+    named_sa = gpu_pod("team-d", f"{registry.host}/team/llm:7")
+    named_sa["spec"]["serviceAccountName"] = "runner"
+    _, named, _ = await asyncio.to_thread(two_admissions, state, kb, cfg, named_sa)
+    assert constrained(second) and constrained(named)
+    assert secret_reads(api) == [
+        ("serviceaccounts", "team-b", "default"),
+        ("secrets", "team-b", "sa-cred"),
+        ("serviceaccounts", "team-d", "runner"),
+        ("secrets", "team-d", "regcred"),
+    ]
+
+
+async def test_a_secret_of_another_namespace_is_never_used(
+    api: ClusterApi,
+    kmock: kmock_lib.KubernetesEmulator,
+    registry: Registry,
+    state: ClusterState,
+    kb: KnowledgeBase,
+    tmp_path: Path,
+) -> None:
+    """team-c names ``regcred``, which exists in team-a only: it is looked up in team-c,
+    found missing, and the registry refuses the anonymous look-up."""
+    cfg = config(registry, write_kubeconfig(tmp_path, kmock.url), pull_secrets=True)
+    pod = gpu_pod("team-c", f"{registry.host}/team/llm:7", "regcred")
+    first, second, metrics = await asyncio.to_thread(two_admissions, state, kb, cfg, pod)
+    assert not constrained(first) and not constrained(second)
+    assert any("CUDA unknown" in w for w in second["warnings"])
+    assert secret_reads(api) == [("secrets", "team-c", "regcred")]
+    assert 'cudasched_webhook_image_config_resolutions_total{outcome="unauthorized"} 1.0' in (
+        metrics
+    )
+
+
+async def test_a_config_read_with_one_namespaces_secret_is_not_given_to_another(
+    api: ClusterApi,
+    kmock: kmock_lib.KubernetesEmulator,
+    registry: Registry,
+    state: ClusterState,
+    kb: KnowledgeBase,
+    tmp_path: Path,
+) -> None:
+    """One webhook: team-a's pod resolves with its secret; a replica in team-c (no secret)
+    stays unconstrained, because the config read with team-a's credential is team-a's."""
+    cfg = config(registry, write_kubeconfig(tmp_path, kmock.url), pull_secrets=True)
+    image = f"{registry.host}/team/llm:7"
+
+    def scenario() -> list[bool]:
+        admitter = Admitter.from_config(cfg, kb)
+        with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
+            tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
+            with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:
+
+                def admit(pod: dict[str, Any]) -> dict[str, Any]:
+                    review = creation_review(pod, uid=str(uuid.uuid4()))
+                    return dict(client.post("/mutate/pods", content=orjson.dumps(review)).json())
+
+                resolver = admitter.images.configs
+                answers = []
+                for pod in (gpu_pod("team-a", image, "regcred"), gpu_pod("team-c", image)):
+                    admit(pod)
+                    assert resolver is not None and resolver.wait_idle(20)
+                    answers.append(constrained(admit(pod)["response"]))
+                return answers
+
+    assert await asyncio.to_thread(scenario) == [True, False]
+
+
+async def test_with_the_option_off_no_secret_is_read(
+    api: ClusterApi,
+    kmock: kmock_lib.KubernetesEmulator,
+    registry: Registry,
+    state: ClusterState,
+    kb: KnowledgeBase,
+    tmp_path: Path,
+) -> None:
+    cfg = config(registry, write_kubeconfig(tmp_path, kmock.url), pull_secrets=False)
+    pod = gpu_pod("team-a", f"{registry.host}/team/llm:7", "regcred")
+    _, second, metrics = await asyncio.to_thread(two_admissions, state, kb, cfg, pod)
+    assert not constrained(second)
+    assert secret_reads(api) == []
+    assert 'cudasched_webhook_image_pull_secret_reads_total{result="read"} 0.0' in metrics

@@ -409,3 +409,41 @@ def test_cert_manager_chain_keeps_the_trust_root_across_renewals() -> None:
     # The root outlives many renewals of the leaf.
     hours = int(root["duration"].rstrip("h")) // int(leaf["duration"].rstrip("h"))
     assert hours >= 40
+
+
+def test_pull_secrets_are_granted_only_with_the_flag(tmp_path: Path) -> None:
+    """Nothing about Secrets by default; ``--pull-secrets`` adds ``get`` (only) on secrets
+    and serviceaccounts in a ClusterRole of its own, bound to the webhook, and a config that
+    turns the resolver on with pull secrets (one the webhook accepts)."""
+    plain = _render("--namespace", "gpu-system")
+    opted = _render("--namespace", "gpu-system", "--pull-secrets")
+    name = f"{webhook.APP}-pull-secrets"
+
+    def grants(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+        return {
+            (o["metadata"]["name"], resource, verb)
+            for o in objects
+            if o["kind"] == "ClusterRole"
+            for rule in o["rules"]
+            for resource in rule["resources"]
+            for verb in rule["verbs"]
+        }
+
+    added = grants(opted) - grants(plain)
+    assert added == {(name, "secrets", "get"), (name, "serviceaccounts", "get")}
+    assert not [g for g in grants(plain) if g[1] in ("secrets", "serviceaccounts")]
+    binding = _one(opted, "ClusterRoleBinding", name)
+    assert binding["roleRef"]["name"] == name
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": webhook.APP, "namespace": "gpu-system"}
+    ]
+    for obj in opted:
+        if obj["kind"] not in CERT_MANAGER_KINDS:
+            assert_valid(obj)
+    settings = tmp_path / "config.yaml"
+    settings.write_text(_one(opted, "ConfigMap")["data"]["config.yaml"])
+    resolver = load_config(settings).image_resolver
+    assert (resolver.enabled, resolver.pull_secrets) == (True, True)
+    plain_settings = tmp_path / "plain.yaml"
+    plain_settings.write_text(_one(plain, "ConfigMap")["data"]["config.yaml"])
+    assert not load_config(plain_settings).image_resolver.pull_secrets

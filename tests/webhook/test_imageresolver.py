@@ -143,3 +143,33 @@ def test_a_registry_outage_never_holds_a_review(state: ClusterState, kb: Knowled
         metrics
     )
     assert 'cudasched_webhook_image_config_lookups_total{result="in_flight"} 2.0' in metrics
+
+
+def test_images_resolve_through_the_mirrors_of_imagemirrors(
+    registry: Registry, state: ClusterState, kb: KnowledgeBase
+) -> None:
+    """The origin is out of reach (nothing listens there); an ``imageMirrors`` entry naming
+    the mirror's host sends the look-up to the mirror, which holds the image under
+    ``mirror/``: the replica is constrained and the record names the mirror."""
+    from tests.support.registry import free_port
+
+    origin = f"127.0.0.1:{free_port()}"
+    registry.push_image("mirror/ml/llm", "7", IN_HOUSE_ENV)
+    config = WebhookConfig.from_mapping(
+        {
+            "imageResolver": {"enabled": True, "plainHttp": [registry.host, origin]},
+            "imageMirrors": {f"{registry.host}/mirror": origin},
+        }
+    )
+    admitter = Admitter.from_config(config, kb)
+    pod = gpu_pod(f"{origin}/ml/llm:7")
+    with serve_in_thread(state, config=config, reviewer=admitter) as server:
+        tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
+        with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:
+            first = admit(client, pod)
+            resolver = admitter.images.configs
+            assert resolver is not None and resolver.wait_idle(20)
+            second = admit(client, pod)
+    assert "patch" not in first and second.get("patch") and not second.get("warnings")
+    patch = orjson.loads(base64.b64decode(second["patch"])).__repr__()
+    assert f"read from mirror {registry.host}/mirror/ml/llm" in patch

@@ -97,6 +97,16 @@ def manifests_command(
             "the ResourceQuota it needs outside kube-system.",
         ),
     ] = DEFAULT_PRIORITY_CLASS,
+    pull_secrets: Annotated[
+        bool,
+        typer.Option(
+            "--pull-secrets",
+            help="Let the webhook's image resolver read the pull secrets a workload (or its "
+            "ServiceAccount) names, in the workload's namespace: turns imageResolver on with "
+            "pullSecrets and grants get on secrets and serviceaccounts (a ClusterRole of its "
+            "own). Off by default; see docs/security.md.",
+        ),
+    ] = False,
 ) -> None:
     """Print the install manifests as multi-document YAML (pipe to 'kubectl apply -f -').
 
@@ -127,6 +137,7 @@ def manifests_command(
             else (),
             api_server_cidrs=cidrs,
             priority_class=priority_class,
+            pull_secrets=pull_secrets,
         )
     except InputError as exc:
         fail(str(exc))

@@ -63,6 +63,8 @@ from cudasched.vocab.kinds import (
     INFERENCE_SERVICE,
     KSERVE_GROUP,
     LLM_INFERENCE_SERVICE,
+    SECRET,
+    SERVICE_ACCOUNT,
     SERVING_RUNTIME,
 )
 from cudasched.workloads.kserve.llm import PART_OF_LABEL, PART_OF_VALUE
@@ -293,13 +295,58 @@ def rbac_objects(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
+def pull_secret_objects(namespace: str) -> list[dict[str, Any]]:
+    """``--pull-secrets``: ``get`` (never list or watch) on Secrets and ServiceAccounts, in
+    a ClusterRole of its own so that it is plain to see and to leave out. The webhook reads a
+    Secret only by the name a workload gives, in the workload's namespace
+    (:mod:`cudasched.registry.pullsecrets`); RBAC cannot narrow ``get`` to Secret types or to
+    names unknown in advance, so this is the whole grant (docs/security.md)."""
+    name = f"{APP}-pull-secrets"
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _meta(name, None, "webhook"),
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": [SECRET.plural, SERVICE_ACCOUNT.plural],
+                    "verbs": ["get"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _meta(name, None, "webhook"),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": namespace}],
+        },
+    ]
+
+
+def webhook_settings(*, pull_secrets: bool = False) -> dict[str, Any]:
+    """The webhook's ``config.yaml`` in the ConfigMap: :data:`DEFAULT_CONFIG`, and with
+    ``pull_secrets`` the image resolver on, reading workloads' pull secrets."""
+    if not pull_secrets:
+        return dict(DEFAULT_CONFIG)
+    return {**DEFAULT_CONFIG, "imageResolver": {"enabled": True, "pullSecrets": True}}
+
+
 def workload_objects(
     namespace: str,
     image: str,
     replicas: int = REPLICAS,
     priority_class: str = DEFAULT_PRIORITY_CLASS,
+    settings: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """ConfigMap, Deployment, PodDisruptionBudget and Service of the webhook."""
+    """ConfigMap (``settings``, :func:`webhook_settings` by default), Deployment,
+    PodDisruptionBudget and Service of the webhook."""
+    settings = settings if settings is not None else webhook_settings()
     selector = {"app.kubernetes.io/name": "cudasched", "app.kubernetes.io/component": "webhook"}
     probe_common = {"periodSeconds": 10, "timeoutSeconds": 2, "failureThreshold": 3}
     container = {
@@ -342,7 +389,7 @@ def workload_objects(
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": _meta(f"{APP}-config", namespace, "webhook"),
-            "data": {"config.yaml": yaml.safe_dump(DEFAULT_CONFIG, sort_keys=False)},
+            "data": {"config.yaml": yaml.safe_dump(settings, sort_keys=False)},
         },
         {
             "apiVersion": "apps/v1",
@@ -584,11 +631,13 @@ def all_objects(
     agent_objects: Sequence[dict[str, Any]] = (),
     api_server_cidrs: Sequence[str] | None = DEFAULT_API_SERVER_CIDRS,
     priority_class: str = DEFAULT_PRIORITY_CLASS,
+    pull_secrets: bool = False,
 ) -> list[dict[str, Any]]:
     """Everything ``cudasched manifests`` prints, in apply order. Without cert-manager the
     ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or ``cert_pem`` itself when
     the certificate is its own CA. ``api_server_cidrs`` of ``None`` leaves the NetworkPolicy
-    out; an empty ``priority_class`` leaves the priority (and its quota) out."""
+    out; an empty ``priority_class`` leaves the priority (and its quota) out. ``pull_secrets``
+    adds the grant of :func:`pull_secret_objects` and turns the image resolver on with it."""
     if not isinstance(namespace, str) or not _DNS_LABEL.fullmatch(namespace):
         raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
     checked_image(image)
@@ -607,9 +656,16 @@ def all_objects(
         }
     ]
     objects += rbac_objects(namespace)
+    if pull_secrets:
+        objects += pull_secret_objects(namespace)
     objects += tls_objects(namespace, cert_manager=cert_manager, cert_pem=cert_pem, key_pem=key_pem)
     objects += priority_objects(namespace, priority_class)
-    objects += workload_objects(namespace, image, priority_class=priority_class)
+    objects += workload_objects(
+        namespace,
+        image,
+        priority_class=priority_class,
+        settings=webhook_settings(pull_secrets=pull_secrets),
+    )
     if api_server_cidrs is not None:
         objects.append(network_policy(namespace, api_server_cidrs))
     objects.append(

@@ -19,6 +19,7 @@ from tests.support.registry import (
     Registry,
     TokenIssuer,
     TokenServer,
+    blob_storage,
     hanging_server,
     redirecting_front,
     run_registry,
@@ -182,3 +183,20 @@ def test_a_redirect_to_blob_storage_is_followed(plain: Registry) -> None:
     ):
         c.resolve(f"{front}/ml/redirected:1")
     assert "more than 0 redirects" in str(too_many.value)
+
+
+def test_credentials_never_follow_a_redirect_to_blob_storage() -> None:
+    """A registry that wants Basic auth redirects its blobs to storage on another host: the
+    manifest is read with the credentials, the blob without them (the storage saw no
+    ``Authorization``), and the config is read."""
+    with run_registry(basic=USERS) as locked:
+        digest = locked.push_image("ml/private", "1", CUDA_126)
+        with (
+            blob_storage(locked) as (storage, seen),
+            redirecting_front(locked.host, blobs_at=storage) as (front, redirected),
+        ):
+            keychain = Keychain([(front, Credentials(*next(iter(USERS.items()))))])
+            with RegistryClient(keychain=keychain, plain_http=[front, storage]) as c:
+                config = c.resolve(f"{front}/ml/private:1")
+    assert config.digest == digest and len(redirected) == 1
+    assert len(seen) == 1 and "authorization" not in seen[0]

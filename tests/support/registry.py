@@ -462,12 +462,46 @@ def hanging_server() -> Iterator[str]:
 
 
 @contextmanager
-def redirecting_front(target: str) -> Iterator[tuple[str, list[str]]]:
+def blob_storage(registry: Registry) -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """Blob storage on another host:port, as a CDN behind a registry is: it serves
+    ``GET /v2/<repo>/blobs/<digest>`` with the registry's blob (read with the push
+    credentials, as a signed URL would grant) and records the headers of every request; its
+    ``host:port`` and the headers it saw."""
+    seen: list[dict[str, str]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return
+
+        def do_GET(self) -> None:
+            seen.append({k.lower(): v for k, v in self.headers.items()})
+            with registry._client() as client:
+                reply = registry._authorised(client, "GET", self.path)
+            self.send_response(reply.status_code)
+            self.send_header("content-length", str(len(reply.content)))
+            self.end_headers()
+            self.wfile.write(reply.content)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def redirecting_front(
+    target: str, *, blobs_at: str | None = None
+) -> Iterator[tuple[str, list[str]]]:
     """A plain-HTTP stand-in in front of the registry at ``target`` (host:port): it answers
-    every blob GET with a 307 to the registry itself (another host:port, as blob storage on a
-    CDN would be) and proxies everything else; its ``host:port`` and the paths it redirected
-    are in ``redirected``."""
+    every blob GET with a 307 to ``blobs_at`` (default: the registry itself; either is
+    another host:port, as blob storage on a CDN would be) and proxies everything else; its
+    ``host:port`` and the paths it redirected are in ``redirected``."""
     redirected: list[str] = []
+    blobs = blobs_at if blobs_at is not None else target
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
@@ -477,7 +511,7 @@ def redirecting_front(target: str) -> Iterator[tuple[str, list[str]]]:
             if "/blobs/" in self.path:
                 redirected.append(self.path)
                 self.send_response(307)
-                self.send_header("location", f"http://{target}{self.path}")
+                self.send_header("location", f"http://{blobs}{self.path}")
                 self.send_header("content-length", "0")
                 self.end_headers()
                 return

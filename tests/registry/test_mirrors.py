@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cudasched.cli import app
@@ -84,6 +86,25 @@ def test_routes_cover_whole_segments_of_the_canonical_prefix() -> None:
         "other path": [],
         "other host": [],
     }
+
+
+SEGMENT = st.from_regex(r"[a-z0-9]{1,4}(?:-[a-z0-9]{1,3})?", fullmatch=True)
+PATHS = st.lists(SEGMENT, min_size=0, max_size=3).map("/".join)
+
+
+@given(mirror_path=PATHS, canonical_path=PATHS, rest=st.lists(SEGMENT, min_size=1, max_size=3))
+def test_a_route_and_the_tables_rename_are_inverse(
+    mirror_path: str, canonical_path: str, rest: list[str]
+) -> None:
+    """Whatever the prefixes: a look-up of canonical/REST is routed to mirror/REST, and the
+    table reads mirror/REST back as canonical/REST (one entry, both directions)."""
+    key = "/".join(p for p in ("harbor.corp:8443", mirror_path) if p)
+    value = "/".join(p for p in ("nvcr.io", canonical_path) if p)
+    (mirror,) = parse_mirrors({key: value}, "image mirrors")
+    path = "/".join(p for p in (canonical_path, *rest) if p)
+    (route,) = routes_of("nvcr.io", path, [mirror])
+    assert route.host == "harbor.corp:8443"
+    assert mirror.rename("harbor.corp:8443", route.path) == path
 
 
 def test_the_mirror_answers_first(origin: Registry, mirror: Registry) -> None:

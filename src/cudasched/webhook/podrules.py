@@ -96,7 +96,7 @@ class PodRules(AdmissionSteps):
         need = pod_need(
             full,
             choice,
-            self.images.per_request(pull_scope(full)),
+            self.images.per_request(pull_scope(full, req.namespace)),
             self.kb,
             service=service,
             view=view,

@@ -74,7 +74,9 @@ class ServiceRules(AdmissionSteps):
     ) -> Decision:
         full = with_namespace(isvc, req.namespace)
         choice = state.select_runtime_for(full)
-        need = isvc_need(full, choice, self.images.per_request(pull_scope(full)), self.kb)
+        need = isvc_need(
+            full, choice, self.images.per_request(pull_scope(full, req.namespace)), self.kb
+        )
         runtime = choice.obj if choice is not None else None
 
         mutated = copy_decoded(isvc)
@@ -160,7 +162,7 @@ class ServiceRules(AdmissionSteps):
         warning (and Event). Its pods are constrained on the pod path; no affinity is written
         into the service."""
         full = with_namespace(service, req.namespace)
-        need = llmisvc_need(full, self.images.per_request(pull_scope(full)), self.kb)
+        need = llmisvc_need(full, self.images.per_request(pull_scope(full, req.namespace)), self.kb)
         mutated = copy_decoded(service)
         if need.status is not NeedStatus.KNOWN:
             return self._unknown(

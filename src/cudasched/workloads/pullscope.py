@@ -43,10 +43,11 @@ def _spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
         return {}
 
 
-def pull_scope(obj: Mapping[str, Any]) -> PullScope:
-    """The pull scope of ``obj``; pass it with its namespace filled in (an admission request's
-    object may lack it: ``default`` is assumed then). Entries without a name are skipped."""
-    namespace = namespace_of(obj)
+def pull_scope(obj: Mapping[str, Any], namespace: str = "") -> PullScope:
+    """The pull scope of ``obj`` in ``namespace`` (an admission request's own, which the API
+    server vouches for), else in the object's namespace (``default`` when it names none).
+    Entries without a name are skipped."""
+    namespace = namespace or namespace_of(obj)
     spec = _spec_of(obj)
     names = []
     listed = spec.get("imagePullSecrets")

@@ -200,3 +200,21 @@ def test_credentials_never_follow_a_redirect_to_blob_storage() -> None:
                 config = c.resolve(f"{front}/ml/private:1")
     assert config.digest == digest and len(redirected) == 1
     assert len(seen) == 1 and "authorization" not in seen[0]
+
+
+def test_a_token_got_with_a_workloads_credentials_serves_only_them(tmp_path: Any) -> None:
+    """Token auth without anonymous pulls: a look-up with one namespace's pull secret gets a
+    token; the same client's next look-up without that secret is refused, not handed the
+    cached token (tokens are kept per credential holder)."""
+    tokens = TokenServer(TokenIssuer(tmp_path), USERS, anonymous_pull=False)
+    with tokens.running(), run_registry(token=tokens) as registry:
+        digest = registry.push_image("private/llm", "1", CUDA_126)
+        image = f"{registry.host}/private/llm:1"
+        secret = Keychain([(registry.host, Credentials(*next(iter(USERS.items()))))])
+        with client(registry) as c:
+            found = c.resolve(image, keychain=secret).digest
+            with pytest.raises(RegistryError) as refused:
+                c.resolve(image)
+            again = c.resolve(image, keychain=secret).digest
+    assert found == again == digest
+    assert refused.value.kind == "unauthorized"

@@ -133,6 +133,10 @@ def test_exclude_wins_over_include() -> None:
             ["imageMirrors", "not a registry host", "harbor.example.com:https"],
         ),
         ({"imageMirrors": {"harbor.example.com/ngc": "nvcr.io/Nvidia Corp"}}, ["paths"]),
+        (
+            {"imageResolver": {"pullSecrets": True}},
+            ["imageResolver", "pullSecrets needs enabled: true"],
+        ),
         ({"server": {"port": 70000}}, ["server.port", "65535", "70000"]),
         ({"server": {"port": "https"}}, ["server.port", "integer"]),
         ({"server": {"certFile": "/tls/tls.crt"}}, ["server", "certFile and keyFile"]),

@@ -151,6 +151,8 @@ class PullSecretReader:
         loop.call_soon_threadsafe(loop.stop)
         if thread is not None:
             thread.join(timeout=2)
+            if not thread.is_alive():
+                loop.close()
 
     # ------------------------------------------------------------------ reading
 

@@ -224,6 +224,12 @@ class ImageResolverSettings(_Model):
     # How long a namespace's pull credentials are kept in memory before they are read again.
     pull_secret_ttl_seconds: float = Field(default=60.0, gt=0, le=3600)
 
+    @model_validator(mode="after")
+    def _pull_secrets_need_the_resolver(self) -> ImageResolverSettings:
+        if self.pull_secrets and not self.enabled:
+            raise ValueError("pullSecrets needs enabled: true (the resolver is what uses them)")
+        return self
+
     @field_validator("platform")
     @classmethod
     def _platform(cls, value: str) -> str:

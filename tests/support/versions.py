@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-from cudasched.vocab.versions import (
-    ComputeCapability,
-    CudaVersion,
-    DriverVersion,
-    parse_compute_capability,
-    parse_cuda,
-    parse_driver,
-)
+from cudasched.vocab import versions
 
 __all__ = ["cc", "cudas", "cv", "dv"]
 
 
-def cv(text: str) -> CudaVersion:
-    return parse_cuda(text)
+def cv(text: str) -> versions.CudaVersion:
+    return versions.parse_cuda(text)
 
 
-def cudas(*texts: str) -> list[CudaVersion]:
-    return [parse_cuda(text) for text in texts]
+def cudas(*texts: str) -> list[versions.CudaVersion]:
+    return [versions.parse_cuda(text) for text in texts]
 
 
-def dv(text: str) -> DriverVersion:
-    return parse_driver(text)
+def dv(text: str) -> versions.DriverVersion:
+    return versions.parse_driver(text)
 
 
-def cc(text: str) -> ComputeCapability:
-    return parse_compute_capability(text)
+def cc(text: str) -> versions.ComputeCapability:
+    return versions.parse_compute_capability(text)

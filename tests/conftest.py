@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+from importlib import resources
+from typing import Any
 
 import pytest
+import yaml
 from hypothesis import settings
 
-from cudasched.knowledge import KnowledgeBase
+from cudasched.knowledge import DATA_FILES, KnowledgeBase
 
 os.environ["CUDASCHED_CACHE_DIR"] = tempfile.mkdtemp(prefix="cudasched-test-cache-")
 
@@ -26,3 +29,12 @@ settings.load_profile("cudasched")
 def kb() -> KnowledgeBase:
     """The bundled knowledge base, loaded once for the whole run (it is immutable)."""
     return KnowledgeBase.load()
+
+
+@pytest.fixture(scope="module")
+def raw_documents() -> dict[str, Any]:
+    """The bundled data files as YAML reads them (file name -> document), once per test
+    module. Tests that edit them edit a deep copy (``KnowledgeBase.from_documents`` builds a
+    knowledge base from one)."""
+    root = resources.files("cudasched").joinpath("data")
+    return {name: yaml.safe_load(root.joinpath(name).read_text("utf-8")) for name in DATA_FILES}

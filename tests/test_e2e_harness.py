@@ -4,15 +4,18 @@ The control plane itself is exercised by ``tests/e2e``."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 
 from cudasched_e2e.binaries import BINARIES, module_dir, pinned_versions
 from cudasched_e2e.crds import all_crds, crds_yaml
 from cudasched_e2e.fleet import FLEET_LABEL, TEMPLATE_LABEL, fleet, template_nodes
 from cudasched_e2e.pki import write_pki
+from cudasched_e2e.webhook import webhook_process
 from cudasched_e2e.workloads import generate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,6 +103,29 @@ def test_pki_issues_what_the_components_need(tmp_path: Path) -> None:
         assert pki.cert(stem).read_text().startswith("-----BEGIN CERTIFICATE-----")
         assert pki.key(stem).stat().st_mode & 0o077 == 0
     assert pki.sa_pub.read_text().startswith("-----BEGIN PUBLIC KEY-----")
+    ca = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    admin = x509.load_pem_x509_certificate(pki.cert("admin").read_bytes())
+    admin.verify_directly_issued_by(ca)
+    groups = admin.subject.get_attributes_for_oid(x509.NameOID.ORGANIZATION_NAME)
+    assert [g.value for g in groups] == ["system:masters"]
+    server = x509.load_pem_x509_certificate(pki.cert("apiserver").read_bytes())
+    server.verify_directly_issued_by(ca)
+    sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert ipaddress.ip_address("10.96.0.1") in sans.get_values_for_type(x509.IPAddress)
+    assert "kubernetes.default.svc" in sans.get_values_for_type(x509.DNSName)
+
+
+@pytest.mark.parametrize(
+    ("sources", "word"), [({}, "neither"), ({"cluster": Path("c.yaml")}, "both")]
+)
+def test_the_webhook_process_serves_one_source(
+    tmp_path: Path, sources: dict[str, Path], word: str
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig" if sources else None
+    refused = pytest.raises(ValueError, match=f"a kubeconfig .* or a cluster file, not {word}")
+    with refused, webhook_process(tmp_path, kubeconfig, **sources):
+        pass
+    assert list(tmp_path.iterdir()) == []  # refused before anything was written or started
 
 
 @pytest.mark.parametrize("bad", ["v1.2.3", "nothing"])

@@ -38,14 +38,18 @@ __all__ = ["all_crds", "crds_yaml"]
 
 JSON = dict[str, Any]
 
+
+def _array(items: JSON) -> JSON:
+    return {"type": "array", "items": items}
+
+
 _STRING: JSON = {"type": "string"}
 _BOOL: JSON = {"type": "boolean"}
 _INT: JSON = {"type": "integer"}
-_STRINGS: JSON = {"type": "array", "items": _STRING}
-_OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+_STRINGS = _array(_STRING)
 _STRING_MAP: JSON = {"type": "object", "additionalProperties": _STRING}
 _OPAQUE: JSON = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-_OPAQUE_LIST: JSON = {"type": "array", "items": _OPAQUE}
+_OPAQUE_LIST = _array(_OPAQUE)
 _QUANTITY: JSON = {
     "anyOf": [{"type": "integer"}, {"type": "string"}],
     "x-kubernetes-int-or-string": True,
@@ -68,14 +72,10 @@ _RESOURCES = _obj(
     }
 )
 
-_PLAIN_ENV: JSON = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "properties": {"name": _STRING, "value": _STRING},
-        "required": ["name"],
-    },
-}
+#: ``env`` of the GPU Operator's images: plain name/value pairs.
+_PLAIN_ENV = _array(_obj({"name": _STRING, "value": _STRING}, required=["name"]))
+#: A list of references to objects in the same namespace (``imagePullSecrets``, ``baseRefs``).
+_LOCAL_REFS = _array(_obj({"name": _STRING}))
 _ENV_VAR = _obj({"name": _STRING, "value": _STRING, "valueFrom": _OPAQUE}, required=["name"])
 
 #: corev1.Container: what cudasched reads is typed (image, env, resources); the rest of the
@@ -87,7 +87,7 @@ _CONTAINER_FIELDS: JSON = {
     "command": _STRINGS,
     "args": _STRINGS,
     "workingDir": _STRING,
-    "env": {"type": "array", "items": _ENV_VAR},
+    "env": _array(_ENV_VAR),
     "envFrom": _OPAQUE_LIST,
     "resources": _RESOURCES,
     "ports": _OPAQUE_LIST,
@@ -107,7 +107,7 @@ _CONTAINER_FIELDS: JSON = {
     "tty": _BOOL,
 }
 _CONTAINER = _obj(_CONTAINER_FIELDS, required=["name"])
-_CONTAINERS: JSON = {"type": "array", "items": _CONTAINER}
+_CONTAINERS = _array(_CONTAINER)
 
 _SELECTOR_REQUIREMENT = _obj(
     {
@@ -122,8 +122,8 @@ _SELECTOR_REQUIREMENT = _obj(
 )
 _SELECTOR_TERM = _obj(
     {
-        "matchExpressions": {"type": "array", "items": _SELECTOR_REQUIREMENT},
-        "matchFields": {"type": "array", "items": _SELECTOR_REQUIREMENT},
+        "matchExpressions": _array(_SELECTOR_REQUIREMENT),
+        "matchFields": _array(_SELECTOR_REQUIREMENT),
     },
     **{"x-kubernetes-map-type": "atomic"},
 )
@@ -133,20 +133,19 @@ _AFFINITY = _obj(
         "nodeAffinity": _obj(
             {
                 "requiredDuringSchedulingIgnoredDuringExecution": _obj(
-                    {"nodeSelectorTerms": {"type": "array", "items": _SELECTOR_TERM}},
+                    {"nodeSelectorTerms": _array(_SELECTOR_TERM)},
                     required=["nodeSelectorTerms"],
                     **{"x-kubernetes-map-type": "atomic"},
                 ),
-                "preferredDuringSchedulingIgnoredDuringExecution": {
-                    "type": "array",
-                    "items": _obj(
+                "preferredDuringSchedulingIgnoredDuringExecution": _array(
+                    _obj(
                         {
                             "weight": {"type": "integer", "format": "int32"},
                             "preference": _SELECTOR_TERM,
                         },
                         required=["weight", "preference"],
-                    ),
-                },
+                    )
+                ),
             }
         ),
         "podAffinity": _OPAQUE,
@@ -170,7 +169,7 @@ _POD_SPEC_FIELDS: JSON = {
     "hostPID": _BOOL,
     "hostUsers": _BOOL,
     "hostname": _STRING,
-    "imagePullSecrets": {"type": "array", "items": _obj({"name": _STRING})},
+    "imagePullSecrets": _LOCAL_REFS,
     "initContainers": _CONTAINERS,
     "nodeName": _STRING,
     "nodeSelector": _STRING_MAP,
@@ -270,14 +269,13 @@ _RUNTIME_POD_FIELDS: JSON = {
     "tolerations": _OPAQUE_LIST,
     "labels": _STRING_MAP,
     "annotations": _STRING_MAP,
-    "imagePullSecrets": {"type": "array", "items": _obj({"name": _STRING})},
+    "imagePullSecrets": _LOCAL_REFS,
     "hostIPC": _BOOL,
 }
 _RUNTIME_SPEC = _obj(
     {
-        "supportedModelFormats": {
-            "type": "array",
-            "items": _obj(
+        "supportedModelFormats": _array(
+            _obj(
                 {
                     "name": _STRING,
                     "version": _STRING,
@@ -285,8 +283,8 @@ _RUNTIME_SPEC = _obj(
                     "priority": {"type": "integer", "format": "int32", "minimum": 1},
                 },
                 required=["name"],
-            ),
-        },
+            )
+        ),
         "multiModel": _BOOL,
         "disabled": _BOOL,
         "protocolVersions": _STRINGS,
@@ -333,7 +331,7 @@ _LLMISVC_SPEC = _obj(
         "router": _OPAQUE,
         "prefill": _obj(_WORKLOAD_FIELDS),
         "tracing": _OPAQUE,
-        "baseRefs": {"type": "array", "items": _obj({"name": _STRING})},
+        "baseRefs": _LOCAL_REFS,
     }
 )
 
@@ -347,10 +345,7 @@ _IMAGE_SPEC = _obj(
         "version": _STRING,
         "imagePullPolicy": _STRING,
         "imagePullSecrets": _STRINGS,
-        "env": {
-            "type": "array",
-            "items": _obj({"name": _STRING, "value": _STRING}, required=["name"]),
-        },
+        "env": _PLAIN_ENV,
         "args": _STRINGS,
     }
 )
@@ -388,10 +383,7 @@ _NVIDIADRIVER_SPEC = _obj(
         "priorityClassName": _STRING,
         "hostNetwork": _BOOL,
         "args": _STRINGS,
-        "env": {
-            "type": "array",
-            "items": _obj({"name": _STRING, "value": _STRING}, required=["name"]),
-        },
+        "env": _PLAIN_ENV,
         "resources": _RESOURCES,
         "manager": _IMAGE_SPEC,
         "gds": _IMAGE_SPEC,
@@ -492,12 +484,31 @@ def _crd(
     }
 
 
+_KSERVE = "serving.kserve.io"
+_RUNTIME_TYPES = "pkg/apis/serving/v1alpha1/servingruntime_types.go@0217bdab"
+
+
+def _runtime_crd(kind: str, plural: str, scope: str, crd_file: str, age: JSON) -> JSON:
+    """ServingRuntime or ClusterServingRuntime: one spec, in a namespace or cluster-wide."""
+    return _crd(
+        _KSERVE,
+        kind,
+        plural,
+        scope=scope,
+        versions=[("v1alpha1", True)],
+        spec=_RUNTIME_SPEC,
+        status=False,
+        columns=[{"name": "Disabled", "type": "boolean", "jsonPath": ".spec.disabled"}, age],
+        source=f"kserve/kserve config/crd/minimal/{crd_file}, {_RUNTIME_TYPES}",
+    )
+
+
 def all_crds() -> list[JSON]:
     """The five CRDs, fresh dicts each call."""
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     return [
         _crd(
-            "serving.kserve.io",
+            _KSERVE,
             "InferenceService",
             "inferenceservices",
             scope="Namespaced",
@@ -519,32 +530,22 @@ def all_crds() -> list[JSON]:
                 age,
             ],
         ),
-        _crd(
-            "serving.kserve.io",
+        _runtime_crd(
             "ServingRuntime",
             "servingruntimes",
-            scope="Namespaced",
-            versions=[("v1alpha1", True)],
-            spec=_RUNTIME_SPEC,
-            status=False,
-            columns=[{"name": "Disabled", "type": "boolean", "jsonPath": ".spec.disabled"}, age],
-            source="kserve/kserve config/crd/minimal/serving.kserve.io_servingruntimes.yaml"
-            "@3635402c, pkg/apis/serving/v1alpha1/servingruntime_types.go@0217bdab",
+            "Namespaced",
+            "serving.kserve.io_servingruntimes.yaml@3635402c",
+            age,
         ),
-        _crd(
-            "serving.kserve.io",
+        _runtime_crd(
             "ClusterServingRuntime",
             "clusterservingruntimes",
-            scope="Cluster",
-            versions=[("v1alpha1", True)],
-            spec=_RUNTIME_SPEC,
-            status=False,
-            columns=[{"name": "Disabled", "type": "boolean", "jsonPath": ".spec.disabled"}, age],
-            source="kserve/kserve config/crd/minimal/serving.kserve.io_clusterservingruntimes"
-            ".yaml@115c37fc, pkg/apis/serving/v1alpha1/servingruntime_types.go@0217bdab",
+            "Cluster",
+            "serving.kserve.io_clusterservingruntimes.yaml@115c37fc",
+            age,
         ),
         _crd(
-            "serving.kserve.io",
+            _KSERVE,
             "LLMInferenceService",
             "llminferenceservices",
             scope="Namespaced",

@@ -8,6 +8,10 @@ a URL client config: the MutatingWebhookConfiguration is the one ``cudasched man
 each webhook's ``clientConfig.service`` replaced by ``url: https://127.0.0.1:P/<its path>`` and
 the self-signed CA as ``caBundle``. (An Endpoint to loopback is refused by the API server's own
 validation, and a Service needs kube-proxy; a URL is what ``clientConfig`` offers for this.)
+
+:func:`webhook_process` is also the one way the unit tests start the real command (load and
+attack tests in ``tests/webhook``, through ``tests/support/webhook_process``): there it serves a
+cluster file (``--cluster``) instead of watching an API server.
 """
 
 from __future__ import annotations
@@ -102,6 +106,14 @@ class LiveWebhook:
     def log(self) -> str:
         return self.log_file.read_text(errors="replace")
 
+    def rss_bytes(self) -> int:
+        """The process's resident set size now (Linux ``/proc``)."""
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        match = re.search(r"^VmRSS:\s+(\d+) kB$", status, re.MULTILINE)
+        if match is None:
+            raise RuntimeError(f"no VmRSS line in /proc/{self.process.pid}/status")
+        return int(match.group(1)) * 1024
+
     def tls(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca_file))
 
@@ -133,14 +145,22 @@ class LiveWebhook:
 @contextlib.contextmanager
 def webhook_process(
     workdir: Path,
-    kubeconfig: Path,
+    kubeconfig: Path | None = None,
     *,
+    cluster: Path | None = None,
     config: JSON | None = None,
     port: int | None = None,
     startup_timeout: float = 90.0,
 ) -> Iterator[LiveWebhook]:
-    """Run ``cudasched webhook`` against the API server of ``kubeconfig`` until the block ends
-    (SIGTERM, then SIGKILL after 30 s); ready when ``/readyz`` answers 200 (caches synced)."""
+    """Run ``cudasched webhook`` until the block ends (SIGTERM, then SIGKILL after 30 s), with a
+    self-signed certificate in ``workdir/tls``; ready when ``/readyz`` answers 200 (caches
+    synced). It watches the API server of ``kubeconfig``, or serves the ``cluster`` file."""
+    if (kubeconfig is None) == (cluster is None):
+        raise ValueError(
+            "webhook_process: give a kubeconfig (a live API server) or a cluster file, not "
+            f"{'both' if kubeconfig else 'neither'}"
+        )
+    source = ["--kubeconfig", str(kubeconfig)] if kubeconfig else ["--cluster", str(cluster)]
     workdir.mkdir(parents=True, exist_ok=True)
     tls_dir = workdir / "tls"
     tls_dir.mkdir(exist_ok=True)
@@ -151,8 +171,7 @@ def webhook_process(
     args = [
         *cudasched_command(),
         "webhook",
-        "--kubeconfig",
-        str(kubeconfig),
+        *source,
         "--config",
         str(config_file),
         "--self-signed",

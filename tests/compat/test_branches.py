@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import copy
 from datetime import date
-from importlib import resources
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +29,7 @@ from cudasched.compat.branches import (
     running,
 )
 from cudasched.compat.engine import check
-from cudasched.knowledge import DATA_FILES, KnowledgeBase
+from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.drivers import parse_kernel
 from cudasched.nodes.facts import facts_from_parts
 from cudasched.vocab.errors import InputError, KnowledgeError
@@ -39,12 +37,6 @@ from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import CudaVersion, DriverVersion, parse_driver
 
 TODAY = date(2026, 12, 1)
-
-
-@pytest.fixture(scope="module")
-def raw() -> dict[str, Any]:
-    root = resources.files("cudasched").joinpath("data")
-    return {n: yaml.safe_load(root.joinpath(n).read_text("utf-8")) for n in DATA_FILES}
 
 
 def target(kb: KnowledgeBase, gpu: str):  # noqa: ANN201 - test helper
@@ -134,8 +126,8 @@ def test_breakages_touch_the_release_and_older_ones_on_the_kernel_and_newer(
     assert hits("580.119.02", "7.0.9") == ["580.119.02", "580.119.02"]  # flavour not known
 
 
-def _broken(raw: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    docs = copy.deepcopy(raw)
+def _broken(raw_documents: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    docs = copy.deepcopy(raw_documents)
     node = docs["drivers.yaml"]
     for key in path[:-1]:
         node = node[key]
@@ -157,10 +149,10 @@ def _broken(raw: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str,
     ],
 )
 def test_malformed_driver_facts_are_knowledge_errors(
-    raw: dict[str, Any], path: tuple[str, ...], value: Any, message: str
+    raw_documents: dict[str, Any], path: tuple[str, ...], value: Any, message: str
 ) -> None:
     with pytest.raises(KnowledgeError, match=message):
-        KnowledgeBase.from_documents(_broken(raw, path, value))
+        KnowledgeBase.from_documents(_broken(raw_documents, path, value))
 
 
 # ------------------------------------------------------------------------- which branches

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import copy
 from datetime import date
-from importlib import resources
 from typing import Any
 
 import pytest
-import yaml
 
 from cudasched.compat.branches import gpu_target, parse_os_tag
 from cudasched.compat.containers import (
@@ -26,7 +24,7 @@ from cudasched.compat.containers import (
     precompiled_problem,
     scope_problem,
 )
-from cudasched.knowledge import DATA_FILES, KnowledgeBase
+from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.drivers import parse_kernel
 from cudasched.nodes.facts import facts_from_parts
 from cudasched.vocab.errors import InputError, KnowledgeError
@@ -271,12 +269,6 @@ def test_known_oses(kb: KnowledgeBase) -> None:
 # --------------------------------------------------------------------------- the data file
 
 
-@pytest.fixture(scope="module")
-def raw() -> dict[str, Any]:
-    root = resources.files("cudasched").joinpath("data")
-    return {name: yaml.safe_load(root.joinpath(name).read_text()) for name in DATA_FILES}
-
-
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
@@ -289,9 +281,9 @@ def raw() -> dict[str, Any]:
     ],
 )
 def test_malformed_operator_facts_are_knowledge_errors(
-    raw: dict[str, Any], path: tuple[Any, ...], value: Any, message: str
+    raw_documents: dict[str, Any], path: tuple[Any, ...], value: Any, message: str
 ) -> None:
-    docs = copy.deepcopy(raw)
+    docs = copy.deepcopy(raw_documents)
     node = docs["gpu-operator.yaml"]
     for key in path[:-1]:
         node = node[key]

@@ -15,8 +15,9 @@ from cudasched.nodes.facts import facts_from_labels, facts_from_parts
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import FrameworkBuild, Policy, Requirement
-from cudasched.vocab.versions import ComputeCapability, parse_compute_capability, parse_cuda
+from cudasched.vocab.versions import ComputeCapability, parse_cuda
 from tests.support.builders import node_facts
+from tests.support.versions import cc
 
 COMPATIBLE = VerdictStatus.COMPATIBLE
 CAVEATS = VerdictStatus.COMPATIBLE_WITH_CAVEATS
@@ -31,10 +32,6 @@ def _kb() -> KnowledgeBase:
 
 def req(cuda: str | None = None, **kw: object) -> Requirement:
     return Requirement(cuda=parse_cuda(cuda) if cuda else None, **kw)  # type: ignore[arg-type]
-
-
-def cc(text: str) -> ComputeCapability:
-    return parse_compute_capability(text)
 
 
 def test_native(kb: KnowledgeBase) -> None:

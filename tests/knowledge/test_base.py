@@ -15,24 +15,9 @@ from cudasched.vocab.versions import (
     ComputeCapability,
     CudaVersion,
     DriverVersion,
-    parse_compute_capability,
-    parse_cuda,
-    parse_driver,
 )
 from tests.support.gfd_reference import GFD_FAMILIES, gfd_get_arch_family
-
-
-def cv(text: str) -> CudaVersion:
-    return parse_cuda(text)
-
-
-def dv(text: str) -> DriverVersion:
-    return parse_driver(text)
-
-
-def cc(text: str) -> ComputeCapability:
-    return parse_compute_capability(text)
-
+from tests.support.versions import cc, cv, dv
 
 # ---------------------------------------------------------------------------------------------
 # Table 3

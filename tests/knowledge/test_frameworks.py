@@ -2,35 +2,17 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import Any
 
 import pytest
-import yaml
 
-from cudasched.knowledge import DATA_FILES, KnowledgeBase
+from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.frameworks import parse_framework_spec, release_series
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.versions import (
-    ComputeCapability,
-    CudaVersion,
-    parse_compute_capability,
     parse_cuda,
 )
-
-
-@pytest.fixture(scope="module")
-def raw() -> dict[str, Any]:
-    root = resources.files("cudasched").joinpath("data")
-    return {n: yaml.safe_load(root.joinpath(n).read_text("utf-8")) for n in DATA_FILES}
-
-
-def cv(text: str) -> CudaVersion:
-    return parse_cuda(text)
-
-
-def cc(text: str) -> ComputeCapability:
-    return parse_compute_capability(text)
+from tests.support.versions import cc, cv
 
 
 @pytest.mark.parametrize(
@@ -111,10 +93,12 @@ def test_framework_rejects_text_that_is_not_a_spec(kb: KnowledgeBase, spec: str)
         kb.framework(spec)
 
 
-def test_every_published_torch_variant_resolves(raw: dict[str, Any], kb: KnowledgeBase) -> None:
+def test_every_published_torch_variant_resolves(
+    raw_documents: dict[str, Any], kb: KnowledgeBase
+) -> None:
     toolkits = {(r.cuda.major, r.cuda.minor) for r in kb.toolkits()}
     resolved = 0
-    for release in raw["frameworks.yaml"]["pytorch"]:
+    for release in raw_documents["frameworks.yaml"]["pytorch"]:
         for tag in release["variants"]:
             build = kb.framework(f"torch {release['release']}.0+{tag}")
             assert build is not None and build.cuda == parse_cuda(tag)
@@ -123,8 +107,10 @@ def test_every_published_torch_variant_resolves(raw: dict[str, Any], kb: Knowled
     assert resolved >= 45  # every CUDA variant of 17 torch releases
 
 
-def test_framework_cudas_are_known_toolkits(raw: dict[str, Any], kb: KnowledgeBase) -> None:
-    rows = [row for key in ("tensorflow", "vllm") for row in raw["frameworks.yaml"][key]]
+def test_framework_cudas_are_known_toolkits(
+    raw_documents: dict[str, Any], kb: KnowledgeBase
+) -> None:
+    rows = [row for key in ("tensorflow", "vllm") for row in raw_documents["frameworks.yaml"][key]]
     assert len(rows) >= 32
     for row in rows:
         assert kb.toolkit(cv(row["cuda"])) is not None, row

@@ -5,21 +5,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any
 
 import pytest
-import yaml
 
 from cudasched.knowledge import DATA_FILES, KnowledgeBase, Status
 from cudasched.vocab.errors import KnowledgeError
 from cudasched.vocab.versions import (
     ComputeCapability,
-    CudaVersion,
-    parse_compute_capability,
-    parse_cuda,
 )
 from tests.support.gfd_reference import GFD_FAMILIES
+from tests.support.versions import cc, cv
 
 ENTRY_LISTS = {
     "toolkits.yaml": [("releases",)],
@@ -47,20 +43,6 @@ ENTRY_LISTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def raw() -> dict[str, Any]:
-    root = resources.files("cudasched").joinpath("data")
-    return {n: yaml.safe_load(root.joinpath(n).read_text("utf-8")) for n in DATA_FILES}
-
-
-def cv(text: str) -> CudaVersion:
-    return parse_cuda(text)
-
-
-def cc(text: str) -> ComputeCapability:
-    return parse_compute_capability(text)
-
-
 def _entries(doc: Mapping[str, Any], path: tuple[str, ...]) -> list[Mapping[str, Any]]:
     node: Any = doc
     for key in path:
@@ -82,11 +64,11 @@ def _is_valid_source(value: object, sources: Mapping[str, Any]) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_every_entry_in_every_data_file_has_a_source(raw: dict[str, Any]) -> None:
+def test_every_entry_in_every_data_file_has_a_source(raw_documents: dict[str, Any]) -> None:
     assert set(ENTRY_LISTS) == set(DATA_FILES)
     checked = 0
     for name, paths in ENTRY_LISTS.items():
-        doc = raw[name]
+        doc = raw_documents[name]
         sources = doc.get("sources", {})
         assert all(str(v).strip() for v in sources.values()), f"{name}: empty named source"
         for path in paths:
@@ -96,8 +78,10 @@ def test_every_entry_in_every_data_file_has_a_source(raw: dict[str, Any]) -> Non
     assert checked > 250
 
 
-def test_pytorch_arch_lists_and_defaults_have_their_own_source(raw: dict[str, Any]) -> None:
-    doc = raw["frameworks.yaml"]
+def test_pytorch_arch_lists_and_defaults_have_their_own_source(
+    raw_documents: dict[str, Any],
+) -> None:
+    doc = raw_documents["frameworks.yaml"]
     defaults = arch_lists = 0
     for release in doc["pytorch"]:
         if "pypi_default" in release:
@@ -137,17 +121,17 @@ def test_unknown_and_disputed_are_explicit(kb: KnowledgeBase) -> None:
     assert t135 is not None and t135.status is Status.UNKNOWN and t135.min_driver is None
 
 
-def test_architecture_rows_do_not_overlap(raw: dict[str, Any], kb: KnowledgeBase) -> None:
+def test_architecture_rows_do_not_overlap(raw_documents: dict[str, Any], kb: KnowledgeBase) -> None:
     seen: set[ComputeCapability] = set()
-    for row in raw["architectures.yaml"]["architectures"]:
+    for row in raw_documents["architectures.yaml"]["architectures"]:
         ccs = {cc(c) for c in row["compute"]}
         assert not ccs & seen, row
         seen |= ccs
     assert {c for a in kb.architectures() for c in a.compute} == seen
 
 
-def test_every_family_in_the_yaml_is_a_gfd_word(raw: dict[str, Any]) -> None:
-    rows = raw["architectures.yaml"]["architectures"]
+def test_every_family_in_the_yaml_is_a_gfd_word(raw_documents: dict[str, Any]) -> None:
+    rows = raw_documents["architectures.yaml"]["architectures"]
     assert len(rows) >= 22
     for row in rows:
         assert row["family"] in GFD_FAMILIES, row
@@ -160,64 +144,64 @@ def test_every_family_in_the_yaml_is_a_gfd_word(raw: dict[str, Any]) -> None:
 
 
 def _broken(
-    raw: dict[str, Any], name: str, path: tuple[str, ...], index: int
+    raw_documents: dict[str, Any], name: str, path: tuple[str, ...], index: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A deep copy of the data files and the entry to corrupt in it."""
-    docs = copy.deepcopy(raw)
+    docs = copy.deepcopy(raw_documents)
     return docs, _entries(docs[name], path)[index]
 
 
-def test_loader_rejects_entries_without_a_source(raw: dict[str, Any]) -> None:
-    docs, entry = _broken(raw, "gpus.yaml", ("gpus",), 0)
+def test_loader_rejects_entries_without_a_source(raw_documents: dict[str, Any]) -> None:
+    docs, entry = _broken(raw_documents, "gpus.yaml", ("gpus",), 0)
     del entry["source"]
     with pytest.raises(KnowledgeError, match="source"):
         KnowledgeBase.from_documents(docs)
 
 
-def test_loader_rejects_unknown_named_sources(raw: dict[str, Any]) -> None:
-    docs, entry = _broken(raw, "toolkits.yaml", ("releases",), 0)
+def test_loader_rejects_unknown_named_sources(raw_documents: dict[str, Any]) -> None:
+    docs, entry = _broken(raw_documents, "toolkits.yaml", ("releases",), 0)
     entry["source"] = "no_such_source"
     with pytest.raises(KnowledgeError, match="no_such_source"):
         KnowledgeBase.from_documents(docs)
 
 
-def test_loader_rejects_overlapping_architectures(raw: dict[str, Any]) -> None:
-    docs, entry = _broken(raw, "architectures.yaml", ("architectures",), 0)
+def test_loader_rejects_overlapping_architectures(raw_documents: dict[str, Any]) -> None:
+    docs, entry = _broken(raw_documents, "architectures.yaml", ("architectures",), 0)
     entry["compute"] = [*entry["compute"], "7.5"]
     with pytest.raises(KnowledgeError, match=r"7\.5"):
         KnowledgeBase.from_documents(docs)
 
 
 def test_loader_rejects_a_gfd_family_that_repeats_family_or_has_no_source(
-    raw: dict[str, Any],
+    raw_documents: dict[str, Any],
 ) -> None:
-    docs, entry = _broken(raw, "architectures.yaml", ("architectures",), 0)
+    docs, entry = _broken(raw_documents, "architectures.yaml", ("architectures",), 0)
     entry["gfd_family"] = entry["family"]
     entry["gfd_family_source"] = "gfd_resource_go"
     with pytest.raises(KnowledgeError, match="repeats family"):
         KnowledgeBase.from_documents(docs)
-    docs, entry = _broken(raw, "architectures.yaml", ("architectures",), 0)
+    docs, entry = _broken(raw_documents, "architectures.yaml", ("architectures",), 0)
     entry["gfd_family"] = "undefined"
     with pytest.raises(KnowledgeError, match="gfd_family_source"):
         KnowledgeBase.from_documents(docs)
 
 
-def test_loader_rejects_a_gpu_whose_arch_disagrees(raw: dict[str, Any]) -> None:
-    docs, entry = _broken(raw, "gpus.yaml", ("gpus",), 0)
+def test_loader_rejects_a_gpu_whose_arch_disagrees(raw_documents: dict[str, Any]) -> None:
+    docs, entry = _broken(raw_documents, "gpus.yaml", ("gpus",), 0)
     entry["arch"] = "Hopper"
     with pytest.raises(KnowledgeError, match="Hopper"):
         KnowledgeBase.from_documents(docs)
 
 
-def test_loader_rejects_a_second_ga_row(raw: dict[str, Any]) -> None:
-    docs, entry = _broken(raw, "toolkits.yaml", ("releases",), 0)
+def test_loader_rejects_a_second_ga_row(raw_documents: dict[str, Any]) -> None:
+    docs, entry = _broken(raw_documents, "toolkits.yaml", ("releases",), 0)
     docs["toolkits.yaml"]["releases"].append({**entry, "version": "13.5.9"})
     with pytest.raises(KnowledgeError, match="GA"):
         KnowledgeBase.from_documents(docs)
 
 
-def test_loader_rejects_a_missing_file(raw: dict[str, Any]) -> None:
-    docs = {k: v for k, v in raw.items() if k != "gpus.yaml"}
+def test_loader_rejects_a_missing_file(raw_documents: dict[str, Any]) -> None:
+    docs = {k: v for k, v in raw_documents.items() if k != "gpus.yaml"}
     with pytest.raises(KnowledgeError, match=r"gpus\.yaml"):
         KnowledgeBase.from_documents(docs)
 

@@ -9,11 +9,7 @@ from hypothesis import strategies as st
 from cudasched.knowledge import GFD_UNDEFINED_FAMILY, KnowledgeBase, gfd_product_label
 from cudasched.knowledge.naming import candidate_keys, product_key
 from cudasched.vocab.errors import InputError
-from cudasched.vocab.versions import ComputeCapability, parse_compute_capability
-
-
-def cc(text: str) -> ComputeCapability:
-    return parse_compute_capability(text)
+from tests.support.versions import cc
 
 
 def test_gfd_product_label() -> None:

@@ -10,26 +10,7 @@ from cudasched.knowledge import (
     Status,
     ToolkitRelease,
 )
-from cudasched.vocab.versions import (
-    ComputeCapability,
-    CudaVersion,
-    DriverVersion,
-    parse_compute_capability,
-    parse_cuda,
-    parse_driver,
-)
-
-
-def cv(text: str) -> CudaVersion:
-    return parse_cuda(text)
-
-
-def dv(text: str) -> DriverVersion:
-    return parse_driver(text)
-
-
-def cc(text: str) -> ComputeCapability:
-    return parse_compute_capability(text)
+from tests.support.versions import cc, cv, dv
 
 
 def test_arch_support_windows(kb: KnowledgeBase) -> None:

@@ -225,6 +225,22 @@ def test_no_gpu_facts(kb: KnowledgeBase) -> None:
     assert not has_gpu_labels({})
 
 
+@pytest.mark.parametrize(
+    ("major", "minor"),
+    [
+        (L.GFD_DRIVER_MAJOR, L.GFD_DRIVER_MINOR),
+        (L.GFD_CUDA_MAJOR, L.GFD_CUDA_MINOR),
+        (L.GFD_COMPUTE_MAJOR, L.GFD_COMPUTE_MINOR),
+    ],
+)
+def test_a_split_label_without_its_minor_is_a_problem(
+    kb: KnowledgeBase, major: str, minor: str
+) -> None:
+    f = facts_from_labels("n", {major: "8"}, kb)
+    assert f.problems == (f"{major}='8' has no companion {minor}",)
+    assert (f.driver, f.cuda, f.compute) == (None, None, None)
+
+
 def test_bad_codes_are_problems_not_errors(kb: KnowledgeBase) -> None:
     labels = {L.CUDA_CODE: "12.4", L.DRIVER_CODE: "12", L.COMPUTE_CODE: "5"}
     f = facts_from_labels("n", labels, kb)

@@ -4,33 +4,38 @@ from __future__ import annotations
 
 import copy
 from datetime import date
-from importlib import resources
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.compat.branches import parse_os_tag, release_for, running
 from cudasched.compat.engine import check
-from cudasched.knowledge import DATA_FILES, KnowledgeBase
+from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.drivers import parse_kernel
 from cudasched.nodes.facts import facts_from_parts
-from cudasched.operations.drivers.recommend import recommend
+from cudasched.operations.drivers.recommend import Recommendation, recommend
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
-from cudasched.vocab.versions import CudaVersion, parse_cuda, parse_driver
+from cudasched.vocab.versions import parse_cuda, parse_driver
+from tests.support.versions import cudas
 
 TODAY = date(2026, 12, 1)
 
 
-def cudas(*values: str) -> list[CudaVersion]:
-    return [parse_cuda(v) for v in values]
+def ask(kb: KnowledgeBase, gpu: str, cuda: str, **options: Any) -> Recommendation:
+    """``recommend`` for one CUDA version, judged on ``TODAY`` unless ``today`` is given."""
+    return recommend(kb, gpu, cudas(cuda), **{"today": TODAY, **options})
+
+
+def by_operator(kb: KnowledgeBase, os: str = "ubuntu22.04") -> dict[str, Any]:
+    """The options of a driver the newest GPU Operator installs from its containers for ``os``."""
+    return {"os": parse_os_tag(os), "operator": kb.operator.newest}
 
 
 def test_kepler_and_cuda_12_has_no_branch_and_says_why(kb: KnowledgeBase) -> None:
-    answer = recommend(kb, "K80", cudas("12.0"), today=TODAY)
+    answer = ask(kb, "K80", "12.0")
     assert not answer.found
     doc = answer.to_dict()
     assert doc["branch"] is None and doc["version"] is None
@@ -42,7 +47,7 @@ def test_kepler_and_cuda_12_has_no_branch_and_says_why(kb: KnowledgeBase) -> Non
 
 
 def test_kepler_with_cuda_11_stays_on_r470_with_an_unknown_lifecycle(kb: KnowledgeBase) -> None:
-    doc = recommend(kb, "Tesla K80", cudas("11.4"), today=TODAY).to_dict()
+    doc = ask(kb, "Tesla K80", "11.4").to_dict()
     assert (doc["branch"], doc["version"], doc["kernelModuleType"]) == (
         "470",
         "470.256.02",
@@ -53,7 +58,7 @@ def test_kepler_with_cuda_11_stays_on_r470_with_an_unknown_lifecycle(kb: Knowled
 
 
 def test_volta_is_capped_at_r580_on_proprietary_modules(kb: KnowledgeBase) -> None:
-    doc = recommend(kb, "V100", cudas("12.4"), today=TODAY).to_dict()
+    doc = ask(kb, "V100", "12.4").to_dict()
     assert (doc["branch"], doc["kernelModuleType"], doc["lifecycle"]) == (
         "580",
         "proprietary",
@@ -65,13 +70,13 @@ def test_volta_is_capped_at_r580_on_proprietary_modules(kb: KnowledgeBase) -> No
 
 
 def test_volta_cannot_run_cuda_13_on_any_branch(kb: KnowledgeBase) -> None:
-    answer = recommend(kb, "V100", cudas("13.0"), today=TODAY)
+    answer = ask(kb, "V100", "13.0")
     assert not answer.found
     assert "no longer supports Volta" in {r.branch: r.why for r in answer.rejected}[580]
 
 
 def test_blackwell_is_open_modules_only(kb: KnowledgeBase) -> None:
-    doc = recommend(kb, "B200", cudas("12.8"), today=TODAY).to_dict()
+    doc = ask(kb, "B200", "12.8").to_dict()
     assert doc["kernelModuleType"] == "open"
     assert any("open modules only" in r for r in doc["reasons"])
     # R620 is a long-term branch without a release anyone can install: never the answer.
@@ -84,8 +89,7 @@ def test_blackwell_is_open_modules_only(kb: KnowledgeBase) -> None:
 def test_every_answer_is_an_installable_release(kb: KnowledgeBase, gpu: str) -> None:
     """The README's own example (A100, CUDA 12.8) and its siblings: a branch, its newest
     release and that release's date, never "no release known"."""
-    answer = recommend(kb, gpu, cudas("12.8"), today=TODAY, os=parse_os_tag("ubuntu22.04"),
-                       operator=kb.operator.newest)  # fmt: skip
+    answer = ask(kb, gpu, "12.8", **by_operator(kb))
     assert (answer.branch, str(answer.version)) == (580, "580.178.04")
     assert answer.released == date(2026, 8, 3)
     assert answer.image == "nvcr.io/nvidia/driver:580.178.04-ubuntu22.04"
@@ -94,7 +98,7 @@ def test_every_answer_is_an_installable_release(kb: KnowledgeBase, gpu: str) -> 
 def test_releases_are_judged_on_the_date(kb: KnowledgeBase) -> None:
     """--as-of respects release dates, not only ends of life: on 2025-06-01 R580 did not
     exist yet and R570's newest release was 570.148.08."""
-    answer = recommend(kb, "H100", cudas("12.8"), today=date(2025, 6, 1))
+    answer = ask(kb, "H100", "12.8", today=date(2025, 6, 1))
     assert (answer.branch, str(answer.version), answer.released) == (
         570,
         "570.148.08",
@@ -113,25 +117,24 @@ def test_releases_are_judged_on_the_date(kb: KnowledgeBase) -> None:
 def test_a_known_os_without_driver_containers_says_so(
     kb: KnowledgeBase, os: str, fragment: str
 ) -> None:
-    answer = recommend(kb, "A100", cudas("12.4"), today=TODAY, os=parse_os_tag(os),
-                       operator=kb.operator.newest)  # fmt: skip
+    answer = ask(kb, "A100", "12.4", **by_operator(kb, os))
     assert not answer.found
     assert any(fragment in r.why for r in answer.rejected)
     assert any("--installer host" in r for r in answer.reasons)
     # The same question for a host-installed driver (a node image): an answer.
-    host = recommend(kb, "A100", cudas("12.4"), today=TODAY, os=parse_os_tag(os))
+    host = ask(kb, "A100", "12.4", os=parse_os_tag(os))
     assert host.found and host.installer == "host" and host.image is None
 
 
 def test_the_current_driver_is_kept_when_it_satisfies_everything(kb: KnowledgeBase) -> None:
-    keep = recommend(kb, "H100", cudas("12.4"), today=TODAY, current=parse_driver("580.65.06"))
+    keep = ask(kb, "H100", "12.4", current=parse_driver("580.65.06"))
     assert keep.keep and str(keep.version) == "580.65.06"
-    move = recommend(kb, "H100", cudas("13.2"), today=TODAY, current=parse_driver("580.65.06"))
+    move = ask(kb, "H100", "13.2", current=parse_driver("580.65.06"))
     assert not move.keep and move.branch == 595
 
 
 def test_json_contract_keys(kb: KnowledgeBase) -> None:
-    doc = recommend(kb, "A100", cudas("12.4"), today=TODAY).to_dict()
+    doc = ask(kb, "A100", "12.4").to_dict()
     for key in (
         "branch",
         "version",
@@ -151,18 +154,16 @@ def test_json_contract_keys(kb: KnowledgeBase) -> None:
 def test_end_of_life_branches_are_refused_on_the_date(kb: KnowledgeBase) -> None:
     # A kernel older than 4.15 keeps an A100 below R555: R535 (LTSB until June 2026) is left.
     old = parse_kernel("4.4.0-210-generic")
-    before = recommend(kb, "A100", cudas("12.2"), today=date(2026, 5, 1), kernel=old)
+    before = ask(kb, "A100", "12.2", today=date(2026, 5, 1), kernel=old)
     # The newest R535 release out on that day (535.309.01 came on 2026-05-11).
     assert (before.branch, str(before.version)) == (535, "535.288.01")
-    after = recommend(kb, "A100", cudas("12.2"), today=TODAY, kernel=old)
+    after = ask(kb, "A100", "12.2", kernel=old)
     assert not after.found
     assert {r.branch: r.why for r in after.rejected}[535] == "end of life (2026-06)"
 
 
 def test_kernel_below_the_minimum_refuses_every_new_branch(kb: KnowledgeBase) -> None:
-    answer = recommend(
-        kb, "A100", cudas("12.8"), today=TODAY, kernel=parse_kernel("4.4.0-210-generic")
-    )
+    answer = ask(kb, "A100", "12.8", kernel=parse_kernel("4.4.0-210-generic"))
     assert not answer.found
     rejected = {r.branch: r.why for r in answer.rejected}
     assert "older than 4.15" in rejected[580] and "older than 4.15" in rejected[595]
@@ -170,9 +171,7 @@ def test_kernel_below_the_minimum_refuses_every_new_branch(kb: KnowledgeBase) ->
 
 
 def test_kernel_breakage_is_a_warning_with_its_source(kb: KnowledgeBase) -> None:
-    doc = recommend(
-        kb, "K80", cudas("11.4"), today=TODAY, kernel=parse_kernel("6.19.2-1-generic")
-    ).to_dict()
+    doc = ask(kb, "K80", "11.4", kernel=parse_kernel("6.19.2-1-generic")).to_dict()
     assert doc["branch"] == "470"
     assert any(
         "470.256.02" in w and "nvidia-graphics-drivers-470/pull/27" in w for w in doc["warnings"]
@@ -181,66 +180,34 @@ def test_kernel_breakage_is_a_warning_with_its_source(kb: KnowledgeBase) -> None
 
 
 def test_precompiled_only_where_it_exists(kb: KnowledgeBase) -> None:
-    ubuntu = recommend(
-        kb,
-        "V100",
-        cudas("12.4"),
-        today=TODAY,
-        os=parse_os_tag("ubuntu22.04"),
-        kernel=parse_kernel("5.15.0-113-generic"),
-        precompiled=True,
-        operator=kb.operator.newest,
-    ).to_dict()
+    lts = parse_kernel("5.15.0-113-generic")
+    precompiled = {**by_operator(kb), "precompiled": True}
+    ubuntu = ask(kb, "V100", "12.4", kernel=lts, **precompiled).to_dict()
     assert ubuntu["usePrecompiled"] is True
     assert any("driver:580-5.15.0-113-generic-ubuntu22.04" in r for r in ubuntu["reasons"])
-    old_kernel = recommend(
-        kb,
-        "V100",
-        cudas("12.4"),
-        today=TODAY,
-        os=parse_os_tag("ubuntu22.04"),
-        kernel=parse_kernel("6.5.0-45-generic"),
-        precompiled=True,
-        operator=kb.operator.newest,
-    ).to_dict()
-    assert old_kernel["usePrecompiled"] is False
-    assert any("not of an LTS kernel series" in w for w in old_kernel["warnings"])
-    unknown_kernel = recommend(
-        kb,
-        "V100",
-        cudas("12.4"),
-        today=TODAY,
-        os=parse_os_tag("ubuntu22.04"),
-        precompiled=True,
-        operator=kb.operator.newest,
-    )
+    old_kernel = ask(kb, "V100", "12.4", kernel=parse_kernel("6.5.0-45-generic"), **precompiled)
+    assert old_kernel.use_precompiled is False
+    assert any("not of an LTS kernel series" in w for w in old_kernel.to_dict()["warnings"])
+    unknown_kernel = ask(kb, "V100", "12.4", **precompiled)
     assert unknown_kernel.use_precompiled is False
     # Precompiled containers are the GPU Operator's: never for a host install.
-    host = recommend(kb, "V100", cudas("12.4"), today=TODAY, precompiled=True)
+    host = ask(kb, "V100", "12.4", precompiled=True)
     assert host.use_precompiled is False
     # Without --precompiled it is never used.
-    plain = recommend(
-        kb,
-        "V100",
-        cudas("12.4"),
-        today=TODAY,
-        os=parse_os_tag("ubuntu22.04"),
-        kernel=parse_kernel("5.15.0-113-generic"),
-        operator=kb.operator.newest,
-    )
+    plain = ask(kb, "V100", "12.4", kernel=lts, **by_operator(kb))
     assert plain.use_precompiled is False
 
 
 def test_policy_decides_what_counts(kb: KnowledgeBase) -> None:
     # CUDA 13.4 needs R615 or newer natively, and no such release is known: no answer ...
-    assert not recommend(kb, "A100", cudas("13.4"), today=TODAY).found
+    assert not ask(kb, "A100", "13.4").found
     # ... but with forward compatibility (cuda-compat in the image) R580 runs it.
-    forward = recommend(kb, "A100", cudas("13.4"), today=TODAY, policy=Policy.FORWARD_COMPAT)
+    forward = ask(kb, "A100", "13.4", policy=Policy.FORWARD_COMPAT)
     assert forward.branch == 580
     # CUDA 13.5 has no known minimum driver: no branch runs it natively ...
-    assert not recommend(kb, "A100", cudas("13.5"), today=TODAY).found
+    assert not ask(kb, "A100", "13.5").found
     # ... but minor-version compatibility runs any 13.x on R580 and newer, with a caveat.
-    minor = recommend(kb, "A100", cudas("13.5"), today=TODAY, policy=Policy.MINOR_COMPAT)
+    minor = ask(kb, "A100", "13.5", policy=Policy.MINOR_COMPAT)
     assert minor.found
     assert any("minor-version compatibility" in w for w in minor.warnings)
 
@@ -250,8 +217,8 @@ def test_unknown_gpu_is_bad_input(kb: KnowledgeBase) -> None:
         recommend(kb, "Voodoo 2", today=TODAY)
 
 
-def _without_r620(kb_docs: dict[str, Any]) -> KnowledgeBase:
-    docs = copy.deepcopy(kb_docs)
+def _without_r620(raw_documents: dict[str, Any]) -> KnowledgeBase:
+    docs = copy.deepcopy(raw_documents)
     docs["compat.yaml"]["driver_branches"] = [
         b for b in docs["compat.yaml"]["driver_branches"] if b["branch"] != 620
     ]
@@ -261,20 +228,20 @@ def _without_r620(kb_docs: dict[str, Any]) -> KnowledgeBase:
     return KnowledgeBase.from_documents(docs)
 
 
-def test_a_long_term_branch_is_preferred_over_newer_short_lived_ones_and_says_so() -> None:
+def test_a_long_term_branch_is_preferred_over_newer_short_lived_ones_and_says_so(
+    raw_documents: dict[str, Any],
+) -> None:
     """On 2026-08-10: R610 (NFB) and R595 (PB) are newer than R580 (LTSB); the long-term
     branch wins, and the answer names the short-lived ones."""
-    root = resources.files("cudasched").joinpath("data")
-    docs = {n: yaml.safe_load(root.joinpath(n).read_text("utf-8")) for n in DATA_FILES}
-    kb = _without_r620(docs)
-    answer = recommend(kb, "H100", cudas("12.8"), today=date(2026, 8, 10))
+    kb = _without_r620(raw_documents)
+    answer = ask(kb, "H100", "12.8", today=date(2026, 8, 10))
     assert answer.branch == 580
     assert "long-term support branch" in answer.reasons[0]
     assert "R610 (NFB" in answer.reasons[0] and "R595 (PB" in answer.reasons[0]
     why = {r.branch: r.why for r in answer.rejected}
     assert "a long-term support branch is preferred" in why[595]
     # A CUDA only the newer branches run natively leaves the short-lived one as the answer.
-    newer = recommend(kb, "H100", cudas("13.3"), today=date(2026, 8, 10))
+    newer = ask(kb, "H100", "13.3", today=date(2026, 8, 10))
     assert newer.branch == 610
 
 
@@ -288,7 +255,7 @@ def test_the_recommended_branch_runs_what_was_asked(
     kb: KnowledgeBase, gpu: str, cuda: str, policy: Policy
 ) -> None:
     """Whatever is recommended, the engine agrees its release runs the CUDA asked."""
-    answer = recommend(kb, gpu, cudas(cuda), today=TODAY, policy=policy)
+    answer = ask(kb, gpu, cuda, policy=policy)
     if not answer.found:
         return
     assert answer.branch is not None

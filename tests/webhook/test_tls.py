@@ -28,9 +28,12 @@ from cudasched.vocab.errors import InputError
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.tls import (
+    CA_KEY_USAGES,
     ReloadingServerContext,
+    Signer,
     TLSConfigError,
     generate_self_signed,
+    issue_certificate,
     load_server_context,
     server_tls_files,
     service_dns_names,
@@ -97,6 +100,111 @@ def test_service_names() -> None:
 def test_bad_self_signed_parameters(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InputError):
         generate_self_signed(**kwargs)
+
+
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+END = START + dt.timedelta(days=30)
+
+
+def dev_ca() -> Signer:
+    key = ec.generate_private_key(ec.SECP256R1())
+    return Signer(key, issue_certificate(key, "test CA", not_before=START, not_after=END, ca=True))
+
+
+def key_usages(cert: x509.Certificate) -> set[str]:
+    usage = cert.extensions.get_extension_for_class(x509.KeyUsage).value
+    return {
+        name
+        for name in ("digital_signature", "key_cert_sign", "crl_sign", "key_encipherment")
+        if getattr(usage, name)
+    }
+
+
+def test_a_ca_is_self_signed_and_signs_leaves_only() -> None:
+    ca = dev_ca().certificate
+    ca.verify_directly_issued_by(ca)
+    constraints = ca.extensions.get_extension_for_class(x509.BasicConstraints).value
+    assert (constraints.ca, constraints.path_length) == (True, 0)
+    assert key_usages(ca) == CA_KEY_USAGES
+    assert (ca.not_valid_before_utc, ca.not_valid_after_utc) == (START, END)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    organizations=st.lists(st.sampled_from(["system:masters", "system:nodes", "team"]), max_size=2),
+    dns_names=st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,10}(\.[a-z]{2,5}){0,2}", fullmatch=True)),
+    ip_addresses=st.lists(st.ip_addresses().map(str), max_size=3),
+    client=st.booleans(),
+)
+def test_a_signed_certificate_carries_its_subject_names_and_usages(
+    organizations: list[str], dns_names: list[str], ip_addresses: list[str], client: bool
+) -> None:
+    ca = dev_ca()
+    key = ec.generate_private_key(ec.SECP256R1())
+    usages = (x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH,) if client else ()
+    cert = issue_certificate(
+        key,
+        "system:kube-scheduler",
+        not_before=START,
+        not_after=END,
+        organizations=organizations,
+        dns_names=dns_names,
+        ip_addresses=ip_addresses,
+        signer=ca,
+        extended_usages=usages,
+    )
+    cert.verify_directly_issued_by(ca.certificate)
+    assert cert.public_key() == key.public_key()
+    subject = cert.subject
+    assert [a.value for a in subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)] == [
+        "system:kube-scheduler"
+    ]
+    assert [
+        a.value for a in subject.get_attributes_for_oid(x509.NameOID.ORGANIZATION_NAME)
+    ] == organizations
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
+    assert key_usages(cert) == {"digital_signature"}
+    found = {ext.oid for ext in cert.extensions}
+    assert (x509.oid.ExtensionOID.EXTENDED_KEY_USAGE in found) is client
+    assert (x509.oid.ExtensionOID.SUBJECT_ALTERNATIVE_NAME in found) is bool(
+        dns_names or ip_addresses
+    )
+    if dns_names or ip_addresses:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert sans.get_values_for_type(x509.DNSName) == dns_names
+        assert sans.get_values_for_type(x509.IPAddress) == [
+            ipaddress.ip_address(ip) for ip in ip_addresses
+        ]
+    issuer_id = cert.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value
+    own_id = ca.certificate.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    assert issuer_id.key_identifier == own_id.digest
+
+
+def test_key_usages_can_be_chosen() -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = issue_certificate(
+        key,
+        "kubelet",
+        not_before=START,
+        not_after=END,
+        signer=dev_ca(),
+        key_usages={"digital_signature", "key_encipherment"},
+    )
+    assert key_usages(cert) == {"digital_signature", "key_encipherment"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"ip_addresses": ("localhost",)}, "invalid IP address 'localhost'"),
+        ({"key_usages": ("sign_everything",)}, "unknown key usage 'sign_everything'"),
+        ({"not_after": START}, "expected the end after the start"),
+    ],
+)
+def test_bad_certificate_requests_name_the_value(kwargs: dict[str, Any], message: str) -> None:
+    arguments: dict[str, Any] = {"not_before": START, "not_after": END, **kwargs}
+    with pytest.raises(InputError, match=message):
+        issue_certificate(ec.generate_private_key(ec.SECP256R1()), "x", **arguments)
 
 
 def test_files_are_written_0600_and_atomically(tmp_path: Path) -> None:

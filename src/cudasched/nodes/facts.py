@@ -24,10 +24,10 @@ the strength of an unknown fact.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from cudasched.knowledge import GFD_UNDEFINED_FAMILY
 from cudasched.vocab import labels as L
@@ -71,6 +71,8 @@ DERIVED_DATACENTER = "datacenter"  # from the GPU product name
 DERIVED_ARCH = "arch"  # from the compute capability
 
 _DIGITS = re.compile(r"^[0-9]{1,18}\Z")
+
+T = TypeVar("T")
 
 # Keys whose presence means "this node has (or had) an NVIDIA GPU", whatever their value.
 _GPU_HINT_KEYS = (
@@ -192,24 +194,75 @@ class _Reader:
         self.problems.append(f"{key}={self.labels.get(key)!r} {why}")
 
 
-def _driver_from_parts(
-    r: _Reader, major_key: str, minor_key: str, rev_key: str
+#: Reads one fact from one label source: the value, or ``None`` when the source does not give
+#: it (a value that is present but unusable is recorded in the reader's problems).
+_Read: TypeAlias = Callable[[_Reader], T | None]
+#: Builds a fact from GFD's split labels (the keys, major first) once both numbers parsed.
+_Build: TypeAlias = Callable[[_Reader, tuple[str, ...], int, int], T | None]
+
+
+def _coded(key: str, from_code: Callable[[int], T], what: str) -> _Read[T]:
+    """A fact as our agent's integer code (``from_code`` raises on a code out of range)."""
+
+    def read(r: _Reader) -> T | None:
+        code = r.integer(key)
+        if code is None:
+            return None
+        try:
+            return from_code(code)
+        except VersionError:
+            r.bad(key, f"is not {what}")
+            return None
+
+    return read
+
+
+def _spelled(
+    key: str, parse: Callable[[str], T], what: str, placeholders: Collection[str] = ()
+) -> _Read[T]:
+    """A fact written out as one text label; ``placeholders`` (lower-case) mean "not known"."""
+
+    def read(r: _Reader) -> T | None:
+        text = r.text(key)
+        if not text or text.lower() in placeholders:
+            return None
+        try:
+            return parse(text)
+        except VersionError:
+            r.bad(key, f"is not {what}")
+            return None
+
+    return read
+
+
+def _split(keys: tuple[str, ...], build: _Build[T]) -> _Read[T]:
+    """A fact GFD splits over labels (major, minor and maybe more): both numbers must parse."""
+    major_key, minor_key = keys[0], keys[1]
+
+    def read(r: _Reader) -> T | None:
+        if major_key not in r.labels:
+            return None
+        major, minor = r.integer(major_key), r.integer(minor_key)
+        if major is None or minor is None:
+            if minor_key not in r.labels:
+                r.bad(major_key, f"has no companion {minor_key}")
+            return None
+        return build(r, keys, major, minor)
+
+    return read
+
+
+def _driver_parts(
+    r: _Reader, keys: tuple[str, ...], major: int, minor: int
 ) -> DriverVersion | None:
     """A driver version from GFD's split labels; an empty revision means a two-part version."""
-    if major_key not in r.labels:
-        return None
-    major = r.integer(major_key)
-    minor = r.integer(minor_key)
-    rev_text = r.text(rev_key)
-    if major is None or minor is None:
-        if minor_key not in r.labels:
-            r.bad(major_key, f"has no companion {minor_key}")
-        return None
+    major_key, minor_key, rev_key = keys
     if major == 0:
         r.bad(major_key, "is not a driver branch")
         return None
     # The version as the labels spell it (GFD keeps the driver's own digits).
     spelled = f"{r.text(major_key)}.{r.text(minor_key)}"
+    rev_text = r.text(rev_key)
     if not rev_text:
         return DriverVersion(major, minor, 0, has_revision=False, text=spelled)
     rev = r.integer(rev_key)
@@ -218,100 +271,96 @@ def _driver_from_parts(
     return DriverVersion(major, minor, rev, text=f"{spelled}.{rev_text}")
 
 
-def _cuda_from_parts(r: _Reader, major_key: str, minor_key: str) -> CudaVersion | None:
-    if major_key not in r.labels:
-        return None
-    major = r.integer(major_key)
-    minor = r.integer(minor_key)
-    if major is None or minor is None:
-        if minor_key not in r.labels:
-            r.bad(major_key, f"has no companion {minor_key}")
-        return None
+def _cuda_parts(r: _Reader, keys: tuple[str, ...], major: int, minor: int) -> CudaVersion | None:
     if major == 0 or minor > 9:
         # vfio passthrough reports 0.0: no usable CUDA driver on the host.
-        r.bad(major_key, f"with minor {minor} is not a CUDA version")
+        r.bad(keys[0], f"with minor {minor} is not a CUDA version")
         return None
     return CudaVersion(major, minor)
 
 
-def _read_driver(r: _Reader) -> tuple[DriverVersion | None, str]:
-    # The readable label keeps the driver's own spelling (550.120 has no revision); the code is
-    # what selectors compare, so it wins whenever the two disagree.
+def _compute_parts(
+    r: _Reader, keys: tuple[str, ...], major: int, minor: int
+) -> ComputeCapability | None:
+    if 1 <= major <= 99 and minor <= 9:
+        return ComputeCapability(major, minor)
+    r.bad(keys[0], f"with minor {minor} is not a compute capability")
+    return None
+
+
+def _cuda_release(text: str) -> CudaVersion:
+    return parse_cuda(text).release
+
+
+_AGENT_DRIVER_TEXT = _spelled(L.DRIVER_VERSION, parse_driver, "a driver version")
+
+
+def _agent_driver(r: _Reader) -> DriverVersion | None:
+    """Our agent's driver labels: the code, and the readable version that keeps the driver's own
+    spelling (550.120 has no revision). The code is what selectors compare, so it wins whenever
+    the two disagree."""
     code = r.integer(L.DRIVER_CODE)
-    text = r.text(L.DRIVER_VERSION)
-    readable: DriverVersion | None = None
-    if text:
-        try:
-            readable = parse_driver(text)
-        except VersionError:
-            r.bad(L.DRIVER_VERSION, "is not a driver version")
-    if code is not None:
-        if code >= 1_000_000:
-            if readable is not None and readable.code == code:
-                return readable, SOURCE_CUDASCHED
-            return DriverVersion.from_code(code), SOURCE_CUDASCHED
+    readable = _AGENT_DRIVER_TEXT(r)
+    if code is None:
+        return readable
+    if code < 1_000_000:
         r.bad(L.DRIVER_CODE, "is not a driver code (major*1000000 + minor*1000 + revision)")
-    if readable is not None:
-        return readable, SOURCE_CUDASCHED
-    driver = _driver_from_parts(r, L.GFD_DRIVER_MAJOR, L.GFD_DRIVER_MINOR, L.GFD_DRIVER_REVISION)
-    if driver is not None:
-        return driver, SOURCE_GFD
-    text = r.text(L.GFD_DRIVER_FULL)
-    if text and text.lower() != "unknown.unknown.unknown":
-        try:
-            return parse_driver(text), SOURCE_GFD
-        except VersionError:
-            r.bad(L.GFD_DRIVER_FULL, "is not a driver version")
-    driver = _driver_from_parts(
-        r, L.GFD_OLD_DRIVER_MAJOR, L.GFD_OLD_DRIVER_MINOR, L.GFD_OLD_DRIVER_REV
-    )
-    if driver is not None:
-        return driver, SOURCE_GFD_DEPRECATED
-    return None, SOURCE_NONE
+        return readable
+    if readable is not None and readable.code == code:
+        return readable
+    return DriverVersion.from_code(code)
 
 
-def _read_cuda(r: _Reader) -> tuple[CudaVersion | None, str]:
-    code = r.integer(L.CUDA_CODE)
-    if code is not None:
-        try:
-            return CudaVersion.from_code(code), SOURCE_CUDASCHED
-        except VersionError:
-            r.bad(L.CUDA_CODE, "is not a CUDA code (1000*major + 10*minor)")
-    text = r.text(L.CUDA_VERSION)
-    if text:
-        try:
-            return parse_cuda(text).release, SOURCE_CUDASCHED
-        except VersionError:
-            r.bad(L.CUDA_VERSION, "is not a CUDA version")
-    cuda = _cuda_from_parts(r, L.GFD_CUDA_MAJOR, L.GFD_CUDA_MINOR)
-    if cuda is not None:
-        return cuda, SOURCE_GFD
-    text = r.text(L.GFD_CUDA_FULL)
-    if text and text not in {"0", "0.0"}:
-        try:
-            return parse_cuda(text).release, SOURCE_GFD
-        except VersionError:
-            r.bad(L.GFD_CUDA_FULL, "is not a CUDA version")
-    cuda = _cuda_from_parts(r, L.GFD_OLD_CUDA_MAJOR, L.GFD_OLD_CUDA_MINOR)
-    if cuda is not None:
-        return cuda, SOURCE_GFD_DEPRECATED
-    return None, SOURCE_NONE
+#: Where each fact is read, in order (the module docstring's sources); the first that gives a
+#: value wins, and names the fact's source.
+_DRIVER: tuple[tuple[str, _Read[DriverVersion]], ...] = (
+    (SOURCE_CUDASCHED, _agent_driver),
+    (
+        SOURCE_GFD,
+        _split((L.GFD_DRIVER_MAJOR, L.GFD_DRIVER_MINOR, L.GFD_DRIVER_REVISION), _driver_parts),
+    ),
+    # Tegra writes "unknown" for every driver component.
+    (
+        SOURCE_GFD,
+        _spelled(L.GFD_DRIVER_FULL, parse_driver, "a driver version", ("unknown.unknown.unknown",)),
+    ),
+    (
+        SOURCE_GFD_DEPRECATED,
+        _split(
+            (L.GFD_OLD_DRIVER_MAJOR, L.GFD_OLD_DRIVER_MINOR, L.GFD_OLD_DRIVER_REV), _driver_parts
+        ),
+    ),
+)
+_CUDA: tuple[tuple[str, _Read[CudaVersion]], ...] = (
+    (
+        SOURCE_CUDASCHED,
+        _coded(L.CUDA_CODE, CudaVersion.from_code, "a CUDA code (1000*major + 10*minor)"),
+    ),
+    (SOURCE_CUDASCHED, _spelled(L.CUDA_VERSION, _cuda_release, "a CUDA version")),
+    (SOURCE_GFD, _split((L.GFD_CUDA_MAJOR, L.GFD_CUDA_MINOR), _cuda_parts)),
+    # vfio passthrough writes 0 or 0.0: no usable CUDA driver on the host.
+    (SOURCE_GFD, _spelled(L.GFD_CUDA_FULL, _cuda_release, "a CUDA version", ("0", "0.0"))),
+    (SOURCE_GFD_DEPRECATED, _split((L.GFD_OLD_CUDA_MAJOR, L.GFD_OLD_CUDA_MINOR), _cuda_parts)),
+)
+_COMPUTE: tuple[tuple[str, _Read[ComputeCapability]], ...] = (
+    (
+        SOURCE_CUDASCHED,
+        _coded(
+            L.COMPUTE_CODE,
+            ComputeCapability.from_code,
+            "a compute-capability code (10*major + minor)",
+        ),
+    ),
+    (SOURCE_GFD, _split((L.GFD_COMPUTE_MAJOR, L.GFD_COMPUTE_MINOR), _compute_parts)),
+)
 
 
-def _read_compute(r: _Reader) -> tuple[ComputeCapability | None, str]:
-    code = r.integer(L.COMPUTE_CODE)
-    if code is not None:
-        try:
-            return ComputeCapability.from_code(code), SOURCE_CUDASCHED
-        except VersionError:
-            r.bad(L.COMPUTE_CODE, "is not a compute-capability code (10*major + minor)")
-    if L.GFD_COMPUTE_MAJOR in r.labels:
-        major = r.integer(L.GFD_COMPUTE_MAJOR)
-        minor = r.integer(L.GFD_COMPUTE_MINOR)
-        if major is not None and minor is not None and 1 <= major <= 99 and minor <= 9:
-            return ComputeCapability(major, minor), SOURCE_GFD
-        if major is not None and minor is not None:
-            r.bad(L.GFD_COMPUTE_MAJOR, f"with minor {minor} is not a compute capability")
+def _read(r: _Reader, sources: tuple[tuple[str, _Read[T]], ...]) -> tuple[T | None, str]:
+    """One fact: the first of its ``sources`` that gives a value, and that source's name."""
+    for source, read in sources:
+        value = read(r)
+        if value is not None:
+            return value, source
     return None, SOURCE_NONE
 
 
@@ -344,7 +393,11 @@ def stated_versions(
     the CUDA label not reconciled with the driver. For comparing what label sources say (the
     audit's ``labels-conflict``); decisions use :func:`facts_from_labels`."""
     r = _Reader(labels)
-    return _read_driver(r)[0], _read_cuda(r)[0], _read_compute(r)[0]
+    return (
+        _read(r, _DRIVER)[0],
+        _read(r, _CUDA)[0],
+        _read(r, _COMPUTE)[0],
+    )
 
 
 def reconcile_cuda(
@@ -410,9 +463,9 @@ def facts_from_labels(name: str, labels: Mapping[str, str], kb: KnowledgeBase) -
     r = _Reader(labels)
     derived: set[str] = set()
 
-    driver, driver_src = _read_driver(r)
-    cuda, cuda_src = _read_cuda(r)
-    compute, compute_src = _read_compute(r)
+    driver, driver_src = _read(r, _DRIVER)
+    cuda, cuda_src = _read(r, _CUDA)
+    compute, compute_src = _read(r, _COMPUTE)
     products, product_src = _read_products(r)
 
     gpu_infos = [kb.gpu(p) for p in products]

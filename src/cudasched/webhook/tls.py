@@ -30,7 +30,9 @@ Self-signed mode
 ----------------
 For development and the demo there is no cert-manager: :func:`generate_self_signed` makes a
 small CA and a serving certificate signed by it (EC P-256), with the SANs the API server and
-local clients use. The CA certificate is what goes into the webhook configuration's
+local clients use; both come from :func:`issue_certificate`, the one place certificates are
+built (the end-to-end harness issues its control plane's certificates with it too). The CA
+certificate is what goes into the webhook configuration's
 ``caBundle``. Files are written atomically with mode 0600 so a crash never leaves a partial key
 and no other local user can read it. :func:`server_tls_files` picks the files a server
 process uses: the configured pair, checked at start-up, or a fresh self-signed one.
@@ -62,11 +64,15 @@ if TYPE_CHECKING:
     from cudasched.webhook.config import ServerConfig
 
 __all__ = [
+    "CA_KEY_USAGES",
+    "LEAF_KEY_USAGES",
     "TLS12_CIPHERS",
     "ReloadingServerContext",
     "SelfSignedBundle",
+    "Signer",
     "TLSConfigError",
     "generate_self_signed",
+    "issue_certificate",
     "load_server_context",
     "server_tls_files",
     "service_dns_names",
@@ -250,6 +256,108 @@ def service_dns_names(service: str, namespace: str) -> tuple[str, ...]:
     )
 
 
+#: The key usages (:class:`x509.KeyUsage` field names) a certificate gets unless told otherwise:
+#: a CA signs certificates and revocation lists, a leaf (server or client) signs handshakes.
+CA_KEY_USAGES = frozenset({"digital_signature", "key_cert_sign", "crl_sign"})
+LEAF_KEY_USAGES = frozenset({"digital_signature"})
+_KEY_USAGE_FIELDS = (
+    "digital_signature",
+    "content_commitment",
+    "key_encipherment",
+    "data_encipherment",
+    "key_agreement",
+    "key_cert_sign",
+    "crl_sign",
+    "encipher_only",
+    "decipher_only",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Signer:
+    """A CA that issues certificates: its private key and its own certificate."""
+
+    key: ec.EllipticCurvePrivateKey
+    certificate: x509.Certificate
+
+
+def issue_certificate(
+    key: ec.EllipticCurvePrivateKey,
+    common_name: str,
+    *,
+    not_before: dt.datetime,
+    not_after: dt.datetime,
+    organizations: Sequence[str] = (),
+    dns_names: Sequence[str] = (),
+    ip_addresses: Sequence[str] = (),
+    ca: bool = False,
+    signer: Signer | None = None,
+    key_usages: Iterable[str] | None = None,
+    extended_usages: Sequence[x509.ObjectIdentifier] = (),
+) -> x509.Certificate:
+    """A certificate for ``key``'s public key, signed by ``signer`` (self-signed when ``None``).
+
+    The subject is ``O=<each organization>, CN=<common_name>`` (Kubernetes reads a client
+    certificate's organizations as its groups); ``dns_names`` and ``ip_addresses`` become the
+    subject alternative names. ``ca`` makes a CA that signs leaf certificates only (path length
+    0). ``key_usages`` are :class:`x509.KeyUsage` field names (default
+    :data:`CA_KEY_USAGES` or :data:`LEAF_KEY_USAGES`); ``extended_usages`` are OIDs such as
+    ``ExtendedKeyUsageOID.SERVER_AUTH`` (none: no extension). Every certificate carries its
+    subject key identifier, and a signed one its issuer's. Pure apart from randomness.
+    """
+    if not_after <= not_before:
+        raise InputError(
+            f"invalid certificate validity {not_before.isoformat()} .. {not_after.isoformat()}: "
+            "expected the end after the start"
+        )
+    alternative: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
+    for ip in ip_addresses:
+        try:
+            alternative.append(x509.IPAddress(ipaddress.ip_address(ip)))
+        except ValueError:
+            raise InputError(
+                f"invalid IP address {ip!r} for the certificate: expected e.g. 127.0.0.1"
+            ) from None
+    if key_usages is None:
+        usages = CA_KEY_USAGES if ca else LEAF_KEY_USAGES
+    else:
+        usages = frozenset(key_usages)
+    unknown = sorted(usages - set(_KEY_USAGE_FIELDS))
+    if unknown:
+        raise InputError(
+            f"unknown key usage {unknown[0]!r}: expected one of {', '.join(_KEY_USAGE_FIELDS)}"
+        )
+    subject = x509.Name(
+        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+        + [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    )
+    issuer_key = signer.key if signer is not None else key
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(signer.certificate.subject if signer is not None else subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+        .add_extension(
+            x509.KeyUsage(**{name: name in usages for name in _KEY_USAGE_FIELDS}), critical=True
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+    )
+    if extended_usages:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(extended_usages), critical=False)
+    if alternative:
+        builder = builder.add_extension(x509.SubjectAlternativeName(alternative), critical=False)
+    if signer is not None:
+        builder = builder.add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.key.public_key()),
+            critical=False,
+        )
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
 def generate_self_signed(
     *,
     service: str = DEFAULT_SERVICE,
@@ -265,13 +373,6 @@ def generate_self_signed(
     """
     if days < 1:
         raise InputError(f"invalid certificate lifetime {days!r}: expected at least 1 day")
-    for ip in ip_addresses:
-        try:
-            ipaddress.ip_address(ip)
-        except ValueError:
-            raise InputError(
-                f"invalid IP address {ip!r} for the certificate: expected e.g. 127.0.0.1"
-            ) from None
     dns: list[str] = ["localhost", *service_dns_names(service, namespace)]
     for name in extra_dns_names:
         if not name or any(c.isspace() for c in name):
@@ -283,71 +384,19 @@ def generate_self_signed(
     end = start + dt.timedelta(days=days)
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cudasched development CA")])
-    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(ca_ski, critical=False)
-        .sign(ca_key, hashes.SHA256())
+    ca_cert = issue_certificate(
+        ca_key, "cudasched development CA", not_before=start, not_after=end, ca=True
     )
-
     key = ec.generate_private_key(ec.SECP256R1())
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(
-            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{service}.{namespace}.svc")])
-        )
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
+    cert = issue_certificate(
+        key,
+        f"{service}.{namespace}.svc",
+        not_before=start,
+        not_after=end,
+        dns_names=dns,
+        ip_addresses=ip_addresses,
+        signer=Signer(ca_key, ca_cert),
+        extended_usages=(ExtendedKeyUsageOID.SERVER_AUTH,),
     )
     ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
     return SelfSignedBundle(

@@ -201,8 +201,10 @@ def test_knowledge_base_rules(
         "kserve/huggingfaceserver:latest-gpu",  # recognised family, moving tag
         "kserve/huggingfaceserver:v0.21.0-gpu",  # a release the table does not cover
         "kserve/huggingfaceserver:v0.15.0",
-        "tensorflow/serving:2.6.2-gpu",
-        "pytorch/torchserve-kfs:0.9.0-gpu",
+        "tensorflow/serving:latest-gpu",  # moving tag
+        "pytorch/torchserve-kfs:0.7.0-gpu",  # a release before the ones checked
+        "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.5",  # NIM tags name no CUDA
+        "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6",  # release candidate
         "ubuntu:22.04",
         "nvidia/cuda-extra:12.4.1",  # not nvidia/cuda: whole path segments only
         "mynvidia/cuda:12.4.1",
@@ -532,9 +534,9 @@ def real() -> ImageTable:
 @pytest.mark.parametrize(
     ("image", "cuda", "lower_bound"),
     [
-        ("kserve/huggingfaceserver:v0.15.2-gpu", "12.8", False),
-        ("kserve/huggingfaceserver:v0.17.0-gpu", "12.8", True),
-        ("kserve/huggingfaceserver:v0.20.0-gpu", "13.0", False),
+        ("kserve/huggingfaceserver:v0.15.2-gpu", "12.4", False),
+        ("kserve/huggingfaceserver:v0.17.0-gpu", "12.9", False),
+        ("kserve/huggingfaceserver:v0.20.0-gpu", "13.3", False),
         ("vllm/vllm-openai:v0.9.0", "12.8", False),
         ("vllm/vllm-openai:v0.12.0", "12.9", False),
         ("vllm/vllm-openai:v0.20.0", "13.0", True),
@@ -589,7 +591,7 @@ def test_which_images_carry_the_gate(real: ImageTable) -> None:
     # nvidia/cuda 12.8.1 and images built on it: the recorded alternatives.
     base = gate("nvidia/cuda:12.8.1-runtime-ubuntu22.04")
     assert base.branches(DATACENTER_BRANDS) == {470, 535, 550, 560, 565}
-    assert gate("kserve/huggingfaceserver:v0.15.0-gpu").branches(DATACENTER_BRANDS) == (
+    assert gate("kserve/huggingfaceserver:v0.16.0-gpu").branches(DATACENTER_BRANDS) == (
         base.branches(DATACENTER_BRANDS)
     )
     assert gate("vllm/vllm-openai:v0.23.0").branches(DATACENTER_BRANDS) == {535, 550, 565, 570, 575}
@@ -628,27 +630,3 @@ def test_from_config_reads_mirrors() -> None:
     )
     table = ImageTable.from_config(config)
     assert table.mirrors[0] == ("mlops/vllm-openai", "vllm/vllm-openai")
-
-
-def test_vllm_images_of_every_minor_release_from_0_4_resolve_with_a_source() -> None:
-    """Issue 19: every vllm/vllm-openai minor release from 0.4 on is answered by the table,
-    with its source; v0.7.2's image is CUDA 12.1.0 (its release build overrides the
-    Dockerfile's 12.4.1 default), like its pip wheels but unlike v0.6.4 and v0.8.0."""
-    from cudasched.knowledge import KnowledgeBase
-    from cudasched.knowledge.images import ImageTable
-
-    kb = KnowledgeBase.load()
-    table = ImageTable.builtin(kb)
-    minors = [f"0.{m}.0" for m in range(4, 24)] + ["0.7.2", "0.8.5", "0.6.6.post1"]
-    matches = {v: table.lookup(f"vllm/vllm-openai:v{v}", kb).match for v in minors}
-    assert [v for v, m in matches.items() if m is None] == []
-    cites = ("vllm-project/vllm", "vllm/vllm-openai image")
-    unsourced = [v for v, m in matches.items() if m and not any(c in m.source for c in cites)]
-    assert unsourced == []
-    answered = {v: str(m.cuda) for v, m in matches.items() if m is not None}
-    assert answered["0.4.0"] == "12.1.0" and answered["0.7.2"] == "12.1.0"
-    assert [answered[v] for v in ("0.5.0", "0.6.0")] == ["12.4.1", "12.4.1"]
-    assert [answered[v] for v in ("0.7.0", "0.6.6.post1")] == ["12.1.0", "12.1.0"]
-    assert [answered[v] for v in ("0.8.0", "0.8.5")] == ["12.4.0", "12.4"]
-    assert [answered[v] for v in ("0.9.0", "0.10.0", "0.11.0")] == ["12.8.1", "12.8.1", "12.8"]
-    assert [answered[v] for v in ("0.12.0", "0.18.0", "0.20.0")] == ["12.9.1", "12.9.1", "13.0"]

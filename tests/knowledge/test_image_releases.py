@@ -140,3 +140,18 @@ def test_vllm_images_of_every_minor_release_from_0_4_resolve_with_a_source(
     assert [answered[v] for v in ("0.8.0", "0.8.5")] == ["12.4.0", "12.4"]
     assert [answered[v] for v in ("0.9.0", "0.10.0", "0.11.0")] == ["12.8.1", "12.8.1", "12.8"]
     assert [answered[v] for v in ("0.12.0", "0.18.0", "0.20.0")] == ["12.9.1", "12.9.1", "13.0"]
+
+
+def test_the_catalog_lists_each_release_row_with_its_source(kb: KnowledgeBase) -> None:
+    """`cudasched knowledge images vllm` shows v0.7.2's row and where it was read."""
+    from cudasched.knowledge.catalog import Topic, rows
+
+    table = ImageTable.builtin(kb)
+    found = [
+        r for r in rows(Topic.IMAGES, kb, table, "vllm-openai-image") if "to" in r.fields["tag"]
+    ]
+    by_tag = {r.fields["tag"]: r for r in found}
+    row = by_tag["0.6.5 to 0.7.3"]
+    assert row.fields["cudaFrom"] == "12.1.0"
+    assert "vllm-project/vllm@v0.7.2:" in row.source
+    assert by_tag["0.10.2 to 0.11.0"].fields["cudaFrom"] == "at least 12.8"

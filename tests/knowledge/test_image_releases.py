@@ -48,6 +48,7 @@ PINNED = [
     ("ghcr.io/huggingface/text-generation-inference:1.4", "12.1.0", False),
     ("ghcr.io/huggingface/text-generation-inference:2.2.0", "12.1.0", False),
     ("ghcr.io/huggingface/text-generation-inference:2.4.1", "12.4", False),
+    ("ghcr.io/huggingface/text-generation-inference:2.4", "12.4", False),  # X.Y follows X.Y.z
     ("ghcr.io/huggingface/text-generation-inference:3.1.1", "12.4.0", False),
     ("ghcr.io/huggingface/text-generation-inference:3.3.7", "12.4.0", False),
     # SGLang: the unsuffixed tag's build in the release workflow

@@ -60,6 +60,8 @@ PINNED = [
     # NGC monthly releases (release notes)
     ("nvcr.io/nvidia/tritonserver:24.02-py3", "12.3.2", False),
     ("nvcr.io/nvidia/tritonserver:24.03-py3", "12.4.0", False),
+    ("nvcr.io/nvidia/tritonserver:24.12-py3", "12.6.3", False),
+    ("nvcr.io/nvidia/tritonserver:26.02-py3", "13.1.1", False),
     ("nvcr.io/nvidia/pytorch:24.11-py3", "12.6.3", False),
     ("nvcr.io/nvidia/pytorch:25.03-py3", "12.8.1", False),
     # TensorRT-LLM's NGC container: its release notes' base image

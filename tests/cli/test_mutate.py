@@ -213,6 +213,6 @@ def test_one_wording_for_an_unknown_image_in_mutate_audit_and_demo_rows() -> Non
     audit = json.loads(runner.invoke(app, ["audit", "-o", "json"]).stdout)
     (finding,) = [f for f in audit["findings"] if f["object"].endswith("/bert-legacy")]
     fix = unknown_fix("ClusterServingRuntime kserve-torchserve", runtime=True)
-    reason = "tag's CUDA not recorded: pytorch/torchserve-kfs:0.9.0-gpu"
+    reason = "tag's CUDA not recorded: pytorch/torchserve-kfs:latest-gpu"
     assert any(fix in w for w in warnings) and finding["fix"].startswith(fix)
     assert any(reason in w for w in warnings) and reason in finding["message"]

@@ -43,8 +43,7 @@ class FakeKB:
     def framework(self, spec: str) -> Fact | None:
         self.calls.append(("framework", spec))
         table = {
-            "vllm 0.9.0": Fact(CudaVersion(12, 8)),
-            "vllm 0.8.5.post1": Fact(CudaVersion(12, 4)),
+            "vllm 0.23.0": Fact(CudaVersion(13, 0, 2)),
         }
         return table.get(spec)
 
@@ -160,11 +159,10 @@ def test_registry_prefixes_and_digests(table: ImageTable, prefix: str, suffix: s
             CudaVersion(12, 4),
             ("ngc", "tensorflow", "24.05"),
         ),
-        ("vllm/vllm-openai:v0.9.0", CudaVersion(12, 8), ("framework", "vllm 0.9.0")),
         (
-            "docker.io/vllm/vllm-openai:v0.8.5.post1",
-            CudaVersion(12, 4),
-            ("framework", "vllm 0.8.5.post1"),
+            "docker.io/vllm/vllm-openai:v0.23.0",
+            CudaVersion(13, 0, 2),
+            ("framework", "vllm 0.23.0"),
         ),
     ],
 )
@@ -204,8 +202,10 @@ def test_knowledge_base_rules(
         "kserve/huggingfaceserver:latest-gpu",  # recognised family, moving tag
         "kserve/huggingfaceserver:v0.21.0-gpu",  # a release the table does not cover
         "kserve/huggingfaceserver:v0.15.0",
-        "tensorflow/serving:2.6.2-gpu",
-        "pytorch/torchserve-kfs:0.9.0-gpu",
+        "tensorflow/serving:latest-gpu",  # moving tag
+        "pytorch/torchserve-kfs:0.7.0-gpu",  # a release before the ones checked
+        "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.5",  # NIM tags name no CUDA
+        "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6",  # release candidate
         "ubuntu:22.04",
         "nvidia/cuda-extra:12.4.1",  # not nvidia/cuda: whole path segments only
         "mynvidia/cuda:12.4.1",
@@ -474,8 +474,8 @@ def test_real_knowledge_base_answers_ngc_and_vllm_images(table: ImageTable) -> N
         else:
             assert match is not None and match.cuda == fact.cuda
             assert match.source.startswith(f"NGC {product} {release}")
-    build = kb.framework("vllm 0.9.0")
-    match = table.cuda_for_image("vllm/vllm-openai:v0.9.0", kb=kb)
+    build = kb.framework("vllm 0.23.0")
+    match = table.cuda_for_image("vllm/vllm-openai:v0.23.0", kb=kb)
     assert build is not None and build.cuda is not None
     assert match is not None and match.cuda == build.cuda
     assert (
@@ -535,16 +535,17 @@ def real() -> ImageTable:
 @pytest.mark.parametrize(
     ("image", "cuda", "lower_bound"),
     [
-        ("kserve/huggingfaceserver:v0.15.2-gpu", "12.8", False),
-        ("kserve/huggingfaceserver:v0.17.0-gpu", "12.8", True),
-        ("kserve/huggingfaceserver:v0.20.0-gpu", "13.0", False),
+        ("kserve/huggingfaceserver:v0.15.2-gpu", "12.4", False),
+        ("kserve/huggingfaceserver:v0.17.0-gpu", "12.9", False),
+        ("kserve/huggingfaceserver:v0.20.0-gpu", "13.3", False),
         ("vllm/vllm-openai:v0.9.0", "12.8", False),
-        ("vllm/vllm-openai:v0.12.0", "12.8", True),
+        ("vllm/vllm-openai:v0.12.0", "12.9", False),
         ("vllm/vllm-openai:v0.20.0", "13.0", True),
         ("vllm/vllm-openai:v0.23.0", "13.0", False),
         ("vllm/vllm-openai:v0.21.0-cu129", "12.9", False),
         ("ghcr.io/huggingface/text-generation-inference:1.3.4", "12.1", False),
-        ("ghcr.io/huggingface/text-generation-inference:3.3.4", "12.1", True),
+        ("ghcr.io/huggingface/text-generation-inference:3.3.4", "12.4", False),
+        ("ghcr.io/huggingface/text-generation-inference:3.4.0", "12.4", True),
         ("lmsysorg/sglang:v0.5.18-cu130", "13.0", False),
         ("nvcr.io/nvidia/sglang:25.10-py3", "13.0", False),
         ("ghcr.io/llm-d/llm-d-cuda:v0.7.0", "13.0", False),
@@ -565,7 +566,8 @@ def test_inference_server_images(
 @pytest.mark.parametrize(
     "image",
     [
-        "lmsysorg/sglang:v0.5.18",  # unsuffixed: which CUDA is not in the tag
+        "lmsysorg/sglang:v0.5.3",  # the release pushed no unsuffixed tag
+        "lmsysorg/sglang:v0.5.19",  # a release after the newest checked
         "lmsysorg/sglang:v0.5.19-rocm700-mi35x",
         "ghcr.io/llm-d/llm-d-dev:v0.2.2",
         "ghcr.io/huggingface/text-generation-inference:latest",
@@ -590,7 +592,7 @@ def test_which_images_carry_the_gate(real: ImageTable) -> None:
     # nvidia/cuda 12.8.1 and images built on it: the recorded alternatives.
     base = gate("nvidia/cuda:12.8.1-runtime-ubuntu22.04")
     assert base.branches(DATACENTER_BRANDS) == {470, 535, 550, 560, 565}
-    assert gate("kserve/huggingfaceserver:v0.15.0-gpu").branches(DATACENTER_BRANDS) == (
+    assert gate("kserve/huggingfaceserver:v0.16.0-gpu").branches(DATACENTER_BRANDS) == (
         base.branches(DATACENTER_BRANDS)
     )
     assert gate("vllm/vllm-openai:v0.23.0").branches(DATACENTER_BRANDS) == {535, 550, 565, 570, 575}
@@ -652,23 +654,3 @@ def test_a_mirror_naming_a_host_is_a_prefix_of_whole_references(real: ImageTable
     with pytest.raises(InputError, match="not a registry host"):
         real.with_mirrors({"harbor_corp.io:http/x": "nvcr.io/nvidia"})
 
-
-def test_vllm_images_of_every_minor_release_from_0_4_resolve_with_a_source() -> None:
-    """Issue 19: every vllm/vllm-openai minor release from 0.4 on is answered by the table,
-    with its source; v0.7.2's image is CUDA 12.4 (its base), not the 12.1 of its pip wheels."""
-    from cudasched.knowledge import KnowledgeBase
-    from cudasched.knowledge.images import ImageTable
-
-    kb = KnowledgeBase.load()
-    table = ImageTable.builtin(kb)
-    minors = [f"0.{m}.0" for m in range(4, 12)] + ["0.7.2", "0.8.5", "0.6.6.post1"]
-    answered = {}
-    for version in minors:
-        match = table.lookup(f"vllm/vllm-openai:v{version}", kb).match
-        assert match is not None, version
-        assert any(s in match.source for s in ("vllm-project/vllm#", "docs.vllm.ai", "image of"))
-        answered[version] = str(match.cuda.release)
-    assert len(answered) == len(minors) == 11
-    assert answered["0.4.0"] == "12.1" and answered["0.7.2"] == "12.4"
-    assert all(answered[v] == "12.4" for v in ("0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.8.5"))
-    assert all(answered[v] == "12.8" for v in ("0.9.0", "0.10.0", "0.11.0"))

@@ -186,7 +186,7 @@ def test_pods_bound_to_nodes_that_cannot_run_them(kb: KnowledgeBase, images: Ima
     # container on R550 whatever the policy.
     gated = by_object["Pod/llm/vllm-gated-0"]
     assert "[minor-compat]" in gated.message and "(require-cuda-unmet)" in gated.message
-    assert "NVIDIA_REQUIRE_CUDA (image docker.io/vllm/vllm-openai:v0.9.0)" in gated.message
+    assert "NVIDIA_REQUIRE_CUDA (image docker.io/vllm/vllm-openai:v0.10.2)" in gated.message
     assert "gpu-h100-2" in (gated.fix or "") and "570.26 or newer" in (gated.fix or "")
     moved = by_object["Pod/llm/vllm-0"]
     assert "cuda>=12.8 [strict]" in moved.message

@@ -226,35 +226,45 @@ def test_matrix_cells_are_engine_verdicts(
 def test_policy_of_the_matrix_and_of_a_runtime(
     sample: ClusterSnapshot, kb: KnowledgeBase, images: ImageTable
 ) -> None:
-    # aml-vllm-cuda-12.8 runs the upstream vllm/vllm-openai:v0.9.0, whose NVIDIA_REQUIRE_CUDA
-    # (cuda>=12.8) the container toolkit enforces under every policy; its twin turns the check
-    # off on its container, so minor-version compatibility alone decides there.
+    # aml-vllm-cuda-12.8 runs the upstream vllm/vllm-openai:v0.9.0, built on nvidia/cuda 12.8.1:
+    # its NVIDIA_REQUIRE_CUDA admits R535 through a brand/driver alternative. A copy on
+    # v0.10.2, whose CUDA the table knows only as a floor, is claimed to carry cuda>=12.8
+    # alone (the stricter reading), which the container toolkit enforces under every policy;
+    # a third copy turns the check off on its container, so minor-version compatibility alone
+    # decides there.
     runtime = next(
         r for r in sample.cluster_serving_runtimes if r["metadata"]["name"] == "aml-vllm-cuda-12.8"
     )
-    ungated = copy.deepcopy(runtime)
+    floor = copy.deepcopy(runtime)
+    floor["metadata"]["name"] = "aml-vllm-cuda-12.8-floor"
+    floor["spec"]["containers"][0]["image"] = "docker.io/vllm/vllm-openai:v0.10.2"
+    ungated = copy.deepcopy(floor)
     ungated["metadata"]["name"] = "aml-vllm-cuda-12.8-ungated"
     ungated["spec"]["containers"][0]["env"].append(
         {"name": "NVIDIA_DISABLE_REQUIRE", "value": "true"}
     )
     snapshot = dataclasses.replace(
-        sample, cluster_serving_runtimes=(*sample.cluster_serving_runtimes, ungated)
+        sample, cluster_serving_runtimes=(*sample.cluster_serving_runtimes, floor, ungated)
     )
     fleet = Fleet.from_snapshot(snapshot, kb)
     pools = node_pools(snapshot, fleet)
     a100 = next(i for i, p in enumerate(pools) if p.product == "NVIDIA-A100-SXM4-80GB")
     rows = runtime_rows(fleet, images)
-    gated = next(i for i, r in enumerate(rows) if r.name == "aml-vllm-cuda-12.8")
+    upstream = next(i for i, r in enumerate(rows) if r.name == "aml-vllm-cuda-12.8")
+    gated = next(i for i, r in enumerate(rows) if r.name == "aml-vllm-cuda-12.8-floor")
     index = next(i for i, r in enumerate(rows) if r.name == "aml-vllm-cuda-12.8-ungated")
     strict = compatibility_matrix(rows, pools, Policy.STRICT, kb)
     relaxed = compatibility_matrix(rows, pools, Policy.MINOR_COMPAT, kb)
-    for row in (gated, index):
-        assert strict.cells[row][a100].status is CellStatus.INCOMPATIBLE
-        assert strict.cells[row][a100].headline == "driver-too-old"
+    strict_cells = [strict.cells[row][a100] for row in (upstream, gated, index)]
+    assert {(c.status, c.headline) for c in strict_cells} == {
+        (CellStatus.INCOMPATIBLE, "driver-too-old")
+    }
     assert relaxed.cells[gated][a100].status is CellStatus.INCOMPATIBLE
     assert relaxed.cells[gated][a100].headline == "require-cuda-unmet"
     assert relaxed.cells[index][a100].status is CellStatus.CAVEATS
     assert relaxed.cells[index][a100].headline == "minor-version-compat"
+    assert relaxed.cells[upstream][a100].status is CellStatus.CAVEATS
+    assert "admits driver branch R535" in relaxed.cells[upstream][a100].detail
 
 
 def _jetson(name: str, cuda_minor: str) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def runtimes() -> list[dict[str, Any]]:
         ),
         csr(
             "vllm-cuda-12-9",
-            "vllm/vllm-openai:v0.9.1",
+            "vllm/vllm-openai:v0.11.1",
             "vllm",
             labels={**ALAUDA, "cpaas.io/cuda-version": "12.9"},
         ),

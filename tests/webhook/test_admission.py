@@ -407,7 +407,7 @@ def _big_pod_review() -> dict[str, Any]:
     review["request"]["object"]["metadata"]["labels"]["serving.kserve.io/inferenceservice"] = (
         "llm-big"
     )
-    review["request"]["object"]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.9.1"
+    review["request"]["object"]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.11.1"
     return review
 
 

@@ -132,9 +132,9 @@ def eligible(pod: dict[str, Any], state: ClusterState) -> set[str]:
     [
         (
             "hf-llama",
-            "kserve/huggingfaceserver:v0.20.0-gpu",
-            CUDA_13,
-            "cuda>=13.0 (image kserve/huggingfaceserver:v0.20.0-gpu)",
+            "kserve/huggingfaceserver:v0.18.1-gpu",
+            CUDA_13,  # CUDA 12.9.1 (its Dockerfile at the tag): only R580 here runs it
+            "cuda>=12.9 (image kserve/huggingfaceserver:v0.18.1-gpu)",
         ),
         (
             "vllm-chat",

@@ -472,11 +472,11 @@ def test_recorded_pods() -> None:
     predictor, transformer, worker, knative = load("pods.yaml")
     assert uses_gpu(predictor["spec"]) and uses_gpu(worker["spec"])
     assert not uses_gpu(transformer["spec"]) and not uses_gpu(knative["spec"])
-    # kserve/huggingfaceserver:v0.15.0-gpu is built on nvidia/cuda 12.8.1 (issue 12 item 7),
-    # and carries its NVIDIA_REQUIRE_CUDA.
+    # kserve/huggingfaceserver:v0.15.0-gpu is built on nvidia/cuda 12.4.1 (its Dockerfile at
+    # the tag, issue 19), and carries its NVIDIA_REQUIRE_CUDA.
     req = resolve_pod(predictor, None, TABLE, None)
-    assert req.cuda == CudaVersion(12, 8) and req.gate is not None
-    assert req.gate.cuda_floor() == CudaVersion(12, 8)
+    assert req.cuda == CudaVersion(12, 4, 1) and req.gate is not None
+    assert req.gate.cuda_floor() == CudaVersion(12, 4)
 
 
 # --------------------------------------------------------------------------- wants_constraint
@@ -650,7 +650,7 @@ def test_kserve_and_vllm_default_images_are_constrained() -> None:
     hf = resolve_pod(
         _runtime_pod(by_name(runtimes, "kserve-huggingfaceserver")), None, table, _kb()
     )
-    assert hf.cuda == CudaVersion(13, 0) and hf.gate is not None
+    assert hf.cuda == CudaVersion(13, 3, 0) and hf.gate is not None  # its Dockerfile at v0.20.0
     vllm = resolve_pod(_runtime_pod(by_name(runtimes, "vllm-openai")), None, table, _kb())
     assert vllm.cuda == CudaVersion(13, 0) and "at least" in vllm.source
     triton = resolve_pod(_runtime_pod(by_name(runtimes, "kserve-tritonserver")), None, table, _kb())

@@ -99,16 +99,31 @@ def _images(images: ImageTable) -> Iterator[Row]:
             override.source,
         )
     for rule in images.rules:
+        repositories = ", ".join(rule.repositories)
         yield Row(
             {
                 "id": rule.id,
-                "repositories": ", ".join(rule.repositories),
+                "repositories": repositories,
                 "tag": rule.tag.pattern,
                 "cudaFrom": rule.cuda_from,
                 "note": " ".join(rule.note.split()),
             },
             " ".join(rule.source.split()),
         )
+        # A versions rule's releases, one row each, with the source each was read from.
+        for entry in rule.versions:
+            first = ".".join(str(p) for p in entry.first)
+            last = ".".join(str(p) for p in entry.last) if entry.last is not None else ""
+            yield Row(
+                {
+                    "id": rule.id,
+                    "repositories": repositories,
+                    "tag": f"{first} to {last}" if last else f"{first} and later",
+                    "cudaFrom": f"at least {entry.cuda}" if entry.lower_bound else str(entry.cuda),
+                    "note": "",
+                },
+                entry.source,
+            )
 
 
 def _cuda(kb: KnowledgeBase) -> Iterator[Row]:

@@ -153,7 +153,7 @@ class ImageRule:
     ships_cuda_compat: bool | None = None
 
     def matches(self, ref: ImageRef) -> re.Match[str] | None:
-        if ref.tag is None or not any(_path_ends_with(ref.path, r) for r in self.repositories):
+        if ref.tag is None or not any(_path_matches(ref.path, r) for r in self.repositories):
             return None
         return self.tag.search(ref.tag)
 
@@ -177,6 +177,19 @@ class OverrideRule:
 
 def _path_ends_with(path: str, repository: str) -> bool:
     return path == repository or path.endswith("/" + repository)
+
+
+def _path_matches(path: str, repository: str) -> bool:
+    """:func:`_path_ends_with`, where a ``*`` segment of a rule's repository stands for any
+    one segment (``nim/*/*`` is every NIM, ``nvcr.io/nim/meta/llama-3.1-8b-instruct``)."""
+    if "*" not in repository:
+        return _path_ends_with(path, repository)
+    wanted = repository.split("/")
+    have = path.split("/")
+    if len(have) < len(wanted):
+        return False
+    tail = have[len(have) - len(wanted) :]
+    return all(w == "*" or w == h for w, h in zip(wanted, tail, strict=True))
 
 
 def _without_digest(image: str) -> str:

@@ -18,7 +18,8 @@ from cudasched.compat.branches import Lifecycle, LifecycleState, parse_os_tag
 from cudasched.compat.containers import container_release, precompiled_problem
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
-from cudasched.operations.drivers.planning import DriverPlan, plan_drivers
+from cudasched.operations.drivers.plan import DriverPlan
+from cudasched.operations.drivers.planning import plan_drivers
 from cudasched.operations.drivers.planoptions import Option, choose
 from cudasched.operations.drivers.waves import WaveInput, plan_waves, wave_capacity
 from cudasched.vocab import labels as L

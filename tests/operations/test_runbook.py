@@ -18,7 +18,8 @@ from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
-from cudasched.operations.drivers.planning import DriverPlan, plan_drivers
+from cudasched.operations.drivers.plan import DriverPlan
+from cudasched.operations.drivers.planning import plan_drivers
 from cudasched.operations.drivers.runbook import render_script
 from tests.support.planning_cluster import OPERATOR_DRIVER, cluster, gpu_node, runtime
 

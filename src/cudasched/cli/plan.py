@@ -48,7 +48,7 @@ from cudasched.vocab.errors import InputError
 from cudasched.vocab.versions import parse_cuda
 
 if TYPE_CHECKING:
-    from cudasched.operations.drivers.planning import DriverPlan
+    from cudasched.operations.drivers.plan import DriverPlan
 
 __all__ = ["plan_cmd", "render_yaml"]
 

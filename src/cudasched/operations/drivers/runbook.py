@@ -40,7 +40,7 @@ from cudasched.operations.drivers.nvidiadriver import OWNER_LABEL
 from cudasched.vocab import labels as L
 
 if TYPE_CHECKING:
-    from cudasched.operations.drivers.planning import DriverPlan
+    from cudasched.operations.drivers.plan import DriverPlan
 
 __all__ = ["render_script"]
 

@@ -72,7 +72,7 @@ def assert_publishable(plan: DriverPlan, kb: KnowledgeBase, snapshot: ClusterSna
             elif obj.pin:
                 assert obj.version == str(d.pool.current)
             else:
-                assert container_release(kb, obj.branch, d.pool.os, plan.today) == (
+                assert container_release(kb, obj.branch, d.pool.os, plan.today, plan.operator) == (
                     d.chosen.release
                 )
                 assert obj.version == str(d.chosen.release)
@@ -299,6 +299,48 @@ def test_operator_pools_on_supported_oses_get_published_containers(
     tag = str(parse_os_tag(f"{os[0]}{os[1]}"))
     assert driver["metadata"]["name"] == f"a100-sxm4-80gb-{tag}-r{branch}"
     assert assert_publishable(plan, kb, snapshot) == 1
+
+
+@pytest.mark.parametrize(
+    ("operator", "version_id", "image", "refused"),
+    [
+        ("26.7", "9.2", "nvcr.io/nvidia/driver:580.178.04-rhel9", None),
+        ("26.3", "9.4", "nvcr.io/nvidia/driver:580.178.04-rhel9.4", None),
+        ("25.10", "9.6", "nvcr.io/nvidia/driver:580.178.04-rhel9.6", None),
+        ("26.3", "9.2", None, "no R580 driver container tagged rhel9.2"),
+    ],
+)
+def test_rhel_pools_name_the_image_tag_their_operator_release_pulls(
+    kb: KnowledgeBase,
+    images: ImageTable,
+    operator: str,
+    version_id: str,
+    image: str | None,
+    refused: str | None,
+) -> None:
+    """Before v26.7 the GPU Operator tags RHEL 8 and 9 driver images with the minor version
+    (rhel9.4), and NVIDIA pushes only some minor versions: the plan moves a pool only to a
+    container published under the tag its operator release pulls."""
+    from cudasched.compat.containers import operator_version
+
+    snapshot = cluster(
+        gpu_node("a100", "NVIDIA-A100-SXM4-80GB", "535.216.01", os=("rhel", version_id),
+                 kernel="5.14.0-427.13.1.el9_4.x86_64", extra=OPERATOR_DRIVER),
+        runtime("vllm-13", "13.0"),
+    )  # fmt: skip
+    plan = plan_of(snapshot, kb, images, operator=operator_version(kb, operator))
+    [pool] = plan.to_dict()["pools"]
+    assert pool["driverImage"] == (image if image is not None else (
+        f"nvcr.io/nvidia/driver:535.216.01-rhel{version_id}"  # the pin of today's driver
+    ))  # fmt: skip
+    minor_why = [w for w in pool["why"] if "tag RHEL 8 and 9 driver images" in w]
+    assert len(minor_why) == (0 if operator == "26.7" else 1)
+    if refused is None:
+        assert (pool["change"], pool["targetVersion"]) == ("upgrade", "580.178.04")
+        assert assert_publishable(plan, kb, snapshot) == 1
+    else:
+        assert pool["change"] == "keep"
+        assert any(refused in w for w in pool["why"] if w.startswith("left out")), pool["why"]
 
 
 @pytest.mark.parametrize(

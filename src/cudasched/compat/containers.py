@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from cudasched.compat.branches import GpuTarget, OsTag
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.drivers import KernelRelease
-    from cudasched.knowledge.operator import OperatorVersion
+    from cudasched.knowledge.operator import MinorTag, OperatorVersion
     from cudasched.vocab.versions import DriverVersion
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "container_release",
     "driver_manager",
     "gpu_problem",
+    "image_os_tag",
     "install_option",
     "known_os",
     "operator_from_objects",
@@ -134,19 +135,46 @@ def _releases_text(rows: Iterable[tuple[int, DriverVersion | None]]) -> str:
     return ", ".join(str(v) if v is not None else f"R{b}" for b, v in rows)
 
 
+def image_os_tag(os: OsTag | str, operator: OperatorVersion | None) -> str:
+    """The OS part of the driver image tag (``driver:<version>-<this>``) GPU Operator
+    ``operator`` forms for nodes of ``os``: RHEL 8 and 9 with the minor version before v26.7
+    (``rhel9.4``), the major version from v26.7 (``rhel9``); ``os`` as it is without an
+    operator or for a plain tag."""
+    if operator is None or isinstance(os, str):
+        return str(os)
+    return operator.image_os_tag(os.id, os.full_version)
+
+
 def container_release(
-    kb: KnowledgeBase, branch: int, os: OsTag | str | None, as_of: date | None
+    kb: KnowledgeBase,
+    branch: int,
+    os: OsTag | str | None,
+    as_of: date | None,
+    operator: OperatorVersion | None = None,
 ) -> DriverVersion | str:
-    """The newest ``branch`` driver container NVIDIA publishes for ``os`` on ``as_of``, or why
-    there is none (an unknown OS, one NVIDIA stopped or never built, a branch it does not build
-    for the OS, or no release of the branch yet on that date)."""
+    """The newest ``branch`` driver container NVIDIA publishes for ``os`` on ``as_of`` under
+    the image tag ``operator`` forms (:func:`image_os_tag`), or why there is none (an unknown
+    OS or minor-version tag, one NVIDIA stopped or never built, a branch it does not build for
+    the OS, or no release of the branch yet on that date)."""
     if os is None:
         return "the OS is not known (no NFD system-os_release labels), and driver images are per OS"
-    tag = str(os)
-    row = kb.operator.containers.get(tag)
-    if row is None:
+    tag = image_os_tag(os, operator)
+    found_row = kb.operator.os_row(tag)
+    if found_row is None and tag != str(os) and operator is not None:
+        minors = [m.tag for r in kb.operator.containers.values() for m in r.minor_tags]
+        same = [m for m in minors if m.startswith(str(os) + ".")]
+        return (
+            f"GPU Operator {operator.version} pulls driver:<version>-{tag} for these nodes, and "
+            f"NVIDIA publishes no {tag} tag (it does {', '.join(same) or 'none'} for {os}): "
+            "move the nodes to one of those releases, or use a GPU Operator that tags "
+            f"{os} images with the major version (v26.7 and newer)"
+        )
+    if found_row is None:
         known = ", ".join(kb.operator.containers)
         return f"NVIDIA publishes no driver containers for {tag} (it does for {known})"
+    row, minor = found_row
+    if minor is not None:
+        return _minor_release(kb, branch, row.branches.get(branch), minor, as_of, operator)
     if not row.branches:
         return f"NVIDIA has never published driver containers for {tag}" + (
             f" ({row.note})" if row.note else ""
@@ -164,6 +192,31 @@ def container_release(
     if found is None:
         when = f" on {as_of.isoformat()}" if as_of is not None else ""
         return f"no R{branch} driver container for {tag} was published yet{when}"
+    return found.version
+
+
+def _minor_release(
+    kb: KnowledgeBase,
+    branch: int,
+    last: DriverVersion | None,
+    minor: MinorTag,
+    as_of: date | None,
+    operator: OperatorVersion | None,
+) -> DriverVersion | str:
+    """The newest ``branch`` container under a minor-version tag: pushed from ``minor.since``
+    (until ``minor.until``) for the branches built then, at most the row's ``last`` release."""
+    tag = minor.tag
+    who = f"GPU Operator {operator.version} pulls driver:<version>-{tag}: " if operator else ""
+    if as_of is not None and as_of < date.fromisoformat(minor.since):
+        return f"{who}NVIDIA pushed no {tag} driver containers before {minor.since}"
+    if branch not in minor.branches:
+        others = ", ".join(f"R{b}" for b in minor.branches)
+        return f"{who}NVIDIA publishes no R{branch} driver container tagged {tag} (only {others})"
+    until = date.fromisoformat(minor.until) if minor.until is not None else None
+    when = min(d for d in (as_of, until) if d is not None) if as_of or until else None
+    found = kb.drivers.release_on(branch, when, at_most=last)
+    if found is None:
+        return f"{who}no R{branch} driver container tagged {tag} was published by {when}"
     return found.version
 
 
@@ -318,7 +371,7 @@ def install_option(
     if problem is not None or not isinstance(module, ModuleType):
         return problem or str(module)
     if operator is not None:
-        found = container_release(kb, branch, os, today)
+        found = container_release(kb, branch, os, today, operator)
         if isinstance(found, str):
             return found
         problem = operator_os_problem(operator, os)

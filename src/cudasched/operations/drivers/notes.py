@@ -16,6 +16,7 @@ from cudasched.compat.branches import (
 )
 from cudasched.compat.containers import (
     container_release,
+    image_os_tag,
     operator_os_problem,
     scope_problem,
 )
@@ -103,10 +104,11 @@ def pool_warnings(
                         f"pool {pool.name}: {problem}; the pin keeps today's driver, but move "
                         "the nodes to a supported OS"
                     )
-                found = container_release(kb, opt.branch, pool.os, None)
+                found = container_release(kb, opt.branch, pool.os, None, op)
                 if isinstance(found, str) or found < opt.release:
+                    tag = image_os_tag(pool.os, op) if pool.os is not None else pool.os_text
                     out.append(
-                        f"pool {pool.name}: the pin names driver:{opt.release}-{pool.os_text}, "
+                        f"pool {pool.name}: the pin names driver:{opt.release}-{tag}, "
                         "which cudasched's sources do not list as published; check the tag "
                         "before applying"
                     )

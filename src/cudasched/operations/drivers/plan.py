@@ -5,7 +5,7 @@ small helpers that describe a pool's change. Built by :mod:`.planning`."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,7 @@ class PoolDecision:
     driver_object: str | None = None  # the NVIDIADriver that drives it after the plan
     blocked: str | None = None  # a better driver exists, but not the way the pool gets it
     floor: DriverVersion | None = None  # the oldest release of the branch that serves the same
+    image: str | None = None  # the driver image the GPU Operator pulls for it after the plan
 
     @property
     def changes(self) -> bool:
@@ -89,6 +90,7 @@ class PoolDecision:
             "change": self.change,
             "action": self.action,
             "nvidiaDriver": self.driver_object,
+            "driverImage": self.image,
             "blocked": self.blocked,
             "gains": list(self.gains),
             "loses": list(self.loses),
@@ -169,17 +171,8 @@ def workload_refs(groups: frozenset[int], demand: Demand) -> tuple[str, ...]:
     return tuple(sorted(w for g in groups for w in demand.groups[g].workloads))
 
 
-def with_action(d: PoolDecision, action: str, obj: str | None) -> PoolDecision:
-    return PoolDecision(
-        pool=d.pool,
-        chosen=d.chosen,
-        current=d.current,
-        change=d.change,
-        gains=d.gains,
-        loses=d.loses,
-        why=d.why,
-        action=action,
-        driver_object=obj,
-        blocked=d.blocked,
-        floor=d.floor,
-    )
+def with_action(
+    d: PoolDecision, action: str, obj: str | None, image: str | None = None
+) -> PoolDecision:
+    """``d`` with its action, the NVIDIADriver that drives it and the driver image it pulls."""
+    return replace(d, action=action, driver_object=obj, image=image)

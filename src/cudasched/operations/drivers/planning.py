@@ -34,6 +34,7 @@ Cost: options × demand groups engine checks per pool, never per node or per wor
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,7 @@ from cudasched.operations.drivers.planoptions import (
 from cudasched.operations.drivers.poolactions import (
     current_module,
     default_driver,
+    driver_image,
     driver_object,
     host_action,
     manifest_named,
@@ -230,7 +232,17 @@ def plan_drivers(
             )
         else:
             action = host_action(d)
-        decisions.append(with_action(d, action, obj))
+        image = driver_image(d.pool, d.chosen, op) if obj is not None and d.chosen else None
+        if image is not None and d.pool.os is not None and not image.endswith(f"-{d.pool.os}"):
+            d = replace(
+                d,
+                why=(
+                    *d.why,
+                    f"GPU Operator {op.version} pulls {image}: releases before v26.7 tag RHEL 8 "
+                    "and 9 driver images with the minor version",
+                ),
+            )
+        decisions.append(with_action(d, action, obj, image))
     in_use = set(object_of.values()) | {
         labels_of(n).get(L.DRIVER_POOL, "") for n in snapshot.nodes if name_of(n) not in node_labels
     }

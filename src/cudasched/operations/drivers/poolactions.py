@@ -16,8 +16,11 @@ from cudasched.compat.branches import (
 )
 from cudasched.compat.containers import (
     DriverManager,
+    image_os_tag,
 )
 from cudasched.operations.drivers.nvidiadriver import (
+    DRIVER_IMAGE,
+    DRIVER_REPOSITORY,
     DriverObject,
 )
 from cudasched.operations.drivers.plan import (
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "current_module",
     "default_driver",
+    "driver_image",
     "driver_object",
     "host_action",
     "manifest_named",
@@ -126,3 +130,16 @@ def current_module(kb: KnowledgeBase, pool: Pool) -> ModuleType | None:
         return None
     found = module_type(kb, pool.target, pool.current.branch)
     return found if isinstance(found, ModuleType) else None
+
+
+def driver_image(pool: Pool, opt: Option, operator: OperatorVersion) -> str | None:
+    """The driver image GPU Operator ``operator`` pulls for the pool's nodes with ``opt``:
+    ``<repository>/driver:<version>-<os tag>``, ``<branch>-<kernel>-<os tag>`` for a precompiled
+    driver; the OS tag as that release forms it (RHEL 8 and 9 with the minor version before
+    v26.7). ``None`` when the OS is not known."""
+    if pool.os is None:
+        return None
+    tag = image_os_tag(pool.os, operator)
+    if opt.precompiled and pool.kernel is not None:
+        return f"{DRIVER_REPOSITORY}/{DRIVER_IMAGE}:{opt.branch}-{pool.kernel}-{tag}"
+    return f"{DRIVER_REPOSITORY}/{DRIVER_IMAGE}:{opt.release}-{tag}"

@@ -12,7 +12,7 @@ import pytest
 
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
-from cudasched.compat.containers import operator_from_objects
+from cudasched.compat.operatorrelease import operator_from_objects
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
 from cudasched.operations.drivers.plan import DriverPlan

@@ -25,9 +25,9 @@ from typing import Any
 import kmock as kmock_lib
 import yaml
 
-from cudasched.vocab.kinds import CONTROLLERS, KINDS, Kind
+from cudasched.vocab.kinds import CONTROLLERS, GPU_OPERATOR_KINDS, KINDS, Kind
 
-ALL_KINDS: tuple[Kind, ...] = (*KINDS, *CONTROLLERS)
+ALL_KINDS: tuple[Kind, ...] = (*KINDS, *CONTROLLERS, *GPU_OPERATOR_KINDS)
 
 
 @dataclass

@@ -57,7 +57,6 @@ __all__ = [
     "image_os_tag",
     "install_option",
     "known_os",
-    "operator_from_objects",
     "operator_os_problem",
     "operator_version",
     "precompiled_problem",
@@ -405,28 +404,6 @@ def install_option(
         precompiled and operator is not None and precompiled_problem(kb, os, kernel, branch) is None
     )
     return Install(branch, release, use_precompiled, module)
-
-
-def operator_from_objects(
-    kb: KnowledgeBase, drivers: Iterable[Mapping[str, object]]
-) -> tuple[OperatorVersion, str] | None:
-    """The GPU Operator release a cluster's NVIDIADriver objects were stored by, and how that
-    was read (``None``: no object to read). The API server writes CRD defaults into every
-    object it stores: ``spec.default`` (false) from v26.7, ``spec.kernelModuleType`` (auto)
-    from v25.3; so the newest release whose fields the objects show is the oldest the cluster
-    can run."""
-    specs = [d.get("spec") for d in drivers]
-    specs = [s for s in specs if isinstance(s, Mapping)]
-    if not specs:
-        return None
-    seen = set().union(*(set(s) for s in specs))
-    for version in kb.operator.versions:
-        marks = [f for f in ("default", "kernelModuleType") if version.accepts(f)]
-        if all(f in seen for f in marks):
-            shown = " and ".join(f"spec.{f}" for f in marks) or "no spec.kernelModuleType"
-            return version, f"read from the cluster's NVIDIADriver objects ({shown})"
-    oldest = kb.operator.versions[-1]
-    return oldest, "read from the cluster's NVIDIADriver objects (the oldest release known)"
 
 
 def known_os(kb: KnowledgeBase, os: OsTag) -> OsTag:

@@ -105,6 +105,7 @@ def plan_drivers(
     precompiled: bool = False,
     operator: OperatorVersion | None = None,
     operator_source: str = "",
+    operator_notes: tuple[str, ...] = (),
     min_support_months: int = 12,
 ) -> DriverPlan:
     """Plan the drivers of ``snapshot``'s GPU pools (see the module docstring). ``policy`` is
@@ -332,7 +333,10 @@ def plan_drivers(
         warnings.append(f"{ref}: requirement unreadable, left out of the plan: {error}")
 
     default_version, default_note = default_driver(decisions, op)
-    notes = plan_notes(objects, decisions, op, operator_source, default_note, replaced)
+    notes = [
+        *operator_notes,
+        *plan_notes(objects, decisions, op, operator_source, default_note, replaced),
+    ]
     return DriverPlan(
         decisions=tuple(decisions),
         demand=demand,

@@ -6,11 +6,11 @@ A thin shell over :func:`cudasched.operations.drivers.planning.plan_drivers`. ``
 stable contract (keys are only ever added): ``{"pools": [{"name", "nodes", "gpu", "arch", "os",
 "kernel", "currentDriver", "driverManager", "nodeGroup", "targetBranch", "targetVersion",
 "targetFloor", "kernelModuleType", "usePrecompiled", "lifecycle", "eol", "change", "action",
-"nvidiaDriver", "blocked", "gains", "loses", "why"}], "nvidiaDrivers": [...], "hostActions":
-[{"pool", "nodes", "action"}], "nodeLabels": {node: {key: value}}, "waves": [[node, ...]],
-"replaced": [{"name", "by", "why"}], "defaultDriver", "gpuOperatorVersion", "unservable":
-[{"workload", "why"}], "notes", "warnings", ...}``. ``-o yaml`` prints the NVIDIADriver objects
-with the plan as comments; ``-o script`` the runbook that rolls them out wave by wave
+"nvidiaDriver", "driverImage", "blocked", "gains", "loses", "why"}], "nvidiaDrivers": [...],
+"hostActions": [{"pool", "nodes", "action"}], "nodeLabels": {node: {key: value}}, "waves": [[node,
+...]], "replaced": [{"name", "by", "why"}], "defaultDriver", "gpuOperatorVersion", "unservable":
+[{"workload", "why"}], "notes", "warnings", ...}``. ``-o yaml`` prints the NVIDIADriver objects with
+the plan as comments; ``-o script`` the runbook that rolls them out wave by wave
 (:mod:`cudasched.operations.drivers.runbook`); ``-o table`` the impact per pool. Exit codes: 0 a
 plan was made (whether or not every workload has a home: see ``unservable``), 2 bad input.
 """

@@ -52,6 +52,7 @@ __all__ = [
     "board_minimum",
     "container_oses",
     "container_release",
+    "driver_change",
     "driver_manager",
     "gpu_problem",
     "image_os_tag",
@@ -116,6 +117,32 @@ def driver_manager(kb: KnowledgeBase, labels: Mapping[str, str]) -> Manager:
     if deploy is None:
         return Manager(DriverManager.OPERATOR, f"no {facts.deploy_label} label", assumed=True)
     return Manager(DriverManager.OPERATOR, evidence)
+
+
+def driver_change(
+    manager: Manager,
+    branch: int,
+    floor: DriverVersion,
+    newest: DriverVersion | None,
+    operator_text: str,
+) -> str:
+    """How a node's driver moves to ``branch`` (at least ``floor``; ``newest``: the branch's
+    newest known release), said the way its driver is installed: a managed node group moves to a
+    node image with that driver, a host-installed driver is installed on the hosts or their
+    image (no NVIDIADriver reaches them), and the GPU Operator's nodes take ``operator_text``.
+    ``plan-drivers`` (per pool) and the audit's fix for a workload no node can run (the nearest
+    node) both say it with this function."""
+    if manager.kind is DriverManager.OPERATOR:
+        return operator_text
+    what = f"an R{branch} driver >= {floor}" + (
+        f" (newest known: {newest})" if newest is not None else ""
+    )
+    if manager.kind is DriverManager.NODE_IMAGE:
+        return f"move {manager.provider} node group {manager.group} to a node image with {what}"
+    return (
+        f"install {what} on the hosts or their image ({manager.evidence}: the GPU Operator "
+        "does not install this driver)"
+    )
 
 
 # --------------------------------------------------------------------------- containers

@@ -14,10 +14,7 @@ from cudasched.compat.branches import (
     ModuleType,
     module_type,
 )
-from cudasched.compat.containers import (
-    DriverManager,
-    image_os_tag,
-)
+from cudasched.compat.containers import driver_change, image_os_tag
 from cudasched.operations.drivers.nvidiadriver import (
     DRIVER_IMAGE,
     DRIVER_REPOSITORY,
@@ -51,14 +48,8 @@ def host_action(d: PoolDecision) -> str:
     pool, opt = d.pool, d.chosen
     if opt is None or opt.keep:
         return f"keep driver {pool.current}" if pool.current else "nothing to do"
-    floor = d.floor or opt.release
-    what = f"an R{opt.branch} driver >= {floor} (newest known: {opt.release})"
-    if pool.manager.kind is DriverManager.NODE_IMAGE:
-        group = f"{pool.manager.provider} node group {pool.manager.group}"
-        return f"move {group} to a node image with {what}"
-    return (
-        f"install {what} on the hosts or their image ({pool.manager.evidence}: the GPU Operator "
-        "does not install this driver)"
+    return driver_change(
+        pool.manager, opt.branch, d.floor or opt.release, opt.release, f"install {opt.version}"
     )
 
 

@@ -802,3 +802,31 @@ def test_json_contract(kb: KnowledgeBase, images: ImageTable) -> None:
         }
         assert pool["change"] in ("upgrade", "downgrade", "keep")
     assert all(set(v) == {L.DRIVER_POOL} for v in doc["nodeLabels"].values())  # type: ignore[union-attr]
+
+
+def test_the_label_note_names_where_each_objects_nodes_come_from(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """Nodes created later lack the pool label unless it is declared where they come from: the
+    note names, per object, the Karpenter NodePool or the managed node group its nodes' labels
+    name, else the nodes."""
+    karpenter = {**OPERATOR_DRIVER, "karpenter.sh/nodepool": "gpu-a100"}
+    eks_ubuntu = {**OPERATOR_DRIVER, "eks.amazonaws.com/nodegroup": "l4-ubuntu"}
+    snapshot = cluster(
+        gpu_node("a100-1", "NVIDIA-A100-SXM4-80GB", "535.216.01", extra=karpenter),
+        gpu_node("l4-1", "NVIDIA-L4", "550.127.05", extra=eks_ubuntu),
+        gpu_node("t4-1", "Tesla-T4", "550.90.07", extra=OPERATOR_DRIVER),
+        runtime("vllm-13", "13.0"),
+    )
+    plan = plan_of(snapshot, kb, images)
+    by_node = {n: labels[L.DRIVER_POOL] for n, labels in plan.node_labels.items()}
+    [note] = [n for n in plan.notes if n.startswith(f"the pool label ({L.DRIVER_POOL})")]
+    where = note.split("--node-labels): ", 1)[1].split("; ")
+    assert sorted(where) == sorted(
+        [
+            f"{L.DRIVER_POOL}={by_node['a100-1']} on Karpenter NodePool gpu-a100",
+            f"{L.DRIVER_POOL}={by_node['l4-1']} on EKS node group l4-ubuntu",
+            f"{L.DRIVER_POOL}={by_node['t4-1']} on the node group or template of t4-1 (their "
+            "labels name none)",
+        ]
+    )

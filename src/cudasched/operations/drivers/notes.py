@@ -5,9 +5,9 @@ default object, replaced objects, host pools: :func:`plan_notes`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import date
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cudasched.compat.branches import (
     LEGACY_BRANCHES,
@@ -20,6 +20,7 @@ from cudasched.compat.containers import (
     operator_os_problem,
     scope_problem,
 )
+from cudasched.nodes.autoscaling import KARPENTER_NODEPOOL_LABEL
 from cudasched.operations.drivers.nvidiadriver import (
     DriverObject,
     Replacement,
@@ -31,12 +32,13 @@ from cudasched.operations.drivers.planoptions import (
     Option,
 )
 from cudasched.vocab import labels as L
+from cudasched.vocab.objects import labels_of, name_of
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.operator import OperatorVersion
 
-__all__ = ["plan_notes", "pool_warnings"]
+__all__ = ["label_homes", "plan_notes", "pool_warnings"]
 
 
 def pool_warnings(
@@ -129,7 +131,11 @@ def plan_notes(
     op_source: str,
     default_note: str | None,
     replaced: list[Replacement],
+    homes: Mapping[str, str] | None = None,
 ) -> list[str]:
+    """The plan's closing notes (module docstring); ``homes``: per object, where its nodes come
+    from (:func:`label_homes`)."""
+    homes = homes or {}
     notes: list[str] = []
     if objects:
         notes.append(
@@ -174,9 +180,12 @@ def plan_notes(
         )
         notes.append(
             f"the pool label ({L.DRIVER_POOL}) is set with kubectl label: nodes a node group or "
-            "autoscaler creates later do not have it; add it to the node group's template "
-            "(cudasched node-template --driver-pool NAME), the Karpenter NodePool's "
-            "spec.template.metadata.labels or the kubelet's --node-labels"
+            "autoscaler creates later do not have it; declare it where the nodes come from "
+            "(cudasched node-template --driver-pool NAME, the Karpenter NodePool's "
+            "spec.template.metadata.labels or the kubelet's --node-labels): "
+            + "; ".join(
+                f"{L.DRIVER_POOL}={o.name} on {homes.get(o.name, 'its nodes')}" for o in objects
+            )
         )
     if default_note is not None:
         notes.append(default_note)
@@ -193,3 +202,35 @@ def plan_notes(
             "no NVIDIADriver can change it; their actions are listed per pool"
         )
     return notes
+
+
+def label_homes(
+    objects: tuple[DriverObject, ...], nodes: Iterable[Mapping[str, Any]], kb: KnowledgeBase
+) -> dict[str, str]:
+    """Per object, where new nodes like its nodes come from, as far as their labels tell: a
+    Karpenter NodePool (``karpenter.sh/nodepool``), a cloud-managed node group (the EKS, GKE and
+    AKS labels of ``gpu-operator.yaml``); else the nodes themselves, named (the node group,
+    NodePool or kubelet flags that make them are not in the snapshot)."""
+    labels = {name_of(n): labels_of(n) for n in nodes}
+    groups = kb.operator.driver_manager.node_groups
+    out: dict[str, str] = {}
+    for obj in objects:
+        found: dict[str, None] = {}
+        unknown: list[str] = []
+        for node in obj.nodes:
+            mine = labels.get(node, {})
+            if mine.get(KARPENTER_NODEPOOL_LABEL):
+                found[f"Karpenter NodePool {mine[KARPENTER_NODEPOOL_LABEL]}"] = None
+                continue
+            group = next((g for g in groups if mine.get(g.label)), None)
+            if group is not None:
+                found[f"{group.provider} node group {mine[group.label]}"] = None
+            else:
+                unknown.append(node)
+        if unknown:
+            shown = ", ".join(unknown[:3]) + (
+                f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+            )
+            found[f"the node group or template of {shown} (their labels name none)"] = None
+        out[obj.name] = " and ".join(found) or "its nodes"
+    return out

@@ -39,7 +39,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from cudasched.operations.drivers.demand import cluster_demand
-from cudasched.operations.drivers.notes import plan_notes, pool_warnings
+from cudasched.operations.drivers.notes import label_homes, plan_notes, pool_warnings
 from cudasched.operations.drivers.nvidiadriver import (
     immutable_renames,
     nvidia_driver,
@@ -335,7 +335,15 @@ def plan_drivers(
     default_version, default_note = default_driver(decisions, op)
     notes = [
         *operator_notes,
-        *plan_notes(objects, decisions, op, operator_source, default_note, replaced),
+        *plan_notes(
+            objects,
+            decisions,
+            op,
+            operator_source,
+            default_note,
+            replaced,
+            label_homes(objects, snapshot.nodes, kb),
+        ),
     ]
     return DriverPlan(
         decisions=tuple(decisions),

@@ -34,7 +34,7 @@ from cudasched.vocab.kinds import (
     SERVING_RUNTIME,
 )
 from cudasched.webhook.review import creation_review
-from tests.support.gpu_operator import cluster_policy, nvidiadriver_crd
+from tests.support.gpu_operator import CRD_SPEC_PROPERTIES, cluster_policy, nvidiadriver_crd
 from tests.support.kube_api import ClusterApi, forbidden, write_kubeconfig
 from tests.support.outputs import without_source
 
@@ -463,11 +463,18 @@ async def test_plan_drivers_reads_the_gpu_operator_release_from_the_live_cluster
     )
     specs = [d["spec"] for d in plan["nvidiaDrivers"]]
     assert specs and not [s for s in specs if "default" in s or "upgradePolicy" in s]
+    # `snapshot --live` keeps what the release read needs, so its dump plans the same.
+    snap = await invoke_async("snapshot", "--kubeconfig", kubeconfig)
+    assert snap.exit_code == 0, snap.output
     dump = tmp_path / "cluster.yaml"
-    dump.write_text(
-        yaml.safe_dump(
-            {"apiVersion": "v1", "kind": "List", "items": [*SAMPLE.objects(), *operator]}
-        )
+    dump.write_text(snap.stdout)
+    kept = [o for o in yaml.safe_load(snap.stdout)["items"] if o["kind"] in (
+        "ClusterPolicy", "CustomResourceDefinition")]  # fmt: skip
+    assert [o["kind"] for o in kept] == ["ClusterPolicy", "CustomResourceDefinition"]
+    assert "spec" not in kept[0]  # the ClusterPolicy: name, labels and state only
+    [version] = kept[1]["spec"]["versions"]
+    assert set(version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]) == set(
+        CRD_SPEC_PROPERTIES["v25.10.1"]
     )
     from_file = await invoke_async("plan-drivers", "-o", "json", "--cluster", str(dump))
     assert without_source(live.stdout) == without_source(from_file.stdout)

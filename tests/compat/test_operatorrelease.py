@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cudasched.compat.operatorrelease import crd_release, operator_of_cluster
+from cudasched.compat.operatorrelease import crd_release, operator_of_cluster, reduced
 from cudasched.knowledge import KnowledgeBase
 from tests.support.gpu_operator import CRD_SPEC_PROPERTIES, cluster_policy, nvidiadriver_crd
 
@@ -131,3 +131,14 @@ def test_other_crds_and_unserved_versions_are_ignored(kb: KnowledgeBase) -> None
     unserved = nvidiadriver_crd("v26.7.0")
     unserved["spec"]["versions"][0]["served"] = False
     assert operator_of_cluster(kb, [unserved]) is None
+
+
+@pytest.mark.parametrize("release", sorted(CRD_SPEC_PROPERTIES))
+def test_reduced_objects_read_the_same(kb: KnowledgeBase, release: str) -> None:
+    """What a live read keeps and a snapshot writes (reduced) answers as the full objects do."""
+    full = [cluster_policy(release), nvidiadriver_crd(release)]
+    small = [reduced(o) for o in full]
+    assert operator_of_cluster(kb, small) == operator_of_cluster(kb, full)
+    assert crd_release(kb, small[1:]) == crd_release(kb, full[1:])
+    assert "spec" not in small[0] and small[0]["status"] == {"state": "ready"}
+    assert reduced(small[1]) == small[1]  # reducing twice changes nothing

@@ -41,6 +41,7 @@ __all__ = [
     "crd_release",
     "operator_from_objects",
     "operator_of_cluster",
+    "reduced",
 ]
 
 CLUSTER_POLICY_KIND = "ClusterPolicy"
@@ -156,6 +157,58 @@ def crd_release(
             marks = ", ".join(f"spec.{m}" for m in sorted(version.crd_marks))
             return version, f"the {name} CRD's schema ({marks or 'none of the later fields'})"
     return None
+
+
+def reduced(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A ClusterPolicy or CRD cut to what :func:`operator_of_cluster` reads (what a live read
+    keeps and ``cudasched snapshot`` writes): a ClusterPolicy's name, labels and state; a CRD's
+    name, group, names, scope and, per version, whether it is served and the names of its spec
+    properties (their schemas emptied). Any other object is returned as it is."""
+    kind, meta = _kind(obj), _meta(obj)
+    head = {"apiVersion": obj.get("apiVersion"), "kind": kind}
+    if kind == CLUSTER_POLICY_KIND:
+        status = obj.get("status")
+        state = status.get("state") if isinstance(status, Mapping) else None
+        out: dict[str, Any] = {
+            **head,
+            "metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},
+        }
+        if state is not None:
+            out["status"] = {"state": state}
+        return out
+    if kind != CRD_KIND:
+        return dict(obj)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    versions = []
+    for version in spec.get("versions") or ():
+        if not isinstance(version, Mapping):
+            continue
+        props = sorted(_spec_properties({"spec": {"versions": [{**version, "served": True}]}}))
+        versions.append(
+            {
+                "name": version.get("name"),
+                "served": version.get("served", True),
+                "storage": version.get("storage", False),
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "properties": {p: {} for p in props}}
+                        },
+                    }
+                },
+            }
+        )
+    return {
+        **head,
+        "metadata": {"name": meta.get("name")},
+        "spec": {
+            "group": spec.get("group"),
+            "names": dict(spec.get("names") or {}),
+            "scope": spec.get("scope"),
+            "versions": versions,
+        },
+    }
 
 
 def operator_from_objects(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cudasched.cluster.snapshot import KubeObject
+from cudasched.compat.operatorrelease import reduced
 from cudasched.kube.client import DEFAULT_TIMEOUT_SECONDS, load_config, make_client
 from cudasched.kube.live import ApiServer, request_failure
 from cudasched.kube.reflector import plain_object, status_code
@@ -28,7 +29,8 @@ __all__ = ["GpuOperatorObjects", "read_gpu_operator", "read_live_gpu_operator"]
 @dataclass(frozen=True, slots=True)
 class GpuOperatorObjects:
     """The ClusterPolicies and the NVIDIADriver CRD as read (``kind``/``apiVersion`` filled
-    in), and one line per thing that could not be read."""
+    in, cut to what the release read needs: :func:`cudasched.compat.operatorrelease.reduced`),
+    and one line per thing that could not be read."""
 
     objects: tuple[KubeObject, ...] = ()
     unread: tuple[str, ...] = ()
@@ -40,7 +42,8 @@ def _resource_name(kind: Kind, name: str | None = None) -> str:
 
 
 def _typed(kind: Kind, obj: Any) -> KubeObject:
-    return {"apiVersion": kind.api_version, "kind": kind.kind, **plain_object(obj)}
+    """A list item or fetched object with its kind, cut to what the release read needs."""
+    return reduced({"apiVersion": kind.api_version, "kind": kind.kind, **plain_object(obj)})
 
 
 async def read_gpu_operator(

@@ -54,6 +54,44 @@ def test_plan_drivers_objects_apply_strictly(
         plane.kubectl("delete", "-f", str(path), "--ignore-not-found", check=False)
 
 
+def test_plan_drivers_reads_the_operator_release_from_the_cluster(
+    plane: ControlPlane, api: Api
+) -> None:
+    """Through the real API server: without a ClusterPolicy the NVIDIADriver CRD's schema
+    (spec.default and spec.upgradePolicy: v26.7) tells the release; a ClusterPolicy labelled
+    by the v25.10.1 chart wins, and the objects are written for 25.10."""
+    import json
+
+    plan = json.loads(_cudasched(plane, "plan-drivers", "--live", "-o", "json"))
+    assert plan["gpuOperatorVersion"] == "26.7"
+    assert any("read from the nvidiadrivers.nvidia.com CRD's schema" in n for n in plan["notes"])
+    policy = {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {
+            "name": "cluster-policy",
+            "labels": {
+                "app.kubernetes.io/name": "gpu-operator",
+                "app.kubernetes.io/version": "v25.10.1",
+                "helm.sh/chart": "gpu-operator-v25.10.1",
+            },
+        },
+        "spec": {"driver": {"useNvidiaDriverCRD": True}},
+    }
+    api.create(policy)
+    try:
+        plan = json.loads(_cudasched(plane, "plan-drivers", "--live", "-o", "json"))
+        assert plan["gpuOperatorVersion"] == "25.10"
+        specs = [d["spec"] for d in plan["nvidiaDrivers"]]
+        assert specs and not [s for s in specs if "upgradePolicy" in s or "default" in s]
+        assert any(
+            "ClusterPolicy cluster-policy label app.kubernetes.io/version=v25.10.1" in n
+            for n in plan["notes"]
+        )
+    finally:
+        plane.kubectl("delete", "clusterpolicies.nvidia.com", "cluster-policy", check=False)
+
+
 def test_nvidiadriver_crd_refuses_what_the_operator_refuses(api: Api) -> None:
     bad = {
         "apiVersion": "nvidia.com/v1alpha1",

@@ -141,3 +141,61 @@ def test_dra_claim_templates_are_created(plane: ControlPlane, api: Api, args: li
             f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaimtemplates/"
             f"{template['metadata']['name']}"
         )
+
+
+def test_the_runbook_drains_pods_whose_gpus_come_only_from_dra_claims(
+    plane: ControlPlane, api: Api, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The runbook's gpu_pods, run by bash with the pinned kubectl against the real API server:
+    a pod whose only GPU is a ResourceClaim allocated by NVIDIA's DRA driver is drained with the
+    device-plugin pod; a CPU pod and a pod holding another driver's claim are not."""
+    api.ensure_namespace(NS)
+    node = next(iter(api.list("/api/v1/nodes", limit=1)))["metadata"]["name"]
+    claims = f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims"
+
+    def claim(name: str, driver: str, device_class: str) -> None:
+        created = api.call("POST", claims, body={
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"devices": {"requests": [
+                {"name": "dev", "exactly": {"deviceClassName": device_class}}]}},
+        })  # fmt: skip
+        created["status"] = {"allocation": {"devices": {"results": [
+            {"request": "dev", "driver": driver, "pool": node, "device": "dev-0"}]}}}  # fmt: skip
+        api.call("PUT", f"{claims}/{name}/status", body=created)
+
+    def pod(name: str, **spec: object) -> None:
+        container: dict[str, object] = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
+        if "limits" in spec:
+            container["resources"] = {"limits": spec.pop("limits")}
+        if "claim" in spec:
+            container["resources"] = {"claims": [{"name": "dev"}]}
+            spec["resourceClaims"] = [{"name": "dev", "resourceClaimName": spec.pop("claim")}]
+        api.create({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
+            "spec": {"nodeName": node, "containers": [container], **spec},
+        })  # fmt: skip
+
+    try:
+        claim("e2e-gpu-claim", "gpu.nvidia.com", "gpu.nvidia.com")
+        claim("e2e-nic-claim", "rdma.example.com", "rdma.example.com")
+        pod("e2e-dra-gpu", claim="e2e-gpu-claim")
+        pod("e2e-dra-nic", claim="e2e-nic-claim")
+        pod("e2e-plugin-gpu", limits={"nvidia.com/gpu": "1"})
+        pod("e2e-cpu", limits={"cpu": "100m"})
+        script = _cudasched(plane, "plan-drivers", "--live", "-o", "script")
+        helpers = script.split("\n# Preflight", 1)[0].split('\nsay "no pool', 1)[0]
+        path = tmp_path_factory.mktemp("runbook") / "helpers.sh"
+        path.write_text(helpers + "\n")
+        done = subprocess.run(
+            ["bash", "-c", f'source "{path}"; gpu_pods "$0"', node],
+            capture_output=True, text=True, env=plane.env(), timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        mine = sorted(line for line in done.stdout.split() if line.startswith(f"{NS}/"))
+        assert mine == [f"{NS}/e2e-dra-gpu", f"{NS}/e2e-plugin-gpu"]
+    finally:
+        for name in ("e2e-dra-gpu", "e2e-dra-nic", "e2e-plugin-gpu", "e2e-cpu"):
+            api.delete(f"/api/v1/namespaces/{NS}/pods/{name}?gracePeriodSeconds=0")
+        for name in ("e2e-gpu-claim", "e2e-nic-claim"):
+            api.delete(f"{claims}/{name}")

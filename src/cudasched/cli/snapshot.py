@@ -38,8 +38,8 @@ def snapshot_cmd(
 ) -> None:
     """Write the cluster (a file, the live cluster with --live, or the bundled sample) as one
     kubectl List on stdout: nodes, pods, InferenceServices, (Cluster)ServingRuntimes,
-    LLMInferenceServices, NVIDIADrivers (with --live also the GPU Operator's ClusterPolicies
-    and NVIDIADriver CRD, cut to what plan-drivers reads). No Secrets; pods reduced to the
+    LLMInferenceServices, NVIDIADrivers. With --live also the GPU Operator's ClusterPolicies
+    and NVIDIADriver CRD, cut to what plan-drivers reads. No Secrets; pods reduced to the
     fields cudasched reads. -n and -l keep only the objects in scope (nodes stay under -n), as
     kubectl get would.
     Example: cudasched snapshot --live > cluster.yaml"""

@@ -795,12 +795,23 @@ def test_json_contract(kb: KnowledgeBase, images: ImageTable) -> None:
             "change",
             "action",
             "nvidiaDriver",
+            "driverImage",
             "blocked",
             "gains",
             "loses",
             "why",
         }
         assert pool["change"] in ("upgrade", "downgrade", "keep")
+    # Every pool an object drives names the image the operator pulls for it, and only those.
+    images_named = [
+        (p["driverImage"], p["targetVersion"] or p["currentDriver"], p["os"])
+        for p in pools  # type: ignore[union-attr]
+        if p["nvidiaDriver"] is not None
+    ]
+    assert images_named and all(
+        image == f"nvcr.io/nvidia/driver:{version}-{os}" for image, version, os in images_named
+    ), images_named
+    assert all(p["driverImage"] is None for p in pools if p["nvidiaDriver"] is None)  # type: ignore[union-attr]
     assert all(set(v) == {L.DRIVER_POOL} for v in doc["nodeLabels"].values())  # type: ignore[union-attr]
 
 

@@ -166,10 +166,16 @@ def test_the_image_os_tag_each_operator_release_forms(
         # rhel9.5 was pushed until 2025-10-15: the newest R580 out by then.
         (580, "rhel9.5", "26.3", TODAY, "580.95.05"),
         # rhel9.2 tags stopped on 2024-10-23 and never held R580; R535 up to what was out then.
-        (580, "rhel9.2", "26.3", TODAY, "no R580 driver container tagged rhel9.2 (only R535"),
+        (580, "rhel9.2", "26.3", TODAY, "stopped pushing rhel9.2 driver containers on 2024-10-23"),
         (535, "rhel9.2", "25.10", TODAY, "535.216.01"),
         # A minor version NVIDIA never tagged.
-        (580, "rhel9.9", "26.3", TODAY, "NVIDIA publishes no rhel9.9 tag (it does rhel9.0"),
+        (
+            580,
+            "rhel9.9",
+            "26.3",
+            TODAY,
+            "no rhel9.9 driver containers: move the nodes to rhel9.4 or",
+        ),
         # rhel9.7 started on 2025-12-02, after NVIDIA stopped building R550.
         (550, "rhel9.7", "26.3", TODAY, "no R550 driver container tagged rhel9.7"),
         (580, "rhel9.7", "26.3", date(2025, 11, 1), "no rhel9.7 driver containers before"),

@@ -307,7 +307,7 @@ def test_operator_pools_on_supported_oses_get_published_containers(
         ("26.7", "9.2", "nvcr.io/nvidia/driver:580.178.04-rhel9", None),
         ("26.3", "9.4", "nvcr.io/nvidia/driver:580.178.04-rhel9.4", None),
         ("25.10", "9.6", "nvcr.io/nvidia/driver:580.178.04-rhel9.6", None),
-        ("26.3", "9.2", None, "no R580 driver container tagged rhel9.2"),
+        ("26.3", "9.2", None, "stopped pushing rhel9.2 driver containers on 2024-10-23"),
     ],
 )
 def test_rhel_pools_name_the_image_tag_their_operator_release_pulls(

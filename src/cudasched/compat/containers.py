@@ -186,15 +186,8 @@ def container_release(
         return "the OS is not known (no NFD system-os_release labels), and driver images are per OS"
     tag = image_os_tag(os, operator)
     found_row = kb.operator.os_row(tag)
-    if found_row is None and tag != str(os) and operator is not None:
-        minors = [m.tag for r in kb.operator.containers.values() for m in r.minor_tags]
-        same = [m for m in minors if m.startswith(str(os) + ".")]
-        return (
-            f"GPU Operator {operator.version} pulls driver:<version>-{tag} for these nodes, and "
-            f"NVIDIA publishes no {tag} tag (it does {', '.join(same) or 'none'} for {os}): "
-            "move the nodes to one of those releases, or use a GPU Operator that tags "
-            f"{os} images with the major version (v26.7 and newer)"
-        )
+    if found_row is None and tag != str(os) and operator is not None and not isinstance(os, str):
+        return _no_minor_tag(kb, os, tag, operator, as_of)
     if found_row is None:
         known = ", ".join(kb.operator.containers)
         return f"NVIDIA publishes no driver containers for {tag} (it does for {known})"
@@ -221,6 +214,30 @@ def container_release(
     return found.version
 
 
+def _no_minor_tag(
+    kb: KnowledgeBase, os: OsTag, tag: str, operator: OperatorVersion, as_of: date | None
+) -> str:
+    """Why a minor-version tag the operator release pulls (``rhel9.9``) has no container, and
+    the ways out: a minor release NVIDIA still pushes, or an operator release that tags the
+    major version."""
+    pushed = [
+        m.tag
+        for row in kb.operator.containers.values()
+        for m in row.minor_tags
+        if m.tag.startswith(f"{os}.")
+        and (m.until is None or (as_of is not None and date.fromisoformat(m.until) >= as_of))
+    ]
+    major = [v for v in kb.operator.versions if v.image_os_tag(os.id, os.full_version) == str(os)]
+    since = f"v{min(major, key=lambda v: v.key).version} and newer" if major else None
+    ways = [f"move the nodes to {' or '.join(pushed)}"] if pushed else []
+    if since is not None:
+        ways.append(f"use a GPU Operator that tags {os} images with the major version ({since})")
+    return (
+        f"GPU Operator {operator.version} pulls driver:<version>-{tag} for these nodes, and "
+        f"NVIDIA publishes no {tag} driver containers" + (f": {', or '.join(ways)}" if ways else "")
+    )
+
+
 def _minor_release(
     kb: KnowledgeBase,
     branch: int,
@@ -237,9 +254,15 @@ def _minor_release(
         return f"{who}NVIDIA pushed no {tag} driver containers before {minor.since}"
     if branch not in minor.branches:
         others = ", ".join(f"R{b}" for b in minor.branches)
+        if minor.until is not None:
+            return (
+                f"{who}NVIDIA stopped pushing {tag} driver containers on {minor.until} (only "
+                f"{others}), none for R{branch}"
+            )
         return f"{who}NVIDIA publishes no R{branch} driver container tagged {tag} (only {others})"
     until = date.fromisoformat(minor.until) if minor.until is not None else None
-    when = min(d for d in (as_of, until) if d is not None) if as_of or until else None
+    dates = [d for d in (as_of, until) if d is not None]
+    when = min(dates) if dates else None
     found = kb.drivers.release_on(branch, when, at_most=last)
     if found is None:
         return f"{who}no R{branch} driver container tagged {tag} was published by {when}"

@@ -185,7 +185,7 @@ def test_gpu_pods_include_those_with_gpus_only_from_dra_claims() -> None:
     ResourceClaims shaped as the API server returns them: pods with a limit under nvidia.com/
     (containers or init containers) and pods whose claim NVIDIA's DRA driver was allocated, or
     that asks for its device class, are drained; a claim of another driver, or of the same name
-    in another namespace, is not NVIDIA's."""
+    in another namespace, is not NVIDIA's; a pod that ended holds no GPU."""
     claims = [
         _claim("llm-0-gpu-x7k2p", driver="gpu.nvidia.com", request=_GPU_CLASS),
         _claim("shared-gpu", driver="gpu.nvidia.com",
@@ -209,6 +209,8 @@ def test_gpu_pods_include_those_with_gpus_only_from_dra_claims() -> None:
         _pod("dra-nic", resourceClaims=[{"name": "nic", "resourceClaimName": "nic-0"}]),
         _pod("other-ns", ns="team-vision",
              resourceClaims=[{"name": "gpu", "resourceClaimName": "shared-gpu"}]),
+        _pod("job-done", containers=[{"name": "m", "image": "x", "resources": limits}],
+             status={"phase": "Succeeded"}),
         _pod("cpu-only", containers=[{"name": "m", "image": "x",
                                       "resources": {"limits": {"cpu": "2"}}}]),
     ]  # fmt: skip

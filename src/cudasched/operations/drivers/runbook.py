@@ -123,7 +123,8 @@ gpus_allocatable() {  # node -> "yes" once nvidia.com/gpu is allocatable
 #: with a container or init-container limit under ``nvidia.com/``, or with a claim in their
 #: namespace (``spec.resourceClaims[].resourceClaimName``, or the claim made from a template,
 #: ``status.resourceClaimStatuses[].resourceClaimName``) that NVIDIA's driver was allocated
-#: (``status.allocation.devices.results[].driver``) or that requests its device class.
+#: (``status.allocation.devices.results[].driver``) or that requests its device class. Pods that
+#: ended (``Succeeded``, ``Failed``) hold no GPU and are left alone.
 GPU_PODS_JQ = r"""
 [ ($claims.items // [])[]
   | select(
@@ -133,6 +134,7 @@ GPU_PODS_JQ = r"""
              . == $class))
   | "\(.metadata.namespace)/\(.metadata.name)" ] as $gpu_claims
 | .items[]
+| select(.status.phase != "Succeeded" and .status.phase != "Failed")
 | .metadata.namespace as $ns
 | select(
     any((.spec.containers[]?, .spec.initContainers[]?) | (.resources.limits // {}) | keys[];

@@ -51,6 +51,7 @@ def test_crds_are_structural_and_name_what_cudasched_reads() -> None:
         "clusterservingruntimes.serving.kserve.io",
         "llminferenceservices.serving.kserve.io",
         "nvidiadrivers.nvidia.com",
+        "clusterpolicies.nvidia.com",
     }
     assert crds["nvidiadrivers.nvidia.com"]["spec"]["scope"] == "Cluster"
     llm = crds["llminferenceservices.serving.kserve.io"]["spec"]["versions"]

@@ -1,8 +1,9 @@
 """The CustomResourceDefinitions cudasched reads, written by this project for its tests.
 
 KServe's ``InferenceService`` (v1beta1), ``ServingRuntime`` and ``ClusterServingRuntime``
-(v1alpha1), ``LLMInferenceService`` (v1alpha1 and v1alpha2, storage v1alpha2) and the GPU
-Operator's ``NVIDIADriver`` (v1alpha1, cluster-scoped). Sources read, then written here in this
+(v1alpha1), ``LLMInferenceService`` (v1alpha1 and v1alpha2, storage v1alpha2) and the GPU Operator's
+``NVIDIADriver`` (v1alpha1, cluster-scoped) and ``ClusterPolicy`` (v1, cluster-scoped;
+``plan-drivers`` reads the release from its Helm labels). Sources read, then written here in this
 project's own shape (names, groups, scopes, versions and field names are the facts kept):
 
 * kserve/kserve ``config/crd/minimal/serving.kserve.io_{inferenceservices,servingruntimes,
@@ -504,7 +505,7 @@ def _runtime_crd(kind: str, plural: str, scope: str, crd_file: str, age: JSON) -
 
 
 def all_crds() -> list[JSON]:
-    """The five CRDs, fresh dicts each call."""
+    """The six CRDs, fresh dicts each call."""
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     return [
         _crd(
@@ -565,6 +566,18 @@ def all_crds() -> list[JSON]:
             spec=_NVIDIADRIVER_SPEC,
             short=["nvd", "nvdriver", "nvdrivers"],
             source="NVIDIA/gpu-operator config/crd/bases/nvidia.com_nvidiadrivers.yaml@04744073",
+            columns=[{"name": "Status", "type": "string", "jsonPath": ".status.state"}, age],
+        ),
+        _crd(
+            "nvidia.com",
+            "ClusterPolicy",
+            "clusterpolicies",
+            scope="Cluster",
+            versions=[("v1", True)],
+            spec=_OPAQUE,
+            source="NVIDIA/gpu-operator deployments/gpu-operator/crds/nvidia.com_clusterpolicies"
+            ".yaml@v26.7.0 (group, names, scope, v1, status subresource; cudasched reads only "
+            "the object's labels, so spec keeps its unknown fields)",
             columns=[{"name": "Status", "type": "string", "jsonPath": ".status.state"}, age],
         ),
     ]

@@ -55,6 +55,7 @@ _RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("serving.kserve.io/v1alpha1", "LLMInferenceService"): ("llminferenceservices", True),
     ("serving.kserve.io/v1alpha2", "LLMInferenceService"): ("llminferenceservices", True),
     ("nvidia.com/v1alpha1", "NVIDIADriver"): ("nvidiadrivers", False),
+    ("nvidia.com/v1", "ClusterPolicy"): ("clusterpolicies", False),
     ("resource.k8s.io/v1", "ResourceClaimTemplate"): ("resourceclaimtemplates", True),
     ("resource.k8s.io/v1", "DeviceClass"): ("deviceclasses", False),
 }

@@ -23,6 +23,7 @@ from cudasched.cli import app
 from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster
 from cudasched.cluster.snapshot import bundled_snapshot, load_snapshot
 from cudasched.vocab.kinds import (
+    CLUSTER_POLICY,
     CLUSTER_SERVING_RUNTIME,
     INFERENCE_SERVICE,
     KARPENTER_NODE_POOL,
@@ -33,6 +34,7 @@ from cudasched.vocab.kinds import (
     SERVING_RUNTIME,
 )
 from cudasched.webhook.review import creation_review
+from tests.support.gpu_operator import CRD_SPEC_PROPERTIES, cluster_policy, nvidiadriver_crd
 from tests.support.kube_api import ClusterApi, forbidden, write_kubeconfig
 from tests.support.outputs import without_source
 
@@ -437,3 +439,62 @@ def test_the_readme_clusterrole_grants_what_a_live_read_asks_for() -> None:
     needed |= {(k.group, k.plural, "get") for k in CONTROLLERS}
     assert needed <= granted
     assert not any(r == "secrets" for _, r, _ in granted)
+
+
+# --------------------------------------------------------------------------- GPU Operator release
+
+
+async def test_plan_drivers_reads_the_gpu_operator_release_from_the_live_cluster(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str, tmp_path: Path
+) -> None:
+    """The ClusterPolicy's Helm label says v25.10.1: the objects are written for 25.10 (no
+    spec.default, no upgradePolicy), as from a dump holding the same objects; an explicit
+    --gpu-operator-version wins."""
+    operator = [cluster_policy("v25.10.1"), nvidiadriver_crd("v25.10.1")]
+    ClusterApi.start(kmock, [*SAMPLE.objects(), *operator])
+    live = await invoke_async("plan-drivers", "-o", "json", "--kubeconfig", kubeconfig)
+    assert live.exit_code == 0 and live.stderr == "", live.output
+    plan = json.loads(live.stdout)
+    assert plan["gpuOperatorVersion"] == "25.10"
+    [written] = [n for n in plan["notes"] if n.startswith("NVIDIADriver objects written for")]
+    assert written.startswith(
+        "NVIDIADriver objects written for GPU Operator 25.10 (read from the cluster's "
+        "ClusterPolicy cluster-policy label app.kubernetes.io/version=v25.10.1)"
+    )
+    specs = [d["spec"] for d in plan["nvidiaDrivers"]]
+    assert specs and not [s for s in specs if "default" in s or "upgradePolicy" in s]
+    # `snapshot --live` keeps what the release read needs, so its dump plans the same.
+    snap = await invoke_async("snapshot", "--kubeconfig", kubeconfig)
+    assert snap.exit_code == 0, snap.output
+    dump = tmp_path / "cluster.yaml"
+    dump.write_text(snap.stdout)
+    kept = [o for o in yaml.safe_load(snap.stdout)["items"] if o["kind"] in (
+        "ClusterPolicy", "CustomResourceDefinition")]  # fmt: skip
+    assert [o["kind"] for o in kept] == ["ClusterPolicy", "CustomResourceDefinition"]
+    assert "spec" not in kept[0]  # the ClusterPolicy: name, labels and state only
+    [version] = kept[1]["spec"]["versions"]
+    assert set(version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]) == set(
+        CRD_SPEC_PROPERTIES["v25.10.1"]
+    )
+    from_file = await invoke_async("plan-drivers", "-o", "json", "--cluster", str(dump))
+    assert without_source(live.stdout) == without_source(from_file.stdout)
+    explicit = await invoke_async(
+        "plan-drivers", "-o", "json", "--kubeconfig", kubeconfig, "--gpu-operator-version", "26.7"
+    )
+    assert json.loads(explicit.stdout)["gpuOperatorVersion"] == "26.7"
+
+
+async def test_plan_drivers_says_what_it_may_not_read_and_plans_for_the_newest(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+) -> None:
+    api = ClusterApi.start(kmock, [*SAMPLE.objects(), cluster_policy("v25.10.1")])
+    api.fail(CLUSTER_POLICY, 403, forbidden(CLUSTER_POLICY, user="alice"))
+    live = await invoke_async("plan-drivers", "-o", "json", "--kubeconfig", kubeconfig)
+    assert live.exit_code == 0, live.output
+    assert live.stderr.splitlines() == [
+        "cudasched: note: not allowed to list clusterpolicies.nvidia.com: the GPU Operator "
+        "release is read from what remains"
+    ]
+    plan = json.loads(live.stdout)
+    assert plan["gpuOperatorVersion"] == "26.7"
+    assert any("the newest release cudasched knows" in n for n in plan["notes"])

@@ -18,6 +18,7 @@ from cudasched.compat.containers import (
     container_oses,
     container_release,
     driver_manager,
+    image_os_tag,
     install_option,
     known_os,
     operator_version,
@@ -122,6 +123,68 @@ def test_which_driver_containers_nvidia_publishes(
     kb: KnowledgeBase, branch: int, os: str | None, when: date, answer: str
 ) -> None:
     found = container_release(kb, branch, os, when)
+    if "." in answer and " " not in answer:
+        assert str(found) == answer
+    else:
+        assert isinstance(found, str) and answer in found, found
+
+
+@pytest.mark.parametrize(
+    ("operator", "os", "tag"),
+    [
+        # NVIDIA/gpu-operator internal/state/nodepool.go getOSTag at v26.7.0: ol, rocky, rhel
+        # use the major version; at v26.3.3 rocky, and rhel from 10; before: ID + VERSION_ID.
+        ("26.7", "rhel9.4", "rhel9"),
+        ("26.7", "rhel8.10", "rhel8"),
+        ("26.7", "rocky9.7", "rocky9"),
+        ("26.3", "rhel9.4", "rhel9.4"),
+        ("26.3", "rhel10.1", "rhel10"),
+        ("26.3", "rocky9.7", "rocky9"),
+        ("25.10", "rhel9.4", "rhel9.4"),
+        ("25.10", "rhel10.1", "rhel10.1"),
+        ("24.9", "rhel8.10", "rhel8.10"),
+        ("24.9", "ubuntu22.04", "ubuntu22.04"),
+    ],
+)
+def test_the_image_os_tag_each_operator_release_forms(
+    kb: KnowledgeBase, operator: str, os: str, tag: str
+) -> None:
+    assert image_os_tag(parse_os_tag(os), operator_version(kb, operator)) == tag
+
+
+@pytest.mark.parametrize(
+    ("branch", "os", "operator", "when", "answer"),
+    [
+        # v26.7 pulls -rhel9 whatever the minor version.
+        (580, "rhel9.2", "26.7", TODAY, "580.178.04"),
+        # v26.3 pulls -rhel9.4: NVIDIA pushes the rhel9 image again under it (since 2025-04-18).
+        (580, "rhel9.4", "26.3", TODAY, "580.178.04"),
+        (595, "rhel9.6", "25.10", TODAY, "595.91.07"),
+        (580, "rhel8.10", "25.10", TODAY, "580.178.04"),
+        # rhel9.5 was pushed until 2025-10-15: the newest R580 out by then.
+        (580, "rhel9.5", "26.3", TODAY, "580.95.05"),
+        # rhel9.2 tags stopped on 2024-10-23 and never held R580; R535 up to what was out then.
+        (580, "rhel9.2", "26.3", TODAY, "stopped pushing rhel9.2 driver containers on 2024-10-23"),
+        (535, "rhel9.2", "25.10", TODAY, "535.216.01"),
+        # A minor version NVIDIA never tagged.
+        (
+            580,
+            "rhel9.9",
+            "26.3",
+            TODAY,
+            "no rhel9.9 driver containers: move the nodes to rhel9.4 or",
+        ),
+        # rhel9.7 started on 2025-12-02, after NVIDIA stopped building R550.
+        (550, "rhel9.7", "26.3", TODAY, "no R550 driver container tagged rhel9.7"),
+        (580, "rhel9.7", "26.3", date(2025, 11, 1), "no rhel9.7 driver containers before"),
+        # v26.3 tags RHEL 10 with the major version only.
+        (580, "rhel10.1", "26.3", TODAY, "580.178.04"),
+    ],
+)
+def test_rhel_containers_under_the_tag_the_operator_pulls(
+    kb: KnowledgeBase, branch: int, os: str, operator: str, when: date, answer: str
+) -> None:
+    found = container_release(kb, branch, parse_os_tag(os), when, operator_version(kb, operator))
     if "." in answer and " " not in answer:
         assert str(found) == answer
     else:

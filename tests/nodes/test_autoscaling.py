@@ -33,6 +33,7 @@ from cudasched.nodes.autoscaling import (
     NodePoolOptions,
     Provider,
     aws_tags,
+    azure_tag_name,
     azure_tags,
     karpenter_nodepool,
     kubelet_flag,
@@ -527,3 +528,22 @@ def test_cli_capi_declares_the_capacity_to_scale_from_zero() -> None:
     assert "cudasched.io/driver-pool=b200-x" in annotations[prefix + "labels"]
     bare = CliRunner().invoke(app, args)
     assert bare.exit_code == 0 and "give --cpu and --memory" in bare.stderr
+
+
+def test_the_driver_pool_label_is_declared_everywhere_a_node_gets_labels(
+    kb: KnowledgeBase,
+) -> None:
+    """plan-drivers selects a pool's nodes by cudasched.io/driver-pool: node-template puts it into
+    every declaration, so nodes a group creates later carry it from their first boot."""
+    doc = node_template("NVIDIA-L4", "580.95.05", kb, driver_pool="l4-ubuntu22.04-r580")
+    assert doc["labels"]["cudasched.io/driver-pool"] == "l4-ubuntu22.04-r580"
+    found = doc["declarations"]
+    aws = found["aws"]["tags"]
+    assert aws[AWS_LABEL_TAG_PREFIX + "cudasched.io/driver-pool"] == "l4-ubuntu22.04-r580"
+    azure = found["azure"]["tags"]
+    assert azure[azure_tag_name("cudasched.io/driver-pool")] == "l4-ubuntu22.04-r580"
+    capi = found["capi"]["annotations"][CAPI_LABELS_ANNOTATION].split(",")
+    assert "cudasched.io/driver-pool=l4-ubuntu22.04-r580" in capi
+    labels = found["karpenter"]["spec"]["template"]["metadata"]["labels"]
+    assert labels["cudasched.io/driver-pool"] == "l4-ubuntu22.04-r580"
+    assert "cudasched.io/driver-pool=l4-ubuntu22.04-r580" in found["kubelet"]

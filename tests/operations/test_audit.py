@@ -22,7 +22,7 @@ from cudasched.operations.audit import CODES, AuditReport, Severity, audit
 from cudasched.operations.audit.findings import Finding
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import parse_cuda
-from tests.support import builders
+from tests.support import builders, planning_cluster
 
 DATA = Path(__file__).parents[1] / "data" / "audit"
 
@@ -320,6 +320,53 @@ def test_nearest_node_is_one_a_driver_upgrade_fixes(kb: KnowledgeBase, images: I
     (finding,) = run(snapshot, kb, images).findings
     assert finding.node == "l4"
     assert "upgrade the driver of l4 to 580.65.06 or newer (R580+)" in (finding.fix or "")
+
+
+@pytest.mark.parametrize(
+    ("extra", "fix"),
+    [
+        (
+            planning_cluster.OPERATOR_DRIVER,
+            "upgrade the driver of l4 to 580.65.06 or newer (R580+)",
+        ),
+        (
+            planning_cluster.HOST_DRIVER,
+            "for l4: install an R580 driver >= 580.65.06 (newest known: 580.178.04) on the hosts "
+            "or their image (nvidia.com/gpu.deploy.driver=pre-installed: the GPU Operator does not "
+            "install this driver)",
+        ),
+        (
+            {
+                "nvidia.com/gpu.deploy.driver": "pre-installed",
+                "eks.amazonaws.com/nodegroup": "g6-l4",
+            },
+            "for l4: move EKS node group g6-l4 to a node image with an R580 driver >= 580.65.06 "
+            "(newest known: 580.178.04)",
+        ),
+    ],
+    ids=["operator", "host", "eks"],
+)
+def test_the_driver_fix_is_said_the_way_the_node_gets_its_driver(
+    kb: KnowledgeBase, images: ImageTable, extra: dict[str, str], fix: str
+) -> None:
+    """No NVIDIADriver reaches a host-installed driver or a node image's: the audit's fix is the
+    action plan-drivers gives the same pool (compat.containers.driver_change decides both)."""
+    from datetime import date
+
+    from cudasched.operations.drivers.planning import plan_drivers
+
+    node = planning_cluster.gpu_node("l4", "NVIDIA-L4", "550.127.05", extra=extra)
+    snapshot = ClusterSnapshot(nodes=(node,), pods=(_pending("13.0"),))
+    (finding,) = run(snapshot, kb, images).findings
+    assert (finding.fix or "").split("; or ")[0] == fix
+    fleet = Fleet.from_snapshot(snapshot, kb)
+    plan = plan_drivers(snapshot, fleet, images, today=date(2026, 12, 1))
+    (decision,) = plan.decisions
+    if decision.operator:
+        assert decision.driver_object is not None  # the operator's pools get an object
+    else:
+        # The same words up to the floor (the plan's is the oldest release serving its pool).
+        assert decision.action.split(" >= ")[0] == fix.removeprefix("for l4: ").split(" >= ")[0]
 
 
 def test_pending_workload_with_a_home_is_fine(kb: KnowledgeBase, images: ImageTable) -> None:

@@ -12,10 +12,11 @@ import pytest
 
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
-from cudasched.compat.containers import operator_from_objects
+from cudasched.compat.operatorrelease import operator_from_objects
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
-from cudasched.operations.drivers.planning import DriverPlan, plan_drivers
+from cudasched.operations.drivers.plan import DriverPlan
+from cudasched.operations.drivers.planning import plan_drivers
 from cudasched.vocab import labels as L
 from tests.support.nvidiadriver_schema import RELEASES, cel, validation_errors
 from tests.support.planning_cluster import OPERATOR_DRIVER, cluster, gpu_node, runtime

@@ -18,7 +18,8 @@ from cudasched.compat.branches import Lifecycle, LifecycleState, parse_os_tag
 from cudasched.compat.containers import container_release, precompiled_problem
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
-from cudasched.operations.drivers.planning import DriverPlan, plan_drivers
+from cudasched.operations.drivers.plan import DriverPlan
+from cudasched.operations.drivers.planning import plan_drivers
 from cudasched.operations.drivers.planoptions import Option, choose
 from cudasched.operations.drivers.waves import WaveInput, plan_waves, wave_capacity
 from cudasched.vocab import labels as L
@@ -71,7 +72,7 @@ def assert_publishable(plan: DriverPlan, kb: KnowledgeBase, snapshot: ClusterSna
             elif obj.pin:
                 assert obj.version == str(d.pool.current)
             else:
-                assert container_release(kb, obj.branch, d.pool.os, plan.today) == (
+                assert container_release(kb, obj.branch, d.pool.os, plan.today, plan.operator) == (
                     d.chosen.release
                 )
                 assert obj.version == str(d.chosen.release)
@@ -298,6 +299,48 @@ def test_operator_pools_on_supported_oses_get_published_containers(
     tag = str(parse_os_tag(f"{os[0]}{os[1]}"))
     assert driver["metadata"]["name"] == f"a100-sxm4-80gb-{tag}-r{branch}"
     assert assert_publishable(plan, kb, snapshot) == 1
+
+
+@pytest.mark.parametrize(
+    ("operator", "version_id", "image", "refused"),
+    [
+        ("26.7", "9.2", "nvcr.io/nvidia/driver:580.178.04-rhel9", None),
+        ("26.3", "9.4", "nvcr.io/nvidia/driver:580.178.04-rhel9.4", None),
+        ("25.10", "9.6", "nvcr.io/nvidia/driver:580.178.04-rhel9.6", None),
+        ("26.3", "9.2", None, "stopped pushing rhel9.2 driver containers on 2024-10-23"),
+    ],
+)
+def test_rhel_pools_name_the_image_tag_their_operator_release_pulls(
+    kb: KnowledgeBase,
+    images: ImageTable,
+    operator: str,
+    version_id: str,
+    image: str | None,
+    refused: str | None,
+) -> None:
+    """Before v26.7 the GPU Operator tags RHEL 8 and 9 driver images with the minor version
+    (rhel9.4), and NVIDIA pushes only some minor versions: the plan moves a pool only to a
+    container published under the tag its operator release pulls."""
+    from cudasched.compat.containers import operator_version
+
+    snapshot = cluster(
+        gpu_node("a100", "NVIDIA-A100-SXM4-80GB", "535.216.01", os=("rhel", version_id),
+                 kernel="5.14.0-427.13.1.el9_4.x86_64", extra=OPERATOR_DRIVER),
+        runtime("vllm-13", "13.0"),
+    )  # fmt: skip
+    plan = plan_of(snapshot, kb, images, operator=operator_version(kb, operator))
+    [pool] = plan.to_dict()["pools"]
+    assert pool["driverImage"] == (image if image is not None else (
+        f"nvcr.io/nvidia/driver:535.216.01-rhel{version_id}"  # the pin of today's driver
+    ))  # fmt: skip
+    minor_why = [w for w in pool["why"] if "tag RHEL 8 and 9 driver images" in w]
+    assert len(minor_why) == (0 if operator == "26.7" else 1)
+    if refused is None:
+        assert (pool["change"], pool["targetVersion"]) == ("upgrade", "580.178.04")
+        assert assert_publishable(plan, kb, snapshot) == 1
+    else:
+        assert pool["change"] == "keep"
+        assert any(refused in w for w in pool["why"] if w.startswith("left out")), pool["why"]
 
 
 @pytest.mark.parametrize(
@@ -752,10 +795,49 @@ def test_json_contract(kb: KnowledgeBase, images: ImageTable) -> None:
             "change",
             "action",
             "nvidiaDriver",
+            "driverImage",
             "blocked",
             "gains",
             "loses",
             "why",
         }
         assert pool["change"] in ("upgrade", "downgrade", "keep")
+    # Every pool an object drives names the image the operator pulls for it, and only those.
+    images_named = [
+        (p["driverImage"], p["targetVersion"] or p["currentDriver"], p["os"])
+        for p in pools  # type: ignore[union-attr]
+        if p["nvidiaDriver"] is not None
+    ]
+    assert images_named and all(
+        image == f"nvcr.io/nvidia/driver:{version}-{os}" for image, version, os in images_named
+    ), images_named
+    assert all(p["driverImage"] is None for p in pools if p["nvidiaDriver"] is None)  # type: ignore[union-attr]
     assert all(set(v) == {L.DRIVER_POOL} for v in doc["nodeLabels"].values())  # type: ignore[union-attr]
+
+
+def test_the_label_note_names_where_each_objects_nodes_come_from(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """Nodes created later lack the pool label unless it is declared where they come from: the
+    note names, per object, the Karpenter NodePool or the managed node group its nodes' labels
+    name, else the nodes."""
+    karpenter = {**OPERATOR_DRIVER, "karpenter.sh/nodepool": "gpu-a100"}
+    eks_ubuntu = {**OPERATOR_DRIVER, "eks.amazonaws.com/nodegroup": "l4-ubuntu"}
+    snapshot = cluster(
+        gpu_node("a100-1", "NVIDIA-A100-SXM4-80GB", "535.216.01", extra=karpenter),
+        gpu_node("l4-1", "NVIDIA-L4", "550.127.05", extra=eks_ubuntu),
+        gpu_node("t4-1", "Tesla-T4", "550.90.07", extra=OPERATOR_DRIVER),
+        runtime("vllm-13", "13.0"),
+    )
+    plan = plan_of(snapshot, kb, images)
+    by_node = {n: labels[L.DRIVER_POOL] for n, labels in plan.node_labels.items()}
+    [note] = [n for n in plan.notes if n.startswith(f"the pool label ({L.DRIVER_POOL})")]
+    where = note.split("--node-labels): ", 1)[1].split("; ")
+    assert sorted(where) == sorted(
+        [
+            f"{L.DRIVER_POOL}={by_node['a100-1']} on Karpenter NodePool gpu-a100",
+            f"{L.DRIVER_POOL}={by_node['l4-1']} on EKS node group l4-ubuntu",
+            f"{L.DRIVER_POOL}={by_node['t4-1']} on the node group or template of t4-1 (their "
+            "labels name none)",
+        ]
+    )

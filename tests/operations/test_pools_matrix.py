@@ -101,6 +101,24 @@ def test_pools_split_by_os_and_driver_manager(sample: ClusterSnapshot, kb: Knowl
     ]
 
 
+def test_rhel_minor_releases_are_pools_named_apart(kb: KnowledgeBase) -> None:
+    """GPU Operator releases before v26.7 pull driver:<version>-rhel9.2 and -rhel9.4 for these
+    nodes: two pools, named by their VERSION_ID when the OS tag (rhel9) does not tell them apart."""
+    from tests.support.planning_cluster import cluster, gpu_node
+
+    kernel = "5.14.0-427.13.1.el9_4.x86_64"
+    snapshot = cluster(
+        gpu_node("a", "NVIDIA-A100-SXM4-80GB", "535.216.01", os=("rhel", "9.2"), kernel=kernel),
+        gpu_node("b", "NVIDIA-A100-SXM4-80GB", "535.216.01", os=("rhel", "9.4"), kernel=kernel),
+        gpu_node("c", "NVIDIA-A100-SXM4-80GB", "535.216.01", os=("rhel", "9.4"), kernel=kernel),
+    )
+    pools = node_pools(snapshot, Fleet.from_snapshot(snapshot, kb))
+    assert [(p.name, p.nodes, str(p.os)) for p in pools] == [
+        ("a100-sxm4-80gb-535.216.01-rhel9.2", ("a",), "rhel9"),
+        ("a100-sxm4-80gb-535.216.01-rhel9.4", ("b", "c"), "rhel9"),
+    ]
+
+
 def test_pool_names_are_unique_and_deterministic(kb: KnowledgeBase) -> None:
     from cudasched.operations.pools import pool_names
     from tests.support.planning_cluster import cluster, gpu_node

@@ -95,6 +95,26 @@ def test_every_answer_is_an_installable_release(kb: KnowledgeBase, gpu: str) -> 
     assert answer.image == "nvcr.io/nvidia/driver:580.178.04-ubuntu22.04"
 
 
+@pytest.mark.parametrize(
+    ("os", "release", "image"),
+    [
+        ("rhel9.4", "26.7", "nvcr.io/nvidia/driver:580.178.04-rhel9"),
+        ("rhel9.4", "26.3", "nvcr.io/nvidia/driver:580.178.04-rhel9.4"),
+        ("rhel8.10", "25.10", "nvcr.io/nvidia/driver:580.178.04-rhel8.10"),
+        ("rhel9.2", "26.3", None),  # NVIDIA stopped pushing rhel9.2 tags before R580
+    ],
+)
+def test_rhel_answers_name_the_tag_the_operator_release_pulls(
+    kb: KnowledgeBase, os: str, release: str, image: str | None
+) -> None:
+    answer = recommend(kb, "A100", cudas("12.8"), today=TODAY, os=parse_os_tag(os),
+                       operator=kb.operator.version(release))  # fmt: skip
+    assert answer.image == image
+    if image is None:
+        assert not answer.found
+        assert answer.reasons[0].endswith("with a GPU Operator driver container for rhel9.2")
+
+
 def test_releases_are_judged_on_the_date(kb: KnowledgeBase) -> None:
     """--as-of respects release dates, not only ends of life: on 2025-06-01 R580 did not
     exist yet and R570's newest release was 570.148.08."""

@@ -6,6 +6,7 @@ valid bash."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 from datetime import date
@@ -18,8 +19,9 @@ from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
-from cudasched.operations.drivers.planning import DriverPlan, plan_drivers
-from cudasched.operations.drivers.runbook import render_script
+from cudasched.operations.drivers.plan import DriverPlan
+from cudasched.operations.drivers.planning import plan_drivers
+from cudasched.operations.drivers.runbook import GPU_PODS_JQ, render_script
 from tests.support.planning_cluster import OPERATOR_DRIVER, cluster, gpu_node, runtime
 
 TODAY = date(2026, 12, 1)
@@ -133,3 +135,112 @@ def test_the_script_is_valid_bash(kb: KnowledgeBase, tmp_path: Path, release: st
     path.write_text(render_script(_plan(kb, release, max_unavailable=1), "test cluster"))
     result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+# --------------------------------------------------------------------------- which pods drain
+
+
+def _pod(name: str, ns: str = "team-nlp", **spec: Any) -> dict[str, Any]:
+    status = spec.pop("status", {"phase": "Running"})
+    containers = spec.pop("containers", [{"name": "main", "image": "vllm/vllm-openai:v0.11.0"}])
+    return {
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"},
+        "spec": {"nodeName": "gpu-a", "containers": containers, **spec},
+        "status": status,
+    }
+
+
+def _claim(
+    name: str, ns: str = "team-nlp", *, driver: str | None, request: dict[str, Any]
+) -> dict[str, Any]:
+    """A ``resource.k8s.io/v1`` ResourceClaim as the API server returns it: allocated by
+    ``driver`` (None: not allocated yet)."""
+    claim: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"devices": {"requests": [{"name": "gpu", **request}]}},
+        "status": {},
+    }
+    if driver is not None:
+        claim["status"] = {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": driver, "pool": "gpu-a", "device": "gpu-0"}
+                    ]
+                }
+            }
+        }
+    return claim
+
+
+_GPU_CLASS = {"exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}
+_NIC_CLASS = {"exactly": {"deviceClassName": "rdma.example.com", "count": 1}}
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
+def test_gpu_pods_include_those_with_gpus_only_from_dra_claims() -> None:
+    """The runbook's jq program, run by jq on a node's PodList and the cluster's
+    ResourceClaims shaped as the API server returns them: pods with a limit under nvidia.com/
+    (containers or init containers) and pods whose claim NVIDIA's DRA driver was allocated, or
+    that asks for its device class, are drained; a claim of another driver, or of the same name
+    in another namespace, is not NVIDIA's; a pod that ended holds no GPU."""
+    claims = [
+        _claim("llm-0-gpu-x7k2p", driver="gpu.nvidia.com", request=_GPU_CLASS),
+        _claim("shared-gpu", driver="gpu.nvidia.com",
+               request={"firstAvailable": [{"name": "h100", "deviceClassName": "gpu.nvidia.com"}]}),
+        _claim("pending-gpu", driver=None, request=_GPU_CLASS),
+        _claim("nic-0", driver="rdma.example.com", request=_NIC_CLASS),
+        _claim("mig-slice", driver="gpu.nvidia.com",
+               request={"exactly": {"deviceClassName": "mig.nvidia.com", "count": 1}}),
+    ]  # fmt: skip
+    limits = {"limits": {"nvidia.com/gpu": "1"}}
+    pods = [
+        _pod("plugin-gpu", containers=[{"name": "m", "image": "x", "resources": limits}]),
+        _pod("init-gpu", initContainers=[{"name": "i", "image": "x", "resources": limits}]),
+        _pod("dra-template", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}],
+             status={"resourceClaimStatuses": [{"name": "gpu",
+                                                "resourceClaimName": "llm-0-gpu-x7k2p"}]}),
+        _pod("dra-shared", resourceClaims=[{"name": "gpu", "resourceClaimName": "shared-gpu"}]),
+        _pod("dra-class-only",
+             resourceClaims=[{"name": "gpu", "resourceClaimName": "pending-gpu"}]),
+        _pod("dra-mig", resourceClaims=[{"name": "g", "resourceClaimName": "mig-slice"}]),
+        _pod("dra-nic", resourceClaims=[{"name": "nic", "resourceClaimName": "nic-0"}]),
+        _pod("other-ns", ns="team-vision",
+             resourceClaims=[{"name": "gpu", "resourceClaimName": "shared-gpu"}]),
+        _pod("job-done", containers=[{"name": "m", "image": "x", "resources": limits}],
+             status={"phase": "Succeeded"}),
+        _pod("cpu-only", containers=[{"name": "m", "image": "x",
+                                      "resources": {"limits": {"cpu": "2"}}}]),
+    ]  # fmt: skip
+
+    def drained(claim_list: list[dict[str, Any]]) -> list[str]:
+        done = subprocess.run(
+            ["jq", "-r", "--argjson", "claims", json.dumps({"items": claim_list}),
+             "--arg", "driver", "gpu.nvidia.com", "--arg", "class", "gpu.nvidia.com",
+             GPU_PODS_JQ],
+            input=json.dumps({"apiVersion": "v1", "kind": "PodList", "items": pods}),
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert drained(claims) == [
+        "team-nlp/plugin-gpu",
+        "team-nlp/init-gpu",
+        "team-nlp/dra-template",
+        "team-nlp/dra-shared",
+        "team-nlp/dra-class-only",
+        "team-nlp/dra-mig",
+    ]
+    # A cluster without DRA (no ResourceClaims served): the device-plugin pods still drain.
+    assert drained([]) == ["team-nlp/plugin-gpu", "team-nlp/init-gpu"]
+
+
+def test_the_script_drains_with_the_jq_program_and_checks_for_jq(kb: KnowledgeBase) -> None:
+    script = render_script(_plan(kb), "test cluster")
+    assert f"GPU_PODS_JQ={shlex.quote(GPU_PODS_JQ)}" in script
+    assert "--arg driver gpu.nvidia.com --arg class gpu.nvidia.com" in script
+    assert "command -v jq" in script.split("# ---- wave 1")[0]
+    assert 'left=$(gpu_pods "${node}")' in script

@@ -25,10 +25,18 @@ from typing import Any
 import kmock as kmock_lib
 import yaml
 
-from cudasched.vocab.kinds import CONTROLLERS, KINDS, SECRET, SERVICE_ACCOUNT, Kind
+from cudasched.vocab.kinds import (
+    CONTROLLERS,
+    GPU_OPERATOR_KINDS,
+    KINDS,
+    SECRET,
+    SERVICE_ACCOUNT,
+    Kind,
+)
 
-#: Every kind served: the watched ones, controllers, and what pull secrets are read from.
-ALL_KINDS: tuple[Kind, ...] = (*KINDS, *CONTROLLERS, SECRET, SERVICE_ACCOUNT)
+#: Every kind served: the watched ones, controllers, the GPU Operator's, and what pull
+#: secrets are read from.
+ALL_KINDS: tuple[Kind, ...] = (*KINDS, *CONTROLLERS, *GPU_OPERATOR_KINDS, SECRET, SERVICE_ACCOUNT)
 
 
 @dataclass

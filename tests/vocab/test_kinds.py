@@ -51,6 +51,25 @@ def test_coordinates() -> None:
     assert kinds.NODE in KINDS and kinds.NVIDIA_DRIVER in KINDS
 
 
+def test_the_gpu_operator_release_kinds() -> None:
+    """ClusterPolicy is nvidia.com/v1 and cluster-scoped (NVIDIA/gpu-operator
+    api/nvidia/v1/clusterpolicy_types.go ``+kubebuilder:resource:scope=Cluster``); CRDs are
+    apiextensions.k8s.io/v1. Neither is listed by every live read: only plan-drivers reads them."""
+    table = {
+        k.kind: (k.api_version, k.plural, k.namespaced, k.crd_of) for k in kinds.GPU_OPERATOR_KINDS
+    }
+    assert table == {
+        "ClusterPolicy": ("nvidia.com/v1", "clusterpolicies", False, "GPU Operator"),
+        "CustomResourceDefinition": (
+            "apiextensions.k8s.io/v1",
+            "customresourcedefinitions",
+            False,
+            None,
+        ),
+    }
+    assert not set(kinds.GPU_OPERATOR_KINDS) & set(KINDS)
+
+
 def test_resource_classes_leave_lightkube_registry_alone() -> None:
     from lightkube.resources.core_v1 import Node
 

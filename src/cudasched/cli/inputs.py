@@ -56,6 +56,7 @@ __all__ = [
     "judged",
     "load_cluster",
     "load_cluster_inputs",
+    "load_gpu_operator",
     "load_images",
     "load_knowledge",
     "load_node_labels",
@@ -333,6 +334,27 @@ def judged(source: ClusterSource, snapshot: ClusterSnapshot) -> dict[str, Any]:
     if scope:
         doc["scope"] = scope
     return doc
+
+
+def load_gpu_operator(
+    source: ClusterSource, snapshot: ClusterSnapshot, crd: str
+) -> list[Mapping[str, Any]]:
+    """What tells the GPU Operator release: with ``--live`` the cluster's ClusterPolicies and
+    its NVIDIADriver CRD ``crd``, read through :mod:`cudasched.kube.gpuoperator` (a note on
+    stderr for what the identity may not read); from a dump, the ClusterPolicies and CRDs it
+    holds. Raises ``InputError`` when the live cluster fails to answer."""
+    from cudasched.vocab.kinds import GPU_OPERATOR_KINDS
+
+    kinds = {k.kind for k in GPU_OPERATOR_KINDS}
+    held = [o for o in snapshot.other if o.get("kind") in kinds]
+    if not source.is_live:
+        return held
+    from cudasched.kube.gpuoperator import read_live_gpu_operator
+
+    read = read_live_gpu_operator(crd=crd, kubeconfig=source.kubeconfig, context=source.context)
+    for message in read.unread:
+        note(f"{message}: the GPU Operator release is read from what remains")
+    return [*read.objects, *held]
 
 
 def _read_live(source: ClusterSource, fetch: Sequence[ObjectRef]) -> ClusterSnapshot:

@@ -6,11 +6,11 @@ A thin shell over :func:`cudasched.operations.drivers.planning.plan_drivers`. ``
 stable contract (keys are only ever added): ``{"pools": [{"name", "nodes", "gpu", "arch", "os",
 "kernel", "currentDriver", "driverManager", "nodeGroup", "targetBranch", "targetVersion",
 "targetFloor", "kernelModuleType", "usePrecompiled", "lifecycle", "eol", "change", "action",
-"nvidiaDriver", "blocked", "gains", "loses", "why"}], "nvidiaDrivers": [...], "hostActions":
-[{"pool", "nodes", "action"}], "nodeLabels": {node: {key: value}}, "waves": [[node, ...]],
-"replaced": [{"name", "by", "why"}], "defaultDriver", "gpuOperatorVersion", "unservable":
-[{"workload", "why"}], "notes", "warnings", ...}``. ``-o yaml`` prints the NVIDIADriver objects
-with the plan as comments; ``-o script`` the runbook that rolls them out wave by wave
+"nvidiaDriver", "driverImage", "blocked", "gains", "loses", "why"}], "nvidiaDrivers": [...],
+"hostActions": [{"pool", "nodes", "action"}], "nodeLabels": {node: {key: value}}, "waves": [[node,
+...]], "replaced": [{"name", "by", "why"}], "defaultDriver", "gpuOperatorVersion", "unservable":
+[{"workload", "why"}], "notes", "warnings", ...}``. ``-o yaml`` prints the NVIDIADriver objects with
+the plan as comments; ``-o script`` the runbook that rolls them out wave by wave
 (:mod:`cudasched.operations.drivers.runbook`); ``-o table`` the impact per pool. Exit codes: 0 a
 plan was made (whether or not every workload has a home: see ``unservable``), 2 bad input.
 """
@@ -33,6 +33,7 @@ from cudasched.cli.inputs import (
     cluster_source,
     judged,
     load_cluster,
+    load_gpu_operator,
     load_images,
     load_knowledge,
     load_settings,
@@ -48,7 +49,7 @@ from cudasched.vocab.errors import InputError
 from cudasched.vocab.versions import parse_cuda
 
 if TYPE_CHECKING:
-    from cudasched.operations.drivers.planning import DriverPlan
+    from cudasched.operations.drivers.plan import DriverPlan
 
 __all__ = ["plan_cmd", "render_yaml"]
 
@@ -219,7 +220,8 @@ def plan_cmd(
         typer.Option(
             "--gpu-operator-version",
             help="The GPU Operator release the objects are for (26.7, v25.10.1). Default: read "
-            "from the cluster's NVIDIADriver objects, else the newest cudasched knows.",
+            "from the cluster (its ClusterPolicy's release label, else its NVIDIADriver CRD, "
+            "else its NVIDIADriver objects), else the newest cudasched knows.",
         ),
     ] = None,
     min_support_months: Annotated[
@@ -247,7 +249,8 @@ def plan_cmd(
     Example: cudasched plan-drivers -o script > rollout.sh
     """
     from cudasched.cluster.fleet import Fleet
-    from cudasched.compat.containers import operator_from_objects, operator_version
+    from cudasched.compat.containers import operator_version
+    from cudasched.compat.operatorrelease import operator_of_cluster
     from cudasched.operations.drivers.planning import plan_drivers
     from cudasched.operations.drivers.runbook import render_script
     from cudasched.operations.drivers.waves import parse_max_unavailable
@@ -265,14 +268,22 @@ def plan_cmd(
         scope = source.scope  # -n/-l: only the workloads in scope make demand
         snapshot = scope.workloads(load_cluster(source))
         kb = load_knowledge()
+        op_notes: tuple[str, ...] = ()
         if gpu_operator_version is not None:
             op, op_source = operator_version(kb, gpu_operator_version), "--gpu-operator-version"
         else:
-            found = operator_from_objects(kb, snapshot.nvidia_drivers)
-            op, op_source = found or (
-                operator_version(kb, None),
-                "the newest release cudasched knows; set --gpu-operator-version",
+            crd = kb.operator.cluster_release.crd if kb.operator.cluster_release else ""
+            read = operator_of_cluster(
+                kb, load_gpu_operator(source, snapshot, crd), snapshot.nvidia_drivers
             )
+            if read is not None:
+                op, op_source, op_notes = read.version, read.source, read.notes
+            else:
+                op, op_source = (
+                    operator_version(kb, None),
+                    "the newest release cudasched knows: the cluster shows no ClusterPolicy "
+                    "release label, NVIDIADriver CRD or object; set --gpu-operator-version",
+                )
         if target is not None and kb.toolkit(target) is None:
             raise InputError(
                 f"invalid --target-cuda {target_cuda!r}: CUDA {target} is not a toolkit release "
@@ -290,6 +301,7 @@ def plan_cmd(
             precompiled=precompiled,
             operator=op,
             operator_source=op_source,
+            operator_notes=op_notes,
             min_support_months=min_support_months,
         )
     except InputError as exc:

@@ -15,7 +15,13 @@ from typing import Annotated
 import typer
 
 from cudasched.cli.app import EXIT_OK, app, fail
-from cudasched.cli.inputs import ClusterSource, cluster_source, load_cluster
+from cudasched.cli.inputs import (
+    ClusterSource,
+    cluster_source,
+    load_cluster,
+    load_gpu_operator,
+    load_knowledge,
+)
 from cudasched.cluster.snapshot import ClusterSnapshot, DumpFormat, dump_snapshot
 from cudasched.vocab.errors import InputError
 
@@ -32,12 +38,16 @@ def snapshot_cmd(
 ) -> None:
     """Write the cluster (a file, the live cluster with --live, or the bundled sample) as one
     kubectl List on stdout: nodes, pods, InferenceServices, (Cluster)ServingRuntimes,
-    LLMInferenceServices, NVIDIADrivers. No Secrets; pods reduced to the fields cudasched reads.
-    -n and -l keep only the objects in scope (nodes stay under -n), as kubectl get would.
+    LLMInferenceServices, NVIDIADrivers. With --live also the GPU Operator's ClusterPolicies
+    and NVIDIADriver CRD, cut to what plan-drivers reads. No Secrets; pods reduced to the
+    fields cudasched reads. -n and -l keep only the objects in scope (nodes stay under -n), as
+    kubectl get would.
     Example: cudasched snapshot --live > cluster.yaml"""
     try:
         scope = source.scope
         snapshot = load_cluster(source).shareable()
+        if source.is_live:  # what plan-drivers reads the GPU Operator release from
+            snapshot = _with_gpu_operator(source, snapshot)
         if not scope.is_everything:
             snapshot = ClusterSnapshot.from_objects(
                 [o for o in snapshot.objects() if scope.admits(o)], source=snapshot.source
@@ -46,3 +56,14 @@ def snapshot_cmd(
         fail(str(exc))
     sys.stdout.write(dump_snapshot(snapshot, output))
     raise typer.Exit(EXIT_OK)
+
+
+def _with_gpu_operator(source: ClusterSource, snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """The snapshot with the cluster's ClusterPolicies and NVIDIADriver CRD (reduced to what
+    ``plan-drivers`` reads), so a dump plans for the release the cluster runs."""
+    kb = load_knowledge()
+    crd = kb.operator.cluster_release.crd if kb.operator.cluster_release else ""
+    extra = load_gpu_operator(source, snapshot, crd)
+    if not extra:
+        return snapshot
+    return ClusterSnapshot.from_objects([*snapshot.objects(), *extra], source=snapshot.source)

@@ -421,13 +421,21 @@ def kernel_breakages(
 
 @dataclass(frozen=True, slots=True)
 class OsTag:
-    """An OS as the GPU Operator names it in driver image tags (``ubuntu22.04``, ``rhel9``)."""
+    """An OS as the GPU Operator names it in driver image tags (``ubuntu22.04``, ``rhel9``),
+    with the full ``VERSION_ID`` it came from (``9.4``): GPU Operator releases before v26.7 tag
+    RHEL 8 and 9 images with it (``OperatorVersion.image_os_tag``)."""
 
     id: str
     version: str
+    version_id: str = ""
 
     def __str__(self) -> str:
         return f"{self.id}{self.version}"
+
+    @property
+    def full_version(self) -> str:
+        """``VERSION_ID`` as os-release gives it (``9.4``; the tag's version when not known)."""
+        return self.version_id or self.version
 
 
 # The GPU Operator tags these OS ids with their major version only (getOSTag).
@@ -437,10 +445,9 @@ _MAJOR_ONLY = frozenset({"rhel", "rocky", "ol"})
 def os_tag(os_id: str, version: str) -> OsTag:
     """The GPU Operator's tag for NFD's ``system-os_release.ID`` / ``VERSION_ID``."""
     os_id = os_id.strip().lower()
-    version = version.strip()
-    if os_id in _MAJOR_ONLY:
-        version = version.split(".", 1)[0]
-    return OsTag(os_id, version)
+    full = version.strip()
+    short = full.split(".", 1)[0] if os_id in _MAJOR_ONLY else full
+    return OsTag(os_id, short, full if full != short else "")
 
 
 def parse_os_tag(value: str) -> OsTag:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from cudasched.compat.branches import GpuTarget, OsTag
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.drivers import KernelRelease
-    from cudasched.knowledge.operator import OperatorVersion
+    from cudasched.knowledge.operator import MinorTag, OperatorVersion
     from cudasched.vocab.versions import DriverVersion
 
 __all__ = [
@@ -52,11 +52,12 @@ __all__ = [
     "board_minimum",
     "container_oses",
     "container_release",
+    "driver_change",
     "driver_manager",
     "gpu_problem",
+    "image_os_tag",
     "install_option",
     "known_os",
-    "operator_from_objects",
     "operator_os_problem",
     "operator_version",
     "precompiled_problem",
@@ -118,6 +119,32 @@ def driver_manager(kb: KnowledgeBase, labels: Mapping[str, str]) -> Manager:
     return Manager(DriverManager.OPERATOR, evidence)
 
 
+def driver_change(
+    manager: Manager,
+    branch: int,
+    floor: DriverVersion,
+    newest: DriverVersion | None,
+    operator_text: str,
+) -> str:
+    """How a node's driver moves to ``branch`` (at least ``floor``; ``newest``: the branch's
+    newest known release), said the way its driver is installed: a managed node group moves to a
+    node image with that driver, a host-installed driver is installed on the hosts or their
+    image (no NVIDIADriver reaches them), and the GPU Operator's nodes take ``operator_text``.
+    ``plan-drivers`` (per pool) and the audit's fix for a workload no node can run (the nearest
+    node) both say it with this function."""
+    if manager.kind is DriverManager.OPERATOR:
+        return operator_text
+    what = f"an R{branch} driver >= {floor}" + (
+        f" (newest known: {newest})" if newest is not None else ""
+    )
+    if manager.kind is DriverManager.NODE_IMAGE:
+        return f"move {manager.provider} node group {manager.group} to a node image with {what}"
+    return (
+        f"install {what} on the hosts or their image ({manager.evidence}: the GPU Operator "
+        "does not install this driver)"
+    )
+
+
 # --------------------------------------------------------------------------- containers
 
 
@@ -134,19 +161,39 @@ def _releases_text(rows: Iterable[tuple[int, DriverVersion | None]]) -> str:
     return ", ".join(str(v) if v is not None else f"R{b}" for b, v in rows)
 
 
+def image_os_tag(os: OsTag | str, operator: OperatorVersion | None) -> str:
+    """The OS part of the driver image tag (``driver:<version>-<this>``) GPU Operator
+    ``operator`` forms for nodes of ``os``: RHEL 8 and 9 with the minor version before v26.7
+    (``rhel9.4``), the major version from v26.7 (``rhel9``); ``os`` as it is without an
+    operator or for a plain tag."""
+    if operator is None or isinstance(os, str):
+        return str(os)
+    return operator.image_os_tag(os.id, os.full_version)
+
+
 def container_release(
-    kb: KnowledgeBase, branch: int, os: OsTag | str | None, as_of: date | None
+    kb: KnowledgeBase,
+    branch: int,
+    os: OsTag | str | None,
+    as_of: date | None,
+    operator: OperatorVersion | None = None,
 ) -> DriverVersion | str:
-    """The newest ``branch`` driver container NVIDIA publishes for ``os`` on ``as_of``, or why
-    there is none (an unknown OS, one NVIDIA stopped or never built, a branch it does not build
-    for the OS, or no release of the branch yet on that date)."""
+    """The newest ``branch`` driver container NVIDIA publishes for ``os`` on ``as_of`` under
+    the image tag ``operator`` forms (:func:`image_os_tag`), or why there is none (an unknown
+    OS or minor-version tag, one NVIDIA stopped or never built, a branch it does not build for
+    the OS, or no release of the branch yet on that date)."""
     if os is None:
         return "the OS is not known (no NFD system-os_release labels), and driver images are per OS"
-    tag = str(os)
-    row = kb.operator.containers.get(tag)
-    if row is None:
+    tag = image_os_tag(os, operator)
+    found_row = kb.operator.os_row(tag)
+    if found_row is None and tag != str(os) and operator is not None and not isinstance(os, str):
+        return _no_minor_tag(kb, os, tag, operator, as_of)
+    if found_row is None:
         known = ", ".join(kb.operator.containers)
         return f"NVIDIA publishes no driver containers for {tag} (it does for {known})"
+    row, minor = found_row
+    if minor is not None:
+        return _minor_release(kb, branch, row.branches.get(branch), minor, as_of, operator)
     if not row.branches:
         return f"NVIDIA has never published driver containers for {tag}" + (
             f" ({row.note})" if row.note else ""
@@ -164,6 +211,61 @@ def container_release(
     if found is None:
         when = f" on {as_of.isoformat()}" if as_of is not None else ""
         return f"no R{branch} driver container for {tag} was published yet{when}"
+    return found.version
+
+
+def _no_minor_tag(
+    kb: KnowledgeBase, os: OsTag, tag: str, operator: OperatorVersion, as_of: date | None
+) -> str:
+    """Why a minor-version tag the operator release pulls (``rhel9.9``) has no container, and
+    the ways out: a minor release NVIDIA still pushes, or an operator release that tags the
+    major version."""
+    pushed = [
+        m.tag
+        for row in kb.operator.containers.values()
+        for m in row.minor_tags
+        if m.tag.startswith(f"{os}.")
+        and (m.until is None or (as_of is not None and date.fromisoformat(m.until) >= as_of))
+    ]
+    major = [v for v in kb.operator.versions if v.image_os_tag(os.id, os.full_version) == str(os)]
+    since = f"v{min(major, key=lambda v: v.key).version} and newer" if major else None
+    ways = [f"move the nodes to {' or '.join(pushed)}"] if pushed else []
+    if since is not None:
+        ways.append(f"use a GPU Operator that tags {os} images with the major version ({since})")
+    return (
+        f"GPU Operator {operator.version} pulls driver:<version>-{tag} for these nodes, and "
+        f"NVIDIA publishes no {tag} driver containers" + (f": {', or '.join(ways)}" if ways else "")
+    )
+
+
+def _minor_release(
+    kb: KnowledgeBase,
+    branch: int,
+    last: DriverVersion | None,
+    minor: MinorTag,
+    as_of: date | None,
+    operator: OperatorVersion | None,
+) -> DriverVersion | str:
+    """The newest ``branch`` container under a minor-version tag: pushed from ``minor.since``
+    (until ``minor.until``) for the branches built then, at most the row's ``last`` release."""
+    tag = minor.tag
+    who = f"GPU Operator {operator.version} pulls driver:<version>-{tag}: " if operator else ""
+    if as_of is not None and as_of < date.fromisoformat(minor.since):
+        return f"{who}NVIDIA pushed no {tag} driver containers before {minor.since}"
+    if branch not in minor.branches:
+        others = ", ".join(f"R{b}" for b in minor.branches)
+        if minor.until is not None:
+            return (
+                f"{who}NVIDIA stopped pushing {tag} driver containers on {minor.until} (only "
+                f"{others}), none for R{branch}"
+            )
+        return f"{who}NVIDIA publishes no R{branch} driver container tagged {tag} (only {others})"
+    until = date.fromisoformat(minor.until) if minor.until is not None else None
+    dates = [d for d in (as_of, until) if d is not None]
+    when = min(dates) if dates else None
+    found = kb.drivers.release_on(branch, when, at_most=last)
+    if found is None:
+        return f"{who}no R{branch} driver container tagged {tag} was published by {when}"
     return found.version
 
 
@@ -318,7 +420,7 @@ def install_option(
     if problem is not None or not isinstance(module, ModuleType):
         return problem or str(module)
     if operator is not None:
-        found = container_release(kb, branch, os, today)
+        found = container_release(kb, branch, os, today, operator)
         if isinstance(found, str):
             return found
         problem = operator_os_problem(operator, os)
@@ -352,28 +454,6 @@ def install_option(
         precompiled and operator is not None and precompiled_problem(kb, os, kernel, branch) is None
     )
     return Install(branch, release, use_precompiled, module)
-
-
-def operator_from_objects(
-    kb: KnowledgeBase, drivers: Iterable[Mapping[str, object]]
-) -> tuple[OperatorVersion, str] | None:
-    """The GPU Operator release a cluster's NVIDIADriver objects were stored by, and how that
-    was read (``None``: no object to read). The API server writes CRD defaults into every
-    object it stores: ``spec.default`` (false) from v26.7, ``spec.kernelModuleType`` (auto)
-    from v25.3; so the newest release whose fields the objects show is the oldest the cluster
-    can run."""
-    specs = [d.get("spec") for d in drivers]
-    specs = [s for s in specs if isinstance(s, Mapping)]
-    if not specs:
-        return None
-    seen = set().union(*(set(s) for s in specs))
-    for version in kb.operator.versions:
-        marks = [f for f in ("default", "kernelModuleType") if version.accepts(f)]
-        if all(f in seen for f in marks):
-            shown = " and ".join(f"spec.{f}" for f in marks) or "no spec.kernelModuleType"
-            return version, f"read from the cluster's NVIDIADriver objects ({shown})"
-    oldest = kb.operator.versions[-1]
-    return oldest, "read from the cluster's NVIDIADriver objects (the oldest release known)"
 
 
 def known_os(kb: KnowledgeBase, os: OsTag) -> OsTag:

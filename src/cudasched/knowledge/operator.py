@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CURRENT",
+    "ClusterReleaseFacts",
     "DriverManagerFacts",
+    "MinorTag",
     "NodeGroupLabel",
     "OperatorBoard",
     "OperatorFacts",
@@ -38,18 +40,35 @@ __all__ = [
 CURRENT = "current"
 _OS_TAG = re.compile(r"^[a-z][a-z_-]*\d+(?:\.\d+)?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+#: ``rhel`` (every version) or ``rhel10+`` (from major version 10) in ``os_tag_major``.
+_MAJOR_RULE = re.compile(r"([a-z_]+?)(?:(\d+)\+)?")
+
+
+@dataclass(frozen=True, slots=True)
+class MinorTag:
+    """An OS tag with the minor version (``rhel9.4``) under which NVIDIA pushes the images of
+    its major-version row again: from ``since``, until ``until`` (``None``: still pushed), for
+    the branches the row's CI matrix built in that window."""
+
+    tag: str
+    since: str
+    until: str | None
+    branches: tuple[int, ...]
+    source: str
 
 
 @dataclass(frozen=True, slots=True)
 class OsContainers:
     """The driver containers NVIDIA publishes for one OS tag: per branch, the last release
-    built for it (``None``: still built, the branch's newest release applies)."""
+    built for it (``None``: still built, the branch's newest release applies), and the
+    minor-version tags it pushes the same images under."""
 
     os: str
     branches: Mapping[int, DriverVersion | None]
     ended: str | None
     source: str
     note: str = ""
+    minor_tags: tuple[MinorTag, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +103,8 @@ class OperatorVersion:
     os_source: str
     values_source: str
     os_tag_source: str
+    crd_marks: frozenset[str] = frozenset()
+    crd_marks_source: str = ""
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -91,6 +112,21 @@ class OperatorVersion:
 
     def accepts(self, field: str) -> bool:
         return field in self.fields
+
+    def image_os_tag(self, os_id: str, version_id: str) -> str:
+        """The OS part of the driver image tag this release forms for a node whose os-release
+        says ``os_id`` and ``version_id`` (NFD's ``system-os_release`` labels): only the major
+        version for the ids in :attr:`os_tag_major` (``rhel10+``: RHEL from 10), else
+        ``ID`` + ``VERSION_ID`` (``rhel9.4``)."""
+        major = version_id.split(".", 1)[0]
+        for rule in self.os_tag_major:
+            m = _MAJOR_RULE.fullmatch(rule)
+            if m is None or m.group(1) != os_id:
+                continue
+            floor = m.group(2)
+            if floor is None or (major.isdigit() and int(major) >= int(floor)):
+                return f"{os_id}{major}"
+        return f"{os_id}{version_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +161,19 @@ class DriverManagerFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterReleaseFacts:
+    """Where a cluster shows the GPU Operator release it runs: the NVIDIADriver CRD's name
+    (its schema tells the release line, :attr:`OperatorVersion.crd_marks`) and the labels the
+    Helm chart puts on the ClusterPolicy (``app.kubernetes.io/version``, ``helm.sh/chart``)."""
+
+    crd: str
+    version_labels: tuple[str, ...]
+    chart: str
+    source: str
+    status_source: str
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorFacts:
     """Everything ``gpu-operator.yaml`` says."""
 
@@ -133,6 +182,19 @@ class OperatorFacts:
     versions: tuple[OperatorVersion, ...]  # newest first
     boards: tuple[OperatorBoard, ...]
     driver_manager: DriverManagerFacts
+    cluster_release: ClusterReleaseFacts | None = None
+
+    def os_row(self, tag: str) -> tuple[OsContainers, MinorTag | None] | None:
+        """The containers row of an image OS tag: its own row, or the row whose images NVIDIA
+        pushes again under this minor-version tag (with that tag's facts); ``None``: neither."""
+        row = self.containers.get(tag)
+        if row is not None:
+            return row, None
+        for candidate in self.containers.values():
+            for minor in candidate.minor_tags:
+                if minor.tag == tag:
+                    return candidate, minor
+        return None
 
     @property
     def newest(self) -> OperatorVersion:
@@ -202,8 +264,48 @@ def _containers(doc: DataFile) -> dict[str, OsContainers]:
         ended = _date(doc, e.get("ended"), where)
         if ended is not None and None in branches.values():
             raise KnowledgeError(f"{doc.name}: {where}: an ended OS has no current branch")
-        out[os] = OsContainers(os, branches, ended, doc.source(e, where), _text(e.get("note")))
+        out[os] = OsContainers(
+            os,
+            branches,
+            ended,
+            doc.source(e, where),
+            _text(e.get("note")),
+            _minor_tags(doc, e, os, branches, where),
+        )
     return out
+
+
+def _minor_tags(
+    doc: DataFile,
+    e: Mapping[str, Any],
+    os: str,
+    branches: Mapping[int, DriverVersion | None],
+    where: str,
+) -> tuple[MinorTag, ...]:
+    raw = e.get("minor_tags") or []
+    if not isinstance(raw, list):
+        raise KnowledgeError(f"{doc.name}: {where}: minor_tags is a list")
+    out = []
+    for m in raw:
+        tag = _os(doc, m.get("tag") if isinstance(m, Mapping) else m, where)
+        if not tag.startswith(os + "."):
+            raise KnowledgeError(f"{doc.name}: {where}: minor tag {tag!r} is not of {os}")
+        since = _date(doc, m.get("from"), where)
+        listed = m.get("branches")
+        if since is None or not isinstance(listed, list) or set(listed) - set(branches):
+            raise KnowledgeError(
+                f"{doc.name}: {where}: minor tag {tag!r} needs `from` and branches of the row"
+            )
+        out.append(
+            MinorTag(
+                tag,
+                since,
+                _date(doc, m.get("until"), where),
+                tuple(int(b) for b in listed),
+                doc.source(e, where, "minor_source"),
+            )
+        )
+    return tuple(out)
 
 
 def _precompiled(doc: DataFile) -> PrecompiledMatrix:
@@ -263,6 +365,8 @@ def _versions(doc: DataFile) -> tuple[OperatorVersion, ...]:
                 os_source=doc.source(e, where, "os_source"),
                 values_source=doc.source(e, where, "values_source"),
                 os_tag_source=doc.source(e, where, "os_tag_source"),
+                crd_marks=frozenset(str(f) for f in e.get("crd_marks") or ()),
+                crd_marks_source=doc.source(e, where, "crd_marks_source"),
             )
         )
     if not out:
@@ -306,6 +410,22 @@ def _driver_manager(doc: DataFile) -> DriverManagerFacts:
     )
 
 
+def _cluster_release(doc: DataFile) -> ClusterReleaseFacts:
+    section: Any = doc.data.get("cluster_release")
+    if not isinstance(section, Mapping):
+        raise KnowledgeError(f"{doc.name}: `cluster_release` must be a mapping")
+    labels = section.get("version_labels")
+    if not isinstance(labels, list) or not labels:
+        raise KnowledgeError(f"{doc.name}: cluster_release.version_labels is a non-empty list")
+    return ClusterReleaseFacts(
+        crd=_text(section.get("crd")),
+        version_labels=tuple(str(v) for v in labels),
+        chart=_text(section.get("chart")),
+        source=doc.source(section, "cluster_release"),
+        status_source=doc.source(section, "cluster_release", "status_source"),
+    )
+
+
 def load_operator_facts(doc: DataFile) -> OperatorFacts:
     """``gpu-operator.yaml`` into :class:`OperatorFacts` (a :class:`KnowledgeError` for a
     malformed file: a packaging bug)."""
@@ -315,4 +435,5 @@ def load_operator_facts(doc: DataFile) -> OperatorFacts:
         versions=_versions(doc),
         boards=_boards(doc),
         driver_manager=_driver_manager(doc),
+        cluster_release=_cluster_release(doc),
     )

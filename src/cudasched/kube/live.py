@@ -57,6 +57,7 @@ __all__ = [
     "absent_notes",
     "read_cluster",
     "read_live_cluster",
+    "request_failure",
 ]
 
 #: The kinds a live read lists, in this order (nodes first: the cheapest check of access).
@@ -270,7 +271,7 @@ async def _list_kind(
                 raise _Forbidden(kind, user.group(1) if user else None) from None
             if code == 410 and attempt == 1:
                 continue  # the continue token expired mid-list: start this kind again, once
-            raise _failure(exc, "list", kind, None, where) from None
+            raise request_failure(exc, "list", kind, None, where) from None
         return items
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -283,7 +284,7 @@ async def _fetch(client: Any, ref: ObjectRef, where: ApiServer) -> KubeObject:
     except Exception as exc:
         if status_code(exc) == 404:
             raise InputError(f"{ref.describe()} not found in the live cluster") from None
-        raise _failure(exc, "get", kind, ref.namespace, where) from None
+        raise request_failure(exc, "get", kind, ref.namespace, where) from None
     return _as_listed(kind, obj)
 
 
@@ -309,7 +310,7 @@ def _is_timeout(exc: BaseException) -> bool:
     return "Timeout" in type(exc).__name__
 
 
-def _failure(
+def request_failure(
     exc: BaseException, verb: str, kind: Kind, namespace: str | None, where: ApiServer
 ) -> InputError:
     """The one-line error for a failed request."""

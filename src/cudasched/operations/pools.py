@@ -14,8 +14,10 @@ without GPUs belong to no pool. A GPU node without driver labels is a pool (it s
 plan for); one whose GPU is not known at all has no :class:`~cudasched.compat.branches.GpuTarget`.
 
 Names (:func:`pool_names`) read ``<gpu>-r<branch>-<os tag>`` (``a100-sxm4-80gb-r535-ubuntu22.04``);
-when two pools would share one, the full driver version replaces the branch, then the node group
-is added, then ``-2``, ``-3`` in pool order, so a name is the same on every run over the same
+when two pools would share one, the full driver version replaces the branch and the full
+``VERSION_ID`` the OS tag (``rhel9.4``: RHEL nodes of two minor releases are two pools, since GPU
+Operator releases before v26.7 pull different images for them), then the node group is added,
+then ``-2``, ``-3`` in pool order, so a name is the same on every run over the same
 nodes. A name describes the pool as it is now; it is not a label value (the driver plan's own
 objects are named separately).
 
@@ -169,9 +171,12 @@ def slug(text: str, limit: int = _NAME_LIMIT) -> str:
     return text[:limit].strip("-") or "gpu"
 
 
-def _os_part(os: OsTag | None, image: str | None) -> str:
-    # An os-release ID may hold "_" (allowed in label values, not in object names).
-    text = str(os) if os is not None else (image or "")
+def _os_part(os: OsTag | None, image: str | None, full: bool = False) -> str:
+    # An os-release ID may hold "_" (allowed in label values, not in object names). ``full``:
+    # the whole VERSION_ID (rhel9.4), which tells apart pools the OS tag (rhel9) does not.
+    if os is None:
+        return re.sub(r"[^a-z0-9.-]+", "-", (image or "").lower()).strip("-.") or "os-unknown"
+    text = f"{os.id}{os.full_version}" if full else str(os)
     return re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-.") or "os-unknown"
 
 
@@ -203,7 +208,7 @@ def pool_names(keys: Sequence[_Key]) -> list[str]:
         else:
             driver = str(key.driver) if driver_full else f"r{key.driver.branch}"
         tail = [key.manager.group or key.manager.kind.value] if group else []
-        return [gpu, driver, _os_part(key.os, key.image), *tail]
+        return [gpu, driver, _os_part(key.os, key.image, driver_full), *tail]
 
     names = [_fit(parts(k, False, False)) for k in keys]
     for driver_full, group in ((True, False), (True, True)):

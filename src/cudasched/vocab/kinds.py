@@ -23,13 +23,16 @@ __all__ = [
     "CAPI_MACHINE_DEPLOYMENT",
     "CAPI_MACHINE_POOL",
     "CAPI_MACHINE_SET",
+    "CLUSTER_POLICY",
     "CLUSTER_SERVING_RUNTIME",
     "CONTROLLERS",
     "CRON_JOB",
+    "CUSTOM_RESOURCE_DEFINITION",
     "DAEMON_SET",
     "DEPLOYMENT",
     "EVENT",
     "GPU_OPERATOR_GROUP",
+    "GPU_OPERATOR_KINDS",
     "INFERENCE_SERVICE",
     "JOB",
     "KARPENTER_NODE_POOL",
@@ -202,6 +205,26 @@ REPLICATION_CONTROLLER = Kind(
     "", "v1", "ReplicationController", "replicationcontrollers", namespaced=True
 )
 POD_TEMPLATE = Kind("", "v1", "PodTemplate", "podtemplates", namespaced=True)
+
+#: What tells the GPU Operator release a cluster runs (``plan-drivers --live``): its
+#: ClusterPolicy (``nvidia.com/v1``, cluster-scoped, labelled by the Helm chart) and the
+#: NVIDIADriver CustomResourceDefinition, fetched by name.
+CLUSTER_POLICY = Kind(
+    GPU_OPERATOR_GROUP,
+    "v1",
+    "ClusterPolicy",
+    "clusterpolicies",
+    namespaced=False,
+    crd_of="GPU Operator",
+)
+CUSTOM_RESOURCE_DEFINITION = Kind(
+    "apiextensions.k8s.io",
+    "v1",
+    "CustomResourceDefinition",
+    "customresourcedefinitions",
+    namespaced=False,
+)
+GPU_OPERATOR_KINDS: tuple[Kind, ...] = (CLUSTER_POLICY, CUSTOM_RESOURCE_DEFINITION)
 
 #: Controllers whose pod template cudasched reads, fetched by name (never listed).
 CONTROLLERS: tuple[Kind, ...] = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET, REPLICA_SET, JOB, CRON_JOB)

@@ -6,14 +6,16 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cudasched.compat import engine
+from cudasched.compat.containers import driver_change, driver_manager
 from cudasched.operations.audit.context import AuditContext, wants
 from cudasched.operations.reach import Reach
 from cudasched.vocab import labels as L
+from cudasched.vocab.objects import labels_of, name_of
 from cudasched.vocab.requirecuda import DISABLE_ENV
 from cudasched.vocab.requirements import Policy, Requirement
 
 if TYPE_CHECKING:
-    pass
+    from cudasched.vocab.versions import DriverVersion
 
 
 __all__ = ["unplaceable_fix", "unplaceable_message"]
@@ -28,12 +30,7 @@ def unplaceable_fix(ctx: AuditContext, req: Requirement, reach: Reach) -> str | 
     # toolkit, the image's NVIDIA_REQUIRE_CUDA or the GPU product); a Kepler GPU, say,
     # cannot take a newer branch at all.
     if nearest is not None and nearest.driver is not None:
-        need = nearest.driver
-        steps.append(
-            f"upgrade the driver of {nearest.node}"
-            + (" and the nodes like it" if nearest.alike else "")
-            + f" to {need} or newer (R{need.branch}+)"
-        )
+        steps.append(_driver_step(ctx, nearest.node, nearest.alike, nearest.driver))
     # The container toolkit's gate holds under every policy: say what turning it off gives.
     if req.gate is not None and nearest is not None and engine.REQUIRE_CUDA_UNMET in nearest.codes:
         ungated = ctx.verdicts.reach(replace(req, gate=None), ctx.policy)
@@ -63,6 +60,25 @@ def unplaceable_fix(ctx: AuditContext, req: Requirement, reach: Reach) -> str | 
     if nearest is not None and any("architecture" in lack for lack in nearest.lacks):
         steps.append("run it on GPUs its CUDA and kernels support")
     return "; or ".join(steps) or None
+
+
+def _driver_step(ctx: AuditContext, node: str, alike: int, need: DriverVersion) -> str:
+    """The driver change the nearest node needs, said the way its driver is installed (the
+    decision ``plan-drivers`` makes per pool: :func:`cudasched.compat.containers.driver_change`):
+    the GPU Operator's nodes upgrade, a managed node group moves to a node image with the
+    driver, a host-installed driver is installed on the hosts or their image."""
+    who = f"{node}{' and the nodes like it' if alike else ''}"
+    obj = next((n for n in ctx.snapshot.nodes if name_of(n) == node), None)
+    manager = driver_manager(ctx.kb, labels_of(obj) if obj is not None else {})
+    newest = ctx.kb.drivers.latest_release(need.branch)
+    change = driver_change(
+        manager,
+        need.branch,
+        need,
+        newest if newest is not None and newest > need else None,
+        f"upgrade the driver of {who} to {need} or newer (R{need.branch}+)",
+    )
+    return change if manager.operator else f"for {who}: {change}"
 
 
 def unplaceable_message(

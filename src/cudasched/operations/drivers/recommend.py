@@ -38,7 +38,12 @@ from cudasched.compat.branches import (
     release_text,
     running,
 )
-from cudasched.compat.containers import gpu_problem, install_option, precompiled_problem
+from cudasched.compat.containers import (
+    gpu_problem,
+    image_os_tag,
+    install_option,
+    precompiled_problem,
+)
 from cudasched.compat.engine import check
 from cudasched.nodes.facts import facts_from_parts
 from cudasched.operations.drivers.planoptions import rank
@@ -84,6 +89,7 @@ class Recommendation:
     installer: str = "host"
     os: OsTag | None = None
     keep: bool = False
+    image_os: str | None = None  # the OS part of the image tag the operator release pulls
 
     @property
     def found(self) -> bool:
@@ -94,9 +100,10 @@ class Recommendation:
         """The driver container image tag (GPU Operator installs with a known OS)."""
         if self.installer != "operator" or self.os is None or self.version is None:
             return None
+        tag = self.image_os or str(self.os)
         if self.use_precompiled:
-            return f"nvcr.io/nvidia/driver:{self.branch}-<kernel>-{self.os}"
-        return f"nvcr.io/nvidia/driver:{self.version}-{self.os}"
+            return f"nvcr.io/nvidia/driver:{self.branch}-<kernel>-{tag}"
+        return f"nvcr.io/nvidia/driver:{self.version}-{tag}"
 
     def to_dict(self) -> dict[str, object]:
         """The JSON contract of ``recommend-driver -o json`` (keys are only ever added)."""
@@ -304,7 +311,8 @@ def recommend(
         if chosen.precompiled:
             reasons.append(
                 f"precompiled driver container: the NVIDIADriver version is the branch "
-                f"({chosen.branch}); image driver:{chosen.branch}-{kernel}-{os}"
+                f"({chosen.branch}); image driver:{chosen.branch}-{kernel}-"
+                f"{image_os_tag(os, operator) if os is not None else os}"
             )
         else:
             problem = (
@@ -341,6 +349,7 @@ def recommend(
         installer=installer,
         os=os,
         keep=chosen.keep,
+        image_os=image_os_tag(os, operator) if os is not None else None,
     )
 
 
@@ -359,7 +368,8 @@ def _none(
     if asked:
         summary += f" [{policy.value}]"
     if installer == "operator":
-        summary += f" with a GPU Operator driver container for {os}"
+        shown = f"{os.id}{os.full_version}" if os is not None else "the OS"
+        summary += f" with a GPU Operator driver container for {shown}"
     drivable = [b for b in failed if "end at R" not in failed[b] and "end of life" not in failed[b]]
     detail = [f"R{b}: {failed[b]}" for b in drivable[:1]]
     if installer == "operator" and any("driver container" in w for w in failed.values()):

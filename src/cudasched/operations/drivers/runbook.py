@@ -5,7 +5,11 @@ Why each step is there (NVIDIA/gpu-operator v26.7.0 and NVIDIA/k8s-driver-manage
 file references in docs/guide/drivers.md, "What the runbook relies on"):
 
 1. **Cordon, then drain the GPU pods** of the wave's nodes through the Eviction API, so
-   PodDisruptionBudgets hold (a blocked eviction is retried until the timeout). The new driver
+   PodDisruptionBudgets hold (a blocked eviction is retried until the timeout). A GPU pod is one
+   with a container limit under ``nvidia.com/`` or one whose DRA ResourceClaim NVIDIA's driver
+   (``gpu.nvidia.com``) was allocated or whose request names its device class: a pod that gets
+   its GPUs only through a claim holds the driver as much as one with ``nvidia.com/gpu``
+   (:data:`GPU_PODS_JQ`, run with jq). The new driver
    pod's k8s-driver-manager must unload the running driver; with ``autoUpgrade: true`` it does
    not evict GPU pods itself (the upgrade policy supersedes it), and a driver in use cannot
    unload.
@@ -37,31 +41,40 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from cudasched.operations.drivers.nvidiadriver import OWNER_LABEL
+from cudasched.placement.dra import DEVICE_CLASS, DRIVER_DOMAIN
 from cudasched.vocab import labels as L
 
 if TYPE_CHECKING:
-    from cudasched.operations.drivers.planning import DriverPlan
+    from cudasched.operations.drivers.plan import DriverPlan
 
-__all__ = ["render_script"]
+__all__ = ["GPU_PODS_JQ", "render_script"]
 
 _HELPERS = r"""
 set -euo pipefail
 NS="${GPU_OPERATOR_NAMESPACE:-gpu-operator}"   # where the GPU Operator runs its driver pods
 TIMEOUT="${CUDASCHED_TIMEOUT:-1800}"            # seconds each wait may take
 
-LIMITS='LIMITS:.spec.containers[*].resources.limits'
 EVICTION='{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"namespace":"%s","name":"%s"}}'
+GPU_PODS_JQ=@GPU_PODS_JQ@
 
 say() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
-# Evict the pods of a node that use NVIDIA GPUs (a container limit under nvidia.com/), through
-# the Eviction API so PodDisruptionBudgets hold; a refused eviction is retried until TIMEOUT.
+# The pods of a node that use NVIDIA GPUs, as namespace/name: a container limit under
+# nvidia.com/, or a DRA ResourceClaim (the pod's own or made from its template) allocated by
+# NVIDIA's DRA driver or asking for its device class. Clusters without DRA have no claims.
+gpu_pods() {
+  local node="$1" claims
+  claims=$(kubectl get resourceclaims.resource.k8s.io -A -o json 2>/dev/null || echo '{"items":[]}')
+  kubectl get pods -A --field-selector "spec.nodeName=${node}" -o json \
+    | jq -r --argjson claims "${claims}" --arg driver @DRIVER@ --arg class @CLASS@ "${GPU_PODS_JQ}"
+}
+
+# Evict the pods of a node that use NVIDIA GPUs (gpu_pods), through the Eviction API so
+# PodDisruptionBudgets hold; a refused eviction is retried until TIMEOUT.
 drain_gpu_pods() {
   local node="$1" deadline=$(( $(date +%s) + TIMEOUT )) left
   while :; do
-    left=$(kubectl get pods -A --field-selector "spec.nodeName=${node}" --no-headers -o \
-      custom-columns="NS:.metadata.namespace,NAME:.metadata.name,${LIMITS}" \
-      | awk '$3 ~ /nvidia\.com\// {print $1 "/" $2}')
+    left=$(gpu_pods "${node}")
     [ -z "${left}" ] && return 0
     for pod in ${left}; do
       printf "${EVICTION}" "${pod%%/*}" "${pod##*/}" \
@@ -105,6 +118,43 @@ gpus_allocatable() {  # node -> "yes" once nvidia.com/gpu is allocatable
 """
 
 
+#: The jq program ``gpu_pods`` runs over a node's PodList (``$claims``: every ResourceClaim,
+#: ``$driver``/``$class``: NVIDIA's DRA driver and device class, ``placement.dra``): the pods
+#: with a container or init-container limit under ``nvidia.com/``, or with a claim in their
+#: namespace (``spec.resourceClaims[].resourceClaimName``, or the claim made from a template,
+#: ``status.resourceClaimStatuses[].resourceClaimName``) that NVIDIA's driver was allocated
+#: (``status.allocation.devices.results[].driver``) or that requests its device class. Pods that
+#: ended (``Succeeded``, ``Failed``) hold no GPU and are left alone.
+GPU_PODS_JQ = r"""
+[ ($claims.items // [])[]
+  | select(
+      any(.status.allocation.devices.results[]?; .driver == $driver)
+      or any(.spec.devices.requests[]?
+             | (.exactly.deviceClassName // empty), (.firstAvailable[]?.deviceClassName // empty);
+             . == $class))
+  | "\(.metadata.namespace)/\(.metadata.name)" ] as $gpu_claims
+| .items[]
+| select(.status.phase != "Succeeded" and .status.phase != "Failed")
+| .metadata.namespace as $ns
+| select(
+    any((.spec.containers[]?, .spec.initContainers[]?) | (.resources.limits // {}) | keys[];
+        startswith("nvidia.com/"))
+    or any((.spec.resourceClaims[]?.resourceClaimName // empty),
+           (.status.resourceClaimStatuses[]?.resourceClaimName // empty);
+           "\($ns)/\(.)" as $claim | any($gpu_claims[]; . == $claim)))
+| "\(.metadata.namespace)/\(.metadata.name)"
+""".strip()
+
+
+def _helpers() -> str:
+    """The script's shell functions, with the jq program and NVIDIA's DRA names filled in."""
+    return (
+        _HELPERS.replace("@GPU_PODS_JQ@", _q(GPU_PODS_JQ))
+        .replace("@DRIVER@", _q(DRIVER_DOMAIN))
+        .replace("@CLASS@", _q(DEVICE_CLASS))
+    )
+
+
 def _q(text: str) -> str:
     return shlex.quote(text)
 
@@ -128,13 +178,15 @@ def render_script(plan: DriverPlan, source: str) -> str:
         lines.append(f"# NOTE: {note}")
     for warning in plan.warnings:
         lines.append(f"# WARNING: {warning}")
-    lines.append(_HELPERS.strip("\n"))
+    lines.append(_helpers().strip("\n"))
     if not plan.objects:
         lines.append('say "no pool the GPU Operator drives changes: nothing to roll out"')
         return "\n".join(lines) + "\n"
     lines += [
         "",
-        "# Preflight: NVIDIADriver mode, and a CRD that knows the fields these objects use.",
+        "# Preflight: jq (GPU pods are found with it), NVIDIADriver mode, and a CRD that knows",
+        "# the fields these objects use.",
+        'command -v jq >/dev/null || { say "jq is needed to find the GPU pods to drain"; exit 1; }',
         "mode=$(kubectl get clusterpolicies.nvidia.com -o "
         "jsonpath='{.items[0].spec.driver.useNvidiaDriverCRD}')",
         '[ "${mode}" = "true" ] || { say "ClusterPolicy spec.driver.useNvidiaDriverCRD is not '

@@ -1,0 +1,236 @@
+"""The notes and warnings that close a driver plan: per pool (lifecycle, support scope, OS, pins
+of unpublished tags, assumed operator nodes: :func:`pool_warnings`) and for the plan as a whole
+(NVIDIADriver mode, the fields the target operator version accepts, the rollout, labels, the
+default object, replaced objects, host pools: :func:`plan_notes`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from cudasched.compat.branches import (
+    LEGACY_BRANCHES,
+    LifecycleState,
+    months_left,
+)
+from cudasched.compat.containers import (
+    container_release,
+    image_os_tag,
+    operator_os_problem,
+    scope_problem,
+)
+from cudasched.nodes.autoscaling import KARPENTER_NODEPOOL_LABEL
+from cudasched.operations.drivers.nvidiadriver import (
+    DriverObject,
+    Replacement,
+)
+from cudasched.operations.drivers.plan import (
+    PoolDecision,
+)
+from cudasched.operations.drivers.planoptions import (
+    Option,
+)
+from cudasched.vocab import labels as L
+from cudasched.vocab.objects import labels_of, name_of
+
+if TYPE_CHECKING:
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.operator import OperatorVersion
+
+__all__ = ["label_homes", "plan_notes", "pool_warnings"]
+
+
+def pool_warnings(
+    decisions: list[PoolDecision],
+    kb: KnowledgeBase,
+    op: OperatorVersion,
+    today: date,
+    min_support_months: int,
+    alternatives: Mapping[str, list[Option]],
+    total: int,
+) -> list[str]:
+    out: list[str] = []
+    for d in decisions:
+        pool, opt = d.pool, d.chosen
+        if opt is None:
+            if pool.manager.operator and pool.current is None and pool.target is not None:
+                out.append(
+                    f"pool {pool.name}: no driver reported and no branch can be installed: the "
+                    "default NVIDIADriver will take these nodes"
+                )
+            continue
+        lc = opt.lifecycle
+        if lc.state is LifecycleState.END_OF_LIFE:
+            out.append(
+                f"pool {pool.name}: {'keeps' if opt.keep else 'takes'} R{opt.branch}, "
+                f"{lc.describe()}: it gets no fixes any more"
+            )
+        elif lc.state is LifecycleState.UNKNOWN and opt.branch in LEGACY_BRANCHES:
+            arch = pool.target.arch if pool.target is not None else None
+            capped = arch is not None and arch.last_driver_branch == opt.branch
+            out.append(
+                f"pool {pool.name}: {'keeps' if opt.keep else 'takes'} R{opt.branch}, a legacy "
+                "branch NVIDIA no longer maintains"
+                + (f" ({arch.name} GPUs end there)" if capped and arch is not None else "")
+            )
+        else:
+            left = months_left(lc.eol, today)
+            if left is not None and left < min_support_months:
+                longer = [
+                    f"R{o.branch} ({o.lifecycle.describe()}) serves {o.weight}"
+                    for o in alternatives.get(pool.name, ())
+                    if (m := months_left(o.lifecycle.eol, today)) is not None
+                    and m >= min_support_months
+                ]
+                out.append(
+                    f"pool {pool.name}: R{opt.branch} ({lc.describe()}) ends within "
+                    f"{min_support_months} months (--min-support-months): plan the next move"
+                    + (f"; {'; '.join(longer)} of {total}" if longer else "")
+                )
+        if pool.manager.operator and pool.target is not None:
+            problem = scope_problem(
+                kb, pool.gpu.split("/") if pool.gpu else (), pool.target.datacenter
+            )
+            if problem is not None:
+                out.append(f"pool {pool.name}: {problem}")
+            if pool.os is None:
+                out.append(
+                    f"pool {pool.name}: its nodes have no NFD system-os_release labels; the GPU "
+                    "Operator skips such nodes (install Node Feature Discovery)"
+                )
+            if opt.keep and d.driver_object is not None:
+                problem = operator_os_problem(op, pool.os)
+                if problem is not None:
+                    out.append(
+                        f"pool {pool.name}: {problem}; the pin keeps today's driver, but move "
+                        "the nodes to a supported OS"
+                    )
+                found = container_release(kb, opt.branch, pool.os, None, op)
+                if isinstance(found, str) or found < opt.release:
+                    tag = image_os_tag(pool.os, op) if pool.os is not None else pool.os_text
+                    out.append(
+                        f"pool {pool.name}: the pin names driver:{opt.release}-{tag}, "
+                        "which cudasched's sources do not list as published; check the tag "
+                        "before applying"
+                    )
+        if pool.manager.assumed and pool.manager.operator:
+            out.append(
+                f"pool {pool.name}: its nodes carry no {kb.operator.driver_manager.deploy_label} "
+                "label; planned as GPU Operator nodes (the operator labels every GPU node it "
+                "manages): if their driver is installed on the host, label them "
+                f"{kb.operator.driver_manager.deploy_label}=false"
+            )
+    return out
+
+
+def plan_notes(
+    objects: tuple[DriverObject, ...],
+    decisions: list[PoolDecision],
+    op: OperatorVersion,
+    op_source: str,
+    default_note: str | None,
+    replaced: list[Replacement],
+    homes: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The plan's closing notes (module docstring); ``homes``: per object, where its nodes come
+    from (:func:`label_homes`)."""
+    homes = homes or {}
+    notes: list[str] = []
+    if objects:
+        notes.append(
+            "the GPU Operator reconciles NVIDIADriver objects only with ClusterPolicy "
+            "spec.driver.useNvidiaDriverCRD=true (Helm driver.nvidiaDriverCRD.enabled=true); "
+            "from a release before v26.7 NVIDIA's migration takes two Helm upgrades: first to "
+            "v26.7 with driver.nvidiaDriverCRD.enabled=false, then again with it enabled "
+            "(gpu-driver-configuration.rst)"
+        )
+        minimum = (
+            "spec.default and spec.upgradePolicy need GPU Operator v26.7 or newer, "
+            "kernelModuleType v25.3 or newer"
+        )
+        notes.append(
+            f"NVIDIADriver objects written for GPU Operator {op.version} "
+            f"({op_source or '--gpu-operator-version'}): {minimum}; fields an older version "
+            "does not define are left out"
+        )
+        if not op.accepts("upgradePolicy"):
+            notes.append(
+                f"GPU Operator {op.version} has no per-object upgradePolicy: set the cluster's "
+                "driver.upgradePolicy (maxParallelUpgrades, maxUnavailable) in the Helm values"
+            )
+        if not op.accepts("default"):
+            notes.append(
+                "before v26.7 an NVIDIADriver without nodeSelector selects every GPU node and "
+                "conflicts with the pool objects: install with "
+                "driver.nvidiaDriverCRD.deployDefaultCR=false"
+            )
+        pins = [o.name for o in objects if o.pin]
+        if pins:
+            notes.append(
+                "pools that keep their driver are pinned too ("
+                + ", ".join(pins)
+                + "): without an object of their own the default NVIDIADriver would take them"
+            )
+        notes.append(
+            "rollout: `cudasched plan-drivers -o script` writes a runbook that, wave by wave, "
+            "cordons, drains GPU pods (PodDisruptionBudgets hold), labels, creates or touches the "
+            "NVIDIADriver, waits for it to be ready, for the driver pod and nvidia.com/gpu on "
+            "every node, then uncordons (docs/guide/drivers.md)"
+        )
+        notes.append(
+            f"the pool label ({L.DRIVER_POOL}) is set with kubectl label: nodes a node group or "
+            "autoscaler creates later do not have it; declare it where the nodes come from "
+            "(cudasched node-template --driver-pool NAME, the Karpenter NodePool's "
+            "spec.template.metadata.labels or the kubelet's --node-labels): "
+            + "; ".join(
+                f"{L.DRIVER_POOL}={o.name} on {homes.get(o.name, 'its nodes')}" for o in objects
+            )
+        )
+    if default_note is not None:
+        notes.append(default_note)
+    for r in replaced:
+        notes.append(
+            f"delete NVIDIADriver/{r.name} after the rollout: {r.why}"
+            + (f" (NVIDIADriver/{r.by} takes its nodes)" if r.by else "")
+        )
+    hosts = [d for d in decisions if not d.operator and d.changes]
+    if hosts:
+        notes.append(
+            f"{len(hosts)} pool(s) get their driver from the host or a node image "
+            "(nvidia.com/gpu.deploy.driver is pre-installed or false, or a managed node group): "
+            "no NVIDIADriver can change it; their actions are listed per pool"
+        )
+    return notes
+
+
+def label_homes(
+    objects: tuple[DriverObject, ...], nodes: Iterable[Mapping[str, Any]], kb: KnowledgeBase
+) -> dict[str, str]:
+    """Per object, where new nodes like its nodes come from, as far as their labels tell: a
+    Karpenter NodePool (``karpenter.sh/nodepool``), a cloud-managed node group (the EKS, GKE and
+    AKS labels of ``gpu-operator.yaml``); else the nodes themselves, named (the node group,
+    NodePool or kubelet flags that make them are not in the snapshot)."""
+    labels = {name_of(n): labels_of(n) for n in nodes}
+    groups = kb.operator.driver_manager.node_groups
+    out: dict[str, str] = {}
+    for obj in objects:
+        found: dict[str, None] = {}
+        unknown: list[str] = []
+        for node in obj.nodes:
+            mine = labels.get(node, {})
+            if mine.get(KARPENTER_NODEPOOL_LABEL):
+                found[f"Karpenter NodePool {mine[KARPENTER_NODEPOOL_LABEL]}"] = None
+                continue
+            group = next((g for g in groups if mine.get(g.label)), None)
+            if group is not None:
+                found[f"{group.provider} node group {mine[group.label]}"] = None
+            else:
+                unknown.append(node)
+        if unknown:
+            shown = ", ".join(unknown[:3]) + (
+                f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+            )
+            found[f"the node group or template of {shown} (their labels name none)"] = None
+        out[obj.name] = " and ".join(found) or "its nodes"
+    return out

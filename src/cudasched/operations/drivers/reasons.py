@@ -1,0 +1,208 @@
+"""Why a driver plan decides what it decides, in words: each pool's reasons (:func:`pool_why`),
+what a driver installed another way than the GPU Operator's containers would give
+(:func:`blocked_by_os`), and why a workload has no home after the plan (:func:`unservable`).
+Pure: options, verdicts and the knowledge base in, sentences out."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import TYPE_CHECKING
+
+from cudasched.compat.branches import (
+    LifecycleState,
+    kernel_breakages,
+    module_reason,
+    release_text,
+    running,
+)
+from cudasched.compat.containers import (
+    container_oses,
+    precompiled_problem,
+)
+from cudasched.compat.engine import check
+from cudasched.operations.drivers.demand import Demand, DemandGroup
+from cudasched.operations.drivers.plan import (
+    workload_refs,
+)
+from cudasched.operations.drivers.planoptions import (
+    Judge,
+    Option,
+    unblocked,
+)
+from cudasched.operations.pools import Pool
+from cudasched.operations.reach import blocking
+
+if TYPE_CHECKING:
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.vocab.versions import CudaVersion
+
+__all__ = ["blocked_by_os", "pool_why", "unservable"]
+
+
+def pool_why(
+    pool: Pool,
+    chosen: Option | None,
+    keep: Option | None,
+    options: list[Option],
+    left_out: list[tuple[int, str]],
+    pinned: list[str],
+    demand: Demand,
+    kb: KnowledgeBase,
+    precompiled: bool,
+    target_cuda: CudaVersion | None,
+) -> list[str]:
+    target = pool.target
+    if target is None:
+        return [
+            "not planned: the nodes report no GPU product or compute capability cudasched "
+            "knows; run GPU Feature Discovery or `cudasched agent` on them and plan again"
+        ]
+    why: list[str] = []
+    total = demand.workloads
+    if chosen is None:
+        return [
+            "no branch can be installed here: " + "; ".join(f"R{b}: {w}" for b, w in left_out[:3])
+        ]
+    here = f"R{chosen.branch}"
+    if chosen.keep:
+        if not options:
+            why.append(
+                f"keeps driver {pool.current}: no other supported branch can be installed on "
+                f"{target.name} here"
+            )
+        elif any(o.weight > chosen.weight for o in options):
+            why.append(f"keeps driver {pool.current}")
+        else:
+            why.append(
+                f"keeps driver {pool.current}: it serves {chosen.weight} of {total} workloads "
+                "and no branch serves more"
+            )
+    else:
+        before = keep.weight if keep is not None else 0
+        what = f"driver {pool.current}" if pool.current else "no driver"
+        why.append(
+            f"{here} ({release_text(chosen.release)}) serves {chosen.weight} of {total} "
+            f"workloads; {what} serves {before}"
+        )
+        lc = chosen.lifecycle
+        peers = [o for o in options if o.weight == chosen.weight and o is not chosen]
+        if lc.long_term and any(not o.lifecycle.long_term for o in peers):
+            why.append(
+                f"{here} is a long-term support branch ({lc.describe()}), preferred over "
+                + ", ".join(f"R{o.branch}" for o in peers if not o.lifecycle.long_term)
+            )
+        else:
+            why.append(f"{here}: {lc.describe()}")
+    why.extend(pinned)
+    cap = target.arch.last_driver_branch
+    if cap is not None:
+        why.append(f"{target.arch.name} GPUs end at R{cap}")
+    if target_cuda is not None:
+        if chosen.reaches_target:
+            why.append(f"reaches CUDA {target_cuda} natively (--target-cuda)")
+        else:
+            why.append(f"cannot reach CUDA {target_cuda} natively on any branch it can take")
+    if not chosen.keep:
+        assert chosen.module is not None
+        why.append(module_reason(kb, target, chosen.module))
+    if pool.current is not None and chosen.keep:
+        current_lc = chosen.lifecycle
+        if current_lc.state is LifecycleState.END_OF_LIFE:
+            why.append(
+                f"R{chosen.branch} is {current_lc.describe()}: no supported branch "
+                "serves more workloads here"
+            )
+    if chosen.forward_compat:
+        refs = workload_refs(chosen.forward_compat, demand)
+        why.append(
+            "runs "
+            + ", ".join(refs[:3])
+            + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+            + " only through forward compatibility (cuda-compat in the image)"
+        )
+    if precompiled and pool.manager.operator and not chosen.keep and not chosen.precompiled:
+        problem = precompiled_problem(kb, pool.os, pool.kernel, chosen.branch)
+        if problem is not None:
+            why.append(f"usePrecompiled: false: {problem}")
+    if pool.kernel is not None and not chosen.keep:
+        for broken in kernel_breakages(kb, chosen.release, pool.kernel, chosen.module):
+            why.append(f"warning: reported build failure: {broken.describe()}")
+    if pool.kernel is None:
+        why.append("kernel unknown: the minimum kernel was not checked")
+    newer = [(b, w) for b, w in left_out if b > chosen.branch]
+    skipped = [f"R{b} ({w})" for b, w in newer if "end of life" not in w]
+    ended = [f"R{b}" for b, w in newer if "end of life" in w]
+    if ended:
+        skipped.append(f"{', '.join(ended)} (end of life)")
+    if skipped:
+        why.append("left out: " + "; ".join(skipped))
+    return why
+
+
+def unservable(
+    groups: list[DemandGroup],
+    pools: tuple[Pool, ...],
+    every: list[list[Option]],
+    chosen: list[Option | None],
+    judge: Judge,
+) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    kb = judge.kb
+    for group in groups:
+        # An option that would serve it but was not chosen (it serves fewer workloads there).
+        alternatives = [
+            (opt, i) for i, opts in enumerate(every) for opt in opts if group.number in opt.serves
+        ]
+        if alternatives:
+            opt, i = max(alternatives, key=lambda a: (a[0].weight, a[0].branch))
+            other = chosen[i]
+            why = (
+                f"needs {group.describe()}: R{opt.branch} on pool {pools[i].name} would run it, "
+                f"but serves {opt.weight} workloads there against "
+                f"{other.weight if other is not None else 0} for the plan's choice"
+            )
+        else:
+            nearest: tuple[int, str] | None = None
+            for i, opts in enumerate(every):
+                pool = pools[i]
+                for opt in opts:
+                    facts = pool.facts[0] if opt.keep else running(pool.facts[0], opt.release, kb)
+                    verdict = check(facts, group.requirement, group.policy, kb)
+                    reasons = blocking(verdict)
+                    text = "; ".join(dict.fromkeys(r.message for r in reasons))
+                    score = len({r.code for r in reasons})
+                    if text and (nearest is None or score < nearest[0]):
+                        nearest = (score, f"nearest: pool {pool.name} on R{opt.branch}: {text}")
+            why = f"needs {group.describe()}: no pool can run it on any branch it can take" + (
+                f"; {nearest[1]}" if nearest is not None else "; the cluster has no GPU pool"
+            )
+        out.extend((w, why) for w in group.workloads)
+    return sorted(out)
+
+
+def blocked_by_os(
+    pool: Pool,
+    chosen: Option | None,
+    left_out: list[tuple[int, str]],
+    judge: Judge,
+    today: date,
+    total: int,
+) -> str | None:
+    """For a GPU Operator pool: what a driver installed another way would give, when that is
+    more than the containers NVIDIA publishes for its OS allow."""
+    if pool.target is None:
+        return None
+    better = unblocked(pool, judge, today)
+    if better is None or better.keep:
+        return None
+    if chosen is not None and (better.weight, better.branch) <= (chosen.weight, chosen.branch):
+        return None
+    reason = next((w for b, w in left_out if b == better.branch), None)
+    if reason is None:
+        return None
+    oses = ", ".join(container_oses(judge.kb, better.branch)) or "no OS"
+    return (
+        f"R{better.branch} ({better.release}) would serve {better.weight} of {total} workloads, "
+        f"but {reason}; move the nodes to an OS with R{better.branch} driver containers ({oses}), "
+        "or install the driver on the hosts (then label them nvidia.com/gpu.deploy.driver=false)"
+    )

@@ -32,7 +32,7 @@ from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState
 from tests.support import builders
 from tests.support.kube_api import ClusterApi, write_kubeconfig
-from tests.support.registry import Registry, run_registry
+from tests.support.registry import Registry, hanging_server, run_registry
 
 USER, PASSWORD = "puller", "pa55-9f3b2c7e"
 PRIVATE_ENV = ["PATH=/usr/bin", "NVIDIA_REQUIRE_CUDA=cuda>=12.6"]
@@ -284,12 +284,12 @@ async def test_with_the_option_off_no_secret_is_read(
     assert 'cudasched_webhook_image_pull_secret_reads_total{result="read"} 0.0' in metrics
 
 
-def warmed_state(kb: KnowledgeBase, registry: Registry) -> ClusterState:
+def warmed_state(kb: KnowledgeBase, host: str) -> ClusterState:
     """The bundled nodes and KServe objects with private images: a ClusterServingRuntime
     naming ``regcred`` (its InferenceServices in team-a, which has it, and team-c, which
     does not), a ServingRuntime of team-d naming its own ``regcred``, and an
-    LLMInferenceService of team-b whose pods pull with the ServiceAccount's secret."""
-    host = registry.host
+    LLMInferenceService of team-b whose pods pull with the ServiceAccount's secret; their
+    images on the registry at ``host``."""
     cluster_rt = builders.runtime(
         "private-llm", image=f"{host}/team/llm:7", spec={"imagePullSecrets": [{"name": "regcred"}]}
     )
@@ -331,7 +331,7 @@ async def test_warming_reads_each_objects_pull_secrets_so_first_pods_are_constra
     constrained at once; team-c, whose namespace lacks the runtime's secret, is not, and
     its look-up is not asked of the registry again."""
     cfg = config(registry, write_kubeconfig(tmp_path, kmock.url), pull_secrets=True)
-    state = warmed_state(kb, registry)
+    state = warmed_state(kb, registry.host)
     host = registry.host
     isvc_a = builders.isvc("svc-a", "team-a", runtime="private-llm")
 
@@ -394,7 +394,7 @@ async def test_a_public_image_is_warmed_once_without_reading_any_secret(
         for tag in ("7", "8", "9"):
             public.push_image("team/llm", tag, PRIVATE_ENV)
         cfg = config(public, write_kubeconfig(tmp_path, kmock.url), pull_secrets=True)
-        state = warmed_state(kb, public)
+        state = warmed_state(kb, public.host)
 
         def scenario() -> tuple[int, bool]:
             admitter = Admitter.from_config(cfg, kb)
@@ -420,7 +420,7 @@ async def test_an_inferenceservice_is_resolved_with_its_runtimes_pull_secret(
     looks its image up with the secret its ClusterServingRuntime names (KServe puts it in
     the predictor pod), read in team-a. The runtime alone is warmed for everybody only."""
     cfg = config(registry, write_kubeconfig(tmp_path, kmock.url), pull_secrets=True)
-    warmed = warmed_state(kb, registry).fleet
+    warmed = warmed_state(kb, registry.host).fleet
     state = ClusterState.from_objects(
         bundled_snapshot().nodes, [], [], warmed.cluster_serving_runtimes, kb=kb
     )
@@ -430,3 +430,37 @@ async def test_an_inferenceservice_is_resolved_with_its_runtimes_pull_secret(
     )
     assert not constrained(first) and constrained(second)
     assert secret_reads(api) == [("secrets", "team-a", "regcred")]
+
+
+async def test_a_registry_that_does_not_answer_costs_no_secret_read(
+    api: ClusterApi,
+    kmock: kmock_lib.KubernetesEmulator,
+    kb: KnowledgeBase,
+    tmp_path: Path,
+) -> None:
+    """A timeout for everybody is one with any credentials: warming does not ask again with
+    each namespace's, so no Secret is read for a registry that is down."""
+    with hanging_server() as host:
+        cfg = WebhookConfig.from_mapping(
+            {
+                "imageResolver": {
+                    "enabled": True,
+                    "plainHttp": [host],
+                    "pullSecrets": True,
+                    "deadlineSeconds": 0.5,
+                },
+                "kube": {"kubeconfig": str(write_kubeconfig(tmp_path, kmock.url))},
+            }
+        )
+        state = warmed_state(kb, host)
+
+        def scenario() -> bool:
+            admitter = Admitter.from_config(cfg, kb)
+            with serve_in_thread(state, config=cfg, reviewer=admitter):
+                resolver = admitter.images.configs
+                assert resolver is not None
+                resolver.warm(images_of(state))
+                return resolver.wait_idle(20)
+
+        assert await asyncio.to_thread(scenario)
+    assert secret_reads(api) == []

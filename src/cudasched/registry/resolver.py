@@ -142,7 +142,7 @@ class BackgroundResolver:
         # In flight by (image, namespace): "" for a look-up without a workload's secrets.
         self._inflight: dict[tuple[str, str], Future[ImageConfig]] = {}
         # What runs with a look-up's answer before it is let go (warming's scoped look-ups).
-        self._then: dict[tuple[str, str], list[Callable[[ImageConfig], None]]] = {}
+        self._then: dict[tuple[str, str], list[Callable[[ImageConfig], object]]] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -198,7 +198,7 @@ class BackgroundResolver:
         image: str,
         scope: PullScope | None = None,
         *,
-        then: Callable[[ImageConfig], None] | None = None,
+        then: Callable[[ImageConfig], object] | None = None,
     ) -> Future[ImageConfig] | None:
         """Queue ``image`` (for ``scope``'s namespace) unless it is being resolved already
         (then that future) or the queue is full or closed (``None``). ``then`` is called

@@ -33,9 +33,9 @@ import yaml
 
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.vocab.kinds import LLM_INFERENCE_SERVICE, NVIDIA_DRIVER, POD
+from cudasched_e2e.controlplane import free_port
 from tests.support import sessions
 from tests.support.kube_api import ClusterApi, forbidden
-from tests.support.webhook_process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = os.environ.get("CUDASCHED_RECORD_SESSIONS", "") not in ("", "0")

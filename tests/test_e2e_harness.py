@@ -4,9 +4,11 @@ The control plane itself is exercised by ``tests/e2e``."""
 
 from __future__ import annotations
 
+import ast
 import ipaddress
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
@@ -127,6 +129,44 @@ def test_the_webhook_process_serves_one_source(
     with refused, webhook_process(tmp_path, kubeconfig, **sources):
         pass
     assert list(tmp_path.iterdir()) == []  # refused before anything was written or started
+
+
+@pytest.mark.parametrize(
+    ("config", "ca_file"),
+    [
+        ({"server": {"certFile": "tls.crt", "keyFile": "tls.key"}}, None),
+        ({}, Path("ca.crt")),
+    ],
+    ids=["certificates-without-a-ca", "a-ca-without-certificates"],
+)
+def test_the_webhook_process_trusts_a_ca_file_only_with_configured_certificates(
+    tmp_path: Path, config: dict[str, Any], ca_file: Path | None
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    refused = pytest.raises(ValueError, match=r"a ca_file goes with server\.certFile")
+    with refused, webhook_process(tmp_path, kubeconfig, config=config, ca_file=ca_file):
+        pass
+    assert list(tmp_path.iterdir()) == []  # refused before anything was written or started
+
+
+def test_the_suite_has_one_free_port() -> None:
+    """Every test and the harness take a free port from the harness's ``free_port``; no
+    module keeps a copy of its own."""
+    scanned = [
+        path
+        for folder in ("src", "tests", "benchmarks")
+        for path in (ROOT / folder).rglob("*.py")
+        if "__pycache__" not in path.parts
+    ]
+    defined = sorted(
+        str(path.relative_to(ROOT))
+        for path in scanned
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.name.lstrip("_") == "free_port"
+    )
+    assert defined == ["src/cudasched_e2e/controlplane/__init__.py"]
+    assert len(scanned) > 300
 
 
 @pytest.mark.parametrize("bad", ["v1.2.3", "nothing"])

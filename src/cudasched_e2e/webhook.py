@@ -10,8 +10,9 @@ the self-signed CA as ``caBundle``. (An Endpoint to loopback is refused by the A
 validation, and a Service needs kube-proxy; a URL is what ``clientConfig`` offers for this.)
 
 :func:`webhook_process` is also the one way the unit tests start the real command (load and
-attack tests in ``tests/webhook``, through ``tests/support/webhook_process``): there it serves a
-cluster file (``--cluster``) instead of watching an API server.
+attack tests in ``tests/webhook``, through ``tests/support/webhook_process``, where it serves a
+cluster file (``--cluster``) instead of watching an API server; fault tests, where it watches a
+mock API server and serves configured certificates they rotate).
 """
 
 from __future__ import annotations
@@ -151,19 +152,35 @@ def webhook_process(
     config: JSON | None = None,
     port: int | None = None,
     startup_timeout: float = 90.0,
+    ca_file: Path | None = None,
 ) -> Iterator[LiveWebhook]:
-    """Run ``cudasched webhook`` until the block ends (SIGTERM, then SIGKILL after 30 s), with a
-    self-signed certificate in ``workdir/tls``; ready when ``/readyz`` answers 200 (caches
-    synced). It watches the API server of ``kubeconfig``, or serves the ``cluster`` file."""
+    """Run ``cudasched webhook`` until the block ends (SIGTERM, then SIGKILL after 30 s); ready
+    when ``/readyz`` answers 200 (caches synced). It watches the API server of
+    ``kubeconfig``, or serves the ``cluster`` file.
+
+    It serves a self-signed certificate written to ``workdir/tls``, or, when ``config`` names
+    ``server.certFile`` and ``server.keyFile`` (configured certificates, e.g. a Secret volume
+    a test rotates), those, verified against ``ca_file`` (the CA bundle clients trust)."""
     if (kubeconfig is None) == (cluster is None):
         raise ValueError(
             "webhook_process: give a kubeconfig (a live API server) or a cluster file, not "
             f"{'both' if kubeconfig else 'neither'}"
         )
+    server = (config or {}).get("server") or {}
+    configured = bool(server.get("certFile") or server.get("keyFile"))
+    if configured != (ca_file is not None):
+        raise ValueError(
+            "webhook_process: a ca_file goes with server.certFile and server.keyFile in the "
+            f"config (got ca_file={ca_file}, certFile={server.get('certFile')}, "
+            f"keyFile={server.get('keyFile')})"
+        )
     source = ["--kubeconfig", str(kubeconfig)] if kubeconfig else ["--cluster", str(cluster)]
     workdir.mkdir(parents=True, exist_ok=True)
     tls_dir = workdir / "tls"
-    tls_dir.mkdir(exist_ok=True)
+    tls: list[str] = []
+    if ca_file is None:
+        tls_dir.mkdir(exist_ok=True)
+        tls = ["--self-signed", "--tls-dir", str(tls_dir)]
     config_file = workdir / "webhook.yaml"
     config_file.write_text(yaml.safe_dump(config or {}))
     port = port or free_port()
@@ -174,9 +191,7 @@ def webhook_process(
         *source,
         "--config",
         str(config_file),
-        "--self-signed",
-        "--tls-dir",
-        str(tls_dir),
+        *tls,
         "--host",
         "127.0.0.1",
         "--port",
@@ -188,7 +203,7 @@ def webhook_process(
         process = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-    hook = LiveWebhook(process, port, tls_dir / "ca.crt", log_file)
+    hook = LiveWebhook(process, port, ca_file or tls_dir / "ca.crt", log_file)
     try:
         limit = time.monotonic() + startup_timeout
         while True:

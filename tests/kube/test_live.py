@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -39,6 +38,7 @@ from cudasched.vocab.kinds import (
     SERVING_RUNTIME,
     Kind,
 )
+from cudasched_e2e.controlplane import free_port
 from tests.support.kube_api import UNAUTHORIZED, ClusterApi, forbidden, status, write_kubeconfig
 
 SAMPLE = bundled_snapshot()
@@ -306,14 +306,8 @@ async def test_other_statuses_carry_the_server_message(
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_an_unreachable_server_is_one_line() -> None:
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     text = await failure(url)
     assert text.startswith(f"cannot reach the Kubernetes API server at {url} (a test API server): ")
 

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -28,6 +27,7 @@ from cudasched.kube.reflector import (
 )
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import NODE, NVIDIA_DRIVER, POD, Kind
+from cudasched_e2e.controlplane import free_port
 
 PODS = "/api/v1/namespaces/{ns}/pods"
 NODES = "/api/v1/nodes"
@@ -219,17 +219,11 @@ async def test_periodic_resync_relists(kmock: kmock_lib.KubernetesEmulator) -> N
         assert set(listener.restarts) == {"resync"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_unreachable_api_counts_list_errors_and_logs_a_change_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="cudasched.kube.reflector")
-    async with running(f"http://127.0.0.1:{_free_port()}", POD) as (reflector, listener):
+    async with running(f"http://127.0.0.1:{free_port()}", POD) as (reflector, listener):
         await eventually(lambda: len(listener.restarts) >= 3)
         assert not reflector.listed
         assert set(listener.restarts) == {"list_error"}
@@ -241,7 +235,7 @@ async def test_unreachable_api_counts_list_errors_and_logs_a_change_once(
 async def test_logs_through_the_owner_logger(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
     owner = logging.getLogger("cudasched.test.owner")
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     async with running(url, POD, logger=owner) as (_, listener):
         await eventually(lambda: bool(listener.restarts))
     assert {r.name for r in caplog.records if "list error" in r.getMessage()} == {owner.name}

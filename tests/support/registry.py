@@ -31,6 +31,7 @@ import orjson
 import pytest
 
 from cudasched.registry.auth import parse_challenge
+from cudasched_e2e.controlplane import free_port
 
 REGISTRY_BIN = "/usr/bin/docker-registry"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -53,12 +54,6 @@ def need_registry() -> str:
             pytest.fail("docker-registry is missing on CI (.ci/run installs it)")
         pytest.skip("docker-registry not installed (apt-get install docker-registry)")
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:

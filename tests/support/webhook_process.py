@@ -19,11 +19,10 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from cudasched_e2e.controlplane import free_port
 from cudasched_e2e.webhook import LiveWebhook
 from cudasched_e2e.webhook import webhook_process as _webhook_process
 
-__all__ = ["free_port", "sample_cluster_file", "webhook_process"]
+__all__ = ["sample_cluster_file", "webhook_process"]
 
 REPO = Path(__file__).resolve().parents[2]
 

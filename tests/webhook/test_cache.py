@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 
 from cudasched.webhook.cache import ClusterCache
 from cudasched.webhook.metrics import WebhookMetrics
+from cudasched_e2e.controlplane import free_port
 from tests.support import builders
 
 NODES = "/api/v1/nodes"
@@ -294,14 +294,8 @@ async def eventually(cache: ClusterCache, predicate: Any, timeout: float = 5.0) 
             await asyncio.sleep(0.01)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_unreachable_api_is_not_synced_until_it_appears() -> None:
-    port = _free_port()
+    port = free_port()
     cache = make_cache(f"http://127.0.0.1:{port}")
     await cache.start()
     try:

@@ -16,13 +16,13 @@ webhook cannot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import signal
 import socket
 import ssl
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -41,7 +41,10 @@ from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import RunningServer, serve_in_thread
 from cudasched.webhook.state import ClusterState
 from cudasched.webhook.tls import generate_self_signed, write_self_signed
+from cudasched_e2e.controlplane import free_port
+from cudasched_e2e.webhook import LiveWebhook, webhook_process
 from tests.support.admission import fleet_node
+from tests.support.kube_api import write_kubeconfig
 from tests.support.servers import make_cache, serving, trust
 
 DATA = Path(__file__).parents[1] / "data" / "admission"
@@ -72,12 +75,6 @@ def answer_of(resp: httpx.Response, uid: str) -> dict[str, Any]:
 
 def client(srv: RunningServer) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=srv.url, verify=trust(srv.ca_pem), timeout=10)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def eventually(predicate: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
@@ -421,70 +418,22 @@ def test_slow_decisions_answered_by_failure_mode_within_budget(fail_closed: bool
 # --------------------------------------------------------------------------- the real process
 
 
-class WebhookProcess:
-    """``cudasched webhook`` in a subprocess, configured by the caller's YAML."""
-
-    def __init__(self, tmp: Path, config: str, api_url: str) -> None:
-        self.port = free_port()
-        kubeconfig = tmp / "kubeconfig"
-        kubeconfig.write_text(
-            "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-            f"clusters: [{{name: t, cluster: {{server: '{api_url}'}}}}]\n"
-            "users: [{name: t, user: {}}]\n"
-            "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
-        )
-        cfg = tmp / "config.yaml"
-        cfg.write_text(config)
-        self.log = tmp / "webhook.log"
-        self.cmd = [
-            sys.executable,
-            "-c",
-            "from cudasched.cli import main; main()",
-            "webhook",
-            "--config",
-            str(cfg),
-            "--kubeconfig",
-            str(kubeconfig),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--log-level",
-            "warning",
-        ]
-        self.proc: asyncio.subprocess.Process | None = None
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    async def start(self) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        with self.log.open("wb") as out:
-            self.proc = await asyncio.create_subprocess_exec(
-                *self.cmd, stdout=out, stderr=asyncio.subprocess.STDOUT, env=env
-            )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:]
-
-    async def wait_ready(self, verify: ssl.SSLContext, timeout: float = 40.0) -> None:
-        assert self.proc is not None
-        async with asyncio.timeout(timeout):
-            while True:
-                assert self.proc.returncode is None, self.output()
-                try:
-                    async with httpx.AsyncClient(verify=verify, timeout=2) as c:
-                        if (await c.get(f"{self.url}/readyz")).status_code == 200:
-                            return
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.1)
-
-    async def close(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.kill()
-            await self.proc.wait()
+@contextlib.asynccontextmanager
+async def running_webhook(
+    tmp: Path, api_url: str, config: dict[str, Any], ca_file: Path
+) -> AsyncIterator[LiveWebhook]:
+    """``cudasched webhook`` in its own process (the harness's :func:`webhook_process`),
+    watching the mock API server and serving the certificate files ``config`` names, trusted
+    through ``ca_file``. Started and stopped in a thread: the mock API server runs on this
+    test's event loop, which must keep serving while the process lists it."""
+    kubeconfig = write_kubeconfig(tmp, api_url)
+    stack = contextlib.ExitStack()
+    started = webhook_process(tmp / "webhook", kubeconfig, config=config, ca_file=ca_file)
+    hook = await asyncio.to_thread(stack.enter_context, started)
+    try:
+        yield hook
+    finally:
+        await asyncio.to_thread(stack.close)
 
 
 def _kubelet_secret_dir(directory: Path, generation: int, files: dict[str, bytes]) -> None:
@@ -535,14 +484,11 @@ async def test_certificate_rotated_while_serving(
     secret.mkdir()
     _kubelet_secret_dir(secret, 1, {"tls.crt": first.cert_pem, "tls.key": first.key_pem})
     both = trust(first.ca_pem + second.ca_pem)  # clients trust both CAs during a rollover
-    config = (
-        f"server:\n  certFile: {secret / 'tls.crt'}\n  keyFile: {secret / 'tls.key'}\n"
-        "  workers: 1\n"
-    )
-    proc = WebhookProcess(tmp_path, config, str(kmock.url).rstrip("/"))
-    await proc.start()
-    try:
-        await proc.wait_ready(both)
+    bundle = tmp_path / "trusted.pem"
+    bundle.write_bytes(first.ca_pem + second.ca_pem)
+    server = {"certFile": str(secret / "tls.crt"), "keyFile": str(secret / "tls.key")}
+    config = {"server": {**server, "workers": 1}}
+    async with running_webhook(tmp_path, str(kmock.url), config, bundle) as proc:
         assert _served_leaf(proc.port, both) == _leaf_der(first.cert_pem)
         failures: list[str] = []
         answered = 0
@@ -581,10 +527,8 @@ async def test_certificate_rotated_while_serving(
         stop.set()
         await asyncio.gather(*tasks)
         served = await asyncio.to_thread(_served_leaf, proc.port, both)
-        assert failures == [], failures[:5]
-        assert served == _leaf_der(second.cert_pem)
-    finally:
-        await proc.close()
+    assert failures == [], failures[:5]
+    assert served == _leaf_der(second.cert_pem)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -597,17 +541,11 @@ async def test_sigterm_under_load_finishes_every_request(
     await kmock.post(NODES, json=fleet_node(*NEW_NODE))
     tls_dir = tmp_path / "tls"
     bundle = generate_self_signed(ip_addresses=("127.0.0.1",))
-    cert, key, _ca = write_self_signed(tls_dir, bundle)
-    config = (
-        f"server:\n  certFile: {cert}\n  keyFile: {key}\n  requestTimeoutSeconds: 8\n"
-        f"  workers: {workers}\n"
-    )
-    proc = WebhookProcess(tmp_path, config, str(kmock.url).rstrip("/"))
-    await proc.start()
+    cert, key, ca = write_self_signed(tls_dir, bundle)
+    server = {"certFile": str(cert), "keyFile": str(key), "requestTimeoutSeconds": 8}
+    config = {"server": {**server, "workers": workers}}
     verify = trust(bundle.ca_pem)
-    try:
-        await proc.wait_ready(verify)
-        assert proc.proc is not None
+    async with running_webhook(tmp_path, str(kmock.url), config, Path(ca)) as proc:
         started = 0
         all_started = asyncio.Event()
         n = 12
@@ -637,15 +575,13 @@ async def test_sigterm_under_load_finishes_every_request(
         async with asyncio.timeout(20):
             await all_started.wait()
         await asyncio.sleep(0.1)  # every request's head is at the server, bodies half sent
-        proc.proc.send_signal(signal.SIGTERM)
+        proc.process.send_signal(signal.SIGTERM)
         terminated = time.monotonic()
         responses = await asyncio.gather(*tasks, return_exceptions=True)
-        async with asyncio.timeout(30):
-            code = await proc.proc.wait()
-    finally:
-        await proc.close()
+        code = await asyncio.to_thread(proc.process.wait, 30)
+        output = proc.log()[-3000:]
     problems = [f"{u}: {r!r}" for u, r in zip(uids, responses, strict=True) if not _ok(r)]
-    assert problems == [], (problems[:3], proc.output())
+    assert problems == [], (problems[:3], output)
     for uid, resp in zip(uids, responses, strict=True):
         assert isinstance(resp, httpx.Response)
         answer = answer_of(resp, uid)
@@ -655,7 +591,7 @@ async def test_sigterm_under_load_finishes_every_request(
         assert "patch" in answer or (workers > 1 and "not ready" in answer["warnings"][0])
     # Every request was still in flight when the signal arrived.
     assert len(finished) == n and min(finished) > terminated
-    assert code == 0, proc.output()
+    assert code == 0, output
 
 
 def _ok(resp: object) -> bool:

@@ -22,6 +22,7 @@ from cudasched.webhook.app import StaticStateSource, build_app
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import serve_in_thread, uvicorn_config
 from cudasched.webhook.tls import ReloadingServerContext, generate_self_signed, write_self_signed
+from cudasched_e2e.controlplane import free_port
 from tests.support.admission import StandIn, client, review
 
 
@@ -71,20 +72,12 @@ def test_in_flight_request_finishes_on_graceful_stop() -> None:
 # ---------------------------------------------------------------------- the CLI command
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.parametrize("workers", [1, 2])
 def test_cli_webhook_serves_and_stops_on_sigterm(tmp_path: Path, workers: int) -> None:
     """``cudasched webhook --self-signed`` against an API server that does not answer: it
     serves health, reports not-ready, admits by the failure mode, and exits 0 on SIGTERM
     (with ``server.workers: 2`` the supervisor forwards the signal to both workers)."""
-    api_port, port = _free_port(), _free_port()
+    api_port, port = free_port(), free_port()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: t\n"

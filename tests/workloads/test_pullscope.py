@@ -4,13 +4,17 @@ admission plugin's order)."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from typing import Any
 
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.knowledge.imageconfig import PullScope
-from cudasched.workloads.pullscope import pull_scope
+from cudasched.workloads.pullscope import kserve_merged_names, pull_scope
 
 NAMES = st.text(alphabet="abcdefghij-", min_size=0, max_size=6)
 
@@ -72,3 +76,80 @@ def test_the_request_namespace_always_wins_and_only_named_secrets_count(
     assert scope.namespace == request_ns
     assert list(scope.secrets) == list(dict.fromkeys(n for n in names if n))
     assert scope.service_account == (account or "default")
+
+
+def runtime_with(kind: str, namespace: str | None, *pull: str) -> dict[str, Any]:
+    meta = {"name": "rt"} | ({"namespace": namespace} if namespace else {})
+    spec: dict[str, Any] = {"containers": [{"name": "kserve-container", "image": "x"}]}
+    if pull:
+        spec["imagePullSecrets"] = [{"name": n} for n in pull]
+    api = "serving.kserve.io/v1alpha1"
+    return {"apiVersion": api, "kind": kind, "metadata": meta, "spec": spec}
+
+
+def test_a_predictor_pulls_with_its_runtimes_secrets_too_in_its_own_namespace() -> None:
+    """KServe merges the runtime's ``imagePullSecrets`` into the predictor pod (MergePodSpec),
+    whichever kind the runtime is; the names are the InferenceService's namespace's. A
+    ServingRuntime alone pulls with its own, an LLMInferenceService without a template with
+    its worker's."""
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "llm", "namespace": "ml"},
+        "spec": {"predictor": {"imagePullSecrets": [{"name": "own"}]}},
+    }
+    bare = {**isvc, "spec": {"predictor": {"serviceAccountName": "runner"}}}
+    cluster = runtime_with("ClusterServingRuntime", None, "hub", "own")
+    namespaced = runtime_with("ServingRuntime", "ml", "rt-cred")
+    worker_only = {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "LLMInferenceService",
+        "metadata": {"name": "big", "namespace": "llm"},
+        "spec": {"worker": {"imagePullSecrets": [{"name": "lws"}], "containers": []}},
+    }
+    found = [
+        pull_scope(isvc, runtime=cluster),
+        pull_scope(isvc, "team", runtime=namespaced),
+        pull_scope(bare, runtime=namespaced),
+        pull_scope(bare, runtime=runtime_with("ServingRuntime", "ml")),
+        pull_scope(namespaced),
+        pull_scope(worker_only),
+    ]
+    assert found == [
+        PullScope("ml", ("hub", "own")),
+        PullScope("team", ("own", "rt-cred")),
+        PullScope("ml", ("rt-cred",), "runner"),
+        PullScope("ml", (), "runner"),
+        PullScope("ml", ("rt-cred",)),
+        PullScope("llm", ("lws",)),
+    ]
+
+
+KUBECTL = shutil.which("kubectl")
+SECRET_NAMES = st.lists(st.sampled_from(list("abcdef")), max_size=5)
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (Debian kubernetes-client)")
+@settings(max_examples=25, deadline=None)
+@given(runtime=SECRET_NAMES, predictor=SECRET_NAMES)
+def test_the_merged_order_is_a_strategic_merge_patchs(
+    runtime: list[str], predictor: list[str]
+) -> None:
+    """What ``kubectl patch --local --type strategic`` (the apimachinery code KServe's
+    MergePodSpec calls) makes of the runtime's list patched with the predictor's."""
+    runtime, predictor = list(dict.fromkeys(runtime)), list(dict.fromkeys(predictor))
+    base: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}]}
+    if runtime:
+        base["imagePullSecrets"] = [{"name": n} for n in runtime]
+    pod_doc = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": base}
+    patch = {"spec": {"imagePullSecrets": [{"name": n} for n in predictor]}} if predictor else {}
+    command = [KUBECTL or "kubectl", "patch", "--local", "-f", "-", "--type", "strategic"]
+    done = subprocess.run(
+        [*command, "-p", json.dumps(patch), "-o", "json"],
+        input=json.dumps(pod_doc),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    merged = json.loads(done.stdout)["spec"].get("imagePullSecrets") or []
+    assert kserve_merged_names(runtime, predictor) == [e["name"] for e in merged]

@@ -48,7 +48,9 @@ class ImageConfig:
     be read (``error``, with ``env`` and ``labels`` empty). ``digest`` is the platform
     manifest's digest (what a node pulls); ``env`` and ``labels`` are the config's
     ``config.Env`` (split at the first ``=``) and ``config.Labels``; ``mirror`` the
-    repository it was read from when a mirror served it (``imageMirrors``)."""
+    repository it was read from when a mirror served it (``imageMirrors``); ``error_kind``
+    the closed word for a failure (``unauthorized``, ``not-found``, ``timeout``, ...: the
+    registry client's error kinds), which decides whether credentials could change it."""
 
     image: str
     digest: str = ""
@@ -57,6 +59,7 @@ class ImageConfig:
     labels: Mapping[str, str] = field(default_factory=dict)
     error: str = ""
     mirror: str = ""
+    error_kind: str = ""
 
     @property
     def ok(self) -> bool:

@@ -8,7 +8,8 @@ Two sources over one :class:`~cudasched.registry.client.RegistryClient`:
   the cache; an image already being resolved is waited for at most ``budget_seconds``; any
   other image is queued for the worker threads and answered "not known yet" at once, so the
   review is decided per ``onUnknownRequirement`` and the next replica finds the config. The
-  watch cache's runtimes and services warm it (:meth:`BackgroundResolver.warm`).
+  watch cache's runtimes and services warm it (:meth:`BackgroundResolver.warm`), with their
+  own pull scopes where the look-up for everybody fails.
 
 Failures are configs with an ``error`` (cached briefly), so a registry outage costs one
 attempt per image per ``error_ttl``, never a delay of any review beyond the budget.
@@ -25,9 +26,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
+from functools import partial
 from typing import Protocol
 
 from cudasched.knowledge.imageconfig import ConfigSource, ImageConfig, PullScope
@@ -37,9 +40,24 @@ from cudasched.registry.client import Platform, RegistryClient, RegistryError
 from cudasched.registry.pullsecrets import PullSecretReader
 from cudasched.vocab.errors import InputError
 
-__all__ = ["BackgroundResolver", "OnDemandSource", "ResolverObserver", "resolve_one"]
+__all__ = [
+    "CREDENTIAL_FAILURES",
+    "BackgroundResolver",
+    "OnDemandSource",
+    "ResolverObserver",
+    "resolve_one",
+]
 
 log = logging.getLogger(__name__)
+
+#: Failures a workload's credentials may turn into an answer: the registry refused the
+#: anonymous look-up (401/403), or hid a private repository behind a 404. A timeout, an
+#: unreachable host or a bad answer is the same with any credentials.
+CREDENTIAL_FAILURES = frozenset({"unauthorized", "not-found"})
+
+
+def _credentials_may_help(config: ImageConfig) -> bool:
+    return not config.ok and config.error_kind in CREDENTIAL_FAILURES
 
 
 def resolve_one(
@@ -54,9 +72,11 @@ def resolve_one(
     try:
         return client.resolve(image, platform, keychain=keychain), "ok"
     except RegistryError as exc:
-        return ImageConfig(image.strip(), platform=str(platform), error=str(exc)), exc.kind
+        failed = ImageConfig(image.strip(), platform=str(platform), error=str(exc))
+        return replace(failed, error_kind=exc.kind), exc.kind
     except InputError as exc:
-        return ImageConfig(image.strip(), platform=str(platform), error=str(exc)), "invalid"
+        failed = ImageConfig(image.strip(), platform=str(platform), error=str(exc))
+        return replace(failed, error_kind="invalid"), "invalid"
 
 
 class OnDemandSource:
@@ -121,6 +141,8 @@ class BackgroundResolver:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cudasched-image")
         # In flight by (image, namespace): "" for a look-up without a workload's secrets.
         self._inflight: dict[tuple[str, str], Future[ImageConfig]] = {}
+        # What runs with a look-up's answer before it is let go (warming's scoped look-ups).
+        self._then: dict[tuple[str, str], list[Callable[[ImageConfig], object]]] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -156,43 +178,87 @@ class BackgroundResolver:
 
     def _cached(self, image: str, scope: PullScope | None) -> ImageConfig | None:
         """The namespace's own answer first, then one for everybody; a failure for everybody
-        does not stand for a scope that may have credentials (it is asked with them)."""
+        that credentials may change (:data:`CREDENTIAL_FAILURES`) does not stand for a scope
+        that may have them (it is asked with them)."""
         shared = self.cache.get(image, self._key)
         if scope is None or self.pull_secrets is None:
             return shared
         own = self.cache.get(image, self._scoped_key(scope))
         if own is not None:
             return own
-        return shared if shared is not None and shared.ok else None
+        return None if shared is None or _credentials_may_help(shared) else shared
 
     def _scoped_key(self, scope: PullScope) -> str:
         return f"{self._key} namespace={scope.namespace}"
 
     # ------------------------------------------------------------------ the queue
 
-    def submit(self, image: str, scope: PullScope | None = None) -> Future[ImageConfig] | None:
+    def submit(
+        self,
+        image: str,
+        scope: PullScope | None = None,
+        *,
+        then: Callable[[ImageConfig], object] | None = None,
+    ) -> Future[ImageConfig] | None:
         """Queue ``image`` (for ``scope``'s namespace) unless it is being resolved already
-        (then that future) or the queue is full or closed (``None``)."""
+        (then that future) or the queue is full or closed (``None``). ``then`` is called
+        with the answer before the look-up counts as finished (so :meth:`wait_idle` also
+        waits for what it queues)."""
         if self.pull_secrets is None:
             scope = None
         key = (image, scope.namespace if scope is not None else "")
         with self._lock:
             found = self._inflight.get(key)
             if found is not None:
+                if then is not None:
+                    self._then.setdefault(key, []).append(then)
                 return found
             if self._closed or len(self._inflight) >= self.max_queued:
                 return None
             future = self._pool.submit(self._resolve, image, scope)
             self._inflight[key] = future
-        future.add_done_callback(lambda _f, done=key: self._done(done))
+            if then is not None:
+                self._then[key] = [then]
+        future.add_done_callback(lambda done, key=key: self._done(key, done))
         return future
 
-    def warm(self, images: Iterable[str]) -> int:
-        """Queue every image not cached (runtimes and services of the watch cache); how many
-        were queued."""
+    def warm(self, wanted: Iterable[tuple[str, PullScope | None]]) -> int:
+        """Queue the images of the watch cache's runtimes and services, each with the pull
+        scope of an object that names it (``None``: none, e.g. a ClusterServingRuntime's);
+        how many were queued now.
+
+        An image is first looked up for everybody, with the webhook's own credentials only:
+        a public image costs one look-up and no Secret read however many namespaces run it.
+        Only where the registry refused it or hid it (:data:`CREDENTIAL_FAILURES`), and the
+        resolver reads pull secrets, is it looked up again for each scope that names it (the
+        namespace's answer, cached for it), as a review of one of its pods would."""
+        scopes: dict[str, list[PullScope]] = {}
+        for image, scope in wanted:
+            if not isinstance(image, str) or not image.strip():
+                continue
+            found = scopes.setdefault(image.strip(), [])
+            if scope is not None and self.pull_secrets is not None and scope not in found:
+                found.append(scope)
         queued = 0
-        for image in dict.fromkeys(i.strip() for i in images if isinstance(i, str) and i.strip()):
-            if self.cache.get(image, self._key) is None and self.submit(image) is not None:
+        for image, its in scopes.items():
+            shared = self.cache.get(image, self._key)
+            if shared is not None:
+                queued += self._warm_scoped(image, its, shared)
+                continue
+            then = None
+            if its:
+                then = partial(self._warm_scoped, image, tuple(its))
+            if self.submit(image, then=then) is not None:
+                queued += 1
+        return queued
+
+    def _warm_scoped(self, image: str, scopes: Iterable[PullScope], shared: ImageConfig) -> int:
+        """After the look-up for everybody: where credentials may help, each scope's own."""
+        if not _credentials_may_help(shared):
+            return 0
+        queued = 0
+        for scope in scopes:
+            if self._cached(image, scope) is None and self.submit(image, scope) is not None:
                 queued += 1
         return queued
 
@@ -220,9 +286,22 @@ class BackgroundResolver:
         if self.pull_secrets is not None:
             self.pull_secrets.close()
 
-    def _done(self, key: tuple[str, str]) -> None:
-        with self._lock:
-            self._inflight.pop(key, None)
+    def _done(self, key: tuple[str, str], future: Future[ImageConfig]) -> None:
+        """Run what waits on the answer, then let the look-up go (under the lock only when
+        nothing more waits, so a follow-up added meanwhile is not lost)."""
+        while True:
+            with self._lock:
+                thens = self._then.pop(key, None)
+                if not thens:
+                    self._inflight.pop(key, None)
+                    return
+            if future.cancelled() or future.exception() is not None:
+                continue
+            for then in thens:
+                try:
+                    then(future.result())
+                except Exception:
+                    log.exception("a follow-up of the look-up of %s failed", key[0])
 
     def _resolve(self, image: str, scope: PullScope | None = None) -> ImageConfig:
         started = time.perf_counter()
@@ -235,6 +314,13 @@ class BackgroundResolver:
             chain = self.pull_secrets.keychain_for(scope) if hosts else Keychain()
             if any(chain.get(host) is not None for host in hosts):
                 keychain = chain
+            else:
+                shared = self.cache.get(image, self._key)
+                if shared is not None and not shared.ok:
+                    # No credentials to add to the failed look-up for everybody: its answer
+                    # stands for the namespace too, without asking the registry again.
+                    self.cache.put(image, self._scoped_key(scope), shared)
+                    return shared
         config, outcome = resolve_one(self.client, image, self.platform, keychain)
         if keychain is not None and scope is not None:
             # Read with the namespace's credentials: that namespace's answer only.

@@ -5,13 +5,14 @@ Never on the hot path: a review looks an image up in the cache, waits at most
 ``budgetSeconds`` for a resolution already in flight, and otherwise queues the image and is
 answered per ``onUnknownRequirement`` at once; the next replica finds the config. Every
 published cluster snapshot warms it with the images of its runtimes, InferenceServices and
-LLMInferenceServices (off the event loop). Counted in the webhook's metrics.
+LLMInferenceServices (off the event loop), each with its pods' pull scope where
+``pullSecrets`` is on. Counted in the webhook's metrics.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cudasched.registry.auth import Keychain, load_docker_config
@@ -22,8 +23,10 @@ from cudasched.registry.resolver import BackgroundResolver
 from cudasched.vocab.objects import name_of
 from cudasched.workloads.kserve import predictor_image, runtime_containers
 from cudasched.workloads.kserve.llm import llmisvc_main_container, llmisvc_pod
+from cudasched.workloads.pullscope import pull_scope
 
 if TYPE_CHECKING:
+    from cudasched.knowledge.imageconfig import PullScope
     from cudasched.knowledge.mirrors import Mirror
     from cudasched.webhook.config import ClusterAccess, ImageResolverSettings
     from cudasched.webhook.metrics import WebhookMetrics
@@ -114,32 +117,55 @@ def build_resolver(
     )
 
 
-def images_of(state: ClusterState) -> Iterator[str]:
+def images_of(state: ClusterState) -> Iterator[tuple[str, PullScope | None]]:
     """The images of a snapshot's serving runtimes, InferenceServices (their predictor, as
-    KServe builds it) and LLMInferenceServices that name one; unreadable objects are skipped."""
+    KServe builds it) and LLMInferenceServices that name one, each with the pull scope its
+    pods would pull with (:func:`~cudasched.workloads.pullscope.pull_scope`): a
+    ServingRuntime's own ``imagePullSecrets`` in its namespace, an InferenceService's
+    predictor's merged with its runtime's, an LLMInferenceService's pod's. A
+    ClusterServingRuntime has no namespace, so no Secret to read: its images come with no
+    scope (the webhook's own credentials), and with each InferenceService's that runs it.
+    Unreadable objects are skipped."""
     fleet = state.fleet
-    runtimes = [*fleet.all_serving_runtimes(), *fleet.cluster_serving_runtimes]
-    for runtime in runtimes:
-        try:
-            for container in runtime_containers(runtime):
-                image = container.get("image")
-                if isinstance(image, str):
-                    yield image
-        except Exception:  # a malformed object: the cache is tolerant, so are we
-            log.debug("runtime %s skipped while warming", name_of(runtime))
+    for runtime in fleet.all_serving_runtimes():
+        yield from _runtime_images(runtime, _scope_of(runtime))
+    for runtime in fleet.cluster_serving_runtimes:
+        yield from _runtime_images(runtime, None)
     for isvc in fleet.inference_services.values():
         try:
             choice = state.select_runtime_for(isvc)
-            image = predictor_image(isvc, choice.obj if choice is not None else None)
+            runtime = choice.obj if choice is not None else None
+            image = predictor_image(isvc, runtime)
+            scope = pull_scope(isvc, runtime=runtime)
         except Exception:
             continue
         if isinstance(image, str):
-            yield image
+            yield image, scope
     for service in fleet.llm_inference_services.values():
         try:
             main = llmisvc_main_container(llmisvc_pod(service)["spec"])
+            scope = pull_scope(service)
         except Exception:
             continue
         image = main.get("image") if main is not None else None
         if isinstance(image, str):
-            yield image
+            yield image, scope
+
+
+def _scope_of(obj: Mapping[str, Any]) -> PullScope | None:
+    try:
+        return pull_scope(obj)
+    except Exception:  # a malformed object: its images are still worth a public look-up
+        return None
+
+
+def _runtime_images(
+    runtime: Mapping[str, Any], scope: PullScope | None
+) -> Iterator[tuple[str, PullScope | None]]:
+    try:
+        for container in runtime_containers(runtime):
+            image = container.get("image")
+            if isinstance(image, str):
+                yield image, scope
+    except Exception:  # a malformed object: the cache is tolerant, so are we
+        log.debug("runtime %s skipped while warming", name_of(runtime))

@@ -74,10 +74,9 @@ class ServiceRules(AdmissionSteps):
     ) -> Decision:
         full = with_namespace(isvc, req.namespace)
         choice = state.select_runtime_for(full)
-        need = isvc_need(
-            full, choice, self.images.per_request(pull_scope(full, req.namespace)), self.kb
-        )
         runtime = choice.obj if choice is not None else None
+        scope = pull_scope(full, req.namespace, runtime=runtime)
+        need = isvc_need(full, choice, self.images.per_request(scope), self.kb)
 
         mutated = copy_decoded(isvc)
         ann_scope = Scope(("metadata", "annotations"))

@@ -653,4 +653,3 @@ def test_a_mirror_naming_a_host_is_a_prefix_of_whole_references(real: ImageTable
     assert missed == [None, None]
     with pytest.raises(InputError, match="not a registry host"):
         real.with_mirrors({"harbor_corp.io:http/x": "nvcr.io/nvidia"})
-

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable, parse_image_ref, parse_require_cuda
 from cudasched.knowledge.mirrors import Mirror
 from cudasched.vocab.errors import InputError, KnowledgeError
@@ -561,6 +562,41 @@ def test_inference_server_images(
     assert match is not None and str(match.cuda.release) == cuda, image
     assert match.lower_bound is lower_bound
     assert match.source
+
+
+@pytest.mark.parametrize(
+    ("release", "cuda_text", "cuda"),
+    [
+        ("26.04", "13.2.1", CudaVersion(13, 2, 1)),
+        ("26.06", "13.3.0", CudaVersion(13, 3, 0)),
+        ("26.07", "13.3.1", CudaVersion(13, 3, 1)),
+        ("26.09", "13.4.1", CudaVersion(13, 4, 1)),
+    ],
+)
+def test_triton_months_come_from_their_own_notes(
+    kb: KnowledgeBase, real: ImageTable, release: str, cuda_text: str, cuda: CudaVersion
+) -> None:
+    """Each month's row is that month's NVIDIA page, and the image of that month resolves."""
+    fact = kb.ngc_release("tritonserver", release)
+    assert fact is not None and fact.cuda == cuda and fact.cuda_text == cuda_text
+    page = f"/triton-inference-server/release-notes/rel-{release.replace('.', '-')}.html"
+    assert fact.source.startswith("https://docs.nvidia.com/") and fact.source.endswith(page)
+    match = real.cuda_for_image(f"nvcr.io/nvidia/tritonserver:{release}-py3")
+    assert match is not None and match.cuda == cuda and not match.lower_bound
+    assert match.min_compute == fact.min_compute and match.source.endswith(fact.source)
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["nvcr.io/nvidia/tritonserver:25.05-py3", "nvcr.io/nvidia/pytorch:25.05-py3"],
+)
+def test_ngc_months_without_notes_are_not_taken_from_a_neighbour(
+    real: ImageTable, image: str
+) -> None:
+    """25.05's notes are not recorded: the month stays unknown rather than borrowing 25.04 or
+    25.06."""
+    lookup = real.lookup(image)
+    assert lookup.match is None and "does not record" in (lookup.why or "")
 
 
 @pytest.mark.parametrize(

@@ -71,6 +71,20 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
 # ---------------------------------------------------------------------- token server
 
 
+@contextmanager
+def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[int]:
+    """``handler`` served by a threaded HTTP server on 127.0.0.1 while the block runs; its
+    port."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
@@ -182,15 +196,8 @@ class TokenServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = server.server_address[1]
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(Handler) as self.port:
             yield self
-        finally:
-            server.shutdown()
-            server.server_close()
 
 
 # ---------------------------------------------------------------------- the registry
@@ -477,14 +484,8 @@ def blob_storage(registry: Registry) -> Iterator[tuple[str, list[dict[str, str]]
             self.end_headers()
             self.wfile.write(reply.content)
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as port:
+        yield f"127.0.0.1:{port}", seen
 
 
 @contextmanager
@@ -522,11 +523,5 @@ def redirecting_front(
             self.end_headers()
             self.wfile.write(reply.content)
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}", redirected
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as port:
+        yield f"127.0.0.1:{port}", redirected

@@ -54,23 +54,24 @@ async def read_gpu_operator(
     where = where if where is not None else ApiServer("(unknown URL)", "the given client")
     objects: list[KubeObject] = []
     unread: list[str] = []
+
+    def refused(exc: Exception, verb: str, kind: Kind, name: str | None) -> None:
+        """A 404 (not served) or a 403 (not allowed) reads as none; anything else fails."""
+        code = status_code(exc)
+        if code == 403:
+            unread.append(f"not allowed to {verb} {_resource_name(kind, name)}")
+        elif code != 404:
+            raise request_failure(exc, verb, kind, None, where) from None
+
     try:
         async for obj in client.list(CLUSTER_POLICY.resource()):
             objects.append(_typed(CLUSTER_POLICY, obj))
     except Exception as exc:
-        code = status_code(exc)
-        if code == 403:
-            unread.append(f"not allowed to list {_resource_name(CLUSTER_POLICY)}")
-        elif code != 404:
-            raise request_failure(exc, "list", CLUSTER_POLICY, None, where) from None
+        refused(exc, "list", CLUSTER_POLICY, None)
     try:
         found = await client.get(CUSTOM_RESOURCE_DEFINITION.resource(), crd)
     except Exception as exc:
-        code = status_code(exc)
-        if code == 403:
-            unread.append(f"not allowed to get {_resource_name(CUSTOM_RESOURCE_DEFINITION, crd)}")
-        elif code != 404:
-            raise request_failure(exc, "get", CUSTOM_RESOURCE_DEFINITION, None, where) from None
+        refused(exc, "get", CUSTOM_RESOURCE_DEFINITION, crd)
     else:
         objects.append(_typed(CUSTOM_RESOURCE_DEFINITION, found))
     return GpuOperatorObjects(tuple(objects), tuple(unread))

@@ -81,7 +81,7 @@ class PodView:
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if (type(value) is dict or isinstance(value, Mapping)) else {}
 
 
 def view_pod(pod: object) -> PodView:

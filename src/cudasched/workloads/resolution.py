@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from cudasched.knowledge.imageconfig import config_cuda, gate_env
 from cudasched.knowledge.images import ImageTable, ReleaseFacts, parse_require_cuda
@@ -275,7 +275,17 @@ def _runtime_identity(runtime: Mapping[str, Any] | RuntimeChoice) -> tuple[str, 
 
 def _from_runtime(runtime: Mapping[str, Any] | RuntimeChoice | None) -> _RuntimeAnswer:
     if runtime is None:
-        return _RuntimeAnswer(_Found(), None)
+        return _RuntimeAnswer(_NOTHING, None)
+    if isinstance(runtime, RuntimeChoice):
+        # The same answer for every pod of the service: read once per choice.
+        found = runtime.derived.get("resolution")
+        if found is None:
+            found = runtime.derived["resolution"] = _read_runtime(runtime)
+        return cast(_RuntimeAnswer, found)
+    return _read_runtime(runtime)
+
+
+def _read_runtime(runtime: Mapping[str, Any] | RuntimeChoice) -> _RuntimeAnswer:
     who, obj = _runtime_identity(runtime)
     meta = as_mapping(obj.get("metadata"), f"{who} metadata")
     annotations = as_mapping(meta.get("annotations"), f"{who} annotations")

@@ -33,7 +33,7 @@ Only ``matchFields`` (which look at the node *name*) force per-node matching.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -129,6 +129,43 @@ def _declared(annotations: Mapping[str, Any], who: str, shared: _Shared) -> Requ
 _MISSING = object()
 
 
+def _gpu_requests(spec: Mapping[str, Any], shared: _Shared) -> frozenset[str]:
+    """:func:`requested_gpu_resources`, read once per distinct set of containers' resources in
+    a call (replicas and copies of a few templates ask for the same). The answer depends only
+    on the ``resources`` of the containers and init containers (as JSON, types included);
+    anything else than lists of mappings, or values that are not plain JSON, is read every
+    time, so the reader's errors are raised exactly as before."""
+    containers, inits = spec.get("containers"), spec.get("initContainers")
+    key = None
+    if type(containers) is list and (inits is None or type(inits) is list):
+        try:
+            key = orjson.dumps(
+                [
+                    [c.get("resources") for c in containers],
+                    [c.get("resources") for c in inits or ()],
+                ]
+            )
+        except (AttributeError, TypeError):  # a container that is not a mapping, or not JSON
+            key = None
+    if key is None:
+        return requested_gpu_resources(spec)
+    found = shared.gpu_requests.get(key)
+    if found is None:
+        found = shared.gpu_requests[key] = requested_gpu_resources(spec)
+    return found
+
+
+def _repr(req: Requirement | None, shared: _Shared) -> str:
+    """``repr(req)``, once per requirement object of a call (workloads that declare the same
+    requirement share one object; a dataclass repr formats every field)."""
+    if req is None:
+        return "None"
+    found = shared.reprs.get(id(req))
+    if found is None or found[0] is not req:
+        found = shared.reprs[id(req)] = (req, repr(req))
+    return found[1]
+
+
 # --------------------------------------------------------------------------- explain
 
 
@@ -213,6 +250,8 @@ class _Shared:
         "checked",
         "compiled",
         "declared",
+        "gpu_requests",
+        "reprs",
         "requirement_selectors",
         "requirements",
         "selectors",
@@ -226,6 +265,10 @@ class _Shared:
         self.annotated: dict[tuple[Any, ...], Requirement | None] = {}
         # requirement repr -> the first equal requirement read from annotations in this call
         self.declared: dict[str, Requirement] = {}
+        # the JSON of the containers' resources -> the GPU resources they request
+        self.gpu_requests: dict[bytes, frozenset[str]] = {}
+        # id of a requirement -> it and its repr (kept with it, so the id cannot be reused)
+        self.reprs: dict[int, tuple[Requirement, str]] = {}
         # (requirement repr, policy, scheme, GFD keys) -> (terms, requirement error)
         self.requirements: dict[Any, tuple[tuple[Any, ...], str | None]] = {}
         # the JSON of a terms tuple -> the first equal tuple compiled in this call
@@ -255,6 +298,32 @@ class _Selectors:
     required: RequiredNodeAffinity
     match_fields: bool
     keys: tuple[str, ...]
+    # What these selectors say of the node at a fleet position (see :func:`_node_parts`):
+    # workloads with the same selectors but other requirements or GPU requests ask again.
+    at: dict[int, _NodeParts] = field(default_factory=dict)
+
+
+# Whether the merged required affinity matches, the preferred score, whether the requirement's
+# own selector matches (None: no selector), and the user's nodeSelector and affinity reasons.
+_NodeParts = tuple[bool, Score, bool | None, Reason | None, Reason | None]
+
+
+def _node_parts(sel: _Selectors, node: Node) -> _NodeParts:
+    """What ``sel`` says of ``node``, independent of the requirement and the GPU requests."""
+    eligible = sel.required.match(node)
+    score: Score = sel.preferred.score(node) if sel.preferred is not None else SCORE_ERROR
+    req_match = sel.req_selector.match(node) if sel.req_selector is not None else None
+    affinity = None
+    user_affinity = sel.user_affinity
+    if user_affinity is not None and not user_affinity.match(node):
+        count = user_affinity.term_count
+        detail = f"none of its {count} term(s) match" if count else "it has no usable term"
+        if user_affinity.errors:
+            detail += "; skipped terms: " + "; ".join(user_affinity.errors)
+        affinity = Reason(
+            AFFINITY_MISMATCH, f"the pod's required node affinity excludes it: {detail}"
+        )
+    return eligible, score, req_match, _selector_mismatch(sel.user_selector, node), affinity
 
 
 def _selectors(
@@ -269,7 +338,8 @@ def _selectors(
     only = {k: spec[k] for k in _SELECTOR_FIELDS if k in spec}
     # Our merge removes cudasched's earlier terms (marked) before ANDing the requirement in;
     # the user's own constraints, on any key, are what is left after that.
-    user_spec = merge_required(only, []) if has_req else only
+    # (Without an affinity there is nothing of ours to remove: the spec is its own.)
+    user_spec = merge_required(only, []) if has_req and "affinity" in only else only
     merged = merge_required(only, _checked(terms, shared)) if has_req else user_spec
     user_selector = as_mapping(spec.get("nodeSelector"), "spec.nodeSelector")
     user_affinity = RequiredNodeAffinity.from_pod_spec(
@@ -327,11 +397,14 @@ class _Plan:
         terms: tuple[Any, ...],
         shared: _Shared,
         identity: bytes | None,
+        gpu_requests: frozenset[str] | None = None,
     ) -> None:
         self.requirement = requirement
         self.req_id = req_id
         self.verdicts = shared.verdicts
-        self.gpu_requests = requested_gpu_resources(spec)
+        self.gpu_requests = (
+            gpu_requests if gpu_requests is not None else requested_gpu_resources(spec)
+        )
         has_req = requirement is not None
         if identity is None:  # not plain JSON: nothing to share it with
             self.selectors = _selectors(spec, has_req, terms, shared)
@@ -351,10 +424,16 @@ def _decide(
     offered: frozenset[str] | None,
     policy: Policy,
     kb: KnowledgeBase,
+    position: int | None = None,
 ) -> tuple[bool, Score, tuple[Reason, ...]]:
-    eligible = required.match(node)
     sel = plan.selectors
-    score: Score = sel.preferred.score(node) if sel.preferred is not None else SCORE_ERROR
+    if position is None:  # no fleet position to remember it by
+        parts = _node_parts(sel, node)
+    else:
+        parts = sel.at.get(position)
+        if parts is None:
+            parts = sel.at[position] = _node_parts(sel, node)
+    eligible, score, req_match, mismatch, affinity = parts
     reasons: list[Reason] = []
     if plan.requirement is not None:
         key = (plan.req_id, policy, id(facts))  # the facts group lives as long as the call
@@ -365,7 +444,7 @@ def _decide(
             known = plan.verdicts[key] = (verdict.status is not VerdictStatus.INCOMPATIBLE, fixed)
         accepted, fixed = known
         reasons.extend(fixed)
-        if accepted and sel.req_selector is not None and not sel.req_selector.match(node):
+        if accepted and req_match is False:
             reasons.append(
                 Reason(
                     REQUIREMENT_LABELS_MISSING,
@@ -394,17 +473,10 @@ def _decide(
                 fix,
             )
         )
-    if (mismatch := _selector_mismatch(sel.user_selector, node)) is not None:
+    if mismatch is not None:
         reasons.append(mismatch)
-    user_affinity = sel.user_affinity
-    if user_affinity is not None and not user_affinity.match(node):
-        count = user_affinity.term_count
-        detail = f"none of its {count} term(s) match" if count else "it has no usable term"
-        if user_affinity.errors:
-            detail += "; skipped terms: " + "; ".join(user_affinity.errors)
-        reasons.append(
-            Reason(AFFINITY_MISMATCH, f"the pod's required node affinity excludes it: {detail}")
-        )
+    if affinity is not None:
+        reasons.append(affinity)
     return eligible, score, tuple(reasons)
 
 
@@ -459,18 +531,30 @@ def _explain(
     chosen = fleet.resolve_scheme(scheme)
     gfd_keys = fleet.gfd_keys if chosen is L.LabelScheme.GFD else None
     selectors = _selector_identity(spec)
-    req_id = repr(req)  # the repr, not equality: it tells patch levels apart
+    req_id = _repr(req, shared)  # the repr, not equality: it tells patch levels apart
     if declared and req is not None:
         # Workloads that declare the same requirement share one (frozen) object, so a call
         # over thousands of them does not keep thousands of equal copies alive.
         req = shared.declared.setdefault(req_id, req)
     key: _MemoKey | None = None
+    gpu_requests = None
     if memo is not None and selectors is not None:
-        key = (selectors, req_id, effective, chosen, requested_gpu_resources(spec))
+        gpu_requests = _gpu_requests(spec, shared)
+        key = (selectors, req_id, effective, chosen, gpu_requests)
     hit = memo.get(key) if memo is not None and key is not None else None
     if hit is None:
         terms, requirement_error, score_error, results = _answers(
-            spec, req, req_id, effective, chosen, gfd_keys, fleet, memo, shared, selectors
+            spec,
+            req,
+            req_id,
+            effective,
+            chosen,
+            gfd_keys,
+            fleet,
+            memo,
+            shared,
+            selectors,
+            gpu_requests,
         )
         if memo is not None and key is not None:
             memo[key] = (terms, requirement_error, score_error, results)
@@ -528,6 +612,7 @@ def _answers(
     memo: _Memo | None,
     shared: _Shared,
     selectors: bytes | None,
+    gpu_requests: frozenset[str] | None = None,
 ) -> tuple[tuple[Any, ...], str | None, str | None, NodeAnswers]:
     """The per-node answers for one pod spec and requirement (the expensive part).
 
@@ -541,7 +626,7 @@ def _answers(
         terms, requirement_error = _requirement_terms(
             req, req_id, effective, chosen, gfd_keys or GfdKeys.NEW, fleet.kb, shared
         )
-    plan = _Plan(spec, req, req_id, terms, shared, selectors)
+    plan = _Plan(spec, req, req_id, terms, shared, selectors, gpu_requests)
     required = plan.selectors.required
     kb = fleet.kb
     results: list[NodeExplanation] = []
@@ -564,7 +649,7 @@ def _answers(
         facts = fleet.facts_at(position)
         offered = fleet.gpu_resources_at(position)
         eligible, score, reasons = _decide(
-            plan, required, nodes[position], facts, offered, effective, kb
+            plan, required, nodes[position], facts, offered, effective, kb, position
         )
         if requirement_error is not None:
             eligible = False

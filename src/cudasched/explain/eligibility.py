@@ -114,7 +114,8 @@ def _declared(annotations: Mapping[str, Any], who: str, shared: _Shared) -> Requ
     """:func:`requirement_from_annotations`, parsed once per distinct set of values in a call
     (thousands of replicas declare the same few). Only answers are kept: a bad value raises
     for every workload that carries it, naming that workload."""
-    values = tuple(annotations.get(k) for k in _DECLARING)
+    get = annotations.get
+    values = (get(_DECLARING[0]), get(_DECLARING[1]), get(_DECLARING[2]), get(_DECLARING[3]))
     # Types are part of the key: True == 1 == 1.0 in Python, but not as annotation values.
     key = (*values, *map(type, values))
     try:
@@ -269,12 +270,15 @@ class _Shared:
         self.gpu_requests: dict[bytes, frozenset[str]] = {}
         # id of a requirement -> it and its repr (kept with it, so the id cannot be reused)
         self.reprs: dict[int, tuple[Requirement, str]] = {}
-        # (requirement repr, policy, scheme, GFD keys) -> (terms, requirement error)
+        # (what the compiler reads of a requirement, policy, scheme, GFD keys) -> (terms,
+        # requirement error); see _requirement_terms
         self.requirements: dict[Any, tuple[tuple[Any, ...], str | None]] = {}
         # the JSON of a terms tuple -> the first equal tuple compiled in this call
         self.terms: dict[bytes, tuple[Any, ...]] = {}
         # id of a terms tuple held in ``requirements`` -> its compiled selector
-        self.requirement_selectors: dict[int, NodeSelector] = {}
+        # and whether it matches the node at each fleet position asked so far (shared by every
+        # spec merged with these terms)
+        self.requirement_selectors: dict[int, tuple[NodeSelector, dict[int, bool]]] = {}
         # (selector identity, has a requirement, id of its terms) -> compiled selectors
         self.selectors: dict[tuple[bytes, bool, int], _Selectors] = {}
         # (requirement repr, policy, id of a fleet's facts group) -> the engine's verdict
@@ -293,6 +297,7 @@ class _Selectors:
     user_selector: Mapping[str, Any]
     user_affinity: NodeSelector | None
     req_selector: NodeSelector | None
+    req_at: dict[int, bool]  # whether req_selector matches the node at a fleet position
     preferred: PreferredTerms | None
     score_error: str | None
     required: RequiredNodeAffinity
@@ -308,11 +313,18 @@ class _Selectors:
 _NodeParts = tuple[bool, Score, bool | None, Reason | None, Reason | None]
 
 
-def _node_parts(sel: _Selectors, node: Node) -> _NodeParts:
-    """What ``sel`` says of ``node``, independent of the requirement and the GPU requests."""
+def _node_parts(sel: _Selectors, node: Node, position: int | None) -> _NodeParts:
+    """What ``sel`` says of ``node`` (at fleet ``position``, when it has one), independent of
+    the requirement's verdict and the GPU requests."""
     eligible = sel.required.match(node)
     score: Score = sel.preferred.score(node) if sel.preferred is not None else SCORE_ERROR
-    req_match = sel.req_selector.match(node) if sel.req_selector is not None else None
+    req_match = None
+    if sel.req_selector is not None:
+        req_match = sel.req_at.get(position) if position is not None else None
+        if req_match is None:
+            req_match = sel.req_selector.match(node)
+            if position is not None:
+                sel.req_at[position] = req_match
     affinity = None
     user_affinity = sel.user_affinity
     if user_affinity is not None and not user_affinity.match(node):
@@ -346,13 +358,15 @@ def _selectors(
         {"affinity": user_spec.get("affinity")}, cache=cache
     ).affinity
     req_selector = None
+    req_at: dict[int, bool] = {}
     if terms:
         # ``terms`` is the very tuple the call's requirement cache holds (alive for the whole
         # call), so its id names it.
-        req_selector = shared.requirement_selectors.get(id(terms))
-        if req_selector is None:
-            req_selector = NodeSelector.from_terms(terms, cache=cache)
-            shared.requirement_selectors[id(terms)] = req_selector
+        found = shared.requirement_selectors.get(id(terms))
+        if found is None:
+            found = (NodeSelector.from_terms(terms, cache=cache), req_at)
+            shared.requirement_selectors[id(terms)] = found
+        req_selector, req_at = found
     preferred: PreferredTerms | None = None
     score_error: str | None = None
     try:
@@ -363,6 +377,7 @@ def _selectors(
         user_selector=user_selector,
         user_affinity=user_affinity,
         req_selector=req_selector,
+        req_at=req_at,
         preferred=preferred,
         score_error=score_error,
         required=RequiredNodeAffinity.from_pod_spec(merged, cache=cache),
@@ -428,11 +443,11 @@ def _decide(
 ) -> tuple[bool, Score, tuple[Reason, ...]]:
     sel = plan.selectors
     if position is None:  # no fleet position to remember it by
-        parts = _node_parts(sel, node)
+        parts = _node_parts(sel, node, None)
     else:
         parts = sel.at.get(position)
         if parts is None:
-            parts = sel.at[position] = _node_parts(sel, node)
+            parts = sel.at[position] = _node_parts(sel, node, position)
     eligible, score, req_match, mismatch, affinity = parts
     reasons: list[Reason] = []
     if plan.requirement is not None:
@@ -576,7 +591,6 @@ def _explain(
 
 def _requirement_terms(
     req: Requirement,
-    req_id: str,
     effective: Policy,
     chosen: L.LabelScheme,
     gfd_keys: GfdKeys,
@@ -584,7 +598,18 @@ def _requirement_terms(
     shared: _Shared,
 ) -> tuple[tuple[Any, ...], str | None]:
     """The requirement's node-selector terms (or why there are none), once per call."""
-    key = (req_id, effective, chosen, gfd_keys)
+    # What the compiler reads of the requirement: its rule-relevant fields (``needs``) and the
+    # CUDA versions as written (an unknown toolkit's message quotes the patch level), never
+    # its source; requirements that differ only in wording compile once.
+    framework_cuda = req.framework.cuda if req.framework is not None else None
+    key = (
+        req.needs,
+        None if req.cuda is None else str(req.cuda),
+        None if framework_cuda is None else str(framework_cuda),
+        effective,
+        chosen,
+        gfd_keys,
+    )
     found = shared.requirements.get(key)
     if found is None:
         try:
@@ -624,7 +649,7 @@ def _answers(
     requirement_error: str | None = None
     if req is not None:
         terms, requirement_error = _requirement_terms(
-            req, req_id, effective, chosen, gfd_keys or GfdKeys.NEW, fleet.kb, shared
+            req, effective, chosen, gfd_keys or GfdKeys.NEW, fleet.kb, shared
         )
     plan = _Plan(spec, req, req_id, terms, shared, selectors, gpu_requests)
     required = plan.selectors.required

@@ -115,7 +115,7 @@ def _template_of(obj: Mapping[str, Any], who: str) -> Mapping[str, Any] | None:
 
 def _checked(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
     """The workload's id and pod template (``None`` for a Pod), read once for every part."""
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise InputError(f"invalid workload {obj!r}: expected a Kubernetes object (a mapping)")
     who = workload_id(obj)
     return who, None if obj.get("kind") == "Pod" else _template_of(obj, who)

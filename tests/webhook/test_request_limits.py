@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
@@ -20,8 +22,10 @@ from cudasched.webhook.admission import Admitter
 from cudasched.webhook.bounded import ENTRY_OVERHEAD, BoundedMemo
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.limits import (
+    MAX_DEPTH,
     ObjectLimits,
     body_over_limits,
+    nesting_bounded,
     over_limits,
     small_body_checks,
     too_deep,
@@ -230,3 +234,28 @@ def test_admitter_memos_are_bounded_in_bytes(kb: KnowledgeBase, state: ClusterSt
         assert admitter.placer.merged.bytes_used <= budget
         assert admitter.placer.compiled.bytes_used <= budget
     assert 0 < len(admitter.placer.merged) < 120
+
+
+def _nested(depth: int, shape: str, text: str) -> Any:
+    value: Any = text
+    for level in range(depth):
+        value = {"k": value} if shape[level % len(shape)] == "d" else [value]
+    return value
+
+
+@given(
+    st.integers(min_value=0, max_value=2 * MAX_DEPTH),
+    st.text(alphabet="dl", min_size=1, max_size=4),
+    st.text(alphabet='{[]}",x', max_size=20),
+)
+def test_a_body_whose_brackets_bound_its_nesting_is_never_too_deep(
+    depth: int, shape: str, text: str
+) -> None:
+    """Issue 22: a first-seen pod skips the serialisation that checks its nesting when its
+    bytes prove it (brackets inside strings only make the count larger)."""
+    obj = _nested(depth, shape, text)
+    body = json.dumps(obj, separators=(",", ":")).encode()
+    if nesting_bounded(body):
+        assert too_deep(obj) is None
+    if depth > MAX_DEPTH:
+        assert not nesting_bounded(body)

@@ -433,7 +433,6 @@ class _Plan:
 
 def _decide(
     plan: _Plan,
-    required: RequiredNodeAffinity,
     node: Node,
     facts: NodeFacts,
     offered: frozenset[str] | None,
@@ -652,14 +651,13 @@ def _answers(
             req, effective, chosen, gfd_keys or GfdKeys.NEW, fleet.kb, shared
         )
     plan = _Plan(spec, req, req_id, terms, shared, selectors, gpu_requests)
-    required = plan.selectors.required
     kb = fleet.kb
     results: list[NodeExplanation] = []
     if plan.selectors.match_fields:
         # matchFields look at the node name: no two nodes are alike.
         for node, number, facts in fleet.members():
             offered = fleet.group_resources(number)
-            eligible, score, reasons = _decide(plan, required, node, facts, offered, effective, kb)
+            eligible, score, reasons = _decide(plan, node, facts, offered, effective, kb)
             # The engine names the node it was shown: the facts group's first member.
             reasons = renamed(reasons, facts.name, node.name)
             if requirement_error is not None:
@@ -674,7 +672,7 @@ def _answers(
         facts = fleet.facts_at(position)
         offered = fleet.gpu_resources_at(position)
         eligible, score, reasons = _decide(
-            plan, required, nodes[position], facts, offered, effective, kb, position
+            plan, nodes[position], facts, offered, effective, kb, position
         )
         if requirement_error is not None:
             eligible = False

@@ -15,8 +15,9 @@ asked for again. Instead:
 
 * *admission by frequency*: every lookup counts its key in a frequency sketch
   (:mod:`cudasched.webhook.frequency`, counted in the budget); a new entry only replaces
-  entries asked for less often than it, so a scan or a cycle larger than the memo leaves it
-  holding a steady part of the working set, and a key asked for again and again gets in;
+  entries asked for less often than it was before the lookup that missed it, so a scan or a
+  cycle larger than the memo leaves it holding a steady part of the working set, and a key
+  asked for again and again gets in;
 * *eviction by second chance*: the victim is the oldest entry not used since it was stored or
   last passed over.
 
@@ -108,7 +109,7 @@ class BoundedMemo(Generic[K, V]):
             if old is not None:
                 self._bytes -= old.size
             # A key stored again (two threads computed it) keeps its place in the memo.
-            frequency = _ALWAYS if old is not None else self._sketch.frequency(key_hash)
+            frequency = _ALWAYS if old is not None else self._sketch.before_this_lookup(key_hash)
             if self._bytes + size > self.entry_budget and not self._make_room(size, frequency):
                 return False
             entries[key] = _Slot(value, size, key_hash)

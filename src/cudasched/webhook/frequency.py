@@ -64,6 +64,13 @@ class FrequencySketch:
         mask = self._mask
         return min(sketch[key_hash & mask], sketch[(key_hash >> 32) & mask])
 
+    def before_this_lookup(self, key_hash: int) -> int:
+        """How often the key was counted before the lookup that just missed it: what a
+        newcomer is judged by. Counting the lookup itself would let every key of a cycle beat
+        the entries the cycle has not reached yet (they were last counted a cycle ago), so one
+        eviction would cascade through the memo for a whole pass."""
+        return max(0, self.frequency(key_hash) - 1)
+
     @staticmethod
     def of_digest(digest: bytes) -> int:
         """The 64-bit hash of a key kept as a digest: its first eight bytes."""

@@ -33,7 +33,8 @@ nodes and 1,000 templates cycled, the old memo answered 0 % of repeats. Here:
 * *admission by frequency* (TinyLFU): every lookup counts its key in a small sketch of recent
   frequencies (:mod:`cudasched.webhook.frequency`: 4-bit counters, two hashes, halved every
   ``10 x width`` lookups so the past fades). A new entry only replaces entries that were
-  asked for less often than it; an entry as frequent as its would-be victims is not stored.
+  asked for less often than it was before the lookup that missed it; an entry as frequent as
+  its would-be victims is not stored.
   A scan or a cycle larger than the memo then leaves the memo holding a fixed part of the
   working set (hits = budget / working set) instead of thrashing it, while a template with
   many replicas still gets in on its second;
@@ -199,7 +200,7 @@ class DecisionMemo:
             if size > self.max_bytes // 8:
                 return False
             if gen.bytes + size > self.entry_budget and not self._make_room(
-                gen, size, max(self._frequency(d) for d in digests)
+                gen, size, max(self._prior(d) for d in digests)
             ):
                 return False
             shared = gen.answers.get(answer)  # eviction may have dropped the last sharer
@@ -218,6 +219,9 @@ class DecisionMemo:
 
     def _count(self, found: bytes) -> None:
         self._sketch.count(FrequencySketch.of_digest(found))
+
+    def _prior(self, found: bytes) -> int:
+        return self._sketch.before_this_lookup(FrequencySketch.of_digest(found))
 
     def _frequency(self, found: bytes) -> int:
         return self._sketch.frequency(FrequencySketch.of_digest(found))

@@ -241,11 +241,15 @@ def run(
         # extrapolating the last prefix linearly is therefore conservative.
         order = random.Random(7).sample(items, len(items))  # any prefix is a fair sample
         done = min(len(order), 16, max(1, max_pairs // max(1, size)))
-        # As `cudasched explain` does (cli/explain.py): the inputs, alive for the whole call,
-        # out of the garbage collector's sight while it runs.
-        gc.collect()
-        gc.freeze()
         while True:
+            # As `cudasched explain` does (cli/explain.py) for its one call: what is alive
+            # before the call (the inputs, the fleet and what earlier calls left in it) out of
+            # the garbage collector's sight while it runs. Frozen again before every call, so
+            # the measured call sees what the command's call sees, not the collector's counts
+            # left by the smaller calls before it (which made it run full collections).
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
             started = time.perf_counter()
             cpu = time.thread_time()
             answers = explain_many(order[:done], fleet, base_policy, kb)

@@ -6,6 +6,7 @@ their answers with the same code.
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,35 @@ def test_failure_answer_carries_the_uid(uid: str, message: str, deny: bool) -> N
         }
     else:
         assert "status" not in response
+
+
+_TRICKY = st.text(alphabet='"patch:\\{}, \x00é', max_size=30)
+
+
+@given(
+    st.lists(st.dictionaries(_TRICKY, _TRICKY, max_size=3), max_size=3),
+    st.lists(_TRICKY, max_size=3),
+    st.dictionaries(_TRICKY, _TRICKY, max_size=3),
+    st.booleans(),
+    _TRICKY,
+)
+def test_render_splices_the_patch_exactly_where_the_sorted_response_has_it(
+    ops: list[dict[str, str]], warnings: list[str], audit: dict[str, str], allowed: bool, uid: str
+) -> None:
+    """Issue 22: the base64 patch is written into the rendered bytes directly; the bytes are
+    exactly the sorted response's, whatever the other fields quote (``"patch":""`` included)."""
+    decision = Decision(
+        uid or "u",
+        allowed=allowed,
+        patch=tuple(ops),
+        warnings=tuple(warnings),
+        audit=audit,
+        code=0 if allowed else 403,
+        message="" if allowed else '"patch":""',
+    )
+    assert decision.render() == orjson.dumps(decision.response(), option=orjson.OPT_SORT_KEYS)
+    quoting = replace(decision, patch=(*ops, {}), audit={**audit, "patch": ""})
+    assert quoting.render() == orjson.dumps(quoting.response(), option=orjson.OPT_SORT_KEYS)
 
 
 def test_decision_render_is_the_sorted_response() -> None:

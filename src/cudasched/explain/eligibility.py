@@ -33,7 +33,7 @@ Only ``matchFields`` (which look at the node *name*) force per-node matching.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -114,7 +114,8 @@ def _declared(annotations: Mapping[str, Any], who: str, shared: _Shared) -> Requ
     """:func:`requirement_from_annotations`, parsed once per distinct set of values in a call
     (thousands of replicas declare the same few). Only answers are kept: a bad value raises
     for every workload that carries it, naming that workload."""
-    values = tuple(annotations.get(k) for k in _DECLARING)
+    get = annotations.get
+    values = (get(_DECLARING[0]), get(_DECLARING[1]), get(_DECLARING[2]), get(_DECLARING[3]))
     # Types are part of the key: True == 1 == 1.0 in Python, but not as annotation values.
     key = (*values, *map(type, values))
     try:
@@ -127,6 +128,43 @@ def _declared(annotations: Mapping[str, Any], who: str, shared: _Shared) -> Requ
 
 
 _MISSING = object()
+
+
+def _gpu_requests(spec: Mapping[str, Any], shared: _Shared) -> frozenset[str]:
+    """:func:`requested_gpu_resources`, read once per distinct set of containers' resources in
+    a call (replicas and copies of a few templates ask for the same). The answer depends only
+    on the ``resources`` of the containers and init containers (as JSON, types included);
+    anything else than lists of mappings, or values that are not plain JSON, is read every
+    time, so the reader's errors are raised exactly as before."""
+    containers, inits = spec.get("containers"), spec.get("initContainers")
+    key = None
+    if type(containers) is list and (inits is None or type(inits) is list):
+        try:
+            key = orjson.dumps(
+                [
+                    [c.get("resources") for c in containers],
+                    [c.get("resources") for c in inits or ()],
+                ]
+            )
+        except (AttributeError, TypeError):  # a container that is not a mapping, or not JSON
+            key = None
+    if key is None:
+        return requested_gpu_resources(spec)
+    found = shared.gpu_requests.get(key)
+    if found is None:
+        found = shared.gpu_requests[key] = requested_gpu_resources(spec)
+    return found
+
+
+def _repr(req: Requirement | None, shared: _Shared) -> str:
+    """``repr(req)``, once per requirement object of a call (workloads that declare the same
+    requirement share one object; a dataclass repr formats every field)."""
+    if req is None:
+        return "None"
+    found = shared.reprs.get(id(req))
+    if found is None or found[0] is not req:
+        found = shared.reprs[id(req)] = (req, repr(req))
+    return found[1]
 
 
 # --------------------------------------------------------------------------- explain
@@ -213,6 +251,8 @@ class _Shared:
         "checked",
         "compiled",
         "declared",
+        "gpu_requests",
+        "reprs",
         "requirement_selectors",
         "requirements",
         "selectors",
@@ -226,12 +266,19 @@ class _Shared:
         self.annotated: dict[tuple[Any, ...], Requirement | None] = {}
         # requirement repr -> the first equal requirement read from annotations in this call
         self.declared: dict[str, Requirement] = {}
-        # (requirement repr, policy, scheme, GFD keys) -> (terms, requirement error)
+        # the JSON of the containers' resources -> the GPU resources they request
+        self.gpu_requests: dict[bytes, frozenset[str]] = {}
+        # id of a requirement -> it and its repr (kept with it, so the id cannot be reused)
+        self.reprs: dict[int, tuple[Requirement, str]] = {}
+        # (what the compiler reads of a requirement, policy, scheme, GFD keys) -> (terms,
+        # requirement error); see _requirement_terms
         self.requirements: dict[Any, tuple[tuple[Any, ...], str | None]] = {}
         # the JSON of a terms tuple -> the first equal tuple compiled in this call
         self.terms: dict[bytes, tuple[Any, ...]] = {}
         # id of a terms tuple held in ``requirements`` -> its compiled selector
-        self.requirement_selectors: dict[int, NodeSelector] = {}
+        # and whether it matches the node at each fleet position asked so far (shared by every
+        # spec merged with these terms)
+        self.requirement_selectors: dict[int, tuple[NodeSelector, dict[int, bool]]] = {}
         # (selector identity, has a requirement, id of its terms) -> compiled selectors
         self.selectors: dict[tuple[bytes, bool, int], _Selectors] = {}
         # (requirement repr, policy, id of a fleet's facts group) -> the engine's verdict
@@ -250,11 +297,45 @@ class _Selectors:
     user_selector: Mapping[str, Any]
     user_affinity: NodeSelector | None
     req_selector: NodeSelector | None
+    req_at: dict[int, bool]  # whether req_selector matches the node at a fleet position
     preferred: PreferredTerms | None
     score_error: str | None
     required: RequiredNodeAffinity
     match_fields: bool
     keys: tuple[str, ...]
+    # What these selectors say of the node at a fleet position (see :func:`_node_parts`):
+    # workloads with the same selectors but other requirements or GPU requests ask again.
+    at: dict[int, _NodeParts] = field(default_factory=dict)
+
+
+# Whether the merged required affinity matches, the preferred score, whether the requirement's
+# own selector matches (None: no selector), and the user's nodeSelector and affinity reasons.
+_NodeParts = tuple[bool, Score, bool | None, Reason | None, Reason | None]
+
+
+def _node_parts(sel: _Selectors, node: Node, position: int | None) -> _NodeParts:
+    """What ``sel`` says of ``node`` (at fleet ``position``, when it has one), independent of
+    the requirement's verdict and the GPU requests."""
+    eligible = sel.required.match(node)
+    score: Score = sel.preferred.score(node) if sel.preferred is not None else SCORE_ERROR
+    req_match = None
+    if sel.req_selector is not None:
+        req_match = sel.req_at.get(position) if position is not None else None
+        if req_match is None:
+            req_match = sel.req_selector.match(node)
+            if position is not None:
+                sel.req_at[position] = req_match
+    affinity = None
+    user_affinity = sel.user_affinity
+    if user_affinity is not None and not user_affinity.match(node):
+        count = user_affinity.term_count
+        detail = f"none of its {count} term(s) match" if count else "it has no usable term"
+        if user_affinity.errors:
+            detail += "; skipped terms: " + "; ".join(user_affinity.errors)
+        affinity = Reason(
+            AFFINITY_MISMATCH, f"the pod's required node affinity excludes it: {detail}"
+        )
+    return eligible, score, req_match, _selector_mismatch(sel.user_selector, node), affinity
 
 
 def _selectors(
@@ -269,20 +350,23 @@ def _selectors(
     only = {k: spec[k] for k in _SELECTOR_FIELDS if k in spec}
     # Our merge removes cudasched's earlier terms (marked) before ANDing the requirement in;
     # the user's own constraints, on any key, are what is left after that.
-    user_spec = merge_required(only, []) if has_req else only
+    # (Without an affinity there is nothing of ours to remove: the spec is its own.)
+    user_spec = merge_required(only, []) if has_req and "affinity" in only else only
     merged = merge_required(only, _checked(terms, shared)) if has_req else user_spec
     user_selector = as_mapping(spec.get("nodeSelector"), "spec.nodeSelector")
     user_affinity = RequiredNodeAffinity.from_pod_spec(
         {"affinity": user_spec.get("affinity")}, cache=cache
     ).affinity
     req_selector = None
+    req_at: dict[int, bool] = {}
     if terms:
         # ``terms`` is the very tuple the call's requirement cache holds (alive for the whole
         # call), so its id names it.
-        req_selector = shared.requirement_selectors.get(id(terms))
-        if req_selector is None:
-            req_selector = NodeSelector.from_terms(terms, cache=cache)
-            shared.requirement_selectors[id(terms)] = req_selector
+        found = shared.requirement_selectors.get(id(terms))
+        if found is None:
+            found = (NodeSelector.from_terms(terms, cache=cache), req_at)
+            shared.requirement_selectors[id(terms)] = found
+        req_selector, req_at = found
     preferred: PreferredTerms | None = None
     score_error: str | None = None
     try:
@@ -293,6 +377,7 @@ def _selectors(
         user_selector=user_selector,
         user_affinity=user_affinity,
         req_selector=req_selector,
+        req_at=req_at,
         preferred=preferred,
         score_error=score_error,
         required=RequiredNodeAffinity.from_pod_spec(merged, cache=cache),
@@ -327,11 +412,14 @@ class _Plan:
         terms: tuple[Any, ...],
         shared: _Shared,
         identity: bytes | None,
+        gpu_requests: frozenset[str] | None = None,
     ) -> None:
         self.requirement = requirement
         self.req_id = req_id
         self.verdicts = shared.verdicts
-        self.gpu_requests = requested_gpu_resources(spec)
+        self.gpu_requests = (
+            gpu_requests if gpu_requests is not None else requested_gpu_resources(spec)
+        )
         has_req = requirement is not None
         if identity is None:  # not plain JSON: nothing to share it with
             self.selectors = _selectors(spec, has_req, terms, shared)
@@ -345,16 +433,21 @@ class _Plan:
 
 def _decide(
     plan: _Plan,
-    required: RequiredNodeAffinity,
     node: Node,
     facts: NodeFacts,
     offered: frozenset[str] | None,
     policy: Policy,
     kb: KnowledgeBase,
+    position: int | None = None,
 ) -> tuple[bool, Score, tuple[Reason, ...]]:
-    eligible = required.match(node)
     sel = plan.selectors
-    score: Score = sel.preferred.score(node) if sel.preferred is not None else SCORE_ERROR
+    if position is None:  # no fleet position to remember it by
+        parts = _node_parts(sel, node, None)
+    else:
+        parts = sel.at.get(position)
+        if parts is None:
+            parts = sel.at[position] = _node_parts(sel, node, position)
+    eligible, score, req_match, mismatch, affinity = parts
     reasons: list[Reason] = []
     if plan.requirement is not None:
         key = (plan.req_id, policy, id(facts))  # the facts group lives as long as the call
@@ -365,7 +458,7 @@ def _decide(
             known = plan.verdicts[key] = (verdict.status is not VerdictStatus.INCOMPATIBLE, fixed)
         accepted, fixed = known
         reasons.extend(fixed)
-        if accepted and sel.req_selector is not None and not sel.req_selector.match(node):
+        if accepted and req_match is False:
             reasons.append(
                 Reason(
                     REQUIREMENT_LABELS_MISSING,
@@ -394,17 +487,10 @@ def _decide(
                 fix,
             )
         )
-    if (mismatch := _selector_mismatch(sel.user_selector, node)) is not None:
+    if mismatch is not None:
         reasons.append(mismatch)
-    user_affinity = sel.user_affinity
-    if user_affinity is not None and not user_affinity.match(node):
-        count = user_affinity.term_count
-        detail = f"none of its {count} term(s) match" if count else "it has no usable term"
-        if user_affinity.errors:
-            detail += "; skipped terms: " + "; ".join(user_affinity.errors)
-        reasons.append(
-            Reason(AFFINITY_MISMATCH, f"the pod's required node affinity excludes it: {detail}")
-        )
+    if affinity is not None:
+        reasons.append(affinity)
     return eligible, score, tuple(reasons)
 
 
@@ -459,18 +545,30 @@ def _explain(
     chosen = fleet.resolve_scheme(scheme)
     gfd_keys = fleet.gfd_keys if chosen is L.LabelScheme.GFD else None
     selectors = _selector_identity(spec)
-    req_id = repr(req)  # the repr, not equality: it tells patch levels apart
+    req_id = _repr(req, shared)  # the repr, not equality: it tells patch levels apart
     if declared and req is not None:
         # Workloads that declare the same requirement share one (frozen) object, so a call
         # over thousands of them does not keep thousands of equal copies alive.
         req = shared.declared.setdefault(req_id, req)
     key: _MemoKey | None = None
+    gpu_requests = None
     if memo is not None and selectors is not None:
-        key = (selectors, req_id, effective, chosen, requested_gpu_resources(spec))
+        gpu_requests = _gpu_requests(spec, shared)
+        key = (selectors, req_id, effective, chosen, gpu_requests)
     hit = memo.get(key) if memo is not None and key is not None else None
     if hit is None:
         terms, requirement_error, score_error, results = _answers(
-            spec, req, req_id, effective, chosen, gfd_keys, fleet, memo, shared, selectors
+            spec,
+            req,
+            req_id,
+            effective,
+            chosen,
+            gfd_keys,
+            fleet,
+            memo,
+            shared,
+            selectors,
+            gpu_requests,
         )
         if memo is not None and key is not None:
             memo[key] = (terms, requirement_error, score_error, results)
@@ -492,7 +590,6 @@ def _explain(
 
 def _requirement_terms(
     req: Requirement,
-    req_id: str,
     effective: Policy,
     chosen: L.LabelScheme,
     gfd_keys: GfdKeys,
@@ -500,7 +597,18 @@ def _requirement_terms(
     shared: _Shared,
 ) -> tuple[tuple[Any, ...], str | None]:
     """The requirement's node-selector terms (or why there are none), once per call."""
-    key = (req_id, effective, chosen, gfd_keys)
+    # What the compiler reads of the requirement: its rule-relevant fields (``needs``) and the
+    # CUDA versions as written (an unknown toolkit's message quotes the patch level), never
+    # its source; requirements that differ only in wording compile once.
+    framework_cuda = req.framework.cuda if req.framework is not None else None
+    key = (
+        req.needs,
+        None if req.cuda is None else str(req.cuda),
+        None if framework_cuda is None else str(framework_cuda),
+        effective,
+        chosen,
+        gfd_keys,
+    )
     found = shared.requirements.get(key)
     if found is None:
         try:
@@ -528,6 +636,7 @@ def _answers(
     memo: _Memo | None,
     shared: _Shared,
     selectors: bytes | None,
+    gpu_requests: frozenset[str] | None = None,
 ) -> tuple[tuple[Any, ...], str | None, str | None, NodeAnswers]:
     """The per-node answers for one pod spec and requirement (the expensive part).
 
@@ -539,17 +648,16 @@ def _answers(
     requirement_error: str | None = None
     if req is not None:
         terms, requirement_error = _requirement_terms(
-            req, req_id, effective, chosen, gfd_keys or GfdKeys.NEW, fleet.kb, shared
+            req, effective, chosen, gfd_keys or GfdKeys.NEW, fleet.kb, shared
         )
-    plan = _Plan(spec, req, req_id, terms, shared, selectors)
-    required = plan.selectors.required
+    plan = _Plan(spec, req, req_id, terms, shared, selectors, gpu_requests)
     kb = fleet.kb
     results: list[NodeExplanation] = []
     if plan.selectors.match_fields:
         # matchFields look at the node name: no two nodes are alike.
         for node, number, facts in fleet.members():
             offered = fleet.group_resources(number)
-            eligible, score, reasons = _decide(plan, required, node, facts, offered, effective, kb)
+            eligible, score, reasons = _decide(plan, node, facts, offered, effective, kb)
             # The engine names the node it was shown: the facts group's first member.
             reasons = renamed(reasons, facts.name, node.name)
             if requirement_error is not None:
@@ -564,7 +672,7 @@ def _answers(
         facts = fleet.facts_at(position)
         offered = fleet.gpu_resources_at(position)
         eligible, score, reasons = _decide(
-            plan, required, nodes[position], facts, offered, effective, kb
+            plan, nodes[position], facts, offered, effective, kb, position
         )
         if requirement_error is not None:
             eligible = False

@@ -449,7 +449,9 @@ class ImageTable:
         key = frozenset((k, v) for k, v in env.items() if k.startswith(_GATE_ENV_PREFIXES))
         if key in self._gates:
             found = self._gates[key]
-            return replace(found, source=source) if found is not None else None
+            if found is None or found.source == source:
+                return found  # gates are immutable: the remembered one serves as it is
+            return replace(found, source=source)
         gate = gate_from_env(dict(key), source)
         if len(self._gates) >= _GATE_MEMO_LIMIT:
             self._gates.clear()

@@ -307,11 +307,15 @@ def _strip_required(terms: list[Any]) -> list[tuple[Any, bool]]:
 
 
 def _and_terms(term: Mapping[str, Any], ours: Mapping[str, Any]) -> dict[str, Any]:
+    """``term`` (copied) AND one of our alternatives. Our expressions are shared, not copied:
+    they come from checked terms (:func:`checked_terms`, or :func:`_ours`' fresh copies), which
+    nothing edits, and a large cluster's alternatives crossed into every term of the pod were
+    most of a merge's cost. A result is read or serialised, never edited in place."""
     anded = copy_json(term)
     anded["matchExpressions"] = [
         *(anded.get("matchExpressions") or []),
         dict(MARKER),
-        *copy_json(list(ours["matchExpressions"])),
+        *ours["matchExpressions"],
     ]
     return anded
 

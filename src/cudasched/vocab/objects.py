@@ -97,7 +97,7 @@ def checked_labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """``obj.metadata``, or an empty mapping when it is absent or not a mapping."""
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else _EMPTY
+    return meta if (type(meta) is dict or isinstance(meta, Mapping)) else _EMPTY
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
@@ -123,4 +123,6 @@ def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
 def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """``metadata.annotations``, or an empty mapping when absent or not a mapping."""
     annotations = metadata_of(obj).get("annotations")
-    return annotations if isinstance(annotations, Mapping) else _EMPTY
+    return (
+        annotations if (type(annotations) is dict or isinstance(annotations, Mapping)) else _EMPTY
+    )

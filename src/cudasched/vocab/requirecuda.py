@@ -207,6 +207,16 @@ class Constraint:
 
     text: str
     alternatives: tuple[tuple[_Condition, ...], ...]
+    # The hash, computed on first use: a gate is part of the admission memos' keys, and
+    # hashing the nested conditions again on every lookup was microseconds per request.
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        known = self._hash
+        if not known:
+            known = hash((self.text, self.alternatives)) or 1
+            object.__setattr__(self, "_hash", known)
+        return known
 
 
 def parse_constraint(text: str) -> Constraint:

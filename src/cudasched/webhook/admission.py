@@ -46,6 +46,7 @@ from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, POD
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.limits import (
     body_over_limits,
+    nesting_bounded,
     over_limits,
     small_body_checks,
     too_deep,
@@ -96,6 +97,7 @@ class Prepared(NamedTuple):
     raw_rest: bytes | None = None  # the body after its uid, when written like the API server
     problem: str | None = None  # a work limit the body exceeds (then it is not decoded)
     count: bool = True  # whether the object needs the full count of work limits
+    shallow: bool = False  # whether the body's bytes prove it nests within the limit
 
     @property
     def uid(self) -> str:
@@ -181,6 +183,7 @@ class Admitter(PodRules, ServiceRules):
             )
         limits = self.config.limits
         count = True
+        shallow = False
         if isinstance(body, bytes):
             if len(body) > MEMO_MAX_BODY_BYTES:
                 problem = body_over_limits(body, limits)
@@ -193,10 +196,11 @@ class Admitter(PodRules, ServiceRules):
                     return Prepared(kind, empty, None, None, problem)
             else:
                 count = small_body_checks(body, limits)
+                shallow = not count and nesting_bounded(body)
         req = parse_review(body)
         memo_key = self._remembered.request_key(kind, req, body) if key else None
         raw_rest = self._remembered.raw_rest(body, req.uid) if memo_key is not None else None
-        return Prepared(kind, req, memo_key, raw_rest, count=count)
+        return Prepared(kind, req, memo_key, raw_rest, count=count, shallow=shallow)
 
     def recall(self, prepared: Prepared, state: ClusterState) -> tuple[bytes, Outcome] | None:
         """The remembered answer for ``prepared`` under ``state`` with its outcome, or ``None``."""
@@ -279,8 +283,12 @@ class Admitter(PodRules, ServiceRules):
                 return Decision(req.uid, reason="request has no object")
             if prepared.count:
                 problem = over_limits(req.obj, self.config.limits)
+            elif prepared.key is not None or prepared.shallow:
+                # The body's bytes bound every count; its serialised key, or its brackets,
+                # its nesting.
+                problem = None
             else:  # the body's bytes already bound every count; only nesting is left
-                problem = None if prepared.key is not None else too_deep(req.obj)
+                problem = too_deep(req.obj)
             if problem is not None:
                 return self._over_limits(req.uid, problem)
             if kind == "pod":

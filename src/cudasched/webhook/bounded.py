@@ -1,19 +1,37 @@
-"""A memo bounded in bytes, for the admission path's caches of derived values.
+"""A memo bounded in bytes, for the admission path's caches of derived values (the placer's
+compiled terms and merged affinities, a snapshot's "does any node fit" answers).
 
 Counting entries is not enough when requests choose the size of what is cached: 4,096 merged
 affinities of 12 KB each are 100 MB. So every entry is stored with the bytes it holds (the
 caller knows: the length of a serialised key and value, plus a fixed overhead for the Python
-objects around them), and the oldest entries are evicted until the new one fits. An entry larger
-than an eighth of the budget is never stored, so one request cannot empty the memo.
+objects around them). An entry larger than an eighth of the budget is never stored, so one
+request cannot empty the memo.
 
-Thread safety: ``get`` is one ``dict.get`` (atomic under the GIL) and takes no lock; ``put``
-takes a lock. Review threads share one instance.
+What is kept when the budget is full is decided as in the decision memo (issue 22; see
+:mod:`cudasched.webhook.memo`), because requests choose these keys too (a requirement's
+annotations and image, a pod's own affinity) and can be more than the memo holds: evicting the
+oldest entry would then keep nothing of a cycle of them, each entry evicted just before it is
+asked for again. Instead:
+
+* *admission by frequency*: every lookup counts its key in a frequency sketch
+  (:mod:`cudasched.webhook.frequency`, counted in the budget); a new entry only replaces
+  entries asked for less often than it was before the lookup that missed it, so a scan or a
+  cycle larger than the memo leaves it holding a steady part of the working set, and a key
+  asked for again and again gets in;
+* *eviction by second chance*: the victim is the oldest entry not used since it was stored or
+  last passed over.
+
+Thread safety: ``get`` takes no lock (a ``dict.get``, a flag and two counters: a lost update
+only makes the policy's guess a little worse); ``put`` takes a lock. Review threads share one
+instance.
 """
 
 from __future__ import annotations
 
 import threading
 from typing import Generic, TypeVar
+
+from cudasched.webhook.frequency import FrequencySketch
 
 __all__ = ["ENTRY_OVERHEAD", "BoundedMemo"]
 
@@ -22,45 +40,116 @@ V = TypeVar("V")
 
 #: Bytes accounted per entry on top of what the caller counts (dict slot, tuple, object headers).
 ENTRY_OVERHEAD = 200
+# More than any count of the sketch: an entry that is admitted whatever it would replace.
+_ALWAYS = 16
+
+
+class _Slot(Generic[V]):
+    """One entry: its value, the bytes it is counted as, whether it was used since it was
+    stored or last passed over, and its key's hash for the sketch."""
+
+    __slots__ = ("key_hash", "size", "used", "value")
+
+    def __init__(self, value: V, size: int, key_hash: int) -> None:
+        self.value = value
+        self.size = size
+        self.used = False
+        self.key_hash = key_hash
 
 
 class BoundedMemo(Generic[K, V]):
-    """Values by key, at most ``max_bytes`` of them (0 turns the memo off)."""
+    """Values by key, at most ``max_bytes`` of them with the frequency sketch (0 turns the
+    memo off). ``hits`` counts the lookups that found their key."""
 
     def __init__(self, max_bytes: int) -> None:
         if max_bytes < 0:
             raise ValueError(f"invalid max_bytes {max_bytes!r}: expected >= 0")
         self.max_bytes = max_bytes
-        self._entries: dict[K, tuple[V, int]] = {}
+        # Entries are counted with ENTRY_OVERHEAD and more: about four counters per entry.
+        self._sketch = FrequencySketch(max_bytes, ENTRY_OVERHEAD)
+        #: What the entries may take: the budget less the sketch.
+        self.entry_budget = max(0, max_bytes - self._sketch.width) if max_bytes else 0
+        self._entries: dict[K, _Slot[V]] = {}  # in eviction order, oldest first
         self._bytes = 0
         self._lock = threading.Lock()
+        self.hits = 0
 
     def __len__(self) -> int:
         return len(self._entries)
 
     @property
     def bytes_used(self) -> int:
+        """What the entries take (the sketch's fixed share aside)."""
         return self._bytes
 
     def get(self, key: K) -> tuple[V] | None:
-        """``(value,)`` for a remembered key (the value itself may be ``None``), else ``None``."""
+        """``(value,)`` for a remembered key (the value itself may be ``None``), else ``None``.
+        Every lookup counts ``key`` in the sketch."""
+        if not self.max_bytes:
+            return None
+        self._sketch.count(FrequencySketch.of_hash(hash(key)))
         found = self._entries.get(key)
-        return None if found is None else (found[0],)
+        if found is None:
+            return None
+        found.used = True
+        self.hits += 1
+        return (found.value,)
 
     def put(self, key: K, value: V, size: int) -> bool:
-        """Remember ``value`` under ``key``, counted as ``size`` bytes (plus the overhead);
-        whether it was stored."""
+        """Remember ``value`` under ``key``, counted as ``size`` bytes (plus the overhead),
+        when it fits and the policy admits it (see the module docstring); whether it was
+        stored."""
         size += ENTRY_OVERHEAD
-        if size > self.max_bytes // 8:
+        if not self.max_bytes or size > self.max_bytes // 8:
             return False
+        key_hash = FrequencySketch.of_hash(hash(key))
         with self._lock:
             entries = self._entries
             old = entries.pop(key, None)
             if old is not None:
-                self._bytes -= old[1]
-            while entries and self._bytes + size > self.max_bytes:
-                oldest = next(iter(entries))
-                self._bytes -= entries.pop(oldest)[1]
-            entries[key] = (value, size)
+                self._bytes -= old.size
+            # A key stored again (two threads computed it) keeps its place in the memo.
+            frequency = _ALWAYS if old is not None else self._sketch.before_this_lookup(key_hash)
+            if self._bytes + size > self.entry_budget and not self._make_room(size, frequency):
+                return False
+            entries[key] = _Slot(value, size, key_hash)
             self._bytes += size
             return True
+
+    def _make_room(self, size: int, frequency: int) -> bool:
+        """Evict entries, oldest unused first, until ``size`` more bytes fit, but only entries
+        asked for less often than the newcomer (``frequency``); ``False`` (nothing evicted)
+        when the newcomer is not worth them. Called with the lock held."""
+        entries = self._entries
+        need = self._bytes + size - self.entry_budget
+        victims: list[K] = []
+        chosen: set[int] = set()
+        freed = 0
+        for _ in range(2):  # a second pass when every entry had been used
+            passed: list[K] = []
+            refused = False
+            for key, slot in entries.items():
+                if freed >= need:
+                    break
+                if id(slot) in chosen:
+                    continue
+                if slot.used:
+                    passed.append(key)  # second chance: to the back of the line
+                    continue
+                if self._sketch.frequency(slot.key_hash) >= frequency:
+                    refused = True
+                    break
+                victims.append(key)
+                chosen.add(id(slot))
+                freed += slot.size
+            for key in passed:
+                slot = entries.pop(key)
+                slot.used = False
+                entries[key] = slot
+            if refused:
+                return False
+            if freed >= need:
+                for key in victims:
+                    self._bytes -= entries.pop(key).size
+                return True
+        return False

@@ -29,6 +29,7 @@ __all__ = [
     "MAX_DEPTH",
     "ObjectLimits",
     "body_over_limits",
+    "nesting_bounded",
     "over_limits",
     "small_body_checks",
     "too_deep",
@@ -145,6 +146,13 @@ def small_body_checks(body: bytes, limits: ObjectLimits) -> bool:
         return False  # every value takes at least a byte: no need to count them
     values = braces + body.count(b"[") + body.count(b",")
     return values > min(limits.max_values, limits.max_selector_values)
+
+
+def nesting_bounded(body: bytes) -> bool:
+    """Whether ``body``'s bytes alone prove it nests no deeper than :data:`MAX_DEPTH` levels:
+    every level opens with a ``{`` or a ``[``, so a body with at most that many of them (in
+    strings too: an overestimate) cannot; then :func:`too_deep` need not serialise it."""
+    return body.count(b"{") + body.count(b"[") <= MAX_DEPTH
 
 
 def too_deep(obj: Any) -> str | None:

@@ -31,11 +31,13 @@ more than it holds, since each entry is evicted just before its next replica arr
 nodes and 1,000 templates cycled, the old memo answered 0 % of repeats. Here:
 
 * *admission by frequency* (TinyLFU): every lookup counts its key in a small sketch of recent
-  frequencies (4-bit counters, two hashes, halved every ``10 x width`` lookups so the past
-  fades). A new entry only replaces entries that were asked for less often than it; an entry
-  as frequent as its would-be victims is not stored. A scan or a cycle larger than the memo
-  then leaves the memo holding a fixed part of the working set (hits = budget / working set)
-  instead of thrashing it, while a template with many replicas still gets in on its second;
+  frequencies (:mod:`cudasched.webhook.frequency`: 4-bit counters, two hashes, halved every
+  ``10 x width`` lookups so the past fades). A new entry only replaces entries that were
+  asked for less often than it was before the lookup that missed it; an entry as frequent as
+  its would-be victims is not stored.
+  A scan or a cycle larger than the memo then leaves the memo holding a fixed part of the
+  working set (hits = budget / working set) instead of thrashing it, while a template with
+  many replicas still gets in on its second;
 * *eviction by second chance* (CLOCK): the victim is the oldest entry not used since it was
   stored or last passed over, so one hot old entry does not block everything behind it.
 
@@ -54,6 +56,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cudasched.webhook.frequency import FrequencySketch
+
 __all__ = ["Answer", "DecisionMemo"]
 
 #: Bytes accounted per entry on top of its keys (the entry object, its slot in the order).
@@ -62,11 +66,6 @@ _ENTRY_OVERHEAD = 200
 _KEY_BYTES = 120
 #: Bytes accounted per distinct answer on top of its text (the object, its interning slot).
 _ANSWER_OVERHEAD = 200
-#: Frequency counters saturate here (4 bits' worth).
-_MAX_COUNT = 15
-#: Lookups per counter between two halvings of every counter.
-_SAMPLE_PER_COUNTER = 10
-_HALVE = bytes(i >> 1 for i in range(256))
 
 
 def digest(key: bytes) -> bytes:
@@ -141,15 +140,10 @@ class DecisionMemo:
         if max_bytes < 0:
             raise ValueError(f"invalid max_bytes {max_bytes!r}: expected >= 0")
         self.max_bytes = max_bytes
-        # About four counters per entry the budget can hold (an entry takes ~500 bytes or
-        # more), so the keys of a few times more requests than it holds are told apart.
-        width = 1 << max(6, min(20, (max_bytes // 128 - 1).bit_length()))
-        self._mask = width - 1
-        self._sketch = bytearray(width)
-        self._sample = width * _SAMPLE_PER_COUNTER
-        self._counted = 0
+        # An entry takes ~500 bytes or more (frequency.py).
+        self._sketch = FrequencySketch(max_bytes, 128)
         #: What the entries may take: the budget less the sketch.
-        self.entry_budget = max(0, max_bytes - width)
+        self.entry_budget = max(0, max_bytes - self._sketch.width)
         self._lock = threading.Lock()
         self._gen = _Generation(None)
         self._retired: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -206,7 +200,7 @@ class DecisionMemo:
             if size > self.max_bytes // 8:
                 return False
             if gen.bytes + size > self.entry_budget and not self._make_room(
-                gen, size, max(self._frequency(d) for d in digests)
+                gen, size, max(self._prior(d) for d in digests)
             ):
                 return False
             shared = gen.answers.get(answer)  # eviction may have dropped the last sharer
@@ -224,25 +218,13 @@ class DecisionMemo:
     # ------------------------------------------------------------------ policy
 
     def _count(self, found: bytes) -> None:
-        sketch = self._sketch
-        mask = self._mask
-        i = int.from_bytes(found[:4], "little") & mask
-        j = int.from_bytes(found[4:8], "little") & mask
-        if sketch[i] < _MAX_COUNT:
-            sketch[i] += 1
-        if sketch[j] < _MAX_COUNT:
-            sketch[j] += 1
-        self._counted += 1
-        if self._counted >= self._sample:
-            self._counted = 0
-            self._sketch = sketch.translate(_HALVE)
+        self._sketch.count(FrequencySketch.of_digest(found))
+
+    def _prior(self, found: bytes) -> int:
+        return self._sketch.before_this_lookup(FrequencySketch.of_digest(found))
 
     def _frequency(self, found: bytes) -> int:
-        sketch = self._sketch
-        mask = self._mask
-        i = int.from_bytes(found[:4], "little") & mask
-        j = int.from_bytes(found[4:8], "little") & mask
-        return min(sketch[i], sketch[j])
+        return self._sketch.frequency(FrequencySketch.of_digest(found))
 
     def _make_room(self, gen: _Generation, size: int, frequency: int) -> bool:
         """Evict entries, oldest unused first, until ``size`` more bytes fit, but only entries

@@ -47,7 +47,11 @@ def unescape(token: str) -> str:
 def pointer(parts: Iterable[str | int]) -> str:
     """A JSON pointer from unescaped path parts: ``("metadata", "annotations", "a/b")`` ->
     ``/metadata/annotations/a~1b``; ``()`` -> ``""`` (the whole document)."""
-    return "".join("/" + escape(str(p)) for p in parts)
+    tokens = []
+    for part in parts:
+        token = part if type(part) is str else str(part)
+        tokens.append(escape(token) if "~" in token or "/" in token else token)
+    return "/" + "/".join(tokens) if tokens else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +69,7 @@ class Scope:
 def _get(doc: Any, parts: Sequence[str]) -> Any:
     cur = doc
     for part in parts:
-        if not isinstance(cur, Mapping) or part not in cur:
+        if not (type(cur) is dict or isinstance(cur, Mapping)) or part not in cur:
             return _MISSING
         cur = cur[part]
     return cur
@@ -139,7 +143,11 @@ def _diff_value(path: tuple[str, ...], old: Any, new: Any, depth: int, out: list
         return
     if _same(old, new):
         return
-    if depth > 0 and isinstance(old, Mapping) and isinstance(new, Mapping):
+    if (
+        depth > 0
+        and (type(old) is dict or isinstance(old, Mapping))
+        and (type(new) is dict or isinstance(new, Mapping))
+    ):
         for key in sorted(set(old) | set(new)):
             _diff_value(
                 (*path, key), old.get(key, _MISSING), new.get(key, _MISSING), depth - 1, out
@@ -161,26 +169,30 @@ def diff(
     out: list[Op] = []
     for scope in scopes:
         path = scope.path
-        # Find the first prefix of `path` that is missing (or not an object) in the original.
+        # Find the first prefix of `path` that is missing (or not an object) in the original,
+        # walking the original down the path once.
+        parent_old: Any = original
         for i in range(1, len(path) + 1):
-            parent_old = _get(original, path[: i - 1])
-            if not isinstance(parent_old, Mapping):
+            if not (type(parent_old) is dict or isinstance(parent_old, Mapping)):
                 # Cannot happen for i == 1 with a mapping document; deeper, the previous
-                # iteration already handled a missing key and stopped.
+                # iteration already handled a non-object and stopped.
                 break
-            if path[i - 1] not in parent_old:
+            part = path[i - 1]
+            if part not in parent_old:
                 new = _get(mutated, path[:i])
                 if new is not _MISSING:
                     out.append({"op": "add", "path": pointer(path[:i]), "value": new})
                 break
+            old = parent_old[part]
             if i == len(path):
-                _diff_value(path, _get(original, path), _get(mutated, path), scope.depth, out)
-            elif not isinstance(_get(original, path[:i]), Mapping):
+                _diff_value(path, old, _get(mutated, path), scope.depth, out)
+            elif not (type(old) is dict or isinstance(old, Mapping)):
                 # A scalar (or null) where we need an object: replace it whole.
                 new = _get(mutated, path[:i])
                 if new is _MISSING:
                     out.append({"op": "remove", "path": pointer(path[:i])})
-                elif not _same(new, _get(original, path[:i])):
+                elif not _same(new, old):
                     out.append({"op": "replace", "path": pointer(path[:i]), "value": new})
                 break
+            parent_old = old
     return out

@@ -74,11 +74,12 @@ def cheap_only() -> Iterator[None]:
 class Compiled(NamedTuple):
     """What :meth:`Placer.compile` found: the terms (``None`` when no selector can exist), the
     "no node can run it" message when it applies, the key of the terms (for
-    :meth:`ClusterState.fits`), and what :meth:`Placer.merge` needs of them."""
+    :meth:`ClusterState.fits`: their digest, or the requirement's memo key when there are no
+    terms), and what :meth:`Placer.merge` needs of them."""
 
     terms: list[dict[str, Any]] | None
     no_fit: str | None
-    key: tuple[Any, ...]
+    key: Any
     checked: CheckedTerms | None = None  # the terms validated for merging, when they are valid
     tag: bytes = b""  # the SHA-256 of the terms' JSON: their name in the merge memo
 
@@ -106,13 +107,6 @@ class Placer:
         message always applies. Otherwise the message needs a synced snapshot, because an
         empty or half-listed cache must never produce warnings or denials.
         """
-        what = (
-            f"CUDA {requirement.cuda.release}"
-            if requirement.cuda is not None
-            and requirement.min_compute is None
-            and requirement.framework is None
-            else requirement.describe()
-        )
         scheme = state.scheme(self.config.label_scheme)
         # Every rule-relevant field of the requirement, never its source.
         key = (requirement.needs, policy, scheme, state.gfd_keys)
@@ -127,14 +121,17 @@ class Placer:
             entry = found[0]
         terms = entry.terms
         if terms is None:
+            what = _what(requirement)
             return Compiled(None, f"cudasched: no node can ever run {what}: {entry.error}", key)
-        compiled = Compiled(terms, None, key, entry.checked, entry.tag)
-        if cheap and state.synced and terms and state.known_fit(key) is None:
+        # The terms' digest names them for the fit memo: hashed once (bytes keep their hash),
+        # where the requirement's key hashes its nested fields on every lookup.
+        compiled = Compiled(terms, None, entry.tag, entry.checked, entry.tag)
+        if cheap and state.synced and terms and state.known_fit(entry.tag) is None:
             raise Deferred("fit")
-        if not state.synced or not terms or state.fits(key, terms):
+        if not state.synced or not terms or state.fits(entry.tag, terms):
             return compiled
         return compiled._replace(
-            no_fit=f"cudasched: no node can run {what}; {state.drivers.describe()}"
+            no_fit=f"cudasched: no node can run {_what(requirement)}; {state.drivers.describe()}"
         )
 
     def merge(self, spec: Mapping[str, Any], compiled: Compiled) -> dict[str, Any]:
@@ -181,6 +178,17 @@ class Placer:
         if self.config.mode is AffinityMode.PREFERRED:
             return merge_preferred(spec, terms, PREFERRED_WEIGHT)
         return merge_required(spec, terms)
+
+
+def _what(requirement: Requirement) -> str:
+    """The requirement as the "no node can run" messages name it."""
+    if (
+        requirement.cuda is not None
+        and requirement.min_compute is None
+        and requirement.framework is None
+    ):
+        return f"CUDA {requirement.cuda.release}"
+    return requirement.describe()
 
 
 class _Entry(NamedTuple):

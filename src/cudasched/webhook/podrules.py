@@ -52,7 +52,7 @@ class PodRules(AdmissionSteps):
         if why is not None:
             return Decision(req.uid, reason=f"skipped: {why}")
         spec = pod.get("spec")
-        if not isinstance(spec, Mapping):
+        if not (type(spec) is dict or isinstance(spec, Mapping)):
             return Decision(req.uid, reason="pod has no spec")
         try:
             return self._pod_checked(req, pod, spec, state)

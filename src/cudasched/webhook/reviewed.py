@@ -68,7 +68,7 @@ def with_namespace(obj: Mapping[str, Any], namespace: str) -> dict[str, Any]:
     metadata are new dicts; everything below is shared, because resolution only reads."""
     out = dict(obj)
     meta = out.get("metadata")
-    meta = dict(meta) if isinstance(meta, Mapping) else {}
+    meta = dict(meta) if (type(meta) is dict or isinstance(meta, Mapping)) else {}
     out["metadata"] = meta
     if namespace and not meta.get("namespace"):
         meta["namespace"] = namespace
@@ -83,7 +83,7 @@ def pod_for_mutation(pod: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(pod)
     for key in ("metadata", "spec"):
         value = out.get(key)
-        if isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):
             out[key] = dict(value)
     return out
 
@@ -98,7 +98,7 @@ def set_annotation(obj: dict[str, Any], key: str, value: str | None) -> None:
         meta = {}  # a malformed value is replaced whole, never walked into
         obj["metadata"] = meta
     current = meta.get("annotations")
-    ann = dict(current) if isinstance(current, Mapping) else {}
+    ann = dict(current) if (type(current) is dict or isinstance(current, Mapping)) else {}
     if value is None:
         ann.pop(key, None)
     else:

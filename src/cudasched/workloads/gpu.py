@@ -26,6 +26,11 @@ __all__ = [
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 
 
+_PARTS = ("limits", "requests")
+_PART_NAMES = {part: f"resources.{part}" for part in _PARTS}
+_NONE: frozenset[str] = frozenset()
+
+
 def _quantity_positive(value: object, key: str) -> bool:
     """Extended resources are whole numbers; ``"0"`` does not request a GPU."""
     if isinstance(value, bool):
@@ -94,13 +99,15 @@ def requested_gpu_resources(pod_spec: Mapping[str, Any]) -> frozenset[str]:
     names: set[str] = set()
     for container in _containers(spec, "containers") + _containers(spec, "initContainers"):
         resources = as_mapping(container.get("resources"), "container resources")
-        for part in ("limits", "requests"):
-            for key, value in as_mapping(resources.get(part), f"resources.{part}").items():
-                if str(key).startswith(GPU_RESOURCE_PREFIXES) and _quantity_positive(
-                    value, str(key)
-                ):
-                    names.add(str(key))
-    return frozenset(names)
+        for part in _PARTS:
+            amounts = resources.get(part)
+            if amounts is None or (type(amounts) is dict and not amounts):
+                continue  # absent or empty: nothing asked for
+            for key, value in as_mapping(amounts, _PART_NAMES[part]).items():
+                name = key if type(key) is str else str(key)
+                if name.startswith(GPU_RESOURCE_PREFIXES) and _quantity_positive(value, name):
+                    names.add(name)
+    return frozenset(names) if names else _NONE
 
 
 def node_gpu_resources(node: Mapping[str, Any]) -> frozenset[str] | None:

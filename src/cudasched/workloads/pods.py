@@ -115,7 +115,7 @@ def _template_of(obj: Mapping[str, Any], who: str) -> Mapping[str, Any] | None:
 
 def _checked(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
     """The workload's id and pod template (``None`` for a Pod), read once for every part."""
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise InputError(f"invalid workload {obj!r}: expected a Kubernetes object (a mapping)")
     who = workload_id(obj)
     return who, None if obj.get("kind") == "Pod" else _template_of(obj, who)
@@ -129,7 +129,9 @@ def _pod_spec(
         if spec:
             return dict(spec)
         raise InputError(f"{who}: its pod template has no spec")
-    spec = as_mapping(obj.get("spec"), f"spec of {who}")
+    spec = obj.get("spec")
+    if type(spec) is not dict:  # (the message is only built when it may be needed)
+        spec = as_mapping(spec, f"spec of {who}")
     if obj.get("kind") == "Pod" or "containers" in spec:
         return dict(spec)
     raise InputError(
@@ -153,9 +155,9 @@ def _overlaid_annotations(
     obj: Mapping[str, Any], who: str, template: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     own = as_mapping(as_mapping(obj.get("metadata"), "metadata").get("annotations"), "annotations")
-    pods = _template_metadata(obj, who, template)
-    merged = {**own, **as_mapping(pods.get("annotations"), "annotations")}
-    return {str(k): v for k, v in merged.items()}
+    pods = as_mapping(_template_metadata(obj, who, template).get("annotations"), "annotations")
+    merged = own if pods is own else {**own, **pods}  # a Pod's template is the Pod itself
+    return {k if type(k) is str else str(k): v for k, v in merged.items()}
 
 
 def read_pod_template(obj: Mapping[str, Any]) -> PodTemplate:

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from cudasched.knowledge.imageconfig import config_cuda, gate_env
 from cudasched.knowledge.images import ImageTable, ReleaseFacts, parse_require_cuda
@@ -159,8 +159,20 @@ def _parse_bool(value: object, key: str, where: str) -> bool:
     raise InputError(f"invalid {key} {value!r} on {where}: expected true or false")
 
 
+#: What a map without any of our four keys says (most maps: read without building anything).
+_NOTHING = _Found()
+
+
 def _read_cudasched(values: Mapping[str, Any], where: str) -> _Found:
     """Our four keys from one annotation (or label) map; bad values name the key."""
+    get = values.get
+    if (
+        get(L.ANN_CUDA_VERSION) is None
+        and get(L.ANN_MIN_COMPUTE) is None
+        and get(L.ANN_POLICY) is None
+        and get(L.ANN_SHIPS_CUDA_COMPAT) is None
+    ):
+        return _NOTHING
     cuda = min_cc = policy = ships = None
     keys: list[str] = []
 
@@ -191,14 +203,20 @@ def _read_cudasched(values: Mapping[str, Any], where: str) -> _Found:
 
 def _merge_modifiers(first: _Found, second: _Found) -> _Found:
     """``first``'s policy/compat flag win; requirement fields are not merged."""
-    return replace(
-        first,
-        policy=first.policy if first.policy is not None else second.policy,
-        ships_cuda_compat=(
+    if (second.policy is None and second.ships_cuda_compat is None) or (
+        first.policy is not None and first.ships_cuda_compat is not None
+    ):
+        return first  # nothing of ``second`` can show through
+    return _Found(
+        first.cuda,
+        first.min_compute,
+        first.policy if first.policy is not None else second.policy,
+        (
             first.ships_cuda_compat
             if first.ships_cuda_compat is not None
             else second.ships_cuda_compat
         ),
+        first.keys,
     )
 
 
@@ -257,7 +275,17 @@ def _runtime_identity(runtime: Mapping[str, Any] | RuntimeChoice) -> tuple[str, 
 
 def _from_runtime(runtime: Mapping[str, Any] | RuntimeChoice | None) -> _RuntimeAnswer:
     if runtime is None:
-        return _RuntimeAnswer(_Found(), None)
+        return _RuntimeAnswer(_NOTHING, None)
+    if isinstance(runtime, RuntimeChoice):
+        # The same answer for every pod of the service: read once per choice.
+        found = runtime.derived.get("resolution")
+        if found is None:
+            found = runtime.derived["resolution"] = _read_runtime(runtime)
+        return cast(_RuntimeAnswer, found)
+    return _read_runtime(runtime)
+
+
+def _read_runtime(runtime: Mapping[str, Any] | RuntimeChoice) -> _RuntimeAnswer:
     who, obj = _runtime_identity(runtime)
     meta = as_mapping(obj.get("metadata"), f"{who} metadata")
     annotations = as_mapping(meta.get("annotations"), f"{who} annotations")
@@ -315,7 +343,7 @@ def _literal_env(container: Mapping[str, Any], name: str) -> dict[str, str]:
         raise InputError(f"invalid env of container {name}: expected a list")
     out: dict[str, str] = {}
     for var in env:
-        if isinstance(var, Mapping) and isinstance(var.get("name"), str):
+        if (type(var) is dict or isinstance(var, Mapping)) and isinstance(var.get("name"), str):
             value = var.get("value")
             if value is not None:
                 out[var["name"]] = str(value)
@@ -426,7 +454,7 @@ def _stricter(declared: Requirement, facts: _ContainerFacts, who: str) -> tuple[
     raised = declared.cuda is None or facts.cuda > declared.cuda
     framework = facts.framework if raised else declared.framework
     if not differs:
-        return replace(declared, cuda=cuda, min_compute=low, framework=framework), ""
+        return _with_found(declared, cuda, low, framework, declared.source), ""
     # The webhook's warning (at most 120 characters): what is used first, then who said
     # what; the image's name is in the requirement's source, recorded on the object.
     said = declared.describe()
@@ -438,9 +466,28 @@ def _stricter(declared: Requirement, facts: _ContainerFacts, who: str) -> tuple[
         text = f"using {kept}: {who} says {said}, its image {image}"
     raised = raised or low != declared.min_compute
     source = f"{declared.source}; stricter {facts.source}" if raised else declared.source
-    return (
-        replace(declared, cuda=cuda, min_compute=low, framework=framework, source=source),
-        text,
+    return _with_found(declared, cuda, low, framework, source), text
+
+
+def _with_found(
+    declared: Requirement,
+    cuda: CudaVersion | None,
+    low: ComputeCapability | None,
+    framework: FrameworkBuild | None,
+    source: str,
+) -> Requirement:
+    """``declared`` with what was found in place of its own fields (built directly: a
+    ``dataclasses.replace`` costs microseconds, and every first-seen pod resolves)."""
+    return Requirement(
+        cuda=cuda,
+        min_compute=low,
+        policy=declared.policy,
+        ships_cuda_compat=declared.ships_cuda_compat,
+        framework=framework,
+        source=source,
+        gate=declared.gate,
+        unknown_reason=declared.unknown_reason,
+        disagreement=declared.disagreement,
     )
 
 
@@ -463,25 +510,49 @@ def _resolve(
         if modifiers.ships_cuda_compat is not None
         else bool(facts.ships_cuda_compat)
     )
+    # Each answer is built in one go (no ``dataclasses.replace`` chains: every first-seen pod
+    # resolves, and each replace costs microseconds).
     if own.names_requirement:
-        req = _requirement(own, modifiers, _annotation_source(own.keys))
-        return replace(req, ships_cuda_compat=ships, gate=facts.gate)
-    if answer.requirement is not None:
-        declared = replace(
-            answer.requirement, policy=modifiers.policy, ships_cuda_compat=ships, gate=facts.gate
+        return Requirement(
+            cuda=own.cuda,
+            min_compute=own.min_compute,
+            policy=modifiers.policy,
+            ships_cuda_compat=ships,
+            source=_annotation_source(own.keys),
+            gate=facts.gate,
+        )
+    said = answer.requirement
+    if said is not None:
+        # What the runtime said (its CUDA and compute capability, never a framework build)
+        # with the pod's modifiers and its container's gate.
+        declared = Requirement(
+            cuda=said.cuda,
+            min_compute=said.min_compute,
+            policy=modifiers.policy,
+            ships_cuda_compat=ships,
+            framework=said.framework,
+            source=said.source,
+            gate=facts.gate,
+            unknown_reason=said.unknown_reason,
         )
         who = _runtime_identity(runtime)[0] if runtime is not None else "the runtime"
         stricter, disagreement = _stricter(declared, facts, who)
-        return replace(stricter, disagreement=disagreement)
+        return replace(stricter, disagreement=disagreement) if disagreement else stricter
     if facts.cuda is not None:
-        return replace(
-            _requirement(_Found(cuda=facts.cuda, min_compute=facts.min_compute), modifiers, ""),
+        return Requirement(
+            cuda=facts.cuda,
+            min_compute=facts.min_compute,
+            policy=modifiers.policy,
+            ships_cuda_compat=ships,
             framework=facts.framework,
             source=facts.source,
-            ships_cuda_compat=ships,
             gate=facts.gate,
         )
-    return replace(_requirement(_Found(), modifiers, ""), unknown_reason=facts.why_unknown)
+    return Requirement(
+        policy=modifiers.policy,
+        ships_cuda_compat=bool(modifiers.ships_cuda_compat),
+        unknown_reason=facts.why_unknown,
+    )
 
 
 def resolve_pod(
@@ -489,14 +560,22 @@ def resolve_pod(
     runtime: Mapping[str, Any] | RuntimeChoice | None,
     images: ImageTable,
     kb: ReleaseFacts | None,
+    *,
+    view: PodView | None = None,
 ) -> Requirement:
-    """The requirement of a pod (a KServe predictor or any GPU pod), first hit wins."""
-    if not isinstance(pod, Mapping):
+    """The requirement of a pod (a KServe predictor or any GPU pod), first hit wins.
+    ``view``: the pod's view when the caller has it (its GPU container is not looked for
+    again)."""
+    if not (type(pod) is dict or isinstance(pod, Mapping)):
         raise InputError(f"invalid pod: expected a mapping, got {type(pod).__name__}")
     meta = as_mapping(pod.get("metadata"), "pod metadata")
     annotations = as_mapping(meta.get("annotations"), "pod annotations")
     where = f"pod {meta.get('name') or meta.get('generateName') or '?'}"
-    container = gpu_container(as_mapping(pod.get("spec"), "pod spec"))
+    spec = as_mapping(pod.get("spec"), "pod spec")
+    if view is not None and view.error is None and view.role is not Role.MODEL_SERVER:
+        container = view.cuda_container  # the view found it with gpu_container
+    else:
+        container = gpu_container(spec)
     return _resolve(annotations, where, runtime, container, images, kb)
 
 
@@ -877,7 +956,7 @@ def pod_need(
         req = resolve_llmisvc_pod(pod, service, images, kb)
         runtime = None
     else:
-        req = resolve_pod(pod, runtime, images, kb)
+        req = resolve_pod(pod, runtime, images, kb, view=view)
     if wants_constraint(pod, req, view=view):
         return WorkloadNeed(req, req, runtime)
     unknown = unknown_pod_requirement(pod, req, images, runtime, view=view)

@@ -21,17 +21,17 @@ from __future__ import annotations
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from cudasched.vocab.errors import InputError
-from cudasched.vocab.objects import annotations_of
+from cudasched.vocab.objects import annotations_of, checked_labels
 from cudasched.workloads.gpu import gpu_container, uses_gpu
 from cudasched.workloads.kserve.llm import (
-    is_llmisvc_pod,
     llmisvc_main_container,
-    llmisvc_name_of,
+    llmisvc_name_in,
+    model_server_labels,
 )
-from cudasched.workloads.kserve.pods import component_of, is_predictor_pod, isvc_name_of
+from cudasched.workloads.kserve.pods import component_in, isvc_name_in
 from cudasched.workloads.pods import is_skipped
 
 __all__ = ["PodView", "Role", "service_listed", "view_pod"]
@@ -81,7 +81,7 @@ class PodView:
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if (type(value) is dict or isinstance(value, Mapping)) else {}
 
 
 def view_pod(pod: object) -> PodView:
@@ -99,13 +99,16 @@ def view_pod(pod: object) -> PodView:
             error = error or exc
             return default
 
-    if read(is_llmisvc_pod, False, obj):
-        role = Role.MODEL_SERVER
-        owner = read(llmisvc_name_of, None, obj)
-    elif read(is_predictor_pod, False, obj):
-        role, owner = Role.PREDICTOR, read(isvc_name_of, None, obj)
-    elif read(component_of, None, obj) in ("transformer", "explainer"):
-        role, owner = Role.AUXILIARY, read(isvc_name_of, None, obj)
+    # Every role reader reads the labels, and only reading them can fail: read once, and an
+    # unreadable pod is a plain pod (each reader would have raised the same error).
+    labels = read(checked_labels, None, obj)
+    component = component_in(labels) if labels is not None else None
+    if labels is not None and model_server_labels(labels):
+        role, owner = Role.MODEL_SERVER, llmisvc_name_in(labels)
+    elif component == "predictor":
+        role, owner = Role.PREDICTOR, isvc_name_in(cast(Mapping[str, Any], labels))
+    elif component in ("transformer", "explainer"):
+        role, owner = Role.AUXILIARY, isvc_name_in(cast(Mapping[str, Any], labels))
     else:
         role, owner = Role.POD, None
     requests_gpu = bool(read(uses_gpu, False, spec))
@@ -115,7 +118,7 @@ def view_pod(pod: object) -> PodView:
         runs = False
     else:
         runs = requests_gpu or (main is not None and not main.get("resources"))
-    skipped = bool(read(lambda: is_skipped(annotations_of(obj)), False))
+    skipped = is_skipped(annotations_of(obj))  # lenient readers: never raises
     return PodView(
         role=role,
         owner=owner,

@@ -48,6 +48,7 @@ __all__ = [
     "is_llmisvc",
     "is_llmisvc_pod",
     "llmisvc_main_container",
+    "llmisvc_name_in",
     "llmisvc_name_of",
     "llmisvc_of_pod",
     "llmisvc_pod",
@@ -55,6 +56,7 @@ __all__ = [
     "llmisvc_pods",
     "llmisvc_role",
     "llmisvc_uses_gpu",
+    "model_server_labels",
 ]
 
 LLMISVC_KIND = "LLMInferenceService"
@@ -86,7 +88,11 @@ def is_llmisvc(obj: Mapping[str, Any]) -> bool:
 def is_llmisvc_pod(pod: Mapping[str, Any]) -> bool:
     """A model-server pod of an LLMInferenceService (decode, prefill, leader or worker); not
     its router-scheduler or tokenizer."""
-    labels = checked_labels(pod)
+    return model_server_labels(checked_labels(pod))
+
+
+def model_server_labels(labels: Mapping[str, Any]) -> bool:
+    """:func:`is_llmisvc_pod` of a pod whose (checked) labels are ``labels``."""
     return labels.get(PART_OF_LABEL) == PART_OF_VALUE and labels.get(COMPONENT_LABEL) in (
         WORKLOAD_COMPONENTS
     )
@@ -94,7 +100,12 @@ def is_llmisvc_pod(pod: Mapping[str, Any]) -> bool:
 
 def llmisvc_name_of(pod: Mapping[str, Any]) -> str | None:
     """The owning LLMInferenceService's name (``app.kubernetes.io/name``)."""
-    value = checked_labels(pod).get(NAME_LABEL)
+    return llmisvc_name_in(checked_labels(pod))
+
+
+def llmisvc_name_in(labels: Mapping[str, Any]) -> str | None:
+    """:func:`llmisvc_name_of` of a pod whose (checked) labels are ``labels``."""
+    value = labels.get(NAME_LABEL)
     return str(value) if value else None
 
 

@@ -19,10 +19,12 @@ from cudasched.vocab.kserve import (
 from cudasched.vocab.objects import as_list, as_mapping, checked_labels
 
 __all__ = [
+    "component_in",
     "component_of",
     "is_kserve_pod",
     "is_multinode_worker",
     "is_predictor_pod",
+    "isvc_name_in",
     "isvc_name_of",
 ]
 
@@ -37,7 +39,12 @@ def is_kserve_pod(pod: Mapping[str, Any]) -> bool:
 
 def isvc_name_of(pod: Mapping[str, Any]) -> str | None:
     """The owning InferenceService's name, from the pod label KServe sets."""
-    value = checked_labels(pod).get(INFERENCESERVICE_LABEL)
+    return isvc_name_in(checked_labels(pod))
+
+
+def isvc_name_in(labels: Mapping[str, Any]) -> str | None:
+    """:func:`isvc_name_of` of a pod whose (checked) labels are ``labels``."""
+    value = labels.get(INFERENCESERVICE_LABEL)
     return str(value) if value else None
 
 
@@ -47,9 +54,15 @@ def component_of(pod: Mapping[str, Any]) -> str | None:
     Multi-node worker pods carry ``component: predictor`` too (predictor.go
     ``reconcileWorker``); tell them apart with :func:`is_multinode_worker`.
     """
-    if not is_kserve_pod(pod):
+    return component_in(checked_labels(pod))
+
+
+def component_in(labels: Mapping[str, Any]) -> str | None:
+    """:func:`component_of` of a pod whose (checked) labels are ``labels`` (read once by a
+    caller that asks several questions of them)."""
+    if not labels.get(INFERENCESERVICE_LABEL):  # not a KServe pod (is_kserve_pod)
         return None
-    value = checked_labels(pod).get(COMPONENT_LABEL)
+    value = labels.get(COMPONENT_LABEL)
     return value if isinstance(value, str) and value in COMPONENTS else None
 
 

@@ -68,6 +68,11 @@ class RuntimeChoice:
     name: str
     obj: Mapping[str, Any] = field(hash=False)
     reason: str
+    #: What readers derived from ``obj``, by reader, computed once per choice: a snapshot's
+    #: objects are never changed, and every pod of a service is resolved with its choice.
+    derived: dict[str, Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     @property
     def ref(self) -> RuntimeRef:

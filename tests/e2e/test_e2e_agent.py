@@ -129,6 +129,13 @@ def agent(
         )
     )
     with Api(plane.credentials().with_token(token)) as agent_api:
+        # The API server enforces a new policy once its informers have the policy and its
+        # binding and the CEL is compiled: eventually, not at once. Wait until a (dry-run)
+        # change to another node is refused before any test relies on the policy.
+        api.wait_for(
+            "the agent's ValidatingAdmissionPolicy to be enforced",
+            lambda: _refused_by_policy(agent_api, other),
+        )
         yield Agent(agent_api, token, kubeconfig, node, other)
     api.call(
         "DELETE",
@@ -140,6 +147,17 @@ def agent(
         patch = {k: None for k in current.get("labels", {}) if k not in meta["labels"]}
         patch.update(meta["labels"])
         api.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": patch}})
+
+
+def _refused_by_policy(agent_api: Api, node: str) -> bool:
+    response = agent_api.send(
+        "PATCH",
+        f"/api/v1/nodes/{node}",
+        body={"metadata": {"labels": {"cudasched.io/probe.status": "ok"}}},
+        params={"dryRun": "All"},
+        content_type="application/merge-patch+json",
+    )
+    return response.status_code == 403 and "cudasched-agent" in response.text
 
 
 def _labels(api: Api, node: str, labels: dict[str, str | None]) -> dict[str, object]:

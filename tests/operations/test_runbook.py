@@ -244,3 +244,50 @@ def test_the_script_drains_with_the_jq_program_and_checks_for_jq(kb: KnowledgeBa
     assert "--arg driver gpu.nvidia.com --arg class gpu.nvidia.com" in script
     assert "command -v jq" in script.split("# ---- wave 1")[0]
     assert 'left=$(gpu_pods "${node}")' in script
+
+
+@pytest.mark.skipif(
+    shutil.which("jq") is None or shutil.which("bash") is None, reason="needs bash and jq"
+)
+def test_gpu_pods_works_with_more_claims_than_one_argument_holds(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    """The script's own ``gpu_pods`` under ``set -euo pipefail``, with ``kubectl`` answering
+    from files as the API server would: a cluster's ResourceClaims easily pass the 128 KiB
+    Linux allows one command-line argument (MAX_ARG_STRLEN), so they must not be handed to jq
+    as one, or the drain stops the script with "Argument list too long"."""
+    claims = [
+        _claim(f"llm-{i}-gpu-{i:05d}", driver="gpu.nvidia.com", request=_GPU_CLASS)
+        for i in range(600)
+    ]
+    pods = [
+        _pod("dra-template", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}],
+             status={"resourceClaimStatuses": [{"name": "gpu",
+                                                "resourceClaimName": "llm-599-gpu-00599"}]}),
+        _pod("cpu-only"),
+    ]  # fmt: skip
+    claims_json = json.dumps({"apiVersion": "v1", "kind": "List", "items": claims}, indent=4)
+    assert len(claims_json) > 128 * 1024
+    (tmp_path / "claims.json").write_text(claims_json)
+    (tmp_path / "pods.json").write_text(json.dumps({"kind": "PodList", "items": pods}))
+    script = render_script(_plan(kb), "test cluster")
+    helpers = script[script.index("set -euo pipefail") : script.index("# Preflight")]
+    api = (
+        "kubectl() {  # the API server's answers, from files\n"
+        '  case "$2" in resourceclaims*) cat "$DIR/claims.json" ;; pods) cat "$DIR/pods.json" ;;'
+        " *) return 1 ;; esac\n}\n"
+    )
+    path = tmp_path / "gpu_pods.sh"
+    path.write_text(f"{helpers}\n{api}\ngpu_pods gpu-a\n")
+    done = subprocess.run(
+        ["bash", str(path)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "DIR": str(tmp_path)},
+        check=False,
+    )
+    assert (done.returncode, done.stdout.split(), done.stderr) == (
+        0,
+        ["team-nlp/dra-template"],
+        "",
+    )

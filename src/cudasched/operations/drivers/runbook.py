@@ -62,11 +62,13 @@ say() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 # The pods of a node that use NVIDIA GPUs, as namespace/name: a container limit under
 # nvidia.com/, or a DRA ResourceClaim (the pod's own or made from its template) allocated by
 # NVIDIA's DRA driver or asking for its device class. Clusters without DRA have no claims.
+# The claims reach jq on its input, not as an argument (one argument holds at most 128 KiB).
 gpu_pods() {
-  local node="$1" claims
-  claims=$(kubectl get resourceclaims.resource.k8s.io -A -o json 2>/dev/null || echo '{"items":[]}')
-  kubectl get pods -A --field-selector "spec.nodeName=${node}" -o json \
-    | jq -r --argjson claims "${claims}" --arg driver @DRIVER@ --arg class @CLASS@ "${GPU_PODS_JQ}"
+  local node="$1"
+  { kubectl get resourceclaims.resource.k8s.io -A -o json 2>/dev/null || echo '{"items":[]}'
+    kubectl get pods -A --field-selector "spec.nodeName=${node}" -o json; } \
+    | jq -n -r --arg driver @DRIVER@ --arg class @CLASS@ \
+        "input as \$claims | input | ${GPU_PODS_JQ}"
 }
 
 # Evict the pods of a node that use NVIDIA GPUs (gpu_pods), through the Eviction API so
@@ -119,9 +121,10 @@ gpus_allocatable() {  # node -> "yes" once nvidia.com/gpu is allocatable
 
 
 #: The jq program ``gpu_pods`` runs over a node's PodList (``$claims``: every ResourceClaim,
-#: ``$driver``/``$class``: NVIDIA's DRA driver and device class, ``placement.dra``): the pods
-#: with a container or init-container limit under ``nvidia.com/``, or with a claim in their
-#: namespace (``spec.resourceClaims[].resourceClaimName``, or the claim made from a template,
+#: jq's first input; ``$driver``/``$class``: NVIDIA's DRA driver and device class,
+#: ``placement.dra``): the pods with a container or init-container limit under
+#: ``nvidia.com/``, or with a claim in their namespace
+#: (``spec.resourceClaims[].resourceClaimName``, or the claim made from a template,
 #: ``status.resourceClaimStatuses[].resourceClaimName``) that NVIDIA's driver was allocated
 #: (``status.allocation.devices.results[].driver``) or that requests its device class. Pods that
 #: ended (``Succeeded``, ``Failed``) hold no GPU and are left alone.

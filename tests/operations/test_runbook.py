@@ -291,3 +291,36 @@ def test_gpu_pods_works_with_more_claims_than_one_argument_holds(
         ["team-nlp/dra-template"],
         "",
     )
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_odd_node_names_stay_words_of_the_script(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """A snapshot file can name a node anything: a quote, a command substitution or a line
+    break in the name must reach kubectl and the waits as that one word, in code and in the
+    script's comments (the plan's notes name nodes), and never run. The script runs in bash
+    with kubectl, the drain and the waits standing in as functions that record what they get."""
+    odd = "t4-0'$(touch pwned)'\ntouch pwned2"
+    snapshot = cluster(
+        gpu_node(odd, "Tesla-T4", "550.90.07", extra=OPERATOR_DRIVER), runtime("vllm-13", "13.0")
+    )
+    script = render_script(_plan(kb, snapshot=snapshot), "test cluster")
+    stand_ins = (
+        'kubectl() { case "$*" in *useNvidiaDriverCRD*) echo true ;; *upgradePolicy*) echo object'
+        ' ;; "label node "*) printf "%s\\0" "$3" >> labelled ;; esac; }\n'
+        "drain_gpu_pods() { :; }\n"
+        'wait_for() { printf "%s\\0" "$1" >> waits; }\n'
+    )
+    path = tmp_path / "rollout.sh"
+    path.write_text(script.replace("# Preflight", stand_ins + "# Preflight", 1))
+    done = subprocess.run(
+        ["bash", str(path)], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["labelled", "rollout.sh", "waits"]
+    assert (tmp_path / "labelled").read_text().split("\0")[:-1] == [odd]
+    assert (tmp_path / "waits").read_text().split("\0")[:-1] == [
+        f"owner of {odd}",
+        f"driver pod on {odd}",
+        f"driver on {odd}",
+        f"GPUs on {odd}",
+    ]

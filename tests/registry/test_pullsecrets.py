@@ -61,6 +61,19 @@ def test_bad_data_is_refused_without_showing_it() -> None:
     assert [m for m in messages if "t0ps3cret" in m or AUTH in m] == []
 
 
+def test_an_auth_that_is_not_ascii_is_refused_as_bad_data() -> None:
+    """``base64.b64decode`` refuses a non-ASCII string with a plain ValueError, not the
+    binascii.Error of bad base64: it must still be the InputError that names the Secret (the
+    reader counts it as failed and keeps the empty keychain), not an exception that escapes
+    the reader."""
+    doc = {"auths": {"harbor.corp": {"auth": "t0ps3crét"}}}
+    bad = secret("kubernetes.io/dockerconfigjson", ".dockerconfigjson", doc)
+    with pytest.raises(InputError) as refused:
+        keychain_of_secret(bad, "pull secret ml/regcred")
+    message = str(refused.value)
+    assert "pull secret ml/regcred" in message and "t0ps3cr" not in message
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0

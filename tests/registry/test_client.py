@@ -13,7 +13,14 @@ import pytest
 from cudasched.knowledge.imageconfig import config_cuda
 from cudasched.registry.auth import Credentials, Keychain
 from cudasched.registry.cache import ConfigCache
-from cudasched.registry.client import Limits, Platform, RegistryClient, RegistryError
+from cudasched.registry.client import (
+    Limits,
+    Platform,
+    RegistryClient,
+    RegistryError,
+    repository_of,
+)
+from cudasched.vocab.errors import InputError
 from cudasched.vocab.versions import parse_cuda
 from tests.support.registry import (
     Registry,
@@ -218,3 +225,27 @@ def test_a_token_got_with_a_workloads_credentials_serves_only_them(tmp_path: Any
             again = c.resolve(image, keychain=secret).digest
     assert found == again == digest
     assert refused.value.kind == "unauthorized"
+
+
+def test_a_registry_host_is_a_host_and_nothing_more() -> None:
+    """The host of an image reference becomes the authority of a URL: a ``#``, ``?``, ``%``,
+    ``\\`` or ``_`` in it is not a registry name (distribution/reference's domain grammar),
+    and would send the GET to a path outside the distribution API (``https://svc.internal#/v2/
+    ...`` asks for ``/``). Such references are refused before any request; real hosts, ports
+    and IPv6 literals still resolve to repositories."""
+    odd = (
+        "svc.internal#/ml/llm:1",
+        "svc.internal?/ml/llm:1",
+        "svc.internal%2f/ml/llm",
+        "svc.internal\\/ml/llm",
+        "a_b.internal/ml/llm",
+        "svc.internal:99x/ml/llm",
+    )
+    refused = []
+    for image in odd:
+        with pytest.raises(InputError) as bad:
+            repository_of(image)
+        refused.append(str(bad.value))
+    assert [m for m in refused if "registry host" not in m] == []
+    hosts = [repository_of(i).host for i in ("localhost:5000/a", "[::1]:5000/a", "nvcr.io/n/t")]
+    assert hosts == ["localhost:5000", "[::1]:5000", "nvcr.io"]

@@ -20,6 +20,7 @@ from cudasched.registry.client import (
     RegistryError,
     repository_of,
 )
+from cudasched.registry.resolver import resolve_one
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.versions import parse_cuda
 from tests.support.registry import (
@@ -28,6 +29,7 @@ from tests.support.registry import (
     TokenServer,
     blob_storage,
     hanging_server,
+    hostile_registry,
     redirecting_front,
     run_registry,
 )
@@ -249,3 +251,21 @@ def test_a_registry_host_is_a_host_and_nothing_more() -> None:
     assert [m for m in refused if "registry host" not in m] == []
     hosts = [repository_of(i).host for i in ("localhost:5000/a", "[::1]:5000/a", "nvcr.io/n/t")]
     assert hosts == ["localhost:5000", "[::1]:5000", "nvcr.io"]
+
+
+def test_a_url_httpx_cannot_build_is_a_bad_answer_not_an_escape() -> None:
+    """A registry names the token realm and the redirect targets: a realm httpx cannot make a
+    URL of (``https://[zz]/token``) raises ``httpx.InvalidURL``, which is neither a transport
+    error nor a timeout. It must end the look-up as a RegistryError (cached, counted, logged
+    like any bad answer), not escape the resolver's worker, which then caches nothing and
+    asks the registry again at every review. (A redirect there fails as unreachable.)"""
+    answers = [
+        (401, {"www-authenticate": 'Bearer realm="https://[zz]/token",service="r"'}),
+        (307, {"location": "http://[zz]/v2/ml/llm/manifests/1"}),
+    ]
+    outcomes = []
+    for status, headers in answers:
+        with hostile_registry(status, headers) as host, RegistryClient(plain_http=[host]) as c:
+            config, outcome = resolve_one(c, f"{host}/ml/llm:1", Platform())
+        outcomes.append((outcome, config.ok))
+    assert outcomes == [("unauthorized", False), ("unreachable", False)]

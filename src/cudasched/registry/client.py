@@ -499,7 +499,12 @@ class RegistryClient:
         if params.get("service"):
             query["service"] = params["service"]
         headers = {"authorization": creds.basic()} if creds is not None else {}
-        url = str(httpx.URL(realm, params=query))
+        try:
+            url = str(httpx.URL(realm, params=query))
+        except httpx.InvalidURL:
+            raise RegistryError(
+                "unauthorized", f"{what}: token realm {realm!r} is not a URL"
+            ) from None
         response, body = self._fetch(url, headers, deadline, 1024 * 1024, f"token for {what}")
         if response.status_code in (401, 403):
             who = "the given credentials" if creds is not None else "anonymous access"

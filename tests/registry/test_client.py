@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 
 from cudasched.knowledge.imageconfig import config_cuda
@@ -24,6 +25,8 @@ from cudasched.registry.resolver import resolve_one
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.versions import parse_cuda
 from tests.support.registry import (
+    OCI_CONFIG,
+    OCI_MANIFEST,
     Registry,
     TokenIssuer,
     TokenServer,
@@ -269,3 +272,28 @@ def test_a_url_httpx_cannot_build_is_a_bad_answer_not_an_escape() -> None:
             config, outcome = resolve_one(c, f"{host}/ml/llm:1", Platform())
         outcomes.append((outcome, config.ok))
     assert outcomes == [("unauthorized", False), ("unreachable", False)]
+
+
+def test_a_config_whose_env_is_not_a_list_has_no_env(plain: Registry) -> None:
+    """An image config is the registry's JSON: ``Env`` should be a list of strings; a number
+    (or any other non-list) is read as no environment, not a TypeError out of the client,
+    which ``resolve_one`` does not turn into an answer (the resolver's worker would fail
+    and cache nothing, and every review would ask the registry again)."""
+    outcomes = []
+    for tag, inner in (("env-int", {"Env": 5}), ("env-map", {"Env": {"CUDA_VERSION": "12.8"}})):
+        config = orjson.dumps({"architecture": "amd64", "os": "linux", "config": inner})
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": OCI_CONFIG,
+                "digest": plain.push_blob("ml/odd", config),
+                "size": len(config),
+            },
+            "layers": [],
+        }
+        plain.push_manifest("ml/odd", tag, manifest)
+        with client(plain) as c:
+            found, outcome = resolve_one(c, f"{plain.host}/ml/odd:{tag}", Platform())
+        outcomes.append((outcome, dict(found.env)))
+    assert outcomes == [("ok", {}), ("ok", {})]

@@ -302,7 +302,8 @@ class RegistryClient:
         cfg = _json(blob, f"config of {image}")
         inner = cfg.get("config") if isinstance(cfg.get("config"), Mapping) else {}
         env: dict[str, str] = {}
-        for item in inner.get("Env") or ():
+        listed = inner.get("Env")
+        for item in listed if isinstance(listed, list) else ():
             if isinstance(item, str) and "=" in item:
                 key, _, value = item.partition("=")
                 env[key] = value

@@ -244,3 +244,83 @@ def test_the_script_drains_with_the_jq_program_and_checks_for_jq(kb: KnowledgeBa
     assert "--arg driver gpu.nvidia.com --arg class gpu.nvidia.com" in script
     assert "command -v jq" in script.split("# ---- wave 1")[0]
     assert 'left=$(gpu_pods "${node}")' in script
+
+
+@pytest.mark.skipif(
+    shutil.which("jq") is None or shutil.which("bash") is None, reason="needs bash and jq"
+)
+def test_gpu_pods_works_with_more_claims_than_one_argument_holds(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    """The script's own ``gpu_pods`` under ``set -euo pipefail``, with ``kubectl`` answering
+    from files as the API server would: a cluster's ResourceClaims easily pass the 128 KiB
+    Linux allows one command-line argument (MAX_ARG_STRLEN), so they must not be handed to jq
+    as one, or the drain stops the script with "Argument list too long"."""
+    claims = [
+        _claim(f"llm-{i}-gpu-{i:05d}", driver="gpu.nvidia.com", request=_GPU_CLASS)
+        for i in range(600)
+    ]
+    pods = [
+        _pod("dra-template", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}],
+             status={"resourceClaimStatuses": [{"name": "gpu",
+                                                "resourceClaimName": "llm-599-gpu-00599"}]}),
+        _pod("cpu-only"),
+    ]  # fmt: skip
+    claims_json = json.dumps({"apiVersion": "v1", "kind": "List", "items": claims}, indent=4)
+    assert len(claims_json) > 128 * 1024
+    (tmp_path / "claims.json").write_text(claims_json)
+    (tmp_path / "pods.json").write_text(json.dumps({"kind": "PodList", "items": pods}))
+    script = render_script(_plan(kb), "test cluster")
+    helpers = script[script.index("set -euo pipefail") : script.index("# Preflight")]
+    api = (
+        "kubectl() {  # the API server's answers, from files\n"
+        '  case "$2" in resourceclaims*) cat "$DIR/claims.json" ;; pods) cat "$DIR/pods.json" ;;'
+        " *) return 1 ;; esac\n}\n"
+    )
+    path = tmp_path / "gpu_pods.sh"
+    path.write_text(f"{helpers}\n{api}\ngpu_pods gpu-a\n")
+    done = subprocess.run(
+        ["bash", str(path)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "DIR": str(tmp_path)},
+        check=False,
+    )
+    assert (done.returncode, done.stdout.split(), done.stderr) == (
+        0,
+        ["team-nlp/dra-template"],
+        "",
+    )
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_odd_node_names_stay_words_of_the_script(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """A snapshot file can name a node anything: a quote, a command substitution or a line
+    break in the name must reach kubectl and the waits as that one word, in code and in the
+    script's comments (the plan's notes name nodes), and never run. The script runs in bash
+    with kubectl, the drain and the waits standing in as functions that record what they get."""
+    odd = "t4-0'$(touch pwned)'\ntouch pwned2"
+    snapshot = cluster(
+        gpu_node(odd, "Tesla-T4", "550.90.07", extra=OPERATOR_DRIVER), runtime("vllm-13", "13.0")
+    )
+    script = render_script(_plan(kb, snapshot=snapshot), "test cluster")
+    stand_ins = (
+        'kubectl() { case "$*" in *useNvidiaDriverCRD*) echo true ;; *upgradePolicy*) echo object'
+        ' ;; "label node "*) printf "%s\\0" "$3" >> labelled ;; esac; }\n'
+        "drain_gpu_pods() { :; }\n"
+        'wait_for() { printf "%s\\0" "$1" >> waits; }\n'
+    )
+    path = tmp_path / "rollout.sh"
+    path.write_text(script.replace("# Preflight", stand_ins + "# Preflight", 1))
+    done = subprocess.run(
+        ["bash", str(path)], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["labelled", "rollout.sh", "waits"]
+    assert (tmp_path / "labelled").read_text().split("\0")[:-1] == [odd]
+    assert (tmp_path / "waits").read_text().split("\0")[:-1] == [
+        f"owner of {odd}",
+        f"driver pod on {odd}",
+        f"driver on {odd}",
+        f"GPUs on {odd}",
+    ]

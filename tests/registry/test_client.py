@@ -8,19 +8,31 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 
 from cudasched.knowledge.imageconfig import config_cuda
 from cudasched.registry.auth import Credentials, Keychain
 from cudasched.registry.cache import ConfigCache
-from cudasched.registry.client import Limits, Platform, RegistryClient, RegistryError
+from cudasched.registry.client import (
+    Limits,
+    Platform,
+    RegistryClient,
+    RegistryError,
+    repository_of,
+)
+from cudasched.registry.resolver import resolve_one
+from cudasched.vocab.errors import InputError
 from cudasched.vocab.versions import parse_cuda
 from tests.support.registry import (
+    OCI_CONFIG,
+    OCI_MANIFEST,
     Registry,
     TokenIssuer,
     TokenServer,
     blob_storage,
     hanging_server,
+    hostile_registry,
     redirecting_front,
     run_registry,
 )
@@ -218,3 +230,70 @@ def test_a_token_got_with_a_workloads_credentials_serves_only_them(tmp_path: Any
             again = c.resolve(image, keychain=secret).digest
     assert found == again == digest
     assert refused.value.kind == "unauthorized"
+
+
+def test_a_registry_host_is_a_host_and_nothing_more() -> None:
+    """The host of an image reference becomes the authority of a URL: a ``#``, ``?``, ``%``,
+    ``\\`` or ``_`` in it is not a registry name (distribution/reference's domain grammar),
+    and would send the GET to a path outside the distribution API (``https://svc.internal#/v2/
+    ...`` asks for ``/``). Such references are refused before any request; real hosts, ports
+    and IPv6 literals still resolve to repositories."""
+    odd = (
+        "svc.internal#/ml/llm:1",
+        "svc.internal?/ml/llm:1",
+        "svc.internal%2f/ml/llm",
+        "svc.internal\\/ml/llm",
+        "a_b.internal/ml/llm",
+        "svc.internal:99x/ml/llm",
+    )
+    refused = []
+    for image in odd:
+        with pytest.raises(InputError) as bad:
+            repository_of(image)
+        refused.append(str(bad.value))
+    assert [m for m in refused if "registry host" not in m] == []
+    hosts = [repository_of(i).host for i in ("localhost:5000/a", "[::1]:5000/a", "nvcr.io/n/t")]
+    assert hosts == ["localhost:5000", "[::1]:5000", "nvcr.io"]
+
+
+def test_a_url_httpx_cannot_build_is_a_bad_answer_not_an_escape() -> None:
+    """A registry names the token realm and the redirect targets: a realm httpx cannot make a
+    URL of (``https://[zz]/token``) raises ``httpx.InvalidURL``, which is neither a transport
+    error nor a timeout. It must end the look-up as a RegistryError (cached, counted, logged
+    like any bad answer), not escape the resolver's worker, which then caches nothing and
+    asks the registry again at every review. (A redirect there fails as unreachable.)"""
+    answers = [
+        (401, {"www-authenticate": 'Bearer realm="https://[zz]/token",service="r"'}),
+        (307, {"location": "http://[zz]/v2/ml/llm/manifests/1"}),
+    ]
+    outcomes = []
+    for status, headers in answers:
+        with hostile_registry(status, headers) as host, RegistryClient(plain_http=[host]) as c:
+            config, outcome = resolve_one(c, f"{host}/ml/llm:1", Platform())
+        outcomes.append((outcome, config.ok))
+    assert outcomes == [("unauthorized", False), ("unreachable", False)]
+
+
+def test_a_config_whose_env_is_not_a_list_has_no_env(plain: Registry) -> None:
+    """An image config is the registry's JSON: ``Env`` should be a list of strings; a number
+    (or any other non-list) is read as no environment, not a TypeError out of the client,
+    which ``resolve_one`` does not turn into an answer (the resolver's worker would fail
+    and cache nothing, and every review would ask the registry again)."""
+    outcomes = []
+    for tag, inner in (("env-int", {"Env": 5}), ("env-map", {"Env": {"CUDA_VERSION": "12.8"}})):
+        config = orjson.dumps({"architecture": "amd64", "os": "linux", "config": inner})
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": OCI_CONFIG,
+                "digest": plain.push_blob("ml/odd", config),
+                "size": len(config),
+            },
+            "layers": [],
+        }
+        plain.push_manifest("ml/odd", tag, manifest)
+        with client(plain) as c:
+            found, outcome = resolve_one(c, f"{plain.host}/ml/odd:{tag}", Platform())
+        outcomes.append((outcome, dict(found.env)))
+    assert outcomes == [("ok", {}), ("ok", {})]

@@ -61,6 +61,19 @@ def test_bad_data_is_refused_without_showing_it() -> None:
     assert [m for m in messages if "t0ps3cret" in m or AUTH in m] == []
 
 
+def test_an_auth_that_is_not_ascii_is_refused_as_bad_data() -> None:
+    """``base64.b64decode`` refuses a non-ASCII string with a plain ValueError, not the
+    binascii.Error of bad base64: it must still be the InputError that names the Secret (the
+    reader counts it as failed and keeps the empty keychain), not an exception that escapes
+    the reader."""
+    doc = {"auths": {"harbor.corp": {"auth": "t0ps3crét"}}}
+    bad = secret("kubernetes.io/dockerconfigjson", ".dockerconfigjson", doc)
+    with pytest.raises(InputError) as refused:
+        keychain_of_secret(bad, "pull secret ml/regcred")
+    message = str(refused.value)
+    assert "pull secret ml/regcred" in message and "t0ps3cr" not in message
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -99,3 +112,36 @@ async def test_a_namespaces_keychain_is_kept_for_its_ttl_only(
         await asyncio.to_thread(reader.close)
     gets = [(r.namespace, r.name) for r in api.requests if r.plural == "secrets"]
     assert gets == [("ml", "regcred"), ("ml", "regcred"), ("web", "regcred")]
+
+
+async def test_a_secret_name_cannot_reach_another_namespace(
+    kmock: kmock_lib.KubernetesEmulator, tmp_path: Path
+) -> None:
+    """Names a workload writes become URL path segments: ``..`` (or ``/``, ``?``) in one must
+    not turn a read in the workload's namespace into a read of another namespace's Secret
+    (HTTP clients remove dot segments before sending)."""
+    doc = {"auths": {"harbor.corp": {"auth": AUTH}}}
+    kept = secret("kubernetes.io/dockerconfigjson", ".dockerconfigjson", doc, name="registry")
+    kept["metadata"]["namespace"] = "kube-system"
+    robot = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "robot", "namespace": "kube-system"},
+        "imagePullSecrets": [{"name": "registry"}],
+    }
+    api = ClusterApi.start(kmock, [kept, robot])
+    kubeconfig = write_kubeconfig(tmp_path, kmock.url)
+    reader = PullSecretReader(lambda: make_client(kubeconfig=kubeconfig))
+    scopes = [
+        PullScope("ml", ("../../kube-system/secrets/registry",)),
+        PullScope("ml", ("..%2F..%2Fkube-system%2Fsecrets%2Fregistry",)),
+        PullScope("ml", (), "../../kube-system/serviceaccounts/robot"),
+    ]
+    try:
+        found = await asyncio.to_thread(
+            lambda: [reader.keychain_for(s).get("harbor.corp") for s in scopes]
+        )
+    finally:
+        await asyncio.to_thread(reader.close)
+    assert found == [None, None, None]
+    assert [r for r in api.requests if r.namespace != "ml"] == []

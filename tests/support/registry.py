@@ -525,3 +525,24 @@ def redirecting_front(
 
     with serving(Handler) as port:
         yield f"127.0.0.1:{port}", redirected
+
+
+@contextmanager
+def hostile_registry(status: int, headers: Mapping[str, str]) -> Iterator[str]:
+    """A plain-HTTP registry that answers every GET with ``status`` and ``headers`` and an
+    empty body (a registry that sends a challenge or a redirect of its choosing); its
+    ``host:port``."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return
+
+        def do_GET(self) -> None:
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+    with serving(Handler) as port:
+        yield f"127.0.0.1:{port}"

@@ -268,6 +268,42 @@ async def test_a_config_read_with_one_namespaces_secret_is_not_given_to_another(
     assert await asyncio.to_thread(scenario) == [True, False]
 
 
+async def test_a_pod_without_the_secret_does_not_shut_out_one_with_it(
+    api: ClusterApi,
+    kmock: kmock_lib.KubernetesEmulator,
+    registry: Registry,
+    state: ClusterState,
+    kb: KnowledgeBase,
+    tmp_path: Path,
+) -> None:
+    """One namespace, two pods of one private image: the first names no pull secret (and its
+    ServiceAccount has none), the second names ``regcred``. The first one's refused look-up
+    is that pod's answer only: the second is read with its own secret, as the kubelet would
+    pull it, instead of being handed the first one's failure until ``errorTtlSeconds``."""
+    cfg = config(registry, write_kubeconfig(tmp_path, kmock.url), pull_secrets=True)
+    image = f"{registry.host}/team/llm:8"
+
+    def scenario() -> list[bool]:
+        admitter = Admitter.from_config(cfg, kb)
+        with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
+            tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
+            with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:
+
+                def admit(pod: dict[str, Any]) -> dict[str, Any]:
+                    review = creation_review(pod, uid=str(uuid.uuid4()))
+                    return dict(client.post("/mutate/pods", content=orjson.dumps(review)).json())
+
+                resolver = admitter.images.configs
+                answers = []
+                for pod in (gpu_pod("team-a", image), gpu_pod("team-a", image, "regcred")):
+                    admit(pod)
+                    settled = resolver is not None and resolver.wait_idle(20)
+                    answers.append(settled and constrained(admit(pod)["response"]))
+                return answers
+
+    assert await asyncio.to_thread(scenario) == [False, True]
+
+
 async def test_with_the_option_off_no_secret_is_read(
     api: ClusterApi,
     kmock: kmock_lib.KubernetesEmulator,

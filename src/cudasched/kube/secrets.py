@@ -5,10 +5,15 @@ list or a watch, so the webhook holds no Secret it was not asked about.
 RBAC: ``get`` on ``secrets`` and ``serviceaccounts`` (granted only with the option on,
 :mod:`cudasched.install.webhook`). Errors name the object and the HTTP status, never a
 Secret's content.
+
+A name or namespace that Kubernetes could not have given an object (not a DNS-1123 subdomain,
+resp. label) is refused before any request: it becomes a URL path segment, where ``..`` or
+``/`` would reach another namespace's object.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from cudasched.kube.reflector import plain_object, status_code
@@ -17,8 +22,18 @@ from cudasched.vocab.kinds import SECRET, SERVICE_ACCOUNT, Kind
 
 __all__ = ["read_secret", "read_service_account"]
 
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
 
 async def _read(client: Any, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
+    if not _DNS_LABEL.fullmatch(namespace):
+        raise InputError(f"cannot get {kind.kind} in namespace {namespace!r}: not a DNS label")
+    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise InputError(
+            f"cannot get {kind.kind} {name!r} in {namespace}: not a DNS-1123 subdomain "
+            "(lowercase letters, digits, '-' and '.', at most 253 characters)"
+        )
     try:
         obj = await client.get(kind.resource(), name, namespace=namespace)
     except Exception as exc:

@@ -15,7 +15,6 @@ and are not supported: their hosts get no credentials (say so in a warning, neve
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -128,7 +127,7 @@ def _entry(host: str, value: object, where: str) -> Credentials | None:
     if isinstance(auth, str) and auth:
         try:
             decoded = base64.b64decode(auth, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
+        except ValueError:  # bad base64 (binascii.Error), not ASCII, not UTF-8
             raise InputError(
                 f"invalid {where}: the auth of {host!r} is not base64 of user:password"
             ) from None

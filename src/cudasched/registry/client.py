@@ -25,6 +25,7 @@ host's credentials); tokens are kept per repository until they expire.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -74,6 +75,13 @@ _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
 _MAX_TOKENS = 4096
+#: A registry host as distribution/reference's grammar has it (a domain or a bracketed IPv6
+#: address, an optional port), lower case: it becomes a URL's authority, where ``#``, ``?`` or
+#: ``%`` would move the request off the distribution API.
+_HOST_RE = re.compile(
+    r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])"
+    r"(?::[0-9]{1,5})?"
+)
 
 
 class RegistryError(InputError):
@@ -153,6 +161,11 @@ def repository_of(image: str) -> Repository:
     """Split ``image`` as a container runtime pulls it (``latest`` when no tag is named)."""
     ref = parse_image_ref(image)
     host = canonical_host(ref.host) if ref.host else DOCKER_HUB
+    if not _HOST_RE.fullmatch(host):
+        raise InputError(
+            f"invalid image {image!r}: {ref.host!r} is not a registry host "
+            "(host[:port] such as nvcr.io or registry.corp:5000)"
+        )
     path = ref.path
     if host == DOCKER_HUB and "/" not in path:
         path = f"library/{path}"
@@ -289,7 +302,8 @@ class RegistryClient:
         cfg = _json(blob, f"config of {image}")
         inner = cfg.get("config") if isinstance(cfg.get("config"), Mapping) else {}
         env: dict[str, str] = {}
-        for item in inner.get("Env") or ():
+        listed = inner.get("Env")
+        for item in listed if isinstance(listed, list) else ():
             if isinstance(item, str) and "=" in item:
                 key, _, value = item.partition("=")
                 env[key] = value
@@ -486,7 +500,12 @@ class RegistryClient:
         if params.get("service"):
             query["service"] = params["service"]
         headers = {"authorization": creds.basic()} if creds is not None else {}
-        url = str(httpx.URL(realm, params=query))
+        try:
+            url = str(httpx.URL(realm, params=query))
+        except httpx.InvalidURL:
+            raise RegistryError(
+                "unauthorized", f"{what}: token realm {realm!r} is not a URL"
+            ) from None
         response, body = self._fetch(url, headers, deadline, 1024 * 1024, f"token for {what}")
         if response.status_code in (401, 403):
             who = "the given credentials" if creds is not None else "anonymous access"

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import contextlib
 import logging
 import threading
@@ -67,7 +66,7 @@ def keychain_of_secret(secret: Mapping[str, Any], where: str) -> Keychain | None
             continue
         try:
             doc = orjson.loads(base64.b64decode(raw, validate=True))
-        except (binascii.Error, orjson.JSONDecodeError):
+        except ValueError:  # bad base64 (binascii.Error), not ASCII, not JSON
             raise InputError(f"{where}: {key} is not base64 of a JSON document") from None
         if secret_type == DOCKERCONFIGJSON[0] and not (
             isinstance(doc, Mapping) and isinstance(doc.get("auths"), Mapping)

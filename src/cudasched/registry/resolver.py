@@ -18,7 +18,10 @@ With a :class:`~cudasched.registry.pullsecrets.PullSecretReader` (``imageResolve
 a look-up made for one workload (:meth:`BackgroundResolver.for_scope`) may use the pull
 secrets of its namespace. A config read with them is cached for that namespace only (any pod
 of the namespace could name the same Secret; no pod of another namespace sees it); one read
-without them (the scope's secrets hold nothing for the registries asked) is cached for all.
+without them (the scope's secrets hold nothing for the registries asked) is cached for all. A
+failure is the answer of its pull scope only (and of everybody when read without credentials):
+a pod that names no secret, or a wrong one, never stands in for one whose secret may read the
+image, in flight or cached.
 """
 
 from __future__ import annotations
@@ -139,7 +142,7 @@ class BackgroundResolver:
         self.pull_secrets = pull_secrets
         self._key = str(self.platform)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cudasched-image")
-        # In flight by (image, namespace): "" for a look-up without a workload's secrets.
+        # In flight by (image, pull scope key): "" for a look-up without a workload's secrets.
         self._inflight: dict[tuple[str, str], Future[ImageConfig]] = {}
         # What runs with a look-up's answer before it is let go (warming's scoped look-ups).
         self._then: dict[tuple[str, str], list[Callable[[ImageConfig], object]]] = {}
@@ -158,7 +161,7 @@ class BackgroundResolver:
         if found is not None:
             self.observer.looked_up("hit")
             return found
-        key = (image, scope.namespace if scope is not None else "")
+        key = (image, self._scope_key(scope) if scope is not None else "")
         with self._lock:
             future = self._inflight.get(key)
         if future is None:
@@ -186,10 +189,18 @@ class BackgroundResolver:
         own = self.cache.get(image, self._scoped_key(scope))
         if own is not None:
             return own
+        failed = self.cache.get(image, self._scope_key(scope))
+        if failed is not None:
+            return failed
         return None if shared is None or _credentials_may_help(shared) else shared
 
     def _scoped_key(self, scope: PullScope) -> str:
+        """Where a config read with a namespace's credentials is kept (its namespace's)."""
         return f"{self._key} namespace={scope.namespace}"
+
+    def _scope_key(self, scope: PullScope) -> str:
+        """Where one pull scope's failure is kept, and its look-up's key in flight."""
+        return f"{self._key} scope={(scope.namespace, scope.secrets, scope.service_account)!r}"
 
     # ------------------------------------------------------------------ the queue
 
@@ -206,7 +217,7 @@ class BackgroundResolver:
         waits for what it queues)."""
         if self.pull_secrets is None:
             scope = None
-        key = (image, scope.namespace if scope is not None else "")
+        key = (image, self._scope_key(scope) if scope is not None else "")
         with self._lock:
             found = self._inflight.get(key)
             if found is not None:
@@ -318,18 +329,20 @@ class BackgroundResolver:
                 shared = self.cache.get(image, self._key)
                 if shared is not None and not shared.ok:
                     # No credentials to add to the failed look-up for everybody: its answer
-                    # stands for the namespace too, without asking the registry again.
-                    self.cache.put(image, self._scoped_key(scope), shared)
+                    # stands for this scope too, without asking the registry again.
+                    self.cache.put(image, self._scope_key(scope), shared)
                     return shared
         config, outcome = resolve_one(self.client, image, self.platform, keychain)
         if keychain is not None and scope is not None:
-            # Read with the namespace's credentials: that namespace's answer only.
-            self.cache.put(image, self._scoped_key(scope), config)
+            # Read with the namespace's credentials: that namespace's answer only, and a
+            # failure this scope's only (another pod's secrets may still read it).
+            key = self._scoped_key(scope) if config.ok else self._scope_key(scope)
+            self.cache.put(image, key, config)
         else:
             self.cache.put(image, self._key, config)
             if scope is not None and not config.ok:
-                # The namespace has nothing more to try until the failure expires.
-                self.cache.put(image, self._scoped_key(scope), config)
+                # The scope has nothing more to try until the failure expires.
+                self.cache.put(image, self._scope_key(scope), config)
         self.observer.resolved(outcome, time.perf_counter() - started)
         if config.error:
             log.info("image config of %s not read: %s", image, config.error)

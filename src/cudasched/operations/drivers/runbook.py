@@ -62,11 +62,13 @@ say() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 # The pods of a node that use NVIDIA GPUs, as namespace/name: a container limit under
 # nvidia.com/, or a DRA ResourceClaim (the pod's own or made from its template) allocated by
 # NVIDIA's DRA driver or asking for its device class. Clusters without DRA have no claims.
+# The claims reach jq on its input, not as an argument (one argument holds at most 128 KiB).
 gpu_pods() {
-  local node="$1" claims
-  claims=$(kubectl get resourceclaims.resource.k8s.io -A -o json 2>/dev/null || echo '{"items":[]}')
-  kubectl get pods -A --field-selector "spec.nodeName=${node}" -o json \
-    | jq -r --argjson claims "${claims}" --arg driver @DRIVER@ --arg class @CLASS@ "${GPU_PODS_JQ}"
+  local node="$1"
+  { kubectl get resourceclaims.resource.k8s.io -A -o json 2>/dev/null || echo '{"items":[]}'
+    kubectl get pods -A --field-selector "spec.nodeName=${node}" -o json; } \
+    | jq -n -r --arg driver @DRIVER@ --arg class @CLASS@ \
+        "input as \$claims | input | ${GPU_PODS_JQ}"
 }
 
 # Evict the pods of a node that use NVIDIA GPUs (gpu_pods), through the Eviction API so
@@ -119,9 +121,10 @@ gpus_allocatable() {  # node -> "yes" once nvidia.com/gpu is allocatable
 
 
 #: The jq program ``gpu_pods`` runs over a node's PodList (``$claims``: every ResourceClaim,
-#: ``$driver``/``$class``: NVIDIA's DRA driver and device class, ``placement.dra``): the pods
-#: with a container or init-container limit under ``nvidia.com/``, or with a claim in their
-#: namespace (``spec.resourceClaims[].resourceClaimName``, or the claim made from a template,
+#: jq's first input; ``$driver``/``$class``: NVIDIA's DRA driver and device class,
+#: ``placement.dra``): the pods with a container or init-container limit under
+#: ``nvidia.com/``, or with a claim in their namespace
+#: (``spec.resourceClaims[].resourceClaimName``, or the claim made from a template,
 #: ``status.resourceClaimStatuses[].resourceClaimName``) that NVIDIA's driver was allocated
 #: (``status.allocation.devices.results[].driver``) or that requests its device class. Pods that
 #: ended (``Succeeded``, ``Failed``) hold no GPU and are left alone.
@@ -159,6 +162,11 @@ def _q(text: str) -> str:
     return shlex.quote(text)
 
 
+def _comment(text: str) -> str:
+    """``text`` on one comment line: a line break in a name must not end the comment."""
+    return " ".join(text.splitlines())
+
+
 def _manifest_json(manifest: Mapping[str, object]) -> str:
     return json.dumps(manifest, indent=2, sort_keys=False)
 
@@ -169,15 +177,15 @@ def render_script(plan: DriverPlan, source: str) -> str:
     owners = op.accepts("default")  # v26.7: owner labels, touched objects
     lines = [
         "#!/usr/bin/env bash",
-        f"# cudasched plan-drivers runbook: {source} (policy {plan.policy.value}, as of "
+        f"# cudasched plan-drivers runbook: {_comment(source)} (policy {plan.policy.value}, as of "
         f"{plan.today.isoformat()}, GPU Operator {op.version})",
         "# Run it with a kubeconfig for the cluster; every wave waits for its nodes before the",
         "# next one starts. Read the plan first: cudasched plan-drivers (-o json for everything).",
     ]
     for note in plan.notes:
-        lines.append(f"# NOTE: {note}")
+        lines.append(f"# NOTE: {_comment(note)}")
     for warning in plan.warnings:
-        lines.append(f"# WARNING: {warning}")
+        lines.append(f"# WARNING: {_comment(warning)}")
     lines.append(_helpers().strip("\n"))
     if not plan.objects:
         lines.append('say "no pool the GPU Operator drives changes: nothing to roll out"')
@@ -232,14 +240,16 @@ def render_script(plan: DriverPlan, source: str) -> str:
                 n = _q(node)
                 if owners:
                     lines.append(
-                        f"wait_for 'owner of {node}' {_q(obj)} node_label {n} {OWNER_LABEL}"
+                        f"wait_for {_q(f'owner of {node}')} {_q(obj)} node_label {n} {OWNER_LABEL}"
                     )
-                lines.append(f"wait_for 'driver pod on {node}' True driver_pod_ready {n} {_q(obj)}")
                 lines.append(
-                    f"wait_for 'driver on {node}' {_q(want)} node_label {n} "
+                    f"wait_for {_q(f'driver pod on {node}')} True driver_pod_ready {n} {_q(obj)}"
+                )
+                lines.append(
+                    f"wait_for {_q(f'driver on {node}')} {_q(want)} node_label {n} "
                     "nvidia.com/cuda.driver-version.full"
                 )
-                lines.append(f"wait_for 'GPUs on {node}' yes gpus_allocatable {n}")
+                lines.append(f"wait_for {_q(f'GPUs on {node}')} yes gpus_allocatable {n}")
         for obj in by_object:
             lines.append(
                 f"kubectl wait nvidiadriver/{_q(obj)} --for=jsonpath='{{.status.state}}'=ready "
@@ -250,6 +260,8 @@ def render_script(plan: DriverPlan, source: str) -> str:
     if plan.replaced:
         lines += ["", "# ---- objects this plan replaces or leaves without nodes"]
         for r in plan.replaced:
-            lines.append(f"kubectl delete nvidiadriver {_q(r.name)} --ignore-not-found   # {r.why}")
+            lines.append(
+                f"kubectl delete nvidiadriver {_q(r.name)} --ignore-not-found   # {_comment(r.why)}"
+            )
     lines.append('say "rollout complete"')
     return "\n".join(lines) + "\n"

@@ -35,6 +35,7 @@ from tests.support.registry import (
     hostile_registry,
     redirecting_front,
     run_registry,
+    scripted_registry,
 )
 
 REQUIRE_126 = "cuda>=12.6 brand=tesla,driver>=470,driver<471"
@@ -297,3 +298,48 @@ def test_a_config_whose_env_is_not_a_list_has_no_env(plain: Registry) -> None:
             found, outcome = resolve_one(c, f"{plain.host}/ml/odd:{tag}", Platform())
         outcomes.append((outcome, dict(found.env)))
     assert outcomes == [("ok", {}), ("ok", {})]
+
+
+def test_a_digest_a_registry_names_must_be_a_digest_before_it_is_a_path() -> None:
+    """The digests of an index's manifests and of a manifest's config come from the registry
+    and become URL path segments: ``sha256:x/../../../admin`` (or a ``?``, ``#``, ``%2f``) would
+    send our request, with our token, to any path of that host. Each is checked against the
+    OCI digest grammar (a registered algorithm's encoded form: sha256 is 64 lowercase hex)
+    before it is used; the look-up fails naming the value, and nothing outside the manifest
+    asked for is requested."""
+    odd = (
+        "sha256:../../../../admin/" + "a" * 64,
+        "sha256:" + "a" * 63 + "?x=1",
+        "sha256:" + "A" * 64,
+        "sha256:" + "a" * 64 + "%2f..",
+        "sha256:" + "a" * 64 + "#",
+        "md5:" + "a" * 32,
+        "../../token",
+    )
+    outcomes = []
+    for digest in odd:
+        index = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                {
+                    "mediaType": OCI_MANIFEST,
+                    "digest": digest,
+                    "size": 1,
+                    "platform": {"os": "linux", "architecture": "amd64"},
+                }
+            ],
+        }
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": OCI_CONFIG, "digest": digest, "size": 1},
+            "layers": [],
+        }
+        answers = {"/v2/ml/llm/manifests/index": index, "/v2/ml/llm/manifests/single": manifest}
+        with scripted_registry(answers) as (host, asked), RegistryClient(plain_http=[host]) as c:
+            for tag in ("index", "single"):
+                config, outcome = resolve_one(c, f"{host}/ml/llm:{tag}", Platform())
+                outcomes.append((outcome, repr(digest) in config.error, asked[-1]))
+    expected = [("bad-response", True, f"/v2/ml/llm/manifests/{t}") for t in ("index", "single")]
+    assert outcomes == expected * len(odd)

@@ -546,3 +546,30 @@ def hostile_registry(status: int, headers: Mapping[str, str]) -> Iterator[str]:
 
     with serving(Handler) as port:
         yield f"127.0.0.1:{port}"
+
+
+@contextmanager
+def scripted_registry(answers: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[str, list[str]]]:
+    """A plain-HTTP registry that answers a GET of a path in ``answers`` with that JSON
+    document (its ``mediaType`` as the content type) and any other path with 404; its
+    ``host:port`` and the paths asked, in order (a registry whose manifests say what it
+    chooses)."""
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return
+
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            doc = answers.get(self.path)
+            body = orjson.dumps(doc) if doc is not None else b""
+            self.send_response(200 if doc is not None else 404)
+            if doc is not None:
+                self.send_header("content-type", str(doc.get("mediaType", "application/json")))
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    with serving(Handler) as port:
+        yield f"127.0.0.1:{port}", asked

@@ -15,7 +15,11 @@ out here, because every request must be bounded, which the OCI libraries on PyPI
 * **retries**: a connection error, 429 or 5xx is retried ``retries`` times with exponential
   backoff, inside the deadline;
 * **integrity**: a manifest fetched by digest and every config blob are checked against their
-  sha256 digest.
+  digest;
+* **paths**: every digest (the image reference's, and those an index or a manifest names) must
+  follow the OCI digest grammar with a registered algorithm (sha256, sha512: lowercase hex of
+  the algorithm's length) before it is put into a URL, so a registry cannot steer our requests
+  (and our token) to another path of its host.
 
 Auth: a 401's ``WWW-Authenticate`` challenge is answered once per request, Basic with the
 host's credentials, Bearer by asking the realm for a pull token (anonymously, or with the
@@ -82,6 +86,41 @@ _HOST_RE = re.compile(
     r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])"
     r"(?::[0-9]{1,5})?"
 )
+
+
+#: The OCI digest grammar (opencontainers/image-spec descriptor.md, "Digests"):
+#: ``algorithm ":" encoded``, algorithm components ``[a-z0-9]+`` joined by ``[+._-]``, encoded
+#: ``[a-zA-Z0-9=_-]+``; and the registered algorithms we can verify, whose encoded part is
+#: lowercase hex of the hash's length.
+_DIGEST_RE = re.compile(r"[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+")
+_ALGORITHMS = {"sha256": 64, "sha512": 128}
+_HEX_RE = re.compile(r"[a-f0-9]+")
+
+
+def checked_digest(value: object, what: str) -> str:
+    """``value`` when it is an OCI digest of a registered algorithm, else a
+    :class:`RegistryError` (``bad-response``) naming it: a digest becomes a URL path segment."""
+    text = value if isinstance(value, str) else ""
+    algorithm, _, encoded = text.partition(":")
+    if not _DIGEST_RE.fullmatch(text):
+        raise RegistryError(
+            "bad-response",
+            f"{what}: {value!r} is not an OCI digest (algorithm:encoded such as sha256:<64 "
+            "lowercase hex digits>)",
+        )
+    if _ALGORITHMS.get(algorithm) != len(encoded) or not _HEX_RE.fullmatch(encoded):
+        raise RegistryError(
+            "bad-response",
+            f"{what}: {value!r} is not a sha256 or sha512 digest (lowercase hex of 64 or 128 "
+            "digits)",
+        )
+    return text
+
+
+def _digest_of(body: bytes, digest: str) -> str:
+    """``body``'s digest with the algorithm of ``digest`` (a :func:`checked_digest`)."""
+    algorithm = digest.partition(":")[0]
+    return f"{algorithm}:{hashlib.new(algorithm, body).hexdigest()}"
 
 
 class RegistryError(InputError):
@@ -287,7 +326,7 @@ class RegistryClient:
         media = str(doc.get("mediaType") or media)
         if media in INDEX_TYPES or "manifests" in doc:
             entry = _pick(doc, plat, image)
-            digest = str(entry["digest"])
+            digest = checked_digest(entry["digest"], f"index of {image}")
             body, media, _ = self._manifest(repo, digest, chain, deadline)
             doc = _json(body, f"manifest {digest} of {image}")
             media = str(doc.get("mediaType") or media)
@@ -323,22 +362,27 @@ class RegistryClient:
     def _manifest(
         self, repo: Repository, reference: str, chain: Keychain, deadline: _Deadline
     ) -> tuple[bytes, str, str]:
-        url = f"{self._base(repo.host)}/v2/{repo.path}/manifests/{reference}"
+        by_digest = ":" in reference  # a tag has no colon (distribution/reference)
         what = (
-            f"manifest {repo.name}:{reference}"
-            if ":" not in reference
-            else (f"manifest {repo.name}@{reference}")
+            f"manifest {repo.name}@{reference}"
+            if by_digest
+            else f"manifest {repo.name}:{reference}"
         )
+        if by_digest:
+            checked_digest(reference, what)
+        url = f"{self._base(repo.host)}/v2/{repo.path}/manifests/{reference}"
         response, body = self._get(
             url, repo, chain, deadline, self.limits.max_manifest_bytes, what, {"accept": _ACCEPT}
         )
         media = response.headers.get("content-type", "").split(";")[0].strip()
+        if by_digest:
+            if _digest_of(body, reference) != reference:
+                raise RegistryError("bad-response", f"{what}: content does not match its digest")
+            return body, media, reference
         actual = "sha256:" + hashlib.sha256(body).hexdigest()
-        if reference.startswith("sha256:") and actual != reference:
-            raise RegistryError("bad-response", f"{what}: content does not match its digest")
-        digest = reference if reference.startswith("sha256:") else actual
+        digest = actual
         declared = response.headers.get("docker-content-digest", "")
-        if not reference.startswith("sha256:") and declared.startswith("sha256:"):
+        if declared.startswith("sha256:"):
             if declared != actual:
                 raise RegistryError(
                     "bad-response", f"{what}: Docker-Content-Digest does not match the content"
@@ -347,11 +391,11 @@ class RegistryClient:
         return body, media, digest
 
     def _blob(self, repo: Repository, digest: str, chain: Keychain, deadline: _Deadline) -> bytes:
+        checked_digest(digest, f"manifest of {repo.name}:{repo.reference} (its config)")
         url = f"{self._base(repo.host)}/v2/{repo.path}/blobs/{digest}"
         what = f"config blob {digest} of {repo.name}"
         _, body = self._get(url, repo, chain, deadline, self.limits.max_config_bytes, what, {})
-        actual = "sha256:" + hashlib.sha256(body).hexdigest()
-        if digest.startswith("sha256:") and actual != digest:
+        if _digest_of(body, digest) != digest:
             raise RegistryError("bad-response", f"{what}: content does not match its digest")
         return body
 

@@ -528,16 +528,20 @@ def redirecting_front(
 
 
 @contextmanager
-def hostile_registry(status: int, headers: Mapping[str, str]) -> Iterator[str]:
+def hostile_registry(
+    status: int, headers: Mapping[str, str], asked: list[str] | None = None
+) -> Iterator[str]:
     """A plain-HTTP registry that answers every GET with ``status`` and ``headers`` and an
     empty body (a registry that sends a challenge or a redirect of its choosing); its
-    ``host:port``."""
+    ``host:port``. The paths asked are added to ``asked`` when given."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
             return
 
         def do_GET(self) -> None:
+            if asked is not None:
+                asked.append(self.path)
             self.send_response(status)
             for key, value in headers.items():
                 self.send_header(key, value)

@@ -12,7 +12,8 @@ Two sources over one :class:`~cudasched.registry.client.RegistryClient`:
   own pull scopes where the look-up for everybody fails.
 
 Failures are configs with an ``error`` (cached briefly), so a registry outage costs one
-attempt per image per ``error_ttl``, never a delay of any review beyond the budget.
+attempt per image per ``error_ttl``, never a delay of any review beyond the budget; an
+exception nothing expected is such a failure too (kind ``internal``).
 
 With a :class:`~cudasched.registry.pullsecrets.PullSecretReader` (``imageResolver.pullSecrets``)
 a look-up made for one workload (:meth:`BackgroundResolver.for_scope`) may use the pull
@@ -29,11 +30,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Protocol
 
 from cudasched.knowledge.imageconfig import ConfigSource, ImageConfig, PullScope
@@ -45,6 +48,7 @@ from cudasched.vocab.errors import InputError
 
 __all__ = [
     "CREDENTIAL_FAILURES",
+    "INTERNAL",
     "BackgroundResolver",
     "OnDemandSource",
     "ResolverObserver",
@@ -57,6 +61,10 @@ log = logging.getLogger(__name__)
 #: anonymous look-up (401/403), or hid a private repository behind a 404. A timeout, an
 #: unreachable host or a bad answer is the same with any credentials.
 CREDENTIAL_FAILURES = frozenset({"unauthorized", "not-found"})
+
+#: The error kind of a look-up that ended in an exception nothing expected (see
+#: :meth:`BackgroundResolver._resolve`).
+INTERNAL = "internal"
 
 
 def _credentials_may_help(config: ImageConfig) -> bool:
@@ -315,7 +323,35 @@ class BackgroundResolver:
                     log.exception("a follow-up of the look-up of %s failed", key[0])
 
     def _resolve(self, image: str, scope: PullScope | None = None) -> ImageConfig:
+        """One look-up on a worker thread. Whatever it raises (a registry answer no part of
+        the client expected, a bug) ends as a failure of kind ``internal``, cached like any
+        other, so the registry is not asked again at every review; logged once with the
+        exception's type and where it was raised, not its message (which could carry a URL
+        or a header)."""
         started = time.perf_counter()
+        try:
+            return self._resolve_checked(image, scope, started)
+        except Exception as exc:
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            where = f"{Path(frame.filename).name}:{frame.lineno}"
+            failed = ImageConfig(
+                image.strip(),
+                platform=str(self.platform),
+                error=f"internal error ({type(exc).__name__}) reading the image config",
+                error_kind=INTERNAL,
+            )
+            key = self._key if scope is None else self._scope_key(scope)
+            self.cache.put(image, key, failed)
+            self.observer.resolved(INTERNAL, time.perf_counter() - started)
+            log.warning(
+                "image config of %s not read: unexpected %s at %s",
+                image,
+                type(exc).__name__,
+                where,
+            )
+            return failed
+
+    def _resolve_checked(self, image: str, scope: PullScope | None, started: float) -> ImageConfig:
         keychain = None
         if scope is not None and self.pull_secrets is not None:
             try:

@@ -90,6 +90,7 @@ RESOLUTION_OUTCOMES: Final = (
     "bad-response",
     "no-platform",
     "invalid",
+    "internal",
 )
 
 # Webhook answers are expected in milliseconds; the API server gives up after a few seconds.

@@ -145,3 +145,28 @@ async def test_a_secret_name_cannot_reach_another_namespace(
         await asyncio.to_thread(reader.close)
     assert found == [None, None, None]
     assert [r for r in api.requests if r.namespace != "ml"] == []
+
+
+async def test_one_bad_secret_name_does_not_cost_the_others(
+    kmock: kmock_lib.KubernetesEmulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The kubelet gets each named pull secret on its own and skips one it cannot get
+    (kubernetes/kubernetes pkg/kubelet/kubelet_pods.go ``getPullSecretsForPod``: it logs
+    "Unable to retrieve pull secret" and goes on with the rest). So does the reader: a name
+    no Secret could have (refused before any request) and a Secret that does not exist are
+    skipped, and the valid Secret named after them still gives its credentials."""
+    doc = {"auths": {"harbor.corp": {"auth": AUTH}}}
+    api = ClusterApi.start(
+        kmock, [secret("kubernetes.io/dockerconfigjson", ".dockerconfigjson", doc)]
+    )
+    kubeconfig = write_kubeconfig(tmp_path, kmock.url)
+    reader = PullSecretReader(lambda: make_client(kubeconfig=kubeconfig))
+    scope = PullScope("ml", ("Bad_Name", "missing", "regcred"))
+    try:
+        found = await asyncio.to_thread(lambda: reader.keychain_for(scope).get("harbor.corp"))
+    finally:
+        await asyncio.to_thread(reader.close)
+    assert found == Credentials("reader", "t0ps3cret")
+    gets = [(r.namespace, r.name) for r in api.requests if r.plural == "secrets"]
+    assert gets == [("ml", "missing"), ("ml", "regcred")]
+    assert [m for m in caplog.messages if "Bad_Name" in m and "DNS-1123" in m] != []

@@ -11,7 +11,11 @@ turns it into a :class:`~cudasched.registry.auth.Keychain` the way the kubelet d
 secrets and are ignored. Where two Secrets list the same registry, the first named wins.
 
 Only the scope's namespace is ever read: a Secret name is looked up in the namespace of the
-workload that names it, never another. Keychains are kept in memory only, per scope, for
+workload that names it, never another. As the kubelet does (kubernetes/kubernetes
+pkg/kubelet/kubelet_pods.go ``getPullSecretsForPod``), a named Secret that cannot be read (a
+name no Secret could have, a refused or failed get) or does not exist is skipped and the
+others are used; only when none of them could be read is the scope's read ``failed``.
+Keychains are kept in memory only, per scope, for
 ``ttl_seconds`` (a rotated or revoked secret is seen within that time), at most
 ``max_scopes`` of them. Nothing here logs or raises a credential: errors name the Secret and
 the HTTP status.
@@ -169,9 +173,15 @@ class PullSecretReader:
                 if isinstance(e, Mapping) and isinstance(e.get("name"), str) and e["name"]
             )
         chain = Keychain()
+        failed: list[InputError] = []
         for name in names[:MAX_SECRETS]:
             where = f"pull secret {namespace}/{name}"
-            secret = await read_secret(client, namespace, name)
+            try:
+                secret = await read_secret(client, namespace, name)
+            except InputError as exc:  # as the kubelet: skip it, use the others
+                log.warning("%s skipped: %s", where, exc)
+                failed.append(exc)
+                continue
             if secret is None:
                 log.info("%s does not exist", where)
                 continue
@@ -182,6 +192,8 @@ class PullSecretReader:
                 continue
             if found is not None:
                 chain = chain.merged(found)
+        if failed and len(failed) == len(names[:MAX_SECRETS]):
+            raise failed[0]  # none could be read (no RBAC in this namespace?): "failed"
         return chain
 
     def _run(self, work: Coroutine[Any, Any, _T]) -> _T:

@@ -324,3 +324,86 @@ def test_odd_node_names_stay_words_of_the_script(kb: KnowledgeBase, tmp_path: Pa
         f"driver on {odd}",
         f"GPUs on {odd}",
     ]
+
+
+_PLUGIN_POD = _pod(
+    "plugin-gpu",
+    containers=[{"name": "m", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+)
+
+
+@pytest.mark.skipif(
+    shutil.which("jq") is None or shutil.which("bash") is None, reason="needs bash and jq"
+)
+@pytest.mark.parametrize(
+    ("claims", "served", "expected"),
+    [
+        # No DRA API on the cluster: kubectl knows no such resource; no claims is right.
+        (
+            "echo 'error: the server doesn'\\''t have a resource type \"resourceclaims\"' >&2;"
+            " return 1",
+            "return 0",
+            (0, ["team-nlp/plugin-gpu"], ""),
+        ),
+        # DRA is served but our user may not list claims: DRA pods would stay, so stop.
+        (
+            "echo 'Error from server (Forbidden): resourceclaims.resource.k8s.io is forbidden'"
+            " >&2; return 1",
+            "echo resourceclaims.resource.k8s.io; echo resourceslices.resource.k8s.io",
+            (1, [], "cannot list ResourceClaims"),
+        ),
+        # The list failed and so did discovery (the API server is down): not "no DRA" either.
+        (
+            "echo 'Unable to connect to the server' >&2; return 1",
+            "echo 'Unable to connect to the server' >&2; return 1",
+            (1, [], "cannot list ResourceClaims"),
+        ),
+    ],
+    ids=["not-served", "forbidden", "unreachable"],
+)
+def test_gpu_pods_stops_when_claims_cannot_be_listed(
+    kb: KnowledgeBase, tmp_path: Path, claims: str, served: str, expected: tuple[Any, ...]
+) -> None:
+    """``gpu_pods`` (the script's own, under ``set -euo pipefail``, with ``kubectl`` standing
+    in as a function): a ResourceClaim list that fails must not read as "no claims" unless the
+    cluster does not serve the resource at all. Otherwise the pods that get GPUs through DRA
+    are not drained, the driver cannot unload and the wave's waits time out much later; the
+    script stops at once saying why, and evicts nothing."""
+    (tmp_path / "pods.json").write_text(json.dumps({"kind": "PodList", "items": [_PLUGIN_POD]}))
+    script = render_script(_plan(kb), "test cluster")
+    helpers = script[script.index("set -euo pipefail") : script.index("# Preflight")]
+    api = (
+        "kubectl() {  # the API server's answers\n"
+        '  case "$1 $2" in\n'
+        f"    'get resourceclaims'*) {claims} ;;\n"
+        f"    'api-resources '*) {served} ;;\n"
+        '    "get pods") cat "$DIR/pods.json" ;;\n'
+        '    "create --raw") echo "$3" >> "$DIR/evicted" ;;\n'
+        "    *) return 1 ;;\n"
+        "  esac\n}\n"
+    )
+    path = tmp_path / "gpu_pods.sh"
+    path.write_text(f"{helpers}\n{api}\ngpu_pods gpu-a\n")
+    done = subprocess.run(
+        ["bash", str(path)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "DIR": str(tmp_path)},
+        check=False,
+    )
+    rc, pods, said = expected
+    assert (min(done.returncode, 1), done.stdout.split()) == (rc, pods), done.stderr
+    assert said in done.stderr
+    # The drain stops too, before any eviction.
+    path.write_text(f"{helpers}\n{api}\nTIMEOUT=0\ndrain_gpu_pods gpu-a\n")
+    drained = subprocess.run(
+        ["bash", str(path)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "DIR": str(tmp_path)},
+        check=False,
+    )
+    evicted = (tmp_path / "evicted").read_text().split() if (tmp_path / "evicted").exists() else []
+    assert (min(drained.returncode, 1), evicted) == (
+        (1, []) if rc else (1, ["/api/v1/namespaces/team-nlp/pods/plugin-gpu/eviction"])
+    ), drained.stderr

@@ -9,7 +9,9 @@ file references in docs/guide/drivers.md, "What the runbook relies on"):
    with a container limit under ``nvidia.com/`` or one whose DRA ResourceClaim NVIDIA's driver
    (``gpu.nvidia.com``) was allocated or whose request names its device class: a pod that gets
    its GPUs only through a claim holds the driver as much as one with ``nvidia.com/gpu``
-   (:data:`GPU_PODS_JQ`, run with jq). The new driver
+   (:data:`GPU_PODS_JQ`, run with jq). A claim list that fails where the cluster serves
+   ResourceClaims stops the script (only a cluster without the DRA API has no claims). The new
+   driver
    pod's k8s-driver-manager must unload the running driver; with ``autoUpgrade: true`` it does
    not evict GPU pods itself (the upgrade policy supersedes it), and a driver in use cannot
    unload.
@@ -59,13 +61,33 @@ GPU_PODS_JQ=@GPU_PODS_JQ@
 
 say() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
+# Every ResourceClaim of the cluster as JSON. A cluster that does not serve the resource (no
+# DRA API) has none; a list that fails otherwise (RBAC, an unreachable API server) stops the
+# rollout: reading it as "no claims" would leave the pods that get GPUs through DRA running,
+# and the new driver could not unload.
+resource_claims() {
+  local claims served
+  if claims=$(kubectl get resourceclaims.resource.k8s.io -A -o json); then
+    printf '%s\n' "${claims}"; return 0
+  fi
+  if served=$(kubectl api-resources --api-group=resource.k8s.io -o name) \
+      && ! printf '%s\n' "${served}" | grep -qx 'resourceclaims.resource.k8s.io'; then
+    echo '{"items":[]}'; return 0
+  fi
+  say "cannot list ResourceClaims (resource.k8s.io) although the cluster serves them: the pods" \
+    "that get GPUs through DRA cannot be found to drain. Allow list on resourceclaims for" \
+    "this user (or fix the API server connection) and run the script again."
+  return 1
+}
+
 # The pods of a node that use NVIDIA GPUs, as namespace/name: a container limit under
 # nvidia.com/, or a DRA ResourceClaim (the pod's own or made from its template) allocated by
 # NVIDIA's DRA driver or asking for its device class. Clusters without DRA have no claims.
 # The claims reach jq on its input, not as an argument (one argument holds at most 128 KiB).
 gpu_pods() {
-  local node="$1"
-  { kubectl get resourceclaims.resource.k8s.io -A -o json 2>/dev/null || echo '{"items":[]}'
+  local node="$1" claims
+  claims=$(resource_claims) || return 1
+  { printf '%s\n' "${claims}"
     kubectl get pods -A --field-selector "spec.nodeName=${node}" -o json; } \
     | jq -n -r --arg driver @DRIVER@ --arg class @CLASS@ \
         "input as \$claims | input | ${GPU_PODS_JQ}"
@@ -76,7 +98,8 @@ gpu_pods() {
 drain_gpu_pods() {
   local node="$1" deadline=$(( $(date +%s) + TIMEOUT )) left
   while :; do
-    left=$(gpu_pods "${node}")
+    left=$(gpu_pods "${node}") \
+      || { say "not draining ${node}: its GPU pods are not known"; return 1; }
     [ -z "${left}" ] && return 0
     for pod in ${left}; do
       printf "${EVICTION}" "${pod%%/*}" "${pod##*/}" \

@@ -407,3 +407,99 @@ def test_gpu_pods_stops_when_claims_cannot_be_listed(
     assert (min(drained.returncode, 1), evicted) == (
         (1, []) if rc else (1, ["/api/v1/namespaces/team-nlp/pods/plugin-gpu/eviction"])
     ), drained.stderr
+
+
+def _slices(node: str, *versions: str) -> dict[str, Any]:
+    """A ``resource.k8s.io/v1`` ResourceSliceList as NVIDIA's DRA kubelet plugin publishes it
+    for ``node``: one device per version, ``driverVersion`` as the plugin writes it (semver,
+    leading zeros dropped), plus another driver's slice on the same node."""
+    gpus = [
+        {
+            "name": f"gpu-{i}",
+            "attributes": {"type": {"string": "gpu"}, "driverVersion": {"version": v}},
+        }
+        for i, v in enumerate(versions)
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{node}-gpu.nvidia.com-x"},
+                "spec": {"driver": "gpu.nvidia.com", "nodeName": node, "devices": gpus,
+                         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}},
+            },
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{node}-rdma"},
+                "spec": {"driver": "rdma.example.com", "nodeName": node,
+                         "devices": [{"name": "nic-0", "attributes": {
+                             "driverVersion": {"version": "580.178.4"}}}],
+                         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}},
+            },
+        ],
+    }  # fmt: skip
+
+
+@pytest.mark.skipif(
+    shutil.which("jq") is None or shutil.which("bash") is None, reason="needs bash and jq"
+)
+@pytest.mark.parametrize(
+    ("allocatable", "before", "after", "offered"),
+    [
+        # GPUs only through DRA: nothing allocatable ever; the plugin's slice shows the driver.
+        ("", ["570.124.6"], ["580.178.4", "580.178.4"], "yes"),
+        ("", ["570.124.6"], ["570.124.6"], "no"),  # the old driver's slice still
+        ("", ["570.124.6"], ["580.178.4", "570.124.6"], "no"),  # one GPU not yet
+        ("", ["570.124.6"], [], "no"),  # the slice is gone while the plugin restarts
+        # The device plugin: allocatable before the wave, so allocatable again is the sign.
+        ("8", ["570.124.6"], ["580.178.4"], "yes"),
+        ("0", [], [], "no"),
+    ],
+)
+def test_the_wait_for_gpus_follows_how_the_node_offered_them(
+    kb: KnowledgeBase,
+    tmp_path: Path,
+    allocatable: str,
+    before: list[str],
+    after: list[str],
+    offered: str,
+) -> None:
+    """A node whose GPUs reach pods only through NVIDIA's DRA driver never has
+    ``nvidia.com/gpu`` allocatable: waiting for it would time out every wave. The script
+    records before the wave how each node offers GPUs (allocatable ``nvidia.com/gpu``, else a
+    ``gpu.nvidia.com`` ResourceSlice for the node) and waits for that: allocatable again, or
+    the node's slices publishing the planned driver on every device. The script's own
+    functions and its wave-1 lines run in bash, ``kubectl`` answering from files."""
+    script = render_script(_plan(kb), "test cluster")
+    helpers = script[script.index("set -euo pipefail") : script.index("# Preflight")]
+    wave = script[script.index("# ---- wave 1") : script.index("# ---- wave 2")].splitlines()
+    [record] = [line for line in wave if "record_gpu_source" in line]
+    [wait] = [line for line in wave if line.startswith("wait_for 'GPUs on a100-0'")]
+    alloc = tmp_path / "allocatable"
+    slices = tmp_path / "slices.json"
+    api = (
+        "kubectl() {  # the API server's answers, from files\n"
+        '  case "$1 $2" in "get node") cat "$DIR/allocatable" ;;'
+        ' "get resourceslices.resource.k8s.io") cat "$DIR/slices.json" ;; *) return 1 ;; esac\n}\n'
+    )
+    alloc.write_text(allocatable)
+    slices.write_text(json.dumps(_slices("a100-0", *before)))
+    path = tmp_path / "wave.sh"
+    path.write_text(
+        f"{helpers}\n{api}\nTIMEOUT=0\n{record}\n"
+        f'cp "$DIR/after.json" "$DIR/slices.json"\n'
+        f"{wait} && echo yes || echo no\n"
+    )
+    (tmp_path / "after.json").write_text(json.dumps(_slices("a100-0", *after)))
+    done = subprocess.run(
+        ["bash", str(path)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "DIR": str(tmp_path)},
+        check=False,
+    )
+    assert (done.returncode, done.stdout.split()) == (0, [offered]), done.stderr

@@ -175,8 +175,9 @@ def plan_notes(
         notes.append(
             "rollout: `cudasched plan-drivers -o script` writes a runbook that, wave by wave, "
             "cordons, drains GPU pods (PodDisruptionBudgets hold), labels, creates or touches the "
-            "NVIDIADriver, waits for it to be ready, for the driver pod and nvidia.com/gpu on "
-            "every node, then uncordons (docs/guide/drivers.md)"
+            "NVIDIADriver, waits for it to be ready, for the driver pod and the GPUs "
+            "(nvidia.com/gpu, or NVIDIA's DRA ResourceSlices) on every node, then uncordons "
+            "(docs/guide/drivers.md)"
         )
         notes.append(
             f"the pool label ({L.DRIVER_POOL}) is set with kubectl label: nodes a node group or "

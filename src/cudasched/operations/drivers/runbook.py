@@ -27,8 +27,11 @@ file references in docs/guide/drivers.md, "What the runbook relies on"):
 4. **Wait** for the owner label (v26.7), for the driver pod of the object on each node to be
    Ready, for the node's ``nvidia.com/cuda.driver-version.full`` label to show the planned
    driver (GPU Feature Discovery rewrites it once the new driver runs: the upgrade state alone
-   can read ``upgrade-done`` before that) and for ``nvidia.com/gpu`` to be allocatable again,
-   then for the object to report ``ready``.
+   can read ``upgrade-done`` before that) and for the node to offer its GPUs again as it did
+   when the wave started (recorded then): ``nvidia.com/gpu`` allocatable (the device plugin), or,
+   on a node whose GPUs come only through DRA, every device of NVIDIA's DRA driver in the
+   node's ResourceSlices (``spec.driver: gpu.nvidia.com``, ``spec.nodeName``) published with
+   the planned driver as ``driverVersion``; then for the object to report ``ready``.
 5. **Uncordon**, and only then start the next wave.
 
 Objects a plan replaces (immutable fields) or leaves without nodes are deleted after the last
@@ -135,10 +138,47 @@ node_label() {  # node key
   kubectl get node "$1" -o "jsonpath={.metadata.labels.$(printf '%s' "$2" | sed 's/\./\\./g')}"
 }
 
-gpus_allocatable() {  # node -> "yes" once nvidia.com/gpu is allocatable
+allocatable_gpus() {  # node -> its allocatable nvidia.com/gpu (the device plugin's), 0 if none
   local n
   n=$(kubectl get node "$1" -o 'jsonpath={.status.allocatable.nvidia\.com/gpu}')
-  [ "${n:-0}" -gt 0 ] && echo yes || echo no
+  case "${n}" in ''|*[!0-9]*) echo 0 ;; *) echo "${n}" ;; esac
+}
+
+# The driverVersion of each device NVIDIA's DRA driver publishes for a node, in its
+# ResourceSlices (spec.driver, spec.nodeName), one per line.
+dra_driver_versions() {
+  kubectl get resourceslices.resource.k8s.io -o json \
+    | jq -r --arg node "$1" --arg driver @DRIVER@ \
+        '.items[]? | select(.spec.driver == $driver and .spec.nodeName == $node)
+         | .spec.devices[]? | .attributes.driverVersion.version // empty'
+}
+
+# How each node offered GPUs as its wave started: "plugin" (nvidia.com/gpu allocatable) or
+# "dra" (none allocatable, but NVIDIA's DRA driver published devices for it).
+declare -A GPU_SOURCE=()
+record_gpu_source() {  # node
+  if [ "$(allocatable_gpus "$1")" -gt 0 ]; then
+    GPU_SOURCE["$1"]=plugin
+  elif [ -n "$(dra_driver_versions "$1" 2>/dev/null || true)" ]; then
+    GPU_SOURCE["$1"]=dra
+  else
+    GPU_SOURCE["$1"]=plugin
+  fi
+}
+
+# node pattern -> "yes" once the node offers its GPUs again as it did before the wave: the
+# device plugin's nvidia.com/gpu allocatable, or every device of NVIDIA's DRA driver on the
+# node published with a driverVersion matching the pattern (the planned driver).
+gpus_offered() {
+  local v seen=no
+  if [ "${GPU_SOURCE["$1"]:-plugin}" != dra ]; then
+    [ "$(allocatable_gpus "$1")" -gt 0 ] && echo yes || echo no
+    return 0
+  fi
+  for v in $(dra_driver_versions "$1"); do
+    case "${v}" in $2) seen=yes ;; *) echo no; return 0 ;; esac
+  done
+  echo "${seen}"
 }
 """
 
@@ -179,6 +219,22 @@ def _helpers() -> str:
         .replace("@DRIVER@", _q(DRIVER_DOMAIN))
         .replace("@CLASS@", _q(DEVICE_CLASS))
     )
+
+
+def _dra_version(version: str) -> str:
+    """The pattern NVIDIA's DRA driver's ``driverVersion`` attribute has for a planned driver
+    ``version``: the plugin writes it as semver (``semver.MustParse(...).String()``,
+    kubernetes-sigs/dra-driver-nvidia-gpu ``cmd/gpu-kubelet-plugin/deviceinfo.go``), so
+    ``580.95.05`` is ``580.95.5`` and a branch ``580`` is ``580.*``."""
+    parts = version.split(".")
+    if not all(p.isdigit() for p in parts):
+        return version
+    numbers = [str(int(p)) for p in parts]
+    if len(numbers) == 1:
+        return f"{numbers[0]}.*"
+    if len(numbers) == 2:
+        numbers.append("0")
+    return ".".join(numbers)
 
 
 def _q(text: str) -> str:
@@ -237,6 +293,7 @@ def render_script(plan: DriverPlan, source: str) -> str:
         nodes = " ".join(_q(n) for n in wave)
         lines += ["", f"# ---- wave {number} of {len(plan.waves)}: {len(wave)} node(s)"]
         lines.append(f'say "wave {number}: cordon and drain the GPU pods of {len(wave)} node(s)"')
+        lines.append(f'for node in {nodes}; do record_gpu_source "${{node}}"; done')
         lines.append(f'for node in {nodes}; do kubectl cordon "${{node}}"; done')
         lines.append(f'for node in {nodes}; do drain_gpu_pods "${{node}}"; done')
         by_object: dict[str, list[str]] = {}
@@ -272,7 +329,10 @@ def render_script(plan: DriverPlan, source: str) -> str:
                     f"wait_for {_q(f'driver on {node}')} {_q(want)} node_label {n} "
                     "nvidia.com/cuda.driver-version.full"
                 )
-                lines.append(f"wait_for {_q(f'GPUs on {node}')} yes gpus_allocatable {n}")
+                lines.append(
+                    f"wait_for {_q(f'GPUs on {node}')} yes gpus_offered {n} "
+                    f"{_q(_dra_version(version))}"
+                )
         for obj in by_object:
             lines.append(
                 f"kubectl wait nvidiadriver/{_q(obj)} --for=jsonpath='{{.status.state}}'=ready "

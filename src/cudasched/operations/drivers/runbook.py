@@ -77,9 +77,9 @@ resource_claims() {
       && ! printf '%s\n' "${served}" | grep -qx 'resourceclaims.resource.k8s.io'; then
     echo '{"items":[]}'; return 0
   fi
-  say "cannot list ResourceClaims (resource.k8s.io) although the cluster serves them: the pods" \
-    "that get GPUs through DRA cannot be found to drain. Allow list on resourceclaims for" \
-    "this user (or fix the API server connection) and run the script again."
+  say "cannot list ResourceClaims (resource.k8s.io), and the cluster does not show it lacks" \
+    "the DRA API: the pods that get GPUs through DRA cannot be found to drain. Allow list on" \
+    "resourceclaims for this user (or fix the API server connection) and run the script again."
   return 1
 }
 
@@ -154,24 +154,27 @@ dra_driver_versions() {
 }
 
 # How each node offered GPUs as its wave started: "plugin" (nvidia.com/gpu allocatable) or
-# "dra" (none allocatable, but NVIDIA's DRA driver published devices for it).
-declare -A GPU_SOURCE=()
+# "dra" (none allocatable, but NVIDIA's DRA driver published devices for it); kept in a
+# variable named after the node's bytes in hex (no associative arrays: bash 3 has none).
+gpu_source_var() {  # node -> the name of its variable
+  printf 'GPU_SOURCE_%s' "$(printf '%s' "$1" | od -An -v -tx1 | tr -d ' \n')"
+}
 record_gpu_source() {  # node
-  if [ "$(allocatable_gpus "$1")" -gt 0 ]; then
-    GPU_SOURCE["$1"]=plugin
-  elif [ -n "$(dra_driver_versions "$1" 2>/dev/null || true)" ]; then
-    GPU_SOURCE["$1"]=dra
-  else
-    GPU_SOURCE["$1"]=plugin
+  local offers=plugin
+  if [ "$(allocatable_gpus "$1")" -eq 0 ] \
+      && [ -n "$(dra_driver_versions "$1" 2>/dev/null || true)" ]; then
+    offers=dra
   fi
+  printf -v "$(gpu_source_var "$1")" '%s' "${offers}"
 }
 
 # node pattern -> "yes" once the node offers its GPUs again as it did before the wave: the
 # device plugin's nvidia.com/gpu allocatable, or every device of NVIDIA's DRA driver on the
 # node published with a driverVersion matching the pattern (the planned driver).
 gpus_offered() {
-  local v seen=no
-  if [ "${GPU_SOURCE["$1"]:-plugin}" != dra ]; then
+  local v seen=no var
+  var=$(gpu_source_var "$1")
+  if [ "${!var:-plugin}" != dra ]; then
     [ "$(allocatable_gpus "$1")" -gt 0 ] && echo yes || echo no
     return 0
   fi

@@ -140,6 +140,22 @@ def test_the_script_is_valid_bash(kb: KnowledgeBase, tmp_path: Path, release: st
 # --------------------------------------------------------------------------- which pods drain
 
 
+def _helpers(script: str) -> str:
+    """The script's shell functions (after ``set -euo pipefail``, before the preflight)."""
+    return script[script.index("set -euo pipefail") : script.index("# Preflight")]
+
+
+def _bash(path: Path, files: Path) -> subprocess.CompletedProcess[str]:
+    """``bash path`` with only the system PATH, ``$DIR`` naming the stand-in API's files."""
+    return subprocess.run(
+        ["bash", str(path)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "DIR": str(files)},
+        check=False,
+    )
+
+
 def _pod(name: str, ns: str = "team-nlp", **spec: Any) -> dict[str, Any]:
     status = spec.pop("status", {"phase": "Running"})
     containers = spec.pop("containers", [{"name": "main", "image": "vllm/vllm-openai:v0.11.0"}])
@@ -271,7 +287,7 @@ def test_gpu_pods_works_with_more_claims_than_one_argument_holds(
     (tmp_path / "claims.json").write_text(claims_json)
     (tmp_path / "pods.json").write_text(json.dumps({"kind": "PodList", "items": pods}))
     script = render_script(_plan(kb), "test cluster")
-    helpers = script[script.index("set -euo pipefail") : script.index("# Preflight")]
+    helpers = _helpers(script)
     api = (
         "kubectl() {  # the API server's answers, from files\n"
         '  case "$2" in resourceclaims*) cat "$DIR/claims.json" ;; pods) cat "$DIR/pods.json" ;;'
@@ -279,13 +295,7 @@ def test_gpu_pods_works_with_more_claims_than_one_argument_holds(
     )
     path = tmp_path / "gpu_pods.sh"
     path.write_text(f"{helpers}\n{api}\ngpu_pods gpu-a\n")
-    done = subprocess.run(
-        ["bash", str(path)],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "DIR": str(tmp_path)},
-        check=False,
-    )
+    done = _bash(path, tmp_path)
     assert (done.returncode, done.stdout.split(), done.stderr) == (
         0,
         ["team-nlp/dra-template"],
@@ -371,7 +381,7 @@ def test_gpu_pods_stops_when_claims_cannot_be_listed(
     script stops at once saying why, and evicts nothing."""
     (tmp_path / "pods.json").write_text(json.dumps({"kind": "PodList", "items": [_PLUGIN_POD]}))
     script = render_script(_plan(kb), "test cluster")
-    helpers = script[script.index("set -euo pipefail") : script.index("# Preflight")]
+    helpers = _helpers(script)
     api = (
         "kubectl() {  # the API server's answers\n"
         '  case "$1 $2" in\n'
@@ -384,25 +394,13 @@ def test_gpu_pods_stops_when_claims_cannot_be_listed(
     )
     path = tmp_path / "gpu_pods.sh"
     path.write_text(f"{helpers}\n{api}\ngpu_pods gpu-a\n")
-    done = subprocess.run(
-        ["bash", str(path)],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "DIR": str(tmp_path)},
-        check=False,
-    )
+    done = _bash(path, tmp_path)
     rc, pods, said = expected
     assert (min(done.returncode, 1), done.stdout.split()) == (rc, pods), done.stderr
     assert said in done.stderr
     # The drain stops too, before any eviction.
     path.write_text(f"{helpers}\n{api}\nTIMEOUT=0\ndrain_gpu_pods gpu-a\n")
-    drained = subprocess.run(
-        ["bash", str(path)],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "DIR": str(tmp_path)},
-        check=False,
-    )
+    drained = _bash(path, tmp_path)
     evicted = (tmp_path / "evicted").read_text().split() if (tmp_path / "evicted").exists() else []
     assert (min(drained.returncode, 1), evicted) == (
         (1, []) if rc else (1, ["/api/v1/namespaces/team-nlp/pods/plugin-gpu/eviction"])
@@ -475,7 +473,7 @@ def test_the_wait_for_gpus_follows_how_the_node_offered_them(
     the node's slices publishing the planned driver on every device. The script's own
     functions and its wave-1 lines run in bash, ``kubectl`` answering from files."""
     script = render_script(_plan(kb), "test cluster")
-    helpers = script[script.index("set -euo pipefail") : script.index("# Preflight")]
+    helpers = _helpers(script)
     wave = script[script.index("# ---- wave 1") : script.index("# ---- wave 2")].splitlines()
     [record] = [line for line in wave if "record_gpu_source" in line]
     [wait] = [line for line in wave if line.startswith("wait_for 'GPUs on a100-0'")]
@@ -495,11 +493,5 @@ def test_the_wait_for_gpus_follows_how_the_node_offered_them(
         f"{wait} && echo yes || echo no\n"
     )
     (tmp_path / "after.json").write_text(json.dumps(_slices("a100-0", *after)))
-    done = subprocess.run(
-        ["bash", str(path)],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "DIR": str(tmp_path)},
-        check=False,
-    )
+    done = _bash(path, tmp_path)
     assert (done.returncode, done.stdout.split()) == (0, [offered]), done.stderr

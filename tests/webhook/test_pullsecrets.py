@@ -146,6 +146,29 @@ def constrained(answer: dict[str, Any]) -> bool:
     return bool(answer.get("patch")) and not answer.get("warnings")
 
 
+def constrained_in_turn(
+    state: ClusterState, kb: KnowledgeBase, cfg: WebhookConfig, pods: list[dict[str, Any]]
+) -> list[bool]:
+    """Through one webhook, each pod in turn: admitted, the resolver left to settle, then
+    admitted again; whether that second answer is constrained (and the resolver settled)."""
+    admitter = Admitter.from_config(cfg, kb)
+    with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
+        tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
+        with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:
+
+            def admit(pod: dict[str, Any]) -> dict[str, Any]:
+                review = creation_review(pod, uid=str(uuid.uuid4()))
+                return dict(client.post("/mutate/pods", content=orjson.dumps(review)).json())
+
+            resolver = admitter.images.configs
+            answers = []
+            for pod in pods:
+                admit(pod)
+                settled = resolver is not None and resolver.wait_idle(20)
+                answers.append(settled and constrained(admit(pod)["response"]))
+            return answers
+
+
 def secret_reads(api: ClusterApi) -> list[tuple[str, str | None, str | None]]:
     wanted = ("secrets", "serviceaccounts")
     return [(r.plural, r.namespace, r.name) for r in api.requests if r.plural in wanted]
@@ -247,25 +270,8 @@ async def test_a_config_read_with_one_namespaces_secret_is_not_given_to_another(
     cfg = config(registry, write_kubeconfig(tmp_path, kmock.url), pull_secrets=True)
     image = f"{registry.host}/team/llm:7"
 
-    def scenario() -> list[bool]:
-        admitter = Admitter.from_config(cfg, kb)
-        with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
-            tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
-            with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:
-
-                def admit(pod: dict[str, Any]) -> dict[str, Any]:
-                    review = creation_review(pod, uid=str(uuid.uuid4()))
-                    return dict(client.post("/mutate/pods", content=orjson.dumps(review)).json())
-
-                resolver = admitter.images.configs
-                answers = []
-                for pod in (gpu_pod("team-a", image, "regcred"), gpu_pod("team-c", image)):
-                    admit(pod)
-                    settled = resolver is not None and resolver.wait_idle(20)
-                    answers.append(settled and constrained(admit(pod)["response"]))
-                return answers
-
-    assert await asyncio.to_thread(scenario) == [True, False]
+    pods = [gpu_pod("team-a", image, "regcred"), gpu_pod("team-c", image)]
+    assert await asyncio.to_thread(constrained_in_turn, state, kb, cfg, pods) == [True, False]
 
 
 async def test_a_pod_without_the_secret_does_not_shut_out_one_with_it(
@@ -283,25 +289,8 @@ async def test_a_pod_without_the_secret_does_not_shut_out_one_with_it(
     cfg = config(registry, write_kubeconfig(tmp_path, kmock.url), pull_secrets=True)
     image = f"{registry.host}/team/llm:8"
 
-    def scenario() -> list[bool]:
-        admitter = Admitter.from_config(cfg, kb)
-        with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
-            tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
-            with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:
-
-                def admit(pod: dict[str, Any]) -> dict[str, Any]:
-                    review = creation_review(pod, uid=str(uuid.uuid4()))
-                    return dict(client.post("/mutate/pods", content=orjson.dumps(review)).json())
-
-                resolver = admitter.images.configs
-                answers = []
-                for pod in (gpu_pod("team-a", image), gpu_pod("team-a", image, "regcred")):
-                    admit(pod)
-                    settled = resolver is not None and resolver.wait_idle(20)
-                    answers.append(settled and constrained(admit(pod)["response"]))
-                return answers
-
-    assert await asyncio.to_thread(scenario) == [False, True]
+    pods = [gpu_pod("team-a", image), gpu_pod("team-a", image, "regcred")]
+    assert await asyncio.to_thread(constrained_in_turn, state, kb, cfg, pods) == [False, True]
 
 
 async def test_with_the_option_off_no_secret_is_read(

@@ -29,11 +29,6 @@ DATA = Path(__file__).parents[1] / "data" / "audit"
 Key = tuple[str, str, str, str | None]
 
 
-@pytest.fixture(scope="module")
-def images(kb: KnowledgeBase) -> ImageTable:
-    return ImageTable.builtin(kb)
-
-
 def run(
     snapshot: ClusterSnapshot, kb: KnowledgeBase, images: ImageTable, policy: Policy = Policy.STRICT
 ) -> AuditReport:

@@ -33,11 +33,6 @@ PENDING = Path(__file__).parents[1] / "data" / "audit" / "pending.yaml"
 L4_R570 = ("NVIDIA L4", "570.124.06")  # CUDA 12.8: runs the 12.8 workloads, not the 13.0 one
 
 
-@pytest.fixture(scope="module")
-def images(kb: KnowledgeBase) -> ImageTable:
-    return ImageTable.builtin(kb)
-
-
 def _fixes(
     snapshot: ClusterSnapshot,
     kb: KnowledgeBase,

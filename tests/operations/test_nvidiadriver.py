@@ -5,37 +5,23 @@ objects only inside NVIDIA's matrix, immutable fields, replaced objects and the 
 from __future__ import annotations
 
 import copy
-from datetime import date
 from typing import Any
 
 import pytest
 
-from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.compat.operatorrelease import operator_from_objects
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
-from cudasched.operations.drivers.plan import DriverPlan
-from cudasched.operations.drivers.planning import plan_drivers
 from cudasched.vocab import labels as L
 from tests.support.nvidiadriver_schema import RELEASES, cel, validation_errors
-from tests.support.planning_cluster import OPERATOR_DRIVER, cluster, gpu_node, runtime
-
-TODAY = date(2026, 12, 1)
-
-
-@pytest.fixture(scope="module")
-def images(kb: KnowledgeBase) -> ImageTable:
-    return ImageTable.builtin(kb)
-
-
-def plan_of(
-    snapshot: ClusterSnapshot, kb: KnowledgeBase, images: ImageTable, **options: Any
-) -> DriverPlan:
-    options.setdefault("today", TODAY)
-    if isinstance(options.get("operator"), str):
-        options["operator"] = kb.operator.version(options["operator"])
-    return plan_drivers(snapshot, Fleet.from_snapshot(snapshot, kb), images, **options)
+from tests.support.planning_cluster import (
+    OPERATOR_DRIVER,
+    cluster,
+    gpu_node,
+    plan_of,
+    runtime,
+)
 
 
 def operator_cluster(*extra: dict[str, Any]) -> ClusterSnapshot:

@@ -12,14 +12,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.compat.branches import Lifecycle, LifecycleState, parse_os_tag
 from cudasched.compat.containers import container_release, precompiled_problem
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
 from cudasched.operations.drivers.plan import DriverPlan
-from cudasched.operations.drivers.planning import plan_drivers
 from cudasched.operations.drivers.planoptions import Option, choose
 from cudasched.operations.drivers.waves import WaveInput, plan_waves, wave_capacity
 from cudasched.vocab import labels as L
@@ -33,22 +31,9 @@ from tests.support.planning_cluster import (
     eks_node,
     gpu_node,
     isvc,
+    plan_of,
     runtime,
 )
-
-TODAY = date(2026, 12, 1)
-
-
-@pytest.fixture(scope="module")
-def images(kb: KnowledgeBase) -> ImageTable:
-    return ImageTable.builtin(kb)
-
-
-def plan_of(
-    snapshot: ClusterSnapshot, kb: KnowledgeBase, images: ImageTable, **options: Any
-) -> DriverPlan:
-    options.setdefault("today", TODAY)
-    return plan_drivers(snapshot, Fleet.from_snapshot(snapshot, kb), images, **options)
 
 
 def pools_by_node(plan: DriverPlan) -> dict[str, dict[str, Any]]:

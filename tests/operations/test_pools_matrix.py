@@ -29,11 +29,6 @@ DATA = Path(__file__).parents[1] / "data" / "audit"
 
 
 @pytest.fixture(scope="module")
-def images(kb: KnowledgeBase) -> ImageTable:
-    return ImageTable.builtin(kb)
-
-
-@pytest.fixture(scope="module")
 def sample() -> ClusterSnapshot:
     return bundled_snapshot()
 

@@ -10,9 +10,15 @@ with the ``cudasched.io/cuda-version`` annotation (README), InferenceServices na
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
+from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot
+from cudasched.knowledge import KnowledgeBase
+from cudasched.knowledge.images import ImageTable
+from cudasched.operations.drivers.plan import DriverPlan
+from cudasched.operations.drivers.planning import plan_drivers
 from tests.support import builders
 from tests.support.builders import GFD
 
@@ -20,10 +26,12 @@ __all__ = [
     "EKS_AL2023",
     "HOST_DRIVER",
     "OPERATOR_DRIVER",
+    "TODAY",
     "cluster",
     "eks_node",
     "gpu_node",
     "isvc",
+    "plan_of",
     "runtime",
 ]
 
@@ -126,3 +134,18 @@ def isvc(name: str, namespace: str, runtime_name: str) -> dict[str, Any]:
 
 def cluster(*objects: dict[str, Any]) -> ClusterSnapshot:
     return ClusterSnapshot.from_objects(objects, source="test cluster")
+
+
+#: The date lifecycles are judged on in the planner's tests: a fixed one.
+TODAY = date(2026, 12, 1)
+
+
+def plan_of(
+    snapshot: ClusterSnapshot, kb: KnowledgeBase, images: ImageTable, **options: Any
+) -> DriverPlan:
+    """``plan_drivers`` on ``snapshot`` as the command calls it, judged on :data:`TODAY` unless
+    ``today`` is given; an ``operator`` given as a release string is looked up."""
+    options.setdefault("today", TODAY)
+    if isinstance(options.get("operator"), str):
+        options["operator"] = kb.operator.version(options["operator"])
+    return plan_drivers(snapshot, Fleet.from_snapshot(snapshot, kb), images, **options)

@@ -457,7 +457,6 @@ class ControlPlane:
 
     def _start_scheduler(self) -> None:
         assert self.binaries is not None
-        pki = self.pki
         kubeconfig = self.directory / "scheduler.kubeconfig"
         config = self.directory / "scheduler-config.yaml"
         config.write_text(
@@ -481,19 +480,28 @@ class ControlPlane:
             [
                 str(self.binaries.path("kube-scheduler")),
                 f"--config={config}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                f"--tls-cert-file={pki.cert('apiserver')}",
-                f"--tls-private-key-file={pki.key('apiserver')}",
-                f"--client-ca-file={pki.ca_cert}",
+                *self._secure_serving(kubeconfig, port),
                 "--v=1",
             ],
         )
         self._wait(
             proc, "healthy /healthz", lambda: self._get_ok(f"https://127.0.0.1:{port}/healthz")
         )
+
+    def _secure_serving(self, kubeconfig: Path, port: int) -> list[str]:
+        """The flags kube-scheduler and kube-controller-manager share: delegated authn/authz
+        through ``kubeconfig`` and HTTPS on 127.0.0.1:``port`` with the API server's
+        certificate."""
+        pki = self.pki
+        return [
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--tls-cert-file={pki.cert('apiserver')}",
+            f"--tls-private-key-file={pki.key('apiserver')}",
+            f"--client-ca-file={pki.ca_cert}",
+        ]
 
     def _start_controller_manager(self) -> None:
         assert self.binaries is not None
@@ -509,13 +517,7 @@ class ControlPlane:
             [
                 str(self.binaries.path("kube-controller-manager")),
                 f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                f"--tls-cert-file={pki.cert('apiserver')}",
-                f"--tls-private-key-file={pki.key('apiserver')}",
-                f"--client-ca-file={pki.ca_cert}",
+                *self._secure_serving(kubeconfig, port),
                 "--leader-elect=false",
                 "--use-service-account-credentials=true",
                 f"--service-account-private-key-file={pki.sa_key}",

@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 from typing import Generic, TypeVar
 
-from cudasched.webhook.frequency import FrequencySketch
+from cudasched.webhook.frequency import FrequencySketch, second_chance_victims
 
 __all__ = ["ENTRY_OVERHEAD", "BoundedMemo"]
 
@@ -117,39 +117,29 @@ class BoundedMemo(Generic[K, V]):
             return True
 
     def _make_room(self, size: int, frequency: int) -> bool:
-        """Evict entries, oldest unused first, until ``size`` more bytes fit, but only entries
-        asked for less often than the newcomer (``frequency``); ``False`` (nothing evicted)
-        when the newcomer is not worth them. Called with the lock held."""
+        """Evict entries until ``size`` more bytes fit, by the rule both memos share
+        (:func:`~cudasched.webhook.frequency.second_chance_victims`); ``False`` (nothing
+        evicted) when the newcomer (``frequency``) is not worth them. Called with the lock
+        held."""
         entries = self._entries
-        need = self._bytes + size - self.entry_budget
-        victims: list[K] = []
-        chosen: set[int] = set()
-        freed = 0
-        for _ in range(2):  # a second pass when every entry had been used
-            passed: list[K] = []
-            refused = False
-            for key, slot in entries.items():
-                if freed >= need:
-                    break
-                if id(slot) in chosen:
-                    continue
-                if slot.used:
-                    passed.append(key)  # second chance: to the back of the line
-                    continue
-                if self._sketch.frequency(slot.key_hash) >= frequency:
-                    refused = True
-                    break
-                victims.append(key)
-                chosen.add(id(slot))
-                freed += slot.size
+
+        def requeue(passed: list[K]) -> None:
             for key in passed:
                 slot = entries.pop(key)
                 slot.used = False
                 entries[key] = slot
-            if refused:
-                return False
-            if freed >= need:
-                for key in victims:
-                    self._bytes -= entries.pop(key).size
-                return True
-        return False
+
+        victims = second_chance_victims(
+            lambda: entries,
+            self._bytes + size - self.entry_budget,
+            frequency,
+            used=lambda key: entries[key].used,
+            frequency=lambda key: self._sketch.frequency(entries[key].key_hash),
+            freed_by=lambda key, _: entries[key].size,
+            requeue=requeue,
+        )
+        if victims is None:
+            return False
+        for key in victims:
+            self._bytes -= entries.pop(key).size
+        return True

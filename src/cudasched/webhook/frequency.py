@@ -18,7 +18,12 @@ lost to a race only makes the policy's guess a little worse.
 
 from __future__ import annotations
 
-__all__ = ["FrequencySketch"]
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+__all__ = ["FrequencySketch", "second_chance_victims"]
+
+T = TypeVar("T")
 
 #: Counters saturate here (4 bits' worth).
 _MAX_COUNT = 15
@@ -80,3 +85,49 @@ class FrequencySketch:
     def of_hash(value: int) -> int:
         """Python's ``hash`` of a key as the sketch's 64-bit hash (negative hashes wrap)."""
         return value & _HASH_BITS
+
+
+def second_chance_victims(
+    order: Callable[[], Iterable[T]],
+    need: int,
+    newcomer: int,
+    *,
+    used: Callable[[T], bool],
+    frequency: Callable[[T], int],
+    freed_by: Callable[[T, dict[T, None]], int],
+    requeue: Callable[[list[T]], None],
+) -> dict[T, None] | None:
+    """The entries to evict, oldest unused first, so that ``need`` bytes are freed, taking only
+    entries asked for less often than the newcomer (its frequency ``newcomer``); ``None``, with
+    nothing to evict, when the newcomer is not worth them or they do not free enough.
+
+    ``order()`` iterates the memo's entries oldest first; an entry used since it was last
+    passed gets a second chance: ``requeue`` gets those passed over (to clear their use and
+    move them to the back) after each pass, and a second pass follows when the first ran out.
+    ``freed_by(entry, victims)`` is what evicting ``entry`` frees with the ``victims`` chosen
+    so far (``entry`` among them). Both memos evict by this rule (:mod:`cudasched.webhook.memo`,
+    :mod:`cudasched.webhook.bounded`)."""
+    victims: dict[T, None] = {}
+    freed = 0
+    for _ in range(2):  # a second pass when every entry had been used
+        passed: list[T] = []
+        refused = False
+        for entry in order():
+            if freed >= need:
+                break
+            if entry in victims:
+                continue
+            if used(entry):
+                passed.append(entry)  # second chance: to the back of the line
+                continue
+            if frequency(entry) >= newcomer:
+                refused = True
+                break
+            victims[entry] = None
+            freed += freed_by(entry, victims)
+        requeue(passed)
+        if refused:
+            return None
+        if freed >= need:
+            return victims
+    return None

@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cudasched.webhook.frequency import FrequencySketch
+from cudasched.webhook.frequency import FrequencySketch, second_chance_victims
 
 __all__ = ["Answer", "DecisionMemo"]
 
@@ -227,40 +227,31 @@ class DecisionMemo:
         return self._sketch.frequency(FrequencySketch.of_digest(found))
 
     def _make_room(self, gen: _Generation, size: int, frequency: int) -> bool:
-        """Evict entries, oldest unused first, until ``size`` more bytes fit, but only entries
-        asked for less often than the newcomer (``frequency``); ``False`` (nothing evicted)
-        when the newcomer is not worth them."""
+        """Evict entries until ``size`` more bytes fit, by the rule both memos share
+        (:func:`~cudasched.webhook.frequency.second_chance_victims`); ``False`` (nothing
+        evicted) when the newcomer (``frequency``) is not worth them."""
         order = gen.order
-        need = gen.bytes + size - self.entry_budget
-        victims: dict[_Entry, None] = {}
-        freed = 0
-        for _ in range(2):  # a second pass when every entry had been used
-            passed: list[_Entry] = []
-            refused = False
-            for entry in order:
-                if freed >= need:
-                    break
-                if entry in victims:
-                    continue
-                if entry.used:
-                    passed.append(entry)  # second chance: to the back of the line
-                    continue
-                if max(self._frequency(d) for d in entry.keys) >= frequency:
-                    refused = True
-                    break
-                victims[entry] = None
-                freed += self._freed_by(gen, entry, victims)
+
+        def requeue(passed: list[_Entry]) -> None:
             for entry in passed:
                 entry.used = False
                 del order[entry]
                 order[entry] = None
-            if refused:
-                return False
-            if freed >= need:
-                for entry in victims:
-                    self._evict(gen, entry)
-                return True
-        return False
+
+        victims = second_chance_victims(
+            lambda: order,
+            gen.bytes + size - self.entry_budget,
+            frequency,
+            used=lambda entry: entry.used,
+            frequency=lambda entry: max(self._frequency(d) for d in entry.keys),
+            freed_by=lambda entry, chosen: self._freed_by(gen, entry, chosen),
+            requeue=requeue,
+        )
+        if victims is None:
+            return False
+        for entry in victims:
+            self._evict(gen, entry)
+        return True
 
     @staticmethod
     def _freed_by(gen: _Generation, entry: _Entry, victims: dict[_Entry, None]) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from cudasched.vocab.errors import InputError
-from cudasched.vocab.requirecuda import DISABLE_ENV, REQUIRE_ENV, gate_from_env
+from cudasched.vocab.requirecuda import LEGACY_ENV, REQUIRE_ENV, gate_from_env, is_gate_env
 from cudasched.vocab.versions import CudaVersion, parse_cuda
 
 __all__ = [
@@ -36,10 +36,8 @@ __all__ = [
     "gate_env",
 ]
 
-LEGACY_ENV = "CUDA_VERSION"
 #: Image labels that name the CUDA toolkit, in the order they are trusted.
 CONFIG_CUDA_LABELS = ("cudasched.io/cuda-version", "com.nvidia.cuda.version")
-_GATE_PREFIXES = ("NVIDIA_REQUIRE_", DISABLE_ENV, LEGACY_ENV)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +109,7 @@ class ScopedSource(Protocol):
 def gate_env(config: ImageConfig) -> dict[str, str]:
     """The config's env the container toolkit's gate reads (``NVIDIA_REQUIRE_*``,
     ``NVIDIA_DISABLE_REQUIRE``, ``CUDA_VERSION``)."""
-    return {k: v for k, v in config.env.items() if k.startswith(_GATE_PREFIXES)}
+    return {k: v for k, v in config.env.items() if is_gate_env(k)}
 
 
 def config_cuda(config: ImageConfig) -> tuple[CudaVersion | None, str]:

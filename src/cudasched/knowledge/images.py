@@ -34,7 +34,7 @@ from cudasched.knowledge.imageconfig import (
 )
 from cudasched.knowledge.mirrors import Mirror, parse_mirrors
 from cudasched.vocab.errors import InputError, KnowledgeError
-from cudasched.vocab.requirecuda import REQUIRE_ENV, Gate, gate_from_env
+from cudasched.vocab.requirecuda import REQUIRE_ENV, Gate, gate_from_env, is_gate_env
 from cudasched.vocab.requirements import FrameworkBuild
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, parse_cuda
 
@@ -53,7 +53,6 @@ __all__ = [
 ]
 
 _CUDA_FROM = frozenset({"tag", "ngc", "framework", "versions", "unknown"})
-_GATE_ENV_PREFIXES = ("NVIDIA_REQUIRE_", "NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION")
 _GATE_MEMO_LIMIT = 256
 # Lookups remembered per image reference (pods repeat a few images); longer references, which
 # only a request crafted to fill the memo would carry, are looked up every time.
@@ -446,7 +445,7 @@ class ImageTable:
     def gate_for(self, env: Mapping[str, str], source: str) -> Gate | None:
         """:func:`cudasched.vocab.requirecuda.gate_from_env`, remembered per environment (the
         ``source`` of a remembered gate is the first caller's)."""
-        key = frozenset((k, v) for k, v in env.items() if k.startswith(_GATE_ENV_PREFIXES))
+        key = frozenset((k, v) for k, v in env.items() if is_gate_env(k))
         if key in self._gates:
             found = self._gates[key]
             if found is None or found.source == source:

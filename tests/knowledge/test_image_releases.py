@@ -11,11 +11,6 @@ from cudasched.knowledge.images import ImageTable
 
 
 @pytest.fixture(scope="module")
-def kb() -> KnowledgeBase:
-    return KnowledgeBase.load()
-
-
-@pytest.fixture(scope="module")
 def real(kb: KnowledgeBase) -> ImageTable:
     return ImageTable.builtin(kb=kb)
 

@@ -22,11 +22,6 @@ from tests.support.builders import expr, pod, required, review, term
 
 
 @pytest.fixture(scope="module")
-def kb() -> KnowledgeBase:
-    return KnowledgeBase.load()
-
-
-@pytest.fixture(scope="module")
 def state(kb: KnowledgeBase) -> ClusterState:
     return ClusterState.from_snapshot(bundled_snapshot(), kb=kb)
 

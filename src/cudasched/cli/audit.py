@@ -13,16 +13,14 @@ the live-cluster options plug in there.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import textwrap
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from cudasched.cli import terminal
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import (
     ClusterSource,
@@ -47,6 +45,7 @@ from cudasched.cli.options import (
     progress_bar,
     registry_source,
 )
+from cudasched.cli.terminal import wrapped
 from cudasched.operations.audit import AuditReport, Finding, Severity, audit
 from cudasched.operations.report.html import render_findings
 from cudasched.vocab.errors import InputError
@@ -61,15 +60,6 @@ class AuditFormat(StrEnum):
     JSON = "json"
     HTML = "html"
     POLICYREPORT = "policyreport"
-
-
-def _width() -> int:
-    """The terminal's width; when piped, ``$COLUMNS`` if set, else 100."""
-    console = Console()
-    if console.is_terminal:
-        return console.width
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) >= 40 else TABLE_WIDTH
 
 
 def _folded(report: AuditReport) -> list[tuple[Finding, list[str]]]:
@@ -100,22 +90,11 @@ def _text(report: AuditReport, source: str, width: int) -> str:
     for finding, refs in _folded(report):
         head = f"{finding.severity.value}  {finding.code}  {_objects(refs)}"
         lines.append("")
-        lines += _wrap(head, width, "", "      ")
-        lines += _wrap(finding.message, width, "  ")
+        lines += wrapped(head, width, "", "      ")
+        lines += wrapped(finding.message, width, "  ")
         if finding.fix:
-            lines += _wrap(f"fix: {finding.fix}", width, "  ")
+            lines += wrapped(f"fix: {finding.fix}", width, "  ")
     return "\n".join(lines) + "\n"
-
-
-def _wrap(text: str, width: int, indent: str, more: str | None = None) -> list[str]:
-    return textwrap.wrap(
-        text,
-        width=max(width, 40),
-        initial_indent=indent,
-        subsequent_indent=more if more is not None else indent + "  ",
-        break_long_words=False,
-        break_on_hyphens=False,
-    ) or [indent]
 
 
 @app.command("audit")
@@ -208,7 +187,7 @@ def audit_cmd(
             render_findings(report, source=label, generated=generated_now(), policy=pol.value)
         )
     elif report.findings:
-        sys.stdout.write(_text(report, label, _width()))
+        sys.stdout.write(_text(report, label, terminal.width(TABLE_WIDTH)))
     else:
         sys.stdout.write(f"cudasched audit: {label}: no findings\n")
     raise typer.Exit(EXIT_INCOMPATIBLE if report.has_errors else EXIT_OK)

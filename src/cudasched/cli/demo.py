@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import ssl
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 import orjson
 import typer
 
+from cudasched.cli import terminal
 from cudasched.cli.app import EXIT_BAD_INPUT, EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
 from cudasched.cli.options import ConfigOption
@@ -141,8 +141,7 @@ def demo(
 ) -> None:
     """Start the real webhook over HTTPS on 127.0.0.1 with the sample cluster, admit every
     sample pod through it and show where each may now run."""
-    from rich.console import Console
-    from rich.table import Table
+    from rich.text import Text
 
     from cudasched.webhook.config import load_config
 
@@ -163,29 +162,32 @@ def demo(
     except Exception as exc:  # a demo must explain itself, not dump a traceback
         fail(f"demo failed: {type(exc).__name__}: {exc}", EXIT_BAD_INPUT)
 
-    # Outside a terminal rich assumes 80 columns; the table reads better a little wider.
-    console = Console() if sys.stdout.isatty() else Console(width=150)
-    table = Table(
+    # Outside a terminal the table reads better a little wider than rich's 80 columns.
+    console = terminal.console(150)
+    columns = (
+        terminal.Column("Workload / runtime"),
+        terminal.Column("Requirement / source"),
+        terminal.Column("Eligible nodes"),
+        terminal.Column("Warnings"),
+    )
+    cells: list[list[str | Text]] = []
+    for row in rows:
+        workload = Text(row.workload, style="bold")
+        workload.append(f"\n{row.runtime}", style="dim")
+        requirement = Text(row.requirement)
+        if row.source:
+            requirement.append(f"\n{row.source}", style="dim")
+        eligible = Text(_names(row.eligible), style="" if row.eligible else "red")
+        warnings = Text("" if row.allowed else "DENIED ", style="red")
+        warnings.append("\n".join(w.removeprefix("cudasched: ") for w in row.warnings) or "-")
+        cells.append([workload, requirement, eligible, warnings])
+    terminal.print_table(
+        console,
+        columns,
+        cells,
         title=f"cudasched webhook at {url}: {len(rows)} pod CREATE reviews",
         show_lines=True,
     )
-    table.add_column("Workload / runtime", overflow="fold")
-    table.add_column("Requirement / source", overflow="fold")
-    table.add_column("Eligible nodes", overflow="fold")
-    table.add_column("Warnings", overflow="fold")
-    for row in rows:
-        workload = f"[bold]{row.workload}[/bold]\n[dim]{row.runtime}[/dim]"
-        requirement = row.requirement
-        if row.source:
-            requirement += f"\n[dim]{row.source}[/dim]"
-        eligible = _names(row.eligible)
-        if not row.eligible:
-            eligible = f"[red]{eligible}[/red]"
-        warnings = "\n".join(w.removeprefix("cudasched: ") for w in row.warnings) or "-"
-        if not row.allowed:
-            warnings = "[red]DENIED[/red] " + warnings
-        table.add_row(workload, requirement, eligible, warnings)
-    console.print(table)
     console.print(
         f"{len(rows)} reviews over HTTPS in {elapsed * 1000:.0f} ms; server stopped, nothing "
         "left running."

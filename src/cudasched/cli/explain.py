@@ -25,9 +25,7 @@ import contextlib
 import dataclasses
 import gc
 import json
-import os
 import sys
-import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -35,10 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from cudasched.cli import terminal
 from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import (
     ClusterSource,
@@ -61,6 +59,7 @@ from cudasched.cli.options import (
     registry_source,
 )
 from cudasched.cli.reference import Reference, parse_reference
+from cudasched.cli.terminal import wrapped
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.scope import Scope
 from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot, to_yaml
@@ -248,18 +247,6 @@ def _table(item: _Explained, *, wide: bool = False) -> Table:
     return table
 
 
-def _wrapped(text: str, width: int, indent: str) -> list[str]:
-    """``text`` wrapped at spaces only: a code, a name or a version is never cut."""
-    return textwrap.wrap(
-        text,
-        width=max(width, 20),
-        initial_indent=indent,
-        subsequent_indent=indent + "  ",
-        break_long_words=False,
-        break_on_hyphens=False,
-    ) or [indent]
-
-
 def _needs(item: _Explained) -> str:
     exp = item.explanation
     req = exp.requirement
@@ -318,10 +305,10 @@ def _compact(
     groups = by_pool(exp, pools)
     summary = summarise(groups)
     suffix = _common_suffix([n.node for n in exp.nodes])
-    lines = [*_wrapped(f"{exp.workload} {_needs(item)}", width, "")]
+    lines = [*wrapped(f"{exp.workload} {_needs(item)}", width, "")]
     # Of an unknown CUDA, a node the pod may be scheduled on is not known to run it.
     can = "can run it" if exp.unknown is None else "would take it, none known to run it"
-    lines += _wrapped(_summary_line(summary, can), width, "")
+    lines += wrapped(_summary_line(summary, can), width, "")
     for eligible, title in (
         (False, "cannot run it" if exp.unknown is None else "cannot take it"),
         (True, can),
@@ -347,9 +334,9 @@ def _compact(
                     head = f"{label}  ({_node_names([n.node for n in nodes], suffix)})"
                 if eligible:
                     head += f": {', '.join(group.modes) or 'eligible'}"
-                lines += _wrapped(head, width, "  ")
+                lines += wrapped(head, width, "  ")
                 for code, fix in group.blocking:
-                    lines += _wrapped(f"{code}: {fix}" if fix else code, width, "    ")
+                    lines += wrapped(f"{code}: {fix}" if fix else code, width, "    ")
     notes = [f"label scheme {_scheme(exp)}"]
     if item.runtime:
         notes.append(f"runtime {item.runtime.describe()}")
@@ -359,9 +346,9 @@ def _compact(
         notes.append(f"no selector: {exp.requirement_error}")
     if exp.score_error:
         notes.append(f"preferred terms invalid: {exp.score_error}")
-    lines += _wrapped("; ".join(notes), width, "")
+    lines += wrapped("; ".join(notes), width, "")
     for warning in _unknown_warnings(item):
-        lines += _wrapped(warning, width, "")
+        lines += wrapped(warning, width, "")
     return lines
 
 
@@ -382,7 +369,7 @@ def _overview_lines(
     """Several workloads: one line each, summary first (how many can run anywhere), then per
     workload what it needs and how many pools can run it."""
     runnable = sum(1 for i in items if i.explanation.eligible_count)
-    lines = _wrapped(
+    lines = wrapped(
         f"{len(items)} workload{'s' if len(items) != 1 else ''}: {runnable} can run on some "
         f"node, {len(items) - runnable} on none",
         width,
@@ -402,8 +389,8 @@ def _overview_lines(
         )
         if summary.because:
             text += "; " + ", ".join(code for code, _ in summary.because[:3])
-        lines += _wrapped(text, width, "  ")
-    lines += _wrapped(
+        lines += wrapped(text, width, "  ")
+    lines += wrapped(
         "explain TYPE/NAME for one workload by pool; --nodes for one line per node; -o wide or "
         "-o json for every detail",
         width,
@@ -455,26 +442,6 @@ def _render_json(items: Sequence[_Explained], single: bool, cluster: Mapping[str
 
 def _render_yaml(items: Sequence[_Explained], single: bool, cluster: Mapping[str, Any]) -> str:
     return to_yaml(_document(items, single, cluster))
-
-
-def _console(*, wide: bool = False) -> Console:
-    """The terminal's width; when piped, ``$COLUMNS`` if set, else a width that fits the
-    table (wider for ``-o wide``)."""
-    console = Console(soft_wrap=False)
-    if console.is_terminal:
-        return console
-    columns = os.environ.get("COLUMNS", "")
-    width = int(columns) if columns.isdigit() and int(columns) >= 40 else 0
-    return Console(width=width or (WIDE_WIDTH if wide else TABLE_WIDTH), soft_wrap=False)
-
-
-def _text_width() -> int:
-    """The terminal's width; when piped, ``$COLUMNS`` if set, else 100."""
-    console = Console()
-    if console.is_terminal:
-        return console.width
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) >= 40 else TABLE_WIDTH
 
 
 def _pool_names(snapshot: ClusterSnapshot, fleet: Fleet) -> dict[str, str]:
@@ -642,7 +609,7 @@ def explain_cmd(
     elif output is ExplainFormat.YAML:
         sys.stdout.write(_render_yaml(items, single, judged(source, context)))
     elif output is ExplainFormat.WIDE:
-        console = _console(wide=True)
+        console = terminal.console(WIDE_WIDTH)
         for number, item in enumerate(items):
             if number:
                 console.print()
@@ -653,7 +620,7 @@ def explain_cmd(
             console.print()
             console.print(_overview(items))
     else:
-        width = _text_width()
+        width = terminal.width(TABLE_WIDTH)
         pools = _pool_names(context, fleet)
         if single or per_node:
             blocks = [

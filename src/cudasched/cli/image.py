@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
+from cudasched.cli import terminal
 from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import load_images, load_knowledge, load_settings
 from cudasched.cli.options import (
@@ -114,18 +115,13 @@ def image_cmd(
     if output is ImageFormat.JSON:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         raise typer.Exit(EXIT_OK)
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(show_lines=True)
-    for column in ("image", "digest", "platform", "requirement", "source"):
-        table.add_column(column, overflow="fold")
+    cells: list[list[str]] = []
     for row in rows:
         source = row["source"] or "-"
         if row["error"] and row["status"] != "unknown":  # an unknown says it already
             source += f" (registry: {row['error']})"
         digest = row["digest"] or "-"
-        table.add_row(row["image"], digest, row["platform"] or "-", row["requirement"], source)
-    console = Console() if sys.stdout.isatty() else Console(width=160)
-    console.print(table)
+        cells.append([row["image"], digest, row["platform"] or "-", row["requirement"], source])
+    columns = [terminal.Column(c) for c in ("image", "digest", "platform", "requirement", "source")]
+    terminal.print_table(terminal.console(160), columns, cells, show_lines=True)
     raise typer.Exit(EXIT_OK)

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from cudasched.cli import terminal
 from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import load_knowledge
 from cudasched.knowledge.catalog import COLUMNS, Topic, rows
@@ -64,46 +65,34 @@ def knowledge_cmd(
         doc = {"topic": topic.value, "match": match, "rows": [r.to_dict() for r in found]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         raise typer.Exit(EXIT_OK)
-    from rich.console import Console
-    from rich.table import Table
-
     # Sources are footnotes: a number in the table, the links under it, each once.
     notes: dict[str, int] = {}
     for row in found:
         notes.setdefault(row.source, len(notes) + 1)
     title = f"{topic.value}: {len(found)} known" + (f" matching {match!r}" if match else "")
-    console = Console(soft_wrap=False)
-    widths = {
-        c: max([len(c), *(len(w) for r in found for w in r.fields[c].split())])
-        for c in COLUMNS[topic]
-    }
-    if sum(w + 3 for w in widths.values()) + 8 <= console.width:
-        table = Table(title=title, show_lines=False)
-        for column in COLUMNS[topic]:
-            table.add_column(column, min_width=widths[column])  # wraps at spaces only
-        table.add_column("src", justify="right", no_wrap=True)
-        for row in found:
-            table.add_row(*(row.fields[c] for c in COLUMNS[topic]), f"[{notes[row.source]}]")
-        console.print(table)
+    out = terminal.console(80)
+    headers = [*COLUMNS[topic], "src"]
+    cells = [[*(row.fields[c] for c in COLUMNS[topic]), f"[{notes[row.source]}]"] for row in found]
+    lines: list[str] = []
+    if terminal.table_widths(headers, cells, out.width) is not None:
+        columns = [terminal.Column(c) for c in COLUMNS[topic]]
+        columns.append(terminal.Column("src", justify="right"))
+        terminal.print_table(out, columns, cells, title=title)
     else:  # too narrow for a table that cuts nothing: one record per row
-        import textwrap
-
-        lines = [title]
+        lines.append(title)
         first, *others = COLUMNS[topic]
         for row in found:
             lines.append(f"{row.fields[first]}  [{notes[row.source]}]")
             facts = "; ".join(f"{c} {row.fields[c]}" for c in others if row.fields[c])
-            lines += textwrap.wrap(
-                facts,
-                width=max(console.width, 40),
-                initial_indent="  ",
-                subsequent_indent="    ",
-                break_long_words=False,
-                break_on_hyphens=False,
-            )
-        sys.stdout.write("\n".join(lines) + "\n")
+            lines += terminal.wrapped(facts, out.width, "  ", "    ")
     for source, number in notes.items():
-        sys.stdout.write(f"[{number}] {source}\n")
+        # a link longer than the line stays next to its number, whole
+        marker, *rest = terminal.wrapped(f"[{number}] {source}", out.width, "", "    ")
+        if marker == f"[{number}]" and rest:
+            marker, rest = f"{marker} {rest[0].strip()}", rest[1:]
+        lines += [marker, *rest]
+    if lines:
+        sys.stdout.write("\n".join(lines) + "\n")
     if not found:
         sys.stdout.write(
             f"nothing matches {match!r}; every row: cudasched knowledge {topic.value}\n"

@@ -23,10 +23,9 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from cudasched.cli import terminal
 from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import (
     ClusterSource,
@@ -49,6 +48,8 @@ from cudasched.vocab.errors import InputError
 from cudasched.vocab.versions import parse_cuda
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from cudasched.operations.drivers.plan import DriverPlan
 
 __all__ = ["plan_cmd", "render_yaml"]
@@ -125,7 +126,19 @@ _SHOWN = (
 _MANAGERS = {"operator": "(GPU Operator)", "host": "(host)", "node-image": "(node image)"}
 
 
-def _table(plan: DriverPlan, source: str) -> Table:
+_COLUMNS = (
+    terminal.Column("pool", joiner=", "),
+    terminal.Column("nodes", justify="right"),
+    terminal.Column("driver", joiner=" "),
+    terminal.Column("change"),
+    terminal.Column("impact", joiner="; "),
+    terminal.Column("why", joiner="; "),
+)
+
+
+def _print_table(plan: DriverPlan, source: str, out: Console) -> None:
+    """The impact per pool, as wide as the terminal; one record per pool where a table that
+    cuts no pool or workload name does not fit."""
     changes = sum(1 for d in plan.decisions if d.changes)
     caption = (
         f"{len(plan.decisions)} pools, {plan.gpu_nodes} GPU nodes, {plan.demand.workloads} "
@@ -134,20 +147,8 @@ def _table(plan: DriverPlan, source: str) -> Table:
         f"{len(plan.host_actions)} host or node-image action(s); {len(plan.unservable)} "
         "workload(s) without a home. Every reason: -o json"
     )
-    table = Table(
-        title=Text(f"cudasched plan-drivers: {source}", style="bold"),
-        caption=caption,
-        caption_justify="left",
-        show_lines=True,
-        expand=False,
-    )
-    table.add_column("pool", overflow="fold", max_width=34)
-    table.add_column("nodes", justify="right")
-    table.add_column("driver", no_wrap=True)
-    table.add_column("change", no_wrap=True)
-    table.add_column("impact", overflow="fold", max_width=36)
-    table.add_column("why", overflow="fold")
     style = {"upgrade": "green", "downgrade": "yellow", "keep": "dim"}
+    rows: list[list[str | Text]] = []
     for d in plan.decisions:
         row = d.to_dict()
         current = str(row["currentDriver"] or "none")
@@ -171,22 +172,24 @@ def _table(plan: DriverPlan, source: str) -> Table:
         why = [d.why[0], *(w for w in d.why[1:] if w.startswith(_SHOWN) or "so that" in w)]
         if d.action:
             why.append(f"action: {d.action}")
-        table.add_row(
-            Text(f"{d.pool.name}\n{d.pool.gpu or 'unknown GPU'}"),
-            Text(str(len(d.pool.nodes))),
-            Text(driver),
-            Text(d.change, style=style.get(d.change, "")),
-            impact,
-            Text("\n".join(why)),
+        rows.append(
+            [
+                f"{d.pool.name}\n{d.pool.gpu or 'unknown GPU'}",
+                str(len(d.pool.nodes)),
+                driver,
+                Text(d.change, style=style.get(d.change, "")),
+                impact,
+                "\n".join(why),
+            ]
         )
-    return table
-
-
-def _console() -> Console:
-    console = Console(soft_wrap=False)
-    if not console.is_terminal:
-        console = Console(width=TABLE_WIDTH, soft_wrap=False)
-    return console
+    terminal.print_table(
+        out,
+        _COLUMNS,
+        rows,
+        title=Text(f"cudasched plan-drivers: {source}", style="bold"),
+        caption=caption,
+        show_lines=True,
+    )
 
 
 @app.command("plan-drivers")
@@ -315,8 +318,8 @@ def plan_cmd(
     elif output is PlanFormat.SCRIPT:
         sys.stdout.write(render_script(plan, name))
     else:
-        console = _console()
-        console.print(_table(plan, name))
+        console = terminal.console(TABLE_WIDTH)
+        _print_table(plan, name, console)
         for note in plan.notes:
             console.print(Text(f"note: {note}"))
         for warning in plan.warnings:

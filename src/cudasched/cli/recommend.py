@@ -16,9 +16,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from cudasched.cli import terminal
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import load_knowledge
 from cudasched.cli.options import AsOfOption, PolicyOption, parse_as_of
@@ -41,42 +41,37 @@ class RecommendFormat(StrEnum):
     JSON = "json"
 
 
-def _console() -> Console:
-    console = Console(soft_wrap=False)
-    if not console.is_terminal:
-        console = Console(width=TABLE_WIDTH, soft_wrap=False)
-    return console
-
-
 def _render(doc: dict[str, object], console: Console) -> None:
+    def say(text: str, style: str = "", indent: str = "", more: str = "  ") -> None:
+        for line in terminal.wrapped(text, console.width, indent, more):
+            console.print(Text(line, style=style), soft_wrap=True)
+
     branch = doc["branch"]
     if branch is None:
-        console.print(Text(f"no driver for {doc['gpu']}", style="bold red"))
+        say(f"no driver for {doc['gpu']}", "bold red")
     else:
         released = f" (out since {doc['released']})" if doc["released"] else ""
-        console.print(
-            Text(
-                f"R{branch}: {doc['version']}{released}, {doc['kernelModuleType']} kernel "
-                f"modules, usePrecompiled {str(doc['usePrecompiled']).lower()}, CUDA "
-                f"{doc['cuda']} natively, {doc['lifecycle'] or 'lifecycle unknown'}"
-                + (f" until {doc['eol']}" if doc["eol"] else ""),
-                style="bold",
-            )
+        say(
+            f"R{branch}: {doc['version']}{released}, {doc['kernelModuleType']} kernel "
+            f"modules, usePrecompiled {str(doc['usePrecompiled']).lower()}, CUDA "
+            f"{doc['cuda']} natively, {doc['lifecycle'] or 'lifecycle unknown'}"
+            + (f" until {doc['eol']}" if doc["eol"] else ""),
+            "bold",
         )
         if doc["image"]:
-            console.print(Text(f"  image {doc['image']}"))
+            say(f"image {doc['image']}", indent="  ", more="    ")
     for reason in doc["reasons"]:  # type: ignore[attr-defined]
-        console.print(Text(f"  - {reason}"))
+        say(f"- {reason}", indent="  ", more="    ")
     for warning in doc["warnings"]:  # type: ignore[attr-defined]
-        console.print(Text(f"  ! {warning}", style="yellow"))
+        say(f"! {warning}", "yellow", indent="  ", more="    ")
     rejected = doc["rejected"]
     if rejected:
-        table = Table(title="not chosen", title_justify="left", show_lines=False, expand=False)
-        table.add_column("branch", no_wrap=True)
-        table.add_column("why", overflow="fold")
-        for branches, why in _runs(rejected):  # type: ignore[arg-type]
-            table.add_row(Text(branches), Text(why))
-        console.print(table)
+        console.print(Text("not chosen"))
+        terminal.print_table(
+            console,
+            (terminal.Column("branch"), terminal.Column("why")),
+            _runs(rejected),  # type: ignore[arg-type]
+        )
 
 
 def _runs(rows: list[dict[str, str]]) -> list[tuple[str, str]]:
@@ -185,5 +180,5 @@ def recommend_cmd(
     if output is RecommendFormat.JSON:
         typer.echo(json.dumps(doc, indent=2))
     else:
-        _render(doc, _console())
+        _render(doc, terminal.console(TABLE_WIDTH))
     raise typer.Exit(EXIT_OK if answer.found else EXIT_INCOMPATIBLE)

@@ -212,13 +212,24 @@ def test_table_for_the_whole_sample() -> None:
     result = run()
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0] == "9 workloads: 8 can run on some node, 1 on none"  # the summary first
+    # the summary first; bert-legacy's CUDA is unknown: schedulable, not known to run anywhere
+    assert lines[0] == "9 workloads: 7 can run on some node, 1 on none, 1 of unknown CUDA"
     assert result.stdout.count("/Pod/") == 9
     assert "nemotron-nano-fp4-predictor-b17093d8bd-6f518: cuda>=13.2; 0/21 nodes" in (
         " ".join(result.stdout.split())
     )
     assert len(lines) < 40
     assert max(len(line) for line in lines) <= 100
+
+
+def test_the_overview_says_what_each_workload_needs_as_its_own_answer_does() -> None:
+    """A requirement that is unknown is not "no requirement": the one-line-per-workload view
+    words it as the workload's own answer does."""
+    out = " ".join(run().stdout.split())
+    assert "bert-legacy-predictor-daca355946-5a3bd: CUDA unknown, not constrained; 20/21" in out
+    assert "iris-predictor-13bfdec2c2-bac13: no CUDA requirement; 21/21" in out
+    single = " ".join(run("isvc/bert-legacy", "-n", "team-vision").stdout.split())
+    assert "needs CUDA unknown, not constrained" in single
 
 
 def test_selector_and_namespace_choose_the_workloads() -> None:

@@ -185,13 +185,7 @@ def _table(item: _Explained, *, wide: bool = False) -> Table:
     exp = item.explanation
     summary = exp.summary()
     suffix = "" if wide else _common_suffix([n.node for n in exp.nodes])
-    req = exp.requirement
-    if req is not None:
-        wants = f"{req.describe()} ({req.source or 'unknown source'}), policy {exp.policy.value}"
-    elif exp.unknown is not None:
-        wants = f"CUDA unknown, not constrained ({exp.unknown.describe()})"
-    else:
-        wants = "no CUDA requirement (not constrained)"
+    wants = _needs(item).removeprefix("needs ")
     scheme = exp.scheme.value + (f"/{exp.gfd_keys.value} keys" if exp.gfd_keys else "")
     table = Table(
         title=Text(f"{exp.workload}", style="bold"),
@@ -247,13 +241,19 @@ def _table(item: _Explained, *, wide: bool = False) -> Table:
     return table
 
 
-def _needs(item: _Explained) -> str:
+def _needs(item: _Explained, *, short: bool = False) -> str:
+    """What the workload needs, in the one wording every view uses: its requirement, or that
+    its CUDA is unknown (a GPU workload no table knows), or that it has none. ``short``: the
+    words alone, for a line per workload."""
     exp = item.explanation
     req = exp.requirement
     if req is None and exp.unknown is not None:
-        return f"needs CUDA unknown, not constrained ({exp.unknown.describe()})"
+        said = "CUDA unknown, not constrained"
+        return said if short else f"needs {said} ({exp.unknown.describe()})"
     if req is None:
-        return "no CUDA requirement (not constrained)"
+        return "no CUDA requirement" if short else "no CUDA requirement (not constrained)"
+    if short:
+        return req.describe()
     return f"needs {req.describe()} ({req.source or 'unknown source'}), policy {exp.policy.value}"
 
 
@@ -368,22 +368,21 @@ def _overview_lines(
 ) -> list[str]:
     """Several workloads: one line each, summary first (how many can run anywhere), then per
     workload what it needs and how many pools can run it."""
-    runnable = sum(1 for i in items if i.explanation.eligible_count)
-    lines = wrapped(
+    # A workload of unknown CUDA may be scheduled, but no node is known to run it.
+    unknown = sum(1 for i in items if i.explanation.unknown is not None)
+    runnable = sum(1 for i in items if i.explanation.eligible_count and not i.explanation.unknown)
+    headline = (
         f"{len(items)} workload{'s' if len(items) != 1 else ''}: {runnable} can run on some "
-        f"node, {len(items) - runnable} on none",
-        width,
-        "",
+        f"node, {len(items) - runnable - unknown} on none"
     )
+    lines = wrapped(headline + (f", {unknown} of unknown CUDA" if unknown else ""), width, "")
     for item in items:
         exp = item.explanation
         if only_failing and exp.eligible_count == exp.total:
             continue
         summary = summarise(by_pool(exp, pools))
-        req = exp.requirement
-        needs = req.describe() if req is not None else "no CUDA requirement"
         text = (
-            f"{exp.workload}: {needs}; "
+            f"{exp.workload}: {_needs(item, short=True)}; "
             f"{summary.eligible_nodes + summary.unpooled_eligible}/{summary.nodes} nodes, "
             f"{summary.eligible_pools}/{summary.pools} pools"
         )

@@ -359,3 +359,25 @@ def test_audit_reads_a_directory_of_manifests_as_ci_does(tmp_path: Path) -> None
     assert result.exit_code == 2 and "holds no .yaml, .yml or .json file" in result.stderr
     only_apps = runner.invoke(app, ["audit", "--cluster", str(repo / "apps")])
     assert only_apps.exit_code == 2 and "no Node objects" in only_apps.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["audit"], ["report", "-o", "json"], ["plan-drivers"], ["plan-drivers", "-o", "json"]],
+    ids=lambda c: " ".join(c),
+)
+def test_a_dump_without_nodes_is_refused_by_every_command_that_judges_nodes(
+    command: list[str], tmp_path: Path
+) -> None:
+    """A folder of workload manifests without the cluster's nodes has nothing to be judged
+    against: the commands say so in one line (exit 2) instead of an empty answer."""
+    (tmp_path / "app.yaml").write_text(
+        (Path(__file__).parents[2] / "examples" / "team-llm.yaml").read_text(), "utf-8"
+    )
+    result = runner.invoke(app, [*command, "--cluster", str(tmp_path)])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"cudasched: error: {tmp_path}: no Node objects, so nothing to judge the workloads "
+        "against: add the cluster's nodes (cudasched snapshot --live, or kubectl get nodes -o "
+        "yaml) to it\n"
+    )

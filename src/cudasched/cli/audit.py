@@ -146,12 +146,6 @@ def audit_cmd(
         months = check_support_months(min_support_months)
         groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
-        if not snapshot.nodes:
-            raise InputError(
-                f"{snapshot.source or 'cluster'}: no Node objects, so nothing to judge the "
-                "workloads against: add the cluster's nodes (cudasched snapshot --live, or "
-                "kubectl get nodes -o yaml) to it"
-            )
         images = images.with_configs(
             registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
         )

@@ -46,6 +46,7 @@ from cudasched.cli.inputs import (
     load_images,
     load_knowledge,
     load_settings,
+    require_nodes,
 )
 from cudasched.cli.options import (
     ConfigOption,
@@ -580,8 +581,7 @@ def explain_cmd(
             )
         fetch = [f for f in (ref.to_fetch(),) if f is not None] if ref is not None else []
         context = load_cluster(source, nodes_file, fetch=fetch)
-        if not context.nodes:
-            raise InputError(f"{context.source or 'cluster'}: no Node objects to explain against")
+        require_nodes(context)
         if ref is not None:
             objs = ref.workloads(context)
             single = len(objs) == 1

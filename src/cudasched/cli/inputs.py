@@ -62,6 +62,7 @@ __all__ = [
     "load_node_labels",
     "load_node_templates",
     "load_settings",
+    "require_nodes",
 ]
 
 Command = TypeVar("Command", bound=Callable[..., Any])
@@ -505,6 +506,19 @@ def cluster_state(snapshot: ClusterSnapshot, kb: KnowledgeBase) -> ClusterState:
     return ClusterState.from_snapshot(snapshot, kb=kb)
 
 
+def require_nodes(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """``snapshot``, if it has nodes: a dump of workload manifests alone (a CI folder without
+    the cluster's nodes) gives every command that judges nodes nothing to judge against, said
+    in one wording for all of them."""
+    if not snapshot.nodes:
+        raise InputError(
+            f"{snapshot.source or 'cluster'}: no Node objects, so nothing to judge the "
+            "workloads against: add the cluster's nodes (cudasched snapshot --live, or "
+            "kubectl get nodes -o yaml) to it"
+        )
+    return snapshot
+
+
 def load_cluster_inputs(
     source: ClusterSource | Path | None, settings: WebhookConfig | None = None
 ) -> tuple[ClusterSnapshot, Fleet, ImageTable]:
@@ -512,6 +526,6 @@ def load_cluster_inputs(
     table that ``audit`` and ``report`` work on (with the ``--config``'s ``settings``)."""
     from cudasched.cluster.fleet import Fleet
 
-    snapshot = load_cluster(source)
+    snapshot = require_nodes(load_cluster(source))
     kb = load_knowledge()
     return snapshot, Fleet.from_snapshot(snapshot, kb), load_images(kb, settings)

@@ -36,6 +36,7 @@ from cudasched.cli.inputs import (
     load_images,
     load_knowledge,
     load_settings,
+    require_nodes,
 )
 from cudasched.cli.options import (
     AsOfOption,
@@ -269,7 +270,7 @@ def plan_cmd(
                 f"invalid --min-support-months {min_support_months}: expected 0 to 120 months"
             )
         scope = source.scope  # -n/-l: only the workloads in scope make demand
-        snapshot = scope.workloads(load_cluster(source))
+        snapshot = scope.workloads(require_nodes(load_cluster(source)))
         kb = load_knowledge()
         op_notes: tuple[str, ...] = ()
         if gpu_operator_version is not None:

@@ -349,3 +349,22 @@ def test_inference_service_without_pod_is_explained_in_cluster_mode(tmp_path: Pa
     assert names[-1] == "team-nlp/InferenceService/qwen2-7b"
     assert sum(1 for n in names if "/InferenceService/" in n) == 1
     assert eligible(doc["workloads"][-1]) == {"ip-10-42-22-41.us-west-2.compute.internal"}
+
+
+@pytest.mark.parametrize(
+    "printed", ["team-nlp/InferenceService/llama3-8b", "InferenceService/team-nlp/llama3-8b"]
+)
+def test_a_workload_as_explain_or_audit_prints_it_is_explained_when_pasted_back(
+    printed: str,
+) -> None:
+    """The overview names workloads NAMESPACE/Kind/NAME and audit Kind/NAMESPACE/NAME: either,
+    copied into ``explain``, explains that workload; a -n that says otherwise is refused."""
+    assert run_json(printed)["summary"]["workload"] == "team-nlp/InferenceService/llama3-8b"
+    assert run_json(printed, "-n", "team-nlp")["summary"]["eligible"] == 11
+    other = run(printed, "-n", "team-vision")
+    assert (other.exit_code, other.stdout) == (2, "")
+    assert other.stderr == (
+        f"cudasched: error: {printed!r} names the namespace 'team-nlp' but -n/--namespace says "
+        "'team-vision'\n"
+    )
+    assert run("team-nlp/Service/llama3-8b").exit_code == 2

@@ -391,7 +391,8 @@ def _overview_lines(
             text += "; " + ", ".join(code for code, _ in summary.because[:3])
         lines += wrapped(text, width, "  ")
     lines += wrapped(
-        "explain TYPE/NAME for one workload by pool; --nodes for one line per node; -o wide or "
+        "explain NAMESPACE/Kind/NAME (a name above) for one workload by pool; --nodes for one "
+        "line per node; -o wide or "
         "-o json for every detail",
         width,
         "",
@@ -502,7 +503,8 @@ def explain_cmd(
             metavar="[TYPE/NAME]",
             help="A workload of the cluster, named as kubectl names it: isvc/NAME, "
             "llmisvc/NAME, pod/NAME, deploy/NAME (also sts, ds, rs, job, cj and the long "
-            "names). Default: every workload of the cluster (in scope of -n/-l).",
+            "names), or as explain and audit print it (NAMESPACE/Kind/NAME, "
+            "Kind/NAMESPACE/NAME). Default: every workload of the cluster (in scope of -n/-l).",
             show_default=False,
         ),
     ] = None,
@@ -574,7 +576,7 @@ def explain_cmd(
                     f"-A/--all-namespaces and {reference!r} do not go together: a TYPE/NAME is "
                     "in one namespace (-n)"
                 )
-            ref = parse_reference(reference, namespace or _default_namespace(source))
+            ref = parse_reference(reference, namespace, lambda: _default_namespace(source))
         elif (namespace is not None or source.selector) and workload is not None:
             raise InputError(
                 "-n/--namespace and -l/--selector pick the cluster's workloads, not --workload's"

@@ -11,7 +11,7 @@ object itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from cudasched.vocab.kinds import (
     STATEFUL_SET,
     Kind,
 )
-from cudasched.vocab.objects import name_of, namespace_of
+from cudasched.vocab.objects import DEFAULT_NAMESPACE, name_of, namespace_of
 from cudasched.workloads.kserve.llm import NAME_LABEL, PART_OF_LABEL, PART_OF_VALUE, llmisvc_pods
 
 __all__ = ["ALIASES", "Reference", "parse_reference"]
@@ -107,17 +107,41 @@ class Reference:
         return InputError(f"{self} not found in {where} (another namespace? pass -n NAMESPACE)")
 
 
-def parse_reference(text: str, namespace: str) -> Reference:
+def parse_reference(
+    text: str, namespace: str | None, default: Callable[[], str] = lambda: DEFAULT_NAMESPACE
+) -> Reference:
     """``TYPE/NAME`` (kubectl's spelling: ``isvc/llama3-8b``, ``deployment/web``) in
-    ``namespace``; ``InputError`` for anything else."""
-    kind_text, sep, name = text.strip().partition("/")
-    alias, dot, group = kind_text.strip().lower().partition(".")
-    kind = ALIASES.get(alias) if sep else None
-    if kind is not None and dot and group != kind.group:  # deployments.apps, isvc.serving.kserve.io
-        kind = None
-    if kind is None or not name.strip() or "/" in name:
+    ``namespace`` (``-n``), else in the namespace ``default`` gives (kubectl's: the context's).
+    Also the forms cudasched prints an object in, pasted back: ``NAMESPACE/Kind/NAME``
+    (``explain``) and ``Kind/NAMESPACE/NAME`` (``audit``), whose namespace must agree with a
+    given ``-n``. ``InputError`` for anything else."""
+    parts = [part.strip() for part in text.strip().split("/")]
+    kind: Kind | None = None
+    name, where = "", None
+    if len(parts) == 2:
+        kind, name = _kind(parts[0]), parts[1]
+    elif len(parts) == 3:
+        first, middle, last = parts
+        if _kind(middle) is not None:  # NAMESPACE/Kind/NAME
+            kind, where, name = _kind(middle), first, last
+        else:  # Kind/NAMESPACE/NAME
+            kind, where, name = _kind(first), middle, last
+    if kind is None or not name or where == "":
         raise InputError(
             f"invalid reference {text!r}: expected TYPE/NAME with TYPE one of {_SHORT} "
             "(or their kubectl long names), e.g. isvc/llama3-8b"
         )
-    return Reference(kind, name.strip(), namespace)
+    if where is not None and namespace is not None and where != namespace:
+        raise InputError(
+            f"{text!r} names the namespace {where!r} but -n/--namespace says {namespace!r}"
+        )
+    return Reference(kind, name, where or namespace or default())
+
+
+def _kind(text: str) -> Kind | None:
+    """The kind kubectl's ``TYPE`` names (``isvc``, ``deployments.apps``, ``InferenceService``)."""
+    alias, dot, group = text.lower().partition(".")
+    kind = ALIASES.get(alias)
+    if kind is not None and dot and group != kind.group:  # deployments.apps, isvc.serving.kserve.io
+        return None
+    return kind

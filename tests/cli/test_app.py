@@ -106,3 +106,18 @@ def test_a_misspelled_command_gets_a_suggestion(typed: str, meant: str) -> None:
     assert result.exit_code == 2
     assert f"No such command {typed!r}; did you mean {meant!r}?" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_at_80_columns_cuts_no_word(name: str) -> None:
+    """click wraps help at hyphens (``minor-``/``compat``), as help texts conventionally do,
+    but a word without one is never split: every such word of a command's help and of its
+    options' helps appears whole in ``--help`` at 80 columns."""
+    import typer
+
+    importlib.import_module(COMMANDS[name].module)
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    texts = [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]
+    words = {w for text in texts for w in text.split() if "-" not in w}
+    shown = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "80"}).stdout
+    assert sorted(w for w in words if w not in shown) == []

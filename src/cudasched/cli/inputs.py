@@ -71,8 +71,9 @@ ClusterFileOption = Annotated[
     Path | None,
     typer.Option(
         "--cluster",
-        help="Cluster dump: `cudasched snapshot` output, or kubectl get nodes,pods,"
-        "inferenceservices,servingruntimes,clusterservingruntimes -A -o yaml; or a directory "
+        help="Cluster dump: `cudasched snapshot` output, or what kubectl get -A -o yaml prints "
+        "for nodes, pods, inferenceservices, servingruntimes and clusterservingruntimes; or a "
+        "directory "
         "of such YAML/JSON manifests (read recursively, as CI checks a repository). Default: "
         "the bundled sample cluster (said on stderr).",
     ),

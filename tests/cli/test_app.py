@@ -121,3 +121,53 @@ def test_help_at_80_columns_cuts_no_word(name: str) -> None:
     words = {w for text in texts for w in text.split() if "-" not in w}
     shown = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "80"}).stdout
     assert sorted(w for w in words if w not in shown) == []
+
+
+#: Every command that reads a cluster (it takes --live), as a user first runs it, and whether
+#: it answers in JSON (which then names the cluster it judged).
+SAMPLE_RUNS: dict[str, tuple[list[str], bool]] = {
+    "explain": (["explain", "-o", "json"], True),
+    "audit": (["audit", "-o", "json"], True),
+    "report": (["report", "-o", "json"], True),
+    "plan-drivers": (["plan-drivers", "-o", "json"], True),
+    "snapshot": (["snapshot"], False),  # a kubectl List: read back by --cluster as is
+    "mutate": (["mutate", "examples/team-llm.yaml"], False),  # an AdmissionReview
+    "demo": (["demo"], False),
+}
+
+
+def test_every_command_that_reads_a_cluster_is_in_the_sample_runs() -> None:
+    import typer
+
+    group = typer.main.get_command(app)
+    ctx = typer.Context(group)
+    commands = {n: group.get_command(ctx, n) for n in group.list_commands(ctx)}  # type: ignore[attr-defined]
+    readers = {n for n, c in commands.items() if any(p.name == "live" for p in c.params)}
+    assert readers == set(SAMPLE_RUNS)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLE_RUNS))
+def test_judging_the_bundled_sample_is_said_once_on_stderr_and_in_json(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20 item 3: without --cluster or --live a command judges the bundled sample, and
+    says so on stderr in one line (and in its JSON answer); given a cluster, it does not."""
+    import json
+    from pathlib import Path
+
+    from cudasched.cli.inputs import SAMPLE_NOTE
+
+    root = Path(__file__).parents[2]
+    monkeypatch.chdir(root)
+    args, answers_json = SAMPLE_RUNS[name]
+    note = f"cudasched: note: {SAMPLE_NOTE}"
+    sample = CliRunner().invoke(app, args)
+    assert sample.exit_code in (0, 1), sample.output
+    assert sample.stderr.splitlines().count(note) == 1
+    given = CliRunner().invoke(
+        app, [*args, "--cluster", str(root / "src/cudasched/data/sample-cluster.yaml")]
+    )
+    assert given.exit_code == sample.exit_code and note not in given.stderr
+    if answers_json:
+        assert json.loads(sample.stdout)["cluster"]["sample"] is True
+        assert json.loads(given.stdout)["cluster"]["sample"] is False

@@ -73,3 +73,19 @@ def test_creation_review_looks_like_the_api_server() -> None:
     assert req["namespace"] == pod["metadata"]["namespace"]
     assert "status" not in req["object"] and "uid" not in req["object"]["metadata"]
     assert req["userInfo"]["username"].endswith(":replicaset-controller")
+
+
+def test_demo_and_explain_count_the_same_eligible_nodes() -> None:
+    """Issue 20 item 4: one count per thing. The demo's eligible nodes (the webhook's patch
+    evaluated) are explain's for every pod, the CPU node counted by the same rule."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from cudasched.cli import app
+
+    rows, _, _ = run_demo(bundled_snapshot())
+    explained = json.loads(CliRunner().invoke(app, ["explain", "-o", "json"]).stdout)
+    counts = [w["summary"]["eligible"] for w in explained["workloads"]]
+    assert [len(row.eligible) for row in rows] == counts
+    assert counts == [11, 9, 20, 21, 11, 1, 1, 0, 4]

@@ -80,10 +80,6 @@ def test_demo_and_explain_count_the_same_eligible_nodes() -> None:
     evaluated) are explain's for every pod, the CPU node counted by the same rule."""
     import json
 
-    from typer.testing import CliRunner
-
-    from cudasched.cli import app
-
     rows, _, _ = run_demo(bundled_snapshot())
     explained = json.loads(CliRunner().invoke(app, ["explain", "-o", "json"]).stdout)
     counts = [w["summary"]["eligible"] for w in explained["workloads"]]

@@ -447,3 +447,53 @@ def test_pull_secrets_are_granted_only_with_the_flag(tmp_path: Path) -> None:
     plain_settings = tmp_path / "plain.yaml"
     plain_settings.write_text(_one(plain, "ConfigMap")["data"]["config.yaml"])
     assert not load_config(plain_settings).image_resolver.pull_secrets
+
+
+def test_the_background_audit_is_granted_and_turned_on_only_with_its_flag(
+    tmp_path: Path,
+) -> None:
+    """``--audit-interval N``: a ClusterRole of its own, bound to the webhook, with list on
+    every kind the audit's live read lists and what server-side apply of PolicyReports needs,
+    and a config that runs the audit every N minutes and publishes (one the webhook accepts).
+    Nothing of it by default."""
+    from cudasched.kube.live import LIVE_KINDS
+    from cudasched.vocab.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT
+
+    plain = _render("--namespace", "gpu-system")
+    opted = _render("--namespace", "gpu-system", "--audit-interval", "30")
+    name = f"{webhook.APP}-audit"
+    role = _one(opted, "ClusterRole", name)
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    needed = {(k.group, k.plural, "list") for k in LIVE_KINDS}
+    needed |= {
+        (k.group, k.plural, verb)
+        for k in (POLICY_REPORT, CLUSTER_POLICY_REPORT)
+        for verb in ("create", "patch")
+    }
+    assert granted == needed
+    binding = _one(opted, "ClusterRoleBinding", name)
+    assert binding["roleRef"]["name"] == name
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": webhook.APP, "namespace": "gpu-system"}
+    ]
+    assert not [o for o in plain if o["metadata"]["name"] == name]
+    for obj in opted:
+        if obj["kind"] not in CERT_MANAGER_KINDS:
+            assert_valid(obj)
+    settings = tmp_path / "config.yaml"
+    settings.write_text(_one(opted, "ConfigMap")["data"]["config.yaml"])
+    audit = load_config(settings).audit
+    assert (audit.interval_minutes, audit.publish_reports) == (30, True)
+    plain_settings = tmp_path / "plain.yaml"
+    plain_settings.write_text(_one(plain, "ConfigMap")["data"]["config.yaml"])
+    assert load_config(plain_settings).audit.interval_minutes == 0
+    assert _render("--audit-interval", "0") == _render()
+    refused = CliRunner().invoke(app, ["manifests", "--audit-interval", "5000"])
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert refused.stderr.startswith("cudasched: error: invalid --audit-interval 5000:")

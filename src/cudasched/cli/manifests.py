@@ -107,6 +107,17 @@ def manifests_command(
             "own). Off by default; see docs/security.md.",
         ),
     ] = False,
+    audit_interval: Annotated[
+        int,
+        typer.Option(
+            "--audit-interval",
+            metavar="MINUTES",
+            help="Run the audit in the webhook every MINUTES (1 to 1440) and publish its "
+            "findings as PolicyReports and the cudasched_audit_findings gauge: sets "
+            "audit.intervalMinutes and grants list on what the audit reads and create, patch "
+            "on PolicyReports (a ClusterRole of its own). 0, the default: off.",
+        ),
+    ] = 0,
 ) -> None:
     """Print the install manifests as multi-document YAML (pipe to 'kubectl apply -f -').
 
@@ -138,6 +149,7 @@ def manifests_command(
             api_server_cidrs=cidrs,
             priority_class=priority_class,
             pull_secrets=pull_secrets,
+            audit_minutes=audit_interval,
         )
     except InputError as exc:
         fail(str(exc))

@@ -59,10 +59,12 @@ from cudasched.knowledge.images import parse_image_ref
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import (
+    CLUSTER_POLICY_REPORT,
     CLUSTER_SERVING_RUNTIME,
     INFERENCE_SERVICE,
     KSERVE_GROUP,
     LLM_INFERENCE_SERVICE,
+    POLICY_REPORT,
     SECRET,
     SERVICE_ACCOUNT,
     SERVING_RUNTIME,
@@ -329,12 +331,63 @@ def pull_secret_objects(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def webhook_settings(*, pull_secrets: bool = False) -> dict[str, Any]:
-    """The webhook's ``config.yaml`` in the ConfigMap: :data:`DEFAULT_CONFIG`, and with
-    ``pull_secrets`` the image resolver on, reading workloads' pull secrets."""
-    if not pull_secrets:
-        return dict(DEFAULT_CONFIG)
-    return {**DEFAULT_CONFIG, "imageResolver": {"enabled": True, "pullSecrets": True}}
+#: The longest background audit interval the webhook's configuration accepts, in minutes.
+MAX_AUDIT_MINUTES = 1440
+
+
+def audit_objects(namespace: str) -> list[dict[str, Any]]:
+    """``--audit-interval``: what the webhook's background audit needs besides the webhook's
+    own grant, in a ClusterRole of its own: ``list`` on every kind a live read lists (the
+    audit reads the cluster as ``cudasched audit --live`` does), and ``create`` and ``patch``
+    on PolicyReports and ClusterPolicyReports (server-side apply)."""
+    from cudasched.kube.live import LIVE_KINDS
+
+    listed: dict[str, list[str]] = {}
+    for kind in LIVE_KINDS:
+        listed.setdefault(kind.group, []).append(kind.plural)
+    reports = [POLICY_REPORT, CLUSTER_POLICY_REPORT]
+    name = f"{APP}-audit"
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _meta(name, None, "webhook"),
+            "rules": [
+                *(
+                    {"apiGroups": [group], "resources": plurals, "verbs": ["list"]}
+                    for group, plurals in listed.items()
+                ),
+                {
+                    "apiGroups": sorted({k.group for k in reports}),
+                    "resources": [k.plural for k in reports],
+                    "verbs": ["create", "patch"],
+                },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _meta(name, None, "webhook"),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": namespace}],
+        },
+    ]
+
+
+def webhook_settings(*, pull_secrets: bool = False, audit_minutes: int = 0) -> dict[str, Any]:
+    """The webhook's ``config.yaml`` in the ConfigMap: :data:`DEFAULT_CONFIG`; with
+    ``pull_secrets`` the image resolver on, reading workloads' pull secrets; with
+    ``audit_minutes`` the background audit every that many minutes, publishing reports."""
+    settings: dict[str, Any] = dict(DEFAULT_CONFIG)
+    if pull_secrets:
+        settings["imageResolver"] = {"enabled": True, "pullSecrets": True}
+    if audit_minutes:
+        settings["audit"] = {"intervalMinutes": audit_minutes, "publishReports": True}
+    return settings
 
 
 def workload_objects(
@@ -632,15 +685,22 @@ def all_objects(
     api_server_cidrs: Sequence[str] | None = DEFAULT_API_SERVER_CIDRS,
     priority_class: str = DEFAULT_PRIORITY_CLASS,
     pull_secrets: bool = False,
+    audit_minutes: int = 0,
 ) -> list[dict[str, Any]]:
     """Everything ``cudasched manifests`` prints, in apply order. Without cert-manager the
     ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or ``cert_pem`` itself when
     the certificate is its own CA. ``api_server_cidrs`` of ``None`` leaves the NetworkPolicy
     out; an empty ``priority_class`` leaves the priority (and its quota) out. ``pull_secrets``
-    adds the grant of :func:`pull_secret_objects` and turns the image resolver on with it."""
+    adds the grant of :func:`pull_secret_objects` and turns the image resolver on with it;
+    ``audit_minutes`` (0: off) the grant of :func:`audit_objects` and the background audit."""
     if not isinstance(namespace, str) or not _DNS_LABEL.fullmatch(namespace):
         raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
     checked_image(image)
+    if not 0 <= audit_minutes <= MAX_AUDIT_MINUTES:
+        raise InputError(
+            f"invalid --audit-interval {audit_minutes}: expected minutes from 1 to "
+            f"{MAX_AUDIT_MINUTES} (a day), or 0 for no background audit"
+        )
     if priority_class and (
         len(priority_class) > 253 or not _DNS_SUBDOMAIN.fullmatch(priority_class)
     ):
@@ -658,13 +718,15 @@ def all_objects(
     objects += rbac_objects(namespace)
     if pull_secrets:
         objects += pull_secret_objects(namespace)
+    if audit_minutes:
+        objects += audit_objects(namespace)
     objects += tls_objects(namespace, cert_manager=cert_manager, cert_pem=cert_pem, key_pem=key_pem)
     objects += priority_objects(namespace, priority_class)
     objects += workload_objects(
         namespace,
         image,
         priority_class=priority_class,
-        settings=webhook_settings(pull_secrets=pull_secrets),
+        settings=webhook_settings(pull_secrets=pull_secrets, audit_minutes=audit_minutes),
     )
     if api_server_cidrs is not None:
         objects.append(network_policy(namespace, api_server_cidrs))

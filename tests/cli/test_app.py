@@ -171,3 +171,11 @@ def test_judging_the_bundled_sample_is_said_once_on_stderr_and_in_json(
     if answers_json:
         assert json.loads(sample.stdout)["cluster"]["sample"] is True
         assert json.loads(given.stdout)["cluster"]["sample"] is False
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_shows_no_docstring_markup(name: str) -> None:
+    """A command's help is its docstring: the RST double backticks of ``manifests`` that the
+    help once showed are not there, in any command."""
+    shown = CliRunner().invoke(app, [name, "--help"]).stdout
+    assert shown.startswith("Usage: ") and "``" not in shown and ":func:" not in shown

@@ -208,3 +208,14 @@ def test_a_label_map_names_its_file_and_an_empty_file_says_so(tmp_path: Path) ->
     assert result.exit_code == 2
     assert f"node labels file {str(empty)!r} is empty" in result.stderr
     assert "NoneType" not in result.stderr
+
+
+def test_a_misspelled_gpu_gets_the_nearest_names_and_where_to_look() -> None:
+    """Issue 20 item 5: ``--gpu A1000`` suggests the GPUs it may be and points at the list."""
+    result = CliRunner().invoke(
+        app, ["check", "--gpu", "A1000", "--driver", "535.104.05", "--cuda", "12.4"]
+    )
+    assert (result.exit_code, result.stdout) == (2, "")
+    [line] = result.stderr.splitlines()
+    assert line.startswith("cudasched: error: unknown GPU 'A1000'")
+    assert "did you mean 'A100'" in line and "cudasched knowledge gpus" in line

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import kmock as kmock_lib
 import pytest
@@ -282,3 +283,37 @@ def test_report_audit_and_plan_name_the_same_pools() -> None:
         if f["object"].startswith("Pool/")
     }
     assert len(audited) == 12 and audited <= set(planned)
+
+
+@pytest.mark.parametrize(
+    ("scope", "said", "allowed"),
+    [
+        (["-n", "team-vision"], "namespace team-vision", "InferenceService/team-vision/"),
+        (
+            ["-l", "app.kubernetes.io/name=cuda-smoke-test"],
+            "selector app.kubernetes.io/name=cuda-smoke-test",
+            "Pod/ml-batch/cuda-smoke-test",
+        ),
+    ],
+    ids=["namespace", "selector"],
+)
+def test_plan_drivers_is_scoped_by_namespace_and_selector(
+    scope: list[str], said: str, allowed: str
+) -> None:
+    """Issue 20 item 1: plan-drivers takes kubectl's -n and -l. The demand is the workloads
+    in scope (and the runtimes they may use: the cluster's, and their namespace's); every
+    pool is still planned, and the JSON says the scope."""
+    whole = json.loads(CliRunner().invoke(app, ["plan-drivers", "-o", "json", *AS_OF]).stdout)
+    result = CliRunner().invoke(app, ["plan-drivers", "-o", "json", *AS_OF, *scope])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["cluster"]["scope"] == said
+    assert len(doc["pools"]) == len(whole["pools"]) == 13
+
+    def workloads(plan: dict[str, Any]) -> set[str]:
+        demand = {w for p in plan["pools"] for w in (*p["gains"], *p["loses"])}
+        return {w for w in demand if "Runtime/" not in w}
+
+    scoped = workloads(doc)
+    assert scoped and all(w.startswith(allowed) for w in scoped), scoped
+    assert scoped < workloads(whole)

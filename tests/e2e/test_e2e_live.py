@@ -137,9 +137,10 @@ def test_410_during_a_list_restarts_it(
         ["explain", "isvc/llama3-8b", "-n", "team-nlp", "-o", "json"],
         ["explain", "-n", "team-vision", "-o", "json"],
         ["audit", "-o", "json"],
+        ["audit", "-n", "team-nlp", "-l", "!aml.cpaas.io/runtime-type", "-o", "json"],
         ["plan-drivers", "-o", "yaml"],
     ],
-    ids=["explain-isvc", "explain-namespace", "audit", "plan-drivers"],
+    ids=["explain-isvc", "explain-namespace", "audit", "audit-scoped", "plan-drivers"],
 )
 def test_live_answers_equal_the_snapshot_answers(
     plane: ControlPlane, snapshot_file: Path, args: list[str]
@@ -216,6 +217,22 @@ def test_kubectl_plugin(plane: ControlPlane, sample: Sample) -> None:
     summary = json.loads(explained.stdout)["summary"]
     assert summary["workload"] == "team-nlp/InferenceService/llama3-8b"
     assert summary["eligible"] == 33
+    # Issue 20's done-when: kubectl cudasched audit -n X -l Y against the real API server.
+    scoped = ["-n", "team-nlp", "-l", "!aml.cpaas.io/runtime-type", "-o", "json"]
+    audited = subprocess.run(
+        [str(plane.binaries.kubectl), "cudasched", "audit", *scoped],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert audited.returncode == 1, audited.stderr  # nemotron's no-compatible-node: an error
+    doc = json.loads(audited.stdout)
+    found = [(f["code"], f["object"]) for f in doc["findings"]]
+    assert ("no-compatible-node", "InferenceService/team-nlp/nemotron-nano-fp4") in found
+    assert [o for _, o in found if not o.startswith(("Node/", "InferenceService/team-nlp/"))] == []
+    assert doc["cluster"]["scope"] == "namespace team-nlp, selector !aml.cpaas.io/runtime-type"
     snap = subprocess.run(
         [
             str(plane.binaries.kubectl),

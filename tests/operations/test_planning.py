@@ -133,6 +133,9 @@ def test_known_answers(kb: KnowledgeBase, images: ImageTable) -> None:
     assert "Kepler GPUs end at R470" in kepler["why"]
     # Kept, and pinned: without an object of its own the default NVIDIADriver would take it.
     assert kepler["nvidiaDriver"] == "k80-ubuntu20.04-r470"
+    # The note names each pin's object and the pool it keeps (two names, each for its thing).
+    [pinned] = [n for n in plan.notes if n.startswith("pools that keep their driver")]
+    assert "NVIDIADriver k80-ubuntu20.04-r470 for pool k80-r470-ubuntu20.04" in pinned
 
     volta = by_node["v100-a"]
     assert (volta["change"], volta["targetBranch"], volta["kernelModuleType"]) == (

@@ -165,11 +165,15 @@ def plan_notes(
                 "conflicts with the pool objects: install with "
                 "driver.nvidiaDriverCRD.deployDefaultCR=false"
             )
-        pins = [o.name for o in objects if o.pin]
+        pins = [
+            f"NVIDIADriver {o.name} for pool{'s' if len(o.pools) > 1 else ''} {', '.join(o.pools)}"
+            for o in objects
+            if o.pin
+        ]
         if pins:
             notes.append(
                 "pools that keep their driver are pinned too ("
-                + ", ".join(pins)
+                + "; ".join(pins)
                 + "): without an object of their own the default NVIDIADriver would take them"
             )
         notes.append(

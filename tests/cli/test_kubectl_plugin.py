@@ -186,6 +186,8 @@ async def test_kubectl_cudasched_snapshot_and_errors(
 
     code, out, err = await kubectl("cudasched", "--help", kubeconfig=config)
     assert code == 0 and "Usage: kubectl cudasched" in out
+    # Issue 20 item 5: the plugin's help says it reads the live cluster by default.
+    assert "every command that reads a cluster reads the LIVE cluster" in " ".join(out.split())
 
 
 @needs_kubectl

@@ -80,6 +80,17 @@ def test_recommend_driver_cuts_no_reason(columns: int) -> None:
 
 
 @pytest.mark.parametrize("columns", [80, 200])
+def test_check_cuts_no_reason(columns: int) -> None:
+    args = ("check", "--gpu", "K80", "--driver", "470.82.01", "--cuda", "12.4")
+    doc = _json(*args)
+    reasons = doc["reasons"]
+    assert isinstance(reasons, list) and len(reasons) == 2
+    words = _words([r["message"] for r in reasons] + [r["code"] for r in reasons])
+    out = _run(columns, *args)
+    assert _cut_or_too_long(out, columns, words) == ([], [])
+
+
+@pytest.mark.parametrize("columns", [80, 200])
 @pytest.mark.parametrize("topic", ["gpus", "images", "cuda", "drivers", "frameworks"])
 def test_knowledge_cuts_no_fact(topic: str, columns: int) -> None:
     rows = _json("knowledge", topic)["rows"]

@@ -24,6 +24,7 @@ from cudasched.cli.options import (
     ShipsCudaCompatOption,
     requirement_from_options,
 )
+from cudasched.cli.terminal import width, wrapped
 from cudasched.compat.engine import check, resolve_policy
 from cudasched.compat.fixes import with_fixes
 from cudasched.nodes.facts import NodeFacts, facts_from_labels, facts_from_parts
@@ -32,19 +33,25 @@ from cudasched.vocab.requirements import Policy, Requirement
 
 __all__ = ["check_cmd"]
 
+TEXT_WIDTH = 100
+
 
 class CheckFormat(StrEnum):
     TEXT = "text"
     JSON = "json"
 
 
-def _render_check(facts: NodeFacts, req: Requirement, policy: Policy, verdict: Any) -> str:
-    lines = [f"{verdict.status.value}: {req.describe()} [{policy.value}] on {facts.name}"]
-    lines.append(f"  node: {facts.describe()}")
+def _render_check(
+    facts: NodeFacts, req: Requirement, policy: Policy, verdict: Any, width: int
+) -> str:
+    """The verdict first, then the node and each reason with its fix, wrapped at spaces."""
+    head = f"{verdict.status.value}: {req.describe()} [{policy.value}] on {facts.name}"
+    lines = wrapped(head, width)
+    lines += wrapped(f"node: {facts.describe()}", width, "  ", "    ")
     for reason in verdict.reasons:
-        lines.append(f"  - {reason.code}: {reason.message}")
+        lines += wrapped(f"- {reason.code}: {reason.message}", width, "  ", "      ")
         if reason.fix:
-            lines.append(f"    fix: {reason.fix}")
+            lines += wrapped(f"fix: {reason.fix}", width, "    ", "      ")
     return "\n".join(lines)
 
 
@@ -119,5 +126,5 @@ def check_cmd(
         }
         typer.echo(json.dumps(doc, indent=2))
     else:
-        typer.echo(_render_check(facts, req, effective, verdict))
+        typer.echo(_render_check(facts, req, effective, verdict, width(TEXT_WIDTH)))
     raise typer.Exit(EXIT_OK if verdict.compatible else EXIT_INCOMPATIBLE)

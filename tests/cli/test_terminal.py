@@ -80,6 +80,18 @@ def test_recommend_driver_cuts_no_reason(columns: int) -> None:
 
 
 @pytest.mark.parametrize("columns", [80, 200])
+def test_explain_wide_cuts_no_node_name_or_reason(columns: int) -> None:
+    args = ("explain", "isvc/llama3-8b", "-n", "team-nlp")
+    nodes = _json(*args)["nodes"]
+    assert isinstance(nodes, list) and len(nodes) == 21
+    reasons = [r for n in nodes for r in n["reasons"]]
+    words = _words([n["node"] for n in nodes] + [r["code"] for r in reasons])
+    words |= _words(r["message"] for r in reasons)
+    out = _run(columns, *args, "-o", "wide")
+    assert _cut_or_too_long(out, columns, words) == ([], [])
+
+
+@pytest.mark.parametrize("columns", [80, 200])
 def test_check_cuts_no_reason(columns: int) -> None:
     args = ("check", "--gpu", "K80", "--driver", "470.82.01", "--cuda", "12.4")
     doc = _json(*args)

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from cudasched.cli import terminal
@@ -82,6 +81,8 @@ from cudasched.workloads.pods import (
 from cudasched.workloads.resolution import WorkloadNeed, workload_need
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from cudasched.knowledge.images import ImageTable
 
 __all__ = ["explain_cmd", "explain_snapshot"]
@@ -182,64 +183,58 @@ def _short_gpu(products: Sequence[str]) -> str:
     return "+".join(p.removeprefix("NVIDIA-").removeprefix("Tesla-") for p in products)
 
 
-def _table(item: _Explained, *, wide: bool = False) -> Table:
+_WIDE_COLUMNS = (
+    terminal.Column("node"),
+    terminal.Column("GPU"),
+    terminal.Column("driver"),
+    terminal.Column("CUDA"),
+    terminal.Column("cc"),
+    terminal.Column("ok", justify="center"),
+    terminal.Column("runs as"),
+    terminal.Column("why not, and the fix"),
+    terminal.Column("score", justify="right"),
+    terminal.Column("details"),
+)
+
+
+def _print_wide(item: _Explained, out: Console) -> None:
+    """``-o wide``: a row per node with every detail, as wide as the terminal (one record per
+    node where such a table would cut a word)."""
     exp = item.explanation
     summary = exp.summary()
-    suffix = "" if wide else _common_suffix([n.node for n in exp.nodes])
-    wants = _needs(item).removeprefix("needs ")
-    scheme = exp.scheme.value + (f"/{exp.gfd_keys.value} keys" if exp.gfd_keys else "")
-    table = Table(
-        title=Text(f"{exp.workload}", style="bold"),
-        caption=(
-            f"{summary['eligible']}/{summary['total']} "
-            + ("schedulable, none known to run it" if exp.unknown is not None else "eligible")
-            + f"; {wants}; scheme {scheme}"
-            + (f"; runtime {item.runtime.describe()}" if item.runtime else "")
-            + (f"; node names end in {suffix}" if suffix else "")
-            + (f"; no selector: {exp.requirement_error}" if exp.requirement_error else "")
-            + (f"; preferred terms invalid: {exp.score_error}" if exp.score_error else "")
-        ),
-        caption_justify="left",
-        expand=False,
+    caption = (
+        f"{summary['eligible']}/{summary['total']} "
+        + ("schedulable, none known to run it" if exp.unknown is not None else "eligible")
+        + f"; {_needs(item).removeprefix('needs ')}; scheme {_scheme(exp)}"
+        + (f"; runtime {item.runtime.describe()}" if item.runtime else "")
+        + (f"; no selector: {exp.requirement_error}" if exp.requirement_error else "")
+        + (f"; preferred terms invalid: {exp.score_error}" if exp.score_error else "")
     )
-    table.add_column("node", overflow="fold")
-    table.add_column("GPU", overflow="fold")
-    table.add_column("driver", no_wrap=True)
-    table.add_column("CUDA", no_wrap=True)
-    if wide:
-        table.add_column("cc", no_wrap=True)
-    table.add_column("ok", no_wrap=True, justify="center")
-    table.add_column("runs as", overflow="fold")
-    table.add_column("why not, and the fix", overflow="fold")
-    if wide:
-        table.add_column("score", justify="right", no_wrap=True)
-        table.add_column("details", overflow="fold")
+    rows: list[list[str | Text]] = []
     for node in exp.nodes:
         facts = node.facts
-        name = node.node.removesuffix(suffix) if suffix else node.node
         blocking = [r for r in node.reasons if r.blocking]
         modes = ", ".join(dict.fromkeys(r.code for r in node.reasons if not r.blocking)) or "-"
         why = "; ".join(dict.fromkeys(f"{r.code}: {r.fix}" if r.fix else r.code for r in blocking))
         if not why and exp.unknown is not None and node.eligible:
             why = "CUDA unknown"
-        row = [
-            name,
-            _short_gpu(facts.products) if not wide else "+".join(facts.products) or "-",
-            str(facts.driver) if facts.driver else "-",
-            str(facts.cuda) if facts.cuda else "-",
-        ]
-        if wide:
-            row.append(str(facts.compute) if facts.compute else "-")
         verdict = exp.verdict(node)
-        row += [
-            Text(verdict, style=_VERDICT_STYLE[verdict]),
-            modes,
-            why or "-",
-        ]
-        if wide:
-            row += [str(node.score), "; ".join(r.message for r in node.reasons) or "-"]
-        table.add_row(*row)
-    return table
+        rows.append(
+            [
+                node.node,
+                "+".join(facts.products) or "-",
+                str(facts.driver) if facts.driver else "-",
+                str(facts.cuda) if facts.cuda else "-",
+                str(facts.compute) if facts.compute else "-",
+                Text(verdict, style=_VERDICT_STYLE[verdict]),
+                modes,
+                why or "-",
+                str(node.score),
+                "; ".join(r.message for r in node.reasons) or "-",
+            ]
+        )
+    title = Text(f"{exp.workload}", style="bold")
+    terminal.print_table(out, _WIDE_COLUMNS, rows, title=title, caption=caption)
 
 
 def _needs(item: _Explained, *, short: bool = False) -> str:
@@ -400,30 +395,32 @@ def _overview_lines(
     return lines
 
 
-def _overview(items: Sequence[_Explained]) -> Table:
+def _print_overview(items: Sequence[_Explained], out: Console) -> None:
     """One line per workload, after the per-workload tables: the demo's punch line."""
-    table = Table(title=Text("summary", style="bold"), expand=False)
-    table.add_column("workload", overflow="fold", max_width=46)
-    table.add_column("needs", overflow="fold", max_width=20)
-    table.add_column("runtime / source", overflow="fold", max_width=18)
-    table.add_column("eligible", justify="right", no_wrap=True)
+    rows: list[list[str | Text]] = []
     for item in items:
         exp = item.explanation
         req = exp.requirement
         where = item.runtime.name if item.runtime else (req.source.split(" ")[0] if req else "")
+        if exp.unknown is not None:
+            where = exp.unknown.reason
         # Counted per group of alike nodes: the overview builds no per-node answer.
         count = exp.eligible_count
-        needs = req.describe() if req is not None else "-"
-        if exp.unknown is not None:
-            needs = "unknown"
-            where = exp.unknown.reason
-        table.add_row(
-            exp.workload,
-            needs,
-            where or "-",
-            Text(f"{count}/{exp.total}", style="red" if count == 0 else ""),
+        rows.append(
+            [
+                exp.workload,
+                _needs(item, short=True),
+                where or "-",
+                Text(f"{count}/{exp.total}", style="red" if count == 0 else ""),
+            ]
         )
-    return table
+    columns = (
+        terminal.Column("workload"),
+        terminal.Column("needs"),
+        terminal.Column("runtime / source"),
+        terminal.Column("eligible", justify="right"),
+    )
+    terminal.print_table(out, columns, rows, title=Text("summary", style="bold"))
 
 
 def _document(
@@ -614,12 +611,12 @@ def explain_cmd(
         for number, item in enumerate(items):
             if number:
                 console.print()
-            console.print(_table(item, wide=True))
+            _print_wide(item, console)
             for warning in _unknown_warnings(item):
                 console.print(Text(warning, style="yellow"))
         if len(items) > 1:
             console.print()
-            console.print(_overview(items))
+            _print_overview(items, console)
     else:
         width = terminal.width(TABLE_WIDTH)
         pools = _pool_names(context, fleet)

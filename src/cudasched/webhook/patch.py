@@ -157,9 +157,13 @@ def _diff_value(path: tuple[str, ...], old: Any, new: Any, depth: int, out: list
 
 
 def diff(
-    original: Mapping[str, Any], mutated: Mapping[str, Any], scopes: Iterable[Scope]
+    original: Mapping[str, Any],
+    mutated: Mapping[str, Any],
+    scopes: Iterable[Scope],
+    at: str = "",
 ) -> list[Op]:
-    """Operations that turn ``original`` into ``mutated`` within ``scopes`` (and nothing else).
+    """Operations that turn ``original`` into ``mutated`` within ``scopes`` (and nothing else),
+    their paths under ``at`` (the pointer of ``original`` in a larger document; ``""``: none).
 
     For each scope the nearest ancestor missing from ``original`` is added whole, so the patch
     applies whatever the original looked like. Scopes are processed in the given order; they
@@ -195,4 +199,7 @@ def diff(
                     out.append({"op": "replace", "path": pointer(path[:i]), "value": new})
                 break
             parent_old = old
+    if at:
+        for op in out:
+            op["path"] = at + op["path"]
     return out

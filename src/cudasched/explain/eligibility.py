@@ -66,7 +66,7 @@ from cudasched.vocab.nodeaffinity import (
 )
 from cudasched.vocab.objects import as_mapping
 from cudasched.vocab.requirements import Policy, Requirement
-from cudasched.workloads import resolution
+from cudasched.workloads import declared as declarations
 from cudasched.workloads.gpu import requested_gpu_resources
 from cudasched.workloads.pods import is_skipped, read_pod_template
 from cudasched.workloads.resolution import UnknownRequirement
@@ -99,11 +99,11 @@ def requirement_from_annotations(obj: Mapping[str, Any]) -> Requirement | None:
 
     ``None`` when it declares neither a CUDA version nor a minimum compute capability (a policy
     alone constrains nothing). The values are read by the webhook's own reader
-    (:func:`cudasched.workloads.resolution.requirement_from_annotations`: same accepted values, same
+    (:func:`cudasched.workloads.declared.requirement_from_annotations`: same accepted values, same
     ``source``); bad values raise :class:`InputError` naming the annotation and the workload.
     """
     template = read_pod_template(obj)
-    return resolution.requirement_from_annotations(template.annotations, template.workload)
+    return declarations.requirement_from_annotations(template.annotations, template.workload)
 
 
 # The annotations resolution's reader looks at: what a declared requirement depends on.
@@ -121,9 +121,9 @@ def _declared(annotations: Mapping[str, Any], who: str, shared: _Shared) -> Requ
     try:
         found = shared.annotated.get(key, _MISSING)
     except TypeError:  # an unhashable value (a list): read it every time
-        return resolution.requirement_from_annotations(annotations, who)
+        return declarations.requirement_from_annotations(annotations, who)
     if found is _MISSING:
-        found = shared.annotated[key] = resolution.requirement_from_annotations(annotations, who)
+        found = shared.annotated[key] = declarations.requirement_from_annotations(annotations, who)
     return found
 
 

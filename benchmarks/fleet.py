@@ -151,7 +151,8 @@ def naive_answers(
     from cudasched.placement.merge import merge_required
     from cudasched.vocab import labels as L
     from cudasched.vocab.errors import InputError
-    from cudasched.vocab.nodeaffinity import NodeSelectorError, PreferredTerms, RequiredNodeAffinity
+    from cudasched.vocab.nodeaffinity import PreferredTerms, RequiredNodeAffinity
+    from cudasched.vocab.nodeterms import NodeSelectorError
     from cudasched.workloads.gpu import requested_gpu_resources
     from cudasched.workloads.pods import pod_spec_of
 

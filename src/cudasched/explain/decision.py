@@ -22,13 +22,8 @@ from cudasched.explain.selectors import (
 from cudasched.explain.shared import Shared, checked_once
 from cudasched.nodes.facts import NodeFacts
 from cudasched.placement.merge import merge_required
-from cudasched.vocab.nodeaffinity import (
-    Node,
-    NodeSelector,
-    NodeSelectorError,
-    PreferredTerms,
-    RequiredNodeAffinity,
-)
+from cudasched.vocab.nodeaffinity import Node, NodeSelector, PreferredTerms, RequiredNodeAffinity
+from cudasched.vocab.nodeterms import NodeSelectorError
 from cudasched.vocab.objects import as_mapping
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.workloads.gpu import requested_gpu_resources

@@ -18,7 +18,8 @@ from cudasched.placement.compile import compile_requirement
 from cudasched.placement.merge import checked_terms
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
-from cudasched.vocab.nodeaffinity import CompileCache, NodeSelector
+from cudasched.vocab.nodeaffinity import NodeSelector
+from cudasched.vocab.nodeterms import CompileCache
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.workloads import declared as declarations
 from cudasched.workloads.gpu import requested_gpu_resources

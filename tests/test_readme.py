@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cudasched.compat.engine import REASON_CODES
+from cudasched.compat.verdict import REASON_CODES
 from cudasched.explain import decision, selectors
 from cudasched.operations.audit import findings
 

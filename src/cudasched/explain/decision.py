@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cudasched.compat.engine import Reason, VerdictStatus, check
+from cudasched.compat.engine import check
 from cudasched.compat.fixes import with_fixes
+from cudasched.compat.verdict import Reason, VerdictStatus
 from cudasched.explain.explanation import Score
 from cudasched.explain.selectors import (
     SELECTOR_FIELDS,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from cudasched.compat.engine import Reason
+from cudasched.compat.verdict import Reason
 from cudasched.explain.explanation import SCORE_ERROR, Score
 from cudasched.vocab.nodeaffinity import Node, NodeSelector, PreferredTerms, RequiredNodeAffinity
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from cudasched.compat.engine import Reason
+from cudasched.compat.verdict import Reason
 from cudasched.explain.selectors import Selectors
 from cudasched.nodes.scheme import GfdKeys
 from cudasched.placement.compile import compile_requirement

@@ -3,8 +3,8 @@
 The compiled terms select exactly the nodes :func:`cudasched.compat.engine.check` does not call
 ``incompatible``, for nodes whose labels were written by the scheme's publisher (our agent, or
 GFD with both label generations in step). The compiler does not re-implement the rules: it asks
-the engine's own helpers (:func:`~cudasched.compat.engine.arch_window_reason`,
-:func:`~cudasched.compat.engine.framework_coverage`) about every compute capability the knowledge
+the engine's own helpers (:func:`~cudasched.compat.coverage.arch_window_reason`,
+:func:`~cudasched.compat.coverage.framework_coverage`) about every compute capability the knowledge
 base can answer for, and turns the answer into label expressions. The structure of the result is::
 
     OR over GPU groups g (same driver-branch cap, same framework coverage):
@@ -59,14 +59,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cudasched.compat.engine import (
-    Coverage,
-    arch_window_reason,
-    effective_cuda,
-    framework_coverage,
-    gate_forward_compat_branches,
-    resolve_policy,
-)
+from cudasched.compat.coverage import Coverage, arch_window_reason, framework_coverage
+from cudasched.compat.engine import effective_cuda, resolve_policy
+from cudasched.compat.gate import gate_forward_compat_branches
 from cudasched.nodes.scheme import GFD_KEYS, GfdKeys, GfdKeySet
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from cudasched.compat.engine import Verdict, VerdictStatus, check, resolve_policy
+from cudasched.compat.engine import check, resolve_policy
+from cudasched.compat.verdict import Verdict, VerdictStatus
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase

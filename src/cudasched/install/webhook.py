@@ -38,7 +38,7 @@ from cudasched.install.naming import (
     object_meta,
 )
 from cudasched.install.registration import webhook_configuration
-from cudasched.knowledge.images import parse_image_ref
+from cudasched.knowledge.imageref import parse_image_ref
 from cudasched.vocab.errors import InputError
 
 __all__ = [

@@ -41,7 +41,7 @@ import httpx
 import orjson
 
 from cudasched.knowledge.imageconfig import ImageConfig
-from cudasched.knowledge.images import parse_image_ref
+from cudasched.knowledge.imageref import parse_image_ref
 from cudasched.knowledge.mirrors import Mirror
 from cudasched.registry.auth import (
     DOCKER_HUB,

@@ -149,9 +149,9 @@ def _diff_value(path: tuple[str, ...], old: Any, new: Any, depth: int, out: list
         and (type(new) is dict or isinstance(new, Mapping))
     ):
         for key in sorted(set(old) | set(new)):
-            _diff_value(
-                (*path, key), old.get(key, _MISSING), new.get(key, _MISSING), depth - 1, out
-            )
+            before, after = old.get(key, _MISSING), new.get(key, _MISSING)
+            if before is not after:  # a value shared by both (most of them) is unchanged
+                _diff_value((*path, key), before, after, depth - 1, out)
         return
     out.append({"op": "replace", "path": pointer(path), "value": new})
 

@@ -1,0 +1,93 @@
+"""The control plane's processes: each runs in its own process group (its own session), so
+that :func:`stop_group` ends it and anything it started and nothing outlives a test session;
+whether a pid is alive, the end of a log for an error message, and a free port on 127.0.0.1
+(the one the whole suite takes its ports from).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "Process",
+    "StartError",
+    "free_port",
+    "log_tail",
+    "pid_alive",
+    "stop_group",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class StartError(RuntimeError):
+    """A component did not start; the message carries the end of its log."""
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes] | None
+    pid: int
+    log: Path
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def stop_group(pid: int, *, expect: str | None = None, grace: float = 10.0) -> None:
+    """SIGTERM the process group led by ``pid`` (its own session), SIGKILL after ``grace``.
+
+    ``expect`` guards against a reused pid: the command line must contain it.
+    """
+    if not pid_alive(pid):
+        return
+    if expect and expect not in _cmdline(pid):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    limit = time.monotonic() + grace
+    while time.monotonic() < limit:
+        with contextlib.suppress(ChildProcessError):
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                break
+        if not pid_alive(pid):
+            break
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)

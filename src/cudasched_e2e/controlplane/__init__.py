@@ -42,6 +42,7 @@ __all__ = [
     "free_port",
     "pid_alive",
     "read_state",
+    "record_helper",
     "running",
     "stop_directory",
     "stop_group",
@@ -626,10 +627,54 @@ def read_state(directory: Path) -> dict[str, Any]:
     return dict(json.loads(path.read_text()))
 
 
-def stop_directory(directory: Path) -> list[str]:
-    """Stop the processes a (possibly detached) control plane in ``directory`` recorded."""
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie waiting for a parent that is not us to reap it."""
+    if not pid_alive(pid):
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
+def record_helper(directory: Path, name: str, pid: int | None) -> None:
+    """Note a helper process that serves the control plane in ``directory`` (``webhook``), or
+    forget it (``pid`` None), so that :func:`stop_directory` (``down``) ends it first."""
     state = read_state(directory)
-    stopped = []
+    helpers = dict(state.get("helpers") or {})
+    if pid is None:
+        helpers.pop(name, None)
+    else:
+        helpers[name] = pid
+    state["helpers"] = helpers
+    (directory / STATE_FILE).write_text(json.dumps(state, indent=2))
+
+
+def _stop_helper(pid: int, *, grace: float = 60.0) -> bool:
+    """SIGTERM one helper (a person's foreground or ``&`` command, not a group of ours) and wait
+    while it cleans up (unregisters, stops what it started); SIGKILL after ``grace``."""
+    if _exited(pid) or "cudasched_e2e.controlplane" not in _cmdline(pid):
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    limit = time.monotonic() + grace
+    while not _exited(pid):
+        if time.monotonic() > limit:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            break
+        time.sleep(0.1)
+    return True
+
+
+def stop_directory(directory: Path) -> list[str]:
+    """Stop the processes a (possibly detached) control plane in ``directory`` recorded: its
+    helpers first (while the API server still answers them), then its components."""
+    state = read_state(directory)
+    stopped = [name for name, pid in (state.get("helpers") or {}).items() if _stop_helper(int(pid))]
+    state = read_state(directory)
+    state["helpers"] = {}
     expect = {"nodekeeper": "cudasched_e2e.nodekeeper"}
     for name, pid in reversed(list(state.get("processes", {}).items())):
         if pid_alive(int(pid)):

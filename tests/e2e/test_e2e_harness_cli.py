@@ -21,6 +21,7 @@ import yaml
 
 from cudasched_e2e.binaries import Binaries
 from cudasched_e2e.controlplane import read_state
+from cudasched_e2e.controlplane.processes import cmdline, exited
 from cudasched_e2e.fleet import cudasched_command
 from cudasched_e2e.workloads import gpu_pod
 
@@ -31,18 +32,12 @@ IMAGE = "nvcr.io/nvidia/tritonserver:24.05-py3"
 def _processes_under(directory: Path) -> list[str]:
     """Command lines of running processes that name ``directory`` (every component, the
     keeper and the webhook do: their state, data and certificate paths are under it)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = proc.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = proc.joinpath("stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if str(directory) in cmdline and state != "Z":
-            found.append(f"{proc.name}: {cmdline}")
-    return found
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    return [
+        f"{pid}: {cmdline(pid)}"
+        for pid in pids
+        if str(directory) in cmdline(pid) and not exited(pid) and pid != os.getpid()
+    ]
 
 
 def _wait(what: str, check: object, timeout: float) -> None:

@@ -8,7 +8,8 @@ No kubelet runs: nodes are API objects (:mod:`cudasched_e2e.fleet`) kept Ready b
 
 Every process runs in its own process group (its own session) so that :meth:`ControlPlane.stop`
 (or ``python -m cudasched_e2e.controlplane down``) ends it and anything it started, and nothing
-outlives a test session. Every address is 127.0.0.1.
+outlives a test session (:mod:`cudasched_e2e.controlplane.processes`). Every address is
+127.0.0.1.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +30,14 @@ import httpx
 import yaml
 
 from cudasched_e2e.binaries import Binaries, ensure_built
+from cudasched_e2e.controlplane.processes import (
+    STATE_FILE,
+    pid_alive,
+    read_state,
+    record_helper,
+    stop_directory,
+    stop_group,
+)
 from cudasched_e2e.crds import all_crds
 from cudasched_e2e.fleet import FLEET_LABEL, fleet
 from cudasched_e2e.kube import Api, ApiError, Credentials
@@ -49,8 +57,6 @@ __all__ = [
 ]
 
 Progress = Callable[[str], None]
-
-STATE_FILE = "state.json"
 
 #: kube-controller-manager controllers the harness runs: what makes namespaces usable
 #: (default ServiceAccounts, deletion), owner references work, kube-root-ca.crt appear, and
@@ -114,49 +120,6 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def stop_group(pid: int, *, expect: str | None = None, grace: float = 10.0) -> None:
-    """SIGTERM the process group led by ``pid`` (its own session), SIGKILL after ``grace``.
-
-    ``expect`` guards against a reused pid: the command line must contain it.
-    """
-    if not pid_alive(pid):
-        return
-    if expect and expect not in _cmdline(pid):
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGTERM)
-    limit = time.monotonic() + grace
-    while time.monotonic() < limit:
-        with contextlib.suppress(ChildProcessError):
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            if done == pid:
-                break
-        if not pid_alive(pid):
-            break
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
 
 
 def _kubeconfig(server: str, pki: Pki, user: str, context: str = "cudasched-e2e") -> str:
@@ -618,71 +581,6 @@ class ControlPlane:
             "python": sys.executable,
         }
         (self.directory / STATE_FILE).write_text(json.dumps(state, indent=2))
-
-
-def read_state(directory: Path) -> dict[str, Any]:
-    path = directory / STATE_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"no control plane in {directory} ({STATE_FILE} missing)")
-    return dict(json.loads(path.read_text()))
-
-
-def _exited(pid: int) -> bool:
-    """Gone, or a zombie waiting for a parent that is not us to reap it."""
-    if not pid_alive(pid):
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
-
-
-def record_helper(directory: Path, name: str, pid: int | None) -> None:
-    """Note a helper process that serves the control plane in ``directory`` (``webhook``), or
-    forget it (``pid`` None), so that :func:`stop_directory` (``down``) ends it first."""
-    state = read_state(directory)
-    helpers = dict(state.get("helpers") or {})
-    if pid is None:
-        helpers.pop(name, None)
-    else:
-        helpers[name] = pid
-    state["helpers"] = helpers
-    (directory / STATE_FILE).write_text(json.dumps(state, indent=2))
-
-
-def _stop_helper(pid: int, *, grace: float = 60.0) -> bool:
-    """SIGTERM one helper (a person's foreground or ``&`` command, not a group of ours) and wait
-    while it cleans up (unregisters, stops what it started); SIGKILL after ``grace``."""
-    if _exited(pid) or "cudasched_e2e.controlplane" not in _cmdline(pid):
-        return False
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    limit = time.monotonic() + grace
-    while not _exited(pid):
-        if time.monotonic() > limit:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            break
-        time.sleep(0.1)
-    return True
-
-
-def stop_directory(directory: Path) -> list[str]:
-    """Stop the processes a (possibly detached) control plane in ``directory`` recorded: its
-    helpers first (while the API server still answers them), then its components."""
-    state = read_state(directory)
-    stopped = [name for name, pid in (state.get("helpers") or {}).items() if _stop_helper(int(pid))]
-    state = read_state(directory)
-    state["helpers"] = {}
-    expect = {"nodekeeper": "cudasched_e2e.nodekeeper"}
-    for name, pid in reversed(list(state.get("processes", {}).items())):
-        if pid_alive(int(pid)):
-            stop_group(int(pid), expect=expect.get(name, name))
-            stopped.append(name)
-    state["processes"] = {}
-    (directory / STATE_FILE).write_text(json.dumps(state, indent=2))
-    return stopped
 
 
 @contextlib.contextmanager

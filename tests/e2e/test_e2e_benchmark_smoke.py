@@ -35,5 +35,9 @@ def test_controlplane_benchmark_quick(
     shapes = {r["shape"]: r for r in data["schedule"]}
     assert len(shapes) == 5
     assert all(r["bound"] == r["pods"] for r in data["schedule"])
+    # kube-scheduler's NodeAffinity plugin filtered nodes for every pod with an affinity (each
+    # call counted), and was skipped for the pods without one
+    evaluated = sorted(r["affinity_nodes_per_pod"] for r in data["schedule"])
+    assert evaluated[:2] == [0, 0] and evaluated[2] > 0 and evaluated[-1] <= 100, evaluated
     terms = [v for k, v in data["settings"]["extra"].items() if k.startswith("terms: ")]
     assert len(terms) == 3 and min(terms) >= 1

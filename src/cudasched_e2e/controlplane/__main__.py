@@ -1,11 +1,12 @@
-"""``python -m cudasched_e2e.controlplane up|down|env|status|build``: a real control plane for a
-person, in one command.
+"""``python -m cudasched_e2e.controlplane up|down|env|status|build|webhook``: a real control
+plane for a person, in one command.
 
 ``up`` builds the pinned binaries if the cache lacks them (minutes, once), starts etcd,
 kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1, installs the KServe and
 GPU Operator CRDs and 60 GPU nodes from real GFD label sets, and leaves it all running in the
-background; ``env`` prints the two exports that point kubectl (the pinned one) at it; ``down``
-stops it.
+background; ``env`` prints the two exports that point kubectl (the pinned one) at it;
+``webhook`` runs cudasched's webhook on the host, registered with it, until Ctrl-C; ``down``
+stops it all, the webhook first.
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ import httpx
 
 from benchmarks.common import Table, comma_list, loadavg, percentile, progress, report
 from cudasched_e2e.binaries import BuildError, build_package
-from cudasched_e2e.controlplane import ControlPlane, Options
+from cudasched_e2e.controlplane.options import Options
+from cudasched_e2e.controlplane.plane import ControlPlane
 from cudasched_e2e.fleet import TEMPLATE_LABEL, cudasched_command
 from cudasched_e2e.kube import Api
 from cudasched_e2e.webhook import registered, webhook_process

@@ -144,14 +144,16 @@ def naive_answers(
     """(eligible, score, engine accepts) for every node, evaluated pair by pair with no
     grouping of nodes or workloads. ``offered``: the GPU resources each node offers (the
     scheduler's resource fit), ``None`` when not known."""
-    from cudasched.compat.engine import VerdictStatus, check, resolve_policy
+    from cudasched.compat.engine import check, resolve_policy
+    from cudasched.compat.verdict import VerdictStatus
     from cudasched.explain.eligibility import requirement_from_annotations
     from cudasched.nodes.scheme import GfdKeys, choose_gfd_keys, choose_scheme
     from cudasched.placement.compile import compile_requirement
     from cudasched.placement.merge import merge_required
     from cudasched.vocab import labels as L
     from cudasched.vocab.errors import InputError
-    from cudasched.vocab.nodeaffinity import NodeSelectorError, PreferredTerms, RequiredNodeAffinity
+    from cudasched.vocab.nodeaffinity import PreferredTerms, RequiredNodeAffinity
+    from cudasched.vocab.nodeterms import NodeSelectorError
     from cudasched.workloads.gpu import requested_gpu_resources
     from cudasched.workloads.pods import pod_spec_of
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cudasched.compat.engine import REASON_CODES
-from cudasched.explain import eligibility
+from cudasched.compat.verdict import REASON_CODES
+from cudasched.explain import decision, selectors
 from cudasched.operations.audit import findings
 
 ROOT = Path(__file__).parents[1]
@@ -36,10 +36,10 @@ def _glossary_codes() -> set[str]:
 
 def test_the_glossary_names_every_node_reason() -> None:
     node_codes = set(REASON_CODES) | {
-        eligibility.NO_GPU_RESOURCE,
-        eligibility.NODE_SELECTOR_MISMATCH,
-        eligibility.AFFINITY_MISMATCH,
-        eligibility.REQUIREMENT_LABELS_MISSING,
+        decision.NO_GPU_RESOURCE,
+        selectors.NODE_SELECTOR_MISMATCH,
+        selectors.AFFINITY_MISMATCH,
+        decision.REQUIREMENT_LABELS_MISSING,
     }
     assert node_codes - _glossary_codes() == set()
 

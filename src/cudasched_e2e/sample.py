@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from cudasched_e2e.controlplane import ControlPlane
+from cudasched_e2e.controlplane.plane import ControlPlane
 from cudasched_e2e.fleet import sample_objects
 from cudasched_e2e.webhook import LiveWebhook, registered
 

@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 import yaml
 
-from cudasched_e2e.controlplane import free_port
+from cudasched_e2e.controlplane.processes import free_port
 from cudasched_e2e.fleet import cudasched_command
 from cudasched_e2e.kube import Api
 

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.compat import engine as E
-from cudasched.compat.engine import Coverage, VerdictStatus, check, framework_coverage
+from cudasched.compat.coverage import Coverage, framework_coverage, toolkit_coverage
+from cudasched.compat.engine import check
+from cudasched.compat.verdict import REASON_CODES, VerdictStatus
 from cudasched.knowledge import KnowledgeBase
 from cudasched.nodes.facts import facts_from_labels, facts_from_parts
 from cudasched.vocab import labels as L
@@ -298,7 +299,7 @@ def test_policies_only_widen(
     ok = [v.compatible for v in verdicts]
     assert ok == sorted(ok)  # strict <= minor-compat <= forward-compat
     for v in verdicts:
-        assert v.reasons and all(r.code in E.REASON_CODES and r.message for r in v.reasons)
+        assert v.reasons and all(r.code in REASON_CODES and r.message for r in v.reasons)
         if v.compatible:
             assert len(v.reasons) == 1 and v.reasons[0].code in _POSITIVE
             assert (v.status is COMPATIBLE) == (
@@ -368,12 +369,12 @@ def test_a_newer_major_needs_ptx(
 
 
 def test_toolkit_coverage_matches_the_targets(kb: KnowledgeBase) -> None:
-    assert E.toolkit_coverage(kb, cc("8.9"), parse_cuda("11.6")) is Coverage.SASS
-    assert E.toolkit_coverage(kb, cc("9.0"), parse_cuda("11.7")) is Coverage.PTX
-    assert E.toolkit_coverage(kb, cc("9.0"), parse_cuda("11.8")) is Coverage.SASS
-    assert E.toolkit_coverage(kb, cc("10.3"), parse_cuda("12.8")) is Coverage.SASS
-    assert E.toolkit_coverage(kb, cc("7.0"), parse_cuda("13.0")) is Coverage.NONE
-    assert E.toolkit_coverage(kb, cc("11.0"), parse_cuda("12.8")) is Coverage.NONE
+    assert toolkit_coverage(kb, cc("8.9"), parse_cuda("11.6")) is Coverage.SASS
+    assert toolkit_coverage(kb, cc("9.0"), parse_cuda("11.7")) is Coverage.PTX
+    assert toolkit_coverage(kb, cc("9.0"), parse_cuda("11.8")) is Coverage.SASS
+    assert toolkit_coverage(kb, cc("10.3"), parse_cuda("12.8")) is Coverage.SASS
+    assert toolkit_coverage(kb, cc("7.0"), parse_cuda("13.0")) is Coverage.NONE
+    assert toolkit_coverage(kb, cc("11.0"), parse_cuda("12.8")) is Coverage.NONE
 
 
 @pytest.mark.parametrize("driver", ["535.104.05", "550.90.07", "570.26"])

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cudasched.cli import app
-from cudasched.compat.engine import Reason, check
+from cudasched.compat.engine import check
 from cudasched.compat.fixes import fix_for, with_fixes
+from cudasched.compat.verdict import Reason
 from cudasched.knowledge import KnowledgeBase
 from cudasched.nodes.facts import facts_from_parts
 from cudasched.vocab.requirements import Policy, Requirement

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from cudasched_e2e.binaries import Binaries, BuildError, ensure_built, find_go
-from cudasched_e2e.controlplane import ControlPlane, Options
+from cudasched_e2e.controlplane.options import Options
+from cudasched_e2e.controlplane.plane import ControlPlane
 from cudasched_e2e.kube import Api
 from cudasched_e2e.sample import Sample, load_sample
 from cudasched_e2e.webhook import LiveWebhook, webhook_process

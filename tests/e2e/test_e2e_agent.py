@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cudasched_e2e.controlplane import ControlPlane
+from cudasched_e2e.controlplane.plane import ControlPlane
 from cudasched_e2e.fleet import TEMPLATE_LABEL, cudasched_command
 from cudasched_e2e.kube import Api, ApiError
 from cudasched_e2e.webhook import manifests

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from cudasched_e2e.controlplane import ControlPlane
+from cudasched_e2e.controlplane.plane import ControlPlane
 from cudasched_e2e.fleet import cudasched_command
 from cudasched_e2e.kube import Api, ApiError
 from cudasched_e2e.sample import Sample

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from cudasched_e2e.controlplane import ControlPlane, free_port
+from cudasched_e2e.controlplane.plane import ControlPlane
+from cudasched_e2e.controlplane.processes import free_port
 from cudasched_e2e.kube import Api, ApiError
 from cudasched_e2e.webhook import LiveWebhook, registered, registration
 from cudasched_e2e.workloads import gpu_pod

@@ -20,8 +20,8 @@ from pathlib import Path
 import yaml
 
 from cudasched_e2e.binaries import Binaries
-from cudasched_e2e.controlplane import read_state
 from cudasched_e2e.controlplane.processes import cmdline, exited
+from cudasched_e2e.controlplane.state import read_state
 from cudasched_e2e.fleet import cudasched_command
 from cudasched_e2e.workloads import gpu_pod
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from cudasched_e2e.controlplane import ControlPlane
+from cudasched_e2e.controlplane.plane import ControlPlane
 from cudasched_e2e.kube import Api
 from cudasched_e2e.sample import Sample
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import yaml
 
-from cudasched_e2e.controlplane import ControlPlane
+from cudasched_e2e.controlplane.plane import ControlPlane
 from cudasched_e2e.fleet import cudasched_command
 from cudasched_e2e.kube import Api
 from cudasched_e2e.proxy import compact_etcd, proxy, wait_until_expired

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cudasched_e2e.controlplane import ControlPlane
+from cudasched_e2e.controlplane.plane import ControlPlane
 from cudasched_e2e.kube import Api
 from cudasched_e2e.sample import clean
 from cudasched_e2e.webhook import LiveWebhook, registered

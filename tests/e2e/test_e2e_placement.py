@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cudasched_e2e.controlplane import ControlPlane
+from cudasched_e2e.controlplane.plane import ControlPlane
 from cudasched_e2e.fleet import cudasched_command
 from cudasched_e2e.kube import Api
 from cudasched_e2e.webhook import LiveWebhook, registered

@@ -13,16 +13,11 @@ from hypothesis import strategies as st
 
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot, load_nodes, load_snapshot
-from cudasched.compat.engine import VerdictStatus, check
-from cudasched.explain.eligibility import (
-    AFFINITY_MISMATCH,
-    NO_GPU_RESOURCE,
-    NODE_SELECTOR_MISMATCH,
-    REQUIREMENT_LABELS_MISSING,
-    explain,
-    explain_many,
-    requirement_from_annotations,
-)
+from cudasched.compat.engine import check
+from cudasched.compat.verdict import VerdictStatus
+from cudasched.explain.decision import NO_GPU_RESOURCE, REQUIREMENT_LABELS_MISSING
+from cudasched.explain.eligibility import explain, explain_many, requirement_from_annotations
+from cudasched.explain.selectors import AFFINITY_MISMATCH, NODE_SELECTOR_MISMATCH
 from cudasched.knowledge import KnowledgeBase
 from cudasched.placement.compile import compile_requirement
 from cudasched.placement.merge import merge_required

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from cudasched.cli import app
 from cudasched.cluster.snapshot import bundled_snapshot
-from cudasched.install import webhook
+from cudasched.install import access, naming, webhook
 from cudasched.webhook.app import ISVC_PATH, LLMISVC_PATH, POD_PATH
 from cudasched.webhook.config import load_config
 from cudasched.workloads.pods import is_skipped
@@ -106,7 +106,7 @@ def test_webhook_configuration_settings() -> None:
     assert hooks["pods.cudasched.io"]["clientConfig"]["service"]["path"] == POD_PATH
     assert hooks["inferenceservices.cudasched.io"]["clientConfig"]["service"]["path"] == (ISVC_PATH)
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
-        f"gpu-system/{webhook.CA_CERTIFICATE}"
+        f"gpu-system/{naming.CA_CERTIFICATE}"
     )
 
 
@@ -117,7 +117,7 @@ def test_fail_closed_flag() -> None:
 
 def test_deployment_is_highly_available_and_probed() -> None:
     objects = _render()
-    deployment = _one(objects, "Deployment", webhook.APP)
+    deployment = _one(objects, "Deployment", naming.APP)
     assert deployment["spec"]["replicas"] == 2
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
@@ -126,7 +126,7 @@ def test_deployment_is_highly_available_and_probed() -> None:
     assert container["securityContext"]["runAsNonRoot"] is True
     pdb = _one(objects, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
-    service = _one(objects, "Service", webhook.APP)
+    service = _one(objects, "Service", naming.APP)
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
 
 
@@ -135,7 +135,7 @@ def test_bundled_config_is_accepted_by_the_webhook(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(config_map["data"]["config.yaml"])
     config = load_config(path)
-    assert config.server.port == webhook.PORT
+    assert config.server.port == naming.PORT
 
 
 def test_self_signed_ca_bundle_signs_the_serving_certificate() -> None:
@@ -148,7 +148,7 @@ def test_self_signed_ca_bundle_signs_the_serving_certificate() -> None:
     serving = x509.load_pem_x509_certificates(base64.b64decode(secret["data"]["tls.crt"]))[0]
     serving.verify_directly_issued_by(ca)
     names = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert f"{webhook.APP}.gpu-system.svc" in names.get_values_for_type(x509.DNSName)
+    assert f"{naming.APP}.gpu-system.svc" in names.get_values_for_type(x509.DNSName)
     assert "cert-manager.io/inject-ca-from" not in config["metadata"].get("annotations", {})
 
 
@@ -254,7 +254,7 @@ def test_skip_condition_reads_the_switch_like_the_webhook(value: str) -> None:
 def test_webhook_rbac_has_no_unused_verbs() -> None:
     """The cache only lists and watches (never a single GET), and the webhook only creates
     Events (events.k8s.io): nothing more is granted."""
-    role = _one(_render(), "ClusterRole", webhook.APP)
+    role = _one(_render(), "ClusterRole", naming.APP)
     granted = {
         (group, resource): set(rule["verbs"])
         for rule in role["rules"]
@@ -272,7 +272,7 @@ def test_webhook_rbac_has_no_unused_verbs() -> None:
 
 
 def _webhook_pod_labels(objects: list[dict[str, Any]]) -> dict[str, str]:
-    deployment = _one(objects, "Deployment", webhook.APP)
+    deployment = _one(objects, "Deployment", naming.APP)
     return deployment["spec"]["template"]["metadata"]["labels"]
 
 
@@ -285,11 +285,11 @@ def test_network_policy_admits_only_the_webhook_port_from_the_api_server_ranges(
     assert selector.items() <= _webhook_pod_labels(objects).items()
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     (rule,) = policy["spec"]["ingress"]
-    assert rule["ports"] == [{"port": webhook.PORT, "protocol": "TCP"}]
+    assert rule["ports"] == [{"port": naming.PORT, "protocol": "TCP"}]
     assert all(set(peer) == {"ipBlock"} for peer in rule["from"])
     cidrs = [peer["ipBlock"]["cidr"] for peer in rule["from"]]
     # By default the private ranges where pod and node (and most control-plane) addresses live.
-    assert cidrs == list(webhook.DEFAULT_API_SERVER_CIDRS)
+    assert cidrs == list(access.DEFAULT_API_SERVER_CIDRS)
     assert "0.0.0.0/0" not in cidrs
 
     strict = _one(
@@ -417,7 +417,7 @@ def test_pull_secrets_are_granted_only_with_the_flag(tmp_path: Path) -> None:
     turns the resolver on with pull secrets (one the webhook accepts)."""
     plain = _render("--namespace", "gpu-system")
     opted = _render("--namespace", "gpu-system", "--pull-secrets")
-    name = f"{webhook.APP}-pull-secrets"
+    name = f"{naming.APP}-pull-secrets"
 
     def grants(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
         return {
@@ -435,7 +435,7 @@ def test_pull_secrets_are_granted_only_with_the_flag(tmp_path: Path) -> None:
     binding = _one(opted, "ClusterRoleBinding", name)
     assert binding["roleRef"]["name"] == name
     assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": webhook.APP, "namespace": "gpu-system"}
+        {"kind": "ServiceAccount", "name": naming.APP, "namespace": "gpu-system"}
     ]
     for obj in opted:
         if obj["kind"] not in CERT_MANAGER_KINDS:

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.knowledge import KnowledgeBase
-from cudasched.knowledge.images import ImageTable, parse_image_ref, parse_require_cuda
+from cudasched.knowledge.imageref import parse_image_ref
+from cudasched.knowledge.images import ImageTable, parse_require_cuda
 from cudasched.knowledge.mirrors import Mirror
 from cudasched.vocab.errors import InputError, KnowledgeError
 from cudasched.vocab.versions import CudaVersion

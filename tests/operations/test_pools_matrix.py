@@ -23,7 +23,7 @@ from cudasched.operations.report.matrix import CellStatus, compatibility_matrix
 from cudasched.operations.runtimes import runtime_rows
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import CudaVersion, parse_cuda
-from cudasched.workloads.resolution import resolve_runtime
+from cudasched.workloads.sources import resolve_runtime
 
 DATA = Path(__file__).parents[1] / "data" / "audit"
 

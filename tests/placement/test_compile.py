@@ -25,7 +25,8 @@ from cudasched.placement.merge import (
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
-from cudasched.vocab.nodeaffinity import Node, NodeSelector, label_value_ok, parse_int64
+from cudasched.vocab.labelsyntax import label_value_ok, parse_int64
+from cudasched.vocab.nodeaffinity import Node, NodeSelector
 from cudasched.vocab.requirecuda import Gate, gate_from_env
 from cudasched.vocab.requirements import FrameworkBuild, Policy, Requirement
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion, parse_cuda

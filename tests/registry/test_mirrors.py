@@ -19,9 +19,10 @@ from typer.testing import CliRunner
 from cudasched.cli import app
 from cudasched.knowledge.mirrors import parse_mirrors
 from cudasched.registry.auth import Credentials, Keychain
-from cudasched.registry.client import Limits, RegistryClient, RegistryError
+from cudasched.registry.client import Limits, RegistryClient
+from cudasched.registry.distribution import RegistryError
 from cudasched.registry.mirrors import Route, routes_of
-from cudasched_e2e.controlplane import free_port
+from cudasched_e2e.controlplane.processes import free_port
 from tests.support.registry import Registry, run_registry
 
 

@@ -16,17 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.vocab.errors import InputError
-from cudasched.vocab.nodeaffinity import (
-    CompileCache,
-    Node,
-    NodeSelector,
-    NodeSelectorError,
-    PreferredTerms,
-    RequiredNodeAffinity,
-    label_key_ok,
-    label_value_ok,
-    parse_int64,
-)
+from cudasched.vocab.labelsyntax import label_key_ok, label_value_ok, parse_int64
+from cudasched.vocab.nodeaffinity import Node, NodeSelector, PreferredTerms, RequiredNodeAffinity
+from cudasched.vocab.nodeterms import CompileCache, NodeSelectorError
 from tests.support.builders import expr
 from tests.support.builders import term as term_of
 

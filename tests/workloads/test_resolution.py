@@ -18,16 +18,15 @@ from cudasched.knowledge.images import ImageTable
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import ComputeCapability, CudaVersion
+from cudasched.workloads.declared import declared_by_annotation, requirement_from_annotations
 from cudasched.workloads.gpu import gpu_container, uses_gpu
 from cudasched.workloads.kserve import RuntimeChoice, select_runtime
-from cudasched.workloads.resolution import (
-    declared_by_annotation,
-    requirement_from_annotations,
+from cudasched.workloads.resolution import wants_constraint
+from cudasched.workloads.sources import (
     resolve_isvc,
     resolve_llmisvc,
     resolve_llmisvc_pod,
     resolve_pod,
-    wants_constraint,
 )
 from tests.support import builders
 

@@ -24,22 +24,29 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import json
-import os
 import sys
-import textwrap
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from cudasched.cli.app import EXIT_OK, app, fail
+from cudasched.cli.explainview import (
+    Explained,
+    compact_lines,
+    node_table,
+    output_console,
+    overview_lines,
+    overview_table,
+    pool_names,
+    render_json,
+    render_yaml,
+    text_width,
+    unknown_warnings,
+)
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
@@ -63,22 +70,13 @@ from cudasched.cli.options import (
 from cudasched.cli.reference import Reference, parse_reference
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.scope import Scope
-from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot, to_yaml
+from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot
 from cudasched.explain.eligibility import explain_many
-from cudasched.explain.explanation import Explanation
-from cudasched.explain.grouping import PoolSummary, by_pool, summarise
-from cudasched.operations.pools import node_pools
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.objects import DEFAULT_NAMESPACE
 from cudasched.vocab.requirements import Policy
-from cudasched.workloads.kserve import RuntimeChoice
-from cudasched.workloads.pods import (
-    is_inference_service,
-    pod_spec_of,
-    workload_id,
-    workloads_of,
-)
+from cudasched.workloads.pods import is_inference_service, pod_spec_of, workload_id, workloads_of
 from cudasched.workloads.resolution import WorkloadNeed, workload_need
 
 if TYPE_CHECKING:
@@ -86,29 +84,12 @@ if TYPE_CHECKING:
 
 __all__ = ["explain_cmd", "explain_snapshot"]
 
-TABLE_WIDTH = 100
-_VERDICT_STYLE = {"yes": "green", "no": "red", "unknown": "yellow"}
-WIDE_WIDTH = 200
-
 
 class ExplainFormat(StrEnum):
     TABLE = "table"
     WIDE = "wide"
     JSON = "json"
     YAML = "yaml"
-
-
-@dataclass(frozen=True, slots=True)
-class _Explained:
-    """One workload's explanation plus where its requirement came from (for the output)."""
-
-    explanation: Explanation
-    runtime: RuntimeChoice | None
-
-    def to_dict(self) -> dict[str, Any]:
-        doc = self.explanation.to_dict()
-        doc["summary"]["runtime"] = self.runtime.describe() if self.runtime else None
-        return doc
 
 
 # --------------------------------------------------------------------------- requirement
@@ -135,7 +116,7 @@ def explain_snapshot(
     policy: Policy,
     scheme: LabelScheme,
     images: ImageTable,
-) -> list[_Explained]:
+) -> list[Explained]:
     """Resolve each workload's requirement against ``fleet`` and explain it there."""
     targets: list[Mapping[str, Any]] = []
     needs: list[WorkloadNeed] = []
@@ -157,330 +138,8 @@ def explain_snapshot(
     for obj, exp, need in zip(workloads, explanations, needs, strict=True):
         if is_inference_service(obj):  # name the service, not the pod we built for it
             exp = dataclasses.replace(exp, workload=workload_id(obj))
-        out.append(_Explained(exp, need.runtime))
+        out.append(Explained(exp, need.runtime))
     return out
-
-
-# --------------------------------------------------------------------------- rendering
-
-
-def _common_suffix(names: Sequence[str]) -> str:
-    """A shared DNS suffix (``.us-west-2.compute.internal``) worth hiding in a narrow table."""
-    dotted = [n for n in names if "." in n]
-    if len(dotted) < 2:
-        return ""
-    suffix = "." + dotted[0].split(".", 1)[1]
-    while suffix and not all(n.endswith(suffix) for n in dotted):
-        parts = suffix.split(".", 2)
-        suffix = "." + parts[2] if len(parts) > 2 else ""
-    return suffix if len(suffix) > 8 else ""
-
-
-def _short_gpu(products: Sequence[str]) -> str:
-    if not products:
-        return "-"
-    return "+".join(p.removeprefix("NVIDIA-").removeprefix("Tesla-") for p in products)
-
-
-def _table(item: _Explained, *, wide: bool = False) -> Table:
-    exp = item.explanation
-    summary = exp.summary()
-    suffix = "" if wide else _common_suffix([n.node for n in exp.nodes])
-    req = exp.requirement
-    if req is not None:
-        wants = f"{req.describe()} ({req.source or 'unknown source'}), policy {exp.policy.value}"
-    elif exp.unknown is not None:
-        wants = f"CUDA unknown, not constrained ({exp.unknown.describe()})"
-    else:
-        wants = "no CUDA requirement (not constrained)"
-    scheme = exp.scheme.value + (f"/{exp.gfd_keys.value} keys" if exp.gfd_keys else "")
-    table = Table(
-        title=Text(f"{exp.workload}", style="bold"),
-        caption=(
-            f"{summary['eligible']}/{summary['total']} "
-            + ("schedulable, none known to run it" if exp.unknown is not None else "eligible")
-            + f"; {wants}; scheme {scheme}"
-            + (f"; runtime {item.runtime.describe()}" if item.runtime else "")
-            + (f"; node names end in {suffix}" if suffix else "")
-            + (f"; no selector: {exp.requirement_error}" if exp.requirement_error else "")
-            + (f"; preferred terms invalid: {exp.score_error}" if exp.score_error else "")
-        ),
-        caption_justify="left",
-        expand=False,
-    )
-    table.add_column("node", overflow="fold")
-    table.add_column("GPU", overflow="fold")
-    table.add_column("driver", no_wrap=True)
-    table.add_column("CUDA", no_wrap=True)
-    if wide:
-        table.add_column("cc", no_wrap=True)
-    table.add_column("ok", no_wrap=True, justify="center")
-    table.add_column("runs as", overflow="fold")
-    table.add_column("why not, and the fix", overflow="fold")
-    if wide:
-        table.add_column("score", justify="right", no_wrap=True)
-        table.add_column("details", overflow="fold")
-    for node in exp.nodes:
-        facts = node.facts
-        name = node.node.removesuffix(suffix) if suffix else node.node
-        blocking = [r for r in node.reasons if r.blocking]
-        modes = ", ".join(dict.fromkeys(r.code for r in node.reasons if not r.blocking)) or "-"
-        why = "; ".join(dict.fromkeys(f"{r.code}: {r.fix}" if r.fix else r.code for r in blocking))
-        if not why and exp.unknown is not None and node.eligible:
-            why = "CUDA unknown"
-        row = [
-            name,
-            _short_gpu(facts.products) if not wide else "+".join(facts.products) or "-",
-            str(facts.driver) if facts.driver else "-",
-            str(facts.cuda) if facts.cuda else "-",
-        ]
-        if wide:
-            row.append(str(facts.compute) if facts.compute else "-")
-        verdict = exp.verdict(node)
-        row += [
-            Text(verdict, style=_VERDICT_STYLE[verdict]),
-            modes,
-            why or "-",
-        ]
-        if wide:
-            row += [str(node.score), "; ".join(r.message for r in node.reasons) or "-"]
-        table.add_row(*row)
-    return table
-
-
-def _wrapped(text: str, width: int, indent: str) -> list[str]:
-    """``text`` wrapped at spaces only: a code, a name or a version is never cut."""
-    return textwrap.wrap(
-        text,
-        width=max(width, 20),
-        initial_indent=indent,
-        subsequent_indent=indent + "  ",
-        break_long_words=False,
-        break_on_hyphens=False,
-    ) or [indent]
-
-
-def _needs(item: _Explained) -> str:
-    exp = item.explanation
-    req = exp.requirement
-    if req is None and exp.unknown is not None:
-        return f"needs CUDA unknown, not constrained ({exp.unknown.describe()})"
-    if req is None:
-        return "no CUDA requirement (not constrained)"
-    return f"needs {req.describe()} ({req.source or 'unknown source'}), policy {exp.policy.value}"
-
-
-def _node_names(nodes: Sequence[str], suffix: str, shown: int = 3) -> str:
-    names = [n.removesuffix(suffix) if suffix else n for n in nodes]
-    more = len(names) - shown
-    listed = ", ".join(names[:shown]) + (f", +{more} more" if more > 0 else "")
-    return f"{len(names)} node{'s' if len(names) != 1 else ''}: {listed}"
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'s' if count != 1 else ''}"
-
-
-def _summary_line(summary: PoolSummary, can: str = "can run it") -> str:
-    """``21 nodes in 13 pools: 7 pools (11 nodes) can run it, 6 (9 nodes) cannot, because of
-    ...; 1 node in no GPU pool cannot (no-gpu-facts)``."""
-    line = (
-        f"{_plural(summary.nodes, 'node')} in {_plural(summary.pools, 'GPU pool')}: "
-        f"{_plural(summary.eligible_pools, 'pool')} ({_plural(summary.eligible_nodes, 'node')}) "
-        f"{can}, {summary.blocked_pools} ({_plural(summary.blocked_nodes, 'node')}) cannot"
-    )
-    if summary.because:
-        line += ", because of " + ", ".join(
-            f"{code} ({_plural(n, 'pool')})" for code, n in summary.because
-        )
-    if summary.mixed_pools:
-        line += f"; in {_plural(summary.mixed_pools, 'pool')} only some nodes can"
-    if summary.unpooled_nodes:
-        blocked = summary.unpooled_nodes - summary.unpooled_eligible
-        line += f"; {_plural(summary.unpooled_nodes, 'node')} in no GPU pool"
-        if blocked:
-            line += f", {blocked} cannot ({', '.join(summary.unpooled_because)})"
-    return line
-
-
-def _compact(
-    item: _Explained,
-    pools: Mapping[str, str],
-    width: int,
-    *,
-    per_node: bool = False,
-    only_failing: bool = False,
-) -> list[str]:
-    """One workload, summary first: what it needs, how many pools and nodes can run it and
-    why the others cannot, then one entry per pool (per node with ``per_node``) whose
-    answer is the same: its nodes, how it runs, or each blocking code with its fix."""
-    exp = item.explanation
-    groups = by_pool(exp, pools)
-    summary = summarise(groups)
-    suffix = _common_suffix([n.node for n in exp.nodes])
-    lines = [*_wrapped(f"{exp.workload} {_needs(item)}", width, "")]
-    # Of an unknown CUDA, a node the pod may be scheduled on is not known to run it.
-    can = "can run it" if exp.unknown is None else "would take it, none known to run it"
-    lines += _wrapped(_summary_line(summary, can), width, "")
-    for eligible, title in (
-        (False, "cannot run it" if exp.unknown is None else "cannot take it"),
-        (True, can),
-    ):
-        chosen = [g for g in groups if g.eligible is eligible]
-        if not chosen or (eligible and only_failing):
-            continue
-        lines.append(title)
-        for group in chosen:
-            entries = (
-                [(n.node.removesuffix(suffix) if suffix else n.node, [n]) for n in group.nodes]
-                if per_node
-                else [(group.pool, list(group.nodes))]
-            )
-            for label, nodes in entries:
-                facts = nodes[0].facts
-                if per_node:
-                    head = (
-                        f"{label}  {_short_gpu(facts.products)}, driver "
-                        f"{facts.driver or '-'}, CUDA {facts.cuda or '-'}"
-                    )
-                else:
-                    head = f"{label}  ({_node_names([n.node for n in nodes], suffix)})"
-                if eligible:
-                    head += f": {', '.join(group.modes) or 'eligible'}"
-                lines += _wrapped(head, width, "  ")
-                for code, fix in group.blocking:
-                    lines += _wrapped(f"{code}: {fix}" if fix else code, width, "    ")
-    notes = [f"label scheme {_scheme(exp)}"]
-    if item.runtime:
-        notes.append(f"runtime {item.runtime.describe()}")
-    if suffix:
-        notes.append(f"node names end in {suffix}")
-    if exp.requirement_error:
-        notes.append(f"no selector: {exp.requirement_error}")
-    if exp.score_error:
-        notes.append(f"preferred terms invalid: {exp.score_error}")
-    lines += _wrapped("; ".join(notes), width, "")
-    for warning in _unknown_warnings(item):
-        lines += _wrapped(warning, width, "")
-    return lines
-
-
-def _unknown_warnings(item: _Explained) -> list[str]:
-    """What kubectl prints for the webhook's admission warnings when the workload's CUDA is
-    unknown, word for word."""
-    unknown = item.explanation.unknown
-    return [f"Warning: {w}" for w in (unknown.warnings() if unknown is not None else ())]
-
-
-def _scheme(exp: Explanation) -> str:
-    return exp.scheme.value + (f"/{exp.gfd_keys.value} keys" if exp.gfd_keys else "")
-
-
-def _overview_lines(
-    items: Sequence[_Explained], pools: Mapping[str, str], width: int, only_failing: bool
-) -> list[str]:
-    """Several workloads: one line each, summary first (how many can run anywhere), then per
-    workload what it needs and how many pools can run it."""
-    runnable = sum(1 for i in items if i.explanation.eligible_count)
-    lines = _wrapped(
-        f"{len(items)} workload{'s' if len(items) != 1 else ''}: {runnable} can run on some "
-        f"node, {len(items) - runnable} on none",
-        width,
-        "",
-    )
-    for item in items:
-        exp = item.explanation
-        if only_failing and exp.eligible_count == exp.total:
-            continue
-        summary = summarise(by_pool(exp, pools))
-        req = exp.requirement
-        needs = req.describe() if req is not None else "no CUDA requirement"
-        text = (
-            f"{exp.workload}: {needs}; "
-            f"{summary.eligible_nodes + summary.unpooled_eligible}/{summary.nodes} nodes, "
-            f"{summary.eligible_pools}/{summary.pools} pools"
-        )
-        if summary.because:
-            text += "; " + ", ".join(code for code, _ in summary.because[:3])
-        lines += _wrapped(text, width, "  ")
-    lines += _wrapped(
-        "explain TYPE/NAME for one workload by pool; --nodes for one line per node; -o wide or "
-        "-o json for every detail",
-        width,
-        "",
-    )
-    return lines
-
-
-def _overview(items: Sequence[_Explained]) -> Table:
-    """One line per workload, after the per-workload tables: the demo's punch line."""
-    table = Table(title=Text("summary", style="bold"), expand=False)
-    table.add_column("workload", overflow="fold", max_width=46)
-    table.add_column("needs", overflow="fold", max_width=20)
-    table.add_column("runtime / source", overflow="fold", max_width=18)
-    table.add_column("eligible", justify="right", no_wrap=True)
-    for item in items:
-        exp = item.explanation
-        req = exp.requirement
-        where = item.runtime.name if item.runtime else (req.source.split(" ")[0] if req else "")
-        # Counted per group of alike nodes: the overview builds no per-node answer.
-        count = exp.eligible_count
-        needs = req.describe() if req is not None else "-"
-        if exp.unknown is not None:
-            needs = "unknown"
-            where = exp.unknown.reason
-        table.add_row(
-            exp.workload,
-            needs,
-            where or "-",
-            Text(f"{count}/{exp.total}", style="red" if count == 0 else ""),
-        )
-    return table
-
-
-def _document(
-    items: Sequence[_Explained], single: bool, cluster: Mapping[str, Any]
-) -> dict[str, Any]:
-    if single:
-        return {**items[0].to_dict(), "cluster": dict(cluster)}
-    return {
-        "workloads": [{"workload": i.explanation.workload, **i.to_dict()} for i in items],
-        "cluster": dict(cluster),
-    }
-
-
-def _render_json(items: Sequence[_Explained], single: bool, cluster: Mapping[str, Any]) -> str:
-    return json.dumps(_document(items, single, cluster), indent=2)
-
-
-def _render_yaml(items: Sequence[_Explained], single: bool, cluster: Mapping[str, Any]) -> str:
-    return to_yaml(_document(items, single, cluster))
-
-
-def _console(*, wide: bool = False) -> Console:
-    """The terminal's width; when piped, ``$COLUMNS`` if set, else a width that fits the
-    table (wider for ``-o wide``)."""
-    console = Console(soft_wrap=False)
-    if console.is_terminal:
-        return console
-    columns = os.environ.get("COLUMNS", "")
-    width = int(columns) if columns.isdigit() and int(columns) >= 40 else 0
-    return Console(width=width or (WIDE_WIDTH if wide else TABLE_WIDTH), soft_wrap=False)
-
-
-def _text_width() -> int:
-    """The terminal's width; when piped, ``$COLUMNS`` if set, else 100."""
-    console = Console()
-    if console.is_terminal:
-        return console.width
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) >= 40 else TABLE_WIDTH
-
-
-def _pool_names(snapshot: ClusterSnapshot, fleet: Fleet) -> dict[str, str]:
-    """Node name -> pool name. The one place explain learns what a pool is (the report's
-    pools), so a new notion of pool changes it here only."""
-    return {node: pool.name for pool in node_pools(snapshot, fleet) for node in pool.nodes}
 
 
 # --------------------------------------------------------------------------- command
@@ -638,31 +297,31 @@ def explain_cmd(
     except InputError as exc:
         fail(str(exc))
     if output is ExplainFormat.JSON:
-        sys.stdout.write(_render_json(items, single, judged(source, context)) + "\n")
+        sys.stdout.write(render_json(items, single, judged(source, context)) + "\n")
     elif output is ExplainFormat.YAML:
-        sys.stdout.write(_render_yaml(items, single, judged(source, context)))
+        sys.stdout.write(render_yaml(items, single, judged(source, context)))
     elif output is ExplainFormat.WIDE:
-        console = _console(wide=True)
+        console = output_console(wide=True)
         for number, item in enumerate(items):
             if number:
                 console.print()
-            console.print(_table(item, wide=True))
-            for warning in _unknown_warnings(item):
+            console.print(node_table(item, wide=True))
+            for warning in unknown_warnings(item):
                 console.print(Text(warning, style="yellow"))
         if len(items) > 1:
             console.print()
-            console.print(_overview(items))
+            console.print(overview_table(items))
     else:
-        width = _text_width()
-        pools = _pool_names(context, fleet)
+        width = text_width()
+        pools = pool_names(context, fleet)
         if single or per_node:
             blocks = [
-                _compact(item, pools, width, per_node=per_node, only_failing=only_failing)
+                compact_lines(item, pools, width, per_node=per_node, only_failing=only_failing)
                 for item in items
                 if not (only_failing and item.explanation.eligible_count == item.explanation.total)
             ]
             text = "\n\n".join("\n".join(b) for b in blocks)
         else:
-            text = "\n".join(_overview_lines(items, pools, width, only_failing))
+            text = "\n".join(overview_lines(items, pools, width, only_failing))
         sys.stdout.write(text + "\n")
     raise typer.Exit(EXIT_OK)

@@ -26,7 +26,7 @@ from cudasched.cli.options import (
     RegistryConfigOption,
     registry_source,
 )
-from cudasched.knowledge.images import parse_image_ref
+from cudasched.knowledge.imageref import parse_image_ref
 from cudasched.vocab.errors import InputError
 from cudasched.workloads.resolution import pod_need
 

@@ -8,16 +8,10 @@ from typing import Annotated
 import typer
 
 from cudasched.cli.app import app, fail
+from cudasched.install.access import DEFAULT_API_SERVER_CIDRS
 from cudasched.install.agent import daemonset_objects
-from cudasched.install.webhook import (
-    DEFAULT_API_SERVER_CIDRS,
-    DEFAULT_IMAGE,
-    DEFAULT_NAMESPACE,
-    DEFAULT_PRIORITY_CLASS,
-    all_objects,
-    checked_image,
-    to_yaml,
-)
+from cudasched.install.naming import DEFAULT_IMAGE, DEFAULT_NAMESPACE
+from cudasched.install.webhook import DEFAULT_PRIORITY_CLASS, all_objects, checked_image, to_yaml
 from cudasched.vocab.errors import InputError
 from cudasched.webhook.tls import generate_self_signed
 

@@ -180,5 +180,8 @@ def mutate(
         if not decision.allowed:
             err.write(f"denied: {decision.message}\n")
         err.write("patch:\n")
-        err.write(orjson.dumps(list(decision.patch), option=orjson.OPT_INDENT_2).decode() + "\n")
+        # Read back first: values the placer remembered are JSON already (orjson.Fragment),
+        # which orjson writes as they are, not indented.
+        ops = orjson.loads(orjson.dumps(list(decision.patch)))
+        err.write(orjson.dumps(ops, option=orjson.OPT_INDENT_2).decode() + "\n")
     raise typer.Exit(EXIT_OK if decision.allowed else EXIT_INCOMPATIBLE)

@@ -16,7 +16,25 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cudasched.compat import engine as E
-from cudasched.compat.engine import Reason, effective_cuda, resolve_policy
+from cudasched.compat.engine import effective_cuda, resolve_policy
+from cudasched.compat.verdict import (
+    ARCH_DROPPED,
+    ARCH_TOO_NEW,
+    COMPUTE_CAPABILITY_TOO_LOW,
+    DRIVER_BRANCH_UNSUPPORTED_GPU,
+    DRIVER_TOO_OLD,
+    FRAMEWORK_ARCH_UNSUPPORTED,
+    NO_FORWARD_COMPAT_ON_GEFORCE,
+    NO_GPU_FACTS,
+    REQUIRE_CUDA_UNMET,
+    UNKNOWN_ARCH,
+    UNKNOWN_COMPUTE_CAPABILITY,
+    UNKNOWN_DATACENTER,
+    UNKNOWN_DRIVER,
+    UNKNOWN_TOOLKIT,
+    Reason,
+    VerdictStatus,
+)
 from cudasched.nodes.facts import NodeFacts
 from cudasched.vocab.requirements import Policy, Requirement
 
@@ -82,9 +100,9 @@ def _driver_fix(req: Requirement, pol: Policy, facts: NodeFacts, kb: KnowledgeBa
         relaxed = replace(req, policy=Policy.MINOR_COMPAT)
         verdict = E.check(facts, relaxed, Policy.MINOR_COMPAT, kb)
         blocking = {r.code for r in verdict.reasons if r.blocking}
-        if verdict.status is not E.VerdictStatus.INCOMPATIBLE:
+        if verdict.status is not VerdictStatus.INCOMPATIBLE:
             parts.append("or policy minor-compat")
-        elif blocking == {E.REQUIRE_CUDA_UNMET}:  # the image's own gate is all that is left
+        elif blocking == {REQUIRE_CUDA_UNMET}:  # the image's own gate is all that is left
             parts.append("or policy minor-compat with NVIDIA_DISABLE_REQUIRE=true")
     return ", ".join(parts) if parts else f"no driver is known to run CUDA {cuda} natively"
 
@@ -100,17 +118,17 @@ def fix_for(
     cuda = effective_cuda(req)
     arch = kb.arch(facts.compute) if facts.compute is not None else None
     code = reason.code
-    if code == E.DRIVER_TOO_OLD:
+    if code == DRIVER_TOO_OLD:
         return _driver_fix(req, pol, facts, kb)
-    if code == E.ARCH_TOO_NEW:
+    if code == ARCH_TOO_NEW:
         if arch is not None and arch.first_cuda is not None:
             return f"needs an image built with CUDA >= {arch.first_cuda.release} (or with PTX)"
         return "needs an image that carries PTX for this GPU"
-    if code == E.ARCH_DROPPED:
+    if code == ARCH_DROPPED:
         if arch is not None and arch.last_cuda is not None:
             return f"needs an image built with CUDA <= {arch.last_cuda.release}, or a newer GPU"
         return "needs a newer GPU"
-    if code == E.DRIVER_BRANCH_UNSUPPORTED_GPU:
+    if code == DRIVER_BRANCH_UNSUPPORTED_GPU:
         if (
             facts.first_driver is not None
             and facts.driver is not None
@@ -120,24 +138,24 @@ def fix_for(
         if arch is not None and arch.last_driver_branch is not None:
             return f"needs driver branch R{arch.last_driver_branch} or older"
         return ""
-    if code == E.REQUIRE_CUDA_UNMET:
+    if code == REQUIRE_CUDA_UNMET:
         floor = req.gate.cuda_floor() if req.gate is not None else None
         driver = kb.driver_floor(floor) if floor is not None else None
         what = driver_remedy(facts, driver, kb).text if driver is not None else ""
         return ", or ".join(p for p in (what, "NVIDIA_DISABLE_REQUIRE=true on the container") if p)
-    if code == E.COMPUTE_CAPABILITY_TOO_LOW and req.min_compute is not None:
+    if code == COMPUTE_CAPABILITY_TOO_LOW and req.min_compute is not None:
         return f"needs a GPU with compute capability >= {req.min_compute}"
-    if code == E.FRAMEWORK_ARCH_UNSUPPORTED and facts.compute is not None:
+    if code == FRAMEWORK_ARCH_UNSUPPORTED and facts.compute is not None:
         return f"needs a build with kernels for compute capability {facts.compute}"
-    if code == E.NO_FORWARD_COMPAT_ON_GEFORCE:
+    if code == NO_FORWARD_COMPAT_ON_GEFORCE:
         return "needs a data-center GPU, or a driver that runs the CUDA natively"
-    if code == E.NO_GPU_FACTS:
+    if code == NO_GPU_FACTS:
         return "label the node: run the cudasched agent or GPU Feature Discovery there"
-    if code in (E.UNKNOWN_DRIVER, E.UNKNOWN_COMPUTE_CAPABILITY, E.UNKNOWN_DATACENTER):
+    if code in (UNKNOWN_DRIVER, UNKNOWN_COMPUTE_CAPABILITY, UNKNOWN_DATACENTER):
         return "label the node's GPU facts: run the cudasched agent (or GFD) there"
-    if code == E.UNKNOWN_ARCH:
+    if code == UNKNOWN_ARCH:
         return "the knowledge base does not know this GPU: see cudasched knowledge gpus"
-    if code == E.UNKNOWN_TOOLKIT and cuda is not None:
+    if code == UNKNOWN_TOOLKIT and cuda is not None:
         return f"NVIDIA's minimum driver for CUDA {cuda} is not known: see cudasched knowledge cuda"
     return ""
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from cudasched.compat.engine import Reason
+from cudasched.compat.verdict import Reason
 from cudasched.nodes.facts import NodeFacts
 from cudasched.nodes.scheme import GfdKeys
 from cudasched.vocab.labels import LabelScheme

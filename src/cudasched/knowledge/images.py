@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from fnmatch import fnmatchcase
 from importlib import resources
 from typing import Any, Protocol
 
@@ -32,6 +31,16 @@ from cudasched.knowledge.imageconfig import (
     RememberedSource,
     ScopedSource,
 )
+from cudasched.knowledge.imageref import ImageRef, parse_image_ref
+from cudasched.knowledge.imagerules import (
+    BaseGates,
+    ImageRule,
+    OverrideRule,
+    compile_override,
+    compile_rule,
+    read_base_gates,
+    version_key,
+)
 from cudasched.knowledge.mirrors import Mirror, parse_mirrors
 from cudasched.vocab.errors import InputError, KnowledgeError
 from cudasched.vocab.requirecuda import REQUIRE_ENV, Gate, gate_from_env, is_gate_env
@@ -41,33 +50,18 @@ from cudasched.vocab.versions import ComputeCapability, CudaVersion, parse_cuda
 __all__ = [
     "ImageLookup",
     "ImageMatch",
-    "ImageRef",
-    "ImageRule",
     "ImageTable",
-    "OverrideRule",
     "ReleaseFacts",
-    "VersionRange",
-    "parse_image_ref",
     "parse_require_cuda",
     "unmirror",
 ]
 
-_CUDA_FROM = frozenset({"tag", "ngc", "framework", "versions", "unknown"})
 _GATE_MEMO_LIMIT = 256
 # Lookups remembered per image reference (pods repeat a few images); longer references, which
 # only a request crafted to fill the memo would carry, are looked up every time.
 _LOOKUP_MEMO_LIMIT = 1024
 _LOOKUP_MEMO_MAX_CHARS = 512
 _UNSEEN: Any = object()
-_GATES = frozenset({"nvidia-cuda", "ngc"})
-_VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
-_DIGEST_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[+._-][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
-_TAG_RE = re.compile(r"^[\w][\w.-]{0,127}$")
-_PATH_RE = re.compile(
-    r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
-)
-_REQUIRE_TERM_RE = re.compile(r"^cuda\s*(>=|==|=|>)\s*(.*)$", re.IGNORECASE)
-_REQUIRE_VERSION_RE = re.compile(r"^\d{1,2}(?:\.\d{1,2}(?:\.\d{1,4})?)?\Z", re.ASCII)
 
 
 class ReleaseFacts(Protocol):
@@ -76,20 +70,6 @@ class ReleaseFacts(Protocol):
     def ngc_release(self, product: str, release: str) -> Any: ...
 
     def framework(self, spec: str) -> Any: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ImageRef:
-    """A parsed image reference. ``host`` is ``None`` for Docker Hub short names."""
-
-    host: str | None
-    path: str
-    tag: str | None
-    digest: str | None
-
-    @property
-    def repository(self) -> str:
-        return f"{self.host}/{self.path}" if self.host else self.path
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,263 +98,6 @@ class ImageLookup:
     image: str
     match: ImageMatch | None
     why: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class VersionRange:
-    """One entry of a ``versions`` rule: releases ``first`` to ``last`` (inclusive; None open)."""
-
-    first: tuple[int, ...]
-    last: tuple[int, ...] | None
-    cuda: CudaVersion
-    source: str
-    lower_bound: bool = False
-
-    def holds(self, version: tuple[int, ...]) -> bool:
-        return version >= self.first and (self.last is None or version <= self.last)
-
-
-@dataclass(frozen=True, slots=True)
-class ImageRule:
-    """One row of the built-in table (see ``data/images.yaml`` for the field meanings)."""
-
-    id: str
-    repositories: tuple[str, ...]
-    tag: re.Pattern[str]
-    cuda_from: str
-    source: str
-    product: str | None = None
-    framework: str | None = None
-    main_variants: tuple[str, ...] | None = None
-    note: str = ""
-    versions: tuple[VersionRange, ...] = ()
-    gate: str | None = None
-    ships_cuda_compat: bool | None = None
-
-    def matches(self, ref: ImageRef) -> re.Match[str] | None:
-        if ref.tag is None or not any(_path_matches(ref.path, r) for r in self.repositories):
-            return None
-        return self.tag.search(ref.tag)
-
-
-@dataclass(frozen=True, slots=True)
-class OverrideRule:
-    """A deployment's own image: a glob over the whole reference and the CUDA it needs."""
-
-    pattern: str
-    cuda: CudaVersion
-    source: str
-
-    def matches(self, image: str, ref: ImageRef) -> bool:
-        candidates = {image, _without_digest(image)}
-        if ref.host in (None, "docker.io", "index.docker.io"):
-            short = ref.path.removeprefix("library/")
-            tail = f":{ref.tag}" if ref.tag else ""
-            candidates |= {f"{ref.path}{tail}", f"{short}{tail}", f"docker.io/{ref.path}{tail}"}
-        return any(fnmatchcase(c, self.pattern) for c in candidates)
-
-
-def _path_ends_with(path: str, repository: str) -> bool:
-    return path == repository or path.endswith("/" + repository)
-
-
-def _path_matches(path: str, repository: str) -> bool:
-    """:func:`_path_ends_with`, where a ``*`` segment of a rule's repository stands for any
-    one segment (``nim/*/*`` is every NIM, ``nvcr.io/nim/meta/llama-3.1-8b-instruct``)."""
-    if "*" not in repository:
-        return _path_ends_with(path, repository)
-    wanted = repository.split("/")
-    have = path.split("/")
-    if len(have) < len(wanted):
-        return False
-    tail = have[len(have) - len(wanted) :]
-    return all(w == "*" or w == h for w, h in zip(wanted, tail, strict=True))
-
-
-def _without_digest(image: str) -> str:
-    return image.split("@", 1)[0]
-
-
-def parse_image_ref(image: str) -> ImageRef:
-    """Split ``[host[:port]/]path[:tag][@digest]`` the way container runtimes do: the first
-    path component is a registry host when it contains ``.`` or ``:`` or is ``localhost``."""
-    if not isinstance(image, str) or not image.strip():
-        raise InputError(f"invalid image {image!r}: expected a container image reference")
-    text = image.strip()
-    digest = None
-    if "@" in text:
-        text, digest = text.split("@", 1)
-        if not _DIGEST_RE.match(digest):
-            raise InputError(
-                f"invalid image {image!r}: expected a digest such as @sha256:<64 hex digits>"
-            )
-    tag = None
-    slash = text.rfind("/")
-    colon = text.rfind(":")
-    if colon > slash:
-        text, tag = text[:colon], text[colon + 1 :]
-        if not _TAG_RE.match(tag):
-            raise InputError(f"invalid image {image!r}: the tag {tag!r} is not a valid tag")
-    host = None
-    first, _, rest = text.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        host, text = first.lower(), rest
-    if not text or not _PATH_RE.match(text):
-        raise InputError(
-            f"invalid image {image!r}: expected lowercase repository path components "
-            "such as nvcr.io/nvidia/tritonserver"
-        )
-    return ImageRef(host=host, path=text, tag=tag, digest=digest)
-
-
-def _version_key(text: str) -> tuple[int, ...] | None:
-    m = _VERSION_RE.match(text)
-    if m is None:
-        return None
-    return tuple(int(p) for p in m.groups(default="0"))
-
-
-def _versions(entry: Mapping[str, Any], rule_id: str) -> tuple[VersionRange, ...]:
-    raw = entry.get("versions")
-    if not isinstance(raw, list) or not raw:
-        raise KnowledgeError(f"images.yaml {rule_id}: versions rules need a `versions` list")
-    out = []
-    for i, v in enumerate(raw):
-        where = f"images.yaml {rule_id} versions #{i}"
-        if not isinstance(v, Mapping) or not v.get("source"):
-            raise KnowledgeError(f"{where}: expected {{from, to, cuda, source}}")
-        first = _version_key(str(v.get("from")))
-        last = _version_key(str(v["to"])) if v.get("to") is not None else None
-        if first is None or (v.get("to") is not None and last is None):
-            raise KnowledgeError(f"{where}: from/to must be versions such as 0.15.0")
-        try:
-            cuda = parse_cuda(str(v.get("cuda")))
-        except InputError as exc:
-            raise KnowledgeError(f"{where}: {exc}") from None
-        bound = v.get("bound", "exact")
-        if bound not in ("exact", "lower"):
-            raise KnowledgeError(f"{where}: bound must be exact or lower")
-        out.append(
-            VersionRange(first, last, cuda, " ".join(str(v["source"]).split()), bound == "lower")
-        )
-    return tuple(out)
-
-
-def _compile_rule(entry: object, index: int) -> ImageRule:
-    if not isinstance(entry, Mapping):
-        raise KnowledgeError(f"images.yaml entry {index} is not a mapping")
-    rule_id = str(entry.get("id") or f"#{index}")
-    cuda_from = entry.get("cuda_from")
-    repos = entry.get("repositories")
-    if cuda_from not in _CUDA_FROM:
-        raise KnowledgeError(f"images.yaml {rule_id}: cuda_from {cuda_from!r} not in {_CUDA_FROM}")
-    if not isinstance(repos, list) or not repos or not all(isinstance(r, str) for r in repos):
-        raise KnowledgeError(f"images.yaml {rule_id}: repositories must be a list of strings")
-    try:
-        tag = re.compile(str(entry.get("tag") or ""))
-    except re.error as exc:
-        raise KnowledgeError(f"images.yaml {rule_id}: bad tag pattern: {exc}") from None
-    needed = {"tag": "cuda", "ngc": "release", "framework": "version", "versions": "version"}.get(
-        cuda_from
-    )
-    if needed and needed not in tag.groupindex:
-        raise KnowledgeError(f"images.yaml {rule_id}: tag pattern lacks group {needed!r}")
-    if cuda_from == "ngc" and not entry.get("product"):
-        raise KnowledgeError(f"images.yaml {rule_id}: ngc rules need a product")
-    if cuda_from == "framework" and not entry.get("framework"):
-        raise KnowledgeError(f"images.yaml {rule_id}: framework rules need a framework")
-    if not entry.get("source"):
-        raise KnowledgeError(f"images.yaml {rule_id}: every rule needs a source")
-    variants = entry.get("main_variants")
-    if variants is not None:
-        if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
-            raise KnowledgeError(f"images.yaml {rule_id}: main_variants must be a list of strings")
-        if "variant" not in tag.groupindex:
-            raise KnowledgeError(f"images.yaml {rule_id}: main_variants needs a `variant` group")
-        variants = tuple(variants)
-    gate = entry.get("gate")
-    if gate is not None and gate not in _GATES:
-        raise KnowledgeError(f"images.yaml {rule_id}: gate {gate!r} not in {sorted(_GATES)}")
-    ships = entry.get("ships_cuda_compat")
-    if ships is not None and not isinstance(ships, bool):
-        raise KnowledgeError(f"images.yaml {rule_id}: ships_cuda_compat must be true or false")
-    return ImageRule(
-        id=rule_id,
-        repositories=tuple(r.strip("/").lower() for r in repos),
-        tag=tag,
-        cuda_from=str(cuda_from),
-        source=" ".join(str(entry["source"]).split()),
-        product=str(entry["product"]) if entry.get("product") else None,
-        framework=str(entry["framework"]) if entry.get("framework") else None,
-        main_variants=variants,
-        note=" ".join(str(entry.get("note") or "").split()),
-        versions=_versions(entry, rule_id) if cuda_from == "versions" else (),
-        gate=gate,
-        ships_cuda_compat=ships,
-    )
-
-
-def _override(entry: object, index: int) -> OverrideRule:
-    if not isinstance(entry, Mapping) and hasattr(entry, "pattern") and hasattr(entry, "cuda"):
-        entry = {"pattern": entry.pattern, "cuda": entry.cuda}  # e.g. a pydantic config model
-    if not isinstance(entry, Mapping):
-        raise InputError(
-            f"invalid image override #{index} {entry!r}: expected a mapping such as "
-            '{pattern: "registry.example.com/team/llm:*", cuda: "12.4"}'
-        )
-    pattern = entry.get("pattern")
-    if not isinstance(pattern, str) or not pattern.strip():
-        raise InputError(
-            f"invalid image override #{index}: pattern {pattern!r} must be a non-empty glob "
-            "such as registry.example.com/team/llm:*"
-        )
-    cuda_value = entry.get("cuda")
-    try:
-        cuda = parse_cuda(cuda_value)  # type: ignore[arg-type]
-    except InputError as exc:
-        raise InputError(f"invalid image override {pattern!r}: {exc}") from None
-    source = entry.get("source") or f"image override {pattern}"
-    return OverrideRule(pattern=pattern.strip(), cuda=cuda, source=str(source))
-
-
-@dataclass(frozen=True, slots=True)
-class BaseGates:
-    """The ``NVIDIA_REQUIRE_CUDA`` of ``nvidia/cuda`` base releases (``cuda_base_gates``)."""
-
-    brands: tuple[str, ...] = ()
-    releases: tuple[tuple[tuple[int, int, int], tuple[int, ...], str], ...] = ()
-
-    def value(self, cuda: CudaVersion, exact: bool) -> str:
-        """The value an image built on nvidia/cuda ``cuda`` carries; ``cuda>=X.Y`` alone when
-        its release is not recorded (or only a floor is known)."""
-        floor = f"cuda>={cuda.major}.{cuda.minor}"
-        key = (cuda.major, cuda.minor, cuda.patch or 0)
-        for release, branches, _source in self.releases:
-            if exact and cuda.patch is not None and release == key:
-                alts = [
-                    f"brand={b},driver>={n},driver<{n + 1}" for n in branches for b in self.brands
-                ]
-                return " ".join([floor, *alts])
-        return floor
-
-
-def _base_gates(data: object) -> BaseGates:
-    if data is None:
-        return BaseGates()
-    if not isinstance(data, Mapping) or not isinstance(data.get("releases"), list):
-        raise KnowledgeError("images.yaml cuda_base_gates: expected {brands, releases}")
-    brands = tuple(str(b) for b in data.get("brands") or ())
-    releases = []
-    for r in data["releases"]:
-        if not isinstance(r, Mapping) or not r.get("source"):
-            raise KnowledgeError("images.yaml cuda_base_gates: every release needs a source")
-        try:
-            cuda = parse_cuda(str(r.get("cuda")))
-        except InputError as exc:
-            raise KnowledgeError(f"images.yaml cuda_base_gates: {exc}") from None
-        branches = tuple(int(b) for b in r.get("branches") or ())
-        releases.append(((cuda.major, cuda.minor, cuda.patch or 0), branches, str(r["source"])))
-    return BaseGates(brands, tuple(releases))
 
 
 def unmirror(ref: ImageRef, mirrors: Iterable[Mirror]) -> ImageRef:
@@ -468,13 +191,16 @@ class ImageTable:
     def from_data(cls, data: object, kb: ReleaseFacts | None = None) -> ImageTable:
         if not isinstance(data, Mapping) or not isinstance(data.get("images"), list):
             raise KnowledgeError("images.yaml must be a mapping with an `images` list")
-        rules = tuple(_compile_rule(e, i) for i, e in enumerate(data["images"]))
+        rules = tuple(compile_rule(e, i) for i, e in enumerate(data["images"]))
         try:
             mirrors = parse_mirrors(data.get("mirrors"), "images.yaml mirrors")
         except InputError as exc:
             raise KnowledgeError(str(exc)) from None
         return cls(
-            rules=rules, kb=kb, mirrors=mirrors, base_gates=_base_gates(data.get("cuda_base_gates"))
+            rules=rules,
+            kb=kb,
+            mirrors=mirrors,
+            base_gates=read_base_gates(data.get("cuda_base_gates")),
         )
 
     @classmethod
@@ -490,7 +216,7 @@ class ImageTable:
         """A copy whose overrides are ``entries`` (in order) in front of the existing ones."""
         if isinstance(entries, Mapping | str):
             raise InputError("invalid image overrides: expected a list of {pattern, cuda}")
-        new = tuple(_override(e, i) for i, e in enumerate(entries))
+        new = tuple(compile_override(e, i) for i, e in enumerate(entries))
         return replace(self, overrides=new + self.overrides)
 
     def with_mirrors(self, entries: Mapping[str, str]) -> ImageTable:
@@ -578,7 +304,7 @@ class ImageTable:
             build = facts.framework(f"{rule.framework} {m.group('version')}")
             match = _from_fact(build, f"{rule.framework} {m.group('version')}")
         elif rule.cuda_from == "versions":
-            version = _version_key(m.group("version"))
+            version = version_key(m.group("version"))
             entry = next((v for v in rule.versions if version and v.holds(version)), None)
             if entry is None:
                 return None

@@ -3,7 +3,7 @@ resolver needs to use a workload's pull secrets (``imageResolver.pullSecrets``).
 list or a watch, so the webhook holds no Secret it was not asked about.
 
 RBAC: ``get`` on ``secrets`` and ``serviceaccounts`` (granted only with the option on,
-:mod:`cudasched.install.webhook`). Errors name the object and the HTTP status, never a
+:mod:`cudasched.install.access`). Errors name the object and the HTTP status, never a
 Secret's content.
 
 A name or namespace that Kubernetes could not have given an object (not a DNS-1123 subdomain,

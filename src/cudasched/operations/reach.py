@@ -20,8 +20,31 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cudasched.compat import engine
-from cudasched.compat.engine import Reason, Verdict, check, resolve_policy
+from cudasched.compat.engine import check, resolve_policy
 from cudasched.compat.fixes import driver_remedy
+from cudasched.compat.verdict import (
+    ARCH_DROPPED,
+    ARCH_TOO_NEW,
+    COMPUTE_CAPABILITY_OK,
+    COMPUTE_CAPABILITY_TOO_LOW,
+    DRIVER_BRANCH_UNSUPPORTED_GPU,
+    DRIVER_TOO_OLD,
+    FORWARD_COMPAT,
+    FRAMEWORK_ARCH_UNSUPPORTED,
+    MINOR_VERSION_COMPAT,
+    NATIVE,
+    NO_FORWARD_COMPAT_ON_GEFORCE,
+    NO_GPU_FACTS,
+    NO_REQUIREMENT,
+    REQUIRE_CUDA_UNMET,
+    UNKNOWN_ARCH,
+    UNKNOWN_COMPUTE_CAPABILITY,
+    UNKNOWN_DATACENTER,
+    UNKNOWN_DRIVER,
+    UNKNOWN_TOOLKIT,
+    Reason,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     from cudasched.cluster.fleet import Fleet
@@ -35,31 +58,31 @@ __all__ = ["FleetVerdicts", "Nearest", "Reach", "driver_fix", "lacks_of"]
 # Reasons that say why a verdict holds, not what blocks it.
 _POSITIVE = frozenset(
     {
-        engine.NATIVE,
-        engine.MINOR_VERSION_COMPAT,
-        engine.FORWARD_COMPAT,
-        engine.COMPUTE_CAPABILITY_OK,
-        engine.NO_REQUIREMENT,
+        NATIVE,
+        MINOR_VERSION_COMPAT,
+        FORWARD_COMPAT,
+        COMPUTE_CAPABILITY_OK,
+        NO_REQUIREMENT,
     }
 )
 
 _ARCH = "a GPU architecture the workload's CUDA and kernels support"
 # What a node lacks, by blocking reason code (in the order they are named).
 _LACKS = {
-    engine.NO_GPU_FACTS: "GPU labels",
-    engine.UNKNOWN_TOOLKIT: "nothing a node can offer: the CUDA release is unknown",
-    engine.DRIVER_TOO_OLD: "a newer driver",
-    engine.UNKNOWN_DRIVER: "a reported driver version",
-    engine.DRIVER_BRANCH_UNSUPPORTED_GPU: "a driver branch that supports its GPU",
-    engine.REQUIRE_CUDA_UNMET: "a driver the image's NVIDIA_REQUIRE_CUDA accepts",
-    engine.NO_FORWARD_COMPAT_ON_GEFORCE: "a data-center GPU (forward compatibility)",
-    engine.UNKNOWN_DATACENTER: "a known GPU class (data-center or not)",
-    engine.ARCH_DROPPED: _ARCH,
-    engine.ARCH_TOO_NEW: _ARCH,
-    engine.FRAMEWORK_ARCH_UNSUPPORTED: _ARCH,
-    engine.UNKNOWN_ARCH: _ARCH,
-    engine.COMPUTE_CAPABILITY_TOO_LOW: "a GPU with a higher compute capability",
-    engine.UNKNOWN_COMPUTE_CAPABILITY: "a reported compute capability",
+    NO_GPU_FACTS: "GPU labels",
+    UNKNOWN_TOOLKIT: "nothing a node can offer: the CUDA release is unknown",
+    DRIVER_TOO_OLD: "a newer driver",
+    UNKNOWN_DRIVER: "a reported driver version",
+    DRIVER_BRANCH_UNSUPPORTED_GPU: "a driver branch that supports its GPU",
+    REQUIRE_CUDA_UNMET: "a driver the image's NVIDIA_REQUIRE_CUDA accepts",
+    NO_FORWARD_COMPAT_ON_GEFORCE: "a data-center GPU (forward compatibility)",
+    UNKNOWN_DATACENTER: "a known GPU class (data-center or not)",
+    ARCH_DROPPED: _ARCH,
+    ARCH_TOO_NEW: _ARCH,
+    FRAMEWORK_ARCH_UNSUPPORTED: _ARCH,
+    UNKNOWN_ARCH: _ARCH,
+    COMPUTE_CAPABILITY_TOO_LOW: "a GPU with a higher compute capability",
+    UNKNOWN_COMPUTE_CAPABILITY: "a reported compute capability",
 }
 
 
@@ -75,9 +98,7 @@ def lacks_of(reasons: tuple[Reason, ...]) -> tuple[str, ...]:
 
 
 # Blocking reasons a newer driver on the same GPU can remove.
-_DRIVER_FIXABLE = frozenset(
-    {engine.DRIVER_TOO_OLD, engine.REQUIRE_CUDA_UNMET, engine.DRIVER_BRANCH_UNSUPPORTED_GPU}
-)
+_DRIVER_FIXABLE = frozenset({DRIVER_TOO_OLD, REQUIRE_CUDA_UNMET, DRIVER_BRANCH_UNSUPPORTED_GPU})
 
 
 def driver_fix(
@@ -95,19 +116,19 @@ def driver_fix(
     if not codes or not codes <= _DRIVER_FIXABLE or facts.driver is None:
         return None
     floors: list[DriverVersion] = []
-    if engine.DRIVER_TOO_OLD in codes:
+    if DRIVER_TOO_OLD in codes:
         cuda = engine.effective_cuda(req)
         need = kb.min_driver(cuda) if cuda is not None else None
         if need is None:
             return None
         floors.append(need)
-    if engine.REQUIRE_CUDA_UNMET in codes:
+    if REQUIRE_CUDA_UNMET in codes:
         floor = req.gate.cuda_floor() if req.gate is not None else None
         need = kb.min_driver(floor) if floor is not None else None
         if need is None:
             return None
         floors.append(need)
-    if engine.DRIVER_BRANCH_UNSUPPORTED_GPU in codes:
+    if DRIVER_BRANCH_UNSUPPORTED_GPU in codes:
         first = facts.first_driver
         if first is None or facts.driver >= first:
             return None  # the branch is past the architecture's last one: no newer driver helps

@@ -42,7 +42,8 @@ import orjson
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.jsontree import copy_json
 from cudasched.vocab.labels import OWNED_KEYS
-from cudasched.vocab.nodeaffinity import NodeSelector, NodeSelectorError
+from cudasched.vocab.nodeaffinity import NodeSelector
+from cudasched.vocab.nodeterms import NodeSelectorError
 
 __all__ = [
     "INJECTED_KEY",

@@ -29,7 +29,6 @@ host's credentials); tokens are kept per repository until they expire.
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -38,99 +37,35 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
-import orjson
 
 from cudasched.knowledge.imageconfig import ImageConfig
-from cudasched.knowledge.images import parse_image_ref
 from cudasched.knowledge.mirrors import Mirror
-from cudasched.registry.auth import (
-    DOCKER_HUB,
-    Credentials,
-    Keychain,
-    canonical_host,
-    parse_challenge,
+from cudasched.registry.auth import Credentials, Keychain, canonical_host, parse_challenge
+from cudasched.registry.distribution import (
+    ACCEPT,
+    INDEX_TYPES,
+    MANIFEST_TYPES,
+    RegistryError,
+    Repository,
+    checked_digest,
+    digest_of,
+    json_object,
+    repository_of,
+    status_error,
 )
 from cudasched.registry.mirrors import routes_of
 from cudasched.vocab.errors import InputError
 
 __all__ = [
-    "CONFIG_TYPES",
-    "INDEX_TYPES",
-    "MANIFEST_TYPES",
     "Limits",
     "Platform",
     "RegistryClient",
-    "RegistryError",
-    "Repository",
-    "repository_of",
 ]
 
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_LIST})
-MANIFEST_TYPES = frozenset({OCI_MANIFEST, DOCKER_MANIFEST})
-CONFIG_TYPES = frozenset(
-    {"application/vnd.oci.image.config.v1+json", "application/vnd.docker.container.image.v1+json"}
-)
-_ACCEPT = ", ".join([OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST])
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
 _MAX_TOKENS = 4096
-#: A registry host as distribution/reference's grammar has it (a domain or a bracketed IPv6
-#: address, an optional port), lower case: it becomes a URL's authority, where ``#``, ``?`` or
-#: ``%`` would move the request off the distribution API.
-_HOST_RE = re.compile(
-    r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])"
-    r"(?::[0-9]{1,5})?"
-)
-
-
-#: The OCI digest grammar (opencontainers/image-spec descriptor.md, "Digests"):
-#: ``algorithm ":" encoded``, algorithm components ``[a-z0-9]+`` joined by ``[+._-]``, encoded
-#: ``[a-zA-Z0-9=_-]+``; and the registered algorithms we can verify, whose encoded part is
-#: lowercase hex of the hash's length.
-_DIGEST_RE = re.compile(r"[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+")
-_ALGORITHMS = {"sha256": 64, "sha512": 128}
-_HEX_RE = re.compile(r"[a-f0-9]+")
-
-
-def checked_digest(value: object, what: str) -> str:
-    """``value`` when it is an OCI digest of a registered algorithm, else a
-    :class:`RegistryError` (``bad-response``) naming it: a digest becomes a URL path segment."""
-    text = value if isinstance(value, str) else ""
-    algorithm, _, encoded = text.partition(":")
-    if not _DIGEST_RE.fullmatch(text):
-        raise RegistryError(
-            "bad-response",
-            f"{what}: {value!r} is not an OCI digest (algorithm:encoded such as sha256:<64 "
-            "lowercase hex digits>)",
-        )
-    if _ALGORITHMS.get(algorithm) != len(encoded) or not _HEX_RE.fullmatch(encoded):
-        raise RegistryError(
-            "bad-response",
-            f"{what}: {value!r} is not a sha256 or sha512 digest (lowercase hex of 64 or 128 "
-            "digits)",
-        )
-    return text
-
-
-def _digest_of(body: bytes, digest: str) -> str:
-    """``body``'s digest with the algorithm of ``digest`` (a :func:`checked_digest`)."""
-    algorithm = digest.partition(":")[0]
-    return f"{algorithm}:{hashlib.new(algorithm, body).hexdigest()}"
-
-
-class RegistryError(InputError):
-    """Reading an image's config failed; ``kind`` is a closed word for metrics
-    (``not-found``, ``unauthorized``, ``timeout``, ``too-large``, ``unreachable``,
-    ``bad-response``, ``no-platform``)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,38 +114,6 @@ class Platform:
         if entry.get("os") != self.os or entry.get("architecture") != self.architecture:
             return False
         return not self.variant or entry.get("variant") in (None, self.variant)
-
-
-@dataclass(frozen=True, slots=True)
-class Repository:
-    """Where an image lives: the API host (Docker Hub's for short names), the repository
-    path (``library/`` added for Docker Hub's official images) and the tag or digest."""
-
-    host: str
-    path: str
-    reference: str  # a tag or a digest
-    is_digest: bool
-
-    @property
-    def name(self) -> str:
-        return f"{self.host}/{self.path}"
-
-
-def repository_of(image: str) -> Repository:
-    """Split ``image`` as a container runtime pulls it (``latest`` when no tag is named)."""
-    ref = parse_image_ref(image)
-    host = canonical_host(ref.host) if ref.host else DOCKER_HUB
-    if not _HOST_RE.fullmatch(host):
-        raise InputError(
-            f"invalid image {image!r}: {ref.host!r} is not a registry host "
-            "(host[:port] such as nvcr.io or registry.corp:5000)"
-        )
-    path = ref.path
-    if host == DOCKER_HUB and "/" not in path:
-        path = f"library/{path}"
-    if ref.digest:
-        return Repository(host, path, ref.digest, True)
-    return Repository(host, path, ref.tag or "latest", False)
 
 
 class _Deadline:
@@ -322,13 +225,13 @@ class RegistryClient:
         within one deadline."""
         deadline = _Deadline(self.limits.deadline_seconds, self._clock)
         body, media, digest = self._manifest(repo, repo.reference, chain, deadline)
-        doc = _json(body, f"manifest of {image}")
+        doc = json_object(body, f"manifest of {image}")
         media = str(doc.get("mediaType") or media)
         if media in INDEX_TYPES or "manifests" in doc:
             entry = _pick(doc, plat, image)
             digest = checked_digest(entry["digest"], f"index of {image}")
             body, media, _ = self._manifest(repo, digest, chain, deadline)
-            doc = _json(body, f"manifest {digest} of {image}")
+            doc = json_object(body, f"manifest {digest} of {image}")
             media = str(doc.get("mediaType") or media)
         if media not in MANIFEST_TYPES and "config" not in doc:
             raise RegistryError(
@@ -338,7 +241,7 @@ class RegistryClient:
         if not isinstance(config, Mapping) or not isinstance(config.get("digest"), str):
             raise RegistryError("bad-response", f"manifest of {image} names no config blob")
         blob = self._blob(repo, str(config["digest"]), chain, deadline)
-        cfg = _json(blob, f"config of {image}")
+        cfg = json_object(blob, f"config of {image}")
         inner = cfg.get("config") if isinstance(cfg.get("config"), Mapping) else {}
         env: dict[str, str] = {}
         listed = inner.get("Env")
@@ -372,11 +275,11 @@ class RegistryClient:
             checked_digest(reference, what)
         url = f"{self._base(repo.host)}/v2/{repo.path}/manifests/{reference}"
         response, body = self._get(
-            url, repo, chain, deadline, self.limits.max_manifest_bytes, what, {"accept": _ACCEPT}
+            url, repo, chain, deadline, self.limits.max_manifest_bytes, what, {"accept": ACCEPT}
         )
         media = response.headers.get("content-type", "").split(";")[0].strip()
         if by_digest:
-            if _digest_of(body, reference) != reference:
+            if digest_of(body, reference) != reference:
                 raise RegistryError("bad-response", f"{what}: content does not match its digest")
             return body, media, reference
         actual = "sha256:" + hashlib.sha256(body).hexdigest()
@@ -395,7 +298,7 @@ class RegistryClient:
         url = f"{self._base(repo.host)}/v2/{repo.path}/blobs/{digest}"
         what = f"config blob {digest} of {repo.name}"
         _, body = self._get(url, repo, chain, deadline, self.limits.max_config_bytes, what, {})
-        if _digest_of(body, digest) != digest:
+        if digest_of(body, digest) != digest:
             raise RegistryError("bad-response", f"{what}: content does not match its digest")
         return body
 
@@ -456,7 +359,7 @@ class RegistryClient:
                 continue
             if status == 200:
                 return response, body
-            raise _status_error(status, what, body)
+            raise status_error(status, what, body)
 
     def _fetch(
         self, url: str, headers: Mapping[str, str], deadline: _Deadline, limit: int, what: str
@@ -558,8 +461,8 @@ class RegistryClient:
                 f"{what}: the token service refused {who} (HTTP {response.status_code})",
             )
         if response.status_code != 200:
-            raise _status_error(response.status_code, f"token for {what}", body)
-        doc = _json(body, f"token for {what}")
+            raise status_error(response.status_code, f"token for {what}", body)
+        doc = json_object(body, f"token for {what}")
         token = doc.get("token") or doc.get("access_token")
         if not isinstance(token, str) or not token:
             raise RegistryError("unauthorized", f"{what}: the token service gave no token")
@@ -586,16 +489,6 @@ def _holder(creds: Credentials | None) -> str:
     return hashlib.sha256(raw).hexdigest()[:32]
 
 
-def _json(body: bytes, what: str) -> Mapping[str, Any]:
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise RegistryError("bad-response", f"{what}: not JSON") from None
-    if not isinstance(doc, Mapping):
-        raise RegistryError("bad-response", f"{what}: not a JSON object")
-    return doc
-
-
 def _pick(index: Mapping[str, Any], platform: Platform, image: str) -> Mapping[str, Any]:
     manifests = index.get("manifests")
     if not isinstance(manifests, list):
@@ -614,19 +507,3 @@ def _pick(index: Mapping[str, Any], platform: Platform, image: str) -> Mapping[s
         "no-platform",
         f"{image} has no {platform} image (it offers {', '.join(offered) or 'none'})",
     )
-
-
-def _status_error(status: int, what: str, body: bytes) -> RegistryError:
-    code = ""
-    try:
-        doc = orjson.loads(body[:65536])
-        errors = doc.get("errors") if isinstance(doc, dict) else None
-        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-            code = f" ({errors[0].get('code')})"
-    except orjson.JSONDecodeError:
-        pass
-    if status == 404:
-        return RegistryError("not-found", f"{what}: not found (HTTP 404{code})")
-    if status in (401, 403):
-        return RegistryError("unauthorized", f"{what}: access denied (HTTP {status}{code})")
-    return RegistryError("bad-response", f"{what}: HTTP {status}{code}")

@@ -195,8 +195,9 @@ class Admitter(PodRules, ServiceRules):
                     empty = ReviewRequest(uid, "", "", "", "", "", None)
                     return Prepared(kind, empty, None, None, problem)
             else:
-                count = small_body_checks(body, limits)
-                shallow = not count and nesting_bounded(body)
+                braces = body.count(b"{")  # read by both checks
+                count = small_body_checks(body, limits, braces)
+                shallow = not count and nesting_bounded(body, braces)
         req = parse_review(body)
         memo_key = self._remembered.request_key(kind, req, body) if key else None
         raw_rest = self._remembered.raw_rest(body, req.uid) if memo_key is not None else None

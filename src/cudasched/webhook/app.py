@@ -257,6 +257,7 @@ class WebhookApp:
         # Children of labelled metrics are looked up once, not per request.
         self._latency = {p: self.metrics.latency.labels(endpoint=p) for p in self._admission}
         self._counted: dict[tuple[str, str], Any] = {}
+        self._unknown_counted: dict[tuple[str, str], Any] = {}
         self._remembered = {
             p: self.metrics.remembered_answers.labels(endpoint=p) for p in self._admission
         }
@@ -282,7 +283,12 @@ class WebhookApp:
             reviewer.on_unknown = self._count_unknown
 
     def _count_unknown(self, kind: str, reason: str) -> None:
-        self.metrics.unknown_requirement.labels(kind=kind, reason=reason).inc()
+        # Children kept per (kind, reason), both closed vocabularies: labels() costs microseconds.
+        counter = self._unknown_counted.get((kind, reason))
+        if counter is None:
+            counter = self.metrics.unknown_requirement.labels(kind=kind, reason=reason)
+            self._unknown_counted[(kind, reason)] = counter
+        counter.inc()
 
     # ------------------------------------------------------------------ ASGI entry point
 

@@ -131,15 +131,17 @@ def body_over_limits(body: bytes, limits: ObjectLimits) -> str | None:
     return None
 
 
-def small_body_checks(body: bytes, limits: ObjectLimits) -> bool:
+def small_body_checks(body: bytes, limits: ObjectLimits, braces: int | None = None) -> bool:
     """Whether a body needs the full count of :func:`over_limits`, judged from its bytes; when
     not, only its nesting needs checking (:func:`too_deep`, microseconds instead of tens).
 
     Every container, term and expression is a JSON object (one ``{``) and every value follows a
     comma or a bracket, so when those counts are within the limits the object is too. That holds
     for any ordinary review (a pod has a few hundred braces); only unusual bodies pay for the
-    full count. Nesting is checked separately because a few hundred bytes can nest deeply."""
-    braces = body.count(b"{")
+    full count. Nesting is checked separately because a few hundred bytes can nest deeply.
+    ``braces``: the body's count of ``{`` when the caller has it (a pass over the body)."""
+    if braces is None:
+        braces = body.count(b"{")
     if braces > min(limits.max_containers, limits.max_terms, limits.max_expressions):
         return True
     if min(limits.max_values, limits.max_selector_values) >= len(body):
@@ -148,11 +150,14 @@ def small_body_checks(body: bytes, limits: ObjectLimits) -> bool:
     return values > min(limits.max_values, limits.max_selector_values)
 
 
-def nesting_bounded(body: bytes) -> bool:
+def nesting_bounded(body: bytes, braces: int | None = None) -> bool:
     """Whether ``body``'s bytes alone prove it nests no deeper than :data:`MAX_DEPTH` levels:
     every level opens with a ``{`` or a ``[``, so a body with at most that many of them (in
-    strings too: an overestimate) cannot; then :func:`too_deep` need not serialise it."""
-    return body.count(b"{") + body.count(b"[") <= MAX_DEPTH
+    strings too: an overestimate) cannot; then :func:`too_deep` need not serialise it.
+    ``braces``: the body's count of ``{`` when the caller has it."""
+    if braces is None:
+        braces = body.count(b"{")
+    return braces <= MAX_DEPTH and braces + body.count(b"[") <= MAX_DEPTH
 
 
 def too_deep(obj: Any) -> str | None:

@@ -149,17 +149,21 @@ def _diff_value(path: tuple[str, ...], old: Any, new: Any, depth: int, out: list
         and (type(new) is dict or isinstance(new, Mapping))
     ):
         for key in sorted(set(old) | set(new)):
-            _diff_value(
-                (*path, key), old.get(key, _MISSING), new.get(key, _MISSING), depth - 1, out
-            )
+            before, after = old.get(key, _MISSING), new.get(key, _MISSING)
+            if before is not after:  # a value shared by both (most of them) is unchanged
+                _diff_value((*path, key), before, after, depth - 1, out)
         return
     out.append({"op": "replace", "path": pointer(path), "value": new})
 
 
 def diff(
-    original: Mapping[str, Any], mutated: Mapping[str, Any], scopes: Iterable[Scope]
+    original: Mapping[str, Any],
+    mutated: Mapping[str, Any],
+    scopes: Iterable[Scope],
+    at: str = "",
 ) -> list[Op]:
-    """Operations that turn ``original`` into ``mutated`` within ``scopes`` (and nothing else).
+    """Operations that turn ``original`` into ``mutated`` within ``scopes`` (and nothing else),
+    their paths under ``at`` (the pointer of ``original`` in a larger document; ``""``: none).
 
     For each scope the nearest ancestor missing from ``original`` is added whole, so the patch
     applies whatever the original looked like. Scopes are processed in the given order; they
@@ -195,4 +199,7 @@ def diff(
                     out.append({"op": "replace", "path": pointer(path[:i]), "value": new})
                 break
             parent_old = old
+    if at:
+        for op in out:
+            op["path"] = at + op["path"]
     return out

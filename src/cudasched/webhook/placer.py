@@ -36,6 +36,7 @@ from cudasched.placement.merge import (
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.webhook.bounded import BoundedMemo
+from cudasched.webhook.patch import Op, Scope, diff
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -96,7 +97,7 @@ class Placer:
         self.compiled: BoundedMemo[tuple[Any, ...], _Entry] = BoundedMemo(
             config.selector_cache_bytes
         )
-        self.merged: BoundedMemo[bytes, bytes | None] = BoundedMemo(config.affinity_cache_bytes)
+        self.merged: BoundedMemo[bytes, _Merge] = BoundedMemo(config.affinity_cache_bytes)
 
     def compile(self, requirement: Requirement, policy: Policy, state: ClusterState) -> Compiled:
         """The node-selector terms for ``requirement`` in the cluster's label scheme, and the
@@ -140,37 +141,61 @@ class Placer:
         else is copied as it is), so it runs on the affinity alone and its result is memoised
         by (the affinity's JSON, the terms' tag); each call still gets its own copy of the
         merged affinity."""
-        assert compiled.terms is not None
-        terms: list[dict[str, Any]] | CheckedTerms = (
-            compiled.checked if compiled.checked is not None else compiled.terms
-        )
         out = dict(spec)
+        found = self._remembered(out, compiled)
+        if found is None:
+            return self._merge_affinity(out, self._terms(compiled))
+        if found.affinity is None:
+            out.pop("affinity", None)
+        else:
+            out["affinity"] = orjson.loads(found.affinity)
+        return out
+
+    def merge_ops(self, spec: Mapping[str, Any], compiled: Compiled, at: str) -> list[Op]:
+        """The JSON patch that turns ``spec`` into :meth:`merge`'s result, with paths under
+        ``at`` (the pointer of ``spec`` in the admitted object): the operations of
+        :func:`~cudasched.webhook.patch.diff` over ``spec.affinity``, in its order.
+
+        A remembered merge keeps these operations with their values already written as JSON,
+        handed on as ``orjson.Fragment`` values: a first-seen pod whose merge is remembered neither
+        decodes the merged affinity, nor compares it with its own, nor encodes it again (a
+        fifth of such a decision, issue 22). The answer's bytes are the same."""
+        found = self._remembered(spec, compiled)
+        if found is None:
+            merged = self._merge_affinity(dict(spec), self._terms(compiled))
+            return diff(spec, merged, (_AFFINITY,), at)
+        return found.patch(at)
+
+    @staticmethod
+    def _terms(compiled: Compiled) -> list[dict[str, Any]] | CheckedTerms:
+        assert compiled.terms is not None
+        return compiled.checked if compiled.checked is not None else compiled.terms
+
+    def _remembered(self, spec: Mapping[str, Any], compiled: Compiled) -> _Merge | None:
+        """The merge memo's entry for ``spec`` and ``compiled``, merged and stored when missing;
+        ``None`` when the spec's affinity is too large to remember or not plain JSON (the
+        caller then merges it itself). Raises :class:`Deferred` for a merge not remembered
+        under :func:`cheap_only`."""
         cheap = _CHEAP.get()
         try:
-            own = orjson.dumps(["affinity" in out, out.get("affinity")])
+            own = orjson.dumps(["affinity" in spec, spec.get("affinity")])
         except TypeError:  # not plain JSON data: no memo
             own = None
         if own is None or len(own) > _MERGE_MEMO_MAX_KEY_BYTES:
             if cheap:
                 raise Deferred("merge")
-            return self._merge_affinity(out, terms)
+            return None
         key = own + compiled.tag  # the tag has a fixed length: the key reads one way only
         remembered = self.merged.get(key)
-        if remembered is None:
-            if cheap:
-                raise Deferred("merge")
-            merged = self._merge_affinity(
-                {"affinity": out["affinity"]} if "affinity" in out else {}, terms
-            )
-            found = orjson.dumps(merged["affinity"]) if "affinity" in merged else None
-            self.merged.put(key, found, len(key) + len(found or b""))
-        else:
-            found = remembered[0]
-        if found is None:
-            out.pop("affinity", None)
-        else:
-            out["affinity"] = orjson.loads(found)
-        return out
+        if remembered is not None:
+            return remembered[0]
+        if cheap:
+            raise Deferred("merge")
+        before = {"affinity": spec["affinity"]} if "affinity" in spec else {}
+        merged = self._merge_affinity(dict(before), self._terms(compiled))
+        entry = _Merge.of(before, merged)
+        self.merged.put(key, entry, len(key) + entry.size)
+        return entry
 
     def _merge_affinity(
         self, spec: dict[str, Any], terms: list[dict[str, Any]] | CheckedTerms
@@ -189,6 +214,58 @@ def _what(requirement: Requirement) -> str:
     ):
         return f"CUDA {requirement.cuda.release}"
     return requirement.describe()
+
+
+#: The one subtree a merge changes, relative to the spec.
+_AFFINITY = Scope(("affinity",))
+
+
+class _Merge(NamedTuple):
+    """A merge as the merge memo keeps it: the merged affinity as JSON (``None`` when the
+    result has none) and the patch from the spec's own affinity to it: operation, path relative
+    to the spec, and value (``None`` for none; else where its JSON lies in ``affinity``, which
+    holds every value a merge writes, or the JSON itself when it does not)."""
+
+    affinity: bytes | None
+    ops: tuple[tuple[str, str, tuple[int, int] | bytes | None], ...]
+    size: int
+
+    @classmethod
+    def of(cls, before: Mapping[str, Any], merged: Mapping[str, Any]) -> _Merge:
+        affinity = orjson.dumps(merged["affinity"]) if "affinity" in merged else None
+        ops: list[tuple[str, str, tuple[int, int] | bytes | None]] = []
+        size = len(affinity or b"")
+        for op in diff(before, merged, (_AFFINITY,)):
+            value = op.get("value", _NONE)
+            where: tuple[int, int] | bytes | None = None
+            if value is not _NONE:
+                written = orjson.dumps(value)
+                # JSON is written part by part: a value of the merged affinity is a run of its
+                # bytes (any run equal to it reads as the same value).
+                start = affinity.find(written) if affinity is not None else -1
+                if start < 0:
+                    where = written
+                    size += len(written)
+                else:
+                    where = (start, start + len(written))
+            ops.append((op["op"], op["path"], where))
+        return cls(affinity, tuple(ops), size + 64 * len(ops))
+
+    def patch(self, at: str) -> list[Op]:
+        """The operations with paths under ``at``, their values as ``orjson.Fragment``."""
+        out: list[Op] = []
+        for op, path, where in self.ops:
+            if where is None:
+                out.append({"op": op, "path": at + path})
+                continue
+            if type(where) is tuple:
+                assert self.affinity is not None
+                where = self.affinity[where[0] : where[1]]
+            out.append({"op": op, "path": at + path, "value": orjson.Fragment(where)})
+        return out
+
+
+_NONE: Any = object()
 
 
 class _Entry(NamedTuple):

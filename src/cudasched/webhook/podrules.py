@@ -12,7 +12,7 @@ from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.webhook.once import said_once
-from cudasched.webhook.patch import Scope
+from cudasched.webhook.patch import Op, Scope
 from cudasched.webhook.review import (
     Decision,
     ReviewRequest,
@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 from cudasched.webhook.steps import AdmissionSteps
 
 __all__ = ["PodRules"]
+
+#: The subtree of a pod that admission diffs itself; spec.affinity's patch comes from the
+#: placer (:meth:`~cudasched.webhook.placer.Placer.merge_ops`), after it.
+_ANNOTATIONS = (Scope(("metadata", "annotations")),)
 
 
 class PodRules(AdmissionSteps):
@@ -113,14 +117,14 @@ class PodRules(AdmissionSteps):
             return self._named_node(req, node_name, requirement, policy, record, state)
         compiled = self.placer.compile(requirement, policy, state)
         terms, no_fit = compiled.terms, compiled.no_fit
-        merged: Mapping[str, Any] | None = None
+        placed: list[Op] = []
         unmergeable = None
         if terms is not None:
             try:
                 # Called even when `terms` is empty: the merge also replaces cudasched's own
                 # earlier terms (recognised by their marker); the pod's own expressions, on any
-                # key, are kept and ANDed with ours.
-                merged = self.placer.merge(spec, compiled)
+                # key, are kept and ANDed with ours. The patch of spec.affinity comes with it.
+                placed = self.placer.merge_ops(spec, compiled, "/spec")
             except InputError as exc:
                 unmergeable = exc
         # Only now, once nothing can be deferred to a review thread (answer_inline).
@@ -130,19 +134,17 @@ class PodRules(AdmissionSteps):
             # product would explode): admit it as it is and say why.
             return self._unconstrained(req, record, str(unmergeable), notes)
         mutated = pod_for_mutation(pod)
-        if merged is not None:
-            mutated["spec"] = merged
         set_annotation(mutated, L.ANN_REQUIREMENT, record)
-        scopes = (Scope(("metadata", "annotations")), Scope(("spec", "affinity")))
         return self._finish(
             req,
             pod,
             mutated,
-            scopes,
+            _ANNOTATIONS,
             record=record,
             no_fit=no_fit,
             may_deny=True,
             notes=notes,
+            then=placed,
         )
 
     def _named_node(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 import orjson
+import pybase64
 
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, POD
@@ -93,7 +94,8 @@ class Decision:
         return self._response(self._encoded_patch().decode("ascii") if self.patch else "")
 
     def _encoded_patch(self) -> bytes:
-        return base64.b64encode(orjson.dumps(list(self.patch)))
+        # pybase64: the same bytes as base64.b64encode, about twenty times faster (SIMD).
+        return pybase64.b64encode(orjson.dumps(list(self.patch)))
 
     def _response(self, patch: str) -> dict[str, Any]:
         resp: dict[str, Any] = {"uid": self.uid, "allowed": self.allowed}

@@ -16,7 +16,7 @@ from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.webhook.config import OnNoFit, WebhookConfig
 from cudasched.webhook.nofit import Placement
 from cudasched.webhook.once import FirstSeen
-from cudasched.webhook.patch import Scope, diff
+from cudasched.webhook.patch import Op, Scope, diff
 from cudasched.webhook.placer import Placer
 from cudasched.webhook.review import (
     Decision,
@@ -92,10 +92,12 @@ class AdmissionSteps:
         no_fit: str | None,
         may_deny: bool,
         notes: tuple[str, ...] = (),
+        then: Sequence[Op] = (),
     ) -> Decision:
-        """Apply ``onNoFit`` and turn the mutation into a patch (none when nothing changed).
-        ``notes`` are warnings given once (:func:`~cudasched.webhook.once.said_once`), kept
-        whatever the outcome."""
+        """Apply ``onNoFit`` and turn the mutation into a patch (none when nothing changed):
+        the diff within ``scopes``, then the operations ``then`` already found for a later
+        scope (the placer's patch of the affinity). ``notes`` are warnings given once
+        (:func:`~cudasched.webhook.once.said_once`), kept whatever the outcome."""
         warnings: tuple[str, ...] = notes
         audit = {"requirement": record} if record else {}
         if no_fit is not None:
@@ -115,6 +117,7 @@ class AdmissionSteps:
             if self.config.on_no_fit is not OnNoFit.ALLOW:
                 warnings = (clip(no_fit), *notes)
         ops = diff(original, mutated, scopes)
+        ops.extend(then)
         return Decision(
             req.uid,
             patch=tuple(ops),

@@ -18,15 +18,10 @@ import sys
 from pathlib import Path
 
 from cudasched_e2e.binaries import BuildError, cache_root, ensure_built
-from cudasched_e2e.controlplane import (
-    ControlPlane,
-    Options,
-    StartError,
-    pid_alive,
-    read_state,
-    record_helper,
-    stop_directory,
-)
+from cudasched_e2e.controlplane.options import Options
+from cudasched_e2e.controlplane.plane import ControlPlane
+from cudasched_e2e.controlplane.processes import StartError, pid_alive
+from cudasched_e2e.controlplane.state import read_state, record_helper, stop_directory
 from cudasched_e2e.kube import ApiError
 
 

@@ -1,29 +1,57 @@
-"""The processes of a control plane and the state file that records them: stopping each
-component's process group, the helpers a person starts beside it (``controlplane webhook``), and a
-detached control plane (``down``) from its ``state.json``."""
+"""The control plane's processes: each runs in its own process group (its own session), so
+that :func:`stop_group` ends it and anything it started and nothing outlives a test session;
+a helper a person starts beside it (``controlplane webhook``) is ended by :func:`stop_helper`;
+whether a pid is alive or has exited, its command line, the end of a log for an error message,
+and a free port on 127.0.0.1 (the one the whole suite takes its ports from).
+"""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
+import socket
+import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 __all__ = [
-    "STATE_FILE",
+    "Process",
+    "StartError",
     "cmdline",
     "exited",
+    "free_port",
+    "log_tail",
     "pid_alive",
-    "read_state",
-    "record_helper",
-    "stop_directory",
     "stop_group",
+    "stop_helper",
 ]
 
-STATE_FILE = "state.json"
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class StartError(RuntimeError):
+    """A component did not start; the message carries the end of its log."""
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes] | None
+    pid: int
+    log: Path
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
 
 
 def pid_alive(pid: int) -> bool:
@@ -41,6 +69,17 @@ def cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def exited(pid: int) -> bool:
+    """Gone, or a zombie waiting for a parent that is not us to reap it."""
+    if not pid_alive(pid):
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
 
 
 def stop_group(pid: int, *, expect: str | None = None, grace: float = 10.0) -> None:
@@ -69,40 +108,10 @@ def stop_group(pid: int, *, expect: str | None = None, grace: float = 10.0) -> N
         os.waitpid(pid, 0)
 
 
-def read_state(directory: Path) -> dict[str, Any]:
-    path = directory / STATE_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"no control plane in {directory} ({STATE_FILE} missing)")
-    return dict(json.loads(path.read_text()))
-
-
-def exited(pid: int) -> bool:
-    """Gone, or a zombie waiting for a parent that is not us to reap it."""
-    if not pid_alive(pid):
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
-
-
-def record_helper(directory: Path, name: str, pid: int | None) -> None:
-    """Note a helper process that serves the control plane in ``directory`` (``webhook``), or
-    forget it (``pid`` None), so that :func:`stop_directory` (``down``) ends it first."""
-    state = read_state(directory)
-    helpers = dict(state.get("helpers") or {})
-    if pid is None:
-        helpers.pop(name, None)
-    else:
-        helpers[name] = pid
-    state["helpers"] = helpers
-    (directory / STATE_FILE).write_text(json.dumps(state, indent=2))
-
-
-def _stop_helper(pid: int, *, grace: float = 60.0) -> bool:
+def stop_helper(pid: int, *, grace: float = 60.0) -> bool:
     """SIGTERM one helper (a person's foreground or ``&`` command, not a group of ours) and wait
-    while it cleans up (unregisters, stops what it started); SIGKILL after ``grace``."""
+    while it cleans up (unregisters, stops what it started); SIGKILL after ``grace``. False when
+    ``pid`` is no longer a harness command (gone, or a reused pid)."""
     if exited(pid) or "cudasched_e2e.controlplane" not in cmdline(pid):
         return False
     with contextlib.suppress(ProcessLookupError):
@@ -115,20 +124,3 @@ def _stop_helper(pid: int, *, grace: float = 60.0) -> bool:
             break
         time.sleep(0.1)
     return True
-
-
-def stop_directory(directory: Path) -> list[str]:
-    """Stop the processes a (possibly detached) control plane in ``directory`` recorded: its
-    helpers first (while the API server still answers them), then its components."""
-    state = read_state(directory)
-    stopped = [name for name, pid in (state.get("helpers") or {}).items() if _stop_helper(int(pid))]
-    state = read_state(directory)
-    state["helpers"] = {}
-    expect = {"nodekeeper": "cudasched_e2e.nodekeeper"}
-    for name, pid in reversed(list(state.get("processes", {}).items())):
-        if pid_alive(int(pid)):
-            stop_group(int(pid), expect=expect.get(name, name))
-            stopped.append(name)
-    state["processes"] = {}
-    (directory / STATE_FILE).write_text(json.dumps(state, indent=2))
-    return stopped

@@ -6,7 +6,7 @@ out. Every rule is an existing one, asked again of objects that already exist:
 
 * a workload's requirement is what the webhook would enforce
   (:func:`cudasched.workloads.resolution.resolve_workload`, LLMInferenceServices included; runtimes
-  through :func:`~cudasched.workloads.resolution.resolve_runtime`), so a CPU workload has none and
+  through :func:`~cudasched.workloads.sources.resolve_runtime`), so a CPU workload has none and
   never
   gets a workload finding, and ``cudasched.io/skip`` leaves a workload out as it does at admission;
   LLMInferenceServices and their pods are read by :mod:`cudasched.workloads.kserve.llm`;

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from cudasched.compat import engine
 from cudasched.compat.containers import driver_change, driver_manager
+from cudasched.compat.verdict import REQUIRE_CUDA_UNMET
 from cudasched.operations.audit.context import AuditContext, wants
 from cudasched.operations.reach import Reach
 from cudasched.vocab import labels as L
@@ -32,7 +33,7 @@ def unplaceable_fix(ctx: AuditContext, req: Requirement, reach: Reach) -> str | 
     if nearest is not None and nearest.driver is not None:
         steps.append(_driver_step(ctx, nearest.node, nearest.alike, nearest.driver))
     # The container toolkit's gate holds under every policy: say what turning it off gives.
-    if req.gate is not None and nearest is not None and engine.REQUIRE_CUDA_UNMET in nearest.codes:
+    if req.gate is not None and nearest is not None and REQUIRE_CUDA_UNMET in nearest.codes:
         ungated = ctx.verdicts.reach(replace(req, gate=None), ctx.policy)
         if ungated.anywhere:
             steps.append(

@@ -37,7 +37,8 @@ from cudasched.compat.branches import (
     running,
 )
 from cudasched.compat.containers import Install, install_option
-from cudasched.compat.engine import FORWARD_COMPAT, check
+from cudasched.compat.engine import check
+from cudasched.compat.verdict import FORWARD_COMPAT
 from cudasched.vocab.requirements import Policy, Requirement
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 Each cell is the compatibility engine's verdict for the runtime's requirement (what an
 InferenceService that only names the runtime would need, see
-:func:`cudasched.workloads.resolution.resolve_runtime`) on the pool's GPU facts, under the
+:func:`cudasched.workloads.sources.resolve_runtime`) on the pool's GPU facts, under the
 runtime's own
 policy when it names one and the report's otherwise. A pool whose nodes carry different facts
 (labels that differ beyond product, driver and OS) gets one verdict per set of facts; when they
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from cudasched.compat.engine import Verdict, VerdictStatus, check, resolve_policy
+from cudasched.compat.engine import check, resolve_policy
+from cudasched.compat.verdict import Verdict, VerdictStatus
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase

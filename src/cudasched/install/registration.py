@@ -1,0 +1,177 @@
+"""The webhook's registration with the API server: the MutatingWebhookConfiguration (one
+webhook for pods, one for InferenceServices, one for LLMInferenceServices). Choices a reviewer
+should know about, each deliberate:
+
+* ``failurePolicy: Ignore``. The webhook sits on every GPU pod creation; if it is down, pods are
+  admitted without CUDA-aware affinity (the pre-cudasched behaviour) rather than blocking every
+  deployment in the cluster. The cost is that a pod created during an outage may land on a node
+  that cannot run it. Clusters that prefer the opposite pass ``--fail-closed`` (``Fail``).
+* ``reinvocationPolicy: IfNeeded``: other mutating webhooks (KServe's own pod mutator, Istio,
+  GPU sharing) may add containers or affinity after us; being re-invoked lets us AND the
+  requirement into their final affinity. The mutation is idempotent, so re-invocation is safe.
+* ``timeoutSeconds: 3``: the API server default is 10 s; admission answers from memory in
+  milliseconds, so a short timeout bounds the damage of a stuck replica.
+* ``sideEffects``: ``None`` for pods; ``NoneOnDryRun`` for InferenceServices and
+  LLMInferenceServices, on which the webhook records a ``NoCompatibleNode`` Event when no node
+  can run them (never for a dry run).
+* LLMInferenceServices are matched at ``v1alpha1`` and ``v1alpha2`` (KServe 0.16 serves the
+  first, 0.17 and later both, storing the second); ``matchPolicy: Equivalent`` sends requests
+  for either.
+* ``matchConditions`` skip pods that cannot need a GPU before the API server calls us at all:
+  no ``nvidia.com/*`` resource, no resource claim, no ``cudasched.io/*`` annotation, no KServe
+  InferenceService label and not part of an LLMInferenceService (whose model server may take
+  its GPUs from a config the pod does not show until it is built). The webhook re-checks
+  everything itself, so the conditions only save round trips.
+* ``namespaceSelector`` excludes ``kube-system`` and cudasched's own namespace, so the webhook can
+  never block its own recovery.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from cudasched.install.naming import APP, CA_CERTIFICATE, object_meta
+from cudasched.vocab import labels as L
+from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE
+from cudasched.workloads.kserve.llm import PART_OF_LABEL, PART_OF_VALUE
+from cudasched.workloads.pods import SKIP_VALUES
+
+__all__ = [
+    "webhook_configuration",
+]
+
+# CEL: true when the pod could need a GPU or declares a requirement. Kept on one condition so a
+# pod is sent when ANY of these hold (matchConditions are ANDed with each other).
+_POD_MAY_NEED_GPU = " || ".join(
+    [
+        "(has(object.metadata.annotations) && "
+        "object.metadata.annotations.exists(k, k.startsWith('cudasched.io/')))",
+        "(has(object.metadata.labels) && "
+        "'serving.kserve.io/inferenceservice' in object.metadata.labels)",
+        f"(has(object.metadata.labels) && '{PART_OF_LABEL}' in object.metadata.labels && "
+        f"object.metadata.labels['{PART_OF_LABEL}'] == '{PART_OF_VALUE}')",
+        "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)",
+        "object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && "
+        "c.resources.limits.exists(r, r.startsWith('nvidia.com/')))",
+    ]
+)
+
+
+def _any_case(word: str) -> str:
+    """An RE2 pattern for ``word`` in any ASCII letter case (``[Tt][Rr][Uu][Ee]``): ``(?i)``
+    would also fold non-ASCII letters, which the webhook's own reading does not."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in word)
+
+
+# The skip switch as the webhook reads it (workloads.SKIP_VALUES, any case, surrounding
+# whitespace ignored), so a pod the webhook would skip is not even sent to it.
+_SKIP_PATTERN = r"^\\s*(" + "|".join(_any_case(v) for v in sorted(SKIP_VALUES)) + r")\\s*$"
+_NOT_SKIPPED = (
+    "!has(object.metadata.annotations) || "
+    f"!('{L.ANN_SKIP}' in object.metadata.annotations) || "
+    f"!object.metadata.annotations['{L.ANN_SKIP}'].matches('{_SKIP_PATTERN}')"
+)
+
+
+def webhook_configuration(
+    namespace: str,
+    *,
+    ca_bundle_pem: bytes | None = None,
+    cert_manager: bool = False,
+    fail_closed: bool = False,
+) -> dict[str, Any]:
+    """The MutatingWebhookConfiguration: one webhook for pods, one for InferenceServices, one
+    for LLMInferenceServices."""
+    annotations: dict[str, str] = {}
+    if cert_manager:
+        annotations["cert-manager.io/inject-ca-from"] = f"{namespace}/{CA_CERTIFICATE}"
+    client_config_extra: dict[str, Any] = {}
+    if ca_bundle_pem is not None:
+        client_config_extra["caBundle"] = base64.b64encode(ca_bundle_pem).decode()
+    namespace_selector = {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": sorted({"kube-system", namespace}),
+            }
+        ]
+    }
+    common: dict[str, Any] = {
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "timeoutSeconds": 3,
+        "failurePolicy": "Fail" if fail_closed else "Ignore",
+        "reinvocationPolicy": "IfNeeded",
+        "matchPolicy": "Equivalent",
+        "namespaceSelector": namespace_selector,
+    }
+
+    def client_config(path: str) -> dict[str, Any]:
+        return {
+            "service": {"name": APP, "namespace": namespace, "path": path, "port": 443},
+            **client_config_extra,
+        }
+
+    meta = object_meta(APP, None, "webhook")
+    if annotations:
+        meta["annotations"] = annotations
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": meta,
+        "webhooks": [
+            {
+                "name": "pods.cudasched.io",
+                "clientConfig": client_config("/mutate/pods"),
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "matchConditions": [
+                    {"name": "may-need-gpu", "expression": _POD_MAY_NEED_GPU},
+                    {"name": "not-skipped", "expression": _NOT_SKIPPED},
+                ],
+                **common,
+            },
+            {
+                "name": "inferenceservices.cudasched.io",
+                "clientConfig": client_config("/mutate/inferenceservices"),
+                "rules": [
+                    {
+                        "apiGroups": [INFERENCE_SERVICE.group],
+                        "apiVersions": [INFERENCE_SERVICE.version],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [INFERENCE_SERVICE.plural],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "matchConditions": [{"name": "not-skipped", "expression": _NOT_SKIPPED}],
+                **common,
+                # Records a NoCompatibleNode Event on the service, never for a dry run.
+                "sideEffects": "NoneOnDryRun",
+            },
+            {
+                "name": "llminferenceservices.cudasched.io",
+                "clientConfig": client_config("/mutate/llminferenceservices"),
+                "rules": [
+                    {
+                        "apiGroups": [LLM_INFERENCE_SERVICE.group],
+                        "apiVersions": ["v1alpha1", "v1alpha2"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [LLM_INFERENCE_SERVICE.plural],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "matchConditions": [{"name": "not-skipped", "expression": _NOT_SKIPPED}],
+                **common,
+                "sideEffects": "NoneOnDryRun",
+            },
+        ],
+    }

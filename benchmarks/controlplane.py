@@ -27,8 +27,10 @@ loopback, with the webhook as ``cudasched webhook`` on the host, registered as
   filter more nodes per pod whatever the selector). The injected affinities are taken from
   dry-run creates through the webhook. Per-pod latency is kube-scheduler's own
   ``scheduler_scheduling_algorithm_duration_seconds`` (filter + score) and its Filter
-  extension point. The anchor is scheduler_perf's ~220 pods/s with node affinity
-  at 5,000 nodes.
+  extension point; what the selector's size costs is its NodeAffinity plugin alone: the mean
+  Filter call on one node, times the nodes it filtered per pod, plus its PreFilter (the
+  difference between the injected terms and the one ``In`` is the compiled selector's own
+  cost). The anchor is scheduler_perf's ~220 pods/s with node affinity at 5,000 nodes.
 
 Run ``python -m benchmarks.controlplane --help``; ``--quick`` is a small smoke run. The first run
 builds the binaries (many minutes, once).
@@ -54,6 +56,7 @@ from typing import Any
 import httpx
 
 from benchmarks.common import Table, comma_list, loadavg, percentile, progress, report
+from cudasched_e2e.binaries import BuildError, build_package
 from cudasched_e2e.controlplane.options import Options
 from cudasched_e2e.controlplane.plane import ControlPlane
 from cudasched_e2e.fleet import TEMPLATE_LABEL, cudasched_command
@@ -93,6 +96,17 @@ class ScheduleResult:
     algorithm_p99_ms: float
     filter_mean_ms: float
     bound: int
+    #: kube-scheduler's NodeAffinity plugin alone (:func:`_node_affinity`): the mean Filter call
+    #: on one node, the PreFilter call per pod, and the nodes it filtered per pod.
+    affinity_filter_us: float = float("nan")
+    affinity_prefilter_us: float = float("nan")
+    affinity_nodes_per_pod: float = float("nan")
+
+    @property
+    def affinity_ms_per_pod(self) -> float:
+        """What evaluating the pod's node affinity cost the scheduler per pod."""
+        filtered = self.affinity_filter_us * self.affinity_nodes_per_pod
+        return (filtered + self.affinity_prefilter_us) / 1000
 
 
 @dataclass
@@ -306,6 +320,40 @@ def _quantile(buckets: list[tuple[float, float]], q: float) -> float:
     return lower
 
 
+def _counter(metrics: str, name: str, labels: str) -> float:
+    """The sum of one Prometheus counter over the series whose labels match ``labels``."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith(name + "{") and re.search(labels, line)
+    )
+
+
+def _node_affinity(metrics: str) -> tuple[float, float, float]:
+    """kube-scheduler's NodeAffinity plugin alone: (mean Filter call on one node, mean
+    PreFilter call per pod, in seconds; Filter calls per scheduling attempt).
+
+    The times come from ``scheduler_plugin_execution_duration_seconds``, which kube-scheduler
+    records in a random 10% of its cycles through a buffer flushed every second that drops what
+    overflows it (a sample, fine for a mean); the calls from
+    ``scheduler_plugin_evaluation_total``, counted on every call."""
+    means = []
+    for point in ("Filter", "PreFilter"):
+        total, count, _ = _histogram(
+            metrics,
+            "scheduler_plugin_execution_duration_seconds",
+            rf'extension_point="{point}",plugin="NodeAffinity"',
+        )
+        means.append(total / count if count else float("nan"))
+    calls = _counter(
+        metrics,
+        "scheduler_plugin_evaluation_total",
+        r'extension_point="Filter",plugin="NodeAffinity"',
+    )
+    attempts = _counter(metrics, "scheduler_schedule_attempts_total", "")
+    return means[0], means[1], calls / attempts if attempts else float("nan")
+
+
 def _injected_affinity(plane: ControlPlane, work: Path, scheme: str) -> JSON:
     """The node affinity the webhook (``labelScheme: scheme``) writes into the predictor pod,
     from a dry-run create."""
@@ -399,6 +447,7 @@ def measure_schedule(
         plane.start_scheduler()
         polled = Progress(plane, count)
         finished = polled.wait(timeout=max(120.0, count / 5))
+        time.sleep(2.0)  # kube-scheduler flushes its per-plugin timings every second
         metrics = plane.scheduler_metrics()
         span, scheduled, first = polled.span()
         bound = sum(
@@ -412,6 +461,7 @@ def measure_schedule(
             "scheduler_framework_extension_point_duration_seconds",
             'extension_point="Filter"',
         )
+        per_node, per_pod, nodes_per_pod = _node_affinity(metrics)
         result = ScheduleResult(
             nodes,
             shape,
@@ -422,6 +472,9 @@ def measure_schedule(
             1000 * _quantile(buckets, 0.99),
             1000 * ftotal / fcount if fcount else float("nan"),
             bound,
+            1e6 * per_node,
+            1e6 * per_pod,
+            nodes_per_pod,
         )
         progress(
             f"schedule: {shape}: {bound}/{count} bound, {scheduled} scheduled in {span:.1f}s "
@@ -432,6 +485,53 @@ def measure_schedule(
         plane.stop_component("kube-scheduler")
         _delete_all(api)
     return results
+
+
+@dataclass
+class MatchResult:
+    """kube-scheduler's own node-affinity code on one affinity, timed in Go on one thread
+    (``test/controlplane/affinitymatch``): a Filter call's match on one node, a PreFilter's
+    parse per pod, and how many of the fleet's nodes it admits."""
+
+    nodes: int
+    shape: str
+    ns_per_node: float
+    us_per_pod: float
+    matched: int
+
+
+def measure_match(
+    plane: ControlPlane, work: Path, affinities: dict[str, JSON]
+) -> list[MatchResult]:
+    """Time NodeAffinity's matching of each affinity over every node of the fleet; nothing
+    when Go is absent (the control plane's binaries may be cached without it)."""
+    try:
+        binary = build_package("./affinitymatch", work / "affinitymatch", progress=progress)
+    except BuildError as exc:
+        progress(f"match: skipped ({exc})")
+        return []
+    nodes = list(plane.api().list("/api/v1/nodes"))
+    done = subprocess.run(
+        [str(binary)],
+        input=json.dumps({"nodes": nodes, "affinities": affinities}),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"affinitymatch exited {done.returncode}: {done.stderr.strip()}")
+    found = json.loads(done.stdout)
+    return [
+        MatchResult(
+            len(nodes),
+            shape,
+            found[shape]["nsPerNode"],
+            found[shape]["nsPerPod"] / 1000,
+            found[shape]["matched"],
+        )
+        for shape in affinities
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -450,6 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings(args.pods, args.rounds, args.scheduled, sizes, loadavg_before=loadavg())
     creates: list[CreateResult] = []
     schedules: list[ScheduleResult] = []
+    matches: list[MatchResult] = []
     injected: dict[str, JSON] = {}
     with tempfile.TemporaryDirectory(prefix="cudasched-bench-cp-") as tmp:
         work = Path(tmp)
@@ -487,6 +588,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         )
                         injected[shape] = required
                     schedules += measure_schedule(plane, size, args.scheduled, affinities)
+                    matches += measure_match(plane, work, affinities)
     settings.loadavg_after = loadavg()
 
     tables = []
@@ -529,6 +631,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "algorithm mean ms",
                 "algorithm p99 ms",
                 "Filter mean ms",
+                "NodeAffinity us/node",
+                "nodes filtered/pod",
+                "NodeAffinity ms/pod",
             ]
         )
         for r in schedules:
@@ -541,6 +646,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 r.algorithm_mean_ms,
                 r.algorithm_p99_ms,
                 r.filter_mean_ms,
+                r.affinity_filter_us,
+                r.affinity_nodes_per_pod,
+                r.affinity_ms_per_pod,
             )
         tables.append(table.render())
         lines = []
@@ -554,12 +662,63 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{hooked.pods_per_s / bare.pods_per_s:.2f} (vs plain GPU pod "
                     f"{hooked.pods_per_s / plain.pods_per_s:.2f}); scheduling algorithm per pod "
                     f"with/without {hooked.algorithm_mean_ms / bare.algorithm_mean_ms:.2f}, "
-                    f"Filter with/without {hooked.filter_mean_ms / bare.filter_mean_ms:.2f}"
+                    f"Filter with/without {hooked.filter_mean_ms / bare.filter_mean_ms:.2f}; "
+                    f"NodeAffinity {hooked.affinity_ms_per_pod:.2f} ms/pod "
+                    f"({100 * hooked.affinity_ms_per_pod / hooked.algorithm_mean_ms:.1f}% of the "
+                    f"algorithm)"
                 )
+            floor, auto = rows[SAME], rows[AUTO]
+            extra = auto.affinity_ms_per_pod - floor.affinity_ms_per_pod
+            lines.append(
+                f"{size} nodes, the compiled selector's size: NodeAffinity per node "
+                f"{auto.affinity_filter_us:.2f} us (GFD terms) vs "
+                f"{floor.affinity_filter_us:.2f} us (one In on the same nodes); per pod "
+                f"{extra:.2f} ms more, {100 * extra / auto.algorithm_mean_ms:.1f}% of its "
+                f"scheduling algorithm time"
+            )
         lines.append(
             f"anchor: scheduler_perf ~{SCHEDULER_PERF_AFFINITY_PODS_S} pods/s with node affinity "
             f"at 5,000 nodes (a dedicated machine, apiserver in-process)"
         )
+        tables.append("\n".join(lines))
+    if matches:
+        table = Table(
+            [
+                "nodes",
+                "affinity (kube-scheduler's matching, Go, one thread)",
+                "nodes admitted",
+                "ns/node (Filter)",
+                "us/pod (PreFilter)",
+                "ms/pod at the nodes filtered",
+                "% of the algorithm",
+            ]
+        )
+        cost: dict[tuple[int, str], float] = {}
+        for m in matches:
+            row = next(r for r in schedules if r.nodes == m.nodes and r.shape == m.shape)
+            cost[(m.nodes, m.shape)] = per_pod = (
+                m.ns_per_node * row.affinity_nodes_per_pod / 1e6 + m.us_per_pod / 1000
+            )
+            table.add(
+                m.nodes,
+                m.shape,
+                m.matched,
+                m.ns_per_node,
+                m.us_per_pod,
+                per_pod,
+                100 * per_pod / row.algorithm_mean_ms,
+            )
+        tables.append(table.render())
+        lines = []
+        for size in sizes:
+            if (size, AUTO) in cost and (size, SAME) in cost:
+                extra = cost[(size, AUTO)] - cost[(size, SAME)]
+                auto = next(r for r in schedules if r.nodes == size and r.shape == AUTO)
+                lines.append(
+                    f"{size} nodes, what the compiled selector's size costs kube-scheduler's CPU "
+                    f"over one In admitting the same nodes: {extra:.2f} ms per pod, "
+                    f"{100 * extra / auto.algorithm_mean_ms:.1f}% of its scheduling algorithm time"
+                )
         tables.append("\n".join(lines))
     report(
         "controlplane",
@@ -571,6 +730,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "settings": asdict(settings),
             "create": [asdict(r) for r in creates],
             "schedule": [asdict(r) for r in schedules],
+            "match": [asdict(r) for r in matches],
             "affinities": injected,
         },
     )

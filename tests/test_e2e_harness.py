@@ -179,3 +179,26 @@ def test_pins_come_from_go_mod(tmp_path: Path, bad: str) -> None:
     else:
         with pytest.raises(RuntimeError, match="etcd"):
             pinned_versions(tmp_path)
+
+
+def test_the_webhook_command_needs_a_running_control_plane(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``controlplane webhook`` (the guide's way to try the webhook) is a command; without a
+    running control plane it says so and exits 2. (tests/e2e runs it against one.)"""
+    from cudasched_e2e.controlplane.__main__ import main
+
+    assert main(["--dir", str(tmp_path), "webhook", "--fail-closed"]) == 2
+    error = capsys.readouterr().err
+    assert f"no running control plane in {tmp_path}: run `up` first" in error
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_guide_names_every_e2e_module_and_crd() -> None:
+    guide = (ROOT / "docs" / "guide" / "controlplane.md").read_text()
+    modules = sorted(p.name for p in (ROOT / "tests" / "e2e").glob("test_*.py"))
+    kinds = sorted(c["spec"]["names"]["kind"] for c in all_crds())
+    missing = [m for m in modules if f"`{m}`" not in guide]
+    missing += [k for k in kinds if k not in guide]
+    assert not missing, f"docs/guide/controlplane.md does not name: {missing}"
+    assert len(modules) >= 9 and len(kinds) == 6

@@ -30,6 +30,7 @@ __all__ = [
     "BINARIES",
     "Binaries",
     "BuildError",
+    "build_package",
     "cache_root",
     "ensure_built",
     "find_go",
@@ -184,6 +185,29 @@ def _run_go(args: list[str], *, cwd: Path, env: dict[str, str], progress: Progre
         )
 
 
+def _go_env() -> dict[str, str]:
+    env = {**os.environ, "GOFLAGS": "-mod=readonly -buildvcs=false"}
+    env.setdefault("GOTOOLCHAIN", "local")
+    return env
+
+
+def build_package(package: str, output: Path, *, progress: Progress = _stderr) -> Path:
+    """Build one more package of the module (``./affinitymatch``, a benchmark's helper) into
+    ``output``, with the flags the binaries get, so Go's build cache serves what they share."""
+    go = find_go()
+    if go is None:
+        raise BuildError(f"the Go toolchain is not installed (no `go` on PATH) to build {package}")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    progress(f"controlplane build: {package} into {output}")
+    _run_go(
+        [go, "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(output), package],
+        cwd=module_dir(),
+        env=_go_env(),
+        progress=progress,
+    )
+    return output
+
+
 def ensure_built(*, progress: Progress = _stderr, force: bool = False) -> Binaries:
     """The binaries of the pinned versions, built now if the cache lacks them.
 
@@ -225,8 +249,7 @@ def ensure_built(*, progress: Progress = _stderr, force: bool = False) -> Binari
         if cached(stamp) and not force:  # another process built it while we waited
             return binaries
         bin_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "GOFLAGS": "-mod=readonly -buildvcs=false"}
-        env.setdefault("GOTOOLCHAIN", "local")
+        env = _go_env()
         begun = time.monotonic()
         progress(
             f"controlplane build: kubernetes {versions['kubernetes']}, etcd {versions['etcd']} "

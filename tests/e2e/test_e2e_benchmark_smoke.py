@@ -1,7 +1,8 @@
 """``benchmarks/controlplane.py`` end to end on a tiny size, so the script cannot rot: every
 series and pod shape is measured, every GPU pod created with the webhook registered was
-mutated and none without it, every scheduled pod was bound. No timing is asserted (the numbers
-belong in benchmarks/README.md)."""
+mutated and none without it, every scheduled pod was bound, and kube-scheduler's own matching
+code admits the same nodes with the injected terms as with one In on cudasched's answer. No
+timing is asserted (the numbers belong in benchmarks/README.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cudasched_e2e.binaries import Binaries
+from cudasched_e2e.binaries import Binaries, find_go
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,5 +36,14 @@ def test_controlplane_benchmark_quick(
     shapes = {r["shape"]: r for r in data["schedule"]}
     assert len(shapes) == 5
     assert all(r["bound"] == r["pods"] for r in data["schedule"])
+    # kube-scheduler's NodeAffinity plugin filtered nodes for every pod with an affinity (each
+    # call counted), and was skipped for the pods without one
+    evaluated = sorted(r["affinity_nodes_per_pod"] for r in data["schedule"])
+    assert evaluated[:2] == [0, 0] and evaluated[2] > 0 and evaluated[-1] <= 100, evaluated
+    # kube-scheduler's own matching code (Go) admits with the injected GFD terms exactly the
+    # nodes the one In on cudasched's explain answer admits (it needs Go, which CI has)
+    admitted = {m["shape"]: m["matched"] for m in data["match"]}
+    if find_go() is not None:
+        assert admitted[controlplane.AUTO] == admitted[controlplane.SAME] > 0, admitted
     terms = [v for k, v in data["settings"]["extra"].items() if k.startswith("terms: ")]
     assert len(terms) == 3 and min(terms) >= 1

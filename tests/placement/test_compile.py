@@ -104,6 +104,40 @@ def test_gfd_deprecated_keys(kb: KnowledgeBase) -> None:
     assert not selector.match(_gfd_node("535.104.05", deprecated=True))
 
 
+def test_gfd_terms_are_split_by_driver_band_when_that_is_smaller(kb: KnowledgeBase) -> None:
+    """CUDA 12.4 on cc >= 6.0 over GFD: Pascal and Volta end at R580, and one term per GPU
+    group and step of the driver comparison made 12 terms (4 x 3). Split by driver band it is
+    5: every GPU from the floor through R580, then the GPUs after Volta from R581, where the
+    floor needs no term. kube-scheduler parses every term per pod and evaluates them on every
+    node it filters (benchmarks/controlplane.py); the invariant tests hold both to one set."""
+    wanted = req("12.4", min_compute=ComputeCapability(6, 0))
+    terms = compile_requirement(wanted, "strict", "gfd", kb, gfd_keys="deprecated")
+    assert (len(terms), len(exprs_of(terms))) == (5, 18)
+    selector = NodeSelector.from_terms(terms)
+    cases = [
+        ("Tesla-P100-PCIE-16GB", "550.54.14", True),
+        ("Tesla-P100-PCIE-16GB", "550.54.13", False),
+        ("Tesla-P100-PCIE-16GB", "580.65.06", True),
+        ("Tesla-P100-PCIE-16GB", "590.44.01", False),  # past Pascal's last branch
+        ("Tesla-T4", "590.44.01", True),
+        ("NVIDIA-H100-80GB-HBM3", "550.54.14", True),
+        ("NVIDIA-H100-80GB-HBM3", "545.23.08", False),
+    ]
+    wrong = [
+        (gpu, driver)
+        for gpu, driver, ok in cases
+        if selector.match(
+            Node.from_k8s(builders.node("n", gpu=gpu, driver=driver, scheme=GFD_DEPRECATED))
+        )
+        is not ok
+    ]
+    assert wrong == []
+    # over cudasched's codes the per-group form is as small already: it stays
+    ours = compile_requirement(wanted, "strict", "cudasched", kb)
+    capped = [t for t in ours if expr(L.DRIVER_CODE, "Lt", 581000000) in t["matchExpressions"]]
+    assert len(ours) == 2 and len(capped) == 1
+
+
 def test_architecture_window(kb: KnowledgeBase) -> None:
     # CUDA 13 needs cc >= 7.5; CUDA 11.8 cannot build for Blackwell (cc >= 10.0).
     sel13 = NodeSelector.from_terms(compile_requirement(req("13.0"), "strict", "cudasched", kb))

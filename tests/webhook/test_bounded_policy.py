@@ -65,7 +65,7 @@ def test_an_entry_in_use_gets_a_second_chance() -> None:
 
 def _pod_with_affinity(i: int) -> bytes:
     """A predictor pod of its own InferenceService-less kind with a distinct own affinity
-    (so a distinct merge-memo key): with the sample cluster's terms, an entry of about 22 KB."""
+    (so a distinct merge-memo key): with the sample cluster's terms, an entry of about 10 KB."""
     racks = [f"rack-{i}-{j}" for j in range(100)]
     obj = pod(
         None,
@@ -81,7 +81,7 @@ def test_the_merge_memo_answers_part_of_a_cycle_larger_than_it(
 ) -> None:
     """Pods whose own affinities are more than the merge memo holds, cycled: later passes
     still find a part of them merged, and every answer is the one a fresh Admitter gives."""
-    config = WebhookConfig.from_mapping({"decisionCacheBytes": 0, "affinityCacheBytes": 400_000})
+    config = WebhookConfig.from_mapping({"decisionCacheBytes": 0, "affinityCacheBytes": 200_000})
     admitter = Admitter.from_config(config, kb=kb)
     fresh = Admitter.from_config(WebhookConfig.from_mapping({"decisionCacheBytes": 0}), kb=kb)
     bodies = [_pod_with_affinity(i) for i in range(60)]

@@ -14,10 +14,14 @@ base can answer for, and turns the answer into label expressions. The structure 
 
 with the disjunction expanded into terms (Kubernetes ORs terms and ANDs expressions in a term),
 then put in a normal form: each label's expressions merged into one range, empty terms and terms
-inside another dropped. "native" is the driver floor of that CUDA: the engine reads a node's
-CUDA from its driver (``nodes.reconcile_cuda``), the CUDA labels only where no driver is
-labelled, and those nodes are never admitted by a compiled selector (stricter, never wider). The
-gate's boxes (``requirecuda.Gate.boxes``) are read per GPU class: data-center brands where
+inside another dropped. Where the groups differ only in their cap, the same nodes are also
+written by driver band (every GPU up to the lowest cap, then the GPUs still supported above
+it, where the driver floor is implied) and the smaller form is kept: kube-scheduler parses every
+term per pod and evaluates them on each node it filters (CUDA 12.4 over GFD: 5 terms, not 12).
+"native" is the driver floor of that CUDA: the engine reads a node's CUDA from its driver
+(``nodes.reconcile_cuda``), the CUDA labels only where no driver is labelled, and those nodes
+are never admitted by a compiled selector (stricter, never wider). The gate's boxes
+(``requirecuda.Gate.boxes``) are read per GPU class: data-center brands where
 ``gpu.datacenter=true`` or GFD's ``gpu.product`` names a known data-center GPU. How each piece
 is written in each scheme: :mod:`cudasched.placement.schemeterms`.
 
@@ -42,8 +46,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cudasched.compat.engine import effective_cuda, resolve_policy
-from cudasched.nodes.scheme import GFD_KEYS, GfdKeys
-from cudasched.placement.groups import plan_groups
+from cudasched.nodes.scheme import GFD_KEYS, GfdKeys, GfdKeySet
+from cudasched.placement.groups import Group, plan_groups
 from cudasched.placement.normalform import and_ranges, normal_terms, to_ranges
 from cudasched.placement.schemeterms import (
     Expr,
@@ -51,11 +55,13 @@ from cudasched.placement.schemeterms import (
     gate_terms,
     gfd_alt,
     gfd_compute,
+    gt,
     lt,
     ours_alt,
     ours_cap,
     ours_compute,
 )
+from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.requirements import Policy, Requirement
@@ -72,6 +78,65 @@ __all__ = [
 def forward_compat_compiled(scheme: LabelScheme | str) -> bool:
     """Whether forward-compat alternatives can be expressed in ``scheme`` (see module doc)."""
     return LabelScheme.parse(str(scheme)) is LabelScheme.CUDASCHED
+
+
+# --------------------------------------------------------------------------- driver bands
+
+
+def _banded(groups: list[Group], scheme: LabelScheme, keys: GfdKeySet) -> list[list[Expr]] | None:
+    """The groups' nodes again, split by driver branch instead of by GPU: a band runs from one
+    last branch (``cap``) to the next; in it every GPU whose cap is at or above the band's top
+    qualifies, and a band that starts above an alternative's driver floor needs no floor. For
+    CUDA 12.4 over GFD (Pascal and Volta end at R580): (every GPU, driver floor to R580) OR (the
+    GPUs after Volta, R581 and later) is 5 terms where one group per cap makes 12.
+
+    None when the groups do not share their alternatives (the bands would mix them) or have
+    no cap: the per-group terms are the only form then."""
+    alts = groups[0].alts
+    if any(g.alts != alts for g in groups) or any(a.kind == "fc" for a in alts):
+        return None
+    caps = sorted({g.cap for g in groups if g.cap is not None})
+    if not caps or not alts:
+        return None
+    terms: list[list[Expr]] = []
+    for low, high in zip([None, *caps], [*caps, None], strict=True):
+        codes = sorted(
+            code
+            for g in groups
+            if g.cap is None or (high is not None and g.cap >= high)
+            for code in g.codes
+        )
+        if not codes:
+            continue
+        band: list[Expr] = []
+        if scheme is LabelScheme.CUDASCHED:
+            if low is not None:
+                band.append(gt(L.DRIVER_CODE, (low + 1) * 1_000_000 - 1))
+            if high is not None:
+                band += ours_cap(high)
+            cc_terms = ours_compute(Group(tuple(codes), None, alts), False)
+        else:
+            if low is not None:
+                band.append(gt(keys.driver_major, low))
+            if high is not None:
+                band.append(lt(keys.driver_major, high + 1))
+            cc_terms = gfd_compute(Group(tuple(codes), None, alts), False)
+        # every driver of the band meets some alternative's floor: no floor to write
+        implied = low is not None and any(
+            a.floor is not None and a.floor.code <= (low + 1) * 1_000_000 for a in alts
+        )
+        if implied:
+            alt_terms: list[list[Expr]] = [[]]
+        elif scheme is LabelScheme.CUDASCHED:
+            alt_terms = [t for alt in alts for t in ours_alt(alt)]
+        else:
+            alt_terms = [t for alt in alts for t in gfd_alt(keys, alt)]
+        terms += [[*cc, *band, *alt] for cc in cc_terms for alt in alt_terms]
+    return terms
+
+
+def _size(terms: list[Term]) -> tuple[int, int]:
+    return len(terms), sum(len(t["matchExpressions"]) for t in terms)
 
 
 # --------------------------------------------------------------------------- compile
@@ -119,10 +184,20 @@ def compile_requirement(
         for cc_exprs in cc_terms:
             for alt_exprs in alt_terms or [[]]:
                 terms.append([*cc_exprs, *cap, *alt_exprs])
-    ranges = to_ranges(terms)
-    if req.gate is not None:
-        ranges = and_ranges(ranges, to_ranges(gate_terms(req.gate, scheme, keys, kb)))
-    out = normal_terms(ranges)
+    gate = to_ranges(gate_terms(req.gate, scheme, keys, kb)) if req.gate is not None else None
+
+    def normal(terms: list[list[Expr]]) -> list[Term]:
+        ranges = to_ranges(terms)
+        return normal_terms(ranges if gate is None else and_ranges(ranges, gate))
+
+    out = normal(terms)
+    # The same nodes split by driver band instead, when that is smaller (the scheduler parses
+    # every term of every pod and evaluates them on every node it filters).
+    banded = None if open_ended else _banded(groups, scheme, keys)
+    if banded is not None:
+        smaller = normal(banded)
+        if _size(smaller) < _size(out):
+            out = smaller
     if not out:
         raise InputError(
             f"no node can run {req.describe()}: the container toolkit's NVIDIA_REQUIRE_CUDA "

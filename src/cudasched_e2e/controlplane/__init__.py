@@ -9,6 +9,7 @@ No kubelet runs: nodes are API objects (:mod:`cudasched_e2e.fleet`) kept Ready b
 The control plane itself is :class:`cudasched_e2e.controlplane.plane.ControlPlane`; its
 processes (each in its own process group, so nothing outlives a test session) are started and
 stopped by :mod:`cudasched_e2e.controlplane.processes`, and what a running one records in its
-directory is :mod:`cudasched_e2e.controlplane.state`. ``python -m cudasched_e2e.controlplane``
-starts one for a person.
+directory (with the helpers a person starts beside it, ``controlplane webhook``) is
+:mod:`cudasched_e2e.controlplane.state`. ``python -m cudasched_e2e.controlplane`` starts one
+for a person.
 """

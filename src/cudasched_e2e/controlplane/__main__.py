@@ -1,16 +1,18 @@
-"""``python -m cudasched_e2e.controlplane up|down|env|status|build``: a real control plane for a
-person, in one command.
+"""``python -m cudasched_e2e.controlplane up|down|env|status|build|webhook``: a real control
+plane for a person, in one command.
 
 ``up`` builds the pinned binaries if the cache lacks them (minutes, once), starts etcd,
 kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1, installs the KServe and
 GPU Operator CRDs and 60 GPU nodes from real GFD label sets, and leaves it all running in the
-background; ``env`` prints the two exports that point kubectl (the pinned one) at it; ``down``
-stops it.
+background; ``env`` prints the two exports that point kubectl (the pinned one) at it;
+``webhook`` runs cudasched's webhook on the host, registered with it, until Ctrl-C; ``down``
+stops it all, the webhook first.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -19,7 +21,7 @@ from cudasched_e2e.binaries import BuildError, cache_root, ensure_built
 from cudasched_e2e.controlplane.options import Options
 from cudasched_e2e.controlplane.plane import ControlPlane
 from cudasched_e2e.controlplane.processes import StartError, pid_alive
-from cudasched_e2e.controlplane.state import read_state, stop_directory
+from cudasched_e2e.controlplane.state import read_state, record_helper, stop_directory
 from cudasched_e2e.kube import ApiError
 
 
@@ -57,20 +59,26 @@ def _webhook(directory: Path, *, fail_closed: bool) -> int:
     plane.ports = dict(state["ports"])  # type: ignore[arg-type]
     stop = [False]
     signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
-    with (
-        webhook_process(directory / "webhook", Path(str(state["kubeconfig"]))) as hook,
-        registered(plane.api(), hook.registration(fail_closed=fail_closed)),
-    ):
-        print(
-            f"cudasched webhook at {hook.url}, registered as MutatingWebhookConfiguration "
-            f"cudasched-webhook-e2e; log {hook.log_file}; Ctrl-C stops and unregisters it",
-            file=sys.stderr,
-        )
-        try:
-            while not stop[0] and hook.process.poll() is None:
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
+    record_helper(directory, "webhook", os.getpid())  # `down` ends it first
+    try:
+        with (
+            webhook_process(directory / "webhook", Path(str(state["kubeconfig"]))) as hook,
+            registered(plane.api(), hook.registration(fail_closed=fail_closed)),
+        ):
+            print(
+                f"cudasched webhook at {hook.url}, registered as MutatingWebhookConfiguration "
+                f"cudasched-webhook-e2e; log {hook.log_file}; Ctrl-C (or `down`) stops and "
+                "unregisters it",
+                file=sys.stderr,
+                flush=True,
+            )
+            try:
+                while not stop[0] and hook.process.poll() is None:
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                pass
+    finally:
+        record_helper(directory, "webhook", None)
     return 0
 
 
@@ -91,6 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     down = sub.add_parser("down", help="stop it")
     down.add_argument("--purge", action="store_true", help="also delete the state directory")
     sub.add_parser("env", help='print the exports for kubectl (eval "$(... env)")')
+    hook = sub.add_parser(
+        "webhook",
+        help="run cudasched's webhook on the host, registered with the running control plane "
+        "as `cudasched manifests` prints it, until Ctrl-C, SIGTERM or `down`",
+    )
+    hook.add_argument(
+        "--fail-closed",
+        action="store_true",
+        help="register it with failurePolicy: Fail (the manifests' --fail-closed)",
+    )
     sub.add_parser("status", help="say whether it runs")
     build = sub.add_parser("build", help="only build the binaries (cached)")
     build.add_argument("--force", action="store_true", help="rebuild even when cached")

@@ -1,7 +1,8 @@
 """The control plane's processes: each runs in its own process group (its own session), so
 that :func:`stop_group` ends it and anything it started and nothing outlives a test session;
-whether a pid is alive, the end of a log for an error message, and a free port on 127.0.0.1
-(the one the whole suite takes its ports from).
+a helper a person starts beside it (``controlplane webhook``) is ended by :func:`stop_helper`;
+whether a pid is alive or has exited, its command line, the end of a log for an error message,
+and a free port on 127.0.0.1 (the one the whole suite takes its ports from).
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ from pathlib import Path
 __all__ = [
     "Process",
     "StartError",
+    "cmdline",
+    "exited",
     "free_port",
     "log_tail",
     "pid_alive",
     "stop_group",
+    "stop_helper",
 ]
 
 
@@ -60,11 +64,22 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def exited(pid: int) -> bool:
+    """Gone, or a zombie waiting for a parent that is not us to reap it."""
+    if not pid_alive(pid):
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
 
 
 def stop_group(pid: int, *, expect: str | None = None, grace: float = 10.0) -> None:
@@ -74,7 +89,7 @@ def stop_group(pid: int, *, expect: str | None = None, grace: float = 10.0) -> N
     """
     if not pid_alive(pid):
         return
-    if expect and expect not in _cmdline(pid):
+    if expect and expect not in cmdline(pid):
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGTERM)
@@ -91,3 +106,21 @@ def stop_group(pid: int, *, expect: str | None = None, grace: float = 10.0) -> N
         os.killpg(pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
+
+
+def stop_helper(pid: int, *, grace: float = 60.0) -> bool:
+    """SIGTERM one helper (a person's foreground or ``&`` command, not a group of ours) and wait
+    while it cleans up (unregisters, stops what it started); SIGKILL after ``grace``. False when
+    ``pid`` is no longer a harness command (gone, or a reused pid)."""
+    if exited(pid) or "cudasched_e2e.controlplane" not in cmdline(pid):
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    limit = time.monotonic() + grace
+    while not exited(pid):
+        if time.monotonic() > limit:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            break
+        time.sleep(0.1)
+    return True

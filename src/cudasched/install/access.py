@@ -96,43 +96,26 @@ def network_policy(namespace: str, cidrs: Sequence[str]) -> dict[str, Any]:
 def rbac_objects(namespace: str) -> list[dict[str, Any]]:
     """List and watch of what the cache mirrors, create of Events: nothing else (no GET: the
     cache never reads one object)."""
-    return [
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": object_meta(APP, namespace, "webhook"),
+    }
+    rules = [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
         {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": object_meta(APP, namespace, "webhook"),
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": object_meta(APP, None, "webhook"),
-            "rules": [
-                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
-                {
-                    "apiGroups": [KSERVE_GROUP],
-                    "resources": [
-                        INFERENCE_SERVICE.plural,
-                        SERVING_RUNTIME.plural,
-                        CLUSTER_SERVING_RUNTIME.plural,
-                        LLM_INFERENCE_SERVICE.plural,
-                    ],
-                    "verbs": ["list", "watch"],
-                },
-                {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+            "apiGroups": [KSERVE_GROUP],
+            "resources": [
+                INFERENCE_SERVICE.plural,
+                SERVING_RUNTIME.plural,
+                CLUSTER_SERVING_RUNTIME.plural,
+                LLM_INFERENCE_SERVICE.plural,
             ],
+            "verbs": ["list", "watch"],
         },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": object_meta(APP, None, "webhook"),
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": APP,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": namespace}],
-        },
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
     ]
+    return [account, *_cluster_grant(APP, namespace, rules)]
 
 
 def pull_secret_objects(namespace: str) -> list[dict[str, Any]]:
@@ -141,32 +124,14 @@ def pull_secret_objects(namespace: str) -> list[dict[str, Any]]:
     Secret only by the name a workload gives, in the workload's namespace
     (:mod:`cudasched.registry.pullsecrets`); RBAC cannot narrow ``get`` to Secret types or to
     names unknown in advance, so this is the whole grant (docs/security.md)."""
-    name = f"{APP}-pull-secrets"
-    return [
+    rules = [
         {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": object_meta(name, None, "webhook"),
-            "rules": [
-                {
-                    "apiGroups": [""],
-                    "resources": [SECRET.plural, SERVICE_ACCOUNT.plural],
-                    "verbs": ["get"],
-                }
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": object_meta(name, None, "webhook"),
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": namespace}],
-        },
+            "apiGroups": [""],
+            "resources": [SECRET.plural, SERVICE_ACCOUNT.plural],
+            "verbs": ["get"],
+        }
     ]
+    return _cluster_grant(f"{APP}-pull-secrets", namespace, rules)
 
 
 def audit_objects(namespace: str) -> list[dict[str, Any]]:
@@ -180,23 +145,28 @@ def audit_objects(namespace: str) -> list[dict[str, Any]]:
     for kind in LIVE_KINDS:
         listed.setdefault(kind.group, []).append(kind.plural)
     reports = [POLICY_REPORT, CLUSTER_POLICY_REPORT]
-    name = f"{APP}-audit"
+    rules = [
+        *(
+            {"apiGroups": [group], "resources": plurals, "verbs": ["list"]}
+            for group, plurals in listed.items()
+        ),
+        {
+            "apiGroups": sorted({k.group for k in reports}),
+            "resources": [k.plural for k in reports],
+            "verbs": ["create", "patch"],
+        },
+    ]
+    return _cluster_grant(f"{APP}-audit", namespace, rules)
+
+
+def _cluster_grant(name: str, namespace: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A ClusterRole ``name`` of ``rules`` and its binding to the webhook's ServiceAccount."""
     return [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": object_meta(name, None, "webhook"),
-            "rules": [
-                *(
-                    {"apiGroups": [group], "resources": plurals, "verbs": ["list"]}
-                    for group, plurals in listed.items()
-                ),
-                {
-                    "apiGroups": sorted({k.group for k in reports}),
-                    "resources": [k.plural for k in reports],
-                    "verbs": ["create", "patch"],
-                },
-            ],
+            "rules": rules,
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

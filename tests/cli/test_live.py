@@ -37,6 +37,7 @@ from cudasched.webhook.review import creation_review
 from tests.support.gpu_operator import CRD_SPEC_PROPERTIES, cluster_policy, nvidiadriver_crd
 from tests.support.kube_api import ClusterApi, forbidden, write_kubeconfig
 from tests.support.outputs import without_source
+from tests.support.rbac import granted
 
 SAMPLE = bundled_snapshot()
 SAMPLE_FILE = Path(__file__).parents[2] / "src" / "cudasched" / "data" / "sample-cluster.yaml"
@@ -428,17 +429,11 @@ def test_the_readme_clusterrole_grants_what_a_live_read_asks_for() -> None:
     block = readme.split("## Install", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     role = yaml.safe_load(block)
     assert role["kind"] == "ClusterRole"
-    granted = {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
+    grants = granted(role)
     needed = {(k.group, k.plural, "list") for k in LIVE_KINDS}
     needed |= {(k.group, k.plural, "get") for k in CONTROLLERS}
-    assert needed <= granted
-    assert not any(r == "secrets" for _, r, _ in granted)
+    assert needed <= grants
+    assert not any(r == "secrets" for _, r, _ in grants)
 
 
 # --------------------------------------------------------------------------- GPU Operator release

@@ -19,6 +19,7 @@ from cudasched.webhook.app import ISVC_PATH, LLMISVC_PATH, POD_PATH
 from cudasched.webhook.config import load_config
 from cudasched.workloads.pods import is_skipped
 from tests.support.k8s_schema import assert_valid
+from tests.support.rbac import granted
 
 CERT_MANAGER_KINDS = {"Issuer", "Certificate"}
 
@@ -463,20 +464,14 @@ def test_the_background_audit_is_granted_and_turned_on_only_with_its_flag(
     opted = _render("--namespace", "gpu-system", "--audit-interval", "30")
     name = f"{naming.APP}-audit"
     role = _one(opted, "ClusterRole", name)
-    granted = {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
+    grants = granted(role)
     needed = {(k.group, k.plural, "list") for k in LIVE_KINDS}
     needed |= {
         (k.group, k.plural, verb)
         for k in (POLICY_REPORT, CLUSTER_POLICY_REPORT)
         for verb in ("create", "patch")
     }
-    assert granted == needed
+    assert grants == needed
     binding = _one(opted, "ClusterRoleBinding", name)
     assert binding["roleRef"]["name"] == name
     assert binding["subjects"] == [

@@ -62,7 +62,7 @@ from benchmarks.common import (
     progress,
     report,
 )
-from cudasched.webhook.app import StaticStateSource
+from cudasched.webhook.statesource import StaticStateSource
 
 __all__ = ["AdmissionResult", "LoadResult", "main", "run"]
 
@@ -157,7 +157,7 @@ class NoopReviewer:
 
 def build_noop_stack_app() -> Any:
     """cudasched's ASGI app (limits, time budget, metrics) with :class:`NoopReviewer`."""
-    from cudasched.webhook.app import build_app
+    from cudasched.webhook.assembly import build_app
     from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 
@@ -207,7 +207,7 @@ def build_mutation_app(cluster_file: str | None, *, memo: bool = True) -> Any:
     (an empty, synced cache when ``cluster_file`` is ``None``); ``memo=False`` turns the
     decision memo off."""
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.webhook.app import build_app
+    from cudasched.webhook.assembly import build_app
     from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 

@@ -18,9 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.webhook.app import StaticStateSource, WebhookApp
+from cudasched.webhook.app import WebhookApp
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import RunningServer, serve_in_thread
+from cudasched.webhook.statesource import StaticStateSource
 from tests.support.admission import StandIn, Unsynced, call_app, client, review
 
 DATA = Path(__file__).parents[1] / "data" / "admission"
@@ -249,7 +250,7 @@ _json = st.recursive(
 @pytest.fixture(scope="module")
 def real_app() -> Iterator[WebhookApp]:
     """The production Admitter behind the ASGI app, on an empty synced cluster."""
-    from cudasched.webhook.app import default_reviewer
+    from cudasched.webhook.assembly import default_reviewer
     from cudasched.webhook.state import ClusterState
 
     state = ClusterState.from_objects([], [], [], [])

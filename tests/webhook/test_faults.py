@@ -36,10 +36,12 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from cudasched.webhook.app import POD_PATH, StaticStateSource, WebhookApp, default_reviewer
+from cudasched.webhook.app import POD_PATH, WebhookApp
+from cudasched.webhook.assembly import default_reviewer
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import RunningServer, serve_in_thread
 from cudasched.webhook.state import ClusterState
+from cudasched.webhook.statesource import StaticStateSource
 from cudasched.webhook.tls import generate_self_signed, write_self_signed
 from cudasched_e2e.controlplane.processes import free_port
 from cudasched_e2e.webhook import LiveWebhook, webhook_process

@@ -36,11 +36,12 @@ from hypothesis import strategies as st
 from cudasched.knowledge import KnowledgeBase
 from cudasched.vocab import labels as L
 from cudasched.webhook.admission import Admitter
-from cudasched.webhook.app import ISVC_PATH, POD_PATH, StaticStateSource, WebhookApp
+from cudasched.webhook.app import ISVC_PATH, POD_PATH, WebhookApp
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import MAX_WARNING_CHARS, BadReviewError
 from cudasched.webhook.serving import RunningServer, serve_in_thread
 from cudasched.webhook.state import ClusterState
+from cudasched.webhook.statesource import StaticStateSource
 from tests.support.admission import isvcs, nodes, runtimes
 from tests.support.k8s_schema import assert_valid, assert_valid_node_affinity
 
@@ -517,7 +518,7 @@ def _asgi(app: WebhookApp, path: str, body: bytes, chunk: int = 0) -> tuple[int,
 
 @pytest.fixture(scope="module")
 def app(state: ClusterState) -> Iterator[WebhookApp]:
-    from cudasched.webhook.app import default_reviewer
+    from cudasched.webhook.assembly import default_reviewer
 
     cfg = WebhookConfig.from_mapping({"onNoFit": "deny"})
     application = WebhookApp(default_reviewer(cfg), StaticStateSource(state), request_timeout=20)

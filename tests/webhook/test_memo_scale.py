@@ -18,15 +18,11 @@ import pytest
 from benchmarks import synth
 
 from cudasched.knowledge import KnowledgeBase
-from cudasched.webhook.app import (
-    POD_PATH,
-    StaticStateSource,
-    WebhookApp,
-    build_app,
-    default_reviewer,
-)
+from cudasched.webhook.app import POD_PATH, WebhookApp
+from cudasched.webhook.assembly import build_app, default_reviewer
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.state import ClusterState
+from cudasched.webhook.statesource import StaticStateSource
 
 
 def _replay(app: WebhookApp, bodies: list[bytes]) -> list[bytes]:

@@ -84,10 +84,11 @@ def webhook_cmd(
         fail("--cluster serves a fixed snapshot and --kubeconfig watches a cluster: give one")
     try:
         from cudasched.cli.inputs import load_knowledge
-        from cudasched.webhook.app import StateSource, StaticStateSource, default_reviewer
+        from cudasched.webhook.assembly import default_reviewer
         from cudasched.webhook.cache import ClusterCache, StateFromObjects
         from cudasched.webhook.config import load_config
         from cudasched.webhook.serving import run_server
+        from cudasched.webhook.statesource import StateSource, StaticStateSource
 
         cfg = load_config(config)
         server_update: dict[str, Any] = {}

@@ -26,16 +26,16 @@ Failure behaviour (what the API server sees):
   decision can never make the API server wait for its own timeout, and the event loop stays
   free to answer health checks and other requests meanwhile.
 
-The cluster snapshot is read from a :class:`StateSource` (the watch cache in production, a
-fixed snapshot in the demo and tests); request handling never calls the Kubernetes API.
+The cluster snapshot is read from a :class:`~cudasched.webhook.statesource.StateSource` (the
+watch cache in production, a fixed snapshot in the demo and tests); request handling never
+calls the Kubernetes API. The app is assembled from the configuration by
+:mod:`cudasched.webhook.assembly`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,10 +46,10 @@ from cudasched.webhook.metrics import CONTENT_TYPE, WebhookMetrics
 from cudasched.webhook.nofit import NoFitReporter, Placement
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES
 from cudasched.webhook.review import BadReviewError, failure, review_uid
+from cudasched.webhook.statesource import StateSource
 
 if TYPE_CHECKING:
-    from cudasched.knowledge import KnowledgeBase
-    from cudasched.webhook.config import EventSettings, WebhookConfig
+    from cudasched.webhook.config import EventSettings
     from cudasched.webhook.state import ClusterState
 
 __all__ = [
@@ -62,11 +62,7 @@ __all__ = [
     "READY_PATH",
     "Reviewer",
     "StagedReviewer",
-    "StateSource",
-    "StaticStateSource",
     "WebhookApp",
-    "build_app",
-    "default_reviewer",
 ]
 
 log = logging.getLogger(__name__)
@@ -113,53 +109,6 @@ class StagedReviewer(Protocol):
     def recall(self, prepared: Any, state: Any) -> tuple[bytes, str] | None: ...
 
     def answer(self, prepared: Any, state: Any) -> tuple[bytes, str]: ...
-
-
-@runtime_checkable
-class StateSource(Protocol):
-    """Where the current cluster snapshot comes from.
-
-    ``state`` must be cheap (an attribute read): it is called once per request. ``start`` and
-    ``stop`` run on the server's event loop at start-up and shutdown.
-    """
-
-    @property
-    def state(self) -> ClusterState: ...
-
-    @property
-    def synced(self) -> bool: ...
-
-    @property
-    def not_ready_reason(self) -> str: ...
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
-class StaticStateSource:
-    """A fixed snapshot, always synced: the demo, e2e tests and offline use."""
-
-    def __init__(self, state: ClusterState) -> None:
-        self._state = state
-
-    @property
-    def state(self) -> ClusterState:
-        return self._state
-
-    @property
-    def synced(self) -> bool:
-        return True
-
-    @property
-    def not_ready_reason(self) -> str:
-        return ""
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
 
 
 class _BadRequest(Exception):
@@ -619,60 +568,3 @@ def _lookup_in(source: StateSource) -> Callable[[Placement], Any]:
         return find(placement.namespace, placement.name) if find is not None else ...
 
     return lookup
-
-
-# ---------------------------------------------------------------------- assembly
-
-
-def default_reviewer(config: WebhookConfig, kb: KnowledgeBase | None = None) -> Reviewer:
-    """The production :class:`Admitter` for ``config``: the given knowledge base (else the
-    bundled one) and the built-in image table with ``imageOverrides`` in front."""
-    from cudasched.webhook.admission import Admitter
-
-    return Admitter.from_config(config, kb)
-
-
-def build_app(
-    config: WebhookConfig,
-    source: StateSource,
-    *,
-    reviewer: Reviewer | None = None,
-    metrics: WebhookMetrics | None = None,
-) -> WebhookApp:
-    """The application for ``config``: limits, time budget and failure mode from
-    ``config.server`` / ``config.failClosed``; the Admitter unless ``reviewer`` is given."""
-    server = config.server
-    instance = os.environ.get("POD_NAME") or socket.gethostname() or "cudasched-webhook"
-    metrics = metrics if metrics is not None else WebhookMetrics()
-    reviewer = reviewer if reviewer is not None else default_reviewer(config)
-    resolver = None
-    images = getattr(reviewer, "images", None)
-    if config.image_resolver.enabled and images is not None and hasattr(images, "with_configs"):
-        from cudasched.webhook.imageresolver import build_resolver
-
-        # Admission's image table asks the resolver before its rules (never waiting longer
-        # than the budget); the app warms it from each snapshot and closes it at shutdown.
-        resolver = build_resolver(
-            config.image_resolver,
-            metrics,
-            mirrors=getattr(images, "mirrors", ()),
-            kube=config.kube,
-        )
-        reviewer.images = images.with_configs(resolver)  # type: ignore[attr-defined]
-    app = WebhookApp(
-        reviewer,
-        source,
-        max_body_bytes=server.max_body_bytes,
-        request_timeout=server.request_timeout_seconds,
-        fail_closed=config.fail_closed,
-        metrics=metrics,
-        review_threads=server.review_threads,
-        large_review_threads=server.large_review_threads,
-        large_bodies_in_flight_bytes=server.large_bodies_in_flight_bytes,
-        max_headers=server.max_headers,
-        max_header_bytes=server.max_header_bytes,
-        events=config.events,
-        reporting_instance=instance,
-    )
-    app.image_resolver = resolver
-    return app

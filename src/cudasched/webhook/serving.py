@@ -29,13 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cudasched.vocab.errors import InputError
-from cudasched.webhook.app import (
-    Reviewer,
-    StateSource,
-    StaticStateSource,
-    WebhookApp,
-    build_app,
-)
+from cudasched.webhook.app import Reviewer, WebhookApp
+from cudasched.webhook.assembly import build_app
 from cudasched.webhook.config import HttpParser
 from cudasched.webhook.metrics import WebhookMetrics
 from cudasched.webhook.protocol import (
@@ -45,6 +40,7 @@ from cudasched.webhook.protocol import (
     h11_event_limit,
     protocol_class,
 )
+from cudasched.webhook.statesource import StateSource, StaticStateSource
 from cudasched.webhook.tls import (
     ReloadingServerContext,
     generate_self_signed,

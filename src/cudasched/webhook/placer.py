@@ -218,6 +218,9 @@ def _what(requirement: Requirement) -> str:
 
 #: The one subtree a merge changes, relative to the spec.
 _AFFINITY = Scope(("affinity",))
+#: Bytes a remembered merge is counted per patch operation besides its values (the tuple, its
+#: operation and path).
+_OP_OVERHEAD = 64
 
 
 class _Merge(NamedTuple):
@@ -236,10 +239,9 @@ class _Merge(NamedTuple):
         ops: list[tuple[str, str, tuple[int, int] | bytes | None]] = []
         size = len(affinity or b"")
         for op in diff(before, merged, (_AFFINITY,)):
-            value = op.get("value", _NONE)
             where: tuple[int, int] | bytes | None = None
-            if value is not _NONE:
-                written = orjson.dumps(value)
+            if "value" in op:  # every op but a remove
+                written = orjson.dumps(op["value"])
                 # JSON is written part by part: a value of the merged affinity is a run of its
                 # bytes (any run equal to it reads as the same value).
                 start = affinity.find(written) if affinity is not None else -1
@@ -249,7 +251,7 @@ class _Merge(NamedTuple):
                 else:
                     where = (start, start + len(written))
             ops.append((op["op"], op["path"], where))
-        return cls(affinity, tuple(ops), size + 64 * len(ops))
+        return cls(affinity, tuple(ops), size + _OP_OVERHEAD * len(ops))
 
     def patch(self, at: str) -> list[Op]:
         """The operations with paths under ``at``, their values as ``orjson.Fragment``."""
@@ -263,9 +265,6 @@ class _Merge(NamedTuple):
                 where = self.affinity[where[0] : where[1]]
             out.append({"op": op, "path": at + path, "value": orjson.Fragment(where)})
         return out
-
-
-_NONE: Any = object()
 
 
 class _Entry(NamedTuple):

@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cudasched.vocab.errors import InputError
-from cudasched.webhook.metrics import CONTENT_TYPE, WebhookMetrics
+from cudasched.webhook.metrics import CONTENT_TYPE, WebhookMetrics, kept_children
 from cudasched.webhook.nofit import NoFitReporter, Placement
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES
 from cudasched.webhook.review import BadReviewError, failure, review_uid
@@ -205,8 +205,8 @@ class WebhookApp:
         }
         # Children of labelled metrics are looked up once, not per request.
         self._latency = {p: self.metrics.latency.labels(endpoint=p) for p in self._admission}
-        self._counted: dict[tuple[str, str], Any] = {}
-        self._unknown_counted: dict[tuple[str, str], Any] = {}
+        self._requests = kept_children(self.metrics.requests)  # (endpoint, outcome)
+        self._unknowns = kept_children(self.metrics.unknown_requirement)  # (kind, reason)
         self._remembered = {
             p: self.metrics.remembered_answers.labels(endpoint=p) for p in self._admission
         }
@@ -232,12 +232,7 @@ class WebhookApp:
             reviewer.on_unknown = self._count_unknown
 
     def _count_unknown(self, kind: str, reason: str) -> None:
-        # Children kept per (kind, reason), both closed vocabularies: labels() costs microseconds.
-        counter = self._unknown_counted.get((kind, reason))
-        if counter is None:
-            counter = self.metrics.unknown_requirement.labels(kind=kind, reason=reason)
-            self._unknown_counted[(kind, reason)] = counter
-        counter.inc()
+        self._unknowns(kind, reason).inc()
 
     # ------------------------------------------------------------------ ASGI entry point
 
@@ -356,11 +351,7 @@ class WebhookApp:
             await _respond(send, 200, answer, content_type=b"application/json")
         finally:
             self._large_in_flight -= held[0]
-            counter = self._counted.get((path, outcome))
-            if counter is None:
-                counter = self.metrics.requests.labels(endpoint=path, outcome=outcome)
-                self._counted[(path, outcome)] = counter
-            counter.inc()
+            self._requests(path, outcome).inc()
             self._latency[path].observe(time.perf_counter() - started)
 
     def _hold(self, size: int, held: list[int]) -> None:

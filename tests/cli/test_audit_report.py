@@ -43,7 +43,7 @@ def audit_json(*args: str) -> tuple[int, dict[str, Any]]:
 
 
 def test_audit_json_contract_and_exit_1_on_errors() -> None:
-    code, doc = audit_json()  # the bundled sample cluster
+    code, doc = audit_json("--sample")  # the bundled sample cluster
     assert code == 1
     assert set(doc) == {"findings", "summary", "cluster"}
     assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}

@@ -51,6 +51,7 @@ def test_live_is_the_default() -> None:
         ["explain", "--cluster", "c.yaml"],
         ["explain", "--cluster=c.yaml"],
         ["snapshot", "--live", "--context", "prod"],
+        ["audit", "--sample"],
     ],
 )
 def test_a_given_source_is_kept(args: list[str]) -> None:

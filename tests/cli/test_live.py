@@ -224,6 +224,86 @@ async def test_an_llminferenceservice_is_explained_through_its_pods(
     )
 
 
+# --------------------------------------------------------------------------- the default cluster
+
+
+async def test_the_configured_cluster_is_the_default_as_for_kubectl(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27 item 5: with $KUBECONFIG naming a cluster, a command given no cluster reads it
+    (not the bundled sample), exactly as with --kubeconfig."""
+    api = ClusterApi.start(kmock, SAMPLE.objects())
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    default = await invoke_async("explain", "-o", "json")
+    named = await invoke_async("explain", "-o", "json", "--kubeconfig", kubeconfig)
+    assert default.exit_code == named.exit_code == 0, default.output
+    assert default.stdout == named.stdout and default.stderr == ""
+    assert json.loads(default.stdout)["cluster"]["sample"] is False
+    assert json.loads(default.stdout)["cluster"]["source"].startswith("live cluster http")
+    assert len(api.lists_of(POD)) == 2
+
+
+async def test_home_kube_config_is_the_default_too(
+    kmock: kmock_lib.KubernetesEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = ClusterApi.start(kmock, SAMPLE.objects())
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    write_kubeconfig(home / ".kube", kmock.url).rename(home / ".kube" / "config")
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.setenv("HOME", str(home))
+    result = await invoke_async("audit", "-o", "json", "--as-of", "2026-12-01")
+    assert result.exit_code == 1 and result.stderr == "", result.output  # the sample's error
+    assert json.loads(result.stdout)["cluster"]["sample"] is False
+    assert len(api.lists_of(POD)) == 1
+
+
+async def test_sample_asked_for_reads_no_cluster_and_says_nothing(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = ClusterApi.start(kmock, SAMPLE.objects())
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    result = await invoke_async("audit", "--sample", "-o", "json", "--as-of", "2026-12-01")
+    assert result.exit_code == 1 and result.stderr == "", result.output
+    assert json.loads(result.stdout)["cluster"] == {
+        "source": "bundled sample cluster",
+        "sample": True,
+    }
+    assert api.lists_of(POD) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "other"),
+    [
+        (["--live"], "--live"),
+        (["--context", "mock"], "--kubeconfig/--context"),
+        (["--cluster", "c.yaml"], "--cluster 'c.yaml'"),
+    ],
+)
+def test_sample_and_another_cluster_are_refused(args: list[str], other: str) -> None:
+    assert one_line_error(invoke("explain", "--sample", *args)) == (
+        f"--sample and {other} name two clusters: give one"
+    )
+
+
+def test_files_alone_read_no_cluster_even_when_one_is_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """explain --workload --nodes-file judges the files: no cluster is read (here, one that no
+    server answers for would fail), and nothing is said about a sample."""
+    down = tmp_path / "down"
+    down.mkdir()
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(down, "http://127.0.0.1:1")))
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": list(SAMPLE.nodes)})
+    )
+    workload = tmp_path / "pod.yaml"
+    workload.write_text(yaml.safe_dump(SAMPLE.pods[0]))
+    result = invoke("explain", "--workload", str(workload), "--nodes-file", str(nodes))
+    assert result.exit_code == 0 and result.stderr == "", result.output
+
+
 # --------------------------------------------------------------------------- notes and errors
 
 
@@ -412,10 +492,10 @@ def test_cluster_source_decorator_declares_the_options_once() -> None:
 
     result = runner.invoke(demo_app, ["n", "--context", "prod", "--kubeconfig", "k.yaml"])
     assert result.exit_code == 0, result.output
-    assert seen == [ClusterSource(None, False, Path("k.yaml"), "prod")]
+    assert seen == [ClusterSource(kubeconfig=Path("k.yaml"), context="prod")]
     assert seen[0].is_live
     help_text = runner.invoke(demo_app, ["--help"]).stdout
-    for option in ("--cluster", "--live", "--kubeconfig", "--context", "--flag"):
+    for option in ("--cluster", "--live", "--sample", "--kubeconfig", "--context", "--flag"):
         assert option in help_text
     with pytest.raises(TypeError, match="needs a 'source' parameter"):
         cluster_source(lambda cluster: None)

@@ -26,6 +26,7 @@ __all__ = [
     "app",
     "fail",
     "note",
+    "note_first",
 ]
 
 EXIT_OK = 0
@@ -48,6 +49,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 _pending_notes: list[str] = []
+_first_notes: list[str] = []
 
 
 def note(message: str) -> None:
@@ -55,6 +57,42 @@ def note(message: str) -> None:
     answered; a command that fails on bad input says only its error line."""
     if message not in _pending_notes:
         _pending_notes.append(message)
+
+
+def note_first(message: str) -> None:
+    """A one-line note for stderr said before the command's answer (on a terminal, above it:
+    what the answer is about, such as the bundled sample cluster judged in place of one that is
+    not configured), and not at all when the command fails on bad input before answering."""
+    if message not in _first_notes:
+        _first_notes.append(message)
+
+
+def _say_first_notes() -> None:
+    for message in _first_notes:
+        sys.stderr.write(f"cudasched: note: {message}\n")
+    if _first_notes:
+        sys.stderr.flush()
+    _first_notes.clear()
+
+
+class _NotesFirst:
+    """The command's stdout: before its first write, the notes :func:`note_first` keeps are
+    said on stderr, so they come first however long the answer."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if _first_notes:
+            _say_first_notes()
+        return int(self._stream.write(text))
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 #: Every command: its module (which registers it on :data:`app` when imported) and the opening
@@ -183,6 +221,8 @@ class LazyCommands(TyperGroup):
         notes a command left (:func:`note`) follow its answer on stderr unless it failed on
         bad input."""
         _pending_notes.clear()
+        _first_notes.clear()
+        stdout, sys.stdout = sys.stdout, _NotesFirst(sys.stdout)  # type: ignore[assignment]
         try:
             result = super().main(*args, standalone_mode=False, **kwargs)
         except Exit as exc:
@@ -200,10 +240,14 @@ class LazyCommands(TyperGroup):
                 message = " ".join(exc.format_message().split())
                 sys.stderr.write(f"cudasched: error: {message}{where}\n")
                 result = exc.exit_code
+        finally:
+            sys.stdout = stdout
         if result in (None, EXIT_OK, EXIT_INCOMPATIBLE):
+            _say_first_notes()
             for message in _pending_notes:
                 sys.stderr.write(f"cudasched: note: {message}\n")
         _pending_notes.clear()
+        _first_notes.clear()
         if not standalone_mode:
             return result
         sys.exit(result if isinstance(result, int) else 0)

@@ -136,7 +136,10 @@ def audit_cmd(
 
     --config takes the webhook's configuration, so workloads are judged as admission judges
     them (its image overrides, mirrors and policy). Exit 1 when any finding is an error, so
-    the command can gate CI. Example: cudasched audit --config webhook.yaml -o json
+    the command can gate CI. The cluster is the one kubectl would use; where none is
+    configured the bundled sample is audited, said first on stderr, and the exit code is 2
+    (nothing of yours was audited) unless --sample asked for the sample. Example: cudasched
+    audit --config webhook.yaml -o json
     """
     try:
         settings = load_settings(config)
@@ -184,4 +187,9 @@ def audit_cmd(
         sys.stdout.write(_text(report, label, terminal.width(TABLE_WIDTH)))
     else:
         sys.stdout.write(f"cudasched audit: {label}: no findings\n")
+    if source.is_fallback:  # a cron job on a machine without a cluster must not pass or fail
+        fail(  # on the sample's findings: it audited nothing of its own
+            "no cluster configured: these are the bundled sample cluster's findings, not "
+            "yours (--sample audits the sample on purpose and exits 1 on its errors)"
+        )
     raise typer.Exit(EXIT_INCOMPATIBLE if report.has_errors else EXIT_OK)

@@ -13,7 +13,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail, note_first
 from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
 from cudasched.cli.options import (
     ConfigOption,
@@ -157,7 +157,7 @@ def mutate(
             _kind_of(b"", kind)  # a bad --kind is said before the input is read
         body, wrapped = as_review(body, str(review or "<stdin>"), namespace)
         if wrapped:
-            sys.stderr.write(f"cudasched: note: {wrapped}\n")
+            note_first(wrapped)
         which = _kind_of(body, kind)
         admitter = Admitter.from_config(cfg)
         configs = registry_source(

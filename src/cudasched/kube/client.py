@@ -41,6 +41,7 @@ __all__ = [
     "SERVICE_ACCOUNT_DIR",
     "ClientConfig",
     "ClusterConfigError",
+    "configured",
     "load_config",
     "make_client",
     "merged_kubeconfig",
@@ -111,6 +112,22 @@ def load_config(
     raise ClusterConfigError(
         f"{searched}, $KUBECONFIG is not set and {str(default)!r} does not exist"
     )
+
+
+def configured(
+    service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR,
+) -> bool:
+    """Whether a cluster is configured at all, as kubectl would find one: a kubeconfig file
+    that exists (one of ``$KUBECONFIG``'s when it is set, else ``~/.kube/config``) or the
+    in-cluster service account. Only existence is looked at: a configured but broken file is
+    configured, and :func:`load_config` says what is wrong with it."""
+    environ = os.environ
+    if not isinstance(_from_service_account(Path(service_account_dir), environ), str):
+        return True
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:
+        return any(Path(p).expanduser().exists() for p in listed)
+    return Path(DEFAULT_KUBECONFIG).expanduser().exists()
 
 
 def make_client(
@@ -310,9 +327,9 @@ def _absolute(key: str, entry: dict[str, Any], base: Path) -> dict[str, Any]:
             body[field] = str(base.absolute() / value)
     run = body.get("exec") if key == "users" else None
     command = run.get("command") if isinstance(run, dict) else None
-    if isinstance(run, dict) and isinstance(command, str) and "/" in command:
-        if not Path(command).is_absolute():
-            body["exec"] = {**run, "command": str(base.absolute() / command)}
+    named_path = isinstance(command, str) and "/" in command and not Path(command).is_absolute()
+    if isinstance(run, dict) and named_path:
+        body["exec"] = {**run, "command": str(base.absolute() / str(command))}
     return {**entry, key[:-1]: body}
 
 

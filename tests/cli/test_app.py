@@ -193,3 +193,29 @@ def test_help_shows_no_docstring_markup(name: str) -> None:
     help once showed are not there, in any command."""
     shown = CliRunner().invoke(app, [name, "--help"]).stdout
     assert shown.startswith("Usage: ") and "``" not in shown and ":func:" not in shown
+
+
+def test_version_is_a_command_an_option_and_in_every_json_answer() -> None:
+    """Issue 27 item 12: cudasched version, --version (the plugin's too) and the version in the
+    JSON answers, so a saved answer says which cudasched gave it."""
+    import json
+
+    from cudasched import __version__
+
+    assert CliRunner().invoke(app, ["--version"]).stdout == f"cudasched {__version__}\n"
+    assert CliRunner().invoke(app, ["version"]).stdout == f"cudasched {__version__}\n"
+    doc = json.loads(CliRunner().invoke(app, ["version", "-o", "json"]).stdout)
+    assert doc == {"cudaschedVersion": __version__}
+    answers = [
+        ["explain", "--sample", "-o", "json"],
+        ["explain", "isvc/llama3-8b", "-n", "team-nlp", "--sample", "-o", "json"],
+        ["audit", "--sample", "-o", "json"],
+        ["report", "--sample", "-o", "json"],
+        ["plan-drivers", "--sample", "-o", "json"],
+        ["check", "--gpu", "T4", "--driver", "550.90.07", "--cuda", "12.4", "-o", "json"],
+        ["recommend-driver", "--gpu", "T4", "--cuda", "12.4", "-o", "json"],
+    ]
+    versions = [
+        json.loads(CliRunner().invoke(app, args).stdout)["cudaschedVersion"] for args in answers
+    ]
+    assert versions == [__version__] * len(answers)

@@ -27,7 +27,18 @@ from cudasched.operations.runtimes import runtime_rows
 DATA = Path(__file__).parents[1] / "data" / "audit"
 runner = CliRunner()
 
-FINDING_KEYS = {"severity", "code", "object", "node", "message", "fix"}
+FINDING_KEYS = {
+    "severity",
+    "code",
+    "object",
+    "kind",
+    "namespace",
+    "name",
+    "node",
+    "nodes",
+    "message",
+    "fix",
+}
 
 
 AS_OF = ("--as-of", "2026-12-01")  # lifecycles are judged on a date: a fixed one
@@ -45,7 +56,7 @@ def audit_json(*args: str) -> tuple[int, dict[str, Any]]:
 def test_audit_json_contract_and_exit_1_on_errors() -> None:
     code, doc = audit_json("--sample")  # the bundled sample cluster
     assert code == 1
-    assert set(doc) == {"findings", "summary", "cluster"}
+    assert set(doc) == {"findings", "summary", "cluster", "cudaschedVersion"}
     assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}
     # 12 warnings: the sample's pools on ended (10) and legacy (2) driver branches.
     assert doc["summary"] == {"error": 1, "warning": 12, "info": 5}
@@ -57,6 +68,13 @@ def test_audit_json_contract_and_exit_1_on_errors() -> None:
         assert isinstance(finding["message"], str) and finding["message"]
         assert finding["node"] is None or isinstance(finding["node"], str)
     assert sum(doc["summary"].values()) == len(doc["findings"])
+    # issue 27 item 12: the object's parts, for scripts that would otherwise split it
+    parts = {(f["kind"], f["namespace"], f["name"]) for f in doc["findings"]}
+    assert ("InferenceService", "team-nlp", "nemotron-nano-fp4") in parts
+    assert ("Node", None, "dc1-k80-01") in parts
+    assert all(f["object"].split("/")[-1] == f["name"] for f in doc["findings"])
+    pool = next(f for f in doc["findings"] if f["object"] == "Pool/k80-r470-ubuntu20.04")
+    assert (pool["kind"], pool["nodes"]) == ("Pool", ["dc1-k80-01", "dc1-k80-02"])
 
 
 @pytest.mark.parametrize(
@@ -140,7 +158,7 @@ def test_report_json_to_stdout_names_what_it_judged() -> None:
     result = runner.invoke(app, ["report", "-o", "json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"cluster", "matrix", "pools", "findings", "summary"}
+    assert set(doc) == {"cluster", "matrix", "pools", "findings", "summary", "cudaschedVersion"}
     assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}
     assert len(doc["pools"]) == len(doc["matrix"]["pools"]) == 13
     assert result.stderr == f"cudasched: note: {SAMPLE_NOTE}\n"

@@ -75,7 +75,7 @@ def eligible(doc: dict[str, Any]) -> set[str]:
 
 def test_default_explains_every_workload_of_the_bundled_cluster() -> None:
     doc = run_json()
-    assert set(doc) == {"workloads", "cluster"}
+    assert set(doc) == {"workloads", "cluster", "cudaschedVersion"}
     assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}
     snapshot = bundled_snapshot()
     assert len(doc["workloads"]) == len(workloads_of(snapshot)) == 9

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Mapping
 from typing import Any, NamedTuple, NoReturn
 
 import typer
 from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
+
+from cudasched import __version__
 
 __all__ = [
     "COMMANDS",
@@ -23,10 +26,12 @@ __all__ = [
     "EXIT_INCOMPATIBLE",
     "EXIT_OK",
     "GROUPS",
+    "VERSION_KEY",
     "app",
     "fail",
     "note",
     "note_first",
+    "versioned",
 ]
 
 EXIT_OK = 0
@@ -44,7 +49,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "A workload": ("explain", "check", "image", "affinity", "mutate"),
     "Cluster health": ("audit", "report", "snapshot"),
     "Drivers and capacity": ("recommend-driver", "plan-drivers", "node-template"),
-    "Reference": ("knowledge", "demo"),
+    "Reference": ("knowledge", "demo", "version"),
     "Runs in the cluster": ("webhook", "agent", "probe", "manifests"),
 }
 
@@ -181,7 +186,15 @@ COMMANDS: dict[str, CommandEntry] = {
         "cudasched.cli.manifests",
         "Print the install manifests as multi-document YAML (pipe to 'kubectl apply -f -').",
     ),
+    "version": CommandEntry(
+        "cudasched.cli.app",
+        "Print the version of cudasched (also cudasched --version).",
+    ),
 }
+
+#: The key of the version in every JSON answer (``explain``, ``audit``, ``report``,
+#: ``plan-drivers``, ``check``, ``recommend-driver``, ``version``): which cudasched answered.
+VERSION_KEY = "cudaschedVersion"
 
 
 class LazyCommands(TyperGroup):
@@ -271,9 +284,47 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"cudasched {__version__}\n")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        callback=_print_version,
+        help="Print the version of cudasched and exit.",
+    ),
+) -> None:
     """CUDA-aware scheduling of GPU inference services on Kubernetes."""
+
+
+def versioned(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON answer with the version of cudasched that gave it (:data:`VERSION_KEY`), so a
+    saved answer says which rules judged it."""
+    return {**doc, VERSION_KEY: __version__}
+
+
+@app.command("version")
+def version_cmd(
+    output: str = typer.Option(
+        "text", "-o", "--output", help="text: cudasched VERSION; json: {cudaschedVersion}."
+    ),
+) -> None:
+    """Print the version of cudasched (also cudasched --version)."""
+    if output == "json":
+        import json
+
+        sys.stdout.write(json.dumps({VERSION_KEY: __version__}) + "\n")
+    elif output == "text":
+        sys.stdout.write(f"cudasched {__version__}\n")
+    else:
+        fail(f"-o/--output {output!r}: expected text or json")
+    raise typer.Exit(EXIT_OK)
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:

@@ -21,7 +21,7 @@ from typing import Annotated
 import typer
 
 from cudasched.cli import terminal
-from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail, versioned
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
@@ -170,7 +170,7 @@ def audit_cmd(
     label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")
     if output is AuditFormat.JSON:
         doc = {**report.to_dict(), "cluster": what}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
     elif output is AuditFormat.POLICYREPORT:
         from datetime import UTC, datetime
 

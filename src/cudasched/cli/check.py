@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail, versioned
 from cudasched.cli.inputs import load_knowledge, load_node_labels
 from cudasched.cli.options import (
     FrameworkOption,
@@ -124,7 +124,7 @@ def check_cmd(
             "requirement": req.describe(),
             "node": facts.to_dict(),
         }
-        typer.echo(json.dumps(doc, indent=2))
+        typer.echo(json.dumps(versioned(doc), indent=2))
     else:
         typer.echo(_render_check(facts, req, effective, verdict, width(TEXT_WIDTH)))
     raise typer.Exit(EXIT_OK if verdict.compatible else EXIT_INCOMPATIBLE)

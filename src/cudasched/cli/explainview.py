@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from cudasched.cli import terminal
+from cudasched.cli.app import versioned
 from cudasched.cli.terminal import wrapped
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, to_yaml
@@ -322,11 +323,13 @@ def _document(
     items: Sequence[Explained], single: bool, cluster: Mapping[str, Any]
 ) -> dict[str, Any]:
     if single:
-        return {**items[0].to_dict(), "cluster": dict(cluster)}
-    return {
-        "workloads": [{"workload": i.explanation.workload, **i.to_dict()} for i in items],
-        "cluster": dict(cluster),
-    }
+        return versioned({**items[0].to_dict(), "cluster": dict(cluster)})
+    return versioned(
+        {
+            "workloads": [{"workload": i.explanation.workload, **i.to_dict()} for i in items],
+            "cluster": dict(cluster),
+        }
+    )
 
 
 def render_json(items: Sequence[Explained], single: bool, cluster: Mapping[str, Any]) -> str:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cudasched.cli.app import EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_OK, app, fail, versioned
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
@@ -139,7 +139,7 @@ def report_cmd(
                 "pools": _pools(pools),
                 **findings.to_dict(),
             }
-            text = json.dumps(doc, indent=2) + "\n"
+            text = json.dumps(versioned(doc), indent=2) + "\n"
         else:
             text = render_report(matrix, findings, source=label, generated=generated_now())
         _write(output_file, text)

@@ -77,8 +77,10 @@ class Finding:
     """One thing wrong (or worth knowing) about one object.
 
     ``object`` is ``Kind/namespace/name`` for namespaced objects, ``Kind/name`` for
-    cluster-scoped ones (``Node/name``, ``ClusterServingRuntime/name``); ``node`` names the
-    node involved, if any.
+    cluster-scoped ones (``Node/name``, ``ClusterServingRuntime/name``) and for a node pool
+    (``Pool/name``, which is no Kubernetes object); ``node`` names the node involved, if any,
+    and ``nodes`` every node a finding about several is about (a pool's nodes, the nodes a
+    controller's pods run on), so a report can name real objects.
     """
 
     code: str
@@ -86,6 +88,7 @@ class Finding:
     message: str
     node: str | None = None
     fix: str | None = None
+    nodes: tuple[str, ...] = ()
 
     @property
     def severity(self) -> Severity:
@@ -94,12 +97,32 @@ class Finding:
     def sort_key(self) -> tuple[int, str, str, str]:
         return (self.severity.rank, self.code, self.object, self.node or "")
 
-    def to_dict(self) -> dict[str, str | None]:
+    @property
+    def kind(self) -> str:
+        """The kind ``object`` names (``Pool`` for a node pool)."""
+        return self.object.split("/", 1)[0]
+
+    @property
+    def namespace(self) -> str | None:
+        """The namespace ``object`` names; ``None`` for a cluster-scoped object or a pool."""
+        parts = self.object.split("/")
+        return parts[1] if len(parts) == 3 else None
+
+    @property
+    def name(self) -> str:
+        """The name ``object`` names."""
+        return self.object.rsplit("/", 1)[-1]
+
+    def to_dict(self) -> dict[str, Any]:
         return {
             "severity": self.severity.value,
             "code": self.code,
             "object": self.object,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
             "node": self.node,
+            "nodes": list(self.nodes),
             "message": self.message,
             "fix": self.fix,
         }

@@ -219,3 +219,23 @@ def test_version_is_a_command_an_option_and_in_every_json_answer() -> None:
         json.loads(CliRunner().invoke(app, args).stdout)["cudaschedVersion"] for args in answers
     ]
     assert versions == [__version__] * len(answers)
+
+
+@pytest.mark.parametrize("output", ["json", "wide"])  # written by hand, and through rich
+def test_a_closed_pipe_is_no_error(output: str) -> None:
+    """Issue 27 item 12: ``cudasched explain -o wide | head -1`` exits 0 without a word when
+    head closes the pipe (rich exited 1, Python printed a BrokenPipeError at exit)."""
+    import subprocess
+    import sys
+
+    CLI = (sys.executable, "-c", "from cudasched.cli import main; main()")  # noqa: N806
+    process = subprocess.Popen(
+        [*CLI, "explain", "--sample", "-o", output],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    first = process.stdout.read(10)  # more than a pipe holds follows: the writer blocks
+    process.stdout.close()
+    errors = process.stderr.read()
+    assert (first != b"", process.wait(timeout=120), errors) == (True, 0, b"")

@@ -80,6 +80,20 @@ def _say_first_notes() -> None:
     _first_notes.clear()
 
 
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``cudasched ... | head``): no error, exit 0 without a
+    word. stdout is pointed at /dev/null so the interpreter's last flush has nowhere to fail
+    (Python's documented way: "Note on SIGPIPE")."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a file (a test's captured stream)
+        pass
+    return EXIT_OK
+
+
 class _NotesFirst:
     """The command's stdout: before its first write, the notes :func:`note_first` keeps are
     said on stderr, so they come first however long the answer."""
@@ -243,6 +257,8 @@ class LazyCommands(TyperGroup):
         except Abort:
             sys.stderr.write("cudasched: aborted\n")
             result = 1
+        except BrokenPipeError:
+            result = _closed_pipe()
         except TyperException as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `cudasched`: the help
                 sys.stdout.write(exc.format_message() + "\n")
@@ -255,6 +271,10 @@ class LazyCommands(TyperGroup):
                 result = exc.exit_code
         finally:
             sys.stdout = stdout
+        try:  # what is still buffered, written now: a closed pipe is found here, not at exit
+            sys.stdout.flush()
+        except BrokenPipeError:
+            result = _closed_pipe()
         if result in (None, EXIT_OK, EXIT_INCOMPATIBLE):
             _say_first_notes()
             for message in _pending_notes:

@@ -4,8 +4,9 @@ Per image: the digest and platform of the manifest a node would pull, the CUDA r
 where it came from, answered exactly as admission answers a GPU pod that runs the image with
 the webhook's image resolver on (the image's config first, then the image table). ``-o json``
 is a list of ``{image, digest, platform, requirement, status, source, error}``. Exit 0 when
-every image was answered (an unreadable registry is an answer: the row says why), 2 on bad
-input (a reference that is not one, an unreadable ``--registry-config``).
+every image's config was read, 1 when one could not be (its row still says why, and what the
+image table answers), 2 on bad input (a reference that is not one, an unreadable
+``--registry-config``): a script that asks the registry learns that it did not answer.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from cudasched.cli import terminal
-from cudasched.cli.app import EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import load_images, load_knowledge, load_settings
 from cudasched.cli.options import (
     ConfigOption,
@@ -96,8 +97,9 @@ def image_cmd(
     requirement and its source.
 
     The image's config (NVIDIA_REQUIRE_CUDA, CUDA_VERSION, the env CUDA base images set) is
-    trusted before the image table, as the webhook's resolver trusts it. Example: cudasched
-    image registry.corp/ml/llm:7 --registry-config ~/.docker/config.json
+    trusted before the image table, as the webhook's resolver trusts it. Exit 1 when an
+    image's config could not be read (its row says why). Example: cudasched image
+    registry.corp/ml/llm:7 --registry-config ~/.docker/config.json
     """
     try:
         for ref in refs:
@@ -112,9 +114,10 @@ def image_cmd(
         rows = image_rows([r.strip() for r in refs], images, kb)
     except InputError as exc:
         fail(str(exc))
+    code = EXIT_INCOMPATIBLE if any(row["error"] for row in rows) else EXIT_OK
     if output is ImageFormat.JSON:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
-        raise typer.Exit(EXIT_OK)
+        raise typer.Exit(code)
     cells: list[list[str]] = []
     for row in rows:
         source = row["source"] or "-"
@@ -124,4 +127,4 @@ def image_cmd(
         cells.append([row["image"], digest, row["platform"] or "-", row["requirement"], source])
     columns = [terminal.Column(c) for c in ("image", "digest", "platform", "requirement", "source")]
     terminal.print_table(terminal.console(160), columns, cells, show_lines=True)
-    raise typer.Exit(EXIT_OK)
+    raise typer.Exit(code)

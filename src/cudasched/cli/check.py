@@ -44,14 +44,22 @@ class CheckFormat(StrEnum):
 def _render_check(
     facts: NodeFacts, req: Requirement, policy: Policy, verdict: Any, width: int
 ) -> str:
-    """The verdict first, then the node and each reason with its fix, wrapped at spaces."""
+    """The verdict first, then the node and each reason with its fix, wrapped at spaces. An
+    incompatible verdict lists what keeps the workload off the node; what holds all the same
+    (a driver that runs the CUDA natively, when the GPU is what fails) follows apart, never as
+    one of the reasons it cannot run."""
     head = f"{verdict.status.value}: {req.describe()} [{policy.value}] on {facts.name}"
     lines = wrapped(head, width)
     lines += wrapped(f"node: {facts.describe()}", width, "  ", "    ")
+    holds = [r for r in verdict.reasons if not r.blocking] if not verdict.compatible else []
     for reason in verdict.reasons:
+        if reason in holds:
+            continue
         lines += wrapped(f"- {reason.code}: {reason.message}", width, "  ", "      ")
         if reason.fix:
             lines += wrapped(f"fix: {reason.fix}", width, "    ", "      ")
+    for reason in holds:
+        lines += wrapped(f"what holds: {reason.code}: {reason.message}", width, "  ", "    ")
     return "\n".join(lines)
 
 

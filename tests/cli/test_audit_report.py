@@ -8,6 +8,7 @@ import shutil
 import struct
 import subprocess
 import zlib
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -252,7 +253,9 @@ class _Dom(HTMLParser):
 def test_report_renders_in_chromium(tmp_path: Path) -> None:
     chromium = _chromium()
     out = tmp_path / "report.html"
-    assert runner.invoke(app, ["report", *AS_OF, "--output-file", str(out)]).exit_code == 0
+    assert (
+        runner.invoke(app, ["report", "--sample", *AS_OF, "--output-file", str(out)]).exit_code == 0
+    )
     url = out.resolve().as_uri()
 
     shot = tmp_path / "report.png"
@@ -290,6 +293,32 @@ def test_report_renders_in_chromium(tmp_path: Path) -> None:
     assert 'class="filters" hidden' in out.read_text(encoding="utf-8")
     (filters,) = [a for t, a in parsed.attrs if t == "p" and a.get("class") == "filters"]
     assert "hidden" not in filters
+
+
+def test_the_matrix_fits_1400_pixels_and_cuts_no_name(tmp_path: Path) -> None:
+    """Issue 27 item 12: the sample's matrix was 1852 pixels wide in a 1400-pixel window, and
+    its names broke at hyphens and anywhere (``overflow-wrap: anywhere``). A probe added to the
+    page measures, in Chromium, the table's right edge and every name's characters: all on
+    one line (across the line direction, so the vertical runtime heads count too)."""
+    chromium = _chromium()
+    out = tmp_path / "report.html"
+    result = runner.invoke(app, ["report", "--sample", *AS_OF, "--output-file", str(out)])
+    assert result.exit_code == 0, result.output
+    probe = (Path(__file__).parents[1] / "data" / "report" / "matrix-probe.js").read_text()
+    page = out.read_text(encoding="utf-8").replace("</body>", f"<script>{probe}</script></body>")
+    probed = tmp_path / "probed.html"
+    probed.write_text(page, encoding="utf-8")
+    dom = _browser(
+        chromium,
+        tmp_path / "profile",
+        "--window-size=1400,1000",
+        "--dump-dom",
+        probed.resolve().as_uri(),
+    ).stdout.decode()
+    found = json.loads(unescape(dom.split('<pre id="probe">', 1)[1].split("</pre>", 1)[0]))
+    assert found["viewport"] == 1400
+    assert found["right"] <= 1400 and found["page"] <= 1400, found
+    assert found["broken"] == []
 
 
 # --------------------------------------------------------------------------- progress

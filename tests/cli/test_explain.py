@@ -48,9 +48,14 @@ def run_json(*args: str) -> dict[str, Any]:
     return json.loads(result.stdout)
 
 
+#: What a pod's summary adds: where it is (issue 27 item 7).
+POD_KEYS = {"nodeName", "phase"}
+
+
 def check_shape(doc: dict[str, Any]) -> None:
     assert set(doc) >= {"nodes", "summary"}
-    assert set(doc["summary"]) == SUMMARY_KEYS
+    pod = "/Pod/" in doc["summary"]["workload"]
+    assert set(doc["summary"]) == SUMMARY_KEYS | (POD_KEYS if pod else set())
     for node in doc["nodes"]:
         assert set(node) == NODE_KEYS
         assert isinstance(node["eligible"], bool)
@@ -368,3 +373,21 @@ def test_a_workload_as_explain_or_audit_prints_it_is_explained_when_pasted_back(
         "'team-vision'\n"
     )
     assert run("team-nlp/Service/llama3-8b").exit_code == 2
+
+
+def test_a_pod_is_explained_from_where_it_is() -> None:
+    """Issue 27 item 7: explain pod/X says first the node it is bound to, its pool and whether
+    that node can run it, or that it is pending; -o json gives nodeName and phase."""
+    bound = str(DATA / "audit" / "bound.yaml")
+    text = run("pod/vllm-0", "-n", "llm", "--cluster", bound)
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines()[0].startswith(
+        "bound to gpu-h100-1 (h100-80gb-hbm3-r550-amazon-linux-2023.6.20241121, Running): it "
+        "cannot run it"
+    )
+    doc = run_json("pod/vllm-0", "-n", "llm", "--cluster", bound)
+    assert (doc["summary"]["nodeName"], doc["summary"]["phase"]) == ("gpu-h100-1", "Running")
+    pending = run("pod/cuda-smoke-test", "-n", "ml-batch", "--sample")
+    assert pending.stdout.splitlines()[0] == "Pending: not bound to a node"
+    service = run_json("isvc/llama3-8b", "-n", "team-nlp", "--sample")
+    assert "nodeName" not in service["summary"]  # a service is on no node: its pods are

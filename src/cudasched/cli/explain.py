@@ -39,6 +39,7 @@ from cudasched.cli.explainview import (
     TABLE_WIDTH,
     WIDE_WIDTH,
     Explained,
+    Placement,
     compact_lines,
     overview_lines,
     pool_names,
@@ -75,6 +76,7 @@ from cudasched.cluster.scope import Scope
 from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot
 from cudasched.explain.eligibility import explain_many
 from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import POD
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.objects import DEFAULT_NAMESPACE
 from cudasched.vocab.requirements import Policy
@@ -140,7 +142,8 @@ def explain_snapshot(
     for obj, exp, need in zip(workloads, explanations, needs, strict=True):
         if is_inference_service(obj):  # name the service, not the pod we built for it
             exp = dataclasses.replace(exp, workload=workload_id(obj))
-        out.append(Explained(exp, need.runtime))
+        placement = Placement.of(obj) if obj.get("kind") == POD.kind else None
+        out.append(Explained(exp, need.runtime, placement))
     return out
 
 

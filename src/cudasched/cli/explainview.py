@@ -23,6 +23,7 @@ from cudasched.cluster.snapshot import ClusterSnapshot, to_yaml
 from cudasched.explain.explanation import Explanation
 from cudasched.explain.grouping import PoolSummary, by_pool, summarise
 from cudasched.operations.pools import node_pools
+from cudasched.operations.refs import node_name
 from cudasched.workloads.kserve import RuntimeChoice
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ __all__ = [
     "TABLE_WIDTH",
     "WIDE_WIDTH",
     "Explained",
+    "Placement",
     "compact_lines",
     "overview_lines",
     "pool_names",
@@ -41,6 +43,7 @@ __all__ = [
     "render_json",
     "render_yaml",
     "unknown_warnings",
+    "where_it_is",
 ]
 
 TABLE_WIDTH = 100
@@ -49,15 +52,35 @@ WIDE_WIDTH = 200
 
 
 @dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a pod is now: the node it is bound to (``spec.nodeName``, ``None`` while it is
+    pending) and its phase."""
+
+    node: str | None
+    phase: str | None
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any]) -> Placement:
+        status = pod.get("status")
+        phase = status.get("phase") if isinstance(status, Mapping) else None
+        return cls(node_name(pod), phase if isinstance(phase, str) and phase else None)
+
+
+@dataclass(frozen=True, slots=True)
 class Explained:
-    """One workload's explanation plus where its requirement came from (for the output)."""
+    """One workload's explanation plus where its requirement came from and, for a pod, where
+    it is (for the output)."""
 
     explanation: Explanation
     runtime: RuntimeChoice | None
+    placement: Placement | None = None
 
     def to_dict(self) -> dict[str, Any]:
         doc = self.explanation.to_dict()
         doc["summary"]["runtime"] = self.runtime.describe() if self.runtime else None
+        if self.placement is not None:
+            doc["summary"]["nodeName"] = self.placement.node
+            doc["summary"]["phase"] = self.placement.phase
         return doc
 
 
@@ -197,7 +220,8 @@ def compact_lines(
     groups = by_pool(exp, pools)
     summary = summarise(groups)
     suffix = _common_suffix([n.node for n in exp.nodes])
-    lines = [*wrapped(f"{exp.workload} {_needs(item)}", width, "")]
+    lines = wrapped(where_it_is(item, pools), width, "") if item.placement else []
+    lines += wrapped(f"{exp.workload} {_needs(item)}", width, "")
     # Of an unknown CUDA, a node the pod may be scheduled on is not known to run it.
     can = "can run it" if exp.unknown is None else "would take it, none known to run it"
     lines += wrapped(_summary_line(summary, can), width, "")
@@ -242,6 +266,28 @@ def compact_lines(
     for warning in unknown_warnings(item):
         lines += wrapped(warning, width, "")
     return lines
+
+
+def where_it_is(item: Explained, pools: Mapping[str, str]) -> str:
+    """A pod's first line: the node it is bound to, its pool and whether that node can run it
+    (with what keeps it off), or that it is pending."""
+    placement = item.placement
+    assert placement is not None
+    phase = placement.phase or "phase unknown"
+    if placement.node is None:
+        return (
+            f"{phase}: not bound to a node"
+            if phase != "Pending"
+            else "Pending: not bound to a node"
+        )
+    node = next((n for n in item.explanation.nodes if n.node == placement.node), None)
+    if node is None:
+        return f"bound to {placement.node} ({phase}), a node not in the cluster read"
+    where = f"bound to {node.node} ({pools.get(node.node, 'no GPU pool')}, {phase})"
+    if node.eligible:
+        return f"{where}: it can run it"
+    codes = ", ".join(dict.fromkeys(r.code for r in node.reasons if r.blocking))
+    return f"{where}: it cannot run it ({codes or 'not eligible'})"
 
 
 def unknown_warnings(item: Explained) -> list[str]:

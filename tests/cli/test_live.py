@@ -219,9 +219,34 @@ async def test_an_llminferenceservice_is_explained_through_its_pods(
     none_yet = await invoke_async(
         "explain", "llminferenceservice/chat", "-n", "team-nlp", "--kubeconfig", kubeconfig
     )
-    assert one_line_error(none_yet).startswith(
-        "LLMInferenceService team-nlp/chat has no model-server pods in live cluster"
+    # Issue 27 item 8: judged as the object itself, as admission and the audit judge it.
+    assert none_yet.exit_code == 0, none_yet.output
+    assert none_yet.stdout.startswith("team-nlp/LLMInferenceService/chat no CUDA requirement")
+    assert "no model-server pod yet: judged by the service's own spec" in none_yet.stdout
+    every = await invoke_async("explain", "--kubeconfig", kubeconfig, "-o", "json")
+    listed = [w["workload"] for w in json.loads(every.stdout)["workloads"]]
+    assert "team-nlp/LLMInferenceService/chat" in listed
+
+
+async def test_explain_and_audit_judge_the_same_services_before_their_pods_exist(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+) -> None:
+    """Issue 27 item 8: an LLMInferenceService whose pods KServe has not created is in
+    explain -A's set, judged as audit judges it (here no node can run its CUDA 13.2)."""
+    service = yaml.safe_load(
+        (Path(__file__).parents[2] / "examples" / "qwen-llmisvc.yaml").read_text()
     )
+    service["metadata"]["annotations"]["cudasched.io/cuda-version"] = "13.2"
+    service["apiVersion"] = LLM_INFERENCE_SERVICE.api_version  # the version the mock serves
+    ClusterApi.start(kmock, [*SAMPLE.objects(), service])
+    explained = await invoke_async("explain", "-A", "--kubeconfig", kubeconfig, "-o", "json")
+    audited = await invoke_async("audit", "-A", "--kubeconfig", kubeconfig, "-o", "json")
+    assert explained.exit_code == 0, explained.output
+    ref = "llm/LLMInferenceService/qwen2-7b-instruct-single"
+    (item,) = [w for w in json.loads(explained.stdout)["workloads"] if w["workload"] == ref]
+    assert item["summary"]["eligible"] == 0
+    codes = {(f["code"], f["object"]) for f in json.loads(audited.stdout)["findings"]}
+    assert ("no-compatible-node", "LLMInferenceService/llm/qwen2-7b-instruct-single") in codes
 
 
 # --------------------------------------------------------------------------- the default cluster
@@ -463,7 +488,7 @@ def test_reference_errors() -> None:
         "-n/--namespace and -l/--selector pick the cluster's workloads, not --workload's"
     )
     assert one_line_error(invoke("explain", "-n", "nowhere")).endswith(
-        "or InferenceService to explain in scope (namespace nowhere)"
+        "or LLMInferenceService to explain in scope (namespace nowhere)"
     )
     both = invoke("explain", "pod/x", "--workload", str(SAMPLE_FILE))
     assert one_line_error(both) == "'pod/x' and --workload both name what to explain: give one"

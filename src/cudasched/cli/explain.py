@@ -80,6 +80,7 @@ from cudasched.vocab.kinds import POD
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.objects import DEFAULT_NAMESPACE
 from cudasched.vocab.requirements import Policy
+from cudasched.workloads.kserve.llm import is_llmisvc
 from cudasched.workloads.pods import is_inference_service, pod_spec_of, workload_id, workloads_of
 from cudasched.workloads.resolution import WorkloadNeed, workload_need
 
@@ -140,11 +141,19 @@ def explain_snapshot(
         )
     out = []
     for obj, exp, need in zip(workloads, explanations, needs, strict=True):
-        if is_inference_service(obj):  # name the service, not the pod we built for it
+        if is_inference_service(obj) or is_llmisvc(obj):  # the service, not the pod we built
             exp = dataclasses.replace(exp, workload=workload_id(obj))
         placement = Placement.of(obj) if obj.get("kind") == POD.kind else None
-        out.append(Explained(exp, need.runtime, placement))
+        notes = (_NO_MODEL_SERVER,) if is_llmisvc(obj) else ()
+        out.append(Explained(exp, need.runtime, placement, notes))
     return out
+
+
+#: Said of an LLMInferenceService explained as an object (KServe has created no pod for it).
+_NO_MODEL_SERVER = (
+    "no model-server pod yet: judged by the service's own spec, as admission and the audit "
+    "judge it (an image its LLMInferenceServiceConfigs give is judged on its pods)"
+)
 
 
 # --------------------------------------------------------------------------- command
@@ -161,10 +170,10 @@ def _explained_objects(
     if not objs:
         raise InputError(
             f"{label}: no Pod, workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, "
-            f"CronJob) or InferenceService to explain{where}"
+            f"CronJob), InferenceService or LLMInferenceService to explain{where}"
         )
     for obj in objs:
-        if not is_inference_service(obj):
+        if not is_inference_service(obj) and not is_llmisvc(obj):
             pod_spec_of(obj)  # a controller without a pod template is bad input, said up front
     return objs
 

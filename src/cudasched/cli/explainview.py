@@ -74,6 +74,7 @@ class Explained:
     explanation: Explanation
     runtime: RuntimeChoice | None
     placement: Placement | None = None
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         doc = self.explanation.to_dict()
@@ -253,7 +254,7 @@ def compact_lines(
                 lines += wrapped(head, width, "  ")
                 for code, fix in group.blocking:
                     lines += wrapped(f"{code}: {fix}" if fix else code, width, "    ")
-    notes = [f"label scheme {_scheme(exp)}"]
+    notes = [*item.notes, f"label scheme {_scheme(exp)}"]
     if item.runtime:
         notes.append(f"runtime {item.runtime.describe()}")
     if suffix:

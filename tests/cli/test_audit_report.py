@@ -94,7 +94,7 @@ def test_audit_policy_option() -> None:
     assert strict == 1 and code == 1
     # vllm-0 names no policy: minor-compat lets R550 run it. vllm-gated-0's image gate holds
     # under every policy, and no policy gives R550 CUDA 13.0.
-    assert "Pod/llm/vllm-0" in [f["object"] for f in before["findings"]]
+    assert "StatefulSet/llm/vllm" in [f["object"] for f in before["findings"]]  # vllm-0's
     workloads = [f["object"] for f in doc["findings"] if f["code"] not in LIFECYCLE]
     assert workloads == ["Pod/llm/vllm-gated-0", "Pod/llm/vllm-next-0"]
 

@@ -18,8 +18,10 @@ out. Every rule is an existing one, asked again of objects that already exist:
 * the recorded requirement is :meth:`cudasched.vocab.requirements.Requirement.record`'s text.
 
 Objects a finding is about: pods bound to a node are judged one by one (each may sit on a
-different node); "no node can run it" and "requirement unknown" are said once per service, so the
-pods of an InferenceService or LLMInferenceService that the snapshot lists are covered by it.
+different node) and told once per workload, about the controller a person manages
+(:mod:`~cudasched.operations.audit.podrules`); "no node can run it" and "requirement unknown" are
+said once per service, so the pods of an InferenceService or LLMInferenceService that the
+snapshot lists are covered by it.
 """
 
 from __future__ import annotations
@@ -36,11 +38,8 @@ from cudasched.operations.audit.findings import (
 from cudasched.operations.audit.lifecycle import lifecycle_findings
 from cudasched.operations.audit.nodegroups import NodeGroup
 from cudasched.operations.audit.noderules import node_findings
-from cudasched.operations.audit.workloadrules import (
-    pod_findings,
-    runtime_findings,
-    service_findings,
-)
+from cudasched.operations.audit.podrules import pod_findings
+from cudasched.operations.audit.workloadrules import runtime_findings, service_findings
 from cudasched.operations.pools import node_pools
 from cudasched.operations.refs import object_ref
 from cudasched.vocab.requirements import Policy

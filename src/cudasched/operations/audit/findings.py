@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from cudasched.cluster.scope import Scope
-from cudasched.operations.refs import object_ref
+from cudasched.operations.refs import Owners, object_ref
 
 __all__ = [
     "CODES",
@@ -157,18 +157,26 @@ class AuditReport:
 
     def within(self, scope: Scope, objects: Iterable[Mapping[str, Any]]) -> AuditReport:
         """The findings about objects in ``scope`` (``objects``: the cluster the audit read,
-        whose labels a selector is matched against). A finding whose object is not among them
-        is kept only by a scope without a selector, by its namespace."""
+        whose labels a selector is matched against). A finding about a workload its pods stand
+        for (a Deployment the read does not hold) is in scope when one of its pods is. A
+        finding whose object is none of these is kept only by a scope without a selector, by
+        its namespace."""
         if scope.is_everything:
             return self
-        index = {object_ref(o): o for o in objects}
+        listed = list(objects)
+        index: dict[str, list[Mapping[str, Any]]] = {}
+        for obj in listed:
+            index.setdefault(object_ref(obj), []).append(obj)
+        owners = Owners(o for o in listed if o.get("kind") != "Pod")
+        for obj in listed:
+            owner = owners.of(obj) if obj.get("kind") == "Pod" else None
+            if owner is not None and owner.ref not in index:
+                index.setdefault(f"pods of {owner.ref}", []).append(obj)
 
         def keep(finding: Finding) -> bool:
-            obj = index.get(finding.object)
-            if obj is not None:
-                return scope.admits(obj)
-            parts = finding.object.split("/")
-            namespace = parts[1] if len(parts) == 3 else None
-            return scope.selector.is_empty and scope.admits_namespace(namespace)
+            found = index.get(finding.object) or index.get(f"pods of {finding.object}")
+            if found:
+                return any(scope.admits(o) for o in found)
+            return scope.selector.is_empty and scope.admits_namespace(finding.namespace)
 
         return AuditReport(tuple(f for f in self.findings if keep(f)))

@@ -75,6 +75,7 @@ from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.scope import Scope
 from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot
 from cudasched.explain.eligibility import explain_many
+from cudasched.operations.refs import Owners
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import POD
 from cudasched.vocab.labels import LabelScheme
@@ -122,7 +123,10 @@ def explain_snapshot(
     scheme: LabelScheme,
     images: ImageTable,
 ) -> list[Explained]:
-    """Resolve each workload's requirement against ``fleet`` and explain it there."""
+    """Resolve each workload's requirement against ``fleet`` and explain it there. A pod's
+    owner is the workload its controller stands for (the pods of a controller the cluster read
+    holds are explained through it, so only pods remain whose ReplicaSet it does not hold)."""
+    owners = Owners()
     targets: list[Mapping[str, Any]] = []
     needs: list[WorkloadNeed] = []
     for obj in workloads:
@@ -143,9 +147,11 @@ def explain_snapshot(
     for obj, exp, need in zip(workloads, explanations, needs, strict=True):
         if is_inference_service(obj) or is_llmisvc(obj):  # the service, not the pod we built
             exp = dataclasses.replace(exp, workload=workload_id(obj))
-        placement = Placement.of(obj) if obj.get("kind") == POD.kind else None
+        pod = obj.get("kind") == POD.kind
+        placement = Placement.of(obj) if pod else None
         notes = (_NO_MODEL_SERVER,) if is_llmisvc(obj) else ()
-        out.append(Explained(exp, need.runtime, placement, notes))
+        owner = owners.of(obj) if pod else None
+        out.append(Explained(exp, need.runtime, placement, notes, owner))
     return out
 
 
@@ -235,7 +241,9 @@ def explain_cmd(
     only_failing: Annotated[
         bool,
         typer.Option(
-            "--only-failing", help="Only the pools (or nodes, workloads) that cannot run it."
+            "--only-failing",
+            help="Only the pools (or nodes) that cannot run it; of several workloads, in every "
+            "output, only those no node can run or with pods on nodes that cannot run them.",
         ),
     ] = False,
     source: ClusterSource = ClusterSource(),
@@ -310,6 +318,8 @@ def explain_cmd(
         items = explain_snapshot(objs, fleet, pol, labels, images)
     except InputError as exc:
         fail(str(exc))
+    if only_failing and not single and (per_node or output is not ExplainFormat.TABLE):
+        items = [i for i in items if i.failing]  # the text overview filters its own lines
     if output is ExplainFormat.JSON:
         sys.stdout.write(render_json(items, single, judged(source, context)) + "\n")
     elif output is ExplainFormat.YAML:

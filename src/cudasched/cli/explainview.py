@@ -23,7 +23,7 @@ from cudasched.cluster.snapshot import ClusterSnapshot, to_yaml
 from cudasched.explain.explanation import Explanation
 from cudasched.explain.grouping import PoolSummary, by_pool, summarise
 from cudasched.operations.pools import node_pools
-from cudasched.operations.refs import node_name
+from cudasched.operations.refs import Owner, node_name
 from cudasched.workloads.kserve import RuntimeChoice
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ class Explained:
     runtime: RuntimeChoice | None
     placement: Placement | None = None
     notes: tuple[str, ...] = ()
+    owner: Owner | None = None
 
     def to_dict(self) -> dict[str, Any]:
         doc = self.explanation.to_dict()
@@ -82,7 +83,22 @@ class Explained:
         if self.placement is not None:
             doc["summary"]["nodeName"] = self.placement.node
             doc["summary"]["phase"] = self.placement.phase
+            doc["summary"]["owner"] = self.owner.id if self.owner is not None else None
         return doc
+
+    @property
+    def misplaced(self) -> bool:
+        """A pod bound to a node that cannot run it."""
+        node = self.placement.node if self.placement is not None else None
+        if node is None:
+            return False
+        return any(n.node == node and not n.eligible for n in self.explanation.nodes)
+
+    @property
+    def failing(self) -> bool:
+        """What ``--only-failing`` keeps of several workloads: one no node can run, or a pod
+        on a node that cannot run it."""
+        return self.explanation.eligible_count == 0 or self.misplaced
 
 
 def _common_suffix(names: Sequence[str]) -> str:
@@ -306,27 +322,40 @@ def overview_lines(
     items: Sequence[Explained], pools: Mapping[str, str], width: int, only_failing: bool
 ) -> list[str]:
     """Several workloads: one line each, summary first (how many can run anywhere), then per
-    workload what it needs and how many pools can run it."""
+    workload what it needs and how many pools can run it. The pods of one controller are one
+    workload, named by it (its Deployment, not each replica), with how many of its pods sit on
+    nodes that cannot run them and the command that moves them; ``only_failing`` keeps the
+    workloads no node can run and those with pods where they cannot run."""
+    groups: dict[str, list[Explained]] = {}
+    for item in items:
+        key = item.owner.id if item.owner is not None else item.explanation.workload
+        groups.setdefault(key, []).append(item)
     # A workload of unknown CUDA may be scheduled, but no node is known to run it.
-    unknown = sum(1 for i in items if i.explanation.unknown is not None)
-    runnable = sum(1 for i in items if i.explanation.eligible_count and not i.explanation.unknown)
+    heads = [members[0].explanation for members in groups.values()]
+    unknown = sum(1 for e in heads if e.unknown is not None)
+    runnable = sum(1 for e in heads if e.eligible_count and not e.unknown)
     headline = (
-        f"{len(items)} workload{'s' if len(items) != 1 else ''}: {runnable} can run on some "
-        f"node, {len(items) - runnable - unknown} on none"
+        f"{len(groups)} workload{'s' if len(groups) != 1 else ''}: {runnable} can run on some "
+        f"node, {len(groups) - runnable - unknown} on none"
     )
     lines = wrapped(headline + (f", {unknown} of unknown CUDA" if unknown else ""), width, "")
-    for item in items:
-        exp = item.explanation
-        if only_failing and exp.eligible_count == exp.total:
+    for key, members in groups.items():
+        if only_failing and not any(m.failing for m in members):
             continue
+        item = members[0]
+        exp = item.explanation
         summary = summarise(by_pool(exp, pools))
+        name = key if len(members) > 1 else exp.workload
+        count = f" ({len(members)} pods)" if len(members) > 1 else ""
         text = (
-            f"{exp.workload}: {_needs(item, short=True)}; "
+            f"{name}{count}: {_needs(item, short=True)}; "
             f"{summary.eligible_nodes + summary.unpooled_eligible}/{summary.nodes} nodes, "
             f"{summary.eligible_pools}/{summary.pools} pools"
         )
         if summary.because:
             text += "; " + ", ".join(code for code, _ in summary.because[:3])
+        if len(members) > 1:
+            text += _pods_of(members)
         lines += wrapped(text, width, "  ")
     lines += wrapped(
         "explain NAMESPACE/Kind/NAME (a name above) for one workload by pool; --nodes for one "
@@ -336,6 +365,25 @@ def overview_lines(
         "",
     )
     return lines
+
+
+def _pods_of(members: Sequence[Explained]) -> str:
+    """Where a controller's pods are: how many sit on nodes that cannot run them (and the
+    command that replaces them), how many are pending."""
+    text = ""
+    needs = {_needs(m, short=True) for m in members}
+    if len(needs) > 1:
+        text += "; its pods differ in what they need (-o json lists each)"
+    misplaced = sum(1 for m in members if m.misplaced)
+    if misplaced:
+        owner = members[0].owner
+        restart = owner.restart() if owner is not None else None
+        text += f"; {misplaced} of {len(members)} pods on nodes that cannot run them"
+        text += f" ({restart})" if restart else ""
+    pending = sum(1 for m in members if m.placement is not None and m.placement.node is None)
+    if pending:
+        text += f"; {pending} pending"
+    return text
 
 
 def print_overview_table(items: Sequence[Explained], out: Console) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from cudasched.cli import app
@@ -428,3 +429,30 @@ def test_a_dump_without_nodes_is_refused_by_every_command_that_judges_nodes(
         "against: add the cluster's nodes (cudasched snapshot --live, or kubectl get nodes -o "
         "yaml) to it\n"
     )
+
+
+def test_audit_of_a_namespace_reports_its_objects(tmp_path: Path) -> None:
+    """Issue 27 item 9: audit -n NS reported every node and pool finding too; they are the
+    cluster's (--cluster-scoped, or -A, adds them). A namespace that does not exist is said
+    so: the dump's Namespaces when it holds them, else none of its objects in it."""
+    _, scoped = audit_json("--sample", "-n", "team-nlp")
+    assert {f["object"] for f in scoped["findings"]} == {
+        "InferenceService/team-nlp/nemotron-nano-fp4"
+    }
+    _, wider = audit_json("--sample", "-n", "team-nlp", "--cluster-scoped")
+    assert {f["kind"] for f in wider["findings"]} == {"InferenceService", "Node", "Pool"}
+    missing = runner.invoke(app, ["audit", "--sample", "-n", "nosuchns"])
+    assert (missing.exit_code, missing.stdout) == (2, "")
+    assert missing.stderr == (
+        "cudasched: error: namespace 'nosuchns' does not exist in bundled sample cluster: none "
+        "of its objects is in it\n"
+    )
+    sample = Path(__file__).parents[2] / "src/cudasched/data/sample-cluster.yaml"
+    items = yaml.safe_load(sample.read_text())["items"]
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "empty"}}
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*items, namespace]})
+    )
+    empty = runner.invoke(app, ["audit", "--cluster", str(path), "-n", "empty"])
+    assert empty.exit_code == 0 and "no findings" in empty.stdout  # it exists, and is clean

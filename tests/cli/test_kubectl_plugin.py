@@ -196,16 +196,24 @@ async def test_kubectl_cudasched_audit_takes_namespace_and_selector(
     kmock: kmock_lib.KubernetesEmulator, tmp_path: Path
 ) -> None:
     """``kubectl cudasched audit -n X -l Y`` against the API server: -n keeps the namespace's
-    objects and the cluster-scoped ones, -l every object whose labels match."""
+    objects (issue 27 item 9: the cluster-scoped ones only with --cluster-scoped), -l every
+    object whose labels match; a namespace that does not exist is said so."""
     ClusterApi.start(kmock, SAMPLE.objects())
     config = str(write_kubeconfig(tmp_path, kmock.url))
     base = ("cudasched", "audit", "--kubeconfig", config, "-o", "json")
     code, out, _ = await kubectl(*base, "-n", "team-nlp", "-l", "!aml.cpaas.io/runtime-type")
     assert code == 1  # nemotron's no-compatible-node is an error
     found = [(f["code"], f["object"]) for f in json.loads(out)["findings"]]
-    assert ("no-compatible-node", "InferenceService/team-nlp/nemotron-nano-fp4") in found
+    assert found == [("no-compatible-node", "InferenceService/team-nlp/nemotron-nano-fp4")]
+    code, out, _ = await kubectl(
+        *base, "-n", "team-nlp", "-l", "!aml.cpaas.io/runtime-type", "--cluster-scoped"
+    )
+    found = [(f["code"], f["object"]) for f in json.loads(out)["findings"]]
     assert all(o.startswith(("Node/", "InferenceService/team-nlp/")) for _, o in found)
     assert len(found) == 5  # and the four nodes with GFD's old keys
+    code, out, err = await kubectl(*base, "-n", "nosuchns")
+    assert (code, out) == (2, "")
+    assert err.startswith("cudasched: error: namespace 'nosuchns' does not exist in live cluster")
     code, out, _ = await kubectl(*base, "-n", "team-nlp", "-l", "aml.cpaas.io/runtime-type=vllm")
     doc = json.loads(out)
     assert (code, doc["findings"]) == (0, [])

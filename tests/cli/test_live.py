@@ -28,6 +28,7 @@ from cudasched.vocab.kinds import (
     INFERENCE_SERVICE,
     KARPENTER_NODE_POOL,
     LLM_INFERENCE_SERVICE,
+    NAMESPACE,
     NODE_GROUP_KINDS,
     NVIDIA_DRIVER,
     POD,
@@ -329,6 +330,21 @@ def test_files_alone_read_no_cluster_even_when_one_is_configured(
     assert result.exit_code == 0 and result.stderr == "", result.output
 
 
+async def test_a_namespace_that_does_not_exist_is_said_so(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+) -> None:
+    """Issue 27 item 9: -n nosuchns read as a clean namespace. The API server says whether it
+    exists; an identity that may not get namespaces is told by the objects read instead."""
+    api = ClusterApi.start(kmock, SAMPLE.objects())
+    missing = await invoke_async("audit", "-n", "nosuchns", "--kubeconfig", kubeconfig)
+    assert one_line_error(missing).startswith("namespace 'nosuchns' does not exist in live cluster")
+    api.fail(NAMESPACE, 403, forbidden(NAMESPACE))
+    allowed = await invoke_async("audit", "-n", "team-vision", "--kubeconfig", kubeconfig)
+    assert allowed.exit_code == 0, allowed.output
+    still = await invoke_async("explain", "-n", "nosuchns", "--kubeconfig", kubeconfig)
+    assert one_line_error(still).endswith(": none of its objects is in it")
+
+
 # --------------------------------------------------------------------------- notes and errors
 
 
@@ -487,8 +503,8 @@ def test_reference_errors() -> None:
     assert one_line_error(invoke("explain", "-n", "x", "--workload", str(SAMPLE_FILE))) == (
         "-n/--namespace and -l/--selector pick the cluster's workloads, not --workload's"
     )
-    assert one_line_error(invoke("explain", "-n", "nowhere")).endswith(
-        "or LLMInferenceService to explain in scope (namespace nowhere)"
+    assert one_line_error(invoke("explain", "-n", "nowhere")) == (  # issue 27 item 9
+        "namespace 'nowhere' does not exist in bundled sample cluster: none of its objects is in it"
     )
     both = invoke("explain", "pod/x", "--workload", str(SAMPLE_FILE))
     assert one_line_error(both) == "'pod/x' and --workload both name what to explain: give one"

@@ -128,6 +128,14 @@ def audit_cmd(
     ] = None,
     as_of: AsOfOption = None,
     min_support_months: MinSupportMonthsOption = 12,
+    cluster_scoped: Annotated[
+        bool,
+        typer.Option(
+            "--cluster-scoped",
+            help="With -n: also the findings about cluster-scoped objects (nodes, node pools, "
+            "ClusterServingRuntimes), which -n leaves out; -A reports them always.",
+        ),
+    ] = False,
 ) -> None:
     """Find what is wrong in the cluster: pods on nodes that cannot run them, workloads and
     runtimes no node can run, GPU nodes with missing, old or conflicting labels, driver
@@ -164,6 +172,8 @@ def audit_cmd(
                 min_support_months=months,
             )
         report = report.within(scope, snapshot.objects())
+        if source.namespace is not None and not cluster_scoped and not source.all_namespaces:
+            report = report.namespaced()  # -n NS: that namespace's objects
     except InputError as exc:
         fail(str(exc))
     what = judged(source, snapshot)

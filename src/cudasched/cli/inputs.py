@@ -330,18 +330,46 @@ def load_cluster(
         source = ClusterSource(cluster=source)
     source = source.checked()
     if nodes is not None and not source.named:
-        snapshot = ClusterSnapshot(source="")
-    elif source.is_live:
-        snapshot = _read_live(source, fetch)
+        return ClusterSnapshot(source="").with_nodes(load_nodes(nodes))
+    exists: bool | None = None
+    if source.is_live:
+        snapshot, exists = _read_live(source, fetch)
     elif source.cluster is not None:
         snapshot = _load_dump(source.cluster)
     else:
         if source.is_fallback:
             note_first(SAMPLE_NOTE)
         snapshot = bundled_snapshot()
+    if source.namespace is not None:
+        _namespace_checked(source.namespace, snapshot, exists)
     if nodes is not None:
         snapshot = snapshot.with_nodes(load_nodes(nodes))
     return snapshot
+
+
+def _namespace_checked(name: str, snapshot: ClusterSnapshot, exists: bool | None) -> None:
+    """An ``InputError`` when the ``-n`` namespace does not exist: the live cluster says so
+    (``exists``), or, where it does not tell (a dump; an identity that may not get
+    namespaces), neither a Namespace object of that name nor any object in it is in the
+    cluster read. A typo in a cron job's ``-n`` must not read as a clean namespace."""
+    where = snapshot.source or "the cluster"
+    if exists is False:
+        raise InputError(f"namespace {name!r} does not exist in {where}")
+    if exists is True:
+        return
+    from cudasched.vocab.objects import name_of, namespace_of
+
+    cluster_scoped = {"Node", "ClusterServingRuntime", "NVIDIADriver", "Namespace"}
+    known = set()
+    for obj in snapshot.objects():
+        if obj.get("kind") == "Namespace":
+            known.add(name_of(obj))
+        elif obj.get("kind") not in cluster_scoped:
+            known.add(namespace_of(obj))
+    if name not in known:
+        raise InputError(
+            f"namespace {name!r} does not exist in {where}: none of its objects is in it"
+        )
 
 
 def _load_dump(path: Path) -> ClusterSnapshot:
@@ -406,16 +434,24 @@ def load_gpu_operator(
     return [*read.objects, *held]
 
 
-def _read_live(source: ClusterSource, fetch: Sequence[ObjectRef]) -> ClusterSnapshot:
+def _read_live(
+    source: ClusterSource, fetch: Sequence[ObjectRef]
+) -> tuple[ClusterSnapshot, bool | None]:
+    """The live cluster, and whether the ``-n`` namespace exists there (``None``: not asked,
+    or not told)."""
     from cudasched.kube.live import absent_notes, read_live_cluster
 
     with _stderr_progress() as progress:
         result = read_live_cluster(
-            kubeconfig=source.kubeconfig, context=source.context, fetch=fetch, progress=progress
+            kubeconfig=source.kubeconfig,
+            context=source.context,
+            fetch=fetch,
+            progress=progress,
+            namespace=source.namespace,
         )
     for message in absent_notes(result.absent, result.denied):
         sys.stderr.write(f"cudasched: note: {message}\n")
-    return result.snapshot
+    return result.snapshot, result.namespace_exists
 
 
 class TerminalProgress:

@@ -39,6 +39,7 @@ from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
     INFERENCE_SERVICE,
     LLM_INFERENCE_SERVICE,
+    NAMESPACE,
     NODE,
     NODE_GROUP_KINDS,
     NVIDIA_DRIVER,
@@ -109,12 +110,14 @@ class ListingProgress(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class LiveCluster:
-    """A live read: the snapshot, the optional kinds the cluster does not serve, and the
-    advisory kinds the identity may not list (read as none)."""
+    """A live read: the snapshot, the optional kinds the cluster does not serve, the advisory
+    kinds the identity may not list (read as none), and whether the namespace asked about
+    exists (``None``: none asked, or the identity may not get namespaces)."""
 
     snapshot: ClusterSnapshot
     absent: tuple[Kind, ...] = ()
     denied: tuple[Kind, ...] = ()
+    namespace_exists: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,9 +163,11 @@ def read_live_cluster(
     page_size: int = PAGE_SIZE,
     progress: ListingProgress | None = None,
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    namespace: str | None = None,
 ) -> LiveCluster:
     """Read the cluster the configuration names (see :func:`cudasched.kube.client.load_config`
-    for the order of sources) and return it as a snapshot. Blocks; raises ``InputError``."""
+    for the order of sources) and return it as a snapshot; with ``namespace``, also whether
+    that namespace exists. Blocks; raises ``InputError``."""
     config = load_config(kubeconfig=kubeconfig, context=context, server=server)
     client = make_client(kubeconfig=kubeconfig, context=context, server=server, timeout=timeout)
     where = ApiServer(str(config.settings.cluster.server), config.origin, timeout)
@@ -176,6 +181,7 @@ def read_live_cluster(
                 kinds=kinds,
                 page_size=page_size,
                 progress=progress,
+                namespace=namespace,
             )
         finally:
             await client.close()
@@ -191,9 +197,11 @@ async def read_cluster(
     kinds: Sequence[Kind] = LIVE_KINDS,
     page_size: int = PAGE_SIZE,
     progress: ListingProgress | None = None,
+    namespace: str | None = None,
 ) -> LiveCluster:
     """List ``kinds`` and fetch ``fetch`` through a lightkube ``AsyncClient`` (the caller
-    closes it). Raises ``InputError`` with one line naming what failed."""
+    closes it); with ``namespace``, get that Namespace to tell whether it exists. Raises
+    ``InputError`` with one line naming what failed."""
     if page_size < 1:
         raise InputError(f"invalid page size {page_size}: expected a positive number of items")
     where = where if where is not None else ApiServer("(unknown URL)", "the given client")
@@ -226,8 +234,19 @@ async def read_cluster(
         raise InputError(f"cannot list {names} at the cluster scope: grant list on {names}{who}")
     for ref in fetch:
         objects.append(await _fetch(client, ref, where))
+    exists = await _namespace_exists(client, namespace) if namespace is not None else None
     snapshot = ClusterSnapshot.from_objects(objects, source=f"live cluster {where.server}")
-    return LiveCluster(snapshot, tuple(absent), tuple(denied))
+    return LiveCluster(snapshot, tuple(absent), tuple(denied), exists)
+
+
+async def _namespace_exists(client: Any, name: str) -> bool | None:
+    """Whether the Namespace ``name`` exists; ``None`` when the server does not say (the
+    identity may not get namespaces: the README's reader role grants it, others may not)."""
+    try:
+        await client.get(NAMESPACE.resource(), name)
+    except Exception as exc:
+        return False if status_code(exc) == 404 else None
+    return True
 
 
 class _Denied(Exception):

@@ -39,6 +39,7 @@ __all__ = [
     "KINDS",
     "KSERVE_GROUP",
     "LLM_INFERENCE_SERVICE",
+    "NAMESPACE",
     "NODE",
     "NODE_GROUP_KINDS",
     "NVIDIA_DRIVER",
@@ -96,6 +97,8 @@ class Kind:
 
 NODE = Kind("", "v1", "Node", "nodes", namespaced=False)
 POD = Kind("", "v1", "Pod", "pods", namespaced=True)
+#: Got by name only, to say that a ``-n`` namespace does not exist.
+NAMESPACE = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
 #: Read one at a time by name, only with ``imageResolver.pullSecrets`` on (never listed).
 SECRET = Kind("", "v1", "Secret", "secrets", namespaced=True)
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", namespaced=True)

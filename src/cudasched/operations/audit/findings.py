@@ -155,6 +155,11 @@ class AuditReport:
             "summary": self.summary(),
         }
 
+    def namespaced(self) -> AuditReport:
+        """The findings about namespaced objects only (``audit -n``: a namespace's team reads
+        about its objects; nodes and pools are the cluster's)."""
+        return AuditReport(tuple(f for f in self.findings if f.namespace is not None))
+
     def within(self, scope: Scope, objects: Iterable[Mapping[str, Any]]) -> AuditReport:
         """The findings about objects in ``scope`` (``objects``: the cluster the audit read,
         whose labels a selector is matched against). A finding about a workload its pods stand

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from cudasched.cli import app
 from cudasched.cli.plugin import plugin_args
-from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.cluster.snapshot import bundled_snapshot, load_snapshot
 from cudasched.vocab.kinds import INFERENCE_SERVICE, NODE
 from tests.support.kube_api import ClusterApi, forbidden, write_kubeconfig
 from tests.support.outputs import without_source
@@ -220,3 +220,28 @@ async def test_kubectl_cudasched_audit_takes_namespace_and_selector(
     assert doc["cluster"]["scope"] == "namespace team-nlp, selector aml.cpaas.io/runtime-type=vllm"
     code, out, _ = await kubectl("cudasched", "-n", "team-vision", "audit", "--kubeconfig", config)
     assert code == 0 and "requirement-unknown" in out and "nemotron" not in out
+
+
+@needs_kubectl
+async def test_kubectl_cudasched_audit_names_the_cause_and_its_own_command_line(
+    kmock: kmock_lib.KubernetesEmulator, tmp_path: Path
+) -> None:
+    """Issue 27 item 11: pods on nodes that cannot run them and no cudasched webhook
+    registered: the audit says so (the likeliest cause), and its fixes name the command line
+    the person ran (kubectl cudasched ..., not cudasched ...)."""
+    bound = load_snapshot(Path(__file__).parents[1] / "data" / "audit" / "bound.yaml")
+    ClusterApi.start(kmock, bound.objects())
+    config = str(write_kubeconfig(tmp_path, kmock.url))
+    code, out, _ = await kubectl(
+        "cudasched", "audit", "--kubeconfig", config, "--as-of", "2026-12-01", "-o", "json"
+    )
+    assert code == 1
+    found = {f["code"]: f for f in json.loads(out)["findings"]}
+    cause = found["webhook-not-registered"]
+    assert cause["fix"].startswith("install the webhook: kubectl cudasched manifests ")
+    fixes = " ".join(f["fix"] or "" for f in json.loads(out)["findings"])
+    assert "kubectl cudasched plan-drivers" in fixes
+    assert " cudasched plan-drivers" not in fixes.replace("kubectl cudasched plan-drivers", "")
+    args = ["audit", "--kubeconfig", config, "--as-of", "2026-12-01", "-o", "json"]
+    direct = await asyncio.to_thread(CliRunner().invoke, app, args)  # as cudasched: its own
+    assert "kubectl cudasched" not in direct.stdout and "cudasched manifests" in direct.stdout

@@ -81,6 +81,8 @@ def test_every_code_has_its_issue_severity() -> None:
         "pod-on-incompatible-node": Severity.ERROR,
         "no-compatible-node": Severity.ERROR,
         "driver-upgrade-failed": Severity.ERROR,
+        "webhook-not-registered": Severity.ERROR,
+        "webhook-unreachable": Severity.ERROR,
         "runtime-without-node": Severity.WARNING,
         "labels-missing": Severity.WARNING,
         "labels-conflict": Severity.WARNING,
@@ -693,3 +695,82 @@ def test_a_deployments_replicas_are_one_finding_with_the_fix_at_its_level(
     assert [f.object for f in chosen.findings if f.kind != "Pool"] == ["Deployment/llm/chat"]
     other = report.within(Scope("llm", parse_selector("app=web")), objects)
     assert [f.object for f in other.findings if f.kind == "Deployment"] == []
+
+
+def _registration(failure: str = "Ignore", by_url: bool = False) -> dict[str, Any]:
+    """cudasched's MutatingWebhookConfiguration, as ``cudasched manifests`` names its hooks."""
+    client = (
+        {"url": "https://10.0.0.1:8443/mutate"}
+        if by_url
+        else {"service": {"namespace": "cudasched", "name": "cudasched-webhook"}}
+    )
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "cudasched-webhook"},
+        "webhooks": [
+            {"name": "pods.cudasched.io", "failurePolicy": failure, "clientConfig": client}
+        ],
+    }
+
+
+def _endpoints(*ready: bool | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "cudasched-webhook-x1",
+            "namespace": "cudasched",
+            "labels": {"kubernetes.io/service-name": "cudasched-webhook"},
+        },
+        "endpoints": [
+            {"addresses": [f"10.1.0.{i}"], "conditions": {} if r is None else {"ready": r}}
+            for i, r in enumerate(ready)
+        ],
+    }
+
+
+def test_the_likeliest_cause_of_misplaced_pods_is_a_missing_or_unreachable_webhook(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """Issue 27 item 11: pods on nodes that cannot run them, and no webhook to place them: the
+    audit says so, where the cluster read holds the registrations (a live read that may list
+    them; a dump that holds one)."""
+    base = load("bound.yaml")
+
+    def codes(*other: dict[str, Any], read: bool = True) -> set[tuple[str, str]]:
+        snapshot = dataclasses.replace(base, other=other, admission_read=read)
+        found = run(snapshot, kb, images).findings
+        return {(f.code, f.object) for f in found if f.code.startswith("webhook-")}
+
+    assert codes() == {("webhook-not-registered", "MutatingWebhookConfiguration/cudasched-webhook")}
+    assert codes(read=False) == set()  # nothing said of registrations not read
+    other = {**_registration(), "metadata": {"name": "other"}, "webhooks": [{"name": "x.io"}]}
+    assert codes(other, read=False) == {  # a dump with registrations holds them all
+        ("webhook-not-registered", "MutatingWebhookConfiguration/cudasched-webhook")
+    }
+    down = {("webhook-unreachable", "Service/cudasched/cudasched-webhook")}
+    assert codes(_registration()) == down  # no EndpointSlice at all
+    assert codes(_registration(), _endpoints(False, False)) == down
+    assert codes(_registration(), _endpoints(False, None)) == set()  # unset ready is ready
+    assert codes(_registration(by_url=True)) == set()  # by URL: not the cluster's to tell
+    snapshot = dataclasses.replace(base, other=(_registration("Fail"),), admission_read=True)
+    (finding,) = [f for f in run(snapshot, kb, images).findings if f.code == "webhook-unreachable"]
+    assert "GPU pods are refused" in finding.message
+    healthy = dataclasses.replace(load("healthy.yaml"), admission_read=True)
+    assert run(healthy, kb, images).findings == ()  # no misplaced pod: no webhook finding
+
+
+def test_the_audit_knows_cudasched_webhooks_by_the_names_the_install_gives_them() -> None:
+    """The audit finds cudasched's registration by its webhooks' names: every webhook
+    ``cudasched manifests`` registers ends with the suffix the audit looks for, and names the
+    Service whose EndpointSlices the live read lists."""
+    from cudasched.install.naming import APP
+    from cudasched.install.registration import webhook_configuration
+    from cudasched.operations.audit.admission import WEBHOOK_NAME_SUFFIX
+
+    config = webhook_configuration("cudasched")
+    hooks = config["webhooks"]
+    assert len(hooks) == 3
+    assert all(h["name"].endswith(WEBHOOK_NAME_SUFFIX) for h in hooks)
+    assert {h["clientConfig"]["service"]["name"] for h in hooks} == {APP}

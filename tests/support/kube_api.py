@@ -28,8 +28,10 @@ import yaml
 
 from cudasched.vocab.kinds import (
     CONTROLLERS,
+    ENDPOINT_SLICE,
     GPU_OPERATOR_KINDS,
     KINDS,
+    MUTATING_WEBHOOK_CONFIGURATION,
     NAMESPACE,
     SECRET,
     SERVICE_ACCOUNT,
@@ -37,7 +39,7 @@ from cudasched.vocab.kinds import (
 )
 
 #: Every kind served: the watched ones, controllers, the GPU Operator's, what pull secrets are
-#: read from, and namespaces.
+#: read from, namespaces, and what tells whether cudasched's webhook is registered and ready.
 ALL_KINDS: tuple[Kind, ...] = (
     *KINDS,
     *CONTROLLERS,
@@ -45,6 +47,8 @@ ALL_KINDS: tuple[Kind, ...] = (
     SECRET,
     SERVICE_ACCOUNT,
     NAMESPACE,
+    MUTATING_WEBHOOK_CONFIGURATION,
+    ENDPOINT_SLICE,
 )
 
 

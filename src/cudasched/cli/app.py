@@ -10,6 +10,7 @@ without the core, the knowledge base or the webhook stack), and ``cudasched chec
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Mapping
 from typing import Any, NamedTuple, NoReturn
@@ -28,7 +29,9 @@ __all__ = [
     "GROUPS",
     "VERSION_KEY",
     "app",
+    "as_run",
     "fail",
+    "invoked_as",
     "note",
     "note_first",
     "versioned",
@@ -345,6 +348,32 @@ def version_cmd(
     else:
         fail(f"-o/--output {output!r}: expected text or json")
     raise typer.Exit(EXIT_OK)
+
+
+#: Commands a person runs from a workstation, which answers name in their fixes
+#: (``cudasched plan-drivers``); the agent, probe and webhook run in the cluster, and "the
+#: cudasched agent" is no command line.
+_RUN_BY_PEOPLE = tuple(sorted(set(COMMANDS) - {"agent", "probe", "webhook"}, key=len, reverse=True))
+_COMMAND_LINE = re.compile(
+    r"(?<![\w./-])(?<!kubectl )cudasched (?=(?:" + "|".join(_RUN_BY_PEOPLE) + r")\b)"
+)
+
+
+def invoked_as() -> str:
+    """How the person ran this command: ``cudasched``, or ``kubectl cudasched`` (the plugin)."""
+    from typer._click.globals import get_current_context  # typer vendors click
+
+    ctx = get_current_context(silent=True)
+    name = ctx.find_root().info_name if ctx is not None else None
+    return name or "cudasched"
+
+
+def as_run(text: str) -> str:
+    """``text`` with its cudasched command lines (``cudasched plan-drivers``) spelled the way
+    the person ran this one, so a fix read from ``kubectl cudasched audit`` says ``kubectl
+    cudasched plan-drivers``."""
+    prog = invoked_as()
+    return text if prog == "cudasched" else _COMMAND_LINE.sub(f"{prog} ", text)
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:

@@ -21,7 +21,7 @@ from typing import Annotated
 import typer
 
 from cudasched.cli import terminal
-from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail, versioned
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, as_run, fail, versioned
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
@@ -156,7 +156,7 @@ def audit_cmd(
         today = parse_as_of(as_of)
         months = check_support_months(min_support_months)
         groups = load_node_templates(node_templates)
-        snapshot, fleet, images = load_cluster_inputs(source, settings)
+        snapshot, fleet, images = load_cluster_inputs(source, settings, admission=True)
         images = images.with_configs(
             registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
         )
@@ -174,6 +174,7 @@ def audit_cmd(
         report = report.within(scope, snapshot.objects())
         if source.namespace is not None and not cluster_scoped and not source.all_namespaces:
             report = report.namespaced()  # -n NS: that namespace's objects
+        report = report.reworded(as_run)
     except InputError as exc:
         fail(str(exc))
     what = judged(source, snapshot)

@@ -34,7 +34,7 @@ import typer
 from rich.text import Text
 
 from cudasched.cli import terminal
-from cudasched.cli.app import EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_OK, app, as_run, fail
 from cudasched.cli.explainview import (
     TABLE_WIDTH,
     WIDE_WIDTH,
@@ -347,5 +347,5 @@ def explain_cmd(
             text = "\n\n".join("\n".join(b) for b in blocks)
         else:
             text = "\n".join(overview_lines(items, pools, width, only_failing))
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(as_run(text) + "\n")
     raise typer.Exit(EXIT_OK)

@@ -306,6 +306,7 @@ def load_cluster(
     nodes: Path | None = None,
     *,
     fetch: Sequence[ObjectRef] = (),
+    admission: bool = False,
 ) -> ClusterSnapshot:
     """The cluster a command works on, as one snapshot whatever its source.
 
@@ -315,7 +316,9 @@ def load_cluster(
     cluster when ``source.is_live``: Nodes, Pods, InferenceServices, (Cluster)ServingRuntimes,
     LLMInferenceServices and NVIDIADrivers listed read-only (progress on stderr when it is a
     terminal; a note on stderr per product whose CRDs are not installed), plus the ``fetch``
-    objects fetched by name. Else the dump ``source.cluster``; else the bundled sample cluster,
+    objects fetched by name, and with ``admission`` the webhook registrations (the audit's
+    likeliest cause of misplaced pods). Else the dump ``source.cluster``; else the bundled
+    sample cluster,
     with :data:`SAMPLE_NOTE` said on stderr before the answer when no cluster is configured
     (:func:`~cudasched.cli.app.note_first`). Raises ``InputError`` (one line) for every
     problem: a bad file, an unreachable cluster, rejected credentials, a missing permission.
@@ -333,7 +336,7 @@ def load_cluster(
         return ClusterSnapshot(source="").with_nodes(load_nodes(nodes))
     exists: bool | None = None
     if source.is_live:
-        snapshot, exists = _read_live(source, fetch)
+        snapshot, exists = _read_live(source, fetch, admission)
     elif source.cluster is not None:
         snapshot = _load_dump(source.cluster)
     else:
@@ -435,7 +438,7 @@ def load_gpu_operator(
 
 
 def _read_live(
-    source: ClusterSource, fetch: Sequence[ObjectRef]
+    source: ClusterSource, fetch: Sequence[ObjectRef], admission: bool = False
 ) -> tuple[ClusterSnapshot, bool | None]:
     """The live cluster, and whether the ``-n`` namespace exists there (``None``: not asked,
     or not told)."""
@@ -448,6 +451,7 @@ def _read_live(
             fetch=fetch,
             progress=progress,
             namespace=source.namespace,
+            admission=admission,
         )
     for message in absent_notes(result.absent, result.denied):
         sys.stderr.write(f"cudasched: note: {message}\n")
@@ -604,12 +608,15 @@ def require_nodes(snapshot: ClusterSnapshot) -> ClusterSnapshot:
 
 
 def load_cluster_inputs(
-    source: ClusterSource | Path | None, settings: WebhookConfig | None = None
+    source: ClusterSource | Path | None,
+    settings: WebhookConfig | None = None,
+    *,
+    admission: bool = False,
 ) -> tuple[ClusterSnapshot, Fleet, ImageTable]:
     """The snapshot (a file, the live cluster or the bundled sample), its fleet and the image
     table that ``audit`` and ``report`` work on (with the ``--config``'s ``settings``)."""
     from cudasched.cluster.fleet import Fleet
 
-    snapshot = require_nodes(load_cluster(source))
+    snapshot = require_nodes(load_cluster(source, admission=admission))
     kb = load_knowledge()
     return snapshot, Fleet.from_snapshot(snapshot, kb), load_images(kb, settings)

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cudasched.cli.app import EXIT_OK, app, fail, versioned
+from cudasched.cli.app import EXIT_OK, app, as_run, fail, versioned
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
@@ -129,7 +129,7 @@ def report_cmd(
                 today=today,
                 min_support_months=months,
             )
-            findings = findings.within(scope, snapshot.objects())
+            findings = findings.within(scope, snapshot.objects()).reworded(as_run)
         what = judged(source, snapshot)
         label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")
         if output is ReportFormat.JSON:

@@ -74,6 +74,8 @@ class ClusterSnapshot:
 
     Tuples keep the snapshot itself immutable; the dicts inside are the API's own objects and
     must be treated as read-only by every consumer (the core copies before it changes anything).
+    ``admission_read``: a live read listed the cluster's MutatingWebhookConfigurations (they are
+    in ``other``, all of them, possibly none); a dump is taken to hold them when it holds one.
     """
 
     nodes: tuple[KubeObject, ...] = ()
@@ -86,6 +88,7 @@ class ClusterSnapshot:
     workloads: tuple[KubeObject, ...] = ()
     other: tuple[KubeObject, ...] = ()
     source: str = field(default="", compare=False)
+    admission_read: bool = field(default=False, compare=False)
 
     @classmethod
     def from_objects(

@@ -25,6 +25,7 @@ Progress goes to an optional :class:`ListingProgress`; nothing here prints.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,11 +35,14 @@ from typing import Any, Protocol
 from cudasched.cluster.snapshot import ClusterSnapshot, KubeObject, reduce_pod, without_bulk
 from cudasched.kube.client import DEFAULT_TIMEOUT_SECONDS, load_config, make_client
 from cudasched.kube.reflector import LIST_CHUNK_SIZE, plain_object, status_code
+from cudasched.operations.audit.admission import SERVICE_NAME_LABEL, WEBHOOK_NAME_SUFFIX
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
+    ENDPOINT_SLICE,
     INFERENCE_SERVICE,
     LLM_INFERENCE_SERVICE,
+    MUTATING_WEBHOOK_CONFIGURATION,
     NAMESPACE,
     NODE,
     NODE_GROUP_KINDS,
@@ -118,6 +122,10 @@ class LiveCluster:
     absent: tuple[Kind, ...] = ()
     denied: tuple[Kind, ...] = ()
     namespace_exists: bool | None = None
+    #: Whether the snapshot holds the cluster's MutatingWebhookConfigurations (all of them)
+    #: and the endpoints of the Service cudasched's names: the audit may say that none
+    #: registers cudasched, or that its Service has no ready endpoint.
+    admission_read: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +172,7 @@ def read_live_cluster(
     progress: ListingProgress | None = None,
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
     namespace: str | None = None,
+    admission: bool = False,
 ) -> LiveCluster:
     """Read the cluster the configuration names (see :func:`cudasched.kube.client.load_config`
     for the order of sources) and return it as a snapshot; with ``namespace``, also whether
@@ -182,6 +191,7 @@ def read_live_cluster(
                 page_size=page_size,
                 progress=progress,
                 namespace=namespace,
+                admission=admission,
             )
         finally:
             await client.close()
@@ -198,9 +208,11 @@ async def read_cluster(
     page_size: int = PAGE_SIZE,
     progress: ListingProgress | None = None,
     namespace: str | None = None,
+    admission: bool = False,
 ) -> LiveCluster:
     """List ``kinds`` and fetch ``fetch`` through a lightkube ``AsyncClient`` (the caller
-    closes it); with ``namespace``, get that Namespace to tell whether it exists. Raises
+    closes it); with ``namespace``, get that Namespace to tell whether it exists; with
+    ``admission``, read cudasched's webhook registration (:func:`_admission`). Raises
     ``InputError`` with one line naming what failed."""
     if page_size < 1:
         raise InputError(f"invalid page size {page_size}: expected a positive number of items")
@@ -235,8 +247,47 @@ async def read_cluster(
     for ref in fetch:
         objects.append(await _fetch(client, ref, where))
     exists = await _namespace_exists(client, namespace) if namespace is not None else None
+    registration = await _admission(client) if admission else None
+    if registration is not None:
+        objects.extend(registration)
     snapshot = ClusterSnapshot.from_objects(objects, source=f"live cluster {where.server}")
-    return LiveCluster(snapshot, tuple(absent), tuple(denied), exists)
+    read = registration is not None
+    snapshot = dataclasses.replace(snapshot, admission_read=read)
+    return LiveCluster(snapshot, tuple(absent), tuple(denied), exists, read)
+
+
+async def _admission(client: Any) -> list[KubeObject] | None:
+    """The cluster's MutatingWebhookConfigurations and, for the Service cudasched's names,
+    its EndpointSlices; ``None`` when the identity may not read them (or the server does not
+    serve them): the audit then says nothing of the webhook."""
+    try:
+        configs = await _plain_list(client, MUTATING_WEBHOOK_CONFIGURATION, {})
+        service = next(
+            (
+                hook["clientConfig"]["service"]
+                for config in configs
+                for hook in config.get("webhooks") or ()
+                if str(hook.get("name", "")).endswith(WEBHOOK_NAME_SUFFIX)
+                and isinstance((hook.get("clientConfig") or {}).get("service"), Mapping)
+            ),
+            None,
+        )
+        slices: list[KubeObject] = []
+        if service is not None:
+            options = {
+                "namespace": str(service.get("namespace")),
+                "labels": {SERVICE_NAME_LABEL: str(service.get("name"))},
+            }
+            slices = await _plain_list(client, ENDPOINT_SLICE, options)
+    except Exception as exc:
+        if status_code(exc) in (403, 404):
+            return None
+        raise
+    return [*configs, *slices]
+
+
+async def _plain_list(client: Any, kind: Kind, options: dict[str, Any]) -> list[KubeObject]:
+    return [_as_listed(kind, obj) async for obj in client.list(kind.resource(), **options)]
 
 
 async def _namespace_exists(client: Any, name: str) -> bool | None:

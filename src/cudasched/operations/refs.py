@@ -21,7 +21,9 @@ __all__ = [
 ]
 
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
-_CLUSTER_SCOPED = frozenset({"Node", "ClusterServingRuntime", "NVIDIADriver", "Namespace"})
+_CLUSTER_SCOPED = frozenset(
+    {"Node", "ClusterServingRuntime", "NVIDIADriver", "Namespace", "MutatingWebhookConfiguration"}
+)
 _EXAMPLES = 3  # node or pod names quoted in one message
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "CUSTOM_RESOURCE_DEFINITION",
     "DAEMON_SET",
     "DEPLOYMENT",
+    "ENDPOINT_SLICE",
     "EVENT",
     "GPU_OPERATOR_GROUP",
     "GPU_OPERATOR_KINDS",
@@ -39,6 +40,7 @@ __all__ = [
     "KINDS",
     "KSERVE_GROUP",
     "LLM_INFERENCE_SERVICE",
+    "MUTATING_WEBHOOK_CONFIGURATION",
     "NAMESPACE",
     "NODE",
     "NODE_GROUP_KINDS",
@@ -236,6 +238,17 @@ CONTROLLERS: tuple[Kind, ...] = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET, REPLICA_S
 #: reads the pods of. ``spec.template`` for all but a CronJob (``spec.jobTemplate.spec.template``)
 #: and a PodTemplate (``template``).
 POD_TEMPLATE_KINDS: tuple[Kind, ...] = (*CONTROLLERS, REPLICATION_CONTROLLER, POD_TEMPLATE)
+
+#: Where an audit looks for the likeliest cause of misplaced pods: cudasched's webhook
+#: registration, and the endpoints of the Service it names (listed by that Service's label).
+MUTATING_WEBHOOK_CONFIGURATION = Kind(
+    "admissionregistration.k8s.io",
+    "v1",
+    "MutatingWebhookConfiguration",
+    "mutatingwebhookconfigurations",
+    namespaced=False,
+)
+ENDPOINT_SLICE = Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", namespaced=True)
 
 #: The Policy WG's reports, which the webhook's background audit writes (never read).
 POLICY_REPORT = Kind("wgpolicyk8s.io", "v1alpha2", "PolicyReport", "policyreports", namespaced=True)

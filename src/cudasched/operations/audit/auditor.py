@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from datetime import date
 from typing import TYPE_CHECKING
 
+from cudasched.operations.audit.admission import admission_findings, registrations_held
 from cudasched.operations.audit.context import AuditContext
 from cudasched.operations.audit.findings import (
     AuditReport,
@@ -72,7 +73,9 @@ def audit(
     (with the Karpenter and Cluster API groups the snapshot declares) may give a pending
     workload no node can run a home once scaled up from zero. With ``today`` each pool's driver
     branch is judged by its lifecycle on that date (ended, legacy, ending within
-    ``min_support_months``)."""
+    ``min_support_months``). Where the snapshot holds the cluster's
+    MutatingWebhookConfigurations (``admission_read``, or a dump that holds one), pods on nodes
+    that cannot run them get their likeliest cause: the webhook missing or unreachable."""
     ctx = AuditContext(snapshot, fleet, images, policy, node_groups)
     services = len(snapshot.inference_services) + len(snapshot.llm_inference_services)
     runtimes = len(fleet.cluster_serving_runtimes) + sum(1 for _ in fleet.all_serving_runtimes())
@@ -94,4 +97,6 @@ def audit(
         findings.extend(
             lifecycle_findings(node_pools(snapshot, fleet), fleet.kb, today, min_support_months)
         )
+    if snapshot.admission_read or registrations_held(snapshot.other):
+        findings.extend(admission_findings(snapshot.other, findings))
     return AuditReport.of(findings)

@@ -7,8 +7,8 @@ dashboards: codes are never renamed, keys are only ever added.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -52,12 +52,16 @@ REQUIREMENT_INVALID = "requirement-invalid"
 DRIVER_BRANCH_ENDED = "driver-branch-ended"
 DRIVER_BRANCH_LEGACY = "driver-branch-legacy"
 DRIVER_BRANCH_ENDING = "driver-branch-ending"
+WEBHOOK_NOT_REGISTERED = "webhook-not-registered"
+WEBHOOK_UNREACHABLE = "webhook-unreachable"
 
 #: Every code an audit can report, with the severity it always has.
 CODES: dict[str, Severity] = {
     POD_ON_INCOMPATIBLE_NODE: Severity.ERROR,
     NO_COMPATIBLE_NODE: Severity.ERROR,
     DRIVER_UPGRADE_FAILED: Severity.ERROR,
+    WEBHOOK_NOT_REGISTERED: Severity.ERROR,
+    WEBHOOK_UNREACHABLE: Severity.ERROR,
     RUNTIME_WITHOUT_NODE: Severity.WARNING,
     LABELS_MISSING: Severity.WARNING,
     LABELS_CONFLICT: Severity.WARNING,
@@ -154,6 +158,16 @@ class AuditReport:
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.summary(),
         }
+
+    def reworded(self, words: Callable[[str], str]) -> AuditReport:
+        """The same findings with ``words`` applied to each message and fix (the command line
+        spells the commands they name as the person ran it)."""
+        return AuditReport(
+            tuple(
+                replace(f, message=words(f.message), fix=words(f.fix) if f.fix else f.fix)
+                for f in self.findings
+            )
+        )
 
     def namespaced(self) -> AuditReport:
         """The findings about namespaced objects only (``audit -n``: a namespace's team reads

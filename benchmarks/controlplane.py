@@ -2,7 +2,7 @@
 registered, and kube-scheduler's work on pods that carry cudasched's node affinity.
 
 Both run against the harness's real etcd, kube-apiserver, kube-controller-manager and
-kube-scheduler (:mod:`cudasched_e2e.controlplane`, built from source at the pinned versions) on
+kube-scheduler (:mod:`tests.harness.controlplane`, built from source at the pinned versions) on
 loopback, with the webhook as ``cudasched webhook`` on the host, registered as
 ``cudasched manifests`` prints it (URL client config). Measured side by side in one run:
 
@@ -54,15 +54,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests.harness.binaries import BuildError, build_package
+from tests.harness.controlplane.options import Options
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.fleet import TEMPLATE_LABEL, cudasched_command
+from tests.harness.kube import Api
+from tests.harness.webhook import registered, webhook_process
+from tests.harness.workloads import gpu_pod
 
 from benchmarks.common import Table, comma_list, loadavg, percentile, progress, report
-from cudasched_e2e.binaries import BuildError, build_package
-from cudasched_e2e.controlplane.options import Options
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.fleet import TEMPLATE_LABEL, cudasched_command
-from cudasched_e2e.kube import Api
-from cudasched_e2e.webhook import registered, webhook_process
-from cudasched_e2e.workloads import gpu_pod
 
 __all__ = ["CreateResult", "ScheduleResult", "main"]
 
@@ -490,7 +490,7 @@ def measure_schedule(
 @dataclass
 class MatchResult:
     """kube-scheduler's own node-affinity code on one affinity, timed in Go on one thread
-    (``test/controlplane/affinitymatch``): a Filter call's match on one node, a PreFilter's
+    (``tests/e2e/affinitymatch``): a Filter call's match on one node, a PreFilter's
     parse per pod, and how many of the fleet's nodes it admits."""
 
     nodes: int

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cudasched_e2e.binaries import Binaries, find_go
+from tests.harness.binaries import Binaries, find_go
 
 ROOT = Path(__file__).resolve().parents[2]
 

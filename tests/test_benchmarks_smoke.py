@@ -33,26 +33,6 @@ def _finite(ratios: dict[str, float]) -> bool:
     )
 
 
-def test_synthetic_cluster_looks_real(bench) -> None:
-    synth = bench("synth")
-    cluster = synth.make_cluster(40, runtimes=20, isvcs=16)
-    names = [n["metadata"]["name"] for n in cluster.nodes]
-    assert len(set(names)) == 40
-    assert all(
-        n["metadata"]["labels"]["kubernetes.io/hostname"] == n["metadata"]["name"]
-        for n in cluster.nodes
-    )
-    assert len(cluster.serving_runtimes) + len(cluster.cluster_serving_runtimes) == 20
-    images = {
-        rt["spec"]["containers"][0]["image"]
-        for rt in (*cluster.serving_runtimes, *cluster.cluster_serving_runtimes)
-    }
-    assert len(images) > 5
-    assert all("status" not in p and "name" not in p["metadata"] for p in cluster.pods)
-    body = synth.review_bodies(cluster, 3)[2]
-    assert b'"operation":"CREATE"' in body
-
-
 def test_fleet_quick(bench) -> None:
     fleet = bench("fleet")
     result = fleet.run(sizes=(20, 60), workloads=30, budget_s=0.3, naive_budget_s=0.2)

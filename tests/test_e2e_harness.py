@@ -9,6 +9,7 @@ import ipaddress
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from cryptography import x509
 
 from tests.harness import binaries as harness_binaries
 from tests.harness.binaries import BINARIES, module_dir, pinned_versions
+from tests.harness.controlplane.processes import harness_module
 from tests.harness.crds import all_crds, crds_yaml
 from tests.harness.fleet import FLEET_LABEL, TEMPLATE_LABEL, fleet, template_nodes
 from tests.harness.pki import write_pki
@@ -209,6 +211,19 @@ def test_binaries_built_from_the_module_elsewhere_are_found_not_rebuilt(
     assert builds == [old_place, old_place]  # the Kubernetes binaries, then etcd: once
     assert after == before
     assert after.directory == tmp_path / "cache" / pinned_versions()["kubernetes"] / "bin"
+
+
+def test_a_harness_module_runs_as_a_child_from_any_directory(tmp_path: Path) -> None:
+    """The harness is no installed package: the node keeper, started in the control plane's
+    directory, finds it only through the environment ``harness_module`` gives it."""
+    command, env = harness_module("tests.harness.nodekeeper")  # no directory: its usage
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert (done.returncode, done.stderr) == (
+        2,
+        "usage: python -m tests.harness.nodekeeper CONTROL_PLANE_DIR\n",
+    )
 
 
 @pytest.mark.parametrize("bad", ["v1.2.3", "nothing"])

@@ -60,7 +60,8 @@ def run(
     passes: int = 3,
     budgets: Sequence[int] = (16 * MIB, 4 * MIB, 2 * MIB, MIB),
 ) -> MemoResult:
-    from benchmarks import synth
+    from tests.support import synth
+
     from cudasched.knowledge import KnowledgeBase
     from cudasched.webhook.admission import Admitter
     from cudasched.webhook.config import WebhookConfig

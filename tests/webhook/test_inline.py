@@ -13,7 +13,6 @@ import contextvars
 from typing import Any
 
 import pytest
-from benchmarks import synth
 
 from cudasched.knowledge import KnowledgeBase
 from cudasched.webhook.admission import Admitter
@@ -22,6 +21,7 @@ from cudasched.webhook.assembly import build_app, default_reviewer
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.state import ClusterState
 from cudasched.webhook.statesource import StaticStateSource
+from tests.support import synth
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 import pytest
-from benchmarks import synth
 
 from cudasched.knowledge import KnowledgeBase
 from cudasched.webhook.app import POD_PATH, WebhookApp
@@ -23,6 +22,7 @@ from cudasched.webhook.assembly import build_app, default_reviewer
 from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.state import ClusterState
 from cudasched.webhook.statesource import StaticStateSource
+from tests.support import synth
 
 
 def _replay(app: WebhookApp, bodies: list[bytes]) -> list[bytes]:

@@ -23,7 +23,7 @@ from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import serve_in_thread, uvicorn_config
 from cudasched.webhook.statesource import StaticStateSource
 from cudasched.webhook.tls import ReloadingServerContext, generate_self_signed, write_self_signed
-from cudasched_e2e.controlplane.processes import free_port
+from tests.harness.controlplane.processes import free_port
 from tests.support.admission import StandIn, client, review
 
 

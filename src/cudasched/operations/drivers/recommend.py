@@ -377,7 +377,7 @@ def _none(
             "a driver installed on the host or in the node image is not limited to NVIDIA's "
             "driver containers: --installer host"
         )
-    shown = {b: w for b, w in failed.items() if not w.startswith(f"R{b} predates ")}
+    reported = {b: w for b, w in failed.items() if not w.startswith(f"R{b} predates ")}
     return Recommendation(
         gpu=name,
         branch=None,
@@ -387,7 +387,7 @@ def _none(
         cuda=None,
         lifecycle=None,
         reasons=(summary, *detail),
-        rejected=tuple(Rejected(b, w) for b, w in shown.items()),
+        rejected=tuple(Rejected(b, w) for b, w in reported.items()),
         asked=asked,
         installer=installer,
         os=os,

@@ -145,7 +145,7 @@ def _checked_terms(terms: Sequence[Mapping[str, Any]], *, owned_only: bool) -> l
     return checked
 
 
-class CheckedTerms(tuple):  # type: ignore[type-arg]
+class CheckedTerms(tuple[dict[str, Any], ...]):
     """Terms :func:`checked_terms` validated and copied: the merges take them as they are."""
 
     __slots__ = ()

@@ -231,6 +231,8 @@ def cluster_source(command: Command | None = None, *, scoped: bool = True) -> An
         return command(source=ClusterSource(**values), **kwargs)
 
     new = signature.replace(parameters=params)
+    # Typer reads the options from __signature__, which inspect honours on any function but
+    # typeshed does not declare on one (attr-defined).
     with_source.__signature__ = new  # type: ignore[attr-defined]
     with_source.__annotations__ = {p.name: p.annotation for p in params}
     return with_source

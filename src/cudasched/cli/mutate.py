@@ -165,6 +165,7 @@ def mutate(
         )
         admitter.images = admitter.images.with_configs(configs)
         state = cluster_state(load_cluster(source), admitter.kb)
+        # _kind_of answers one of the three kinds decide takes, as a str (arg-type).
         decision = admitter.decide(which, body, state)  # type: ignore[arg-type]
     except InputError as exc:
         fail(str(exc))

@@ -211,6 +211,7 @@ def compile_override(entry: object, index: int) -> OverrideRule:
         )
     cuda_value = entry.get("cuda")
     try:
+        # Any value: parse_cuda refuses what is not a version text or number (VersionError).
         cuda = parse_cuda(cuda_value)  # type: ignore[arg-type]
     except InputError as exc:
         raise InputError(f"invalid image override {pattern!r}: {exc}") from None

@@ -242,14 +242,16 @@ class RegistryClient:
             raise RegistryError("bad-response", f"manifest of {image} names no config blob")
         blob = self._blob(repo, str(config["digest"]), chain, deadline)
         cfg = json_object(blob, f"config of {image}")
-        inner = cfg.get("config") if isinstance(cfg.get("config"), Mapping) else {}
+        inner = cfg.get("config")
+        inner = inner if isinstance(inner, Mapping) else {}
         env: dict[str, str] = {}
         listed = inner.get("Env")
         for item in listed if isinstance(listed, list) else ():
             if isinstance(item, str) and "=" in item:
                 key, _, value = item.partition("=")
                 env[key] = value
-        labels = inner.get("Labels") if isinstance(inner.get("Labels"), Mapping) else {}
+        labels = inner.get("Labels")
+        labels = labels if isinstance(labels, Mapping) else {}
         described = str(plat)
         if isinstance(cfg.get("architecture"), str) and isinstance(cfg.get("os"), str):
             variant = cfg.get("variant") if isinstance(cfg.get("variant"), str) else ""
@@ -497,7 +499,8 @@ def _pick(index: Mapping[str, Any], platform: Platform, image: str) -> Mapping[s
     for entry in manifests:
         if not isinstance(entry, Mapping) or not isinstance(entry.get("digest"), str):
             continue
-        plat = entry.get("platform") if isinstance(entry.get("platform"), Mapping) else {}
+        plat = entry.get("platform")
+        plat = plat if isinstance(plat, Mapping) else {}
         if plat.get("os") == "unknown":  # attestation manifests (buildx) are not images
             continue
         offered.append("/".join(str(plat.get(k)) for k in ("os", "architecture") if plat.get(k)))

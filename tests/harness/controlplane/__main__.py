@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.harness.binaries import BuildError, cache_root, ensure_built
 from tests.harness.controlplane.options import Options
@@ -33,7 +34,7 @@ def _exports(state: dict[str, object]) -> str:
     return f"export KUBECONFIG={state['kubeconfig']}\nexport PATH={state['bin']}:$PATH"
 
 
-def _alive(directory: Path) -> dict[str, object] | None:
+def _alive(directory: Path) -> dict[str, Any] | None:
     try:
         state = read_state(directory)
     except FileNotFoundError:
@@ -56,7 +57,7 @@ def _webhook(directory: Path, *, fail_closed: bool) -> int:
     if state is None:
         raise FileNotFoundError(f"no running control plane in {directory}: run `up` first")
     plane = ControlPlane(directory)
-    plane.ports = dict(state["ports"])  # type: ignore[arg-type]
+    plane.ports = dict(state["ports"])
     stop = [False]
     signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
     record_helper(directory, "webhook", os.getpid())  # `down` ends it first
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "status":
             running = _alive(directory)
             if running:
-                print(f"running at {running['server']}: {', '.join(running['processes'])}")  # type: ignore[arg-type]
+                print(f"running at {running['server']}: {', '.join(running['processes'])}")
                 return 0
             print(f"not running ({directory})")
             return 1

@@ -135,11 +135,12 @@ def plan_drivers(
 
     drafts: list[PoolDecision] = []
     for i, pool in enumerate(pools):
-        current = keeps[i].serves if keeps[i] is not None else frozenset()
+        keep = keeps[i]
+        current = keep.serves if keep is not None else frozenset()
         pick = chosen[i]
         after = pick.serves if pick is not None else current
         why = pool_why(
-            pool, pick, keeps[i], options[i], left[i], pinned.get(i, []), demand, kb,
+            pool, pick, keep, options[i], left[i], pinned.get(i, []), demand, kb,
             precompiled, target_cuda,
         )  # fmt: skip
         blocked = (
@@ -287,9 +288,9 @@ def plan_drivers(
         obj = m["metadata"]["name"]
         nodes = [n for n, lab in node_labels.items() if lab[L.DRIVER_POOL] == obj and n in wave_of]
         if nodes and "upgradePolicy" in m["spec"]:
-            first = min(wave_of[n] for n in nodes)
+            first_wave = min(wave_of[n] for n in nodes)
             m["spec"]["upgradePolicy"]["maxParallelUpgrades"] = sum(
-                1 for n in nodes if wave_of[n] == first
+                1 for n in nodes if wave_of[n] == first_wave
             )
     objects = tuple(driver_object(m, decisions, node_labels) for m in manifests)
 

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.drivers import KernelRelease
     from cudasched.knowledge.operator import OperatorVersion
+    from cudasched.nodes.facts import NodeFacts
     from cudasched.vocab.versions import CudaVersion, DriverVersion
 
 __all__ = ["Recommendation", "Rejected", "recommend"]
@@ -148,13 +149,13 @@ def _words(message: str, release: DriverVersion) -> str:
 
 def _runs(
     kb: KnowledgeBase,
-    facts: object,
+    facts: NodeFacts,
     release: DriverVersion,
     cudas: Sequence[CudaVersion],
     policy: Policy,
 ) -> tuple[str | None, list[str]]:
     """(why ``release`` does not run every CUDA asked, the compatibility caveats)."""
-    on = running(facts, release, kb)  # type: ignore[arg-type]
+    on = running(facts, release, kb)
     caveats: list[str] = []
     for cuda in cudas:
         req = Requirement(
@@ -377,7 +378,7 @@ def _none(
             "a driver installed on the host or in the node image is not limited to NVIDIA's "
             "driver containers: --installer host"
         )
-    shown = {b: w for b, w in failed.items() if not w.startswith(f"R{b} predates ")}
+    reported = {b: w for b, w in failed.items() if not w.startswith(f"R{b} predates ")}
     return Recommendation(
         gpu=name,
         branch=None,
@@ -387,7 +388,7 @@ def _none(
         cuda=None,
         lifecycle=None,
         reasons=(summary, *detail),
-        rejected=tuple(Rejected(b, w) for b, w in shown.items()),
+        rejected=tuple(Rejected(b, w) for b, w in reported.items()),
         asked=asked,
         installer=installer,
         os=os,

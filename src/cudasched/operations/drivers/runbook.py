@@ -317,7 +317,7 @@ def render_script(plan: DriverPlan, source: str) -> str:
                 )
             created[obj] = count
         for obj, members in by_object.items():
-            version = str(manifests[obj]["spec"]["version"])  # type: ignore[index]
+            version = str(manifests[obj]["spec"]["version"])
             want = f"{version}*" if "." not in version else version
             for node in members:
                 n = _q(node)

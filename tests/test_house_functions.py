@@ -64,7 +64,6 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.nodes.facts:facts_from_labels": (66, 25),
     "cudasched.operations.drivers.notes:plan_notes": (83, 18),
     "cudasched.operations.drivers.notes:pool_warnings": (81, 34),
-    "cudasched.operations.drivers.planning:plan_drivers": (273, 85),
     "cudasched.operations.drivers.reasons:pool_why": (98, 45),
     "cudasched.operations.drivers.recommend:recommend": (178, 53),
     "cudasched.operations.drivers.runbook:render_script": (98, 21),

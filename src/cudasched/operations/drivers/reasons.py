@@ -5,6 +5,7 @@ Pure: options, verdicts and the knowledge base in, sentences out."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -24,12 +25,7 @@ from cudasched.operations.drivers.demand import Demand, DemandGroup
 from cudasched.operations.drivers.plan import (
     workload_refs,
 )
-from cudasched.operations.drivers.planoptions import (
-    Judge,
-    Option,
-    unblocked,
-)
-from cudasched.operations.pools import Pool
+from cudasched.operations.drivers.planoptions import Judge, PoolChoice, unblocked
 from cudasched.operations.reach import blocking
 
 if TYPE_CHECKING:
@@ -40,17 +36,15 @@ __all__ = ["blocked_by_os", "pool_why", "unservable"]
 
 
 def pool_why(
-    pool: Pool,
-    chosen: Option | None,
-    keep: Option | None,
-    options: list[Option],
-    left_out: list[tuple[int, str]],
-    pinned: list[str],
+    choice: PoolChoice,
     demand: Demand,
     kb: KnowledgeBase,
     precompiled: bool,
     target_cuda: CudaVersion | None,
 ) -> list[str]:
+    """Why the plan takes what it takes for one pool, in the order a reader asks."""
+    pool, chosen, pinned = choice.pool, choice.chosen, choice.pinned
+    keep, options, left_out = choice.offer.keep, choice.offer.options, choice.offer.left_out
     target = pool.target
     if target is None:
         return [
@@ -140,12 +134,12 @@ def pool_why(
 
 
 def unservable(
-    groups: list[DemandGroup],
-    pools: tuple[Pool, ...],
-    every: list[list[Option]],
-    chosen: list[Option | None],
-    judge: Judge,
+    groups: list[DemandGroup], choices: Sequence[PoolChoice], judge: Judge
 ) -> list[tuple[str, str]]:
+    """(workload, why) for each workload of ``groups``, which no pool serves after the plan."""
+    pools = [c.pool for c in choices]
+    every = [c.offer.every for c in choices]
+    chosen = [c.chosen for c in choices]
     out: list[tuple[str, str]] = []
     kb = judge.kb
     for group in groups:
@@ -180,16 +174,10 @@ def unservable(
     return sorted(out)
 
 
-def blocked_by_os(
-    pool: Pool,
-    chosen: Option | None,
-    left_out: list[tuple[int, str]],
-    judge: Judge,
-    today: date,
-    total: int,
-) -> str | None:
+def blocked_by_os(choice: PoolChoice, judge: Judge, today: date, total: int) -> str | None:
     """For a GPU Operator pool: what a driver installed another way would give, when that is
     more than the containers NVIDIA publishes for its OS allow."""
+    pool, chosen, left_out = choice.pool, choice.chosen, choice.offer.left_out
     if pool.target is None:
         return None
     better = unblocked(pool, judge, today)

@@ -53,7 +53,6 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.cli.webhook:webhook_cmd": (105, 11),
     "cudasched.compat.branches:gpu_target": (31, 23),
     "cudasched.compat.drivermode:driver_mode": (135, 25),
-    "cudasched.compat.engine:check": (145, 38),
     "cudasched.compat.fixes:fix_for": (51, 32),
     "cudasched.explain.grouping:summarise": (26, 22),
     "cudasched.install.agent:daemonset_objects": (118, 22),

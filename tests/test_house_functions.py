@@ -63,7 +63,6 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.nodes.facts:facts_from_labels": (66, 25),
     "cudasched.operations.drivers.notes:plan_notes": (83, 18),
     "cudasched.operations.drivers.notes:pool_warnings": (81, 34),
-    "cudasched.operations.drivers.reasons:pool_why": (98, 45),
     "cudasched.operations.drivers.runbook:render_script": (98, 21),
     "cudasched.operations.drivers.waves:plan_waves": (43, 24),
     "cudasched.placement.compile:_banded": (50, 32),

@@ -60,7 +60,6 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.nodes.facts:facts_from_labels": (66, 25),
     "cudasched.operations.drivers.runbook:render_script": (98, 21),
     "cudasched.operations.drivers.waves:plan_waves": (43, 24),
-    "cudasched.placement.compile:_banded": (50, 32),
     "cudasched.placement.dra:selectors": (32, 21),
     "cudasched.placement.groups:plan_groups": (83, 32),
     "cudasched.registry.client:RegistryClient._config": (41, 21),

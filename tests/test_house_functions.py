@@ -56,7 +56,6 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.install.agent:node_restriction_objects": (81, 1),
     "cudasched.install.registration:webhook_configuration": (101, 5),
     "cudasched.install.webhook:workload_objects": (104, 3),
-    "cudasched.knowledge.imagerules:compile_rule": (52, 31),
     "cudasched.operations.drivers.runbook:render_script": (98, 21),
     "cudasched.operations.drivers.waves:plan_waves": (43, 24),
     "cudasched.placement.dra:selectors": (32, 21),

@@ -56,7 +56,6 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.install.agent:node_restriction_objects": (81, 1),
     "cudasched.install.registration:webhook_configuration": (101, 5),
     "cudasched.install.webhook:workload_objects": (104, 3),
-    "cudasched.operations.drivers.runbook:render_script": (98, 21),
     "cudasched.registry.client:RegistryClient._config": (41, 21),
     "cudasched.registry.client:RegistryClient._token": (53, 21),
     "cudasched.webhook.app:WebhookApp.__init__": (92, 13),

@@ -43,7 +43,6 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.cli.audit:audit_cmd": (86, 9),
     "cudasched.cli.demo:run_demo": (73, 22),
     "cudasched.cli.explain:explain_cmd": (138, 27),
-    "cudasched.cli.explainview:print_node_table": (38, 23),
     "cudasched.cli.manifests:manifests_command": (131, 7),
     "cudasched.cli.mutate:mutate": (82, 13),
     "cudasched.cli.nodetemplate:node_template_cmd": (125, 13),

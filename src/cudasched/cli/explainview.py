@@ -19,7 +19,7 @@ from cudasched.cli import terminal
 from cudasched.cli.terminal import wrapped
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, to_yaml
-from cudasched.explain.explanation import Explanation
+from cudasched.explain.explanation import Explanation, NodeExplanation
 from cudasched.explain.grouping import NodeGroup, PoolSummary, by_pool, summarise
 from cudasched.operations.pools import node_pools
 from cudasched.workloads.kserve import RuntimeChoice
@@ -105,31 +105,32 @@ def print_node_table(item: Explained, out: Console) -> None:
         + (f"; no selector: {exp.requirement_error}" if exp.requirement_error else "")
         + (f"; preferred terms invalid: {exp.score_error}" if exp.score_error else "")
     )
-    rows: list[list[str | Text]] = []
-    for node in exp.nodes:
-        facts = node.facts
-        blocking = [r for r in node.reasons if r.blocking]
-        modes = ", ".join(dict.fromkeys(r.code for r in node.reasons if not r.blocking)) or "-"
-        why = "; ".join(dict.fromkeys(f"{r.code}: {r.fix}" if r.fix else r.code for r in blocking))
-        if not why and exp.unknown is not None and node.eligible:
-            why = "CUDA unknown"
-        verdict = exp.verdict(node)
-        rows.append(
-            [
-                node.node,
-                "+".join(facts.products) or "-",
-                str(facts.driver) if facts.driver else "-",
-                str(facts.cuda) if facts.cuda else "-",
-                str(facts.compute) if facts.compute else "-",
-                Text(verdict, style=_VERDICT_STYLE[verdict]),
-                modes,
-                why or "-",
-                str(node.score),
-                "; ".join(r.message for r in node.reasons) or "-",
-            ]
-        )
+    rows = [_node_row(exp, node) for node in exp.nodes]
     title = Text(f"{exp.workload}", style="bold")
     terminal.print_table(out, _WIDE_COLUMNS, rows, title=title, caption=caption)
+
+
+def _node_row(exp: Explanation, node: NodeExplanation) -> list[str | Text]:
+    """One node's row of the wide table."""
+    facts = node.facts
+    blocking = [r for r in node.reasons if r.blocking]
+    modes = ", ".join(dict.fromkeys(r.code for r in node.reasons if not r.blocking)) or "-"
+    why = "; ".join(dict.fromkeys(f"{r.code}: {r.fix}" if r.fix else r.code for r in blocking))
+    if not why and exp.unknown is not None and node.eligible:
+        why = "CUDA unknown"
+    verdict = exp.verdict(node)
+    return [
+        node.node,
+        "+".join(facts.products) or "-",
+        str(facts.driver) if facts.driver else "-",
+        str(facts.cuda) if facts.cuda else "-",
+        str(facts.compute) if facts.compute else "-",
+        Text(verdict, style=_VERDICT_STYLE[verdict]),
+        modes,
+        why or "-",
+        str(node.score),
+        "; ".join(r.message for r in node.reasons) or "-",
+    ]
 
 
 def _needs(item: Explained, *, short: bool = False) -> str:

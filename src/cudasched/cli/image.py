@@ -182,14 +182,7 @@ def image_cmd(
         settings = load_settings(config)
         kb = load_knowledge()
         images = load_images(kb, settings)
-        from cudasched.knowledge.layerscan import ScanLimits
-        from cudasched.registry.layers import LayerBudget
-
-        budget = LayerBudget(
-            max_bytes=layer_budget_mb * 1024 * 1024,
-            deadline_seconds=layer_deadline,
-            scan=ScanLimits(read_all=all_layers),
-        )
+        budget = _layer_budget(layer_budget_mb, layer_deadline, all_layers)
         source = registry_source(
             True,
             registry_config,
@@ -206,6 +199,25 @@ def image_cmd(
     if output is ImageFormat.JSON:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         raise typer.Exit(exit_code(rows))
+    _print_text(rows, images)
+    raise typer.Exit(exit_code(rows))
+
+
+def _layer_budget(megabytes: int, seconds: float, read_all: bool) -> Any:
+    """The registry's layer budget from the command's options (imported when the command
+    runs, as every registry module is)."""
+    from cudasched.knowledge.layerscan import ScanLimits
+    from cudasched.registry.layers import LayerBudget
+
+    return LayerBudget(
+        max_bytes=megabytes * 1024 * 1024,
+        deadline_seconds=seconds,
+        scan=ScanLimits(read_all=read_all),
+    )
+
+
+def _print_text(rows: list[dict[str, Any]], images: Any) -> None:
+    """The table, then under it each image's contents: every fact with its layer and path."""
     cells: list[list[str]] = []
     for row in rows:
         source = row["source"] or "-"
@@ -221,4 +233,3 @@ def image_cmd(
         if found is not None and found.contents is not None:
             for line in _fact_lines(found.contents):
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(exit_code(rows))

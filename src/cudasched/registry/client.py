@@ -23,13 +23,18 @@ out here, because every request must be bounded, which the OCI libraries on PyPI
 
 Auth: a 401's ``WWW-Authenticate`` challenge is answered once per request, Basic with the
 host's credentials, Bearer by asking the realm for a pull token (anonymously, or with the
-host's credentials); tokens are kept per repository until they expire.
+host's credentials); tokens are kept per repository until they expire
+(:mod:`cudasched.registry.tokens`).
+
+Besides an image's config, the client serves what :mod:`cudasched.registry.layers` reads: the
+platform's manifest (:meth:`RegistryClient.manifest`), small blobs read whole
+(:meth:`RegistryClient.read_blob`), and a layer blob as an open stream
+(:meth:`RegistryClient.open_blob`), each through the same auth, redirects and retries.
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -40,7 +45,7 @@ import httpx
 
 from cudasched.knowledge.imageconfig import ImageConfig
 from cudasched.knowledge.mirrors import Mirror
-from cudasched.registry.auth import Credentials, Keychain, canonical_host, parse_challenge
+from cudasched.registry.auth import Keychain, canonical_host
 from cudasched.registry.distribution import (
     ACCEPT,
     INDEX_TYPES,
@@ -54,6 +59,7 @@ from cudasched.registry.distribution import (
     status_error,
 )
 from cudasched.registry.mirrors import routes_of
+from cudasched.registry.tokens import PullTokens
 from cudasched.vocab.errors import InputError
 
 __all__ = [
@@ -68,7 +74,6 @@ _T = TypeVar("_T")
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
-_MAX_TOKENS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,10 +197,7 @@ class RegistryClient:
             timeout=self.limits.request_seconds,
             headers={"user-agent": "cudasched"},
         )
-        # Pull tokens by (host, repository, whose credentials obtained them): a token got with
-        # one namespace's pull secret is never sent for a look-up made without it.
-        self._tokens: dict[tuple[str, str, str], tuple[str, float]] = {}
-        self._lock = threading.Lock()
+        self._tokens = PullTokens(clock, self.plain_http)
 
     def close(self) -> None:
         self._http.close()
@@ -415,8 +417,7 @@ class RegistryClient:
     ) -> tuple[httpx.Response, bytes]:
         """GET with auth, redirects and retries; the body read whole within ``limit``, or with
         ``keep_open`` a 200's body left unread in the open response (the caller closes it)."""
-        who = _holder(chain.get(repo.host))
-        auth = self._cached_token(repo, who)
+        auth = self._tokens.cached(repo, chain.get(repo.host))
         answered = False
         attempt = 0
         current = url
@@ -447,7 +448,7 @@ class RegistryClient:
                 continue
             if status == 401 and not answered and same_host:
                 answered = True
-                auth = self._answer(response, repo, chain, deadline, what)
+                auth = self._tokens.answer(response, repo, chain, deadline, what, self._fetch)
                 continue
             if status in _RETRY_STATUS and attempt < self.limits.retries:
                 attempt += 1
@@ -516,96 +517,6 @@ class RegistryClient:
         if pause >= deadline.left():
             raise RegistryError("timeout", f"{what}: no answer within {deadline.seconds:g}s")
         self._sleep(pause)
-
-    # ------------------------------------------------------------------ auth
-
-    def _cached_token(self, repo: Repository, who: str) -> str | None:
-        with self._lock:
-            found = self._tokens.get((repo.host, repo.path, who))
-        if found is None or found[1] <= self._clock():
-            return None
-        return found[0]
-
-    def _answer(
-        self,
-        response: httpx.Response,
-        repo: Repository,
-        chain: Keychain,
-        deadline: Deadline,
-        what: str,
-    ) -> str:
-        challenge = parse_challenge(response.headers.get("www-authenticate", ""))
-        creds = chain.get(repo.host)
-        if challenge is None:
-            raise RegistryError("unauthorized", f"{what}: 401 without a challenge we can answer")
-        if challenge.scheme == "basic":
-            if creds is None:
-                raise RegistryError("unauthorized", f"{what}: needs credentials for {repo.host}")
-            return creds.basic()
-        return self._token(challenge.params, repo, creds, deadline, what)
-
-    def _token(
-        self,
-        params: Mapping[str, str],
-        repo: Repository,
-        creds: Credentials | None,
-        deadline: Deadline,
-        what: str,
-    ) -> str:
-        realm = params.get("realm", "")
-        if not realm.startswith(("https://", "http://")):
-            raise RegistryError("unauthorized", f"{what}: token realm {realm!r} is not a URL")
-        if creds is not None and realm.startswith("http://") and repo.host not in self.plain_http:
-            # A password in clear text only where the operator chose clear text already.
-            raise RegistryError(
-                "unauthorized",
-                f"{what}: token realm {realm!r} is plain HTTP; credentials for {repo.host} are "
-                "sent to a realm over HTTPS only (or list the registry in plainHttp)",
-            )
-        query = {"scope": f"repository:{repo.path}:pull"}
-        if params.get("service"):
-            query["service"] = params["service"]
-        headers = {"authorization": creds.basic()} if creds is not None else {}
-        try:
-            url = str(httpx.URL(realm, params=query))
-        except httpx.InvalidURL:
-            raise RegistryError(
-                "unauthorized", f"{what}: token realm {realm!r} is not a URL"
-            ) from None
-        response, body = self._fetch(url, headers, deadline, 1024 * 1024, f"token for {what}")
-        if response.status_code in (401, 403):
-            who = "the given credentials" if creds is not None else "anonymous access"
-            raise RegistryError(
-                "unauthorized",
-                f"{what}: the token service refused {who} (HTTP {response.status_code})",
-            )
-        if response.status_code != 200:
-            raise status_error(response.status_code, f"token for {what}", body)
-        doc = json_object(body, f"token for {what}")
-        token = doc.get("token") or doc.get("access_token")
-        if not isinstance(token, str) or not token:
-            raise RegistryError("unauthorized", f"{what}: the token service gave no token")
-        expires = doc.get("expires_in")
-        life = float(expires) if isinstance(expires, int | float) and expires > 0 else 60.0
-        value = f"Bearer {token}"
-        with self._lock:
-            key = (repo.host, repo.path, _holder(creds))
-            self._tokens[key] = (value, self._clock() + max(1.0, life - 5))
-            if len(self._tokens) > _MAX_TOKENS:  # expired ones first, else the oldest
-                now = self._clock()
-                stale = [k for k, (_, until) in self._tokens.items() if until <= now]
-                for old in stale or list(self._tokens)[: len(self._tokens) - _MAX_TOKENS]:
-                    del self._tokens[old]
-        return value
-
-
-def _holder(creds: Credentials | None) -> str:
-    """Whose token it is, as a cache key that holds no secret: ``""`` for anonymous, else a
-    digest of the user and password."""
-    if creds is None:
-        return ""
-    raw = f"{creds.username}\0{creds.password}".encode()
-    return hashlib.sha256(raw).hexdigest()[:32]
 
 
 def _pick(index: Mapping[str, Any], platform: Platform, image: str) -> Mapping[str, Any]:

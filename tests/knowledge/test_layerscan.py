@@ -10,6 +10,8 @@ import tarfile
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cudasched.knowledge.layerscan import (
     LayerSource,
@@ -157,6 +159,9 @@ def test_huge_extended_headers_and_member_counts_are_bounded() -> None:
     many = built({f"f{i}": b"" for i in range(50)}, "sha256:many")
     found = scanned(many, max_members=10)
     assert "more than 10 archive entries" in found.stopped
+    deletions = built({f"d/f{i}": WHITEOUT for i in range(50)}, "sha256:deletions")
+    found = scanned(deletions, max_whiteouts=10)
+    assert "more than 10 paths deleted" in found.stopped
 
 
 def test_a_budget_spent_while_reading_stops_with_its_reason() -> None:
@@ -183,3 +188,19 @@ def test_each_compression_is_told_by_its_bytes(media: str) -> None:
     # The media type is not trusted: a layer is read as its first bytes say.
     blob = layer(RUNNERS, media)[0]
     assert scanned(source(blob, "sha256:x", "application/octet-stream")).cuda == cv("12.8")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    media=st.sampled_from([GZIP_LAYER, ZSTD_LAYER, PLAIN_LAYER]),
+    at=st.integers(min_value=0, max_value=10_000),
+    junk=st.binary(min_size=1, max_size=64),
+    cut=st.booleans(),
+)
+def test_damaged_layers_never_raise(media: str, at: int, junk: bytes, cut: bool) -> None:
+    blob = layer(RUNNERS, media)[0]
+    at %= len(blob)
+    damaged = blob[:at] + junk if cut else blob[:at] + junk + blob[at + len(junk) :]
+    found = scanned(source(damaged, "sha256:damaged"))
+    # Either the runners were read whole, or the answer is unknown and says why.
+    assert found.cuda == cv("12.8") or (found.cuda is None and found.unknown)

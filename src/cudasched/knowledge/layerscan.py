@@ -265,6 +265,8 @@ def _walk(
                 continue
             if base.startswith(_WHITEOUT):
                 hidden.add(f"{directory}/{base[len(_WHITEOUT) :]}".lstrip("/"))
+                if len(hidden) + len(state.hidden) > state.limits.max_whiteouts:
+                    raise ReadStopped(f"more than {state.limits.max_whiteouts} paths deleted")
                 continue
             if not (member.isreg() or member.islnk()) or state.covered(path):
                 continue

@@ -159,7 +159,7 @@ def image_cmd(
         ),
     ] = False,
     layer_budget_mb: Annotated[
-        int, typer.Option("--layer-budget-mb", min=1, help="Layer bytes to fetch per image.")
+        int, typer.Option("--layer-budget-mb", min=1, help="MiB of layer blobs to fetch per image.")
     ] = 2048,
     layer_deadline: Annotated[
         float,

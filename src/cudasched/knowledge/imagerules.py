@@ -63,6 +63,7 @@ class ImageRule:
     versions: tuple[VersionRange, ...] = ()
     gate: str | None = None
     ships_cuda_compat: bool | None = None
+    bundled: bool = False
 
     def matches(self, ref: ImageRef) -> re.Match[str] | None:
         if ref.tag is None or not any(_path_matches(ref.path, r) for r in self.repositories):
@@ -161,6 +162,9 @@ def compile_rule(entry: object, index: int) -> ImageRule:
     ships = entry.get("ships_cuda_compat")
     if ships is not None and not isinstance(ships, bool):
         raise KnowledgeError(f"images.yaml {rule_id}: ships_cuda_compat must be true or false")
+    cuda_of = entry.get("cuda_of", "image")
+    if cuda_of not in ("image", "bundled"):
+        raise KnowledgeError(f"images.yaml {rule_id}: cuda_of must be image or bundled")
     return ImageRule(
         id=rule_id,
         repositories=tuple(r.strip("/").lower() for r in repos),
@@ -174,6 +178,7 @@ def compile_rule(entry: object, index: int) -> ImageRule:
         versions=_versions(entry, rule_id) if cuda_from == "versions" else (),
         gate=gate,
         ships_cuda_compat=ships,
+        bundled=cuda_of == "bundled",
     )
 
 

@@ -88,7 +88,9 @@ class ImageMatch:
     ``framework`` (a framework build with its kernel list) come along. ``require_cuda`` is the
     ``NVIDIA_REQUIRE_CUDA`` value the image carries (None: not known to carry one);
     ``ships_cuda_compat`` whether it loads its compat libraries itself (None: not known);
-    ``lower_bound`` that the CUDA is known only as a floor."""
+    ``lower_bound`` that the CUDA is known only as a floor; ``bundled`` that it is the CUDA of
+    libraries the image bundles above a runtime base of another CUDA (the image's own config
+    names the base's; ``docs/guide/images.md``, "Base and bundled CUDA")."""
 
     cuda: CudaVersion
     source: str
@@ -97,6 +99,7 @@ class ImageMatch:
     require_cuda: str | None = None
     ships_cuda_compat: bool | None = None
     lower_bound: bool = False
+    bundled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +334,7 @@ class ImageTable:
             match,
             require_cuda=self._require_cuda(rule, match, fact),
             ships_cuda_compat=rule.ships_cuda_compat,
+            bundled=rule.bundled,
         )
 
     def _require_cuda(self, rule: ImageRule, match: ImageMatch, fact: Any) -> str | None:

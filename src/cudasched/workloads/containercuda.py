@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cudasched.knowledge.imageconfig import config_cuda, gate_env
-from cudasched.knowledge.images import ImageTable, ReleaseFacts, parse_require_cuda
+from cudasched.knowledge.imageconfig import ImageConfig, config_cuda, gate_env
+from cudasched.knowledge.images import ImageMatch, ImageTable, ReleaseFacts, parse_require_cuda
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirecuda import REQUIRE_ENV, Gate
 from cudasched.vocab.requirements import FrameworkBuild
@@ -93,15 +93,17 @@ def from_container(
             floor, source=f"env {REQUIRE_ENV} of {where}", gate=gate, ships_cuda_compat=ships
         )
     if config is not None:
-        cuda, said = config_cuda(config)
-        if cuda is not None:
+        found = _image_facts(config, match, str(image).strip())
+        if found is not None:
+            cuda, source, lower = found
+            same = match is not None and match.cuda == cuda
             return ContainerFacts(
                 cuda,
-                match.min_compute if match is not None and match.cuda == cuda else None,
-                source=f"image config of {str(image).strip()} ({said}"
-                + (f", read from mirror {config.mirror})" if config.mirror else ")"),
+                match.min_compute if same and match is not None else None,
+                source=source,
                 gate=gate,
                 ships_cuda_compat=ships,
+                lower_bound=lower,
             )
     if match is not None:
         return ContainerFacts(
@@ -121,7 +123,37 @@ def from_container(
     why = lookup.why if lookup is not None else f"{where} names no image cudasched can read"
     if config is not None:
         why = f"the config of image {str(image).strip()} names no CUDA ({config.digest})"
+        if config.contents is not None:
+            why += f", nor do its contents ({config.contents.unknown})"
     return ContainerFacts(gate=gate, why_unknown=why)
+
+
+def _image_facts(
+    config: ImageConfig, match: ImageMatch | None, image: str
+) -> tuple[CudaVersion, str, bool] | None:
+    """The CUDA an image read from its registry needs, the source in words, and whether it is
+    a floor. The convention (``docs/guide/images.md``, "Base and bundled CUDA"): the config
+    names the runtime base's CUDA (what the gate enforces); the libraries the image bundles
+    (its layers, or a table row of ``cuda_of: bundled``) may need a newer one; the
+    requirement is the newer of the two, the gate stays the config's."""
+    base, said = config_cuda(config)
+    mirror = f", read from mirror {config.mirror}" if config.mirror else ""
+    found: list[tuple[CudaVersion, str, bool]] = []
+    if base is not None:
+        found.append((base, f"image config of {image} ({said}{mirror})", False))
+    contents = config.contents
+    if contents is not None and contents.cuda is not None:
+        bound = " (at least)" if contents.lower_bound else ""
+        source = f"contents of image {image}: CUDA {contents.cuda}{bound}, {contents.rule}"
+        found.append((contents.cuda, source, contents.lower_bound))
+    elif match is not None and match.bundled and base is not None:
+        found.append((match.cuda.release, f"image {image}: {match.source}", match.lower_bound))
+    if not found:
+        return None
+    cuda, source, lower = max(found, key=lambda item: (item[0], not item[2]))
+    if base is not None and cuda > base:
+        source += f"; newer than its base's CUDA {base} ({said}), which the gate keeps"
+    return cuda, source, lower
 
 
 def _gate_source(

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import io
 import struct
-from typing import Any
+from typing import IO, Any, cast
 
 import orjson
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import NoteSection
 
 from cudasched.knowledge.imagecontents import CompatNote
 from cudasched.vocab.errors import InputError
@@ -160,11 +161,11 @@ def read_compat_note(
     if window.problem:
         return None, f"/{path} in {layer}: {window.problem}"
     try:
-        elf = ELFFile(window.stream())
+        elf = ELFFile(cast(IO[bytes], window.stream()))
         section = elf.get_section_by_name(NOTE_SECTION)
         if section is None or section["sh_type"] != "SHT_NOTE":
             return None, f"/{path} in {layer} has no {NOTE_SECTION} note"
-        for note in section.iter_notes():
+        for note in cast(NoteSection, section).iter_notes():
             if note["n_name"] != NOTE_OWNER:
                 continue
             return _parse(bytes(note["n_descdata"]), layer, path, compat_driver)

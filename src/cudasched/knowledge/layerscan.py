@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import IO, Any, Protocol, cast
 
 import zstandard
 
@@ -141,7 +141,7 @@ class _Counted:
         self._state = state
 
     def read(self, size: int = -1) -> bytes:
-        data = self._inner.read(size if size is not None and size >= 0 else _CHUNK)
+        data: bytes = self._inner.read(size if size is not None and size >= 0 else _CHUNK)
         self._state.unpacked += len(data)
         if self._state.unpacked > self._state.limits.max_unpacked_bytes:
             raise ReadStopped(f"more than {self._state.limits.max_unpacked_bytes} bytes unpacked")
@@ -164,7 +164,9 @@ class _BoundedInfo(tarfile.TarInfo):
     def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
         if self.type in self._EXTENDED and self.size > _MAX_EXTENDED_HEADER:
             raise tarfile.HeaderError(f"an extended tar header of {self.size} bytes")
-        return super()._proc_member(tarfile_)  # type: ignore[misc]
+        # _proc_member is tarfile's private hook, not in typeshed's TarInfo.
+        member: tarfile.TarInfo = super()._proc_member(tarfile_)  # type: ignore[misc]
+        return member
 
 
 def _decompressed(raw: Readable, limits: ScanLimits) -> Any:
@@ -172,10 +174,10 @@ def _decompressed(raw: Readable, limits: ScanLimits) -> Any:
     head = raw.read(4)
     stream = _Prefixed(head, raw)
     if head.startswith(_GZIP):
-        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[arg-type]
+        return gzip.GzipFile(fileobj=cast(IO[bytes], stream), mode="rb")
     if head.startswith(_ZSTD):
         decompressor = zstandard.ZstdDecompressor(max_window_size=limits.max_window_bytes)
-        return decompressor.stream_reader(stream, read_across_frames=True)
+        return decompressor.stream_reader(cast(IO[bytes], stream), read_across_frames=True)
     return stream
 
 

@@ -101,8 +101,8 @@ def sbom_facts(body: bytes, blob: str) -> tuple[list[ContentFact], str]:
         facts.append(ContentFact(kind, f"{name} {version}", cuda[0], where, path, cuda[2], cuda[1]))
     files = predicate.get("files")
     for entry in files if isinstance(files, list) else ():
-        name = entry.get("fileName") if isinstance(entry, Mapping) else None
-        if isinstance(name, str):
-            path = name[2:] if name.startswith("./") else name
+        file_name = entry.get("fileName") if isinstance(entry, Mapping) else None
+        if isinstance(file_name, str):
+            path = file_name[2:] if file_name.startswith("./") else file_name
             facts.extend(name_facts(path.lstrip("/"), where))
     return facts, ""

@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -183,7 +183,7 @@ def _attestation(found: ImageManifest) -> Mapping[str, Any] | None:
             and notes.get(REFERENCE_TYPE) == ATTESTATION_MANIFEST
             and notes.get(REFERENCE_DIGEST) == found.digest
         ):
-            return entry
+            return cast(Mapping[str, Any], entry)
     return None
 
 
@@ -209,9 +209,8 @@ def _sbom(
         for layer in doc.get("layers") or ():
             if not isinstance(layer, Mapping) or layer.get("mediaType") != IN_TOTO:
                 continue
-            kinds = (
-                layer.get("annotations") if isinstance(layer.get("annotations"), Mapping) else {}
-            )
+            kinds = layer.get("annotations")
+            kinds = kinds if isinstance(kinds, Mapping) else {}
             if kinds.get(PREDICATE_TYPE, SPDX_PREDICATE) != SPDX_PREDICATE:
                 continue  # provenance and the like: not read
             blob = checked_digest(layer.get("digest"), what)

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from cudasched.cluster.snapshot import ClusterSnapshot, KubeObject, reduce_pod, without_bulk
 from cudasched.kube.client import DEFAULT_TIMEOUT_SECONDS, load_config, make_client
 from cudasched.kube.reflector import LIST_CHUNK_SIZE, plain_object, status_code
+from cudasched.kube.resources import resource_of
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
@@ -256,7 +257,7 @@ async def _list_kind(
     for attempt in (1, 2):
         items: list[KubeObject] = []
         try:
-            async for obj in client.list(kind.resource(), **options):
+            async for obj in client.list(resource_of(kind), **options):
                 items.append(_as_listed(kind, obj))
                 if progress is not None and len(items) % page_size == 0:
                     progress.advance(kind, len(items))
@@ -280,7 +281,7 @@ async def _fetch(client: Any, ref: ObjectRef, where: ApiServer) -> KubeObject:
     kind = ref.kind
     options = {"namespace": ref.namespace} if kind.namespaced else {}
     try:
-        obj = await client.get(kind.resource(), ref.name, **options)
+        obj = await client.get(resource_of(kind), ref.name, **options)
     except Exception as exc:
         if status_code(exc) == 404:
             raise InputError(f"{ref.describe()} not found in the live cluster") from None

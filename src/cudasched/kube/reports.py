@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cudasched.kube.client import make_client
+from cudasched.kube.resources import resource_of
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT
 
@@ -28,7 +29,7 @@ def apply_reports(
 
     async def run() -> None:
         client = make_client(kubeconfig=kubeconfig, timeout=timeout, field_manager=FIELD_MANAGER)
-        kinds = {k.kind: k.resource() for k in (POLICY_REPORT, CLUSTER_POLICY_REPORT)}
+        kinds = {k.kind: resource_of(k) for k in (POLICY_REPORT, CLUSTER_POLICY_REPORT)}
         try:
             for report in reports:
                 resource = kinds[str(report["kind"])]

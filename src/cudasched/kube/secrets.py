@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from cudasched.kube.reflector import plain_object, status_code
+from cudasched.kube.resources import resource_of
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import SECRET, SERVICE_ACCOUNT, Kind
 
@@ -35,7 +36,7 @@ async def _read(client: Any, kind: Kind, namespace: str, name: str) -> dict[str,
             "(lowercase letters, digits, '-' and '.', at most 253 characters)"
         )
     try:
-        obj = await client.get(kind.resource(), name, namespace=namespace)
+        obj = await client.get(resource_of(kind), name, namespace=namespace)
     except Exception as exc:
         code = status_code(exc)
         if code == 404:

@@ -111,11 +111,10 @@ async def _host_facts(client: Any, node_name: str | None) -> Any:
     from cudasched.nodes.hostfacts import HostFacts
 
     if client is not None and node_name:
-        from lightkube.resources.core_v1 import Node
+        from cudasched.kube.nodes import read_node
 
         try:
-            node = await client.get(Node, node_name)
-            return host_from_node(node.to_dict())
+            return host_from_node(await read_node(client, node_name))
         except Exception as exc:  # informational only: never stop labelling for it
             logging.getLogger("cudasched.agent").warning("node %s not read: %s", node_name, exc)
     return HostFacts(kernel_release=read_host(os_release_paths=()).kernel_release)

@@ -1,5 +1,6 @@
-"""The house rules, checked: the import-layer contracts hold (and catch a planted violation), and
-``docs/architecture.md`` places every module and draws the same layers as the contract."""
+"""The house rules, checked: the import contracts hold (and catch a planted violation), only the
+edges import client and server libraries, and ``docs/architecture.md`` places every module and
+draws the same layers as the contract."""
 
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ def test_the_contracts_hold() -> None:
         ("nodes/planted.py", "import cudasched.workloads.gpu", "The pipeline reads bottom-up"),
         # one command borrowing from another
         ("cli/planted.py", "", "Each command stands alone"),
+        # a client library below the edges: the core, and a command beside cudasched.kube
+        ("workloads/planted.py", "import lightkube", "imported only by their edges"),
+        ("operations/planted.py", "from httpx import Client", "imported only by their edges"),
     ],
 )
 def test_a_planted_violation_breaks_the_contract(
@@ -68,6 +72,21 @@ def test_a_planted_violation_breaks_the_contract(
     result = _lint_imports(tmp_path, src)
     assert result.returncode != 0, result.stdout
     assert re.search(re.escape(contract) + r".* BROKEN", result.stdout), result.stdout
+
+
+#: The stage packages that talk to the network: the only importers of its client and server
+#: libraries (the ``edges`` contract).
+EDGES = {"kube", "registry", "webhook"}
+
+
+def test_every_other_stage_is_forbidden_the_client_libraries() -> None:
+    """The ``edges`` contract lists its importers the other way round (who may not), so a new
+    stage package must be added to it: every stage package but the edges is a source."""
+    edges = next(c for c in _contracts() if c["id"] == "edges")
+    sources = {str(m).removeprefix("cudasched.") for m in edges["source_modules"]}  # type: ignore[union-attr]
+    stages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert sources == stages - EDGES
+    assert {"lightkube", "httpx", "uvicorn"} <= set(edges["forbidden_modules"])  # type: ignore[arg-type]
 
 
 def _layers_in_map() -> list[str]:

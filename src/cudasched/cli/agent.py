@@ -27,9 +27,10 @@ _AGENT_OUTPUTS = ("node", "nfd")
 def _knowledge() -> Any:
     """The knowledge base, or ``None`` when it cannot load (probing must still work)."""
     try:
+        from cudasched.cli.knowledgecache import user_cache
         from cudasched.knowledge import KnowledgeBase
 
-        return KnowledgeBase.load()
+        return KnowledgeBase.load(user_cache())
     except Exception as exc:  # a broken KB must not stop a node from being labelled
         logging.getLogger("cudasched.agent").warning("knowledge base unavailable: %s", exc)
         return None

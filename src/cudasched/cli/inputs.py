@@ -231,10 +231,12 @@ def cluster_source(command: Command | None = None, *, scoped: bool = True) -> An
 
 
 def load_knowledge() -> KnowledgeBase:
-    """The bundled knowledge base (NVIDIA's tables, GPUs, frameworks, containers)."""
+    """The bundled knowledge base (NVIDIA's tables, GPUs, frameworks, containers), its parsed
+    data kept between commands in this user's cache."""
+    from cudasched.cli.knowledgecache import user_cache
     from cudasched.knowledge import KnowledgeBase
 
-    return KnowledgeBase.load()
+    return KnowledgeBase.load(user_cache())
 
 
 def load_settings(path: Path | None) -> WebhookConfig:

@@ -23,6 +23,7 @@ from cudasched.knowledge.loading import (
     DATA_FILES,
     NGC_PRODUCTS,
     DataFile,
+    ParsedCache,
     load_archs,
     load_branches,
     load_forward_compat,
@@ -122,9 +123,10 @@ class KnowledgeBase:
     # ---- construction --------------------------------------------------------------------
 
     @classmethod
-    def load(cls) -> KnowledgeBase:
-        """Read and index the YAML files bundled in ``cudasched/data``."""
-        return cls.from_documents(read_data_files())
+    def load(cls, cache: ParsedCache | None = None) -> KnowledgeBase:
+        """Read and index the YAML files bundled in ``cudasched/data``; ``cache`` (an edge's)
+        may hold them already parsed."""
+        return cls.from_documents(read_data_files(cache))
 
     @classmethod
     def from_documents(cls, docs: Mapping[str, object]) -> KnowledgeBase:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from cudasched.cli.app import note
-from cudasched.vocab.errors import InputError
+from cudasched.vocab.errors import InputError, one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -492,7 +492,7 @@ def load_node_templates(path: Path | None) -> list[NodeGroup]:
     except OSError as exc:
         raise InputError(f"cannot read node templates file {str(path)!r}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        why = " ".join(str(exc).split())
+        why = one_line(str(exc))
         raise InputError(f"node templates file {str(path)!r} is not YAML or JSON: {why}") from None
     if not docs:
         raise InputError(

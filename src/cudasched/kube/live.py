@@ -35,7 +35,7 @@ from cudasched.cluster.snapshot import ClusterSnapshot, KubeObject, reduce_pod, 
 from cudasched.kube.client import DEFAULT_TIMEOUT_SECONDS, load_config, make_client
 from cudasched.kube.reflector import LIST_CHUNK_SIZE, plain_object, status_code
 from cudasched.kube.resources import resource_of
-from cudasched.vocab.errors import InputError
+from cudasched.vocab.errors import InputError, one_line
 from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
     INFERENCE_SERVICE,
@@ -327,12 +327,12 @@ def request_failure(
         if isinstance(exc, _transport_errors()):
             return InputError(
                 f"cannot reach the Kubernetes API server at {where.server} ({where.origin}): "
-                f"{_one_line(exc)}"
+                f"{one_line(exc)}"
             )
         from lightkube import ConfigError
 
         if isinstance(exc, ConfigError):
-            return InputError(f"cannot use {where.origin}: {_one_line(exc)}")
+            return InputError(f"cannot use {where.origin}: {one_line(exc)}")
         raise exc
     message = _server_message(exc)
     if code == 401:
@@ -372,20 +372,12 @@ def _server_message(exc: BaseException) -> str:
     status = getattr(exc, "status", None)
     message = getattr(status, "message", None)
     if isinstance(message, str) and message:
-        return _one_line_text(message)
+        return one_line(message)
     response = getattr(exc, "response", None)
     try:
         body = response.json() if response is not None else None
     except Exception:  # not JSON: the status line says enough
         body = None
     if isinstance(body, Mapping) and isinstance(body.get("message"), str):
-        return _one_line_text(body["message"])
+        return one_line(body["message"])
     return ""
-
-
-def _one_line(exc: BaseException) -> str:
-    return _one_line_text(str(exc)) or type(exc).__name__
-
-
-def _one_line_text(text: str) -> str:
-    return " ".join(text.split())

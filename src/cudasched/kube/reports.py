@@ -10,7 +10,7 @@ from typing import Any
 
 from cudasched.kube.client import make_client
 from cudasched.kube.resources import resource_of
-from cudasched.vocab.errors import InputError
+from cudasched.vocab.errors import InputError, one_line
 from cudasched.vocab.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT
 
 __all__ = ["FIELD_MANAGER", "apply_reports"]
@@ -42,7 +42,7 @@ def apply_reports(
                     )
                 except Exception as exc:  # one line, whatever the transport said
                     where = "/".join(p for p in (meta.get("namespace"), meta.get("name")) if p)
-                    why = " ".join(str(exc).split()) or type(exc).__name__
+                    why = one_line(exc)
                     raise InputError(f"cannot apply {report['kind']} {where}: {why}") from None
         finally:
             await client.close()

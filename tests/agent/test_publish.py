@@ -284,3 +284,11 @@ async def test_nfd_write_failure_leaves_old_file(tmp_path: Path, monkeypatch: An
         await NfdFilePublisher(path).apply(build_labels(make_facts()), owned_keys(False))
     assert path.read_text() == "cudasched.io/probe.status=ok\n"
     assert [p.name for p in tmp_path.iterdir()] == ["cudasched"]
+
+
+@pytest.mark.parametrize("value", ["12.4\n", "a b", "-x", "x" * 64])
+def test_nfd_file_refuses_a_value_that_is_not_a_label_value(value: str) -> None:
+    """A value with a trailing newline once passed the check (``$`` matches before a final
+    newline) and wrote a broken line into the features.d file."""
+    with pytest.raises(ValueError, match="is not a valid label value"):
+        NfdFilePublisher.render({"cudasched.io/cuda": value})

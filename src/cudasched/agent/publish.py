@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 from cudasched.kube.events import EventRecorder, ObjectReference
 from cudasched.kube.nodes import patch_node_labels, read_node
-from cudasched.nodes.labelers import DEFAULT_NFD_PATH, is_valid_label_value
+from cudasched.nodes.labelers import DEFAULT_NFD_PATH
+from cudasched.vocab.labelsyntax import label_value_ok
 from cudasched.vocab.objects import labels_of, metadata_of
 
 __all__ = [
@@ -146,7 +147,7 @@ class NfdFilePublisher:
     @staticmethod
     def render(labels: Mapping[str, str]) -> str:
         for key, value in labels.items():
-            if not is_valid_label_value(value):
+            if not label_value_ok(value):
                 raise ValueError(f"label {key}={value!r} is not a valid label value")
         return "".join(f"{k}={v}\n" for k, v in sorted(labels.items()))
 

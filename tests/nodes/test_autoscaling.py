@@ -458,6 +458,9 @@ def test_a_driver_pool_that_is_not_a_label_value_is_an_input_error(
 def test_bad_nodepool_options_are_input_errors() -> None:
     with pytest.raises(InputError, match="invalid NodePool name 'GPU_Pool'"):
         karpenter_nodepool({}, NodePoolOptions("GPU_Pool"))
+    # once passed: re.match with $ matches before a final newline
+    with pytest.raises(InputError, match=re.escape("invalid NodePool name 'gpu\\n'")):
+        karpenter_nodepool({}, NodePoolOptions("gpu\n"))
     with pytest.raises(InputError, match="expected GROUP/KIND/NAME"):
         NodeClassRef.parse("EC2NodeClass/default")
 

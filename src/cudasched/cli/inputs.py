@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import typer
 
 from cudasched.cli.app import note
 from cudasched.vocab.errors import InputError, one_line
+from cudasched.vocab.labelsyntax import dns_label_ok
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -131,7 +131,6 @@ _SCOPE_OPTIONS = (
     ("selector", SelectorOption, None),
 )
 
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 #: The one line said when a command judges the bundled sample cluster.
 SAMPLE_NOTE = (
@@ -170,7 +169,7 @@ class ClusterSource:
                 f"-n {self.namespace!r} and -A/--all-namespaces ask for one namespace and for "
                 "all: give one"
             )
-        if self.namespace is not None and not _NAMESPACE.fullmatch(self.namespace):
+        if self.namespace is not None and not dns_label_ok(self.namespace):
             raise InputError(
                 f"-n/--namespace {self.namespace!r} is not a namespace name (at most 63 "
                 "lower-case letters, digits and '-', starting and ending with a letter or digit)"

@@ -41,8 +41,8 @@ from typing import Protocol
 
 from cudasched.knowledge.imageconfig import ConfigSource, ImageConfig, PullScope
 from cudasched.registry.auth import Keychain
-from cudasched.registry.cache import ConfigCache
 from cudasched.registry.client import Platform, RegistryClient
+from cudasched.registry.configcache import ConfigCache
 from cudasched.registry.distribution import RegistryError
 from cudasched.registry.pullsecrets import PullSecretReader
 from cudasched.vocab.errors import InputError

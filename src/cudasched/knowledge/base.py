@@ -253,9 +253,6 @@ class KnowledgeBase:
         package = self._fc.get((cuda.major, cuda.minor))
         return package.compatible_branches if package is not None else frozenset()
 
-    def forward_compat_package(self, cuda: CudaVersion) -> ForwardCompatPackage | None:
-        return self._fc.get((cuda.major, cuda.minor))
-
     def forward_compat_packages(self) -> Iterator[ForwardCompatPackage]:
         return iter(sorted(self._fc.values(), key=lambda p: p.cuda))
 

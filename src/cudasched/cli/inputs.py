@@ -28,7 +28,6 @@ import typer
 
 from cudasched.cli.app import note
 from cudasched.vocab.errors import InputError, one_line
-from cudasched.vocab.labelsyntax import dns_label_ok
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -162,6 +161,7 @@ class ClusterSource:
         """``-n``/``-A``/``-l`` as a :class:`~cudasched.cluster.scope.Scope`; an
         ``InputError`` for ``-n`` with ``-A`` or a selector that does not parse."""
         from cudasched.cluster.scope import Scope
+        from cudasched.vocab.labelsyntax import dns_label_ok
         from cudasched.vocab.selectors import parse_selector
 
         if self.namespace is not None and self.all_namespaces:

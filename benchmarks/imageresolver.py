@@ -24,8 +24,8 @@ import orjson
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.imageconfig import ImageConfig
-from cudasched.registry.cache import ConfigCache
 from cudasched.registry.client import RegistryClient
+from cudasched.registry.configcache import ConfigCache
 from cudasched.registry.resolver import BackgroundResolver
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.config import WebhookConfig

@@ -6,13 +6,11 @@ affinity -> eligible nodes) in a second or two, without a cluster. Nothing is le
 from __future__ import annotations
 
 import dataclasses
-import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import typer
 
 from cudasched.cli import terminal
@@ -51,10 +49,10 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     """Serve the real webhook over HTTPS on 127.0.0.1, send it every pod of ``snapshot`` as a
     CREATE review, apply the returned patches and evaluate node affinity on the result.
     Returns the rows, the server URL and the elapsed seconds of the admission round trips."""
-    import httpx
     import jsonpatch
 
     from cudasched.explain.eligibility import explain as explain_nodes
+    from cudasched.kube.admissionclient import AdmissionClient
     from cudasched.vocab.labels import ANN_REQUIREMENT
     from cudasched.vocab.requirements import Requirement
     from cudasched.webhook.admission import Admitter
@@ -69,21 +67,11 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     state = cluster_state(snapshot, admitter.kb)
     rows: list[DemoRow] = []
     with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
-        tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
-        started = time.perf_counter()
-        with httpx.Client(base_url=server.url, verify=tls, timeout=10.0) as client:
+        with AdmissionClient(server.url, server.ca_pem, timeout=10.0) as client:
+            started = time.perf_counter()
             for pod in snapshot.pods:
                 review = creation_review(pod)
-                reply = client.post(
-                    POD_PATH,
-                    content=orjson.dumps(review),
-                    headers={"content-type": "application/json"},
-                )
-                if reply.status_code != 200:
-                    raise InputError(
-                        f"webhook answered HTTP {reply.status_code}: {reply.text.strip()}"
-                    )
-                answer = reply.json()
+                answer = client.review(POD_PATH, review)
                 response = answer.get("response") or {}
                 obj = review["request"]["object"]
                 patched = jsonpatch.apply_patch(obj, decode_patch(answer))

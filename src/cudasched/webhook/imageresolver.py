@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cudasched.registry.auth import Keychain, load_docker_config
-from cudasched.registry.cache import ConfigCache
 from cudasched.registry.client import Limits, Platform, RegistryClient
+from cudasched.registry.configcache import ConfigCache
 from cudasched.registry.pullsecrets import PullSecretReader
 from cudasched.registry.resolver import BackgroundResolver
 from cudasched.vocab.objects import name_of

@@ -8,19 +8,11 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from cudasched.knowledge.imageconfig import ImageConfig
 from cudasched.vocab.errors import InputError
 
-__all__ = ["CacheStats", "ConfigCache"]
-
-
-@dataclass(frozen=True, slots=True)
-class CacheStats:
-    entries: int
-    bytes: int
-    evictions: int
+__all__ = ["ConfigCache"]
 
 
 class ConfigCache:
@@ -47,7 +39,6 @@ class ConfigCache:
         self._clock = clock
         self._entries: OrderedDict[tuple[str, str], tuple[ImageConfig, float, int]] = OrderedDict()
         self._bytes = 0
-        self._evictions = 0
         self._lock = threading.Lock()
 
     def get(self, image: str, platform: str) -> ImageConfig | None:
@@ -85,8 +76,3 @@ class ConfigCache:
             while self._bytes > self.max_bytes and self._entries:
                 _, (_, _, dropped) = self._entries.popitem(last=False)
                 self._bytes -= dropped
-                self._evictions += 1
-
-    def stats(self) -> CacheStats:
-        with self._lock:
-            return CacheStats(len(self._entries), self._bytes, self._evictions)

@@ -53,10 +53,9 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.install.agent:node_restriction_objects": (81, 1),
     "cudasched.install.registration:webhook_configuration": (101, 5),
     "cudasched.install.webhook:workload_objects": (104, 3),
-    "cudasched.registry.client:RegistryClient._config": (41, 21),
     "cudasched.webhook.app:WebhookApp.__init__": (92, 13),
     "cudasched.webhook.metrics:WebhookMetrics.__init__": (122, 9),
-    "cudasched.workloads.containercuda:from_container": (69, 26),
+    "cudasched.workloads.containercuda:from_container": (61, 21),
 }
 
 

@@ -34,7 +34,7 @@ from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import LLMISVC_PATH, POD_PATH
 from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.nofit import Placement
+from cudasched.webhook.review import Placement
 from cudasched.webhook.state import ClusterState
 from cudasched.workloads.resolution import resolve_workload
 from tests.support import builders

@@ -23,7 +23,8 @@ import pytest
 
 from cudasched.webhook.app import ISVC_PATH
 from cudasched.webhook.metrics import WebhookMetrics
-from cudasched.webhook.nofit import NoFitReporter, Placement
+from cudasched.webhook.nofit import NoFitReporter
+from cudasched.webhook.review import Placement
 from tests.support.admission import fleet_node, nodes, runtimes
 from tests.support.k8s_schema import assert_valid_event
 from tests.support.servers import EVENTS, events, eventually, make_cache, serving, trust

@@ -52,7 +52,6 @@ from cudasched.webhook.limits import (
     too_deep,
 )
 from cudasched.webhook.memo import DecisionMemo
-from cudasched.webhook.nofit import Placement
 from cudasched.webhook.once import FirstSeen
 from cudasched.webhook.placer import Deferred, Placer, cheap_only
 from cudasched.webhook.podrules import PodRules
@@ -61,6 +60,7 @@ from cudasched.webhook.review import (
     BadReviewError,
     Decision,
     Outcome,
+    Placement,
     ReviewRequest,
     failure,
     parse_review,

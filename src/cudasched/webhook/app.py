@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cudasched.vocab.errors import InputError
 from cudasched.webhook.metrics import CONTENT_TYPE, WebhookMetrics, kept_children
-from cudasched.webhook.nofit import NoFitReporter, Placement
+from cudasched.webhook.nofit import NoFitReporter
 from cudasched.webhook.recall import MEMO_MAX_BODY_BYTES
-from cudasched.webhook.review import BadReviewError, failure, review_uid
+from cudasched.webhook.review import BadReviewError, Placement, failure, review_uid
 from cudasched.webhook.statesource import StateSource
 
 if TYPE_CHECKING:

@@ -5,8 +5,9 @@ A user who applies an InferenceService that no node of the cluster can run sees 
 So the webhook also records an Event (``events.k8s.io/v1``, type ``Warning``, reason
 ``NoCompatibleNode``) regarding the object, and exports how many such objects there are.
 
-The hook is generic over the kind: admission reports a :class:`Placement` for every object of a
-kind in :data:`REPORTED_KINDS` it decides, and this module does the rest:
+The hook is generic over the kind: admission reports a
+:class:`~cudasched.webhook.review.Placement` for every object of a kind in
+:data:`~cudasched.webhook.reviewed.REPORTED_KINDS` it decides, and this module does the rest:
 
 * **never on the request path**: :meth:`NoFitReporter.observe` only hands the placement to the
   event loop; the Event is sent by a background task, with a timeout, and a failure is logged
@@ -29,54 +30,25 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cudasched.kube.events import EventRecorder, ObjectReference
-from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE
+from cudasched.webhook.review import Placement
+from cudasched.webhook.reviewed import REPORTED_KINDS
 
 if TYPE_CHECKING:
     from cudasched.webhook.metrics import WebhookMetrics
 
-__all__ = ["REASON", "REPORTED_KINDS", "NoFitReporter", "Placement"]
+__all__ = ["REASON", "NoFitReporter"]
 
 log = logging.getLogger(__name__)
 
 #: The Event's reason.
 REASON = "NoCompatibleNode"
 
-#: ``(group, kind)`` of the objects reported: what a user deploys and then waits on.
-REPORTED_KINDS: frozenset[tuple[str, str]] = frozenset(
-    {
-        (INFERENCE_SERVICE.group, INFERENCE_SERVICE.kind),
-        (LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind),
-    }
-)
-
 _CONTROLLER = "cudasched-webhook"
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """What one admission found about where an object can run.
-
-    ``no_fit`` is the message when no node can run it (``None``: some node can). ``check`` is
-    ``(key, terms)`` for :meth:`ClusterState.fits`, to re-check later snapshots; ``None``
-    when no node selector can exist at all (the object can never run)."""
-
-    group: str
-    kind: str
-    api_version: str
-    namespace: str
-    name: str
-    uid: str | None
-    no_fit: str | None
-    check: tuple[Any, Sequence[Mapping[str, Any]]] | None = None
-
-    @property
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.group, self.kind, self.namespace, self.name)
 
 
 @dataclass(slots=True)

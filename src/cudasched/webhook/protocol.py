@@ -23,7 +23,8 @@ uvicorn (0.54) bounds request bodies through the application, but not what comes
 The number of header fields is checked by the application too (431), the same for both
 parsers: the size cap already bounds their memory. Refusals are counted through
 ``on_refused`` with a closed vocabulary of reasons (``connections``, ``header_timeout``,
-``header_too_large``).
+``header_too_large``: the label values of the metric that counts them,
+:data:`cudasched.webhook.metrics.REFUSAL_REASONS`).
 """
 
 from __future__ import annotations
@@ -35,15 +36,11 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "REASONS",
     "ConnectionLimits",
     "available_parsers",
     "h11_event_limit",
     "protocol_class",
 ]
-
-#: What ``on_refused`` is called with.
-REASONS = ("connections", "header_timeout", "header_too_large")
 
 
 @dataclass(frozen=True, slots=True)

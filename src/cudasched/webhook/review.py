@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -29,6 +29,7 @@ __all__ = [
     "BadReviewError",
     "Decision",
     "Outcome",
+    "Placement",
     "ReviewRequest",
     "clip",
     "creation_review",
@@ -67,6 +68,29 @@ class ReviewRequest(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class Placement:
+    """What one admission found about where an object can run, for the NoCompatibleNode
+    reporter (:mod:`cudasched.webhook.nofit`), which the decision carries to it.
+
+    ``no_fit`` is the message when no node can run it (``None``: some node can). ``check`` is
+    ``(key, terms)`` for :meth:`ClusterState.fits`, to re-check later snapshots; ``None``
+    when no node selector can exist at all (the object can never run)."""
+
+    group: str
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: str | None
+    no_fit: str | None
+    check: tuple[Any, Sequence[Mapping[str, Any]]] | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.group, self.kind, self.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """One admission answer before it is serialised; the server reads ``outcome`` for its
     metrics and the CLI reads ``requirement`` and ``patch`` for ``--explain``."""
@@ -81,7 +105,7 @@ class Decision:
     requirement: str = ""
     reason: str = ""
     audit: Mapping[str, str] = field(default_factory=dict)
-    placement: Any = None  # a nofit.Placement for reported kinds; never serialised
+    placement: Placement | None = None  # for reported kinds (reviewed.py); never serialised
     # (kind, reason) of a GPU workload admitted with an unknown requirement, for the metric;
     # never serialised, remembered with the answer so repeats are counted too.
     unknown: tuple[str, str] | None = None

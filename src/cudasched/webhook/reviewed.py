@@ -19,11 +19,11 @@ from cudasched.vocab import labels as L
 from cudasched.vocab.jsontree import copy_json
 from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE
 from cudasched.vocab.objects import annotations_of, metadata_of
-from cudasched.webhook.nofit import REPORTED_KINDS, Placement
-from cudasched.webhook.review import ReviewRequest
+from cudasched.webhook.review import Placement, ReviewRequest
 
 __all__ = [
     "NOT_DECLARING",
+    "REPORTED_KINDS",
     "copy_decoded",
     "declares_requirement",
     "placement_of",
@@ -34,6 +34,15 @@ __all__ = [
 
 #: Annotations cudasched writes or reads as switches; they do not declare a requirement.
 NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
+
+#: ``(group, kind)`` of the objects reported: what a user deploys and then waits on;
+#: admission tells the NoCompatibleNode reporter where each can run.
+REPORTED_KINDS: frozenset[tuple[str, str]] = frozenset(
+    {
+        (INFERENCE_SERVICE.group, INFERENCE_SERVICE.kind),
+        (LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind),
+    }
+)
 
 # The version an Event refers to a reported object by when the object does not say its own.
 _API_VERSIONS = {

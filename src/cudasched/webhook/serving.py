@@ -32,9 +32,8 @@ from cudasched.vocab.errors import InputError
 from cudasched.webhook.app import Reviewer, WebhookApp
 from cudasched.webhook.assembly import build_app
 from cudasched.webhook.config import HttpParser
-from cudasched.webhook.metrics import WebhookMetrics
+from cudasched.webhook.metrics import REFUSAL_REASONS, WebhookMetrics
 from cudasched.webhook.protocol import (
-    REASONS,
     ConnectionLimits,
     available_parsers,
     h11_event_limit,
@@ -94,7 +93,7 @@ def connection_limits(settings: ServerConfig, metrics: WebhookMetrics | None) ->
     """The per-connection limits of ``settings``, refusals counted in ``metrics``."""
     on_refused = None
     if metrics is not None:
-        children = {r: metrics.connections_refused.labels(reason=r) for r in REASONS}
+        children = {r: metrics.connections_refused.labels(reason=r) for r in REFUSAL_REASONS}
 
         def on_refused(reason: str) -> None:
             children[reason].inc()

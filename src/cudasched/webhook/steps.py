@@ -14,12 +14,12 @@ from cudasched.vocab import labels as L
 from cudasched.vocab.objects import annotations_of, metadata_of
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.webhook.config import OnNoFit, WebhookConfig
-from cudasched.webhook.nofit import Placement
 from cudasched.webhook.once import FirstSeen
 from cudasched.webhook.patch import Op, Scope, diff
 from cudasched.webhook.placer import Placer
 from cudasched.webhook.review import (
     Decision,
+    Placement,
     ReviewRequest,
     clip,
 )

@@ -157,8 +157,8 @@ class NoopReviewer:
 
 def build_noop_stack_app() -> Any:
     """cudasched's ASGI app (limits, time budget, metrics) with :class:`NoopReviewer`."""
+    from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.assembly import build_app
-    from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 
     return build_app(
@@ -207,8 +207,8 @@ def build_mutation_app(cluster_file: str | None, *, memo: bool = True) -> Any:
     (an empty, synced cache when ``cluster_file`` is ``None``); ``memo=False`` turns the
     decision memo off."""
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.assembly import build_app
-    from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 
     kb = KnowledgeBase.load()
@@ -601,8 +601,8 @@ def in_process_rate(
     pass: what the decision itself costs, to set against the server's rate. ``memo=False``
     decides every request (the decision memo off)."""
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import WebhookConfig
 
     app = build_mutation_app(str(cluster_file))
     state = app.source.state

@@ -118,8 +118,8 @@ def answers() -> dict[str, str]:
     """``{"CONFIG/CASE/NUMBER": digest of the answer}`` for every review and configuration, and
     ``{"explain/sample/POLICY": digest}`` of ``explain -o json`` on the sample cluster."""
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 
     kb = KnowledgeBase.load()

@@ -27,8 +27,8 @@ from cudasched.knowledge.imageconfig import ImageConfig
 from cudasched.registry.cache import ConfigCache
 from cudasched.registry.client import RegistryClient
 from cudasched.registry.resolver import BackgroundResolver
+from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.admission import Admitter
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import creation_review
 from cudasched.webhook.state import ClusterState
 

@@ -62,8 +62,8 @@ def run(
 ) -> MemoResult:
     from benchmarks import synth
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 
     settings: dict[str, Any] = {

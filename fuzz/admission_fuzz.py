@@ -39,8 +39,8 @@ class _Target:
     def __init__(self) -> None:
         from cudasched.cluster.snapshot import bundled_snapshot
         from cudasched.knowledge import KnowledgeBase
+        from cudasched.settings.config import WebhookConfig
         from cudasched.webhook.admission import Admitter
-        from cudasched.webhook.config import WebhookConfig
         from cudasched.webhook.review import BadReviewError
         from cudasched.webhook.state import ClusterState
 

@@ -19,10 +19,10 @@ import orjson
 
 from cudasched.cluster.snapshot import ClusterSnapshot
 from cudasched.knowledge import KnowledgeBase
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.errors import InputError
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import WebhookApp
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import MAX_WARNING_CHARS, creation_review
 from cudasched.webhook.serving import RunningServer
 from cudasched.webhook.state import ClusterState

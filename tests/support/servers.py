@@ -10,8 +10,8 @@ from typing import Any
 
 import kmock
 
+from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.cache import ClusterCache
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import RunningServer, serve_in_thread
 
 

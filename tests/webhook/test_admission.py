@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from cudasched.knowledge import KnowledgeBase
 from cudasched.nodes.scheme import GfdKeys
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
@@ -29,7 +30,6 @@ from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
 from cudasched.vocab.versions import CudaVersion
 from cudasched.webhook import placer as placer_module
 from cudasched.webhook.admission import Admitter
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import MAX_WARNING_CHARS, BadReviewError, clip
 from cudasched.webhook.state import ClusterState
 from tests.support.admission import (

@@ -29,11 +29,11 @@ from cudasched.cli import app
 from cudasched.cluster.fleet import Fleet
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab import labels as L
 from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import LLMISVC_PATH, POD_PATH
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import Placement
 from cudasched.webhook.state import ClusterState
 from cudasched.workloads.resolution import resolve_workload

@@ -24,11 +24,11 @@ import pytest
 import yaml
 
 from cudasched.knowledge import KnowledgeBase
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab import labels as L
 from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import ISVC_PATH, POD_PATH
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.once import FirstSeen
 from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState

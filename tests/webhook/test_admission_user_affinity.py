@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cudasched.knowledge import KnowledgeBase
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab import labels as L
 from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import POD_PATH
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import creation_review
 from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.state import ClusterState

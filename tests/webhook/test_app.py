@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.app import WebhookApp
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import RunningServer, serve_in_thread
 from cudasched.webhook.statesource import StaticStateSource
 from tests.support.admission import StandIn, Unsynced, call_app, client, review

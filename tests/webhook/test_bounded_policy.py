@@ -14,9 +14,9 @@ import pytest
 
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
+from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.bounded import ENTRY_OVERHEAD, BoundedMemo
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.state import ClusterState
 from tests.support.builders import expr, pod, required, review, term
 

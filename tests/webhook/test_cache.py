@@ -430,9 +430,9 @@ def test_the_production_state_builder_uses_the_knowledge_base_it_is_given() -> N
     """``cudasched webhook`` loads one knowledge base for admission and for every snapshot the
     cache builds (two copies would double its memory and could disagree)."""
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.assembly import default_reviewer
     from cudasched.webhook.cache import StateFromObjects
-    from cudasched.webhook.config import WebhookConfig
 
     kb = KnowledgeBase.load()
     build = StateFromObjects(kb)

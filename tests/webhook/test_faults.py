@@ -36,9 +36,9 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.app import POD_PATH, WebhookApp
 from cudasched.webhook.assembly import default_reviewer
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import RunningServer, serve_in_thread
 from cudasched.webhook.state import ClusterState
 from cudasched.webhook.statesource import StaticStateSource

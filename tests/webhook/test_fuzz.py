@@ -34,10 +34,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cudasched.knowledge import KnowledgeBase
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab import labels as L
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import ISVC_PATH, POD_PATH, WebhookApp
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import MAX_WARNING_CHARS, BadReviewError
 from cudasched.webhook.serving import RunningServer, serve_in_thread
 from cudasched.webhook.state import ClusterState

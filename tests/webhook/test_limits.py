@@ -27,8 +27,8 @@ import orjson
 import pytest
 
 from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.app import POD_PATH
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.protocol import available_parsers
 from cudasched.webhook.serving import RunningServer, serve_in_thread
 from cudasched.webhook.state import ClusterState

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.webhook.config import WebhookConfig
+from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.memo import Answer, DecisionMemo
 from cudasched.webhook.review import creation_review
 from cudasched.webhook.serving import serve_in_thread

@@ -18,9 +18,9 @@ import pytest
 from benchmarks import synth
 
 from cudasched.knowledge import KnowledgeBase
+from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.app import POD_PATH, WebhookApp
 from cudasched.webhook.assembly import build_app, default_reviewer
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.state import ClusterState
 from cudasched.webhook.statesource import StaticStateSource
 

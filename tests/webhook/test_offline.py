@@ -23,10 +23,10 @@ from typer.testing import CliRunner
 from cudasched.cli import app
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab import labels as L
 from cudasched.vocab.requirements import RECORD_SOURCE_CHARS
 from cudasched.webhook.admission import Admitter
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.state import ClusterState
 from tests.support.webhook_process import sample_cluster_file, webhook_process
 

@@ -22,9 +22,9 @@ from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
 from cudasched.kube.reports import FIELD_MANAGER, apply_reports
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.metrics import WebhookMetrics
 from cudasched.webhook.periodic import AuditLoop
 from tests.support.kube_api import write_kubeconfig

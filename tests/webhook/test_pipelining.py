@@ -254,7 +254,7 @@ def _review(uid: str, size: int) -> bytes:
 @pytest.mark.parametrize("parser", available_parsers())
 def test_pipelined_reviews_over_https_are_all_decided(parser: str) -> None:
     """Eight 35 KB reviews written in one go on one TLS connection: eight 200 answers."""
-    from cudasched.webhook.config import WebhookConfig
+    from cudasched.settings.config import WebhookConfig
 
     config = WebhookConfig.from_mapping({"server": {"httpParser": parser}})
     state = ClusterState.from_snapshot(bundled_snapshot())

@@ -18,11 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cudasched.knowledge import KnowledgeBase
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import parse_cuda
 from cudasched.webhook.bounded import ENTRY_OVERHEAD
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.patch import Scope, diff
 from cudasched.webhook.placer import Compiled, Placer
 from cudasched.webhook.state import ClusterState

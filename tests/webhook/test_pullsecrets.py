@@ -24,8 +24,8 @@ import pytest
 
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
+from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.admission import Admitter
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.imageresolver import images_of
 from cudasched.webhook.review import creation_review
 from cudasched.webhook.serving import serve_in_thread

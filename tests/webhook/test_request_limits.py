@@ -18,12 +18,11 @@ from hypothesis import strategies as st
 
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
+from cudasched.settings.config import ObjectLimits, WebhookConfig
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.bounded import ENTRY_OVERHEAD, BoundedMemo
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.limits import (
     MAX_DEPTH,
-    ObjectLimits,
     body_over_limits,
     nesting_bounded,
     over_limits,

@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.knowledge import KnowledgeBase
+from cudasched.settings.config import WebhookConfig
 from cudasched.webhook import placer as placer_module
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.app import POD_PATH, WebhookApp
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.review import (
     API_VERSION,
     MAX_WARNING_CHARS,

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
+from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.assembly import build_app
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import serve_in_thread, uvicorn_config
 from cudasched.webhook.statesource import StaticStateSource
 from cudasched.webhook.tls import ReloadingServerContext, generate_self_signed, write_self_signed

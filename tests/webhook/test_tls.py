@@ -24,8 +24,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, load_pem_priv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.errors import InputError
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.serving import serve_in_thread
 from cudasched.webhook.tls import (
     CA_KEY_USAGES,

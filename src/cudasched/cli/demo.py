@@ -55,10 +55,10 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     import jsonpatch
 
     from cudasched.explain.eligibility import explain as explain_nodes
+    from cudasched.settings.config import WebhookConfig
     from cudasched.vocab.labels import ANN_REQUIREMENT
     from cudasched.vocab.requirements import Requirement
     from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.serving import serve_in_thread
     from cudasched.workloads.kserve import is_predictor_pod, isvc_name_of
     from cudasched.workloads.kserve.llm import is_llmisvc_pod, llmisvc_name_of
@@ -143,7 +143,7 @@ def demo(
     sample pod through it and show where each may now run."""
     from rich.text import Text
 
-    from cudasched.webhook.config import load_config
+    from cudasched.settings.config import load_config
 
     try:
         cfg = load_config(config)

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from cudasched.knowledge.images import ImageTable
     from cudasched.kube.live import ObjectRef
     from cudasched.operations.audit.nodegroups import NodeGroup
+    from cudasched.settings.config import WebhookConfig
     from cudasched.vocab.kinds import Kind
-    from cudasched.webhook.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 
 __all__ = [
@@ -240,7 +240,7 @@ def load_knowledge() -> KnowledgeBase:
 def load_settings(path: Path | None) -> WebhookConfig:
     """The webhook's configuration (``--config``), read as the webhook reads it; ``None``
     gives the defaults. Bad files are an ``InputError`` naming the setting."""
-    from cudasched.webhook.config import load_config
+    from cudasched.settings.config import load_config
 
     return load_config(path)
 

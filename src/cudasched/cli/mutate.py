@@ -139,8 +139,8 @@ def mutate(
 ) -> None:
     """Answer one AdmissionReview offline exactly as the webhook would, and print the
     AdmissionReview response. Exit 0 when allowed, 1 when denied, 2 on bad input."""
+    from cudasched.settings.config import load_config
     from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import load_config
 
     try:
         if review is None or str(review) == "-":

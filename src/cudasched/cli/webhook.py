@@ -24,7 +24,7 @@ from cudasched.vocab.errors import InputError
 if TYPE_CHECKING:
     from cudasched.cluster.snapshot import ClusterSnapshot
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.webhook.config import WebhookConfig
+    from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.metrics import WebhookMetrics
 
 __all__ = ["webhook_cmd"]
@@ -84,9 +84,9 @@ def webhook_cmd(
         fail("--cluster serves a fixed snapshot and --kubeconfig watches a cluster: give one")
     try:
         from cudasched.cli.inputs import load_knowledge
+        from cudasched.settings.config import load_config
         from cudasched.webhook.assembly import default_reviewer
         from cudasched.webhook.cache import ClusterCache, StateFromObjects
-        from cudasched.webhook.config import load_config
         from cudasched.webhook.serving import run_server
         from cudasched.webhook.statesource import StateSource, StaticStateSource
 

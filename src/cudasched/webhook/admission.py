@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import orjson
 
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, POD
-from cudasched.webhook.config import WebhookConfig
 from cudasched.webhook.limits import (
     body_over_limits,
     nesting_bounded,

@@ -49,7 +49,7 @@ from cudasched.webhook.review import BadReviewError, Placement, failure, review_
 from cudasched.webhook.statesource import StateSource
 
 if TYPE_CHECKING:
-    from cudasched.webhook.config import EventSettings
+    from cudasched.settings.config import EventSettings
     from cudasched.webhook.state import ClusterState
 
 __all__ = [

@@ -14,7 +14,7 @@ from cudasched.webhook.metrics import WebhookMetrics
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.webhook.config import WebhookConfig
+    from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.statesource import StateSource
 
 __all__ = ["build_app", "default_reviewer"]

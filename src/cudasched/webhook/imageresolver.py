@@ -28,7 +28,7 @@ from cudasched.workloads.pullscope import pull_scope
 if TYPE_CHECKING:
     from cudasched.knowledge.imageconfig import PullScope
     from cudasched.knowledge.mirrors import Mirror
-    from cudasched.webhook.config import ClusterAccess, ImageResolverSettings
+    from cudasched.settings.config import ClusterAccess, ImageResolverSettings
     from cudasched.webhook.metrics import WebhookMetrics
     from cudasched.webhook.state import ClusterState
 

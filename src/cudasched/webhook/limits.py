@@ -22,12 +22,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+
+from cudasched.settings.config import ObjectLimits
 
 __all__ = [
     "MAX_DEPTH",
-    "ObjectLimits",
     "body_over_limits",
     "nesting_bounded",
     "over_limits",
@@ -43,25 +42,6 @@ MAX_DEPTH = 254
 _CONTAINER_KEYS = frozenset({"containers", "initContainers", "ephemeralContainers"})
 _TERM_KEYS = frozenset({"nodeSelectorTerms", "preferredDuringSchedulingIgnoredDuringExecution"})
 _EXPRESSION_KEYS = frozenset({"matchExpressions", "matchFields"})
-
-
-class ObjectLimits(BaseModel):
-    """The ``limits:`` section of the webhook configuration."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
-
-    #: JSON values (objects, arrays, strings, numbers, booleans, nulls) in the object.
-    max_values: int = Field(default=600_000, ge=1_000)
-    #: Containers, init containers and ephemeral containers, over every pod spec in the object.
-    max_containers: int = Field(default=10_000, ge=10)
-    #: Node-selector terms, required and preferred, over the whole object.
-    max_terms: int = Field(default=1_000, ge=10)
-    #: ``matchExpressions`` and ``matchFields`` entries, over the whole object.
-    max_expressions: int = Field(default=10_000, ge=10)
-    #: ``values`` of node-selector and label-selector requirements, over the whole object.
-    max_selector_values: int = Field(default=100_000, ge=100)
 
 
 def over_limits(obj: Mapping[str, Any], limits: ObjectLimits) -> str | None:

@@ -40,7 +40,7 @@ from cudasched.webhook.patch import Op, Scope, diff
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.webhook.config import WebhookConfig
+    from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.state import ClusterState
 
 __all__ = ["PREFERRED_WEIGHT", "Compiled", "Deferred", "Placer", "cheap_only"]

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cudasched.settings.config import HttpParser
 from cudasched.vocab.errors import InputError
 from cudasched.webhook.app import Reviewer, WebhookApp
 from cudasched.webhook.assembly import build_app
-from cudasched.webhook.config import HttpParser
 from cudasched.webhook.metrics import REFUSAL_REASONS, WebhookMetrics
 from cudasched.webhook.protocol import (
     ConnectionLimits,
@@ -50,7 +50,7 @@ from cudasched.webhook.tls import (
 if TYPE_CHECKING:
     import uvicorn
 
-    from cudasched.webhook.config import ServerConfig, WebhookConfig
+    from cudasched.settings.config import ServerConfig, WebhookConfig
     from cudasched.webhook.state import ClusterState
 
 __all__ = [
@@ -125,7 +125,7 @@ def uvicorn_config(
     """
     import uvicorn
 
-    from cudasched.webhook.config import ServerConfig
+    from cudasched.settings.config import ServerConfig
 
     settings = settings if settings is not None else ServerConfig()
     metrics = getattr(app, "metrics", None)
@@ -240,7 +240,7 @@ def serve_in_thread(
     A :class:`ClusterState` is served as a fixed, synced snapshot (no Kubernetes needed).
     """
 
-    from cudasched.webhook.config import WebhookConfig
+    from cudasched.settings.config import WebhookConfig
 
     cfg = config if config is not None else WebhookConfig()
     source = state if isinstance(state, StateSource) else StaticStateSource(state)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from cudasched.settings.config import OnNoFit, WebhookConfig
 from cudasched.vocab import labels as L
 from cudasched.vocab.objects import annotations_of, metadata_of
 from cudasched.vocab.requirements import Policy, Requirement
-from cudasched.webhook.config import OnNoFit, WebhookConfig
 from cudasched.webhook.once import FirstSeen
 from cudasched.webhook.patch import Op, Scope, diff
 from cudasched.webhook.placer import Placer

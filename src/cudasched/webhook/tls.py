@@ -61,7 +61,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cudasched.vocab.errors import InputError
 
 if TYPE_CHECKING:
-    from cudasched.webhook.config import ServerConfig
+    from cudasched.settings.config import ServerConfig
 
 __all__ = [
     "CA_KEY_USAGES",

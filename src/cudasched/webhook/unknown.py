@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cudasched.webhook.config import OnUnknownRequirement
+from cudasched.settings.config import OnUnknownRequirement
 from cudasched.webhook.review import Decision, clip
 from cudasched.workloads.resolution import UnknownRequirement
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from cudasched.placement.merge import AffinityMode
+from cudasched.settings.config import OnNoFit, OnUnknownRequirement, WebhookConfig, load_config
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.requirements import Policy
 from cudasched.vocab.versions import CudaVersion
-from cudasched.webhook.config import OnNoFit, OnUnknownRequirement, WebhookConfig, load_config
 
 
 def test_defaults_are_the_documented_ones() -> None:
@@ -196,7 +196,7 @@ def test_config_is_immutable() -> None:
 
 def test_kube_section_is_cluster_access_with_unchanged_keys() -> None:
     """The ``kube:`` model does not shadow lightkube's ``KubeConfig``; users' keys stay."""
-    from cudasched.webhook import config as config_module
+    from cudasched.settings import config as config_module
 
     c = WebhookConfig.from_mapping({"kube": {"kubeconfig": "/k", "resyncSeconds": 5}})
     assert isinstance(c.kube, config_module.ClusterAccess)

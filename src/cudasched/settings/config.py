@@ -1,4 +1,6 @@
-"""Webhook configuration: one YAML file, camelCase keys, validated up front.
+"""The configuration file: one YAML file, camelCase keys, validated up front. The webhook
+serves by it; the commands that take ``--config`` read the same file through the same model,
+so every section (the webhook's ``server`` and ``limits`` too) is validated wherever it is read.
 
 The webhook runs unattended inside a cluster, so a typo in its configuration must stop it at
 start-up with a message that names the field and the values it accepts, rather than silently
@@ -25,7 +27,6 @@ from cudasched.vocab.errors import InputError, VersionError
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.requirements import Policy
 from cudasched.vocab.versions import CudaVersion, parse_cuda
-from cudasched.webhook.limits import ObjectLimits
 
 __all__ = [
     "ClusterAccess",
@@ -34,6 +35,7 @@ __all__ = [
     "ImageOverride",
     "ImageResolverSettings",
     "NamespaceFilter",
+    "ObjectLimits",
     "OnNoFit",
     "OnUnknownRequirement",
     "ServerConfig",
@@ -165,6 +167,26 @@ class ServerConfig(_Model):
         if self.large_bodies_in_flight_bytes < self.max_body_bytes:
             raise ValueError("largeBodiesInFlightBytes must be at least maxBodyBytes")
         return self
+
+
+class ObjectLimits(BaseModel):
+    """The ``limits:`` section: how much work one admission request may ask for (why each
+    limit and how it is counted: :mod:`cudasched.webhook.limits`)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+    #: JSON values (objects, arrays, strings, numbers, booleans, nulls) in the object.
+    max_values: int = Field(default=600_000, ge=1_000)
+    #: Containers, init containers and ephemeral containers, over every pod spec in the object.
+    max_containers: int = Field(default=10_000, ge=10)
+    #: Node-selector terms, required and preferred, over the whole object.
+    max_terms: int = Field(default=1_000, ge=10)
+    #: ``matchExpressions`` and ``matchFields`` entries, over the whole object.
+    max_expressions: int = Field(default=10_000, ge=10)
+    #: ``values`` of node-selector and label-selector requirements, over the whole object.
+    max_selector_values: int = Field(default=100_000, ge=100)
 
 
 class ClusterAccess(_Model):

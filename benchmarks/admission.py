@@ -62,7 +62,7 @@ from benchmarks.common import (
     progress,
     report,
 )
-from cudasched.webhook.statesource import StaticStateSource
+from cudasched.webhook.state.source import StaticStateSource
 
 __all__ = ["AdmissionResult", "LoadResult", "main", "run"]
 
@@ -158,8 +158,8 @@ class NoopReviewer:
 def build_noop_stack_app() -> Any:
     """cudasched's ASGI app (limits, time budget, metrics) with :class:`NoopReviewer`."""
     from cudasched.settings.config import WebhookConfig
-    from cudasched.webhook.assembly import build_app
-    from cudasched.webhook.state import ClusterState
+    from cudasched.webhook.server.assembly import build_app
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     return build_app(
         WebhookConfig(), StaticStateSource(ClusterState.empty()), reviewer=NoopReviewer()
@@ -177,7 +177,7 @@ class RetainingSource(StaticStateSource):
 
 
 def _trim_node(node: dict[str, Any]) -> dict[str, Any]:
-    """What ``cudasched.webhook.cache`` keeps of a Node (see its ``_plain``)."""
+    """What ``cudasched.webhook.background.watchcache`` keeps of a Node (see its ``_plain``)."""
     meta = node.get("metadata") or {}
     status = node.get("status") or {}
     return {
@@ -208,8 +208,8 @@ def build_mutation_app(cluster_file: str | None, *, memo: bool = True) -> Any:
     decision memo off."""
     from cudasched.knowledge import KnowledgeBase
     from cudasched.settings.config import WebhookConfig
-    from cudasched.webhook.assembly import build_app
-    from cudasched.webhook.state import ClusterState
+    from cudasched.webhook.server.assembly import build_app
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     kb = KnowledgeBase.load()
     kept: list[list[Any]] = [[], [], [], []]
@@ -231,8 +231,8 @@ def serve_main(args: argparse.Namespace) -> None:
     """The server process: build the app, bind, publish the port, serve until killed."""
     import uvicorn
 
-    from cudasched.webhook.serving import uvicorn_config
-    from cudasched.webhook.tls import ReloadingServerContext
+    from cudasched.webhook.server.serving import uvicorn_config
+    from cudasched.webhook.server.tls import ReloadingServerContext
 
     pin(args.cpu)
     app: Any
@@ -602,7 +602,7 @@ def in_process_rate(
     decides every request (the decision memo off)."""
     from cudasched.knowledge import KnowledgeBase
     from cudasched.settings.config import WebhookConfig
-    from cudasched.webhook.admission import Admitter
+    from cudasched.webhook.admission.admitter import Admitter
 
     app = build_mutation_app(str(cluster_file))
     state = app.source.state
@@ -674,7 +674,7 @@ def run(
     data and the ratios mutation/no-op (throughput: floor req/s over mutation req/s; latency:
     mutation p50 over floor p50 at the same rate)."""
     from benchmarks import synth
-    from cudasched.webhook.tls import generate_self_signed, write_self_signed
+    from cudasched.webhook.server.tls import generate_self_signed, write_self_signed
 
     settings = {
         "nodes": nodes,

@@ -119,8 +119,8 @@ def answers() -> dict[str, str]:
     ``{"explain/sample/POLICY": digest}`` of ``explain -o json`` on the sample cluster."""
     from cudasched.knowledge import KnowledgeBase
     from cudasched.settings.config import WebhookConfig
-    from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.state import ClusterState
+    from cudasched.webhook.admission.admitter import Admitter
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     kb = KnowledgeBase.load()
     out: dict[str, str] = {}

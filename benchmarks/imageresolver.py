@@ -28,9 +28,9 @@ from cudasched.registry.cache import ConfigCache
 from cudasched.registry.client import RegistryClient
 from cudasched.registry.resolver import BackgroundResolver
 from cudasched.settings.config import WebhookConfig
-from cudasched.webhook.admission import Admitter
-from cudasched.webhook.review import creation_review
-from cudasched.webhook.state import ClusterState
+from cudasched.webhook.admission.admitter import Admitter
+from cudasched.webhook.admission.review import creation_review
+from cudasched.webhook.state.clusterstate import ClusterState
 
 __all__ = ["main", "run"]
 

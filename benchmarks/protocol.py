@@ -1,5 +1,5 @@
 """The cost of the webhook's connection limits (request head size and time, connection cap:
-``cudasched.webhook.protocol``).
+``cudasched.webhook.server.protocol``).
 
 Two servers run the same no-op-stack application (cudasched's server stack around a reviewer
 that decodes and allows): one on cudasched's limited httptools protocol, one on uvicorn's own.
@@ -31,7 +31,7 @@ Round = tuple[float, float, float, float]
 
 def run(rounds: int, duration: float, bodies: int, connections: int) -> list[Round]:
     from benchmarks import synth
-    from cudasched.webhook.tls import generate_self_signed, write_self_signed
+    from cudasched.webhook.server.tls import generate_self_signed, write_self_signed
 
     out: list[Round] = []
     with tempfile.TemporaryDirectory(prefix="cudasched-bench-") as tmp:

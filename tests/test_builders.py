@@ -12,7 +12,7 @@ from cudasched.nodes.facts import facts_from_labels
 from cudasched.nodes.labelers import AGENT_KEYS, is_valid_label_value
 from cudasched.vocab import labels as L
 from cudasched.vocab.versions import parse_driver
-from cudasched.webhook.review import creation_review, parse_review
+from cudasched.webhook.admission.review import creation_review, parse_review
 from tests.support import builders
 from tests.support.k8s_schema import assert_valid, assert_valid_pod
 

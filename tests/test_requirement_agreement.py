@@ -21,9 +21,9 @@ from cudasched.operations.runtimes import runtime_rows
 from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.requirements import Policy
-from cudasched.webhook.admission import Admitter
-from cudasched.webhook.review import creation_review
-from cudasched.webhook.state import ClusterState
+from cudasched.webhook.admission.admitter import Admitter
+from cudasched.webhook.admission.review import creation_review
+from cudasched.webhook.state.clusterstate import ClusterState
 from cudasched.workloads.pods import workload_id
 from cudasched.workloads.resolution import NeedStatus, workload_need
 

@@ -21,11 +21,11 @@ from cudasched.cluster.snapshot import ClusterSnapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.errors import InputError
-from cudasched.webhook.admission import Admitter
-from cudasched.webhook.app import WebhookApp
-from cudasched.webhook.review import MAX_WARNING_CHARS, creation_review
-from cudasched.webhook.serving import RunningServer
-from cudasched.webhook.state import ClusterState
+from cudasched.webhook.admission.admitter import Admitter
+from cudasched.webhook.admission.review import MAX_WARNING_CHARS, creation_review
+from cudasched.webhook.server.app import WebhookApp
+from cudasched.webhook.server.serving import RunningServer
+from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support import builders
 from tests.support.builders import (
     ALL_SCHEMES,

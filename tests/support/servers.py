@@ -11,8 +11,8 @@ from typing import Any
 import kmock
 
 from cudasched.settings.config import WebhookConfig
-from cudasched.webhook.cache import ClusterCache
-from cudasched.webhook.serving import RunningServer, serve_in_thread
+from cudasched.webhook.background.watchcache import ClusterCache
+from cudasched.webhook.server.serving import RunningServer, serve_in_thread
 
 
 def trust(pem: bytes) -> ssl.SSLContext:

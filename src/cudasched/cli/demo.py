@@ -20,7 +20,7 @@ from cudasched.cli.app import EXIT_BAD_INPUT, EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
 from cudasched.cli.options import ConfigOption
 from cudasched.vocab.errors import InputError
-from cudasched.webhook.review import creation_review, decode_patch
+from cudasched.webhook.admission.review import creation_review, decode_patch
 
 __all__ = ["DemoRow", "demo", "run_demo"]
 
@@ -58,8 +58,8 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     from cudasched.settings.config import WebhookConfig
     from cudasched.vocab.labels import ANN_REQUIREMENT
     from cudasched.vocab.requirements import Requirement
-    from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.serving import serve_in_thread
+    from cudasched.webhook.admission.admitter import Admitter
+    from cudasched.webhook.server.serving import serve_in_thread
     from cudasched.workloads.kserve import is_predictor_pod, isvc_name_of
     from cudasched.workloads.kserve.llm import is_llmisvc_pod, llmisvc_name_of
     from cudasched.workloads.resolution import pod_need

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from cudasched.operations.audit.nodegroups import NodeGroup
     from cudasched.settings.config import WebhookConfig
     from cudasched.vocab.kinds import Kind
-    from cudasched.webhook.state import ClusterState
+    from cudasched.webhook.state.clusterstate import ClusterState
 
 __all__ = [
     "SAMPLE_NOTE",
@@ -502,7 +502,7 @@ def load_node_templates(path: Path | None) -> list[NodeGroup]:
 def cluster_state(snapshot: ClusterSnapshot, kb: KnowledgeBase) -> ClusterState:
     """What the webhook would know of ``snapshot``: its synced admission state (``mutate`` and
     ``demo`` decide against it exactly as the in-cluster webhook does)."""
-    from cudasched.webhook.state import ClusterState
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     return ClusterState.from_snapshot(snapshot, kb=kb)
 

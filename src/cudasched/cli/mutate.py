@@ -63,7 +63,7 @@ def as_review(body: bytes, label: str, namespace: str | None = None) -> tuple[by
     send (the note says so). ``namespace`` (``-n``) is given to an object without one, as
     ``kubectl apply -n`` does; an object of another namespace is an error."""
     from cudasched.cluster.snapshot import parse_objects
-    from cudasched.webhook.review import creation_review
+    from cudasched.webhook.admission.review import creation_review
     from cudasched.workloads.kserve.llm import is_llmisvc
     from cudasched.workloads.pods import is_inference_service, pod_of, workload_id
 
@@ -140,7 +140,7 @@ def mutate(
     """Answer one AdmissionReview offline exactly as the webhook would, and print the
     AdmissionReview response. Exit 0 when allowed, 1 when denied, 2 on bad input."""
     from cudasched.settings.config import load_config
-    from cudasched.webhook.admission import Admitter
+    from cudasched.webhook.admission.admitter import Admitter
 
     try:
         if review is None or str(review) == "-":

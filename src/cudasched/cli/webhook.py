@@ -1,8 +1,9 @@
 """``cudasched webhook``: run the admission webhook (HTTPS server + watch cache).
 
-The command only assembles what :mod:`cudasched.webhook.serving` and
-:mod:`cudasched.webhook.cache` provide; flags override the matching configuration fields so a
-quick local run needs no file (``cudasched webhook --self-signed --kubeconfig ~/.kube/config``).
+The command only assembles what :mod:`cudasched.webhook.server.serving` and
+:mod:`cudasched.webhook.background.watchcache` provide; flags override the matching configuration
+fields so a quick local run needs no file (``cudasched webhook --self-signed --kubeconfig
+~/.kube/config``).
 
 With ``--cluster FILE`` the decisions come from a fixed snapshot (the same List the other
 commands read) instead of the API server: admission behaviour can be tested offline and in CI,
@@ -85,10 +86,10 @@ def webhook_cmd(
     try:
         from cudasched.cli.inputs import load_knowledge
         from cudasched.settings.config import load_config
-        from cudasched.webhook.assembly import default_reviewer
-        from cudasched.webhook.cache import ClusterCache, StateFromObjects
-        from cudasched.webhook.serving import run_server
-        from cudasched.webhook.statesource import StateSource, StaticStateSource
+        from cudasched.webhook.background.watchcache import ClusterCache, StateFromObjects
+        from cudasched.webhook.server.assembly import default_reviewer
+        from cudasched.webhook.server.serving import run_server
+        from cudasched.webhook.state.source import StateSource, StaticStateSource
 
         cfg = load_config(config)
         server_update: dict[str, Any] = {}
@@ -111,7 +112,7 @@ def webhook_cmd(
         reviewer = default_reviewer(cfg, kb)
         if cluster is not None:
             from cudasched.cluster.snapshot import load_snapshot
-            from cudasched.webhook.state import ClusterState
+            from cudasched.webhook.state.clusterstate import ClusterState
 
             dump = load_snapshot(cluster)
             static = StaticStateSource(ClusterState.from_snapshot(dump, kb=kb))
@@ -153,7 +154,7 @@ def _start_audit(
     from cudasched.cli.inputs import load_images
     from cudasched.kube.live import read_live_cluster
     from cudasched.kube.reports import apply_reports
-    from cudasched.webhook.periodic import AuditLoop
+    from cudasched.webhook.background.periodic import AuditLoop
 
     def live() -> ClusterSnapshot:
         return read_live_cluster(kubeconfig=cfg.kube.kubeconfig).snapshot

@@ -65,7 +65,7 @@ class OnUnknownRequirement(StrEnum):
 
 class HttpParser(StrEnum):
     """The HTTP/1.1 parser uvicorn serves with (``auto``: httptools when installed, else h11);
-    both get the same header limits (:mod:`cudasched.webhook.protocol`)."""
+    both get the same header limits (:mod:`cudasched.webhook.server.protocol`)."""
 
     AUTO = "auto"
     HTTPTOOLS = "httptools"
@@ -171,7 +171,7 @@ class ServerConfig(_Model):
 
 class ObjectLimits(BaseModel):
     """The ``limits:`` section: how much work one admission request may ask for (why each
-    limit and how it is counted: :mod:`cudasched.webhook.limits`)."""
+    limit and how it is counted: :mod:`cudasched.webhook.admission.limits`)."""
 
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
@@ -200,7 +200,7 @@ class ClusterAccess(_Model):
 
 class EventSettings(_Model):
     """The ``events:`` section: the Warning Event on objects admitted that no node can run
-    (:mod:`cudasched.webhook.nofit`)."""
+    (:mod:`cudasched.webhook.background.nofit`)."""
 
     no_compatible_node: bool = True
     per_object_interval_seconds: float = Field(default=600.0, ge=1, le=86_400)
@@ -217,8 +217,8 @@ class AuditSettings(_Model):
 
 class ImageResolverSettings(_Model):
     """The ``imageResolver:`` section: read a GPU workload's image config from its registry
-    in the background (:mod:`cudasched.webhook.imageresolver`), never on the request path.
-    Off by default: it makes the webhook call registries (see docs/security.md)."""
+    in the background (:mod:`cudasched.webhook.background.imageresolver`), never on the request
+    path. Off by default: it makes the webhook call registries (see docs/security.md)."""
 
     enabled: bool = False
     # How long a review may wait for a resolution already in flight; any other image is
@@ -280,7 +280,7 @@ class WebhookConfig(_Model):
     image_mirrors: dict[str, str] = Field(default_factory=dict)
     fail_closed: bool = False
     # Answers remembered for repeated requests (replicas of one template), per snapshot;
-    # bounded in bytes, 0 turns it off. See cudasched.webhook.memo.
+    # bounded in bytes, 0 turns it off. See cudasched.webhook.memo.decisions.
     decision_cache_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
     # Merged affinities per (the object's own affinity, the requirement's terms), and compiled
     # terms per requirement; both bounded in bytes, 0 turns them off. With the decision memo

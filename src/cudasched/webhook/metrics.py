@@ -66,7 +66,7 @@ def kept_children(metric: Any) -> Callable[..., Any]:
 OUTCOMES: Final = ("patched", "unchanged", "denied", "error")
 
 #: Why the server refused a connection or a request head before the application saw it
-#: (:mod:`cudasched.webhook.protocol` says each): the ``reason`` label.
+#: (:mod:`cudasched.webhook.server.protocol` says each): the ``reason`` label.
 REFUSAL_REASONS: Final = ("connections", "header_timeout", "header_too_large")
 
 #: The object kinds the cache mirrors, as they appear in the ``kind`` label.

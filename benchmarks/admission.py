@@ -135,34 +135,20 @@ class NoopApp:
         await send({"type": "http.response.body", "body": answer})
 
 
-class NoopReviewer:
-    """The stack floor's reviewer: allows every request with its uid, changes nothing, and
-    answers on the event loop the way the Admitter answers a remembered request."""
-
-    def recall_body(self, kind: Any, body: bytes, state: Any) -> None:
-        return None  # a no-op webhook has nothing remembered: it decodes every request
-
-    def prepare(self, kind: Any, body: bytes) -> bytes:
-        return orjson.dumps(orjson.loads(body)["request"]["uid"])
-
-    def recall(self, prepared: bytes, state: Any) -> tuple[bytes, str]:
-        return _ALLOW_HEAD + prepared + _ALLOW_TAIL, "unchanged"
-
-    def answer(self, prepared: bytes, state: Any) -> tuple[bytes, str]:
-        return self.recall(prepared, state)
-
-    def review(self, kind: Any, body: bytes, state: Any) -> bytes:
-        return self.recall(self.prepare(kind, body), state)[0]
-
-
 def build_noop_stack_app() -> Any:
-    """cudasched's ASGI app (limits, time budget, metrics) with :class:`NoopReviewer`."""
+    """cudasched's ASGI app (limits, time budget, metrics) with the tests' fake admission, which
+    allows every request with its uid, changes nothing, and answers on the event loop the way
+    the Admitter answers a remembered request (``inline``): the stack's floor."""
+    from tests.support.fakeadmission import FakeAdmission
+
     from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.server.assembly import build_app
     from cudasched.webhook.state.clusterstate import ClusterState
 
     return build_app(
-        WebhookConfig(), StaticStateSource(ClusterState.empty()), reviewer=NoopReviewer()
+        WebhookConfig(),
+        StaticStateSource(ClusterState.empty()),
+        admission=FakeAdmission(inline=True),
     )
 
 

@@ -68,7 +68,7 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     admitter = Admitter.from_config(cfg)
     state = cluster_state(snapshot, admitter.kb)
     rows: list[DemoRow] = []
-    with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
+    with serve_in_thread(state, config=cfg, admission=admitter) as server:
         tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
         started = time.perf_counter()
         with httpx.Client(base_url=server.url, verify=tls, timeout=10.0) as client:

@@ -14,7 +14,14 @@ import orjson
 import typer
 
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
-from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
+from cudasched.cli.inputs import (
+    ClusterSource,
+    cluster_source,
+    cluster_state,
+    load_cluster,
+    load_images,
+    load_knowledge,
+)
 from cudasched.cli.options import (
     ConfigOption,
     PlainHttpOption,
@@ -159,12 +166,13 @@ def mutate(
         if wrapped:
             sys.stderr.write(f"cudasched: note: {wrapped}\n")
         which = _kind_of(body, kind)
-        admitter = Admitter.from_config(cfg)
+        kb = load_knowledge()
+        images = load_images(kb, cfg)
         configs = registry_source(
-            resolve_images, registry_config, plain_http, mirrors=admitter.images.mirrors
+            resolve_images, registry_config, plain_http, mirrors=images.mirrors
         )
-        admitter.images = admitter.images.with_configs(configs)
-        state = cluster_state(load_cluster(source), admitter.kb)
+        admitter = Admitter(cfg, kb, images.with_configs(configs))
+        state = cluster_state(load_cluster(source), kb)
         decision = admitter.decide(which, body, state)  # type: ignore[arg-type]
     except InputError as exc:
         fail(str(exc))

@@ -84,10 +84,9 @@ def webhook_cmd(
     if cluster is not None and kubeconfig is not None:
         fail("--cluster serves a fixed snapshot and --kubeconfig watches a cluster: give one")
     try:
-        from cudasched.cli.inputs import load_knowledge
+        from cudasched.cli.inputs import load_images, load_knowledge
         from cudasched.settings.config import load_config
         from cudasched.webhook.background.watchcache import ClusterCache, StateFromObjects
-        from cudasched.webhook.server.assembly import default_reviewer
         from cudasched.webhook.server.serving import run_server
         from cudasched.webhook.state.source import StateSource, StaticStateSource
 
@@ -106,10 +105,11 @@ def webhook_cmd(
                 update={"kube": cfg.kube.model_copy(update={"kubeconfig": kubeconfig})}
             )
 
-        # One knowledge base for admission and the cluster state, loaded before the server
-        # (and any worker processes) start.
+        # One knowledge base for admission and the cluster state, and admission's image table
+        # (its imageOverrides checked), loaded before the server (and any worker processes)
+        # start.
         kb = load_knowledge()
-        reviewer = default_reviewer(cfg, kb)
+        images = load_images(kb, cfg)
         if cluster is not None:
             from cudasched.cluster.snapshot import load_snapshot
             from cudasched.webhook.state.clusterstate import ClusterState
@@ -134,7 +134,7 @@ def webhook_cmd(
                 _start_audit(cfg, kb, metrics, read=None, publish=cfg.audit.publish_reports)
                 return cache
 
-        run_server(cfg, make_source, reviewer=reviewer, self_signed_dir=tls_dir)
+        run_server(cfg, make_source, kb=kb, images=images, self_signed_dir=tls_dir)
     except InputError as exc:
         fail(str(exc))
 

@@ -518,10 +518,11 @@ def _asgi(app: WebhookApp, path: str, body: bytes, chunk: int = 0) -> tuple[int,
 
 @pytest.fixture(scope="module")
 def app(state: ClusterState) -> Iterator[WebhookApp]:
-    from cudasched.webhook.server.assembly import default_reviewer
 
     cfg = WebhookConfig.from_mapping({"onNoFit": "deny"})
-    application = WebhookApp(default_reviewer(cfg), StaticStateSource(state), request_timeout=20)
+    application = WebhookApp(
+        Admitter.from_config(cfg), StaticStateSource(state), request_timeout=20
+    )
     yield application
     application.close()
 

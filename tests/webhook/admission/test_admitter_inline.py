@@ -19,7 +19,7 @@ from cudasched.knowledge import KnowledgeBase
 from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.admission.admitter import Admitter
 from cudasched.webhook.server.app import POD_PATH
-from cudasched.webhook.server.assembly import build_app, default_reviewer
+from cudasched.webhook.server.assembly import build_app
 from cudasched.webhook.state.clusterstate import ClusterState
 from cudasched.webhook.state.source import StaticStateSource
 
@@ -106,7 +106,7 @@ def test_the_server_decides_known_kinds_of_pods_on_the_loop(
     """Through the application with the decision memo off: the first pass hands the pods whose
     steps are new to review threads; the second pass, every step remembered, none."""
     config = WebhookConfig.from_mapping({"decisionCacheBytes": 0})
-    app = build_app(config, StaticStateSource(state), reviewer=default_reviewer(config, kb))
+    app = build_app(config, StaticStateSource(state), kb=kb)
     handed: list[Any] = []
     submit = app._executor.submit
 
@@ -161,8 +161,9 @@ def test_never_inline_with_the_image_resolver_on(
             return None
 
     adm = Admitter.from_config(WebhookConfig.from_mapping({"decisionCacheBytes": 0}), kb)
+    resolving = Admitter(adm.config, kb, adm.images.with_configs(Configs()))  # type: ignore[arg-type]
     body = synth.review_bodies(cluster, 1)[0]
     adm.review("pod", body, state)  # every step remembered
+    resolving.review("pod", body, state)  # the same steps, remembered the same way
     assert adm.answer_inline(adm.prepare("pod", body), state) is not None
-    adm.images = adm.images.with_configs(Configs())  # type: ignore[arg-type]
-    assert adm.answer_inline(adm.prepare("pod", body), state) is None
+    assert resolving.answer_inline(resolving.prepare("pod", body), state) is None

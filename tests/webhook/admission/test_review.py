@@ -33,7 +33,8 @@ from cudasched.webhook.admission.review import (
 )
 from cudasched.webhook.server.app import POD_PATH, WebhookApp
 from cudasched.webhook.state.clusterstate import ClusterState
-from tests.support.admission import StandIn, Unsynced, call_app, review
+from tests.support.admission import Unsynced, call_app, review
+from tests.support.fakeadmission import FakeAdmission
 
 DATA = Path(__file__).parents[2] / "data" / "admission"
 
@@ -207,7 +208,7 @@ def test_decision_render_is_the_sorted_response() -> None:
 def test_the_servers_failure_answer_is_rendered_by_review(fail_closed: bool) -> None:
     """The server's answer while the cache is not synced is byte for byte the rendered
     failure Decision: the server writes no answer of its own."""
-    app = WebhookApp(StandIn(), Unsynced(), fail_closed=fail_closed)  # type: ignore[arg-type]
+    app = WebhookApp(FakeAdmission(), Unsynced(), fail_closed=fail_closed)  # type: ignore[arg-type]
     try:
         status, body = call_app(app, POD_PATH, review("u-9"))
     finally:

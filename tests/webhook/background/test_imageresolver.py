@@ -19,7 +19,6 @@ from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
-from cudasched.webhook.admission.admitter import Admitter
 from cudasched.webhook.admission.review import creation_review
 from cudasched.webhook.server.serving import serve_in_thread
 from cudasched.webhook.state.clusterstate import ClusterState
@@ -86,15 +85,14 @@ def test_first_pod_warned_then_replicas_constrained(
     registry: Registry, state: ClusterState, kb: KnowledgeBase
 ) -> None:
     config = resolver_config(registry.host)
-    admitter = Admitter.from_config(config, kb)
     pod = gpu_pod(f"{registry.host}/ml/llm:7")
-    with serve_in_thread(state, config=config, reviewer=admitter) as server:
+    with serve_in_thread(state, config=config, kb=kb) as server:
         tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
         with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:
             first = admit(client, pod)
             assert first["allowed"] and "patch" not in first
             assert any("CUDA unknown" in w for w in first.get("warnings", ()))
-            resolver = admitter.images.configs
+            resolver = server.app.image_resolver
             assert resolver is not None and resolver.wait_idle(20)
             second = admit(client, pod)  # a replica of the same template
             assert second["allowed"] and not second.get("warnings")
@@ -126,9 +124,8 @@ def test_a_registry_outage_never_holds_a_review(state: ClusterState, kb: Knowled
     # exceeded"), so an ordinary unknown answer shows it did not wait beyond the budget.
     with hanging_server() as host:
         config = resolver_config(host, request_timeout=0.5)
-        admitter = Admitter.from_config(config, kb)
         pod = gpu_pod(f"{host}/ml/llm:7")
-        with serve_in_thread(state, config=config, reviewer=admitter) as server:
+        with serve_in_thread(state, config=config, kb=kb) as server:
             tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
             with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:
                 answers = [admit(client, pod) for _ in range(3)]
@@ -161,13 +158,12 @@ def test_images_resolve_through_the_mirrors_of_imagemirrors(
             "imageMirrors": {f"{registry.host}/mirror": origin},
         }
     )
-    admitter = Admitter.from_config(config, kb)
     pod = gpu_pod(f"{origin}/ml/llm:7")
-    with serve_in_thread(state, config=config, reviewer=admitter) as server:
+    with serve_in_thread(state, config=config, kb=kb) as server:
         tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
         with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:
             first = admit(client, pod)
-            resolver = admitter.images.configs
+            resolver = server.app.image_resolver
             assert resolver is not None and resolver.wait_idle(20)
             second = admit(client, pod)
     assert "patch" not in first and second.get("patch") and not second.get("warnings")

@@ -25,7 +25,6 @@ import pytest
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.settings.config import WebhookConfig
-from cudasched.webhook.admission.admitter import Admitter
 from cudasched.webhook.admission.review import creation_review
 from cudasched.webhook.background.imageresolver import images_of
 from cudasched.webhook.server.serving import serve_in_thread
@@ -123,8 +122,7 @@ def two_admissions(
 ) -> tuple[dict[str, Any], dict[str, Any], str]:
     """The first pod (or other object, at ``path``) and a replica after the resolution
     settled, and the metrics."""
-    admitter = Admitter.from_config(cfg, kb)
-    with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
+    with serve_in_thread(state, config=cfg, kb=kb) as server:
         tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
         with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:
 
@@ -135,7 +133,7 @@ def two_admissions(
                 return dict(reply.json()["response"])
 
             first = admit()
-            resolver = admitter.images.configs
+            resolver = server.app.image_resolver
             assert resolver is not None and resolver.wait_idle(20)
             second = admit()
             metrics = client.get("/metrics").text
@@ -151,8 +149,7 @@ def constrained_in_turn(
 ) -> list[bool]:
     """Through one webhook, each pod in turn: admitted, the resolver left to settle, then
     admitted again; whether that second answer is constrained (and the resolver settled)."""
-    admitter = Admitter.from_config(cfg, kb)
-    with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
+    with serve_in_thread(state, config=cfg, kb=kb) as server:
         tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
         with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:
 
@@ -160,7 +157,7 @@ def constrained_in_turn(
                 review = creation_review(pod, uid=str(uuid.uuid4()))
                 return dict(client.post("/mutate/pods", content=orjson.dumps(review)).json())
 
-            resolver = admitter.images.configs
+            resolver = server.app.image_resolver
             answers = []
             for pod in pods:
                 admit(pod)
@@ -361,9 +358,8 @@ async def test_warming_reads_each_objects_pull_secrets_so_first_pods_are_constra
     isvc_a = builders.isvc("svc-a", "team-a", runtime="private-llm")
 
     def scenario() -> tuple[list[dict[str, Any]], dict[str, Any], str]:
-        admitter = Admitter.from_config(cfg, kb)
-        with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
-            resolver = admitter.images.configs
+        with serve_in_thread(state, config=cfg, kb=kb) as server:
+            resolver = server.app.image_resolver
             assert resolver is not None
             resolver.warm(images_of(state))
             assert resolver.wait_idle(20)
@@ -422,9 +418,8 @@ async def test_a_public_image_is_warmed_once_without_reading_any_secret(
         state = warmed_state(kb, public.host)
 
         def scenario() -> tuple[int, bool]:
-            admitter = Admitter.from_config(cfg, kb)
-            with serve_in_thread(state, config=cfg, reviewer=admitter):
-                resolver = admitter.images.configs
+            with serve_in_thread(state, config=cfg, kb=kb) as server:
+                resolver = server.app.image_resolver
                 assert resolver is not None
                 queued = resolver.warm(images_of(state))
                 return queued, resolver.wait_idle(20)
@@ -480,9 +475,8 @@ async def test_a_registry_that_does_not_answer_costs_no_secret_read(
         state = warmed_state(kb, host)
 
         def scenario() -> bool:
-            admitter = Admitter.from_config(cfg, kb)
-            with serve_in_thread(state, config=cfg, reviewer=admitter):
-                resolver = admitter.images.configs
+            with serve_in_thread(state, config=cfg, kb=kb) as server:
+                resolver = server.app.image_resolver
                 assert resolver is not None
                 resolver.warm(images_of(state))
                 return resolver.wait_idle(20)

@@ -380,18 +380,7 @@ async def test_server_readiness_follows_the_cache(kmock: kmock.KubernetesEmulato
     import orjson
 
     from cudasched.webhook.server.serving import serve_in_thread
-
-    class Echo:
-        def review(self, kind: str, body: bytes, state: Any) -> bytes:
-            uid = orjson.loads(body)["request"]["uid"]
-            nodes = ",".join(sorted(state.nodes))
-            return orjson.dumps(
-                {
-                    "apiVersion": "admission.k8s.io/v1",
-                    "kind": "AdmissionReview",
-                    "response": {"uid": uid, "allowed": True, "warnings": [nodes]},
-                }
-            )
+    from tests.support.fakeadmission import FakeAdmission
 
     def review(uid: str) -> bytes:
         return orjson.dumps(builders.review(builders.pod(), uid=uid))
@@ -401,7 +390,8 @@ async def test_server_readiness_follows_the_cache(kmock: kmock.KubernetesEmulato
     gate = asyncio.Event()
     kmock[kmock.action.LIST, kmock.resource("v1/nodes")][:1] >> (lambda: gate.wait())
     cache = make_cache(kmock.url)
-    with serve_in_thread(cache, reviewer=Echo()) as srv:
+    admission = FakeAdmission()
+    with serve_in_thread(cache, admission=admission) as srv:
         tls = ssl.create_default_context(cadata=srv.ca_pem.decode())
 
         def call(method: str, path: str, body: bytes = b"") -> httpx.Response:
@@ -419,7 +409,9 @@ async def test_server_readiness_follows_the_cache(kmock: kmock.KubernetesEmulato
         await eventually(cache, lambda c: c.synced, 10)
         assert (await asyncio.to_thread(call, "GET", "/readyz")).status_code == 200
         late = (await asyncio.to_thread(call, "POST", "/mutate/pods", review("l"))).json()
-        assert late["response"]["warnings"] == ["gpu-1"]
+        assert late["response"] == {"uid": "l", "allowed": True}
+        # Decided against the snapshot the cache published once synced.
+        assert sorted(admission.last_state.nodes) == ["gpu-1"]
         metrics = (await asyncio.to_thread(call, "GET", "/metrics")).text
         assert "cudasched_cache_synced 1.0" in metrics
         await asyncio.to_thread(srv.request_stop)
@@ -432,11 +424,13 @@ def test_the_production_state_builder_uses_the_knowledge_base_it_is_given() -> N
     from cudasched.knowledge import KnowledgeBase
     from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.background.watchcache import StateFromObjects
-    from cudasched.webhook.server.assembly import default_reviewer
+    from cudasched.webhook.metrics import WebhookMetrics
+    from cudasched.webhook.server.assembly import build_admission
 
     kb = KnowledgeBase.load()
     build = StateFromObjects(kb)
     first = build([], [], [], [], [])
     second = build([], [], [], [], [])
     assert first.fleet.kb is kb and second.fleet.kb is kb and first.synced
-    assert default_reviewer(WebhookConfig(), kb).kb is kb  # type: ignore[attr-defined]
+    admission, _ = build_admission(WebhookConfig(), WebhookMetrics(), kb)
+    assert admission.kb is kb

@@ -498,7 +498,7 @@ def test_server_decides_large_bodies_every_time(
             assert answer_.pop("uid") == uid
             answers.append(answer_)
         metrics = c.get("/metrics").text
-        assert len(srv.app.reviewer.memo) == 0  # type: ignore[attr-defined]
+        assert len(srv.app.admission.memo) == 0  # type: ignore[attr-defined]
     assert answers[0] == answers[1] and "patch" in answers[0]
     prefix = 'cudasched_webhook_remembered_answers_total{endpoint="/mutate/pods"}'
     assert _metric(metrics, prefix) == 0

@@ -20,7 +20,7 @@ from benchmarks import synth
 from cudasched.knowledge import KnowledgeBase
 from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.server.app import POD_PATH, WebhookApp
-from cudasched.webhook.server.assembly import build_app, default_reviewer
+from cudasched.webhook.server.assembly import build_app
 from cudasched.webhook.state.clusterstate import ClusterState
 from cudasched.webhook.state.source import StaticStateSource
 
@@ -90,7 +90,7 @@ def test_replicas_at_full_size_are_answered_from_the_memo(
         kb=kb,
     )
     config = WebhookConfig.from_mapping(settings)
-    app = build_app(config, StaticStateSource(state), reviewer=default_reviewer(config, kb))
+    app = build_app(config, StaticStateSource(state), kb=kb)
     try:
         first = _replay(app, bodies)
         before = _remembered(app)

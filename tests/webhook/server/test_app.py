@@ -2,8 +2,9 @@
 127.0.0.1 with a self-signed certificate, requests over TLS verified against its CA, and the
 ASGI callable driven directly where no network is needed.
 
-A small stand-in reviewer (below) plays admission where a test needs to control what the
-decision does (block, raise, deny); one test runs the real Admitter on the bundled cluster.
+The shared fake admission (``tests/support/fakeadmission``) plays admission where a test
+needs to control what the decision does (block, raise, deny); one test runs the real Admitter
+on the bundled cluster.
 """
 
 from __future__ import annotations
@@ -22,20 +23,21 @@ from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.server.app import WebhookApp
 from cudasched.webhook.server.serving import RunningServer, serve_in_thread
 from cudasched.webhook.state.source import StaticStateSource
-from tests.support.admission import StandIn, Unsynced, call_app, client, review
+from tests.support.admission import Unsynced, call_app, client, review
+from tests.support.fakeadmission import FakeAdmission
 
 DATA = Path(__file__).parents[2] / "data" / "admission"
 
 
 @pytest.fixture()
-def standin() -> StandIn:
-    return StandIn()
+def standin() -> FakeAdmission:
+    return FakeAdmission()
 
 
 @pytest.fixture()
-def server(standin: StandIn) -> Iterator[RunningServer]:
+def server(standin: FakeAdmission) -> Iterator[RunningServer]:
     cfg = WebhookConfig.from_mapping({"server": {"maxBodyBytes": 4096}})
-    with serve_in_thread(object(), config=cfg, reviewer=standin) as srv:
+    with serve_in_thread(object(), config=cfg, admission=standin) as srv:
         yield srv
     standin.release.set()
 
@@ -63,12 +65,12 @@ def test_health_ready_and_metrics(server: RunningServer) -> None:
         assert c.head("/healthz").status_code == 200
 
 
-def test_two_servers_keep_separate_metrics(server: RunningServer, standin: StandIn) -> None:
+def test_two_servers_keep_separate_metrics(server: RunningServer, standin: FakeAdmission) -> None:
     """Each app has its own registry: a second server in the same process starts cleanly
     and its counters do not include the first one's requests."""
     with client(server) as c:
         assert c.post("/mutate/pods", content=review()).status_code == 200
-    with serve_in_thread(object(), reviewer=standin) as other, client(other) as c2:
+    with serve_in_thread(object(), admission=standin) as other, client(other) as c2:
         text = c2.get("/metrics").text
         assert (
             metric(
@@ -100,7 +102,7 @@ def test_unknown_path_and_wrong_methods(server: RunningServer) -> None:
         assert c.post("/healthz", content=b"").status_code == 405
 
 
-def test_oversized_bodies_are_refused(server: RunningServer, standin: StandIn) -> None:
+def test_oversized_bodies_are_refused(server: RunningServer, standin: FakeAdmission) -> None:
     big = review(padding="x" * 5000)
     with client(server) as c:
         declared = c.post("/mutate/pods", content=big)
@@ -130,7 +132,7 @@ def test_malformed_reviews_get_one_line_400(server: RunningServer, body: bytes) 
     assert resp.text.count("\n") == 1 and resp.text.strip()
 
 
-def test_uid_is_echoed_and_outcomes_counted(server: RunningServer, standin: StandIn) -> None:
+def test_uid_is_echoed_and_outcomes_counted(server: RunningServer, standin: FakeAdmission) -> None:
     with client(server) as c:
         for mode, uid in (("unchanged", "a-1"), ("patch", "b-2"), ("deny", "c-3")):
             standin.mode = mode
@@ -153,9 +155,9 @@ def test_uid_is_echoed_and_outcomes_counted(server: RunningServer, standin: Stan
 
 @pytest.mark.parametrize("fail_closed", [False, True])
 def test_not_synced_answers_by_failure_mode(fail_closed: bool) -> None:
-    standin = StandIn()
+    standin = FakeAdmission()
     cfg = WebhookConfig.from_mapping({"failClosed": fail_closed})
-    with serve_in_thread(Unsynced(), config=cfg, reviewer=standin) as srv, client(srv) as c:
+    with serve_in_thread(Unsynced(), config=cfg, admission=standin) as srv, client(srv) as c:
         ready = c.get("/readyz")
         assert ready.status_code == 503
         assert "waiting for the first list of nodes" in ready.text
@@ -171,12 +173,12 @@ def test_not_synced_answers_by_failure_mode(fail_closed: bool) -> None:
 
 @pytest.mark.parametrize("fail_closed", [False, True])
 def test_time_budget_overrun_is_answered_without_waiting(fail_closed: bool) -> None:
-    standin = StandIn("block")
+    standin = FakeAdmission("block")
     cfg = WebhookConfig.from_mapping(
         {"failClosed": fail_closed, "server": {"requestTimeoutSeconds": 0.3}}
     )
     try:
-        with serve_in_thread(object(), config=cfg, reviewer=standin) as srv, client(srv) as c:
+        with serve_in_thread(object(), config=cfg, admission=standin) as srv, client(srv) as c:
             answer = c.post("/mutate/pods", content=review("slow-1")).json()["response"]
             # The decision is still blocked: the answer came from the failure mode.
             assert standin.entered.is_set() and not standin.release.is_set()
@@ -197,7 +199,10 @@ def test_time_budget_overrun_is_answered_without_waiting(fail_closed: bool) -> N
 @pytest.mark.parametrize("fail_closed", [False, True])
 def test_internal_error_is_answered_by_failure_mode(fail_closed: bool) -> None:
     cfg = WebhookConfig.from_mapping({"failClosed": fail_closed})
-    with serve_in_thread(object(), config=cfg, reviewer=StandIn("raise")) as srv, client(srv) as c:
+    with (
+        serve_in_thread(object(), config=cfg, admission=FakeAdmission("raise")) as srv,
+        client(srv) as c,
+    ):
         resp = c.post("/mutate/pods", content=review("boom"))
     assert resp.status_code == 200
     answer = resp.json()["response"]
@@ -250,11 +255,12 @@ _json = st.recursive(
 @pytest.fixture(scope="module")
 def real_app() -> Iterator[WebhookApp]:
     """The production Admitter behind the ASGI app, on an empty synced cluster."""
-    from cudasched.webhook.server.assembly import default_reviewer
+    from cudasched.webhook.admission.admitter import Admitter
     from cudasched.webhook.state.clusterstate import ClusterState
 
     state = ClusterState.from_objects([], [], [], [])
-    app = WebhookApp(default_reviewer(WebhookConfig()), StaticStateSource(state), request_timeout=5)
+    admission = Admitter.from_config(WebhookConfig())
+    app = WebhookApp(admission, StaticStateSource(state), request_timeout=5)
     yield app
     app.close()
 

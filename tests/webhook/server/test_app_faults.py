@@ -37,8 +37,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from cudasched.settings.config import WebhookConfig
+from cudasched.webhook.admission.admitter import Admitter, Prepared
+from cudasched.webhook.admission.review import Outcome
 from cudasched.webhook.server.app import POD_PATH, WebhookApp
-from cudasched.webhook.server.assembly import default_reviewer
 from cudasched.webhook.server.serving import RunningServer, serve_in_thread
 from cudasched.webhook.server.tls import generate_self_signed, write_self_signed
 from cudasched.webhook.state.clusterstate import ClusterState
@@ -266,7 +267,7 @@ async def test_api_server_unreachable_at_start(fail_closed: bool) -> None:
 def _asgi_app(**kwargs: Any) -> WebhookApp:
     state = ClusterState.from_objects([fleet_node(*NEW_NODE)], [], [], [])
     cfg = WebhookConfig()
-    return WebhookApp(default_reviewer(cfg), StaticStateSource(state), **kwargs)
+    return WebhookApp(Admitter.from_config(cfg), StaticStateSource(state), **kwargs)
 
 
 def test_oversized_body_refused_without_reading_it() -> None:
@@ -356,20 +357,19 @@ def test_stalled_and_abandoned_uploads() -> None:
     )
 
 
-class SlowReviewer:
+class SlowAdmitter(Admitter):
     """The production Admitter behind a delay: stands for a decision that is slow for any
-    reason (a pathological pod, a starved CPU). Wraps ``decide``, which the server prefers."""
+    reason (a pathological pod, a starved CPU). Never cheap enough for the event loop, so
+    every first-seen review waits in a review thread."""
 
-    def __init__(self, config: WebhookConfig, delay: float) -> None:
-        self.admitter = default_reviewer(config)
-        self.delay = delay
+    delay = 0.0
 
-    def decide(self, kind: str, body: bytes, state: Any) -> Any:
+    def answer_inline(self, prepared: Prepared, state: ClusterState) -> None:
+        return None
+
+    def answer(self, prepared: Prepared, state: ClusterState) -> tuple[bytes, Outcome]:
         time.sleep(self.delay)
-        return self.admitter.decide(kind, body, state)  # type: ignore[attr-defined]
-
-    def review(self, kind: str, body: bytes, state: Any) -> bytes:
-        return bytes(self.decide(kind, body, state).render())
+        return super().answer(prepared, state)
 
 
 @pytest.mark.parametrize("fail_closed", [False, True], ids=["fail-open", "fail-closed"])
@@ -381,8 +381,9 @@ def test_slow_decisions_answered_by_failure_mode_within_budget(fail_closed: bool
     cfg = WebhookConfig.from_mapping(
         {**DENY, "failClosed": fail_closed, "server": {"requestTimeoutSeconds": budget}}
     )
-    slow = SlowReviewer(cfg, delay=1.5)
-    with serve_in_thread(state, config=cfg, reviewer=slow) as srv:
+    slow = SlowAdmitter.from_config(cfg)
+    slow.delay = 1.5
+    with serve_in_thread(state, config=cfg, admission=slow) as srv:
         results: dict[str, tuple[float, httpx.Response]] = {}
 
         def send(uid: str) -> None:

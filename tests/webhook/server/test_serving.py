@@ -28,7 +28,8 @@ from cudasched.webhook.server.tls import (
 )
 from cudasched.webhook.state.source import StaticStateSource
 from cudasched_e2e.controlplane.processes import free_port
-from tests.support.admission import StandIn, client, review
+from tests.support.admission import client, review
+from tests.support.fakeadmission import FakeAdmission
 
 
 def test_uvicorn_config_serves_the_app_over_the_reloading_context(tmp_path: Path) -> None:
@@ -36,7 +37,7 @@ def test_uvicorn_config_serves_the_app_over_the_reloading_context(tmp_path: Path
     server), no websockets, and the host program's logging left alone."""
     cert, key, _ca = write_self_signed(tmp_path, generate_self_signed())
     tls = ReloadingServerContext(cert, key)
-    app = build_app(WebhookConfig(), StaticStateSource(object()), reviewer=StandIn())  # type: ignore[arg-type]
+    app = build_app(WebhookConfig(), StaticStateSource(object()), admission=FakeAdmission())  # type: ignore[arg-type]
     try:
         config = uvicorn_config(app, tls, host="127.0.0.1", port=9443, graceful_seconds=7.0)
         assert config.app is app
@@ -55,9 +56,9 @@ def test_uvicorn_config_serves_the_app_over_the_reloading_context(tmp_path: Path
 
 
 def test_in_flight_request_finishes_on_graceful_stop() -> None:
-    standin = StandIn("block")
+    standin = FakeAdmission("block")
     result: dict[str, Any] = {}
-    with serve_in_thread(object(), reviewer=standin) as srv:
+    with serve_in_thread(object(), admission=standin) as srv:
 
         def send() -> None:
             with client(srv) as c:

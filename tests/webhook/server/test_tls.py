@@ -41,20 +41,7 @@ from cudasched.webhook.server.tls import (
     write_self_signed,
 )
 from tests.support import builders
-
-
-class Echo:
-    """Stand-in admission: allow, echoing the uid."""
-
-    def review(self, kind: str, body: bytes, state: Any) -> bytes:
-        uid = orjson.loads(body)["request"]["uid"]
-        return orjson.dumps(
-            {
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "response": {"uid": uid, "allowed": True},
-            }
-        )
+from tests.support.fakeadmission import FakeAdmission
 
 
 def review(uid: str) -> bytes:
@@ -321,7 +308,7 @@ def test_rotation_under_load_fails_no_request(tmp_path: Path) -> None:
     stop = threading.Event()
 
     with serve_in_thread(
-        object(), reviewer=Echo(), cert_file=cert, key_file=key, ca_pem=first.ca_pem
+        object(), admission=FakeAdmission(), cert_file=cert, key_file=key, ca_pem=first.ca_pem
     ) as srv:
 
         def hammer() -> None:
@@ -424,7 +411,7 @@ def test_tls_1_1_is_refused(tmp_path: Path) -> None:
     if control != "TLSv1.1":
         pytest.skip(f"this OpenSSL build cannot negotiate TLS 1.1 at all ({versions})")
 
-    with serve_in_thread(object(), reviewer=Echo()) as srv:
+    with serve_in_thread(object(), admission=FakeAdmission()) as srv:
         with (
             pytest.raises(ssl.SSLError),
             socket.create_connection(("127.0.0.1", srv.port), timeout=5) as raw,
@@ -467,13 +454,10 @@ def _handshake(url_port: int, ca_pem: bytes, cipher: str) -> str | None:
 def test_tls12_offers_aead_suites_only() -> None:
     """CBC (and any other non-AEAD) suite is refused; GCM and ChaCha20-Poly1305 are served.
     TLS 1.3 suites are all AEAD."""
-    with serve_in_thread(object(), reviewer=_NoReviewer()) as srv:  # type: ignore[arg-type]
+    admission = FakeAdmission()
+    with serve_in_thread(object(), admission=admission) as srv:  # type: ignore[arg-type]
         accepted = [c for c in _tls12_suites() if _handshake(srv.port, srv.ca_pem, c)]
+    assert admission.calls == 0  # handshakes only: no admission request is sent
     assert accepted, "no TLS 1.2 suite accepted at all"
     assert all("GCM" in c or "CHACHA20-POLY1305" in c for c in accepted), accepted
     assert any("GCM" in c for c in accepted)
-
-
-class _NoReviewer:
-    def review(self, kind: str, body: bytes, state: Any) -> bytes:  # pragma: no cover
-        raise AssertionError("no admission request is sent")

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, Self
 
 import orjson
 
@@ -52,7 +52,7 @@ from cudasched.webhook.admission.limits import (
 )
 from cudasched.webhook.admission.once import FirstSeen
 from cudasched.webhook.admission.placer import Deferred, Placer, cheap_only
-from cudasched.webhook.admission.podrules import PodRules
+from cudasched.webhook.admission.podrules import admit_pod
 from cudasched.webhook.admission.recall import (
     MEMO_MAX_BODY_BYTES,
     RememberedAnswers,
@@ -67,7 +67,8 @@ from cudasched.webhook.admission.review import (
     failure,
     parse_review,
 )
-from cudasched.webhook.admission.servicerules import ServiceRules
+from cudasched.webhook.admission.servicerules import admit_isvc, admit_llmisvc
+from cudasched.webhook.admission.steps import RuleContext
 from cudasched.webhook.memo.decisions import DecisionMemo
 
 if TYPE_CHECKING:
@@ -107,22 +108,28 @@ class Prepared(NamedTuple):
         return self.request.uid
 
 
-class Admitter(PodRules, ServiceRules):
+class Admitter:
     """Decides admission for pods, InferenceServices and LLMInferenceServices under one
-    configuration.
+    configuration: the server's :class:`~cudasched.webhook.server.app.StagedAdmission`.
 
-    ``kb`` and ``images`` are loaded once by the caller and shared across requests; the cluster
-    snapshot is passed per request because the cache replaces it while the server runs.
+    ``kb`` and ``images`` are loaded once by the caller and shared across requests (``images``
+    with the image resolver in it when that is on: ``server/assembly`` builds it so); the
+    cluster snapshot is passed per request because the cache replaces it while the server
+    runs. The rules (``podrules``, ``servicerules``) are handed what they read as one
+    :class:`~cudasched.webhook.admission.steps.RuleContext`, built here once.
     """
 
     def __init__(self, config: WebhookConfig, kb: KnowledgeBase, images: ImageTable) -> None:
-        self.config = config
-        self.kb = kb
-        self.images = images
-        # Compiled terms and merged affinities, remembered (placer.py).
-        self.placer = Placer(config, kb)
-        # Whole answers per request-without-uid for the current snapshot (memo/decisions.py), found
-        # and stored through recall.py.
+        # What every rule reads: the settings, the knowledge, the image table, the placer
+        # (compiled terms and merged affinities, remembered) and the warnings about shared
+        # objects this process has given once (once.py).
+        self.rules = RuleContext(config, kb, images, Placer(config, kb), FirstSeen())
+        self._limits = config.limits
+        # With the image resolver on, a look-up may wait for a resolution in flight, and an
+        # unknown answer is not remembered (the next replica may find the image resolved).
+        self._resolving = images.configs is not None
+        # Whole answers per request-without-uid for the current snapshot (memo/decisions.py),
+        # found and stored through recall.py.
         self.memo = DecisionMemo(config.decision_cache_bytes)
         self._remembered = RememberedAnswers(self.memo, self._count_unknown)
         # Told where each decided object of a reported kind can run (nofit.py), from the
@@ -131,11 +138,30 @@ class Admitter(PodRules, ServiceRules):
         # Told (kind, reason) of every answer, first or remembered, that admits a GPU
         # workload with an unknown requirement (the server counts them); any thread.
         self.on_unknown: Callable[[str, str], None] | None = None
-        # Warnings about shared objects already given by this process (once.py).
-        self._said = FirstSeen()
+
+    @property
+    def config(self) -> WebhookConfig:
+        return self.rules.config
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        return self.rules.kb
+
+    @property
+    def images(self) -> ImageTable:
+        return self.rules.images
+
+    @property
+    def placer(self) -> Placer:
+        return self.rules.placer
+
+    def _count_unknown(self, tag: tuple[str, str]) -> None:
+        hook = self.on_unknown
+        if hook is not None:
+            hook(*tag)
 
     @classmethod
-    def from_config(cls, config: WebhookConfig, kb: KnowledgeBase | None = None) -> Admitter:
+    def from_config(cls, config: WebhookConfig, kb: KnowledgeBase | None = None) -> Self:
         """The production Admitter: the bundled knowledge base (unless given) and the built-in
         image table with the configuration's ``imageOverrides`` in front. Reads package data,
         so call it once at start-up, never per request."""
@@ -184,7 +210,7 @@ class Admitter(PodRules, ServiceRules):
             raise InputError(
                 f"invalid admission kind {kind!r}: expected 'pod', 'isvc' or 'llmisvc'"
             )
-        limits = self.config.limits
+        limits = self._limits
         count = True
         shallow = False
         if isinstance(body, bytes):
@@ -231,7 +257,7 @@ class Admitter(PodRules, ServiceRules):
         cheap, so an abandoned attempt leaves no trace. Never with the image resolver on."""
         if prepared.kind != "pod" or prepared.problem is not None:
             return None
-        if self.images.configs is not None:
+        if self._resolving:
             # With the image resolver on, a look-up may wait for a resolution in flight
             # (``imageResolver.budgetSeconds``): never on the event loop.
             return None
@@ -264,7 +290,7 @@ class Admitter(PodRules, ServiceRules):
             and decision.outcome != "error"
             and decision.placement is None
             and not decision.once
-            and not (decision.unknown is not None and self.images.configs is not None)
+            and not (decision.unknown is not None and self._resolving)
         ):
             self._remembered.store(prepared.kind, prepared.key, prepared.raw_rest, decision, state)
         if decision.unknown is not None:
@@ -286,7 +312,7 @@ class Admitter(PodRules, ServiceRules):
             if req.obj is None:
                 return Decision(req.uid, reason="request has no object")
             if prepared.count:
-                problem = over_limits(req.obj, self.config.limits)
+                problem = over_limits(req.obj, self._limits)
             elif prepared.key is not None or prepared.shallow:
                 # The body's bytes bound every count; its serialised key, or its brackets,
                 # its nesting.
@@ -296,10 +322,10 @@ class Admitter(PodRules, ServiceRules):
             if problem is not None:
                 return self._over_limits(req.uid, problem)
             if kind == "pod":
-                return self._pod(req, req.obj, state)
+                return admit_pod(self.rules, req, req.obj, state)
             if kind == "llmisvc":
-                return self._llmisvc(req, req.obj, state)
-            return self._isvc(req, req.obj, state)
+                return admit_llmisvc(self.rules, req, req.obj, state)
+            return admit_isvc(self.rules, req, req.obj, state)
         except Deferred:
             raise  # answer_inline: left to a review thread
         except Exception as exc:  # the API server must always get an answer
@@ -309,7 +335,7 @@ class Admitter(PodRules, ServiceRules):
     def _over_limits(self, uid: str, problem: str) -> Decision:
         """The failure mode's answer for an object over the work limits (bad input: HTTP 400
         when denied)."""
-        fail_closed = self.config.fail_closed
+        fail_closed = self.rules.config.fail_closed
         return failure(
             uid,
             f"cudasched: {problem}; "
@@ -321,7 +347,7 @@ class Admitter(PodRules, ServiceRules):
 
     def _internal_error(self, uid: str, exc: BaseException) -> Decision:
         """The failure mode's answer when admission itself failed."""
-        fail_closed = self.config.fail_closed
+        fail_closed = self.rules.config.fail_closed
         return failure(
             uid,
             f"cudasched: internal error ({type(exc).__name__}); "

@@ -14,7 +14,7 @@ Failure behaviour (what the API server sees):
   are answered by the failure mode (:func:`~cudasched.webhook.admission.review.failure`): allowed
   with a warning, or denied when ``failClosed``;
 * a repeat of an object already decided under the current snapshot (another replica of the
-  same template) is answered on the event loop from the reviewer's memo: parsing a body of at
+  same template) is answered on the event loop from admission's memo: parsing a body of at
   most 64 KiB, building its key and splicing the uid cost microseconds;
 * a first-seen pod of at most 64 KiB whose costly steps are all remembered (its
   requirement's terms, whether any node fits them, their merge with its own affinity: see
@@ -39,17 +39,25 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cudasched.vocab.errors import InputError
 from cudasched.webhook.admission.recall import MEMO_MAX_BODY_BYTES
-from cudasched.webhook.admission.review import BadReviewError, Placement, failure, review_uid
+from cudasched.webhook.admission.review import (
+    BadReviewError,
+    Outcome,
+    Placement,
+    failure,
+    review_uid,
+)
 from cudasched.webhook.background.nofit import NoFitReporter
 from cudasched.webhook.metrics import CONTENT_TYPE, WebhookMetrics, kept_children
 from cudasched.webhook.state.source import StateSource
 
 if TYPE_CHECKING:
+    from cudasched.registry.resolver import BackgroundResolver
     from cudasched.settings.config import EventSettings
+    from cudasched.webhook.admission.admitter import Kind
     from cudasched.webhook.state.clusterstate import ClusterState
 
 __all__ = [
@@ -60,8 +68,7 @@ __all__ = [
     "METRICS_PATH",
     "POD_PATH",
     "READY_PATH",
-    "Reviewer",
-    "StagedReviewer",
+    "StagedAdmission",
     "WebhookApp",
 ]
 
@@ -88,27 +95,43 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
-class Reviewer(Protocol):
-    """What the server needs from admission (``Admitter`` satisfies it)."""
+#: What a prepared review is to the admission that prepared it; the server only hands it back.
+P = TypeVar("P")
 
-    def review(self, kind: str, body: bytes, state: ClusterState) -> bytes: ...
+#: An answer as sent: the AdmissionReview response's bytes and its outcome for the metrics.
+Reply = tuple[bytes, Outcome]
 
 
-@runtime_checkable
-class StagedReviewer(Protocol):
-    """A reviewer that splits a review into cheap steps the event loop may run
-    (``recall_body``: a remembered answer found without decoding; ``prepare``: decode and key;
-    ``recall``: a remembered answer by the decoded request) and the decision itself
-    (``answer``), which runs in a review thread under the deadline. Only the event loop calls
-    the ``recall`` steps. ``Admitter`` is one; see its methods."""
+class StagedAdmission(Protocol[P]):
+    """The one way the server calls admission: a review split into cheap steps the event loop
+    may run and the decision itself, which runs in a review thread under the deadline.
 
-    def recall_body(self, kind: Any, body: bytes, state: Any) -> tuple[bytes, str] | None: ...
+    * ``recall_body``: a remembered answer found without decoding the body;
+    * ``prepare``: decode and key the body (:class:`~cudasched.vocab.errors.InputError` when it
+      is not an AdmissionReview v1: HTTP 400); what it returns only goes back to admission;
+    * ``recall``: a remembered answer for the prepared review;
+    * ``answer_inline``: the decision when it is cheap enough for the event loop, else ``None``;
+    * ``answer``: the decision, in a review thread.
 
-    def prepare(self, kind: Any, body: bytes) -> Any: ...
+    Only the event loop calls the ``recall`` steps and ``answer_inline``. Admission tells the
+    server through two hooks the server sets once: ``on_placement`` (where a decided object of
+    a reported kind can run, for the NoCompatibleNode reporter; any thread) and
+    ``on_unknown`` (``(kind, reason)`` of each answer that admits a GPU workload whose
+    requirement is unknown, for the metrics). ``Admitter`` is the production one; the tests and
+    the benchmarks' floor use ``tests.support.fakeadmission.FakeAdmission``."""
 
-    def recall(self, prepared: Any, state: Any) -> tuple[bytes, str] | None: ...
+    on_placement: Callable[[Placement], None] | None
+    on_unknown: Callable[[str, str], None] | None
 
-    def answer(self, prepared: Any, state: Any) -> tuple[bytes, str]: ...
+    def recall_body(self, kind: Kind, body: bytes, state: ClusterState) -> Reply | None: ...
+
+    def prepare(self, kind: Kind, body: bytes) -> P: ...
+
+    def recall(self, prepared: P, state: ClusterState) -> Reply | None: ...
+
+    def answer_inline(self, prepared: P, state: ClusterState) -> Reply | None: ...
+
+    def answer(self, prepared: P, state: ClusterState) -> Reply: ...
 
 
 class _BadRequest(Exception):
@@ -120,27 +143,17 @@ class _BadRequest(Exception):
         self.message = message
 
 
-def _outcome_of(answer: bytes) -> str:
-    """Classify an AdmissionReview response for metrics without parsing it. orjson writes no
-    whitespace and escapes quotes inside strings, so ``"allowed":false`` and ``"patch":``
-    can only match the keys themselves, never text inside a warning or message."""
-    if b'"allowed":false' in answer:
-        return "denied"
-    if b'"patch":' in answer:
-        return "patched"
-    return "unchanged"
-
-
 class WebhookApp:
     """The ASGI application. One instance per server; nothing global.
 
-    ``reviewer`` decides admission, ``source`` supplies the cluster snapshot, ``metrics`` holds
-    this server's private Prometheus registry.
+    ``admission`` decides, ``source`` supplies the cluster snapshot, ``metrics`` holds this
+    server's private Prometheus registry, ``image_resolver`` (the one in admission's image
+    table, when it is on) is warmed from each new snapshot and closed with the app.
     """
 
     def __init__(
         self,
-        reviewer: Reviewer,
+        admission: StagedAdmission[Any],
         source: StateSource,
         *,
         max_body_bytes: int = 3_145_728,
@@ -154,12 +167,13 @@ class WebhookApp:
         max_header_bytes: int = 16_384,
         events: EventSettings | None = None,
         reporting_instance: str = "cudasched-webhook",
+        image_resolver: BackgroundResolver | None = None,
     ) -> None:
         if max_body_bytes < 1:
             raise InputError(f"invalid max_body_bytes {max_body_bytes!r}: expected >= 1")
         if not request_timeout > 0:
             raise InputError(f"invalid request_timeout {request_timeout!r}: expected > 0 seconds")
-        self.reviewer = reviewer
+        self.admission = admission
         self.source = source
         self.max_body_bytes = max_body_bytes
         self.request_timeout = request_timeout
@@ -183,17 +197,7 @@ class WebhookApp:
         self._large_executor = ThreadPoolExecutor(
             max_workers=max(1, large_review_threads), thread_name_prefix="cudasched-large"
         )
-        self._staged: StagedReviewer | None = (
-            reviewer if isinstance(reviewer, StagedReviewer) else None
-        )
-        self._reviewer_decide: Callable[[str, bytes, Any], Any] | None = getattr(
-            reviewer, "decide", None
-        )
-        # A staged reviewer may decide cheap reviews on the loop (Admitter.answer_inline).
-        self._answer_inline: Callable[[Any, Any], tuple[bytes, str] | None] | None = (
-            getattr(reviewer, "answer_inline", None) if self._staged is not None else None
-        )
-        self._admission: dict[str, str] = {
+        self._admission: dict[str, Kind] = {
             POD_PATH: "pod",
             ISVC_PATH: "isvc",
             LLMISVC_PATH: "llmisvc",
@@ -221,15 +225,12 @@ class WebhookApp:
                 reporting_instance=reporting_instance,
                 interval=events.per_object_interval_seconds,
             )
-            if hasattr(reviewer, "on_placement"):
-                reviewer.on_placement = self.reporter.observe
-        # The image resolver (imageresolver.py), warmed from each new snapshot; build_app
-        # sets it when imageResolver is enabled.
-        self.image_resolver: Any = None
-        self._warmed: Any = None
-        if hasattr(reviewer, "on_unknown"):
-            # Workloads admitted with an unknown requirement, counted by kind and reason.
-            reviewer.on_unknown = self._count_unknown
+            admission.on_placement = self.reporter.observe
+        # The image resolver (imageresolver.py), warmed from each new snapshot.
+        self.image_resolver = image_resolver
+        self._warmed: ClusterState | None = None
+        # Workloads admitted with an unknown requirement, counted by kind and reason.
+        admission.on_unknown = self._count_unknown
 
     def _count_unknown(self, kind: str, reason: str) -> None:
         self._unknowns(kind, reason).inc()
@@ -408,9 +409,7 @@ class WebhookApp:
             raise _BadRequest(408, "request body not received within the time budget") from None
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def _decide(
-        self, kind: str, path: str, body: bytes, deadline: float
-    ) -> tuple[bytes, str]:
+    async def _decide(self, kind: Kind, path: str, body: bytes, deadline: float) -> Reply:
         """The answer and its outcome label; raises :class:`_BadRequest` for bad bodies."""
         source = self.source
         if not source.synced:
@@ -423,31 +422,30 @@ class WebhookApp:
         if self.image_resolver is not None and state is not self._warmed:
             self._warmed = state
             loop.run_in_executor(None, self._warm, state)
-        staged = self._staged
-        if staged is not None and len(body) <= _INLINE_PARSE_BYTES:
-            # Repeats of a template are answered here without a thread hop; the rest goes to a
+        admission = self.admission
+        if len(body) <= _INLINE_PARSE_BYTES:
+            # Repeats of a template are answered here without a thread hop, and so is a
+            # first-seen review whose costly steps are all remembered; the rest goes to a
             # review thread with the request already parsed.
             try:
-                found = staged.recall_body(kind, body, state)
+                found = admission.recall_body(kind, body, state)
                 if found is not None:
                     self._remembered[path].inc()
                     return found
-                prepared = staged.prepare(kind, body)
-                found = staged.recall(prepared, state)
+                prepared = admission.prepare(kind, body)
+                found = admission.recall(prepared, state)
                 if found is not None:
                     self._remembered[path].inc()
                     return found
-                inline = self._answer_inline
-                if inline is not None:
-                    found = inline(prepared, state)
-                    if found is not None:
-                        return found
+                found = admission.answer_inline(prepared, state)
+                if found is not None:
+                    return found
             except InputError as exc:  # BadReviewError: not an AdmissionReview v1
                 raise _BadRequest(400, str(exc)) from None
             except Exception:
                 log.exception("admission of %s failed", path)
                 return self._fallback(body, path, "internal", "internal error", 500)
-            future = loop.run_in_executor(self._executor, staged.answer, prepared, state)
+            future = loop.run_in_executor(self._executor, admission.answer, prepared, state)
         else:
             lane = self._executor if len(body) <= LARGE_BODY_BYTES else self._large_executor
             future = loop.run_in_executor(lane, self._review, kind, body, state)
@@ -470,25 +468,15 @@ class WebhookApp:
             return self._fallback(body, path, "internal", "internal error", 500)
         return answer, outcome
 
-    def _review(self, kind: str, body: bytes, state: ClusterState) -> tuple[bytes, str]:
-        """Runs in a review thread. Uses ``decide`` when the reviewer has it (the Admitter
-        reports its own outcome), else classifies the serialised answer."""
-        staged = self._staged
-        if staged is not None:
-            # No lookup here: only the event loop, which reads snapshots in the order the
-            # source publishes them, moves the memo to a new snapshot (a review thread may hold
-            # an older one). Bodies this large are not looked up on the loop either.
-            return staged.answer(staged.prepare(kind, body), state)
-        decide = self._reviewer_decide
-        if decide is not None:
-            decision = decide(kind, body, state)
-            return decision.render(), str(decision.outcome)
-        answer = self.reviewer.review(kind, body, state)
-        return answer, _outcome_of(answer)
+    def _review(self, kind: Kind, body: bytes, state: ClusterState) -> Reply:
+        """A body too large to decode on the event loop, prepared and decided in a review
+        thread. No lookup here: only the event loop, which reads snapshots in the order the
+        source publishes them, moves the memo to a new snapshot (a review thread may hold an
+        older one). Bodies this large are not looked up on the loop either."""
+        admission = self.admission
+        return admission.answer(admission.prepare(kind, body), state)
 
-    def _fallback(
-        self, body: bytes, path: str, reason: str, what: str, code: int
-    ) -> tuple[bytes, str]:
+    def _fallback(self, body: bytes, path: str, reason: str, what: str, code: int) -> Reply:
         try:
             uid = review_uid(body)
         except BadReviewError as exc:
@@ -506,8 +494,11 @@ class WebhookApp:
         thread: never the event loop, never a review thread)."""
         from cudasched.webhook.background.imageresolver import images_of
 
+        resolver = self.image_resolver
+        if resolver is None:
+            return
         try:
-            self.image_resolver.warm(images_of(state))
+            resolver.warm(images_of(state))
         except Exception:
             log.exception("warming the image resolver failed")
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from cudasched.settings.config import HttpParser
 from cudasched.vocab.errors import InputError
 from cudasched.webhook.metrics import REFUSAL_REASONS, WebhookMetrics
-from cudasched.webhook.server.app import Reviewer, WebhookApp
+from cudasched.webhook.server.app import StagedAdmission, WebhookApp
 from cudasched.webhook.server.assembly import build_app
 from cudasched.webhook.server.protocol import (
     ConnectionLimits,
@@ -50,6 +50,8 @@ from cudasched.webhook.state.source import StateSource, StaticStateSource
 if TYPE_CHECKING:
     import uvicorn
 
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.images import ImageTable
     from cudasched.settings.config import ServerConfig, WebhookConfig
     from cudasched.webhook.state.clusterstate import ClusterState
 
@@ -224,7 +226,8 @@ def serve_in_thread(
     state: ClusterState | StateSource,
     *,
     config: WebhookConfig | None = None,
-    reviewer: Reviewer | None = None,
+    admission: StagedAdmission[Any] | None = None,
+    kb: KnowledgeBase | None = None,
     host: str = "127.0.0.1",
     port: int = 0,
     cert_file: str | os.PathLike[str] | None = None,
@@ -238,6 +241,7 @@ def serve_in_thread(
     ``localhost`` and ``127.0.0.1``) are written to a temporary directory; the returned
     :class:`RunningServer` carries the CA PEM to verify against. ``port=0`` picks a free port.
     A :class:`ClusterState` is served as a fixed, synced snapshot (no Kubernetes needed).
+    ``admission`` decides (default: the production one, over ``kb`` when given).
     """
 
     from cudasched.settings.config import WebhookConfig
@@ -257,7 +261,7 @@ def serve_in_thread(
         tls = ReloadingServerContext(cert_path, key_path)
         shared = getattr(source, "metrics", None)  # a cache reports into the same registry
         metrics = shared if isinstance(shared, WebhookMetrics) else None
-        app = build_app(cfg, source, reviewer=reviewer, metrics=metrics)
+        app = build_app(cfg, source, admission=admission, kb=kb, metrics=metrics)
         sock = _bind(host, port)
         bound_port = sock.getsockname()[1]
         server = make_server(
@@ -311,7 +315,8 @@ def run_server(
     config: WebhookConfig,
     source_factory: SourceFactory,
     *,
-    reviewer: Reviewer | None = None,
+    kb: KnowledgeBase | None = None,
+    images: ImageTable | None = None,
     self_signed_dir: str | os.PathLike[str] | None = None,
     host: str | None = None,
     port: int | None = None,
@@ -323,6 +328,8 @@ def run_server(
     temporary directory when ``None``). With ``server.workers`` > 1 the listening socket is
     bound once and that many processes are forked to accept on it, each with its own cache,
     event loop and metrics; SIGTERM/SIGINT are forwarded to them and each drains gracefully.
+    Each process builds its own admission (and image resolver) over ``kb`` and ``images``,
+    loaded once before the fork when given.
     """
     host = host or config.server.host
     port = port or config.server.port
@@ -330,13 +337,15 @@ def run_server(
     with contextlib.ExitStack() as stack:
         cert, key = server_tls_files(config.server, self_signed_dir, stack)
         if workers == 1:
-            _serve_process(config, source_factory, reviewer, cert, key, host, port, None)
+            _serve_process(config, source_factory, kb, images, cert, key, host, port, None)
             return
         sock = _bind(host, port)
         _prefork(
             workers,
             sock,
-            lambda: _serve_process(config, source_factory, reviewer, cert, key, host, port, [sock]),
+            lambda: _serve_process(
+                config, source_factory, kb, images, cert, key, host, port, [sock]
+            ),
         )
 
 
@@ -387,7 +396,8 @@ def _prefork(workers: int, sock: socket.socket, serve_child: Callable[[], None])
 def _serve_process(
     config: WebhookConfig,
     source_factory: SourceFactory,
-    reviewer: Reviewer | None,
+    kb: KnowledgeBase | None,
+    images: ImageTable | None,
     cert: Path,
     key: Path,
     host: str,
@@ -402,7 +412,7 @@ def _serve_process(
         signal.signal(signal.SIGTERM, _exit_cleanly)
     metrics = WebhookMetrics()
     tls = ReloadingServerContext(cert, key)
-    app = build_app(config, source_factory(metrics), reviewer=reviewer, metrics=metrics)
+    app = build_app(config, source_factory(metrics), kb=kb, images=images, metrics=metrics)
     server = make_server(
         uvicorn_config(app, tls, host=host, port=port, settings=config.server),
         config.server.header_timeout_seconds,

@@ -331,7 +331,7 @@ class WebhookApp:
     # ------------------------------------------------------------------ admission
 
     async def _admit(
-        self, kind: str, path: str, scope: dict[str, Any], receive: Receive, send: Send
+        self, kind: Kind, path: str, scope: dict[str, Any], receive: Receive, send: Send
     ) -> None:
         started = time.perf_counter()
         loop = asyncio.get_running_loop()

@@ -5,7 +5,7 @@ What is measured, and why this way:
 * **Server**: one uvicorn process (the stack ``cudasched webhook`` runs: httptools, uvloop when
   installed, the reloading TLS context) pinned to one CPU, holding a synthetic cluster of
   ``--nodes`` nodes, ``--runtimes`` runtimes and ``--isvcs`` InferenceServices
-  (:mod:`benchmarks.synth`). It answers realistic KServe predictor-pod AdmissionReviews.
+  (:mod:`tests.support.synth`). It answers realistic KServe predictor-pod AdmissionReviews.
 * **Floor**: the same uvicorn + TLS configuration serving the smallest valid webhook: it reads
   the body, decodes it with orjson to find ``request.uid`` and allows the request with that uid
   (the API server rejects an answer whose uid differs, so a webhook cannot do less). Whatever
@@ -659,7 +659,8 @@ def run(
     """Measure the no-op floor and the mutation server with the same load; return the table
     data and the ratios mutation/no-op (throughput: floor req/s over mutation req/s; latency:
     mutation p50 over floor p50 at the same rate)."""
-    from benchmarks import synth
+    from tests.support import synth
+
     from cudasched.webhook.server.tls import generate_self_signed, write_self_signed
 
     settings = {

@@ -60,7 +60,8 @@ def run(
     passes: int = 3,
     budgets: Sequence[int] = (16 * MIB, 4 * MIB, 2 * MIB, MIB),
 ) -> MemoResult:
-    from benchmarks import synth
+    from tests.support import synth
+
     from cudasched.knowledge import KnowledgeBase
     from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.admission.admitter import Admitter

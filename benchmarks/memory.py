@@ -83,7 +83,8 @@ def _post_all(port: int, ca: Path, bodies: Sequence[bytes]) -> int:
 def run(
     *, nodes: int = 5000, runtimes: int = 200, isvcs: int = 1000, requests: int = 2000
 ) -> MemoryResult:
-    from benchmarks import synth
+    from tests.support import synth
+
     from cudasched.webhook.server.tls import generate_self_signed, write_self_signed
 
     result = MemoryResult(

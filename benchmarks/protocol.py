@@ -30,7 +30,8 @@ Round = tuple[float, float, float, float]
 
 
 def run(rounds: int, duration: float, bodies: int, connections: int) -> list[Round]:
-    from benchmarks import synth
+    from tests.support import synth
+
     from cudasched.webhook.server.tls import generate_self_signed, write_self_signed
 
     out: list[Round] = []

@@ -6,7 +6,7 @@ changes. The rebuild runs in a thread, but it holds the GIL for most of its time
 how long admission competes with it for the CPU; every rebuild also empties the decision memo.
 
 Measured per fleet size, in the same process and on the same synthetic objects
-(:mod:`benchmarks.synth`, seeded):
+(:mod:`tests.support.synth`, seeded):
 
 * **decode** (the baseline): ``orjson.loads`` of the cache's objects serialised as one JSON
   document, what receiving them from the API server costs at the least;
@@ -81,7 +81,8 @@ def run(
     repeats: int = 3,
 ) -> RebuildResult:
     """Decode and rebuild at each fleet size; ratios against decoding in the same run."""
-    from benchmarks import synth
+    from tests.support import synth
+
     from benchmarks.admission import _trim_node
     from cudasched.knowledge import KnowledgeBase
     from cudasched.webhook.state.clusterstate import ClusterState

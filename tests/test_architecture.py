@@ -136,18 +136,19 @@ def _only_a_docstring(path: Path) -> bool:
 
 
 def _harness_modules() -> list[str]:
-    """The end-to-end harness's modules as the map names them (a package by its own name when
-    its ``__init__`` holds code; one that holds only its docstring is not a module of its own,
-    as in the product's packages)."""
-    harness = PACKAGE.parent / "cudasched_e2e"
+    """The end-to-end harness's modules as the map names them, by their path from the
+    repository root (``tests/harness/...``: it lives with the tests, outside the product); a
+    package by its own name when its ``__init__`` holds code, none when it holds only its
+    docstring, as in the product's packages."""
+    harness = ROOT / "tests" / "harness"
     named = []
     for path in harness.rglob("*.py"):
-        module = path.relative_to(PACKAGE.parent).with_suffix("")
+        module = path.relative_to(ROOT).with_suffix("")
         if path.name == "__init__.py":
             if _only_a_docstring(path):
                 continue
             module = module.parent
-        if module != Path("cudasched_e2e"):
+        if module != harness.relative_to(ROOT):
             named.append(str(module))
     return named
 

@@ -52,7 +52,7 @@ def _read_input(path: Path) -> str:
 
 def probe_document(facts: Any, labels: dict[str, str]) -> dict[str, Any]:
     """The JSON contract of ``cudasched probe -o json``."""
-    doc = facts.to_json()
+    doc: dict[str, Any] = facts.to_json()
     doc["labels"] = labels
     doc["source"] = facts.source
     doc["host"] = facts.host.to_json() if facts.host is not None else None

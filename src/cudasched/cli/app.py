@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Sequence
 from typing import Any, NamedTuple, NoReturn
 
 import typer
@@ -177,14 +178,24 @@ class LazyCommands(TyperGroup):
                 )
         raise RuntimeError(f"{entry.module} does not register the command {cmd_name!r}")
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         """Run the command; usage errors (an unknown option, a value not among the choices)
         are one line on stderr like every other error, exit 2, instead of click's block. The
         notes a command left (:func:`note`) follow its answer on stderr unless it failed on
         bad input."""
         _pending_notes.clear()
         try:
-            result = super().main(*args, standalone_mode=False, **kwargs)
+            result = super().main(
+                args, prog_name, complete_var, False, windows_expand_args, **extra
+            )
         except Exit as exc:
             result = exc.exit_code
         except Abort:

@@ -117,11 +117,11 @@ def image_cmd(
         raise typer.Exit(EXIT_OK)
     cells: list[list[str]] = []
     for row in rows:
-        source = row["source"] or "-"
+        said = row["source"] or "-"
         if row["error"] and row["status"] != "unknown":  # an unknown says it already
-            source += f" (registry: {row['error']})"
+            said += f" (registry: {row['error']})"
         digest = row["digest"] or "-"
-        cells.append([row["image"], digest, row["platform"] or "-", row["requirement"], source])
+        cells.append([row["image"], digest, row["platform"] or "-", row["requirement"], said])
     columns = [terminal.Column(c) for c in ("image", "digest", "platform", "requirement", "source")]
     terminal.print_table(terminal.console(160), columns, cells, show_lines=True)
     raise typer.Exit(EXIT_OK)

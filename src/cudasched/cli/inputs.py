@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, overload
 
 import typer
 
@@ -193,6 +193,12 @@ class ClusterSource:
         return self
 
 
+@overload
+def cluster_source(command: Command, *, scoped: bool = True) -> Command: ...
+@overload
+def cluster_source(
+    command: None = None, *, scoped: bool = True
+) -> Callable[[Command], Command]: ...
 def cluster_source(command: Command | None = None, *, scoped: bool = True) -> Any:
     """Give a Typer command the cluster-source options: its parameter ``source:
     ClusterSource`` becomes ``--cluster``, ``--live``, ``--kubeconfig`` and ``--context``
@@ -225,9 +231,11 @@ def cluster_source(command: Command | None = None, *, scoped: bool = True) -> An
         return command(source=ClusterSource(**values), **kwargs)
 
     new = signature.replace(parameters=params)
+    # Typer reads the options from __signature__, which inspect honours on any function but
+    # typeshed does not declare on one (attr-defined).
     with_source.__signature__ = new  # type: ignore[attr-defined]
     with_source.__annotations__ = {p.name: p.annotation for p in params}
-    return with_source  # type: ignore[return-value]
+    return with_source
 
 
 def load_knowledge() -> KnowledgeBase:
@@ -348,7 +356,7 @@ def load_gpu_operator(
     from cudasched.vocab.kinds import GPU_OPERATOR_KINDS
 
     kinds = {k.kind for k in GPU_OPERATOR_KINDS}
-    held = [o for o in snapshot.other if o.get("kind") in kinds]
+    held: list[Mapping[str, Any]] = [o for o in snapshot.other if o.get("kind") in kinds]
     if not source.is_live:
         return held
     from cudasched.kube.gpuoperator import read_live_gpu_operator

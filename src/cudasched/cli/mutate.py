@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
@@ -31,6 +31,10 @@ from cudasched.cli.options import (
 )
 from cudasched.vocab import inputfiles
 from cudasched.vocab.errors import InputError
+
+if TYPE_CHECKING:
+    from cudasched.settings.config import WebhookConfig
+    from cudasched.webhook.admission.admitter import Admitter
 
 __all__ = ["as_review", "mutate"]
 
@@ -108,6 +112,22 @@ def as_review(body: bytes, label: str, namespace: str | None = None) -> tuple[by
     return orjson.dumps(review), f"{label}: {what} wrapped in a CREATE AdmissionReview"
 
 
+def _admitter(
+    cfg: WebhookConfig,
+    resolve_images: bool,
+    registry_config: Path | None,
+    plain_http: list[str] | None,
+) -> Admitter:
+    """The Admitter the webhook would build from ``cfg``, its image table asking the images'
+    registries first with ``--resolve-images`` (through the table's mirrors that name a host)."""
+    from cudasched.webhook.admission.admitter import Admitter
+
+    kb = load_knowledge()
+    images = load_images(kb, cfg)
+    configs = registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
+    return Admitter(cfg, kb, images.with_configs(configs))
+
+
 @app.command("mutate")
 @cluster_source(scoped=False)
 def mutate(
@@ -147,7 +167,6 @@ def mutate(
     """Answer one AdmissionReview offline exactly as the webhook would, and print the
     AdmissionReview response. Exit 0 when allowed, 1 when denied, 2 on bad input."""
     from cudasched.settings.config import load_config
-    from cudasched.webhook.admission.admitter import Admitter
 
     try:
         if review is None or str(review) == "-":
@@ -166,13 +185,9 @@ def mutate(
         if wrapped:
             sys.stderr.write(f"cudasched: note: {wrapped}\n")
         which = _kind_of(body, kind)
-        kb = load_knowledge()
-        images = load_images(kb, cfg)
-        configs = registry_source(
-            resolve_images, registry_config, plain_http, mirrors=images.mirrors
-        )
-        admitter = Admitter(cfg, kb, images.with_configs(configs))
-        state = cluster_state(load_cluster(source), kb)
+        admitter = _admitter(cfg, resolve_images, registry_config, plain_http)
+        state = cluster_state(load_cluster(source), admitter.kb)
+        # _kind_of answers one of the three kinds decide takes, as a str (arg-type).
         decision = admitter.decide(which, body, state)  # type: ignore[arg-type]
     except InputError as exc:
         fail(str(exc))

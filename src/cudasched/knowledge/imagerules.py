@@ -142,6 +142,8 @@ def _versions(entry: Mapping[str, Any], rule_id: str) -> tuple[VersionRange, ...
 
 
 def compile_rule(entry: object, index: int) -> ImageRule:
+    """One images.yaml rule, checked field by field (a :class:`KnowledgeError` names the rule
+    and the field)."""
     if not isinstance(entry, Mapping):
         raise KnowledgeError(f"images.yaml entry {index} is not a mapping")
     rule_id = str(entry.get("id") or f"#{index}")
@@ -151,28 +153,8 @@ def compile_rule(entry: object, index: int) -> ImageRule:
         raise KnowledgeError(f"images.yaml {rule_id}: cuda_from {cuda_from!r} not in {_CUDA_FROM}")
     if not isinstance(repos, list) or not repos or not all(isinstance(r, str) for r in repos):
         raise KnowledgeError(f"images.yaml {rule_id}: repositories must be a list of strings")
-    try:
-        tag = re.compile(str(entry.get("tag") or ""))
-    except re.error as exc:
-        raise KnowledgeError(f"images.yaml {rule_id}: bad tag pattern: {exc}") from None
-    needed = {"tag": "cuda", "ngc": "release", "framework": "version", "versions": "version"}.get(
-        cuda_from
-    )
-    if needed and needed not in tag.groupindex:
-        raise KnowledgeError(f"images.yaml {rule_id}: tag pattern lacks group {needed!r}")
-    if cuda_from == "ngc" and not entry.get("product"):
-        raise KnowledgeError(f"images.yaml {rule_id}: ngc rules need a product")
-    if cuda_from == "framework" and not entry.get("framework"):
-        raise KnowledgeError(f"images.yaml {rule_id}: framework rules need a framework")
-    if not entry.get("source"):
-        raise KnowledgeError(f"images.yaml {rule_id}: every rule needs a source")
-    variants = entry.get("main_variants")
-    if variants is not None:
-        if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
-            raise KnowledgeError(f"images.yaml {rule_id}: main_variants must be a list of strings")
-        if "variant" not in tag.groupindex:
-            raise KnowledgeError(f"images.yaml {rule_id}: main_variants needs a `variant` group")
-        variants = tuple(variants)
+    tag = _rule_tag(entry, rule_id, str(cuda_from))
+    variants = _main_variants(entry, rule_id, tag)
     gate = entry.get("gate")
     if gate is not None and gate not in _GATES:
         raise KnowledgeError(f"images.yaml {rule_id}: gate {gate!r} not in {sorted(_GATES)}")
@@ -195,6 +177,41 @@ def compile_rule(entry: object, index: int) -> ImageRule:
     )
 
 
+def _rule_tag(entry: Mapping[str, Any], rule_id: str, cuda_from: str) -> re.Pattern[str]:
+    """The rule's tag pattern, with the group its ``cuda_from`` reads, and the fields that kind
+    of rule needs (a product, a framework, a source for every rule)."""
+    try:
+        tag = re.compile(str(entry.get("tag") or ""))
+    except re.error as exc:
+        raise KnowledgeError(f"images.yaml {rule_id}: bad tag pattern: {exc}") from None
+    needed = {"tag": "cuda", "ngc": "release", "framework": "version", "versions": "version"}.get(
+        cuda_from
+    )
+    if needed and needed not in tag.groupindex:
+        raise KnowledgeError(f"images.yaml {rule_id}: tag pattern lacks group {needed!r}")
+    if cuda_from == "ngc" and not entry.get("product"):
+        raise KnowledgeError(f"images.yaml {rule_id}: ngc rules need a product")
+    if cuda_from == "framework" and not entry.get("framework"):
+        raise KnowledgeError(f"images.yaml {rule_id}: framework rules need a framework")
+    if not entry.get("source"):
+        raise KnowledgeError(f"images.yaml {rule_id}: every rule needs a source")
+    return tag
+
+
+def _main_variants(
+    entry: Mapping[str, Any], rule_id: str, tag: re.Pattern[str]
+) -> tuple[str, ...] | None:
+    """The rule's main variants (read from the tag's ``variant`` group), if it names any."""
+    variants = entry.get("main_variants")
+    if variants is None:
+        return None
+    if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
+        raise KnowledgeError(f"images.yaml {rule_id}: main_variants must be a list of strings")
+    if "variant" not in tag.groupindex:
+        raise KnowledgeError(f"images.yaml {rule_id}: main_variants needs a `variant` group")
+    return tuple(variants)
+
+
 def compile_override(entry: object, index: int) -> OverrideRule:
     if not isinstance(entry, Mapping) and hasattr(entry, "pattern") and hasattr(entry, "cuda"):
         entry = {"pattern": entry.pattern, "cuda": entry.cuda}  # e.g. a pydantic config model
@@ -211,6 +228,7 @@ def compile_override(entry: object, index: int) -> OverrideRule:
         )
     cuda_value = entry.get("cuda")
     try:
+        # Any value: parse_cuda refuses what is not a version text or number (VersionError).
         cuda = parse_cuda(cuda_value)  # type: ignore[arg-type]
     except InputError as exc:
         raise InputError(f"invalid image override {pattern!r}: {exc}") from None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from importlib import resources
 from typing import Any, Protocol
 
@@ -61,7 +62,15 @@ _GATE_MEMO_LIMIT = 256
 # only a request crafted to fill the memo would carry, are looked up every time.
 _LOOKUP_MEMO_LIMIT = 1024
 _LOOKUP_MEMO_MAX_CHARS = 512
-_UNSEEN: Any = object()
+
+
+class _Memo(Enum):
+    """The memo's miss: an enum member, so that ``is`` narrows what a look-up returned."""
+
+    UNSEEN = 0
+
+
+_UNSEEN = _Memo.UNSEEN
 
 
 class ReleaseFacts(Protocol):
@@ -229,7 +238,7 @@ class ImageTable:
         memo = len(image) <= _LOOKUP_MEMO_MAX_CHARS
         known = self._recognised.get(image, _UNSEEN) if memo else _UNSEEN
         if known is not _UNSEEN:
-            return known  # type: ignore[return-value]
+            return known
         found = self._rules_for(parse_image_ref(image))
         first = found[0] if found else None
         if memo:
@@ -293,7 +302,7 @@ class ImageTable:
         fact: Any = None
         if rule.cuda_from == "tag":
             cuda = parse_cuda(m.group("cuda"))
-            match = ImageMatch(cuda, f"image table {rule.id}, tag {m.string}")
+            match: ImageMatch | None = ImageMatch(cuda, f"image table {rule.id}, tag {m.string}")
         elif rule.cuda_from == "ngc" and facts is not None and rule.product:
             variant = (m.groupdict().get("variant")) or ""
             if rule.main_variants is not None and variant not in rule.main_variants:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from cudasched.knowledge.cache import load_documents
 from cudasched.knowledge.frameworks import FrameworkCatalog, is_cuda_wheel_tag
@@ -69,6 +69,8 @@ DATA_FILES = (
 
 NGC_PRODUCTS = ("tritonserver", "pytorch", "tensorflow", "sglang")
 
+_T = TypeVar("_T")
+
 
 class DataFile:
     """One data file: its entries and its ``sources`` map, with strict field readers that turn
@@ -107,14 +109,14 @@ class DataFile:
             f"{self.name}: {where} cites {raw!r}, which is neither a URL nor a key of `sources`"
         )
 
-    def parse(self, fn: Callable[[Any], Any], value: object, where: str) -> Any:
+    def parse(self, fn: Callable[[str], _T], value: str, where: str) -> _T:
         """``fn(value)``, with a parse failure reported as this file's error at ``where``."""
         try:
             return fn(value)
         except (VersionError, TypeError, ValueError) as exc:
             raise KnowledgeError(f"{self.name}: {where}: {exc}") from None
 
-    def opt(self, fn: Callable[[str], Any], value: object, where: str) -> Any:
+    def opt(self, fn: Callable[[str], _T], value: object, where: str) -> _T | None:
         """Like :meth:`parse` for an optional field: None stays None."""
         return None if value is None else self.parse(fn, str(value), where)
 
@@ -164,7 +166,7 @@ def load_toolkits(
         where = f"release #{i} ({e.get('version')})"
         cuda = doc.parse(parse_cuda, str(e.get("version")), where)
         try:
-            kind = ReleaseKind(e.get("kind"))
+            kind = ReleaseKind(str(e.get("kind")))
         except ValueError:
             raise KnowledgeError(f"toolkits.yaml: {where}: kind must be ga, update or rc") from None
         status = doc.status(e, where)
@@ -406,7 +408,7 @@ def _first_drivers(
         if board not in names:
             raise KnowledgeError(f"gpus.yaml: {where}: first_drivers names {board!r}, not a board")
         version = doc.parse(parse_driver, str(value), where)
-        if version < first:
+        if first is not None and version < first:  # first is set: boards need it (above)
             raise KnowledgeError(
                 f"gpus.yaml: {where}: {board} first driver {version} is below the product's {first}"
             )

@@ -129,12 +129,9 @@ def make_client(
         server=server,
         service_account_dir=service_account_dir,
     )
+    from httpx2 import Timeout  # lightkube (>= 1.0, as pyproject pins) is built on httpx2
     from lightkube import AsyncClient, ConfigError
 
-    try:  # lightkube >= 1.0 is built on httpx2, earlier releases on httpx
-        from httpx2 import Timeout
-    except ImportError:  # pragma: no cover - depends on the installed lightkube
-        from httpx import Timeout
     try:
         return AsyncClient(
             resolved.settings,

@@ -299,11 +299,9 @@ def _as_listed(kind: Kind, obj: Any) -> KubeObject:
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
-    try:  # lightkube >= 1.0 is built on httpx2, earlier releases on httpx
-        import httpx2 as transport
-    except ImportError:  # pragma: no cover - depends on the installed lightkube
-        import httpx as transport  # type: ignore[no-redef]
-    return (transport.TransportError, OSError)
+    import httpx2  # lightkube (>= 1.0, as pyproject pins) is built on httpx2
+
+    return (httpx2.TransportError, OSError)
 
 
 def _is_timeout(exc: BaseException) -> bool:

@@ -34,11 +34,8 @@ def apply_reports(
                 resource = kinds[str(report["kind"])]
                 meta = report.get("metadata") or {}
                 try:
-                    await client.apply(
-                        resource.from_dict(dict(report)),
-                        namespace=meta.get("namespace"),
-                        force=True,
-                    )
+                    # A namespaced object is applied in its metadata's namespace.
+                    await client.apply(resource.from_dict(dict(report)), force=True)
                 except Exception as exc:  # one line, whatever the transport said
                     where = "/".join(p for p in (meta.get("namespace"), meta.get("name")) if p)
                     why = " ".join(str(exc).split()) or type(exc).__name__

@@ -182,14 +182,7 @@ def selectors(
     A bound every term shares becomes a selector of its own (so the CUDA floor under
     ``strict`` reads as the one line ``cudaDriverVersion >= X.Y.0``); the rest is one
     disjunction."""
-    kept: list[list[_Atom]] = []
-    dropped = False
-    for term in terms:
-        atoms = [_atom(e, native) for e in term.get("matchExpressions") or []]
-        if any(a is None for a in atoms):
-            dropped = True
-            continue
-        kept.append(list(dict.fromkeys(a for a in atoms if a is not None)))
+    kept, dropped = _atoms(terms, native)
     if not kept:
         return [], dropped
     common = [a for a in kept[0] if all(a in term for term in kept[1:])]
@@ -205,6 +198,22 @@ def selectors(
                 f"the API's limit of {MAX_EXPRESSION}: narrow it (--min-compute-capability)"
             )
     return out, dropped
+
+
+def _atoms(
+    terms: Sequence[Mapping[str, Any]], native: tuple[int, str] | None
+) -> tuple[list[list[_Atom]], bool]:
+    """Each term's expressions as atoms, once each; a term with an expression CEL cannot say
+    (forward compatibility) is left out, and the flag says so."""
+    kept: list[list[_Atom]] = []
+    dropped = False
+    for term in terms:
+        atoms = [_atom(e, native) for e in term.get("matchExpressions") or []]
+        if any(a is None for a in atoms):
+            dropped = True
+            continue
+        kept.append(list(dict.fromkeys(a for a in atoms if a is not None)))
+    return kept, dropped
 
 
 @dataclass(frozen=True, slots=True)

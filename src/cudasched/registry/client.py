@@ -242,14 +242,16 @@ class RegistryClient:
             raise RegistryError("bad-response", f"manifest of {image} names no config blob")
         blob = self._blob(repo, str(config["digest"]), chain, deadline)
         cfg = json_object(blob, f"config of {image}")
-        inner = cfg.get("config") if isinstance(cfg.get("config"), Mapping) else {}
+        inner = cfg.get("config")
+        inner = inner if isinstance(inner, Mapping) else {}
         env: dict[str, str] = {}
         listed = inner.get("Env")
         for item in listed if isinstance(listed, list) else ():
             if isinstance(item, str) and "=" in item:
                 key, _, value = item.partition("=")
                 env[key] = value
-        labels = inner.get("Labels") if isinstance(inner.get("Labels"), Mapping) else {}
+        labels = inner.get("Labels")
+        labels = labels if isinstance(labels, Mapping) else {}
         described = str(plat)
         if isinstance(cfg.get("architecture"), str) and isinstance(cfg.get("os"), str):
             variant = cfg.get("variant") if isinstance(cfg.get("variant"), str) else ""
@@ -433,26 +435,8 @@ class RegistryClient:
         deadline: _Deadline,
         what: str,
     ) -> str:
-        realm = params.get("realm", "")
-        if not realm.startswith(("https://", "http://")):
-            raise RegistryError("unauthorized", f"{what}: token realm {realm!r} is not a URL")
-        if creds is not None and realm.startswith("http://") and repo.host not in self.plain_http:
-            # A password in clear text only where the operator chose clear text already.
-            raise RegistryError(
-                "unauthorized",
-                f"{what}: token realm {realm!r} is plain HTTP; credentials for {repo.host} are "
-                "sent to a realm over HTTPS only (or list the registry in plainHttp)",
-            )
-        query = {"scope": f"repository:{repo.path}:pull"}
-        if params.get("service"):
-            query["service"] = params["service"]
+        url = self._token_url(params, repo, creds, what)
         headers = {"authorization": creds.basic()} if creds is not None else {}
-        try:
-            url = str(httpx.URL(realm, params=query))
-        except httpx.InvalidURL:
-            raise RegistryError(
-                "unauthorized", f"{what}: token realm {realm!r} is not a URL"
-            ) from None
         response, body = self._fetch(url, headers, deadline, 1024 * 1024, f"token for {what}")
         if response.status_code in (401, 403):
             who = "the given credentials" if creds is not None else "anonymous access"
@@ -469,15 +453,44 @@ class RegistryClient:
         expires = doc.get("expires_in")
         life = float(expires) if isinstance(expires, int | float) and expires > 0 else 60.0
         value = f"Bearer {token}"
+        self._remember((repo.host, repo.path, _holder(creds)), value, life)
+        return value
+
+    def _token_url(
+        self, params: Mapping[str, str], repo: Repository, creds: Credentials | None, what: str
+    ) -> str:
+        """The token service's URL for pulling ``repo``, from the challenge's ``params``;
+        credentials go to a plain-HTTP realm only where the registry is plain HTTP already."""
+        realm = params.get("realm", "")
+        if not realm.startswith(("https://", "http://")):
+            raise RegistryError("unauthorized", f"{what}: token realm {realm!r} is not a URL")
+        if creds is not None and realm.startswith("http://") and repo.host not in self.plain_http:
+            # A password in clear text only where the operator chose clear text already.
+            raise RegistryError(
+                "unauthorized",
+                f"{what}: token realm {realm!r} is plain HTTP; credentials for {repo.host} are "
+                "sent to a realm over HTTPS only (or list the registry in plainHttp)",
+            )
+        query = {"scope": f"repository:{repo.path}:pull"}
+        if params.get("service"):
+            query["service"] = params["service"]
+        try:
+            return str(httpx.URL(realm, params=query))
+        except httpx.InvalidURL:
+            raise RegistryError(
+                "unauthorized", f"{what}: token realm {realm!r} is not a URL"
+            ) from None
+
+    def _remember(self, key: tuple[str, str, str], value: str, life: float) -> None:
+        """Keep a token until shortly before it expires; past the bound, expired ones go
+        first, else the oldest."""
         with self._lock:
-            key = (repo.host, repo.path, _holder(creds))
             self._tokens[key] = (value, self._clock() + max(1.0, life - 5))
-            if len(self._tokens) > _MAX_TOKENS:  # expired ones first, else the oldest
+            if len(self._tokens) > _MAX_TOKENS:
                 now = self._clock()
                 stale = [k for k, (_, until) in self._tokens.items() if until <= now]
                 for old in stale or list(self._tokens)[: len(self._tokens) - _MAX_TOKENS]:
                     del self._tokens[old]
-        return value
 
 
 def _holder(creds: Credentials | None) -> str:
@@ -497,7 +510,8 @@ def _pick(index: Mapping[str, Any], platform: Platform, image: str) -> Mapping[s
     for entry in manifests:
         if not isinstance(entry, Mapping) or not isinstance(entry.get("digest"), str):
             continue
-        plat = entry.get("platform") if isinstance(entry.get("platform"), Mapping) else {}
+        plat = entry.get("platform")
+        plat = plat if isinstance(plat, Mapping) else {}
         if plat.get("os") == "unknown":  # attestation manifests (buildx) are not images
             continue
         offered.append("/".join(str(plat.get(k)) for k in ("os", "architecture") if plat.get(k)))

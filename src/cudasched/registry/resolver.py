@@ -239,7 +239,7 @@ class BackgroundResolver:
             self._inflight[key] = future
             if then is not None:
                 self._then[key] = [then]
-        future.add_done_callback(lambda done, key=key: self._done(key, done))
+        future.add_done_callback(partial(self._done, key))
         return future
 
     def warm(self, wanted: Iterable[tuple[str, PullScope | None]]) -> int:

@@ -290,12 +290,14 @@ def _check_text(text: str, label: str) -> None:
             ) from None
 
 
+# The base is libyaml's loader where PyYAML was built with it, else the pure-Python one: chosen
+# at run time, so mypy cannot check it (misc).
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """libyaml's safe loader, keeping unquoted timestamps as the strings they are written as
     and refusing integers no Kubernetes field can hold."""
 
 
-def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.Node) -> Any:
+def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> Any:
     value = str(node.value)
     digits = sum(1 for c in value if c.isalnum())
     if digits > MAX_INTEGER_DIGITS:
@@ -305,7 +307,7 @@ def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.Node) ->
             f"an integer of {digits} digits (at most {MAX_INTEGER_DIGITS})",
             node.start_mark,
         )
-    return yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)  # type: ignore[arg-type]
+    return yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
 
 
 _Loader.add_constructor(

@@ -84,7 +84,9 @@ class Selector:
 
 def _split(text: str) -> list[str]:
     """The comma-separated requirements; commas inside ``( )`` belong to a value list."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "(":
             depth += 1

@@ -70,7 +70,7 @@ def from_container(
             # simply not a well-known image (the kubelet will report it at pull time).
             lookup = None
     match = lookup.match if lookup is not None else None
-    config = images.config_for(image) if lookup is not None else None
+    config = images.config_for(lookup.image) if lookup is not None else None
     if config is not None and not config.ok:
         config = None  # not read: the table decides (and an unknown says why)
     # The container's env replaces the image's variable of the same name (Kubernetes env

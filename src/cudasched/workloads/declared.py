@@ -195,7 +195,9 @@ class RuntimeAnswer:
     requirement: Requirement | None  # a decided answer (requirement or "not NVIDIA")
 
 
-def runtime_identity(runtime: Mapping[str, Any] | RuntimeChoice) -> tuple[str, Mapping]:
+def runtime_identity(
+    runtime: Mapping[str, Any] | RuntimeChoice,
+) -> tuple[str, Mapping[str, Any]]:
     if isinstance(runtime, RuntimeChoice):
         return runtime.describe(), runtime.obj
     if not isinstance(runtime, Mapping):

@@ -129,9 +129,9 @@ def _pod_spec(
         if spec:
             return dict(spec)
         raise InputError(f"{who}: its pod template has no spec")
-    spec = obj.get("spec")
-    if type(spec) is not dict:  # (the message is only built when it may be needed)
-        spec = as_mapping(spec, f"spec of {who}")
+    raw = obj.get("spec")
+    # (the message is only built when it may be needed)
+    spec = raw if type(raw) is dict else as_mapping(raw, f"spec of {who}")
     if obj.get("kind") == "Pod" or "containers" in spec:
         return dict(spec)
     raise InputError(
@@ -237,7 +237,7 @@ def _owned_by_listed(obj: Mapping[str, Any], listed: set[tuple[str, str, str]]) 
     )
 
 
-def workloads_of(snapshot: ClusterObjects) -> list[dict[str, Any]]:
+def workloads_of(snapshot: ClusterObjects) -> list[Mapping[str, Any]]:
     """A cluster's workloads, each once: controllers, pods (minus those whose controller is
     listed too), then InferenceServices that have no predictor pod in the snapshot (not
     created yet, or scaled to zero)."""

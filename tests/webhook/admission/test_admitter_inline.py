@@ -13,7 +13,6 @@ import contextvars
 from typing import Any
 
 import pytest
-from benchmarks import synth
 
 from cudasched.knowledge import KnowledgeBase
 from cudasched.settings.config import WebhookConfig
@@ -22,6 +21,7 @@ from cudasched.webhook.server.app import POD_PATH
 from cudasched.webhook.server.assembly import build_app
 from cudasched.webhook.state.clusterstate import ClusterState
 from cudasched.webhook.state.source import StaticStateSource
+from tests.support import synth
 
 
 @pytest.fixture(scope="module")

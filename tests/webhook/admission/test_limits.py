@@ -141,7 +141,7 @@ def test_deep_small_objects_are_refused_with_or_without_the_memo(
     config = WebhookConfig.from_mapping({} if memo else {"decisionCacheBytes": 0})
     admitter = Admitter.from_config(config, kb=kb)
     body = encode(review(_deep))
-    assert len(body) < 65_536 and not admitter.prepare("pod", body).count
+    assert len(body) < 65_536 and not admitter.prepare("pod", body).full_count
     answer = orjson.loads(admitter.review("pod", body, state))["response"]
     assert "nested deeper than 254 levels" in answer["warnings"][0]
 

@@ -148,7 +148,7 @@ def test_images_resolve_through_the_mirrors_of_imagemirrors(
     """The origin is out of reach (nothing listens there); an ``imageMirrors`` entry naming
     the mirror's host sends the look-up to the mirror, which holds the image under
     ``mirror/``: the replica is constrained and the record names the mirror."""
-    from cudasched_e2e.controlplane.processes import free_port
+    from tests.harness.controlplane.processes import free_port
 
     origin = f"127.0.0.1:{free_port()}"
     registry.push_image("mirror/ml/llm", "7", IN_HOUSE_ENV)

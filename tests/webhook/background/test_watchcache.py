@@ -17,7 +17,7 @@ import pytest
 
 from cudasched.webhook.background.watchcache import ClusterCache
 from cudasched.webhook.metrics import WebhookMetrics
-from cudasched_e2e.controlplane.processes import free_port
+from tests.harness.controlplane.processes import free_port
 from tests.support import builders
 
 NODES = "/api/v1/nodes"

@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 import pytest
-from benchmarks import synth
 
 from cudasched.knowledge import KnowledgeBase
 from cudasched.settings.config import WebhookConfig
@@ -23,6 +22,7 @@ from cudasched.webhook.server.app import POD_PATH, WebhookApp
 from cudasched.webhook.server.assembly import build_app
 from cudasched.webhook.state.clusterstate import ClusterState
 from cudasched.webhook.state.source import StaticStateSource
+from tests.support import synth
 
 
 def _replay(app: WebhookApp, bodies: list[bytes]) -> list[bytes]:

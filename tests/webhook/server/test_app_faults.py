@@ -44,8 +44,8 @@ from cudasched.webhook.server.serving import RunningServer, serve_in_thread
 from cudasched.webhook.server.tls import generate_self_signed, write_self_signed
 from cudasched.webhook.state.clusterstate import ClusterState
 from cudasched.webhook.state.source import StaticStateSource
-from cudasched_e2e.controlplane.processes import free_port
-from cudasched_e2e.webhook import LiveWebhook, webhook_process
+from tests.harness.controlplane.processes import free_port
+from tests.harness.webhook import LiveWebhook, webhook_process
 from tests.support.admission import fleet_node
 from tests.support.kube_api import write_kubeconfig
 from tests.support.servers import make_cache, serving, trust

@@ -27,7 +27,7 @@ from cudasched.webhook.server.tls import (
     write_self_signed,
 )
 from cudasched.webhook.state.source import StaticStateSource
-from cudasched_e2e.controlplane.processes import free_port
+from tests.harness.controlplane.processes import free_port
 from tests.support.admission import client, review
 from tests.support.fakeadmission import FakeAdmission
 

@@ -100,7 +100,7 @@ class Prepared(NamedTuple):
     key: bytes | None
     raw_rest: bytes | None = None  # the body after its uid, when written like the API server
     problem: str | None = None  # a work limit the body exceeds (then it is not decoded)
-    count: bool = True  # whether the object needs the full count of work limits
+    full_count: bool = True  # whether the object needs the full count of work limits
     shallow: bool = False  # whether the body's bytes prove it nests within the limit
 
     @property
@@ -211,7 +211,7 @@ class Admitter:
                 f"invalid admission kind {kind!r}: expected 'pod', 'isvc' or 'llmisvc'"
             )
         limits = self._limits
-        count = True
+        full_count = True
         shallow = False
         if isinstance(body, bytes):
             if len(body) > MEMO_MAX_BODY_BYTES:
@@ -225,12 +225,12 @@ class Admitter:
                     return Prepared(kind, empty, None, None, problem)
             else:
                 braces = body.count(b"{")  # read by both checks
-                count = small_body_checks(body, limits, braces)
-                shallow = not count and nesting_bounded(body, braces)
+                full_count = small_body_checks(body, limits, braces)
+                shallow = not full_count and nesting_bounded(body, braces)
         req = parse_review(body)
         memo_key = self._remembered.request_key(kind, req, body) if key else None
         raw_rest = self._remembered.raw_rest(body, req.uid) if memo_key is not None else None
-        return Prepared(kind, req, memo_key, raw_rest, count=count, shallow=shallow)
+        return Prepared(kind, req, memo_key, raw_rest, full_count=full_count, shallow=shallow)
 
     def recall(self, prepared: Prepared, state: ClusterState) -> tuple[bytes, Outcome] | None:
         """The remembered answer for ``prepared`` under ``state`` with its outcome, or ``None``."""
@@ -311,7 +311,7 @@ class Admitter:
                 return Decision(req.uid, reason=f"not handled: {req.group}/{req.kind}")
             if req.obj is None:
                 return Decision(req.uid, reason="request has no object")
-            if prepared.count:
+            if prepared.full_count:
                 problem = over_limits(req.obj, self._limits)
             elif prepared.key is not None or prepared.shallow:
                 # The body's bytes bound every count; its serialised key, or its brackets,

@@ -228,7 +228,8 @@ def parse_review(body: bytes | str) -> ReviewRequest:
     op = req.get("operation")
     if not isinstance(op, str) or not op:
         raise BadReviewError(f"AdmissionReview request.operation must be a string, got {op!r}")
-    gvk = req.get("kind") if isinstance(req.get("kind"), dict) else {}
+    kind = req.get("kind")
+    gvk = kind if isinstance(kind, dict) else {}
     obj = req.get("object")
     ns = req.get("namespace")
     sub = req.get("subResource")

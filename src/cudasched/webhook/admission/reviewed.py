@@ -67,8 +67,11 @@ def copy_decoded(obj: Mapping[str, Any]) -> dict[str, Any]:
     try:
         copied = orjson.loads(orjson.dumps(obj))
     except TypeError:  # not plain JSON data after all: copy it the general way
-        return copy_json(obj)
-    return copied if isinstance(copied, dict) else copy_json(obj)
+        copied = None
+    if isinstance(copied, dict):
+        return copied
+    general: dict[str, Any] = copy_json(obj)
+    return general
 
 
 def with_namespace(obj: Mapping[str, Any], namespace: str) -> dict[str, Any]:

@@ -134,9 +134,9 @@ def images_of(state: ClusterState) -> Iterator[tuple[str, PullScope | None]]:
     for isvc in fleet.inference_services.values():
         try:
             choice = state.select_runtime_for(isvc)
-            runtime = choice.obj if choice is not None else None
-            image = predictor_image(isvc, runtime)
-            scope = pull_scope(isvc, runtime=runtime)
+            chosen = choice.obj if choice is not None else None
+            image = predictor_image(isvc, chosen)
+            scope = pull_scope(isvc, runtime=chosen)
         except Exception:
             continue
         if isinstance(image, str):

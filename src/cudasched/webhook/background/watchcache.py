@@ -88,7 +88,8 @@ ADMISSION_KINDS: tuple[Kind, ...] = (
 def trim_node(node: dict[str, Any]) -> dict[str, Any]:
     """The part of a Node admission keeps: identity, labels and capacity."""
     meta = metadata_of(node)
-    status = node.get("status") if isinstance(node.get("status"), Mapping) else {}
+    found = node.get("status")
+    status = found if isinstance(found, Mapping) else {}
     kept_meta = {k: meta[k] for k in ("name", "uid", "resourceVersion", "labels") if k in meta}
     kept_status = {k: status[k] for k in ("capacity", "allocatable") if k in status}
     out: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": kept_meta}

@@ -183,7 +183,8 @@ class _Guard:
 def _httptools_class() -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class LimitedHttpToolsProtocol(_Guard, HttpToolsProtocol):  # type: ignore[misc]
+    class LimitedHttpToolsProtocol(_Guard, HttpToolsProtocol):
+        # asyncio.Protocol takes any BaseTransport; uvicorn's protocols narrow it as here.
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             if self._refuse_connection(transport):
                 return
@@ -219,7 +220,8 @@ def _h11_class() -> type[asyncio.Protocol]:
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class LimitedH11Protocol(_Guard, H11Protocol):  # type: ignore[misc]
+    class LimitedH11Protocol(_Guard, H11Protocol):
+        # asyncio.Protocol takes any BaseTransport; uvicorn's protocols narrow it as here.
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             if self._refuse_connection(transport):
                 return

@@ -149,7 +149,8 @@ def uvicorn_config(
         server_header=False,
         date_header=False,
         timeout_keep_alive=5,
-        timeout_graceful_shutdown=graceful_seconds,
+        # uvicorn declares an int but waits with asyncio.wait_for, which takes any number.
+        timeout_graceful_shutdown=graceful_seconds,  # type: ignore[arg-type]
     )
 
 
@@ -221,6 +222,26 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _test_tls_files(
+    tmp: str,
+    cert_file: str | os.PathLike[str] | None,
+    key_file: str | os.PathLike[str] | None,
+    ca_pem: bytes | None,
+) -> tuple[Path, Path, Path, bytes]:
+    """``(cert, key, CA file, CA PEM)`` for :func:`serve_in_thread`: the given pair (trusted
+    through ``ca_pem``, else through the certificate itself), or a fresh self-signed one for
+    ``localhost`` and ``127.0.0.1``, written to ``tmp``."""
+    if cert_file is None or key_file is None:
+        bundle = generate_self_signed(ip_addresses=("127.0.0.1", "::1"))
+        cert_path, key_path, ca_path = write_self_signed(tmp, bundle)
+        return cert_path, key_path, ca_path, bundle.ca_pem
+    cert_path, key_path = Path(cert_file), Path(key_file)
+    trust = ca_pem if ca_pem is not None else cert_path.read_bytes()
+    ca_path = Path(tmp) / "ca.crt"
+    ca_path.write_bytes(trust)
+    return cert_path, key_path, ca_path, trust
+
+
 @contextlib.contextmanager
 def serve_in_thread(
     state: ClusterState | StateSource,
@@ -249,15 +270,7 @@ def serve_in_thread(
     cfg = config if config is not None else WebhookConfig()
     source = state if isinstance(state, StateSource) else StaticStateSource(state)
     with tempfile.TemporaryDirectory(prefix="cudasched-tls-") as tmp:
-        if cert_file is None or key_file is None:
-            bundle = generate_self_signed(ip_addresses=("127.0.0.1", "::1"))
-            cert_path, key_path, ca_path = write_self_signed(tmp, bundle)
-            trust = bundle.ca_pem
-        else:
-            cert_path, key_path = Path(cert_file), Path(key_file)
-            trust = ca_pem if ca_pem is not None else cert_path.read_bytes()
-            ca_path = Path(tmp) / "ca.crt"
-            ca_path.write_bytes(trust)
+        cert_path, key_path, ca_path, trust = _test_tls_files(tmp, cert_file, key_file, ca_pem)
         tls = ReloadingServerContext(cert_path, key_path)
         shared = getattr(source, "metrics", None)  # a cache reports into the same registry
         metrics = shared if isinstance(shared, WebhookMetrics) else None

@@ -1,7 +1,7 @@
 """What a running control plane records in its directory (``state.json``: server, kubeconfig,
 ports, process ids, and the helpers a person starts beside it such as ``controlplane
 webhook``), read back, and used to stop a detached one
-(``python -m cudasched_e2e.controlplane down``): helpers first, then the components.
+(``python -m tests.harness.controlplane down``): helpers first, then the components.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cudasched_e2e.controlplane.processes import pid_alive, stop_group, stop_helper
+from tests.harness.controlplane.processes import pid_alive, stop_group, stop_helper
 
 __all__ = [
     "STATE_FILE",
@@ -49,7 +49,7 @@ def stop_directory(directory: Path) -> list[str]:
     stopped = [name for name, pid in (state.get("helpers") or {}).items() if stop_helper(int(pid))]
     state = read_state(directory)
     state["helpers"] = {}
-    expect = {"nodekeeper": "cudasched_e2e.nodekeeper"}
+    expect = {"nodekeeper": "tests.harness.nodekeeper"}
     for name, pid in reversed(list(state.get("processes", {}).items())):
         if pid_alive(int(pid)):
             stop_group(int(pid), expect=expect.get(name, name))

@@ -8,6 +8,7 @@ end-to-end tests drive cudasched only through its command line.
 
 from __future__ import annotations
 
+import builtins
 import json
 import ssl
 import time
@@ -245,7 +246,7 @@ class Api:
             timeout=60,
         )
 
-    def apply_documents(self, text: str, *, strict: bool = True) -> list[JSON]:
+    def apply_documents(self, text: str, *, strict: bool = True) -> builtins.list[JSON]:
         """Create every object of a multi-document YAML (a ``List`` is unpacked)."""
         created = []
         for doc in yaml.safe_load_all(text):

@@ -1,4 +1,4 @@
-"""``python -m cudasched_e2e.controlplane up|down|env|status|build|webhook``: a real control
+"""``python -m tests.harness.controlplane up|down|env|status|build|webhook``: a real control
 plane for a person, in one command.
 
 ``up`` builds the pinned binaries if the cache lacks them (minutes, once), starts etcd,
@@ -16,13 +16,14 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
-from cudasched_e2e.binaries import BuildError, cache_root, ensure_built
-from cudasched_e2e.controlplane.options import Options
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.controlplane.processes import StartError, pid_alive
-from cudasched_e2e.controlplane.state import read_state, record_helper, stop_directory
-from cudasched_e2e.kube import ApiError
+from tests.harness.binaries import BuildError, cache_root, ensure_built
+from tests.harness.controlplane.options import Options
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.controlplane.processes import StartError, pid_alive
+from tests.harness.controlplane.state import read_state, record_helper, stop_directory
+from tests.harness.kube import ApiError
 
 
 def _default_dir() -> Path:
@@ -33,7 +34,7 @@ def _exports(state: dict[str, object]) -> str:
     return f"export KUBECONFIG={state['kubeconfig']}\nexport PATH={state['bin']}:$PATH"
 
 
-def _alive(directory: Path) -> dict[str, object] | None:
+def _alive(directory: Path) -> dict[str, Any] | None:
     try:
         state = read_state(directory)
     except FileNotFoundError:
@@ -50,13 +51,13 @@ def _webhook(directory: Path, *, fail_closed: bool) -> int:
     import signal
     import time
 
-    from cudasched_e2e.webhook import registered, webhook_process
+    from tests.harness.webhook import registered, webhook_process
 
     state = _alive(directory)
     if state is None:
         raise FileNotFoundError(f"no running control plane in {directory}: run `up` first")
     plane = ControlPlane(directory)
-    plane.ports = dict(state["ports"])  # type: ignore[arg-type]
+    plane.ports = dict(state["ports"])
     stop = [False]
     signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
     record_helper(directory, "webhook", os.getpid())  # `down` ends it first
@@ -84,7 +85,7 @@ def _webhook(directory: Path, *, fail_closed: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cudasched_e2e.controlplane",
+        prog="python -m tests.harness.controlplane",
         description="A real Kubernetes control plane on loopback for cudasched's end-to-end tests.",
     )
     parser.add_argument(
@@ -136,9 +137,9 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"control plane up: kubernetes {state['kubernetes']}, etcd {state['etcd']}, "
                 f"{args.nodes} nodes; logs in {directory / 'logs'}\n"
-                f'use it:\n  eval "$(python -m cudasched_e2e.controlplane env)"\n'
+                f'use it:\n  eval "$(python -m tests.harness.controlplane env)"\n'
                 f"  kubectl get nodes -L nvidia.com/gpu.product,cudasched.io/cuda.version\n"
-                f"stop it: python -m cudasched_e2e.controlplane down",
+                f"stop it: python -m tests.harness.controlplane down",
                 file=sys.stderr,
             )
             print(_exports(state))
@@ -161,12 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "status":
             running = _alive(directory)
             if running:
-                print(f"running at {running['server']}: {', '.join(running['processes'])}")  # type: ignore[arg-type]
+                print(f"running at {running['server']}: {', '.join(running['processes'])}")
                 return 0
             print(f"not running ({directory})")
             return 1
     except (BuildError, StartError, ApiError, TimeoutError, FileNotFoundError) as exc:
-        print(f"cudasched_e2e.controlplane: error: {exc}", file=sys.stderr)
+        print(f"tests.harness.controlplane: error: {exc}", file=sys.stderr)
         return 2
     return 0
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import yaml
 
-from cudasched_e2e.pki import Pki
+from tests.harness.pki import Pki
 
 __all__ = [
     "kubeconfig_yaml",

@@ -1,4 +1,5 @@
-"""Synthetic but realistic cluster objects for the benchmarks.
+"""Synthetic but realistic cluster objects for the benchmarks, the recorded answers
+(:mod:`tests.answers`) and the tests that need a fleet at scale.
 
 Benchmarks on toy inputs flatter the code: a fleet of identical nodes makes every grouping
 trivially cheap, a request with no affinity skips the merge. So everything here is derived from

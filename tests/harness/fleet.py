@@ -5,7 +5,7 @@ B200 on R580, GFD's old and new key generations, one CPU node), read through the
 (``cudasched snapshot -o json``). Node ``i`` of a fleet is template ``i mod 21`` with its labels,
 capacity and allocatable (``nvidia.com/gpu`` included) unchanged and its identity varied: name,
 hostname label, addresses, machine and boot IDs. They are created as API objects with a Ready
-condition; :mod:`cudasched_e2e.nodekeeper` keeps them Ready the way kwok does (Lease renewals,
+condition; :mod:`tests.harness.nodekeeper` keeps them Ready the way kwok does (Lease renewals,
 status heartbeats), so kube-scheduler binds pods to them and nothing runs the pods.
 """
 

@@ -1,9 +1,9 @@
 """One control plane in a directory (:class:`ControlPlane`), started as
-:class:`cudasched_e2e.controlplane.options.Options` says: its paths and clients, its lifecycle
+:class:`tests.harness.controlplane.options.Options` says: its paths and clients, its lifecycle
 (start, stop, one component at a time), how each component is started and waited for, and what
 it installs (CRDs, the fleet of nodes). Every process runs in its own process group
-(:mod:`cudasched_e2e.controlplane.processes`) so that :meth:`ControlPlane.stop` (or ``python -m
-cudasched_e2e.controlplane down``) ends it and anything it started. Every address is 127.0.0.1.
+(:mod:`tests.harness.controlplane.processes`) so that :meth:`ControlPlane.stop` (or ``python -m
+tests.harness.controlplane down``) ends it and anything it started. Every address is 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -22,21 +22,22 @@ from typing import Any
 import httpx
 import yaml
 
-from cudasched_e2e.binaries import Binaries, ensure_built
-from cudasched_e2e.controlplane.kubeconfig import kubeconfig_yaml
-from cudasched_e2e.controlplane.options import CONTROLLERS, Options
-from cudasched_e2e.controlplane.processes import (
+from tests.harness.binaries import Binaries, ensure_built
+from tests.harness.controlplane.kubeconfig import kubeconfig_yaml
+from tests.harness.controlplane.options import CONTROLLERS, Options
+from tests.harness.controlplane.processes import (
     Process,
     StartError,
     free_port,
+    harness_module,
     log_tail,
     stop_group,
 )
-from cudasched_e2e.controlplane.state import STATE_FILE
-from cudasched_e2e.crds import all_crds
-from cudasched_e2e.fleet import FLEET_LABEL, fleet
-from cudasched_e2e.kube import Api, ApiError, Credentials
-from cudasched_e2e.pki import Pki, write_pki
+from tests.harness.controlplane.state import STATE_FILE
+from tests.harness.crds import all_crds
+from tests.harness.fleet import FLEET_LABEL, fleet
+from tests.harness.kube import Api, ApiError, Credentials
+from tests.harness.pki import Pki, write_pki
 
 __all__ = ["ControlPlane", "running"]
 
@@ -207,7 +208,7 @@ class ControlPlane:
         self.stop()
 
     # -- components -----------------------------------------------------------------------
-    def _spawn(self, name: str, args: Sequence[str]) -> Process:
+    def _spawn(self, name: str, args: Sequence[str], env: dict[str, str] | None = None) -> Process:
         log = self.logs / f"{name}.log"
         with log.open("ab") as out:
             popen = subprocess.Popen(
@@ -216,6 +217,7 @@ class ControlPlane:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=self.directory,
+                env=env,
                 start_new_session=True,  # its own process group: stop_group ends it all
             )
         proc = Process(name, popen, popen.pid, log)
@@ -394,10 +396,8 @@ class ControlPlane:
 
     def _start_keeper(self) -> None:
         self.progress("controlplane: starting the node keeper (Leases, Ready heartbeats)")
-        proc = self._spawn(
-            "nodekeeper",
-            [sys.executable, "-m", "cudasched_e2e.nodekeeper", str(self.directory)],
-        )
+        command, env = harness_module("tests.harness.nodekeeper", str(self.directory))
+        proc = self._spawn("nodekeeper", command, env)
         api = self.api()
         self._wait(
             proc,

@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.fleet import sample_objects
-from cudasched_e2e.webhook import LiveWebhook, registered
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.fleet import sample_objects
+from tests.harness.webhook import LiveWebhook, registered
 
 __all__ = ["SAMPLE_NAMESPACES", "Sample", "clean", "load_sample"]
 

@@ -1,13 +1,14 @@
 """Build the control plane's binaries from source once, into a cache keyed by version.
 
-The versions are pinned in one place, the Go module ``test/controlplane/go.mod`` of this
-repository: ``k8s.io/kubernetes`` (kube-apiserver, kube-scheduler, kube-controller-manager,
-kubectl) with every staging module replaced by its published ``v0.X.Y``, and
-``go.etcd.io/etcd/server/v3`` (etcd) at the version that Kubernetes release pins. The binaries
-go to ``~/.cache/cudasched/controlplane/<kubernetes version>/bin``
-(``$CUDASCHED_CONTROLPLANE_CACHE`` moves the root) with a stamp of the module files and the Go
-version: a second run finds them and starts in seconds; a changed pin rebuilds. A cold build
-compiles about 2,550 packages (10-15 minutes on 2 cores), so it prints progress.
+The versions are pinned in one place, the Go module beside the end-to-end tests
+(``tests/e2e/go.mod``): ``k8s.io/kubernetes`` (kube-apiserver, kube-scheduler,
+kube-controller-manager, kubectl) with every staging module replaced by its published
+``v0.X.Y``, and ``go.etcd.io/etcd/server/v3`` (etcd) at the version that Kubernetes release
+pins. The binaries go to ``~/.cache/cudasched/controlplane/<kubernetes version>/bin``
+(``$CUDASCHED_CONTROLPLANE_CACHE`` moves the root) with a stamp of the module files' contents
+and the Go version, never their place: a second run finds them and starts in seconds, moving
+the module rebuilds nothing, a changed pin rebuilds. A cold build compiles about 2,550
+packages (10-15 minutes on 2 cores), so it prints progress.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def module_dir() -> Path:
     given = os.environ.get("CUDASCHED_CONTROLPLANE_MODULE")
     if given:
         return Path(given)
-    return Path(__file__).resolve().parents[2] / "test" / "controlplane"
+    return Path(__file__).resolve().parents[1] / "e2e"
 
 
 def cache_root() -> Path:

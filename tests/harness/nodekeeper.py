@@ -7,7 +7,7 @@ which the scheduler places nothing there. This process does the kubelet's part f
 labelled ``e2e.cudasched.io/fleet``: creates the missing Leases, renews them every 10 s and
 refreshes the Ready heartbeat every 60 s. Nodes added later are picked up on the next pass.
 
-Run: ``python -m cudasched_e2e.nodekeeper CONTROL_PLANE_DIR`` (the harness starts it).
+Run: ``python -m tests.harness.nodekeeper CONTROL_PLANE_DIR`` (the harness starts it).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from cudasched_e2e.fleet import FLEET_LABEL, now_rfc3339, ready_conditions
-from cudasched_e2e.kube import Api, ApiError, Credentials
-from cudasched_e2e.pki import Pki
+from tests.harness.fleet import FLEET_LABEL, now_rfc3339, ready_conditions
+from tests.harness.kube import Api, ApiError, Credentials
+from tests.harness.pki import Pki
 
 __all__ = ["keep", "main"]
 
@@ -95,7 +95,7 @@ def keep(api: Api, *, stop: list[bool], once: bool = False) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m cudasched_e2e.nodekeeper CONTROL_PLANE_DIR", file=sys.stderr)
+        print("usage: python -m tests.harness.nodekeeper CONTROL_PLANE_DIR", file=sys.stderr)
         return 2
     directory = Path(args[0])
     state = json.loads((directory / "state.json").read_text())

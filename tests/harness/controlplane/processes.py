@@ -2,7 +2,8 @@
 that :func:`stop_group` ends it and anything it started and nothing outlives a test session;
 a helper a person starts beside it (``controlplane webhook``) is ended by :func:`stop_helper`;
 whether a pid is alive or has exited, its command line, the end of a log for an error message,
-and a free port on 127.0.0.1 (the one the whole suite takes its ports from).
+a free port on 127.0.0.1 (the one the whole suite takes its ports from), and how a child runs
+one of the harness's own modules.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ __all__ = [
     "cmdline",
     "exited",
     "free_port",
+    "harness_module",
     "log_tail",
     "pid_alive",
     "stop_group",
@@ -33,6 +36,18 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+#: The repository root: the harness is the package ``tests.harness`` of the source tree, not an
+#: installed one, so a child process finds it only with this directory on its path.
+REPOSITORY = Path(__file__).resolve().parents[3]
+
+
+def harness_module(module: str, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment that run ``python -m module args`` (one of the
+    harness's modules) from any working directory."""
+    path = os.pathsep.join(p for p in (str(REPOSITORY), os.environ.get("PYTHONPATH")) if p)
+    return [sys.executable, "-m", module, *args], {**os.environ, "PYTHONPATH": path}
 
 
 class StartError(RuntimeError):
@@ -112,7 +127,7 @@ def stop_helper(pid: int, *, grace: float = 60.0) -> bool:
     """SIGTERM one helper (a person's foreground or ``&`` command, not a group of ours) and wait
     while it cleans up (unregisters, stops what it started); SIGKILL after ``grace``. False when
     ``pid`` is no longer a harness command (gone, or a reused pid)."""
-    if exited(pid) or "cudasched_e2e.controlplane" not in cmdline(pid):
+    if exited(pid) or "tests.harness.controlplane" not in cmdline(pid):
         return False
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)

@@ -33,9 +33,9 @@ from typing import Any
 import httpx
 import yaml
 
-from cudasched_e2e.controlplane.processes import free_port
-from cudasched_e2e.fleet import cudasched_command
-from cudasched_e2e.kube import Api
+from tests.harness.controlplane.processes import free_port
+from tests.harness.fleet import cudasched_command
+from tests.harness.kube import Api
 
 __all__ = ["LiveWebhook", "manifests", "registered", "registration", "webhook_process"]
 

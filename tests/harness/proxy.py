@@ -23,8 +23,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import yaml
 
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.kube import Api, Credentials
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.kube import Api, Credentials
 
 __all__ = ["Exchange", "Proxy", "compact_etcd", "proxy"]
 

@@ -1,7 +1,7 @@
 // Command affinitymatch times kube-scheduler's own node-affinity matching: the
 // k8s.io/component-helpers/scheduling/corev1/nodeaffinity code that the scheduler's NodeAffinity
 // plugin runs, once per pod in PreFilter (GetRequiredNodeAffinity) and once per node in Filter
-// (Match). benchmarks/controlplane.py feeds it the fleet's nodes and the pod affinities it
+// (Match). benchmarks/controlplane/match.py feeds it the fleet's nodes and the pod affinities it
 // schedules, as JSON on stdin ({"nodes": [Node...], "affinities": {name: Affinity}}), and reads
 // per affinity the nanoseconds per node matched, per pod parsed, and how many nodes matched.
 // One thread, Go's own benchmark loop (testing.Benchmark): what the selector's size costs the

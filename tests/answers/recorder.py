@@ -3,7 +3,7 @@
 Decides a fixed set of AdmissionReviews with the production :class:`Admitter` and prints (or
 checks) one digest (a SHA-256 prefix) per answer:
 
-* the admission benchmark's inputs (:mod:`benchmarks.synth`, seeded): 5,000 nodes, 200 runtimes,
+* the admission benchmark's inputs (:mod:`tests.support.synth`, seeded): 5,000 nodes, 200 runtimes,
   1,000 InferenceServices, their 2,000 predictor-pod CREATE reviews and one CREATE review per
   InferenceService;
 * the bundled sample cluster: every pod and InferenceService as a CREATE review, plus the
@@ -12,29 +12,28 @@ checks) one digest (a SHA-256 prefix) per answer:
 each under several configurations (default, preferred mode, GFD keys, minor-compat with
 ``isvcAffinity``); and ``cudasched explain -o json`` on the sample cluster per policy.
 Answers are bytes, so "the same answer" means byte-identical. The digests are
-kept in ``benchmarks/answers.json``; ``tests/test_answers_recorded.py`` compares against them.
+kept in ``tests/answers/answers.json``; ``tests/test_answers_recorded.py`` compares against them.
 When a change *means* to alter decisions, re-record with ``--write`` and say why in the commit.
 
-Run ``python -m benchmarks.answers --check`` (about 20 s) or ``--write``.
+Run ``python -m tests.answers --check`` (about 20 s) or ``--write`` from the repository root.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from benchmarks.synth import admission_review, make_cluster, review_bodies
+from tests.support.synth import admission_review, make_cluster, review_bodies
 
 __all__ = ["CONFIGS", "answers", "main"]
 
 RECORD = Path(__file__).with_name("answers.json")
-ADMISSION_DATA = Path(__file__).parent.parent / "tests" / "data" / "admission"
+ADMISSION_DATA = Path(__file__).resolve().parents[1] / "data" / "admission"
 
 #: The configurations every review is decided under.
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -161,7 +160,9 @@ def compare(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.answers", description=__doc__.split("\n\n")[0]
+    )
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--check", action="store_true", help="compare with answers.json")
     group.add_argument("--write", action="store_true", help="record answers.json anew")
@@ -177,7 +178,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(f"all {len(now)} answers byte-identical to {RECORD.name}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

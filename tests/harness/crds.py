@@ -108,6 +108,8 @@ _CONTAINER_FIELDS: JSON = {
     "tty": _BOOL,
 }
 _CONTAINER = _obj(_CONTAINER_FIELDS, required=["name"])
+#: An object the API server replaces whole on a merge (``x-kubernetes-map-type``).
+_ATOMIC: JSON = {"x-kubernetes-map-type": "atomic"}
 _CONTAINERS = _array(_CONTAINER)
 
 _SELECTOR_REQUIREMENT = _obj(
@@ -126,7 +128,7 @@ _SELECTOR_TERM = _obj(
         "matchExpressions": _array(_SELECTOR_REQUIREMENT),
         "matchFields": _array(_SELECTOR_REQUIREMENT),
     },
-    **{"x-kubernetes-map-type": "atomic"},
+    **_ATOMIC,
 )
 #: corev1.Affinity: node affinity, which cudasched writes (``isvcAffinity``), fully typed.
 _AFFINITY = _obj(
@@ -136,7 +138,7 @@ _AFFINITY = _obj(
                 "requiredDuringSchedulingIgnoredDuringExecution": _obj(
                     {"nodeSelectorTerms": _array(_SELECTOR_TERM)},
                     required=["nodeSelectorTerms"],
-                    **{"x-kubernetes-map-type": "atomic"},
+                    **_ATOMIC,
                 ),
                 "preferredDuringSchedulingIgnoredDuringExecution": _array(
                     _obj(

@@ -46,7 +46,7 @@ def test_the_contracts_hold() -> None:
     ("module", "imports", "contract"),
     [
         # the core importing an edge
-        ("vocab/planted.py", "import cudasched.webhook.app", "The pipeline reads bottom-up"),
+        ("vocab/planted.py", "import cudasched.webhook.server.app", "The pipeline reads bottom-up"),
         # nodes and workloads are siblings that never import each other
         ("nodes/planted.py", "import cudasched.workloads.gpu", "The pipeline reads bottom-up"),
         # one command borrowing from another
@@ -54,6 +54,16 @@ def test_the_contracts_hold() -> None:
         # a client library below the edges: the core, and a command beside cudasched.kube
         ("workloads/planted.py", "import lightkube", "imported only by their edges"),
         ("operations/planted.py", "from httpx import Client", "imported only by their edges"),
+        # the webhook's decision reaching for the Kubernetes client (only its server may serve)
+        ("webhook/admission/planted.py", "import lightkube", "imported only by their edges"),
+        # the pure decision importing the Events reporter (what the rooms undid)
+        (
+            "webhook/admission/planted.py",
+            "import cudasched.webhook.background.nofit",
+            "Webhook rooms",
+        ),
+        # a module of the webhook outside every room
+        ("webhook/planted.py", "", "Webhook rooms"),
     ],
 )
 def test_a_planted_violation_breaks_the_contract(
@@ -76,23 +86,32 @@ def test_a_planted_violation_breaks_the_contract(
 
 
 #: The stage packages that talk to the network: the only importers of its client and server
-#: libraries (the ``edges`` contract).
+#: libraries (the ``edges`` contract); of the webhook, only its server room.
 EDGES = {"kube", "registry", "webhook"}
+WEBHOOK_SERVER = "webhook.server"
 
 
 def test_every_other_stage_is_forbidden_the_client_libraries() -> None:
     """The ``edges`` contract lists its importers the other way round (who may not), so a new
-    stage package must be added to it: every stage package but the edges is a source."""
+    stage package, or a new part of the webhook, must be added to it: every stage package but
+    the edges is a source, and every part of the webhook but its server room."""
     edges = next(c for c in _contracts() if c["id"] == "edges")
     sources = {str(m).removeprefix("cudasched.") for m in edges["source_modules"]}  # type: ignore[union-attr]
     stages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    assert sources == stages - EDGES
+    webhook = PACKAGE / "webhook"
+    parts = {
+        f"webhook.{p.stem}"
+        for p in webhook.iterdir()
+        if (p / "__init__.py").is_file() or (p.suffix == ".py" and p.stem != "__init__")
+    }
+    assert WEBHOOK_SERVER in parts
+    assert sources == (stages - EDGES) | (parts - {WEBHOOK_SERVER})
     assert {"lightkube", "httpx", "uvicorn"} <= set(edges["forbidden_modules"])  # type: ignore[arg-type]
 
 
-def _layers_in_map() -> list[str]:
-    block = re.search(r"```layers\n(.*?)```", MAP.read_text(), flags=re.S)
-    assert block, "docs/architecture.md has no ```layers block"
+def _layers_in_map(fence: str = "layers") -> list[str]:
+    block = re.search(rf"```{fence}\n(.*?)```", MAP.read_text(), flags=re.S)
+    assert block, f"docs/architecture.md has no ```{fence} block"
     return [line.strip() for line in block.group(1).splitlines() if line.strip()]
 
 
@@ -110,6 +129,34 @@ def test_every_stage_package_is_a_layer() -> None:
     stages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     layered = {name.strip() for line in _layers_in_map() for name in line.split("|")}
     assert stages == layered
+
+
+def test_the_map_draws_the_webhook_rooms() -> None:
+    """The webhook's section draws its rooms in the contract's order, and every package and
+    module directly in ``webhook/`` is one of them (the contract is exhaustive too)."""
+    rooms = next(c for c in _contracts() if c["id"] == "webhook")
+    assert rooms["containers"] == ["cudasched.webhook"]
+    assert rooms["exhaustive"] is True
+    assert _layers_in_map("webhook-layers") == rooms["layers"]
+    webhook = PACKAGE / "webhook"
+    present = {p.stem for p in webhook.iterdir() if p.suffix == ".py" and p.stem != "__init__"}
+    present |= {p.name for p in webhook.iterdir() if (p / "__init__.py").is_file()}
+    assert present == set(rooms["layers"])  # type: ignore[arg-type]
+
+
+def test_every_webhook_room_says_what_it_holds() -> None:
+    """Each room's ``__init__`` is its docstring alone, naming every module it holds."""
+    rooms = sorted(p for p in (PACKAGE / "webhook").iterdir() if (p / "__init__.py").is_file())
+    unsaid: dict[str, list[str]] = {}
+    for room in rooms:
+        init = room / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        modules = sorted(p.stem for p in room.glob("*.py") if p.name != "__init__.py")
+        missing = [m for m in modules if f"``{m}``" not in doc]
+        if missing or not doc or not _only_a_docstring(init):
+            unsaid[room.name] = missing
+    assert len(rooms) == 5
+    assert unsaid == {}
 
 
 def _only_a_docstring(path: Path) -> bool:

@@ -13,7 +13,7 @@ from cudasched.nodes.labelers import AGENT_KEYS
 from cudasched.vocab import labels as L
 from cudasched.vocab.labelsyntax import label_value_ok
 from cudasched.vocab.versions import parse_driver
-from cudasched.webhook.review import creation_review, parse_review
+from cudasched.webhook.admission.review import creation_review, parse_review
 from tests.support import builders
 from tests.support.k8s_schema import assert_valid, assert_valid_pod
 

@@ -18,7 +18,7 @@ from cudasched.cli.app import EXIT_BAD_INPUT, EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
 from cudasched.cli.options import ConfigOption
 from cudasched.vocab.errors import InputError
-from cudasched.webhook.review import creation_review, decode_patch
+from cudasched.webhook.admission.review import creation_review, decode_patch
 
 __all__ = ["DemoRow", "demo", "run_demo"]
 
@@ -53,11 +53,11 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
 
     from cudasched.explain.eligibility import explain as explain_nodes
     from cudasched.kube.admissionclient import AdmissionClient
+    from cudasched.settings.config import WebhookConfig
     from cudasched.vocab.labels import ANN_REQUIREMENT
     from cudasched.vocab.requirements import Requirement
-    from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.serving import serve_in_thread
+    from cudasched.webhook.admission.admitter import Admitter
+    from cudasched.webhook.server.serving import serve_in_thread
     from cudasched.workloads.kserve import is_predictor_pod, isvc_name_of
     from cudasched.workloads.kserve.llm import is_llmisvc_pod, llmisvc_name_of
     from cudasched.workloads.resolution import pod_need
@@ -66,7 +66,7 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     admitter = Admitter.from_config(cfg)
     state = cluster_state(snapshot, admitter.kb)
     rows: list[DemoRow] = []
-    with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
+    with serve_in_thread(state, config=cfg, admission=admitter) as server:
         with AdmissionClient(server.url, server.ca_pem, timeout=10.0) as client:
             started = time.perf_counter()
             for pod in snapshot.pods:
@@ -131,7 +131,7 @@ def demo(
     sample pod through it and show where each may now run."""
     from rich.text import Text
 
-    from cudasched.webhook.config import load_config
+    from cudasched.settings.config import load_config
 
     try:
         cfg = load_config(config)

@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from cudasched.knowledge.images import ImageTable
     from cudasched.kube.live import ObjectRef
     from cudasched.operations.audit.nodegroups import NodeGroup
+    from cudasched.settings.config import WebhookConfig
     from cudasched.vocab.kinds import Kind
-    from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.state import ClusterState
+    from cudasched.webhook.state.clusterstate import ClusterState
 
 __all__ = [
     "SAMPLE_NOTE",
@@ -249,7 +249,7 @@ def load_knowledge() -> KnowledgeBase:
 def load_settings(path: Path | None) -> WebhookConfig:
     """The webhook's configuration (``--config``), read as the webhook reads it; ``None``
     gives the defaults. Bad files are an ``InputError`` naming the setting."""
-    from cudasched.webhook.config import load_config
+    from cudasched.settings.config import load_config
 
     return load_config(path)
 
@@ -511,7 +511,7 @@ def load_node_templates(path: Path | None) -> list[NodeGroup]:
 def cluster_state(snapshot: ClusterSnapshot, kb: KnowledgeBase) -> ClusterState:
     """What the webhook would know of ``snapshot``: its synced admission state (``mutate`` and
     ``demo`` decide against it exactly as the in-cluster webhook does)."""
-    from cudasched.webhook.state import ClusterState
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     return ClusterState.from_snapshot(snapshot, kb=kb)
 

@@ -31,7 +31,8 @@ import yaml
 from cudasched.vocab.errors import InputError, one_line
 
 if TYPE_CHECKING:
-    from lightkube import AsyncClient
+    # re-exported: the client type the webhook's watch cache annotates with
+    from lightkube import AsyncClient as AsyncClient
     from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 
 __all__ = [

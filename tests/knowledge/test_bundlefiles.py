@@ -109,3 +109,18 @@ def test_any_files_round_trip_through_an_archive(files: dict[str, bytes], compre
     from cudasched.knowledge.bundlefiles import _unpacked
 
     assert _unpacked(archive_bytes(files, compress=compress), "test") == files
+
+
+def test_an_archive_that_unpacks_past_the_limit_is_refused(tmp_path: Path) -> None:
+    import gzip
+
+    from cudasched.knowledge import bundlefiles
+
+    bomb = gzip.compress(b"\0" * (bundlefiles.ARCHIVE_LIMITS.max_bytes + 1))
+    (tmp_path / "bomb.tgz").write_bytes(bomb)
+    assert len(bomb) < 1024 * 1024
+    with pytest.raises(BundleError, match="larger than"):
+        read_bundle_path(tmp_path / "bomb.tgz")
+    (tmp_path / "cut.tgz").write_bytes(gzip.compress(b"x" * 4096)[:-12])
+    with pytest.raises(BundleError, match="truncated"):
+        read_bundle_path(tmp_path / "cut.tgz")

@@ -158,3 +158,23 @@ def test_a_reference_that_does_not_parse_is_refused_at_once() -> None:
         BundleFollower("not a reference!", c, BUILTIN)
     with RegistryClient() as c, pytest.raises(InputError, match="more than 0 seconds"):
         BundleFollower("registry.example.com/k:v1", c, BUILTIN, interval_seconds=0)
+
+
+def test_a_failing_listener_does_not_end_the_following(registry: Registry) -> None:
+    ref = f"{registry.host}/cudasched/listener:stable"
+    calls: list[FollowResult] = []
+
+    def broken(outcome: FollowOutcome) -> None:
+        calls.append(outcome.result)
+        raise RuntimeError("the listener's own bug")
+
+    with _client(registry.host) as c:
+        push_bundle(c, ref, planted(["new-gpu"]))
+        follower = BundleFollower(ref, c, BUILTIN, interval_seconds=0.1, on_outcome=broken)
+        follower.start()
+        try:
+            _wait(lambda: len(calls) >= 3)
+        finally:
+            follower.stop()
+    assert calls[0] is FollowResult.UPDATED and set(calls[1:]) == {FollowResult.UNCHANGED}
+    assert follower.current is not BUILTIN

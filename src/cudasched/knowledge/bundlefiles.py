@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import io
 import tarfile
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,12 +115,7 @@ def signatures_of(raw: bytes, label: str) -> tuple[Signature, ...]:
 def _unpacked(raw: bytes, label: str) -> dict[str, bytes]:
     """The regular files at the top of a tar archive (gzip or not); anything else refused."""
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise BundleError("format", f"{label}: not a gzip archive ({exc})") from None
-        if len(raw) > ARCHIVE_LIMITS.max_bytes:
-            raise BundleError("format", f"{label}: larger than {ARCHIVE_LIMITS.max_bytes} unpacked")
+        raw = _gunzipped(raw, label)
     files: dict[str, bytes] = {}
     try:
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as archive:
@@ -136,6 +132,22 @@ def _unpacked(raw: bytes, label: str) -> dict[str, bytes]:
     except tarfile.TarError as exc:
         raise BundleError("format", f"{label}: not a tar archive ({exc})") from None
     return files
+
+
+def _gunzipped(raw: bytes, label: str) -> bytes:
+    """A gzip stream unpacked, never past :data:`ARCHIVE_LIMITS` (a small archive may unpack
+    to gigabytes)."""
+    limit = ARCHIVE_LIMITS.max_bytes
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflate.decompress(raw, limit + 1)
+        if len(out) > limit or inflate.unconsumed_tail:
+            raise BundleError("format", f"{label}: larger than {limit} bytes unpacked")
+        if not inflate.eof:
+            raise BundleError("format", f"{label}: not a gzip archive (truncated)")
+    except zlib.error as exc:
+        raise BundleError("format", f"{label}: not a gzip archive ({exc})") from None
+    return out
 
 
 def meta_text(meta: BundleMeta) -> bytes:

@@ -62,6 +62,7 @@ SIGNATURE_LAYER = "application/vnd.cudasched.knowledge.signature.v1+json"
 EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
 _EMPTY = b"{}"
 _SMALL_BLOB = 1024 * 1024
+_MAX_SIGNATURES = 16
 
 
 def signature_tag(digest: str) -> str:
@@ -193,7 +194,10 @@ def _signatures(
     if subject.get("digest") != digest:
         raise BundleError("signature", f"{repo.name}:{tag} signs another manifest")
     found: list[Signature] = []
-    for layer in doc.get("layers") or ():
+    layers = doc.get("layers") or ()
+    if not isinstance(layers, list) or len(layers) > _MAX_SIGNATURES:
+        raise BundleError("signature", f"{repo.name}:{tag}: at most {_MAX_SIGNATURES} signatures")
+    for layer in layers:
         if not isinstance(layer, dict) or layer.get("mediaType") != SIGNATURE_LAYER:
             continue
         raw = client.read_blob(repo, str(layer.get("digest")), chain, deadline, _SMALL_BLOB)

@@ -17,6 +17,7 @@ Run it with :meth:`BundleFollower.start` (a daemon thread that checks when due) 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -151,7 +152,9 @@ class BundleFollower:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.poll()
+            # A failure of on_outcome's own must not end the following: the state is updated.
+            with contextlib.suppress(Exception):
+                self.poll()
             checked = self._state.checked
             left = self.interval - (self._clock() - checked) if checked is not None else 0.0
             self._stop.wait(max(0.01, left))

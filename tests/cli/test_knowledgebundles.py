@@ -159,14 +159,12 @@ def test_push_then_pull_through_a_registry(registry: Registry, tmp_path: Path) -
 def test_every_command_follows_the_reference_and_keeps_the_last_good_bundle(
     registry: Registry,
 ) -> None:
-    ref = f"{registry.host}/cudasched/follow-cli:stable"
-    run("knowledge", "push", ref)
-    builtin_newest, _ = _newest_610("--knowledge", ref)
-    write_ok = run("knowledge", "push", ref, "--from", "built-in")
-    assert write_ok.exit_code == 0
     from cudasched.registry.bundles import push_bundle
     from cudasched.registry.client import RegistryClient
 
+    ref = f"{registry.host}/cudasched/follow-cli:stable"
+    assert run("knowledge", "push", ref).exit_code == 0  # the built-in bundle
+    builtin_newest, _ = _newest_610("--knowledge", ref)
     with RegistryClient(plain_http=[registry.host]) as client:
         push_bundle(client, ref, planted(["new-release"]))
         newest, _ = _newest_610("--knowledge", ref)

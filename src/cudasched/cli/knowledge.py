@@ -20,7 +20,7 @@ from cudasched.cli import terminal
 from cudasched.cli.app import EXIT_OK, app, fail
 from cudasched.cli.inputs import load_images, load_knowledge, load_settings
 from cudasched.cli.knowledgebundles import register
-from cudasched.cli.options import AsOfOption, parse_as_of
+from cudasched.cli.options import parse_as_of
 from cudasched.knowledge.catalog import COLUMNS, Row, Topic, rows
 from cudasched.vocab.errors import InputError
 
@@ -32,6 +32,12 @@ class KnowledgeFormat(StrEnum):
     JSON = "json"
 
 
+AgeAsOfOption = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of", help="Count the knowledge's age to this day, YYYY-MM-DD. Default: today."
+    ),
+]
 OutputOption = Annotated[KnowledgeFormat, typer.Option("-o", "--output", help="Output format.")]
 
 knowledge_app = typer.Typer(
@@ -46,7 +52,7 @@ app.add_typer(knowledge_app, name="knowledge")
 @knowledge_app.callback(invoke_without_command=True)
 def knowledge_cmd(
     ctx: typer.Context,
-    as_of: AsOfOption = None,
+    as_of: AgeAsOfOption = None,
     output: OutputOption = KnowledgeFormat.TABLE,
 ) -> None:
     """Show the knowledge cudasched judges with and what it knows, with the source of every

@@ -3,6 +3,7 @@ bundle ``--knowledge`` (or the settings' ``knowledge:``) names, falling back whe
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from cudasched.knowledge.bundlefiles import read_bundle_path
 from tests.support.bundles import (
     NEW_610,
     PLANTS,
+    builtin_610,
     builtin_tables,
     bundle_of,
     ed25519_pair,
@@ -28,6 +30,9 @@ from tests.support.registry import Registry, run_registry
 
 runner = CliRunner()
 VERSION = builtin_bundle().meta.version
+DATE = builtin_bundle().meta.date
+#: How old the built-in knowledge is on the docs' day, and how it is said.
+AGE = f"knowledge {VERSION} of {DATE} ({(datetime.date(2026, 12, 1) - DATE).days} days old)"
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +63,10 @@ def test_knowledge_says_which_bundle_it_judges_with_and_its_age() -> None:
     text = run("knowledge", "--as-of", "2026-12-01")
     doc = json.loads(run("knowledge", "--as-of", "2026-12-01", "-o", "json").stdout)
     assert text.exit_code == 0
-    assert text.stdout.startswith(f"knowledge {VERSION} of 2026-08-17 (106 days old), built-in\n")
+    assert text.stdout.startswith(f"{AGE}, built-in\n")
     assert f"digest {builtin_bundle().digest}" in text.stdout
-    assert doc["knowledge"]["ageDays"] == 106 and doc["knowledge"]["origin"] == "built-in"
+    assert doc["knowledge"]["ageDays"] == (datetime.date(2026, 12, 1) - DATE).days
+    assert doc["knowledge"]["origin"] == "built-in"
     assert doc["facts"]["GPUs"] > 50
 
 
@@ -121,7 +127,9 @@ def test_diff_lists_exactly_the_planted_changes(tmp_path: Path) -> None:
     new = f"KnowledgeBundle 2026.09.15 ({tmp_path / 'new'})"
     assert lines[0] == f"from KnowledgeBundle {VERSION} (built-in) to {new}"
     assert lines[-1] == "6 changes" and len(doc["changes"]) == 6
-    assert "  ~ R610 newest release: release 610.57.04 -> 610.70.01; released" in result.stdout
+    assert (
+        f"  ~ R610 newest release: release {builtin_610()} -> {NEW_610}; released" in result.stdout
+    )
     assert "  + GPU NVIDIA Z100: new (compute capability 9.0; arch Hopper)" in lines
     assert "Driver releases" in lines and "Images" in lines
     assert same.exit_code == 0 and same.stdout.splitlines()[-1] == "0 changes"
@@ -173,7 +181,7 @@ def test_every_command_follows_the_reference_and_keeps_the_last_good_bundle(
         push_bundle(client, ref, bundle_of(tables, version="broken.1"))
     kept, result = _newest_610("--knowledge", ref)
     summary = run("--knowledge", ref, "knowledge").stdout
-    assert builtin_newest == "610.57.04" and newest == kept == NEW_610
+    assert builtin_newest == builtin_610() and newest == kept == NEW_610
     assert f"knowledge {ref} not used (content)" in result.stderr
     assert "judging with its last good bundle 2026.09.15" in result.stderr
     assert f"{registry.host}/cudasched/follow-cli@sha256:" in summary
@@ -185,7 +193,7 @@ def test_a_bundle_that_cannot_be_used_falls_back_to_the_builtin_one(tmp_path: Pa
     write(tmp_path / "bad", bundle_of(tables))
     newest, result = _newest_610("--knowledge", str(tmp_path / "bad"))
     unreachable, said = _newest_610("--knowledge", "127.0.0.1:9/cudasched/none:stable")
-    assert newest == unreachable == "610.57.04"
+    assert newest == unreachable == builtin_610()
     assert "(sources)" in result.stderr and "judging with the built-in knowledge" in result.stderr
     assert "judging with the built-in knowledge" in said.stderr
 
@@ -200,7 +208,7 @@ def test_an_overlay_adds_a_release_and_a_settings_file_names_the_bundle(tmp_path
     bare, _ = _newest_610()
     assert overlaid == "610.80.02"
     assert json.loads(result.stdout)["rows"][0]["newestKnown"] == NEW_610
-    assert bare == "610.57.04", "a setting of one run is not the next run's"
+    assert bare == builtin_610(), "a setting of one run is not the next run's"
 
 
 def test_report_and_audit_name_the_knowledge_and_its_age(tmp_path: Path) -> None:
@@ -213,9 +221,8 @@ def test_report_and_audit_name_the_knowledge_and_its_age(tmp_path: Path) -> None
         "knowledge-stale"
     ) == 0
     codes = [f["code"] for f in stale["findings"]]
-    assert report["knowledge"]["version"] == VERSION and report["knowledge"]["ageDays"] == 106
+    assert report["knowledge"]["version"] == VERSION
+    assert report["knowledge"]["ageDays"] == (datetime.date(2026, 12, 1) - DATE).days
     assert codes.count("knowledge-stale") == 1
     html = run("report", "--as-of", "2026-12-01").stdout
-    assert (
-        f'<span id="knowledge">knowledge {VERSION} of 2026-08-17 (106 days old), built-in' in html
-    )
+    assert f'<span id="knowledge">{AGE}, built-in' in html

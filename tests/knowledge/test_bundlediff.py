@@ -8,7 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.knowledge.bundlediff import TOPICS, diff_tables
-from tests.support.bundles import PLANTS, builtin_tables, expected_rows, planted
+from tests.support.bundles import (
+    NEW_610,
+    PLANTS,
+    builtin_610,
+    builtin_tables,
+    expected_rows,
+    planted,
+)
 
 
 def _rows(names: list[str]) -> set[tuple[str, str, str]]:
@@ -30,7 +37,7 @@ def test_each_change_reads_as_a_platform_engineer_says_it() -> None:
     changes = diff_tables(builtin_tables(), planted(sorted(PLANTS)).documents())
     text = {c.name: c.text for c in changes}
     assert text["R610 newest release"].startswith(
-        "R610 newest release: release 610.57.04 -> 610.70.01; released 2026-08-03 -> 2026-09-15"
+        f"R610 newest release: release {builtin_610()} -> {NEW_610}; released "
     )
     assert text["CUDA 13.4.1"].startswith("CUDA 13.4.1: minimum driver none -> 615.20.01")
     assert text["Turing (cc 7.5)"].startswith(

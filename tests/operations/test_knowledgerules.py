@@ -11,6 +11,7 @@ import pytest
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
+from cudasched.knowledge.bundle import builtin_bundle
 from cudasched.knowledge.bundlecheck import BundleKnowledge, Sourced, knowledge_of
 from cudasched.knowledge.images import ImageTable
 from cudasched.operations.audit import audit
@@ -20,7 +21,8 @@ from tests.support.admission import admitter, applied, ask, state_of
 from tests.support.builders import node, pod
 from tests.support.bundles import builtin_tables, bundle_of
 
-DATE = datetime.date(2026, 8, 17)
+#: The built-in knowledge's date.
+DATE = builtin_bundle().meta.date
 
 
 def _audit(
@@ -48,7 +50,8 @@ def test_knowledge_older_than_the_limit_is_reported(kb: KnowledgeBase, images: I
     assert _codes(fresh, "knowledge-stale") == [] and _codes(undated, "knowledge-stale") == []
     (found,) = _codes(stale, "knowledge-stale")
     assert found[0] == f"KnowledgeBundle/{kb.provenance.version}"
-    assert "is 121 days old on 2026-12-16, more than the 120 allowed" in found[1]
+    day = (DATE + datetime.timedelta(days=121)).isoformat()
+    assert f"is 121 days old on {day}, more than the 120 allowed" in found[1]
     assert len(_codes(strict, "knowledge-stale")) == 1
 
 

@@ -25,8 +25,14 @@ from cudasched.knowledge.signing import Signature
 
 Tables = dict[str, Any]
 
-#: A new R610 release, dated after the built-in one.
-NEW_610 = "610.70.01"
+#: A new R610 release, newer and dated later than any the built-in tables hold.
+NEW_610 = "610.990.01"
+
+
+def builtin_610() -> str:
+    """The built-in tables' newest R610 release."""
+    row = next(r for r in builtin_tables()["drivers.yaml"]["latest_releases"] if r["branch"] == 610)
+    return str(row["version"])
 
 
 def builtin_tables() -> Tables:
@@ -46,7 +52,7 @@ def _row(tables: Tables, table: str, section: str, key: str, value: object) -> d
 def _new_release(tables: Tables) -> None:
     row = _row(tables, "drivers.yaml", "latest_releases", "branch", 610)
     old = {"version": row["version"], "released": row["released"], "source": row["source"]}
-    row.update(version=NEW_610, released="2026-09-15", source="https://example.com/r610")
+    row.update(version=NEW_610, released="2036-09-15", source="https://example.com/r610")
     _rows(tables, "drivers.yaml", "earlier_releases").append(old)
 
 
@@ -120,7 +126,7 @@ def expected_rows(names: Iterable[str]) -> set[tuple[str, str, str]]:
     the earlier releases."""
     rows = {(PLANTS[n].topic, PLANTS[n].kind, PLANTS[n].name) for n in names}
     if "new-release" in names:
-        rows.add(("Driver releases", "added", "driver 610.57.04"))
+        rows.add(("Driver releases", "added", f"driver {builtin_610()}"))
     return rows
 
 

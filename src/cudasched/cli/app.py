@@ -12,14 +12,16 @@ from __future__ import annotations
 import importlib
 import re
 import sys
-from collections.abc import Mapping
-from typing import Any, NamedTuple, NoReturn
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, NamedTuple, NoReturn
 
 import typer
 from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
 
 from cudasched import __version__
+from cudasched.vocab.errors import one_line
 
 __all__ = [
     "COMMANDS",
@@ -32,6 +34,7 @@ __all__ = [
     "as_run",
     "fail",
     "invoked_as",
+    "knowledge_choice",
     "note",
     "note_first",
     "versioned",
@@ -162,7 +165,8 @@ COMMANDS: dict[str, CommandEntry] = {
     ),
     "knowledge": CommandEntry(
         "cudasched.cli.knowledge",
-        "List what cudasched knows about one topic, with the source of every fact.",
+        "Show the knowledge cudasched judges with and what it knows, with the source of every "
+        "fact; export, diff, verify, push and pull knowledge bundles.",
     ),
     "image": CommandEntry(
         "cudasched.cli.image",
@@ -243,18 +247,36 @@ class LazyCommands(TyperGroup):
                 return typer.main.get_command_from_info(
                     info, pretty_exceptions_short=True, rich_markup_mode=None
                 )
+        for group in app.registered_groups:  # a command with subcommands (knowledge)
+            if group.name == cmd_name:
+                return typer.main.get_group_from_info(
+                    group,
+                    pretty_exceptions_short=True,
+                    suggest_commands=True,
+                    rich_markup_mode=None,
+                )
         raise RuntimeError(f"{entry.module} does not register the command {cmd_name!r}")
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         """Run the command; usage errors (an unknown option, a value not among the choices)
         are one line on stderr like every other error, exit 2, instead of click's block. The
         notes a command left (:func:`note`) follow its answer on stderr unless it failed on
         bad input."""
         _pending_notes.clear()
         _first_notes.clear()
-        stdout, sys.stdout = sys.stdout, _NotesFirst(sys.stdout)  # type: ignore[assignment]
+        stdout, sys.stdout = sys.stdout, _NotesFirst(sys.stdout)
         try:
-            result = super().main(*args, standalone_mode=False, **kwargs)
+            result = super().main(
+                args, prog_name, complete_var, False, windows_expand_args, **extra
+            )
         except Exit as exc:
             result = exc.exit_code
         except Abort:
@@ -269,7 +291,7 @@ class LazyCommands(TyperGroup):
             else:
                 ctx = getattr(exc, "ctx", None)
                 where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-                message = " ".join(exc.format_message().split())
+                message = one_line(exc.format_message())
                 sys.stderr.write(f"cudasched: error: {message}{where}\n")
                 result = exc.exit_code
         finally:
@@ -315,15 +337,71 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(
-        False,
-        "--version",
-        is_eager=True,
-        callback=_print_version,
-        help="Print the version of cudasched and exit.",
-    ),
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print the version of cudasched and exit.",
+        ),
+    ] = False,
+    knowledge: Annotated[
+        str | None,
+        typer.Option(
+            "--knowledge",
+            envvar="CUDASCHED_KNOWLEDGE",
+            metavar="REF|PATH",
+            help="Judge with this knowledge bundle instead of the built-in tables: a registry "
+            "reference (a tag to follow, or @sha256:... to pin) or a bundle directory or "
+            "archive. One that cannot be used is said on stderr and the last good one (else "
+            "the built-in) is used.",
+        ),
+    ] = None,
+    knowledge_key: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--knowledge-key",
+            envvar="CUDASCHED_KNOWLEDGE_KEY",
+            metavar="PEM",
+            help="A public key (Ed25519 or ECDSA P-256) one of whose signatures a bundle must "
+            "carry (repeat for several).",
+        ),
+    ] = None,
+    knowledge_overlay: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--knowledge-overlay",
+            envvar="CUDASCHED_KNOWLEDGE_OVERLAY",
+            metavar="PATH",
+            help="A bundle of local rows (driver releases, image rows) merged over the knowledge "
+            "(repeat for several).",
+        ),
+    ] = None,
 ) -> None:
     """CUDA-aware scheduling of GPU inference services on Kubernetes."""
+    global _knowledge
+    reference = knowledge.strip() if knowledge else None
+    _knowledge = KnowledgeChoice(
+        reference or None, tuple(knowledge_key or ()), tuple(knowledge_overlay or ())
+    )
+
+
+class KnowledgeChoice(NamedTuple):
+    """What ``--knowledge``, ``--knowledge-key`` and ``--knowledge-overlay`` asked for
+    (:mod:`cudasched.cli.knowledgesource` reads it)."""
+
+    reference: str | None = None
+    keys: tuple[Path, ...] = ()
+    overlays: tuple[Path, ...] = ()
+
+
+_knowledge = KnowledgeChoice()
+
+
+def knowledge_choice() -> KnowledgeChoice:
+    """The knowledge this run of a command was asked to judge with."""
+    return _knowledge
 
 
 def versioned(doc: Mapping[str, Any]) -> dict[str, Any]:

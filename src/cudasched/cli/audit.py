@@ -16,7 +16,7 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -50,6 +50,9 @@ from cudasched.operations.audit import AuditReport, Finding, Severity, audit
 from cudasched.operations.report.html import render_findings
 from cudasched.vocab.errors import InputError
 
+if TYPE_CHECKING:
+    from cudasched.cluster.snapshot import ClusterSnapshot
+
 __all__ = ["audit_cmd"]
 
 TABLE_WIDTH = 100
@@ -81,7 +84,7 @@ def _objects(refs: list[str]) -> str:
     return ", ".join(refs)
 
 
-def _text(report: AuditReport, source: str, width: int) -> str:
+def _text_report(report: AuditReport, source: str, width: int) -> str:
     """Summary first, then one entry per folded finding: severity, code and objects, the
     message and the fix, wrapped at spaces only (a code or a name is never cut)."""
     summary = report.summary()
@@ -95,6 +98,37 @@ def _text(report: AuditReport, source: str, width: int) -> str:
         if finding.fix:
             lines += wrapped(f"fix: {finding.fix}", width, "  ")
     return "\n".join(lines) + "\n"
+
+
+def _write(
+    output: AuditFormat,
+    report: AuditReport,
+    snapshot: ClusterSnapshot,
+    what: dict[str, Any],
+    policy: str,
+) -> None:
+    """The findings to stdout in the format asked for; ``what``: the cluster judged (its
+    source and scope, as every JSON answer names it)."""
+    label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")
+    if output is AuditFormat.JSON:
+        doc = {**report.to_dict(), "cluster": what}
+        sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
+    elif output is AuditFormat.POLICYREPORT:
+        from datetime import UTC, datetime
+
+        from cudasched.cluster.snapshot import to_yaml
+        from cudasched.operations.audit.policyreport import policy_reports
+
+        reports = policy_reports(report, snapshot.objects(), datetime.now(UTC))
+        sys.stdout.write("".join("---\n" + to_yaml(r) for r in reports))
+    elif output is AuditFormat.HTML:
+        sys.stdout.write(
+            render_findings(report, source=label, generated=generated_now(), policy=policy)
+        )
+    elif report.findings:
+        sys.stdout.write(_text_report(report, label, terminal.width(TABLE_WIDTH)))
+    else:
+        sys.stdout.write(f"cudasched audit: {label}: no findings\n")
 
 
 @app.command("audit")
@@ -153,8 +187,7 @@ def audit_cmd(
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
         scope = source.scope
-        today = parse_as_of(as_of)
-        months = check_support_months(min_support_months)
+        today, months = parse_as_of(as_of), check_support_months(min_support_months)
         groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source, settings, admission=True)
         images = images.with_configs(
@@ -170,6 +203,7 @@ def audit_cmd(
                 node_groups=groups,
                 today=today,
                 min_support_months=months,
+                max_knowledge_age_days=settings.knowledge.max_age_days,
             )
         report = report.within(scope, snapshot.objects())
         if source.namespace is not None and not cluster_scoped and not source.all_namespaces:
@@ -177,27 +211,7 @@ def audit_cmd(
         report = report.reworded(as_run)
     except InputError as exc:
         fail(str(exc))
-    what = judged(source, snapshot)
-    label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")
-    if output is AuditFormat.JSON:
-        doc = {**report.to_dict(), "cluster": what}
-        sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
-    elif output is AuditFormat.POLICYREPORT:
-        from datetime import UTC, datetime
-
-        from cudasched.cluster.snapshot import to_yaml
-        from cudasched.operations.audit.policyreport import policy_reports
-
-        reports = policy_reports(report, snapshot.objects(), datetime.now(UTC))
-        sys.stdout.write("".join("---\n" + to_yaml(r) for r in reports))
-    elif output is AuditFormat.HTML:
-        sys.stdout.write(
-            render_findings(report, source=label, generated=generated_now(), policy=pol.value)
-        )
-    elif report.findings:
-        sys.stdout.write(_text(report, label, terminal.width(TABLE_WIDTH)))
-    else:
-        sys.stdout.write(f"cudasched audit: {label}: no findings\n")
+    _write(output, report, snapshot, judged(source, snapshot), pol.value)
     if source.is_fallback:  # a cron job on a machine without a cluster must not pass or fail
         fail(  # on the sample's findings: it audited nothing of its own
             "no cluster configured: these are the bundled sample cluster's findings, not "

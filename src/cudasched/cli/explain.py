@@ -167,7 +167,7 @@ _NO_MODEL_SERVER = (
 
 def _explained_objects(
     snapshot: ClusterSnapshot, label: str, scope: Scope | None = None
-) -> list[dict[str, Any]]:
+) -> list[Mapping[str, Any]]:
     objs = workloads_of(snapshot)
     where = ""
     if scope is not None and not scope.is_everything:
@@ -203,6 +203,48 @@ def _default_namespace(source: ClusterSource) -> str:
 
     config = load_config(kubeconfig=source.kubeconfig, context=source.context)
     return config.settings.namespace or DEFAULT_NAMESPACE
+
+
+def _show(
+    items: list[Explained],
+    output: ExplainFormat,
+    single: bool,
+    per_node: bool,
+    only_failing: bool,
+    what: dict[str, Any],
+    pools: Mapping[str, str],
+) -> None:
+    """The explanations to stdout in the format asked for; ``what``: the cluster judged (for
+    the JSON and YAML answers), ``pools``: each node's pool (for the text)."""
+    if only_failing and not single and (per_node or output is not ExplainFormat.TABLE):
+        items = [i for i in items if i.failing]  # the text overview filters its own lines
+    if output is ExplainFormat.JSON:
+        sys.stdout.write(render_json(items, single, what) + "\n")
+    elif output is ExplainFormat.YAML:
+        sys.stdout.write(render_yaml(items, single, what))
+    elif output is ExplainFormat.WIDE:
+        console = terminal.console(WIDE_WIDTH)
+        for number, item in enumerate(items):
+            if number:
+                console.print()
+            print_node_table(item, console)
+            for warning in unknown_warnings(item):
+                console.print(Text(warning, style="yellow"))
+        if len(items) > 1:
+            console.print()
+            print_overview_table(items, console)
+    else:
+        width = terminal.width(TABLE_WIDTH)
+        if single or per_node:
+            blocks = [
+                compact_lines(item, pools, width, per_node=per_node, only_failing=only_failing)
+                for item in items
+                if not (only_failing and item.explanation.eligible_count == item.explanation.total)
+            ]
+            text = "\n\n".join("\n".join(b) for b in blocks)
+        else:
+            text = "\n".join(overview_lines(items, pools, width, only_failing))
+        sys.stdout.write(as_run(text) + "\n")
 
 
 @app.command("explain")
@@ -298,7 +340,7 @@ def explain_cmd(
         context = load_cluster(source, nodes_file, fetch=fetch)
         require_nodes(context)
         if ref is not None:
-            objs = ref.workloads(context)
+            objs: Sequence[Mapping[str, Any]] = ref.workloads(context)
             single = len(objs) == 1
         elif workload is not None:
             given = load_snapshot(workload)
@@ -318,34 +360,6 @@ def explain_cmd(
         items = explain_snapshot(objs, fleet, pol, labels, images)
     except InputError as exc:
         fail(str(exc))
-    if only_failing and not single and (per_node or output is not ExplainFormat.TABLE):
-        items = [i for i in items if i.failing]  # the text overview filters its own lines
-    if output is ExplainFormat.JSON:
-        sys.stdout.write(render_json(items, single, judged(source, context)) + "\n")
-    elif output is ExplainFormat.YAML:
-        sys.stdout.write(render_yaml(items, single, judged(source, context)))
-    elif output is ExplainFormat.WIDE:
-        console = terminal.console(WIDE_WIDTH)
-        for number, item in enumerate(items):
-            if number:
-                console.print()
-            print_node_table(item, console)
-            for warning in unknown_warnings(item):
-                console.print(Text(warning, style="yellow"))
-        if len(items) > 1:
-            console.print()
-            print_overview_table(items, console)
-    else:
-        width = terminal.width(TABLE_WIDTH)
-        pools = pool_names(context, fleet)
-        if single or per_node:
-            blocks = [
-                compact_lines(item, pools, width, per_node=per_node, only_failing=only_failing)
-                for item in items
-                if not (only_failing and item.explanation.eligible_count == item.explanation.total)
-            ]
-            text = "\n\n".join("\n".join(b) for b in blocks)
-        else:
-            text = "\n".join(overview_lines(items, pools, width, only_failing))
-        sys.stdout.write(as_run(text) + "\n")
+    pools = pool_names(context, fleet) if output is ExplainFormat.TABLE else {}
+    _show(items, output, single, per_node, only_failing, judged(source, context), pools)
     raise typer.Exit(EXIT_OK)

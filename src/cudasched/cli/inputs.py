@@ -21,17 +21,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, overload
 
 import typer
 
 from cudasched.cli.app import note, note_first
-from cudasched.vocab.errors import InputError
+from cudasched.vocab.errors import InputError, one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,9 +42,9 @@ if TYPE_CHECKING:
     from cudasched.knowledge.images import ImageTable
     from cudasched.kube.live import ObjectRef
     from cudasched.operations.audit.nodegroups import NodeGroup
+    from cudasched.settings.config import WebhookConfig
     from cudasched.vocab.kinds import Kind
-    from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.state import ClusterState
+    from cudasched.webhook.state.clusterstate import ClusterState
 
 __all__ = [
     "SAMPLE_NOTE",
@@ -145,7 +144,6 @@ _SCOPE_OPTIONS = (
     ("selector", SelectorOption, None),
 )
 
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 #: The one line said first on stderr when a command judges the bundled sample cluster because
 #: no cluster is configured (not when ``--sample`` asked for it).
@@ -193,6 +191,7 @@ class ClusterSource:
         """``-n``/``-A``/``-l`` as a :class:`~cudasched.cluster.scope.Scope`; an
         ``InputError`` for ``-n`` with ``-A`` or a selector that does not parse."""
         from cudasched.cluster.scope import Scope
+        from cudasched.vocab.labelsyntax import dns_label_ok
         from cudasched.vocab.selectors import parse_selector
 
         if self.namespace is not None and self.all_namespaces:
@@ -200,7 +199,7 @@ class ClusterSource:
                 f"-n {self.namespace!r} and -A/--all-namespaces ask for one namespace and for "
                 "all: give one"
             )
-        if self.namespace is not None and not _NAMESPACE.fullmatch(self.namespace):
+        if self.namespace is not None and not dns_label_ok(self.namespace):
             raise InputError(
                 f"-n/--namespace {self.namespace!r} is not a namespace name (at most 63 "
                 "lower-case letters, digits and '-', starting and ending with a letter or digit)"
@@ -238,6 +237,12 @@ class ClusterSource:
         return self
 
 
+@overload
+def cluster_source(command: Command, *, scoped: bool = True) -> Command: ...
+@overload
+def cluster_source(
+    command: None = None, *, scoped: bool = True
+) -> Callable[[Command], Command]: ...
 def cluster_source(command: Command | None = None, *, scoped: bool = True) -> Any:
     """Give a Typer command the cluster-source options: its parameter ``source:
     ClusterSource`` becomes ``--cluster``, ``--live``, ``--kubeconfig`` and ``--context``
@@ -270,35 +275,47 @@ def cluster_source(command: Command | None = None, *, scoped: bool = True) -> An
         return command(source=ClusterSource(**values), **kwargs)
 
     new = signature.replace(parameters=params)
+    # Typer reads the options from __signature__, which inspect honours on any function but
+    # typeshed does not declare on one (attr-defined).
     with_source.__signature__ = new  # type: ignore[attr-defined]
     with_source.__annotations__ = {p.name: p.annotation for p in params}
-    return with_source  # type: ignore[return-value]
+    return with_source
 
 
 def load_knowledge() -> KnowledgeBase:
-    """The bundled knowledge base (NVIDIA's tables, GPUs, frameworks, containers)."""
+    """The knowledge base (NVIDIA's tables, GPUs, frameworks, containers): the built-in one,
+    its parsed data kept between commands in this user's cache, or the bundle ``cudasched
+    --knowledge`` names (:mod:`cudasched.cli.knowledgesource`)."""
+    from cudasched.cli.knowledgecache import user_cache
+    from cudasched.cli.knowledgesource import chosen_knowledge
     from cudasched.knowledge import KnowledgeBase
 
-    return KnowledgeBase.load()
+    chosen = chosen_knowledge()
+    return chosen.kb if chosen is not None else KnowledgeBase.load(user_cache())
 
 
 def load_settings(path: Path | None) -> WebhookConfig:
     """The webhook's configuration (``--config``), read as the webhook reads it; ``None``
     gives the defaults. Bad files are an ``InputError`` naming the setting."""
-    from cudasched.webhook.config import load_config
+    from cudasched.cli.knowledgesource import configure
+    from cudasched.settings.config import load_config
 
-    return load_config(path)
+    settings = load_config(path)
+    configure(settings.knowledge)
+    return settings
 
 
 def load_images(kb: KnowledgeBase, settings: WebhookConfig | None = None) -> ImageTable:
     """The image table admission uses: the built-in one (well-known inference images and the
-    CUDA they were built for), with ``settings``' ``imageOverrides`` in front and its
-    ``imageMirrors`` before the built-in mirrors."""
+    CUDA they were built for) or the followed bundle's, with ``settings``' ``imageOverrides``
+    in front and its ``imageMirrors`` before the table's own mirrors."""
+    from cudasched.cli.knowledgesource import chosen_images
     from cudasched.knowledge.images import ImageTable
 
+    base = chosen_images(kb)  # the followed bundle's table, when kb is its knowledge
     if settings is None:
-        return ImageTable.builtin(kb)
-    return ImageTable.from_config(settings, kb=kb)
+        return base if base is not None else ImageTable.builtin(kb)
+    return ImageTable.from_config(settings, kb=kb, base=base)
 
 
 def load_cluster(
@@ -426,7 +443,7 @@ def load_gpu_operator(
     from cudasched.vocab.kinds import GPU_OPERATOR_KINDS
 
     kinds = {k.kind for k in GPU_OPERATOR_KINDS}
-    held = [o for o in snapshot.other if o.get("kind") in kinds]
+    held: list[Mapping[str, Any]] = [o for o in snapshot.other if o.get("kind") in kinds]
     if not source.is_live:
         return held
     from cudasched.kube.gpuoperator import read_live_gpu_operator
@@ -577,7 +594,7 @@ def load_node_templates(path: Path | None) -> list[NodeGroup]:
     except OSError as exc:
         raise InputError(f"cannot read node templates file {str(path)!r}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        why = " ".join(str(exc).split())
+        why = one_line(str(exc))
         raise InputError(f"node templates file {str(path)!r} is not YAML or JSON: {why}") from None
     if not docs:
         raise InputError(
@@ -589,7 +606,7 @@ def load_node_templates(path: Path | None) -> list[NodeGroup]:
 def cluster_state(snapshot: ClusterSnapshot, kb: KnowledgeBase) -> ClusterState:
     """What the webhook would know of ``snapshot``: its synced admission state (``mutate`` and
     ``demo`` decide against it exactly as the in-cluster webhook does)."""
-    from cudasched.webhook.state import ClusterState
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     return ClusterState.from_snapshot(snapshot, kb=kb)
 

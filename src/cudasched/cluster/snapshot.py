@@ -113,7 +113,9 @@ class ClusterSnapshot:
         for node in buckets["nodes"]:
             if not _name_of(node):
                 raise InputError(f"{source or '<input>'}: a Node has no metadata.name")
-        return cls(**{k: tuple(v) for k, v in buckets.items()}, source=source)
+        # Every bucket is a field of tuples (the bool admission_read keeps its default).
+        fields: dict[str, Any] = {k: tuple(v) for k, v in buckets.items()}
+        return cls(**fields, source=source)
 
     def objects(self) -> Iterator[KubeObject]:
         """Every object of the snapshot, bucket by bucket."""
@@ -272,6 +274,8 @@ def dump_snapshot(snapshot: ClusterSnapshot, fmt: DumpFormat = DumpFormat.YAML) 
     return to_yaml(doc)
 
 
+# The base is libyaml's dumper where PyYAML was built with it, else the pure-Python one: chosen
+# at run time, so mypy cannot check it (misc).
 class _PlainYamlDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
     """A safe dumper that writes a value used twice twice, never as an ``&anchor``/``*alias``
     pair (which kubectl writes nowhere and people cannot read)."""

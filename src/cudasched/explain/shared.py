@@ -7,6 +7,7 @@ compiled terms and those terms checked for merging.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -57,7 +58,13 @@ def declared_once(annotations: Mapping[str, Any], who: str, shared: Shared) -> R
     return found
 
 
-_MISSING = object()
+class _Memo(Enum):
+    """The memo's miss: an enum member, so that ``is`` narrows what a look-up returned."""
+
+    MISSING = 0
+
+
+_MISSING = _Memo.MISSING
 
 
 def gpu_requests_once(spec: Mapping[str, Any], shared: Shared) -> frozenset[str]:

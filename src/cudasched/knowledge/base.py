@@ -17,12 +17,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from cudasched.knowledge.bundle import builtin_bundle
 from cudasched.knowledge.drivers import DriverFacts, load_driver_facts
 from cudasched.knowledge.frameworks import FrameworkCatalog
 from cudasched.knowledge.loading import (
     DATA_FILES,
     NGC_PRODUCTS,
     DataFile,
+    ParsedCache,
     load_archs,
     load_branches,
     load_forward_compat,
@@ -35,6 +37,7 @@ from cudasched.knowledge.loading import (
 )
 from cudasched.knowledge.naming import BRAND_WORDS, candidate_keys, gfd_product_label, product_key
 from cudasched.knowledge.operator import OperatorFacts, load_operator_facts
+from cudasched.knowledge.provenance import BUILT_IN, UNDESCRIBED, Provenance
 from cudasched.knowledge.records import (
     ArchInfo,
     ContainerRelease,
@@ -50,12 +53,17 @@ from cudasched.vocab.errors import InputError, KnowledgeError
 from cudasched.vocab.requirements import FrameworkBuild
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
-__all__ = ["KnowledgeBase"]
+__all__ = ["KnowledgeBase", "release_order"]
 
 
-def _release_key(release: str) -> tuple[int, ...]:
-    """``2.10`` after ``2.9``: release numbers compared as numbers."""
-    return tuple(int(part) if part.isdigit() else -1 for part in release.split("."))
+def release_order(release: str) -> tuple[int, ...]:
+    """The sort key of a release number: ``2.10`` after ``2.9``, parts compared as numbers.
+
+    A part that is not a decimal number (the ``0rc1`` of ``0.9.0rc1``) sorts before every
+    number, so a pre-release comes before its release and no release text raises: the loader
+    admits digits only today, but an ordering must not be what breaks when a source does not.
+    """
+    return tuple(int(part) if part.isdecimal() else -1 for part in release.split("."))
 
 
 def _nearest_arch_rows(
@@ -112,6 +120,8 @@ class KnowledgeBase:
     _targets: Mapping[tuple[int, int], tuple[ComputeCapability, ...]] = field(
         default_factory=lambda: MappingProxyType({}), repr=False
     )
+    # Which bundle these facts are (version, date, digest, where read).
+    _provenance: Provenance = field(default=UNDESCRIBED, repr=False)
 
     def __repr__(self) -> str:
         return (
@@ -122,13 +132,18 @@ class KnowledgeBase:
     # ---- construction --------------------------------------------------------------------
 
     @classmethod
-    def load(cls) -> KnowledgeBase:
-        """Read and index the YAML files bundled in ``cudasched/data``."""
-        return cls.from_documents(read_data_files())
+    def load(cls, cache: ParsedCache | None = None) -> KnowledgeBase:
+        """Read and index the YAML files bundled in ``cudasched/data``; ``cache`` (an edge's)
+        may hold them already parsed. Its provenance is the built-in bundle's."""
+        provenance = builtin_bundle().provenance(BUILT_IN)
+        return cls.from_documents(read_data_files(cache), provenance)
 
     @classmethod
-    def from_documents(cls, docs: Mapping[str, object]) -> KnowledgeBase:
-        """Index already-parsed data files keyed by file name (see :data:`DATA_FILES`).
+    def from_documents(
+        cls, docs: Mapping[str, object], provenance: Provenance = UNDESCRIBED
+    ) -> KnowledgeBase:
+        """Index already-parsed data files keyed by file name (see :data:`DATA_FILES`), which
+        are the bundle ``provenance`` describes.
 
         Raises :class:`KnowledgeError` for a missing file, an entry without a resolvable
         source, a malformed value or a duplicate key: those are packaging bugs.
@@ -167,7 +182,13 @@ class KnowledgeBase:
             _ga_desc=ga_desc,
             _arch_nearest=MappingProxyType(_nearest_arch_rows(arch_by_cc)),
             _targets=MappingProxyType({key: _targets(archs, row.cuda) for key, row in ga.items()}),
+            _provenance=provenance,
         )
+
+    @property
+    def provenance(self) -> Provenance:
+        """Which bundle these facts are: version, date, digest, where they were read."""
+        return self._provenance
 
     # ---- toolkits and drivers ------------------------------------------------------------
 
@@ -250,9 +271,6 @@ class KnowledgeBase:
         """Host driver branches on which ``cuda-compat-X-Y`` is listed compatible (``C``)."""
         package = self._fc.get((cuda.major, cuda.minor))
         return package.compatible_branches if package is not None else frozenset()
-
-    def forward_compat_package(self, cuda: CudaVersion) -> ForwardCompatPackage | None:
-        return self._fc.get((cuda.major, cuda.minor))
 
     def forward_compat_packages(self) -> Iterator[ForwardCompatPackage]:
         return iter(sorted(self._fc.values(), key=lambda p: p.cuda))
@@ -379,12 +397,15 @@ class KnowledgeBase:
         """Every framework release the knowledge base knows, as (``torch`` | ``tensorflow`` |
         ``vllm``, release), newest first within each framework."""
         catalog = self._frameworks
-        for name, releases in (
+        frameworks: tuple[tuple[str, Mapping[str, TorchRelease | FrameworkRelease]], ...] = (
             ("torch", catalog.torch),
             ("tensorflow", catalog.tensorflow),
             ("vllm", catalog.vllm),
-        ):
-            ordered = sorted(releases.values(), key=lambda r: _release_key(r.release), reverse=True)
+        )
+        for name, releases in frameworks:
+            ordered = sorted(
+                releases.values(), key=lambda r: release_order(r.release), reverse=True
+            )
             for release in ordered:
                 yield name, release
 
@@ -408,7 +429,7 @@ class KnowledgeBase:
         """NGC releases, optionally of one product, in product then release order."""
         prod = _ngc_product(product) if product is not None else None
         rows = [r for r in self._ngc.values() if prod is None or r.product == prod]
-        return iter(sorted(rows, key=lambda r: (r.product, _release_key(r.release))))
+        return iter(sorted(rows, key=lambda r: (r.product, release_order(r.release))))
 
 
 def _targets(archs: tuple[ArchInfo, ...], cuda: CudaVersion) -> tuple[ComputeCapability, ...]:
@@ -431,7 +452,3 @@ def _ngc_product(product: object) -> str:
             f"invalid NGC product {product!r}: expected one of {', '.join(NGC_PRODUCTS)}"
         )
     return key
-
-
-def _release_key(release: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in release.split("."))

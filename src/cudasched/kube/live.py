@@ -35,8 +35,9 @@ from typing import Any, Protocol
 from cudasched.cluster.snapshot import ClusterSnapshot, KubeObject, reduce_pod, without_bulk
 from cudasched.kube.client import DEFAULT_TIMEOUT_SECONDS, load_config, make_client
 from cudasched.kube.reflector import LIST_CHUNK_SIZE, plain_object, status_code
+from cudasched.kube.resources import resource_of
 from cudasched.operations.audit.admission import SERVICE_NAME_LABEL, WEBHOOK_NAME_SUFFIX
-from cudasched.vocab.errors import InputError
+from cudasched.vocab.errors import InputError, one_line
 from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
     ENDPOINT_SLICE,
@@ -217,6 +218,29 @@ async def read_cluster(
     if page_size < 1:
         raise InputError(f"invalid page size {page_size}: expected a positive number of items")
     where = where if where is not None else ApiServer("(unknown URL)", "the given client")
+    objects, absent, denied = await _list_kinds(client, kinds, page_size, where, progress)
+    for ref in fetch:
+        objects.append(await _fetch(client, ref, where))
+    exists = await _namespace_exists(client, namespace) if namespace is not None else None
+    registration = await _admission(client) if admission else None
+    if registration is not None:
+        objects.extend(registration)
+    snapshot = ClusterSnapshot.from_objects(objects, source=f"live cluster {where.server}")
+    read = registration is not None
+    snapshot = dataclasses.replace(snapshot, admission_read=read)
+    return LiveCluster(snapshot, tuple(absent), tuple(denied), exists, read)
+
+
+async def _list_kinds(
+    client: Any,
+    kinds: Sequence[Kind],
+    page_size: int,
+    where: ApiServer,
+    progress: ListingProgress | None,
+) -> tuple[list[KubeObject], list[Kind], list[Kind]]:
+    """Every object of ``kinds``, with the kinds the server does not serve and the advisory
+    kinds the identity may not list; a required kind refused is said once for every kind,
+    after all were tried (``InputError``)."""
     objects: list[KubeObject] = []
     absent: list[Kind] = []
     denied: list[Kind] = []
@@ -229,7 +253,7 @@ async def read_cluster(
         except _Denied:
             listed = None
             denied.append(kind)
-        except _Forbidden as refused:  # said once for every kind, after all were tried
+        except _Forbidden as refused:
             listed = None
             forbidden.append(refused)
         else:
@@ -244,16 +268,7 @@ async def read_cluster(
         users = sorted({f.user for f in forbidden if f.user})
         who = f" (denied to User {users[0]!r})" if len(users) == 1 else ""
         raise InputError(f"cannot list {names} at the cluster scope: grant list on {names}{who}")
-    for ref in fetch:
-        objects.append(await _fetch(client, ref, where))
-    exists = await _namespace_exists(client, namespace) if namespace is not None else None
-    registration = await _admission(client) if admission else None
-    if registration is not None:
-        objects.extend(registration)
-    snapshot = ClusterSnapshot.from_objects(objects, source=f"live cluster {where.server}")
-    read = registration is not None
-    snapshot = dataclasses.replace(snapshot, admission_read=read)
-    return LiveCluster(snapshot, tuple(absent), tuple(denied), exists, read)
+    return objects, absent, denied
 
 
 async def _admission(client: Any) -> list[KubeObject] | None:
@@ -287,14 +302,14 @@ async def _admission(client: Any) -> list[KubeObject] | None:
 
 
 async def _plain_list(client: Any, kind: Kind, options: dict[str, Any]) -> list[KubeObject]:
-    return [_as_listed(kind, obj) async for obj in client.list(kind.resource(), **options)]
+    return [_as_listed(kind, obj) async for obj in client.list(resource_of(kind), **options)]
 
 
 async def _namespace_exists(client: Any, name: str) -> bool | None:
     """Whether the Namespace ``name`` exists; ``None`` when the server does not say (the
     identity may not get namespaces: the README's reader role grants it, others may not)."""
     try:
-        await client.get(NAMESPACE.resource(), name)
+        await client.get(resource_of(NAMESPACE), name)
     except Exception as exc:
         return False if status_code(exc) == 404 else None
     return True
@@ -326,7 +341,7 @@ async def _list_kind(
     for attempt in (1, 2):
         items: list[KubeObject] = []
         try:
-            async for obj in client.list(kind.resource(), **options):
+            async for obj in client.list(resource_of(kind), **options):
                 items.append(_as_listed(kind, obj))
                 if progress is not None and len(items) % page_size == 0:
                     progress.advance(kind, len(items))
@@ -350,7 +365,7 @@ async def _fetch(client: Any, ref: ObjectRef, where: ApiServer) -> KubeObject:
     kind = ref.kind
     options = {"namespace": ref.namespace} if kind.namespaced else {}
     try:
-        obj = await client.get(kind.resource(), ref.name, **options)
+        obj = await client.get(resource_of(kind), ref.name, **options)
     except Exception as exc:
         if status_code(exc) == 404:
             raise InputError(f"{ref.describe()} not found in the live cluster") from None
@@ -369,11 +384,9 @@ def _as_listed(kind: Kind, obj: Any) -> KubeObject:
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
-    try:  # lightkube >= 1.0 is built on httpx2, earlier releases on httpx
-        import httpx2 as transport
-    except ImportError:  # pragma: no cover - depends on the installed lightkube
-        import httpx as transport  # type: ignore[no-redef]
-    return (transport.TransportError, OSError)
+    import httpx2  # lightkube (>= 1.0, as pyproject pins) is built on httpx2
+
+    return (httpx2.TransportError, OSError)
 
 
 def _is_timeout(exc: BaseException) -> bool:
@@ -396,12 +409,12 @@ def request_failure(
         if isinstance(exc, _transport_errors()):
             return InputError(
                 f"cannot reach the Kubernetes API server at {where.server} ({where.origin}): "
-                f"{_one_line(exc)}"
+                f"{one_line(exc)}"
             )
         from lightkube import ConfigError
 
         if isinstance(exc, ConfigError):
-            return InputError(f"cannot use {where.origin}: {_one_line(exc)}")
+            return InputError(f"cannot use {where.origin}: {one_line(exc)}")
         raise exc
     message = _server_message(exc)
     if code == 401:
@@ -441,20 +454,12 @@ def _server_message(exc: BaseException) -> str:
     status = getattr(exc, "status", None)
     message = getattr(status, "message", None)
     if isinstance(message, str) and message:
-        return _one_line_text(message)
+        return one_line(message)
     response = getattr(exc, "response", None)
     try:
         body = response.json() if response is not None else None
     except Exception:  # not JSON: the status line says enough
         body = None
     if isinstance(body, Mapping) and isinstance(body.get("message"), str):
-        return _one_line_text(body["message"])
+        return one_line(body["message"])
     return ""
-
-
-def _one_line(exc: BaseException) -> str:
-    return _one_line_text(str(exc)) or type(exc).__name__
-
-
-def _one_line_text(text: str) -> str:
-    return " ".join(text.split())

@@ -49,9 +49,10 @@ def _spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
         return predictor if isinstance(predictor, Mapping) else {}
     if kind == "LLMInferenceService":
         try:
-            return llmisvc_pod(obj)["spec"]
+            pod_spec: Mapping[str, Any] = llmisvc_pod(obj)["spec"]
         except InputError:
             return {}
+        return pod_spec
     if kind in _RUNTIME_KINDS:
         return spec
     try:

@@ -52,6 +52,10 @@ REQUIREMENT_INVALID = "requirement-invalid"
 DRIVER_BRANCH_ENDED = "driver-branch-ended"
 DRIVER_BRANCH_LEGACY = "driver-branch-legacy"
 DRIVER_BRANCH_ENDING = "driver-branch-ending"
+KNOWLEDGE_STALE = "knowledge-stale"
+DRIVER_RELEASE_UNKNOWN = "driver-release-unknown"
+GPU_UNKNOWN = "gpu-unknown"
+PLACEMENT_MOVED = "placement-moved"
 WEBHOOK_NOT_REGISTERED = "webhook-not-registered"
 WEBHOOK_UNREACHABLE = "webhook-unreachable"
 
@@ -70,6 +74,10 @@ CODES: dict[str, Severity] = {
     REQUIREMENT_INVALID: Severity.WARNING,
     DRIVER_BRANCH_ENDED: Severity.WARNING,
     DRIVER_BRANCH_LEGACY: Severity.WARNING,
+    KNOWLEDGE_STALE: Severity.WARNING,
+    GPU_UNKNOWN: Severity.WARNING,
+    PLACEMENT_MOVED: Severity.WARNING,
+    DRIVER_RELEASE_UNKNOWN: Severity.INFO,
     DRIVER_BRANCH_ENDING: Severity.INFO,
     LABELS_DEPRECATED_ONLY: Severity.INFO,
     REQUIREMENT_UNKNOWN: Severity.INFO,

@@ -62,7 +62,9 @@ class Demand:
         return sum(len(g.workloads) for g in self.groups)
 
 
-def _listed_pod_owner(pod: Mapping[str, Any], isvcs: set, llms: set) -> bool:
+def _listed_pod_owner(
+    pod: Mapping[str, Any], isvcs: set[tuple[str, str]], llms: set[tuple[str, str]]
+) -> bool:
     return service_listed(view_pod(pod), namespace_of(pod), isvcs, llms)
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import yaml
 
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.fleet import TEMPLATE_LABEL, cudasched_command
-from cudasched_e2e.kube import Api
-from cudasched_e2e.sample import Sample
-from cudasched_e2e.workloads import gpu_pod
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.fleet import TEMPLATE_LABEL, cudasched_command
+from tests.harness.kube import Api
+from tests.harness.sample import Sample
+from tests.harness.workloads import gpu_pod
 
 NAMESPACE = "e2e-platform"
 

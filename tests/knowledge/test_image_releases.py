@@ -172,3 +172,12 @@ def test_the_catalog_shows_tags_and_their_cuda_never_a_regular_expression(
     assert triton["<YY.MM>-py3"] == "the NGC release's, per release below"
     assert triton["24.04-py3 to 24.05-py3"] == "12.4"
     assert triton["22.09-py3 to 22.12-py3"] == "11.8.0"
+    # A versions rule of NGC releases spells them as NGC does (24.04, not 24.4.0), and a range
+    # of one release is that release.
+    trtllm = {
+        r.fields["tags"]: r.fields["cuda"]
+        for r in found
+        if r.fields["id"] == "ngc-tritonserver-trtllm"
+    }
+    assert trtllm["24.04-trtllm-python-py3 to 24.05-trtllm-python-py3"] == "12.3.2"
+    assert trtllm["24.06-trtllm-python-py3"] == "12.4.0"

@@ -138,7 +138,7 @@ def _images(images: ImageTable, kb: KnowledgeBase) -> Iterator[Row]:
                 {
                     "id": rule.id,
                     "repositories": repositories,
-                    "tags": f"{first} to {last}" if last else f"{first} and later",
+                    "tags": _span(first, last),
                     "cuda": f"at least {entry.cuda}" if entry.lower_bound else str(entry.cuda),
                     "note": "",
                 },
@@ -146,14 +146,25 @@ def _images(images: ImageTable, kb: KnowledgeBase) -> Iterator[Row]:
             )
 
 
+def _span(first: str, last: str) -> str:
+    """A versions rule's range of tags: one tag, ``A to B``, or ``A and later``."""
+    if not last:
+        return f"{first} and later"
+    return first if first == last else f"{first} to {last}"
+
+
 #: The placeholders of a rule's ``tags`` that one release fills in.
 _RELEASE = ("<release>", "<YY.MM>")
 
 
 def _tag(rule: ImageRule, release: str) -> str:
-    """``release`` as the rule's tags spell it (``v<release>``: v0.6.3), or as it is."""
+    """``release`` as the rule's tags spell it (``v<release>``: v0.6.3; ``<YY.MM>``: 24.04,
+    as NGC writes a release that a versions rule holds as 24.4.0), or as it is."""
     for placeholder in _RELEASE:
         if placeholder in rule.tags:
+            if placeholder == "<YY.MM>":
+                year, month = [*release.split("."), "0"][:2]
+                release = f"{int(year):02d}.{int(month):02d}"
             return rule.tags.replace(placeholder, release, 1)
     return release
 

@@ -2,7 +2,8 @@
 configured cluster is the default, a colon-separated ``$KUBECONFIG`` is merged, a namespace that
 does not exist is said so, a Deployment's replicas on nodes that cannot run them are one finding
 and one explain line (the ReplicaSet and its pod-template-hash as the real controller makes
-them), a pod says where it is, and an LLMInferenceService KServe made no pod for is explained.
+them), a pod says where it is, an LLMInferenceService KServe made no pod for is explained, and
+a webhook Service without endpoints is named as the likeliest cause of a misplaced pod.
 """
 
 from __future__ import annotations
@@ -156,3 +157,58 @@ def test_an_llminferenceservice_without_pods_is_explained(
     assert one["summary"]["requirement"] == "cuda>=13.0"
     every = json.loads(answer(cudasched(plane, "explain", "-n", NAMESPACE, "-o", "json")))
     assert f"{NAMESPACE}/LLMInferenceService/{name}" in [w["workload"] for w in every["workloads"]]
+
+
+def test_a_webhook_service_without_endpoints_is_the_likeliest_cause(
+    plane: ControlPlane, api: Api, sample: Sample
+) -> None:
+    """Item 11: a pod on a node that cannot run it, and a cudasched webhook registered through
+    a Service with no EndpointSlice: the audit reads both from the API server and names the
+    webhook as the likeliest cause. (The harness registers its webhook by URL, which the audit
+    leaves alone; this registration matches no namespace, so it places nothing.)"""
+    api.ensure_namespace(NAMESPACE)
+    pod = gpu_pod(
+        "unplaced",
+        NAMESPACE,
+        "nvidia/cuda:12.8.1-runtime-ubuntu22.04",
+        annotations={"cudasched.io/cuda-version": "12.8"},
+    )
+    pod["spec"]["nodeName"] = _kepler_node(api)
+    api.create(pod)
+    hook = {
+        "name": "probe.cudasched.io",
+        "clientConfig": {"service": {"namespace": NAMESPACE, "name": "nowhere", "path": "/m"}},
+        "rules": [
+            {
+                "operations": ["CREATE"],
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["pods"],
+            }
+        ],
+        "namespaceSelector": {"matchLabels": {"e2e.cudasched.io/never": "true"}},
+        "failurePolicy": "Ignore",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    }
+    path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+    api.call(
+        "POST",
+        path,
+        body={
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "e2e-unreachable"},
+            "webhooks": [hook],
+        },
+    )
+    try:
+        audit = json.loads(answer(cudasched(plane, "audit", "-A", "-o", "json"), 1))
+    finally:
+        api.delete(f"{path}/e2e-unreachable")
+    (cause,) = [f for f in audit["findings"] if f["code"].startswith("webhook-")]
+    assert (cause["code"], cause["object"]) == (
+        "webhook-unreachable",
+        f"Service/{NAMESPACE}/nowhere",
+    )
+    assert f"Service {NAMESPACE}/nowhere has no ready endpoint" in cause["message"]

@@ -99,8 +99,10 @@ class PodTemplate:
 
 
 def _template_of(obj: Mapping[str, Any], who: str) -> Mapping[str, Any] | None:
-    """The pod template of a controller (``None`` for a Pod or a bare pod spec holder)."""
+    """The pod template of a controller (``None`` for a Pod or a bare pod spec holder). A
+    kind that is not text is no kind (a list would not even hash)."""
     kind = obj.get("kind")
+    kind = kind if isinstance(kind, str) else None
     spec = as_mapping(obj.get("spec"), f"spec of {who}")
     if kind == "CronJob":
         job = as_mapping(spec.get("jobTemplate"), f"spec.jobTemplate of {who}")

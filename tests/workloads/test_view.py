@@ -4,6 +4,7 @@ shapes; and the InferenceService GPU question that used to raise TypeError on th
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -24,15 +25,8 @@ from cudasched.workloads.resolution import runs_gpu_workload
 from cudasched.workloads.view import Role, view_pod
 from tests.support import builders
 from tests.support.admission import ask, isvcs, nodes, runtimes, state_of
+from tests.support.shapes import JSON, planted_many
 
-# Any JSON value, small.
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=4),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
 CONTAINER_KEYS = st.sampled_from(["name", "image", "env", "resources", "ports"])
 NAMES = st.sampled_from(["kserve-container", "worker-container", "main", "sidecar", 7])
 
@@ -201,3 +195,93 @@ def test_admission_answers_an_isvc_with_numeric_worker_containers(kb: KnowledgeB
     resp = ask(adm, "isvc", review, state)
     assert resp["allowed"] is True
     assert not any("internal error" in w for w in resp.get("warnings", [])), orjson.dumps(resp)
+
+
+# --------------------------------------------------------------------------- any JSON, anywhere
+
+#: Pods of every role, as the API server returns them, to plant odd values into.
+ROLE_PODS: dict[str, dict[str, Any]] = {
+    "predictor": builders.pod(predictor="svc"),
+    "transformer": builders.pod(
+        labels={"component": "transformer", "serving.kserve.io/inferenceservice": "svc"}
+    ),
+    "model-server": builders.pod(
+        labels={
+            "app.kubernetes.io/part-of": "llminferenceservice",
+            "app.kubernetes.io/component": "llminferenceservice-workload",
+            "app.kubernetes.io/name": "qwen",
+        }
+    ),
+    "gpu": builders.pod(annotations={"cudasched.io/skip": "true"}),
+}
+
+_LABELS = ("metadata", "labels")
+_CONTAINER = ("spec", "containers", 0)
+
+#: Every field the view reads, and the parents they hang from.
+VIEW_FIELDS: tuple[tuple[str | int, ...], ...] = (
+    (),
+    ("kind",),
+    ("metadata",),
+    ("metadata", "name"),
+    ("metadata", "generateName"),
+    ("metadata", "namespace"),
+    _LABELS,
+    (*_LABELS, "component"),
+    (*_LABELS, "serving.kserve.io/inferenceservice"),
+    (*_LABELS, "app.kubernetes.io/part-of"),
+    (*_LABELS, "app.kubernetes.io/component"),
+    (*_LABELS, "app.kubernetes.io/name"),
+    ("metadata", "annotations"),
+    ("metadata", "annotations", "cudasched.io/skip"),
+    ("metadata", "annotations", "cudasched.io/cuda-version"),
+    ("spec",),
+    ("spec", "containers"),
+    _CONTAINER,
+    (*_CONTAINER, "name"),
+    (*_CONTAINER, "image"),
+    (*_CONTAINER, "resources"),
+    (*_CONTAINER, "resources", "limits"),
+    (*_CONTAINER, "resources", "limits", "nvidia.com/gpu"),
+    (*_CONTAINER, "resources", "requests"),
+    (*_CONTAINER, "resources", "requests", "nvidia.com/mig-1g.10gb"),
+    ("spec", "containers", 1),
+    ("spec", "initContainers"),
+    ("spec", "initContainers", 0, "resources", "limits"),
+    ("spec", "resourceClaims"),
+    ("spec", "imagePullSecrets"),
+    ("spec", "imagePullSecrets", 0),
+    ("spec", "imagePullSecrets", 0, "name"),
+    ("spec", "serviceAccountName"),
+    ("spec", "serviceAccount"),
+)
+
+
+@settings(max_examples=1500)
+@given(
+    role=st.sampled_from(sorted(ROLE_PODS)),
+    grafts=st.lists(st.tuples(st.sampled_from(VIEW_FIELDS), JSON), min_size=1, max_size=4),
+)
+def test_any_json_at_any_field_the_view_reads_never_raises(
+    role: str, grafts: list[tuple[tuple[str | int, ...], Any]]
+) -> None:
+    """The parser's promise, on shapes no API server sends (a list for a label value, a
+    mapping for a quantity, a number for the containers): the view is built, its answers
+    have their types, and a reader's complaint is kept as an :class:`InputError`."""
+    view = view_pod(planted_many(ROLE_PODS[role], grafts))
+    assert view.error is None or isinstance(view.error, InputError)
+    assert isinstance(view.role, Role)
+    assert view.owner is None or isinstance(view.owner, str)
+    assert isinstance(view.requests_gpu, bool) and isinstance(view.skipped, bool)
+    assert view.cuda_container is None or isinstance(view.cuda_container, Mapping)
+
+
+def test_an_unhashable_llm_component_label_is_no_model_server() -> None:
+    """A list where ``app.kubernetes.io/component`` belongs made the model-server test ask a
+    dict whether it holds a list, which raises ``TypeError`` (the view promises it never
+    raises)."""
+    pod = planted_many(
+        ROLE_PODS["model-server"], [((*_LABELS, "app.kubernetes.io/component"), ["x"])]
+    )
+    view = view_pod(pod)
+    assert view.role is Role.POD and view.owner is None

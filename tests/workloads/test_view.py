@@ -16,12 +16,12 @@ from cudasched.knowledge import KnowledgeBase
 from cudasched.vocab.errors import InputError
 from cudasched.webhook.admission import Admitter
 from cudasched.webhook.config import WebhookConfig
-from cudasched.workloads.gpu import gpu_container, uses_gpu
+from cudasched.workloads.gpu import uses_gpu
 from cudasched.workloads.kserve import isvc_uses_gpu
 from cudasched.workloads.kserve.llm import is_llmisvc_pod, llmisvc_main_container, llmisvc_of_pod
 from cudasched.workloads.kserve.pods import is_predictor_pod, isvc_name_of
 from cudasched.workloads.pods import workload_uses_gpu
-from cudasched.workloads.resolution import runs_gpu_workload
+from cudasched.workloads.pullscope import pull_scope
 from cudasched.workloads.view import Role, view_pod
 from tests.support import builders
 from tests.support.admission import ask, isvcs, nodes, runtimes, state_of
@@ -101,9 +101,25 @@ def test_a_view_never_raises_and_keeps_reader_errors_as_input_errors(pod: Any) -
         assert view.checked() is view
 
 
+def _first_gpu_container(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The container whose CUDA matters, found by hand: the first asking for an NVIDIA GPU,
+    else KServe's predictor or worker container."""
+    containers = spec.get("containers") or []
+    for c in containers:
+        resources = c.get("resources") or {}
+        asked = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+        if any(k.startswith("nvidia.com/") and float(v) > 0 for k, v in asked.items()):
+            return c
+    names = [c.get("name") for c in containers]
+    for name in ("kserve-container", "worker-container"):
+        if name in names:
+            return containers[names.index(name)]
+    return None
+
+
 def test_the_view_agrees_with_every_reader_on_the_sample_cluster() -> None:
     """For each pod of the bundled sample, the view gives the answers the separate readers
-    give (role, owner, GPU, CUDA container, constrained)."""
+    give (role, owner, KServe, GPU, CUDA container, constrained, pull scope)."""
     pods = bundled_snapshot().pods
     roles: dict[Role, int] = {}
     for pod in pods:
@@ -111,16 +127,18 @@ def test_the_view_agrees_with_every_reader_on_the_sample_cluster() -> None:
         spec = pod["spec"]
         roles[view.role] = roles.get(view.role, 0) + 1
         assert view.requests_gpu == uses_gpu(spec)
-        assert view.runs_gpu_workload == runs_gpu_workload(pod)
+        assert view.pull_scope() == pull_scope(pod)
+        main = llmisvc_main_container(spec) if is_llmisvc_pod(pod) else None
+        runs = view.requests_gpu or (main is not None and not main.get("resources"))
+        assert view.runs_gpu_workload == (runs and view.role is not Role.AUXILIARY)
         if is_llmisvc_pod(pod):
-            assert view.role is Role.MODEL_SERVER
+            assert view.role is Role.MODEL_SERVER and view.is_kserve
             assert view.owner == llmisvc_of_pod(pod)
-            main = llmisvc_main_container(spec)
-            assert view.cuda_container == (main if main is not None else gpu_container(spec))
+            assert view.cuda_container == (main if main is not None else _first_gpu_container(spec))
         else:
-            assert view.cuda_container == gpu_container(spec)
+            assert view.cuda_container == _first_gpu_container(spec)
             if is_predictor_pod(pod):
-                assert view.role is Role.PREDICTOR
+                assert view.role is Role.PREDICTOR and view.is_kserve
                 assert view.owner == isvc_name_of(pod)
     assert len(pods) == sum(roles.values()) >= 9
     assert roles.get(Role.PREDICTOR, 0) >= 1

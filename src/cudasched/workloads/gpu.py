@@ -8,6 +8,7 @@ pods (or pods that declare a requirement) are ever constrained.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from cudasched.vocab.errors import InputError
@@ -16,8 +17,9 @@ from cudasched.vocab.objects import as_mapping
 
 __all__ = [
     "GPU_RESOURCE_PREFIXES",
-    "gpu_container",
+    "GpuUse",
     "node_gpu_resources",
+    "read_gpu_use",
     "requested_gpu_resources",
     "uses_gpu",
 ]
@@ -77,37 +79,79 @@ def uses_gpu(pod_spec: Mapping[str, Any]) -> bool:
     return any(_container_gpus(c) for c in containers)
 
 
-def gpu_container(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The container whose CUDA matters: the first with a GPU limit, else KServe's
-    ``kserve-container``, else a multi-node ``worker-container``."""
-    containers = _containers(as_mapping(pod_spec, "pod spec"), "containers")
-    for c in containers:
-        if _container_gpus(c):
-            return c
-    for name in (PREDICTOR_CONTAINER, WORKER_CONTAINER):
-        for c in containers:
-            if c.get("name") == name:
-                return c
-    return None
+def _gpu_names(container: Mapping[str, Any]) -> set[str] | None:
+    """The NVIDIA GPU resources one container asks for above zero (``None`` for none), every
+    limit and request read, so a malformed quantity anywhere is an :class:`InputError`."""
+    resources = as_mapping(container.get("resources"), "container resources")
+    names: set[str] | None = None
+    for part in _PARTS:
+        amounts = resources.get(part)
+        if amounts is None or (type(amounts) is dict and not amounts):
+            continue  # absent or empty: nothing asked for
+        for key, value in as_mapping(amounts, _PART_NAMES[part]).items():
+            name = key if type(key) is str else str(key)
+            if name.startswith(GPU_RESOURCE_PREFIXES) and _quantity_positive(value, name):
+                names = names or set()
+                names.add(name)
+    return names
 
 
 def requested_gpu_resources(pod_spec: Mapping[str, Any]) -> frozenset[str]:
     """The NVIDIA GPU resources (``nvidia.com/gpu``, ``nvidia.com/mig-1g.10gb`` ...) the pod's
     containers ask for: what a node must offer for the scheduler to place it. Resource claims
     are not included (their device class decides, not a node resource)."""
+    return read_gpu_use(pod_spec).resources
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUse:
+    """What a pod spec asks of NVIDIA GPUs, read in one pass over its containers (the pod
+    view's reading; see :func:`read_gpu_use`)."""
+
+    #: The GPU resources its containers and init containers ask for above zero.
+    resources: frozenset[str]
+    #: It lists dynamic resource claims (their device class is not visible here).
+    claims: bool
+    #: The container whose CUDA matters: the first with a GPU, else KServe's predictor or
+    #: multi-node worker container (by name).
+    container: Mapping[str, Any] | None
+
+    @property
+    def requested(self) -> bool:
+        """The pod asks for a GPU (:func:`uses_gpu`'s question)."""
+        return self.claims or bool(self.resources)
+
+
+def read_gpu_use(pod_spec: Mapping[str, Any]) -> GpuUse:
+    """:class:`GpuUse` of a pod spec: whether it asks for a GPU, which GPU resources and which
+    container runs the CUDA code, answered together, reading every container once and every
+    quantity (a malformed one anywhere is an :class:`InputError`)."""
     spec = as_mapping(pod_spec, "pod spec")
+    containers = _containers(spec, "containers")
+    inits = _containers(spec, "initContainers")
     names: set[str] = set()
-    for container in _containers(spec, "containers") + _containers(spec, "initContainers"):
-        resources = as_mapping(container.get("resources"), "container resources")
-        for part in _PARTS:
-            amounts = resources.get(part)
-            if amounts is None or (type(amounts) is dict and not amounts):
-                continue  # absent or empty: nothing asked for
-            for key, value in as_mapping(amounts, _PART_NAMES[part]).items():
-                name = key if type(key) is str else str(key)
-                if name.startswith(GPU_RESOURCE_PREFIXES) and _quantity_positive(value, name):
-                    names.add(name)
-    return frozenset(names) if names else _NONE
+    first: Mapping[str, Any] | None = None
+    for container in containers:
+        found = _gpu_names(container)
+        if found:
+            names |= found
+            first = first if first is not None else container
+    for container in inits:
+        found = _gpu_names(container)
+        if found:
+            names |= found
+    if first is None:
+        first = _by_name(containers)
+    return GpuUse(frozenset(names) if names else _NONE, bool(spec.get("resourceClaims")), first)
+
+
+def _by_name(containers: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """KServe's ``kserve-container``, else its multi-node ``worker-container``."""
+    for name in (PREDICTOR_CONTAINER, WORKER_CONTAINER):
+        for c in containers:
+            if c.get("name") == name:
+                return c
+    return None
 
 
 def node_gpu_resources(node: Mapping[str, Any]) -> frozenset[str] | None:

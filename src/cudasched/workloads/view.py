@@ -4,28 +4,34 @@ Kubernetes parses a pod's required node affinity once (``GetRequiredNodeAffinity
 Karpenter its requirements (``NewPodRequirements(pod)``); everything after asks the parsed value.
 :func:`view_pod` does the same for the questions cudasched asks of a pod: which role it plays
 (a KServe predictor, a transformer or explainer, an LLMInferenceService model server, any other
-pod), which object owns it, whether it asks for a GPU, which container's CUDA matters, whether
-it opts out (``cudasched.io/skip``) and whether its placement is constrained by what its runtime
-or image needs. Admission, ``explain``, the audit and driver planning all ask it, so the four
-cannot disagree about a pod.
+pod), whether KServe made it, which object owns it, whether it asks for a GPU and which GPU
+resources, which container's CUDA matters, whether it opts out (``cudasched.io/skip``),
+whether its placement is constrained by what its runtime or image needs, and whose pull
+secrets its images are pulled with. Admission, ``explain``, the audit and driver planning all
+ask it, and the functions that resolve a pod's requirement take it, not the pod, so none of
+them can read a pod differently.
 
-Building a view never raises. The readers underneath are strict (an unreadable object is an
-:class:`InputError`: exit 2 on the command line, "unreadable" at the webhook); the first such
-error is kept in :attr:`PodView.error` and :meth:`PodView.checked` raises it where a caller
-must refuse an unreadable pod, so the message is the one the reader gave. Any other shape (a
-number where a list belongs, a list where a mapping belongs) is read as absent.
+Building a view never raises, whatever JSON it is given. The readers underneath are strict (an
+unreadable part is an :class:`InputError`: exit 2 on the command line, "unreadable" at the
+webhook); the first such error is kept in :attr:`PodView.error` and :meth:`PodView.checked`
+raises it where a caller must refuse an unreadable pod, so the message is the one the reader
+gave. The answers that need no strict reading (the skip switch, the pull scope, the
+namespace) are lenient: a field of another shape is absent. Any other shape (a number where a
+list belongs, a list where a label value belongs) is read as absent too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any, TypeVar
 
+from cudasched.knowledge.imageconfig import PullScope
 from cudasched.vocab.errors import InputError
-from cudasched.vocab.objects import annotations_of, checked_labels
-from cudasched.workloads.gpu import gpu_container, uses_gpu
+from cudasched.vocab.kserve import INFERENCESERVICE_LABEL
+from cudasched.vocab.objects import as_mapping, namespace_of
+from cudasched.workloads.gpu import GpuUse, read_gpu_use
 from cudasched.workloads.kserve.llm import (
     llmisvc_main_container,
     llmisvc_name_in,
@@ -33,8 +39,11 @@ from cudasched.workloads.kserve.llm import (
 )
 from cudasched.workloads.kserve.pods import component_in, isvc_name_in
 from cudasched.workloads.pods import is_skipped
+from cudasched.workloads.pullscope import pull_fields
 
 __all__ = ["PodView", "Role", "service_listed", "view_pod"]
+
+_T = TypeVar("_T")
 
 
 class Role(StrEnum):
@@ -54,24 +63,38 @@ class PodView:
     #: The InferenceService (predictor, auxiliary) or LLMInferenceService (model server) that
     #: owns the pod, by name; ``None`` for other pods or when the label is missing.
     owner: str | None
+    #: KServe made it: it carries ``serving.kserve.io/inferenceservice`` (KServe labels every
+    #: pod of an InferenceService so, and its own pod mutator keys on that label, whatever the
+    #: ``component``), or it is an LLMInferenceService's model server. The one answer to "is it
+    #: a KServe pod": a pod with the label but no known component is KServe's, in role
+    #: :attr:`Role.POD`.
+    is_kserve: bool
+    #: How messages name the pod: ``pod NAME`` (``generateName`` when it has no name yet).
+    who: str
+    #: ``metadata.namespace``, or ``default`` when it names none (lenient).
+    namespace: str
+    #: ``metadata.annotations`` (empty when unreadable: :attr:`error` says why).
+    annotations: Mapping[str, Any]
     #: A container or init container asks for an NVIDIA GPU, or the pod has a resource claim.
     requests_gpu: bool
+    #: The NVIDIA GPU resources its containers and init containers ask for above zero: what a
+    #: node must offer for the scheduler to place it (resource claims are not among them).
+    gpu_resources: frozenset[str]
     #: The container whose CUDA matters: an LLM model server's ``main``, else the first
     #: container with a GPU, else KServe's predictor or worker container.
     cuda_container: Mapping[str, Any] | None
-    #: ``cudasched.io/skip`` asks cudasched to leave the pod alone.
+    #: ``cudasched.io/skip`` asks cudasched to leave the pod alone (lenient: never an error).
     skipped: bool
     #: Placement is constrained by what the runtime or image needs: it uses a GPU and is not
     #: a transformer or explainer. A model server whose ``main`` names no resources counts: it
     #: takes them from the LLMInferenceServiceConfigs, and llm-d's model servers are GPU servers.
     runs_gpu_workload: bool
+    #: The ``imagePullSecrets`` names the kubelet pulls its images with (lenient).
+    pull_secrets: tuple[str, ...] = ()
+    #: The ServiceAccount it runs as, whose pull secrets apply when it names none (lenient).
+    service_account: str = "default"
     #: The first error a strict reader raised while building the view, if any.
     error: InputError | None = None
-
-    @property
-    def is_kserve(self) -> bool:
-        """A pod KServe made (an InferenceService's or an LLMInferenceService's)."""
-        return self.role is not Role.POD
 
     def checked(self) -> PodView:
         """The view, or the reader's :class:`InputError` for an unreadable pod."""
@@ -79,54 +102,88 @@ class PodView:
             raise self.error
         return self
 
+    def pull_scope(self, namespace: str = "") -> PullScope:
+        """Whose pull secrets a registry look-up for the pod may use, in ``namespace`` (an
+        admission request's own, which the API server vouches for), else in the pod's."""
+        return PullScope(
+            namespace=namespace or self.namespace,
+            secrets=self.pull_secrets,
+            service_account=self.service_account,
+        )
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if (type(value) is dict or isinstance(value, Mapping)) else {}
+
+class _Reading:
+    """The strict reads of one view, the first error kept (so the view never raises)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self) -> None:
+        self.error: InputError | None = None
+
+    def read(self, reader: Callable[..., _T], default: _T, *args: Any) -> _T:
+        try:
+            return reader(*args)
+        except InputError as exc:
+            self.error = self.error or exc
+            return default
+
+
+_NO_GPU = GpuUse(frozenset(), False, None)
+
+
+def _role(labels: Mapping[str, Any] | None) -> tuple[Role, str | None]:
+    """The pod's role and owner, from its (checked) labels."""
+    if labels is None:
+        return Role.POD, None
+    if model_server_labels(labels):
+        return Role.MODEL_SERVER, llmisvc_name_in(labels)
+    component = component_in(labels)
+    if component == "predictor":
+        return Role.PREDICTOR, isvc_name_in(labels)
+    if component in ("transformer", "explainer"):
+        return Role.AUXILIARY, isvc_name_in(labels)
+    return Role.POD, None
 
 
 def view_pod(pod: object) -> PodView:
     """The pod ``pod`` (a Pod object, or a pod template with ``metadata`` and ``spec``) as
     every stage reads it. Never raises (see the module doc)."""
-    obj = _mapping(pod)
-    spec = _mapping(obj.get("spec"))
-    error: InputError | None = None
-
-    def read(reader: Any, default: Any, *args: Any) -> Any:
-        nonlocal error
-        try:
-            return reader(*args)
-        except InputError as exc:
-            error = error or exc
-            return default
-
-    # Every role reader reads the labels, and only reading them can fail: read once, and an
-    # unreadable pod is a plain pod (each reader would have raised the same error).
-    labels = read(checked_labels, None, obj)
-    component = component_in(labels) if labels is not None else None
-    if labels is not None and model_server_labels(labels):
-        role, owner = Role.MODEL_SERVER, llmisvc_name_in(labels)
-    elif component == "predictor":
-        role, owner = Role.PREDICTOR, isvc_name_in(cast(Mapping[str, Any], labels))
-    elif component in ("transformer", "explainer"):
-        role, owner = Role.AUXILIARY, isvc_name_in(cast(Mapping[str, Any], labels))
+    reading = _Reading()
+    if type(pod) is dict or isinstance(pod, Mapping):
+        obj: Mapping[str, Any] = pod
     else:
-        role, owner = Role.POD, None
-    requests_gpu = bool(read(uses_gpu, False, spec))
-    main = read(llmisvc_main_container, None, spec) if role is Role.MODEL_SERVER else None
-    container = main if main is not None else read(gpu_container, None, spec)
+        reading.error = InputError(f"invalid pod: expected a mapping, got {type(pod).__name__}")
+        obj = {}
+    meta = reading.read(as_mapping, {}, obj.get("metadata"), "pod metadata")
+    labels = reading.read(as_mapping, None, meta.get("labels"), "metadata.labels")
+    annotations = reading.read(as_mapping, {}, meta.get("annotations"), "pod annotations")
+    spec = reading.read(as_mapping, {}, obj.get("spec"), "pod spec")
+    role, owner = _role(labels)
+    gpu = reading.read(read_gpu_use, _NO_GPU, spec)
+    main = None
+    if role is Role.MODEL_SERVER:
+        main = reading.read(llmisvc_main_container, None, spec)
     if role is Role.AUXILIARY:
         runs = False
     else:
-        runs = requests_gpu or (main is not None and not main.get("resources"))
-    skipped = is_skipped(annotations_of(obj))  # lenient readers: never raises
+        runs = gpu.requested or (main is not None and not main.get("resources"))
+    secrets, account = pull_fields(obj.get("spec"))
     return PodView(
         role=role,
         owner=owner,
-        requests_gpu=requests_gpu,
-        cuda_container=container,
-        skipped=skipped,
+        is_kserve=role is Role.MODEL_SERVER
+        or (labels is not None and bool(labels.get(INFERENCESERVICE_LABEL))),
+        who=f"pod {meta.get('name') or meta.get('generateName') or '?'}",
+        namespace=namespace_of(obj),
+        annotations=annotations,
+        requests_gpu=gpu.requested,
+        gpu_resources=gpu.resources,
+        cuda_container=main if main is not None else gpu.container,
+        skipped=is_skipped(annotations),
         runs_gpu_workload=runs,
-        error=error,
+        pull_secrets=secrets,
+        service_account=account,
+        error=reading.error,
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -303,3 +304,49 @@ def test_an_unhashable_llm_component_label_is_no_model_server() -> None:
     )
     view = view_pod(pod)
     assert view.role is Role.POD and view.owner is None
+
+
+def _decided(kb: KnowledgeBase, pod: dict[str, Any]) -> Any:
+    snap = ClusterSnapshot(nodes=tuple(nodes()), serving_runtimes=tuple(runtimes()))
+    adm = Admitter.from_config(WebhookConfig(), kb)
+    body = orjson.dumps(builders.review(pod, uid="odd-2"))
+    return adm.decide("pod", body, state_of(snap, kb))
+
+
+def test_a_malformed_quantity_behind_a_gpu_is_unreadable_to_admission_and_explain(
+    kb: KnowledgeBase,
+) -> None:
+    """Admission used to stop reading at the first GPU it found, so a malformed quantity after
+    it was constrained by admission and refused by ``explain``: now both read every
+    quantity, and say the same thing."""
+    from cudasched.explain.eligibility import explain
+
+    pod = builders.pod(
+        containers=[
+            {
+                "name": "main",
+                "image": "nvidia/cuda:12.4.1-runtime-ubuntu22.04",
+                "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": "x"}},
+            }
+        ]
+    )
+    decision = _decided(kb, pod)
+    assert decision.reason.startswith("unreadable: invalid resource quantity 'x'")
+    with pytest.raises(InputError) as explained:
+        explain(pod, nodes(), "strict", kb)
+    assert decision.reason == f"unreadable: {explained.value}"
+
+
+def test_a_pod_that_declares_its_need_is_read_all_the_same(kb: KnowledgeBase) -> None:
+    """A pod whose ``cudasched.io/cuda-version`` says what it needs was judged by whichever
+    readers happened to look: a malformed init-container quantity went unseen and the pod was
+    constrained; undeclared, the same pod was unreadable. The view is read whole for both."""
+    pod = builders.pod(annotations={"cudasched.io/cuda-version": "12.4"})
+    pod["spec"]["initContainers"] = [
+        {"name": "init", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "x"}}}
+    ]
+    declared = _decided(kb, pod)
+    del pod["metadata"]["annotations"]["cudasched.io/cuda-version"]
+    undeclared = _decided(kb, pod)
+    assert declared.reason == undeclared.reason
+    assert declared.reason.startswith("unreadable: invalid resource quantity 'x'")

@@ -287,8 +287,14 @@ def test_any_json_at_any_field_the_view_reads_never_raises(
     """The parser's promise, on shapes no API server sends (a list for a label value, a
     mapping for a quantity, a number for the containers): the view is built, its answers
     have their types, and a reader's complaint is kept as an :class:`InputError`."""
-    view = view_pod(planted_many(ROLE_PODS[role], grafts))
+    pod = planted_many(ROLE_PODS[role], grafts)
+    view = view_pod(pod)
     assert view.error is None or isinstance(view.error, InputError)
+    memo: dict[bytes, Any] = {}
+    for _ in range(2):  # a caller's memo of the GPU reading changes no answer, second time too
+        remembered = view_pod(pod, gpu_memo=memo)
+        assert remembered._replace(error=None) == view._replace(error=None)
+        assert str(remembered.error) == str(view.error)
     assert isinstance(view.role, Role)
     assert view.owner is None or isinstance(view.owner, str)
     assert isinstance(view.requests_gpu, bool) and isinstance(view.skipped, bool)

@@ -7,9 +7,10 @@ pods (or pods that declare a requirement) are ever constrained.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import orjson
 
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kserve import PREDICTOR_CONTAINER, WORKER_CONTAINER
@@ -17,6 +18,7 @@ from cudasched.vocab.objects import as_mapping
 
 __all__ = [
     "GPU_RESOURCE_PREFIXES",
+    "GpuMemo",
     "GpuUse",
     "node_gpu_resources",
     "read_gpu_use",
@@ -103,10 +105,9 @@ def requested_gpu_resources(pod_spec: Mapping[str, Any]) -> frozenset[str]:
     return read_gpu_use(pod_spec).resources
 
 
-@dataclass(frozen=True, slots=True)
-class GpuUse:
+class GpuUse(NamedTuple):
     """What a pod spec asks of NVIDIA GPUs, read in one pass over its containers (the pod
-    view's reading; see :func:`read_gpu_use`)."""
+    view's reading; see :func:`read_gpu_use`). A named tuple: one is built per pod."""
 
     #: The GPU resources its containers and init containers ask for above zero.
     resources: frozenset[str]
@@ -122,30 +123,71 @@ class GpuUse:
         return self.claims or bool(self.resources)
 
 
-def read_gpu_use(pod_spec: Mapping[str, Any]) -> GpuUse:
+#: Answers of :func:`read_gpu_use` kept by a caller that reads many alike pods (the pods of one
+#: ``explain`` call: replicas of a few templates): the GPU resources and the position of the
+#: first GPU container, by the JSON of the containers' ``resources``. Never module state.
+GpuMemo = dict[bytes, tuple[frozenset[str], int | None]]
+
+
+def read_gpu_use(pod_spec: Mapping[str, Any], memo: GpuMemo | None = None) -> GpuUse:
     """:class:`GpuUse` of a pod spec: whether it asks for a GPU, which GPU resources and which
     container runs the CUDA code, answered together, reading every container once and every
-    quantity (a malformed one anywhere is an :class:`InputError`)."""
-    spec = as_mapping(pod_spec, "pod spec")
-    containers = _containers(spec, "containers")
-    inits = _containers(spec, "initContainers")
+    quantity (a malformed one anywhere is an :class:`InputError`). With ``memo``, containers
+    whose ``resources`` (as JSON, types included) were read before are not read again: the
+    answer depends on nothing else, and only answers are kept, so a malformed quantity
+    raises every time."""
+    spec = pod_spec if type(pod_spec) is dict else as_mapping(pod_spec, "pod spec")
+    key = _memo_key(spec) if memo is not None else None
+    found = memo.get(key) if memo is not None and key is not None else None
+    if found is None:
+        containers = _containers(spec, "containers")
+        found = _read_gpu_names(containers, _containers(spec, "initContainers"))
+        if memo is not None and key is not None:
+            memo[key] = found
+    else:  # remembered: the key was made, so every container is a mapping
+        containers = spec["containers"]
+    names, first = found
+    container = containers[first] if first is not None else _by_name(containers)
+    return GpuUse(names, bool(spec.get("resourceClaims")), container)
+
+
+def _read_gpu_names(
+    containers: list[Mapping[str, Any]], inits: list[Mapping[str, Any]]
+) -> tuple[frozenset[str], int | None]:
+    """The GPU resources all containers ask for, and the position of the first container
+    (not init container) that asks for one."""
     names: set[str] = set()
-    first: Mapping[str, Any] | None = None
-    for container in containers:
+    first: int | None = None
+    for index, container in enumerate(containers):
         found = _gpu_names(container)
         if found:
             names |= found
-            first = first if first is not None else container
+            first = index if first is None else first
     for container in inits:
         found = _gpu_names(container)
         if found:
             names |= found
-    if first is None:
-        first = _by_name(containers)
-    return GpuUse(frozenset(names) if names else _NONE, bool(spec.get("resourceClaims")), first)
+    return (frozenset(names) if names else _NONE), first
 
 
-def _by_name(containers: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def _memo_key(spec: Mapping[str, Any]) -> bytes | None:
+    """The JSON of the containers' and init containers' ``resources``, or ``None`` when they
+    are not lists of mappings of plain JSON (then nothing is remembered, and the reader says
+    what is wrong)."""
+    containers, inits = spec.get("containers"), spec.get("initContainers")
+    if type(containers) is not list or not (inits is None or type(inits) is list):
+        return None
+    try:
+        own = [c.get("resources") for c in containers]
+        if not inits:  # (most pods: no second list to build)
+            return orjson.dumps(own)
+        # Marked: no JSON starts with "+", so this cannot equal a key without init containers.
+        return b"+" + orjson.dumps([own, [c.get("resources") for c in inits]])
+    except (AttributeError, TypeError):  # a container that is not a mapping, or not JSON
+        return None
+
+
+def _by_name(containers: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """KServe's ``kserve-container``, else its multi-node ``worker-container``."""
     for name in (PREDICTOR_CONTAINER, WORKER_CONTAINER):
         for c in containers:

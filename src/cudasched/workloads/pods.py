@@ -49,6 +49,7 @@ __all__ = [
     "pod_spec_of",
     "pod_template_metadata_of",
     "read_pod_template",
+    "template_pod",
     "workload_id",
     "workload_uses_gpu",
     "workloads_of",
@@ -195,8 +196,14 @@ def pod_of(obj: Mapping[str, Any], runtime: RuntimeChoice | None = None) -> dict
         return predictor_pod(obj, runtime)
     if obj.get("kind") == "Pod":
         return dict(obj)
+    return template_pod(obj, read_pod_template(obj))
+
+
+def template_pod(obj: Mapping[str, Any], template: PodTemplate) -> dict[str, Any]:
+    """The pod controller ``obj`` creates from its pod template (``template``, already read
+    by :func:`read_pod_template`): the template's metadata with the object's name and
+    namespace, the object's annotations under the template's, and the template's spec."""
     meta = metadata_of(obj)
-    template = read_pod_template(obj)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -204,10 +211,7 @@ def pod_of(obj: Mapping[str, Any], runtime: RuntimeChoice | None = None) -> dict
             **template.metadata,
             "name": meta.get("name"),
             "namespace": meta.get("namespace") or "default",
-            "annotations": {
-                **(meta.get("annotations") or {}),
-                **(template.metadata.get("annotations") or {}),
-            },
+            "annotations": template.annotations,
         },
         "spec": template.spec,
     }

@@ -63,7 +63,8 @@ def _spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    # (decoded JSON is a dict: no abstract-class check for it)
+    return value if (type(value) is dict or isinstance(value, Mapping)) else {}
 
 
 def _text(value: object) -> str:
@@ -89,8 +90,13 @@ def pull_fields(spec: object) -> tuple[tuple[str, ...], str]:
     (``serviceAccountName``, else the deprecated ``serviceAccount``, else ``default``). Any
     JSON in: a field of another shape is absent; never raises."""
     spec = _mapping(spec)
-    account = _text(spec.get("serviceAccountName")) or _text(spec.get("serviceAccount"))
-    return tuple(_names(spec)), account or DEFAULT_ACCOUNT
+    # Every pod view asks this, so the common case (no pull secrets; the ServiceAccount
+    # plugin has set serviceAccountName) makes no further call.
+    account = spec.get("serviceAccountName")
+    if not (account and isinstance(account, str)):
+        account = _text(spec.get("serviceAccount")) or DEFAULT_ACCOUNT
+    names = tuple(_names(spec)) if "imagePullSecrets" in spec else ()
+    return names, account
 
 
 def kserve_merged_names(runtime: list[str], predictor: list[str]) -> list[str]:

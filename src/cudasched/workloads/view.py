@@ -22,16 +22,16 @@ list belongs, a list where a label value belongs) is read as absent too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping
-from dataclasses import dataclass
+from collections.abc import Container, Mapping
 from enum import StrEnum
-from typing import Any, TypeVar
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from cudasched.knowledge.imageconfig import PullScope
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kserve import INFERENCESERVICE_LABEL
-from cudasched.vocab.objects import as_mapping, namespace_of
-from cudasched.workloads.gpu import GpuUse, read_gpu_use
+from cudasched.vocab.objects import DEFAULT_NAMESPACE, as_mapping
+from cudasched.workloads.gpu import GpuMemo, GpuUse, read_gpu_use
 from cudasched.workloads.kserve.llm import (
     llmisvc_main_container,
     llmisvc_name_in,
@@ -43,8 +43,6 @@ from cudasched.workloads.pullscope import pull_fields
 
 __all__ = ["PodView", "Role", "service_listed", "view_pod"]
 
-_T = TypeVar("_T")
-
 
 class Role(StrEnum):
     """What a pod is, as cudasched treats it."""
@@ -55,9 +53,11 @@ class Role(StrEnum):
     POD = "pod"  # any other pod
 
 
-@dataclass(frozen=True, slots=True)
-class PodView:
-    """A pod as every stage reads it (see the module doc)."""
+class PodView(NamedTuple):
+    """A pod as every stage reads it (see the module doc). Immutable; a named tuple rather
+    than a frozen dataclass because ``explain`` builds one for each of tens of thousands of
+    workloads, and a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__`` (several times the cost of the whole tuple)."""
 
     role: Role
     #: The InferenceService (predictor, auxiliary) or LLMInferenceService (model server) that
@@ -112,78 +112,95 @@ class PodView:
         )
 
 
-class _Reading:
-    """The strict reads of one view, the first error kept (so the view never raises)."""
-
-    __slots__ = ("error",)
-
-    def __init__(self) -> None:
-        self.error: InputError | None = None
-
-    def read(self, reader: Callable[..., _T], default: _T, *args: Any) -> _T:
-        try:
-            return reader(*args)
-        except InputError as exc:
-            self.error = self.error or exc
-            return default
+def _strict(
+    value: object, what: str, error: InputError | None
+) -> tuple[Mapping[str, Any] | None, InputError | None]:
+    """``value`` read as a mapping (absent: empty) and the view's first error so far; on an
+    error, ``None`` and that error kept unless one came first. Only called for a value that
+    is not a dict (decoded JSON's mappings are: the common case makes no call)."""
+    try:
+        return as_mapping(value, what), error
+    except InputError as exc:
+        return None, error or exc
 
 
 _NO_GPU = GpuUse(frozenset(), False, None)
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def _role(labels: Mapping[str, Any] | None) -> tuple[Role, str | None]:
-    """The pod's role and owner, from its (checked) labels."""
+    """The pod's role and owner, from its (checked) labels: the readers of
+    :mod:`~cudasched.workloads.kserve.llm` and :mod:`~cudasched.workloads.kserve.pods`."""
     if labels is None:
         return Role.POD, None
     if model_server_labels(labels):
         return Role.MODEL_SERVER, llmisvc_name_in(labels)
     component = component_in(labels)
-    if component == "predictor":
-        return Role.PREDICTOR, isvc_name_in(labels)
-    if component in ("transformer", "explainer"):
-        return Role.AUXILIARY, isvc_name_in(labels)
-    return Role.POD, None
+    if component is None:
+        return Role.POD, None
+    role = Role.PREDICTOR if component == "predictor" else Role.AUXILIARY
+    return role, isvc_name_in(labels)
 
 
-def view_pod(pod: object) -> PodView:
+def view_pod(pod: object, *, gpu_memo: GpuMemo | None = None) -> PodView:
     """The pod ``pod`` (a Pod object, or a pod template with ``metadata`` and ``spec``) as
-    every stage reads it. Never raises (see the module doc)."""
-    reading = _Reading()
-    if type(pod) is dict or isinstance(pod, Mapping):
-        obj: Mapping[str, Any] = pod
-    else:
-        reading.error = InputError(f"invalid pod: expected a mapping, got {type(pod).__name__}")
-        obj = {}
-    meta = reading.read(as_mapping, {}, obj.get("metadata"), "pod metadata")
-    labels = reading.read(as_mapping, None, meta.get("labels"), "metadata.labels")
-    annotations = reading.read(as_mapping, {}, meta.get("annotations"), "pod annotations")
-    spec = reading.read(as_mapping, {}, obj.get("spec"), "pod spec")
+    every stage reads it. Never raises (see the module doc). ``gpu_memo``: a caller's memo of
+    containers' GPU reading (:data:`~cudasched.workloads.gpu.GpuMemo`), for one that reads
+    many alike pods."""
+    error: InputError | None = None
+    obj = pod if (type(pod) is dict or isinstance(pod, Mapping)) else None
+    if obj is None:
+        error = InputError(f"invalid pod: expected a mapping, got {type(pod).__name__}")
+        obj = _EMPTY
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        meta, error = _strict(meta, "pod metadata", error)
+        meta = meta if meta is not None else _EMPTY
+    labels = meta.get("labels")
+    if type(labels) is not dict:
+        labels, error = _strict(labels, "metadata.labels", error)
+    annotations = meta.get("annotations")
+    if type(annotations) is not dict:
+        annotations, error = _strict(annotations, "pod annotations", error)
+        annotations = annotations if annotations is not None else _EMPTY
+    spec = obj.get("spec")
+    if type(spec) is not dict:
+        spec, error = _strict(spec, "pod spec", error)
+        spec = spec if spec is not None else _EMPTY
     role, owner = _role(labels)
-    gpu = reading.read(read_gpu_use, _NO_GPU, spec)
+    try:
+        gpu = read_gpu_use(spec, gpu_memo)
+    except InputError as exc:
+        error, gpu = error or exc, _NO_GPU
+    requested = gpu.claims or bool(gpu.resources)
     main = None
     if role is Role.MODEL_SERVER:
-        main = reading.read(llmisvc_main_container, None, spec)
+        try:
+            main = llmisvc_main_container(spec)
+        except InputError as exc:
+            error = error or exc
     if role is Role.AUXILIARY:
         runs = False
     else:
-        runs = gpu.requested or (main is not None and not main.get("resources"))
-    secrets, account = pull_fields(obj.get("spec"))
-    return PodView(
-        role=role,
-        owner=owner,
-        is_kserve=role is Role.MODEL_SERVER
+        runs = requested or (main is not None and not main.get("resources"))
+    secrets, account = pull_fields(spec)
+    namespace = meta.get("namespace")
+    return PodView(  # positionally: one is built per pod of an explain call
+        role,
+        owner,
+        role is Role.MODEL_SERVER
         or (labels is not None and bool(labels.get(INFERENCESERVICE_LABEL))),
-        who=f"pod {meta.get('name') or meta.get('generateName') or '?'}",
-        namespace=namespace_of(obj),
-        annotations=annotations,
-        requests_gpu=gpu.requested,
-        gpu_resources=gpu.resources,
-        cuda_container=main if main is not None else gpu.container,
-        skipped=is_skipped(annotations),
-        runs_gpu_workload=runs,
-        pull_secrets=secrets,
-        service_account=account,
-        error=reading.error,
+        f"pod {meta.get('name') or meta.get('generateName') or '?'}",
+        namespace if namespace and isinstance(namespace, str) else DEFAULT_NAMESPACE,
+        annotations,
+        requested,
+        gpu.resources,
+        main if main is not None else gpu.container,
+        is_skipped(annotations),
+        runs,
+        secrets,
+        account,
+        error,
     )
 
 

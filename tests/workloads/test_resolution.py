@@ -897,3 +897,19 @@ def test_llmisvc_multi_node_without_a_leader_template_is_read_from_its_worker() 
         }
     }
     assert llmisvc_uses_gpu(prefill)
+
+
+def test_a_skipped_workload_needs_nothing_and_is_not_read() -> None:
+    """``cudasched.io/skip`` leaves a workload alone at admission, before its requirement is
+    read: ``workload_need`` (what ``explain``, the audit and planning take) says the same
+    instead of refusing a value it cannot read (found by tests/test_pod_agreement.py)."""
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.workloads.resolution import NeedStatus, workload_need
+
+    fleet = Fleet([builders.node("n1")], _kb())
+    odd = pod(annotations={"cudasched.io/cuda-version": "twelve", "cudasched.io/skip": "true"})
+    _, need = workload_need(odd, fleet, TABLE)
+    assert need.status is NeedStatus.NONE and need.resolved.is_empty
+    del odd["metadata"]["annotations"]["cudasched.io/skip"]
+    with pytest.raises(InputError, match="twelve"):
+        workload_need(odd, fleet, TABLE)

@@ -22,6 +22,7 @@ from cudasched.knowledge.images import ImageTable, ReleaseFacts
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kserve import PREDICTOR_CONTAINER
+from cudasched.vocab.objects import annotations_of
 from cudasched.vocab.requirements import Requirement
 from cudasched.workloads.declared import declared_by_annotation, runtime_identity
 from cudasched.workloads.gpu import uses_gpu
@@ -32,7 +33,7 @@ from cudasched.workloads.kserve import (
     runtime_containers,
 )
 from cudasched.workloads.kserve.llm import is_llmisvc, llmisvc_main_container, llmisvc_pod
-from cudasched.workloads.pods import is_inference_service, pod_of
+from cudasched.workloads.pods import is_inference_service, is_skipped, pod_of
 from cudasched.workloads.sources import (
     resolve_isvc,
     resolve_llmisvc,
@@ -365,34 +366,48 @@ def runtime_need(
     return WorkloadNeed(Requirement(), req, None, unknown)
 
 
+#: The need of a workload ``cudasched.io/skip`` leaves alone: nothing, and nothing read.
+_NONE = Requirement()
+_SKIPPED = WorkloadNeed(_NONE, _NONE)
+
+
 def workload_need(
     obj: Mapping[str, Any], fleet: RuntimeIndex, images: ImageTable
 ) -> tuple[Mapping[str, Any], WorkloadNeed]:
     """What the webhook would enforce for a workload of ``fleet``'s cluster: the object to
     place (the workload itself, or for an InferenceService the predictor pod KServe builds)
     and its :class:`WorkloadNeed`. Runtimes are looked up the way admission does, through the
-    fleet; unreadable objects raise :class:`InputError`."""
+    fleet; unreadable objects raise :class:`InputError`. A workload ``cudasched.io/skip``
+    leaves alone needs nothing, and its requirement is not read (admission never reads it)."""
     kb = fleet.kb
+    skipped = is_skipped(annotations_of(obj))  # a service's own switch, as admission reads it
     if is_llmisvc(obj):
-        return llmisvc_pod(obj), llmisvc_need(obj, images, kb)
+        pod = llmisvc_pod(obj)
+        return pod, _SKIPPED if skipped else llmisvc_need(obj, images, kb)
     if is_inference_service(obj):
         choice = fleet.select_runtime(obj)
-        return pod_of(obj, choice), isvc_need(obj, choice, images, kb)
+        need = WorkloadNeed(_NONE, _NONE, choice) if skipped else None
+        return pod_of(obj, choice), need or isvc_need(obj, choice, images, kb)
     return obj, cluster_pod_need(view_pod(pod_of(obj)), fleet, images)
 
 
 def cluster_pod_need(view: PodView, fleet: RuntimeIndex, images: ImageTable) -> WorkloadNeed:
     """:func:`pod_need` of a pod of ``fleet``'s cluster (its view), its service and runtime
     looked up as admission looks them up: a model server's LLMInferenceService, a predictor's
-    InferenceService and the runtime KServe chose for it."""
+    InferenceService and the runtime KServe chose for it. A skipped pod needs nothing (its
+    runtime is still named) and its requirement is not read."""
     kb = fleet.kb
     if view.role is Role.MODEL_SERVER:
+        if view.skipped:
+            return _SKIPPED
         service = fleet.llm_inference_service(view.namespace, view.owner or "")
         return pod_need(view, None, images, kb, service=service)
     choice = None
     if view.role is Role.PREDICTOR:
         isvc = fleet.inference_service(view.namespace, view.owner or "")
         choice = fleet.select_runtime(isvc) if isvc is not None else None
+    if view.skipped:
+        return WorkloadNeed(_NONE, _NONE, choice)
     return pod_need(view, choice, images, kb)
 
 

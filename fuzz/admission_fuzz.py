@@ -1,6 +1,6 @@
 """Coverage-guided fuzzing of admission with atheris (libFuzzer for Python).
 
-The hypothesis tests in ``tests/test_hardening_fuzz.py`` explore damage we thought of; this
+The hypothesis tests in ``tests/webhook/test_fuzz.py`` explore damage we thought of; this
 target lets libFuzzer explore byte-level mutations guided by coverage, for as long as anyone
 cares to run it. Each input is used two ways:
 

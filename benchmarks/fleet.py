@@ -1,7 +1,7 @@
 """Fleet scale: ``cudasched.explain`` over many workloads and growing fleets.
 
 For each fleet size (500 -> 5,000 -> 50,000 nodes by default) and a fixed set of 20,000
-workloads (:func:`benchmarks.synth.make_workloads`), this measures:
+workloads (:func:`tests.support.synth.make_workloads`), this measures:
 
 * **explain**: :func:`cudasched.explain.explain_many` over a prepared
   :class:`~cudasched.explain.Fleet` (the way ``cudasched explain`` runs it), plus reading each
@@ -205,7 +205,8 @@ def run(
     max_pairs: int = 100_000_000,
 ) -> FleetResult:
     """Measure every size; see the module docstring for what is timed and what is sampled."""
-    from benchmarks import synth
+    from tests.support import synth
+
     from cudasched.cluster.fleet import Fleet
     from cudasched.explain.eligibility import explain, explain_many
     from cudasched.knowledge import KnowledgeBase

@@ -1,7 +1,7 @@
 """Driver planning and recommendation at fleet scale.
 
 For each fleet size (500 and 5,000 nodes by default), a synthetic cluster
-(:func:`benchmarks.synth.make_cluster`: nodes copied from the sample cluster's pools, 200
+(:func:`tests.support.synth.make_cluster`: nodes copied from the sample cluster's pools, 200
 runtimes, 1,000 InferenceServices with their pending predictor pods) is planned with
 :func:`cudasched.operations.drivers.planning.plan_drivers`, the way ``cudasched plan-drivers`` runs
 it:
@@ -152,7 +152,8 @@ def run(
     naive_budget_s: float = 10.0,
     seed: int = 4,
 ) -> PlanningResult:
-    from benchmarks import synth
+    from tests.support import synth
+
     from cudasched.cluster.fleet import Fleet
     from cudasched.cluster.snapshot import ClusterSnapshot
     from cudasched.compat.branches import candidate_branches

@@ -421,7 +421,7 @@ class Corpus:
 
 def review_of(kind: str, obj: JSON, uid: str, rng: random.Random) -> dict[str, Any]:
     """The AdmissionReview the API server would send for ``obj``; now and then an UPDATE."""
-    from cudasched.webhook.review import creation_review  # (the one review builder)
+    from cudasched.webhook.admission.review import creation_review  # (the one review builder)
 
     group = {"pod": ("", "v1", "Pod", "pods")}.get(
         kind, ("serving.kserve.io", "v1beta1", "InferenceService", "inferenceservices")
@@ -551,10 +551,10 @@ def in_process(count: int, seed: int) -> Tally:
     """``count`` reviews through :meth:`Admitter.review`, alternating two configurations."""
     from cudasched.cluster.snapshot import bundled_snapshot
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.review import BadReviewError
-    from cudasched.webhook.state import ClusterState
+    from cudasched.settings.config import WebhookConfig
+    from cudasched.webhook.admission.admitter import Admitter
+    from cudasched.webhook.admission.review import BadReviewError
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     kb = KnowledgeBase.load()
     snapshot = bundled_snapshot()

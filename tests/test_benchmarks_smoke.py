@@ -33,26 +33,6 @@ def _finite(ratios: dict[str, float]) -> bool:
     )
 
 
-def test_synthetic_cluster_looks_real(bench) -> None:
-    synth = bench("synth")
-    cluster = synth.make_cluster(40, runtimes=20, isvcs=16)
-    names = [n["metadata"]["name"] for n in cluster.nodes]
-    assert len(set(names)) == 40
-    assert all(
-        n["metadata"]["labels"]["kubernetes.io/hostname"] == n["metadata"]["name"]
-        for n in cluster.nodes
-    )
-    assert len(cluster.serving_runtimes) + len(cluster.cluster_serving_runtimes) == 20
-    images = {
-        rt["spec"]["containers"][0]["image"]
-        for rt in (*cluster.serving_runtimes, *cluster.cluster_serving_runtimes)
-    }
-    assert len(images) > 5
-    assert all("status" not in p and "name" not in p["metadata"] for p in cluster.pods)
-    body = synth.review_bodies(cluster, 3)[2]
-    assert b'"operation":"CREATE"' in body
-
-
 def test_fleet_quick(bench) -> None:
     fleet = bench("fleet")
     result = fleet.run(sizes=(20, 60), workloads=30, budget_s=0.3, naive_budget_s=0.2)
@@ -155,3 +135,60 @@ def test_image_resolver_benchmark_runs(bench) -> None:
         "cached_lookups_per_s",
     }
     assert _finite(ratios)
+
+
+#: kube-scheduler's metrics as it prints them, cut to what the control-plane benchmark reads.
+_SCHEDULER_METRICS = """\
+# TYPE scheduler_scheduling_algorithm_duration_seconds histogram
+scheduler_scheduling_algorithm_duration_seconds_bucket{le="0.001"} 2
+scheduler_scheduling_algorithm_duration_seconds_bucket{le="0.01"} 8
+scheduler_scheduling_algorithm_duration_seconds_bucket{le="+Inf"} 10
+scheduler_scheduling_algorithm_duration_seconds_sum 0.05
+scheduler_scheduling_algorithm_duration_seconds_count 10
+scheduler_plugin_execution_duration_seconds_sum{extension_point="Filter",plugin="NodeAffinity",status="Success"} 0.002
+scheduler_plugin_execution_duration_seconds_count{extension_point="Filter",plugin="NodeAffinity",status="Success"} 1000
+scheduler_plugin_execution_duration_seconds_sum{extension_point="Filter",plugin="TaintToleration",status="Success"} 9
+scheduler_plugin_execution_duration_seconds_count{extension_point="Filter",plugin="TaintToleration",status="Success"} 9
+scheduler_plugin_execution_duration_seconds_sum{extension_point="PreFilter",plugin="NodeAffinity",status="Success"} 0.0001
+scheduler_plugin_execution_duration_seconds_count{extension_point="PreFilter",plugin="NodeAffinity",status="Success"} 10
+scheduler_plugin_evaluation_total{extension_point="Filter",plugin="NodeAffinity",profile="default-scheduler"} 1000
+scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 10
+"""  # noqa: E501
+
+
+def test_controlplane_benchmark_reads_the_scheduler_metrics(bench) -> None:
+    """What the control-plane benchmark reads from kube-scheduler, checked without one
+    (tests/e2e runs the whole benchmark against a real one)."""
+    metrics = bench("controlplane.metrics")
+    algorithm = "scheduler_scheduling_algorithm_duration_seconds"
+    total, count, buckets = metrics.histogram(_SCHEDULER_METRICS, algorithm)
+    assert (total, count) == (0.05, 10)
+    assert buckets == [(0.001, 2), (0.01, 8), (math.inf, 10)]
+    assert metrics.quantile(buckets, 0.5) == pytest.approx(0.0055)  # 3 of the 6 in (1, 10] ms
+    assert metrics.quantile(buckets, 0.99) == 0.01  # in the +Inf bucket: its lower bound
+    per_node, per_pod, nodes_per_pod = metrics.node_affinity(_SCHEDULER_METRICS)
+    assert (per_node, per_pod, nodes_per_pod) == pytest.approx((2e-6, 1e-5, 100))
+
+
+def test_controlplane_benchmark_reports_its_ratios(bench) -> None:
+    create, schedule, match = (bench(f"controlplane.{m}") for m in ("create", "schedule", "match"))
+    pods, report = bench("controlplane.pods"), bench("controlplane.report")
+    creates = [
+        create.CreateResult(series, 10, p50, p50, 2 * p50, p50, 0)
+        for series, p50 in (
+            ("gpu, webhook registered", 4.0),
+            ("gpu, no webhook", 2.0),
+            ("cpu, webhook registered", 2.0),
+        )
+    ]
+    shapes = (pods.PLAIN, pods.BARE, pods.SAME, pods.AUTO, pods.OURS)
+    schedules = [
+        schedule.ScheduleResult(100, shape, 10, 1.0, 100.0, 2.0, 4.0, 1.0, 10, 1.0, 10.0, 50.0)
+        for shape in shapes
+    ]
+    matches = [match.MatchResult(100, shape, 200.0, 5.0, 42) for shape in (pods.SAME, pods.AUTO)]
+    text = report.render(creates, schedules, matches, (100,))
+    assert "ratio webhook/no webhook (GPU pods): p50 2.00, p99 2.00; added p50 2.0 ms" in text
+    assert f"100 nodes, {pods.OURS}: throughput with/without 1.00" in text
+    assert "over one In admitting the same nodes: 0.00 ms per pod" in text
+    assert report.render([], [], [], (100,)) == ""  # nothing measured, nothing shown

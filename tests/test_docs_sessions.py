@@ -33,7 +33,7 @@ import yaml
 
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.vocab.kinds import LLM_INFERENCE_SERVICE, NVIDIA_DRIVER, POD
-from cudasched_e2e.controlplane.processes import free_port
+from tests.harness.controlplane.processes import free_port
 from tests.support import sessions
 from tests.support.kube_api import ClusterApi, forbidden
 

@@ -6,30 +6,40 @@ from __future__ import annotations
 
 import ast
 import ipaddress
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography import x509
 
-from cudasched_e2e.binaries import BINARIES, module_dir, pinned_versions
-from cudasched_e2e.crds import all_crds, crds_yaml
-from cudasched_e2e.fleet import FLEET_LABEL, TEMPLATE_LABEL, fleet, template_nodes
-from cudasched_e2e.pki import write_pki
-from cudasched_e2e.webhook import webhook_process
-from cudasched_e2e.workloads import generate
+from tests.harness import binaries as harness_binaries
+from tests.harness.binaries import BINARIES, module_dir, pinned_versions
+from tests.harness.controlplane.processes import harness_module
+from tests.harness.crds import all_crds, crds_yaml
+from tests.harness.fleet import FLEET_LABEL, TEMPLATE_LABEL, fleet, template_nodes
+from tests.harness.pki import write_pki
+from tests.harness.webhook import webhook_process
+from tests.harness.workloads import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_product_never_imports_the_harness() -> None:
+    """The harness, the test support and the benchmarks live beside the product, outside the
+    wheel (tests/test_packaging.py): an import of them from ``cudasched`` would fail installed."""
     offenders = [
         str(path.relative_to(ROOT))
         for path in (ROOT / "src" / "cudasched").rglob("*.py")
-        if re.search(r"^\s*(from|import)\s+cudasched_e2e\b", path.read_text(), re.MULTILINE)
+        if re.search(r"^\s*(from|import)\s+(tests|benchmarks)\b", path.read_text(), re.M)
     ]
     assert offenders == []
+    assert sorted(p.name for p in (ROOT / "src").iterdir() if p.suffix != ".egg-info") == [
+        "cudasched"
+    ]
 
 
 def test_every_staging_module_is_pinned_to_the_kubernetes_release() -> None:
@@ -165,8 +175,55 @@ def test_the_suite_has_one_free_port() -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and node.name.lstrip("_") == "free_port"
     )
-    assert defined == ["src/cudasched_e2e/controlplane/processes.py"]
+    assert defined == ["tests/harness/controlplane/processes.py"]
     assert len(scanned) > 300
+
+
+def test_binaries_built_from_the_module_elsewhere_are_found_not_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache is keyed by the pinned version and stamped with the module files' contents and
+    the Go version, never their place: binaries built while the module lived elsewhere (it was
+    ``test/controlplane``) are found from ``tests/e2e`` without a build."""
+    old_place = tmp_path / "test" / "controlplane"
+    old_place.mkdir(parents=True)
+    for name in ("go.mod", "go.sum"):
+        shutil.copy(module_dir() / name, old_place / name)
+    go = tmp_path / "go"
+    go.write_text("#!/bin/sh\necho go1.25.0\n")
+    go.chmod(0o755)
+    builds: list[Path] = []
+
+    def build(args: list[str], *, cwd: Path, env: object, progress: object) -> None:
+        builds.append(cwd)
+        output = args[args.index("-o") + 1]
+        names = [n for n in BINARIES if n != "etcd"] if output.endswith(os.sep) else [""]
+        for name in names:
+            Path(output, name).touch()
+
+    monkeypatch.setattr(harness_binaries, "find_go", lambda: str(go))
+    monkeypatch.setattr(harness_binaries, "_run_go", build)
+    monkeypatch.setenv("CUDASCHED_CONTROLPLANE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CUDASCHED_CONTROLPLANE_MODULE", str(old_place))
+    before = harness_binaries.ensure_built(progress=lambda line: None)
+    monkeypatch.delenv("CUDASCHED_CONTROLPLANE_MODULE")
+    after = harness_binaries.ensure_built(progress=lambda line: None)
+    assert builds == [old_place, old_place]  # the Kubernetes binaries, then etcd: once
+    assert after == before
+    assert after.directory == tmp_path / "cache" / pinned_versions()["kubernetes"] / "bin"
+
+
+def test_a_harness_module_runs_as_a_child_from_any_directory(tmp_path: Path) -> None:
+    """The harness is no installed package: the node keeper, started in the control plane's
+    directory, finds it only through the environment ``harness_module`` gives it."""
+    command, env = harness_module("tests.harness.nodekeeper")  # no directory: its usage
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert (done.returncode, done.stderr) == (
+        2,
+        "usage: python -m tests.harness.nodekeeper CONTROL_PLANE_DIR\n",
+    )
 
 
 @pytest.mark.parametrize("bad", ["v1.2.3", "nothing"])
@@ -186,7 +243,7 @@ def test_the_webhook_command_needs_a_running_control_plane(
 ) -> None:
     """``controlplane webhook`` (the guide's way to try the webhook) is a command; without a
     running control plane it says so and exits 2. (tests/e2e runs it against one.)"""
-    from cudasched_e2e.controlplane.__main__ import main
+    from tests.harness.controlplane.__main__ import main
 
     assert main(["--dir", str(tmp_path), "webhook", "--fail-closed"]) == 2
     error = capsys.readouterr().err

@@ -25,14 +25,14 @@ from cudasched.knowledge.images import ImageTable
 from cudasched.operations.audit.context import AuditContext, Resolved
 from cudasched.operations.drivers.demand import cluster_demand
 from cudasched.operations.refs import object_ref
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.requirements import Policy
-from cudasched.webhook.admission import Admitter
-from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.review import Decision, creation_review
-from cudasched.webhook.reviewed import declares_requirement
-from cudasched.webhook.state import ClusterState
+from cudasched.webhook.admission.admitter import Admitter
+from cudasched.webhook.admission.review import Decision, creation_review
+from cudasched.webhook.admission.reviewed import declares_requirement
+from cudasched.webhook.state.clusterstate import ClusterState
 from cudasched.workloads.view import Role, view_pod
 from tests.support.admission import isvcs, nodes, runtimes
 

@@ -21,13 +21,23 @@ def _section(title: str) -> str:
     return README.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
+def _setup_commands() -> list[str]:
+    return README.split("```bash\n", 1)[1].split("```", 1)[0].strip().splitlines()
+
+
 def test_it_starts_with_exactly_the_demo_and_the_test_commands() -> None:
-    first = README.split("```bash\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    first = _setup_commands()
     assert len(first) == 2
     assert first[0].endswith("cudasched demo")
     assert first[1].endswith(".venv/bin/pytest")
+    assert " && .venv/bin/mypy && " in first[1]  # the types are checked with the tests
+
+
+def test_ci_ends_with_the_readmes_test_command() -> None:
+    venv, _, test_command = _setup_commands()[1].partition(" && ")
+    assert venv == "python3 -m venv .venv"
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert "pytest" in ci
+    assert ci.strip().splitlines()[-1] == test_command
 
 
 def _glossary_codes() -> set[str]:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from cudasched.cli import app
@@ -179,3 +180,14 @@ def test_help_shows_no_docstring_markup(name: str) -> None:
     help once showed are not there, in any command."""
     shown = CliRunner().invoke(app, [name, "--help"]).stdout
     assert shown.startswith("Usage: ") and "``" not in shown and ":func:" not in shown
+
+
+def test_the_group_takes_clicks_main_arguments_by_position(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The group's main once took (*args, standalone_mode=True, **kwargs) and called click's
+    # with standalone_mode=False besides: a caller passing click's fourth positional argument
+    # (standalone_mode) got a TypeError for a keyword given twice (mypy: misc).
+    group = typer.main.get_command(app)
+    assert group.main(["--help"], "cudasched", None, False) == 0
+    assert "Usage: cudasched" in capsys.readouterr().out

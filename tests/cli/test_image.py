@@ -14,6 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cudasched.cli import app
+from tests.harness.controlplane.processes import free_port
+from tests.support.layers import Link, layer, push_layered
 from tests.support.registry import Registry, run_registry
 
 runner = CliRunner()
@@ -25,6 +27,12 @@ def registry() -> Iterator[Registry]:
     with run_registry() as running:
         running.push_image("ml/llm", "7", IN_HOUSE_ENV)
         running.push_image("web/frontend", "2", ["PATH=/usr/bin"])
+        runners = {
+            "usr/lib/ollama/cuda_v12/libcudart.so.12": Link("libcudart.so.12.8.90"),
+            "usr/lib/ollama/cuda_v12/libcudart.so.12.8.90": b"12",
+            "usr/lib/ollama/cuda_v13/libcudart.so.13.0.96": b"13",
+        }
+        push_layered(running, "ml/ollama", "0.12", [layer({"etc/os-release": b""}), layer(runners)])
         yield running
 
 
@@ -60,7 +68,7 @@ def test_image_prints_digest_platform_requirement_and_source(registry: Registry)
     image = f"{registry.host}/ml/llm:7"
     plain = f"{registry.host}/web/frontend:2"
     result = invoke("image", image, plain, "--plain-http", registry.host, "-o", "json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the frontend's requirement is unknown
     rows = json.loads(result.stdout)
     assert [r["image"] for r in rows] == [image, plain]
     llm, web = rows
@@ -69,6 +77,9 @@ def test_image_prints_digest_platform_requirement_and_source(registry: Registry)
     assert llm["digest"].startswith("sha256:") and llm["platform"] == "linux/amd64"
     # An image whose config names no CUDA stays unknown, and says why.
     assert web["status"] == "unknown" and web["source"] == f"image config names no CUDA: {plain}"
+    # Its layers were read for want of a CUDA in its config (its one layer is no archive).
+    assert "is not a readable layer" in web["contents"]["unknown"]
+    assert llm["contents"] is None  # the config answered: no layer read
     table = invoke("image", image, "--plain-http", registry.host)
     assert table.exit_code == 0 and "cuda>=12.6" in table.stdout
 
@@ -115,3 +126,48 @@ def test_registry_config_gives_credentials(tmp_path: Path, monkeypatch: Any) -> 
         result = invoke("image", image, "--registry-config", str(config), "-o", "json")
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)[0]["requirement"] == "cuda>=12.6"
+
+
+def test_layers_answer_when_the_config_names_no_cuda(registry: Registry) -> None:
+    image = f"{registry.host}/ml/ollama:0.12"
+    result = invoke("image", image, "--plain-http", registry.host, "-o", "json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    assert (row["requirement"], row["status"]) == ("cuda>=12.8", "known")
+    assert row["source"].startswith(f"contents of image {image}: CUDA 12.8, runners cuda_v12")
+    facts = row["contents"]["facts"]
+    assert sorted((f["path"], f["cuda"]) for f in facts) == [
+        ("usr/lib/ollama/cuda_v12/libcudart.so.12.8.90", "12.8"),
+        ("usr/lib/ollama/cuda_v13/libcudart.so.13.0.96", "13.0"),
+    ]
+    assert {f["layer"] for f in facts} == {row["contents"]["facts"][0]["layer"]}
+    # The text output names each fact with its layer and path.
+    text = invoke("image", image, "--plain-http", registry.host)
+    assert text.exit_code == 0, text.output
+    assert "at /usr/lib/ollama/cuda_v13/libcudart.so.13.0.96 in sha256:" in text.stdout
+    assert "read: 1 of 2 layers" in text.stdout
+    # Without layers the image is unknown, and the exit code says so.
+    never = invoke("image", image, "--plain-http", registry.host, "--layers", "never", "-o", "json")
+    assert never.exit_code == 1 and json.loads(never.stdout)[0]["contents"] is None
+
+
+def test_missing_tags_and_unreachable_registries_exit_1(registry: Registry) -> None:
+    missing = f"{registry.host}/ml/llm:404"
+    result = invoke("image", missing, "--plain-http", registry.host, "-o", "json")
+    assert result.exit_code == 1, result.output
+    (row,) = json.loads(result.stdout)
+    assert row["status"] == "unknown" and "not found" in row["error"]
+    closed = f"127.0.0.1:{free_port()}"
+    down = invoke("image", f"{closed}/ml/llm:7", "--plain-http", closed)
+    assert down.exit_code == 1 and "ConnectError" in down.stdout
+    # A registry failure exits 1 even where the image table still answers.
+    table_known = invoke(
+        "image",
+        "127.0.0.1:9/nvidia/cuda:12.4.1-base-ubuntu22.04",
+        "--plain-http",
+        "127.0.0.1:9",
+        "-o",
+        "json",
+    )
+    (known,) = json.loads(table_known.stdout)
+    assert table_known.exit_code == 1 and known["status"] == "known" and known["error"]

@@ -1,5 +1,5 @@
 """End-to-end tests against a real control plane (etcd, kube-apiserver, kube-scheduler,
-kube-controller-manager built from source at the versions ``test/controlplane/go.mod`` pins).
+kube-controller-manager built from source at the versions ``go.mod`` beside this file pins).
 
 Every test here is marked ``e2e`` (``pytest -m 'not e2e'`` leaves them out). The control plane
 and cudasched's webhook are started once for the package (and stopped when its last test
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from cudasched_e2e.binaries import Binaries, BuildError, ensure_built, find_go
-from cudasched_e2e.controlplane.options import Options
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.kube import Api
-from cudasched_e2e.sample import Sample, load_sample
-from cudasched_e2e.webhook import LiveWebhook, webhook_process
+from tests.harness.binaries import Binaries, BuildError, ensure_built, find_go
+from tests.harness.controlplane.options import Options
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.kube import Api
+from tests.harness.sample import Sample, load_sample
+from tests.harness.webhook import LiveWebhook, webhook_process
 
 #: 3 x the 21 sample nodes: every real label set three times.
 FLEET_SIZE = 63

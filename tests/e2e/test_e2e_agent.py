@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.fleet import TEMPLATE_LABEL, cudasched_command
-from cudasched_e2e.kube import Api, ApiError
-from cudasched_e2e.webhook import manifests
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.fleet import TEMPLATE_LABEL, cudasched_command
+from tests.harness.kube import Api, ApiError
+from tests.harness.webhook import manifests
 
 NS = "cudasched"
 SA = "cudasched-agent"

@@ -1,4 +1,4 @@
-"""``benchmarks/controlplane.py`` end to end on a tiny size, so the script cannot rot: every
+"""``python -m benchmarks.controlplane`` end to end on a tiny size, so the script cannot rot: every
 series and pod shape is measured, every GPU pod created with the webhook registered was
 mutated and none without it, every scheduled pod was bound, and kube-scheduler's own matching
 code admits the same nodes with the injected terms as with one In on cudasched's answer. No
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cudasched_e2e.binaries import Binaries, find_go
+from tests.harness.binaries import Binaries, find_go
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,10 +21,11 @@ def test_controlplane_benchmark_quick(
     binaries: Binaries, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.syspath_prepend(str(ROOT))
-    from benchmarks import controlplane
+    from benchmarks.controlplane.__main__ import main
+    from benchmarks.controlplane.pods import AUTO, SAME
 
     out = tmp_path / "result.json"
-    assert controlplane.main(["--quick", "--json", str(out)]) == 0
+    assert main(["--quick", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     creates = {r["series"]: r for r in data["create"]}
     assert (
@@ -44,6 +45,6 @@ def test_controlplane_benchmark_quick(
     # nodes the one In on cudasched's explain answer admits (it needs Go, which CI has)
     admitted = {m["shape"]: m["matched"] for m in data["match"]}
     if find_go() is not None:
-        assert admitted[controlplane.AUTO] == admitted[controlplane.SAME] > 0, admitted
+        assert admitted[AUTO] == admitted[SAME] > 0, admitted
     terms = [v for k, v in data["settings"]["extra"].items() if k.startswith("terms: ")]
     assert len(terms) == 3 and min(terms) >= 1

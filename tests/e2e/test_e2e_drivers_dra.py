@@ -12,10 +12,10 @@ import subprocess
 import pytest
 import yaml
 
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.fleet import cudasched_command
-from cudasched_e2e.kube import Api, ApiError
-from cudasched_e2e.sample import Sample
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.fleet import cudasched_command
+from tests.harness.kube import Api, ApiError
+from tests.harness.sample import Sample
 
 NS = "e2e-dra"
 

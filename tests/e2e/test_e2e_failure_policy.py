@@ -18,11 +18,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.controlplane.processes import free_port
-from cudasched_e2e.kube import Api, ApiError
-from cudasched_e2e.webhook import LiveWebhook, registered, registration
-from cudasched_e2e.workloads import gpu_pod
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.controlplane.processes import free_port
+from tests.harness.kube import Api, ApiError
+from tests.harness.webhook import LiveWebhook, registered, registration
+from tests.harness.workloads import gpu_pod
 
 NS = "e2e-failure"
 IMAGE = "nvcr.io/nvidia/tritonserver:24.05-py3"

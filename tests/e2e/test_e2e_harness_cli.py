@@ -1,5 +1,5 @@
 """The harness as a person runs it (docs/guide/controlplane.md): ``python -m
-cudasched_e2e.controlplane up`` starts a working control plane in one command and prints the
+tests.harness.controlplane up`` starts a working control plane in one command and prints the
 exports; kubectl of the pinned version sees Ready GPU nodes; ``webhook`` runs cudasched's webhook
 registered with it, and a GPU pod created with kubectl is mutated and bound to a node that can
 run it; ``down`` stops everything, the webhook included, and leaves no process behind.
@@ -19,13 +19,15 @@ from pathlib import Path
 
 import yaml
 
-from cudasched_e2e.binaries import Binaries
-from cudasched_e2e.controlplane.processes import cmdline, exited
-from cudasched_e2e.controlplane.state import read_state
-from cudasched_e2e.fleet import cudasched_command
-from cudasched_e2e.workloads import gpu_pod
+from tests.harness.binaries import Binaries
+from tests.harness.controlplane.processes import cmdline, exited
+from tests.harness.controlplane.state import read_state
+from tests.harness.fleet import cudasched_command
+from tests.harness.workloads import gpu_pod
 
 NODES = 21  # every sample label set once
+#: The harness is ``tests.harness`` of the source tree: a person runs it from the repository root.
+ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "nvcr.io/nvidia/tritonserver:24.05-py3"
 
 
@@ -50,11 +52,11 @@ def _wait(what: str, check: object, timeout: float) -> None:
 
 def test_a_person_starts_uses_and_stops_a_control_plane(binaries: Binaries, tmp_path: Path) -> None:
     directory = tmp_path / "plane"
-    harness = [sys.executable, "-m", "cudasched_e2e.controlplane", "--dir", str(directory)]
+    harness = [sys.executable, "-m", "tests.harness.controlplane", "--dir", str(directory)]
 
     def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*args], capture_output=True, text=True, env=env, timeout=300, check=False
+            [*args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False
         )
 
     hook: subprocess.Popen[str] | None = None
@@ -64,7 +66,7 @@ def test_a_person_starts_uses_and_stops_a_control_plane(binaries: Binaries, tmp_
         exports = dict(re.findall(r"^export (KUBECONFIG|PATH)=(.*)$", up.stdout, re.M))
         assert exports["KUBECONFIG"] == str(directory / "kubeconfig"), up.stdout
         assert exports["PATH"] == f"{binaries.directory}:$PATH", up.stdout
-        assert 'eval "$(python -m cudasched_e2e.controlplane env)"' in up.stderr
+        assert 'eval "$(python -m tests.harness.controlplane env)"' in up.stderr
         assert run(*harness, "env").stdout == up.stdout  # env prints the same exports
         assert run(*harness, "status").returncode == 0
 
@@ -90,7 +92,12 @@ def test_a_person_starts_uses_and_stops_a_control_plane(binaries: Binaries, tmp_
         hook_log = tmp_path / "webhook.stderr"
         with hook_log.open("w") as log:
             hook = subprocess.Popen(
-                [*harness, "webhook"], stdout=subprocess.DEVNULL, stderr=log, text=True, env=env
+                [*harness, "webhook"],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                text=True,
+                env=env,
+                cwd=ROOT,
             )
         _wait(
             "the webhook to be registered",

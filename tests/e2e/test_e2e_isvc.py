@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.kube import Api
-from cudasched_e2e.sample import Sample
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.kube import Api
+from tests.harness.sample import Sample
 
 NOFIT = "cudasched: no node can run CUDA 13.2; newest driver supports 13.0"
 

@@ -17,12 +17,12 @@ import httpx
 import pytest
 import yaml
 
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.fleet import cudasched_command
-from cudasched_e2e.kube import Api
-from cudasched_e2e.proxy import compact_etcd, proxy, wait_until_expired
-from cudasched_e2e.sample import Sample
-from cudasched_e2e.workloads import gpu_pod
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.fleet import cudasched_command
+from tests.harness.kube import Api
+from tests.harness.proxy import compact_etcd, proxy, wait_until_expired
+from tests.harness.sample import Sample
+from tests.harness.workloads import gpu_pod
 from tests.support.outputs import without_source
 
 PAGING_NS = "e2e-paging"

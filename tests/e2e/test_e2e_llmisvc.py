@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.kube import Api
-from cudasched_e2e.sample import clean
-from cudasched_e2e.webhook import LiveWebhook, registered
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.kube import Api
+from tests.harness.sample import clean
+from tests.harness.webhook import LiveWebhook, registered
 
 NS = "llm"
 DATA = Path(__file__).resolve().parents[1] / "data" / "kserve" / "llmisvc.yaml"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.kube import Api
-from cudasched_e2e.webhook import manifests
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.kube import Api
+from tests.harness.webhook import manifests
 
 VARIANTS = {
     "self-signed": ["--self-signed"],

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 import yaml
 
-from cudasched_e2e.controlplane.plane import ControlPlane
-from cudasched_e2e.fleet import cudasched_command
-from cudasched_e2e.kube import Api
-from cudasched_e2e.webhook import LiveWebhook, registered
-from cudasched_e2e.workloads import Workloads, generate, runtimes
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.fleet import cudasched_command
+from tests.harness.kube import Api
+from tests.harness.webhook import LiveWebhook, registered
+from tests.harness.workloads import Workloads, generate, runtimes
 
 NS = "e2e-placement"
 PODS = 300

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.knowledge import FcCell, KnowledgeBase, ReleaseKind, Status
+from cudasched.knowledge.base import release_order
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.versions import (
     ComputeCapability,
@@ -397,3 +398,18 @@ def test_every_ngc_release_is_on_a_known_toolkit(kb: KnowledgeBase) -> None:
         assert kb.toolkit(row.cuda) is not None, row
     triton = [r.release for r in kb.ngc_releases("tritonserver")]
     assert triton == sorted(triton, key=lambda r: tuple(int(p) for p in r.split(".")))
+
+
+def test_release_order_compares_numbers_and_puts_a_pre_release_first() -> None:
+    # knowledge/base once defined its release key twice, and the strict second one (int() of
+    # every part) replaced the documented lenient one: any non-numeric part raised ValueError.
+    releases = ["2.10", "0.9.0", "2.9", "0.9.0rc1", "2.9.1"]
+    assert sorted(releases, key=release_order) == ["0.9.0rc1", "0.9.0", "2.9", "2.9.1", "2.10"]
+
+
+@settings(max_examples=300)
+@given(st.text())
+def test_release_order_never_raises(release: str) -> None:
+    key = release_order(release)
+    assert len(key) == release.count(".") + 1
+    assert all(isinstance(part, int) and part >= -1 for part in key)

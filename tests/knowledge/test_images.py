@@ -191,7 +191,6 @@ def test_knowledge_base_rules(
         "nvcr.io/nvidia/tritonserver:23.01-py3",  # release the knowledge base does not know
         "nvcr.io/nvidia/tritonserver:19.01-py3",  # known release, CUDA unknown
         "nvcr.io/nvidia/tritonserver:latest",
-        "nvcr.io/nvidia/tritonserver:24.05-trtllm-python-py3",  # other builds of a release
         "nvcr.io/nvidia/tritonserver:24.05-py3-igpu",
         "nvcr.io/nvidia/tensorflow:24.05-py3",
         "nvcr.io/nvidia/tritonserver@" + DIGEST,  # digest only: no tag to read
@@ -480,9 +479,11 @@ def test_real_knowledge_base_answers_ngc_and_vllm_images(table: ImageTable) -> N
     match = table.cuda_for_image("vllm/vllm-openai:v0.23.0", kb=kb)
     assert build is not None and build.cuda is not None
     assert match is not None and match.cuda == build.cuda
-    assert (
-        table.cuda_for_image("nvcr.io/nvidia/tritonserver:24.05-trtllm-python-py3", kb=kb) is None
-    )
+    # Another build of a month is not the month's main image: it has its own rows (Triton's
+    # compatibility matrix), not the release notes' (24.05-py3 is CUDA 12.4).
+    trtllm = table.cuda_for_image("nvcr.io/nvidia/tritonserver:24.05-trtllm-python-py3", kb=kb)
+    assert trtllm is not None and str(trtllm.cuda) == "12.3.2"
+    assert "compatibility.md" in trtllm.source
 
 
 def test_from_config_accepts_config_objects() -> None:
@@ -554,6 +555,22 @@ def real() -> ImageTable:
         ("ghcr.io/llm-d/llm-d-cuda:v0.9.0", "13.0", True),
         ("nvcr.io/nvidia/tritonserver:20.10-py3", "11.1", False),
         ("nvcr.io/nvidia/tritonserver:26.10-py3", "13.4", False),
+        ("nvcr.io/nvidia/tritonserver:21.09-py3", "11.4", False),
+        ("nvcr.io/nvidia/tritonserver:23.09-py3", "12.2", False),
+        # Issue 29: variants and suffixes that name their CUDA, each row cited.
+        ("nvcr.io/nvidia/tritonserver:24.10-trtllm-python-py3", "12.5", False),  # -py3: 12.6
+        ("nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3", "13.1", False),
+        ("nvcr.io/nvidia/tritonserver:25.09-vllm-python-py3", "13.0", False),
+        ("nvcr.io/nvidia/vllm:26.01-py3", "13.1", False),
+        ("nvcr.io/nvidia/vllm:25.10-py3", "13.0", False),
+        ("vllm/vllm-openai:v0.20.0-x86_64-cu130", "13.0", False),
+        ("vllm/vllm-openai:latest-cu129", "12.9", False),
+        ("vllm/vllm-openai:v0.21.0-cu129-ubuntu2404", "12.9", False),
+        ("vllm/vllm-openai:v0.12.0-x86_64", "12.9", False),
+        ("vllm/vllm-openai:v0.15.1-ubuntu2404", "12.9", False),
+        ("vllm/vllm-openai:v0.21.0-aarch64-ubuntu2404", "13.0", True),
+        ("lmsysorg/sglang:latest-cu130", "13.0", False),
+        ("lmsysorg/sglang:latest-cu130-runtime", "13.0", False),
     ],
 )
 def test_inference_server_images(
@@ -609,6 +626,12 @@ def test_ngc_months_without_notes_are_not_taken_from_a_neighbour(
         "ghcr.io/llm-d/llm-d-dev:v0.2.2",
         "ghcr.io/huggingface/text-generation-inference:latest",
         "vllm/vllm-openai:latest",  # moves: the registry's config tells (issue 19)
+        "vllm/vllm-openai:latest-x86_64",
+        "lmsysorg/sglang:v0.5.11-runtime",  # which CUDA variant is not recorded
+        "lmsysorg/sglang:latest-runtime",
+        "ghcr.io/huggingface/text-generation-inference:3.2.0-trtllm",
+        "nvcr.io/nvidia/vllm:26.02-py3",  # a month whose notes were not read
+        "nvcr.io/nvidia/tritonserver:24.03-trtllm-python-py3",  # before the matrix
     ],
 )
 def test_inference_server_images_not_guessed(real: ImageTable, image: str) -> None:

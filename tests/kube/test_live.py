@@ -38,7 +38,7 @@ from cudasched.vocab.kinds import (
     SERVING_RUNTIME,
     Kind,
 )
-from cudasched_e2e.controlplane.processes import free_port
+from tests.harness.controlplane.processes import free_port
 from tests.support.kube_api import UNAUTHORIZED, ClusterApi, forbidden, status, write_kubeconfig
 
 SAMPLE = bundled_snapshot()

@@ -27,7 +27,7 @@ from cudasched.kube.reflector import (
 )
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import NODE, NVIDIA_DRIVER, POD, Kind
-from cudasched_e2e.controlplane.processes import free_port
+from tests.harness.controlplane.processes import free_port
 
 PODS = "/api/v1/namespaces/{ns}/pods"
 NODES = "/api/v1/nodes"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import date
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import example, given, settings
@@ -18,8 +18,9 @@ from cudasched.compat.containers import container_release, precompiled_problem
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
 from cudasched.operations.drivers.plan import DriverPlan
-from cudasched.operations.drivers.planoptions import Option, choose
+from cudasched.operations.drivers.planoptions import Option, PoolOptions, choose
 from cudasched.operations.drivers.waves import WaveInput, plan_waves, wave_capacity
+from cudasched.operations.pools import Pool
 from cudasched.vocab import labels as L
 from cudasched.vocab.requirements import Policy
 from cudasched.vocab.versions import DriverVersion, parse_cuda
@@ -481,11 +482,14 @@ def test_repair_keeps_a_home_for_what_runs_today() -> None:
         )
     )
     keeps = [_option(535, {0, 1}, keep=True), _option(535, {1}, keep=True)]
-    options = [[_option(580, {1, 2, 3})], [_option(580, {1, 2})]]
-    chosen, pinned = choose(keeps, options, demand, with_target=False)
-    assert chosen[0] is keeps[0]  # the only home of group 0
-    assert chosen[1] is options[1][0]
-    assert "w0" in pinned[0][0]
+    options = [(_option(580, {1, 2, 3}),), (_option(580, {1, 2}),)]
+    pool = cast("Pool", None)  # the choice never looks at the pool
+    offers = [PoolOptions(pool, k, o, ()) for k, o in zip(keeps, options, strict=True)]
+    first, second = choose(offers, demand, with_target=False)
+    assert first.chosen is keeps[0]  # the only home of group 0
+    assert second.chosen is options[1][0]
+    assert "w0" in first.pinned[0]
+    assert second.pinned == ()
 
 
 _GPUS = [

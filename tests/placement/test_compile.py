@@ -109,7 +109,7 @@ def test_gfd_terms_are_split_by_driver_band_when_that_is_smaller(kb: KnowledgeBa
     group and step of the driver comparison made 12 terms (4 x 3). Split by driver band it is
     5: every GPU from the floor through R580, then the GPUs after Volta from R581, where the
     floor needs no term. kube-scheduler parses every term per pod and evaluates them on every
-    node it filters (benchmarks/controlplane.py); the invariant tests hold both to one set."""
+    node it filters (benchmarks/controlplane); the invariant tests hold both to one set."""
     wanted = req("12.4", min_compute=ComputeCapability(6, 0))
     terms = compile_requirement(wanted, "strict", "gfd", kb, gfd_keys="deprecated")
     assert (len(terms), len(exprs_of(terms))) == (5, 18)

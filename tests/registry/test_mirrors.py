@@ -22,7 +22,7 @@ from cudasched.registry.auth import Credentials, Keychain
 from cudasched.registry.client import Limits, RegistryClient
 from cudasched.registry.distribution import RegistryError
 from cudasched.registry.mirrors import Route, routes_of
-from cudasched_e2e.controlplane.processes import free_port
+from tests.harness.controlplane.processes import free_port
 from tests.support.registry import Registry, run_registry
 
 

@@ -31,7 +31,7 @@ import orjson
 import pytest
 
 from cudasched.registry.auth import parse_challenge
-from cudasched_e2e.controlplane.processes import free_port
+from tests.harness.controlplane.processes import free_port
 
 REGISTRY_BIN = "/usr/bin/docker-registry"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"

@@ -3,7 +3,7 @@
 Attack and load tests measure what a deployment would see (memory of the process, latency over
 real HTTPS), so they run the console command itself, not the server embedded in pytest's own
 process. The server serves the bundled sample cluster unless a file is given. Starting, waiting
-for ``/readyz`` and stopping are the end-to-end harness's (:mod:`cudasched_e2e.webhook`), the one
+for ``/readyz`` and stopping are the end-to-end harness's (:mod:`tests.harness.webhook`), the one
 way the suite runs the command.
 
 Usage::
@@ -19,8 +19,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from cudasched_e2e.webhook import LiveWebhook
-from cudasched_e2e.webhook import webhook_process as _webhook_process
+from tests.harness.webhook import LiveWebhook
+from tests.harness.webhook import webhook_process as _webhook_process
 
 __all__ = ["sample_cluster_file", "webhook_process"]
 

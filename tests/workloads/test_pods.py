@@ -4,9 +4,6 @@ requirement admission and ``explain`` derive from it, which must agree on every 
 from __future__ import annotations
 
 import copy
-import importlib
-import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,10 +15,10 @@ from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.errors import InputError
-from cudasched.webhook.admission import Admitter
-from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.state import ClusterState
+from cudasched.webhook.admission.admitter import Admitter
+from cudasched.webhook.state.clusterstate import ClusterState
 from cudasched.workloads.pods import (
     is_inference_service,
     is_skipped,
@@ -30,9 +27,8 @@ from cudasched.workloads.pods import (
     workloads_of,
 )
 from cudasched.workloads.resolution import resolve_workload
-from tests.support import builders
+from tests.support import builders, synth
 
-ROOT = Path(__file__).resolve().parents[2]
 GPU = {"limits": {"nvidia.com/gpu": "1"}}
 
 
@@ -173,9 +169,6 @@ def test_webhook_and_explain_agree_on_every_sample_object(
 
 
 def test_webhook_and_explain_agree_on_generated_clusters(kb: KnowledgeBase) -> None:
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    synth = importlib.import_module("benchmarks.synth")
     cluster = synth.make_cluster(60, runtimes=40, isvcs=120)
     snapshot = ClusterSnapshot(
         nodes=cluster.nodes,

@@ -225,35 +225,7 @@ def parse_query_text(text: str) -> DriverFacts:
     Values are addressed by their path of section headers, so a MIG device's own
     ``FB Memory Usage / Total`` can never be taken for the GPU's.
     """
-    top: dict[str, str] = {}
-    sections: list[_QSection] = []
-    stack: list[tuple[int, str]] = []
-    for raw in text.splitlines():
-        if not raw.strip() or raw.lstrip().startswith("="):
-            continue
-        if m := _Q_GPU_RE.match(raw):
-            sections.append(_QSection(m.group(1), {}))
-            stack = []
-            continue
-        m = _Q_LINE_RE.match(raw)
-        if m is None:  # pragma: no cover - the pattern matches any non-blank line
-            continue
-        indent = len(m.group("indent"))
-        key = m.group("key").strip()
-        value = m.group("value")
-        if indent == 0:
-            sections_open = bool(sections)
-            if not sections_open and value is not None:
-                top[key] = value
-            continue
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        if value is None or value == "":
-            stack.append((indent, key))
-            continue
-        if sections:
-            path = (*(name for _, name in stack), key)
-            sections[-1].values.setdefault(path, value)
+    top, sections = _query_tree(text)
     driver_text = top.get("KMD Version") or top.get("Driver Version")
     if not driver_text:
         raise DiscoveryError(
@@ -289,6 +261,40 @@ def parse_query_text(text: str) -> DriverFacts:
             missing=Reason.NO_GPU_SECTION,
         )
     return _facts(driver, cuda, gpus, "nvidia-smi-query")
+
+
+def _query_tree(text: str) -> tuple[dict[str, str], list[_QSection]]:
+    """``nvidia-smi -q`` read as a tree: the top-level ``Key : Value`` lines, and each GPU's
+    section with its values by path of section headers."""
+    top: dict[str, str] = {}
+    sections: list[_QSection] = []
+    stack: list[tuple[int, str]] = []
+    for raw in text.splitlines():
+        if not raw.strip() or raw.lstrip().startswith("="):
+            continue
+        if m := _Q_GPU_RE.match(raw):
+            sections.append(_QSection(m.group(1), {}))
+            stack = []
+            continue
+        m = _Q_LINE_RE.match(raw)
+        if m is None:  # pragma: no cover - the pattern matches any non-blank line
+            continue
+        indent = len(m.group("indent"))
+        key = m.group("key").strip()
+        value = m.group("value")
+        if indent == 0:
+            if not sections and value is not None:
+                top[key] = value
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if value is None or value == "":
+            stack.append((indent, key))
+            continue
+        if sections:
+            path = (*(name for _, name in stack), key)
+            sections[-1].values.setdefault(path, value)
+    return top, sections
 
 
 # --------------------------------------------------------------------------- plain table

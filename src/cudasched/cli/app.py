@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Sequence
 from typing import Any, NamedTuple, NoReturn
 
 import typer
 from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
+
+from cudasched.vocab.errors import one_line
 
 __all__ = [
     "COMMANDS",
@@ -177,14 +180,24 @@ class LazyCommands(TyperGroup):
                 )
         raise RuntimeError(f"{entry.module} does not register the command {cmd_name!r}")
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         """Run the command; usage errors (an unknown option, a value not among the choices)
         are one line on stderr like every other error, exit 2, instead of click's block. The
         notes a command left (:func:`note`) follow its answer on stderr unless it failed on
         bad input."""
         _pending_notes.clear()
         try:
-            result = super().main(*args, standalone_mode=False, **kwargs)
+            result = super().main(
+                args, prog_name, complete_var, False, windows_expand_args, **extra
+            )
         except Exit as exc:
             result = exc.exit_code
         except Abort:
@@ -197,7 +210,7 @@ class LazyCommands(TyperGroup):
             else:
                 ctx = getattr(exc, "ctx", None)
                 where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-                message = " ".join(exc.format_message().split())
+                message = one_line(exc.format_message())
                 sys.stderr.write(f"cudasched: error: {message}{where}\n")
                 result = exc.exit_code
         if result in (None, EXIT_OK, EXIT_INCOMPATIBLE):

@@ -149,7 +149,7 @@ def explain_snapshot(
 
 def _explained_objects(
     snapshot: ClusterSnapshot, label: str, scope: Scope | None = None
-) -> list[dict[str, Any]]:
+) -> list[Mapping[str, Any]]:
     objs = workloads_of(snapshot)
     where = ""
     if scope is not None and not scope.is_everything:
@@ -278,7 +278,7 @@ def explain_cmd(
         context = load_cluster(source, nodes_file, fetch=fetch)
         require_nodes(context)
         if ref is not None:
-            objs = ref.workloads(context)
+            objs: Sequence[Mapping[str, Any]] = ref.workloads(context)
             single = len(objs) == 1
         elif workload is not None:
             given = load_snapshot(workload)

@@ -19,8 +19,8 @@ from cudasched.cli import terminal
 from cudasched.cli.terminal import wrapped
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, to_yaml
-from cudasched.explain.explanation import Explanation
-from cudasched.explain.grouping import PoolSummary, by_pool, summarise
+from cudasched.explain.explanation import Explanation, NodeExplanation
+from cudasched.explain.grouping import NodeGroup, PoolSummary, by_pool, summarise
 from cudasched.operations.pools import node_pools
 from cudasched.workloads.kserve import RuntimeChoice
 
@@ -105,31 +105,32 @@ def print_node_table(item: Explained, out: Console) -> None:
         + (f"; no selector: {exp.requirement_error}" if exp.requirement_error else "")
         + (f"; preferred terms invalid: {exp.score_error}" if exp.score_error else "")
     )
-    rows: list[list[str | Text]] = []
-    for node in exp.nodes:
-        facts = node.facts
-        blocking = [r for r in node.reasons if r.blocking]
-        modes = ", ".join(dict.fromkeys(r.code for r in node.reasons if not r.blocking)) or "-"
-        why = "; ".join(dict.fromkeys(f"{r.code}: {r.fix}" if r.fix else r.code for r in blocking))
-        if not why and exp.unknown is not None and node.eligible:
-            why = "CUDA unknown"
-        verdict = exp.verdict(node)
-        rows.append(
-            [
-                node.node,
-                "+".join(facts.products) or "-",
-                str(facts.driver) if facts.driver else "-",
-                str(facts.cuda) if facts.cuda else "-",
-                str(facts.compute) if facts.compute else "-",
-                Text(verdict, style=_VERDICT_STYLE[verdict]),
-                modes,
-                why or "-",
-                str(node.score),
-                "; ".join(r.message for r in node.reasons) or "-",
-            ]
-        )
+    rows = [_node_row(exp, node) for node in exp.nodes]
     title = Text(f"{exp.workload}", style="bold")
     terminal.print_table(out, _WIDE_COLUMNS, rows, title=title, caption=caption)
+
+
+def _node_row(exp: Explanation, node: NodeExplanation) -> list[str | Text]:
+    """One node's row of the wide table."""
+    facts = node.facts
+    blocking = [r for r in node.reasons if r.blocking]
+    modes = ", ".join(dict.fromkeys(r.code for r in node.reasons if not r.blocking)) or "-"
+    why = "; ".join(dict.fromkeys(f"{r.code}: {r.fix}" if r.fix else r.code for r in blocking))
+    if not why and exp.unknown is not None and node.eligible:
+        why = "CUDA unknown"
+    verdict = exp.verdict(node)
+    return [
+        node.node,
+        "+".join(facts.products) or "-",
+        str(facts.driver) if facts.driver else "-",
+        str(facts.cuda) if facts.cuda else "-",
+        str(facts.compute) if facts.compute else "-",
+        Text(verdict, style=_VERDICT_STYLE[verdict]),
+        modes,
+        why or "-",
+        str(node.score),
+        "; ".join(r.message for r in node.reasons) or "-",
+    ]
 
 
 def _needs(item: Explained, *, short: bool = False) -> str:
@@ -209,25 +210,45 @@ def compact_lines(
             continue
         lines.append(title)
         for group in chosen:
-            entries = (
-                [(n.node.removesuffix(suffix) if suffix else n.node, [n]) for n in group.nodes]
-                if per_node
-                else [(group.pool, list(group.nodes))]
+            lines += _group_lines(group, eligible, suffix, width, per_node)
+    lines += wrapped("; ".join(_notes(item, suffix)), width, "")
+    for warning in unknown_warnings(item):
+        lines += wrapped(warning, width, "")
+    return lines
+
+
+def _group_lines(
+    group: NodeGroup, eligible: bool, suffix: str, width: int, per_node: bool
+) -> list[str]:
+    """One pool's entry (one per node with ``per_node``): its nodes, how it runs, or each
+    blocking code with its fix."""
+    entries = (
+        [(n.node.removesuffix(suffix) if suffix else n.node, [n]) for n in group.nodes]
+        if per_node
+        else [(group.pool, list(group.nodes))]
+    )
+    lines: list[str] = []
+    for label, nodes in entries:
+        facts = nodes[0].facts
+        if per_node:
+            head = (
+                f"{label}  {_short_gpu(facts.products)}, driver "
+                f"{facts.driver or '-'}, CUDA {facts.cuda or '-'}"
             )
-            for label, nodes in entries:
-                facts = nodes[0].facts
-                if per_node:
-                    head = (
-                        f"{label}  {_short_gpu(facts.products)}, driver "
-                        f"{facts.driver or '-'}, CUDA {facts.cuda or '-'}"
-                    )
-                else:
-                    head = f"{label}  ({_node_names([n.node for n in nodes], suffix)})"
-                if eligible:
-                    head += f": {', '.join(group.modes) or 'eligible'}"
-                lines += wrapped(head, width, "  ")
-                for code, fix in group.blocking:
-                    lines += wrapped(f"{code}: {fix}" if fix else code, width, "    ")
+        else:
+            head = f"{label}  ({_node_names([n.node for n in nodes], suffix)})"
+        if eligible:
+            head += f": {', '.join(group.modes) or 'eligible'}"
+        lines += wrapped(head, width, "  ")
+        for code, fix in group.blocking:
+            lines += wrapped(f"{code}: {fix}" if fix else code, width, "    ")
+    return lines
+
+
+def _notes(item: Explained, suffix: str) -> list[str]:
+    """The closing line's parts: the label scheme, the runtime, the names' common suffix, a
+    selector or preferred terms that could not be made."""
+    exp = item.explanation
     notes = [f"label scheme {_scheme(exp)}"]
     if item.runtime:
         notes.append(f"runtime {item.runtime.describe()}")
@@ -237,10 +258,7 @@ def compact_lines(
         notes.append(f"no selector: {exp.requirement_error}")
     if exp.score_error:
         notes.append(f"preferred terms invalid: {exp.score_error}")
-    lines += wrapped("; ".join(notes), width, "")
-    for warning in unknown_warnings(item):
-        lines += wrapped(warning, width, "")
-    return lines
+    return notes
 
 
 def unknown_warnings(item: Explained) -> list[str]:

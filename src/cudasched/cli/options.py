@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from cudasched.knowledge.imageconfig import ConfigSource
     from cudasched.knowledge.mirrors import Mirror
     from cudasched.operations.audit.auditor import Progress
-    from cudasched.webhook.config import WebhookConfig
+    from cudasched.settings.config import WebhookConfig
 
 __all__ = [
     "AsOfOption",
@@ -276,11 +276,14 @@ def registry_source(
     platform: str = "linux/amd64",
     *,
     mirrors: Iterable[Mirror] = (),
+    layers: str = "never",
+    budget: Any = None,
 ) -> ConfigSource | None:
     """The image-config source of ``--resolve-images`` (``None`` without it): each image's
     registry asked the first time resolution looks at it, with the given credentials, through
     the ``imageMirrors`` of ``--config`` that name a host (pass the image table's
-    ``mirrors``)."""
+    ``mirrors``); ``layers`` and ``budget`` say when the image's SBOM and layers are read too
+    (:class:`~cudasched.registry.resolver.OnDemandSource`)."""
     if not resolve:
         return None
     from cudasched.registry.auth import Keychain, load_docker_config
@@ -289,4 +292,4 @@ def registry_source(
 
     keychain = load_docker_config(registry_config) if registry_config else Keychain()
     client = RegistryClient(keychain=keychain, plain_http=plain_http or (), mirrors=mirrors)
-    return OnDemandSource(client, Platform.parse(platform))
+    return OnDemandSource(client, Platform.parse(platform), layers=layers, budget=budget)

@@ -34,7 +34,7 @@ _SOURCE_FLAGS = ("--cluster", "--live")
 def _reads_cluster(command: str) -> bool:
     """Whether ``command`` takes the cluster-source options (``--live`` among them)."""
     group = typer.main.get_command(app)
-    found = group.get_command(None, command) if hasattr(group, "get_command") else None  # type: ignore[arg-type]
+    found = group.get_command(None, command) if hasattr(group, "get_command") else None
     return found is not None and any(p.name == "live" for p in found.params)
 
 

@@ -11,8 +11,9 @@ satisfies everything (the answer says why), 2 bad input (one line on stderr).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -41,7 +42,7 @@ class RecommendFormat(StrEnum):
     JSON = "json"
 
 
-def _render(doc: dict[str, object], console: Console) -> None:
+def _render(doc: Mapping[str, Any], console: Console) -> None:
     def say(text: str, style: str = "", indent: str = "", more: str = "  ") -> None:
         for line in terminal.wrapped(text, console.width, indent, more):
             console.print(Text(line, style=style), soft_wrap=True)
@@ -60,9 +61,9 @@ def _render(doc: dict[str, object], console: Console) -> None:
         )
         if doc["image"]:
             say(f"image {doc['image']}", indent="  ", more="    ")
-    for reason in doc["reasons"]:  # type: ignore[attr-defined]
+    for reason in doc["reasons"]:
         say(f"- {reason}", indent="  ", more="    ")
-    for warning in doc["warnings"]:  # type: ignore[attr-defined]
+    for warning in doc["warnings"]:
         say(f"! {warning}", "yellow", indent="  ", more="    ")
     rejected = doc["rejected"]
     if rejected:
@@ -70,7 +71,7 @@ def _render(doc: dict[str, object], console: Console) -> None:
         terminal.print_table(
             console,
             (terminal.Column("branch"), terminal.Column("why")),
-            _runs(rejected),  # type: ignore[arg-type]
+            _runs(rejected),
         )
 
 

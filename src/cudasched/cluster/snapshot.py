@@ -269,6 +269,8 @@ def dump_snapshot(snapshot: ClusterSnapshot, fmt: DumpFormat = DumpFormat.YAML) 
     return to_yaml(doc)
 
 
+# The base is libyaml's dumper where PyYAML was built with it, else the pure-Python one: chosen
+# at run time, so mypy cannot check it (misc).
 class _PlainYamlDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
     """A safe dumper that writes a value used twice twice, never as an ``&anchor``/``*alias``
     pair (which kubectl writes nowhere and people cannot read)."""

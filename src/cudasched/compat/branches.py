@@ -148,13 +148,14 @@ class BranchCuda:
 
     def to_dict(self) -> dict[str, str | None]:
         return {
-            "native": _text(self.native),
-            "minorCompat": _text(self.minor_compat),
-            "forwardCompat": _text(self.forward_compat),
+            "native": _str_or_none(self.native),
+            "minorCompat": _str_or_none(self.minor_compat),
+            "forwardCompat": _str_or_none(self.forward_compat),
         }
 
 
-def _text(value: object | None) -> str | None:
+def _str_or_none(value: object | None) -> str | None:
+    """``str(value)``, keeping ``None`` (a JSON ``null``)."""
     return None if value is None else str(value)
 
 
@@ -190,12 +191,6 @@ def gpu_target(kb: KnowledgeBase, facts: NodeFacts) -> GpuTarget | None:
     if arch is None:
         return None
     firsts = [f for f in (first_driver(i) for i in known) if f is not None]
-    if known:
-        open_only = any(i.open_kernel_only for i in known)
-    else:
-        # Only a compute capability: open-only when every product of the architecture is.
-        same = [g for g in kb.gpus() if g.arch == arch.name]
-        open_only = bool(same) and all(g.open_kernel_only for g in same)
     name = "/".join(facts.products) if facts.products else f"compute capability {compute}"
     first_toolkit = kb.min_driver(arch.first_cuda) if arch.first_cuda is not None else None
     return GpuTarget(
@@ -203,10 +198,19 @@ def gpu_target(kb: KnowledgeBase, facts: NodeFacts) -> GpuTarget | None:
         compute=compute,
         arch=arch,
         first_driver=max(firsts) if firsts else None,
-        open_only=open_only,
+        open_only=_open_only(kb, known, arch),
         datacenter=facts.datacenter,
         first_branch=first_toolkit.branch if first_toolkit is not None else None,
     )
+
+
+def _open_only(kb: KnowledgeBase, known: list[GpuInfo], arch: ArchInfo) -> bool:
+    """Whether only the open kernel modules drive the GPU: any of the node's known products
+    says so, or, with only a compute capability, every product of the architecture does."""
+    if known:
+        return any(i.open_kernel_only for i in known)
+    same = [g for g in kb.gpus() if g.arch == arch.name]
+    return bool(same) and all(g.open_kernel_only for g in same)
 
 
 def release_text(release: DriverVersion) -> str:

@@ -8,6 +8,7 @@ does (``driver-too-old`` and what each mode would need). The rules and their sou
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cudasched.compat.coverage import Coverage
@@ -51,129 +52,153 @@ def driver_mode(
     coverage: Coverage,
     kb: KnowledgeBase,
 ) -> tuple[str | None, list[Reason]]:
-    """Which compatibility mode lets this driver run ``cuda`` (None: none) and why."""
+    """Which compatibility mode lets this driver run ``cuda`` (None: none) and why. The modes
+    are tried in order, native, forward, minor-version; each one that does not apply adds what
+    it would need to the refusal."""
     min_driver = kb.min_driver(cuda) if toolkit is not None else None
     need = f"CUDA {cuda}" + (f" (driver >= {min_driver})" if min_driver is not None else "")
-
     if facts.cuda is None and facts.driver is None:
         return None, [
             Reason(
                 UNKNOWN_DRIVER, f"node {facts.name!r} reports neither a driver nor a CUDA version"
             )
         ]
-    if min_driver is None:
+    native = _native(facts, cuda, min_driver is not None, need)
+    if native.code == NATIVE:
+        return NATIVE, [native]
+    refusal = _Refusal(native)
+    if pol is Policy.FORWARD_COMPAT:
+        passed = _forward_compat(facts, req, cuda, kb, refusal)
+        if passed is not None:
+            return FORWARD_COMPAT, [passed]
+    if pol in (Policy.MINOR_COMPAT, Policy.FORWARD_COMPAT):
+        passed = _minor_compat(facts, cuda, coverage, need, kb, refusal)
+        if passed is not None:
+            return MINOR_VERSION_COMPAT, [passed]
+    return None, [refusal.main, *refusal.notes]
+
+
+@dataclass(slots=True)
+class _Refusal:
+    """Why no mode lets the driver run the toolkit: the main reason, to which each mode that
+    does not apply adds what it would need, and notes on facts a mode needs but lacks."""
+
+    main: Reason
+    notes: list[Reason] = field(default_factory=list)
+
+    def add(self, text: str) -> None:
+        self.main = Reason(self.main.code, f"{self.main.message}; {text}")
+
+
+def _native(facts: NodeFacts, cuda: CudaVersion, known_minimum: bool, need: str) -> Reason:
+    """The ``native`` reason when the node's CUDA version covers ``cuda``, else why not."""
+    if not known_minimum:
         # NVIDIA's minimum for this release is not known (13.5): native support is never
         # assumed, whatever the node's CUDA label says; the compatibility modes may still apply.
-        too_old = Reason(
+        return Reason(
             UNKNOWN_TOOLKIT,
             f"NVIDIA's minimum driver for CUDA {cuda} is not in the knowledge base, so no driver "
             f"is judged to run it natively ({node_cuda_text(facts)})",
         )
-    elif facts.cuda is not None and facts.cuda >= cuda:
-        return NATIVE, [Reason(NATIVE, f"{node_cuda_text(facts)}; the workload needs {need}")]
-    else:
-        too_old = Reason(DRIVER_TOO_OLD, f"{node_cuda_text(facts)}; the workload needs {need}")
-    notes: list[Reason] = []
+    if facts.cuda is not None and facts.cuda >= cuda:
+        return Reason(NATIVE, f"{node_cuda_text(facts)}; the workload needs {need}")
+    return Reason(DRIVER_TOO_OLD, f"{node_cuda_text(facts)}; the workload needs {need}")
 
-    # Forward compatibility (cuda-compat package): data-center GPUs, listed branches only (the
-    # matrix's, or those the image's own NVIDIA_REQUIRE_CUDA names for its compat libraries).
-    if pol is Policy.FORWARD_COMPAT and req.ships_cuda_compat:
-        matrix = kb.forward_compat_branches(cuda)
-        branches = matrix | gate_forward_compat_branches(req)
-        listed = facts.driver is not None and facts.driver.branch in branches
-        if facts.datacenter is False:
-            # Never possible on this GPU, whatever the branch: say so first.
-            notes.append(
-                Reason(
-                    NO_FORWARD_COMPAT_ON_GEFORCE,
-                    f"forward compatibility needs a data-center GPU; {gpu_name(facts)} is "
-                    "not one (CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)",
-                )
+
+def _forward_compat(
+    facts: NodeFacts, req: Requirement, cuda: CudaVersion, kb: KnowledgeBase, refusal: _Refusal
+) -> Reason | None:
+    """Forward compatibility (cuda-compat package): data-center GPUs, listed branches only (the
+    matrix's, or those the image's own NVIDIA_REQUIRE_CUDA names for its compat libraries)."""
+    if not req.ships_cuda_compat:
+        refusal.add("forward compatibility needs an image that ships cuda-compat")
+        return None
+    matrix = kb.forward_compat_branches(cuda)
+    branches = matrix | gate_forward_compat_branches(req)
+    if facts.datacenter is False:
+        # Never possible on this GPU, whatever the branch: say so first.
+        refusal.notes.append(
+            Reason(
+                NO_FORWARD_COMPAT_ON_GEFORCE,
+                f"forward compatibility needs a data-center GPU; {gpu_name(facts)} is "
+                "not one (CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)",
             )
-        if facts.driver is None:
-            notes.append(
-                Reason(
-                    UNKNOWN_DRIVER, "forward compatibility needs the driver branch, not reported"
-                )
-            )
-        elif not listed:
-            names = _fmt_list(branches) if branches else "no branch"
-            too_old = Reason(
-                too_old.code,
-                f"{too_old.message}; forward compatibility for CUDA {cuda} is listed only on "
-                f"{names}, not R{facts.driver.branch}",
-            )
-        elif facts.datacenter is True:
-            by_image = (
-                ""
-                if facts.driver.branch in matrix
-                else (
-                    f"; R{facts.driver.branch} is not in NVIDIA's forward-compatibility matrix but "
-                    "the image's NVIDIA_REQUIRE_CUDA names it for its compat libraries"
-                )
-            )
-            return FORWARD_COMPAT, [
-                Reason(
-                    FORWARD_COMPAT,
-                    f"driver {facts.driver} supports CUDA {facts.cuda or 'unknown'}; CUDA "
-                    f"{cuda} runs through the image's cuda-compat-{cuda.major}-{cuda.minor} "
-                    f"libraries on R{facts.driver.branch} (forward compatibility, data-center "
-                    f"GPU; no OpenGL/Vulkan interop){by_image}",
-                )
-            ]
-        elif facts.datacenter is None:
-            notes.append(
-                Reason(
-                    UNKNOWN_DATACENTER,
-                    "forward compatibility needs a data-center GPU and the node does not say "
-                    f"whether {gpu_name(facts)} is one",
-                )
-            )
-    elif pol is Policy.FORWARD_COMPAT:
-        too_old = Reason(
-            too_old.code,
-            f"{too_old.message}; forward compatibility needs an image that ships cuda-compat",
         )
+    if facts.driver is None:
+        refusal.notes.append(
+            Reason(UNKNOWN_DRIVER, "forward compatibility needs the driver branch, not reported")
+        )
+    elif facts.driver.branch not in branches:
+        names = _fmt_list(branches) if branches else "no branch"
+        refusal.add(
+            f"forward compatibility for CUDA {cuda} is listed only on "
+            f"{names}, not R{facts.driver.branch}"
+        )
+    elif facts.datacenter is True:
+        by_image = (
+            ""
+            if facts.driver.branch in matrix
+            else (
+                f"; R{facts.driver.branch} is not in NVIDIA's forward-compatibility matrix but "
+                "the image's NVIDIA_REQUIRE_CUDA names it for its compat libraries"
+            )
+        )
+        return Reason(
+            FORWARD_COMPAT,
+            f"driver {facts.driver} supports CUDA {facts.cuda or 'unknown'}; CUDA "
+            f"{cuda} runs through the image's cuda-compat-{cuda.major}-{cuda.minor} "
+            f"libraries on R{facts.driver.branch} (forward compatibility, data-center "
+            f"GPU; no OpenGL/Vulkan interop){by_image}",
+        )
+    elif facts.datacenter is None:
+        refusal.notes.append(
+            Reason(
+                UNKNOWN_DATACENTER,
+                "forward compatibility needs a data-center GPU and the node does not say "
+                f"whether {gpu_name(facts)} is one",
+            )
+        )
+    return None
 
-    # Minor-version compatibility: any driver at or above the CUDA major's floor.
-    if pol in (Policy.MINOR_COMPAT, Policy.FORWARD_COMPAT):
-        floor = kb.minor_compat_floor(cuda.major)
-        if floor is None:
-            too_old = Reason(
-                too_old.code,
-                f"{too_old.message}; CUDA {cuda.major}.x has no minor-version compatibility",
+
+def _minor_compat(
+    facts: NodeFacts,
+    cuda: CudaVersion,
+    coverage: Coverage,
+    need: str,
+    kb: KnowledgeBase,
+    refusal: _Refusal,
+) -> Reason | None:
+    """Minor-version compatibility: any driver at or above the CUDA major's floor, for a GPU
+    reached without PTX JIT."""
+    floor = kb.minor_compat_floor(cuda.major)
+    if floor is None:
+        refusal.add(f"CUDA {cuda.major}.x has no minor-version compatibility")
+    elif facts.driver is None:
+        refusal.notes.append(
+            Reason(
+                UNKNOWN_DRIVER,
+                f"minor-version compatibility needs driver >= {floor}; the node reports no "
+                "driver version",
             )
-        elif facts.driver is None:
-            notes.append(
-                Reason(
-                    UNKNOWN_DRIVER,
-                    f"minor-version compatibility needs driver >= {floor}; the node reports no "
-                    "driver version",
-                )
+        )
+    elif not facts.driver >= floor:
+        refusal.add(f"minor-version compatibility needs driver >= {floor}")
+    elif coverage is Coverage.PTX:
+        refusal.notes.append(
+            Reason(
+                FRAMEWORK_ARCH_UNSUPPORTED,
+                f"{gpu_name(facts)} is reached only through PTX JIT, which "
+                f"minor-version compatibility does not allow (driver {facts.driver} is "
+                f"older than {need})",
             )
-        elif facts.driver >= floor:
-            if coverage is Coverage.PTX:
-                notes.append(
-                    Reason(
-                        FRAMEWORK_ARCH_UNSUPPORTED,
-                        f"{gpu_name(facts)} is reached only through PTX JIT, which "
-                        f"minor-version compatibility does not allow (driver {facts.driver} is "
-                        f"older than {need})",
-                    )
-                )
-            else:
-                return MINOR_VERSION_COMPAT, [
-                    Reason(
-                        MINOR_VERSION_COMPAT,
-                        f"{node_cuda_text(facts)}; CUDA {cuda} runs under minor-version "
-                        f"compatibility (CUDA {cuda.major}.x needs driver >= {floor}): no PTX "
-                        "JIT, and APIs newer than the driver return "
-                        "cudaErrorCallRequiresNewerDriver",
-                    )
-                ]
-        else:
-            too_old = Reason(
-                too_old.code,
-                f"{too_old.message}; minor-version compatibility needs driver >= {floor}",
-            )
-    return None, [too_old, *notes]
+        )
+    else:
+        return Reason(
+            MINOR_VERSION_COMPAT,
+            f"{node_cuda_text(facts)}; CUDA {cuda} runs under minor-version "
+            f"compatibility (CUDA {cuda.major}.x needs driver >= {floor}): no PTX "
+            "JIT, and APIs newer than the driver return "
+            "cudaErrorCallRequiresNewerDriver",
+        )
+    return None

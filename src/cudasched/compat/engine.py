@@ -81,10 +81,11 @@ from cudasched.compat.verdict import (
 from cudasched.nodes.facts import NodeFacts
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
-from cudasched.vocab.versions import CudaVersion
+from cudasched.vocab.versions import ComputeCapability, CudaVersion
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.records import ToolkitRelease
 
 __all__ = [
     "check",
@@ -136,30 +137,11 @@ def check(facts: NodeFacts, req: Requirement, policy: Policy | str, kb: Knowledg
                 ),
             ),
         )
-
-    blocking: list[Reason] = []
     cuda = effective_cuda(req)
-    if req.framework is not None and cuda is None:
-        blocking.append(
-            Reason(
-                UNKNOWN_TOOLKIT,
-                f"{req.framework.name} {req.framework.version} does not say which CUDA it was "
-                "built with; give the CUDA version explicitly",
-            )
-        )
     toolkit = kb.toolkit(cuda) if cuda is not None else None
-    if cuda is not None and toolkit is None:
-        blocking.append(
-            Reason(
-                UNKNOWN_TOOLKIT,
-                f"CUDA {cuda} is not a toolkit release in the knowledge base (NVIDIA Table 3); "
-                "no node is judged able to run it",
-            )
-        )
-
-    cc = facts.compute
+    blocking = _toolkit_reasons(req, cuda, toolkit)
     coverage = Coverage.UNKNOWN
-    if cc is None:
+    if facts.compute is None:
         blocking.append(
             Reason(
                 UNKNOWN_COMPUTE_CAPABILITY,
@@ -167,88 +149,15 @@ def check(facts: NodeFacts, req: Requirement, policy: Policy | str, kb: Knowledg
             )
         )
     else:
-        if req.min_compute is not None and cc < req.min_compute:
-            blocking.append(
-                Reason(
-                    COMPUTE_CAPABILITY_TOO_LOW,
-                    f"{gpu_name(facts)} has compute capability {cc}; the workload needs >= "
-                    f"{req.min_compute}",
-                )
-            )
-        if cuda is not None:
-            arch = kb.arch(cc)
-            if arch is None:
-                blocking.append(
-                    Reason(
-                        UNKNOWN_ARCH,
-                        f"compute capability {cc} is not an architecture the knowledge base "
-                        f"knows, so CUDA {cuda} support cannot be confirmed",
-                    )
-                )
-            else:
-                window = arch_window_reason(kb, arch, cc, cuda, req.framework)
-                if window is not None:
-                    blocking.append(window)
-                cap = arch.last_driver_branch
-                if cap is not None:
-                    if facts.driver is None:
-                        blocking.append(
-                            Reason(
-                                UNKNOWN_DRIVER,
-                                f"{arch.name} GPUs are supported only up to driver branch R{cap} "
-                                "and the node reports no driver version",
-                            )
-                        )
-                    elif facts.driver.branch > cap:
-                        blocking.append(
-                            Reason(
-                                DRIVER_BRANCH_UNSUPPORTED_GPU,
-                                f"driver {facts.driver} (R{facts.driver.branch}) does not support "
-                                f"{arch.name} GPUs; their last driver branch is R{cap}",
-                            )
-                        )
-        coverage = framework_coverage(req.framework, cc)
-        if coverage is Coverage.NONE and req.framework is not None:
-            archs = ", ".join(str(a) for a in req.framework.arch_list or ())
-            ptx = " (+PTX)" if req.framework.ptx else ""
-            blocking.append(
-                Reason(
-                    FRAMEWORK_ARCH_UNSUPPORTED,
-                    f"{req.framework.name} {req.framework.version} ships kernels for "
-                    f"{archs}{ptx}, none of which runs on compute capability {cc}",
-                )
-            )
-
-    first = facts.first_driver
-    if first is not None and facts.driver is not None and facts.driver < first:
-        blocking.append(
-            Reason(
-                DRIVER_BRANCH_UNSUPPORTED_GPU,
-                f"driver {facts.driver} cannot drive {facts.first_driver_product}: the first "
-                f"driver that supports it is {first} (no policy helps: forward compatibility "
-                "replaces only the user-mode driver)",
-            )
-        )
+        coverage = _gpu_reasons(facts, facts.compute, req, cuda, kb, blocking)
+    first = _first_driver_reason(facts)
+    if first is not None:
+        blocking.append(first)
     # The container toolkit's gate is reported when it is what stops the container: a node
     # already refused for its driver or its GPU is not refused twice for the same fact.
     gate = gate_reason(facts, req)
-
     if cuda is None:
-        # Only a compute-capability floor was asked for.
-        if not blocking and gate is not None:
-            blocking.append(gate)
-        if blocking:
-            return Verdict(VerdictStatus.INCOMPATIBLE, tuple(blocking))
-        return Verdict(
-            VerdictStatus.COMPATIBLE,
-            (
-                Reason(
-                    COMPUTE_CAPABILITY_OK,
-                    f"{gpu_name(facts)} has compute capability {cc} >= {req.min_compute}",
-                ),
-            ),
-        )
-
+        return _floor_only(facts, req, blocking, gate)
     mode, driver_reasons = driver_mode(facts, req, pol, cuda, toolkit, coverage, kb)
     if not blocking and mode is not None and gate is not None:
         blocking.append(gate)
@@ -258,3 +167,134 @@ def check(facts: NodeFacts, req: Requirement, policy: Policy | str, kb: Knowledg
         driver_reasons = [with_gate_note(r, facts, req) for r in driver_reasons]
     status = VerdictStatus.COMPATIBLE if mode == NATIVE else VerdictStatus.COMPATIBLE_WITH_CAVEATS
     return Verdict(status, tuple(driver_reasons))
+
+
+def _toolkit_reasons(
+    req: Requirement, cuda: CudaVersion | None, toolkit: ToolkitRelease | None
+) -> list[Reason]:
+    """Toolkit must exist: a framework build that names no CUDA, a CUDA NVIDIA does not list."""
+    blocking: list[Reason] = []
+    if req.framework is not None and cuda is None:
+        blocking.append(
+            Reason(
+                UNKNOWN_TOOLKIT,
+                f"{req.framework.name} {req.framework.version} does not say which CUDA it was "
+                "built with; give the CUDA version explicitly",
+            )
+        )
+    if cuda is not None and toolkit is None:
+        blocking.append(
+            Reason(
+                UNKNOWN_TOOLKIT,
+                f"CUDA {cuda} is not a toolkit release in the knowledge base (NVIDIA Table 3); "
+                "no node is judged able to run it",
+            )
+        )
+    return blocking
+
+
+def _gpu_reasons(
+    facts: NodeFacts,
+    cc: ComputeCapability,
+    req: Requirement,
+    cuda: CudaVersion | None,
+    kb: KnowledgeBase,
+    blocking: list[Reason],
+) -> Coverage:
+    """What the GPU itself refuses, appended to ``blocking``: a compute capability below the
+    floor asked, the toolkit's architecture window and the arch's last driver branch, framework
+    kernels that miss it. Returns how the framework build covers it."""
+    if req.min_compute is not None and cc < req.min_compute:
+        blocking.append(
+            Reason(
+                COMPUTE_CAPABILITY_TOO_LOW,
+                f"{gpu_name(facts)} has compute capability {cc}; the workload needs >= "
+                f"{req.min_compute}",
+            )
+        )
+    if cuda is not None:
+        blocking.extend(_arch_reasons(facts, cc, req, cuda, kb))
+    coverage = framework_coverage(req.framework, cc)
+    if coverage is Coverage.NONE and req.framework is not None:
+        archs = ", ".join(str(a) for a in req.framework.arch_list or ())
+        ptx = " (+PTX)" if req.framework.ptx else ""
+        blocking.append(
+            Reason(
+                FRAMEWORK_ARCH_UNSUPPORTED,
+                f"{req.framework.name} {req.framework.version} ships kernels for "
+                f"{archs}{ptx}, none of which runs on compute capability {cc}",
+            )
+        )
+    return coverage
+
+
+def _arch_reasons(
+    facts: NodeFacts, cc: ComputeCapability, req: Requirement, cuda: CudaVersion, kb: KnowledgeBase
+) -> list[Reason]:
+    """Binary compatibility (the toolkit's architecture window) and the arch's last driver
+    branch."""
+    arch = kb.arch(cc)
+    if arch is None:
+        return [
+            Reason(
+                UNKNOWN_ARCH,
+                f"compute capability {cc} is not an architecture the knowledge base "
+                f"knows, so CUDA {cuda} support cannot be confirmed",
+            )
+        ]
+    out: list[Reason] = []
+    window = arch_window_reason(kb, arch, cc, cuda, req.framework)
+    if window is not None:
+        out.append(window)
+    cap = arch.last_driver_branch
+    if cap is None:
+        return out
+    if facts.driver is None:
+        out.append(
+            Reason(
+                UNKNOWN_DRIVER,
+                f"{arch.name} GPUs are supported only up to driver branch R{cap} "
+                "and the node reports no driver version",
+            )
+        )
+    elif facts.driver.branch > cap:
+        out.append(
+            Reason(
+                DRIVER_BRANCH_UNSUPPORTED_GPU,
+                f"driver {facts.driver} (R{facts.driver.branch}) does not support "
+                f"{arch.name} GPUs; their last driver branch is R{cap}",
+            )
+        )
+    return out
+
+
+def _first_driver_reason(facts: NodeFacts) -> Reason | None:
+    """A driver older than the first one that drives the node's GPU product."""
+    first = facts.first_driver
+    if first is None or facts.driver is None or not facts.driver < first:
+        return None
+    return Reason(
+        DRIVER_BRANCH_UNSUPPORTED_GPU,
+        f"driver {facts.driver} cannot drive {facts.first_driver_product}: the first "
+        f"driver that supports it is {first} (no policy helps: forward compatibility "
+        "replaces only the user-mode driver)",
+    )
+
+
+def _floor_only(
+    facts: NodeFacts, req: Requirement, blocking: list[Reason], gate: Reason | None
+) -> Verdict:
+    """The verdict when only a compute-capability floor was asked for (no CUDA)."""
+    if not blocking and gate is not None:
+        blocking.append(gate)
+    if blocking:
+        return Verdict(VerdictStatus.INCOMPATIBLE, tuple(blocking))
+    return Verdict(
+        VerdictStatus.COMPATIBLE,
+        (
+            Reason(
+                COMPUTE_CAPABILITY_OK,
+                f"{gpu_name(facts)} has compute capability {facts.compute} >= {req.min_compute}",
+            ),
+        ),
+    )

@@ -115,29 +115,11 @@ def fix_for(
     if not reason.blocking:
         return ""
     pol = resolve_policy(req, policy)
-    cuda = effective_cuda(req)
-    arch = kb.arch(facts.compute) if facts.compute is not None else None
     code = reason.code
     if code == DRIVER_TOO_OLD:
         return _driver_fix(req, pol, facts, kb)
-    if code == ARCH_TOO_NEW:
-        if arch is not None and arch.first_cuda is not None:
-            return f"needs an image built with CUDA >= {arch.first_cuda.release} (or with PTX)"
-        return "needs an image that carries PTX for this GPU"
-    if code == ARCH_DROPPED:
-        if arch is not None and arch.last_cuda is not None:
-            return f"needs an image built with CUDA <= {arch.last_cuda.release}, or a newer GPU"
-        return "needs a newer GPU"
-    if code == DRIVER_BRANCH_UNSUPPORTED_GPU:
-        if (
-            facts.first_driver is not None
-            and facts.driver is not None
-            and (facts.driver < facts.first_driver)
-        ):
-            return driver_remedy(facts, facts.first_driver, kb).text
-        if arch is not None and arch.last_driver_branch is not None:
-            return f"needs driver branch R{arch.last_driver_branch} or older"
-        return ""
+    if code in (ARCH_TOO_NEW, ARCH_DROPPED, DRIVER_BRANCH_UNSUPPORTED_GPU):
+        return _gpu_fix(code, facts, kb)
     if code == REQUIRE_CUDA_UNMET:
         floor = req.gate.cuda_floor() if req.gate is not None else None
         driver = kb.driver_floor(floor) if floor is not None else None
@@ -147,16 +129,46 @@ def fix_for(
         return f"needs a GPU with compute capability >= {req.min_compute}"
     if code == FRAMEWORK_ARCH_UNSUPPORTED and facts.compute is not None:
         return f"needs a build with kernels for compute capability {facts.compute}"
-    if code == NO_FORWARD_COMPAT_ON_GEFORCE:
-        return "needs a data-center GPU, or a driver that runs the CUDA natively"
-    if code == NO_GPU_FACTS:
-        return "label the node: run the cudasched agent or GPU Feature Discovery there"
-    if code in (UNKNOWN_DRIVER, UNKNOWN_COMPUTE_CAPABILITY, UNKNOWN_DATACENTER):
-        return "label the node's GPU facts: run the cudasched agent (or GFD) there"
-    if code == UNKNOWN_ARCH:
-        return "the knowledge base does not know this GPU: see cudasched knowledge gpus"
+    cuda = effective_cuda(req)
     if code == UNKNOWN_TOOLKIT and cuda is not None:
         return f"NVIDIA's minimum driver for CUDA {cuda} is not known: see cudasched knowledge cuda"
+    return _FACT_FIXES.get(code, "")
+
+
+# What to do about a reason that is about the node's facts or the GPU, whatever the numbers.
+_RELABEL = "label the node's GPU facts: run the cudasched agent (or GFD) there"
+_FACT_FIXES = {
+    NO_FORWARD_COMPAT_ON_GEFORCE: (
+        "needs a data-center GPU, or a driver that runs the CUDA natively"
+    ),
+    NO_GPU_FACTS: "label the node: run the cudasched agent or GPU Feature Discovery there",
+    UNKNOWN_DRIVER: _RELABEL,
+    UNKNOWN_COMPUTE_CAPABILITY: _RELABEL,
+    UNKNOWN_DATACENTER: _RELABEL,
+    UNKNOWN_ARCH: "the knowledge base does not know this GPU: see cudasched knowledge gpus",
+}
+
+
+def _gpu_fix(code: str, facts: NodeFacts, kb: KnowledgeBase) -> str:
+    """What would let the GPU run it: an image built for its architecture, a newer GPU, a
+    driver that drives it."""
+    arch = kb.arch(facts.compute) if facts.compute is not None else None
+    if code == ARCH_TOO_NEW:
+        if arch is not None and arch.first_cuda is not None:
+            return f"needs an image built with CUDA >= {arch.first_cuda.release} (or with PTX)"
+        return "needs an image that carries PTX for this GPU"
+    if code == ARCH_DROPPED:
+        if arch is not None and arch.last_cuda is not None:
+            return f"needs an image built with CUDA <= {arch.last_cuda.release}, or a newer GPU"
+        return "needs a newer GPU"
+    if (
+        facts.first_driver is not None
+        and facts.driver is not None
+        and (facts.driver < facts.first_driver)
+    ):
+        return driver_remedy(facts, facts.first_driver, kb).text
+    if arch is not None and arch.last_driver_branch is not None:
+        return f"needs driver branch R{arch.last_driver_branch} or older"
     return ""
 
 

@@ -178,7 +178,8 @@ def reduced(obj: Mapping[str, Any]) -> dict[str, Any]:
         return out
     if kind != CRD_KIND:
         return dict(obj)
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
     versions = []
     for version in spec.get("versions") or ():
         if not isinstance(version, Mapping):
@@ -219,8 +220,7 @@ def operator_from_objects(
     object it stores: ``spec.default`` (false) from v26.7, ``spec.kernelModuleType`` (auto)
     from v25.3; so the newest release whose fields the objects show is the oldest the cluster
     can run."""
-    specs = [d.get("spec") for d in drivers]
-    specs = [s for s in specs if isinstance(s, Mapping)]
+    specs = [s for s in (d.get("spec") for d in drivers) if isinstance(s, Mapping)]
     if not specs:
         return None
     seen = set().union(*(set(s) for s in specs))

@@ -133,9 +133,10 @@ def decide(
     if position is None:  # no fleet position to remember it by
         parts = node_parts(sel, node, None)
     else:
-        parts = sel.at.get(position)
-        if parts is None:
-            parts = sel.at[position] = node_parts(sel, node, position)
+        remembered = sel.at.get(position)
+        if remembered is None:
+            remembered = sel.at[position] = node_parts(sel, node, position)
+        parts = remembered
     eligible, score, req_match, mismatch, affinity = parts
     reasons: list[Reason] = []
     if plan.requirement is not None:

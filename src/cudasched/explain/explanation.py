@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Final, Literal, overload
 
 from cudasched.compat.verdict import Reason
 from cudasched.nodes.facts import NodeFacts
@@ -35,7 +35,7 @@ __all__ = [
     "renamed",
 ]
 
-SCORE_ERROR = "error"
+SCORE_ERROR: Final = "error"
 
 Score = int | Literal["error"]
 

@@ -50,13 +50,15 @@ def by_pool(explanation: Explanation, pools: Mapping[str, str]) -> tuple[NodeGro
     """The explanation's nodes grouped by pool (``pools``: node name -> pool name; a node not
     in it is in :data:`NO_POOL`) and answer; groups that can run the workload first, then in the
     order their first node appears."""
-    groups: dict[tuple[object, ...], list[NodeExplanation]] = {}
+    groups: dict[
+        tuple[str, bool, tuple[str, ...], tuple[tuple[str, str], ...]], list[NodeExplanation]
+    ] = {}
     for node in explanation.nodes:
         key = (pools.get(node.node, NO_POOL), *_answer(node))
         groups.setdefault(key, []).append(node)
     out = [
-        NodeGroup(str(key[0]), bool(key[1]), key[2], key[3], tuple(nodes))  # type: ignore[arg-type]
-        for key, nodes in groups.items()
+        NodeGroup(pool, eligible, modes, blocking, tuple(nodes))
+        for (pool, eligible, modes, blocking), nodes in groups.items()
     ]
     return tuple(sorted(out, key=lambda g: not g.eligible))
 

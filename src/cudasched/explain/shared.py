@@ -7,6 +7,7 @@ those terms checked for merging.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -56,7 +57,13 @@ def declared_once(annotations: Mapping[str, Any], who: str, shared: Shared) -> R
     return found
 
 
-_MISSING = object()
+class _Memo(Enum):
+    """The memo's miss: an enum member, so that ``is`` narrows what a look-up returned."""
+
+    MISSING = 0
+
+
+_MISSING = _Memo.MISSING
 
 
 def repr_once(req: Requirement | None, shared: Shared) -> str:

@@ -23,6 +23,7 @@ from cudasched.knowledge.loading import (
     DATA_FILES,
     NGC_PRODUCTS,
     DataFile,
+    ParsedCache,
     load_archs,
     load_branches,
     load_forward_compat,
@@ -50,12 +51,17 @@ from cudasched.vocab.errors import InputError, KnowledgeError
 from cudasched.vocab.requirements import FrameworkBuild
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
-__all__ = ["KnowledgeBase"]
+__all__ = ["KnowledgeBase", "release_order"]
 
 
-def _release_key(release: str) -> tuple[int, ...]:
-    """``2.10`` after ``2.9``: release numbers compared as numbers."""
-    return tuple(int(part) if part.isdigit() else -1 for part in release.split("."))
+def release_order(release: str) -> tuple[int, ...]:
+    """The sort key of a release number: ``2.10`` after ``2.9``, parts compared as numbers.
+
+    A part that is not a decimal number (the ``0rc1`` of ``0.9.0rc1``) sorts before every
+    number, so a pre-release comes before its release and no release text raises: the loader
+    admits digits only today, but an ordering must not be what breaks when a source does not.
+    """
+    return tuple(int(part) if part.isdecimal() else -1 for part in release.split("."))
 
 
 def _nearest_arch_rows(
@@ -122,9 +128,10 @@ class KnowledgeBase:
     # ---- construction --------------------------------------------------------------------
 
     @classmethod
-    def load(cls) -> KnowledgeBase:
-        """Read and index the YAML files bundled in ``cudasched/data``."""
-        return cls.from_documents(read_data_files())
+    def load(cls, cache: ParsedCache | None = None) -> KnowledgeBase:
+        """Read and index the YAML files bundled in ``cudasched/data``; ``cache`` (an edge's)
+        may hold them already parsed."""
+        return cls.from_documents(read_data_files(cache))
 
     @classmethod
     def from_documents(cls, docs: Mapping[str, object]) -> KnowledgeBase:
@@ -251,9 +258,6 @@ class KnowledgeBase:
         package = self._fc.get((cuda.major, cuda.minor))
         return package.compatible_branches if package is not None else frozenset()
 
-    def forward_compat_package(self, cuda: CudaVersion) -> ForwardCompatPackage | None:
-        return self._fc.get((cuda.major, cuda.minor))
-
     def forward_compat_packages(self) -> Iterator[ForwardCompatPackage]:
         return iter(sorted(self._fc.values(), key=lambda p: p.cuda))
 
@@ -379,12 +383,15 @@ class KnowledgeBase:
         """Every framework release the knowledge base knows, as (``torch`` | ``tensorflow`` |
         ``vllm``, release), newest first within each framework."""
         catalog = self._frameworks
-        for name, releases in (
+        frameworks: tuple[tuple[str, Mapping[str, TorchRelease | FrameworkRelease]], ...] = (
             ("torch", catalog.torch),
             ("tensorflow", catalog.tensorflow),
             ("vllm", catalog.vllm),
-        ):
-            ordered = sorted(releases.values(), key=lambda r: _release_key(r.release), reverse=True)
+        )
+        for name, releases in frameworks:
+            ordered = sorted(
+                releases.values(), key=lambda r: release_order(r.release), reverse=True
+            )
             for release in ordered:
                 yield name, release
 
@@ -408,7 +415,7 @@ class KnowledgeBase:
         """NGC releases, optionally of one product, in product then release order."""
         prod = _ngc_product(product) if product is not None else None
         rows = [r for r in self._ngc.values() if prod is None or r.product == prod]
-        return iter(sorted(rows, key=lambda r: (r.product, _release_key(r.release))))
+        return iter(sorted(rows, key=lambda r: (r.product, release_order(r.release))))
 
 
 def _targets(archs: tuple[ArchInfo, ...], cuda: CudaVersion) -> tuple[ComputeCapability, ...]:
@@ -431,7 +438,3 @@ def _ngc_product(product: object) -> str:
             f"invalid NGC product {product!r}: expected one of {', '.join(NGC_PRODUCTS)}"
         )
     return key
-
-
-def _release_key(release: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in release.split("."))

@@ -266,8 +266,8 @@ def _minimum_kernels(doc: DataFile) -> tuple[MinimumKernel, ...]:
         raise KnowledgeError(
             f"{doc.name}: minimum_kernel needs exactly one row without from_driver"
         )
-    rest = sorted((r for r in rows if r.from_driver is not None), key=lambda r: r.from_driver)
-    return (floors[0], *rest)
+    dated = [(r.from_driver, r) for r in rows if r.from_driver is not None]
+    return (floors[0], *(r for _, r in sorted(dated, key=lambda pair: pair[0])))
 
 
 def _breakages(doc: DataFile) -> tuple[Breakage, ...]:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from cudasched.knowledge.imagecontents import ImageContents
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirecuda import LEGACY_ENV, REQUIRE_ENV, gate_from_env, is_gate_env
 from cudasched.vocab.versions import CudaVersion, parse_cuda
@@ -48,7 +49,9 @@ class ImageConfig:
     ``config.Env`` (split at the first ``=``) and ``config.Labels``; ``mirror`` the
     repository it was read from when a mirror served it (``imageMirrors``); ``error_kind``
     the closed word for a failure (``unauthorized``, ``not-found``, ``timeout``, ...: the
-    registry client's error kinds), which decides whether credentials could change it."""
+    registry client's error kinds), which decides whether credentials could change it.
+    ``contents`` is what the image's SBOM and layers were found to carry, when they were read
+    (:mod:`cudasched.knowledge.imagecontents`); ``None`` when they were not."""
 
     image: str
     digest: str = ""
@@ -58,6 +61,7 @@ class ImageConfig:
     error: str = ""
     mirror: str = ""
     error_kind: str = ""
+    contents: ImageContents | None = None
 
     @property
     def ok(self) -> bool:
@@ -67,7 +71,10 @@ class ImageConfig:
         """Roughly the bytes it holds (caches bound themselves with it)."""
         text = sum(len(k) + len(v) for k, v in self.env.items())
         text += sum(len(k) + len(v) for k, v in self.labels.items())
-        return 200 + len(self.image) + len(self.digest) + len(self.error) + len(self.mirror) + text
+        read = self.contents.size() if self.contents is not None else 0
+        return (
+            200 + len(self.image) + len(self.digest) + len(self.error) + len(self.mirror) + text
+        ) + read
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -78,6 +85,7 @@ class ImageConfig:
             "labels": dict(self.labels),
             "error": self.error or None,
             "mirror": self.mirror or None,
+            "contents": self.contents.to_dict() if self.contents is not None else None,
         }
 
 

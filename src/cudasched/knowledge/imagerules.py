@@ -63,6 +63,7 @@ class ImageRule:
     versions: tuple[VersionRange, ...] = ()
     gate: str | None = None
     ships_cuda_compat: bool | None = None
+    bundled: bool = False
 
     def matches(self, ref: ImageRef) -> re.Match[str] | None:
         if ref.tag is None or not any(_path_matches(ref.path, r) for r in self.repositories):
@@ -142,6 +143,8 @@ def _versions(entry: Mapping[str, Any], rule_id: str) -> tuple[VersionRange, ...
 
 
 def compile_rule(entry: object, index: int) -> ImageRule:
+    """One images.yaml rule, checked field by field (a :class:`KnowledgeError` names the rule
+    and the field)."""
     if not isinstance(entry, Mapping):
         raise KnowledgeError(f"images.yaml entry {index} is not a mapping")
     rule_id = str(entry.get("id") or f"#{index}")
@@ -151,6 +154,37 @@ def compile_rule(entry: object, index: int) -> ImageRule:
         raise KnowledgeError(f"images.yaml {rule_id}: cuda_from {cuda_from!r} not in {_CUDA_FROM}")
     if not isinstance(repos, list) or not repos or not all(isinstance(r, str) for r in repos):
         raise KnowledgeError(f"images.yaml {rule_id}: repositories must be a list of strings")
+    tag = _rule_tag(entry, rule_id, str(cuda_from))
+    variants = _main_variants(entry, rule_id, tag)
+    gate = entry.get("gate")
+    if gate is not None and gate not in _GATES:
+        raise KnowledgeError(f"images.yaml {rule_id}: gate {gate!r} not in {sorted(_GATES)}")
+    ships = entry.get("ships_cuda_compat")
+    if ships is not None and not isinstance(ships, bool):
+        raise KnowledgeError(f"images.yaml {rule_id}: ships_cuda_compat must be true or false")
+    cuda_of = entry.get("cuda_of", "image")
+    if cuda_of not in ("image", "bundled"):
+        raise KnowledgeError(f"images.yaml {rule_id}: cuda_of must be image or bundled")
+    return ImageRule(
+        id=rule_id,
+        repositories=tuple(r.strip("/").lower() for r in repos),
+        tag=tag,
+        cuda_from=str(cuda_from),
+        source=" ".join(str(entry["source"]).split()),
+        product=str(entry["product"]) if entry.get("product") else None,
+        framework=str(entry["framework"]) if entry.get("framework") else None,
+        main_variants=variants,
+        note=" ".join(str(entry.get("note") or "").split()),
+        versions=_versions(entry, rule_id) if cuda_from == "versions" else (),
+        gate=gate,
+        ships_cuda_compat=ships,
+        bundled=cuda_of == "bundled",
+    )
+
+
+def _rule_tag(entry: Mapping[str, Any], rule_id: str, cuda_from: str) -> re.Pattern[str]:
+    """The rule's tag pattern, with the group its ``cuda_from`` reads, and the fields that kind
+    of rule needs (a product, a framework, a source for every rule)."""
     try:
         tag = re.compile(str(entry.get("tag") or ""))
     except re.error as exc:
@@ -166,33 +200,21 @@ def compile_rule(entry: object, index: int) -> ImageRule:
         raise KnowledgeError(f"images.yaml {rule_id}: framework rules need a framework")
     if not entry.get("source"):
         raise KnowledgeError(f"images.yaml {rule_id}: every rule needs a source")
+    return tag
+
+
+def _main_variants(
+    entry: Mapping[str, Any], rule_id: str, tag: re.Pattern[str]
+) -> tuple[str, ...] | None:
+    """The rule's main variants (read from the tag's ``variant`` group), if it names any."""
     variants = entry.get("main_variants")
-    if variants is not None:
-        if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
-            raise KnowledgeError(f"images.yaml {rule_id}: main_variants must be a list of strings")
-        if "variant" not in tag.groupindex:
-            raise KnowledgeError(f"images.yaml {rule_id}: main_variants needs a `variant` group")
-        variants = tuple(variants)
-    gate = entry.get("gate")
-    if gate is not None and gate not in _GATES:
-        raise KnowledgeError(f"images.yaml {rule_id}: gate {gate!r} not in {sorted(_GATES)}")
-    ships = entry.get("ships_cuda_compat")
-    if ships is not None and not isinstance(ships, bool):
-        raise KnowledgeError(f"images.yaml {rule_id}: ships_cuda_compat must be true or false")
-    return ImageRule(
-        id=rule_id,
-        repositories=tuple(r.strip("/").lower() for r in repos),
-        tag=tag,
-        cuda_from=str(cuda_from),
-        source=" ".join(str(entry["source"]).split()),
-        product=str(entry["product"]) if entry.get("product") else None,
-        framework=str(entry["framework"]) if entry.get("framework") else None,
-        main_variants=variants,
-        note=" ".join(str(entry.get("note") or "").split()),
-        versions=_versions(entry, rule_id) if cuda_from == "versions" else (),
-        gate=gate,
-        ships_cuda_compat=ships,
-    )
+    if variants is None:
+        return None
+    if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
+        raise KnowledgeError(f"images.yaml {rule_id}: main_variants must be a list of strings")
+    if "variant" not in tag.groupindex:
+        raise KnowledgeError(f"images.yaml {rule_id}: main_variants needs a `variant` group")
+    return tuple(variants)
 
 
 def compile_override(entry: object, index: int) -> OverrideRule:
@@ -211,6 +233,7 @@ def compile_override(entry: object, index: int) -> OverrideRule:
         )
     cuda_value = entry.get("cuda")
     try:
+        # Any value: parse_cuda refuses what is not a version text or number (VersionError).
         cuda = parse_cuda(cuda_value)  # type: ignore[arg-type]
     except InputError as exc:
         raise InputError(f"invalid image override {pattern!r}: {exc}") from None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from importlib import resources
 from typing import Any, Protocol
 
@@ -61,7 +62,15 @@ _GATE_MEMO_LIMIT = 256
 # only a request crafted to fill the memo would carry, are looked up every time.
 _LOOKUP_MEMO_LIMIT = 1024
 _LOOKUP_MEMO_MAX_CHARS = 512
-_UNSEEN: Any = object()
+
+
+class _Memo(Enum):
+    """The memo's miss: an enum member, so that ``is`` narrows what a look-up returned."""
+
+    UNSEEN = 0
+
+
+_UNSEEN = _Memo.UNSEEN
 
 
 class ReleaseFacts(Protocol):
@@ -79,7 +88,9 @@ class ImageMatch:
     ``framework`` (a framework build with its kernel list) come along. ``require_cuda`` is the
     ``NVIDIA_REQUIRE_CUDA`` value the image carries (None: not known to carry one);
     ``ships_cuda_compat`` whether it loads its compat libraries itself (None: not known);
-    ``lower_bound`` that the CUDA is known only as a floor."""
+    ``lower_bound`` that the CUDA is known only as a floor; ``bundled`` that it is the CUDA of
+    libraries the image bundles above a runtime base of another CUDA (the image's own config
+    names the base's; ``docs/guide/images.md``, "Base and bundled CUDA")."""
 
     cuda: CudaVersion
     source: str
@@ -88,6 +99,7 @@ class ImageMatch:
     require_cuda: str | None = None
     ships_cuda_compat: bool | None = None
     lower_bound: bool = False
+    bundled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +241,7 @@ class ImageTable:
         memo = len(image) <= _LOOKUP_MEMO_MAX_CHARS
         known = self._recognised.get(image, _UNSEEN) if memo else _UNSEEN
         if known is not _UNSEEN:
-            return known  # type: ignore[return-value]
+            return known
         found = self._rules_for(parse_image_ref(image))
         first = found[0] if found else None
         if memo:
@@ -293,7 +305,7 @@ class ImageTable:
         fact: Any = None
         if rule.cuda_from == "tag":
             cuda = parse_cuda(m.group("cuda"))
-            match = ImageMatch(cuda, f"image table {rule.id}, tag {m.string}")
+            match: ImageMatch | None = ImageMatch(cuda, f"image table {rule.id}, tag {m.string}")
         elif rule.cuda_from == "ngc" and facts is not None and rule.product:
             variant = (m.groupdict().get("variant")) or ""
             if rule.main_variants is not None and variant not in rule.main_variants:
@@ -322,6 +334,7 @@ class ImageTable:
             match,
             require_cuda=self._require_cuda(rule, match, fact),
             ships_cuda_compat=rule.ships_cuda_compat,
+            bundled=rule.bundled,
         )
 
     def _require_cuda(self, rule: ImageRule, match: ImageMatch, fact: Any) -> str | None:

@@ -474,25 +474,16 @@ def facts_from_labels(name: str, labels: Mapping[str, str], kb: KnowledgeBase) -
         derived.add(DERIVED_CUDA)
     if disagreement is not None:
         r.problems.append(disagreement)
-    if compute is None and gpu_infos and all(g is not None for g in gpu_infos):
+    known = bool(gpu_infos) and all(g is not None for g in gpu_infos)
+    if compute is None and known:
         compute = min(g.compute for g in gpu_infos if g is not None)
         derived.add(DERIVED_COMPUTE)
-
     datacenter = _read_bool(r, L.GPU_DATACENTER)
-    if datacenter is None and gpu_infos and all(g is not None for g in gpu_infos):
+    if datacenter is None and known:
         # Forward compatibility needs every GPU the pod could get to be a data-center part.
         datacenter = all(g.datacenter for g in gpu_infos if g is not None)
         derived.add(DERIVED_DATACENTER)
-
-    # The family words are architectures.yaml's (GFD's vocabulary); GFD's "no family" is unknown.
-    arch = r.text(L.GPU_ARCH) or r.text(L.GFD_FAMILY)
-    if arch in {"", GFD_UNDEFINED_FAMILY, "unknown"}:
-        arch = None
-    if arch is None and compute is not None:
-        info = kb.arch(compute)
-        if info is not None:
-            arch = info.family
-            derived.add(DERIVED_ARCH)
+    arch = _arch(r, compute, kb, derived)
 
     gpu_count = r.integer(L.GFD_COUNT)
 
@@ -515,6 +506,23 @@ def facts_from_labels(name: str, labels: Mapping[str, str], kb: KnowledgeBase) -
         first_driver=first_driver,
         first_driver_product=first_product,
     )
+
+
+def _arch(
+    r: _Reader, compute: ComputeCapability | None, kb: KnowledgeBase, derived: set[str]
+) -> str | None:
+    """The GPU family from the labels, else from the compute capability (noted in
+    ``derived``). The family words are architectures.yaml's (GFD's vocabulary); GFD's "no
+    family" is unknown."""
+    arch = r.text(L.GPU_ARCH) or r.text(L.GFD_FAMILY)
+    if arch in {"", GFD_UNDEFINED_FAMILY, "unknown"}:
+        arch = None
+    if arch is None and compute is not None:
+        info = kb.arch(compute)
+        if info is not None:
+            arch = info.family
+            derived.add(DERIVED_ARCH)
+    return arch
 
 
 def facts_from_parts(

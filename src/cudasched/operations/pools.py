@@ -262,8 +262,8 @@ def node_pools(snapshot: ClusterSnapshot, fleet: Fleet) -> tuple[Pool, ...]:
     pools = []
     for key, name in zip(keys, pool_names(keys), strict=True):
         names, seen, image = groups[key]
-        facts = tuple(seen.values())
-        targets = [gpu_target(kb, f) for f in facts]
+        members = tuple(seen.values())
+        targets = [gpu_target(kb, f) for f in members]
         pools.append(
             Pool(
                 name=name,
@@ -274,10 +274,10 @@ def node_pools(snapshot: ClusterSnapshot, fleet: Fleet) -> tuple[Pool, ...]:
                 os_image=image,
                 kernel=key.kernel,
                 manager=key.manager,
-                facts=facts,
+                facts=members,
                 ceiling=Ceiling(
-                    cuda_ceiling(facts, Policy.STRICT, kb),
-                    cuda_ceiling(facts, Policy.MINOR_COMPAT, kb),
+                    cuda_ceiling(members, Policy.STRICT, kb),
+                    cuda_ceiling(members, Policy.MINOR_COMPAT, kb),
                 ),
                 target=targets[0] if targets and all(t is not None for t in targets) else None,
             )

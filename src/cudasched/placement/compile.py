@@ -106,33 +106,41 @@ def _banded(groups: list[Group], scheme: LabelScheme, keys: GfdKeySet) -> list[l
             if g.cap is None or (high is not None and g.cap >= high)
             for code in g.codes
         )
-        if not codes:
-            continue
-        band: list[Expr] = []
-        if scheme is LabelScheme.CUDASCHED:
-            if low is not None:
-                band.append(gt(L.DRIVER_CODE, (low + 1) * 1_000_000 - 1))
-            if high is not None:
-                band += ours_cap(high)
-            cc_terms = ours_compute(Group(tuple(codes), None, alts), False)
-        else:
-            if low is not None:
-                band.append(gt(keys.driver_major, low))
-            if high is not None:
-                band.append(lt(keys.driver_major, high + 1))
-            cc_terms = gfd_compute(Group(tuple(codes), None, alts), False)
-        # every driver of the band meets some alternative's floor: no floor to write
-        implied = low is not None and any(
-            a.floor is not None and a.floor.code <= (low + 1) * 1_000_000 for a in alts
-        )
-        if implied:
-            alt_terms: list[list[Expr]] = [[]]
-        elif scheme is LabelScheme.CUDASCHED:
-            alt_terms = [t for alt in alts for t in ours_alt(alt)]
-        else:
-            alt_terms = [t for alt in alts for t in gfd_alt(keys, alt)]
-        terms += [[*cc, *band, *alt] for cc in cc_terms for alt in alt_terms]
+        if codes:
+            terms += _band(Group(tuple(codes), None, alts), low, high, scheme, keys)
     return terms
+
+
+def _band(
+    group: Group, low: int | None, high: int | None, scheme: LabelScheme, keys: GfdKeySet
+) -> list[list[Expr]]:
+    """The terms of one band: the GPUs of ``group``, drivers after branch ``low`` up to branch
+    ``high`` (open ends where None), and the alternatives' floors the band does not imply."""
+    alts = group.alts
+    band: list[Expr] = []
+    if scheme is LabelScheme.CUDASCHED:
+        if low is not None:
+            band.append(gt(L.DRIVER_CODE, (low + 1) * 1_000_000 - 1))
+        if high is not None:
+            band += ours_cap(high)
+        cc_terms = ours_compute(group, False)
+    else:
+        if low is not None:
+            band.append(gt(keys.driver_major, low))
+        if high is not None:
+            band.append(lt(keys.driver_major, high + 1))
+        cc_terms = gfd_compute(group, False)
+    # every driver of the band meets some alternative's floor: no floor to write
+    implied = low is not None and any(
+        a.floor is not None and a.floor.code <= (low + 1) * 1_000_000 for a in alts
+    )
+    if implied:
+        alt_terms: list[list[Expr]] = [[]]
+    elif scheme is LabelScheme.CUDASCHED:
+        alt_terms = [t for alt in alts for t in ours_alt(alt)]
+    else:
+        alt_terms = [t for alt in alts for t in gfd_alt(keys, alt)]
+    return [[*cc, *band, *alt] for cc in cc_terms for alt in alt_terms]
 
 
 def _size(terms: list[Term]) -> tuple[int, int]:

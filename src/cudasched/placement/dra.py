@@ -28,7 +28,6 @@ does not publish one is skipped instead, as a node without labels is.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,7 @@ from cudasched.placement.compile import compile_requirement
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.labelsyntax import dns_subdomain_ok
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
 if TYPE_CHECKING:
@@ -182,14 +182,7 @@ def selectors(
     A bound every term shares becomes a selector of its own (so the CUDA floor under
     ``strict`` reads as the one line ``cudaDriverVersion >= X.Y.0``); the rest is one
     disjunction."""
-    kept: list[list[_Atom]] = []
-    dropped = False
-    for term in terms:
-        atoms = [_atom(e, native) for e in term.get("matchExpressions") or []]
-        if any(a is None for a in atoms):
-            dropped = True
-            continue
-        kept.append(list(dict.fromkeys(a for a in atoms if a is not None)))
+    kept, dropped = _atoms(terms, native)
     if not kept:
         return [], dropped
     common = [a for a in kept[0] if all(a in term for term in kept[1:])]
@@ -205,6 +198,22 @@ def selectors(
                 f"the API's limit of {MAX_EXPRESSION}: narrow it (--min-compute-capability)"
             )
     return out, dropped
+
+
+def _atoms(
+    terms: Sequence[Mapping[str, Any]], native: tuple[int, str] | None
+) -> tuple[list[list[_Atom]], bool]:
+    """Each term's expressions as atoms, once each; a term with an expression CEL cannot say
+    (forward compatibility) is left out, and the flag says so."""
+    kept: list[list[_Atom]] = []
+    dropped = False
+    for term in terms:
+        atoms = [_atom(e, native) for e in term.get("matchExpressions") or []]
+        if any(a is None for a in atoms):
+            dropped = True
+            continue
+        kept.append(list(dict.fromkeys(a for a in atoms if a is not None)))
+    return kept, dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,9 +235,6 @@ def default_name(req: Requirement) -> str:
     return "-".join(parts)
 
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
 def claim_template(
     req: Requirement,
     policy: Policy | str,
@@ -241,7 +247,7 @@ def claim_template(
     (an :class:`InputError` for a requirement no GPU can meet, as for ``affinity``)."""
     pol = resolve_policy(req, policy)
     name = name or default_name(req)
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+    if not dns_subdomain_ok(name):
         raise InputError(
             f"invalid claim template name {name!r}: expected a DNS subdomain (lower-case "
             "letters, digits, '-' and '.')"

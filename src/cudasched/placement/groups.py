@@ -87,6 +87,27 @@ def plan_groups(
     # With NVIDIA's minimum unknown (13.5) there is no native alternative at all.
     native_floor = kb.driver_floor(cuda) if kb.min_driver(cuda) is not None else None
 
+    members = _members(req, cuda, kb)
+    if not members:
+        raise InputError(
+            f"no GPU can run {req.describe()}: no compute capability the knowledge base knows is "
+            f"both supported by CUDA {cuda} and accepted by the requirement"
+        )
+    merged = _merged(members, req, pol, scheme, cuda, native_floor, kb)
+    if not merged:
+        raise InputError(
+            f"no node can run {req.describe()} under {pol.value}: NVIDIA's minimum driver for "
+            f"CUDA {cuda} is not in the knowledge base, so native support is never assumed"
+        )
+    groups = [Group(tuple(sorted(codes)), cap, alts) for (cap, alts), codes in merged.items()]
+    return sorted(groups, key=lambda g: g.codes[0])
+
+
+def _members(
+    req: Requirement, cuda: CudaVersion, kb: KnowledgeBase
+) -> dict[tuple[int | None, bool], list[int]]:
+    """The compute capabilities that can run the requirement's CUDA and that it accepts, by
+    (their architecture's last driver branch, reached only through PTX)."""
     members: dict[tuple[int | None, bool], list[int]] = {}
     for major in range(1, _MAX_MAJOR + 1):
         # The knowledge base answers a missing minor from the nearest lower one of the same
@@ -105,12 +126,20 @@ def plan_groups(
                 continue
             key = (arch.last_driver_branch, coverage is Coverage.PTX)
             members.setdefault(key, []).append(cc.code)
-    if not members:
-        raise InputError(
-            f"no GPU can run {req.describe()}: no compute capability the knowledge base knows is "
-            f"both supported by CUDA {cuda} and accepted by the requirement"
-        )
+    return members
 
+
+def _merged(
+    members: dict[tuple[int | None, bool], list[int]],
+    req: Requirement,
+    pol: Policy,
+    scheme: LabelScheme,
+    cuda: CudaVersion,
+    native_floor: DriverVersion | None,
+    kb: KnowledgeBase,
+) -> dict[tuple[int | None, tuple[Alt, ...]], list[int]]:
+    """The members' compute capabilities by (cap, the driver alternatives that run the CUDA on
+    them); GPUs without any alternative are left out."""
     floor = kb.minor_compat_floor(cuda.major)
     fc_branches = tuple(
         sorted(kb.forward_compat_branches(cuda) | gate_forward_compat_branches(req))
@@ -137,10 +166,4 @@ def plan_groups(
             alts.append(Alt("mvc", floor=floor))
         if alts:
             merged.setdefault((cap, tuple(alts)), []).extend(codes)
-    if not merged:
-        raise InputError(
-            f"no node can run {req.describe()} under {pol.value}: NVIDIA's minimum driver for "
-            f"CUDA {cuda} is not in the knowledge base, so native support is never assumed"
-        )
-    groups = [Group(tuple(sorted(codes)), cap, alts) for (cap, alts), codes in merged.items()]
-    return sorted(groups, key=lambda g: g.codes[0])
+    return merged

@@ -145,7 +145,7 @@ def _checked_terms(terms: Sequence[Mapping[str, Any]], *, owned_only: bool) -> l
     return checked
 
 
-class CheckedTerms(tuple):  # type: ignore[type-arg]
+class CheckedTerms(tuple[dict[str, Any], ...]):
     """Terms :func:`checked_terms` validated and copied: the merges take them as they are."""
 
     __slots__ = ()
@@ -185,7 +185,8 @@ def _weight(weight: int) -> int:
 def _copy_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(spec, Mapping):
         raise InputError(f"invalid pod spec {spec!r}: expected a mapping")
-    return copy_json(spec)
+    copied: dict[str, Any] = copy_json(spec)
+    return copied
 
 
 def _node_affinity(spec: dict[str, Any], *, create: bool) -> dict[str, Any] | None:
@@ -312,7 +313,7 @@ def _and_terms(term: Mapping[str, Any], ours: Mapping[str, Any]) -> dict[str, An
     they come from checked terms (:func:`checked_terms`, or :func:`_ours`' fresh copies), which
     nothing edits, and a large cluster's alternatives crossed into every term of the pod were
     most of a merge's cost. A result is read or serialised, never edited in place."""
-    anded = copy_json(term)
+    anded: dict[str, Any] = copy_json(term)
     anded["matchExpressions"] = [
         *(anded.get("matchExpressions") or []),
         dict(MARKER),

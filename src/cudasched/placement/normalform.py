@@ -119,20 +119,25 @@ def to_ranges(terms: list[list[Expr]]) -> list[Ranges]:
     return out
 
 
+def _and_term(a: Ranges, b: Ranges) -> Ranges | None:
+    """One product of two terms, or None when some label's ranges do not meet."""
+    both = dict(a)
+    for key, r in b.items():
+        have = both.get(key)
+        merged = r if have is None else have & r
+        if merged is None:
+            return None
+        both[key] = merged
+    return both
+
+
 def and_ranges(left: list[Ranges], right: list[Ranges]) -> list[Ranges]:
     """The conjunction of two ORs of terms, empty and repeated products dropped."""
     out: list[Ranges] = []
     seen: set[frozenset[tuple[str, _Range]]] = set()
     for a in left:
         for b in right:
-            both: Ranges | None = dict(a)
-            for key, r in b.items():
-                have = both.get(key)
-                merged = r if have is None else have & r
-                if merged is None:
-                    both = None
-                    break
-                both[key] = merged
+            both = _and_term(a, b)
             if both is None:
                 continue
             identity = frozenset(both.items())

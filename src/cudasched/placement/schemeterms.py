@@ -134,8 +134,8 @@ def gfd_compute(group: Group, open_ended: bool) -> list[list[Expr]]:
     # Majors that allow the same minors share one term. GFD prints both as plain integers
     # (`%d`), so `In` is exact here and keeps a sparse set of minors in a single expression.
     by_minors: dict[tuple[int, ...], list[int]] = {}
-    for major, ms in minors.items():
-        by_minors.setdefault(tuple(sorted(ms)), []).append(major)
+    for major, allowed in minors.items():
+        by_minors.setdefault(tuple(sorted(allowed)), []).append(major)
     out: list[list[Expr]] = []
     for ms, majors in sorted(by_minors.items(), key=lambda kv: min(kv[1])):
         exprs = [in_(major_key, sorted(majors))]

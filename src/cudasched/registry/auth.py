@@ -138,9 +138,9 @@ def _entry(host: str, value: object, where: str) -> Credentials | None:
     token = value.get("identitytoken")
     if isinstance(token, str) and token:
         return Credentials("<token>", token)
-    user, password = value.get("username"), value.get("password")
-    if isinstance(user, str) and isinstance(password, str) and user:
-        return Credentials(user, password)
+    username, secret = value.get("username"), value.get("password")
+    if isinstance(username, str) and isinstance(secret, str) and username:
+        return Credentials(username, secret)
     return None
 
 

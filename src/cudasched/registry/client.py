@@ -23,24 +23,29 @@ out here, because every request must be bounded, which the OCI libraries on PyPI
 
 Auth: a 401's ``WWW-Authenticate`` challenge is answered once per request, Basic with the
 host's credentials, Bearer by asking the realm for a pull token (anonymously, or with the
-host's credentials); tokens are kept per repository until they expire.
+host's credentials); tokens are kept per repository until they expire
+(:mod:`cudasched.registry.tokens`).
+
+Besides an image's config, the client serves what :mod:`cudasched.registry.layers` reads: the
+platform's manifest (:meth:`RegistryClient.manifest`), small blobs read whole
+(:meth:`RegistryClient.read_blob`), and a layer blob as an open stream
+(:meth:`RegistryClient.open_blob`), each through the same auth, redirects and retries.
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from cudasched.knowledge.imageconfig import ImageConfig
 from cudasched.knowledge.mirrors import Mirror
-from cudasched.registry.auth import Credentials, Keychain, canonical_host, parse_challenge
+from cudasched.registry.auth import Keychain, canonical_host
 from cudasched.registry.distribution import (
     ACCEPT,
     INDEX_TYPES,
@@ -54,18 +59,21 @@ from cudasched.registry.distribution import (
     status_error,
 )
 from cudasched.registry.mirrors import routes_of
+from cudasched.registry.tokens import PullTokens
 from cudasched.vocab.errors import InputError
 
 __all__ = [
+    "Deadline",
+    "ImageManifest",
     "Limits",
     "Platform",
     "RegistryClient",
 ]
 
+_T = TypeVar("_T")
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
-_MAX_TOKENS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +124,29 @@ class Platform:
         return not self.variant or entry.get("variant") in (None, self.variant)
 
 
-class _Deadline:
+@dataclass(frozen=True, slots=True)
+class ImageManifest:
+    """The manifest a node would pull for one platform: where it was read (``repo``: the
+    image's own repository or a mirror's), its digest, its document, and the image index it
+    was picked from (``None`` when the reference named a manifest)."""
+
+    image: str
+    repo: Repository
+    digest: str
+    doc: Mapping[str, Any]
+    index: Mapping[str, Any] | None
+    platform: Platform
+
+    @property
+    def layers(self) -> list[Mapping[str, Any]]:
+        """The layer descriptors, base layer first (as the manifest lists them)."""
+        found = self.doc.get("layers")
+        return [d for d in found if isinstance(d, Mapping)] if isinstance(found, list) else []
+
+
+class Deadline:
+    """One deadline shared by every request of a look-up."""
+
     def __init__(self, seconds: float, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._end = clock() + seconds
@@ -167,10 +197,7 @@ class RegistryClient:
             timeout=self.limits.request_seconds,
             headers={"user-agent": "cudasched"},
         )
-        # Pull tokens by (host, repository, whose credentials obtained them): a token got with
-        # one namespace's pull secret is never sent for a look-up made without it.
-        self._tokens: dict[tuple[str, str, str], tuple[str, float]] = {}
-        self._lock = threading.Lock()
+        self._tokens = PullTokens(clock, self.plain_http)
 
     def close(self) -> None:
         self._http.close()
@@ -195,19 +222,54 @@ class RegistryClient:
         :class:`InputError` for a string that is not an image reference. ``keychain`` adds
         credentials for this call (a pod's pull secrets) in front of the client's."""
         plat = platform if platform is not None else Platform()
+
+        def read(repo: Repository, chain: Keychain) -> ImageConfig:
+            deadline = Deadline(self.limits.deadline_seconds, self._clock)
+            return self._config(
+                self._manifest_of(repo, image, plat, chain, deadline), chain, deadline
+            )
+
+        return self._routed(image, keychain, read)
+
+    def manifest(
+        self,
+        image: str,
+        platform: Platform | None = None,
+        *,
+        keychain: Keychain | None = None,
+        deadline: Deadline | None = None,
+    ) -> tuple[ImageManifest, Keychain]:
+        """The manifest of ``image`` for ``platform`` (through its mirrors first, as
+        :meth:`resolve`), and the keychain to read its blobs with (:meth:`open_blob`)."""
+        plat = platform if platform is not None else Platform()
+
+        def read(repo: Repository, chain: Keychain) -> tuple[ImageManifest, Keychain]:
+            within = deadline or Deadline(self.limits.deadline_seconds, self._clock)
+            return self._manifest_of(repo, image, plat, chain, within), chain
+
+        return self._routed(image, keychain, read)
+
+    def _routed(
+        self,
+        image: str,
+        keychain: Keychain | None,
+        read: Callable[[Repository, Keychain], _T],
+    ) -> _T:
+        """``read`` from each mirror of ``image`` in turn, then from its own repository: the
+        first answer, else the last failure naming the mirrors passed."""
         repo = repository_of(image)
         chain = keychain.merged(self.keychain) if keychain is not None else self.keychain
         passed = []
         for route in routes_of(repo.host, repo.path, self.mirrors):
             mirrored = Repository(route.host, route.path, repo.reference, repo.is_digest)
             try:
-                found = self._config(mirrored, image, plat, chain)
+                found = read(mirrored, chain)
             except RegistryError as exc:
                 passed.append(f"mirror {mirrored.name}: {exc}")
                 continue
-            return replace(found, mirror=mirrored.name)
+            return found
         try:
-            return self._config(repo, image, plat, chain)
+            return read(repo, chain)
         except RegistryError as exc:
             if not passed:
                 raise
@@ -220,14 +282,17 @@ class RegistryClient:
         routes = routes_of(repo.host, repo.path, self.mirrors)
         return [*dict.fromkeys(r.host for r in routes), repo.host]
 
-    def _config(self, repo: Repository, image: str, plat: Platform, chain: Keychain) -> ImageConfig:
-        """The config of ``image`` read from ``repo`` (its own repository or a mirror's),
-        within one deadline."""
-        deadline = _Deadline(self.limits.deadline_seconds, self._clock)
+    def _manifest_of(
+        self, repo: Repository, image: str, plat: Platform, chain: Keychain, deadline: Deadline
+    ) -> ImageManifest:
+        """The platform's manifest of ``image`` read from ``repo`` (its own repository or a
+        mirror's), an image index narrowed to ``plat``."""
         body, media, digest = self._manifest(repo, repo.reference, chain, deadline)
         doc = json_object(body, f"manifest of {image}")
         media = str(doc.get("mediaType") or media)
+        index = None
         if media in INDEX_TYPES or "manifests" in doc:
+            index = doc
             entry = _pick(doc, plat, image)
             digest = checked_digest(entry["digest"], f"index of {image}")
             body, media, _ = self._manifest(repo, digest, chain, deadline)
@@ -237,33 +302,42 @@ class RegistryClient:
             raise RegistryError(
                 "bad-response", f"manifest of {image}: unsupported media type {media!r}"
             )
+        return ImageManifest(image.strip(), repo, digest, doc, index, plat)
+
+    def _config(self, found: ImageManifest, chain: Keychain, deadline: Deadline) -> ImageConfig:
+        """The config blob that ``found`` names, read within ``deadline``."""
+        image, doc = found.image, found.doc
         config = doc.get("config")
         if not isinstance(config, Mapping) or not isinstance(config.get("digest"), str):
             raise RegistryError("bad-response", f"manifest of {image} names no config blob")
-        blob = self._blob(repo, str(config["digest"]), chain, deadline)
+        blob = self._blob(found.repo, str(config["digest"]), chain, deadline)
         cfg = json_object(blob, f"config of {image}")
-        inner = cfg.get("config") if isinstance(cfg.get("config"), Mapping) else {}
+        inner = cfg.get("config")
+        inner = inner if isinstance(inner, Mapping) else {}
         env: dict[str, str] = {}
         listed = inner.get("Env")
         for item in listed if isinstance(listed, list) else ():
             if isinstance(item, str) and "=" in item:
                 key, _, value = item.partition("=")
                 env[key] = value
-        labels = inner.get("Labels") if isinstance(inner.get("Labels"), Mapping) else {}
-        described = str(plat)
+        labels = inner.get("Labels")
+        labels = labels if isinstance(labels, Mapping) else {}
+        described = str(found.platform)
         if isinstance(cfg.get("architecture"), str) and isinstance(cfg.get("os"), str):
             variant = cfg.get("variant") if isinstance(cfg.get("variant"), str) else ""
             described = "/".join(p for p in (cfg["os"], cfg["architecture"], variant) if p)
+        repo = repository_of(image)
         return ImageConfig(
-            image=image.strip(),
-            digest=digest,
+            image=image,
+            digest=found.digest,
             platform=described,
             env=env,
             labels={str(k): str(v) for k, v in labels.items()},
+            mirror=found.repo.name if found.repo != repo else "",
         )
 
     def _manifest(
-        self, repo: Repository, reference: str, chain: Keychain, deadline: _Deadline
+        self, repo: Repository, reference: str, chain: Keychain, deadline: Deadline
     ) -> tuple[bytes, str, str]:
         by_digest = ":" in reference  # a tag has no colon (distribution/reference)
         what = (
@@ -293,11 +367,34 @@ class RegistryClient:
             digest = declared
         return body, media, digest
 
-    def _blob(self, repo: Repository, digest: str, chain: Keychain, deadline: _Deadline) -> bytes:
-        checked_digest(digest, f"manifest of {repo.name}:{repo.reference} (its config)")
+    def read_manifest(
+        self, repo: Repository, reference: str, chain: Keychain, deadline: Deadline
+    ) -> tuple[bytes, str, str]:
+        """A manifest of ``repo`` by tag or digest (checked against it): body, media type,
+        digest."""
+        return self._manifest(repo, reference, chain, deadline)
+
+    def read_blob(
+        self, repo: Repository, digest: str, chain: Keychain, deadline: Deadline, limit: int
+    ) -> bytes:
+        """A small blob of ``repo`` read whole within ``limit`` bytes, checked against its
+        digest."""
+        return self._blob(repo, digest, chain, deadline, limit, "blob")
+
+    def _blob(
+        self,
+        repo: Repository,
+        digest: str,
+        chain: Keychain,
+        deadline: Deadline,
+        limit: int | None = None,
+        kind: str = "config blob",
+    ) -> bytes:
+        checked_digest(digest, f"manifest of {repo.name}:{repo.reference} (its {kind})")
         url = f"{self._base(repo.host)}/v2/{repo.path}/blobs/{digest}"
-        what = f"config blob {digest} of {repo.name}"
-        _, body = self._get(url, repo, chain, deadline, self.limits.max_config_bytes, what, {})
+        what = f"{kind} {digest} of {repo.name}"
+        bound = limit if limit is not None else self.limits.max_config_bytes
+        _, body = self._get(url, repo, chain, deadline, bound, what, {})
         if digest_of(body, digest) != digest:
             raise RegistryError("bad-response", f"{what}: content does not match its digest")
         return body
@@ -313,14 +410,16 @@ class RegistryClient:
         url: str,
         repo: Repository,
         chain: Keychain,
-        deadline: _Deadline,
+        deadline: Deadline,
         limit: int,
         what: str,
         headers: Mapping[str, str],
+        *,
+        keep_open: bool = False,
     ) -> tuple[httpx.Response, bytes]:
-        """GET with auth, redirects and retries; the body read whole within ``limit``."""
-        who = _holder(chain.get(repo.host))
-        auth = self._cached_token(repo, who)
+        """GET with auth, redirects and retries; the body read whole within ``limit``, or with
+        ``keep_open`` a 200's body left unread in the open response (the caller closes it)."""
+        auth = self._tokens.cached(repo, chain.get(repo.host))
         answered = False
         attempt = 0
         current = url
@@ -333,7 +432,7 @@ class RegistryClient:
             if auth is not None and same_host:
                 send["authorization"] = auth
             try:
-                response, body = self._fetch(current, send, deadline, limit, what)
+                response, body = self._fetch(current, send, deadline, limit, what, keep_open)
             except RegistryError as exc:
                 if exc.kind == "unreachable" and attempt < self.limits.retries:
                     attempt += 1
@@ -351,7 +450,7 @@ class RegistryClient:
                 continue
             if status == 401 and not answered and same_host:
                 answered = True
-                auth = self._answer(response, repo, chain, deadline, what)
+                auth = self._tokens.answer(response, repo, chain, deadline, what, self._fetch)
                 continue
             if status in _RETRY_STATUS and attempt < self.limits.retries:
                 attempt += 1
@@ -362,131 +461,64 @@ class RegistryClient:
             raise status_error(status, what, body)
 
     def _fetch(
-        self, url: str, headers: Mapping[str, str], deadline: _Deadline, limit: int, what: str
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        deadline: Deadline,
+        limit: int,
+        what: str,
+        keep_open: bool = False,
     ) -> tuple[httpx.Response, bytes]:
         left = deadline.check(what)
         timeout = httpx.Timeout(min(left, self.limits.request_seconds))
+        request = self._http.build_request("GET", url, headers=headers, timeout=timeout)
+        response: httpx.Response | None = None
         try:
-            with self._http.stream("GET", url, headers=headers, timeout=timeout) as response:
-                declared = response.headers.get("content-length")
-                too_long = bool(declared and declared.isdigit() and int(declared) > limit)
-                if response.status_code == 200 and too_long:
-                    raise RegistryError(
-                        "too-large", f"{what}: {declared} bytes, more than the {limit} allowed"
-                    )
-                chunks: list[bytes] = []
-                size = 0
-                for chunk in response.iter_bytes(_CHUNK):
-                    size += len(chunk)
-                    if size > limit:
-                        raise RegistryError(
-                            "too-large", f"{what}: more than the {limit} bytes allowed"
-                        )
-                    deadline.check(what)
-                    chunks.append(chunk)
-                return response, b"".join(chunks)
+            response = self._http.send(request, stream=True)
+            if keep_open and response.status_code == 200:
+                opened, response = response, None
+                return opened, b""
+            declared = response.headers.get("content-length")
+            too_long = bool(declared and declared.isdigit() and int(declared) > limit)
+            if response.status_code == 200 and too_long:
+                raise RegistryError(
+                    "too-large", f"{what}: {declared} bytes, more than the {limit} allowed"
+                )
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_bytes(_CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    raise RegistryError("too-large", f"{what}: more than the {limit} bytes allowed")
+                deadline.check(what)
+                chunks.append(chunk)
+            return response, b"".join(chunks)
         except httpx.TimeoutException:
             raise RegistryError(
                 "timeout", f"{what}: no answer within {min(left, self.limits.request_seconds):.3g}s"
             ) from None
         except httpx.TransportError as exc:
             raise RegistryError("unreachable", f"{what}: {type(exc).__name__}: {exc}") from None
+        finally:
+            if response is not None:
+                response.close()
 
-    def _backoff(self, attempt: int, deadline: _Deadline, what: str) -> None:
+    def open_blob(
+        self, repo: Repository, digest: str, chain: Keychain, deadline: Deadline, what: str
+    ) -> httpx.Response:
+        """The blob ``digest`` of ``repo`` as an open streaming response (status 200; the
+        caller reads it within ``deadline`` and closes it), after auth, redirects and
+        retries as every request."""
+        checked_digest(digest, what)
+        url = f"{self._base(repo.host)}/v2/{repo.path}/blobs/{digest}"
+        response, _ = self._get(url, repo, chain, deadline, 1024 * 1024, what, {}, keep_open=True)
+        return response
+
+    def _backoff(self, attempt: int, deadline: Deadline, what: str) -> None:
         pause = self.limits.backoff_seconds * (2 ** (attempt - 1))
         if pause >= deadline.left():
             raise RegistryError("timeout", f"{what}: no answer within {deadline.seconds:g}s")
         self._sleep(pause)
-
-    # ------------------------------------------------------------------ auth
-
-    def _cached_token(self, repo: Repository, who: str) -> str | None:
-        with self._lock:
-            found = self._tokens.get((repo.host, repo.path, who))
-        if found is None or found[1] <= self._clock():
-            return None
-        return found[0]
-
-    def _answer(
-        self,
-        response: httpx.Response,
-        repo: Repository,
-        chain: Keychain,
-        deadline: _Deadline,
-        what: str,
-    ) -> str:
-        challenge = parse_challenge(response.headers.get("www-authenticate", ""))
-        creds = chain.get(repo.host)
-        if challenge is None:
-            raise RegistryError("unauthorized", f"{what}: 401 without a challenge we can answer")
-        if challenge.scheme == "basic":
-            if creds is None:
-                raise RegistryError("unauthorized", f"{what}: needs credentials for {repo.host}")
-            return creds.basic()
-        return self._token(challenge.params, repo, creds, deadline, what)
-
-    def _token(
-        self,
-        params: Mapping[str, str],
-        repo: Repository,
-        creds: Credentials | None,
-        deadline: _Deadline,
-        what: str,
-    ) -> str:
-        realm = params.get("realm", "")
-        if not realm.startswith(("https://", "http://")):
-            raise RegistryError("unauthorized", f"{what}: token realm {realm!r} is not a URL")
-        if creds is not None and realm.startswith("http://") and repo.host not in self.plain_http:
-            # A password in clear text only where the operator chose clear text already.
-            raise RegistryError(
-                "unauthorized",
-                f"{what}: token realm {realm!r} is plain HTTP; credentials for {repo.host} are "
-                "sent to a realm over HTTPS only (or list the registry in plainHttp)",
-            )
-        query = {"scope": f"repository:{repo.path}:pull"}
-        if params.get("service"):
-            query["service"] = params["service"]
-        headers = {"authorization": creds.basic()} if creds is not None else {}
-        try:
-            url = str(httpx.URL(realm, params=query))
-        except httpx.InvalidURL:
-            raise RegistryError(
-                "unauthorized", f"{what}: token realm {realm!r} is not a URL"
-            ) from None
-        response, body = self._fetch(url, headers, deadline, 1024 * 1024, f"token for {what}")
-        if response.status_code in (401, 403):
-            who = "the given credentials" if creds is not None else "anonymous access"
-            raise RegistryError(
-                "unauthorized",
-                f"{what}: the token service refused {who} (HTTP {response.status_code})",
-            )
-        if response.status_code != 200:
-            raise status_error(response.status_code, f"token for {what}", body)
-        doc = json_object(body, f"token for {what}")
-        token = doc.get("token") or doc.get("access_token")
-        if not isinstance(token, str) or not token:
-            raise RegistryError("unauthorized", f"{what}: the token service gave no token")
-        expires = doc.get("expires_in")
-        life = float(expires) if isinstance(expires, int | float) and expires > 0 else 60.0
-        value = f"Bearer {token}"
-        with self._lock:
-            key = (repo.host, repo.path, _holder(creds))
-            self._tokens[key] = (value, self._clock() + max(1.0, life - 5))
-            if len(self._tokens) > _MAX_TOKENS:  # expired ones first, else the oldest
-                now = self._clock()
-                stale = [k for k, (_, until) in self._tokens.items() if until <= now]
-                for old in stale or list(self._tokens)[: len(self._tokens) - _MAX_TOKENS]:
-                    del self._tokens[old]
-        return value
-
-
-def _holder(creds: Credentials | None) -> str:
-    """Whose token it is, as a cache key that holds no secret: ``""`` for anonymous, else a
-    digest of the user and password."""
-    if creds is None:
-        return ""
-    raw = f"{creds.username}\0{creds.password}".encode()
-    return hashlib.sha256(raw).hexdigest()[:32]
 
 
 def _pick(index: Mapping[str, Any], platform: Platform, image: str) -> Mapping[str, Any]:
@@ -497,7 +529,8 @@ def _pick(index: Mapping[str, Any], platform: Platform, image: str) -> Mapping[s
     for entry in manifests:
         if not isinstance(entry, Mapping) or not isinstance(entry.get("digest"), str):
             continue
-        plat = entry.get("platform") if isinstance(entry.get("platform"), Mapping) else {}
+        plat = entry.get("platform")
+        plat = plat if isinstance(plat, Mapping) else {}
         if plat.get("os") == "unknown":  # attestation manifests (buildx) are not images
             continue
         offered.append("/".join(str(plat.get(k)) for k in ("os", "architecture") if plat.get(k)))

@@ -63,7 +63,8 @@ def keychain_of_secret(secret: Mapping[str, Any], where: str) -> Keychain | None
     its key missing or empty). Raises :class:`InputError` naming ``where`` (never the
     content) when its data is not base64 of a Docker config."""
     kind = secret.get("type")
-    data = secret.get("data") if isinstance(secret.get("data"), Mapping) else {}
+    data = secret.get("data")
+    data = data if isinstance(data, Mapping) else {}
     for secret_type, key in (DOCKERCONFIGJSON, DOCKERCFG):
         raw = data.get(key)
         if kind != secret_type or not isinstance(raw, str) or not raw:

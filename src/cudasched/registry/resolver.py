@@ -2,8 +2,10 @@
 
 Two sources over one :class:`~cudasched.registry.client.RegistryClient`:
 
-* :class:`OnDemandSource` (the CLI's ``--resolve-images``): asks the registry the first time an
-  image is looked at, waits for the answer, remembers it for the run;
+* :class:`OnDemandSource` (the CLI's ``--resolve-images`` and ``cudasched image``): asks the
+  registry the first time an image is looked at, waits for the answer, remembers it for the
+  run; ``cudasched image`` has it read the image's SBOM and layers too when the config names
+  no CUDA;
 * :class:`BackgroundResolver` (the webhook): never on the hot path. A look-up is answered from
   the cache; an image already being resolved is waited for at most ``budget_seconds``; any
   other image is queued for the worker threads and answered "not known yet" at once, so the
@@ -39,17 +41,19 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-from cudasched.knowledge.imageconfig import ConfigSource, ImageConfig, PullScope
+from cudasched.knowledge.imageconfig import ConfigSource, ImageConfig, PullScope, config_cuda
 from cudasched.registry.auth import Keychain
-from cudasched.registry.cache import ConfigCache
 from cudasched.registry.client import Platform, RegistryClient
+from cudasched.registry.configcache import ConfigCache
 from cudasched.registry.distribution import RegistryError
+from cudasched.registry.layers import LayerBudget, read_contents
 from cudasched.registry.pullsecrets import PullSecretReader
 from cudasched.vocab.errors import InputError
 
 __all__ = [
     "CREDENTIAL_FAILURES",
     "INTERNAL",
+    "LAYER_MODES",
     "BackgroundResolver",
     "OnDemandSource",
     "ResolverObserver",
@@ -91,19 +95,47 @@ def resolve_one(
         return replace(failed, error_kind="invalid"), "invalid"
 
 
-class OnDemandSource:
-    """Resolve each image the first time it is asked for, and remember it (one CLI run)."""
+#: When a look-up also reads what the image carries (its SBOM and layers,
+#: :mod:`cudasched.registry.layers`): ``auto`` when its config names no CUDA, ``always``, or
+#: ``never``.
+LAYER_MODES = ("auto", "always", "never")
 
-    def __init__(self, client: RegistryClient, platform: Platform | None = None) -> None:
+
+class OnDemandSource:
+    """Resolve each image the first time it is asked for, and remember it (one CLI run).
+    ``layers`` (:data:`LAYER_MODES`) says when its SBOM and layers are read too, within
+    ``budget``."""
+
+    def __init__(
+        self,
+        client: RegistryClient,
+        platform: Platform | None = None,
+        *,
+        layers: str = "never",
+        budget: LayerBudget | None = None,
+    ) -> None:
+        if layers not in LAYER_MODES:
+            raise InputError(f"invalid layers {layers!r}: expected one of {', '.join(LAYER_MODES)}")
         self.client = client
         self.platform = platform if platform is not None else Platform()
+        self.layers = layers
+        self.budget = budget
         self.resolved: dict[str, ImageConfig] = {}
 
     def config_for(self, image: str) -> ImageConfig | None:
         found = self.resolved.get(image)
         if found is None:
-            found = self.resolved[image] = resolve_one(self.client, image, self.platform)[0]
+            found = resolve_one(self.client, image, self.platform)[0]
+            if found.ok and self._reads_layers(found):
+                contents = read_contents(self.client, image, self.platform, budget=self.budget)
+                found = replace(found, contents=contents)
+            self.resolved[image] = found
         return found
+
+    def _reads_layers(self, config: ImageConfig) -> bool:
+        if self.layers == "always":
+            return True
+        return self.layers == "auto" and config_cuda(config)[0] is None
 
 
 class ResolverObserver(Protocol):
@@ -239,7 +271,7 @@ class BackgroundResolver:
             self._inflight[key] = future
             if then is not None:
                 self._then[key] = [then]
-        future.add_done_callback(lambda done, key=key: self._done(key, done))
+        future.add_done_callback(partial(self._done, key))
         return future
 
     def warm(self, wanted: Iterable[tuple[str, PullScope | None]]) -> int:

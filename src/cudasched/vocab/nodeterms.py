@@ -289,7 +289,9 @@ def term_matches(
     name: str,
 ) -> bool:
     """One parsed term against one node. Kept as a flat if-chain over int codes: this is the
-    innermost loop of every fleet-wide evaluation."""
+    innermost loop of every fleet-wide evaluation. ``arg``'s type follows ``op``
+    (:class:`LabelRequirement`), which mypy cannot see: the comparisons below say so with
+    ``type: ignore[operator]`` rather than pay an ``isinstance`` per expression."""
     for op, key, arg in reqs:
         if op == _IN:
             if labels.get(key, ABSENT) not in arg:  # type: ignore[operator]

@@ -11,8 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cudasched.knowledge.imageconfig import config_cuda, gate_env
-from cudasched.knowledge.images import ImageTable, ReleaseFacts, parse_require_cuda
+from cudasched.knowledge.imageconfig import ImageConfig, config_cuda, gate_env
+from cudasched.knowledge.images import (
+    ImageLookup,
+    ImageMatch,
+    ImageTable,
+    ReleaseFacts,
+    parse_require_cuda,
+)
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirecuda import REQUIRE_ENV, Gate
 from cudasched.vocab.requirements import FrameworkBuild
@@ -60,17 +66,10 @@ def from_container(
         return ContainerFacts()
     name = str(container.get("name") or "?")
     env = _literal_env(container, name)
-    lookup = None
     image = container.get("image")
-    if isinstance(image, str) and image.strip():
-        try:
-            lookup = images.lookup(image, kb=kb)
-        except InputError:
-            # The API server does not validate image references; one we cannot parse is
-            # simply not a well-known image (the kubelet will report it at pull time).
-            lookup = None
+    lookup = _lookup(image, images, kb)
     match = lookup.match if lookup is not None else None
-    config = images.config_for(image) if lookup is not None else None
+    config = images.config_for(lookup.image) if lookup is not None else None
     if config is not None and not config.ok:
         config = None  # not read: the table decides (and an unknown says why)
     # The container's env replaces the image's variable of the same name (Kubernetes env
@@ -93,15 +92,17 @@ def from_container(
             floor, source=f"env {REQUIRE_ENV} of {where}", gate=gate, ships_cuda_compat=ships
         )
     if config is not None:
-        cuda, said = config_cuda(config)
-        if cuda is not None:
+        found = _image_facts(config, match, str(image).strip())
+        if found is not None:
+            cuda, source, lower = found
+            same = match is not None and match.cuda == cuda
             return ContainerFacts(
                 cuda,
-                match.min_compute if match is not None and match.cuda == cuda else None,
-                source=f"image config of {str(image).strip()} ({said}"
-                + (f", read from mirror {config.mirror})" if config.mirror else ")"),
+                match.min_compute if same and match is not None else None,
+                source=source,
                 gate=gate,
                 ships_cuda_compat=ships,
+                lower_bound=lower,
             )
     if match is not None:
         return ContainerFacts(
@@ -118,10 +119,59 @@ def from_container(
             ships_cuda_compat=ships,
             lower_bound=match.lower_bound,
         )
-    why = lookup.why if lookup is not None else f"{where} names no image cudasched can read"
+    return ContainerFacts(gate=gate, why_unknown=_why_unknown(lookup, config, where, image))
+
+
+def _lookup(image: object, images: ImageTable, kb: ReleaseFacts | None) -> ImageLookup | None:
+    """The image table's answer for the container's image, if it names one we can parse."""
+    if not isinstance(image, str) or not image.strip():
+        return None
+    try:
+        return images.lookup(image, kb=kb)
+    except InputError:
+        # The API server does not validate image references; one we cannot parse is
+        # simply not a well-known image (the kubelet will report it at pull time).
+        return None
+
+
+def _why_unknown(
+    lookup: ImageLookup | None, config: ImageConfig | None, where: str, image: object
+) -> str:
+    """Why neither the env, the image's config nor the table names the container's CUDA."""
     if config is not None:
         why = f"the config of image {str(image).strip()} names no CUDA ({config.digest})"
-    return ContainerFacts(gate=gate, why_unknown=why)
+        if config.contents is not None:
+            why += f", nor do its contents ({config.contents.unknown})"
+        return why
+    return lookup.why if lookup is not None else f"{where} names no image cudasched can read"
+
+
+def _image_facts(
+    config: ImageConfig, match: ImageMatch | None, image: str
+) -> tuple[CudaVersion, str, bool] | None:
+    """The CUDA an image read from its registry needs, the source in words, and whether it is
+    a floor. The convention (``docs/guide/images.md``, "Base and bundled CUDA"): the config
+    names the runtime base's CUDA (what the gate enforces); the libraries the image bundles
+    (its layers, or a table row of ``cuda_of: bundled``) may need a newer one; the
+    requirement is the newer of the two, the gate stays the config's."""
+    base, said = config_cuda(config)
+    mirror = f", read from mirror {config.mirror}" if config.mirror else ""
+    found: list[tuple[CudaVersion, str, bool]] = []
+    if base is not None:
+        found.append((base, f"image config of {image} ({said}{mirror})", False))
+    contents = config.contents
+    if contents is not None and contents.cuda is not None:
+        bound = " (at least)" if contents.lower_bound else ""
+        source = f"contents of image {image}: CUDA {contents.cuda}{bound}, {contents.rule}"
+        found.append((contents.cuda, source, contents.lower_bound))
+    elif match is not None and match.bundled and base is not None:
+        found.append((match.cuda.release, f"image {image}: {match.source}", match.lower_bound))
+    if not found:
+        return None
+    cuda, source, lower = max(found, key=lambda item: (item[0], not item[2]))
+    if base is not None and cuda > base:
+        source += f"; newer than its base's CUDA {base} ({said}), which the gate keeps"
+    return cuda, source, lower
 
 
 def _gate_source(

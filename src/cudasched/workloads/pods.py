@@ -47,7 +47,6 @@ __all__ = [
     "is_skipped",
     "pod_of",
     "pod_spec_of",
-    "pod_template_metadata_of",
     "read_pod_template",
     "template_pod",
     "workload_id",
@@ -132,9 +131,9 @@ def _pod_spec(
         if spec:
             return dict(spec)
         raise InputError(f"{who}: its pod template has no spec")
-    spec = obj.get("spec")
-    if type(spec) is not dict:  # (the message is only built when it may be needed)
-        spec = as_mapping(spec, f"spec of {who}")
+    raw = obj.get("spec")
+    # (the message is only built when it may be needed)
+    spec = raw if type(raw) is dict else as_mapping(raw, f"spec of {who}")
     if obj.get("kind") == "Pod" or "containers" in spec:
         return dict(spec)
     raise InputError(
@@ -181,11 +180,6 @@ def read_pod_template(obj: Mapping[str, Any]) -> PodTemplate:
 def pod_spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The pod spec a workload's pods get (see :func:`read_pod_template`)."""
     return _pod_spec(obj, *_checked(obj))
-
-
-def pod_template_metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The metadata the workload's pods get (the template's; a Pod's own)."""
-    return _template_metadata(obj, *_checked(obj))
 
 
 def pod_of(obj: Mapping[str, Any], runtime: RuntimeChoice | None = None) -> dict[str, Any]:
@@ -243,7 +237,7 @@ def _owned_by_listed(obj: Mapping[str, Any], listed: set[tuple[str, str, str]]) 
     )
 
 
-def workloads_of(snapshot: ClusterObjects) -> list[dict[str, Any]]:
+def workloads_of(snapshot: ClusterObjects) -> list[Mapping[str, Any]]:
     """A cluster's workloads, each once: controllers, pods (minus those whose controller is
     listed too), then InferenceServices that have no predictor pod in the snapshot (not
     created yet, or scaled to zero)."""

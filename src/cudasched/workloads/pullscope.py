@@ -53,9 +53,10 @@ def _spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
         return _mapping(spec.get("predictor"))
     if kind == "LLMInferenceService":
         try:
-            return llmisvc_pod(obj)["spec"]
+            pod_spec: Mapping[str, Any] = llmisvc_pod(obj)["spec"]
         except InputError:
             return {}
+        return pod_spec
     try:
         return pod_spec_of(obj)
     except InputError:

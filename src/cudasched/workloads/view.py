@@ -142,11 +142,18 @@ def _role(labels: Mapping[str, Any] | None) -> tuple[Role, str | None]:
     return role, isvc_name_in(labels)
 
 
-def view_pod(pod: object, *, gpu_memo: GpuMemo | None = None) -> PodView:
-    """The pod ``pod`` (a Pod object, or a pod template with ``metadata`` and ``spec``) as
-    every stage reads it. Never raises (see the module doc). ``gpu_memo``: a caller's memo of
-    containers' GPU reading (:data:`~cudasched.workloads.gpu.GpuMemo`), for one that reads
-    many alike pods."""
+def _parts(
+    pod: object,
+) -> tuple[
+    Mapping[str, Any],
+    Mapping[str, Any] | None,
+    Mapping[str, Any],
+    Mapping[str, Any],
+    InputError | None,
+]:
+    """The pod's metadata, labels (``None`` when unreadable: no role), annotations and spec,
+    each read strictly, and the first error; decoded JSON's mappings are dicts, so the common
+    case makes no call."""
     error: InputError | None = None
     obj = pod if (type(pod) is dict or isinstance(pod, Mapping)) else None
     if obj is None:
@@ -167,22 +174,40 @@ def view_pod(pod: object, *, gpu_memo: GpuMemo | None = None) -> PodView:
     if type(spec) is not dict:
         spec, error = _strict(spec, "pod spec", error)
         spec = spec if spec is not None else _EMPTY
-    role, owner = _role(labels)
+    return meta, labels, annotations, spec, error
+
+
+def _containers(
+    spec: Mapping[str, Any], role: Role, memo: GpuMemo | None
+) -> tuple[GpuUse, Mapping[str, Any] | None, InputError | None]:
+    """What the containers say: the GPU reading, a model server's ``main``, the first error."""
+    error: InputError | None = None
     try:
-        gpu = read_gpu_use(spec, gpu_memo)
+        gpu = read_gpu_use(spec, memo)
     except InputError as exc:
-        error, gpu = error or exc, _NO_GPU
-    requested = gpu.claims or bool(gpu.resources)
+        error, gpu = exc, _NO_GPU
     main = None
     if role is Role.MODEL_SERVER:
         try:
             main = llmisvc_main_container(spec)
         except InputError as exc:
             error = error or exc
-    if role is Role.AUXILIARY:
-        runs = False
-    else:
-        runs = requested or (main is not None and not main.get("resources"))
+    return gpu, main, error
+
+
+def view_pod(pod: object, *, gpu_memo: GpuMemo | None = None) -> PodView:
+    """The pod ``pod`` (a Pod object, or a pod template with ``metadata`` and ``spec``) as
+    every stage reads it. Never raises (see the module doc). ``gpu_memo``: a caller's memo of
+    containers' GPU reading (:data:`~cudasched.workloads.gpu.GpuMemo`), for one that reads
+    many alike pods."""
+    meta, labels, annotations, spec, error = _parts(pod)
+    role, owner = _role(labels)
+    gpu, main, late = _containers(spec, role, gpu_memo)
+    requested = gpu.claims or bool(gpu.resources)
+    # A model server whose main names no resources takes them from the configs: a GPU server.
+    runs = role is not Role.AUXILIARY and (
+        requested or (main is not None and not main.get("resources"))
+    )
     secrets, account = pull_fields(spec)
     namespace = meta.get("namespace")
     return PodView(  # positionally: one is built per pod of an explain call
@@ -200,7 +225,7 @@ def view_pod(pod: object, *, gpu_memo: GpuMemo | None = None) -> PodView:
         runs,
         secrets,
         account,
-        error,
+        error or late,
     )
 
 

@@ -101,7 +101,7 @@ def groups_from_snapshot(snapshot: ClusterSnapshot) -> list[NodeGroup]:
             template = (obj.get("spec") or {}).get("template") or {}
             labels = _str_map((template.get("metadata") or {}).get("labels"))
             if labels:
-                empty = name not in pools_with_nodes
+                empty: bool | None = name not in pools_with_nodes
                 groups.append(NodeGroup(f"Karpenter NodePool {name}", labels, empty))
         elif _group(obj) == _CAPI_GROUP and kind in _CAPI_KINDS:
             declared = annotations_of(obj).get(CAPI_LABELS_ANNOTATION)

@@ -37,6 +37,7 @@ from cudasched.vocab.objects import labels_of, name_of
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.operator import OperatorVersion
+    from cudasched.operations.pools import Pool
 
 __all__ = ["label_homes", "plan_notes", "pool_warnings"]
 
@@ -50,6 +51,8 @@ def pool_warnings(
     alternatives: Mapping[str, list[Option]],
     total: int,
 ) -> list[str]:
+    """Each pool's warnings, in pool order: its branch's lifecycle, what the GPU Operator needs
+    of it, and a driver manager assumed rather than read."""
     out: list[str] = []
     for d in decisions:
         pool, opt = d.pool, d.chosen
@@ -60,60 +63,13 @@ def pool_warnings(
                     "default NVIDIADriver will take these nodes"
                 )
             continue
-        lc = opt.lifecycle
-        if lc.state is LifecycleState.END_OF_LIFE:
-            out.append(
-                f"pool {pool.name}: {'keeps' if opt.keep else 'takes'} R{opt.branch}, "
-                f"{lc.describe()}: it gets no fixes any more"
-            )
-        elif lc.state is LifecycleState.UNKNOWN and opt.branch in LEGACY_BRANCHES:
-            arch = pool.target.arch if pool.target is not None else None
-            capped = arch is not None and arch.last_driver_branch == opt.branch
-            out.append(
-                f"pool {pool.name}: {'keeps' if opt.keep else 'takes'} R{opt.branch}, a legacy "
-                "branch NVIDIA no longer maintains"
-                + (f" ({arch.name} GPUs end there)" if capped and arch is not None else "")
-            )
-        else:
-            left = months_left(lc.eol, today)
-            if left is not None and left < min_support_months:
-                longer = [
-                    f"R{o.branch} ({o.lifecycle.describe()}) serves {o.weight}"
-                    for o in alternatives.get(pool.name, ())
-                    if (m := months_left(o.lifecycle.eol, today)) is not None
-                    and m >= min_support_months
-                ]
-                out.append(
-                    f"pool {pool.name}: R{opt.branch} ({lc.describe()}) ends within "
-                    f"{min_support_months} months (--min-support-months): plan the next move"
-                    + (f"; {'; '.join(longer)} of {total}" if longer else "")
-                )
+        lifecycle = _lifecycle_warning(
+            pool, opt, today, min_support_months, alternatives.get(pool.name, ()), total
+        )
+        if lifecycle is not None:
+            out.append(lifecycle)
         if pool.manager.operator and pool.target is not None:
-            problem = scope_problem(
-                kb, pool.gpu.split("/") if pool.gpu else (), pool.target.datacenter
-            )
-            if problem is not None:
-                out.append(f"pool {pool.name}: {problem}")
-            if pool.os is None:
-                out.append(
-                    f"pool {pool.name}: its nodes have no NFD system-os_release labels; the GPU "
-                    "Operator skips such nodes (install Node Feature Discovery)"
-                )
-            if opt.keep and d.driver_object is not None:
-                problem = operator_os_problem(op, pool.os)
-                if problem is not None:
-                    out.append(
-                        f"pool {pool.name}: {problem}; the pin keeps today's driver, but move "
-                        "the nodes to a supported OS"
-                    )
-                found = container_release(kb, opt.branch, pool.os, None, op)
-                if isinstance(found, str) or found < opt.release:
-                    tag = image_os_tag(pool.os, op) if pool.os is not None else pool.os_text
-                    out.append(
-                        f"pool {pool.name}: the pin names driver:{opt.release}-{tag}, "
-                        "which cudasched's sources do not list as published; check the tag "
-                        "before applying"
-                    )
+            out.extend(_operator_warnings(d, opt, kb, op))
         if pool.manager.assumed and pool.manager.operator:
             out.append(
                 f"pool {pool.name}: its nodes carry no {kb.operator.driver_manager.deploy_label} "
@@ -121,6 +77,80 @@ def pool_warnings(
                 "manages): if their driver is installed on the host, label them "
                 f"{kb.operator.driver_manager.deploy_label}=false"
             )
+    return out
+
+
+def _lifecycle_warning(
+    pool: Pool,
+    opt: Option,
+    today: date,
+    min_support_months: int,
+    alternatives: Iterable[Option],
+    total: int,
+) -> str | None:
+    """An ended branch, a legacy branch, or one that ends within ``min_support_months`` (with
+    the branches supported longer and what they would serve)."""
+    lc = opt.lifecycle
+    if lc.state is LifecycleState.END_OF_LIFE:
+        return (
+            f"pool {pool.name}: {'keeps' if opt.keep else 'takes'} R{opt.branch}, "
+            f"{lc.describe()}: it gets no fixes any more"
+        )
+    if lc.state is LifecycleState.UNKNOWN and opt.branch in LEGACY_BRANCHES:
+        arch = pool.target.arch if pool.target is not None else None
+        capped = arch is not None and arch.last_driver_branch == opt.branch
+        return (
+            f"pool {pool.name}: {'keeps' if opt.keep else 'takes'} R{opt.branch}, a legacy "
+            "branch NVIDIA no longer maintains"
+            + (f" ({arch.name} GPUs end there)" if capped and arch is not None else "")
+        )
+    left = months_left(lc.eol, today)
+    if left is None or left >= min_support_months:
+        return None
+    longer = [
+        f"R{o.branch} ({o.lifecycle.describe()}) serves {o.weight}"
+        for o in alternatives
+        if (m := months_left(o.lifecycle.eol, today)) is not None and m >= min_support_months
+    ]
+    return (
+        f"pool {pool.name}: R{opt.branch} ({lc.describe()}) ends within "
+        f"{min_support_months} months (--min-support-months): plan the next move"
+        + (f"; {'; '.join(longer)} of {total}" if longer else "")
+    )
+
+
+def _operator_warnings(
+    d: PoolDecision, opt: Option, kb: KnowledgeBase, op: OperatorVersion
+) -> list[str]:
+    """For a pool the GPU Operator drives: a GPU outside its support scope, nodes without OS
+    labels, and for a pin an OS it does not support or a driver image not known as published."""
+    pool = d.pool
+    assert pool.target is not None
+    out: list[str] = []
+    problem = scope_problem(kb, pool.gpu.split("/") if pool.gpu else (), pool.target.datacenter)
+    if problem is not None:
+        out.append(f"pool {pool.name}: {problem}")
+    if pool.os is None:
+        out.append(
+            f"pool {pool.name}: its nodes have no NFD system-os_release labels; the GPU "
+            "Operator skips such nodes (install Node Feature Discovery)"
+        )
+    if not (opt.keep and d.driver_object is not None):
+        return out
+    problem = operator_os_problem(op, pool.os)
+    if problem is not None:
+        out.append(
+            f"pool {pool.name}: {problem}; the pin keeps today's driver, but move "
+            "the nodes to a supported OS"
+        )
+    found = container_release(kb, opt.branch, pool.os, None, op)
+    if isinstance(found, str) or found < opt.release:
+        tag = image_os_tag(pool.os, op) if pool.os is not None else pool.os_text
+        out.append(
+            f"pool {pool.name}: the pin names driver:{opt.release}-{tag}, "
+            "which cudasched's sources do not list as published; check the tag "
+            "before applying"
+        )
     return out
 
 
@@ -135,63 +165,7 @@ def plan_notes(
 ) -> list[str]:
     """The plan's closing notes (module docstring); ``homes``: per object, where its nodes come
     from (:func:`label_homes`)."""
-    homes = homes or {}
-    notes: list[str] = []
-    if objects:
-        notes.append(
-            "the GPU Operator reconciles NVIDIADriver objects only with ClusterPolicy "
-            "spec.driver.useNvidiaDriverCRD=true (Helm driver.nvidiaDriverCRD.enabled=true); "
-            "from a release before v26.7 NVIDIA's migration takes two Helm upgrades: first to "
-            "v26.7 with driver.nvidiaDriverCRD.enabled=false, then again with it enabled "
-            "(gpu-driver-configuration.rst)"
-        )
-        minimum = (
-            "spec.default and spec.upgradePolicy need GPU Operator v26.7 or newer, "
-            "kernelModuleType v25.3 or newer"
-        )
-        notes.append(
-            f"NVIDIADriver objects written for GPU Operator {op.version} "
-            f"({op_source or '--gpu-operator-version'}): {minimum}; fields an older version "
-            "does not define are left out"
-        )
-        if not op.accepts("upgradePolicy"):
-            notes.append(
-                f"GPU Operator {op.version} has no per-object upgradePolicy: set the cluster's "
-                "driver.upgradePolicy (maxParallelUpgrades, maxUnavailable) in the Helm values"
-            )
-        if not op.accepts("default"):
-            notes.append(
-                "before v26.7 an NVIDIADriver without nodeSelector selects every GPU node and "
-                "conflicts with the pool objects: install with "
-                "driver.nvidiaDriverCRD.deployDefaultCR=false"
-            )
-        pins = [
-            f"NVIDIADriver {o.name} for pool{'s' if len(o.pools) > 1 else ''} {', '.join(o.pools)}"
-            for o in objects
-            if o.pin
-        ]
-        if pins:
-            notes.append(
-                "pools that keep their driver are pinned too ("
-                + "; ".join(pins)
-                + "): without an object of their own the default NVIDIADriver would take them"
-            )
-        notes.append(
-            "rollout: `cudasched plan-drivers -o script` writes a runbook that, wave by wave, "
-            "cordons, drains GPU pods (PodDisruptionBudgets hold), labels, creates or touches the "
-            "NVIDIADriver, waits for it to be ready, for the driver pod and the GPUs "
-            "(nvidia.com/gpu, or NVIDIA's DRA ResourceSlices) on every node, then uncordons "
-            "(docs/guide/drivers.md)"
-        )
-        notes.append(
-            f"the pool label ({L.DRIVER_POOL}) is set with kubectl label: nodes a node group or "
-            "autoscaler creates later do not have it; declare it where the nodes come from "
-            "(cudasched node-template --driver-pool NAME, the Karpenter NodePool's "
-            "spec.template.metadata.labels or the kubelet's --node-labels): "
-            + "; ".join(
-                f"{L.DRIVER_POOL}={o.name} on {homes.get(o.name, 'its nodes')}" for o in objects
-            )
-        )
+    notes = _object_notes(objects, op, op_source, homes or {}) if objects else []
     if default_note is not None:
         notes.append(default_note)
     for r in replaced:
@@ -206,6 +180,71 @@ def plan_notes(
             "(nvidia.com/gpu.deploy.driver is pre-installed or false, or a managed node group): "
             "no NVIDIADriver can change it; their actions are listed per pool"
         )
+    return notes
+
+
+def _object_notes(
+    objects: tuple[DriverObject, ...],
+    op: OperatorVersion,
+    op_source: str,
+    homes: Mapping[str, str],
+) -> list[str]:
+    """What applying the NVIDIADriver objects takes: the CRD switch, the operator version they
+    are written for, the pins, the rollout and where the pool label must be declared."""
+    notes = [
+        "the GPU Operator reconciles NVIDIADriver objects only with ClusterPolicy "
+        "spec.driver.useNvidiaDriverCRD=true (Helm driver.nvidiaDriverCRD.enabled=true); "
+        "from a release before v26.7 NVIDIA's migration takes two Helm upgrades: first to "
+        "v26.7 with driver.nvidiaDriverCRD.enabled=false, then again with it enabled "
+        "(gpu-driver-configuration.rst)"
+    ]
+    minimum = (
+        "spec.default and spec.upgradePolicy need GPU Operator v26.7 or newer, "
+        "kernelModuleType v25.3 or newer"
+    )
+    notes.append(
+        f"NVIDIADriver objects written for GPU Operator {op.version} "
+        f"({op_source or '--gpu-operator-version'}): {minimum}; fields an older version "
+        "does not define are left out"
+    )
+    if not op.accepts("upgradePolicy"):
+        notes.append(
+            f"GPU Operator {op.version} has no per-object upgradePolicy: set the cluster's "
+            "driver.upgradePolicy (maxParallelUpgrades, maxUnavailable) in the Helm values"
+        )
+    if not op.accepts("default"):
+        notes.append(
+            "before v26.7 an NVIDIADriver without nodeSelector selects every GPU node and "
+            "conflicts with the pool objects: install with "
+            "driver.nvidiaDriverCRD.deployDefaultCR=false"
+        )
+    pins = [
+        f"NVIDIADriver {o.name} for pool{'s' if len(o.pools) > 1 else ''} {', '.join(o.pools)}"
+        for o in objects
+        if o.pin
+    ]
+    if pins:
+        notes.append(
+            "pools that keep their driver are pinned too ("
+            + "; ".join(pins)
+            + "): without an object of their own the default NVIDIADriver would take them"
+        )
+    notes.append(
+        "rollout: `cudasched plan-drivers -o script` writes a runbook that, wave by wave, "
+        "cordons, drains GPU pods (PodDisruptionBudgets hold), labels, creates or touches the "
+        "NVIDIADriver, waits for it to be ready, for the driver pod and the GPUs "
+        "(nvidia.com/gpu, or NVIDIA's DRA ResourceSlices) on every node, then uncordons "
+        "(docs/guide/drivers.md)"
+    )
+    notes.append(
+        f"the pool label ({L.DRIVER_POOL}) is set with kubectl label: nodes a node group or "
+        "autoscaler creates later do not have it; declare it where the nodes come from "
+        "(cudasched node-template --driver-pool NAME, the Karpenter NodePool's "
+        "spec.template.metadata.labels or the kubelet's --node-labels): "
+        + "; ".join(
+            f"{L.DRIVER_POOL}={o.name} on {homes.get(o.name, 'its nodes')}" for o in objects
+        )
+    )
     return notes
 
 

@@ -33,14 +33,16 @@ Cost: options × demand groups engine checks per pool, never per node or per wor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from cudasched.operations.drivers.demand import cluster_demand
+from cudasched.operations.drivers.demand import Demand, cluster_demand
 from cudasched.operations.drivers.notes import label_homes, plan_notes, pool_warnings
 from cudasched.operations.drivers.nvidiadriver import (
+    DriverObject,
+    Replacement,
     immutable_renames,
     nvidia_driver,
     object_name,
@@ -56,7 +58,7 @@ from cudasched.operations.drivers.plan import (
 )
 from cudasched.operations.drivers.planoptions import (
     Judge,
-    Option,
+    PoolChoice,
     choose,
     floor_release,
     options_of,
@@ -71,14 +73,14 @@ from cudasched.operations.drivers.poolactions import (
     plan_line,
 )
 from cudasched.operations.drivers.reasons import blocked_by_os, pool_why, unservable
-from cudasched.operations.drivers.waves import WaveInput, plan_waves, wave_capacity
+from cudasched.operations.drivers.waves import WaveInput, Waves, plan_waves, wave_capacity
 from cudasched.operations.nodelabels import (
     UPGRADE_DONE,
     UPGRADE_STATE_KEY,
     gpu_capacity,
     upgrade_state,
 )
-from cudasched.operations.pools import node_pools
+from cudasched.operations.pools import Pool, node_pools
 from cudasched.vocab import labels as L
 from cudasched.vocab.objects import labels_of, name_of
 from cudasched.vocab.requirements import Policy
@@ -86,6 +88,7 @@ from cudasched.vocab.requirements import Policy
 if TYPE_CHECKING:
     from cudasched.cluster.fleet import Fleet
     from cudasched.cluster.snapshot import ClusterSnapshot
+    from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.images import ImageTable
     from cudasched.knowledge.operator import OperatorVersion
     from cudasched.vocab.versions import CudaVersion
@@ -112,72 +115,175 @@ def plan_drivers(
     the default for workloads that name none; lifecycles and releases are judged on ``today``;
     objects are written for GPU Operator ``operator`` (the newest known by default)."""
     kb = fleet.kb
-    op = operator or kb.operator.newest
     demand = cluster_demand(snapshot, fleet, images, policy)
-    pools = node_pools(snapshot, fleet)
-    judge = Judge(kb, demand, target_cuda)
-    keeps: list[Option | None] = []
-    options: list[list[Option]] = []
-    left: list[list[tuple[int, str]]] = []
-    for pool in pools:
-        keep, opts, left_out = options_of(
-            pool,
-            judge,
-            today,
-            operator=op if pool.manager.operator else None,
-            precompiled=precompiled,
-        )
-        keeps.append(keep)
-        options.append(opts)
-        left.append(left_out)
-    with_target = target_cuda is not None
-    chosen, pinned = choose(keeps, options, demand, with_target)
+    run = _Run(
+        snapshot=snapshot,
+        kb=kb,
+        op=operator or kb.operator.newest,
+        demand=demand,
+        judge=Judge(kb, demand, target_cuda),
+        today=today,
+        target_cuda=target_cuda,
+        precompiled=precompiled,
+        max_unavailable=max_unavailable,
+        min_support_months=min_support_months,
+    )
+    choices = _choices(run, node_pools(snapshot, fleet))
+    drafts = [_draft(run, c) for c in choices]
+    drivers = _driver_objects(run, drafts)
+    decisions = [_decision(run, d, drivers.object_of.get(d.pool.name)) for d in drafts]
+    node_labels = _node_labels(decisions)
+    replaced = _replaced(run, drivers, node_labels)
+    waves = _waves(run, decisions, drivers.manifests, node_labels)
+    objects = tuple(driver_object(m, decisions, node_labels) for m in drivers.manifests)
+    default_version, default_note = default_driver(decisions, run.op)
+    notes = plan_notes(
+        objects,
+        decisions,
+        run.op,
+        operator_source,
+        default_note,
+        replaced,
+        label_homes(objects, snapshot.nodes, kb),
+    )
+    return DriverPlan(
+        decisions=tuple(decisions),
+        demand=demand,
+        objects=objects,
+        node_labels=node_labels,
+        waves=waves.waves,
+        wave_capacity=waves.capacity,
+        unservable=tuple(_homeless(run, choices, decisions)),
+        notes=(*operator_notes, *notes),
+        warnings=_warnings(run, choices, decisions, objects, replaced, node_labels, waves),
+        policy=policy,
+        today=today,
+        operator=run.op,
+        target_cuda=target_cuda,
+        max_unavailable=max_unavailable,
+        gpu_nodes=_gpu_nodes(decisions),
+        replaced=tuple(replaced),
+        default_driver=default_version,
+        min_support_months=min_support_months,
+        gpu_count=_gpu_counts(snapshot, node_labels),
+    )
 
-    drafts: list[PoolDecision] = []
-    for i, pool in enumerate(pools):
-        current = keeps[i].serves if keeps[i] is not None else frozenset()
-        pick = chosen[i]
-        after = pick.serves if pick is not None else current
-        why = pool_why(
-            pool, pick, keeps[i], options[i], left[i], pinned.get(i, []), demand, kb,
-            precompiled, target_cuda,
-        )  # fmt: skip
-        blocked = (
-            blocked_by_os(pool, pick, left[i], judge, today, demand.workloads)
-            if pool.manager.operator
-            else None
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What every step of one plan reads: the cluster, the knowledge, the demand and the
+    operator's settings."""
+
+    snapshot: ClusterSnapshot
+    kb: KnowledgeBase
+    op: OperatorVersion
+    demand: Demand
+    judge: Judge
+    today: date
+    target_cuda: CudaVersion | None
+    precompiled: bool
+    max_unavailable: int | str
+    min_support_months: int
+
+
+def _choices(run: _Run, pools: tuple[Pool, ...]) -> list[PoolChoice]:
+    """Step 3: each pool's options (the GPU Operator's pools judged for its target version),
+    then the choice and the repair pass."""
+    offers = [
+        options_of(
+            pool,
+            run.judge,
+            run.today,
+            operator=run.op if pool.manager.operator else None,
+            precompiled=run.precompiled,
         )
-        if blocked is not None:
-            why.append(f"blocked: {blocked}")
-        floor = (
-            floor_release(pool, judge, pick)
-            if pick is not None and not pick.keep and not pool.manager.operator
-            else None
-        )
-        drafts.append(
-            PoolDecision(
-                pool=pool,
-                chosen=pick,
-                current=current,
-                change=change_of(pool, pick),
-                gains=workload_refs(after - current, demand),
-                loses=workload_refs(current - after, demand),
-                why=tuple(why),
-                blocked=blocked,
-                floor=floor,
+        for pool in pools
+    ]
+    return choose(offers, run.demand, run.target_cuda is not None)
+
+
+def _draft(run: _Run, choice: PoolChoice) -> PoolDecision:
+    """A pool's decision before any object is named: the change, the workloads it gains and
+    loses, why, what a driver installed another way would give, and a node image's floor."""
+    pool, pick = choice.pool, choice.chosen
+    current = choice.offer.runs_today
+    after = pick.serves if pick is not None else current
+    why = pool_why(choice, run.demand, run.kb, run.precompiled, run.target_cuda)
+    blocked = (
+        blocked_by_os(choice, run.judge, run.today, run.demand.workloads)
+        if pool.manager.operator
+        else None
+    )
+    if blocked is not None:
+        why.append(f"blocked: {blocked}")
+    floor = (
+        floor_release(pool, run.judge, pick)
+        if pick is not None and not pick.keep and not pool.manager.operator
+        else None
+    )
+    return PoolDecision(
+        pool=pool,
+        chosen=pick,
+        current=current,
+        change=change_of(pool, pick),
+        gains=workload_refs(after - current, run.demand),
+        loses=workload_refs(current - after, run.demand),
+        why=tuple(why),
+        blocked=blocked,
+        floor=floor,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Drivers:
+    """The NVIDIADriver manifests (named after any immutable rename), which object drives each
+    operator pool (by pool name), and the existing objects the renames replace."""
+
+    manifests: list[dict[str, Any]]
+    object_of: dict[str, str]
+    replaced: list[Replacement]
+
+
+def _driver_objects(run: _Run, drafts: list[PoolDecision]) -> _Drivers:
+    """One NVIDIADriver per (GPU, OS, driver) among the operator's pools with a known GPU."""
+    members = _object_members(drafts)
+    manifests: list[dict[str, Any]] = []
+    for name, pools in members.items():
+        first = pools[0]
+        opt = first.chosen
+        assert opt is not None
+        module = opt.module if opt.module is not None else current_module(run.kb, first.pool)
+        manifests.append(
+            nvidia_driver(
+                name,
+                version=opt.version,
+                module=module.value if module is not None else None,
+                precompiled=opt.precompiled,
+                operator=run.op,
+                max_unavailable=run.max_unavailable,
+                max_parallel=1,
+                description="; ".join(plan_line(d, opt) for d in pools),
             )
         )
+    renamed, replaced = immutable_renames(run.snapshot.nvidia_drivers, manifests)
+    for m in manifests:
+        new = renamed[m["metadata"]["name"]]
+        m["metadata"]["name"] = new
+        m["spec"]["nodeSelector"] = {L.DRIVER_POOL: new}
+        m["spec"]["labels"] = {L.DRIVER_POOL: new}
+    object_of = {d.pool.name: renamed[name] for name, pools in members.items() for d in pools}
+    return _Drivers(manifests, object_of, replaced)
 
-    # ---- NVIDIADriver objects: one per (GPU, OS, driver) among the operator's pools
+
+def _object_members(drafts: list[PoolDecision]) -> dict[str, list[PoolDecision]]:
+    """The operator's pools that share an object, under the object's name (unique in the
+    plan)."""
     taken: set[str] = set()
     names: dict[tuple[Any, ...], str] = {}
-    members: dict[str, list[int]] = {}
-    warnings: list[str] = []
-    for i, d in enumerate(drafts):
+    members: dict[str, list[PoolDecision]] = {}
+    for d in drafts:
         opt = d.chosen
-        if not d.operator or opt is None:
-            continue
-        if d.pool.target is None:
+        if not d.operator or opt is None or d.pool.target is None:
             continue
         key = (d.pool.gpu, d.pool.os_text, opt.branch, opt.version, opt.precompiled)
         if key not in names:
@@ -185,103 +291,121 @@ def plan_drivers(
                 d.pool.gpu, d.pool.os_text, opt.branch, opt.version, opt.precompiled, taken
             )
             taken.add(names[key])
-        members.setdefault(names[key], []).append(i)
+        members.setdefault(names[key], []).append(d)
+    return members
 
-    manifests: list[dict[str, Any]] = []
-    for name, idx in members.items():
-        first = drafts[idx[0]]
-        opt = first.chosen
+
+def _decision(run: _Run, d: PoolDecision, obj: str | None) -> PoolDecision:
+    """A pool's draft with its action, the object that drives it and the image it pulls."""
+    if obj is not None:
+        opt = d.chosen
         assert opt is not None
-        module = opt.module if opt.module is not None else current_module(kb, first.pool)
-        manifests.append(
-            nvidia_driver(
-                name,
-                version=opt.version,
-                module=module.value if module is not None else None,
-                precompiled=opt.precompiled,
-                operator=op,
-                max_unavailable=max_unavailable,
-                max_parallel=1,
-                description="; ".join(plan_line(drafts[i], opt) for i in idx),
-            )
+        action = (
+            f"pin driver {d.pool.current} with NVIDIADriver/{obj}"
+            if opt.keep
+            else f"NVIDIADriver/{obj} installs {opt.version}"
         )
-    renamed, replaced = immutable_renames(snapshot.nvidia_drivers, manifests)
-    for m in manifests:
-        new = renamed[m["metadata"]["name"]]
-        m["metadata"]["name"] = new
-        m["spec"]["nodeSelector"] = {L.DRIVER_POOL: new}
-        m["spec"]["labels"] = {L.DRIVER_POOL: new}
-    object_of = {i: renamed[name] for name, idx in members.items() for i in idx}
+    elif d.operator:
+        action = "nothing to pin: no driver reported" if d.pool.current is None else "not planned"
+    else:
+        action = host_action(d)
+    image = driver_image(d.pool, d.chosen, run.op) if obj is not None and d.chosen else None
+    if image is not None and d.pool.os is not None and not image.endswith(f"-{d.pool.os}"):
+        d = replace(
+            d,
+            why=(
+                *d.why,
+                f"GPU Operator {run.op.version} pulls {image}: releases before v26.7 tag RHEL 8 "
+                "and 9 driver images with the minor version",
+            ),
+        )
+    return with_action(d, action, obj, image)
 
-    node_labels: dict[str, dict[str, str]] = {}
-    decisions: list[PoolDecision] = []
-    for i, d in enumerate(drafts):
-        obj = object_of.get(i)
-        if obj is not None:
-            for node in d.pool.nodes:
-                node_labels[node] = {L.DRIVER_POOL: obj}
-            opt = d.chosen
-            assert opt is not None
-            action = (
-                f"pin driver {d.pool.current} with NVIDIADriver/{obj}"
-                if opt.keep
-                else f"NVIDIADriver/{obj} installs {opt.version}"
-            )
-        elif d.operator:
-            action = (
-                "nothing to pin: no driver reported" if d.pool.current is None else "not planned"
-            )
-        else:
-            action = host_action(d)
-        image = driver_image(d.pool, d.chosen, op) if obj is not None and d.chosen else None
-        if image is not None and d.pool.os is not None and not image.endswith(f"-{d.pool.os}"):
-            d = replace(
-                d,
-                why=(
-                    *d.why,
-                    f"GPU Operator {op.version} pulls {image}: releases before v26.7 tag RHEL 8 "
-                    "and 9 driver images with the minor version",
-                ),
-            )
-        decisions.append(with_action(d, action, obj, image))
-    in_use = set(object_of.values()) | {
-        labels_of(n).get(L.DRIVER_POOL, "") for n in snapshot.nodes if name_of(n) not in node_labels
+
+def _node_labels(decisions: list[PoolDecision]) -> dict[str, dict[str, str]]:
+    """The pool label of each node an object drives, in pool order."""
+    return {
+        node: {L.DRIVER_POOL: d.driver_object}
+        for d in decisions
+        if d.driver_object is not None
+        for node in d.pool.nodes
     }
-    already = {r.name for r in replaced}
-    replaced += [r for r in stale_objects(snapshot.nvidia_drivers, in_use) if r.name not in already]
 
+
+def _replaced(
+    run: _Run, drivers: _Drivers, node_labels: Mapping[str, Mapping[str, str]]
+) -> list[Replacement]:
+    """The existing objects the plan replaces: renamed ones, then those no node will use."""
+    in_use = set(drivers.object_of.values()) | {
+        labels_of(n).get(L.DRIVER_POOL, "")
+        for n in run.snapshot.nodes
+        if name_of(n) not in node_labels
+    }
+    already = {r.name for r in drivers.replaced}
+    stale = stale_objects(run.snapshot.nvidia_drivers, in_use)
+    return [*drivers.replaced, *(r for r in stale if r.name not in already)]
+
+
+def _homeless(
+    run: _Run, choices: list[PoolChoice], decisions: list[PoolDecision]
+) -> list[tuple[str, str]]:
+    """The workloads no pool serves after the plan, and why."""
     homes = frozenset().union(*(d.chosen.serves for d in decisions if d.chosen is not None))
-    every = [([k] if k is not None else []) + o for k, o in zip(keeps, options, strict=True)]
-    homeless = unservable(
-        [g for g in demand.groups if g.number not in homes], pools, every, chosen, judge
+    groups = [g for g in run.demand.groups if g.number not in homes]
+    return unservable(groups, choices, run.judge)
+
+
+def _gpu_nodes(decisions: list[PoolDecision]) -> int:
+    return sum(len(d.pool.nodes) for d in decisions)
+
+
+def _waves(
+    run: _Run,
+    decisions: list[PoolDecision],
+    manifests: list[dict[str, Any]],
+    node_labels: Mapping[str, Mapping[str, str]],
+) -> Waves:
+    """The rollout waves of the operator's nodes that move to (or are pinned by) an object; each
+    object upgrades as many nodes at once as its first wave holds."""
+    current_label = {name_of(n): labels_of(n).get(L.DRIVER_POOL) for n in run.snapshot.nodes}
+    existing = {name_of(o): o for o in run.snapshot.nvidia_drivers}
+    capacity = wave_capacity(run.max_unavailable, _gpu_nodes(decisions))
+    runs_today = frozenset().union(*(d.current for d in decisions))
+    inputs = [_wave_input(d, manifests, existing, current_label) for d in decisions]
+    waves = plan_waves(inputs, capacity, runs_today)
+    _set_parallel_upgrades(manifests, node_labels, waves)
+    return waves
+
+
+def _wave_input(
+    d: PoolDecision,
+    manifests: list[dict[str, Any]],
+    existing: Mapping[str, Mapping[str, Any]],
+    current_label: Mapping[str, str | None],
+) -> WaveInput:
+    """A pool as the waves see it: the nodes whose driver changes (a node already labelled for
+    an object of the same version does not move), or all of them when none does."""
+    obj = d.driver_object
+    moving: tuple[str, ...] = ()
+    if obj is not None:
+        spec = manifest_named(manifests, obj)["spec"]
+        before = existing[obj].get("spec") if obj in existing else None
+        same = isinstance(before, Mapping) and before.get("version") == spec["version"]
+        moving = tuple(n for n in d.pool.nodes if not (same and current_label.get(n) == obj))
+    return WaveInput(
+        name=d.pool.name,
+        nodes=moving if moving else d.pool.nodes,
+        before=d.current,
+        after=d.chosen.serves if d.chosen is not None else d.current,
+        changes=bool(moving),
+        gains=len(d.gains),
     )
 
-    # ---- waves: the operator's nodes that move to (or are pinned by) an object
-    current_label = {name_of(n): labels_of(n).get(L.DRIVER_POOL) for n in snapshot.nodes}
-    existing = {name_of(o): o for o in snapshot.nvidia_drivers}
-    gpu_nodes = sum(len(p.nodes) for p in pools)
-    capacity = wave_capacity(max_unavailable, gpu_nodes)
-    runs_today = frozenset().union(*(d.current for d in decisions))
-    inputs = []
-    for d in decisions:
-        obj = d.driver_object
-        moving: tuple[str, ...] = ()
-        if obj is not None:
-            spec = manifest_named(manifests, obj)["spec"]
-            before = existing[obj].get("spec") if obj in existing else None
-            same = isinstance(before, Mapping) and before.get("version") == spec["version"]
-            moving = tuple(n for n in d.pool.nodes if not (same and current_label.get(n) == obj))
-        inputs.append(
-            WaveInput(
-                name=d.pool.name,
-                nodes=moving if moving else d.pool.nodes,
-                before=d.current,
-                after=d.chosen.serves if d.chosen is not None else d.current,
-                changes=bool(moving),
-                gains=len(d.gains),
-            )
-        )
-    waves = plan_waves(inputs, capacity, runs_today)
+
+def _set_parallel_upgrades(
+    manifests: list[dict[str, Any]], node_labels: Mapping[str, Mapping[str, str]], waves: Waves
+) -> None:
+    """Each object's ``maxParallelUpgrades``: the number of its nodes in its first wave."""
     wave_of = {n: w for w, nodes in enumerate(waves.waves) for n in nodes}
     for m in manifests:
         obj = m["metadata"]["name"]
@@ -291,80 +415,74 @@ def plan_drivers(
             m["spec"]["upgradePolicy"]["maxParallelUpgrades"] = sum(
                 1 for n in nodes if wave_of[n] == first
             )
-    objects = tuple(driver_object(m, decisions, node_labels) for m in manifests)
 
-    for node, groups in waves.stranded:
-        refs = workload_refs(frozenset(groups), demand)
-        warnings.append(
-            f"{node} is the only node that runs {', '.join(refs[:3])}"
-            + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
-            + ": they wait while its driver changes (its wave holds only it)"
-        )
+
+def _warnings(
+    run: _Run,
+    choices: list[PoolChoice],
+    decisions: list[PoolDecision],
+    objects: tuple[DriverObject, ...],
+    replaced: list[Replacement],
+    node_labels: Mapping[str, Mapping[str, str]],
+    waves: Waves,
+) -> tuple[str, ...]:
+    """The plan's warnings, each once: nodes that wait alone, selectors that would clash,
+    each pool's lifecycle and support warnings, upgrades in flight, unreadable workloads."""
+    warnings = [_stranded(node, groups, run.demand) for node, groups in waves.stranded]
     warnings.extend(
         selector_conflicts(
-            snapshot.nvidia_drivers,
-            snapshot.nodes,
+            run.snapshot.nvidia_drivers,
+            run.snapshot.nodes,
             node_labels,
             (o.name for o in objects),
             (r.name for r in replaced),
         )
     )
-    alternatives = {
-        p.name: [o for o in opts if o.weight > 0] for p, opts in zip(pools, options, strict=True)
-    }
+    alternatives = {c.pool.name: [o for o in c.offer.options if o.weight > 0] for c in choices}
     warnings.extend(
-        pool_warnings(decisions, kb, op, today, min_support_months, alternatives, demand.workloads)
+        pool_warnings(
+            decisions,
+            run.kb,
+            run.op,
+            run.today,
+            run.min_support_months,
+            alternatives,
+            run.demand.workloads,
+        )
     )
+    in_flight = _in_flight(run.snapshot)
+    if in_flight is not None:
+        warnings.append(in_flight)
+    for ref, error in run.demand.unreadable:
+        warnings.append(f"{ref}: requirement unreadable, left out of the plan: {error}")
+    return tuple(dict.fromkeys(warnings))
+
+
+def _stranded(node: str, groups: Iterable[int], demand: Demand) -> str:
+    refs = workload_refs(frozenset(groups), demand)
+    return (
+        f"{node} is the only node that runs {', '.join(refs[:3])}"
+        + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+        + ": they wait while its driver changes (its wave holds only it)"
+    )
+
+
+def _in_flight(snapshot: ClusterSnapshot) -> str | None:
+    """A warning when a driver upgrade is under way on some node."""
     in_flight = [
         name_of(n)
         for n in snapshot.nodes
         if upgrade_state(labels_of(n)) not in (None, UPGRADE_DONE)
     ]
-    if in_flight:
-        shown = ", ".join(in_flight[:3]) + (
-            f" and {len(in_flight) - 3} more" if len(in_flight) > 3 else ""
-        )
-        warnings.append(
-            f"a driver upgrade is in flight on {shown} ({UPGRADE_STATE_KEY} is not "
-            f"{UPGRADE_DONE}): their drivers are planned from what they report now; plan again "
-            "when the upgrade ends"
-        )
-    for ref, error in demand.unreadable:
-        warnings.append(f"{ref}: requirement unreadable, left out of the plan: {error}")
-
-    default_version, default_note = default_driver(decisions, op)
-    notes = [
-        *operator_notes,
-        *plan_notes(
-            objects,
-            decisions,
-            op,
-            operator_source,
-            default_note,
-            replaced,
-            label_homes(objects, snapshot.nodes, kb),
-        ),
-    ]
-    return DriverPlan(
-        decisions=tuple(decisions),
-        demand=demand,
-        objects=objects,
-        node_labels=node_labels,
-        waves=waves.waves,
-        wave_capacity=waves.capacity,
-        unservable=tuple(homeless),
-        notes=tuple(notes),
-        warnings=tuple(dict.fromkeys(warnings)),
-        policy=policy,
-        today=today,
-        operator=op,
-        target_cuda=target_cuda,
-        max_unavailable=max_unavailable,
-        gpu_nodes=gpu_nodes,
-        replaced=tuple(replaced),
-        default_driver=default_version,
-        min_support_months=min_support_months,
-        gpu_count=_gpu_counts(snapshot, node_labels),
+    if not in_flight:
+        return None
+    shown = ", ".join(in_flight[:3]) + (
+        f" and {len(in_flight) - 3} more" if len(in_flight) > 3 else ""
+    )
+    return (
+        f"a driver upgrade is in flight on {shown} ({UPGRADE_STATE_KEY} is not "
+        f"{UPGRADE_DONE}): their drivers are planned from what they report now; plan again "
+        "when the upgrade ends"
     )
 
 

@@ -23,6 +23,7 @@ be with a driver installed another way, so the plan can name what to change.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
@@ -49,7 +50,17 @@ if TYPE_CHECKING:
     from cudasched.operations.pools import Pool
     from cudasched.vocab.versions import CudaVersion, DriverVersion
 
-__all__ = ["Judge", "Option", "choose", "floor_release", "options_of", "rank", "unblocked"]
+__all__ = [
+    "Judge",
+    "Option",
+    "PoolChoice",
+    "PoolOptions",
+    "choose",
+    "floor_release",
+    "options_of",
+    "rank",
+    "unblocked",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +83,42 @@ class Option:
     def version(self) -> str:
         """The NVIDIADriver ``version``: the release, or the branch for precompiled drivers."""
         return str(self.branch) if self.precompiled else str(self.release)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolOptions:
+    """What one pool could run: keeping its driver (``None`` when it reports none), the branches
+    it could take, and the branches left out with why. One record per pool, so that the plan's
+    steps never line up lists by position."""
+
+    pool: Pool
+    keep: Option | None
+    options: tuple[Option, ...]
+    left_out: tuple[tuple[int, str], ...]
+
+    @property
+    def every(self) -> list[Option]:
+        """Keeping first, then the branches."""
+        return ([self.keep] if self.keep is not None else []) + list(self.options)
+
+    @property
+    def runs_today(self) -> frozenset[int]:
+        """The demand groups the pool serves with the driver it has."""
+        return self.keep.serves if self.keep is not None else frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class PoolChoice:
+    """A pool's options and the one the plan takes (``None``: nothing to keep and no branch can
+    be installed), with why the repair pass pinned it, if it did."""
+
+    offer: PoolOptions
+    chosen: Option | None
+    pinned: tuple[str, ...] = ()
+
+    @property
+    def pool(self) -> Pool:
+        return self.offer.pool
 
 
 _TIER = {LifecycleState.SUPPORTED: 2, LifecycleState.UNKNOWN: 1, LifecycleState.END_OF_LIFE: 0}
@@ -148,9 +195,9 @@ def options_of(
     *,
     operator: OperatorVersion | None,
     precompiled: bool = False,
-) -> tuple[Option | None, list[Option], list[tuple[int, str]]]:
-    """(keeping the current driver, the branches the pool could take, branches left out and
-    why). ``operator``: the pool's driver is the GPU Operator's (that version); ``None``: the
+) -> PoolOptions:
+    """Keeping the current driver, the branches the pool could take, branches left out and
+    why. ``operator``: the pool's driver is the GPU Operator's (that version); ``None``: the
     host's or a node image's. A pool without a known GPU has no branch options."""
     kb = judge.kb
     keep: Option | None = None
@@ -168,7 +215,7 @@ def options_of(
         )
     target = pool.target
     if target is None:
-        return keep, [], []
+        return PoolOptions(pool, keep, (), ())
     products = pool.gpu.split("/") if pool.gpu else ()
     options: list[Option] = []
     left_out: list[tuple[int, str]] = []
@@ -194,15 +241,14 @@ def options_of(
             left_out.append((branch, found))
             continue
         options.append(_option(pool, judge, found, lc))
-    return keep, options, left_out
+    return PoolOptions(pool, keep, tuple(options), tuple(left_out))
 
 
 def unblocked(pool: Pool, judge: Judge, today: date) -> Option | None:
     """The branch the pool would take with its driver installed another way than the GPU
     Operator's containers for its OS (any release out on ``today``): what moving it to an OS
     with driver containers, or to a host-installed driver, would give."""
-    keep, options, _ = options_of(pool, judge, today, operator=None)
-    every = ([keep] if keep is not None else []) + options
+    every = options_of(pool, judge, today, operator=None).every
     return max(every, key=lambda o: _key(o, False)) if every else None
 
 
@@ -223,21 +269,13 @@ def floor_release(pool: Pool, judge: Judge, option: Option) -> DriverVersion:
     return best
 
 
-def choose(
-    keeps: list[Option | None],
-    options: list[list[Option]],
-    demand: Demand,
-    with_target: bool,
-) -> tuple[list[Option | None], dict[int, list[str]]]:
-    """Each pool's best option (``keeps[i]``: keeping pool ``i``'s driver, ``options[i]``: the
-    branches it could take), then the repair pass (module docstring); also, per pool, why a
-    repair pinned it."""
-    every = [([k] if k is not None else []) + opts for k, opts in zip(keeps, options, strict=True)]
+def choose(offers: Sequence[PoolOptions], demand: Demand, with_target: bool) -> list[PoolChoice]:
+    """Each pool's best option, then the repair pass (module docstring), which also says why it
+    pinned a pool."""
     chosen: list[Option | None] = [
-        max(opts, key=lambda o: _key(o, with_target)) if opts else None for opts in every
+        max(o.every, key=lambda opt: _key(opt, with_target)) if o.every else None for o in offers
     ]
-    today = [k.serves if k is not None else frozenset() for k in keeps]
-    runs_today = frozenset().union(*today) if today else frozenset()
+    runs_today = frozenset().union(*(o.runs_today for o in offers))
     pins: dict[int, set[int]] = {}
     pinned_why: dict[int, list[str]] = {}
     for _ in range(len(demand.groups) + 1):
@@ -246,18 +284,7 @@ def choose(
         if not orphans:
             break
         group = orphans[0]
-        best: tuple[tuple[int, ...], int, Option] | None = None
-        for i, served in enumerate(today):
-            if group not in served:
-                continue
-            need = pins.get(i, set()) | {group}
-            for opt in every[i]:
-                if need <= opt.serves:
-                    key = _key(opt, with_target)
-                    if best is None or key > best[0]:
-                        best = (key, i, opt)
-        assert best is not None  # keeping the pool's driver serves the group
-        _, i, opt = best
+        i, opt = _repair(offers, pins, group, with_target)
         chosen[i] = opt
         pins.setdefault(i, set()).add(group)
         refs = ", ".join(demand.groups[group].workloads[:3])
@@ -265,4 +292,26 @@ def choose(
             f"{'keeps' if opt.keep else 'takes'} R{opt.branch} so that {refs} keep a home "
             f"({demand.groups[group].describe()} runs nowhere else after the plan)"
         )
-    return chosen, pinned_why
+    return [
+        PoolChoice(offer, pick, tuple(pinned_why.get(i, ())))
+        for i, (offer, pick) in enumerate(zip(offers, chosen, strict=True))
+    ]
+
+
+def _repair(
+    offers: Sequence[PoolOptions], pins: dict[int, set[int]], group: int, with_target: bool
+) -> tuple[int, Option]:
+    """The best option, over the pools that serve ``group`` today, that serves it and every
+    earlier pin of its pool: (the pool's position, the option)."""
+    best: tuple[tuple[int, ...], int, Option] | None = None
+    for i, offer in enumerate(offers):
+        if group not in offer.runs_today:
+            continue
+        need = pins.get(i, set()) | {group}
+        for opt in offer.every:
+            if need <= opt.serves:
+                key = _key(opt, with_target)
+                if best is None or key > best[0]:
+                    best = (key, i, opt)
+    assert best is not None  # keeping the pool's driver serves the group
+    return best[1], best[2]

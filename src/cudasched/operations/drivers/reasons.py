@@ -5,6 +5,7 @@ Pure: options, verdicts and the knowledge base in, sentences out."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -24,11 +25,7 @@ from cudasched.operations.drivers.demand import Demand, DemandGroup
 from cudasched.operations.drivers.plan import (
     workload_refs,
 )
-from cudasched.operations.drivers.planoptions import (
-    Judge,
-    Option,
-    unblocked,
-)
+from cudasched.operations.drivers.planoptions import Judge, Option, PoolChoice, unblocked
 from cudasched.operations.pools import Pool
 from cudasched.operations.reach import blocking
 
@@ -40,60 +37,29 @@ __all__ = ["blocked_by_os", "pool_why", "unservable"]
 
 
 def pool_why(
-    pool: Pool,
-    chosen: Option | None,
-    keep: Option | None,
-    options: list[Option],
-    left_out: list[tuple[int, str]],
-    pinned: list[str],
+    choice: PoolChoice,
     demand: Demand,
     kb: KnowledgeBase,
     precompiled: bool,
     target_cuda: CudaVersion | None,
 ) -> list[str]:
+    """Why the plan takes what it takes for one pool, in the order a reader asks: the choice,
+    the repair's pins, the GPU and the target CUDA, how the driver is built and installed, the
+    branches left out."""
+    pool, chosen = choice.pool, choice.chosen
     target = pool.target
     if target is None:
         return [
             "not planned: the nodes report no GPU product or compute capability cudasched "
             "knows; run GPU Feature Discovery or `cudasched agent` on them and plan again"
         ]
-    why: list[str] = []
-    total = demand.workloads
     if chosen is None:
+        left_out = choice.offer.left_out
         return [
             "no branch can be installed here: " + "; ".join(f"R{b}: {w}" for b, w in left_out[:3])
         ]
-    here = f"R{chosen.branch}"
-    if chosen.keep:
-        if not options:
-            why.append(
-                f"keeps driver {pool.current}: no other supported branch can be installed on "
-                f"{target.name} here"
-            )
-        elif any(o.weight > chosen.weight for o in options):
-            why.append(f"keeps driver {pool.current}")
-        else:
-            why.append(
-                f"keeps driver {pool.current}: it serves {chosen.weight} of {total} workloads "
-                "and no branch serves more"
-            )
-    else:
-        before = keep.weight if keep is not None else 0
-        what = f"driver {pool.current}" if pool.current else "no driver"
-        why.append(
-            f"{here} ({release_text(chosen.release)}) serves {chosen.weight} of {total} "
-            f"workloads; {what} serves {before}"
-        )
-        lc = chosen.lifecycle
-        peers = [o for o in options if o.weight == chosen.weight and o is not chosen]
-        if lc.long_term and any(not o.lifecycle.long_term for o in peers):
-            why.append(
-                f"{here} is a long-term support branch ({lc.describe()}), preferred over "
-                + ", ".join(f"R{o.branch}" for o in peers if not o.lifecycle.long_term)
-            )
-        else:
-            why.append(f"{here}: {lc.describe()}")
-    why.extend(pinned)
+    why = _kept_why(choice, chosen, demand) if chosen.keep else _taken_why(choice, chosen, demand)
+    why.extend(choice.pinned)
     cap = target.arch.last_driver_branch
     if cap is not None:
         why.append(f"{target.arch.name} GPUs end at R{cap}")
@@ -120,32 +86,87 @@ def pool_why(
             + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
             + " only through forward compatibility (cuda-compat in the image)"
         )
+    why.extend(_build_why(pool, chosen, kb, precompiled))
+    left_note = _left_out_why(choice.offer.left_out, chosen.branch)
+    if left_note is not None:
+        why.append(left_note)
+    return why
+
+
+def _kept_why(choice: PoolChoice, chosen: Option, demand: Demand) -> list[str]:
+    """Why the pool keeps its driver."""
+    pool, options = choice.pool, choice.offer.options
+    assert pool.target is not None
+    if not options:
+        return [
+            f"keeps driver {pool.current}: no other supported branch can be installed on "
+            f"{pool.target.name} here"
+        ]
+    if any(o.weight > chosen.weight for o in options):
+        return [f"keeps driver {pool.current}"]
+    return [
+        f"keeps driver {pool.current}: it serves {chosen.weight} of {demand.workloads} "
+        "workloads and no branch serves more"
+    ]
+
+
+def _taken_why(choice: PoolChoice, chosen: Option, demand: Demand) -> list[str]:
+    """Why the pool takes a branch: what it serves against the driver it has, its lifecycle."""
+    pool, keep, options = choice.pool, choice.offer.keep, choice.offer.options
+    here = f"R{chosen.branch}"
+    before = keep.weight if keep is not None else 0
+    what = f"driver {pool.current}" if pool.current else "no driver"
+    why = [
+        f"{here} ({release_text(chosen.release)}) serves {chosen.weight} of {demand.workloads} "
+        f"workloads; {what} serves {before}"
+    ]
+    lc = chosen.lifecycle
+    peers = [o for o in options if o.weight == chosen.weight and o is not chosen]
+    if lc.long_term and any(not o.lifecycle.long_term for o in peers):
+        why.append(
+            f"{here} is a long-term support branch ({lc.describe()}), preferred over "
+            + ", ".join(f"R{o.branch}" for o in peers if not o.lifecycle.long_term)
+        )
+    else:
+        why.append(f"{here}: {lc.describe()}")
+    return why
+
+
+def _build_why(pool: Pool, chosen: Option, kb: KnowledgeBase, precompiled: bool) -> list[str]:
+    """How the driver is built on the pool: a precompiled container asked for but not taken,
+    reported build failures on its kernel, an unknown kernel."""
+    why: list[str] = []
     if precompiled and pool.manager.operator and not chosen.keep and not chosen.precompiled:
         problem = precompiled_problem(kb, pool.os, pool.kernel, chosen.branch)
         if problem is not None:
             why.append(f"usePrecompiled: false: {problem}")
     if pool.kernel is not None and not chosen.keep:
-        for broken in kernel_breakages(kb, chosen.release, pool.kernel, chosen.module):
-            why.append(f"warning: reported build failure: {broken.describe()}")
+        why.extend(
+            f"warning: reported build failure: {broken.describe()}"
+            for broken in kernel_breakages(kb, chosen.release, pool.kernel, chosen.module)
+        )
     if pool.kernel is None:
         why.append("kernel unknown: the minimum kernel was not checked")
-    newer = [(b, w) for b, w in left_out if b > chosen.branch]
+    return why
+
+
+def _left_out_why(left_out: Sequence[tuple[int, str]], branch: int) -> str | None:
+    """The newer branches left out and why, the ended ones named together."""
+    newer = [(b, w) for b, w in left_out if b > branch]
     skipped = [f"R{b} ({w})" for b, w in newer if "end of life" not in w]
     ended = [f"R{b}" for b, w in newer if "end of life" in w]
     if ended:
         skipped.append(f"{', '.join(ended)} (end of life)")
-    if skipped:
-        why.append("left out: " + "; ".join(skipped))
-    return why
+    return "left out: " + "; ".join(skipped) if skipped else None
 
 
 def unservable(
-    groups: list[DemandGroup],
-    pools: tuple[Pool, ...],
-    every: list[list[Option]],
-    chosen: list[Option | None],
-    judge: Judge,
+    groups: list[DemandGroup], choices: Sequence[PoolChoice], judge: Judge
 ) -> list[tuple[str, str]]:
+    """(workload, why) for each workload of ``groups``, which no pool serves after the plan."""
+    pools = [c.pool for c in choices]
+    every = [c.offer.every for c in choices]
+    chosen = [c.chosen for c in choices]
     out: list[tuple[str, str]] = []
     kb = judge.kb
     for group in groups:
@@ -180,16 +201,10 @@ def unservable(
     return sorted(out)
 
 
-def blocked_by_os(
-    pool: Pool,
-    chosen: Option | None,
-    left_out: list[tuple[int, str]],
-    judge: Judge,
-    today: date,
-    total: int,
-) -> str | None:
+def blocked_by_os(choice: PoolChoice, judge: Judge, today: date, total: int) -> str | None:
     """For a GPU Operator pool: what a driver installed another way would give, when that is
     more than the containers NVIDIA publishes for its OS allow."""
+    pool, chosen, left_out = choice.pool, choice.chosen, choice.offer.left_out
     if pool.target is None:
         return None
     better = unblocked(pool, judge, today)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from cudasched.compat.branches import (
     BranchCuda,
+    GpuTarget,
     Lifecycle,
     LifecycleState,
     ModuleType,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.drivers import KernelRelease
     from cudasched.knowledge.operator import OperatorVersion
+    from cudasched.nodes.facts import NodeFacts
     from cudasched.vocab.versions import CudaVersion, DriverVersion
 
 __all__ = ["Recommendation", "Rejected", "recommend"]
@@ -148,13 +150,13 @@ def _words(message: str, release: DriverVersion) -> str:
 
 def _runs(
     kb: KnowledgeBase,
-    facts: object,
+    facts: NodeFacts,
     release: DriverVersion,
     cudas: Sequence[CudaVersion],
     policy: Policy,
 ) -> tuple[str | None, list[str]]:
     """(why ``release`` does not run every CUDA asked, the compatibility caveats)."""
-    on = running(facts, release, kb)  # type: ignore[arg-type]
+    on = running(facts, release, kb)
     caveats: list[str] = []
     for cuda in cudas:
         req = Requirement(
@@ -195,86 +197,173 @@ def recommend(
     target = gpu_target(kb, facts)
     if target is None:
         raise kb.unknown_gpu(gpu, compute_too=True)
-    name = target.name
-    installer = "operator" if operator is not None else "host"
+    ask = _Ask(
+        kb, facts, target, tuple(cudas), policy, today, os, kernel, precompiled, operator, current
+    )
+    passed, failed = _judge(ask)
+    if not passed:
+        return _none(target.name, ask.cudas, policy, failed, ask.installer, os)
+    chosen = next((p for p in passed if p.keep), None) or max(
+        passed, key=lambda p: rank(p.lifecycle, p.branch)
+    )
+    others = [p for p in passed if p is not chosen and p.branch > chosen.branch]
+    cuda = branch_cuda(kb, facts, chosen.release)
+    dated = kb.drivers.release_on(chosen.branch, today, at_most=chosen.release)
+    released = dated.released if dated is not None and dated.version == chosen.release else None
+    return Recommendation(
+        gpu=target.name,
+        branch=chosen.branch,
+        version=chosen.release,
+        module=chosen.module,
+        use_precompiled=chosen.precompiled,
+        cuda=cuda,
+        lifecycle=chosen.lifecycle,
+        reasons=tuple(dict.fromkeys(_reasons(ask, chosen, others, cuda))),
+        warnings=tuple(dict.fromkeys(_warnings(ask, chosen, released))),
+        rejected=_rejected(failed, chosen, others),
+        asked=ask.cudas,
+        released=released,
+        installer=ask.installer,
+        os=os,
+        keep=chosen.keep,
+        image_os=image_os_tag(os, operator) if os is not None else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """One question to ``recommend``, as every step reads it: the GPU (its facts without a
+    driver, and what it needs), the CUDA versions and policy asked, and how the driver is
+    installed."""
+
+    kb: KnowledgeBase
+    facts: NodeFacts
+    target: GpuTarget
+    cudas: tuple[CudaVersion, ...]
+    policy: Policy
+    today: date
+    os: OsTag | None
+    kernel: KernelRelease | None
+    precompiled: bool
+    operator: OperatorVersion | None
+    current: DriverVersion | None
+
+    @property
+    def installer(self) -> str:
+        return "operator" if self.operator is not None else "host"
+
+
+def _judge(ask: _Ask) -> tuple[list[_Passed], dict[int, str]]:
+    """Every branch asked about: those that satisfy everything (the current driver's first, when
+    it does), and why each other one does not."""
     passed: list[_Passed] = []
     failed: dict[int, str] = {}
+    current = ask.current
     if current is not None:
-        module = module_type(kb, target, current.branch)
-        why, caveats = _runs(kb, facts, current, cudas, policy)
-        if why is None and isinstance(module, ModuleType):
-            lc = lifecycle(kb, current.branch, today)
-            passed.append(_Passed(current.branch, current, module, lc, tuple(caveats), keep=True))
-    for branch in known_branches(kb):
+        kept = _keeps(ask, current)
+        if kept is not None:
+            passed.append(kept)
+    for branch in known_branches(ask.kb):
         if current is not None and branch == current.branch:
             continue
-        never = gpu_problem(kb, target, branch)
-        if never is not None:
-            failed[branch] = never
-            continue
-        lc = lifecycle(kb, branch, today)
-        if lc.state is LifecycleState.END_OF_LIFE:
-            failed[branch] = f"end of life ({lc.eol})" if lc.eol != "past" else "end of life"
-            continue
-        found = install_option(
-            kb,
-            target,
-            branch,
-            today=today,
-            os=os,
-            kernel=kernel,
-            operator=operator,
-            precompiled=precompiled,
-            products=facts.products,
-        )
-        if isinstance(found, str):
-            failed[branch] = found
-            continue
-        why, caveats = _runs(kb, facts, found.release, cudas, policy)
-        if why is not None:
-            failed[branch] = why
-            continue
-        passed.append(
-            _Passed(branch, found.release, found.module, lc, tuple(caveats), found.precompiled)
-        )
+        verdict = _branch(ask, branch)
+        if isinstance(verdict, str):
+            failed[branch] = verdict
+        else:
+            passed.append(verdict)
+    return passed, failed
 
-    asked = tuple(cudas)
-    if not passed:
-        return _none(name, asked, policy, failed, installer, os)
 
-    keep = next((p for p in passed if p.keep), None)
-    chosen = keep or max(passed, key=lambda p: rank(p.lifecycle, p.branch))
-    reasons: list[str] = []
-    warnings: list[str] = []
-    lc = chosen.lifecycle
-    others = [p for p in passed if p is not chosen and p.branch > chosen.branch]
-    if chosen.keep:
-        reasons.append(f"keeps driver {current}: it satisfies everything asked")
-    elif not others:
-        reasons.append(f"R{chosen.branch} is the newest branch that satisfies everything asked")
-    else:
-        reasons.append(
-            f"R{chosen.branch} is a long-term support branch ({lc.describe()}); newer "
-            + ", ".join(f"R{p.branch} ({p.lifecycle.describe()})" for p in others)
-            + " would be short-lived"
-        )
-    if lc.long_term and not others:
-        reasons.append(f"R{chosen.branch} is a long-term support branch ({lc.describe()})")
-    elif lc.state is LifecycleState.SUPPORTED and not others:
-        reasons.append(f"R{chosen.branch}: {lc.describe()}")
+def _keeps(ask: _Ask, current: DriverVersion) -> _Passed | None:
+    """The current driver, when it runs every CUDA asked and its modules are known."""
+    module = module_type(ask.kb, ask.target, current.branch)
+    why, caveats = _runs(ask.kb, ask.facts, current, ask.cudas, ask.policy)
+    if why is not None or not isinstance(module, ModuleType):
+        return None
+    lc = lifecycle(ask.kb, current.branch, ask.today)
+    return _Passed(current.branch, current, module, lc, tuple(caveats), keep=True)
+
+
+def _branch(ask: _Ask, branch: int) -> _Passed | str:
+    """A branch that drives the GPU, is not ended, can be installed as asked and runs every
+    CUDA asked; else why not."""
+    kb = ask.kb
+    never = gpu_problem(kb, ask.target, branch)
+    if never is not None:
+        return never
+    lc = lifecycle(kb, branch, ask.today)
+    if lc.state is LifecycleState.END_OF_LIFE:
+        return f"end of life ({lc.eol})" if lc.eol != "past" else "end of life"
+    found = install_option(
+        kb,
+        ask.target,
+        branch,
+        today=ask.today,
+        os=ask.os,
+        kernel=ask.kernel,
+        operator=ask.operator,
+        precompiled=ask.precompiled,
+        products=ask.facts.products,
+    )
+    if isinstance(found, str):
+        return found
+    why, caveats = _runs(kb, ask.facts, found.release, ask.cudas, ask.policy)
+    if why is not None:
+        return why
+    return _Passed(branch, found.release, found.module, lc, tuple(caveats), found.precompiled)
+
+
+def _reasons(ask: _Ask, chosen: _Passed, others: list[_Passed], cuda: BranchCuda) -> list[str]:
+    """Why the chosen branch, in the order a reader asks: the choice and its lifecycle, what the
+    GPU needs, the CUDA asked and reached, the kernel, the precompiled container."""
+    target = ask.target
+    reasons = _choice_reasons(ask, chosen, others)
     cap = target.arch.last_driver_branch
     if cap is not None:
         reasons.append(f"{target.arch.name} GPUs end at R{cap}")
     if target.first_driver is not None:
-        reasons.append(f"{name} needs driver {target.first_driver} or newer")
-    reasons.append(module_reason(kb, target, chosen.module))
-    cuda = branch_cuda(kb, facts, chosen.release)
-    for asked_cuda in asked:
-        reasons.append(f"runs CUDA {asked_cuda} [{policy.value}]")
+        reasons.append(f"{target.name} needs driver {target.first_driver} or newer")
+    reasons.append(module_reason(ask.kb, target, chosen.module))
+    reasons.extend(f"runs CUDA {c} [{ask.policy.value}]" for c in ask.cudas)
     if cuda.native is not None:
-        reasons.append(f"{name} runs CUDA up to {cuda.native} natively on R{chosen.branch}")
-    warnings.extend(chosen.caveats)
+        reasons.append(f"{target.name} runs CUDA up to {cuda.native} natively on R{chosen.branch}")
+    if ask.kernel is not None:
+        floor = ask.kb.drivers.minimum_kernel(chosen.release)
+        reasons.append(f"kernel {ask.kernel} meets the minimum {floor.kernel} for R{chosen.branch}")
+    if ask.precompiled and chosen.precompiled:
+        reasons.append(
+            f"precompiled driver container: the NVIDIADriver version is the branch "
+            f"({chosen.branch}); image driver:{chosen.branch}-{ask.kernel}-"
+            f"{image_os_tag(ask.os, ask.operator) if ask.os is not None else ask.os}"
+        )
+    return reasons
 
+
+def _choice_reasons(ask: _Ask, chosen: _Passed, others: list[_Passed]) -> list[str]:
+    """Why this branch over the others that pass, and its lifecycle."""
+    lc = chosen.lifecycle
+    if chosen.keep:
+        reasons = [f"keeps driver {ask.current}: it satisfies everything asked"]
+    elif not others:
+        reasons = [f"R{chosen.branch} is the newest branch that satisfies everything asked"]
+    else:
+        reasons = [
+            f"R{chosen.branch} is a long-term support branch ({lc.describe()}); newer "
+            + ", ".join(f"R{p.branch} ({p.lifecycle.describe()})" for p in others)
+            + " would be short-lived"
+        ]
+    if lc.long_term and not others:
+        reasons.append(f"R{chosen.branch} is a long-term support branch ({lc.describe()})")
+    elif lc.state is LifecycleState.SUPPORTED and not others:
+        reasons.append(f"R{chosen.branch}: {lc.describe()}")
+    return reasons
+
+
+def _warnings(ask: _Ask, chosen: _Passed, released: date | None) -> list[str]:
+    """What to watch with the chosen branch: compatibility modes, its lifecycle, how current
+    its release is, the kernel, how it is installed."""
+    lc = chosen.lifecycle
+    warnings = list(chosen.caveats)
     if lc.state is LifecycleState.UNKNOWN:
         warnings.append(
             f"R{chosen.branch}'s lifecycle is not in the knowledge base"
@@ -285,43 +374,49 @@ def recommend(
             f"R{chosen.branch}'s end of life is disputed: sources give "
             f"{' and '.join(lc.alternatives)}; judged by the earlier, {lc.eol}"
         )
-    dated = kb.drivers.release_on(chosen.branch, today, at_most=chosen.release)
-    released = dated.released if dated is not None and dated.version == chosen.release else None
     if not chosen.keep:
         where = (
-            f"the newest R{chosen.branch} driver container NVIDIA publishes for {os}"
-            if operator is not None
+            f"the newest R{chosen.branch} driver container NVIDIA publishes for {ask.os}"
+            if ask.operator is not None
             else f"the newest R{chosen.branch} release cudasched's sources name"
         )
         when = f", out since {released.isoformat()}" if released is not None else ""
         warnings.append(f"{chosen.release} is {where}{when}; newer ones may exist")
-    if kernel is None:
+    warnings.extend(_install_warnings(ask, chosen))
+    return warnings
+
+
+def _install_warnings(ask: _Ask, chosen: _Passed) -> list[str]:
+    """The kernel (unchecked, or reported build failures), a host install, and a precompiled
+    container asked for but not taken."""
+    warnings: list[str] = []
+    if ask.kernel is None:
         warnings.append("no --kernel: the kernel was not checked")
     else:
-        floor = kb.drivers.minimum_kernel(chosen.release)
-        reasons.append(f"kernel {kernel} meets the minimum {floor.kernel} for R{chosen.branch}")
-        for broken in kernel_breakages(kb, chosen.release, kernel, chosen.module):
-            warnings.append(f"reported build failure: {broken.describe()}")
-    if operator is None and os is not None:
+        warnings.extend(
+            f"reported build failure: {broken.describe()}"
+            for broken in kernel_breakages(ask.kb, chosen.release, ask.kernel, chosen.module)
+        )
+    if ask.operator is None and ask.os is not None:
         warnings.append(
             f"installed on the host or its image (--installer host): no driver container for "
-            f"{os} was checked"
+            f"{ask.os} was checked"
         )
-    if precompiled:
-        if chosen.precompiled:
-            reasons.append(
-                f"precompiled driver container: the NVIDIADriver version is the branch "
-                f"({chosen.branch}); image driver:{chosen.branch}-{kernel}-"
-                f"{image_os_tag(os, operator) if os is not None else os}"
-            )
-        else:
-            problem = (
-                precompiled_problem(kb, os, kernel, chosen.branch)
-                if operator is not None
-                else "precompiled driver containers are the GPU Operator's (--installer operator)"
-            )
-            warnings.append(f"usePrecompiled: false: {problem}")
+    if ask.precompiled and not chosen.precompiled:
+        problem = (
+            precompiled_problem(ask.kb, ask.os, ask.kernel, chosen.branch)
+            if ask.operator is not None
+            else "precompiled driver containers are the GPU Operator's (--installer operator)"
+        )
+        warnings.append(f"usePrecompiled: false: {problem}")
+    return warnings
 
+
+def _rejected(
+    failed: dict[int, str], chosen: _Passed, others: list[_Passed]
+) -> tuple[Rejected, ...]:
+    """The newer branches not chosen, newest first: those that fail, and those that pass but
+    rank lower."""
     rejected = [Rejected(b, w) for b, w in failed.items() if b > chosen.branch]
     rejected += [
         Rejected(
@@ -333,24 +428,7 @@ def recommend(
         for p in others
     ]
     rejected.sort(key=lambda r: -r.branch)
-    return Recommendation(
-        gpu=name,
-        branch=chosen.branch,
-        version=chosen.release,
-        module=chosen.module,
-        use_precompiled=chosen.precompiled,
-        cuda=cuda,
-        lifecycle=lc,
-        reasons=tuple(dict.fromkeys(reasons)),
-        warnings=tuple(dict.fromkeys(warnings)),
-        rejected=tuple(rejected),
-        asked=asked,
-        released=released,
-        installer=installer,
-        os=os,
-        keep=chosen.keep,
-        image_os=image_os_tag(os, operator) if os is not None else None,
-    )
+    return tuple(rejected)
 
 
 def _none(
@@ -377,7 +455,7 @@ def _none(
             "a driver installed on the host or in the node image is not limited to NVIDIA's "
             "driver containers: --installer host"
         )
-    shown = {b: w for b, w in failed.items() if not w.startswith(f"R{b} predates ")}
+    reported = {b: w for b, w in failed.items() if not w.startswith(f"R{b} predates ")}
     return Recommendation(
         gpu=name,
         branch=None,
@@ -387,7 +465,7 @@ def _none(
         cuda=None,
         lifecycle=None,
         reasons=(summary, *detail),
-        rejected=tuple(Rejected(b, w) for b, w in shown.items()),
+        rejected=tuple(Rejected(b, w) for b, w in reported.items()),
         asked=asked,
         installer=installer,
         os=os,

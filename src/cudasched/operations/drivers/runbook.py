@@ -272,7 +272,37 @@ def render_script(plan: DriverPlan, source: str) -> str:
     if not plan.objects:
         lines.append('say "no pool the GPU Operator drives changes: nothing to roll out"')
         return "\n".join(lines) + "\n"
-    lines += [
+    lines += _preflight(owners)
+    object_of = {n: labels[L.DRIVER_POOL] for n, labels in plan.node_labels.items()}
+    manifests = {o.name: o.manifest for o in plan.objects}
+    created: dict[str, int] = {}
+    for number, wave in enumerate(plan.waves, start=1):
+        nodes = " ".join(_q(n) for n in wave)
+        lines += ["", f"# ---- wave {number} of {len(plan.waves)}: {len(wave)} node(s)"]
+        lines.append(f'say "wave {number}: cordon and drain the GPU pods of {len(wave)} node(s)"')
+        lines.append(f'for node in {nodes}; do record_gpu_source "${{node}}"; done')
+        lines.append(f'for node in {nodes}; do kubectl cordon "${{node}}"; done')
+        lines.append(f'for node in {nodes}; do drain_gpu_pods "${{node}}"; done')
+        by_object: dict[str, list[str]] = {}
+        for node in wave:
+            by_object.setdefault(object_of[node], []).append(node)
+        lines += _label_and_apply(by_object, manifests, created, owners)
+        lines += _waits(by_object, manifests, owners)
+        lines.append(f'for node in {nodes}; do kubectl uncordon "${{node}}"; done')
+        lines.append(f'say "wave {number} done"')
+    if plan.replaced:
+        lines += ["", "# ---- objects this plan replaces or leaves without nodes"]
+        for r in plan.replaced:
+            lines.append(
+                f"kubectl delete nvidiadriver {_q(r.name)} --ignore-not-found   # {_comment(r.why)}"
+            )
+    lines.append('say "rollout complete"')
+    return "\n".join(lines) + "\n"
+
+
+def _preflight(owners: bool) -> list[str]:
+    """The checks before the first wave: jq, NVIDIADriver mode, a CRD that knows the fields."""
+    lines = [
         "",
         "# Preflight: jq (GPU pods are found with it), NVIDIADriver mode, and a CRD that knows",
         "# the fields these objects use.",
@@ -289,65 +319,64 @@ def render_script(plan: DriverPlan, source: str) -> str:
             ' | grep -q object || { say "the NVIDIADriver CRD has no spec.upgradePolicy: GPU '
             'Operator v26.7 or newer is needed (plan with --gpu-operator-version)"; exit 1; }'
         )
-    object_of = {n: labels[L.DRIVER_POOL] for n, labels in plan.node_labels.items()}
-    manifests = {o.name: o.manifest for o in plan.objects}
-    created: dict[str, int] = {}
-    for number, wave in enumerate(plan.waves, start=1):
-        nodes = " ".join(_q(n) for n in wave)
-        lines += ["", f"# ---- wave {number} of {len(plan.waves)}: {len(wave)} node(s)"]
-        lines.append(f'say "wave {number}: cordon and drain the GPU pods of {len(wave)} node(s)"')
-        lines.append(f'for node in {nodes}; do record_gpu_source "${{node}}"; done')
-        lines.append(f'for node in {nodes}; do kubectl cordon "${{node}}"; done')
-        lines.append(f'for node in {nodes}; do drain_gpu_pods "${{node}}"; done')
-        by_object: dict[str, list[str]] = {}
-        for node in wave:
-            by_object.setdefault(object_of[node], []).append(node)
-        for obj, members in by_object.items():
-            names = " ".join(_q(n) for n in members)
-            lines.append(f"kubectl label node {names} {L.DRIVER_POOL}={_q(obj)} --overwrite")
-            count = created.get(obj, 0) + len(members)
-            manifest = manifests[obj]
-            if obj not in created:
-                lines.append(f"kubectl apply -f - <<'EOF'\n{_manifest_json(manifest)}\nEOF")
-            elif owners:
-                patch = json.dumps({"spec": {"upgradePolicy": {"maxParallelUpgrades": count}}})
-                lines.append(
-                    f"kubectl patch nvidiadriver {_q(obj)} --type merge -p {_q(patch)}"
-                    "   # a new generation: the operator assigns owners again"
-                )
-            created[obj] = count
-        for obj, members in by_object.items():
-            version = str(manifests[obj]["spec"]["version"])  # type: ignore[index]
-            want = f"{version}*" if "." not in version else version
-            for node in members:
-                n = _q(node)
-                if owners:
-                    lines.append(
-                        f"wait_for {_q(f'owner of {node}')} {_q(obj)} node_label {n} {OWNER_LABEL}"
-                    )
-                lines.append(
-                    f"wait_for {_q(f'driver pod on {node}')} True driver_pod_ready {n} {_q(obj)}"
-                )
-                lines.append(
-                    f"wait_for {_q(f'driver on {node}')} {_q(want)} node_label {n} "
-                    "nvidia.com/cuda.driver-version.full"
-                )
-                lines.append(
-                    f"wait_for {_q(f'GPUs on {node}')} yes gpus_offered {n} "
-                    f"{_q(_dra_version(version))}"
-                )
-        for obj in by_object:
+    return lines
+
+
+def _label_and_apply(
+    by_object: Mapping[str, list[str]],
+    manifests: Mapping[str, Mapping[str, object]],
+    created: dict[str, int],
+    owners: bool,
+) -> list[str]:
+    """A wave's nodes labelled for their object; the object created the first time, else (with
+    owner labels) patched so that the operator assigns owners again. ``created``: nodes per
+    object so far, updated."""
+    lines: list[str] = []
+    for obj, members in by_object.items():
+        names = " ".join(_q(n) for n in members)
+        lines.append(f"kubectl label node {names} {L.DRIVER_POOL}={_q(obj)} --overwrite")
+        count = created.get(obj, 0) + len(members)
+        manifest = manifests[obj]
+        if obj not in created:
+            lines.append(f"kubectl apply -f - <<'EOF'\n{_manifest_json(manifest)}\nEOF")
+        elif owners:
+            patch = json.dumps({"spec": {"upgradePolicy": {"maxParallelUpgrades": count}}})
             lines.append(
-                f"kubectl wait nvidiadriver/{_q(obj)} --for=jsonpath='{{.status.state}}'=ready "
-                '--timeout="${TIMEOUT}s"'
+                f"kubectl patch nvidiadriver {_q(obj)} --type merge -p {_q(patch)}"
+                "   # a new generation: the operator assigns owners again"
             )
-        lines.append(f'for node in {nodes}; do kubectl uncordon "${{node}}"; done')
-        lines.append(f'say "wave {number} done"')
-    if plan.replaced:
-        lines += ["", "# ---- objects this plan replaces or leaves without nodes"]
-        for r in plan.replaced:
+        created[obj] = count
+    return lines
+
+
+def _waits(
+    by_object: Mapping[str, list[str]], manifests: Mapping[str, Mapping[str, object]], owners: bool
+) -> list[str]:
+    """What a wave waits for on each node (its owner, the driver pod, the driver version, the
+    GPUs offered), then each object ready."""
+    lines: list[str] = []
+    for obj, members in by_object.items():
+        version = str(manifests[obj]["spec"]["version"])  # type: ignore[index]
+        want = f"{version}*" if "." not in version else version
+        for node in members:
+            n = _q(node)
+            if owners:
+                lines.append(
+                    f"wait_for {_q(f'owner of {node}')} {_q(obj)} node_label {n} {OWNER_LABEL}"
+                )
             lines.append(
-                f"kubectl delete nvidiadriver {_q(r.name)} --ignore-not-found   # {_comment(r.why)}"
+                f"wait_for {_q(f'driver pod on {node}')} True driver_pod_ready {n} {_q(obj)}"
             )
-    lines.append('say "rollout complete"')
-    return "\n".join(lines) + "\n"
+            lines.append(
+                f"wait_for {_q(f'driver on {node}')} {_q(want)} node_label {n} "
+                "nvidia.com/cuda.driver-version.full"
+            )
+            lines.append(
+                f"wait_for {_q(f'GPUs on {node}')} yes gpus_offered {n} {_q(_dra_version(version))}"
+            )
+    for obj in by_object:
+        lines.append(
+            f"kubectl wait nvidiadriver/{_q(obj)} --for=jsonpath='{{.status.state}}'=ready "
+            '--timeout="${TIMEOUT}s"'
+        )
+    return lines

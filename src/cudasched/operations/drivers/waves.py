@@ -86,22 +86,7 @@ def plan_waves(pools: Sequence[WaveInput], capacity: int, needed: Iterable[int])
     waves: list[tuple[str, ...]] = []
     stranded: list[tuple[str, tuple[int, ...]]] = []
     while any(remaining.values()):
-        wave: list[tuple[WaveInput, list[str]]] = []
-        room = capacity
-        for pool in order:
-            left = remaining[pool.name]
-            if not left or room == 0:
-                continue
-            guarded = pool.before & need
-            spare = min((available[g] - 1 for g in guarded), default=len(left))
-            take = min(room, len(left), spare)
-            if take <= 0:
-                continue
-            nodes, remaining[pool.name] = left[:take], left[take:]
-            for group in guarded:
-                available[group] -= take
-            wave.append((pool, nodes))
-            room -= take
+        wave = _fill(order, remaining, available, need, capacity)
         if not wave:
             # Every pending node is the last available home of some workload: one goes alone.
             pool = next(p for p in order if remaining[p.name])
@@ -116,3 +101,32 @@ def plan_waves(pools: Sequence[WaveInput], capacity: int, needed: Iterable[int])
                 available[group] += len(nodes)
         waves.append(tuple(n for _, nodes in wave for n in nodes))
     return Waves(tuple(waves), capacity, tuple(stranded))
+
+
+def _fill(
+    order: list[WaveInput],
+    remaining: dict[str, list[str]],
+    available: Counter[int],
+    need: frozenset[int],
+    capacity: int,
+) -> list[tuple[WaveInput, list[str]]]:
+    """One wave: from each pool in turn, as many pending nodes as the wave has room for and as
+    leave every group it serves today at least one other home (taken from ``remaining`` and
+    ``available``)."""
+    wave: list[tuple[WaveInput, list[str]]] = []
+    room = capacity
+    for pool in order:
+        left = remaining[pool.name]
+        if not left or room == 0:
+            continue
+        guarded = pool.before & need
+        spare = min((available[g] - 1 for g in guarded), default=len(left))
+        take = min(room, len(left), spare)
+        if take <= 0:
+            continue
+        nodes, remaining[pool.name] = left[:take], left[take:]
+        for group in guarded:
+            available[group] -= take
+        wave.append((pool, nodes))
+        room -= take
+    return wave

@@ -199,8 +199,10 @@ def predictor_pod(isvc: Mapping[str, Any], choice: RuntimeChoice | None) -> dict
     the runtime's scheduling fields under the predictor's, the merged predictor container,
     and the labels and annotations KServe puts on predictor pods."""
     meta = metadata_of(isvc)
-    spec = isvc.get("spec") if isinstance(isvc.get("spec"), Mapping) else {}
-    predictor = spec.get("predictor") if isinstance(spec.get("predictor"), Mapping) else {}
+    spec = isvc.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    predictor = spec.get("predictor")
+    predictor = predictor if isinstance(predictor, Mapping) else {}
     runtime_spec = (choice.obj.get("spec") or {}) if choice is not None else {}
     pod_spec: dict[str, Any] = {}
     for key in SCHEDULING_FIELDS:

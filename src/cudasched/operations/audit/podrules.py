@@ -90,10 +90,10 @@ def _workload(
     for pod in pods:
         resolved = ctx.resolve_pod(pod)
         ref = object_ref(pod)
+        if resolved.skipped:  # left out, as at admission: never read further, so never invalid
+            continue
         if resolved.error is not None:
             found.append((pod, invalid_finding(ref, resolved.error)))
-            continue
-        if resolved.skipped:
             continue
         node = node_name(pod)
         case = _misplaced(ctx, pod, node, resolved.req) if node is not None else None

@@ -179,10 +179,10 @@ def _service(
     pending: Mapping[tuple[str, str], list[str]],
 ) -> Iterator[Finding]:
     ref = object_ref(obj)
+    if found.skipped:  # left out, as at admission: never read further, so never invalid
+        return
     if found.error is not None:
         yield invalid_finding(ref, found.error)
-        return
-    if found.skipped:
         return
     waiting = pending.get((namespace_of(obj), name_of(obj)), [])
     pods = f"; pending pods: {names(waiting)}" if waiting else ""

@@ -124,7 +124,7 @@ class ControlPlane:
         """Build if needed, then start every component, install the CRDs and the fleet."""
         began = time.monotonic()
         if self.binaries is None:
-            self.binaries = ensure_built(progress=self.progress)
+            self.binaries = ensure_built(progress=self.progress, minor=self.options.kubernetes)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         write_pki(self.pki.directory)
@@ -309,7 +309,9 @@ class ControlPlane:
                 "--authorization-mode=Node,RBAC",
                 # kubeadm's choice: the default plugins (NamespaceLifecycle, LimitRanger,
                 # ServiceAccount, ..., MutatingAdmissionWebhook, ValidatingAdmissionPolicy,
-                # ValidatingAdmissionWebhook, ResourceQuota) plus NodeRestriction.
+                # ValidatingAdmissionWebhook, ResourceQuota; from 1.36 on also
+                # MutatingAdmissionPolicy, GA and on by default, ahead of the webhooks) plus
+                # NodeRestriction. The same flags serve every minor the harness pins.
                 "--enable-admission-plugins=NodeRestriction",
                 "--allow-privileged=true",
                 "--profiling=false",

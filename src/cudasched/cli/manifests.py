@@ -112,6 +112,24 @@ def manifests_command(
             "on PolicyReports (a ClusterRole of its own). 0, the default: off.",
         ),
     ] = 0,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            help="webhook: the admission webhook; policy: a MutatingAdmissionPolicy the API "
+            "server runs itself, with the controller that keeps its PlacementTables (Kubernetes "
+            ">= 1.36, no webhook on the request path); both: the policy, and the webhook only "
+            "for pods the tables do not know yet.",
+        ),
+    ] = "webhook",
+    deny_unplaced: Annotated[
+        bool,
+        typer.Option(
+            "--deny-unplaced",
+            help="With --mode policy or both: refuse GPU pods no requirement is known for, "
+            "instead of warning (a controller creating them retries until the tables know them).",
+        ),
+    ] = False,
 ) -> None:
     """Print the install manifests as multi-document YAML (pipe to 'kubectl apply -f -').
 
@@ -144,6 +162,8 @@ def manifests_command(
             priority_class=priority_class,
             pull_secrets=pull_secrets,
             audit_minutes=audit_interval,
+            mode=mode,
+            deny_unplaced=deny_unplaced,
         )
     except InputError as exc:
         fail(str(exc))

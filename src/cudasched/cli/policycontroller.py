@@ -66,6 +66,8 @@ def policy_controller_cmd(
     if not isinstance(level, int):
         fail(f"invalid --log-level {log_level!r}: expected debug, info, warning or error")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for chatty in ("httpx", "httpx2"):  # a line per request (lease renewals) is noise
+        logging.getLogger(chatty).setLevel(max(level, logging.WARNING))
     try:
         asyncio.run(_run(config, kubeconfig, namespace, identity, refresh_seconds))
     except InputError as exc:

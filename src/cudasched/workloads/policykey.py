@@ -177,7 +177,14 @@ class _Reading:
         self.inits = [_mapping(c) for c in _list(spec.get("initContainers"))]
 
     def amounts(self, container: Mapping[str, Any], part: str) -> list[tuple[str, str]]:
-        return _gpu_amounts(_mapping(_mapping(container.get("resources")).get(part)))
+        """A container's GPU amounts in ``limits`` or ``requests``; requests as the API server
+        defaults them before admission (a limit without a request is also the request), so a
+        template read from a controller gives the key its pods will have."""
+        resources = _mapping(container.get("resources"))
+        amounts = _mapping(resources.get(part))
+        if part == "requests":
+            amounts = {**_mapping(resources.get("limits")), **amounts}
+        return _gpu_amounts(amounts)
 
     def readable(self) -> bool:
         return all(

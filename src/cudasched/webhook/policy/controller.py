@@ -92,7 +92,7 @@ class PolicyController:
         *,
         namespace: str,
         identity: str | None = None,
-        interval: float = 1.0,
+        interval: float = 2.0,
         refresh_seconds: float = 15.0,
         lease_seconds: int = 15,
         renew_deadline: float = 10.0,

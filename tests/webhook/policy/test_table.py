@@ -7,6 +7,7 @@ rules. The CEL side is proven on the real API server (``tests/e2e/k8s137``)."""
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import orjson
@@ -247,4 +248,7 @@ def test_sources_count_keys_per_object() -> None:
     assert len(index.pods) == 1  # the pod still has it
     index.on_event(POD, stored_pod, None)
     assert index.pods == {}
+    kept = index.current()  # kept a while after the last object went, then forgotten
+    assert kept.keys() == stored_pod["keys"].keys()
+    assert index.current(now=time.monotonic() + index.keep_seconds + 1) == {}
     assert not index.synced()

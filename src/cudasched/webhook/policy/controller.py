@@ -139,8 +139,9 @@ class PolicyController:
             return 0
         if not (self.cache.synced and self.sources.synced() and self._due()):
             return 0
+        pods = self.sources.current()  # forgets expired keys first: that is a change too
         seen = (self.sources.changes, self.cache.generation)
-        pods, state = dict(self.sources.pods), self.cache.state
+        state = self.cache.state
         entries = await asyncio.to_thread(decide_all, self.admitter, pods, state)
         desired = tables(entries, KEY_VERSION)
         try:

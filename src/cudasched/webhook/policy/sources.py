@@ -5,8 +5,10 @@ A key is worth a table entry when a pod of it may come again: a Deployment's, Re
 StatefulSet's, DaemonSet's, Job's or CronJob's template (read before the controller makes its
 pods, so the first pod of a new workload is often served), and any Pod that runs (its next
 replica, restart or copy is). Only pods the policy's ``matchConditions`` would send (they may
-need a GPU and are not skipped) count. A key stays while an object it came from exists: the
-tables hold exactly the keys of what runs and what may run.
+need a GPU and are not skipped) count. A key stays while an object it came from exists, and
+``keep_seconds`` (10 minutes by default) after the last one went: a Deployment recreated, a
+Job run again, a pod deleted and created anew are served as before; after that the tables
+forget it (garbage collection).
 
 The reflectors store, for each object, only its name and keys (:meth:`SourceIndex.transform`),
 never the object: a cluster's pods are many, their keys few.
@@ -14,6 +16,7 @@ never the object: a cluster's pods are many, their keys few.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -87,8 +90,10 @@ class SourceIndex:
     """The keys of every watched object, counted (a reflector listener; its transform keeps
     each object as its name and keys only)."""
 
-    def __init__(self) -> None:
-        self.pods: dict[str, dict[str, Any]] = {}  # key -> key pod
+    def __init__(self, keep_seconds: float = 600.0) -> None:
+        self.pods: dict[str, dict[str, Any]] = {}  # key -> key pod, of objects that exist
+        self.keep_seconds = keep_seconds
+        self._retired: dict[str, tuple[dict[str, Any], float]] = {}  # key -> (pod, when gone)
         self._count: Counter[str] = Counter()
         self._listed: set[str] = set()
         self.changes = 0  # bumped on every change of the key set
@@ -104,16 +109,28 @@ class SourceIndex:
     def synced(self) -> bool:
         return all(k.plural in self._listed for k in SOURCE_KINDS)
 
+    def current(self, now: float | None = None) -> dict[str, dict[str, Any]]:
+        """The keys to hold now: those of existing objects, and those whose last object went
+        less than ``keep_seconds`` ago (older ones are forgotten here)."""
+        now = time.monotonic() if now is None else now
+        expired = [k for k, (_, gone) in self._retired.items() if now - gone >= self.keep_seconds]
+        for key in expired:
+            del self._retired[key]
+            self.changes += 1
+        return {**{k: pod for k, (pod, _) in self._retired.items()}, **self.pods}
+
     def _add(self, stored: Mapping[str, Any] | None, sign: int) -> None:
         for key, pod in _mapping((stored or {}).get("keys")).items():
             self._count[key] += sign
             if self._count[key] <= 0:
                 del self._count[key]
-                self.pods.pop(key, None)
-                self.changes += 1
+                gone = self.pods.pop(key, None)
+                if gone is not None:
+                    self._retired[key] = (gone, time.monotonic())
             elif key not in self.pods:
                 self.pods[key] = pod
-                self.changes += 1
+                if self._retired.pop(key, None) is None:
+                    self.changes += 1
 
     # ReflectorListener
     def on_listed(

@@ -81,6 +81,16 @@ NOT_SKIPPED = (
 )
 
 
+def _pod_conditions(beside_policy: bool) -> list[dict[str, str]]:
+    conditions = [
+        {"name": "may-need-gpu", "expression": POD_MAY_NEED_GPU},
+        {"name": "not-skipped", "expression": NOT_SKIPPED},
+    ]
+    if beside_policy:
+        conditions.append({"name": "not-placed-by-policy", "expression": f"!{POLICY_PLACED}"})
+    return conditions
+
+
 def webhook_configuration(
     namespace: str,
     *,
@@ -142,15 +152,7 @@ def webhook_configuration(
                         "scope": "Namespaced",
                     }
                 ],
-                "matchConditions": [
-                    {"name": "may-need-gpu", "expression": POD_MAY_NEED_GPU},
-                    {"name": "not-skipped", "expression": NOT_SKIPPED},
-                    *(
-                        [{"name": "not-placed-by-policy", "expression": f"!{POLICY_PLACED}"}]
-                        if beside_policy
-                        else []
-                    ),
-                ],
+                "matchConditions": _pod_conditions(beside_policy),
                 **common,
             },
             {

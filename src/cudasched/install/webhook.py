@@ -263,6 +263,46 @@ def workload_objects(
     ]
 
 
+def _check_arguments(
+    namespace: str, image: str, mode: str, audit_minutes: int, priority_class: str
+) -> None:
+    if not dns_label_ok(namespace):
+        raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
+    if mode not in MODES:
+        raise InputError(f"invalid --mode {mode!r}: expected one of {', '.join(MODES)}")
+    checked_image(image)
+    if not 0 <= audit_minutes <= MAX_AUDIT_MINUTES:
+        raise InputError(
+            f"invalid --audit-interval {audit_minutes}: expected minutes from 1 to "
+            f"{MAX_AUDIT_MINUTES} (a day), or 0 for no background audit"
+        )
+    if priority_class and not dns_subdomain_ok(priority_class):
+        raise InputError(
+            f"invalid priority class {priority_class!r}: expected a PriorityClass name such as "
+            "system-cluster-critical, or '' for none"
+        )
+
+
+def _policy_part(
+    namespace: str,
+    image: str,
+    settings: dict[str, Any],
+    pull_secrets: bool,
+    fail_closed: bool,
+    deny_unplaced: bool,
+) -> list[dict[str, Any]]:
+    """The policy mode's objects: its controller (with the webhook's settings, less the
+    server's and the background audit's) and the policies."""
+    from cudasched.install.policy import policy_objects
+    from cudasched.install.policycontroller import controller_objects
+
+    controller_settings = {k: v for k, v in settings.items() if k not in ("server", "audit")}
+    return [
+        *controller_objects(namespace, image, controller_settings, pull_secrets=pull_secrets),
+        *policy_objects(namespace, fail_closed=fail_closed, deny_unplaced=deny_unplaced),
+    ]
+
+
 def all_objects(
     namespace: str = DEFAULT_NAMESPACE,
     image: str = DEFAULT_IMAGE,
@@ -288,21 +328,7 @@ def all_objects(
     quota) out. ``pull_secrets`` adds the grant of :func:`pull_secret_objects` and turns the
     image resolver on with it; ``audit_minutes`` (0: off) the grant of :func:`audit_objects` and
     the background audit."""
-    if not dns_label_ok(namespace):
-        raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
-    if mode not in MODES:
-        raise InputError(f"invalid --mode {mode!r}: expected one of {', '.join(MODES)}")
-    checked_image(image)
-    if not 0 <= audit_minutes <= MAX_AUDIT_MINUTES:
-        raise InputError(
-            f"invalid --audit-interval {audit_minutes}: expected minutes from 1 to "
-            f"{MAX_AUDIT_MINUTES} (a day), or 0 for no background audit"
-        )
-    if priority_class and not dns_subdomain_ok(priority_class):
-        raise InputError(
-            f"invalid priority class {priority_class!r}: expected a PriorityClass name such as "
-            "system-cluster-critical, or '' for none"
-        )
+    _check_arguments(namespace, image, mode, audit_minutes, priority_class)
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -312,14 +338,9 @@ def all_objects(
     ]
     settings = webhook_settings(pull_secrets=pull_secrets, audit_minutes=audit_minutes)
     if mode != "webhook":
-        from cudasched.install.policy import policy_objects
-        from cudasched.install.policycontroller import controller_objects
-
-        controller_settings = {k: v for k, v in settings.items() if k not in ("server", "audit")}
-        objects += controller_objects(
-            namespace, image, controller_settings, pull_secrets=pull_secrets
+        objects += _policy_part(
+            namespace, image, settings, pull_secrets, fail_closed, deny_unplaced
         )
-        objects += policy_objects(namespace, fail_closed=fail_closed, deny_unplaced=deny_unplaced)
         if mode == "policy":
             return [*objects, *agent_objects]
     objects += rbac_objects(namespace)

@@ -73,7 +73,7 @@ class Placement(NamedTuple):
 
 def probe_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     """``pod`` (a key pod) with one required term that is all cudasched's marker."""
-    probe = orjson.loads(orjson.dumps(pod))
+    probe: dict[str, Any] = orjson.loads(orjson.dumps(pod))
     probe.setdefault("spec", {})["affinity"] = {
         "nodeAffinity": {REQUIRED_KEY: {"nodeSelectorTerms": [{"matchExpressions": [MARKER]}]}}
     }

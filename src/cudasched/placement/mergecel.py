@@ -76,10 +76,13 @@ POLICY_PLACED = _placed_by("NotIn")
 
 
 def _norm_expressions(of: str) -> str:
-    """CEL: a typed list of node-selector requirements as plain maps."""
+    """CEL: a typed list of node-selector requirements as plain maps, every value copied into
+    a plain CEL string or list (a typed list of the pod's own does not convert to JSON inside a
+    ``dyn`` on Kubernetes 1.37: "type conversion error from 'list(dyn)'")."""
     return (
-        f"(has({of}) ? {of}.map(x, {{'key': dyn(x.key), 'operator': dyn(x.operator), "
-        f"'values': dyn(has(x.values) ? x.values : [])}}) : [])"
+        f"(has({of}) ? {of}.map(x, {{'key': dyn(string(x.key)), "
+        f"'operator': dyn(string(x.operator)), "
+        f"'values': dyn(has(x.values) ? x.values.map(v, string(v)) : [])}}) : [])"
     )
 
 

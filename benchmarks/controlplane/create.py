@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.kube import Api
@@ -64,6 +65,53 @@ class CreateResult:
     p99_ms: float
     mean_ms: float
     mutated: int
+    #: The webhook series only: the API server's own mean time for its call to the webhook
+    #: (``apiserver_admission_webhook_admission_duration_seconds``), and the webhook's mean
+    #: time from reading a request to its answer (``cudasched_webhook_request_duration_seconds``).
+    call_ms: float = 0.0
+    handler_ms: float = 0.0
+
+
+def _histogram(text: str, metric: str, label: str = "") -> tuple[float, float]:
+    """(sum, count) of a Prometheus histogram's series whose labels contain ``label``."""
+    total = count = 0.0
+    for line in text.splitlines():
+        if label not in line:
+            continue
+        if line.startswith(metric + "_sum"):
+            total += float(line.split()[-1])
+        elif line.startswith(metric + "_count"):
+            count += float(line.split()[-1])
+    return total, count
+
+
+class _CallTimes:
+    """The API server's and the webhook's own view of the webhook calls in a span."""
+
+    API = "apiserver_admission_webhook_admission_duration_seconds"
+    HOOK = "cudasched_webhook_request_duration_seconds"
+
+    def __init__(self) -> None:
+        self.call = [0.0, 0.0]
+        self.handler = [0.0, 0.0]
+
+    @contextmanager
+    def span(self, api: Api, hook: Any) -> Iterator[None]:
+        before = (api.send("GET", "/metrics").text, hook.metrics())
+        yield
+        after = (api.send("GET", "/metrics").text, hook.metrics())
+        for into, metric, label, index in (
+            (self.call, self.API, 'name="pods.cudasched.io"', 0),
+            (self.handler, self.HOOK, 'endpoint="/mutate/pods"', 1),
+        ):
+            (s0, c0), (s1, c1) = (_histogram(t[index], metric, label) for t in (before, after))
+            into[0] += s1 - s0
+            into[1] += c1 - c0
+
+    def means_ms(self) -> tuple[float, float]:
+        return tuple(  # type: ignore[return-value]
+            1000 * total / count if count else 0.0 for total, count in (self.call, self.handler)
+        )
 
 
 def _time_creates(api: Api, pods: list[JSON]) -> tuple[list[float], int]:
@@ -163,6 +211,7 @@ def measure_create(plane: ControlPlane, work: Path, pods: int, rounds: int) -> l
         series[name] += lat
         mutated[name] += done
 
+    calls = _CallTimes()
     with (
         webhook_process(work / "webhook", plane.kubeconfig) as hook,
         _policy(plane, api, work, predictor("teach")) as policy,
@@ -174,7 +223,8 @@ def measure_create(plane: ControlPlane, work: Path, pods: int, rounds: int) -> l
             progress(f"create: round {number + 1}/{rounds} ({per_round} pods per series)")
             with registered(api, config):
                 _time_creates(api, batch("gpu", 20))  # warm the webhook's connection
-                timed(WEBHOOK, batch("gpu", per_round))
+                with calls.span(api, hook):
+                    timed(WEBHOOK, batch("gpu", per_round))
                 timed(CPU, batch("cpu", per_round))
             _time_creates(api, batch("gpu", 20))
             timed(NONE, batch("gpu", per_round))
@@ -184,6 +234,7 @@ def measure_create(plane: ControlPlane, work: Path, pods: int, rounds: int) -> l
                     _time_creates(api, batch("gpu", 20))
                     timed(POLICY, batch("gpu", per_round))
             delete_all(api)
+    call_ms, handler_ms = calls.means_ms()
     return [
         CreateResult(
             name,
@@ -193,6 +244,7 @@ def measure_create(plane: ControlPlane, work: Path, pods: int, rounds: int) -> l
             percentile(values, 0.99),
             sum(values) / len(values),
             mutated[name],
+            *((call_ms, handler_ms) if name == WEBHOOK else (0.0, 0.0)),
         )
         for name, values in series.items()
         if values

@@ -12,7 +12,8 @@ them. The patch rewrites ``nodeSelectorTerms`` whole, computed the way ``merge_r
 2. every other term is ANDed with each of cudasched's alternatives (the cross product), the
    first of equal terms only, behind the policy's marker;
 3. past ``max(128, terms before)`` terms the pod is left unconstrained, as the webhook leaves it
-   (no patch at all);
+   (no patch at all); the terms are counted before the product is built, which past the limit
+   would run out of the API server's CEL budget;
 4. with no required affinity the terms are added at the first level that is missing; with no
    terms of ours (the requirement constrains nothing) only the earlier injection is removed,
    and containers left empty by that removal go too.
@@ -142,12 +143,14 @@ def affinity_variables() -> list[tuple[str, str]]:
             f"{_norm_expressions('o.matchExpressions')})}})",
         ),
         (
-            # Step 2: user-empty terms as they are, each other term (its first occurrence)
-            # crossed with our alternatives.
-            "crossed",
-            f"variables.kept.map(i, !({crossable}) ? [{_term(f'{n}[i].e', f'{n}[i].f')}] : "
-            f"variables.kept.exists(j, j < i && {n}[j].e == {n}[i].e && {n}[j].f == {n}[i].f) "
-            f"? [] : variables.ours.map(o, {_term(anded, f'{n}[i].f')})).flatten()",
+            # How many terms step 2 makes, counted without making them: user-empty terms, and
+            # our alternatives for the first occurrence of each other term. Checked before the
+            # product is built (step 3), which past the limit would run out of the API server's
+            # CEL budget (measured: 4 terms x 128 alternatives of 34 expressions did).
+            "crossedCount",
+            f"size(variables.kept.filter(i, !({crossable}))) + size(variables.kept.filter(i, "
+            f"{crossable} && !variables.kept.exists(j, j < i && {n}[j].e == {n}[i].e && "
+            f"{n}[j].f == {n}[i].f))) * size(variables.ours)",
         ),
         (
             # The webhook leaves such a pod as it is: a required affinity without terms, or a
@@ -155,8 +158,16 @@ def affinity_variables() -> list[tuple[str, str]]:
             "unmergeable",
             f"has(variables.entry.terms) && ((variables.hasNodeAffinity && has({_REQ}) && "
             f"!variables.hasRequired) || (variables.hasRequired && size(variables.ours) > 0 && "
-            f"size(variables.kept) > 0 && size(variables.crossed) > "
+            f"size(variables.kept) > 0 && variables.crossedCount > "
             f"({MAX_MERGED_TERMS} > size({n}) ? {MAX_MERGED_TERMS} : size({n}))))",
+        ),
+        (
+            # Step 2: user-empty terms as they are, each other term (its first occurrence)
+            # crossed with our alternatives.
+            "crossed",
+            f"variables.kept.map(i, !({crossable}) ? [{_term(f'{n}[i].e', f'{n}[i].f')}] : "
+            f"variables.kept.exists(j, j < i && {n}[j].e == {n}[i].e && {n}[j].f == {n}[i].f) "
+            f"? [] : variables.ours.map(o, {_term(anded, f'{n}[i].f')})).flatten()",
         ),
     ]
 

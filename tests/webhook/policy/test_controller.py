@@ -1,6 +1,7 @@
 """The policy controller's rules, against an in-memory API (objects, resourceVersions and
 conflicts as the API server keeps them): it writes nothing before its sources and snapshot are
 listed, one replica writes while the other waits, a replica whose lease is taken stops at once,
+a new leader keeps the keys the tables hold for as long as the old one would have,
 a stale view of the tables is a conflict (never an overwrite), and tables no longer wanted are
 deleted after the new ones are written. The real API server runs the same
 (``tests/e2e/k8s137/test_e2e_policy_controller.py``)."""
@@ -204,6 +205,53 @@ def test_a_replica_whose_lease_is_taken_stops_writing(
     assert asyncio.run(controller.step()) == 0
     assert not controller.lease.held()
     assert api.tables() == before
+
+
+def test_a_new_leader_keeps_the_keys_whose_objects_went_for_the_keep_window(
+    admitter: Admitter, state: ClusterState
+) -> None:
+    api = FakeApi()
+    first, second = (_controller(api, admitter, state, who) for who in ("a", "b"))
+    _listed(first.sources, _gpu_pod("p", "nvcr.io/nvidia/tritonserver:24.05-py3"))
+    _listed(second.sources)  # the pod went before the second replica started
+
+    async def run() -> tuple[JSON, JSON]:
+        await first.step()
+        await first.lease.release()
+        await second.step()
+        kept = api.tables()
+        second.sources.keep_seconds = 0.0  # the window is over
+        second._decided_at = 0.0  # and a refresh is due
+        await second.step()
+        return kept, api.tables()
+
+    kept, later = asyncio.run(run())
+    (table,) = kept.values()
+    assert len(table["spec"]["pods"]) == 1
+    assert [t["spec"]["pods"] for t in later.values()] == [{}]
+
+
+def test_a_leader_forgets_a_key_once_its_window_is_over(
+    admitter: Admitter, state: ClusterState
+) -> None:
+    api = FakeApi()
+    controller = _controller(api, admitter, state, "a")
+    pod = _gpu_pod("p", "vllm/vllm-openai:v0.9.0")
+    _listed(controller.sources, pod)
+
+    async def run() -> list[int]:
+        await controller.step()
+        controller.sources.on_event(POD, SourceIndex.transform(pod), None)  # deleted
+        controller.sources.keep_seconds = 0.05
+        await asyncio.sleep(0.1)  # the window is over: no second one from its own tables
+        counts = []
+        for _ in range(2):
+            controller._decided_at = 0.0
+            await controller.step()
+            counts.append(sum(len(t["spec"]["pods"]) for t in api.tables().values()))
+        return counts
+
+    assert asyncio.run(run()) == [0, 0]
 
 
 def test_a_stale_view_is_a_conflict_never_an_overwrite() -> None:

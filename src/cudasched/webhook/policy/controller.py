@@ -23,6 +23,11 @@ Why it never writes wrong parameters:
 * **Writes carry the resourceVersion last seen.** A replica whose view of the tables is stale
   (another leader wrote since) gets a conflict and lists again; it never overwrites newer
   contents with older ones.
+* **A new leader keeps what the old one kept.** A key stays in the tables ``keep_seconds``
+  after its last object went (:mod:`.sources`), but when that was is known only to the replica
+  that saw it go. So a replica that lists the tables keeps every key they hold that its own
+  sources do not know, with the placement written, for ``keep_seconds`` from that listing (at
+  most twice the window in all); a key whose object comes back is decided afresh.
 """
 
 from __future__ import annotations
@@ -45,7 +50,13 @@ from cudasched.vocab.kinds import PLACEMENT_TABLE
 from cudasched.vocab.placementtable import TABLE_LABEL, TABLE_VALUE
 from cudasched.webhook.admission.review import creation_review
 from cudasched.webhook.policy.sources import SOURCE_KINDS, SourceIndex
-from cudasched.webhook.policy.table import Placement, placement_of, probe_pod, tables
+from cudasched.webhook.policy.table import (
+    Placement,
+    held_placements,
+    placement_of,
+    probe_pod,
+    tables,
+)
 from cudasched.workloads.policykey import KEY_VERSION
 
 if TYPE_CHECKING:
@@ -117,6 +128,7 @@ class PolicyController:
         self._seen: tuple[int, int] | None = None  # (source changes, snapshot generation)
         self._decided_at = 0.0
         self._listed = False
+        self._inherited: dict[str, tuple[Placement, float]] = {}  # key -> (placement, listed)
         self._tasks: list[asyncio.Task[None]] = []
 
     def _start_sources(self) -> None:
@@ -130,6 +142,24 @@ class PolicyController:
         seen = (self.sources.changes, self.cache.generation)
         return seen != self._seen or time.monotonic() - self._decided_at >= self.refresh_seconds
 
+    def _inherit(self, pods: Mapping[str, Any], listed: bool) -> dict[str, Placement]:
+        """The placements the tables held when this replica ``listed`` them for keys its
+        sources do not know, kept ``keep_seconds`` from that listing (see the module
+        docstring). Only a fresh listing is read: what this replica wrote itself it forgets
+        on its sources' clock."""
+        now = time.monotonic()
+        held = held_placements(self.tables.known.values(), KEY_VERSION) if listed else {}
+        for key, placement in held.items():
+            if key not in pods and key not in self._inherited:
+                self._inherited[key] = (placement, now)
+        keep = self.sources.keep_seconds
+        self._inherited = {
+            key: (placement, since)
+            for key, (placement, since) in self._inherited.items()
+            if key not in pods and now - since < keep
+        }
+        return {key: placement for key, (placement, _) in self._inherited.items()}
+
     async def step(self) -> int:
         """One round: renew the lease; when leading, synced and due, decide and write. Returns
         the writes made."""
@@ -139,15 +169,17 @@ class PolicyController:
             return 0
         if not (self.cache.synced and self.sources.synced() and self._due()):
             return 0
+        listed = not self._listed
+        if listed:
+            await self.tables.refresh()
+            self._listed = True
         pods = self.sources.current()  # forgets expired keys first: that is a change too
         seen = (self.sources.changes, self.cache.generation)
         state = self.cache.state
-        entries = await asyncio.to_thread(decide_all, self.admitter, pods, state)
+        decided = await asyncio.to_thread(decide_all, self.admitter, pods, state)
+        entries = {**self._inherit(pods, listed), **decided}
         desired = tables(entries, KEY_VERSION)
         try:
-            if not self._listed:
-                await self.tables.refresh()
-                self._listed = True
             written = await self.tables.converge(desired, same=_same, allowed=self.lease.held)
         except StaleView as exc:
             log.info("placement tables changed under us (%s): listing again", exc)

@@ -25,7 +25,7 @@ for a moment, never in none; the merge is idempotent, so two patches give one an
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import orjson
@@ -40,6 +40,7 @@ from cudasched.webhook.admission.review import Decision
 __all__ = [
     "MAX_TABLE_BYTES",
     "Placement",
+    "held_placements",
     "placement_of",
     "probe_pod",
     "tables",
@@ -201,3 +202,25 @@ def tables(entries: Mapping[str, Placement], format_: str) -> list[dict[str, Any
                 f"{MAX_TABLE_BYTES} bytes ({len(entries)} keys)"
             )
         shards *= 2
+
+
+def held_placements(objects: Iterable[Mapping[str, Any]], format_: str) -> dict[str, Placement]:
+    """What ``PlacementTable`` objects (as listed) hold, key -> placement: the inverse of
+    :func:`tables`. Objects written for another key format, and keys whose placement is
+    missing, are left out."""
+    held: dict[str, Placement] = {}
+    for obj in objects:
+        spec = obj.get("spec") or {}
+        if spec.get("format") != format_:
+            continue
+        placements = spec.get("placements") or {}
+        for key, ident in (spec.get("pods") or {}).items():
+            found = placements.get(ident)
+            if not isinstance(found, Mapping):
+                continue
+            terms = found.get("terms")
+            held[key] = Placement(
+                found.get("requirement"),
+                None if terms is None else tuple(dict(t) for t in terms),
+            )
+    return held

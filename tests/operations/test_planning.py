@@ -336,7 +336,6 @@ def test_rhel_pools_name_the_image_tag_their_operator_release_pulls(
     ("os", "kernel", "refused"),
     [
         (("ubuntu", "20.04"), "5.4.0-200-generic", "NVIDIA stopped building ubuntu20.04"),
-        (("amzn", "2023"), "6.1.115-126.197.amzn2023.x86_64", "never published"),
         (("debian", "12"), "6.1.0-26-amd64", "no driver containers for debian12"),
     ],
 )

@@ -273,13 +273,12 @@ def plan_cmd(
         snapshot = scope.workloads(require_nodes(load_cluster(source)))
         kb = load_knowledge()
         op_notes: tuple[str, ...] = ()
+        crd = kb.operator.cluster_release.crd if kb.operator.cluster_release else ""
+        operator_objects = load_gpu_operator(source, snapshot, crd)
         if gpu_operator_version is not None:
             op, op_source = operator_version(kb, gpu_operator_version), "--gpu-operator-version"
         else:
-            crd = kb.operator.cluster_release.crd if kb.operator.cluster_release else ""
-            read = operator_of_cluster(
-                kb, load_gpu_operator(source, snapshot, crd), snapshot.nvidia_drivers
-            )
+            read = operator_of_cluster(kb, operator_objects, snapshot.nvidia_drivers)
             if read is not None:
                 op, op_source, op_notes = read.version, read.source, read.notes
             else:
@@ -307,6 +306,7 @@ def plan_cmd(
             operator_source=op_source,
             operator_notes=op_notes,
             min_support_months=min_support_months,
+            operator_objects=operator_objects,
         )
     except InputError as exc:
         fail(str(exc))

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cudasched.compat import engine
-from cudasched.compat.containers import driver_change, driver_manager
+from cudasched.compat.drivermanager import driver_change, driver_manager
 from cudasched.compat.verdict import REQUIRE_CUDA_UNMET
 from cudasched.operations.audit.context import AuditContext, wants
 from cudasched.operations.reach import Reach
@@ -65,7 +65,7 @@ def unplaceable_fix(ctx: AuditContext, req: Requirement, reach: Reach) -> str | 
 
 def _driver_step(ctx: AuditContext, node: str, alike: int, need: DriverVersion) -> str:
     """The driver change the nearest node needs, said the way its driver is installed (the
-    decision ``plan-drivers`` makes per pool: :func:`cudasched.compat.containers.driver_change`):
+    decision ``plan-drivers`` makes per pool: :func:`cudasched.compat.drivermanager.driver_change`):
     the GPU Operator's nodes upgrade, a managed node group moves to a node image with the
     driver, a host-installed driver is installed on the hosts or their image."""
     who = f"{node}{' and the nodes like it' if alike else ''}"
@@ -73,6 +73,7 @@ def _driver_step(ctx: AuditContext, node: str, alike: int, need: DriverVersion) 
     manager = driver_manager(ctx.kb, labels_of(obj) if obj is not None else {})
     newest = ctx.kb.drivers.latest_release(need.branch)
     change = driver_change(
+        ctx.kb,
         manager,
         need.branch,
         need,

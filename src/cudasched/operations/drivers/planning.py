@@ -33,7 +33,7 @@ Cost: options × demand groups engine checks per pool, never per node or per wor
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
@@ -80,7 +80,7 @@ from cudasched.operations.nodelabels import (
     gpu_capacity,
     upgrade_state,
 )
-from cudasched.operations.pools import Pool, node_pools
+from cudasched.operations.pools import Pool, node_pools, snapshot_drivers
 from cudasched.vocab import labels as L
 from cudasched.vocab.objects import labels_of, name_of
 from cudasched.vocab.requirements import Policy
@@ -110,10 +110,13 @@ def plan_drivers(
     operator_source: str = "",
     operator_notes: tuple[str, ...] = (),
     min_support_months: int = 12,
+    operator_objects: Sequence[Mapping[str, Any]] = (),
 ) -> DriverPlan:
     """Plan the drivers of ``snapshot``'s GPU pools (see the module docstring). ``policy`` is
     the default for workloads that name none; lifecycles and releases are judged on ``today``;
-    objects are written for GPU Operator ``operator`` (the newest known by default)."""
+    objects are written for GPU Operator ``operator`` (the newest known by default).
+    ``operator_objects``: the cluster's ClusterPolicy read apart from the snapshot (``--live``),
+    which tells with the snapshot's own objects who installs each node's driver."""
     kb = fleet.kb
     demand = cluster_demand(snapshot, fleet, images, policy)
     run = _Run(
@@ -128,7 +131,8 @@ def plan_drivers(
         max_unavailable=max_unavailable,
         min_support_months=min_support_months,
     )
-    choices = _choices(run, node_pools(snapshot, fleet))
+    evidence = snapshot_drivers(snapshot, fleet, tuple(operator_objects))
+    choices = _choices(run, node_pools(snapshot, fleet, evidence))
     drafts = [_draft(run, c) for c in choices]
     drivers = _driver_objects(run, drafts)
     decisions = [_decision(run, d, drivers.object_of.get(d.pool.name)) for d in drafts]
@@ -308,7 +312,7 @@ def _decision(run: _Run, d: PoolDecision, obj: str | None) -> PoolDecision:
     elif d.operator:
         action = "nothing to pin: no driver reported" if d.pool.current is None else "not planned"
     else:
-        action = host_action(d)
+        action = host_action(run.kb, d)
     image = driver_image(d.pool, d.chosen, run.op) if obj is not None and d.chosen else None
     if image is not None and d.pool.os is not None and not image.endswith(f"-{d.pool.os}"):
         d = replace(

@@ -14,7 +14,8 @@ from cudasched.compat.branches import (
     ModuleType,
     module_type,
 )
-from cudasched.compat.containers import driver_change, image_os_tag
+from cudasched.compat.containers import image_os_tag
+from cudasched.compat.drivermanager import driver_change
 from cudasched.operations.drivers.nvidiadriver import (
     DRIVER_IMAGE,
     DRIVER_REPOSITORY,
@@ -44,12 +45,20 @@ __all__ = [
 ]
 
 
-def host_action(d: PoolDecision) -> str:
+def host_action(kb: KnowledgeBase, d: PoolDecision) -> str:
+    """What a pool whose driver comes with the host or a node image is told to do: keep its
+    driver, or move to the chosen branch the way its driver is installed."""
     pool, opt = d.pool, d.chosen
     if opt is None or opt.keep:
         return f"keep driver {pool.current}" if pool.current else "nothing to do"
     return driver_change(
-        pool.manager, opt.branch, d.floor or opt.release, opt.release, f"install {opt.version}"
+        kb,
+        pool.manager,
+        opt.branch,
+        d.floor or opt.release,
+        opt.release,
+        f"install {opt.version}",
+        str(pool.os) if pool.os is not None else None,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from cudasched.operations.audit.nodegroups import NodeGroup, groups_from_snapshot
@@ -12,6 +13,7 @@ from cudasched.operations.nodelabels import (
     UPGRADE_DONE,
     upgrade_state,
 )
+from cudasched.operations.pools import Pool, node_pools
 from cudasched.operations.reach import FleetVerdicts
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.objects import annotations_of, labels_of, name_of, namespace_of
@@ -79,6 +81,12 @@ class AuditContext:
             if upgrade_state(labels_of(n)) not in (None, UPGRADE_DONE)
         )
         self._pods: dict[int, Resolved] = {}
+
+    @cached_property
+    def pools(self) -> dict[str, Pool]:
+        """Each GPU node's pool (who installs its driver, its OS and architecture), as
+        ``plan-drivers`` groups them: a fix names a driver change the way the plan would."""
+        return {n: p for p in node_pools(self.snapshot, self.fleet) for n in p.nodes}
 
     def policy_for(self, req: Requirement) -> Policy:
         return self.verdicts.policy_for(req, self.policy)

@@ -69,8 +69,12 @@ def _driver_step(ctx: AuditContext, node: str, alike: int, need: DriverVersion) 
     the GPU Operator's nodes upgrade, a managed node group moves to a node image with the
     driver, a host-installed driver is installed on the hosts or their image."""
     who = f"{node}{' and the nodes like it' if alike else ''}"
-    obj = next((n for n in ctx.snapshot.nodes if name_of(n) == node), None)
-    manager = driver_manager(ctx.kb, labels_of(obj) if obj is not None else {})
+    pool = ctx.pools.get(node)
+    if pool is not None:
+        manager, os = pool.manager, str(pool.os) if pool.os is not None else None
+    else:
+        obj = next((n for n in ctx.snapshot.nodes if name_of(n) == node), None)
+        manager, os = driver_manager(ctx.kb, labels_of(obj) if obj is not None else {}), None
     newest = ctx.kb.drivers.latest_release(need.branch)
     change = driver_change(
         ctx.kb,
@@ -79,6 +83,7 @@ def _driver_step(ctx: AuditContext, node: str, alike: int, need: DriverVersion) 
         need,
         newest if newest is not None and newest > need else None,
         f"upgrade the driver of {who} to {need} or newer (R{need.branch}+)",
+        os,
     )
     return change if manager.operator else f"for {who}: {change}"
 

@@ -239,9 +239,16 @@ def test_boards_with_a_lowest_driver_container(kb: KnowledgeBase) -> None:
 
 def test_support_scope(kb: KnowledgeBase) -> None:
     assert scope_problem(kb, ["NVIDIA-H100-80GB-HBM3"], True) is None
-    assert "not a data-center GPU" in (scope_problem(kb, ["NVIDIA-GeForce-RTX-4090"], False) or "")
+    said = scope_problem(kb, ["NVIDIA-GeForce-RTX-4090"], False) or ""
+    assert "not a GPU the GPU Operator supports" in said
     # Listed by the operator although an RTX board.
     assert scope_problem(kb, ["NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"], False) is None
+    # The workstation boards of the platform page, by GFD's name or the product's.
+    for board in ("NVIDIA-RTX-A6000", "RTX A6000", "Quadro RTX 8000", "NVIDIA-T1000"):
+        assert scope_problem(kb, [board], False) is None, board
+    # The Workstation Edition of the RTX PRO 6000 is not the listed Server Edition.
+    workstation = "NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition"
+    assert scope_problem(kb, [workstation], False) is not None
 
 
 # --------------------------------------------------------------------------- operator releases
@@ -312,3 +319,36 @@ def test_every_operator_fact_has_a_source(kb: KnowledgeBase) -> None:
     assert all(m.source for m in manager.managed) and len(manager.managed) == 3
     assert facts.openshift is not None and facts.openshift.ostree_source
     assert all(i.source for i in facts.node_images) and len(facts.node_images) == 2
+
+
+# --------------------------------------------------------------------------- architectures
+
+
+def test_rhel_minor_tags_are_x86_only_and_major_tags_multi_arch(kb: KnowledgeBase) -> None:
+    rhel94 = parse_os_tag("rhel9.4")
+    v25_10 = kb.operator.version("25.10")
+    arm = container_release(kb, 580, rhel94, TODAY, v25_10, "arm64")
+    assert isinstance(arm, str) and "rhel9.4 driver containers for amd64 only" in arm
+    assert not isinstance(container_release(kb, 580, rhel94, TODAY, v25_10, "amd64"), str)
+    newest = kb.operator.newest  # v26.7 pulls rhel9, built for both
+    assert not isinstance(container_release(kb, 580, rhel94, TODAY, newest, "arm64"), str)
+
+
+def test_precompiled_arm64_only_on_ubuntu_24_04(kb: KnowledgeBase) -> None:
+    kernel = parse_kernel("6.8.0-48-generic")
+    jammy, noble = parse_os_tag("ubuntu22.04"), parse_os_tag("ubuntu24.04")
+    assert "amd64 only" in (precompiled_problem(kb, jammy, kernel, 580, "arm64") or "")
+    assert precompiled_problem(kb, noble, kernel, 580, "arm64") is None
+    fde = parse_kernel("6.8.0-1020-azure-fde")
+    assert "arm64 precompiled" in (precompiled_problem(kb, noble, fde, 580, "arm64") or "")
+    assert precompiled_problem(kb, noble, fde, 580, "amd64") is None
+
+
+def test_an_os_without_containers_points_to_those_nvidia_builds(kb: KnowledgeBase) -> None:
+    """Not to Amazon Linux 2023 (never built) or Ubuntu 20.04 (ended)."""
+    found = container_release(kb, 580, "cos121", TODAY)
+    assert isinstance(found, str) and "no driver containers for cos121" in found
+    assert "amzn2023" not in found and "ubuntu20.04" not in found and "ubuntu24.04" in found
+    assert "amzn2023" not in container_oses(kb, 580) and "ubuntu20.04" not in container_oses(
+        kb, 580
+    )

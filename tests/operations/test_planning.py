@@ -436,7 +436,7 @@ def test_geforce_pools_the_operator_drives_are_warned_about(
     )
     plan = plan_of(snapshot, kb, images)
     assert plan.drivers  # still planned, but not silently
-    assert any("not a data-center GPU" in w for w in plan.warnings)
+    assert any("is not a GPU the GPU Operator supports" in w for w in plan.warnings)
 
 
 def test_a_target_that_ends_soon_is_warned_about(kb: KnowledgeBase, images: ImageTable) -> None:

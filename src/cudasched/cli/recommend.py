@@ -2,10 +2,10 @@
 
 A thin shell over :func:`cudasched.operations.drivers.recommend.recommend`. ``-o json`` is a stable
 contract (keys are only ever added): ``{"branch", "version", "released", "installer", "os",
-"image", "keep", "kernelModuleType", "usePrecompiled", "cuda", "lifecycle", "eol", "reasons",
-"warnings", "rejected": [{"branch", "why"}]}`` plus ``gpu`` and ``cudaByPolicy``. ``--os`` must be
-an OS tag cudasched knows (the list is in the error). Exit codes: 0 a driver was found, 1 none
-satisfies everything (the answer says why), 2 bad input (one line on stderr).
+"arch", "image", "keep", "kernelModuleType", "usePrecompiled", "cuda", "lifecycle", "eol",
+"reasons", "warnings", "rejected": [{"branch", "why"}]}`` plus ``gpu`` and ``cudaByPolicy``.
+``--os`` must be an OS tag cudasched knows (the list is in the error). Exit codes: 0 a driver was
+found, 1 none satisfies everything (the answer says why), 2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -37,6 +37,11 @@ class Installer(StrEnum):
     HOST = "host"
 
 
+class Arch(StrEnum):
+    AMD64 = "amd64"
+    ARM64 = "arm64"
+
+
 class RecommendFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
@@ -60,7 +65,8 @@ def _render(doc: Mapping[str, Any], console: Console) -> None:
             "bold",
         )
         if doc["image"]:
-            say(f"image {doc['image']}", indent="  ", more="    ")
+            arch = f" ({doc['arch']})" if doc["arch"] else ""
+            say(f"image {doc['image']}{arch}", indent="  ", more="    ")
     for reason in doc["reasons"]:
         say(f"- {reason}", indent="  ", more="    ")
     for warning in doc["warnings"]:
@@ -123,6 +129,14 @@ def recommend_cmd(
         str | None,
         typer.Option("--kernel", help="The nodes' kernel release (uname -r): 5.15.0-113-generic."),
     ] = None,
+    arch: Annotated[
+        Arch | None,
+        typer.Option(
+            "--arch",
+            help="The nodes' CPU architecture (kubernetes.io/arch); default: the only one "
+            "servers with the GPU have (GH200, GB200, T4G: arm64), else not checked.",
+        ),
+    ] = None,
     precompiled: Annotated[
         bool,
         typer.Option(
@@ -174,6 +188,7 @@ def recommend_cmd(
             precompiled=precompiled,
             operator=op,
             current=driver,
+            arch=arch.value if arch is not None else None,
         )
     except InputError as exc:
         fail(str(exc))

@@ -67,6 +67,7 @@ __all__ = [
     "months_left",
     "os_tag",
     "parse_os_tag",
+    "rank",
     "release_for",
     "release_text",
     "running",
@@ -354,6 +355,19 @@ def lifecycle(kb: KnowledgeBase, branch: int, today: date) -> Lifecycle:
 #: Branches NVIDIA keeps as legacy (its Unix driver archive) for architectures newer branches
 #: dropped; the lifecycle tables give them no end of life.
 LEGACY_BRANCHES = frozenset({340, 390, 470})
+
+
+_TIER = {LifecycleState.SUPPORTED: 2, LifecycleState.UNKNOWN: 1, LifecycleState.END_OF_LIFE: 0}
+
+
+def rank(lc: Lifecycle, branch: int) -> tuple[int, int]:
+    """How a branch ranks by lifecycle, best last: a supported long-term branch, other
+    supported branches, unknown lifecycles, ended ones; then the newest. The one rule every
+    command chooses a branch by: ``plan-drivers`` among the options that serve the most
+    workloads, ``recommend-driver`` among the branches that satisfy everything asked, and a fix
+    among the branches that would run the workload (:func:`installable_branch`)."""
+    tier = _TIER[lc.state] * 2 + (1 if lc.long_term and lc.state is LifecycleState.SUPPORTED else 0)
+    return (tier, branch)
 
 
 def months_left(eol: str | None, today: date) -> int | None:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from cudasched.compat.branches import GpuTarget, OsTag
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.drivers import KernelRelease
-    from cudasched.knowledge.operator import MinorTag, OperatorVersion
+    from cudasched.knowledge.operator import MinorTag, OperatorBoard, OperatorVersion
     from cudasched.vocab.versions import DriverVersion
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "image_os_tag",
     "install_option",
     "known_os",
+    "operator_board",
     "operator_os_problem",
     "operator_version",
     "precompiled_problem",
@@ -58,12 +59,25 @@ __all__ = [
 # --------------------------------------------------------------------------- containers
 
 
-def container_oses(kb: KnowledgeBase, branch: int) -> tuple[str, ...]:
-    """The OS tags NVIDIA still builds ``branch``'s driver containers for."""
+def container_oses(kb: KnowledgeBase, branch: int, arch: str | None = None) -> tuple[str, ...]:
+    """The OS tags NVIDIA still builds ``branch``'s driver containers for (for ``arch``, when
+    given and the row records its architectures)."""
     return tuple(
         os
         for os, row in kb.operator.containers.items()
-        if branch in row.branches and row.branches[branch] is None and row.ended is None
+        if branch in row.branches
+        and row.branches[branch] is None
+        and row.ended is None
+        and (arch is None or row.arches is None or arch in row.arches)
+    )
+
+
+def _building(kb: KnowledgeBase) -> str:
+    """The OS tags NVIDIA builds driver containers for today (what an error can point to)."""
+    return ", ".join(
+        os
+        for os, row in kb.operator.containers.items()
+        if row.ended is None and None in row.branches.values()
     )
 
 
@@ -128,8 +142,9 @@ def _container_release(
     if found_row is None and tag != str(os) and operator is not None and not isinstance(os, str):
         return _no_minor_tag(kb, os, tag, operator, as_of)
     if found_row is None:
-        known = ", ".join(kb.operator.containers)
-        return f"NVIDIA publishes no driver containers for {tag} (it does for {known})"
+        return (
+            f"NVIDIA publishes no driver containers for {tag} (it builds them for {_building(kb)})"
+        )
     row, minor = found_row
     if minor is not None:
         return _minor_release(kb, branch, row.branches.get(branch), minor, as_of, operator)
@@ -208,12 +223,26 @@ def _minor_release(
     return found.version
 
 
+def operator_board(kb: KnowledgeBase, name: str) -> OperatorBoard | None:
+    """The board the operator's support page lists for a GPU named ``name``: by the name as
+    given (NVML, or GFD's with dashes), else through the knowledge base's product (a short name,
+    ``RTX A6000``) and the NVML name it matched or its boards' names."""
+    found = kb.operator.board(name)
+    if found is not None:
+        return found
+    info = kb.gpu(name)
+    if info is None:
+        return None
+    names = (info.variant,) if info.variant is not None else info.names
+    return next((b for b in map(kb.operator.board, names) if b is not None), None)
+
+
 def board_minimum(kb: KnowledgeBase, products: Iterable[str]) -> DriverVersion | None:
     """The lowest driver container the operator states for any of ``products`` (GFD or NVML
-    board names)."""
+    board names, or the knowledge base's product names)."""
     floors = [
         b.min_driver
-        for b in (kb.operator.board(p) for p in products)
+        for b in (operator_board(kb, p) for p in products)
         if b is not None and b.min_driver is not None
     ]
     return max(floors) if floors else None
@@ -225,12 +254,13 @@ def scope_problem(
     """Why the GPU Operator does not support these GPUs (``None``: it does): it supports
     NVIDIA's data-center GPUs and the boards its support page adds."""
     names = tuple(products)
-    if datacenter is not False or any(kb.operator.board(p) is not None for p in names):
+    if datacenter is not False or any(operator_board(kb, p) is not None for p in names):
         return None
     shown = "/".join(names) or "this GPU"
     return (
-        f"{shown} is not a data-center GPU: the GPU Operator supports NVIDIA data-center GPUs "
-        "only, so its driver containers are not validated there"
+        f"{shown} is not a GPU the GPU Operator supports (NVIDIA data-center GPUs and the RTX, "
+        "Quadro and T-series boards its platform page lists), so its driver containers are not "
+        "validated there"
     )
 
 

@@ -23,8 +23,9 @@ match wins (:func:`driver_manager`):
 5. the ClusterPolicy: ``spec.driver.enabled=false`` is the host's or the node image's (unless an
    NVIDIADriver selects the node in NVIDIADriver mode); enabled, the operator's (in
    NVIDIADriver mode: when an NVIDIADriver selects the node or a default one exists);
-6. no ClusterPolicy in the snapshot: the label read as before, marked *assumed*: ``true`` (or no
-   label) is the operator's, a managed node group without the label is the node image's.
+6. no ClusterPolicy in the snapshot (or NVIDIADriver mode and no NVIDIADriver object in it): the
+   label read alone: ``true`` is the operator's, no label too but *assumed*, and a managed node
+   group without the label the node image's (assumed).
 """
 
 from __future__ import annotations
@@ -248,7 +249,14 @@ def driver_manager(
     if skipped is not None:
         return Manager(DriverManager.HOST, skipped)
     policy = cluster.policy
-    if policy is not None and policy.enabled is not None:
+    # In NVIDIADriver mode the objects decide; a snapshot that holds none of them (a dump
+    # without the kind) says nothing either way.
+    known = policy is not None and policy.enabled is not None
+    if (
+        policy is not None
+        and known
+        and not (policy.enabled and policy.use_crd and not cluster.drivers)
+    ):
         return _by_policy(labels, cluster, policy, group)
     return _by_label(facts, deploy, group)
 

@@ -143,7 +143,7 @@ def _operator_warnings(
             f"pool {pool.name}: {problem}; the pin keeps today's driver, but move "
             "the nodes to a supported OS"
         )
-    found = container_release(kb, opt.branch, pool.os, None, op)
+    found = container_release(kb, opt.branch, pool.os, None, op, pool.arch)
     if isinstance(found, str) or found < opt.release:
         tag = image_os_tag(pool.os, op) if pool.os is not None else pool.os_text
         out.append(

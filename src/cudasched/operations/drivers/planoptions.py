@@ -35,6 +35,7 @@ from cudasched.compat.branches import (
     candidate_branches,
     drive_problem,
     lifecycle,
+    rank,
     running,
 )
 from cudasched.compat.containers import Install, install_option
@@ -119,17 +120,6 @@ class PoolChoice:
     @property
     def pool(self) -> Pool:
         return self.offer.pool
-
-
-_TIER = {LifecycleState.SUPPORTED: 2, LifecycleState.UNKNOWN: 1, LifecycleState.END_OF_LIFE: 0}
-
-
-def rank(lc: Lifecycle, branch: int) -> tuple[int, int]:
-    """How a branch ranks by lifecycle, best last: a supported long-term branch, other
-    supported branches, unknown lifecycles, ended ones; then the newest. ``recommend-driver``
-    ranks the branches that satisfy everything asked the same way."""
-    tier = _TIER[lc.state] * 2 + (1 if lc.long_term and lc.state is LifecycleState.SUPPORTED else 0)
-    return (tier, branch)
 
 
 def _key(option: Option, with_target: bool) -> tuple[int, ...]:
@@ -236,6 +226,7 @@ def options_of(
             operator=operator,
             precompiled=precompiled,
             products=products,
+            arch=pool.arch,
         )
         if isinstance(found, str):
             left_out.append((branch, found))

@@ -137,7 +137,7 @@ def _build_why(pool: Pool, chosen: Option, kb: KnowledgeBase, precompiled: bool)
     reported build failures on its kernel, an unknown kernel."""
     why: list[str] = []
     if precompiled and pool.manager.operator and not chosen.keep and not chosen.precompiled:
-        problem = precompiled_problem(kb, pool.os, pool.kernel, chosen.branch)
+        problem = precompiled_problem(kb, pool.os, pool.kernel, chosen.branch, pool.arch)
         if problem is not None:
             why.append(f"usePrecompiled: false: {problem}")
     if pool.kernel is not None and not chosen.keep:
@@ -215,7 +215,7 @@ def blocked_by_os(choice: PoolChoice, judge: Judge, today: date, total: int) -> 
     reason = next((w for b, w in left_out if b == better.branch), None)
     if reason is None:
         return None
-    oses = ", ".join(container_oses(judge.kb, better.branch)) or "no OS"
+    oses = ", ".join(container_oses(judge.kb, better.branch, pool.arch)) or "no OS"
     return (
         f"R{better.branch} ({better.release}) would serve {better.weight} of {total} workloads, "
         f"but {reason}; move the nodes to an OS with R{better.branch} driver containers ({oses}), "

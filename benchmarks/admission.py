@@ -62,7 +62,7 @@ from benchmarks.common import (
     progress,
     report,
 )
-from cudasched.webhook.statesource import StaticStateSource
+from cudasched.webhook.state.source import StaticStateSource
 
 __all__ = ["AdmissionResult", "LoadResult", "main", "run"]
 
@@ -135,34 +135,20 @@ class NoopApp:
         await send({"type": "http.response.body", "body": answer})
 
 
-class NoopReviewer:
-    """The stack floor's reviewer: allows every request with its uid, changes nothing, and
-    answers on the event loop the way the Admitter answers a remembered request."""
-
-    def recall_body(self, kind: Any, body: bytes, state: Any) -> None:
-        return None  # a no-op webhook has nothing remembered: it decodes every request
-
-    def prepare(self, kind: Any, body: bytes) -> bytes:
-        return orjson.dumps(orjson.loads(body)["request"]["uid"])
-
-    def recall(self, prepared: bytes, state: Any) -> tuple[bytes, str]:
-        return _ALLOW_HEAD + prepared + _ALLOW_TAIL, "unchanged"
-
-    def answer(self, prepared: bytes, state: Any) -> tuple[bytes, str]:
-        return self.recall(prepared, state)
-
-    def review(self, kind: Any, body: bytes, state: Any) -> bytes:
-        return self.recall(self.prepare(kind, body), state)[0]
-
-
 def build_noop_stack_app() -> Any:
-    """cudasched's ASGI app (limits, time budget, metrics) with :class:`NoopReviewer`."""
-    from cudasched.webhook.assembly import build_app
-    from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.state import ClusterState
+    """cudasched's ASGI app (limits, time budget, metrics) with the tests' fake admission, which
+    allows every request with its uid, changes nothing, and answers on the event loop the way
+    the Admitter answers a remembered request (``inline``): the stack's floor."""
+    from tests.support.fakeadmission import FakeAdmission
+
+    from cudasched.settings.config import WebhookConfig
+    from cudasched.webhook.server.assembly import build_app
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     return build_app(
-        WebhookConfig(), StaticStateSource(ClusterState.empty()), reviewer=NoopReviewer()
+        WebhookConfig(),
+        StaticStateSource(ClusterState.empty()),
+        admission=FakeAdmission(inline=True),
     )
 
 
@@ -177,7 +163,7 @@ class RetainingSource(StaticStateSource):
 
 
 def _trim_node(node: dict[str, Any]) -> dict[str, Any]:
-    """What ``cudasched.webhook.cache`` keeps of a Node (see its ``_plain``)."""
+    """What ``cudasched.webhook.background.watchcache`` keeps of a Node (see its ``_plain``)."""
     meta = node.get("metadata") or {}
     status = node.get("status") or {}
     return {
@@ -207,9 +193,9 @@ def build_mutation_app(cluster_file: str | None, *, memo: bool = True) -> Any:
     (an empty, synced cache when ``cluster_file`` is ``None``); ``memo=False`` turns the
     decision memo off."""
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.webhook.assembly import build_app
-    from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.state import ClusterState
+    from cudasched.settings.config import WebhookConfig
+    from cudasched.webhook.server.assembly import build_app
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     kb = KnowledgeBase.load()
     kept: list[list[Any]] = [[], [], [], []]
@@ -231,8 +217,8 @@ def serve_main(args: argparse.Namespace) -> None:
     """The server process: build the app, bind, publish the port, serve until killed."""
     import uvicorn
 
-    from cudasched.webhook.serving import uvicorn_config
-    from cudasched.webhook.tls import ReloadingServerContext
+    from cudasched.webhook.server.serving import uvicorn_config
+    from cudasched.webhook.server.tls import ReloadingServerContext
 
     pin(args.cpu)
     app: Any
@@ -601,8 +587,8 @@ def in_process_rate(
     pass: what the decision itself costs, to set against the server's rate. ``memo=False``
     decides every request (the decision memo off)."""
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import WebhookConfig
+    from cudasched.settings.config import WebhookConfig
+    from cudasched.webhook.admission.admitter import Admitter
 
     app = build_mutation_app(str(cluster_file))
     state = app.source.state
@@ -675,7 +661,7 @@ def run(
     mutation p50 over floor p50 at the same rate)."""
     from tests.support import synth
 
-    from cudasched.webhook.tls import generate_self_signed, write_self_signed
+    from cudasched.webhook.server.tls import generate_self_signed, write_self_signed
 
     settings = {
         "nodes": nodes,

@@ -24,13 +24,14 @@ import orjson
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.imageconfig import ImageConfig
-from cudasched.registry.cache import ConfigCache
+from cudasched.knowledge.images import ImageTable
 from cudasched.registry.client import RegistryClient
+from cudasched.registry.configcache import ConfigCache
 from cudasched.registry.resolver import BackgroundResolver
-from cudasched.webhook.admission import Admitter
-from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.review import creation_review
-from cudasched.webhook.state import ClusterState
+from cudasched.settings.config import WebhookConfig
+from cudasched.webhook.admission.admitter import Admitter
+from cudasched.webhook.admission.review import creation_review
+from cudasched.webhook.state.clusterstate import ClusterState
 
 __all__ = ["main", "run"]
 
@@ -63,7 +64,6 @@ def run(reviews: int = 2000) -> dict[str, float]:
         {"imageOverrides": [{"pattern": "registry.corp/*", "cuda": "12.6"}]}
     )
     off = Admitter.from_config(overridden, kb)
-    on = Admitter.from_config(WebhookConfig(), kb)
     cache = ConfigCache()
     resolver = BackgroundResolver(RegistryClient(), cache)
     pods = [_pod(i) for i in range(reviews)]
@@ -73,7 +73,8 @@ def run(reviews: int = 2000) -> dict[str, float]:
         cache.put(
             image, "linux/amd64", ImageConfig(image, "sha256:" + "0" * 64, "linux/amd64", env)
         )
-    on.images = on.images.with_configs(resolver)
+    plain = WebhookConfig()
+    on = Admitter(plain, kb, ImageTable.from_config(plain, kb=kb).with_configs(resolver))
     bodies = [orjson.dumps(creation_review(p, uid=str(uuid.uuid4()))) for p in pods]
     _time(off, state, bodies[:50])  # warm both
     _time(on, state, bodies[:50])

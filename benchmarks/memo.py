@@ -1,13 +1,13 @@
 """The decision memo under the admission benchmark's working set: how much of it is answered.
 
 The reviews of :mod:`benchmarks.admission` (``--bodies`` reviews of ``--isvcs`` predictor pods
-on a ``--nodes`` cluster) go through the production :class:`~cudasched.webhook.admission.Admitter`
-in process, in the order the load generators send them, ``--passes`` times, for each memo budget
-of ``--budgets`` (bytes; the default 16 MiB and smaller ones). For each pass the table gives how
-many reviews the memo answered (found without deciding), and what the memo holds at the end:
-entries (requests remembered) and bytes. Nothing is timed: this is the policy's hit rate under a
-cyclic working set (issue 22: first-in-first-out answered none of it once the set outgrew the
-budget).
+on a ``--nodes`` cluster) go through the production
+:class:`~cudasched.webhook.admission.admitter.Admitter` in process, in the order the load generators
+send them, ``--passes`` times, for each memo budget of ``--budgets`` (bytes; the default 16 MiB and
+smaller ones). For each pass the table gives how many reviews the memo answered (found without
+deciding), and what the memo holds at the end: entries (requests remembered) and bytes. Nothing is
+timed: this is the policy's hit rate under a cyclic working set (issue 22: first-in-first-out
+answered none of it once the set outgrew the budget).
 
 Run ``python -m benchmarks.memo --help``; ``--quick`` is a small smoke run.
 """
@@ -63,9 +63,9 @@ def run(
     from tests.support import synth
 
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.state import ClusterState
+    from cudasched.settings.config import WebhookConfig
+    from cudasched.webhook.admission.admitter import Admitter
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     settings: dict[str, Any] = {
         "nodes": nodes,

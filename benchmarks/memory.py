@@ -2,13 +2,12 @@
 
 The server is the one :mod:`benchmarks.admission` starts (uvicorn + TLS + the production ASGI
 app and Admitter), holding what the watch cache would hold for the cluster: the listed objects
-(Nodes trimmed the way ``cudasched.webhook.cache`` trims them, runtimes and InferenceServices
-whole) and the :class:`~cudasched.webhook.state.ClusterState` built from them. After it answers
-a burst of admission requests (so lazily built tables and the review threads exist, and the
-decision memo holds an answer for every distinct pod: by default every predictor pod is sent
-twice), ``VmRSS``
-and ``VmHWM`` (peak) are read from ``/proc/<pid>/status``. The baseline is the same server with
-an empty cache; the difference is what the cluster costs.
+(Nodes trimmed the way ``cudasched.webhook.background.watchcache`` trims them, runtimes and
+InferenceServices whole) and the :class:`~cudasched.webhook.state.clusterstate.ClusterState` built
+from them. After it answers a burst of admission requests (so lazily built tables and the review
+threads exist, and the decision memo holds an answer for every distinct pod: by default every
+predictor pod is sent twice), ``VmRSS`` and ``VmHWM`` (peak) are read from ``/proc/<pid>/status``.
+The baseline is the same server with an empty cache; the difference is what the cluster costs.
 
 Run ``python -m benchmarks.memory --help``; ``--quick`` is a small smoke run.
 """
@@ -86,7 +85,7 @@ def run(
 ) -> MemoryResult:
     from tests.support import synth
 
-    from cudasched.webhook.tls import generate_self_signed, write_self_signed
+    from cudasched.webhook.server.tls import generate_self_signed, write_self_signed
 
     result = MemoryResult(
         {

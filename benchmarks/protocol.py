@@ -1,11 +1,11 @@
 """The cost of the webhook's connection limits (request head size and time, connection cap:
-``cudasched.webhook.protocol``).
+``cudasched.webhook.server.protocol``).
 
-Two servers run the same no-op-stack application (cudasched's server stack around a reviewer
-that decodes and allows): one on cudasched's limited httptools protocol, one on uvicorn's own.
-wrk saturates them in turn, alternating, several rounds, so a change in the machine's load
-hits both. Two ratios per round: throughput (unlimited/limited, 1.0 = no cost), which moves
-with whatever else the shared machine runs, and the server process's CPU time per answered
+Two servers run the same no-op-stack application (cudasched's server stack around the fake
+admission that decodes and allows): one on cudasched's limited httptools protocol, one on
+uvicorn's own. wrk saturates them in turn, alternating, several rounds, so a change in the
+machine's load hits both. Two ratios per round: throughput (unlimited/limited, 1.0 = no cost), which
+moves with whatever else the shared machine runs, and the server process's CPU time per answered
 request (limited/unlimited, read from /proc), which moves much less: it is the one to trust.
 
 Run ``python -m benchmarks.protocol --help``.
@@ -32,7 +32,7 @@ Round = tuple[float, float, float, float]
 def run(rounds: int, duration: float, bodies: int, connections: int) -> list[Round]:
     from tests.support import synth
 
-    from cudasched.webhook.tls import generate_self_signed, write_self_signed
+    from cudasched.webhook.server.tls import generate_self_signed, write_self_signed
 
     out: list[Round] = []
     with tempfile.TemporaryDirectory(prefix="cudasched-bench-") as tmp:

@@ -1,9 +1,9 @@
 """Cost of rebuilding the webhook's cluster snapshot, against decoding the same objects.
 
-The watch cache rebuilds its :class:`~cudasched.webhook.state.ClusterState` (node facts, label
-scheme, runtime choice per InferenceService) whenever something admission can see changes. The
-rebuild runs in a thread, but it holds the GIL for most of its time, so its length is how long
-admission competes with it for the CPU; every rebuild also empties the decision memo.
+The watch cache rebuilds its :class:`~cudasched.webhook.state.clusterstate.ClusterState` (node
+facts, label scheme, runtime choice per InferenceService) whenever something admission can see
+changes. The rebuild runs in a thread, but it holds the GIL for most of its time, so its length is
+how long admission competes with it for the CPU; every rebuild also empties the decision memo.
 
 Measured per fleet size, in the same process and on the same synthetic objects
 (:mod:`tests.support.synth`, seeded):
@@ -85,7 +85,7 @@ def run(
 
     from benchmarks.admission import _trim_node
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.webhook.state import ClusterState
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     settings: dict[str, Any] = {
         "sizes": list(sizes),

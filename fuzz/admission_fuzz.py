@@ -39,10 +39,10 @@ class _Target:
     def __init__(self) -> None:
         from cudasched.cluster.snapshot import bundled_snapshot
         from cudasched.knowledge import KnowledgeBase
-        from cudasched.webhook.admission import Admitter
-        from cudasched.webhook.config import WebhookConfig
-        from cudasched.webhook.review import BadReviewError
-        from cudasched.webhook.state import ClusterState
+        from cudasched.settings.config import WebhookConfig
+        from cudasched.webhook.admission.admitter import Admitter
+        from cudasched.webhook.admission.review import BadReviewError
+        from cudasched.webhook.state.clusterstate import ClusterState
 
         kb = KnowledgeBase.load()
         snap = bundled_snapshot()
@@ -170,8 +170,8 @@ def main(argv: list[str]) -> None:
     import atheris
 
     with atheris.instrument_imports():
-        import cudasched.webhook.admission  # noqa: F401  (instrumented for coverage)
-        import cudasched.webhook.patch  # noqa: F401
+        import cudasched.webhook.admission.admitter  # noqa: F401  (instrumented for coverage)
+        import cudasched.webhook.admission.patch  # noqa: F401
 
     # Damaged inputs legitimately end in logged internal errors; tracebacks for each of
     # thousands of inputs per second would drown libFuzzer's own output.

@@ -9,10 +9,11 @@ import pytest
 
 from cudasched.knowledge import KnowledgeBase
 from cudasched.nodes.facts import facts_from_labels
-from cudasched.nodes.labelers import AGENT_KEYS, is_valid_label_value
+from cudasched.nodes.labelers import AGENT_KEYS
 from cudasched.vocab import labels as L
+from cudasched.vocab.labelsyntax import label_value_ok
 from cudasched.vocab.versions import parse_driver
-from cudasched.webhook.review import creation_review, parse_review
+from cudasched.webhook.admission.review import creation_review, parse_review
 from tests.support import builders
 from tests.support.k8s_schema import assert_valid, assert_valid_pod
 
@@ -40,7 +41,7 @@ def test_a_node_reads_back_as_the_facts_it_was_built_from(
     built = builders.node("n", gpu=gpu, driver=driver, scheme=scheme)
     assert_valid(built)
     labels = built["metadata"]["labels"]
-    assert all(is_valid_label_value(v) for v in labels.values())
+    assert all(label_value_ok(v) for v in labels.values())
     facts = facts_from_labels("n", labels, kb)
     info = kb.gpu(gpu)
     assert info is not None

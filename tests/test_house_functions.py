@@ -43,7 +43,6 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.cli.demo:run_demo": (73, 22),
     "cudasched.cli.explain:explain_cmd": (138, 27),
     "cudasched.cli.manifests:manifests_command": (131, 7),
-    "cudasched.cli.mutate:mutate": (82, 13),
     "cudasched.cli.nodetemplate:node_template_cmd": (125, 13),
     "cudasched.cli.plan:plan_cmd": (133, 16),
     "cudasched.cli.recommend:recommend_cmd": (96, 14),
@@ -53,10 +52,8 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.install.agent:node_restriction_objects": (81, 1),
     "cudasched.install.registration:webhook_configuration": (101, 5),
     "cudasched.install.webhook:workload_objects": (104, 3),
-    "cudasched.registry.client:RegistryClient._config": (41, 21),
-    "cudasched.webhook.app:WebhookApp.__init__": (92, 13),
     "cudasched.webhook.metrics:WebhookMetrics.__init__": (122, 9),
-    "cudasched.workloads.containercuda:from_container": (69, 26),
+    "cudasched.workloads.containercuda:from_container": (61, 21),
 }
 
 

@@ -18,12 +18,12 @@ from cudasched.operations.pools import node_pools
 from cudasched.operations.refs import object_ref
 from cudasched.operations.report.matrix import CellStatus, compatibility_matrix
 from cudasched.operations.runtimes import runtime_rows
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.requirements import Policy
-from cudasched.webhook.admission import Admitter
-from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.review import creation_review
-from cudasched.webhook.state import ClusterState
+from cudasched.webhook.admission.admitter import Admitter
+from cudasched.webhook.admission.review import creation_review
+from cudasched.webhook.state.clusterstate import ClusterState
 from cudasched.workloads.pods import workload_id
 from cudasched.workloads.resolution import NeedStatus, workload_need
 

@@ -17,6 +17,7 @@ from cudasched.agent.host import (
 )
 from cudasched.nodes.hostfacts import DiscoveryError, DriverFacts, GpuFacts, HostFacts, Reason
 from cudasched.vocab.versions import CudaVersion, DriverVersion
+from tests.support.discovery import Outcomes
 
 UBUNTU = """PRETTY_NAME="Ubuntu 22.04.4 LTS"
 NAME="Ubuntu"
@@ -55,21 +56,9 @@ def test_read_host_missing_files_give_none(tmp_path: Path) -> None:
 FACTS = DriverFacts(DriverVersion(550, 90, 7), CudaVersion(12, 4), (GpuFacts("Tesla T4"),), "x")
 
 
-class Fixed:
-    def __init__(self, outcome: DriverFacts | DiscoveryError) -> None:
-        self.outcome = outcome
-        self.calls = 0
-
-    def probe(self) -> DriverFacts:
-        self.calls += 1
-        if isinstance(self.outcome, DiscoveryError):
-            raise self.outcome
-        return self.outcome
-
-
 def test_chain_uses_first_source_that_answers_and_adds_host() -> None:
-    nvml = Fixed(DiscoveryError(Reason.NVML_NOT_FOUND, "no libnvidia-ml"))
-    smi = Fixed(FACTS)
+    nvml = Outcomes(DiscoveryError(Reason.NVML_NOT_FOUND, "no libnvidia-ml"))
+    smi = Outcomes(FACTS)
     host = HostFacts("6.8.0", "ubuntu", "24.04")
     facts = Discovery([nvml, smi], host=lambda: host).probe()
     assert facts.host == host and facts.driver == FACTS.driver
@@ -77,8 +66,8 @@ def test_chain_uses_first_source_that_answers_and_adds_host() -> None:
 
 
 def test_chain_stops_at_first_answer() -> None:
-    second = Fixed(FACTS)
-    Discovery([Fixed(FACTS), second]).probe()
+    second = Outcomes(FACTS)
+    Discovery([Outcomes(FACTS), second]).probe()
     assert second.calls == 0
 
 
@@ -92,7 +81,7 @@ def test_chain_stops_at_first_answer() -> None:
     ],
 )
 def test_chain_reports_the_most_telling_failure(first: str, second: str, expected: str) -> None:
-    chain = Discovery([Fixed(DiscoveryError(first, "a")), Fixed(DiscoveryError(second, "b"))])
+    chain = Discovery([Outcomes(DiscoveryError(first, "a")), Outcomes(DiscoveryError(second, "b"))])
     with pytest.raises(DiscoveryError) as info:
         chain.probe()
     assert info.value.reason == expected

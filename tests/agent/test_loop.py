@@ -15,6 +15,7 @@ from cudasched.agent.loop import Agent, next_delay, run_forever
 from cudasched.nodes.hostfacts import DiscoveryError, DriverFacts, GpuFacts, Reason
 from cudasched.vocab import labels as L
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
+from tests.support.discovery import Outcomes
 
 FACTS = DriverFacts(
     DriverVersion(570, 124, 6),
@@ -22,18 +23,6 @@ FACTS = DriverFacts(
     (GpuFacts("NVIDIA L4", ComputeCapability(8, 9), 23034, "NVIDIA", True),),
     "test",
 )
-
-
-class Repeat:
-    def __init__(self, outcome: DriverFacts | DiscoveryError) -> None:
-        self.outcome = outcome
-        self.calls = 0
-
-    def probe(self) -> DriverFacts:
-        self.calls += 1
-        if isinstance(self.outcome, DiscoveryError):
-            raise self.outcome
-        return self.outcome
 
 
 class MemoryPublisher:
@@ -81,7 +70,7 @@ def test_next_delay_rejects_bad_settings() -> None:
 
 
 async def test_run_loops_until_stopped_and_survives_api_errors() -> None:
-    source = Repeat(FACTS)
+    source = Outcomes(FACTS)
     publisher = MemoryPublisher(errors=2)
     stop = asyncio.Event()
     publisher.on_apply.append(lambda: publisher.writes >= 4 and stop.set())
@@ -92,7 +81,7 @@ async def test_run_loops_until_stopped_and_survives_api_errors() -> None:
 
 
 async def test_failing_probe_in_the_loop_publishes_failed_status() -> None:
-    source = Repeat(DiscoveryError(Reason.NVML_ERROR, "GPU is lost"))
+    source = Outcomes(DiscoveryError(Reason.NVML_ERROR, "GPU is lost"))
     publisher = MemoryPublisher()
     stop = asyncio.Event()
     publisher.on_apply.append(lambda: publisher.writes >= 2 and stop.set())
@@ -103,7 +92,7 @@ async def test_failing_probe_in_the_loop_publishes_failed_status() -> None:
 async def test_sigterm_stops_the_agent_gracefully() -> None:
     publisher = MemoryPublisher()
     publisher.on_apply.append(lambda: os.kill(os.getpid(), signal.SIGTERM))
-    agent = Agent(Repeat(FACTS), publisher)
+    agent = Agent(Outcomes(FACTS), publisher)
     await asyncio.wait_for(run_forever(agent, interval=3600, jitter=0), timeout=10)
     assert publisher.writes == 1
     # The handler is removed again: the default disposition is back.
@@ -116,7 +105,7 @@ async def test_event_sink_errors_do_not_stop_labelling() -> None:
             raise RuntimeError("events API down")
 
     publisher = MemoryPublisher()
-    agent = Agent(Repeat(DiscoveryError(Reason.NO_DRIVER, "x")), publisher, BrokenEvents())
+    agent = Agent(Outcomes(DiscoveryError(Reason.NO_DRIVER, "x")), publisher, BrokenEvents())
     result = await agent.step()
     assert result.ok is False
     assert publisher.store[L.PROBE_REASON] == "no-driver"
@@ -135,7 +124,7 @@ async def test_a_node_without_an_nvidia_driver_idles_quietly() -> None:
 
     publisher, events = MemoryPublisher(), Events()
     agent = Agent(
-        Repeat(DiscoveryError(Reason.NVML_NOT_FOUND, "no libnvidia-ml")), publisher, events
+        Outcomes(DiscoveryError(Reason.NVML_NOT_FOUND, "no libnvidia-ml")), publisher, events
     )
     for _ in range(3):
         result = await agent.step()
@@ -144,6 +133,6 @@ async def test_a_node_without_an_nvidia_driver_idles_quietly() -> None:
     # Once labelled, the same failure is published: the node had a GPU driver.
     labelled = MemoryPublisher()
     labelled.store = {L.PROBE_STATUS: "ok", L.DRIVER_VERSION: "550.90.07"}
-    agent = Agent(Repeat(DiscoveryError(Reason.NVML_NOT_FOUND, "gone")), labelled, events)
+    agent = Agent(Outcomes(DiscoveryError(Reason.NVML_NOT_FOUND, "gone")), labelled, events)
     await agent.step()
     assert labelled.store[L.PROBE_STATUS] == "failed"

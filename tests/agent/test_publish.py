@@ -8,7 +8,7 @@ failure -> recovery sequence through :class:`Agent`.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from cudasched.nodes.hostfacts import DiscoveryError, DriverFacts, GpuFacts, Rea
 from cudasched.nodes.labelers import AGENT_KEYS, build_labels, owned_keys
 from cudasched.vocab import labels as L
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
+from tests.support.discovery import Outcomes
 
 NODE = "gpu-node-1"
 FOREIGN = {
@@ -40,19 +41,6 @@ def make_facts(driver: str = "550.90.07", cuda: tuple[int, int] = (12, 4)) -> Dr
         gpus=(GpuFacts("NVIDIA H100 80GB HBM3", ComputeCapability(9, 0), 81559, "NVIDIA", True),),
         source="test",
     )
-
-
-class Scripted:
-    """A discovery source that replays outcomes: facts or DiscoveryError, in order."""
-
-    def __init__(self, outcomes: Sequence[DriverFacts | DiscoveryError]) -> None:
-        self.outcomes = list(outcomes)
-
-    def probe(self) -> DriverFacts:
-        outcome = self.outcomes.pop(0)
-        if isinstance(outcome, DiscoveryError):
-            raise outcome
-        return outcome
 
 
 NODES = kmock_lib.resource("v1/nodes")
@@ -129,13 +117,13 @@ async def test_stale_owned_keys_are_removed_and_others_kept(
 
 
 async def test_gfd_keys_of_real_gfd_untouched_without_flag(kmock: Any, client: AsyncClient) -> None:
-    agent = Agent(Scripted([make_facts()]), NodePublisher(client, NODE))
+    agent = Agent(Outcomes(make_facts()), NodePublisher(client, NODE))
     await agent.step()
     assert node_labels(kmock)["nvidia.com/cuda.driver-version.full"] == "535.104.05"
 
 
 async def test_gfd_compatible_takes_over_gfd_keys(kmock: Any, client: AsyncClient) -> None:
-    agent = Agent(Scripted([make_facts()]), NodePublisher(client, NODE), gfd_compatible=True)
+    agent = Agent(Outcomes(make_facts()), NodePublisher(client, NODE), gfd_compatible=True)
     await agent.step()
     labels = node_labels(kmock)
     assert labels["nvidia.com/cuda.driver-version.full"] == "550.90.07"
@@ -152,7 +140,7 @@ async def test_failure_keeps_labels_sets_status_and_emits_event(
         Reason.VERSION_MISMATCH, "Failed to initialize NVML: Driver/library version mismatch"
     )
     agent = Agent(
-        Scripted([make_facts(), mismatch, mismatch]), publisher, NodeEvents(client, publisher)
+        Outcomes(make_facts(), mismatch, mismatch), publisher, NodeEvents(client, publisher)
     )
     ok = await agent.step()
     good = dict(ok.labels)
@@ -189,7 +177,7 @@ async def test_failure_then_recovery(kmock: Any, client: AsyncClient) -> None:
     publisher = NodePublisher(client, NODE)
     no_driver = DiscoveryError(Reason.NO_DRIVER, "NVIDIA kernel driver not loaded")
     agent = Agent(
-        Scripted([make_facts("535.104.05", (12, 2)), no_driver, make_facts("550.90.07")]),
+        Outcomes(make_facts("535.104.05", (12, 2)), no_driver, make_facts("550.90.07")),
         publisher,
         NodeEvents(client, publisher),
     )
@@ -223,7 +211,7 @@ async def test_first_probe_failing_keeps_labels_of_an_earlier_run(
     }
     publisher = NodePublisher(client, NODE)
     agent = Agent(
-        Scripted([DiscoveryError(Reason.NO_DRIVER, "x")]), publisher, NodeEvents(client, publisher)
+        Outcomes(DiscoveryError(Reason.NO_DRIVER, "x")), publisher, NodeEvents(client, publisher)
     )
     await agent.step()
     (patch,) = patches(kmock)
@@ -265,7 +253,7 @@ async def test_nfd_failure_keeps_file_labels_from_an_earlier_run(tmp_path: Path)
     earlier = build_labels(make_facts())
     path.write_text("".join(f"{k}={v}\n" for k, v in earlier.items()))
     publisher = NfdFilePublisher(path)
-    agent = Agent(Scripted([DiscoveryError(Reason.NO_DEVICES, "none")]), publisher)
+    agent = Agent(Outcomes(DiscoveryError(Reason.NO_DEVICES, "none")), publisher)
     await agent.step()
     now = await publisher.labels()
     assert now[L.PROBE_STATUS] == "failed" and now[L.PROBE_REASON] == "no-devices"
@@ -284,3 +272,11 @@ async def test_nfd_write_failure_leaves_old_file(tmp_path: Path, monkeypatch: An
         await NfdFilePublisher(path).apply(build_labels(make_facts()), owned_keys(False))
     assert path.read_text() == "cudasched.io/probe.status=ok\n"
     assert [p.name for p in tmp_path.iterdir()] == ["cudasched"]
+
+
+@pytest.mark.parametrize("value", ["12.4\n", "a b", "-x", "x" * 64])
+def test_nfd_file_refuses_a_value_that_is_not_a_label_value(value: str) -> None:
+    """A value with a trailing newline once passed the check (``$`` matches before a final
+    newline) and wrote a broken line into the features.d file."""
+    with pytest.raises(ValueError, match="is not a valid label value"):
+        NfdFilePublisher.render({"cudasched.io/cuda": value})

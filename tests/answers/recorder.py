@@ -117,9 +117,9 @@ def answers() -> dict[str, str]:
     """``{"CONFIG/CASE/NUMBER": digest of the answer}`` for every review and configuration, and
     ``{"explain/sample/POLICY": digest}`` of ``explain -o json`` on the sample cluster."""
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.state import ClusterState
+    from cudasched.settings.config import WebhookConfig
+    from cudasched.webhook.admission.admitter import Admitter
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     kb = KnowledgeBase.load()
     out: dict[str, str] = {}

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from cudasched.cli import app
 from cudasched.cli.demo import run_demo
 from cudasched.cluster.snapshot import bundled_snapshot
-from cudasched.webhook.review import creation_review
+from cudasched.webhook.admission.review import creation_review
 from cudasched.workloads.kserve import is_predictor_pod
 
 

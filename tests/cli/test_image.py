@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cudasched.cli import app
-from cudasched_e2e.controlplane.processes import free_port
+from tests.harness.controlplane.processes import free_port
 from tests.support.layers import Link, layer, push_layered
 from tests.support.registry import Registry, run_registry
 

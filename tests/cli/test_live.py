@@ -33,7 +33,7 @@ from cudasched.vocab.kinds import (
     POD,
     SERVING_RUNTIME,
 )
-from cudasched.webhook.review import creation_review
+from cudasched.webhook.admission.review import creation_review
 from tests.support.gpu_operator import CRD_SPEC_PROPERTIES, cluster_policy, nvidiadriver_crd
 from tests.support.kube_api import ClusterApi, forbidden, write_kubeconfig
 from tests.support.outputs import without_source

@@ -204,7 +204,7 @@ def test_one_wording_for_an_unknown_image_in_mutate_audit_and_demo_rows() -> Non
     """The sample's bert-legacy (TorchServe, CUDA not recorded): the webhook's warning (what
     mutate prints) and the audit's finding say why and what to do in the same words."""
     from cudasched.cluster.snapshot import bundled_snapshot
-    from cudasched.webhook.review import creation_review
+    from cudasched.webhook.admission.review import creation_review
     from cudasched.workloads.resolution import unknown_fix
 
     pod = next(p for p in bundled_snapshot().pods if "bert-legacy" in p["metadata"]["name"])

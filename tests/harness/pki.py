@@ -5,7 +5,8 @@ One CA signs everything: etcd's serving certificate, the API server's serving ce
 component (the API server to etcd, the admin in ``system:masters``, ``system:kube-scheduler``,
 ``system:kube-controller-manager``). The ServiceAccount token signing key is separate, as in
 every cluster. EC P-256 keys: generated in milliseconds, accepted by every component. The
-certificates are built by :func:`cudasched.webhook.tls.issue_certificate`, as the webhook's own.
+certificates are built by :func:`cudasched.webhook.server.tls.issue_certificate`, as the
+webhook's own.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from cudasched.webhook.tls import Signer, issue_certificate
+from cudasched.webhook.server.tls import Signer, issue_certificate
 
 __all__ = ["Pki", "write_pki"]
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from cudasched.cli import app
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.install import access, naming, webhook
-from cudasched.webhook.app import ISVC_PATH, LLMISVC_PATH, POD_PATH
-from cudasched.webhook.config import load_config
+from cudasched.settings.config import load_config
+from cudasched.webhook.server.app import ISVC_PATH, LLMISVC_PATH, POD_PATH
 from cudasched.workloads.pods import is_skipped
 from tests.support.k8s_schema import assert_valid
 from tests.support.rbac import granted

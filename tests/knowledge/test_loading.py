@@ -228,3 +228,32 @@ def test_load_reads_fresh_objects_each_time() -> None:
     first, second = KnowledgeBase.load(), KnowledgeBase.load()
     assert first is not second
     assert first.min_driver(cv("12.4")) == second.min_driver(cv("12.4"))
+
+
+class _Kept:
+    """A :class:`~cudasched.knowledge.loading.ParsedCache` in memory, answering ``held``."""
+
+    def __init__(self, held: dict[str, object] | None) -> None:
+        self.held = held
+        self.stored: list[dict[str, object]] = []
+
+    def load(self, raw: Mapping[str, bytes]) -> dict[str, object] | None:
+        return self.held
+
+    def store(self, raw: Mapping[str, bytes], docs: Mapping[str, object]) -> None:
+        self.stored.append(dict(docs))
+
+
+def test_documents_a_cache_holds_are_used_as_they_are(raw_documents: dict[str, Any]) -> None:
+    cache = _Kept(copy.deepcopy(raw_documents))
+    del cache.held["gpus.yaml"]["gpus"][1:]  # type: ignore[index]
+    kb = KnowledgeBase.load(cache)
+    assert len(list(kb.gpus())) == 1 and cache.stored == []
+
+
+def test_a_cache_that_holds_other_files_is_parsed_past_and_given_the_parse() -> None:
+    cache = _Kept({"gpus.yaml": {}})
+    kb = KnowledgeBase.load(cache)
+    assert len(list(kb.gpus())) > 1
+    [stored] = cache.stored
+    assert set(stored) == set(DATA_FILES)

@@ -445,9 +445,22 @@ def test_the_nodepool_check_can_fail() -> None:
             assert_valid_nodepool(pool)
 
 
+@pytest.mark.parametrize("pool", ["l4-r580\n", "-l4", "l4 r580", "x" * 64])
+def test_a_driver_pool_that_is_not_a_label_value_is_an_input_error(
+    kb: KnowledgeBase, pool: str
+) -> None:
+    """``l4-r580\n`` once passed (``$`` matches before a final newline) into every label
+    declaration."""
+    with pytest.raises(InputError, match="invalid --driver-pool"):
+        node_template("NVIDIA-L4", "580.95.05", kb, driver_pool=pool)
+
+
 def test_bad_nodepool_options_are_input_errors() -> None:
     with pytest.raises(InputError, match="invalid NodePool name 'GPU_Pool'"):
         karpenter_nodepool({}, NodePoolOptions("GPU_Pool"))
+    # once passed: re.match with $ matches before a final newline
+    with pytest.raises(InputError, match=re.escape("invalid NodePool name 'gpu\\n'")):
+        karpenter_nodepool({}, NodePoolOptions("gpu\n"))
     with pytest.raises(InputError, match="expected GROUP/KIND/NAME"):
         NodeClassRef.parse("EC2NodeClass/default")
 

@@ -20,11 +20,11 @@ from cudasched.nodes.labelers import (
     build_labels,
     enrich,
     failure_labels,
-    is_valid_label_value,
     owned_keys,
     sanitise_product,
 )
 from cudasched.vocab import labels as L
+from cudasched.vocab.labelsyntax import label_value_ok
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion, parse_driver
 
 DATA = Path(__file__).parents[1] / "data" / "nvidia-smi"
@@ -266,7 +266,7 @@ def test_every_value_is_a_valid_label_value(
     # driver, CUDA, compute and status labels, ours and GFD's; the product only when publishable
     assert len(built) >= 25
     for key, value in built.items():
-        assert is_valid_label_value(value), (key, value)
+        assert label_value_ok(value), (key, value)
         assert VALUE_RE.match(value) and len(value) <= 63
 
 

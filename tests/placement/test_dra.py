@@ -327,3 +327,14 @@ def test_cli_bad_input_is_one_line_exit_2(args: list[str], fragment: str) -> Non
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
     assert line.startswith("cudasched: error: ") and fragment in line
+
+
+@pytest.mark.parametrize("name", ["gpu\n", "GPU", "-gpu", "a" * 254])
+def test_a_claim_template_name_that_is_not_a_dns_subdomain_is_refused(
+    kb: KnowledgeBase, name: str
+) -> None:
+    """``gpu\\n`` once passed (``re.match`` with ``$`` matches before a final newline) into
+    the template's ``metadata.name``."""
+    req = Requirement(cuda=parse_cuda("12.4"))
+    with pytest.raises(InputError, match="invalid claim template name"):
+        claim_template(req, Policy.STRICT, kb, name=name)

@@ -13,8 +13,8 @@ import pytest
 
 from cudasched.knowledge.imageconfig import config_cuda
 from cudasched.registry.auth import Credentials, Keychain
-from cudasched.registry.cache import ConfigCache
 from cudasched.registry.client import Limits, Platform, RegistryClient
+from cudasched.registry.configcache import ConfigCache
 from cudasched.registry.distribution import RegistryError, repository_of
 from cudasched.registry.resolver import resolve_one
 from cudasched.vocab.errors import InputError

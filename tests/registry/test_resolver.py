@@ -8,8 +8,8 @@ import logging
 import pytest
 
 from cudasched.registry.auth import Credentials, Keychain
-from cudasched.registry.cache import ConfigCache
 from cudasched.registry.client import RegistryClient
+from cudasched.registry.configcache import ConfigCache
 from cudasched.registry.resolver import BackgroundResolver
 from tests.support.registry import hostile_registry
 

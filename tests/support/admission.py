@@ -9,7 +9,6 @@ import base64
 import copy
 import json
 import ssl
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,12 @@ import orjson
 
 from cudasched.cluster.snapshot import ClusterSnapshot
 from cudasched.knowledge import KnowledgeBase
-from cudasched.vocab.errors import InputError
-from cudasched.webhook.admission import Admitter
-from cudasched.webhook.app import WebhookApp
-from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.review import MAX_WARNING_CHARS, creation_review
-from cudasched.webhook.serving import RunningServer
-from cudasched.webhook.state import ClusterState
+from cudasched.settings.config import WebhookConfig
+from cudasched.webhook.admission.admitter import Admitter
+from cudasched.webhook.admission.review import MAX_WARNING_CHARS, creation_review
+from cudasched.webhook.server.app import WebhookApp
+from cudasched.webhook.server.serving import RunningServer
+from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support import builders
 from tests.support.builders import (
     ALL_SCHEMES,
@@ -196,43 +194,11 @@ def api_server_body(review: dict[str, Any], uid: str) -> bytes:
 
 
 def review(uid: str = "uid-1", **request: Any) -> bytes:
-    """The body of a GPU pod's CREATE review, with ``request`` fields added (for stand-ins
-    that read only the uid)."""
+    """The body of a GPU pod's CREATE review, with ``request`` fields added (for the fake
+    admission, which reads only the uid)."""
     doc = builders.review(builders.pod(), uid=uid)
     doc["request"] |= request
     return orjson.dumps(doc)
-
-
-class StandIn:
-    """Plays the Admitter: answers with the request uid; ``mode`` picks the decision."""
-
-    def __init__(self, mode: str = "unchanged") -> None:
-        self.mode = mode
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.calls = 0
-
-    def review(self, kind: str, body: bytes, state: Any) -> bytes:
-        self.calls += 1
-        doc = orjson.loads(body)
-        if doc.get("kind") != "AdmissionReview":
-            raise InputError("not an AdmissionReview")
-        uid = doc["request"]["uid"]
-        if self.mode == "block":
-            self.entered.set()
-            self.release.wait(30)
-        if self.mode == "raise":
-            raise RuntimeError("bug in admission")
-        response: dict[str, Any] = {"uid": uid, "allowed": self.mode != "deny"}
-        if self.mode == "patch":
-            ops = [{"op": "add", "path": "/metadata/annotations", "value": {"k": kind}}]
-            response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(orjson.dumps(ops)).decode()
-        if self.mode == "deny":
-            response["status"] = {"code": 403, "message": "no"}
-        return orjson.dumps(
-            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
-        )
 
 
 class Unsynced:

@@ -31,7 +31,7 @@ from cudasched.vocab.versions import (
     parse_cuda,
     parse_driver,
 )
-from cudasched.webhook.review import creation_review
+from cudasched.webhook.admission.review import creation_review
 
 __all__ = [
     "ALL_SCHEMES",
@@ -459,7 +459,7 @@ def review(
 ) -> dict[str, Any]:
     """The AdmissionReview v1 request the API server sends for ``operation`` on ``obj``.
 
-    CREATE is :func:`cudasched.webhook.review.creation_review` (the object as it is before
+    CREATE is :func:`cudasched.webhook.admission.review.creation_review` (the object as it is before
     it is stored); UPDATE carries the stored object and ``old`` (default: ``obj`` itself);
     DELETE carries no object, the stored one as ``oldObject``. ``namespace`` overrides the
     request's namespace (a pod created by a ReplicaSet has none in its object).

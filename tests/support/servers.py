@@ -10,9 +10,9 @@ from typing import Any
 
 import kmock
 
-from cudasched.webhook.cache import ClusterCache
-from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.serving import RunningServer, serve_in_thread
+from cudasched.settings.config import WebhookConfig
+from cudasched.webhook.background.watchcache import ClusterCache
+from cudasched.webhook.server.serving import RunningServer, serve_in_thread
 
 
 def trust(pem: bytes) -> ssl.SSLContext:

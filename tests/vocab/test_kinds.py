@@ -1,17 +1,10 @@
-"""The declared kinds: API coordinates, and lightkube classes that list plain dicts at the
-right URLs (checked against the kmock API server) without touching lightkube's registry."""
+"""The declared kinds: API coordinates, as plain data (the client's classes are
+``tests/kube/test_resources.py``'s)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
-from lightkube.core.resource_registry import resource_registry
-from lightkube.generic_resource import GenericNamespacedResource
-
-from cudasched.kube.client import make_client
 from cudasched.vocab import kinds
-from cudasched.vocab.kinds import KINDS, Kind
+from cudasched.vocab.kinds import KINDS
 
 
 def test_coordinates() -> None:
@@ -68,46 +61,3 @@ def test_the_gpu_operator_release_kinds() -> None:
         ),
     }
     assert not set(kinds.GPU_OPERATOR_KINDS) & set(KINDS)
-
-
-def test_resource_classes_leave_lightkube_registry_alone() -> None:
-    from lightkube.resources.core_v1 import Node
-
-    before = resource_registry.get("v1", "Node")
-    for kind in KINDS:
-        resource = kind.resource()
-        info = resource._api_info
-        assert (info.resource.group, info.resource.version, info.resource.kind) == (
-            kind.group,
-            kind.version,
-            kind.kind,
-        )
-        assert info.plural == kind.plural
-        assert issubclass(resource, GenericNamespacedResource) == kind.namespaced
-    assert resource_registry.get("v1", "Node") is before
-    assert resource_registry.get(kinds.NVIDIA_DRIVER.api_version, "NVIDIADriver") is None
-    assert Node.__module__ == "lightkube.resources.core_v1"
-
-
-def _path(kind: Kind, namespace: str | None) -> str:
-    root = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
-    scope = f"/namespaces/{namespace}" if namespace else ""
-    return f"{root}{scope}/{kind.plural}"
-
-
-@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.kind)
-async def test_lists_plain_dicts_from_the_kind_url(kmock: Any, kind: Kind) -> None:
-    namespace = "ml" if kind.namespaced else None
-    meta: dict[str, Any] = {"name": "one"}
-    if namespace:
-        meta["namespace"] = namespace
-    body = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": meta}
-    await kmock.post(_path(kind, namespace), json=body)
-    client = make_client(server=str(kmock.url).rstrip("/"))
-    try:
-        options = {"namespace": "*"} if kind.namespaced else {}
-        listed = [obj async for obj in client.list(kind.resource(), **options)]
-    finally:
-        await client.close()
-    assert [dict(obj)["metadata"]["name"] for obj in listed] == ["one"]
-    assert all(isinstance(obj, dict) for obj in listed)

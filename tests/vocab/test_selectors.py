@@ -46,7 +46,10 @@ def test_matches_as_the_api_server(text: str, selected: bool) -> None:
         ("a b=c", "'a b' is not a label key"),
         ("app in (a", "unbalanced parentheses"),
         ("x=" + "v" * 64, "is not a label value"),
-        ("Bad_Prefix/x=1", "is not a label key"),
+        ("Bad_Prefix/x=1", "is not a label key: the prefix must be a lowercase DNS-1123"),
+        ("a" * 254 + "/x=1", "the prefix must be a lowercase DNS-1123 subdomain of at most 253"),
+        ("a/b/c=1", "a label key has at most one '/'"),
+        ("x" * 64 + "=1", "the name part must be at most 63 characters"),
     ],
 )
 def test_bad_selectors_name_the_part(text: str, said: str) -> None:

@@ -15,10 +15,10 @@ from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.errors import InputError
-from cudasched.webhook.admission import Admitter
-from cudasched.webhook.config import WebhookConfig
-from cudasched.webhook.state import ClusterState
+from cudasched.webhook.admission.admitter import Admitter
+from cudasched.webhook.state.clusterstate import ClusterState
 from cudasched.workloads.pods import (
     is_inference_service,
     is_skipped,

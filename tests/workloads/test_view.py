@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
+from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.errors import InputError
-from cudasched.webhook.admission import Admitter
-from cudasched.webhook.config import WebhookConfig
+from cudasched.webhook.admission.admitter import Admitter
 from cudasched.workloads.gpu import gpu_container, uses_gpu
 from cudasched.workloads.kserve import isvc_uses_gpu
 from cudasched.workloads.kserve.llm import is_llmisvc_pod, llmisvc_main_container, llmisvc_of_pod

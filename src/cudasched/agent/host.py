@@ -119,7 +119,8 @@ def parse_os_image(os_image: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _text(value: Any) -> str | None:
+def _stripped_or_none(value: Any) -> str | None:
+    """A string field of the Node, stripped; ``None`` when blank or not a string."""
     return value.strip() or None if isinstance(value, str) else None
 
 
@@ -133,11 +134,13 @@ def host_from_node(node: Mapping[str, Any]) -> HostFacts:
     status = node.get("status")
     info = status.get("nodeInfo") if isinstance(status, Mapping) else None
     info = info if isinstance(info, Mapping) else {}
-    os_id = _text(labels.get(NFD_OS_ID))
-    version = _text(labels.get(NFD_OS_VERSION_ID))
+    os_id = _stripped_or_none(labels.get(NFD_OS_ID))
+    version = _stripped_or_none(labels.get(NFD_OS_VERSION_ID))
     if os_id is None:
-        image = _text(info.get("osImage"))
+        image = _stripped_or_none(info.get("osImage"))
         os_id, version = parse_os_image(image) if image is not None else (None, None)
     return HostFacts(
-        kernel_release=_text(info.get("kernelVersion")), os_id=os_id, os_version_id=version
+        kernel_release=_stripped_or_none(info.get("kernelVersion")),
+        os_id=os_id,
+        os_version_id=version,
     )

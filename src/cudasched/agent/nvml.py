@@ -68,7 +68,8 @@ def _reason(exc: BaseException) -> str:
     return Reason.NVML_ERROR
 
 
-def _text(value: Any) -> str:
+def _decoded(value: Any) -> str:
+    """NVML's text as ``str`` (older bindings return ``bytes``)."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -113,7 +114,7 @@ class NvmlSession:
                     Reason.VERSION_MISMATCH: "Driver/library version mismatch (driver "
                     "upgraded without reboot?)",
                 }.get(reason, "NVML initialisation failed")
-                raise DiscoveryError(reason, f"{hint}: {_text(exc)}") from None
+                raise DiscoveryError(reason, f"{hint}: {_decoded(exc)}") from None
             self._initialised = True
         return lib
 
@@ -153,7 +154,7 @@ class NvmlSource:
             return self._probe(lib)
         except lib.NVMLError as exc:
             self.session.reset()
-            raise DiscoveryError(_reason(exc), f"NVML query failed: {_text(exc)}") from None
+            raise DiscoveryError(_reason(exc), f"NVML query failed: {_decoded(exc)}") from None
 
     def _cuda(self, lib: Any) -> CudaVersion | None:
         # _v2 asks libcuda itself; the v1 call invents "a known supported version" when libcuda
@@ -178,7 +179,7 @@ class NvmlSource:
         return bool(current)
 
     def _probe(self, lib: Any) -> DriverFacts:
-        driver_text = _text(lib.nvmlSystemGetDriverVersion())
+        driver_text = _decoded(lib.nvmlSystemGetDriverVersion())
         try:
             driver = parse_driver(driver_text)
         except VersionError as exc:
@@ -192,13 +193,13 @@ class NvmlSource:
             memory = lib.nvmlDeviceGetMemoryInfo(handle)
             gpus.append(
                 GpuFacts(
-                    name=_text(lib.nvmlDeviceGetName(handle)).strip(),
+                    name=_decoded(lib.nvmlDeviceGetName(handle)).strip(),
                     compute=ComputeCapability(int(major), int(minor)) if major else None,
                     memory_mib=int(memory.total) // (1024 * 1024),
                     brand=brand if brand != "Unknown" else None,
                     datacenter=brand_is_datacenter(brand),
                     mig_enabled=self._mig(lib, handle),
-                    uuid=_text(lib.nvmlDeviceGetUUID(handle)),
+                    uuid=_decoded(lib.nvmlDeviceGetUUID(handle)),
                 )
             )
         if not gpus:

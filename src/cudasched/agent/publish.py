@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cudasched.kube.events import EventRecorder, ObjectReference
-from cudasched.nodes.labelers import DEFAULT_NFD_PATH, is_valid_label_value
+from cudasched.kube.nodes import patch_node_labels, read_node
+from cudasched.nodes.labelers import DEFAULT_NFD_PATH
+from cudasched.vocab.labelsyntax import label_value_ok
+from cudasched.vocab.objects import labels_of, metadata_of
 
 __all__ = [
     "EVENT_COMPONENT",
@@ -72,7 +75,7 @@ class LogEvents:
 
 
 class NodePublisher:
-    """Labels on the Node object, through lightkube's async client."""
+    """Labels on the Node object, through the Kubernetes API (:mod:`cudasched.kube.nodes`)."""
 
     def __init__(self, client: Any, node_name: str) -> None:
         self.client = client
@@ -85,25 +88,16 @@ class NodePublisher:
         return ObjectReference(api_version="v1", kind="Node", name=self.node_name, uid=self._uid)
 
     async def labels(self) -> dict[str, str]:
-        from lightkube.resources.core_v1 import Node
-
-        node = await self.client.get(Node, self.node_name)
-        self._uid = node.metadata.uid if node.metadata else None
-        return dict((node.metadata.labels if node.metadata else None) or {})
+        node = await read_node(self.client, self.node_name)
+        uid = metadata_of(node).get("uid")
+        self._uid = uid if isinstance(uid, str) else None
+        return labels_of(node)
 
     async def apply(self, desired: Mapping[str, str], owned: frozenset[str]) -> bool:
-        from lightkube.resources.core_v1 import Node
-        from lightkube.types import PatchType
-
         patch = label_patch(await self.labels(), desired, owned)
         if not patch:
             return False
-        await self.client.patch(
-            Node,
-            self.node_name,
-            {"metadata": {"labels": patch}},
-            patch_type=PatchType.MERGE,
-        )
+        await patch_node_labels(self.client, self.node_name, patch)
         log.info("patched node %s labels: %s", self.node_name, patch)
         return True
 
@@ -153,7 +147,7 @@ class NfdFilePublisher:
     @staticmethod
     def render(labels: Mapping[str, str]) -> str:
         for key, value in labels.items():
-            if not is_valid_label_value(value):
+            if not label_value_ok(value):
                 raise ValueError(f"label {key}={value!r} is not a valid label value")
         return "".join(f"{k}={v}\n" for k, v in sorted(labels.items()))
 

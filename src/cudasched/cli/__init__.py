@@ -8,13 +8,9 @@ import sys
 from typer.exceptions import Abort, TyperException
 
 from cudasched.cli.app import EXIT_BAD_INPUT, app
-from cudasched.vocab.errors import InputError
+from cudasched.vocab.errors import InputError, one_line
 
 __all__ = ["app", "main"]
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def main() -> None:
@@ -29,7 +25,7 @@ def main() -> None:
         if ctx is not None and message == ctx.get_help():  # no arguments at all: the help
             sys.stderr.write(message + "\n")
             sys.exit(EXIT_BAD_INPUT)
-        message = _one_line(message)
+        message = one_line(message)
         if ctx is not None:
             message += f" (see '{ctx.command_path} --help')"
         sys.stderr.write(f"cudasched: error: {message}\n")
@@ -38,6 +34,6 @@ def main() -> None:
         sys.stderr.write("cudasched: error: interrupted\n")
         sys.exit(130)
     except InputError as exc:  # pragma: no cover - commands normally handle this themselves
-        sys.stderr.write(f"cudasched: error: {_one_line(str(exc))}\n")
+        sys.stderr.write(f"cudasched: error: {one_line(str(exc))}\n")
         sys.exit(EXIT_BAD_INPUT)
     sys.exit(code if isinstance(code, int) else 0)

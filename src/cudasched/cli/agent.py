@@ -27,9 +27,10 @@ _AGENT_OUTPUTS = ("node", "nfd")
 def _knowledge() -> Any:
     """The knowledge base, or ``None`` when it cannot load (probing must still work)."""
     try:
+        from cudasched.cli.knowledgecache import user_cache
         from cudasched.knowledge import KnowledgeBase
 
-        return KnowledgeBase.load()
+        return KnowledgeBase.load(user_cache())
     except Exception as exc:  # a broken KB must not stop a node from being labelled
         logging.getLogger("cudasched.agent").warning("knowledge base unavailable: %s", exc)
         return None
@@ -111,11 +112,10 @@ async def _host_facts(client: Any, node_name: str | None) -> Any:
     from cudasched.nodes.hostfacts import HostFacts
 
     if client is not None and node_name:
-        from lightkube.resources.core_v1 import Node
+        from cudasched.kube.nodes import read_node
 
         try:
-            node = await client.get(Node, node_name)
-            return host_from_node(node.to_dict())
+            return host_from_node(await read_node(client, node_name))
         except Exception as exc:  # informational only: never stop labelling for it
             logging.getLogger("cudasched.agent").warning("node %s not read: %s", node_name, exc)
     return HostFacts(kernel_release=read_host(os_release_paths=()).kernel_release)

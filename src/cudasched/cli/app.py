@@ -18,6 +18,8 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
 
+from cudasched.vocab.errors import one_line
+
 __all__ = [
     "COMMANDS",
     "EXIT_BAD_INPUT",
@@ -208,7 +210,7 @@ class LazyCommands(TyperGroup):
             else:
                 ctx = getattr(exc, "ctx", None)
                 where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-                message = " ".join(exc.format_message().split())
+                message = one_line(exc.format_message())
                 sys.stderr.write(f"cudasched: error: {message}{where}\n")
                 result = exc.exit_code
         if result in (None, EXIT_OK, EXIT_INCOMPATIBLE):

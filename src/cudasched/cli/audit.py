@@ -81,7 +81,7 @@ def _objects(refs: list[str]) -> str:
     return ", ".join(refs)
 
 
-def _text(report: AuditReport, source: str, width: int) -> str:
+def _text_report(report: AuditReport, source: str, width: int) -> str:
     """Summary first, then one entry per folded finding: severity, code and objects, the
     message and the fix, wrapped at spaces only (a code or a name is never cut)."""
     summary = report.summary()
@@ -181,7 +181,7 @@ def audit_cmd(
             render_findings(report, source=label, generated=generated_now(), policy=pol.value)
         )
     elif report.findings:
-        sys.stdout.write(_text(report, label, terminal.width(TABLE_WIDTH)))
+        sys.stdout.write(_text_report(report, label, terminal.width(TABLE_WIDTH)))
     else:
         sys.stdout.write(f"cudasched audit: {label}: no findings\n")
     raise typer.Exit(EXIT_INCOMPATIBLE if report.has_errors else EXIT_OK)

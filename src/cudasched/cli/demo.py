@@ -6,13 +6,11 @@ affinity -> eligible nodes) in a second or two, without a cluster. Nothing is le
 from __future__ import annotations
 
 import dataclasses
-import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import typer
 
 from cudasched.cli import terminal
@@ -20,7 +18,7 @@ from cudasched.cli.app import EXIT_BAD_INPUT, EXIT_OK, app, fail
 from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
 from cudasched.cli.options import ConfigOption
 from cudasched.vocab.errors import InputError
-from cudasched.webhook.review import creation_review, decode_patch
+from cudasched.webhook.admission.review import creation_review, decode_patch
 
 __all__ = ["DemoRow", "demo", "run_demo"]
 
@@ -51,15 +49,15 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     """Serve the real webhook over HTTPS on 127.0.0.1, send it every pod of ``snapshot`` as a
     CREATE review, apply the returned patches and evaluate node affinity on the result.
     Returns the rows, the server URL and the elapsed seconds of the admission round trips."""
-    import httpx
     import jsonpatch
 
     from cudasched.explain.eligibility import explain as explain_nodes
+    from cudasched.kube.admissionclient import AdmissionClient
+    from cudasched.settings.config import WebhookConfig
     from cudasched.vocab.labels import ANN_REQUIREMENT
     from cudasched.vocab.requirements import Requirement
-    from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.serving import serve_in_thread
+    from cudasched.webhook.admission.admitter import Admitter
+    from cudasched.webhook.server.serving import serve_in_thread
     from cudasched.workloads.kserve import is_predictor_pod, isvc_name_of
     from cudasched.workloads.kserve.llm import is_llmisvc_pod, llmisvc_name_of
     from cudasched.workloads.resolution import pod_need
@@ -68,22 +66,12 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     admitter = Admitter.from_config(cfg)
     state = cluster_state(snapshot, admitter.kb)
     rows: list[DemoRow] = []
-    with serve_in_thread(state, config=cfg, reviewer=admitter) as server:
-        tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
-        started = time.perf_counter()
-        with httpx.Client(base_url=server.url, verify=tls, timeout=10.0) as client:
+    with serve_in_thread(state, config=cfg, admission=admitter) as server:
+        with AdmissionClient(server.url, server.ca_pem, timeout=10.0) as client:
+            started = time.perf_counter()
             for pod in snapshot.pods:
                 review = creation_review(pod)
-                reply = client.post(
-                    POD_PATH,
-                    content=orjson.dumps(review),
-                    headers={"content-type": "application/json"},
-                )
-                if reply.status_code != 200:
-                    raise InputError(
-                        f"webhook answered HTTP {reply.status_code}: {reply.text.strip()}"
-                    )
-                answer = reply.json()
+                answer = client.review(POD_PATH, review)
                 response = answer.get("response") or {}
                 obj = review["request"]["object"]
                 patched = jsonpatch.apply_patch(obj, decode_patch(answer))
@@ -143,7 +131,7 @@ def demo(
     sample pod through it and show where each may now run."""
     from rich.text import Text
 
-    from cudasched.webhook.config import load_config
+    from cudasched.settings.config import load_config
 
     try:
         cfg = load_config(config)

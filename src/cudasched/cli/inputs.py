@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, overload
 import typer
 
 from cudasched.cli.app import note
-from cudasched.vocab.errors import InputError
+from cudasched.vocab.errors import InputError, one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -40,9 +39,9 @@ if TYPE_CHECKING:
     from cudasched.knowledge.images import ImageTable
     from cudasched.kube.live import ObjectRef
     from cudasched.operations.audit.nodegroups import NodeGroup
+    from cudasched.settings.config import WebhookConfig
     from cudasched.vocab.kinds import Kind
-    from cudasched.webhook.config import WebhookConfig
-    from cudasched.webhook.state import ClusterState
+    from cudasched.webhook.state.clusterstate import ClusterState
 
 __all__ = [
     "SAMPLE_NOTE",
@@ -131,7 +130,6 @@ _SCOPE_OPTIONS = (
     ("selector", SelectorOption, None),
 )
 
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 #: The one line said when a command judges the bundled sample cluster.
 SAMPLE_NOTE = (
@@ -163,6 +161,7 @@ class ClusterSource:
         """``-n``/``-A``/``-l`` as a :class:`~cudasched.cluster.scope.Scope`; an
         ``InputError`` for ``-n`` with ``-A`` or a selector that does not parse."""
         from cudasched.cluster.scope import Scope
+        from cudasched.vocab.labelsyntax import dns_label_ok
         from cudasched.vocab.selectors import parse_selector
 
         if self.namespace is not None and self.all_namespaces:
@@ -170,7 +169,7 @@ class ClusterSource:
                 f"-n {self.namespace!r} and -A/--all-namespaces ask for one namespace and for "
                 "all: give one"
             )
-        if self.namespace is not None and not _NAMESPACE.fullmatch(self.namespace):
+        if self.namespace is not None and not dns_label_ok(self.namespace):
             raise InputError(
                 f"-n/--namespace {self.namespace!r} is not a namespace name (at most 63 "
                 "lower-case letters, digits and '-', starting and ending with a letter or digit)"
@@ -239,16 +238,18 @@ def cluster_source(command: Command | None = None, *, scoped: bool = True) -> An
 
 
 def load_knowledge() -> KnowledgeBase:
-    """The bundled knowledge base (NVIDIA's tables, GPUs, frameworks, containers)."""
+    """The bundled knowledge base (NVIDIA's tables, GPUs, frameworks, containers), its parsed
+    data kept between commands in this user's cache."""
+    from cudasched.cli.knowledgecache import user_cache
     from cudasched.knowledge import KnowledgeBase
 
-    return KnowledgeBase.load()
+    return KnowledgeBase.load(user_cache())
 
 
 def load_settings(path: Path | None) -> WebhookConfig:
     """The webhook's configuration (``--config``), read as the webhook reads it; ``None``
     gives the defaults. Bad files are an ``InputError`` naming the setting."""
-    from cudasched.webhook.config import load_config
+    from cudasched.settings.config import load_config
 
     return load_config(path)
 
@@ -498,7 +499,7 @@ def load_node_templates(path: Path | None) -> list[NodeGroup]:
     except OSError as exc:
         raise InputError(f"cannot read node templates file {str(path)!r}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        why = " ".join(str(exc).split())
+        why = one_line(str(exc))
         raise InputError(f"node templates file {str(path)!r} is not YAML or JSON: {why}") from None
     if not docs:
         raise InputError(
@@ -510,7 +511,7 @@ def load_node_templates(path: Path | None) -> list[NodeGroup]:
 def cluster_state(snapshot: ClusterSnapshot, kb: KnowledgeBase) -> ClusterState:
     """What the webhook would know of ``snapshot``: its synced admission state (``mutate`` and
     ``demo`` decide against it exactly as the in-cluster webhook does)."""
-    from cudasched.webhook.state import ClusterState
+    from cudasched.webhook.state.clusterstate import ClusterState
 
     return ClusterState.from_snapshot(snapshot, kb=kb)
 

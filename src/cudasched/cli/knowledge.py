@@ -53,7 +53,7 @@ def knowledge_cmd(
     cudasched knowledge cuda 12.8. Exit 0 (also when nothing matches), 2 on bad input.
     """
     from cudasched.knowledge.images import ImageTable
-    from cudasched.webhook.config import load_config
+    from cudasched.settings.config import load_config
 
     try:
         kb = load_knowledge()

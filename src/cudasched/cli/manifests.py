@@ -13,7 +13,7 @@ from cudasched.install.agent import daemonset_objects
 from cudasched.install.naming import DEFAULT_IMAGE, DEFAULT_NAMESPACE
 from cudasched.install.webhook import DEFAULT_PRIORITY_CLASS, all_objects, checked_image, to_yaml
 from cudasched.vocab.errors import InputError
-from cudasched.webhook.tls import generate_self_signed
+from cudasched.webhook.server.tls import generate_self_signed
 
 
 @app.command("manifests")

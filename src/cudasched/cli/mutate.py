@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
 
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
-from cudasched.cli.inputs import ClusterSource, cluster_source, cluster_state, load_cluster
+from cudasched.cli.inputs import (
+    ClusterSource,
+    cluster_source,
+    cluster_state,
+    load_cluster,
+    load_images,
+    load_knowledge,
+)
 from cudasched.cli.options import (
     ConfigOption,
     PlainHttpOption,
@@ -24,6 +31,10 @@ from cudasched.cli.options import (
 )
 from cudasched.vocab import inputfiles
 from cudasched.vocab.errors import InputError
+
+if TYPE_CHECKING:
+    from cudasched.settings.config import WebhookConfig
+    from cudasched.webhook.admission.admitter import Admitter
 
 __all__ = ["as_review", "mutate"]
 
@@ -63,7 +74,7 @@ def as_review(body: bytes, label: str, namespace: str | None = None) -> tuple[by
     send (the note says so). ``namespace`` (``-n``) is given to an object without one, as
     ``kubectl apply -n`` does; an object of another namespace is an error."""
     from cudasched.cluster.snapshot import parse_objects
-    from cudasched.webhook.review import creation_review
+    from cudasched.webhook.admission.review import creation_review
     from cudasched.workloads.kserve.llm import is_llmisvc
     from cudasched.workloads.pods import is_inference_service, pod_of, workload_id
 
@@ -99,6 +110,22 @@ def as_review(body: bytes, label: str, namespace: str | None = None) -> tuple[by
     if not service and obj.get("kind") != "Pod":
         what = f"the pod template of {what}, as a Pod,"
     return orjson.dumps(review), f"{label}: {what} wrapped in a CREATE AdmissionReview"
+
+
+def _admitter(
+    cfg: WebhookConfig,
+    resolve_images: bool,
+    registry_config: Path | None,
+    plain_http: list[str] | None,
+) -> Admitter:
+    """The Admitter the webhook would build from ``cfg``, its image table asking the images'
+    registries first with ``--resolve-images`` (through the table's mirrors that name a host)."""
+    from cudasched.webhook.admission.admitter import Admitter
+
+    kb = load_knowledge()
+    images = load_images(kb, cfg)
+    configs = registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
+    return Admitter(cfg, kb, images.with_configs(configs))
 
 
 @app.command("mutate")
@@ -139,8 +166,7 @@ def mutate(
 ) -> None:
     """Answer one AdmissionReview offline exactly as the webhook would, and print the
     AdmissionReview response. Exit 0 when allowed, 1 when denied, 2 on bad input."""
-    from cudasched.webhook.admission import Admitter
-    from cudasched.webhook.config import load_config
+    from cudasched.settings.config import load_config
 
     try:
         if review is None or str(review) == "-":
@@ -159,11 +185,7 @@ def mutate(
         if wrapped:
             sys.stderr.write(f"cudasched: note: {wrapped}\n")
         which = _kind_of(body, kind)
-        admitter = Admitter.from_config(cfg)
-        configs = registry_source(
-            resolve_images, registry_config, plain_http, mirrors=admitter.images.mirrors
-        )
-        admitter.images = admitter.images.with_configs(configs)
+        admitter = _admitter(cfg, resolve_images, registry_config, plain_http)
         state = cluster_state(load_cluster(source), admitter.kb)
         # _kind_of answers one of the three kinds decide takes, as a str (arg-type).
         decision = admitter.decide(which, body, state)  # type: ignore[arg-type]

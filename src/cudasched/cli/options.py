@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from cudasched.knowledge.imageconfig import ConfigSource
     from cudasched.knowledge.mirrors import Mirror
     from cudasched.operations.audit.auditor import Progress
-    from cudasched.webhook.config import WebhookConfig
+    from cudasched.settings.config import WebhookConfig
 
 __all__ = [
     "AsOfOption",

@@ -1,8 +1,9 @@
 """``cudasched webhook``: run the admission webhook (HTTPS server + watch cache).
 
-The command only assembles what :mod:`cudasched.webhook.serving` and
-:mod:`cudasched.webhook.cache` provide; flags override the matching configuration fields so a
-quick local run needs no file (``cudasched webhook --self-signed --kubeconfig ~/.kube/config``).
+The command only assembles what :mod:`cudasched.webhook.server.serving` and
+:mod:`cudasched.webhook.background.watchcache` provide; flags override the matching configuration
+fields so a quick local run needs no file (``cudasched webhook --self-signed --kubeconfig
+~/.kube/config``).
 
 With ``--cluster FILE`` the decisions come from a fixed snapshot (the same List the other
 commands read) instead of the API server: admission behaviour can be tested offline and in CI,
@@ -24,7 +25,7 @@ from cudasched.vocab.errors import InputError
 if TYPE_CHECKING:
     from cudasched.cluster.snapshot import ClusterSnapshot
     from cudasched.knowledge import KnowledgeBase
-    from cudasched.webhook.config import WebhookConfig
+    from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.metrics import WebhookMetrics
 
 __all__ = ["webhook_cmd"]
@@ -83,12 +84,11 @@ def webhook_cmd(
     if cluster is not None and kubeconfig is not None:
         fail("--cluster serves a fixed snapshot and --kubeconfig watches a cluster: give one")
     try:
-        from cudasched.cli.inputs import load_knowledge
-        from cudasched.webhook.assembly import default_reviewer
-        from cudasched.webhook.cache import ClusterCache, StateFromObjects
-        from cudasched.webhook.config import load_config
-        from cudasched.webhook.serving import run_server
-        from cudasched.webhook.statesource import StateSource, StaticStateSource
+        from cudasched.cli.inputs import load_images, load_knowledge
+        from cudasched.settings.config import load_config
+        from cudasched.webhook.background.watchcache import ClusterCache, StateFromObjects
+        from cudasched.webhook.server.serving import run_server
+        from cudasched.webhook.state.source import StateSource, StaticStateSource
 
         cfg = load_config(config)
         server_update: dict[str, Any] = {}
@@ -105,13 +105,14 @@ def webhook_cmd(
                 update={"kube": cfg.kube.model_copy(update={"kubeconfig": kubeconfig})}
             )
 
-        # One knowledge base for admission and the cluster state, loaded before the server
-        # (and any worker processes) start.
+        # One knowledge base for admission and the cluster state, and admission's image table
+        # (its imageOverrides checked), loaded before the server (and any worker processes)
+        # start.
         kb = load_knowledge()
-        reviewer = default_reviewer(cfg, kb)
+        images = load_images(kb, cfg)
         if cluster is not None:
             from cudasched.cluster.snapshot import load_snapshot
-            from cudasched.webhook.state import ClusterState
+            from cudasched.webhook.state.clusterstate import ClusterState
 
             dump = load_snapshot(cluster)
             static = StaticStateSource(ClusterState.from_snapshot(dump, kb=kb))
@@ -133,7 +134,7 @@ def webhook_cmd(
                 _start_audit(cfg, kb, metrics, read=None, publish=cfg.audit.publish_reports)
                 return cache
 
-        run_server(cfg, make_source, reviewer=reviewer, self_signed_dir=tls_dir)
+        run_server(cfg, make_source, kb=kb, images=images, self_signed_dir=tls_dir)
     except InputError as exc:
         fail(str(exc))
 
@@ -153,7 +154,7 @@ def _start_audit(
     from cudasched.cli.inputs import load_images
     from cudasched.kube.live import read_live_cluster
     from cudasched.kube.reports import apply_reports
-    from cudasched.webhook.periodic import AuditLoop
+    from cudasched.webhook.background.periodic import AuditLoop
 
     def live() -> ClusterSnapshot:
         return read_live_cluster(kubeconfig=cfg.kube.kubeconfig).snapshot

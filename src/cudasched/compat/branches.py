@@ -153,13 +153,14 @@ class BranchCuda:
 
     def to_dict(self) -> dict[str, str | None]:
         return {
-            "native": _text(self.native),
-            "minorCompat": _text(self.minor_compat),
-            "forwardCompat": _text(self.forward_compat),
+            "native": _str_or_none(self.native),
+            "minorCompat": _str_or_none(self.minor_compat),
+            "forwardCompat": _str_or_none(self.forward_compat),
         }
 
 
-def _text(value: object | None) -> str | None:
+def _str_or_none(value: object | None) -> str | None:
+    """``str(value)``, keeping ``None`` (a JSON ``null``)."""
     return None if value is None else str(value)
 
 

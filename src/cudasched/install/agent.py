@@ -30,14 +30,12 @@ Decisions recorded here and in docs/agent.md:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from cudasched.nodes.labelers import DEFAULT_NFD_PATH, owned_keys
 from cudasched.vocab.errors import InputError
-
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+from cudasched.vocab.labelsyntax import dns_label_ok
 
 __all__ = [
     "AGENT_NAME",
@@ -200,7 +198,7 @@ def daemonset_objects(
         raise InputError(f"invalid interval {interval!r}: expected a positive number of seconds")
     if nodes not in AGENT_NODES:
         raise InputError(f"invalid agent nodes {nodes!r}: expected one of {', '.join(AGENT_NODES)}")
-    if runtime_class is not None and not _DNS_LABEL.fullmatch(runtime_class):
+    if runtime_class is not None and not dns_label_ok(runtime_class):
         raise InputError(
             f"invalid runtime class {runtime_class!r}: expected a RuntimeClass name (lower-case "
             "letters, digits and '-')"

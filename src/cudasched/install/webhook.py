@@ -41,6 +41,7 @@ from cudasched.install.naming import (
 from cudasched.install.registration import webhook_configuration
 from cudasched.knowledge.imageref import parse_image_ref
 from cudasched.vocab.errors import InputError
+from cudasched.vocab.labelsyntax import dns_label_ok, dns_subdomain_ok
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -54,8 +55,6 @@ __all__ = [
     "workload_objects",
 ]
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 #: The priority class of the webhook pods unless ``--priority-class`` says otherwise.
@@ -279,7 +278,7 @@ def all_objects(
     out; an empty ``priority_class`` leaves the priority (and its quota) out. ``pull_secrets``
     adds the grant of :func:`pull_secret_objects` and turns the image resolver on with it;
     ``audit_minutes`` (0: off) the grant of :func:`audit_objects` and the background audit."""
-    if not isinstance(namespace, str) or not _DNS_LABEL.fullmatch(namespace):
+    if not dns_label_ok(namespace):
         raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
     checked_image(image)
     if not 0 <= audit_minutes <= MAX_AUDIT_MINUTES:
@@ -287,9 +286,7 @@ def all_objects(
             f"invalid --audit-interval {audit_minutes}: expected minutes from 1 to "
             f"{MAX_AUDIT_MINUTES} (a day), or 0 for no background audit"
         )
-    if priority_class and (
-        len(priority_class) > 253 or not _DNS_SUBDOMAIN.fullmatch(priority_class)
-    ):
+    if priority_class and not dns_subdomain_ok(priority_class):
         raise InputError(
             f"invalid priority class {priority_class!r}: expected a PriorityClass name such as "
             "system-cluster-critical, or '' for none"

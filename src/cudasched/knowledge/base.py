@@ -23,6 +23,7 @@ from cudasched.knowledge.loading import (
     DATA_FILES,
     NGC_PRODUCTS,
     DataFile,
+    ParsedCache,
     load_archs,
     load_branches,
     load_forward_compat,
@@ -127,9 +128,10 @@ class KnowledgeBase:
     # ---- construction --------------------------------------------------------------------
 
     @classmethod
-    def load(cls) -> KnowledgeBase:
-        """Read and index the YAML files bundled in ``cudasched/data``."""
-        return cls.from_documents(read_data_files())
+    def load(cls, cache: ParsedCache | None = None) -> KnowledgeBase:
+        """Read and index the YAML files bundled in ``cudasched/data``; ``cache`` (an edge's)
+        may hold them already parsed."""
+        return cls.from_documents(read_data_files(cache))
 
     @classmethod
     def from_documents(cls, docs: Mapping[str, object]) -> KnowledgeBase:
@@ -255,9 +257,6 @@ class KnowledgeBase:
         """Host driver branches on which ``cuda-compat-X-Y`` is listed compatible (``C``)."""
         package = self._fc.get((cuda.major, cuda.minor))
         return package.compatible_branches if package is not None else frozenset()
-
-    def forward_compat_package(self, cuda: CudaVersion) -> ForwardCompatPackage | None:
-        return self._fc.get((cuda.major, cuda.minor))
 
     def forward_compat_packages(self) -> Iterator[ForwardCompatPackage]:
         return iter(sorted(self._fc.values(), key=lambda p: p.cuda))

@@ -67,7 +67,8 @@ COLUMNS: Mapping[Topic, tuple[str, ...]] = {
 }
 
 
-def _text(value: object) -> str:
+def _str_or_blank(value: object) -> str:
+    """``str(value)`` for a table cell, ``""`` for ``None``."""
     return "" if value is None else str(value)
 
 
@@ -79,7 +80,7 @@ def _gpus(kb: KnowledgeBase) -> Iterator[Row]:
                 "compute": str(gpu.compute),
                 "architecture": gpu.arch,
                 "datacenter": "yes" if gpu.datacenter else "no",
-                "firstDriver": _text(gpu.first_driver),
+                "firstDriver": _str_or_blank(gpu.first_driver),
                 "names": ", ".join(gpu.names),
             },
             gpu.source,
@@ -134,8 +135,8 @@ def _cuda(kb: KnowledgeBase) -> Iterator[Row]:
             {
                 "cuda": str(toolkit.cuda),
                 "release": toolkit.release or toolkit.kind.value,
-                "minDriver": _text(toolkit.min_driver) or toolkit.status.value,
-                "minorCompatFloor": _text(floor),
+                "minDriver": _str_or_blank(toolkit.min_driver) or toolkit.status.value,
+                "minorCompatFloor": _str_or_blank(floor),
                 "forwardCompatBranches": ", ".join(f"R{b}" for b in branches),
             },
             toolkit.source,
@@ -147,9 +148,9 @@ def _drivers(kb: KnowledgeBase) -> Iterator[Row]:
         yield Row(
             {
                 "branch": f"R{branch.branch}",
-                "type": _text(branch.type),
-                "endOfLife": _text(branch.eol),
-                "newestKnown": _text(kb.drivers.latest_release(branch.branch)),
+                "type": _str_or_blank(branch.type),
+                "endOfLife": _str_or_blank(branch.eol),
+                "newestKnown": _str_or_blank(kb.drivers.latest_release(branch.branch)),
                 "status": branch.status.value,
             },
             branch.source,
@@ -178,7 +179,7 @@ def _frameworks(kb: KnowledgeBase) -> Iterator[Row]:
             {
                 "framework": name,
                 "release": release.release,
-                "cuda": _text(cuda) + (f" (also {alternates})" if alternates else ""),
+                "cuda": _str_or_blank(cuda) + (f" (also {alternates})" if alternates else ""),
                 "default": "yes",
             },
             release.source,

@@ -1,20 +1,23 @@
 """Reading the bundled data files and validating them into records.
 
-:func:`read_data_files` reads ``cudasched/data/*.yaml`` (also from a wheel or a zip) through the
-cache of parsed documents (:mod:`cudasched.knowledge.cache`); one ``load_*`` function per file
-section turns the parsed YAML into records and indexes. Anything malformed (a missing file, an
-entry without a resolvable source, a bad value, a duplicate key) raises :class:`KnowledgeError`
-naming the file and the entry: those are packaging bugs, never user input.
+:func:`read_data_files` reads ``cudasched/data/*.yaml`` (also from a wheel or a zip) and parses
+them, or takes them from a :class:`ParsedCache` its caller passes in: parsing is most of a short
+command's start-up, but a cache kept between processes is files and environment, which the pure
+core never reads, so the command line keeps it (:mod:`cudasched.cli.knowledgecache`). One
+``load_*`` function per file section turns the parsed YAML into records and indexes. Anything
+malformed (a missing file, an entry without a resolvable source, a bad value, a duplicate key)
+raises :class:`KnowledgeError` naming the file and the entry: those are packaging bugs, never
+user input.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from cudasched.knowledge.cache import load_documents
 from cudasched.knowledge.frameworks import FrameworkCatalog, is_cuda_wheel_tag
 from cudasched.knowledge.naming import product_key
 from cudasched.knowledge.records import (
@@ -45,6 +48,7 @@ __all__ = [
     "DATA_FILES",
     "NGC_PRODUCTS",
     "DataFile",
+    "ParsedCache",
     "load_archs",
     "load_branches",
     "load_forward_compat",
@@ -53,6 +57,8 @@ __all__ = [
     "load_minor_compat",
     "load_ngc",
     "load_toolkits",
+    "parse_data_files",
+    "read_data_bytes",
     "read_data_files",
 ]
 
@@ -144,10 +150,42 @@ def parse_data_files(raw: Mapping[str, bytes]) -> dict[str, object]:
     }
 
 
-def read_data_files() -> dict[str, object]:
-    """Every file of :data:`DATA_FILES` parsed, keyed by file name (through the per-user cache
-    of parsed documents, :mod:`cudasched.knowledge.cache`)."""
-    return load_documents(DATA_FILES, parse_data_files)
+class ParsedCache(Protocol):
+    """Where parsed data files may be kept between processes, keyed by the files' bytes (a
+    changed file is another entry, so a cache never serves stale data)."""
+
+    def load(self, raw: Mapping[str, bytes]) -> dict[str, object] | None:
+        """The documents parsed from exactly ``raw``, or ``None`` when not kept."""
+        ...
+
+    def store(self, raw: Mapping[str, bytes], docs: Mapping[str, object]) -> None:
+        """Keep ``docs``, parsed from ``raw``; a cache that cannot keep them says nothing."""
+        ...
+
+
+def read_data_bytes(names: tuple[str, ...]) -> dict[str, bytes]:
+    """The bundled data files' bytes. A package installed as files is read directly;
+    anything else (a zip import) through :mod:`importlib.resources`."""
+    here = Path(__file__).resolve().parent.parent / "data"
+    if all((here / name).is_file() for name in names):
+        return {name: (here / name).read_bytes() for name in names}
+    from importlib import resources
+
+    root = resources.files("cudasched").joinpath("data")
+    return {name: root.joinpath(name).read_bytes() for name in names}
+
+
+def read_data_files(cache: ParsedCache | None = None) -> dict[str, object]:
+    """Every file of :data:`DATA_FILES` parsed, keyed by file name: from ``cache`` when it
+    holds these exact bytes, else parsed (and given to ``cache`` to keep)."""
+    raw = read_data_bytes(DATA_FILES)
+    found = cache.load(raw) if cache is not None else None
+    if found is not None and set(found) == set(DATA_FILES):
+        return found
+    docs = parse_data_files(raw)
+    if cache is not None:
+        cache.store(raw, docs)
+    return docs
 
 
 def load_toolkits(

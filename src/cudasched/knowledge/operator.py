@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cudasched.vocab.errors import KnowledgeError
+from cudasched.vocab.errors import KnowledgeError, one_line
 from cudasched.vocab.versions import DriverVersion, parse_driver
 
 if TYPE_CHECKING:
@@ -310,8 +310,9 @@ class OperatorFacts:
 # --------------------------------------------------------------------------- loading
 
 
-def _text(value: object) -> str:
-    return " ".join(str(value or "").split())
+def _field_text(value: object) -> str:
+    """A text field of the data file on one line (YAML folds keep newlines); absent is ``""``."""
+    return one_line(value or "")
 
 
 def _os(doc: DataFile, value: object, where: str) -> str:
@@ -372,7 +373,7 @@ def _containers(doc: DataFile) -> dict[str, OsContainers]:
             branches,
             ended,
             doc.source(e, where),
-            _text(e.get("note")),
+            _field_text(e.get("note")),
             _minor_tags(doc, e, os, branches, where),
             arches,
             doc.source(e, where, "arch_source") if arches is not None else "",
@@ -507,10 +508,10 @@ def _boards(doc: DataFile) -> tuple[OperatorBoard, ...]:
         minimum = e.get("min_driver")
         out.append(
             OperatorBoard(
-                board=_text(e.get("board")),
+                board=_field_text(e.get("board")),
                 min_driver=doc.parse(parse_driver, str(minimum), where) if minimum else None,
                 source=doc.source(e, where),
-                note=_text(e.get("note")),
+                note=_field_text(e.get("note")),
             )
         )
     return tuple(out)
@@ -524,14 +525,16 @@ def _driver_manager(doc: DataFile) -> DriverManagerFacts:
     for i, e in enumerate(section.get("node_groups") or ()):
         where = f"driver_manager.node_groups #{i}"
         groups.append(
-            NodeGroupLabel(_text(e.get("label")), _text(e.get("provider")), doc.source(e, where))
+            NodeGroupLabel(
+                _field_text(e.get("label")), _field_text(e.get("provider")), doc.source(e, where)
+            )
         )
     pod = section.get("driver_pod_label") or {}
     if not isinstance(pod, Mapping) or len(pod) != 1:
         raise KnowledgeError(f"{doc.name}: driver_manager.driver_pod_label is one key: value")
     ((pod_key, pod_value),) = pod.items()
     return DriverManagerFacts(
-        deploy_label=_text(section.get("deploy_label")),
+        deploy_label=_field_text(section.get("deploy_label")),
         host_values=tuple(str(v) for v in section.get("host_values") or ()),
         node_groups=tuple(groups),
         source=doc.source(section, "driver_manager"),
@@ -611,9 +614,9 @@ def _cluster_release(doc: DataFile) -> ClusterReleaseFacts:
     if not isinstance(labels, list) or not labels:
         raise KnowledgeError(f"{doc.name}: cluster_release.version_labels is a non-empty list")
     return ClusterReleaseFacts(
-        crd=_text(section.get("crd")),
+        crd=_field_text(section.get("crd")),
         version_labels=tuple(str(v) for v in labels),
-        chart=_text(section.get("chart")),
+        chart=_field_text(section.get("chart")),
         source=doc.source(section, "cluster_release"),
         status_source=doc.source(section, "cluster_release", "status_source"),
     )

@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from cudasched.vocab.errors import InputError
+from cudasched.vocab.errors import InputError, one_line
 
 if TYPE_CHECKING:
-    from lightkube import AsyncClient
+    # re-exported: the client type the webhook's watch cache annotates with
+    from lightkube import AsyncClient as AsyncClient
     from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 
 __all__ = [
@@ -140,7 +141,7 @@ def make_client(
             trust_env=server is None,
         )
     except (ConfigError, OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-        raise ClusterConfigError(f"cannot use {resolved.origin}: {_one_line(exc)}") from None
+        raise ClusterConfigError(f"cannot use {resolved.origin}: {one_line(exc)}") from None
 
 
 # --------------------------------------------------------------------------- sources
@@ -200,7 +201,7 @@ def _read_kubeconfig(path: Path, label: str) -> KubeConfig:
     except IsADirectoryError:
         raise ClusterConfigError(f"{label} is a directory, not a file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else _one_line(exc)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else one_line(exc)
         raise ClusterConfigError(f"cannot read {label}: {reason}") from None
     try:
         data = yaml.safe_load(text)
@@ -223,7 +224,7 @@ def _read_kubeconfig(path: Path, label: str) -> KubeConfig:
     try:
         return KubeConfig.from_dict({**data, **lists}, fname=path)
     except Exception as exc:  # msgspec.ValidationError: a field of the wrong type
-        raise ClusterConfigError(f"{label} is not a kubeconfig: {_one_line(exc)}") from None
+        raise ClusterConfigError(f"{label} is not a kubeconfig: {one_line(exc)}") from None
 
 
 def _select(config: KubeConfig, context: str | None, label: str) -> SingleConfig:
@@ -258,8 +259,3 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     problem = getattr(exc, "problem", None) or type(exc).__name__
     mark = getattr(exc, "problem_mark", None)
     return f"{problem} at line {mark.line + 1}" if mark is not None else str(problem)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__

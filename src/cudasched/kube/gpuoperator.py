@@ -21,6 +21,7 @@ from cudasched.compat.operatorrelease import reduced
 from cudasched.kube.client import DEFAULT_TIMEOUT_SECONDS, load_config, make_client
 from cudasched.kube.live import ApiServer, request_failure
 from cudasched.kube.reflector import plain_object, status_code
+from cudasched.kube.resources import resource_of
 from cudasched.vocab.kinds import CLUSTER_POLICY, CUSTOM_RESOURCE_DEFINITION, Kind
 
 __all__ = ["GpuOperatorObjects", "read_gpu_operator", "read_live_gpu_operator"]
@@ -64,12 +65,12 @@ async def read_gpu_operator(
             raise request_failure(exc, verb, kind, None, where) from None
 
     try:
-        async for obj in client.list(CLUSTER_POLICY.resource()):
+        async for obj in client.list(resource_of(CLUSTER_POLICY)):
             objects.append(_typed(CLUSTER_POLICY, obj))
     except Exception as exc:
         refused(exc, "list", CLUSTER_POLICY, None)
     try:
-        found = await client.get(CUSTOM_RESOURCE_DEFINITION.resource(), crd)
+        found = await client.get(resource_of(CUSTOM_RESOURCE_DEFINITION), crd)
     except Exception as exc:
         refused(exc, "get", CUSTOM_RESOURCE_DEFINITION, crd)
     else:

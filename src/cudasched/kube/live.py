@@ -34,7 +34,8 @@ from typing import Any, Protocol
 from cudasched.cluster.snapshot import ClusterSnapshot, KubeObject, reduce_pod, without_bulk
 from cudasched.kube.client import DEFAULT_TIMEOUT_SECONDS, load_config, make_client
 from cudasched.kube.reflector import LIST_CHUNK_SIZE, plain_object, status_code
-from cudasched.vocab.errors import InputError
+from cudasched.kube.resources import resource_of
+from cudasched.vocab.errors import InputError, one_line
 from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
     INFERENCE_SERVICE,
@@ -256,7 +257,7 @@ async def _list_kind(
     for attempt in (1, 2):
         items: list[KubeObject] = []
         try:
-            async for obj in client.list(kind.resource(), **options):
+            async for obj in client.list(resource_of(kind), **options):
                 items.append(_as_listed(kind, obj))
                 if progress is not None and len(items) % page_size == 0:
                     progress.advance(kind, len(items))
@@ -280,7 +281,7 @@ async def _fetch(client: Any, ref: ObjectRef, where: ApiServer) -> KubeObject:
     kind = ref.kind
     options = {"namespace": ref.namespace} if kind.namespaced else {}
     try:
-        obj = await client.get(kind.resource(), ref.name, **options)
+        obj = await client.get(resource_of(kind), ref.name, **options)
     except Exception as exc:
         if status_code(exc) == 404:
             raise InputError(f"{ref.describe()} not found in the live cluster") from None
@@ -324,12 +325,12 @@ def request_failure(
         if isinstance(exc, _transport_errors()):
             return InputError(
                 f"cannot reach the Kubernetes API server at {where.server} ({where.origin}): "
-                f"{_one_line(exc)}"
+                f"{one_line(exc)}"
             )
         from lightkube import ConfigError
 
         if isinstance(exc, ConfigError):
-            return InputError(f"cannot use {where.origin}: {_one_line(exc)}")
+            return InputError(f"cannot use {where.origin}: {one_line(exc)}")
         raise exc
     message = _server_message(exc)
     if code == 401:
@@ -369,20 +370,12 @@ def _server_message(exc: BaseException) -> str:
     status = getattr(exc, "status", None)
     message = getattr(status, "message", None)
     if isinstance(message, str) and message:
-        return _one_line_text(message)
+        return one_line(message)
     response = getattr(exc, "response", None)
     try:
         body = response.json() if response is not None else None
     except Exception:  # not JSON: the status line says enough
         body = None
     if isinstance(body, Mapping) and isinstance(body.get("message"), str):
-        return _one_line_text(body["message"])
+        return one_line(body["message"])
     return ""
-
-
-def _one_line(exc: BaseException) -> str:
-    return _one_line_text(str(exc)) or type(exc).__name__
-
-
-def _one_line_text(text: str) -> str:
-    return " ".join(text.split())

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cudasched.kube.resources import resource_of
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import Kind
 from cudasched.vocab.objects import metadata_of
@@ -154,7 +155,7 @@ class Reflector:
         self.listener = listener
         self.timing = timing if timing is not None else ReflectorTiming()
         self._transform = transform
-        self._resource = kind.resource()
+        self._resource = resource_of(kind)
         self._rng = rng if rng is not None else random.Random()
         self._log = logger if logger is not None else log
         self._store: dict[ObjectKey, dict[str, Any]] = {}

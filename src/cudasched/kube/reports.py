@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cudasched.kube.client import make_client
-from cudasched.vocab.errors import InputError
+from cudasched.kube.resources import resource_of
+from cudasched.vocab.errors import InputError, one_line
 from cudasched.vocab.kinds import CLUSTER_POLICY_REPORT, POLICY_REPORT
 
 __all__ = ["FIELD_MANAGER", "apply_reports"]
@@ -28,7 +29,7 @@ def apply_reports(
 
     async def run() -> None:
         client = make_client(kubeconfig=kubeconfig, timeout=timeout, field_manager=FIELD_MANAGER)
-        kinds = {k.kind: k.resource() for k in (POLICY_REPORT, CLUSTER_POLICY_REPORT)}
+        kinds = {k.kind: resource_of(k) for k in (POLICY_REPORT, CLUSTER_POLICY_REPORT)}
         try:
             for report in reports:
                 resource = kinds[str(report["kind"])]
@@ -38,7 +39,7 @@ def apply_reports(
                     await client.apply(resource.from_dict(dict(report)), force=True)
                 except Exception as exc:  # one line, whatever the transport said
                     where = "/".join(p for p in (meta.get("namespace"), meta.get("name")) if p)
-                    why = " ".join(str(exc).split()) or type(exc).__name__
+                    why = one_line(exc)
                     raise InputError(f"cannot apply {report['kind']} {where}: {why}") from None
         finally:
             await client.close()

@@ -13,29 +13,27 @@ resp. label) is refused before any request: it becomes a URL path segment, where
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from cudasched.kube.reflector import plain_object, status_code
+from cudasched.kube.resources import resource_of
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import SECRET, SERVICE_ACCOUNT, Kind
+from cudasched.vocab.labelsyntax import dns_label_ok, dns_subdomain_ok
 
 __all__ = ["read_secret", "read_service_account"]
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
 
 async def _read(client: Any, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
-    if not _DNS_LABEL.fullmatch(namespace):
+    if not dns_label_ok(namespace):
         raise InputError(f"cannot get {kind.kind} in namespace {namespace!r}: not a DNS label")
-    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+    if not dns_subdomain_ok(name):
         raise InputError(
             f"cannot get {kind.kind} {name!r} in {namespace}: not a DNS-1123 subdomain "
             "(lowercase letters, digits, '-' and '.', at most 253 characters)"
         )
     try:
-        obj = await client.get(kind.resource(), name, namespace=namespace)
+        obj = await client.get(resource_of(kind), name, namespace=namespace)
     except Exception as exc:
         code = status_code(exc)
         if code == 404:

@@ -45,6 +45,7 @@ from cudasched.nodes.hostfacts import DriverFacts, GpuFacts
 from cudasched.nodes.labelers import build_labels, enrich
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
+from cudasched.vocab.labelsyntax import dns_subdomain_ok, label_value_ok
 from cudasched.vocab.versions import DriverVersion, parse_driver
 
 if TYPE_CHECKING:
@@ -93,8 +94,6 @@ _AWS_CHARS = re.compile(r"^[\w .:/=+\-@]*$")
 _AZURE_NAME_MAX, _AZURE_VALUE_MAX = 512, 256
 _AZURE_FORBIDDEN = frozenset("<>%&\\?/")
 _AZURE_RESERVED = ("azure", "microsoft", "windows")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # NodeRestriction: a kubelet may not set labels of these domains on its own Node (except a few
 # well-known ones, none of which cudasched writes).
 _KUBELET_FORBIDDEN_DOMAINS = ("kubernetes.io", "k8s.io")
@@ -334,7 +333,7 @@ def karpenter_nodepool(labels: Mapping[str, str], options: NodePoolOptions) -> d
     (``node.kubernetes.io/instance-type In [...]``); without it Karpenter may pick a machine
     with another GPU, whose node then carries these labels until the agent corrects them.
     """
-    if not _DNS_SUBDOMAIN.match(options.name) or len(options.name) > LABEL_VALUE_MAX:
+    if not dns_subdomain_ok(options.name) or len(options.name) > LABEL_VALUE_MAX:
         raise InputError(
             f"invalid NodePool name {options.name!r}: expected a DNS subdomain (lower-case "
             f"letters, digits, '-' and '.') of at most {LABEL_VALUE_MAX} characters: Karpenter "
@@ -427,7 +426,7 @@ def node_template(
     version = parse_driver(driver) if isinstance(driver, str) else driver
     labels = template_labels(gpu, version, kb, gpus=gpus, gfd_compatible=gfd_compatible)
     if driver_pool is not None:
-        if not _LABEL_VALUE.match(driver_pool) or len(driver_pool) > LABEL_VALUE_MAX:
+        if not label_value_ok(driver_pool):
             raise InputError(
                 f"invalid --driver-pool {driver_pool!r}: expected a label value (the plan's "
                 "NVIDIADriver name, at most 63 characters)"

@@ -26,6 +26,7 @@ from cudasched.knowledge.naming import BRAND_WORDS, product_key
 from cudasched.nodes.hostfacts import DriverFacts, GpuFacts
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
+from cudasched.vocab.labelsyntax import label_value_ok
 from cudasched.vocab.versions import ComputeCapability, parse_compute_capability
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ __all__ = [
     "build_labels",
     "enrich",
     "failure_labels",
-    "is_valid_label_value",
     "publishable_product",
     "sanitise_product",
 ]
@@ -81,7 +81,6 @@ GFD_KEYS = frozenset(
     }
 )
 
-_LABEL_VALUE_RE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _EDGE_RE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 
 
@@ -96,11 +95,6 @@ class ArchCatalog(Protocol):
     architecture row of a compute capability (its ``family`` and ``gfd_family`` words)."""
 
     def arch(self, cc: ComputeCapability) -> ArchInfo | None: ...
-
-
-def is_valid_label_value(value: str) -> bool:
-    """Kubernetes label value: empty, or <= 63 chars of ``[-A-Za-z0-9_.]``, alphanumeric ends."""
-    return len(value) <= 63 and bool(_LABEL_VALUE_RE.match(value))
 
 
 def _fit(value: str) -> str:
@@ -288,7 +282,7 @@ def _merge(maps: Iterable[Mapping[str, str]]) -> dict[str, str]:
     for m in maps:
         merged.update(m)
     for key, value in merged.items():
-        if not is_valid_label_value(value):  # a bug in a labeler, never user input
+        if not label_value_ok(value):  # a bug in a labeler, never user input
             raise ValueError(f"label {key}={value!r} is not a valid Kubernetes label value")
     return dict(sorted(merged.items()))
 

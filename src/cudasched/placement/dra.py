@@ -28,7 +28,6 @@ does not publish one is skipped instead, as a node without labels is.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,7 @@ from cudasched.placement.compile import compile_requirement
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.labelsyntax import dns_subdomain_ok
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
 if TYPE_CHECKING:
@@ -235,9 +235,6 @@ def default_name(req: Requirement) -> str:
     return "-".join(parts)
 
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
 def claim_template(
     req: Requirement,
     policy: Policy | str,
@@ -250,7 +247,7 @@ def claim_template(
     (an :class:`InputError` for a requirement no GPU can meet, as for ``affinity``)."""
     pol = resolve_policy(req, policy)
     name = name or default_name(req)
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+    if not dns_subdomain_ok(name):
         raise InputError(
             f"invalid claim template name {name!r}: expected a DNS subdomain (lower-case "
             "letters, digits, '-' and '.')"

@@ -43,8 +43,8 @@ from typing import Protocol
 
 from cudasched.knowledge.imageconfig import ConfigSource, ImageConfig, PullScope, config_cuda
 from cudasched.registry.auth import Keychain
-from cudasched.registry.cache import ConfigCache
 from cudasched.registry.client import Platform, RegistryClient
+from cudasched.registry.configcache import ConfigCache
 from cudasched.registry.distribution import RegistryError
 from cudasched.registry.layers import LayerBudget, read_contents
 from cudasched.registry.pullsecrets import PullSecretReader

@@ -25,6 +25,16 @@ class VersionError(InputError):
         super().__init__(f"invalid {kind} {shown(value)}: expected {expected}")
 
 
+def one_line(what: object) -> str:
+    """``what`` as text on one line, every run of white space (newlines included) one space:
+    what an error message quotes of a parser's or a server's words. An exception whose text is
+    empty is named by its type instead, so the message never ends in nothing."""
+    text = " ".join(str(what).split())
+    if not text and isinstance(what, BaseException):
+        return type(what).__name__
+    return text
+
+
 #: How much of a user's value an error message quotes.
 SHOWN_CHARS = 60
 
@@ -42,7 +52,7 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
             text = repr(value)
         except Exception:  # a broken __repr__ must not turn bad input into a crash
             text = f"<a {type(value).__name__}>"
-    text = " ".join(text.split()) if not text.isprintable() else text
+    text = one_line(text) if not text.isprintable() else text
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from cudasched.vocab.errors import InputError
+from cudasched.vocab.errors import InputError, one_line
 
 __all__ = [
     "CLUSTER",
@@ -187,10 +187,6 @@ def parse_documents(text: str, label: str, limits: InputLimits) -> list[Any]:
     return parse_yaml(text, label, limits)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 class _DuplicateKeyError(Exception):
     def __init__(self, key: str) -> None:
         super().__init__(key)
@@ -254,7 +250,7 @@ def parse_json(text: str, label: str, limits: InputLimits) -> Any:
             f"{label}: invalid JSON: nested deeper than {limits.max_depth} levels"
         ) from None
     except ValueError as exc:
-        raise InputError(f"{label}: invalid JSON: {_one_line(str(exc))}") from None
+        raise InputError(f"{label}: invalid JSON: {one_line(str(exc))}") from None
     _check_json_tree(doc, label, limits, surrogates="\\u" in text or "\\U" in text)
     return doc
 
@@ -341,10 +337,10 @@ def parse_yaml(text: str, label: str, limits: InputLimits) -> list[Any]:
     except InputError:
         raise
     except yaml.MarkedYAMLError as exc:
-        problem = _one_line(exc.problem or exc.context or "syntax error")
+        problem = one_line(exc.problem or exc.context or "syntax error")
         raise InputError(f"{label}: invalid YAML{_where(exc.problem_mark)}: {problem}") from None
     except yaml.YAMLError as exc:
-        raise InputError(f"{label}: invalid YAML: {_one_line(str(exc))}") from None
+        raise InputError(f"{label}: invalid YAML: {one_line(str(exc))}") from None
     except RecursionError:
         raise InputError(f"{label}: invalid YAML: nested too deeply") from None
     except Exception as exc:  # libyaml's composer fails this way on a recursive alias

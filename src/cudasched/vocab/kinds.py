@@ -8,16 +8,14 @@ version and still serves ``v1alpha1``); the GPU Operator's NVIDIADriver is ``nvi
 and cluster-scoped. Events are read through ``events.k8s.io/v1``. :data:`CONTROLLERS` are the
 built-in kinds with a pod template, read one at a time (``cudasched explain deploy/NAME``).
 
-:meth:`Kind.resource` gives a lightkube generic resource class, so objects come back as plain
-``dict``s (never typed models) whether the kind is built in or a CRD. The classes are made on
-call and not registered in lightkube's resource registry, which keeps its typed ``Node``,
-``Pod`` and ``Event`` models untouched for code that wants them.
+A kind here is plain data: no stage below the edges imports a client library. The Kubernetes
+access layer turns one into the class its client asks for
+(:func:`cudasched.kube.resources.resource_of`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = [
     "CAPI_MACHINE_DEPLOYMENT",
@@ -80,18 +78,6 @@ class Kind:
     def optional(self) -> bool:
         """Whether a cluster may lack this kind (a CRD that is not installed)."""
         return self.crd_of is not None
-
-    def resource(self) -> Any:
-        """A lightkube generic resource class for this kind (objects as plain dicts)."""
-        from lightkube.generic_resource import (
-            GenericGlobalResource,
-            GenericNamespacedResource,
-            create_api_info,
-        )
-
-        base = GenericNamespacedResource if self.namespaced else GenericGlobalResource
-        api_info = create_api_info(self.group, self.version, self.kind, self.plural)
-        return type(self.kind, (base,), {"_api_info": api_info, "__module__": __name__})
 
 
 NODE = Kind("", "v1", "Node", "nodes", namespaced=False)

@@ -1,7 +1,13 @@
 """Label syntax as Kubernetes validates it (``k8s.io/apimachinery``): label keys
-(``IsQualifiedName``), label values (``IsValidLabelValue``) and the base-10 int64 that ``Gt`` /
-``Lt`` compare (Go's ``strconv.ParseInt(text, 10, 64)``). Compiled node-selector terms are
-checked with them, and nodes' integer labels parsed, as the API server and scheduler do.
+(``IsQualifiedName``), label values (``IsValidLabelValue``), the DNS-1123 names objects and label
+key prefixes are made of (``IsDNS1123Label``, ``IsDNS1123Subdomain``) and the base-10 int64 that
+``Gt`` / ``Lt`` compare (Go's ``strconv.ParseInt(text, 10, 64)``). Compiled node-selector terms
+are checked with them, and nodes' integer labels parsed, as the API server and scheduler do; the
+names cudasched writes or asks for (namespaces, object names) are checked with them before any
+request.
+
+Every check matches the whole text (``fullmatch``): with ``re.match`` and ``$`` a trailing
+newline would pass.
 """
 
 from __future__ import annotations
@@ -9,6 +15,8 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "dns_label_ok",
+    "dns_subdomain_ok",
     "label_key_ok",
     "label_key_problem",
     "label_value_ok",
@@ -21,12 +29,14 @@ _INT64_MAX = 2**63 - 1
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _LABEL_VALUE_RE = re.compile(r"(?:(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _QUALIFIED_NAME_RE = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_LABEL_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
 _DNS1123_SUBDOMAIN_RE = re.compile(
     r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*"
 )
+_DNS_LABEL_MAX = 63
+_DNS_SUBDOMAIN_MAX = 253
 _LABEL_VALUE_MAX = 63
 _NAME_MAX = 63
-_PREFIX_MAX = 253
 
 
 def parse_int64(text: str) -> int | None:
@@ -56,6 +66,27 @@ def label_value_ok(value: str) -> bool:
     )
 
 
+def dns_label_ok(name: str) -> bool:
+    """Whether ``name`` is a DNS-1123 label (a namespace, most object names): 1 to 63 lower-case
+    letters, digits and ``-``, a letter or digit at both ends (apimachinery ``IsDNS1123Label``)."""
+    return (
+        isinstance(name, str)
+        and len(name) <= _DNS_LABEL_MAX
+        and _DNS1123_LABEL_RE.fullmatch(name) is not None
+    )
+
+
+def dns_subdomain_ok(name: str) -> bool:
+    """Whether ``name`` is a DNS-1123 subdomain (a Secret's, a PriorityClass's name, a label
+    key's prefix): at most 253 characters of DNS-1123 labels joined by ``.`` (apimachinery
+    ``IsDNS1123Subdomain``)."""
+    return (
+        isinstance(name, str)
+        and len(name) <= _DNS_SUBDOMAIN_MAX
+        and _DNS1123_SUBDOMAIN_RE.fullmatch(name) is not None
+    )
+
+
 def label_key_ok(key: str) -> bool:
     """Whether ``key`` is a valid label key (apimachinery ``IsQualifiedName``): an optional
     DNS-1123 subdomain prefix of at most 253 characters and ``/``, then a name of 1 to 63
@@ -71,10 +102,10 @@ def label_key_problem(key: str) -> str | None:
         prefix, name = parts
         if not prefix:
             return "the prefix before '/' must not be empty"
-        if len(prefix) > _PREFIX_MAX or _DNS1123_SUBDOMAIN_RE.fullmatch(prefix) is None:
+        if not dns_subdomain_ok(prefix):
             return (
                 "the prefix must be a lowercase DNS-1123 subdomain of at most "
-                f"{_PREFIX_MAX} characters (e.g. 'example.com')"
+                f"{_DNS_SUBDOMAIN_MAX} characters (e.g. 'example.com')"
             )
     else:
         name = parts[0]

@@ -20,13 +20,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from cudasched.vocab.errors import InputError
+from cudasched.vocab.labelsyntax import label_key_problem, label_value_ok
 
 __all__ = ["Operator", "Requirement", "Selector", "parse_selector"]
 
-_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_KEY = re.compile(rf"({_PREFIX}/)?{_NAME}")
-_VALUE = re.compile(rf"({_NAME})?")
 _MAX_SELECTOR = 10_000
 
 
@@ -103,21 +100,15 @@ def _split(text: str) -> list[str]:
 
 def _key(text: str, selector: str) -> str:
     key = text.strip()
-    if not key or _KEY.fullmatch(key) is None or len(key) > 317:
-        raise InputError(
-            f"label selector {selector!r}: {key!r} is not a label key (expected NAME or "
-            "PREFIX/NAME, NAME at most 63 letters, digits, '-', '_' or '.')"
-        )
-    if "/" in key and len(key.split("/", 1)[0]) > 253:
-        raise InputError(
-            f"label selector {selector!r}: the prefix of {key!r} is over 253 characters"
-        )
+    problem = label_key_problem(key)
+    if problem is not None:
+        raise InputError(f"label selector {selector!r}: {key!r} is not a label key: {problem}")
     return key
 
 
 def _value(text: str, selector: str) -> str:
     value = text.strip()
-    if _VALUE.fullmatch(value) is None:
+    if not label_value_ok(value):
         raise InputError(
             f"label selector {selector!r}: {value!r} is not a label value (at most 63 letters, "
             "digits, '-', '_' or '.', starting and ending with a letter or digit)"

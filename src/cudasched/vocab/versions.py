@@ -140,7 +140,9 @@ class ComputeCapability:
         return f"{self.major}.{self.minor}"
 
 
-def _text(kind: str, value: object, forms: str) -> str:
+def _version_text(kind: str, value: object, forms: str) -> str:
+    """The text a version is parsed from: a string or an integer of bounded length, stripped;
+    anything else is a :class:`VersionError` naming ``kind`` and the ``forms`` expected."""
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise VersionError(kind, value, forms)
     if isinstance(value, int) and not -(10**_MAX_TEXT) < value < 10**_MAX_TEXT:
@@ -155,7 +157,7 @@ def parse_driver(value: str | int | DriverVersion) -> DriverVersion:
     """Parse ``535.104.05``, ``570.26``, ``550.54.014`` (leading zeros) or ``570.124.6``."""
     if isinstance(value, DriverVersion):
         return value
-    text = _text("driver version", value, _DRIVER_FORMS)
+    text = _version_text("driver version", value, _DRIVER_FORMS)
     m = _DRIVER_RE.match(text)
     if not m:
         raise VersionError("driver version", value, _DRIVER_FORMS)
@@ -170,7 +172,7 @@ def parse_cuda(value: str | int | CudaVersion) -> CudaVersion:
     """Parse ``12``, ``12.4``, ``12.4.1``, ``cuda12.4``, ``cu124``, ``cu92`` or ``12040``."""
     if isinstance(value, CudaVersion):
         return value
-    text = _text("CUDA version", value, _CUDA_FORMS)
+    text = _version_text("CUDA version", value, _CUDA_FORMS)
     if m := _CUDA_CU_RE.match(text):
         digits = m.group(1)
         # The last digit of a wheel tag is the minor version: cu92 -> 9.2, cu124 -> 12.4.
@@ -190,7 +192,7 @@ def parse_compute_capability(value: str | int | ComputeCapability) -> ComputeCap
     """Parse ``8.6``, ``sm_86``, ``sm_90a``, ``compute_90``, ``86`` or ``120``."""
     if isinstance(value, ComputeCapability):
         return value
-    text = _text("compute capability", value, _CC_FORMS)
+    text = _version_text("compute capability", value, _CC_FORMS)
     if m := _CC_DOTTED_RE.match(text):
         major, minor = int(m.group(1)), int(m.group(2))
     elif m := (_CC_SM_RE.match(text) or _CC_INT_RE.match(text)):

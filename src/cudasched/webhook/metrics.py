@@ -23,7 +23,6 @@ from prometheus_client import (
     generate_latest,
 )
 
-from cudasched.webhook.protocol import REASONS
 from cudasched.workloads.resolution import (
     NO_IMAGE,
     REGISTRY_FAILED,
@@ -36,6 +35,7 @@ __all__ = [
     "CONTENT_TYPE",
     "KINDS",
     "OUTCOMES",
+    "REFUSAL_REASONS",
     "UNKNOWN_KINDS",
     "UNKNOWN_REASONS",
     "WebhookMetrics",
@@ -64,6 +64,10 @@ def kept_children(metric: Any) -> Callable[..., Any]:
 #: from a normal admission decision: malformed request, oversized body, time budget exceeded,
 #: cluster state not synced, internal error (the ``fallbacks`` counter says which).
 OUTCOMES: Final = ("patched", "unchanged", "denied", "error")
+
+#: Why the server refused a connection or a request head before the application saw it
+#: (:mod:`cudasched.webhook.server.protocol` says each): the ``reason`` label.
+REFUSAL_REASONS: Final = ("connections", "header_timeout", "header_too_large")
 
 #: The object kinds the cache mirrors, as they appear in the ``kind`` label.
 KINDS: Final = (
@@ -242,7 +246,7 @@ class WebhookMetrics:
         # Pre-create the children so dashboards see zeros instead of missing series.
         for kind in KINDS:
             self.cache_objects.labels(kind=kind).set(0)
-        for reason in REASONS:
+        for reason in REFUSAL_REASONS:
             self.connections_refused.labels(reason=reason).inc(0)
         for kind in UNKNOWN_KINDS:
             for reason in UNKNOWN_REASONS:

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from cudasched.knowledge.imageconfig import ImageConfig, config_cuda, gate_env
-from cudasched.knowledge.images import ImageMatch, ImageTable, ReleaseFacts, parse_require_cuda
+from cudasched.knowledge.images import (
+    ImageLookup,
+    ImageMatch,
+    ImageTable,
+    ReleaseFacts,
+    parse_require_cuda,
+)
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirecuda import REQUIRE_ENV, Gate
 from cudasched.vocab.requirements import FrameworkBuild
@@ -60,15 +66,8 @@ def from_container(
         return ContainerFacts()
     name = str(container.get("name") or "?")
     env = _literal_env(container, name)
-    lookup = None
     image = container.get("image")
-    if isinstance(image, str) and image.strip():
-        try:
-            lookup = images.lookup(image, kb=kb)
-        except InputError:
-            # The API server does not validate image references; one we cannot parse is
-            # simply not a well-known image (the kubelet will report it at pull time).
-            lookup = None
+    lookup = _lookup(image, images, kb)
     match = lookup.match if lookup is not None else None
     config = images.config_for(lookup.image) if lookup is not None else None
     if config is not None and not config.ok:
@@ -120,12 +119,31 @@ def from_container(
             ships_cuda_compat=ships,
             lower_bound=match.lower_bound,
         )
-    why = lookup.why if lookup is not None else f"{where} names no image cudasched can read"
+    return ContainerFacts(gate=gate, why_unknown=_why_unknown(lookup, config, where, image))
+
+
+def _lookup(image: object, images: ImageTable, kb: ReleaseFacts | None) -> ImageLookup | None:
+    """The image table's answer for the container's image, if it names one we can parse."""
+    if not isinstance(image, str) or not image.strip():
+        return None
+    try:
+        return images.lookup(image, kb=kb)
+    except InputError:
+        # The API server does not validate image references; one we cannot parse is
+        # simply not a well-known image (the kubelet will report it at pull time).
+        return None
+
+
+def _why_unknown(
+    lookup: ImageLookup | None, config: ImageConfig | None, where: str, image: object
+) -> str:
+    """Why neither the env, the image's config nor the table names the container's CUDA."""
     if config is not None:
         why = f"the config of image {str(image).strip()} names no CUDA ({config.digest})"
         if config.contents is not None:
             why += f", nor do its contents ({config.contents.unknown})"
-    return ContainerFacts(gate=gate, why_unknown=why)
+        return why
+    return lookup.why if lookup is not None else f"{where} names no image cudasched can read"
 
 
 def _image_facts(

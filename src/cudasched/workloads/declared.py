@@ -79,7 +79,9 @@ class Found:
         return self.cuda is not None or self.min_compute is not None
 
 
-def _text(value: object, key: str, where: str) -> str:
+def _scalar_text(value: object, key: str, where: str) -> str:
+    """A declared value (a string, or a number YAML read as one) as stripped text; anything
+    else is an :class:`InputError` naming ``key`` and ``where``."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise InputError(f"invalid {key} {value!r} on {where}: expected a string")
     return str(value).strip()
@@ -88,7 +90,7 @@ def _text(value: object, key: str, where: str) -> str:
 def _parse_bool(value: object, key: str, where: str) -> bool:
     if isinstance(value, bool):
         return value
-    text = _text(value, key, where).lower()
+    text = _scalar_text(value, key, where).lower()
     if text in ("true", "false"):
         return text == "true"
     raise InputError(f"invalid {key} {value!r} on {where}: expected true or false")
@@ -116,19 +118,19 @@ def read_cudasched(values: Mapping[str, Any], where: str) -> Found:
 
     if (raw := values.get(L.ANN_CUDA_VERSION)) is not None:
         try:
-            cuda = parse_cuda(_text(raw, L.ANN_CUDA_VERSION, where))
+            cuda = parse_cuda(_scalar_text(raw, L.ANN_CUDA_VERSION, where))
         except InputError as exc:
             raise fail(L.ANN_CUDA_VERSION, exc) from None
         keys.append(L.ANN_CUDA_VERSION)
     if (raw := values.get(L.ANN_MIN_COMPUTE)) is not None:
         try:
-            min_cc = parse_compute_capability(_text(raw, L.ANN_MIN_COMPUTE, where))
+            min_cc = parse_compute_capability(_scalar_text(raw, L.ANN_MIN_COMPUTE, where))
         except InputError as exc:
             raise fail(L.ANN_MIN_COMPUTE, exc) from None
         keys.append(L.ANN_MIN_COMPUTE)
     if (raw := values.get(L.ANN_POLICY)) is not None:
         try:
-            policy = Policy.parse(_text(raw, L.ANN_POLICY, where))
+            policy = Policy.parse(_scalar_text(raw, L.ANN_POLICY, where))
         except InputError as exc:
             raise fail(L.ANN_POLICY, exc) from None
     if (raw := values.get(L.ANN_SHIPS_CUDA_COMPAT)) is not None:
@@ -233,7 +235,7 @@ def _read_runtime(runtime: Mapping[str, Any] | RuntimeChoice) -> RuntimeAnswer:
             return RuntimeAnswer(modifiers, _requirement(found, modifiers, source))
     accelerator = labels.get(ALAUDA_ACCELERATOR_TYPE, annotations.get(ALAUDA_ACCELERATOR_TYPE))
     if accelerator is not None:
-        kind_text = _text(accelerator, ALAUDA_ACCELERATOR_TYPE, who)
+        kind_text = _scalar_text(accelerator, ALAUDA_ACCELERATOR_TYPE, who)
         if kind_text.lower() != "nvidia":
             source = f"{who}, label {ALAUDA_ACCELERATOR_TYPE}={kind_text}: not an NVIDIA runtime"
             return RuntimeAnswer(modifiers, Requirement(source=source))
@@ -243,7 +245,7 @@ def _read_runtime(runtime: Mapping[str, Any] | RuntimeChoice) -> RuntimeAnswer:
         raw, where = annotations.get(ALAUDA_CUDA_VERSION), "annotation"
     if raw is not None:
         try:
-            cuda = parse_cuda(_text(raw, ALAUDA_CUDA_VERSION, who))
+            cuda = parse_cuda(_scalar_text(raw, ALAUDA_CUDA_VERSION, who))
         except InputError as exc:
             raise InputError(f"invalid {ALAUDA_CUDA_VERSION} on {who}: {exc}") from None
         found = Found(cuda=cuda, keys=(ALAUDA_CUDA_VERSION,))

@@ -47,7 +47,6 @@ __all__ = [
     "is_skipped",
     "pod_of",
     "pod_spec_of",
-    "pod_template_metadata_of",
     "read_pod_template",
     "workload_id",
     "workload_uses_gpu",
@@ -178,11 +177,6 @@ def read_pod_template(obj: Mapping[str, Any]) -> PodTemplate:
 def pod_spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The pod spec a workload's pods get (see :func:`read_pod_template`)."""
     return _pod_spec(obj, *_checked(obj))
-
-
-def pod_template_metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The metadata the workload's pods get (the template's; a Pod's own)."""
-    return _template_metadata(obj, *_checked(obj))
 
 
 def pod_of(obj: Mapping[str, Any], runtime: RuntimeChoice | None = None) -> dict[str, Any]:

@@ -1,0 +1,378 @@
+"""The configuration file: one YAML file, camelCase keys, validated up front. The webhook
+serves by it; the commands that take ``--config`` read the same file through the same model,
+so every section (the webhook's ``server`` and ``limits`` too) is validated wherever it is read.
+
+The webhook runs unattended inside a cluster, so a typo in its configuration must stop it at
+start-up with a message that names the field and the values it accepts, rather than silently
+falling back to a default that schedules workloads differently from what the operator meant.
+Hence ``extra="forbid"`` everywhere and every pydantic error re-raised as one
+:class:`~cudasched.vocab.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from cudasched.knowledge.mirrors import parse_mirrors
+from cudasched.placement.merge import AffinityMode
+from cudasched.vocab import inputfiles
+from cudasched.vocab.errors import InputError, VersionError
+from cudasched.vocab.labels import LabelScheme
+from cudasched.vocab.requirements import Policy
+from cudasched.vocab.versions import CudaVersion, parse_cuda
+
+__all__ = [
+    "ClusterAccess",
+    "EventSettings",
+    "HttpParser",
+    "ImageOverride",
+    "ImageResolverSettings",
+    "NamespaceFilter",
+    "ObjectLimits",
+    "OnNoFit",
+    "OnUnknownRequirement",
+    "ServerConfig",
+    "WebhookConfig",
+    "load_config",
+]
+
+
+class OnNoFit(StrEnum):
+    """What admission does when no node of the cluster can currently run the workload."""
+
+    WARN = "warn"  # admit, constrain, and tell the user why it will stay Pending
+    DENY = "deny"  # refuse the object with the reason
+    ALLOW = "allow"  # admit silently
+
+
+class OnUnknownRequirement(StrEnum):
+    """What admission does with a GPU workload whose CUDA requirement cannot be found (no
+    annotation, no runtime label, an image the table does not know): it is never constrained,
+    so this only decides how loudly that is said. Every case is counted in
+    ``cudasched_webhook_unknown_requirement_total``."""
+
+    WARN = "warn"  # admit unchanged, with a warning naming the image and the fix
+    DENY = "deny"  # refuse a pod or InferenceService on CREATE with the same words
+    ALLOW = "allow"  # admit unchanged silently (still counted)
+
+
+class HttpParser(StrEnum):
+    """The HTTP/1.1 parser uvicorn serves with (``auto``: httptools when installed, else h11);
+    both get the same header limits (:mod:`cudasched.webhook.server.protocol`)."""
+
+    AUTO = "auto"
+    HTTPTOOLS = "httptools"
+    H11 = "h11"
+
+
+class _Model(BaseModel):
+    """Shared settings: camelCase in YAML, snake_case in Python, unknown keys rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_enum_values=False,
+        validate_default=True,
+    )
+
+
+class NamespaceFilter(_Model):
+    """Which namespaces are admitted. An empty ``include`` means every namespace; ``exclude``
+    always wins so system namespaces stay untouched even when listed in both."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ("kube-system",)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not name or not name.strip():
+                raise ValueError("namespace names must be non-empty strings")
+        return value
+
+    def admits(self, namespace: str) -> bool:
+        """Whether objects in ``namespace`` are mutated. ``""`` (cluster-scoped or unknown)
+        is admitted unless an include list is given."""
+        if namespace in self.exclude:
+            return False
+        return not self.include or namespace in self.include
+
+
+class ImageOverride(_Model):
+    """Declares the CUDA version of images matching a shell-style glob, for in-house images the
+    built-in table cannot know (``registry.local/llm/*:cu124`` -> ``12.4``)."""
+
+    pattern: str = Field(min_length=1)
+    cuda: str
+
+    @field_validator("cuda", mode="before")
+    @classmethod
+    def _cuda(cls, value: object) -> str:
+        if isinstance(value, float):
+            # YAML reads an unquoted `cuda: 12.4` as a float. Accept it (it is what people
+            # type); the docs ask for quotes because `12.10` would already have become 12.1.
+            value = repr(value)
+        if not isinstance(value, str | int):
+            raise ValueError("expected a CUDA version string such as '12.4'")
+        try:
+            return str(parse_cuda(value))
+        except VersionError as exc:
+            raise ValueError(str(exc)) from None
+
+    @property
+    def cuda_version(self) -> CudaVersion:
+        return parse_cuda(self.cuda)
+
+    def matches(self, image: str) -> bool:
+        return fnmatch.fnmatchcase(image, self.pattern)
+
+
+class ServerConfig(_Model):
+    """HTTPS listener settings. The API server gives up after ``timeoutSeconds`` of the webhook
+    configuration (10 s by default), so our own request timeout stays well below it."""
+
+    host: str = "0.0.0.0"
+    port: int = Field(default=8443, ge=1, le=65535)
+    cert_file: str | None = None
+    key_file: str | None = None
+    self_signed: bool = False
+    max_body_bytes: int = Field(default=3_145_728, ge=1024)
+    request_timeout_seconds: float = Field(default=2.5, gt=0, le=30)
+    workers: int | None = Field(default=None, ge=1)
+    # Limits against slow, oversized and numerous requests (docs/security.md says which threat
+    # each one answers).
+    http_parser: HttpParser = HttpParser.AUTO
+    max_header_bytes: int = Field(default=16_384, ge=1024, le=1_048_576)
+    max_headers: int = Field(default=100, ge=10, le=10_000)
+    header_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
+    max_connections: int = Field(default=512, ge=1)
+    review_threads: int = Field(default=4, ge=1, le=64)
+    large_review_threads: int = Field(default=1, ge=1, le=16)
+    large_bodies_in_flight_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> ServerConfig:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("certFile and keyFile must be given together")
+        if self.large_bodies_in_flight_bytes < self.max_body_bytes:
+            raise ValueError("largeBodiesInFlightBytes must be at least maxBodyBytes")
+        return self
+
+
+class ObjectLimits(BaseModel):
+    """The ``limits:`` section: how much work one admission request may ask for (why each
+    limit and how it is counted: :mod:`cudasched.webhook.admission.limits`)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+    #: JSON values (objects, arrays, strings, numbers, booleans, nulls) in the object.
+    max_values: int = Field(default=600_000, ge=1_000)
+    #: Containers, init containers and ephemeral containers, over every pod spec in the object.
+    max_containers: int = Field(default=10_000, ge=10)
+    #: Node-selector terms, required and preferred, over the whole object.
+    max_terms: int = Field(default=1_000, ge=10)
+    #: ``matchExpressions`` and ``matchFields`` entries, over the whole object.
+    max_expressions: int = Field(default=10_000, ge=10)
+    #: ``values`` of node-selector and label-selector requirements, over the whole object.
+    max_selector_values: int = Field(default=100_000, ge=100)
+
+
+class ClusterAccess(_Model):
+    """How the cache reaches the API server (the ``kube:`` section): in-cluster configuration
+    unless ``kubeconfig`` is set (see :mod:`cudasched.kube.client`), and how often each kind is
+    re-listed."""
+
+    kubeconfig: str | None = None
+    resync_seconds: int = Field(default=300, ge=1)
+
+
+class EventSettings(_Model):
+    """The ``events:`` section: the Warning Event on objects admitted that no node can run
+    (:mod:`cudasched.webhook.background.nofit`)."""
+
+    no_compatible_node: bool = True
+    per_object_interval_seconds: float = Field(default=600.0, ge=1, le=86_400)
+
+
+class AuditSettings(_Model):
+    """The audit the webhook can run in the background (``cudasched audit`` of the live
+    cluster every ``intervalMinutes``; 0, the default, is off): its findings as the
+    ``cudasched_audit_findings`` gauge and, with ``publishReports``, as PolicyReports."""
+
+    interval_minutes: float = Field(default=0, ge=0, le=1440)
+    publish_reports: bool = True
+
+
+class ImageResolverSettings(_Model):
+    """The ``imageResolver:`` section: read a GPU workload's image config from its registry
+    in the background (:mod:`cudasched.webhook.background.imageresolver`), never on the request
+    path. Off by default: it makes the webhook call registries (see docs/security.md)."""
+
+    enabled: bool = False
+    # How long a review may wait for a resolution already in flight; any other image is
+    # queued and the review answered at once per onUnknownRequirement.
+    budget_seconds: float = Field(default=0.05, ge=0, le=1.0)
+    workers: int = Field(default=2, ge=1, le=16)
+    max_queued: int = Field(default=1024, ge=1, le=100_000)
+    cache_bytes: int = Field(default=8 * 1024 * 1024, ge=0)
+    tag_ttl_seconds: float = Field(default=300.0, gt=0)
+    error_ttl_seconds: float = Field(default=30.0, gt=0)
+    deadline_seconds: float = Field(default=10.0, gt=0, le=120)
+    max_manifest_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_config_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    platform: str = "linux/amd64"
+    # Registries reached over plain HTTP (host[:port]); every other one over HTTPS.
+    plain_http: tuple[str, ...] = ()
+    # A Docker config.json (a mounted dockerconfigjson Secret) with registry credentials.
+    registry_config: str | None = None
+    # A CA bundle for private registries' certificates (default: the system's).
+    ca_file: str | None = None
+    # Use the pull secrets a workload (or its ServiceAccount) names, read from its own
+    # namespace on demand; needs `get` on secrets and serviceaccounts (cudasched manifests
+    # --pull-secrets). Off by default: see docs/security.md.
+    pull_secrets: bool = False
+    # How long a namespace's pull credentials are kept in memory before they are read again.
+    pull_secret_ttl_seconds: float = Field(default=60.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _pull_secrets_need_the_resolver(self) -> ImageResolverSettings:
+        if self.pull_secrets and not self.enabled:
+            raise ValueError("pullSecrets needs enabled: true (the resolver is what uses them)")
+        return self
+
+    @field_validator("platform")
+    @classmethod
+    def _platform(cls, value: str) -> str:
+        parts = value.split("/")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise ValueError("expected os/architecture[/variant] such as linux/amd64")
+        return value
+
+
+class WebhookConfig(_Model):
+    """Everything the admission webhook can be told. Defaults are the safe production choice:
+    required affinity, strict CUDA policy, warn (not deny) when nothing fits, fail open."""
+
+    mode: AffinityMode = AffinityMode.REQUIRED
+    policy: Policy = Policy.STRICT
+    label_scheme: LabelScheme = LabelScheme.AUTO
+    on_no_fit: OnNoFit = OnNoFit.WARN
+    on_unknown_requirement: OnUnknownRequirement = OnUnknownRequirement.WARN
+    namespaces: NamespaceFilter = Field(default_factory=NamespaceFilter)
+    constrain_gpu_pods_by_image: bool = True
+    isvc_affinity: bool = False
+    image_overrides: tuple[ImageOverride, ...] = ()
+    # Mirrored repositories, {mirror: canonical} (knowledge/mirrors.py): a path without a host
+    # renames for the image table ({alaudadockerhub/tritonserver: nvidia/tritonserver}); one
+    # with a host also routes registry look-ups ({harbor.corp/ngc-proxy: nvcr.io/nvidia}).
+    image_mirrors: dict[str, str] = Field(default_factory=dict)
+    fail_closed: bool = False
+    # Answers remembered for repeated requests (replicas of one template), per snapshot;
+    # bounded in bytes, 0 turns it off. See cudasched.webhook.memo.decisions.
+    decision_cache_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    # Merged affinities per (the object's own affinity, the requirement's terms), and compiled
+    # terms per requirement; both bounded in bytes, 0 turns them off. With the decision memo
+    # they stay well inside the Deployment's 256 MiB memory limit (see docs/security.md).
+    affinity_cache_bytes: int = Field(default=8 * 1024 * 1024, ge=0)
+    selector_cache_bytes: int = Field(default=2 * 1024 * 1024, ge=0)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    limits: ObjectLimits = Field(default_factory=ObjectLimits)
+    events: EventSettings = Field(default_factory=EventSettings)
+    kube: ClusterAccess = Field(default_factory=ClusterAccess)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
+    image_resolver: ImageResolverSettings = Field(default_factory=ImageResolverSettings)
+
+    @field_validator(
+        "mode", "policy", "label_scheme", "on_no_fit", "on_unknown_requirement", mode="before"
+    )
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        # Accept `Required` / `STRICT`: YAML authors copy casing from Kubernetes docs.
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("image_mirrors", mode="before")
+    @classmethod
+    def _mirrors(cls, value: object) -> object:
+        # The one reading of a mirror map (knowledge/mirrors.py), so an entry it would refuse
+        # stops the webhook at start-up instead of at the first pod.
+        if value is None:
+            return {}
+        try:
+            parse_mirrors(value, "image mirrors")
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @classmethod
+    def from_mapping(
+        cls, data: Mapping[str, Any] | None, *, origin: str = "config"
+    ) -> WebhookConfig:
+        """Validate a parsed YAML/JSON mapping; ``origin`` names it in error messages."""
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise InputError(
+                f"invalid {origin}: expected a mapping of settings, got {type(data).__name__}"
+            )
+        try:
+            return cls.model_validate(dict(data), by_alias=True, by_name=False)
+        except ValidationError as exc:
+            raise InputError(_describe(exc, origin)) from None
+
+
+def _describe(exc: ValidationError, origin: str) -> str:
+    """One line per problem: ``server.port: Input should be less than or equal to 65535
+    (got 70000)`` — the dotted camelCase path is what the user typed in the file."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown setting"
+        elif msg.startswith("Value error, "):
+            msg = msg.removeprefix("Value error, ")
+        got = err.get("input")
+        suffix = (
+            "" if err["type"] in ("missing",) or isinstance(got, dict) else f" (got {_show(got)})"
+        )
+        lines.append(f"{_clip(loc)}: {_clip(' '.join(msg.split()), 200)}{suffix}")
+    return f"invalid {origin}: " + "; ".join(lines)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _show(value: object) -> str:
+    """A short one-line ``repr`` of a user's value for an error message (inputs are bounded by
+    :mod:`cudasched.vocab.inputfiles`, so the full ``repr`` is bounded too; only its start is
+    shown)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        return "an over-long number"
+    return _clip(" ".join(text.split()))
+
+
+def load_config(path: str | Path | None) -> WebhookConfig:
+    """Read the YAML configuration at ``path``; ``None`` gives the defaults."""
+    if path is None:
+        return WebhookConfig()
+    label = f"config file {str(path)!r}"
+    limits = inputfiles.SETTINGS
+    docs = inputfiles.parse_documents(inputfiles.read_text(path, label, limits), label, limits)
+    if len(docs) > 1:
+        raise InputError(f"{label}: expected one YAML document, found {len(docs)}")
+    return WebhookConfig.from_mapping(docs[0] if docs else None, origin=label)

@@ -1,0 +1,298 @@
+"""Node-selector terms and merged affinities for admission, remembered in bounded memos.
+
+Compiling a requirement into terms for the cluster's label scheme, and ANDing those terms into a
+pod's own affinity, are the two expensive steps of a first-seen decision; both are pure, so
+their results are remembered: compiled terms per (every rule-relevant field of the
+requirement, policy, scheme, GFD key generation), which is valid across snapshots, and merged
+affinities per (the object's own affinity as JSON, our terms), which pods of one Deployment
+repeat. Both memos are bounded in bytes (``selectorCacheBytes``, ``affinityCacheBytes``): the
+merge memo's key holds the pod's own affinity, whose size the request chooses. A race between
+review threads only computes an entry twice.
+
+Compiled terms are validated for merging once, with the compilation
+(:func:`~cudasched.placement.merge.checked_terms`), and named in the merge memo by the SHA-256
+of their JSON (a large cluster's terms are tens of KB: checking and serialising them on every
+merge was a fifth of a first-seen decision at 5,000 nodes, issue 22).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import orjson
+
+from cudasched.placement.compile import compile_requirement
+from cudasched.placement.merge import (
+    AffinityMode,
+    CheckedTerms,
+    checked_terms,
+    merge_preferred,
+    merge_required,
+)
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.webhook.admission.patch import Op, Scope, diff
+from cudasched.webhook.memo.bounded import BoundedMemo
+
+if TYPE_CHECKING:
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.settings.config import WebhookConfig
+    from cudasched.webhook.state.clusterstate import ClusterState
+
+__all__ = ["PREFERRED_WEIGHT", "Compiled", "Deferred", "Placer", "cheap_only"]
+
+#: The weight of cudasched's terms in ``preferred`` mode.
+PREFERRED_WEIGHT = 100
+
+# Merge-memo keys embed the pod's own affinity; unusually large ones are merged every time.
+_MERGE_MEMO_MAX_KEY_BYTES = 16_384
+
+
+class Deferred(Exception):  # noqa: N818 - not an error: a decision handed on
+    """A step whose cost grows with the cluster (compiling a requirement, finding whether any
+    node fits it) or with our terms (a merge) is not remembered yet, and the placer was told to
+    stay cheap (:func:`cheap_only`): the decision is left to a review thread."""
+
+
+_CHEAP: ContextVar[bool] = ContextVar("cudasched_placer_cheap_only", default=False)
+
+
+@contextlib.contextmanager
+def cheap_only() -> Iterator[None]:
+    """Within the block, :meth:`Placer.compile` and :meth:`Placer.merge` raise
+    :class:`Deferred` instead of doing work that is not remembered."""
+    token = _CHEAP.set(True)
+    try:
+        yield
+    finally:
+        _CHEAP.reset(token)
+
+
+class Compiled(NamedTuple):
+    """What :meth:`Placer.compile` found: the terms (``None`` when no selector can exist), the
+    "no node can run it" message when it applies, the key of the terms (for
+    :meth:`ClusterState.fits`: their digest, or the requirement's memo key when there are no
+    terms), and what :meth:`Placer.merge` needs of them."""
+
+    terms: list[dict[str, Any]] | None
+    no_fit: str | None
+    key: Any
+    checked: CheckedTerms | None = None  # the terms validated for merging, when they are valid
+    tag: bytes = b""  # the SHA-256 of the terms' JSON: their name in the merge memo
+
+
+class Placer:
+    """Compiles requirements and merges terms under one configuration (see the module
+    docstring); shared by the review threads of one Admitter."""
+
+    def __init__(self, config: WebhookConfig, kb: KnowledgeBase) -> None:
+        self.config = config
+        self.kb = kb
+        # The source is left out of the key because it can quote an image reference of any
+        # length and never changes the terms.
+        self.compiled: BoundedMemo[tuple[Any, ...], _Entry] = BoundedMemo(
+            config.selector_cache_bytes
+        )
+        self.merged: BoundedMemo[bytes, _Merge] = BoundedMemo(config.affinity_cache_bytes)
+
+    def compile(self, requirement: Requirement, policy: Policy, state: ClusterState) -> Compiled:
+        """The node-selector terms for ``requirement`` in the cluster's label scheme, and the
+        "no node can run it" message when it applies.
+
+        Terms are ``None`` when no selector can exist (a toolkit or compute capability no GPU
+        could ever satisfy): the pod is then annotated but its affinity is left alone, and the
+        message always applies. Otherwise the message needs a synced snapshot, because an
+        empty or half-listed cache must never produce warnings or denials.
+        """
+        scheme = state.scheme(self.config.label_scheme)
+        # Every rule-relevant field of the requirement, never its source.
+        key = (requirement.needs, policy, scheme, state.gfd_keys)
+        found = self.compiled.get(key)
+        cheap = _CHEAP.get()
+        if found is None:
+            if cheap:
+                raise Deferred("compile")
+            entry = _compile(requirement, policy, scheme, self.kb, state)
+            self.compiled.put(key, entry, entry.size)
+        else:
+            entry = found[0]
+        terms = entry.terms
+        if terms is None:
+            what = _what(requirement)
+            return Compiled(None, f"cudasched: no node can ever run {what}: {entry.error}", key)
+        # The terms' digest names them for the fit memo: hashed once (bytes keep their hash),
+        # where the requirement's key hashes its nested fields on every lookup.
+        compiled = Compiled(terms, None, entry.tag, entry.checked, entry.tag)
+        if cheap and state.synced and terms and state.known_fit(entry.tag) is None:
+            raise Deferred("fit")
+        if not state.synced or not terms or state.fits(entry.tag, terms):
+            return compiled
+        return compiled._replace(
+            no_fit=f"cudasched: no node can run {_what(requirement)}; {state.drivers.describe()}"
+        )
+
+    def merge(self, spec: Mapping[str, Any], compiled: Compiled) -> dict[str, Any]:
+        """``spec`` with the ``compiled`` terms merged into its node affinity (required or
+        preferred, per ``mode``). The merge only ever changes ``spec.affinity`` (everything
+        else is copied as it is), so it runs on the affinity alone and its result is memoised
+        by (the affinity's JSON, the terms' tag); each call still gets its own copy of the
+        merged affinity."""
+        out = dict(spec)
+        found = self._remembered(out, compiled)
+        if found is None:
+            return self._merge_affinity(out, self._terms(compiled))
+        if found.affinity is None:
+            out.pop("affinity", None)
+        else:
+            out["affinity"] = orjson.loads(found.affinity)
+        return out
+
+    def merge_ops(self, spec: Mapping[str, Any], compiled: Compiled, at: str) -> list[Op]:
+        """The JSON patch that turns ``spec`` into :meth:`merge`'s result, with paths under
+        ``at`` (the pointer of ``spec`` in the admitted object): the operations of
+        :func:`~cudasched.webhook.admission.patch.diff` over ``spec.affinity``, in its order.
+
+        A remembered merge keeps these operations with their values already written as JSON,
+        handed on as ``orjson.Fragment`` values: a first-seen pod whose merge is remembered neither
+        decodes the merged affinity, nor compares it with its own, nor encodes it again (a
+        fifth of such a decision, issue 22). The answer's bytes are the same."""
+        found = self._remembered(spec, compiled)
+        if found is None:
+            merged = self._merge_affinity(dict(spec), self._terms(compiled))
+            return diff(spec, merged, (_AFFINITY,), at)
+        return found.patch(at)
+
+    @staticmethod
+    def _terms(compiled: Compiled) -> list[dict[str, Any]] | CheckedTerms:
+        assert compiled.terms is not None
+        return compiled.checked if compiled.checked is not None else compiled.terms
+
+    def _remembered(self, spec: Mapping[str, Any], compiled: Compiled) -> _Merge | None:
+        """The merge memo's entry for ``spec`` and ``compiled``, merged and stored when missing;
+        ``None`` when the spec's affinity is too large to remember or not plain JSON (the
+        caller then merges it itself). Raises :class:`Deferred` for a merge not remembered
+        under :func:`cheap_only`."""
+        cheap = _CHEAP.get()
+        try:
+            own = orjson.dumps(["affinity" in spec, spec.get("affinity")])
+        except TypeError:  # not plain JSON data: no memo
+            own = None
+        if own is None or len(own) > _MERGE_MEMO_MAX_KEY_BYTES:
+            if cheap:
+                raise Deferred("merge")
+            return None
+        key = own + compiled.tag  # the tag has a fixed length: the key reads one way only
+        remembered = self.merged.get(key)
+        if remembered is not None:
+            return remembered[0]
+        if cheap:
+            raise Deferred("merge")
+        before = {"affinity": spec["affinity"]} if "affinity" in spec else {}
+        merged = self._merge_affinity(dict(before), self._terms(compiled))
+        entry = _Merge.of(before, merged)
+        self.merged.put(key, entry, len(key) + entry.size)
+        return entry
+
+    def _merge_affinity(
+        self, spec: dict[str, Any], terms: list[dict[str, Any]] | CheckedTerms
+    ) -> dict[str, Any]:
+        if self.config.mode is AffinityMode.PREFERRED:
+            return merge_preferred(spec, terms, PREFERRED_WEIGHT)
+        return merge_required(spec, terms)
+
+
+def _what(requirement: Requirement) -> str:
+    """The requirement as the "no node can run" messages name it."""
+    if (
+        requirement.cuda is not None
+        and requirement.min_compute is None
+        and requirement.framework is None
+    ):
+        return f"CUDA {requirement.cuda.release}"
+    return requirement.describe()
+
+
+#: The one subtree a merge changes, relative to the spec.
+_AFFINITY = Scope(("affinity",))
+#: Bytes a remembered merge is counted per patch operation besides its values (the tuple, its
+#: operation and path).
+_OP_OVERHEAD = 64
+
+
+class _Merge(NamedTuple):
+    """A merge as the merge memo keeps it: the merged affinity as JSON (``None`` when the
+    result has none) and the patch from the spec's own affinity to it: operation, path relative
+    to the spec, and value (``None`` for none; else where its JSON lies in ``affinity``, which
+    holds every value a merge writes, or the JSON itself when it does not)."""
+
+    affinity: bytes | None
+    ops: tuple[tuple[str, str, tuple[int, int] | bytes | None], ...]
+    size: int
+
+    @classmethod
+    def of(cls, before: Mapping[str, Any], merged: Mapping[str, Any]) -> _Merge:
+        affinity = orjson.dumps(merged["affinity"]) if "affinity" in merged else None
+        ops: list[tuple[str, str, tuple[int, int] | bytes | None]] = []
+        size = len(affinity or b"")
+        for op in diff(before, merged, (_AFFINITY,)):
+            where: tuple[int, int] | bytes | None = None
+            if "value" in op:  # every op but a remove
+                written = orjson.dumps(op["value"])
+                # JSON is written part by part: a value of the merged affinity is a run of its
+                # bytes (any run equal to it reads as the same value).
+                start = affinity.find(written) if affinity is not None else -1
+                if start < 0:
+                    where = written
+                    size += len(written)
+                else:
+                    where = (start, start + len(written))
+            ops.append((op["op"], op["path"], where))
+        return cls(affinity, tuple(ops), size + _OP_OVERHEAD * len(ops))
+
+    def patch(self, at: str) -> list[Op]:
+        """The operations with paths under ``at``, their values as ``orjson.Fragment``."""
+        out: list[Op] = []
+        for op, path, where in self.ops:
+            if where is None:
+                out.append({"op": op, "path": at + path})
+                continue
+            if type(where) is tuple:
+                assert self.affinity is not None
+                where = self.affinity[where[0] : where[1]]
+            out.append({"op": op, "path": at + path, "value": orjson.Fragment(where)})
+        return out
+
+
+class _Entry(NamedTuple):
+    """A compiled requirement as the compile memo keeps it."""
+
+    terms: list[dict[str, Any]] | None
+    error: str
+    checked: CheckedTerms | None
+    tag: bytes
+    size: int
+
+
+def _compile(
+    requirement: Requirement,
+    policy: Policy,
+    scheme: Any,
+    kb: KnowledgeBase,
+    state: ClusterState,
+) -> _Entry:
+    try:
+        terms = compile_requirement(requirement, policy, scheme, kb, state.gfd_keys)
+    except InputError as exc:
+        return _Entry(None, str(exc), None, b"", len(str(exc)))
+    text = orjson.dumps(terms)
+    try:
+        checked: CheckedTerms | None = checked_terms(terms)
+    except InputError:  # the merge says why, as it always did
+        checked = None
+    # The checked copy is counted too, unless it is the same as the terms (it usually is).
+    size = len(text) if checked is None or list(checked) == terms else 2 * len(text)
+    return _Entry(terms, "", checked, hashlib.sha256(text).digest(), size)

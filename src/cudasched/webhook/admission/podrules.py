@@ -1,0 +1,186 @@
+"""Admission of pods: what a pod needs (its annotations, its runtime's labels, its image), the
+node affinity that keeps it on nodes that can run it, merged into its own, and a pod already
+bound to a node (``spec.nodeName``), which no affinity may exclude."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from cudasched.compat.engine import check
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.webhook.admission.once import said_once
+from cudasched.webhook.admission.patch import Op, Scope
+from cudasched.webhook.admission.review import (
+    Decision,
+    ReviewRequest,
+    clip,
+)
+from cudasched.webhook.admission.reviewed import (
+    declares_requirement,
+    pod_for_mutation,
+    set_annotation,
+    with_namespace,
+)
+from cudasched.webhook.admission.steps import (
+    RuleContext,
+    finish,
+    policy_of,
+    skipped,
+    unconstrained,
+    with_unknown,
+)
+from cudasched.workloads.kserve import (
+    is_kserve_pod,
+)
+from cudasched.workloads.kserve.llm import llmisvc_name_of
+from cudasched.workloads.pullscope import pull_scope
+from cudasched.workloads.resolution import (
+    NeedStatus,
+    pod_need,
+)
+from cudasched.workloads.view import Role, view_pod
+
+if TYPE_CHECKING:
+    from cudasched.webhook.state.clusterstate import ClusterState
+
+__all__ = ["admit_pod"]
+
+#: The subtree of a pod that admission diffs itself; spec.affinity's patch comes from the
+#: placer (:meth:`~cudasched.webhook.admission.placer.Placer.merge_ops`), after it.
+_ANNOTATIONS = (Scope(("metadata", "annotations")),)
+
+
+def admit_pod(
+    ctx: RuleContext, req: ReviewRequest, pod: Mapping[str, Any], state: ClusterState
+) -> Decision:
+    """The answer for a pod: CREATE only; constrained when it uses a GPU or declares what it
+    needs (outside KServe only with ``constrainGpuPodsByImage``)."""
+    if req.operation != "CREATE":
+        return Decision(req.uid, reason=f"operation {req.operation}")
+    why = skipped(ctx.config, req, pod)
+    if why is not None:
+        return Decision(req.uid, reason=f"skipped: {why}")
+    spec = pod.get("spec")
+    if not (type(spec) is dict or isinstance(spec, Mapping)):
+        return Decision(req.uid, reason="pod has no spec")
+    try:
+        return _pod_checked(ctx, req, pod, spec, state)
+    except InputError as exc:
+        # The pod says something we cannot read (a bad annotation value, a malformed
+        # quantity): never block it for that, but tell the user at once.
+        return Decision(
+            req.uid,
+            warnings=(clip(f"cudasched: pod not constrained: {exc}"),),
+            reason=f"unreadable: {exc}",
+        )
+
+
+def _pod_checked(
+    ctx: RuleContext,
+    req: ReviewRequest,
+    pod: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    state: ClusterState,
+) -> Decision:
+    declared = declares_requirement(pod)
+    view = view_pod(pod)
+    if not declared:
+        view.checked()  # an undeclared pod is judged by what it requests: read it all
+    model_server = view.role is Role.MODEL_SERVER  # may take its GPUs from the configs
+    if not declared and not view.requests_gpu and not model_server:
+        # Only pods that use a GPU, or say what they need, are ever constrained.
+        return Decision(req.uid, reason="no GPU and no declared requirement")
+    kserve_pod = is_kserve_pod(pod) or model_server
+    if not (kserve_pod or declared or ctx.config.constrain_gpu_pods_by_image):
+        return Decision(req.uid, reason="GPU pod outside KServe (constrainGpuPodsByImage off)")
+
+    full = with_namespace(pod, req.namespace)
+    ns = str(full["metadata"].get("namespace") or "")
+    choice = service = None
+    if model_server:
+        service_name = llmisvc_name_of(pod)
+        service = state.llm_inference_service(ns, service_name) if service_name else None
+    elif view.role is Role.PREDICTOR:
+        isvc_name = view.owner
+        choice = state.runtime_of(ns, isvc_name) if isvc_name else None
+    need = pod_need(
+        full,
+        choice,
+        ctx.images.per_request(pull_scope(full, req.namespace)),
+        ctx.kb,
+        service=service,
+        view=view,
+    )
+    if need.status is not NeedStatus.KNOWN:
+        nothing = Decision(req.uid, reason="no requirement to enforce")
+        return with_unknown(ctx.config, nothing, "Pod", need.unknown, may_deny=True)
+    requirement = need.requirement
+
+    policy = policy_of(ctx.config, requirement)
+    record = requirement.record(policy)
+    node_name = spec.get("nodeName")
+    if isinstance(node_name, str) and node_name:
+        return _named_node(ctx, req, node_name, requirement, policy, record, state)
+    compiled = ctx.placer.compile(requirement, policy, state)
+    terms, no_fit = compiled.terms, compiled.no_fit
+    placed: list[Op] = []
+    unmergeable = None
+    if terms is not None:
+        try:
+            # Called even when `terms` is empty: the merge also replaces cudasched's own
+            # earlier terms (recognised by their marker); the pod's own expressions, on any
+            # key, are kept and ANDed with ours. The patch of spec.affinity comes with it.
+            placed = ctx.placer.merge_ops(spec, compiled, "/spec")
+        except InputError as exc:
+            unmergeable = exc
+    # Only now, once nothing can be deferred to a review thread (answer_inline).
+    notes = said_once(ctx.said, requirement, "Pod", choice, ns)
+    if unmergeable is not None:
+        # The pod's own affinity cannot be combined with ours (malformed, or the cross
+        # product would explode): admit it as it is and say why.
+        return unconstrained(req, record, str(unmergeable), notes)
+    mutated = pod_for_mutation(pod)
+    set_annotation(mutated, L.ANN_REQUIREMENT, record)
+    return finish(
+        ctx.config,
+        req,
+        pod,
+        mutated,
+        _ANNOTATIONS,
+        record=record,
+        no_fit=no_fit,
+        may_deny=True,
+        notes=notes,
+        then=placed,
+    )
+
+
+def _named_node(
+    ctx: RuleContext,
+    req: ReviewRequest,
+    node: str,
+    requirement: Requirement,
+    policy: Policy,
+    record: str,
+    state: ClusterState,
+) -> Decision:
+    """A pod whose creator named its node (``spec.nodeName``) skips the scheduler: the
+    kubelet rejects a pod whose required node affinity excludes its own node, so no affinity
+    is added; when the cache knows the node cannot run the pod, the answer warns."""
+    facts = state.facts_of(node)
+    reason = f"spec.nodeName {node} set: not scheduled, left alone"
+    if facts is None:
+        return Decision(req.uid, requirement=record, reason=reason)
+    verdict = check(facts, requirement, policy, ctx.kb)
+    if verdict.compatible:
+        return Decision(req.uid, requirement=record, reason=reason)
+    why = "; ".join(dict.fromkeys(r.message for r in verdict.reasons if r.blocking))
+    return Decision(
+        req.uid,
+        warnings=(clip(f"cudasched: node {node} (spec.nodeName) cannot run {record}: {why}"),),
+        requirement=record,
+        reason=reason,
+    )

@@ -1,0 +1,4 @@
+"""What runs beside the requests, never on their path: the watch cache that publishes the
+cluster snapshot (``watchcache``), the Events and gauge of objects no node can run (``nofit``),
+the image resolver that reads images' configs from their registries (``imageresolver``) and
+the periodic audit (``periodic``). The room that talks to Kubernetes and to registries."""

@@ -539,7 +539,7 @@ def _driver_manager(doc: DataFile) -> DriverManagerFacts:
         node_groups=tuple(groups),
         source=doc.source(section, "driver_manager"),
         doc_source=doc.source(section, "driver_manager", "doc_source"),
-        owner_label=_text(section.get("owner_label")),
+        owner_label=_field_text(section.get("owner_label")),
         owner_source=doc.source(section, "driver_manager", "owner_source"),
         driver_pod_label=(str(pod_key), str(pod_value)),
         driver_pod_source=doc.source(section, "driver_manager", "driver_pod_source"),
@@ -556,13 +556,13 @@ def _managed(doc: DataFile, section: Mapping[str, Any]) -> tuple[ManagedDriver, 
             raise KnowledgeError(f"{doc.name}: {where}: a label or os_ids")
         out.append(
             ManagedDriver(
-                provider=_text(e.get("provider")),
-                label=_text(e.get("label")),
+                provider=_field_text(e.get("provider")),
+                label=_field_text(e.get("label")),
                 values=tuple(str(v) for v in e.get("values") or ()),
                 not_values=tuple(str(v) for v in e.get("not_values") or ()),
                 os_ids=tuple(str(v) for v in e.get("os_ids") or ()),
                 source=doc.source(e, where),
-                note=_text(e.get("note")),
+                note=_field_text(e.get("note")),
             )
         )
     return tuple(out)
@@ -575,11 +575,11 @@ def _openshift(doc: DataFile) -> OpenShiftFacts | None:
     if not isinstance(section, Mapping):
         raise KnowledgeError(f"{doc.name}: `openshift` must be a mapping")
     return OpenShiftFacts(
-        os_id_label=_text(section.get("os_id_label")),
+        os_id_label=_field_text(section.get("os_id_label")),
         os_id_source=doc.source(section, "openshift", "os_id_source"),
-        ostree_label=_text(section.get("ostree_label")),
+        ostree_label=_field_text(section.get("ostree_label")),
         ostree_source=doc.source(section, "openshift", "ostree_source"),
-        olm_policy_name=_text(section.get("olm_policy_name")),
+        olm_policy_name=_field_text(section.get("olm_policy_name")),
         olm_source=doc.source(section, "openshift", "olm_source"),
         tags_source=doc.source(section, "openshift", "tags_source"),
     )
@@ -592,14 +592,14 @@ def _node_images(doc: DataFile) -> tuple[NodeImage, ...]:
         driver = e.get("driver")
         out.append(
             NodeImage(
-                provider=_text(e.get("provider")),
+                provider=_field_text(e.get("provider")),
                 os=_os(doc, e.get("os"), where),
-                family=_text(e.get("family")),
+                family=_field_text(e.get("family")),
                 driver=doc.parse(parse_driver, str(driver), where) if driver else None,
                 source=doc.source(e, where),
                 ended=_date(doc, e.get("ended"), where),
-                release=_text(e.get("release")),
-                successors=tuple(_text(x) for x in e.get("successors") or ()),
+                release=_field_text(e.get("release")),
+                successors=tuple(_field_text(x) for x in e.get("successors") or ()),
                 mix_source=doc.source(e, where, "mix_source") if e.get("mix_source") else "",
             )
         )

@@ -74,7 +74,7 @@ def audit(
     workload no node can run a home once scaled up from zero. With ``today`` each pool's driver
     branch is judged by its lifecycle on that date (ended, legacy, ending within
     ``min_support_months``)."""
-    ctx = AuditContext(snapshot, fleet, images, policy, node_groups)
+    ctx = AuditContext(snapshot, fleet, images, policy, node_groups, today)
     services = len(snapshot.inference_services) + len(snapshot.llm_inference_services)
     runtimes = len(fleet.cluster_serving_runtimes) + sum(1 for _ in fleet.all_serving_runtimes())
     steps = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,7 @@ class Resolved:
     image: str | None = None
     error: str | None = None
     unknown: UnknownRequirement | None = None  # WorkloadNeed.unknown: what admission warns
+    pod: Mapping[str, Any] | None = None  # the pod it runs as: its own node selection
 
 
 class AuditContext:
@@ -65,8 +67,10 @@ class AuditContext:
         images: ImageTable,
         policy: Policy,
         node_groups: Sequence[NodeGroup] = (),
+        today: date | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.today = today  # the day a fix's branch is judged on (None: the data's own date)
         self.node_groups = [*node_groups, *groups_from_snapshot(snapshot)]
         self.fleet = fleet
         self.kb = fleet.kb
@@ -103,7 +107,7 @@ class AuditContext:
             container = view.cuda_container
             image = container.get("image") if container is not None else None
             found = Resolved(
-                need.requirement, gpu, skipped, need.runtime, image, None, need.unknown
+                need.requirement, gpu, skipped, need.runtime, image, None, need.unknown, pod
             )
         except InputError as exc:
             found = Resolved(Requirement(), gpu, skipped, error=str(exc))
@@ -113,13 +117,13 @@ class AuditContext:
     def resolve_isvc(self, isvc: Mapping[str, Any]) -> Resolved:
         skipped = is_skipped(annotations_of(isvc))
         try:
-            _, need = workload_need(isvc, self.fleet, self.images)
+            pod, need = workload_need(isvc, self.fleet, self.images)
             choice = need.runtime
             gpu = workload_uses_gpu(isvc, choice)
             image = predictor_image(isvc, choice.obj if choice is not None else None)
         except InputError as exc:
             return Resolved(Requirement(), False, skipped, error=str(exc))
-        return Resolved(need.requirement, gpu, skipped, choice, image, None, need.unknown)
+        return Resolved(need.requirement, gpu, skipped, choice, image, None, need.unknown, pod)
 
     def resolve_llm(self, obj: Mapping[str, Any]) -> Resolved:
         skipped = is_skipped(annotations_of(obj))
@@ -134,7 +138,7 @@ class AuditContext:
             return Resolved(Requirement(), False, skipped, error=str(exc))
         image = main.get("image") if main is not None else None
         image = image if isinstance(image, str) else None
-        return Resolved(req, gpu, skipped, image=image, unknown=need.unknown)
+        return Resolved(req, gpu, skipped, image=image, unknown=need.unknown, pod=pod)
 
     def covered(self, pod: Mapping[str, Any]) -> bool:
         """A pod whose service the snapshot lists (findings about it go to the service)."""

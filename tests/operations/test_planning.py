@@ -832,3 +832,112 @@ def test_the_label_note_names_where_each_objects_nodes_come_from(
             "labels name none)",
         ]
     )
+
+
+# ---- every cluster shape: defaults, re-owned pins, OLM, short-lived branches -------------------
+
+
+def _volta_and_l40s() -> ClusterSnapshot:
+    return cluster(
+        gpu_node("l40s-1", "NVIDIA-L40S", "570.172.08", extra=OPERATOR_DRIVER),
+        gpu_node("l40s-2", "NVIDIA-L40S", "570.172.08", extra=OPERATOR_DRIVER),
+        gpu_node("v100", "Tesla-V100-SXM2-32GB", "570.172.08", extra=OPERATOR_DRIVER),
+        runtime("vllm-132", "13.2"),
+        runtime("vllm-124", "12.4"),
+    )
+
+
+def test_a_default_object_that_cannot_drive_a_pools_gpus_is_warned_about(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """R595 no longer drives Volta, which the operator still lists: a default R595 object
+    strands V100 nodes that join without the pool label."""
+    plan = plan_of(_volta_and_l40s(), kb, images)
+    assert plan.default_driver is not None and plan.default_driver.startswith("595.")
+    [stranded] = [w for w in plan.warnings if "cannot drive its Volta GPUs" in w]
+    assert "the default NVIDIADriver's R595" in stranded and "Volta GPUs end at R580" in stranded
+
+
+def test_a_short_lived_branch_says_which_workloads_force_it(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    plan = plan_of(_volta_and_l40s(), kb, images)
+    l40s = pools_by_node(plan)["l40s-1"]
+    assert l40s["targetBranch"] == "595"
+    [short] = [w for w in l40s["why"] if "is short-lived" in w]
+    assert "ClusterServingRuntime/vllm-132 need it" in short and "--prefer-lts takes R580" in short
+    lts = plan_of(_volta_and_l40s(), kb, images, prefer_lts=True)
+    assert pools_by_node(lts)["l40s-1"]["targetBranch"] == "580"
+    assert [w for w, _ in lts.unservable] == ["ClusterServingRuntime/vllm-132"]
+
+
+def test_before_v26_7_there_is_no_fallback_object(kb: KnowledgeBase, images: ImageTable) -> None:
+    plan = plan_of(_volta_and_l40s(), kb, images, operator="26.3")
+    assert plan.default_driver is None
+    assert not [n for n in plan.notes if "drives every GPU node no other NVIDIADriver" in n]
+    [fallback] = [n for n in plan.notes if "has no fallback NVIDIADriver" in n]
+    assert "deployDefaultCR=false" in fallback
+
+
+def test_a_pin_is_labelled_re_owned(kb: KnowledgeBase, images: ImageTable) -> None:
+    """A pool that keeps its driver but moves to another NVIDIADriver: its driver pods restart
+    (issue 27 item 10); from v26.3 without a drain, before with one."""
+    snapshot = cluster(
+        gpu_node("t4", "Tesla-T4", "580.105.08", extra=OPERATOR_DRIVER), runtime("rt", "12.4")
+    )
+    [pool] = plan_of(snapshot, kb, images).to_dict()["pools"]
+    assert pool["change"] == "keep" and pool["reOwn"] is True
+    assert pool["action"].startswith("re-own: driver pod restarts (pin driver 580.105.08")
+    [older] = plan_of(snapshot, kb, images, operator="25.10").to_dict()["pools"]
+    assert older["action"].startswith("re-own: driver pod restarts, drained")
+
+
+def test_an_olm_install_is_told_the_objects_to_edit_not_helm_values(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    from tests.support.gpu_operator import cluster_policy
+
+    snapshot = cluster(
+        gpu_node("t4", "Tesla-T4", "550.90.07", extra=OPERATOR_DRIVER),
+        runtime("rt", "12.8"),
+        cluster_policy(None, name="gpu-cluster-policy", driver={"enabled": True}),
+    )
+    plan = plan_of(snapshot, kb, images)
+    said = " ".join(plan.notes)
+    assert "an OLM install has no Helm values" in said and "Helm driver." not in said
+
+
+def test_a_pool_leaving_precompiled_drivers_is_told(kb: KnowledgeBase, images: ImageTable) -> None:
+    existing = {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "NVIDIADriver",
+        "metadata": {"name": "t4-pre"},
+        "spec": {
+            "version": "550",
+            "usePrecompiled": True,
+            "nodeSelector": {L.DRIVER_POOL: "t4-pre"},
+        },
+    }
+    snapshot = cluster(
+        gpu_node("t4", "Tesla-T4", "550.90.07", extra={**OPERATOR_DRIVER, L.DRIVER_POOL: "t4-pre"}),
+        runtime("rt", "12.8"),
+        existing,
+    )
+    [pool] = plan_of(snapshot, kb, images).to_dict()["pools"]
+    assert any(
+        w.startswith("moves off precompiled drivers (NVIDIADriver/t4-pre") for w in pool["why"]
+    )
+
+
+def test_a_blocked_pool_is_pointed_only_to_oses_its_operator_supports(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """GPU Operator 25.10 supports neither RHEL 10 nor Rocky Linux nor Ubuntu 26.04."""
+    snapshot = cluster(
+        gpu_node("t4", "Tesla-T4", "570.195.03", os=("ubuntu", "20.04"), kernel="5.4.0-200-generic",
+                 extra=OPERATOR_DRIVER),
+        runtime("vllm-13", "13.0"),
+    )  # fmt: skip
+    [pool] = plan_of(snapshot, kb, images, operator="25.10").to_dict()["pools"]
+    assert "ubuntu22.04" in pool["blocked"]
+    assert not [os for os in ("rhel10", "rocky9", "ubuntu26.04") if os in pool["blocked"]]

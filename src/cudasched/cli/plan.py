@@ -3,13 +3,14 @@ has a home, and how to get it there: GPU Operator objects for the pools the oper
 action for pools whose driver comes with the host or a node image.
 
 A thin shell over :func:`cudasched.operations.drivers.planning.plan_drivers`. ``-o json`` is a
-stable contract (keys are only ever added): ``{"pools": [{"name", "nodes", "gpu", "arch", "os",
-"kernel", "currentDriver", "driverManager", "nodeGroup", "targetBranch", "targetVersion",
-"targetFloor", "kernelModuleType", "usePrecompiled", "lifecycle", "eol", "change", "action",
-"nvidiaDriver", "driverImage", "blocked", "gains", "loses", "why"}], "nvidiaDrivers": [...],
-"hostActions": [{"pool", "nodes", "action"}], "nodeLabels": {node: {key: value}}, "waves": [[node,
-...]], "replaced": [{"name", "by", "why"}], "defaultDriver", "gpuOperatorVersion", "unservable":
-[{"workload", "why"}], "notes", "warnings", ...}``. ``-o yaml`` prints the NVIDIADriver objects with
+stable contract (keys are only ever added): ``{"pools": [{"name", "nodes", "gpu", "arch",
+"cpuArch", "os", "kernel", "currentDriver", "driverManager", "driverManagerEvidence",
+"nodeGroup", "targetBranch", "targetVersion", "targetFloor", "kernelModuleType",
+"usePrecompiled", "lifecycle", "eol", "change", "action", "nvidiaDriver", "driverImage",
+"reOwn", "blocked", "gains", "loses", "why"}], "nvidiaDrivers": [...], "hostActions": [{"pool",
+"nodes", "action"}], "nodeLabels": {node: {key: value}}, "waves": [[node, ...]], "replaced":
+[{"name", "by", "why"}], "defaultDriver", "gpuOperatorVersion", "unservable": [{"workload",
+"why"}], "notes", "warnings", ...}``. ``-o yaml`` prints the NVIDIADriver objects with
 the plan as comments; ``-o script`` the runbook that rolls them out wave by wave
 (:mod:`cudasched.operations.drivers.runbook`); ``-o table`` the impact per pool. Exit codes: 0 a
 plan was made (whether or not every workload has a home: see ``unservable``), 2 bad input.
@@ -235,6 +236,15 @@ def plan_cmd(
             help="Warn when a pool's driver branch ends within this many months.",
         ),
     ] = 12,
+    prefer_lts: Annotated[
+        bool,
+        typer.Option(
+            "--prefer-lts",
+            help="Take a supported long-term branch where one can be installed, even when a "
+            "short-lived branch would serve more workloads (none that runs today loses its "
+            "home).",
+        ),
+    ] = False,
     as_of: AsOfOption = None,
     output: Annotated[PlanFormat, typer.Option("-o", "--output", help="Output format.")] = (
         PlanFormat.TABLE
@@ -307,6 +317,7 @@ def plan_cmd(
             operator_notes=op_notes,
             min_support_months=min_support_months,
             operator_objects=operator_objects,
+            prefer_lts=prefer_lts,
         )
     except InputError as exc:
         fail(str(exc))

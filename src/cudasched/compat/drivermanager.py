@@ -52,12 +52,18 @@ __all__ = [
     "driver_change",
     "driver_cluster",
     "driver_manager",
+    "group_noun",
     "policy_driver",
 ]
 
 CLUSTER_POLICY_KIND = "ClusterPolicy"
 NFD_OS_ID = "feature.node.kubernetes.io/system-os_release.ID"
 _HELM_LABEL = "helm.sh/chart"
+
+
+def group_noun(provider: str | None) -> str:
+    """What a cloud calls a group of alike nodes: EKS a node group, GKE and AKS a node pool."""
+    return "node pool" if provider in ("GKE", "AKS") else "node group"
 
 
 class DriverManager(StrEnum):
@@ -83,10 +89,15 @@ class Manager:
     def operator(self) -> bool:
         return self.kind is DriverManager.OPERATOR
 
+    def where(self) -> str:
+        """``EKS node group g5-al2``, ``GKE node pool l4-cos``: the cloud's own word."""
+        if not self.group:
+            return f"the {self.provider} nodes"
+        return f"{self.provider} {group_noun(self.provider)} {self.group}"
+
     def describe(self) -> str:
         if self.kind is DriverManager.NODE_IMAGE:
-            where = f"{self.provider} node group {self.group}" if self.group else self.provider
-            return f"{where} (driver from the node image: {self.evidence})"
+            return f"{self.where()} (driver from the node image: {self.evidence})"
         if self.kind is DriverManager.HOST:
             return f"host-installed driver ({self.evidence})"
         return "GPU Operator driver container" + (f" ({self.evidence})" if self.evidence else "")
@@ -323,11 +334,7 @@ def _image_action(
 ) -> str:
     """How a managed node group gets ``what`` (an R<branch> driver >= V): the cloud's own knob,
     and for an ended node-image family (EKS Amazon Linux 2) the families that replace it."""
-    where = (
-        f"{manager.provider} node group {manager.group}"
-        if manager.group
-        else f"the {manager.provider} nodes"
-    )
+    where = manager.where()
     image = kb.operator.node_image(os) if os is not None else None
     if image is not None and image.ended is not None:
         newest = f" (the last carries {image.driver})" if image.driver is not None else ""

@@ -124,6 +124,8 @@ class OperatorVersion:
     crd_marks_source: str = ""
     drivers: tuple[DriverVersion, ...] = ()  # the component matrix's drivers, where recorded
     drivers_source: str = ""
+    restart_in_place: bool = False  # a driver pod restart keeps a same-version driver loaded
+    restart_source: str = ""
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -493,6 +495,10 @@ def _versions(doc: DataFile) -> tuple[OperatorVersion, ...]:
                     doc.parse(parse_driver, str(d), where) for d in e.get("drivers") or ()
                 ),
                 drivers_source=doc.source(e, where, "drivers_source") if e.get("drivers") else "",
+                restart_in_place=bool(e.get("restart_in_place", False)),
+                restart_source=(
+                    doc.source(e, where, "restart_source") if e.get("restart_in_place") else ""
+                ),
             )
         )
     if not out:

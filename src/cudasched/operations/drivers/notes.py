@@ -1,7 +1,9 @@
 """The notes and warnings that close a driver plan: per pool (lifecycle, support scope, OS, pins
-of unpublished tags, assumed operator nodes: :func:`pool_warnings`) and for the plan as a whole
-(NVIDIADriver mode, the fields the target operator version accepts, the rollout, labels, the
-default object, replaced objects, host pools: :func:`plan_notes`)."""
+of unpublished tags, assumed operator nodes: :func:`pool_warnings`), for the cluster
+(:func:`cluster_warnings`: a default object that cannot drive a pool's GPUs, Amazon Linux 2 nodes
+beside other OSes) and for the plan as a whole (NVIDIADriver mode, said in Helm's or OLM's words,
+the fields the target operator version accepts, the rollout, labels, the default object,
+replaced objects, host pools, OpenShift nodes the operator skips: :func:`plan_notes`)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from cudasched.compat.containers import (
     operator_os_problem,
     scope_problem,
 )
+from cudasched.compat.drivermanager import group_noun
 from cudasched.nodes.autoscaling import KARPENTER_NODEPOOL_LABEL
 from cudasched.operations.drivers.nvidiadriver import (
     DriverObject,
@@ -39,7 +42,7 @@ if TYPE_CHECKING:
     from cudasched.knowledge.operator import OperatorVersion
     from cudasched.operations.pools import Pool
 
-__all__ = ["label_homes", "plan_notes", "pool_warnings"]
+__all__ = ["cluster_warnings", "label_homes", "plan_notes", "pool_warnings"]
 
 
 def pool_warnings(
@@ -154,6 +157,53 @@ def _operator_warnings(
     return out
 
 
+def cluster_warnings(
+    decisions: list[PoolDecision], kb: KnowledgeBase, default_version: str | None
+) -> list[str]:
+    """Warnings about the cluster as a whole: a default NVIDIADriver whose branch cannot drive
+    an operator pool's GPUs (R595 no longer drives Maxwell, Pascal and Volta, which the
+    operator still supports), and Amazon Linux 2 nodes beside nodes of another OS (NVIDIA's
+    operator does not support the mix)."""
+    out: list[str] = []
+    branch = int(default_version.split(".", 1)[0]) if default_version else None
+    for d in decisions:
+        arch = d.pool.target.arch if d.pool.target is not None else None
+        cap = arch.last_driver_branch if arch is not None else None
+        if branch is None or not d.operator or cap is None or branch <= cap:
+            continue
+        assert arch is not None
+        obj = d.driver_object or "its NVIDIADriver"
+        out.append(
+            f"pool {d.pool.name}: the default NVIDIADriver's R{branch} cannot drive its "
+            f"{arch.name} GPUs ({arch.name} GPUs end at R{cap}): nodes like them that join "
+            f"without the pool label get a driver that cannot run them; declare "
+            f"{L.DRIVER_POOL}={obj} where they come from"
+        )
+    out.extend(_al2_warnings(decisions, kb))
+    return out
+
+
+def _al2_warnings(decisions: list[PoolDecision], kb: KnowledgeBase) -> list[str]:
+    """Amazon Linux 2 pools beside pools of another OS under the GPU Operator."""
+    ended = {
+        d.pool.name: image
+        for d in decisions
+        if (image := kb.operator.node_image(str(d.pool.os) if d.pool.os else "")) is not None
+        and image.ended is not None
+        and image.mix_source
+    }
+    others = [d.pool.name for d in decisions if d.pool.name not in ended]
+    if not ended or not others or not any(d.operator for d in decisions):
+        return []
+    image = next(iter(ended.values()))
+    return [
+        f"pools {', '.join(ended)} run the {image.family} beside {', '.join(others[:3])}"
+        + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        + ": NVIDIA's GPU Operator does not support Amazon Linux 2 nodes mixed with nodes of "
+        f"another OS in one cluster; move them to {' or '.join(image.successors)}"
+    ]
+
+
 def plan_notes(
     objects: tuple[DriverObject, ...],
     decisions: list[PoolDecision],
@@ -162,10 +212,12 @@ def plan_notes(
     default_note: str | None,
     replaced: list[Replacement],
     homes: Mapping[str, str] | None = None,
+    olm: bool = False,
 ) -> list[str]:
     """The plan's closing notes (module docstring); ``homes``: per object, where its nodes come
-    from (:func:`label_homes`)."""
-    notes = _object_notes(objects, op, op_source, homes or {}) if objects else []
+    from (:func:`label_homes`); ``olm``: the operator was installed without Helm (OLM), so the
+    notes name the objects to edit rather than Helm values."""
+    notes = _object_notes(objects, op, op_source, homes or {}, olm) if objects else []
     if default_note is not None:
         notes.append(default_note)
     for r in replaced:
@@ -176,9 +228,18 @@ def plan_notes(
     hosts = [d for d in decisions if not d.operator and d.changes]
     if hosts:
         notes.append(
-            f"{len(hosts)} pool(s) get their driver from the host or a node image "
-            "(nvidia.com/gpu.deploy.driver is pre-installed or false, or a managed node group): "
-            "no NVIDIADriver can change it; their actions are listed per pool"
+            f"{len(hosts)} pool(s) get their driver from the host or a node image (no driver "
+            "DaemonSet of the GPU Operator reaches them: each pool's driverManager evidence "
+            "says why): no NVIDIADriver can change it; their actions are listed per pool"
+        )
+    skipped = [
+        d.pool.name for d in decisions if "the GPU Operator skips it" in d.pool.manager.evidence
+    ]
+    if skipped:
+        notes.append(
+            f"pool(s) {', '.join(skipped)}: OpenShift nodes without the RHCOS OSTREE_VERSION "
+            "label (RHEL compute nodes) are skipped by the GPU Operator's driver pools, so an "
+            "NVIDIADriver does nothing there; their driver is installed on the host"
         )
     return notes
 
@@ -188,16 +249,26 @@ def _object_notes(
     op: OperatorVersion,
     op_source: str,
     homes: Mapping[str, str],
+    olm: bool = False,
 ) -> list[str]:
-    """What applying the NVIDIADriver objects takes: the CRD switch, the operator version they
-    are written for, the pins, the rollout and where the pool label must be declared."""
-    notes = [
-        "the GPU Operator reconciles NVIDIADriver objects only with ClusterPolicy "
-        "spec.driver.useNvidiaDriverCRD=true (Helm driver.nvidiaDriverCRD.enabled=true); "
-        "from a release before v26.7 NVIDIA's migration takes two Helm upgrades: first to "
-        "v26.7 with driver.nvidiaDriverCRD.enabled=false, then again with it enabled "
-        "(gpu-driver-configuration.rst)"
-    ]
+    """What applying the NVIDIADriver objects takes: the CRD switch (in Helm's or OLM's words),
+    the operator version they are written for, the pins, the rollout and where the pool label
+    must be declared."""
+    if olm:
+        switch = (
+            "the GPU Operator reconciles NVIDIADriver objects only with ClusterPolicy "
+            "spec.driver.useNvidiaDriverCRD=true: edit the ClusterPolicy (an OLM install has no "
+            "Helm values; upgrade the operator through its OLM subscription)"
+        )
+    else:
+        switch = (
+            "the GPU Operator reconciles NVIDIADriver objects only with ClusterPolicy "
+            "spec.driver.useNvidiaDriverCRD=true (Helm driver.nvidiaDriverCRD.enabled=true); "
+            "from a release before v26.7 NVIDIA's migration takes two Helm upgrades: first to "
+            "v26.7 with driver.nvidiaDriverCRD.enabled=false, then again with it enabled "
+            "(gpu-driver-configuration.rst)"
+        )
+    notes = [switch]
     minimum = (
         "spec.default and spec.upgradePolicy need GPU Operator v26.7 or newer, "
         "kernelModuleType v25.3 or newer"
@@ -208,15 +279,24 @@ def _object_notes(
         "does not define are left out"
     )
     if not op.accepts("upgradePolicy"):
+        where = (
+            "the ClusterPolicy's spec.driver.upgradePolicy"
+            if olm
+            else ("the cluster's driver.upgradePolicy in the Helm values")
+        )
         notes.append(
-            f"GPU Operator {op.version} has no per-object upgradePolicy: set the cluster's "
-            "driver.upgradePolicy (maxParallelUpgrades, maxUnavailable) in the Helm values"
+            f"GPU Operator {op.version} has no per-object upgradePolicy: set {where} "
+            "(maxParallelUpgrades, maxUnavailable)"
         )
     if not op.accepts("default"):
+        off = (
+            "create no NVIDIADriver without nodeSelector"
+            if olm
+            else "install with driver.nvidiaDriverCRD.deployDefaultCR=false"
+        )
         notes.append(
             "before v26.7 an NVIDIADriver without nodeSelector selects every GPU node and "
-            "conflicts with the pool objects: install with "
-            "driver.nvidiaDriverCRD.deployDefaultCR=false"
+            f"conflicts with the pool objects: {off}"
         )
     pins = [
         f"NVIDIADriver {o.name} for pool{'s' if len(o.pools) > 1 else ''} {', '.join(o.pools)}"
@@ -229,12 +309,19 @@ def _object_notes(
             + "; ".join(pins)
             + "): without an object of their own the default NVIDIADriver would take them"
         )
+    in_place = (
+        f"; a pinned node (its driver stays) is re-owned without a cordon or drain: GPU "
+        f"Operator {op.version}'s driver pod keeps a loaded driver of the same version and "
+        "configuration when it restarts"
+        if op.restart_in_place and any(o.pin for o in objects)
+        else ""
+    )
     notes.append(
         "rollout: `cudasched plan-drivers -o script` writes a runbook that, wave by wave, "
         "cordons, drains GPU pods (PodDisruptionBudgets hold), labels, creates or touches the "
         "NVIDIADriver, waits for it to be ready, for the driver pod and the GPUs "
         "(nvidia.com/gpu, or NVIDIA's DRA ResourceSlices) on every node, then uncordons "
-        "(docs/guide/drivers.md)"
+        f"(docs/guide/drivers.md){in_place}"
     )
     notes.append(
         f"the pool label ({L.DRIVER_POOL}) is set with kubectl label: nodes a node group or "
@@ -268,7 +355,7 @@ def label_homes(
                 continue
             group = next((g for g in groups if mine.get(g.label)), None)
             if group is not None:
-                found[f"{group.provider} node group {mine[group.label]}"] = None
+                found[f"{group.provider} {group_noun(group.provider)} {mine[group.label]}"] = None
             else:
                 unknown.append(node)
         if unknown:

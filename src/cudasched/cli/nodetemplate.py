@@ -104,7 +104,8 @@ def node_template_cmd(
     """Print the labels the agent will publish on a node with this GPU and driver, and how to
     declare them on a node group so an autoscaler can scale it up from zero.
 
-    Declarations: AWS Auto Scaling group tags, Azure VMSS tags, the Cluster API
+    Declarations: AWS Auto Scaling group tags, Azure VMSS tags, GKE node-pool labels (gcloud
+    --node-labels), AKS node-pool labels (az aks nodepool --labels), the Cluster API
     capacity.cluster-autoscaler.kubernetes.io/ annotations (labels, GPUs, CPU and memory), a
     Karpenter NodePool with the values fixed under spec.template.metadata.labels, and kubelet
     --node-labels. A driver that cannot drive the GPU is refused (exit 2) unless --force. Example:

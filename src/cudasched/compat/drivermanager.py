@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLUSTER_POLICY_KIND",
     "NFD_OS_ID",
+    "OPENSHIFT_SKIPPED",
     "DriverCluster",
     "DriverManager",
     "Manager",
@@ -57,6 +58,8 @@ __all__ = [
 ]
 
 CLUSTER_POLICY_KIND = "ClusterPolicy"
+#: How a host manager's evidence says the operator skips an OpenShift node (notes look for it).
+OPENSHIFT_SKIPPED = "which the GPU Operator's driver pools skip"
 NFD_OS_ID = "feature.node.kubernetes.io/system-os_release.ID"
 _HELM_LABEL = "helm.sh/chart"
 
@@ -284,8 +287,8 @@ def _openshift_skips(
         return None
     os_id = labels.get(facts.os_id_label, "")
     return (
-        f"OpenShift node ({facts.os_id_label}={os_id or '?'}) without "
-        f"{facts.ostree_label.rsplit('.', 1)[-1]}: the GPU Operator skips it"
+        f"an OpenShift node ({facts.os_id_label}={os_id or '?'}) without "
+        f"{facts.ostree_label.rsplit('.', 1)[-1]}, {OPENSHIFT_SKIPPED}"
     )
 
 

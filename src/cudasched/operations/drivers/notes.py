@@ -22,7 +22,7 @@ from cudasched.compat.containers import (
     operator_os_problem,
     scope_problem,
 )
-from cudasched.compat.drivermanager import group_noun
+from cudasched.compat.drivermanager import OPENSHIFT_SKIPPED, group_noun
 from cudasched.nodes.autoscaling import KARPENTER_NODEPOOL_LABEL
 from cudasched.operations.drivers.nvidiadriver import (
     DriverObject,
@@ -232,9 +232,7 @@ def plan_notes(
             "DaemonSet of the GPU Operator reaches them: each pool's driverManager evidence "
             "says why): no NVIDIADriver can change it; their actions are listed per pool"
         )
-    skipped = [
-        d.pool.name for d in decisions if "the GPU Operator skips it" in d.pool.manager.evidence
-    ]
+    skipped = [d.pool.name for d in decisions if OPENSHIFT_SKIPPED in d.pool.manager.evidence]
     if skipped:
         notes.append(
             f"pool(s) {', '.join(skipped)}: OpenShift nodes without the RHCOS OSTREE_VERSION "

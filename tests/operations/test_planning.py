@@ -941,3 +941,17 @@ def test_a_blocked_pool_is_pointed_only_to_oses_its_operator_supports(
     [pool] = plan_of(snapshot, kb, images, operator="25.10").to_dict()["pools"]
     assert "ubuntu22.04" in pool["blocked"]
     assert not [os for os in ("rhel10", "rocky9", "ubuntu26.04") if os in pool["blocked"]]
+
+
+def test_a_driver_the_operators_matrix_does_not_list_is_noted(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """GPU Operator v26.7's component matrix lists 610.57.04, 595.91.07, 580.173.02 and
+    535.309.01; the newest R580 container (580.178.04) is published but not listed."""
+    snapshot = cluster(
+        gpu_node("t4", "Tesla-T4", "550.90.07", extra=OPERATOR_DRIVER), runtime("rt", "12.8")
+    )
+    plan = plan_of(snapshot, kb, images)
+    [noted] = [n for n in plan.notes if "component matrix lists" in n]
+    assert "610.57.04, 595.91.07, 580.173.02, 535.309.01" in noted and "580.178.04 is" in noted
+    assert not [n for n in plan_of(snapshot, kb, images, operator="26.3").notes if "matrix" in n]

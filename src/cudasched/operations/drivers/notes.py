@@ -276,6 +276,16 @@ def _object_notes(
         f"({op_source or '--gpu-operator-version'}): {minimum}; fields an older version "
         "does not define are left out"
     )
+    listed = [str(v) for v in op.drivers]
+    unlisted = sorted(
+        {o.version for o in objects if listed and not o.pin and not o.precompiled} - set(listed)
+    )
+    if unlisted:
+        notes.append(
+            f"GPU Operator {op.version}'s component matrix lists drivers {', '.join(listed)}; "
+            f"{', '.join(unlisted)} is a driver container NVIDIA publishes but not one the "
+            "matrix lists (NVIDIA adds drivers validated after a release as recommended updates)"
+        )
     if not op.accepts("upgradePolicy"):
         where = (
             "the ClusterPolicy's spec.driver.upgradePolicy"

@@ -89,6 +89,10 @@ def test_every_code_has_its_issue_severity() -> None:
         "labels-deprecated-only": Severity.INFO,
         "requirement-unknown": Severity.INFO,
         "driver-branch-ending": Severity.INFO,
+        "knowledge-stale": Severity.WARNING,
+        "gpu-unknown": Severity.WARNING,
+        "placement-moved": Severity.WARNING,
+        "driver-release-unknown": Severity.INFO,
     }
 
 

@@ -454,6 +454,26 @@ def test_a_target_that_ends_soon_is_warned_about(kb: KnowledgeBase, images: Imag
     assert not any("ends within" in w for w in quiet.warnings)
 
 
+def test_pools_that_take_one_ending_branch_share_one_warning(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """Issue 27 item 10: the same branch ending soon on three pools is one warning that names
+    them, not three (on the bundled sample it was ten)."""
+    snapshot = cluster(
+        gpu_node("h100", "NVIDIA-H100-80GB-HBM3", "550.127.05", extra=OPERATOR_DRIVER),
+        gpu_node("l40s", "NVIDIA-L40S", "550.127.05", extra=OPERATOR_DRIVER),
+        gpu_node("a100", "NVIDIA-A100-SXM4-80GB", "550.127.05", extra=OPERATOR_DRIVER),
+        runtime("vllm-13-2", "13.2"),
+        runtime("vllm-12-8", "12.8"),
+    )
+    plan = plan_of(snapshot, kb, images)
+    taking = sorted(d.pool.name for d in plan.decisions if d.chosen and d.chosen.branch == 595)
+    [ending] = [w for w in plan.warnings if "ends within 12 months" in w]
+    assert len(taking) == 3
+    assert ending.startswith(f"pools {', '.join(taking)}: R595 (PB")
+    assert "R580 (LTSB" in ending
+
+
 # --------------------------------------------------------------------------- invariants
 
 

@@ -55,8 +55,11 @@ def pool_warnings(
     total: int,
 ) -> list[str]:
     """Each pool's warnings, in pool order: its branch's lifecycle, what the GPU Operator needs
-    of it, and a driver manager assumed rather than read."""
+    of it, and a driver manager assumed rather than read. Pools whose branch's lifecycle reads
+    the same share one warning, at the place of the first: ten pools that take one branch
+    ending soon are one fact, said once."""
     out: list[str] = []
+    lifecycles: dict[str, list[str]] = {}  # a lifecycle warning's words -> the pools it is about
     for d in decisions:
         pool, opt = d.pool, d.chosen
         if opt is None:
@@ -70,7 +73,9 @@ def pool_warnings(
             pool, opt, today, min_support_months, alternatives.get(pool.name, ()), total
         )
         if lifecycle is not None:
-            out.append(lifecycle)
+            if lifecycle not in lifecycles:
+                out.append(lifecycle)
+            lifecycles.setdefault(lifecycle, []).append(pool.name)
         if pool.manager.operator and pool.target is not None:
             out.extend(_operator_warnings(d, opt, kb, op))
         if pool.manager.assumed and pool.manager.operator:
@@ -80,7 +85,12 @@ def pool_warnings(
                 "manages): if their driver is installed on the host, label them "
                 f"{kb.operator.driver_manager.deploy_label}=false"
             )
-    return out
+    return [_about(lifecycles[w], w) if w in lifecycles else w for w in out]
+
+
+def _about(pools: list[str], words: str) -> str:
+    """``pool a: words`` or, for several, ``pools a, b: words``."""
+    return f"pool {pools[0]}: {words}" if len(pools) == 1 else f"pools {', '.join(pools)}: {words}"
 
 
 def _lifecycle_warning(
@@ -92,18 +102,18 @@ def _lifecycle_warning(
     total: int,
 ) -> str | None:
     """An ended branch, a legacy branch, or one that ends within ``min_support_months`` (with
-    the branches supported longer and what they would serve)."""
+    the branches supported longer and what they would serve), in words that name no pool."""
     lc = opt.lifecycle
     if lc.state is LifecycleState.END_OF_LIFE:
         return (
-            f"pool {pool.name}: {'keeps' if opt.keep else 'takes'} R{opt.branch}, "
+            f"{'keeps' if opt.keep else 'takes'} R{opt.branch}, "
             f"{lc.describe()}: it gets no fixes any more"
         )
     if lc.state is LifecycleState.UNKNOWN and opt.branch in LEGACY_BRANCHES:
         arch = pool.target.arch if pool.target is not None else None
         capped = arch is not None and arch.last_driver_branch == opt.branch
         return (
-            f"pool {pool.name}: {'keeps' if opt.keep else 'takes'} R{opt.branch}, a legacy "
+            f"{'keeps' if opt.keep else 'takes'} R{opt.branch}, a legacy "
             "branch NVIDIA no longer maintains"
             + (f" ({arch.name} GPUs end there)" if capped and arch is not None else "")
         )
@@ -116,7 +126,7 @@ def _lifecycle_warning(
         if (m := months_left(o.lifecycle.eol, today)) is not None and m >= min_support_months
     ]
     return (
-        f"pool {pool.name}: R{opt.branch} ({lc.describe()}) ends within "
+        f"R{opt.branch} ({lc.describe()}) ends within "
         f"{min_support_months} months (--min-support-months): plan the next move"
         + (f"; {'; '.join(longer)} of {total}" if longer else "")
     )

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -52,11 +53,23 @@ from cudasched.vocab.versions import parse_cuda
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from cudasched.cluster.snapshot import ClusterSnapshot
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.operator import OperatorVersion
     from cudasched.operations.drivers.plan import DriverPlan
 
 __all__ = ["plan_cmd", "render_yaml"]
 
 TABLE_WIDTH = 120
+
+PreferLtsOption = Annotated[
+    bool,
+    typer.Option(
+        "--prefer-lts",
+        help="Take a supported long-term branch where one can be installed, even when a "
+        "short-lived branch would serve more workloads (none that runs today loses its home).",
+    ),
+]
 
 
 class PlanFormat(StrEnum):
@@ -236,15 +249,7 @@ def plan_cmd(
             help="Warn when a pool's driver branch ends within this many months.",
         ),
     ] = 12,
-    prefer_lts: Annotated[
-        bool,
-        typer.Option(
-            "--prefer-lts",
-            help="Take a supported long-term branch where one can be installed, even when a "
-            "short-lived branch would serve more workloads (none that runs today loses its "
-            "home).",
-        ),
-    ] = False,
+    prefer_lts: PreferLtsOption = False,
     as_of: AsOfOption = None,
     output: Annotated[PlanFormat, typer.Option("-o", "--output", help="Output format.")] = (
         PlanFormat.TABLE
@@ -263,8 +268,6 @@ def plan_cmd(
     Example: cudasched plan-drivers -o script > rollout.sh
     """
     from cudasched.cluster.fleet import Fleet
-    from cudasched.compat.containers import operator_version
-    from cudasched.compat.operatorrelease import operator_of_cluster
     from cudasched.operations.drivers.planning import plan_drivers
     from cudasched.operations.drivers.runbook import render_script
     from cudasched.operations.drivers.waves import parse_max_unavailable
@@ -282,21 +285,11 @@ def plan_cmd(
         scope = source.scope  # -n/-l: only the workloads in scope make demand
         snapshot = scope.workloads(require_nodes(load_cluster(source)))
         kb = load_knowledge()
-        op_notes: tuple[str, ...] = ()
         crd = kb.operator.cluster_release.crd if kb.operator.cluster_release else ""
         operator_objects = load_gpu_operator(source, snapshot, crd)
-        if gpu_operator_version is not None:
-            op, op_source = operator_version(kb, gpu_operator_version), "--gpu-operator-version"
-        else:
-            read = operator_of_cluster(kb, operator_objects, snapshot.nvidia_drivers)
-            if read is not None:
-                op, op_source, op_notes = read.version, read.source, read.notes
-            else:
-                op, op_source = (
-                    operator_version(kb, None),
-                    "the newest release cudasched knows: the cluster shows no ClusterPolicy "
-                    "release label, NVIDIADriver CRD or object; set --gpu-operator-version",
-                )
+        op, op_source, op_notes = _operator_release(
+            kb, operator_objects, snapshot, gpu_operator_version
+        )
         if target is not None and kb.toolkit(target) is None:
             raise InputError(
                 f"invalid --target-cuda {target_cuda!r}: CUDA {target} is not a toolkit release "
@@ -339,3 +332,28 @@ def plan_cmd(
         for workload, why in plan.unservable:
             console.print(Text(f"no home: {workload}: {why}", style="red"))
     raise typer.Exit(EXIT_OK)
+
+
+def _operator_release(
+    kb: KnowledgeBase,
+    objects: Sequence[Mapping[str, Any]],
+    snapshot: ClusterSnapshot,
+    asked: str | None,
+) -> tuple[OperatorVersion, str, tuple[str, ...]]:
+    """The GPU Operator release the objects are written for, how it was found and the notes of
+    reading it: ``--gpu-operator-version``, else the release the cluster shows, else the newest
+    cudasched knows (said so)."""
+    from cudasched.compat.containers import operator_version
+    from cudasched.compat.operatorrelease import operator_of_cluster
+
+    if asked is not None:
+        return operator_version(kb, asked), "--gpu-operator-version", ()
+    read = operator_of_cluster(kb, objects, snapshot.nvidia_drivers)
+    if read is not None:
+        return read.version, read.source, read.notes
+    return (
+        operator_version(kb, None),
+        "the newest release cudasched knows: the cluster shows no ClusterPolicy release label, "
+        "NVIDIADriver CRD or object; set --gpu-operator-version",
+        (),
+    )

@@ -439,14 +439,7 @@ def _precompiled(doc: DataFile) -> PrecompiledMatrix:
         raise KnowledgeError(
             f"{doc.name}: precompiled needs branches (integers), kernel_flavours, dists, exclude"
         )
-    rules: list[Mapping[str, str]] = []
-    for rule in exclude:
-        keys = {"os", "branch", "flavour", "arch"}
-        if not isinstance(rule, Mapping) or not rule or set(rule) - keys:
-            raise KnowledgeError(
-                f"{doc.name}: precompiled.exclude: {{os, branch, flavour, arch}} rules"
-            )
-        rules.append({str(k): str(v) for k, v in rule.items()})
+    rules = _exclude_rules(doc, exclude)
     arches = section.get("arches") or {}
     if not isinstance(arches, Mapping):
         raise KnowledgeError(f"{doc.name}: precompiled.arches maps OS tags to arches")
@@ -465,6 +458,20 @@ def _precompiled(doc: DataFile) -> PrecompiledMatrix:
         },
         arch_source=doc.source(section, "precompiled", "arch_source") if arches else "",
     )
+
+
+def _exclude_rules(doc: DataFile, exclude: list[Any]) -> list[Mapping[str, str]]:
+    """The precompiled matrix's ``exclude`` rules: each a non-empty mapping of ``os``,
+    ``branch``, ``flavour`` and ``arch`` (the combinations NVIDIA's CI does not build)."""
+    rules: list[Mapping[str, str]] = []
+    for rule in exclude:
+        keys = {"os", "branch", "flavour", "arch"}
+        if not isinstance(rule, Mapping) or not rule or set(rule) - keys:
+            raise KnowledgeError(
+                f"{doc.name}: precompiled.exclude: {{os, branch, flavour, arch}} rules"
+            )
+        rules.append({str(k): str(v) for k, v in rule.items()})
+    return rules
 
 
 def _versions(doc: DataFile) -> tuple[OperatorVersion, ...]:

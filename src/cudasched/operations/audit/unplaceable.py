@@ -46,20 +46,40 @@ def unplaceable_fix(
     if barred:
         reach = ctx.verdicts.reach(req, ctx.policy, exclude=frozenset(barred))
         if reach.nearest is None and not reach.anywhere:
-            gpu_nodes = [n for n in ctx.pools if n in barred]
-            if gpu_nodes:
-                first = gpu_nodes[0]
-                steps.append(
-                    f"no GPU node fits its own node selection, tolerations and GPU count (on "
-                    f"{first}: {barred[first]}): change them, or add nodes that fit"
-                )
+            steps.extend(_no_node_fits(ctx, barred))
     nearest = reach.nearest
     # A newer driver helps only when the driver is all the nearest node lacks (for the
     # toolkit, the image's NVIDIA_REQUIRE_CUDA or the GPU product); a Kepler GPU, say,
     # cannot take a newer branch at all.
     if nearest is not None and nearest.driver is not None:
         steps.append(driver_step(ctx, nearest.node, nearest.alike, nearest.driver))
-    # The container toolkit's gate holds under every policy: say what turning it off gives.
+    steps.extend(_relaxed_steps(ctx, req, reach))
+    newest = ctx.fleet.drivers.newest_cuda
+    if cuda is not None and newest is not None and newest < cuda:
+        steps.append(f"use an image built for CUDA {newest} or older")
+    if nearest is not None and any("architecture" in lack for lack in nearest.lacks):
+        steps.append("run it on GPUs its CUDA and kernels support")
+    return "; or ".join(steps) or None
+
+
+def _no_node_fits(ctx: AuditContext, barred: Mapping[str, str]) -> list[str]:
+    """When the workload's own node selection, tolerations or GPU count leave it no GPU node:
+    say so, with the first GPU node's reason."""
+    gpu_nodes = [n for n in ctx.pools if n in barred]
+    if not gpu_nodes:
+        return []
+    first = gpu_nodes[0]
+    return [
+        f"no GPU node fits its own node selection, tolerations and GPU count (on "
+        f"{first}: {barred[first]}): change them, or add nodes that fit"
+    ]
+
+
+def _relaxed_steps(ctx: AuditContext, req: Requirement, reach: Reach) -> list[str]:
+    """What turning off the image's NVIDIA_REQUIRE_CUDA gate or allowing minor-version
+    compatibility would give (the gate holds under every policy)."""
+    steps: list[str] = []
+    nearest = reach.nearest
     if req.gate is not None and nearest is not None and REQUIRE_CUDA_UNMET in nearest.codes:
         ungated = ctx.verdicts.reach(replace(req, gate=None), ctx.policy)
         if ungated.anywhere:
@@ -68,26 +88,22 @@ def unplaceable_fix(
                 f"the image's NVIDIA_REQUIRE_CUDA), which {len(ungated.compatible)} node(s) "
                 f"would run under {ungated.policy.value}"
             )
-    if reach.policy is Policy.STRICT and cuda is not None:
-        relaxed_req = replace(req, policy=Policy.MINOR_COMPAT)
-        relaxed = ctx.verdicts.reach(relaxed_req, ctx.policy)
-        compat = f"allow minor-version compatibility (annotation {L.ANN_POLICY}: minor-compat)"
-        if relaxed.anywhere:
-            steps.append(f"{compat}, which {len(relaxed.compatible)} node(s) would satisfy")
-        elif req.gate is not None:
-            ungated = ctx.verdicts.reach(replace(relaxed_req, gate=None), ctx.policy)
-            if ungated.anywhere:
-                steps.append(
-                    f"{compat} and set {DISABLE_ENV}=true on its container (the image's "
-                    "NVIDIA_REQUIRE_CUDA refuses older drivers under every policy), which "
-                    f"{len(ungated.compatible)} node(s) would satisfy"
-                )
-    newest = ctx.fleet.drivers.newest_cuda
-    if cuda is not None and newest is not None and newest < cuda:
-        steps.append(f"use an image built for CUDA {newest} or older")
-    if nearest is not None and any("architecture" in lack for lack in nearest.lacks):
-        steps.append("run it on GPUs its CUDA and kernels support")
-    return "; or ".join(steps) or None
+    if reach.policy is not Policy.STRICT or engine.effective_cuda(req) is None:
+        return steps
+    relaxed_req = replace(req, policy=Policy.MINOR_COMPAT)
+    relaxed = ctx.verdicts.reach(relaxed_req, ctx.policy)
+    compat = f"allow minor-version compatibility (annotation {L.ANN_POLICY}: minor-compat)"
+    if relaxed.anywhere:
+        steps.append(f"{compat}, which {len(relaxed.compatible)} node(s) would satisfy")
+    elif req.gate is not None:
+        ungated = ctx.verdicts.reach(replace(relaxed_req, gate=None), ctx.policy)
+        if ungated.anywhere:
+            steps.append(
+                f"{compat} and set {DISABLE_ENV}=true on its container (the image's "
+                "NVIDIA_REQUIRE_CUDA refuses older drivers under every policy), which "
+                f"{len(ungated.compatible)} node(s) would satisfy"
+            )
+    return steps
 
 
 def driver_step(ctx: AuditContext, node: str, alike: int, need: DriverVersion) -> str:

@@ -252,16 +252,11 @@ def plan_notes(
     return notes
 
 
-def _object_notes(
-    objects: tuple[DriverObject, ...],
-    op: OperatorVersion,
-    op_source: str,
-    homes: Mapping[str, str],
-    olm: bool = False,
+def _mode_notes(
+    objects: tuple[DriverObject, ...], op: OperatorVersion, op_source: str, olm: bool
 ) -> list[str]:
-    """What applying the NVIDIADriver objects takes: the CRD switch (in Helm's or OLM's words),
-    the operator version they are written for, the pins, the rollout and where the pool label
-    must be declared."""
+    """The CRD switch (in Helm's or OLM's words), the release the objects are written for and
+    the drivers its component matrix does not list."""
     if olm:
         switch = (
             "the GPU Operator reconciles NVIDIADriver objects only with ClusterPolicy "
@@ -296,6 +291,13 @@ def _object_notes(
             f"{', '.join(unlisted)} is a driver container NVIDIA publishes but not one the "
             "matrix lists (NVIDIA adds drivers validated after a release as recommended updates)"
         )
+    return notes
+
+
+def _older_release_notes(op: OperatorVersion, olm: bool) -> list[str]:
+    """What a release before v26.7 lacks: a per-object upgrade policy, and objects without
+    nodeSelector that do not fall back."""
+    notes: list[str] = []
     if not op.accepts("upgradePolicy"):
         where = (
             "the ClusterPolicy's spec.driver.upgradePolicy"
@@ -316,6 +318,20 @@ def _object_notes(
             "before v26.7 an NVIDIADriver without nodeSelector selects every GPU node and "
             f"conflicts with the pool objects: {off}"
         )
+    return notes
+
+
+def _object_notes(
+    objects: tuple[DriverObject, ...],
+    op: OperatorVersion,
+    op_source: str,
+    homes: Mapping[str, str],
+    olm: bool = False,
+) -> list[str]:
+    """What applying the NVIDIADriver objects takes: the CRD switch (in Helm's or OLM's words),
+    the operator version they are written for, the pins, the rollout and where the pool label
+    must be declared."""
+    notes = [*_mode_notes(objects, op, op_source, olm), *_older_release_notes(op, olm)]
     pins = [
         f"NVIDIADriver {o.name} for pool{'s' if len(o.pools) > 1 else ''} {', '.join(o.pools)}"
         for o in objects

@@ -153,15 +153,9 @@ def plan_drivers(
     waves = _waves(run, decisions, drivers.manifests, node_labels)
     objects = tuple(driver_object(m, decisions, node_labels) for m in drivers.manifests)
     default_version, default_note = default_driver(decisions, run.op, evidence.olm)
+    homes = label_homes(objects, snapshot.nodes, kb)
     notes = plan_notes(
-        objects,
-        decisions,
-        run.op,
-        operator_source,
-        default_note,
-        replaced,
-        label_homes(objects, snapshot.nodes, kb),
-        evidence.olm,
+        objects, decisions, run.op, operator_source, default_note, replaced, homes, evidence.olm
     )
     return DriverPlan(
         decisions=tuple(decisions),

@@ -2,7 +2,7 @@
 (its own driver and the operator's), EKS (Amazon Linux 2, AL2023, Bottlerocket, self-managed
 Ubuntu), OpenShift (RHCOS 4.18 and 4.20 with a RHEL compute node), Grace/arm64 and an
 on-premises fleet with workstation boards (``examples/clusters``, built from the label sets
-``tests/support/shapes.py`` documents). On each:
+``tests/support/cluster_shapes.py`` documents). On each:
 
 * no NVIDIADriver selects a node the operator's driver DaemonSet does not reach;
 * no runbook step cordons or drains a node whose driver the plan does not change;
@@ -40,7 +40,7 @@ from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.objects import labels_of, name_of
 from cudasched.vocab.requirements import Policy
 from cudasched.vocab.versions import CudaVersion
-from tests.support import shapes
+from tests.support import cluster_shapes as shapes
 
 ROOT = Path(__file__).resolve().parents[1]
 TODAY = date(2026, 12, 1)
@@ -61,8 +61,8 @@ def _plan(snapshot: ClusterSnapshot, kb: KnowledgeBase, **options: Any) -> Drive
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_shape_files_are_what_the_builder_writes(name: str) -> None:
-    """The examples are the label sets ``tests/support/shapes.py`` documents (regenerate with
-    ``python -m tests.support.shapes``)."""
+    """The examples are the label sets ``tests/support/cluster_shapes.py`` documents
+    (regenerate with ``python -m tests.support.cluster_shapes``)."""
     written = (ROOT / "examples" / "clusters" / f"{name}.yaml").read_text(encoding="utf-8")
     assert written == shapes.shape(name)
 

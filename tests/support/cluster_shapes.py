@@ -25,7 +25,8 @@ Each node carries what GPU Feature Discovery, Node Feature Discovery and the GPU
 
 The values that are platform examples rather than facts (pool names, AMI ids, node-image
 versions, OSTREE versions) are illustrative; every label *key* and the meaning of each value is
-in ``gpu-operator.yaml``'s sources. Run ``python -m tests.support.shapes`` to write the files.
+in ``gpu-operator.yaml``'s sources. Run ``python -m tests.support.cluster_shapes`` to write the
+files.
 """
 
 from __future__ import annotations
@@ -363,8 +364,8 @@ def shape(name: str) -> str:
     """The shape's snapshot as the YAML ``examples/clusters/<name>.yaml`` holds."""
     head = (
         f"# {name}: a cluster shape cudasched's driver advice is judged on (written by\n"
-        "# tests/support/shapes.py: python -m tests.support.shapes; the label keys and what each\n"
-        "# value means are sourced in src/cudasched/data/gpu-operator.yaml).\n"
+        "# tests/support/cluster_shapes.py: python -m tests.support.cluster_shapes; the label\n"
+        "# keys and what each value means are sourced in src/cudasched/data/gpu-operator.yaml).\n"
     )
     return head + to_yaml({"apiVersion": "v1", "kind": "List", "items": SHAPES[name]()})
 

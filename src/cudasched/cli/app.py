@@ -52,6 +52,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "plan-drivers",
         "node-template",
         "device-classes",
+        "kueue",
     ),
     "Reference": ("knowledge", "demo"),
     "Runs in the cluster": ("webhook", "policy-controller", "agent", "probe", "manifests"),
@@ -114,6 +115,11 @@ COMMANDS: dict[str, CommandEntry] = {
         "cudasched.cli.deviceclasses",
         "Print CUDA-aware DRA DeviceClasses: one per CUDA requirement the cluster's workloads "
         "ask, each selecting exactly the NVIDIA GPUs that can run it.",
+    ),
+    "kueue": CommandEntry(
+        "cudasched.cli.kueue",
+        "Print Kueue ResourceFlavors by CUDA class, a ClusterQueue fragment ordering them, and "
+        "which workloads each flavor can serve.",
     ),
     "knowledge": CommandEntry(
         "cudasched.cli.knowledge",

@@ -46,9 +46,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_VERSION",
+    "COMPUTE_CAPABILITY",
+    "CUDA_DRIVER_VERSION",
     "DEVICE_ATTRIBUTES",
     "DEVICE_CLASS",
     "DRIVER_DOMAIN",
+    "DRIVER_VERSION",
     "MAX_EXPRESSION",
     "DraClaim",
     "claim_template",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -186,7 +187,7 @@ def device_classes_cmd(
 
 
 def _cluster_classes(
-    source: ClusterSource, config: Any, policy: str | None
+    source: ClusterSource, config: Path | None, policy: str | None
 ) -> tuple[ClassPlan, str]:
     from cudasched.cluster.fleet import Fleet
     from cudasched.operations.deviceclasses import classes_for_demand

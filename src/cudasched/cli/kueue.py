@@ -116,11 +116,11 @@ def kueue_cmd(
             raise InputError(f"invalid --queue {queue!r}: expected a DNS subdomain")
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
-        snapshot = require_nodes(load_cluster(source))
+        # -n/-l: only the workloads in scope make demand; every node stays
+        snapshot = source.scope.workloads(require_nodes(load_cluster(source)))
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(snapshot, kb)
-        workloads = source.scope.workloads(snapshot)
-        demand = cluster_demand(workloads, fleet, load_images(kb, settings), pol)
+        demand = cluster_demand(snapshot, fleet, load_images(kb, settings), pol)
         plan = replace(kueue_flavors(snapshot, fleet, demand, pol), queue_name=queue)
     except InputError as exc:
         fail(str(exc))

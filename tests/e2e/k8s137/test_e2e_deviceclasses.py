@@ -220,3 +220,53 @@ def test_the_scheduler_allocates_only_devices_that_run_the_class(
         assert eligible and set(slices) - eligible, "the fleet must hold nodes that cannot run it"
     finally:
         plane.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+
+
+def test_audit_live_finds_a_planted_extended_resource_flip(plane: ControlPlane, api: Api) -> None:
+    """NVIDIA's chart puts nvidia.com/gpu on gpu.nvidia.com; a class created later with the
+    same name takes it. The API server accepts both; ``audit --live`` names the class that
+    lost it and the one that serves it."""
+    import time
+
+    def device_class(name: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": "device.driver == 'gpu.nvidia.com' && "
+                            "device.attributes['gpu.nvidia.com'].type == 'gpu'"
+                        }
+                    }
+                ],
+                "extendedResourceName": "nvidia.com/gpu",
+            },
+        }
+
+    names = ["gpu.nvidia.com", "e2e-team-gpu"]
+    try:
+        api.create(device_class(names[0]))
+        time.sleep(1.1)  # creationTimestamp has second resolution
+        api.create(device_class(names[1]))
+        done = subprocess.run(
+            [*cudasched_command(), "audit", "--live", "-o", "json"],
+            capture_output=True,
+            text=True,
+            env=plane.env(),
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode in (0, 1), done.stderr
+        found = [
+            f
+            for f in json.loads(done.stdout)["findings"]
+            if f["code"] == "dra-extended-resource-shared"
+        ]
+        assert [f["object"] for f in found] == ["DeviceClass/gpu.nvidia.com"]
+        assert "DeviceClass e2e-team-gpu (created last) serves it" in found[0]["message"]
+    finally:
+        for name in names:
+            api.delete(f"{DRA}/deviceclasses/{name}")

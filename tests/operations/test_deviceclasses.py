@@ -3,6 +3,8 @@ groups select the same devices, a requirement no GPU meets listed with its reaso
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
@@ -52,3 +54,23 @@ def test_a_requirement_no_gpu_meets_gets_no_class_and_a_reason(kb: KnowledgeBase
     assert plan.classes == ()
     [(workloads, why)] = plan.unservable
     assert workloads == ("Pod/a/old",) and why
+
+
+def test_one_name_for_two_sets_of_devices_is_not_merged(kb: KnowledgeBase) -> None:
+    """A framework build read with two architecture lists names one class but selects other
+    devices: the second group gets no class and is told to name its own."""
+    torch = kb.framework("torch 2.5.1+cu124")
+    assert torch is not None
+    narrow = replace(torch, arch_list=(parse_compute_capability("9.0"),), source="image")
+    demand = Demand(
+        (
+            DemandGroup(0, Requirement(framework=torch), Policy.STRICT, ("Pod/a/wide",)),
+            DemandGroup(1, Requirement(framework=narrow), Policy.STRICT, ("Pod/a/narrow",)),
+        )
+    )
+    plan = classes_for_demand(demand, kb)
+    assert [(c.draft.name, c.workloads) for c in plan.classes] == [
+        ("gpu-cuda-12-4-torch-2-5-1-cu124.cudasched.io", ("Pod/a/wide",))
+    ]
+    [(workloads, why)] = plan.unservable
+    assert workloads == ("Pod/a/narrow",) and "--name NAME" in why

@@ -220,10 +220,13 @@ class _Kept:
         self.stored: list[dict[str, object]] = []
 
     def load(self, raw: Mapping[str, bytes]) -> dict[str, object] | None:
+        if raw.keys() == {"bundle.yaml"}:
+            return None  # the bundle's metadata is never held: it is parsed and stored
         return self.held
 
     def store(self, raw: Mapping[str, bytes], docs: Mapping[str, object]) -> None:
-        self.stored.append(dict(docs))
+        if raw.keys() != {"bundle.yaml"}:
+            self.stored.append(dict(docs))
 
 
 def test_documents_a_cache_holds_are_used_as_they_are(raw_documents: dict[str, Any]) -> None:

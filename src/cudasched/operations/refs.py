@@ -22,7 +22,16 @@ __all__ = [
 
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 _CLUSTER_SCOPED = frozenset(
-    {"Node", "ClusterServingRuntime", "NVIDIADriver", "Namespace", "MutatingWebhookConfiguration"}
+    {
+        "Node",
+        "ClusterServingRuntime",
+        "NVIDIADriver",
+        "Namespace",
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceFlavor",
+        "MutatingWebhookConfiguration",
+    }
 )
 _EXAMPLES = 3  # node or pod names quoted in one message
 

@@ -32,11 +32,13 @@ from typing import TYPE_CHECKING
 
 from cudasched.operations.audit.admission import admission_findings, registrations_held
 from cudasched.operations.audit.context import AuditContext
+from cudasched.operations.audit.drarules import dra_findings
 from cudasched.operations.audit.findings import (
     AuditReport,
     Finding,
 )
 from cudasched.operations.audit.knowledgerules import DEFAULT_MAX_AGE_DAYS, knowledge_findings
+from cudasched.operations.audit.kueuerules import kueue_findings
 from cudasched.operations.audit.lifecycle import lifecycle_findings
 from cudasched.operations.audit.nodegroups import NodeGroup
 from cudasched.operations.audit.noderules import node_findings
@@ -80,7 +82,7 @@ def audit(
     snapshot holds the cluster's MutatingWebhookConfigurations (``admission_read``, or a dump
     that holds one), pods on nodes that cannot run them get their likeliest cause: the webhook
     missing or unreachable."""
-    ctx = AuditContext(snapshot, fleet, images, policy, node_groups)
+    ctx = AuditContext(snapshot, fleet, images, policy, node_groups, today)
     services = len(snapshot.inference_services) + len(snapshot.llm_inference_services)
     runtimes = len(fleet.cluster_serving_runtimes) + sum(1 for _ in fleet.all_serving_runtimes())
     steps = (
@@ -102,6 +104,8 @@ def audit(
             lifecycle_findings(node_pools(snapshot, fleet), fleet.kb, today, min_support_months)
         )
     findings.extend(knowledge_findings(ctx, today, max_knowledge_age_days))
+    findings.extend(dra_findings(snapshot))
+    findings.extend(kueue_findings(snapshot, fleet))
     if snapshot.admission_read or registrations_held(snapshot.other):
         findings.extend(admission_findings(snapshot.other, findings))
     return AuditReport.of(findings)

@@ -16,15 +16,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cudasched.compat import engine
 from cudasched.operations.audit.context import AuditContext, wants
 from cudasched.operations.audit.findings import POD_ON_INCOMPATIBLE_NODE, STALE_REQUIREMENT, Finding
+from cudasched.operations.audit.unplaceable import driver_step
 from cudasched.operations.audit.workloadrules import (
     invalid_finding,
     placeable_findings,
     stale_findings,
     unknown_findings,
 )
+from cudasched.operations.fit import usable
 from cudasched.operations.reach import blocking, driver_fix
 from cudasched.operations.refs import Owner, Owners, finished, names, node_name, object_ref
 from cudasched.vocab.objects import name_of, namespace_of
@@ -170,24 +171,30 @@ def _misplaced_fix(
     first: _Misplaced,
     nodes: Sequence[str],
 ) -> str:
-    cuda = engine.effective_cuda(first.req)
+    """One fix for a workload's misplaced pods: recreate them where they can run (only nodes
+    the pods' own node selection, tolerations and GPU count let them use are named), or the
+    driver change their nodes need, said the way the driver is installed."""
     need = driver_fix(first.facts, first.reasons, first.req, ctx.kb)
-    restore = None
-    if need is not None:
-        runs = f"CUDA {cuda}" if cuda is not None else "it"
-        restore = f"give {names(list(nodes))} a driver that runs {runs} ({need} or newer)"
-    others = ctx.verdicts.reach(first.req, ctx.policy, exclude=ctx.upgrading | set(nodes))
+    restore = driver_step(ctx, first.node, len(nodes) - 1, need) if need is not None else None
     if owner is not None and owner.kind == "DaemonSet":  # its pods stay on their nodes
         keep = "keep it off these nodes (its nodeSelector or affinity)"
         return f"a DaemonSet runs a pod on each node it selects: {restore or keep}" + (
             f", or {keep}" if restore else ""
         )
+    found_spec = pods[0].get("spec")
+    spec: Mapping[str, Any] = found_spec if isinstance(found_spec, Mapping) else {}
+    barred = {n for n, why in usable(spec, ctx.snapshot.nodes).items() if why is not None}
+    others = ctx.verdicts.reach(first.req, ctx.policy, exclude=ctx.upgrading | set(nodes) | barred)
     if not others.anywhere:
-        return "no other node can run it either" + (f": {restore}" if restore else "")
+        return (
+            "no other node it may use (its own node selection, tolerations and GPU count) can "
+            "run it" + (f": {restore}" if restore else "")
+        )
     whom = "it" if owner is None else "them"
     return (
         f"{recreate(owner, pods)} so the webhook places {whom} on one of the "
-        f"{len(others.compatible)} node(s) that can run it ({names(others.compatible)})"
+        f"{len(others.compatible)} node(s) that can run it and that its own node selection, "
+        f"tolerations and GPU count allow ({names(others.compatible)})"
         + (f"; or {restore}" if restore else "")
     )
 

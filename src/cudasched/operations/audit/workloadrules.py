@@ -85,7 +85,7 @@ def placeable_findings(
     reach = ctx.verdicts.reach(found.req, ctx.policy)
     if reach.anywhere:
         return
-    fix = unplaceable_fix(ctx, found.req, reach)
+    fix = unplaceable_fix(ctx, found.req, reach, found.pod)
     # A group scaled to zero may be the home it is waiting for (docs/operations.md).
     hint = scale_up_hint(ctx.node_groups, found.req, reach.policy, ctx.kb)
     if hint is not None:

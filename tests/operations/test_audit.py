@@ -725,7 +725,9 @@ def test_a_deployments_replicas_are_one_finding_with_the_fix_at_its_level(
     assert deployment.nodes == ("gpu-h100-1",)
     assert (deployment.fix or "").startswith(
         "restart Deployment chat (kubectl rollout restart deployment/chat -n llm) so the webhook "
-        "places them on one of the 1 node(s) that can run it (gpu-h100-2)"
+        "places them on one of the 1 node(s) that can run it and that its own node selection, "
+        "tolerations and GPU count allow (gpu-h100-2); or upgrade the driver of gpu-h100-1: "
+        "install R580 >= 580.65.06 (LTSB)"
     )
     assert not [f for f in report.findings if "chat-5d8f7c9b6d-" in f.object]
     # -l matches the Deployment's finding by its pods' labels (the read holds no Deployment)

@@ -56,6 +56,7 @@ from cudasched.cli.inputs import (
     load_images,
     load_knowledge,
     load_settings,
+    load_toolkit_mode,
     require_nodes,
 )
 from cudasched.cli.options import (
@@ -65,6 +66,7 @@ from cudasched.cli.options import (
     RegistryConfigOption,
     ResolveImagesOption,
     SchemeOption,
+    ToolkitModeOption,
     effective_policy,
     effective_scheme,
     registry_source,
@@ -77,7 +79,7 @@ from cudasched.explain.eligibility import explain_many
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.objects import DEFAULT_NAMESPACE
-from cudasched.vocab.requirements import Policy
+from cudasched.vocab.requirements import Policy, ToolkitMode
 from cudasched.workloads.pods import is_inference_service, pod_spec_of, workload_id, workloads_of
 from cudasched.workloads.resolution import WorkloadNeed, workload_need
 
@@ -167,13 +169,31 @@ def _explained_objects(
 
 
 def _merge_context(base: ClusterSnapshot, extra: ClusterSnapshot) -> ClusterSnapshot:
-    """KServe objects shipped next to a workload join the cluster's (the file's win)."""
+    """KServe objects shipped next to a workload join the cluster's (the file's win); the
+    cluster's other objects (its GPU Operator ClusterPolicy) stay."""
     return ClusterSnapshot(
         nodes=base.nodes,
+        other=base.other,
         inference_services=extra.inference_services + base.inference_services,
         serving_runtimes=extra.serving_runtimes + base.serving_runtimes,
         cluster_serving_runtimes=extra.cluster_serving_runtimes + base.cluster_serving_runtimes,
         source=base.source,
+    )
+
+
+def _image_table(
+    kb: Any,
+    settings: Any,
+    mode: ToolkitMode,
+    resolve_images: bool,
+    registry_config: Path | None,
+    plain_http: list[str] | None,
+) -> ImageTable:
+    """The image table explain resolves with: the ``--config``'s, for the toolkit's mode,
+    asking the registries with ``--resolve-images``."""
+    images = load_images(kb, settings).with_toolkit(mode)
+    return images.with_configs(
+        registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
     )
 
 
@@ -233,6 +253,7 @@ def explain_cmd(
     resolve_images: ResolveImagesOption = False,
     registry_config: RegistryConfigOption = None,
     plain_http: PlainHttpOption = None,
+    toolkit_mode: ToolkitModeOption = None,
     output: Annotated[
         ExplainFormat,
         typer.Option(
@@ -291,10 +312,8 @@ def explain_cmd(
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)
         labels = effective_scheme(scheme, settings)
-        images = load_images(kb, settings)
-        images = images.with_configs(
-            registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
-        )
+        mode = load_toolkit_mode(toolkit_mode, settings, source, context, kb).mode
+        images = _image_table(kb, settings, mode, resolve_images, registry_config, plain_http)
         items = explain_snapshot(objs, fleet, pol, labels, images)
     except InputError as exc:
         fail(str(exc))

@@ -35,12 +35,14 @@ if TYPE_CHECKING:
     from cudasched.cluster.fleet import Fleet
     from cudasched.cluster.scope import Scope
     from cudasched.cluster.snapshot import ClusterSnapshot
+    from cudasched.compat.toolkitmode import ToolkitRead
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.images import ImageTable
     from cudasched.kube.live import ObjectRef
     from cudasched.operations.audit.nodegroups import NodeGroup
     from cudasched.settings.config import WebhookConfig
     from cudasched.vocab.kinds import Kind
+    from cudasched.vocab.requirements import ToolkitMode
     from cudasched.webhook.state.clusterstate import ClusterState
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "load_node_labels",
     "load_node_templates",
     "load_settings",
+    "load_toolkit_mode",
     "require_nodes",
 ]
 
@@ -368,6 +371,30 @@ def load_gpu_operator(
     return [*read.objects, *held]
 
 
+def load_toolkit_mode(
+    given: ToolkitMode | None,
+    settings: WebhookConfig,
+    source: ClusterSource,
+    snapshot: ClusterSnapshot,
+    kb: KnowledgeBase,
+) -> ToolkitRead:
+    """The container toolkit's mode the nodes run (:mod:`cudasched.compat.toolkitmode`):
+    ``--toolkit-mode``, else the ``--config`` file's ``toolkitMode`` when it sets one, else
+    the GPU Operator's ClusterPolicy (read with ``--live``, or held by the dump), else
+    legacy. A mode read from the cluster is said on stderr."""
+    from cudasched.compat.toolkitmode import ToolkitRead, toolkit_mode_of
+
+    if given is not None:
+        return ToolkitRead(given, "--toolkit-mode")
+    if "toolkit_mode" in settings.model_fields_set:
+        return ToolkitRead(settings.toolkit_mode, "the --config file's toolkitMode")
+    crd = kb.operator.cluster_release.crd if kb.operator.cluster_release else ""
+    read = toolkit_mode_of(kb, load_gpu_operator(source, snapshot, crd))
+    if source.is_live or any(o.get("kind") == "ClusterPolicy" for o in snapshot.other):
+        note(f"container toolkit mode {read.mode.value}: {read.source}")
+    return read
+
+
 def _read_live(source: ClusterSource, fetch: Sequence[ObjectRef]) -> ClusterSnapshot:
     from cudasched.kube.live import absent_notes, read_live_cluster
 
@@ -533,9 +560,16 @@ def load_cluster_inputs(
     source: ClusterSource | Path | None, settings: WebhookConfig | None = None
 ) -> tuple[ClusterSnapshot, Fleet, ImageTable]:
     """The snapshot (a file, the live cluster or the bundled sample), its fleet and the image
-    table that ``audit`` and ``report`` work on (with the ``--config``'s ``settings``)."""
+    table that ``audit`` and ``report`` work on (with the ``--config``'s ``settings``), for
+    the container toolkit's mode the cluster runs (:func:`load_toolkit_mode`)."""
     from cudasched.cluster.fleet import Fleet
+    from cudasched.settings.config import WebhookConfig
 
+    if not isinstance(source, ClusterSource):
+        source = ClusterSource(cluster=source)
     snapshot = require_nodes(load_cluster(source))
     kb = load_knowledge()
-    return snapshot, Fleet.from_snapshot(snapshot, kb), load_images(kb, settings)
+    settings = settings if settings is not None else WebhookConfig()
+    mode = load_toolkit_mode(None, settings, source, snapshot, kb).mode
+    images = load_images(kb, settings).with_toolkit(mode)
+    return snapshot, Fleet.from_snapshot(snapshot, kb), images

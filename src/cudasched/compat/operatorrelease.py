@@ -161,7 +161,8 @@ def crd_release(
 
 def reduced(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A ClusterPolicy or CRD cut to what :func:`operator_of_cluster` reads (what a live read
-    keeps and ``cudasched snapshot`` writes): a ClusterPolicy's name, labels and state; a CRD's
+    keeps and ``cudasched snapshot`` writes): a ClusterPolicy's name, labels, state and
+    ``spec.cdi`` (the toolkit's mode, :mod:`cudasched.compat.toolkitmode`); a CRD's
     name, group, names, scope and, per version, whether it is served and the names of its spec
     properties (their schemas emptied). Any other object is returned as it is."""
     kind, meta = _kind(obj), _meta(obj)
@@ -173,6 +174,10 @@ def reduced(obj: Mapping[str, Any]) -> dict[str, Any]:
             **head,
             "metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},
         }
+        spec = obj.get("spec")
+        cdi = spec.get("cdi") if isinstance(spec, Mapping) else None
+        if isinstance(cdi, Mapping):
+            out["spec"] = {"cdi": dict(cdi)}
         if state is not None:
             out["status"] = {"state": state}
         return out

@@ -25,7 +25,7 @@ from cudasched.placement.merge import AffinityMode
 from cudasched.vocab import inputfiles
 from cudasched.vocab.errors import InputError, VersionError
 from cudasched.vocab.labels import LabelScheme
-from cudasched.vocab.requirements import Policy
+from cudasched.vocab.requirements import Policy, ToolkitMode
 from cudasched.vocab.versions import CudaVersion, parse_cuda
 
 __all__ = [
@@ -273,6 +273,11 @@ class WebhookConfig(_Model):
     namespaces: NamespaceFilter = Field(default_factory=NamespaceFilter)
     constrain_gpu_pods_by_image: bool = True
     isvc_affinity: bool = False
+    # How NVIDIA's container toolkit starts containers on the nodes (vocab/requirements
+    # ToolkitMode): legacy checks images' NVIDIA_REQUIRE_CUDA, cdi does not; each uses an
+    # image's compat libraries by its own rule. The commands read it from the ClusterPolicy
+    # with --live; the webhook is told here (cudasched manifests --toolkit-mode).
+    toolkit_mode: ToolkitMode = ToolkitMode.LEGACY
     image_overrides: tuple[ImageOverride, ...] = ()
     # Mirrored repositories, {mirror: canonical} (knowledge/mirrors.py): a path without a host
     # renames for the image table ({alaudadockerhub/tritonserver: nvidia/tritonserver}); one
@@ -295,7 +300,13 @@ class WebhookConfig(_Model):
     image_resolver: ImageResolverSettings = Field(default_factory=ImageResolverSettings)
 
     @field_validator(
-        "mode", "policy", "label_scheme", "on_no_fit", "on_unknown_requirement", mode="before"
+        "mode",
+        "policy",
+        "label_scheme",
+        "on_no_fit",
+        "on_unknown_requirement",
+        "toolkit_mode",
+        mode="before",
     )
     @classmethod
     def _lower(cls, value: object) -> object:

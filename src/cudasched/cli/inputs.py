@@ -381,7 +381,7 @@ def load_toolkit_mode(
     """The container toolkit's mode the nodes run (:mod:`cudasched.compat.toolkitmode`):
     ``--toolkit-mode``, else the ``--config`` file's ``toolkitMode`` when it sets one, else
     the GPU Operator's ClusterPolicy (read with ``--live``, or held by the dump), else
-    legacy. A mode read from the cluster is said on stderr."""
+    legacy. A mode read from a ClusterPolicy is said on stderr."""
     from cudasched.compat.toolkitmode import ToolkitRead, toolkit_mode_of
 
     if given is not None:
@@ -389,8 +389,9 @@ def load_toolkit_mode(
     if "toolkit_mode" in settings.model_fields_set:
         return ToolkitRead(settings.toolkit_mode, "the --config file's toolkitMode")
     crd = kb.operator.cluster_release.crd if kb.operator.cluster_release else ""
-    read = toolkit_mode_of(kb, load_gpu_operator(source, snapshot, crd))
-    if source.is_live or any(o.get("kind") == "ClusterPolicy" for o in snapshot.other):
+    objects = load_gpu_operator(source, snapshot, crd)
+    read = toolkit_mode_of(kb, objects)
+    if any(o.get("kind") == "ClusterPolicy" for o in objects):
         note(f"container toolkit mode {read.mode.value}: {read.source}")
     return read
 

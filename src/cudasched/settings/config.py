@@ -34,6 +34,7 @@ __all__ = [
     "HttpParser",
     "ImageOverride",
     "ImageResolverSettings",
+    "LayerReadSettings",
     "NamespaceFilter",
     "ObjectLimits",
     "OnNoFit",
@@ -215,6 +216,26 @@ class AuditSettings(_Model):
     publish_reports: bool = True
 
 
+class LayerReadSettings(_Model):
+    """The ``imageResolver.layers:`` section: what an image carries (its SBOM and layers)
+    read when its config names no CUDA, in the background, once per digest
+    (:mod:`cudasched.registry.layerreads`), within these budgets. On with the resolver;
+    ``enabled: false`` reads configs only. What it costs: README, "Image resolver"."""
+
+    enabled: bool = True
+    # Compressed bytes fetched for one image (a pip torch layer is 2-3 GiB when it holds every
+    # nvidia-* wheel: past the budget the answer is an honest unknown).
+    max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)
+    # Everything one image's read may take: manifest, SBOM, layers.
+    deadline_seconds: float = Field(default=300.0, gt=0, le=3600)
+    # Images read at once (each its own thread and its own streams' memory).
+    concurrency: int = Field(default=1, ge=1, le=8)
+    # Reads waiting or running; more are dropped (counted) and asked again later.
+    max_queued: int = Field(default=64, ge=1, le=10_000)
+    # How long an image read without an answer is not read again.
+    retry_seconds: float = Field(default=3600.0, gt=0, le=7 * 86_400)
+
+
 class ImageResolverSettings(_Model):
     """The ``imageResolver:`` section: read a GPU workload's image config from its registry
     in the background (:mod:`cudasched.webhook.background.imageresolver`), never on the request
@@ -245,6 +266,7 @@ class ImageResolverSettings(_Model):
     pull_secrets: bool = False
     # How long a namespace's pull credentials are kept in memory before they are read again.
     pull_secret_ttl_seconds: float = Field(default=60.0, gt=0, le=3600)
+    layers: LayerReadSettings = Field(default_factory=LayerReadSettings)
 
     @model_validator(mode="after")
     def _pull_secrets_need_the_resolver(self) -> ImageResolverSettings:

@@ -3,7 +3,9 @@ background and handed to admission through its image table (``imageResolver`` se
 
 Never on the hot path: a review looks an image up in the cache, waits at most
 ``budgetSeconds`` for a resolution already in flight, and otherwise queues the image and is
-answered per ``onUnknownRequirement`` at once; the next replica finds the config. Every
+answered per ``onUnknownRequirement`` at once; the next replica finds the config. An image
+whose config names no CUDA has its SBOM and layers read on the layer workers, within
+``imageResolver.layers``' budgets, once per digest; reviews never wait for them. Every
 published cluster snapshot warms it with the images of its runtimes, InferenceServices and
 LLMInferenceServices (off the event loop), each with its pods' pull scope where
 ``pullSecrets`` is on. Counted in the webhook's metrics.
@@ -18,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from cudasched.registry.auth import Keychain, load_docker_config
 from cudasched.registry.client import Limits, Platform, RegistryClient
 from cudasched.registry.configcache import ConfigCache
+from cudasched.registry.layerreads import LayerReads
+from cudasched.registry.layers import LayerBudget
 from cudasched.registry.pullsecrets import PullSecretReader
 from cudasched.registry.resolver import BackgroundResolver
 from cudasched.vocab.objects import name_of
@@ -45,6 +49,10 @@ class MetricsObserver:
         self._resolutions = metrics.image_config_resolutions
         self._seconds = metrics.image_config_seconds
         self._pull_secrets = metrics.pull_secret_reads
+        self._layer_reads = metrics.image_layer_reads
+        self._layer_seconds = metrics.image_layer_read_seconds
+        self._layer_bytes = metrics.image_layer_bytes
+        self._layer_in_flight = metrics.image_layer_reads_in_flight
 
     def looked_up(self, result: str) -> None:
         self._lookups.labels(result=result).inc()
@@ -55,6 +63,15 @@ class MetricsObserver:
 
     def pull_secrets(self, result: str) -> None:
         self._pull_secrets.labels(result=result).inc()
+
+    def layer_read(self, outcome: str, seconds: float, fetched: int) -> None:
+        self._layer_reads.labels(outcome=outcome).inc()
+        if outcome != "dropped":
+            self._layer_seconds.observe(seconds)
+        self._layer_bytes.inc(fetched)
+
+    def layer_reads_in_flight(self, count: int) -> None:
+        self._layer_in_flight.set(count)
 
 
 def build_resolver(
@@ -105,15 +122,47 @@ def build_resolver(
             timeout_seconds=timeout,
             observer=observer,
         )
+    platform = Platform.parse(settings.platform)
+    layers = None
+    if settings.layers.enabled:
+        layers = _layer_reads(settings, client, platform, observer, metrics)
     return BackgroundResolver(
         client,
         cache,
-        platform=Platform.parse(settings.platform),
+        platform=platform,
         budget_seconds=settings.budget_seconds,
         workers=settings.workers,
         max_queued=settings.max_queued,
         observer=observer,
         pull_secrets=reader,
+        layers=layers,
+    )
+
+
+def _layer_reads(
+    settings: ImageResolverSettings,
+    client: RegistryClient,
+    platform: Platform,
+    observer: MetricsObserver | None,
+    metrics: WebhookMetrics | None,
+) -> LayerReads:
+    """The layer reads ``imageResolver.layers`` describes, its budgets shown as gauges."""
+    chosen = settings.layers
+    budget = LayerBudget(max_bytes=chosen.max_bytes, deadline_seconds=chosen.deadline_seconds)
+    if metrics is not None:
+        shown = metrics.image_layer_budget
+        shown.labels(limit="bytes").set(chosen.max_bytes)
+        shown.labels(limit="seconds").set(chosen.deadline_seconds)
+        shown.labels(limit="concurrency").set(chosen.concurrency)
+        shown.labels(limit="queued").set(chosen.max_queued)
+    return LayerReads(
+        client,
+        platform,
+        budget,
+        concurrency=chosen.concurrency,
+        max_queued=chosen.max_queued,
+        retry_seconds=chosen.retry_seconds,
+        observer=observer,
     )
 
 

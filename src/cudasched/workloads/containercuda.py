@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cudasched.knowledge.imageconfig import ImageConfig, config_cuda, gate_env
+from cudasched.knowledge.imageconfig import COMPAT_PACKAGE_ENV, ImageConfig, config_cuda, gate_env
 from cudasched.knowledge.images import (
     ImageLookup,
     ImageMatch,
@@ -26,16 +26,12 @@ from cudasched.vocab.requirements import CompatLibrary, FrameworkBuild
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion, parse_driver
 
 __all__ = [
-    "COMPAT_PACKAGE_ENV",
     "ContainerFacts",
     "compat_library",
     "from_container",
 ]
 
 
-#: The env a ``nvidia/cuda`` base image names its compat package in (``cuda-compat-12-4``),
-#: gitlab.com/nvidia/container-images/cuda ``dist/<release>/ubuntu*/base/Dockerfile``.
-COMPAT_PACKAGE_ENV = "NV_CUDA_COMPAT_PACKAGE"
 _COMPAT_PACKAGE = re.compile(r"cuda-compat-(\d{1,2})-(\d{1,2})")
 
 
@@ -234,6 +230,8 @@ def _image_facts(
     names the runtime base's CUDA (what the gate enforces); the libraries the image bundles
     (its layers, or a table row of ``cuda_of: bundled``) may need a newer one; the
     requirement is the newer of the two, the gate stays the config's."""
+    if config.correction is not None:  # a person's word on this image wins
+        return config.correction.cuda, config.correction.source, False
     base, said = config_cuda(config)
     mirror = f", read from mirror {config.mirror}" if config.mirror else ""
     found: list[tuple[CudaVersion, str, bool]] = []

@@ -24,11 +24,14 @@ import yaml
 from cudasched.install.access import (
     DEFAULT_API_SERVER_CIDRS,
     audit_objects,
+    egress_network_policy,
+    image_resolver_objects,
     network_policy,
     pull_secret_objects,
     rbac_objects,
 )
 from cudasched.install.certificates import tls_objects
+from cudasched.install.imagefacts import image_facts_crd, image_facts_policy
 from cudasched.install.naming import (
     APP,
     DEFAULT_IMAGE,
@@ -139,13 +142,25 @@ def priority_objects(namespace: str, priority_class: str) -> list[dict[str, Any]
 MAX_AUDIT_MINUTES = 1440
 
 
-def webhook_settings(*, pull_secrets: bool = False, audit_minutes: int = 0) -> dict[str, Any]:
+def webhook_settings(
+    *,
+    pull_secrets: bool = False,
+    audit_minutes: int = 0,
+    image_resolver: bool = False,
+    toolkit_mode: str | None = None,
+) -> dict[str, Any]:
     """The webhook's ``config.yaml`` in the ConfigMap: :data:`DEFAULT_CONFIG`; with
-    ``pull_secrets`` the image resolver on, reading workloads' pull secrets; with
-    ``audit_minutes`` the background audit every that many minutes, publishing reports."""
+    ``image_resolver`` the image resolver on (configs, layers, shared facts), with
+    ``pull_secrets`` too and reading workloads' pull secrets; with ``audit_minutes`` the
+    background audit every that many minutes, publishing reports; ``toolkit_mode`` the
+    container toolkit's mode the nodes run (``legacy``, ``cdi``)."""
     settings: dict[str, Any] = dict(DEFAULT_CONFIG)
+    if toolkit_mode is not None:
+        settings["toolkitMode"] = toolkit_mode
     if pull_secrets:
         settings["imageResolver"] = {"enabled": True, "pullSecrets": True}
+    elif image_resolver:
+        settings["imageResolver"] = {"enabled": True}
     if audit_minutes:
         settings["audit"] = {"intervalMinutes": audit_minutes, "publishReports": True}
     return settings
@@ -257,6 +272,24 @@ def workload_objects(
     ]
 
 
+def _check_inputs(namespace: str, image: str, audit_minutes: int, priority_class: str) -> None:
+    """One-line errors for a namespace, image, audit interval or priority class that is not
+    one."""
+    if not dns_label_ok(namespace):
+        raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
+    checked_image(image)
+    if not 0 <= audit_minutes <= MAX_AUDIT_MINUTES:
+        raise InputError(
+            f"invalid --audit-interval {audit_minutes}: expected minutes from 1 to "
+            f"{MAX_AUDIT_MINUTES} (a day), or 0 for no background audit"
+        )
+    if priority_class and not dns_subdomain_ok(priority_class):
+        raise InputError(
+            f"invalid priority class {priority_class!r}: expected a PriorityClass name such as "
+            "system-cluster-critical, or '' for none"
+        )
+
+
 def all_objects(
     namespace: str = DEFAULT_NAMESPACE,
     image: str = DEFAULT_IMAGE,
@@ -271,34 +304,39 @@ def all_objects(
     priority_class: str = DEFAULT_PRIORITY_CLASS,
     pull_secrets: bool = False,
     audit_minutes: int = 0,
+    image_resolver: bool = False,
+    registry_cidrs: Sequence[str] = (),
+    toolkit_mode: str | None = None,
 ) -> list[dict[str, Any]]:
     """Everything ``cudasched manifests`` prints, in apply order. Without cert-manager the
     ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or ``cert_pem`` itself when
-    the certificate is its own CA. ``api_server_cidrs`` of ``None`` leaves the NetworkPolicy
-    out; an empty ``priority_class`` leaves the priority (and its quota) out. ``pull_secrets``
-    adds the grant of :func:`pull_secret_objects` and turns the image resolver on with it;
-    ``audit_minutes`` (0: off) the grant of :func:`audit_objects` and the background audit."""
-    if not dns_label_ok(namespace):
-        raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
-    checked_image(image)
-    if not 0 <= audit_minutes <= MAX_AUDIT_MINUTES:
+    the certificate is its own CA. ``api_server_cidrs`` of ``None`` leaves the NetworkPolicies
+    out; an empty ``priority_class`` leaves the priority (and its quota) out.
+    ``image_resolver`` turns the image resolver on, with the ImageFacts grant and, beside the
+    ingress NetworkPolicy, the egress one (``registry_cidrs``: internal registries);
+    ``pull_secrets`` does too and adds the grant of :func:`pull_secret_objects`;
+    ``audit_minutes`` (0: off) the grant of :func:`audit_objects` and the background audit;
+    ``toolkit_mode`` is written into the settings. The ImageFacts CRD and the policy that lets
+    only the webhook write their status are always there (:mod:`cudasched.install.imagefacts`)."""
+    _check_inputs(namespace, image, audit_minutes, priority_class)
+    resolver = image_resolver or pull_secrets
+    if registry_cidrs and not (resolver and api_server_cidrs is not None):
         raise InputError(
-            f"invalid --audit-interval {audit_minutes}: expected minutes from 1 to "
-            f"{MAX_AUDIT_MINUTES} (a day), or 0 for no background audit"
-        )
-    if priority_class and not dns_subdomain_ok(priority_class):
-        raise InputError(
-            f"invalid priority class {priority_class!r}: expected a PriorityClass name such as "
-            "system-cluster-critical, or '' for none"
+            "--registry-cidr names where the image resolver's egress may go: give it with "
+            "--image-resolver (and without --no-network-policy)"
         )
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
             "kind": "Namespace",
             "metadata": {"name": namespace, "labels": {"app.kubernetes.io/name": "cudasched"}},
-        }
+        },
+        image_facts_crd(),
     ]
     objects += rbac_objects(namespace)
+    objects += image_facts_policy(namespace)
+    if resolver:
+        objects += image_resolver_objects(namespace)
     if pull_secrets:
         objects += pull_secret_objects(namespace)
     if audit_minutes:
@@ -309,10 +347,17 @@ def all_objects(
         namespace,
         image,
         priority_class=priority_class,
-        settings=webhook_settings(pull_secrets=pull_secrets, audit_minutes=audit_minutes),
+        settings=webhook_settings(
+            pull_secrets=pull_secrets,
+            audit_minutes=audit_minutes,
+            image_resolver=image_resolver,
+            toolkit_mode=toolkit_mode,
+        ),
     )
     if api_server_cidrs is not None:
         objects.append(network_policy(namespace, api_server_cidrs))
+        if resolver:
+            objects.append(egress_network_policy(namespace, api_server_cidrs, registry_cidrs))
     objects.append(
         webhook_configuration(
             namespace,

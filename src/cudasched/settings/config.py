@@ -267,6 +267,10 @@ class ImageResolverSettings(_Model):
     # How long a namespace's pull credentials are kept in memory before they are read again.
     pull_secret_ttl_seconds: float = Field(default=60.0, gt=0, le=3600)
     layers: LayerReadSettings = Field(default_factory=LayerReadSettings)
+    # Keep what is read of each image in the cluster (one ImageFacts object per digest) and
+    # use what other replicas kept, and people's overrides; needs the ImageFacts CRD and its
+    # grant (cudasched manifests --image-resolver).
+    shared_facts: bool = True
 
     @model_validator(mode="after")
     def _pull_secrets_need_the_resolver(self) -> ImageResolverSettings:

@@ -33,6 +33,7 @@ from cudasched.workloads.resolution import (
 
 __all__ = [
     "CONTENT_TYPE",
+    "FACT_RESULTS",
     "KINDS",
     "LAYER_BUDGETS",
     "LAYER_READ_OUTCOMES",
@@ -119,6 +120,10 @@ RESOLUTION_OUTCOMES: Final = (
 
 #: How one layer read ended (:class:`cudasched.registry.layerreads.LayerObserver`).
 LAYER_READ_OUTCOMES: Final = ("answered", "unknown", "failed", "dropped")
+
+#: How a look-up or write of the cluster's image facts went
+#: (:class:`cudasched.registry.factstore.FactObserver`).
+FACT_RESULTS: Final = ("found", "absent", "written", "failed")
 
 #: The budgets of layer reads (``imageResolver.layers``), shown as a gauge.
 LAYER_BUDGETS: Final = ("bytes", "seconds", "concurrency", "queued")
@@ -289,6 +294,13 @@ class WebhookMetrics:
             "Layer reads waiting or running.",
             registry=r,
         )
+        self.image_facts = Counter(
+            "cudasched_webhook_image_facts",
+            "Look-ups and writes of the image facts the cluster keeps (ImageFacts objects), by "
+            "result: found, absent, written, failed.",
+            ("result",),
+            registry=r,
+        )
         self.image_layer_budget = Gauge(
             "cudasched_webhook_image_layer_budget",
             "The budgets of layer reads (imageResolver.layers): bytes fetched and seconds per "
@@ -304,6 +316,8 @@ class WebhookMetrics:
             self.pull_secret_reads.labels(result=result).inc(0)
         for outcome in LAYER_READ_OUTCOMES:
             self.image_layer_reads.labels(outcome=outcome).inc(0)
+        for result in FACT_RESULTS:
+            self.image_facts.labels(result=result).inc(0)
 
     def audit_metrics(self) -> tuple[Gauge, Counter]:
         """The background audit's families, registered on first use (off by default, so a

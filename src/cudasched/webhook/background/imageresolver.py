@@ -5,7 +5,9 @@ Never on the hot path: a review looks an image up in the cache, waits at most
 ``budgetSeconds`` for a resolution already in flight, and otherwise queues the image and is
 answered per ``onUnknownRequirement`` at once; the next replica finds the config. An image
 whose config names no CUDA has its SBOM and layers read on the layer workers, within
-``imageResolver.layers``' budgets, once per digest; reviews never wait for them. Every
+``imageResolver.layers``' budgets, once per digest; reviews never wait for them. With
+``sharedFacts`` what is read is kept in the image digest's ImageFacts object, where the other
+replicas (and a restart) find it, and a person's override reaches them all. Every
 published cluster snapshot warms it with the images of its runtimes, InferenceServices and
 LLMInferenceServices (off the event loop), each with its pods' pull scope where
 ``pullSecrets`` is on. Counted in the webhook's metrics.
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from cudasched.registry.auth import Keychain, load_docker_config
 from cudasched.registry.client import Limits, Platform, RegistryClient
 from cudasched.registry.configcache import ConfigCache
+from cudasched.registry.factstore import SharedFacts
 from cudasched.registry.layerreads import LayerReads
 from cudasched.registry.layers import LayerBudget
 from cudasched.registry.pullsecrets import PullSecretReader
@@ -53,6 +56,7 @@ class MetricsObserver:
         self._layer_seconds = metrics.image_layer_read_seconds
         self._layer_bytes = metrics.image_layer_bytes
         self._layer_in_flight = metrics.image_layer_reads_in_flight
+        self._facts = metrics.image_facts
 
     def looked_up(self, result: str) -> None:
         self._lookups.labels(result=result).inc()
@@ -72,6 +76,9 @@ class MetricsObserver:
 
     def layer_reads_in_flight(self, count: int) -> None:
         self._layer_in_flight.set(count)
+
+    def shared_facts(self, result: str) -> None:
+        self._facts.labels(result=result).inc()
 
 
 def build_resolver(
@@ -108,6 +115,8 @@ def build_resolver(
         settings.cache_bytes,
         tag_ttl=settings.tag_ttl_seconds,
         error_ttl=settings.error_ttl_seconds,
+        # With shared facts a digest is looked up again, so that an override is seen.
+        digest_ttl=settings.tag_ttl_seconds if settings.shared_facts else float("inf"),
     )
     observer = MetricsObserver(metrics) if metrics is not None else None
     reader = None
@@ -126,6 +135,7 @@ def build_resolver(
     layers = None
     if settings.layers.enabled:
         layers = _layer_reads(settings, client, platform, observer, metrics)
+    shared = _shared_facts(settings, kube, observer) if settings.shared_facts else None
     return BackgroundResolver(
         client,
         cache,
@@ -136,6 +146,25 @@ def build_resolver(
         observer=observer,
         pull_secrets=reader,
         layers=layers,
+        shared=shared,
+    )
+
+
+def _shared_facts(
+    settings: ImageResolverSettings, kube: ClusterAccess | None, observer: MetricsObserver | None
+) -> SharedFacts:
+    """The cluster's ImageFacts through a client for ``kube`` (in-cluster unless it names a
+    kubeconfig), remembered for ``tagTtlSeconds``."""
+    from cudasched.kube.client import make_client
+
+    kubeconfig = kube.kubeconfig if kube is not None else None
+    timeout = min(5.0, settings.deadline_seconds)
+    return SharedFacts(
+        lambda: make_client(kubeconfig=kubeconfig, timeout=timeout),
+        timeout_seconds=timeout,
+        ttl_seconds=settings.tag_ttl_seconds,
+        retry_seconds=settings.layers.retry_seconds,
+        observer=observer,
     )
 
 

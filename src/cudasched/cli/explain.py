@@ -58,6 +58,7 @@ from cudasched.cli.inputs import (
     load_settings,
     load_toolkit_mode,
     require_nodes,
+    with_image_sources,
 )
 from cudasched.cli.options import (
     ConfigOption,
@@ -69,7 +70,6 @@ from cudasched.cli.options import (
     ToolkitModeOption,
     effective_policy,
     effective_scheme,
-    registry_source,
 )
 from cudasched.cli.reference import Reference, parse_reference
 from cudasched.cluster.fleet import Fleet
@@ -79,7 +79,7 @@ from cudasched.explain.eligibility import explain_many
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.objects import DEFAULT_NAMESPACE
-from cudasched.vocab.requirements import Policy, ToolkitMode
+from cudasched.vocab.requirements import Policy
 from cudasched.workloads.pods import is_inference_service, pod_spec_of, workload_id, workloads_of
 from cudasched.workloads.resolution import WorkloadNeed, workload_need
 
@@ -178,22 +178,6 @@ def _merge_context(base: ClusterSnapshot, extra: ClusterSnapshot) -> ClusterSnap
         serving_runtimes=extra.serving_runtimes + base.serving_runtimes,
         cluster_serving_runtimes=extra.cluster_serving_runtimes + base.cluster_serving_runtimes,
         source=base.source,
-    )
-
-
-def _image_table(
-    kb: Any,
-    settings: Any,
-    mode: ToolkitMode,
-    resolve_images: bool,
-    registry_config: Path | None,
-    plain_http: list[str] | None,
-) -> ImageTable:
-    """The image table explain resolves with: the ``--config``'s, for the toolkit's mode,
-    asking the registries with ``--resolve-images``."""
-    images = load_images(kb, settings).with_toolkit(mode)
-    return images.with_configs(
-        registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
     )
 
 
@@ -313,7 +297,8 @@ def explain_cmd(
         fleet = Fleet.from_snapshot(context, kb)
         labels = effective_scheme(scheme, settings)
         mode = load_toolkit_mode(toolkit_mode, settings, source, context, kb).mode
-        images = _image_table(kb, settings, mode, resolve_images, registry_config, plain_http)
+        images = load_images(kb, settings).with_toolkit(mode)
+        images = with_image_sources(images, source, resolve_images, registry_config, plain_http)
         items = explain_snapshot(objs, fleet, pol, labels, images)
     except InputError as exc:
         fail(str(exc))

@@ -65,6 +65,7 @@ __all__ = [
     "load_settings",
     "load_toolkit_mode",
     "require_nodes",
+    "with_image_sources",
 ]
 
 Command = TypeVar("Command", bound=Callable[..., Any])
@@ -394,6 +395,33 @@ def load_toolkit_mode(
     if any(o.get("kind") == "ClusterPolicy" for o in objects):
         note(f"container toolkit mode {read.mode.value}: {read.source}")
     return read
+
+
+def with_image_sources(
+    images: ImageTable,
+    source: ClusterSource,
+    resolve: bool,
+    registry_config: Path | None,
+    plain_http: list[str] | None,
+) -> ImageTable:
+    """``images`` asking the registries for images' configs with ``--resolve-images`` (with
+    ``--registry-config`` and ``--plain-http``, through the table's mirrors), completed with
+    the image facts the live cluster keeps (ImageFacts: what the webhook read of each image,
+    a person's override; :mod:`cudasched.knowledge.imagefacts`), which answer alone where the
+    registries are not asked."""
+    from cudasched.cli.options import registry_source
+
+    configs = registry_source(resolve, registry_config, plain_http, mirrors=images.mirrors)
+    if not source.is_live:
+        return images.with_configs(configs)
+    from cudasched.knowledge.imagefacts import FactIndex, StoredSource
+    from cudasched.kube.imagefacts import read_live_image_facts
+
+    objects, unread = read_live_image_facts(kubeconfig=source.kubeconfig, context=source.context)
+    if unread:
+        note(unread)
+    index = FactIndex.from_objects(objects)
+    return images.with_configs(StoredSource(index, configs) if len(index) else configs)
 
 
 def _read_live(source: ClusterSource, fetch: Sequence[ObjectRef]) -> ClusterSnapshot:

@@ -90,12 +90,13 @@ NOT_PUBLIC_V4 = (
     "224.0.0.0/4",
     "240.0.0.0/4",
 )
-#: The same for IPv6: the unspecified and loopback addresses, IPv4-mapped addresses (which
-#: would reach the IPv4 ranges above), unique local (RFC 4193: AWS's metadata endpoint
-#: fd00:ec2::254), link-local, documentation and multicast.
+#: The same for IPv6: the unspecified and loopback addresses, NAT64's well-known prefix (which
+#: would reach IPv4 addresses through a translator), unique local (RFC 4193: AWS's metadata
+#: endpoint fd00:ec2::254), link-local, documentation and multicast. IPv4-mapped addresses
+#: (``::ffff:0:0/96``) are not listed: the API server reads them as IPv4, and a socket sends
+#: them as IPv4 packets, which the IPv4 rule judges.
 NOT_PUBLIC_V6 = (
     "::/127",
-    "::ffff:0:0/96",
     "64:ff9b::/96",
     "fc00::/7",
     "fe80::/10",

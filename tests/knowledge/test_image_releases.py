@@ -45,7 +45,9 @@ PINNED = [
     ("ghcr.io/huggingface/text-generation-inference:2.4.1", "12.4", False),
     ("ghcr.io/huggingface/text-generation-inference:2.4", "12.4", False),  # X.Y follows X.Y.z
     ("ghcr.io/huggingface/text-generation-inference:3.1.1", "12.4.0", False),
-    ("ghcr.io/huggingface/text-generation-inference:3.3.7", "12.4.0", False),
+    ("ghcr.io/huggingface/text-generation-inference:3.2.0", "12.4.0", False),
+    # 3.3.1 on: torch 2.7.0+cu128 on a 12.4.0 base (the bundled CUDA is what it needs)
+    ("ghcr.io/huggingface/text-generation-inference:3.3.7", "12.8", False),
     # SGLang: the unsuffixed tag's build in the release workflow
     ("lmsysorg/sglang:v0.5.2", "12.9.1", False),
     ("lmsysorg/sglang:v0.5.10.post1", "12.9.1", False),

@@ -110,9 +110,9 @@ def installed(
     )
     with run_registry() as registry:
         base = layer({"etc/os-release": b"ID=ubuntu\n"})
-        digest = push_layered(registry, "ollama/ollama", "0.12.3", [base, RUNNERS])
+        digest = push_layered(registry, "acme/ollama-build", "0.12.3", [base, RUNNERS])
         name = "sha256-" + digest.removeprefix("sha256:")
-        yield Installed(registry, f"{registry.host}/ollama/ollama:0.12.3", name, kubeconfig)
+        yield Installed(registry, f"{registry.host}/acme/ollama-build:0.12.3", name, kubeconfig)
 
 
 def gpu_pod(image: str, name: str) -> dict[str, Any]:

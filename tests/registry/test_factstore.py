@@ -125,8 +125,8 @@ def settled(resolver: BackgroundResolver, image: str) -> Any:
 
 
 def test_replicas_and_restarts_do_not_read_the_layers_again(registry: Registry) -> None:
-    digest = push_layered(registry, "ollama/ollama", "0.12.3", [BASE, RUNNERS])
-    image = f"{registry.host}/ollama/ollama:0.12.3"
+    digest = push_layered(registry, "acme/ollama-build", "0.12.3", [BASE, RUNNERS])
+    image = f"{registry.host}/acme/ollama-build:0.12.3"
     api = ImageFactsApi()
     first, first_reads = replica(registry, api)
     try:

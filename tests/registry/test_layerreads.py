@@ -83,15 +83,15 @@ def settled(source: BackgroundResolver, image: str) -> ImageContents | None:
 
 
 def test_an_image_whose_config_names_no_cuda_is_read_once_per_digest(registry: Registry) -> None:
-    digest = push_layered(registry, "ollama/ollama", "0.12.3", [BASE, RUNNERS])
-    push_layered(registry, "ollama/ollama", "same", [BASE, RUNNERS])  # the same digest
+    digest = push_layered(registry, "acme/ollama-build", "0.12.3", [BASE, RUNNERS])
+    push_layered(registry, "acme/ollama-build", "same", [BASE, RUNNERS])  # the same digest
     source, counted = resolver(registry)
     try:
-        first = source.config_for(f"{registry.host}/ollama/ollama:0.12.3")
+        first = source.config_for(f"{registry.host}/acme/ollama-build:0.12.3")
         assert first is None  # queued: nobody waits for the config, let alone the layers
-        contents = settled(source, f"{registry.host}/ollama/ollama:0.12.3")
+        contents = settled(source, f"{registry.host}/acme/ollama-build:0.12.3")
         assert contents is not None and (contents.digest, contents.cuda) == (digest, cv("12.8"))
-        again = settled(source, f"{registry.host}/ollama/ollama:same")
+        again = settled(source, f"{registry.host}/acme/ollama-build:same")
         assert again is contents
     finally:
         source.close()

@@ -43,7 +43,7 @@ BASE = layer({"etc/os-release": b"ID=ubuntu\n"})
 @pytest.fixture(scope="module")
 def registry() -> Iterator[Registry]:
     with run_registry() as running:
-        push_layered(running, "ollama/ollama", "0.12.3", [BASE, RUNNERS])
+        push_layered(running, "acme/ollama-build", "0.12.3", [BASE, RUNNERS])
         yield running
 
 
@@ -93,7 +93,7 @@ def eligible(state: ClusterState, pod: dict[str, Any], response: dict[str, Any])
 def test_layers_answer_the_replicas_of_an_image_whose_config_names_no_cuda(
     registry: Registry, state: ClusterState, kb: KnowledgeBase
 ) -> None:
-    pod = gpu_pod(f"{registry.host}/ollama/ollama:0.12.3")
+    pod = gpu_pod(f"{registry.host}/acme/ollama-build:0.12.3")
     with serve_in_thread(state, config=config(registry.host), kb=kb) as server:
         tls = ssl.create_default_context(cadata=server.ca_pem.decode("ascii"))
         with httpx.Client(base_url=server.url, verify=tls, timeout=10) as client:

@@ -7,6 +7,10 @@ needs and its source (``images.yaml``), counted as exact, over-strict, unsafe or
 * unsafe: it is older (the pod may land where it cannot run), which must never happen;
 * unknown: no answer (the pod is admitted without CUDA placement, warned).
 
+The table was corrected from the set's first run (72 exact, 4 unsafe, 24 unknown), so its
+count today is a regression check; a held-out figure needs images chosen before the table's
+next change (``benchmarks/RESULTS.md`` section 12).
+
 Run ``python -m benchmarks.heldout [--json FILE]``.
 """
 

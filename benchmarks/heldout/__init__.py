@@ -9,7 +9,7 @@ needs and its source (``images.yaml``), counted as exact, over-strict, unsafe or
 
 The table was corrected from the set's first run (72 exact, 4 unsafe, 24 unknown), so its
 count today is a regression check; a held-out figure needs images chosen before the table's
-next change (``benchmarks/RESULTS.md`` section 12).
+next change (``benchmarks/RESULTS.md`` section 13).
 
 Run ``python -m benchmarks.heldout [--json FILE]``.
 """

@@ -62,6 +62,24 @@ ToolkitModeSetting = Annotated[
         "Default: not written (legacy).",
     ),
 ]
+ModeOption = Annotated[
+    str,
+    typer.Option(
+        "--mode",
+        help="webhook: the admission webhook; policy: a MutatingAdmissionPolicy the API "
+        "server runs itself, with the controller that keeps its PlacementTables (Kubernetes "
+        ">= 1.36, no webhook on the request path); both: the policy, and the webhook only "
+        "for pods the tables do not know yet.",
+    ),
+]
+DenyUnplacedOption = Annotated[
+    bool,
+    typer.Option(
+        "--deny-unplaced",
+        help="With --mode policy or both: refuse GPU pods no requirement is known for, "
+        "instead of warning (a controller creating them retries until the tables know them).",
+    ),
+]
 PullSecretsOption = Annotated[
     bool,
     typer.Option(
@@ -159,17 +177,9 @@ def manifests_command(
     image_resolver: ImageResolverOption = False,
     registry_cidr: RegistryCidrOption = None,
     toolkit_mode: ToolkitModeSetting = None,
-    audit_interval: Annotated[
-        int,
-        typer.Option(
-            "--audit-interval",
-            metavar="MINUTES",
-            help="Run the audit in the webhook every MINUTES (1 to 1440) and publish its "
-            "findings as PolicyReports and the cudasched_audit_findings gauge: sets "
-            "audit.intervalMinutes and grants list on what the audit reads and create, patch "
-            "on PolicyReports (a ClusterRole of its own). 0, the default: off.",
-        ),
-    ] = 0,
+    audit_interval: AuditIntervalOption = 0,
+    mode: ModeOption = "webhook",
+    deny_unplaced: DenyUnplacedOption = False,
 ) -> None:
     """Print the install manifests as multi-document YAML (pipe to 'kubectl apply -f -').
 
@@ -205,6 +215,8 @@ def manifests_command(
             image_resolver=image_resolver,
             registry_cidrs=registry_cidr or (),
             toolkit_mode=toolkit_mode.value if toolkit_mode is not None else None,
+            mode=mode,
+            deny_unplaced=deny_unplaced,
         )
     except InputError as exc:
         fail(str(exc))

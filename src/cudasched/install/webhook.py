@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULT_PRIORITY_CLASS",
     "MAX_AUDIT_MINUTES",
+    "MODES",
     "all_objects",
     "checked_image",
     "priority_objects",
@@ -78,6 +79,11 @@ DEFAULT_CONFIG = {
 
 
 _MAX_NAME = 255
+
+#: ``cudasched manifests --mode``: the webhook alone, the MutatingAdmissionPolicy and its
+#: controller alone (no webhook on the request path), or both (the webhook only for what the
+#: policy's tables do not know yet).
+MODES = ("webhook", "policy", "both")
 
 
 def _shown(text: str, most: int = 60) -> str:
@@ -272,11 +278,15 @@ def workload_objects(
     ]
 
 
-def _check_inputs(namespace: str, image: str, audit_minutes: int, priority_class: str) -> None:
-    """One-line errors for a namespace, image, audit interval or priority class that is not
-    one."""
+def _check_arguments(
+    namespace: str, image: str, mode: str, audit_minutes: int, priority_class: str
+) -> None:
+    """One-line errors for a namespace, image, mode, audit interval or priority class that is
+    not one."""
     if not dns_label_ok(namespace):
         raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
+    if mode not in MODES:
+        raise InputError(f"invalid --mode {mode!r}: expected one of {', '.join(MODES)}")
     checked_image(image)
     if not 0 <= audit_minutes <= MAX_AUDIT_MINUTES:
         raise InputError(
@@ -288,6 +298,51 @@ def _check_inputs(namespace: str, image: str, audit_minutes: int, priority_class
             f"invalid priority class {priority_class!r}: expected a PriorityClass name such as "
             "system-cluster-critical, or '' for none"
         )
+
+
+def _policy_part(
+    namespace: str,
+    image: str,
+    settings: dict[str, Any],
+    pull_secrets: bool,
+    fail_closed: bool,
+    deny_unplaced: bool,
+) -> list[dict[str, Any]]:
+    """The policy mode's objects: its controller (with the webhook's settings, less the
+    server's and the background audit's) and the policies."""
+    from cudasched.install.policy import policy_objects
+    from cudasched.install.policycontroller import controller_objects
+
+    controller_settings = {k: v for k, v in settings.items() if k not in ("server", "audit")}
+    return [
+        *controller_objects(namespace, image, controller_settings, pull_secrets=pull_secrets),
+        *policy_objects(namespace, fail_closed=fail_closed, deny_unplaced=deny_unplaced),
+    ]
+
+
+def _check_registry_cidrs(registry_cidrs: Sequence[str], resolver: bool, policies: bool) -> None:
+    """Internal registries name where the resolver's egress may go: only with the resolver
+    and its NetworkPolicies."""
+    if registry_cidrs and not (resolver and policies):
+        raise InputError(
+            "--registry-cidr names where the image resolver's egress may go: give it with "
+            "--image-resolver (and without --no-network-policy)"
+        )
+
+
+def _access_objects(
+    namespace: str, resolver: bool, pull_secrets: bool, audit_minutes: int
+) -> list[dict[str, Any]]:
+    """The webhook's identity and grants: the ImageFacts CRD and the policy guarding its
+    status, the RBAC, and the grants the resolver, pull secrets and background audit add."""
+    objects = [image_facts_crd(), *rbac_objects(namespace), *image_facts_policy(namespace)]
+    if resolver:
+        objects += image_resolver_objects(namespace)
+    if pull_secrets:
+        objects += pull_secret_objects(namespace)
+    if audit_minutes:
+        objects += audit_objects(namespace)
+    return objects
 
 
 def all_objects(
@@ -307,52 +362,52 @@ def all_objects(
     image_resolver: bool = False,
     registry_cidrs: Sequence[str] = (),
     toolkit_mode: str | None = None,
+    mode: str = "webhook",
+    deny_unplaced: bool = False,
 ) -> list[dict[str, Any]]:
-    """Everything ``cudasched manifests`` prints, in apply order. Without cert-manager the
-    ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or ``cert_pem`` itself when
-    the certificate is its own CA. ``api_server_cidrs`` of ``None`` leaves the NetworkPolicies
-    out; an empty ``priority_class`` leaves the priority (and its quota) out.
+    """Everything ``cudasched manifests`` prints, in apply order (``mode``: see
+    :data:`MODES`; ``deny_unplaced``: the policy mode refuses GPU pods it cannot place).
+    Without cert-manager the ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or
+    ``cert_pem`` itself when the certificate is its own CA. ``api_server_cidrs`` of ``None``
+    leaves the NetworkPolicies out; an empty ``priority_class`` leaves the priority (and its
+    quota) out.
     ``image_resolver`` turns the image resolver on, with the ImageFacts grant and, beside the
     ingress NetworkPolicy, the egress one (``registry_cidrs``: internal registries);
     ``pull_secrets`` does too and adds the grant of :func:`pull_secret_objects`;
     ``audit_minutes`` (0: off) the grant of :func:`audit_objects` and the background audit;
     ``toolkit_mode`` is written into the settings. The ImageFacts CRD and the policy that lets
-    only the webhook write their status are always there (:mod:`cudasched.install.imagefacts`)."""
-    _check_inputs(namespace, image, audit_minutes, priority_class)
+    only the webhook write their status come with the webhook
+    (:mod:`cudasched.install.imagefacts`)."""
+    _check_arguments(namespace, image, mode, audit_minutes, priority_class)
     resolver = image_resolver or pull_secrets
-    if registry_cidrs and not (resolver and api_server_cidrs is not None):
-        raise InputError(
-            "--registry-cidr names where the image resolver's egress may go: give it with "
-            "--image-resolver (and without --no-network-policy)"
-        )
+    _check_registry_cidrs(registry_cidrs, resolver, api_server_cidrs is not None)
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
             "kind": "Namespace",
             "metadata": {"name": namespace, "labels": {"app.kubernetes.io/name": "cudasched"}},
-        },
-        image_facts_crd(),
+        }
     ]
-    objects += rbac_objects(namespace)
-    objects += image_facts_policy(namespace)
-    if resolver:
-        objects += image_resolver_objects(namespace)
-    if pull_secrets:
-        objects += pull_secret_objects(namespace)
-    if audit_minutes:
-        objects += audit_objects(namespace)
+    settings = webhook_settings(
+        pull_secrets=pull_secrets,
+        audit_minutes=audit_minutes,
+        image_resolver=image_resolver,
+        toolkit_mode=toolkit_mode,
+    )
+    if mode != "webhook":
+        objects += _policy_part(
+            namespace, image, settings, pull_secrets, fail_closed, deny_unplaced
+        )
+        if mode == "policy":
+            return [*objects, *agent_objects]
+    objects += _access_objects(namespace, resolver, pull_secrets, audit_minutes)
     objects += tls_objects(namespace, cert_manager=cert_manager, cert_pem=cert_pem, key_pem=key_pem)
     objects += priority_objects(namespace, priority_class)
     objects += workload_objects(
         namespace,
         image,
         priority_class=priority_class,
-        settings=webhook_settings(
-            pull_secrets=pull_secrets,
-            audit_minutes=audit_minutes,
-            image_resolver=image_resolver,
-            toolkit_mode=toolkit_mode,
-        ),
+        settings=settings,
     )
     if api_server_cidrs is not None:
         objects.append(network_policy(namespace, api_server_cidrs))
@@ -364,6 +419,7 @@ def all_objects(
             ca_bundle_pem=None if cert_manager else (ca_pem or cert_pem),
             cert_manager=cert_manager,
             fail_closed=fail_closed,
+            beside_policy=mode == "both",
         )
     )
     objects += agent_objects

@@ -1,7 +1,8 @@
 """How ``cudasched explain`` shows its answers: the text by node pool, summary first (one
 entry per pool or, with ``--nodes``, per node), the overview of several workloads, the table of
 ``-o wide`` (a row per node) and the ``-o json`` / ``-o yaml`` document, whose keys are a stable
-contract (only ever added); and the width each is laid out for when piped. The terminal's own
+contract (only ever added); the device view of a DRA cluster after a workload's nodes; and the
+width each is laid out for when piped. The terminal's own
 width, the wrapping at spaces and the tables that never cut a word are
 :mod:`cudasched.cli.terminal`'s.
 """

@@ -23,7 +23,7 @@ from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kserve import PREDICTOR_CONTAINER
 from cudasched.vocab.objects import as_mapping, namespace_of
-from cudasched.vocab.requirements import Requirement
+from cudasched.vocab.requirements import RECORD_SOURCE_CHARS, Requirement
 from cudasched.workloads.declared import declared_by_annotation, runtime_identity
 from cudasched.workloads.gpu import uses_gpu
 from cudasched.workloads.kserve import (
@@ -65,6 +65,7 @@ __all__ = [
     "REGISTRY_NO_CUDA",
     "TAG_NOT_RECORDED",
     "UNKNOWN_IMAGE",
+    "UNKNOWN_RECORD",
     "NeedStatus",
     "RuntimeIndex",
     "UnknownRequirement",
@@ -128,6 +129,10 @@ REGISTRY_NO_CUDA = "config_without_cuda"
 REGISTRY_FAILED = "registry_error"
 
 
+#: The first word of the ``cudasched.io/requirement`` record of a workload whose CUDA is unknown.
+UNKNOWN_RECORD = "unknown"
+
+
 @dataclass(frozen=True, slots=True)
 class UnknownRequirement:
     """A GPU workload whose CUDA requirement cannot be found, so nothing constrains it:
@@ -152,9 +157,20 @@ class UnknownRequirement:
             return f"image config not read: {self.image}: {self.detail}"
         return "no container names an image cudasched can read"
 
+    def record(self) -> str:
+        """The ``cudasched.io/requirement`` annotation value admission writes on such a
+        workload: ``unknown (why)``, so whoever looks at what the webhook recorded sees that it
+        saw the workload and could not tell its CUDA (the reason is cut like a requirement's
+        source: it quotes an image reference of any length)."""
+        why = self.describe()
+        if len(why) > RECORD_SOURCE_CHARS:
+            why = why[: RECORD_SOURCE_CHARS - 1] + "…"
+        return f"{UNKNOWN_RECORD} ({why})"
+
     def warnings(self) -> tuple[str, str]:
         """The two sentences every command says about it, as admission warns: what is
-        unknown, then what to write where (the webhook clips each to 120 characters)."""
+        unknown, then what to write where (the webhook clips each at a word past 256
+        characters)."""
         return (
             f"cudasched: not constrained, CUDA unknown: {self.describe()}",
             f"cudasched: to constrain it, {self.fix}",

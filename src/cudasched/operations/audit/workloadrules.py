@@ -28,6 +28,7 @@ from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.workloads.kserve import (
     SERVING_RUNTIME,
 )
+from cudasched.workloads.resolution import UNKNOWN_RECORD
 from cudasched.workloads.view import view_pod
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def pod_findings(ctx: AuditContext) -> Iterator[Finding]:
         if not ctx.covered(pod):
             yield from _placeable(ctx, ref, found, pending=node is None)
             yield from _unknown(ctx, ref, found, "pod")
-        yield from _stale(ctx, pod, ref, found.req, "pod")
+        yield from _stale(ctx, pod, ref, found, "pod")
 
 
 def _bound(
@@ -176,11 +177,14 @@ def _unknown(ctx: AuditContext, ref: str, found: Resolved, kind: str) -> Iterato
 
 
 def _stale(
-    ctx: AuditContext, obj: Mapping[str, Any], ref: str, req: Requirement, kind: str
+    ctx: AuditContext, obj: Mapping[str, Any], ref: str, found: Resolved, kind: str
 ) -> Iterator[Finding]:
     recorded = annotations_of(obj).get(L.ANN_REQUIREMENT)
     if not isinstance(recorded, str) or not recorded.strip():
         return
+    if found.unknown is not None and recorded.startswith(UNKNOWN_RECORD + " ("):
+        return  # recorded unknown and still unknown (the reason may be worded otherwise)
+    req = found.req
     now = None if req.is_empty else req.record(ctx.policy_for(req))
     if recorded == now:
         return
@@ -238,7 +242,7 @@ def _service(
     pods = f"; pending pods: {names(waiting)}" if waiting else ""
     yield from _placeable(ctx, ref, found, pending=True, pods=pods)
     yield from _unknown(ctx, ref, found, kind)
-    yield from _stale(ctx, obj, ref, found.req, kind)
+    yield from _stale(ctx, obj, ref, found, kind)
 
 
 def _invalid(ref: str, error: str) -> Finding:

@@ -12,7 +12,7 @@ from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.webhook.admission.once import said_once
-from cudasched.webhook.admission.patch import Op, Scope
+from cudasched.webhook.admission.patch import Op, Scope, diff
 from cudasched.webhook.admission.review import (
     Decision,
     ReviewRequest,
@@ -30,6 +30,7 @@ from cudasched.webhook.admission.steps import (
     policy_of,
     skipped,
     unconstrained,
+    with_misspellings,
     with_unknown,
 )
 from cudasched.workloads.kserve import (
@@ -39,6 +40,7 @@ from cudasched.workloads.kserve.llm import llmisvc_name_of
 from cudasched.workloads.pullscope import pull_scope
 from cudasched.workloads.resolution import (
     NeedStatus,
+    UnknownRequirement,
     pod_need,
 )
 from cudasched.workloads.view import Role, view_pod
@@ -66,16 +68,19 @@ def admit_pod(
     spec = pod.get("spec")
     if not (type(spec) is dict or isinstance(spec, Mapping)):
         return Decision(req.uid, reason="pod has no spec")
+    # Only a pod with a cudasched.io/* key of its own can have misspelt one.
+    declared = declares_requirement(pod)
     try:
-        return _pod_checked(ctx, req, pod, spec, state)
+        decision = _pod_checked(ctx, req, pod, spec, state, declared)
     except InputError as exc:
         # The pod says something we cannot read (a bad annotation value, a malformed
         # quantity): never block it for that, but tell the user at once.
-        return Decision(
+        decision = Decision(
             req.uid,
             warnings=(clip(f"cudasched: pod not constrained: {exc}"),),
             reason=f"unreadable: {exc}",
         )
+    return with_misspellings(decision, pod) if declared else decision
 
 
 def _pod_checked(
@@ -84,8 +89,8 @@ def _pod_checked(
     pod: Mapping[str, Any],
     spec: Mapping[str, Any],
     state: ClusterState,
+    declared: bool,
 ) -> Decision:
-    declared = declares_requirement(pod)
     view = view_pod(pod)
     if not declared:
         view.checked()  # an undeclared pod is judged by what it requests: read it all
@@ -115,7 +120,7 @@ def _pod_checked(
         view=view,
     )
     if need.status is not NeedStatus.KNOWN:
-        nothing = Decision(req.uid, reason="no requirement to enforce")
+        nothing = _nothing_to_enforce(req, pod, need.unknown)
         return with_unknown(ctx.config, nothing, "Pod", need.unknown, may_deny=True)
     requirement = need.requirement
 
@@ -155,6 +160,27 @@ def _pod_checked(
         may_deny=True,
         notes=notes,
         then=placed,
+    )
+
+
+def _nothing_to_enforce(
+    req: ReviewRequest, pod: Mapping[str, Any], unknown: UnknownRequirement | None
+) -> Decision:
+    """A pod with no requirement to enforce; one whose CUDA is unknown is recorded as such
+    (``cudasched.io/requirement: unknown (why)``), so that what the webhook recorded shows it
+    saw the pod and could not tell what it needs."""
+    if unknown is None:
+        return Decision(req.uid, reason="no requirement to enforce")
+    record = unknown.record()
+    mutated = pod_for_mutation(pod)
+    set_annotation(mutated, L.ANN_REQUIREMENT, record)
+    ops = diff(pod, mutated, _ANNOTATIONS)
+    return Decision(
+        req.uid,
+        patch=tuple(ops),
+        outcome="patched" if ops else "unchanged",
+        requirement=record,
+        reason="no requirement to enforce",
     )
 
 

@@ -29,6 +29,7 @@ from cudasched.webhook.admission.steps import (
     policy_of,
     skipped,
     unconstrained,
+    with_misspellings,
     with_unknown,
 )
 from cudasched.workloads.kserve import (
@@ -37,6 +38,7 @@ from cudasched.workloads.kserve import (
 from cudasched.workloads.pullscope import pull_scope
 from cudasched.workloads.resolution import (
     NeedStatus,
+    UnknownRequirement,
     isvc_need,
     llmisvc_need,
 )
@@ -70,13 +72,14 @@ def _service(
     if why is not None:
         return Decision(req.uid, reason=f"skipped: {why}")
     try:
-        return checked(ctx, req, service, state)
+        decision = checked(ctx, req, service, state)
     except InputError as exc:
-        return Decision(
+        decision = Decision(
             req.uid,
             warnings=(clip(f"cudasched: requirement not resolved: {exc}"),),
             reason=f"unreadable: {exc}",
         )
+    return with_misspellings(decision, service)
 
 
 def _isvc_checked(
@@ -93,7 +96,7 @@ def _isvc_checked(
     if need.status is not NeedStatus.KNOWN:
         return with_unknown(
             ctx.config,
-            _nothing_to_record(req, isvc, full, mutated),
+            _nothing_to_record(req, isvc, full, mutated, need.unknown),
             "InferenceService",
             need.unknown,
             may_deny=req.operation == "CREATE",
@@ -146,15 +149,19 @@ def _nothing_to_record(
     original: Mapping[str, Any],
     full: Mapping[str, Any],
     mutated: dict[str, Any],
+    unknown: UnknownRequirement | None,
 ) -> Decision:
-    """A service with no requirement to enforce: drop a stale record left by an earlier
-    version of the object, and clear what the no-fit reporter knew of it."""
-    set_annotation(mutated, L.ANN_REQUIREMENT, None)
+    """A service with no requirement to enforce: record that its CUDA is unknown when it is
+    (``unknown (why)``), else drop a stale record left by an earlier version of the object;
+    and clear what the no-fit reporter knew of it."""
+    record = unknown.record() if unknown is not None else ""
+    set_annotation(mutated, L.ANN_REQUIREMENT, record or None)
     ops = diff(original, mutated, (Scope(("metadata", "annotations")),))
     return Decision(
         req.uid,
         patch=tuple(ops),
         outcome="patched" if ops else "unchanged",
+        requirement=record,
         reason="no requirement to enforce",
         placement=placement_of(req, full, None, None),
     )
@@ -179,7 +186,7 @@ def _llmisvc_checked(
     if need.status is not NeedStatus.KNOWN:
         return with_unknown(
             ctx.config,
-            _nothing_to_record(req, service, full, mutated),
+            _nothing_to_record(req, service, full, mutated, need.unknown),
             "LLMInferenceService",
             need.unknown,
             may_deny=req.operation == "CREATE",

@@ -11,7 +11,7 @@ below take only the settings they read."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cudasched.settings.config import OnNoFit, WebhookConfig
@@ -27,6 +27,7 @@ from cudasched.webhook.admission.review import (
     clip,
 )
 from cudasched.webhook.admission.unknown import unknown_answer
+from cudasched.workloads.declared import misspelt_keys
 from cudasched.workloads.pods import is_skipped
 from cudasched.workloads.resolution import (
     UnknownRequirement,
@@ -37,7 +38,15 @@ if TYPE_CHECKING:
     from cudasched.knowledge.images import ImageTable
 
 
-__all__ = ["RuleContext", "finish", "policy_of", "skipped", "unconstrained", "with_unknown"]
+__all__ = [
+    "RuleContext",
+    "finish",
+    "policy_of",
+    "skipped",
+    "unconstrained",
+    "with_misspellings",
+    "with_unknown",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +77,21 @@ def with_unknown(
         return decision
     setting = config.on_unknown_requirement
     return unknown_answer(decision, kind, unknown, setting, may_deny=may_deny)
+
+
+def with_misspellings(decision: Decision, obj: Mapping[str, Any]) -> Decision:
+    """``decision`` with a warning for each ``cudasched.io/*`` annotation of ``obj`` that
+    cudasched does not read, naming the key it most likely meant: a misspelt key would
+    otherwise leave the workload unconstrained without a word."""
+    notes = tuple(
+        clip(
+            f"cudasched: annotation {key} is not one cudasched reads; did you mean {close}?"
+            if close is not None
+            else f"cudasched: annotation {key} is not one cudasched reads; it is ignored"
+        )
+        for key, close in misspelt_keys(annotations_of(obj))
+    )
+    return replace(decision, warnings=(*decision.warnings, *notes)) if notes else decision
 
 
 def skipped(config: WebhookConfig, req: ReviewRequest, obj: Mapping[str, Any]) -> str | None:

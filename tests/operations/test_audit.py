@@ -459,8 +459,8 @@ def test_an_unknown_record_is_stale_only_once_the_workload_is_known(
     the webhook may have read the image's config), and as stale once the pod resolves."""
 
     def recorded(text: str) -> Any:
-        return lambda o: o["metadata"].setdefault("annotations", {}).update(
-            {"cudasched.io/requirement": text}
+        return lambda o: (
+            o["metadata"].setdefault("annotations", {}).update({"cudasched.io/requirement": text})
         )
 
     still = edited(

@@ -152,6 +152,8 @@ class _Paths:
             _, need = workload_need(obj, self.fleet, self.images)
         except InputError:
             return ""  # the webhook admits unreadable objects unconstrained, with a warning
+        if need.no_pods is not None:
+            return ""  # KServe runs no predictor: the webhook records nothing, and says why
         if need.unknown is not None:
             return need.unknown.record()  # what the webhook records: unknown (why)
         req = need.requirement

@@ -115,6 +115,11 @@ RESOLUTION_OUTCOMES: Final = (
     "internal",
 )
 
+#: How a read of a namespace's serving runtimes went (an InferenceService whose runtime the
+#: cache has not seen yet): ``read``, ``failed`` (an error), ``timeout`` (not within
+#: ``kube.runtimeReadSeconds``).
+RUNTIME_READ_RESULTS: Final = ("read", "failed", "timeout")
+
 # Webhook answers are expected in milliseconds; the API server gives up after a few seconds.
 _LATENCY_BUCKETS: Final = (
     0.0005,
@@ -232,6 +237,13 @@ class WebhookMetrics:
             ("result",),
             registry=r,
         )
+        self.runtime_reads = Counter(
+            "cudasched_webhook_runtime_reads",
+            "Serving runtimes read from the API server for an InferenceService whose runtime "
+            "the watch cache had not seen yet, by result: read, failed, timeout.",
+            ("result",),
+            registry=r,
+        )
         self.watch_restarts = Counter(
             "cudasched_cache_watch_restarts",
             "Watch streams restarted after an error, by kind and reason.",
@@ -257,6 +269,8 @@ class WebhookMetrics:
             self.image_config_resolutions.labels(outcome=outcome).inc(0)
         for result in PULL_SECRET_RESULTS:
             self.pull_secret_reads.labels(result=result).inc(0)
+        for result in RUNTIME_READ_RESULTS:
+            self.runtime_reads.labels(result=result).inc(0)
         self.cache_synced.set(0)
 
     def audit_metrics(self) -> tuple[Gauge, Counter]:

@@ -17,6 +17,7 @@ from cudasched.vocab.objects import as_mapping
 __all__ = [
     "GPU_RESOURCE_PREFIXES",
     "gpu_container",
+    "gpu_requests",
     "node_gpu_resources",
     "requested_gpu_resources",
     "uses_gpu",
@@ -95,19 +96,56 @@ def requested_gpu_resources(pod_spec: Mapping[str, Any]) -> frozenset[str]:
     """The NVIDIA GPU resources (``nvidia.com/gpu``, ``nvidia.com/mig-1g.10gb`` ...) the pod's
     containers ask for: what a node must offer for the scheduler to place it. Resource claims
     are not included (their device class decides, not a node resource)."""
-    spec = as_mapping(pod_spec, "pod spec")
+    return gpu_requests(pod_spec)[0]
+
+
+def gpu_requests(
+    pod_spec: Mapping[str, Any],
+) -> tuple[frozenset[str], Mapping[str, Any] | None]:
+    """:func:`requested_gpu_resources` and the first container (not init container) that asks
+    for a GPU, read in one pass: every pod admission reads both (the pod's view). Well-formed
+    specs (plain dicts and lists, as decoded from JSON) skip the strict readers' calls;
+    anything else is read by them, with their errors, in the same order."""
+    spec = pod_spec if type(pod_spec) is dict else as_mapping(pod_spec, "pod spec")
+    lists = []
+    for key in ("containers", "initContainers"):
+        value = spec.get(key)
+        if value is None:
+            continue
+        if type(value) is not list:
+            value = _containers(spec, key)  # raises as it always did
+        lists.append((key, value))
     names: set[str] = set()
-    for container in _containers(spec, "containers") + _containers(spec, "initContainers"):
-        resources = as_mapping(container.get("resources"), "container resources")
-        for part in _PARTS:
-            amounts = resources.get(part)
-            if amounts is None or (type(amounts) is dict and not amounts):
-                continue  # absent or empty: nothing asked for
-            for key, value in as_mapping(amounts, _PART_NAMES[part]).items():
-                name = key if type(key) is str else str(key)
-                if name.startswith(GPU_RESOURCE_PREFIXES) and _quantity_positive(value, name):
-                    names.add(name)
-    return frozenset(names) if names else _NONE
+    first: Mapping[str, Any] | None = None
+    for key, containers in lists:
+        for container in containers:
+            if type(container) is not dict:
+                container = as_mapping(container, f"pod spec.{key}[]")
+            if _asked(container, names) and first is None and key == "containers":
+                first = container
+    return (frozenset(names) if names else _NONE), first
+
+
+def _asked(container: Mapping[str, Any], names: set[str]) -> bool:
+    """Add the GPU resources ``container`` asks for to ``names``; whether it asks for any."""
+    resources = container.get("resources")
+    if resources is None:
+        return False
+    if type(resources) is not dict:
+        resources = as_mapping(resources, "container resources")
+    asked = False
+    for part in _PARTS:
+        amounts = resources.get(part)
+        if amounts is None or (type(amounts) is dict and not amounts):
+            continue  # absent or empty: nothing asked for
+        if type(amounts) is not dict:
+            amounts = as_mapping(amounts, _PART_NAMES[part])
+        for raw, value in amounts.items():
+            name = raw if type(raw) is str else str(raw)
+            if name.startswith(GPU_RESOURCE_PREFIXES) and _quantity_positive(value, name):
+                names.add(name)
+                asked = True
+    return asked
 
 
 def node_gpu_resources(node: Mapping[str, Any]) -> frozenset[str] | None:

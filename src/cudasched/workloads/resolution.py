@@ -13,8 +13,8 @@ take, through :func:`pod_need`, :func:`isvc_need`, :func:`llmisvc_need`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,6 +31,7 @@ from cudasched.workloads.kserve import (
     isvc_uses_gpu,
     predictor_container,
     runtime_containers,
+    runtime_refused,
 )
 from cudasched.workloads.kserve.llm import is_llmisvc, llmisvc_main_container, llmisvc_pod
 from cudasched.workloads.pods import is_inference_service, pod_of
@@ -55,6 +56,9 @@ class RuntimeIndex(Protocol):
     @property
     def kb(self) -> KnowledgeBase: ...
     def select_runtime(self, isvc: Mapping[str, Any]) -> RuntimeChoice | None: ...
+    def serving_runtimes(self, namespace: str) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def cluster_serving_runtimes(self) -> Sequence[Mapping[str, Any]]: ...
     def inference_service(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
     def llm_inference_service(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
@@ -325,6 +329,10 @@ class WorkloadNeed:
     resolved: Requirement
     runtime: RuntimeChoice | None = None
     unknown: UnknownRequirement | None = None
+    #: Why the workload's controller creates no pods, so no node can run it: an
+    #: InferenceService whose runtime does not exist, is disabled or does not serve its model
+    #: (:func:`~cudasched.workloads.kserve.runtime_refused`).
+    no_pods: str | None = None
 
     @property
     def status(self) -> NeedStatus:
@@ -416,7 +424,12 @@ def workload_need(
         return llmisvc_pod(obj), llmisvc_need(obj, images, kb)
     if is_inference_service(obj):
         choice = fleet.select_runtime(obj)
-        return pod_of(obj, choice), isvc_need(obj, choice, images, kb)
+        need = isvc_need(obj, choice, images, kb)
+        if choice is None:
+            runtimes = fleet.serving_runtimes(namespace_of(obj))
+            why = runtime_refused(obj, runtimes, fleet.cluster_serving_runtimes)
+            need = replace(need, no_pods=why) if why is not None else need
+        return pod_of(obj, choice), need
     pod = pod_of(obj)
     view = view_pod(pod)
     if view.role is Role.MODEL_SERVER:

@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.objects import annotations_of, checked_labels
-from cudasched.workloads.gpu import gpu_container, uses_gpu
+from cudasched.workloads.gpu import gpu_container, gpu_requests
 from cudasched.workloads.kserve.llm import (
     llmisvc_main_container,
     llmisvc_name_in,
@@ -56,6 +56,9 @@ class PodView:
     owner: str | None
     #: A container or init container asks for an NVIDIA GPU, or the pod has a resource claim.
     requests_gpu: bool
+    #: The NVIDIA GPU resources its containers ask for (``nvidia.com/gpu``, MIG slices): what
+    #: a node must offer for the scheduler to place it (read in the same pass).
+    gpu_resources: frozenset[str]
     #: The container whose CUDA matters: an LLM model server's ``main``, else the first
     #: container with a GPU, else KServe's predictor or worker container.
     cuda_container: Mapping[str, Any] | None
@@ -111,9 +114,19 @@ def view_pod(pod: object) -> PodView:
         role, owner = Role.AUXILIARY, isvc_name_in(cast(Mapping[str, Any], labels))
     else:
         role, owner = Role.POD, None
-    requests_gpu = bool(read(uses_gpu, False, spec))
+    # One pass over the containers gives what the pod asks for, whether it asks for a GPU
+    # (workloads.gpu.uses_gpu: any GPU resource, or a resource claim) and the first container
+    # that does (workloads.gpu.gpu_container's first choice).
+    asked: tuple[frozenset[str], Any] = read(gpu_requests, (frozenset(), None), spec)
+    gpu_resources, first_gpu = asked
+    requests_gpu = bool(gpu_resources) or bool(spec.get("resourceClaims"))
     main = read(llmisvc_main_container, None, spec) if role is Role.MODEL_SERVER else None
-    container = main if main is not None else read(gpu_container, None, spec)
+    if main is not None:
+        container = main
+    elif first_gpu is not None:
+        container = first_gpu
+    else:  # KServe's container by name (or, for an unreadable pod, the reader's error)
+        container = read(gpu_container, None, spec)
     if role is Role.AUXILIARY:
         runs = False
     else:
@@ -123,6 +136,7 @@ def view_pod(pod: object) -> PodView:
         role=role,
         owner=owner,
         requests_gpu=requests_gpu,
+        gpu_resources=gpu_resources,
         cuda_container=container,
         skipped=skipped,
         runs_gpu_workload=runs,

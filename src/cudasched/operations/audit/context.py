@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cudasched.explain.fit import requirement_runs_anywhere
+from cudasched.explain.shared import Shared
 from cudasched.operations.audit.nodegroups import NodeGroup, groups_from_snapshot
 from cudasched.operations.nodelabels import (
     UPGRADE_DONE,
@@ -51,6 +53,10 @@ class Resolved:
     image: str | None = None
     error: str | None = None
     unknown: UnknownRequirement | None = None  # WorkloadNeed.unknown: what admission warns
+    #: The pod placed for it (the pod itself; an InferenceService's predictor, an
+    #: LLMInferenceService's model server), whose own selection the one fit rule reads.
+    target: Mapping[str, Any] | None = None
+    no_pods: str | None = None  # WorkloadNeed.no_pods: why its controller creates no pods
 
 
 class AuditContext:
@@ -79,6 +85,7 @@ class AuditContext:
             if upgrade_state(labels_of(n)) not in (None, UPGRADE_DONE)
         )
         self._pods: dict[int, Resolved] = {}
+        self._shared = Shared()  # compiled terms and fits, once per run (explain/fit.py)
 
     def policy_for(self, req: Requirement) -> Policy:
         return self.verdicts.policy_for(req, self.policy)
@@ -91,11 +98,11 @@ class AuditContext:
         # An unreadable GPU quantity reads as no GPU: the requirement step says what is wrong.
         skipped, gpu = view.skipped, view.requests_gpu
         try:
-            _, need = workload_need(pod, self.fleet, self.images)
+            target, need = workload_need(pod, self.fleet, self.images)
             container = view.cuda_container
             image = container.get("image") if container is not None else None
             found = Resolved(
-                need.requirement, gpu, skipped, need.runtime, image, None, need.unknown
+                need.requirement, gpu, skipped, need.runtime, image, None, need.unknown, target
             )
         except InputError as exc:
             found = Resolved(Requirement(), gpu, skipped, error=str(exc))
@@ -105,13 +112,15 @@ class AuditContext:
     def resolve_isvc(self, isvc: Mapping[str, Any]) -> Resolved:
         skipped = is_skipped(annotations_of(isvc))
         try:
-            _, need = workload_need(isvc, self.fleet, self.images)
+            target, need = workload_need(isvc, self.fleet, self.images)
             choice = need.runtime
             gpu = workload_uses_gpu(isvc, choice)
             image = predictor_image(isvc, choice.obj if choice is not None else None)
         except InputError as exc:
             return Resolved(Requirement(), False, skipped, error=str(exc))
-        return Resolved(need.requirement, gpu, skipped, choice, image, None, need.unknown)
+        return Resolved(
+            need.requirement, gpu, skipped, choice, image, None, need.unknown, target, need.no_pods
+        )
 
     def resolve_llm(self, obj: Mapping[str, Any]) -> Resolved:
         skipped = is_skipped(annotations_of(obj))
@@ -126,7 +135,21 @@ class AuditContext:
             return Resolved(Requirement(), False, skipped, error=str(exc))
         image = main.get("image") if main is not None else None
         image = image if isinstance(image, str) else None
-        return Resolved(req, gpu, skipped, image=image, unknown=need.unknown)
+        return Resolved(req, gpu, skipped, image=image, unknown=need.unknown, target=pod)
+
+    def runs_somewhere(self, found: Resolved) -> bool:
+        """Whether any node can run the workload as the webhook admits it: its pod's own
+        selection and GPU resources with the requirement's terms
+        (:func:`~cudasched.explain.fit.requirement_runs_anywhere`, the rule the webhook warns
+        by and ``explain`` counts by). A pod whose affinity cannot be merged is not held
+        against it (the webhook admits it unconstrained)."""
+        spec = (found.target or {}).get("spec")
+        if not isinstance(spec, Mapping) or found.req.is_empty:
+            return True
+        try:
+            return requirement_runs_anywhere(spec, found.req, self.policy, self.fleet, self._shared)
+        except InputError:
+            return True
 
     def covered(self, pod: Mapping[str, Any]) -> bool:
         """A pod whose service the snapshot lists (findings about it go to the service)."""

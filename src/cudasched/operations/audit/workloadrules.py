@@ -140,6 +140,20 @@ def _placeable(
         return
     reach = ctx.verdicts.reach(found.req, ctx.policy)
     if reach.anywhere:
+        if ctx.runs_somewhere(found):
+            return
+        # Nodes can run what it needs, but none as it asks to be placed: the rule the webhook
+        # warns by and explain counts by (explain/fit.py). (Where the label scheme cannot say
+        # all the engine knows, the engine's "no node" below still reports it.)
+        yield Finding(
+            NO_COMPATIBLE_NODE,
+            ref,
+            f"needs {wants(found.req, ctx.policy_for(found.req))}: {len(reach.compatible)} "
+            f"node(s) can run it ({names(reach.compatible)}), but none it may land on: its own "
+            "nodeSelector or node affinity, or the GPU resource it asks for, excludes them" + pods,
+            fix="widen its nodeSelector or node affinity to one of those nodes (cudasched "
+            "explain shows what excludes each)",
+        )
         return
     fix = unplaceable_fix(ctx, found.req, reach)
     # A group scaled to zero may be the home it is waiting for (docs/operations.md).
@@ -237,6 +251,14 @@ def _service(
         yield _invalid(ref, found.error)
         return
     if found.skipped:
+        return
+    if found.no_pods is not None:  # as explain counts it: on no node
+        yield Finding(
+            NO_COMPATIBLE_NODE,
+            ref,
+            f"KServe runs no predictor for it, so no node can run it: {found.no_pods}",
+            fix="create the runtime it names, or name one that exists and serves its model",
+        )
         return
     waiting = pending.get((namespace_of(obj), name_of(obj)), [])
     pods = f"; pending pods: {names(waiting)}" if waiting else ""

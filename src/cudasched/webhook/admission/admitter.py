@@ -68,7 +68,7 @@ from cudasched.webhook.admission.review import (
     parse_review,
 )
 from cudasched.webhook.admission.servicerules import admit_isvc, admit_llmisvc
-from cudasched.webhook.admission.steps import RuleContext
+from cudasched.webhook.admission.steps import RuleContext, RuntimeSource
 from cudasched.webhook.memo.decisions import DecisionMemo
 
 if TYPE_CHECKING:
@@ -119,11 +119,18 @@ class Admitter:
     :class:`~cudasched.webhook.admission.steps.RuleContext`, built here once.
     """
 
-    def __init__(self, config: WebhookConfig, kb: KnowledgeBase, images: ImageTable) -> None:
+    def __init__(
+        self,
+        config: WebhookConfig,
+        kb: KnowledgeBase,
+        images: ImageTable,
+        runtimes: RuntimeSource | None = None,
+    ) -> None:
         # What every rule reads: the settings, the knowledge, the image table, the placer
-        # (compiled terms and merged affinities, remembered) and the warnings about shared
-        # objects this process has given once (once.py).
-        self.rules = RuleContext(config, kb, images, Placer(config, kb), FirstSeen())
+        # (compiled terms and merged affinities, remembered), the warnings about shared
+        # objects this process has given once (once.py) and where runtimes the snapshot
+        # lacks are read (the API server, when the server serves a live cluster).
+        self.rules = RuleContext(config, kb, images, Placer(config, kb), FirstSeen(), runtimes)
         self._limits = config.limits
         # With the image resolver on, a look-up may wait for a resolution in flight, and an
         # unknown answer is not remembered (the next replica may find the image resolved).

@@ -130,7 +130,8 @@ def _pod_checked(
     if isinstance(node_name, str) and node_name:
         return _named_node(ctx, req, node_name, requirement, policy, record, state)
     compiled = ctx.placer.compile(requirement, policy, state)
-    terms, no_fit = compiled.terms, compiled.no_fit
+    no_fit = ctx.placer.no_fit(requirement, compiled, spec, view.gpu_resources, state)[0]
+    terms = compiled.terms
     placed: list[Op] = []
     unmergeable = None
     if terms is not None:

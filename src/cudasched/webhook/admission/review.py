@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -78,7 +78,7 @@ class Placement:
     reporter (:mod:`cudasched.webhook.background.nofit`), which the decision carries to it.
 
     ``no_fit`` is the message when no node can run it (``None``: some node can). ``check`` is
-    ``(key, terms)`` for :meth:`ClusterState.fits`, to re-check later snapshots; ``None``
+    ``(key, selection)`` for :meth:`ClusterState.fits`, to re-check later snapshots; ``None``
     when no node selector can exist at all (the object can never run)."""
 
     group: str
@@ -88,7 +88,7 @@ class Placement:
     name: str
     uid: str | None
     no_fit: str | None
-    check: tuple[Any, Sequence[Mapping[str, Any]]] | None = None
+    check: tuple[Any, Callable[[], Any]] | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:

@@ -10,7 +10,7 @@ for the NoCompatibleNode Event. Pure: dicts in, dicts out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -123,7 +123,7 @@ def placement_of(
     req: ReviewRequest,
     obj: Mapping[str, Any],
     no_fit: str | None,
-    check: tuple[Any, list[dict[str, Any]]] | None,
+    check: tuple[Any, Callable[[], Any]] | None,
 ) -> Placement | None:
     """The placement to report for an object of a reported kind (``None`` for other kinds)."""
     if (req.group, req.kind) not in REPORTED_KINDS:

@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
+from cudasched.vocab.objects import namespace_of
+from cudasched.vocab.requirements import Requirement
 from cudasched.webhook.admission.once import said_once
 from cudasched.webhook.admission.patch import Scope, diff
+from cudasched.webhook.admission.placer import Compiled, FitCheck
 from cudasched.webhook.admission.review import (
     Decision,
     ReviewRequest,
@@ -33,8 +36,13 @@ from cudasched.webhook.admission.steps import (
     with_unknown,
 )
 from cudasched.workloads.kserve import (
+    RuntimeChoice,
     merge_scheduling,
+    predictor_pod,
+    runtime_refused,
+    select_runtime,
 )
+from cudasched.workloads.kserve.llm import llmisvc_pod
 from cudasched.workloads.pullscope import pull_scope
 from cudasched.workloads.resolution import (
     NeedStatus,
@@ -42,6 +50,7 @@ from cudasched.workloads.resolution import (
     isvc_need,
     llmisvc_need,
 )
+from cudasched.workloads.view import view_pod
 
 if TYPE_CHECKING:
     from cudasched.webhook.state.clusterstate import ClusterState
@@ -86,13 +95,17 @@ def _isvc_checked(
     ctx: RuleContext, req: ReviewRequest, isvc: Mapping[str, Any], state: ClusterState
 ) -> Decision:
     full = with_namespace(isvc, req.namespace)
-    choice = state.select_runtime_for(full)
+    choice, refused = _runtime_of(ctx, full, state)
     runtime = choice.obj if choice is not None else None
     scope = pull_scope(full, req.namespace, runtime=runtime)
     need = isvc_need(full, choice, ctx.images.per_request(scope), ctx.kb)
 
     mutated = copy_decoded(isvc)
     ann_scope = Scope(("metadata", "annotations"))
+    if refused is not None:
+        # KServe creates no pods for it: say so rather than judge a pod that will not exist.
+        nothing = _nothing_to_record(req, isvc, full, mutated, None)
+        return replace(nothing, warnings=(clip(refused),), reason="no runtime")
     if need.status is not NeedStatus.KNOWN:
         return with_unknown(
             ctx.config,
@@ -106,10 +119,12 @@ def _isvc_checked(
     policy = policy_of(ctx.config, requirement)
     record = requirement.record(policy)
     compiled = ctx.placer.compile(requirement, policy, state)
-    terms, no_fit, key = compiled.terms, compiled.no_fit, compiled.key
+    terms = compiled.terms
+    predictor = predictor_pod(full, choice)
+    no_fit, check = _fit(ctx, requirement, compiled, predictor, state, "its predictor's")
     ns = str(full["metadata"].get("namespace") or "")
     notes = said_once(ctx.said, requirement, "InferenceService", choice, ns)
-    placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
+    placement = placement_of(req, full, no_fit, check)
     set_annotation(mutated, L.ANN_REQUIREMENT, record)
     scopes = [ann_scope]
     spec = mutated.get("spec")
@@ -142,6 +157,70 @@ def _isvc_checked(
         notes=notes,
     )
     return replace(decision, placement=placement)
+
+
+def _runtime_of(
+    ctx: RuleContext, isvc: Mapping[str, Any], state: ClusterState
+) -> tuple[RuntimeChoice | None, str | None]:
+    """The runtime KServe runs ``isvc`` with, and, when it runs none although it needs one
+    (it names one that does not exist, or no runtime serves its model), the warning that says
+    why.
+
+    The snapshot may lag the API server: ``kubectl apply`` of a runtime and its service sends
+    the service before the runtime's watch event reaches the cache. So on a miss the
+    namespace's runtimes are read from the API server (``ctx.runtimes``, within its budget)
+    and the service judged by them; when they cannot be read in time the answer says the
+    runtime is not known yet instead of that it does not exist."""
+    choice = state.select_runtime_for(isvc)
+    if choice is not None:
+        return choice, None
+    fleet = state.fleet
+    namespace = namespace_of(isvc)
+    try:
+        why = runtime_refused(
+            isvc, fleet.serving_runtimes(namespace), fleet.cluster_serving_runtimes
+        )
+    except InputError:
+        return None, None  # unreadable objects: judged as using no runtime, as before
+    source = ctx.runtimes
+    if why is None:
+        return None, None  # it needs no runtime (custom containers, ModelMesh)
+    if source is None:  # the snapshot is all there is (cudasched mutate, the demo)
+        return None, _NO_PREDICTOR + why
+    live = source.read(namespace)
+    if live is None:
+        return None, (
+            f"cudasched: not judged: its runtime is not known yet ({why} in the webhook's "
+            "cache, and the API server did not answer in time)"
+        )
+    serving, cluster = live
+    try:
+        choice = select_runtime(isvc, serving, cluster)
+        why = None if choice is not None else runtime_refused(isvc, serving, cluster)
+    except InputError:
+        return None, None
+    return choice, None if why is None else _NO_PREDICTOR + why
+
+
+#: What a service KServe runs no predictor for is told (the reason follows).
+_NO_PREDICTOR = "cudasched: no node can run it, KServe runs no predictor for it: "
+
+
+def _fit(
+    ctx: RuleContext,
+    requirement: Requirement,
+    compiled: Compiled,
+    pod: Mapping[str, Any],
+    state: ClusterState,
+    whose: str,
+) -> tuple[str | None, FitCheck | None]:
+    """Whether any node can run the service's pod (the predictor KServe builds, the
+    LLMInferenceService's model server) as admitted: its own node selection and GPU
+    resources with the requirement's terms, the rule ``explain`` and the audit use."""
+    spec = pod.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    gpus = view_pod(pod).gpu_resources
+    return ctx.placer.no_fit(requirement, compiled, spec, gpus, state, whose=whose)
 
 
 def _nothing_to_record(
@@ -194,8 +273,9 @@ def _llmisvc_checked(
     requirement = need.requirement
     policy = policy_of(ctx.config, requirement)
     record = requirement.record(policy)
-    terms, no_fit, key = ctx.placer.compile(requirement, policy, state)[:3]
-    placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
+    compiled = ctx.placer.compile(requirement, policy, state)
+    no_fit, check = _fit(ctx, requirement, compiled, llmisvc_pod(full), state, "its pods'")
+    placement = placement_of(req, full, no_fit, check)
     set_annotation(mutated, L.ANN_REQUIREMENT, record)
     decision = finish(
         ctx.config,

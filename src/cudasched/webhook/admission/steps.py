@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cudasched.settings.config import OnNoFit, WebhookConfig
 from cudasched.vocab import labels as L
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RuleContext",
+    "RuntimeSource",
     "finish",
     "policy_of",
     "skipped",
@@ -49,19 +50,32 @@ __all__ = [
 ]
 
 
+class RuntimeSource(Protocol):
+    """Where admission reads a namespace's serving runtimes when the snapshot lacks the one an
+    InferenceService needs (``webhook/background/runtimereader``: the API server, within a
+    budget). ``read`` returns (ServingRuntimes of the namespace, ClusterServingRuntimes), or
+    ``None`` when they could not be read in time."""
+
+    def read(
+        self, namespace: str
+    ) -> tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]] | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class RuleContext:
     """What the admission rules read besides the request and the snapshot: the settings, the
     knowledge, the image table (with the image resolver in it when that is on), the placer
     (compiled terms and merged affinities, remembered) and the warnings this process has
-    given once. One per Admitter, built with it; the placer and ``said`` remember across
-    requests and are safe to share between review threads."""
+    given once, and where runtimes the snapshot lacks are read (``None``: nowhere; the
+    snapshot is all there is). One per Admitter, built with it; the placer and ``said``
+    remember across requests and are safe to share between review threads."""
 
     config: WebhookConfig
     kb: KnowledgeBase
     images: ImageTable
     placer: Placer
     said: FirstSeen
+    runtimes: RuntimeSource | None = None
 
 
 def with_unknown(

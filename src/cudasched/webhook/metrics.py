@@ -255,7 +255,10 @@ class WebhookMetrics:
             "Cluster-state snapshots published to the request path.",
             registry=r,
         )
-        # Pre-create the children so dashboards see zeros instead of missing series.
+        self._zeros()
+
+    def _zeros(self) -> None:
+        """Pre-create the children so dashboards see zeros instead of missing series."""
         for kind in KINDS:
             self.cache_objects.labels(kind=kind).set(0)
         for reason in REFUSAL_REASONS:

@@ -68,18 +68,22 @@ def build_app(
     (:func:`build_admission`, over ``kb`` and ``images`` when given) unless ``admission`` is
     given, which is then used as it is (no image resolver is added to it). The production
     admission reads serving runtimes the source's snapshot lacks through the source's client
-    (a watch cache's; none for a fixed snapshot), within ``kube.runtimeReadSeconds``."""
+    (a watch cache's), within ``kube.runtimeReadSeconds``; over a fixed snapshot it reads
+    none."""
     server = config.server
     instance = os.environ.get("POD_NAME") or socket.gethostname() or "cudasched-webhook"
     metrics = metrics if metrics is not None else WebhookMetrics()
     resolver = None
     runtimes = None
     if admission is None:
-        from cudasched.webhook.background.runtimereader import RuntimeReader
+        # Only a source that reads the API server (the watch cache) has runtimes to read; a
+        # fixed snapshot is all there is, and admission says so (as `cudasched mutate` does).
+        if hasattr(source, "client"):
+            from cudasched.webhook.background.runtimereader import RuntimeReader
 
-        # Never more than half the review's own budget: the decision still has to be made.
-        budget = min(config.kube.runtime_read_seconds, server.request_timeout_seconds / 2)
-        runtimes = RuntimeReader(lambda: getattr(source, "client", None), budget, metrics)
+            # Never more than half the review's own budget: the decision still has to be made.
+            budget = min(config.kube.runtime_read_seconds, server.request_timeout_seconds / 2)
+            runtimes = RuntimeReader(lambda: getattr(source, "client", None), budget, metrics)
         admission, resolver = build_admission(config, metrics, kb, images, runtimes)
     return WebhookApp(
         admission,

@@ -67,8 +67,10 @@ from cudasched.webhook.admission.review import (
     failure,
     parse_review,
 )
+from cudasched.webhook.admission.reviewed import WORKLOAD_KINDS
 from cudasched.webhook.admission.servicerules import admit_isvc, admit_llmisvc
 from cudasched.webhook.admission.steps import RuleContext, RuntimeSource
+from cudasched.webhook.admission.templaterules import admit_template
 from cudasched.webhook.memo.decisions import DecisionMemo
 
 if TYPE_CHECKING:
@@ -80,12 +82,14 @@ __all__ = ["Admitter", "Kind", "Prepared"]
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["pod", "isvc", "llmisvc"]
+Kind = Literal["pod", "isvc", "llmisvc", "workload"]
 
-_EXPECTED_KIND = {
-    "pod": (POD.group, POD.kind),
-    "isvc": (INFERENCE_SERVICE.group, INFERENCE_SERVICE.kind),
-    "llmisvc": (LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind),
+#: The ``(group, kind)`` each endpoint decides.
+_EXPECTED_KINDS: dict[str, frozenset[tuple[str, str]]] = {
+    "pod": frozenset({(POD.group, POD.kind)}),
+    "isvc": frozenset({(INFERENCE_SERVICE.group, INFERENCE_SERVICE.kind)}),
+    "llmisvc": frozenset({(LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind)}),
+    "workload": WORKLOAD_KINDS,
 }
 
 
@@ -213,9 +217,9 @@ class Admitter:
     def prepare(self, kind: Kind, body: bytes | str, *, key: bool = True) -> Prepared:
         """Parse and validate ``body`` (:class:`~cudasched.webhook.admission.review.BadReviewError`
         when it is not an AdmissionReview v1) and compute its memo keys."""
-        if kind not in _EXPECTED_KIND:
+        if kind not in _EXPECTED_KINDS:
             raise InputError(
-                f"invalid admission kind {kind!r}: expected 'pod', 'isvc' or 'llmisvc'"
+                f"invalid admission kind {kind!r}: expected 'pod', 'isvc', 'llmisvc' or 'workload'"
             )
         limits = self._limits
         full_count = True
@@ -314,7 +318,7 @@ class Admitter:
         if prepared.problem is not None:
             return self._over_limits(req.uid, prepared.problem)
         try:
-            if (req.group, req.kind) != _EXPECTED_KIND[kind] or req.sub_resource:
+            if (req.group, req.kind) not in _EXPECTED_KINDS[kind] or req.sub_resource:
                 return Decision(req.uid, reason=f"not handled: {req.group}/{req.kind}")
             if req.obj is None:
                 return Decision(req.uid, reason="request has no object")
@@ -332,6 +336,8 @@ class Admitter:
                 return admit_pod(self.rules, req, req.obj, state)
             if kind == "llmisvc":
                 return admit_llmisvc(self.rules, req, req.obj, state)
+            if kind == "workload":
+                return admit_template(self.rules, req, req.obj, state)
             return admit_isvc(self.rules, req, req.obj, state)
         except Deferred:
             raise  # answer_inline: left to a review thread

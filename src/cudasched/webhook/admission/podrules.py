@@ -130,7 +130,7 @@ def _pod_checked(
     if isinstance(node_name, str) and node_name:
         return _named_node(ctx, req, node_name, requirement, policy, record, state)
     compiled = ctx.placer.compile(requirement, policy, state)
-    no_fit = ctx.placer.no_fit(requirement, compiled, spec, view.gpu_resources, state)[0]
+    no_fit, check = ctx.placer.no_fit(requirement, compiled, spec, view.gpu_resources, state)
     terms = compiled.terms
     placed: list[Op] = []
     unmergeable = None
@@ -161,6 +161,7 @@ def _pod_checked(
         may_deny=True,
         notes=notes,
         then=placed,
+        check=check,
     )
 
 

@@ -111,6 +111,10 @@ class Decision:
     reason: str = ""
     audit: Mapping[str, str] = field(default_factory=dict)
     placement: Placement | None = None  # for reported kinds (reviewed.py); never serialised
+    # A pod's "no node can run it" and the check that asks it of a later snapshot (never
+    # serialised): what a workload controller's template reports (templaterules.py).
+    no_fit: str | None = None
+    fit_check: tuple[Any, Callable[[], Any]] | None = None
     # (kind, reason) of a GPU workload admitted with an unknown requirement, for the metric;
     # never serialised, remembered with the answer so repeats are counted too.
     unknown: tuple[str, str] | None = None

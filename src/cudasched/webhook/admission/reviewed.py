@@ -17,13 +17,21 @@ import orjson
 
 from cudasched.vocab import labels as L
 from cudasched.vocab.jsontree import copy_json
-from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE
+from cudasched.vocab.kinds import (
+    CRON_JOB,
+    DEPLOYMENT,
+    INFERENCE_SERVICE,
+    JOB,
+    LLM_INFERENCE_SERVICE,
+    STATEFUL_SET,
+)
 from cudasched.vocab.objects import annotations_of, metadata_of
 from cudasched.webhook.admission.review import Placement, ReviewRequest
 
 __all__ = [
     "NOT_DECLARING",
     "REPORTED_KINDS",
+    "WORKLOAD_KINDS",
     "copy_decoded",
     "declares_requirement",
     "placement_of",
@@ -35,12 +43,24 @@ __all__ = [
 #: Annotations cudasched writes or reads as switches; they do not declare a requirement.
 NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
 
+#: LeaderWorkerSet (sigs.k8s.io/lws): a leader template (optional) and a worker template.
+_LWS_GROUP, _LWS_VERSION = "leaderworkerset.x-k8s.io", "v1"
+
+#: ``(group, kind)`` of the workload controllers whose pod templates admission judges
+#: (``templaterules``): the Deployments, StatefulSets, Jobs, CronJobs and LeaderWorkerSets
+#: most GPU workloads come from.
+WORKLOAD_KINDS: frozenset[tuple[str, str]] = frozenset(
+    {(k.group, k.kind) for k in (DEPLOYMENT, STATEFUL_SET, JOB, CRON_JOB)}
+    | {(_LWS_GROUP, "LeaderWorkerSet")}
+)
+
 #: ``(group, kind)`` of the objects reported: what a user deploys and then waits on;
 #: admission tells the NoCompatibleNode reporter where each can run.
 REPORTED_KINDS: frozenset[tuple[str, str]] = frozenset(
     {
         (INFERENCE_SERVICE.group, INFERENCE_SERVICE.kind),
         (LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind),
+        *WORKLOAD_KINDS,
     }
 )
 
@@ -48,6 +68,8 @@ REPORTED_KINDS: frozenset[tuple[str, str]] = frozenset(
 _API_VERSIONS = {
     INFERENCE_SERVICE.kind: INFERENCE_SERVICE.api_version,
     LLM_INFERENCE_SERVICE.kind: LLM_INFERENCE_SERVICE.api_version,
+    **{k.kind: k.api_version for k in (DEPLOYMENT, STATEFUL_SET, JOB, CRON_JOB)},
+    "LeaderWorkerSet": f"{_LWS_GROUP}/{_LWS_VERSION}",
 }
 
 

@@ -10,7 +10,7 @@ below take only the settings they read."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -137,11 +137,13 @@ def finish(
     may_deny: bool,
     notes: tuple[str, ...] = (),
     then: Sequence[Op] = (),
+    check: tuple[Any, Callable[[], Any]] | None = None,
 ) -> Decision:
     """Apply ``onNoFit`` and turn the mutation into a patch (none when nothing changed): the
     diff within ``scopes``, then the operations ``then`` already found for a later scope (the
     placer's patch of the affinity). ``notes`` are warnings given once
-    (:func:`~cudasched.webhook.admission.once.said_once`), kept whatever the outcome."""
+    (:func:`~cudasched.webhook.admission.once.said_once`), kept whatever the outcome. The
+    decision carries ``no_fit`` and its ``check`` (for a controller's template)."""
     warnings: tuple[str, ...] = notes
     audit = {"requirement": record} if record else {}
     if no_fit is not None:
@@ -157,6 +159,8 @@ def finish(
                 reason="no node fits",
                 audit=audit,
                 once=bool(notes),
+                no_fit=no_fit,
+                fit_check=check,
             )
         if config.on_no_fit is not OnNoFit.ALLOW:
             warnings = (clip(no_fit), *notes)
@@ -171,6 +175,8 @@ def finish(
         reason="constrained" if ops else "already constrained",
         audit=audit,
         once=bool(notes),
+        no_fit=no_fit,
+        fit_check=check,
     )
 
 

@@ -69,6 +69,7 @@ __all__ = [
     "METRICS_PATH",
     "POD_PATH",
     "READY_PATH",
+    "WORKLOAD_PATH",
     "StagedAdmission",
     "WebhookApp",
 ]
@@ -78,6 +79,16 @@ log = logging.getLogger(__name__)
 POD_PATH = "/mutate/pods"
 ISVC_PATH = "/mutate/inferenceservices"
 LLMISVC_PATH = "/mutate/llminferenceservices"
+#: Deployments, StatefulSets, Jobs, CronJobs and LeaderWorkerSets: their templates, warn-only.
+WORKLOAD_PATH = "/mutate/workloads"
+
+#: What each admission path decides.
+_ENDPOINTS: dict[str, Kind] = {
+    POD_PATH: "pod",
+    ISVC_PATH: "isvc",
+    LLMISVC_PATH: "llmisvc",
+    WORKLOAD_PATH: "workload",
+}
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
@@ -200,11 +211,7 @@ class WebhookApp:
         self._large_executor = ThreadPoolExecutor(
             max_workers=max(1, large_review_threads), thread_name_prefix="cudasched-large"
         )
-        self._admission: dict[str, Kind] = {
-            POD_PATH: "pod",
-            ISVC_PATH: "isvc",
-            LLMISVC_PATH: "llmisvc",
-        }
+        self._admission: dict[str, Kind] = dict(_ENDPOINTS)
         self._plain: dict[str, Callable[[], tuple[int, bytes, bytes]]] = {
             HEALTH_PATH: self._healthz,
             READY_PATH: self._readyz,

@@ -1,8 +1,8 @@
 """Coverage-guided fuzzing of admission with atheris (libFuzzer for Python).
 
-The hypothesis tests in ``tests/test_hardening_fuzz.py`` explore damage we thought of; this
-target lets libFuzzer explore byte-level mutations guided by coverage, for as long as anyone
-cares to run it. Each input is used two ways:
+The hypothesis tests in ``tests/webhook/admission/test_admitter_fuzz.py`` explore damage we
+thought of; this target lets libFuzzer explore byte-level mutations guided by coverage, for as
+long as anyone cares to run it. Each input is used two ways:
 
 * as the raw request body (exercises the JSON parser and envelope checks);
 * spliced into a real AdmissionReview as the pod or InferenceService object, after being

@@ -140,7 +140,7 @@ def test_report_json_to_stdout_names_what_it_judged() -> None:
     result = runner.invoke(app, ["report", "-o", "json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"cluster", "matrix", "pools", "findings", "summary"}
+    assert set(doc) == {"cluster", "knowledge", "matrix", "pools", "findings", "summary"}
     assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}
     assert len(doc["pools"]) == len(doc["matrix"]["pools"]) == 13
     assert result.stderr == f"cudasched: note: {SAMPLE_NOTE}\n"

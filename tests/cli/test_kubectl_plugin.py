@@ -71,6 +71,20 @@ def test_commands_without_a_cluster_are_left_alone() -> None:
     assert plugin_args(["--help"]) == ["--help"]
 
 
+def test_the_knowledge_options_stay_before_the_command() -> None:
+    """``kubectl cudasched --knowledge REF audit``: cudasched's own options are the root's."""
+    args = ["--knowledge", "reg.example.com/k:stable", "-n", "team", "--knowledge-key=k.pem"]
+    assert plugin_args([*args, "audit"]) == [
+        "--knowledge",
+        "reg.example.com/k:stable",
+        "--knowledge-key=k.pem",
+        "audit",
+        "-n",
+        "team",
+        "--live",
+    ]
+
+
 def test_kubectl_global_flags_may_come_first() -> None:
     assert plugin_args(["--context", "prod", "-n", "team", "explain", "isvc/x", "-o", "wide"]) == [
         "explain",

@@ -447,6 +447,19 @@ def test_skip_annotation_and_explicit_requirement(fleet: Fleet, kb: KnowledgeBas
     assert exp.requirement is None and len(exp.eligible) == 20  # the CPU node offers no GPU
 
 
+def test_a_skipped_workload_is_explained_whatever_its_annotations_say(
+    fleet: Fleet, kb: KnowledgeBase
+) -> None:
+    """Admission leaves a skipped pod alone without reading its requirement, so a value it
+    could not read is no error there; ``explain`` used to read it first and refuse the pod."""
+    annotations = {"cudasched.io/cuda-version": "twelve", "cudasched.io/skip": "true"}
+    exp = explain(pod({"containers": [GPU_CONTAINER]}, annotations), fleet, "strict", kb)
+    assert exp.skipped and exp.requirement is None and len(exp.eligible) == 20
+    del annotations["cudasched.io/skip"]
+    with pytest.raises(InputError, match="twelve"):
+        explain(pod({"containers": [GPU_CONTAINER]}, annotations), fleet, "strict", kb)
+
+
 def test_users_own_cuda_expressions_are_kept(fleet: Fleet, kb: KnowledgeBase) -> None:
     # The user's own CUDA rule (major In [12]) stays and is ANDed with the computed
     # requirement (issue 12 item 6): the CUDA 13 node is refused by the pod's own affinity.

@@ -89,6 +89,10 @@ def test_every_code_has_its_issue_severity() -> None:
         "labels-deprecated-only": Severity.INFO,
         "requirement-unknown": Severity.INFO,
         "driver-branch-ending": Severity.INFO,
+        "knowledge-stale": Severity.WARNING,
+        "gpu-unknown": Severity.WARNING,
+        "placement-moved": Severity.WARNING,
+        "driver-release-unknown": Severity.INFO,
     }
 
 
@@ -508,6 +512,34 @@ def test_skip_annotation_on_a_service(kb: KnowledgeBase, images: ImageTable) -> 
     )
     objects = {f.object for f in run(snapshot, kb, images).findings}
     assert "LLMInferenceService/llm/llama-d" not in objects
+
+
+def test_a_skipped_workload_gets_no_finding_even_when_unreadable(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """``cudasched.io/skip`` leaves a workload out, as at admission, where a skipped pod or
+    service is never read further: a value the audit cannot read on a skipped workload is no
+    ``requirement-invalid`` finding (it used to be one)."""
+    snapshot = edited(
+        load("unknown.yaml"),
+        "pods",
+        "typo",
+        lambda o: o["metadata"]["annotations"].update({"cudasched.io/skip": "true"}),
+    )
+    snapshot = edited(
+        snapshot,
+        "inference_services",
+        "detector",
+        lambda o: (
+            o["metadata"]
+            .setdefault("annotations", {})
+            .update({"cudasched.io/skip": "true", "cudasched.io/cuda-version": "twelve"})
+        ),
+    )
+    objects = {f.object for f in run(snapshot, kb, images).findings}
+    assert "Pod/ml/typo" not in objects
+    assert "InferenceService/vision/detector" not in objects
+    assert "Pod/research/notebook" in objects  # the others are still reported
 
 
 # --------------------------------------------------------------------------- sample cluster

@@ -206,3 +206,25 @@ def test_kube_section_is_cluster_access_with_unchanged_keys() -> None:
         "runtimeReadSeconds": 1.0,
     }
     assert not hasattr(config_module, "KubeConfig")
+
+
+def test_the_knowledge_section_names_a_bundle_and_how_to_trust_it() -> None:
+    default = load_config(None).knowledge
+    assert default.reference is None and default.max_age_days == 120
+    assert default.interval_seconds == 300 and default.public_keys == ()
+    given = WebhookConfig.from_mapping(
+        {
+            "knowledge": {
+                "reference": " registry.example.com/cudasched/knowledge:stable ",
+                "publicKeys": ["/etc/cudasched/knowledge.pub"],
+                "overlays": ["/etc/cudasched/overlay"],
+                "maxAgeDays": 60,
+            }
+        }
+    ).knowledge
+    assert given.reference == "registry.example.com/cudasched/knowledge:stable"
+    assert given.public_keys == ("/etc/cudasched/knowledge.pub",) and given.max_age_days == 60
+    with pytest.raises(InputError, match="knowledge"):
+        WebhookConfig.from_mapping({"knowledge": {"reference": "  "}})
+    with pytest.raises(InputError, match="knowledge"):
+        WebhookConfig.from_mapping({"knowledge": {"intervalSeconds": 1}})

@@ -212,6 +212,13 @@ class Registry:
     verify: Any
     push_auth: tuple[str, str] | None = None
     ca_pem: bytes = b""
+    storage: Path | None = None  # the registry's storage root (to damage a blob on disk)
+
+    def blob_file(self, digest: str) -> Path:
+        """Where the registry keeps the blob ``digest`` (the filesystem driver's layout)."""
+        assert self.storage is not None
+        hexa = digest.split(":", 1)[1]
+        return self.storage / "docker/registry/v2/blobs/sha256" / hexa[:2] / hexa / "data"
 
     @property
     def url(self) -> str:
@@ -419,7 +426,7 @@ def run_registry(
         try:
             _wait_port(port, proc, log)
             scheme = "https" if tls else "http"
-            yield Registry(f"127.0.0.1:{port}", scheme, verify, push_auth, ca_pem)
+            yield Registry(f"127.0.0.1:{port}", scheme, verify, push_auth, ca_pem, root / "data")
         finally:
             proc.terminate()
             try:

@@ -20,7 +20,6 @@ from cudasched.workloads.kserve import (
     component_of,
     effective_model,
     explain_runtime_selection,
-    is_kserve_pod,
     is_multinode_worker,
     is_predictor_pod,
     isvc_name_of,
@@ -32,6 +31,7 @@ from cudasched.workloads.kserve import (
     select_runtime,
     supporting_runtimes,
 )
+from cudasched.workloads.view import view_pod
 from tests.support import builders
 
 DATA = Path(__file__).parents[1] / "data" / "kserve"
@@ -494,7 +494,7 @@ def test_malformed_isvc_raises_input_error() -> None:
 
 def test_pod_helpers_on_kserve_pods() -> None:
     predictor, transformer, worker, knative = load("pods.yaml")
-    assert all(is_kserve_pod(p) for p in (predictor, transformer, worker, knative))
+    assert all(view_pod(p).is_kserve for p in (predictor, transformer, worker, knative))
     assert [isvc_name_of(p) for p in (predictor, transformer, worker)] == [
         "llama3",
         "llama3",
@@ -513,11 +513,23 @@ def test_pod_helpers_on_kserve_pods() -> None:
 
 def test_pod_helpers_on_plain_pods() -> None:
     pod = {"metadata": {"name": "x", "labels": {"component": "predictor"}}, "spec": {}}
-    assert not is_kserve_pod(pod)
+    assert not view_pod(pod).is_kserve
     assert isvc_name_of(pod) is None
     assert component_of(pod) is None
     assert not is_predictor_pod(pod)
-    assert not is_kserve_pod({})
+    assert not view_pod({}).is_kserve
+
+
+def test_a_pod_with_the_service_label_but_no_known_component_is_kserves() -> None:
+    """One answer to "is it KServe's": the label KServe puts on every pod of an
+    InferenceService (and its own pod mutator keys on), whatever the ``component`` says; such
+    a pod plays no role cudasched knows, so it is judged as a plain pod."""
+    pod = {
+        "metadata": {"labels": {"serving.kserve.io/inferenceservice": "x", "component": "?"}},
+        "spec": {},
+    }
+    view = view_pod(pod)
+    assert view.is_kserve and view.role.value == "pod" and view.owner is None
 
 
 def test_worker_detected_by_container_name_alone() -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from cudasched.knowledge.imageconfig import PullScope
 from cudasched.workloads.pullscope import kserve_merged_names, pull_scope
+from tests.support.shapes import JSON, planted_many
 
 NAMES = st.text(alphabet="abcdefghij-", min_size=0, max_size=6)
 
@@ -153,3 +154,108 @@ def test_the_merged_order_is_a_strategic_merge_patchs(
     )
     merged = json.loads(done.stdout)["spec"].get("imagePullSecrets") or []
     assert kserve_merged_names(runtime, predictor) == [e["name"] for e in merged]
+
+
+# --------------------------------------------------------------------------- odd shapes
+
+#: Every kind the scope reads, written as the API server returns it.
+SHAPED: dict[str, dict[str, Any]] = {
+    "Pod": pod("ml", {"imagePullSecrets": [{"name": "a"}], "containers": []}),
+    "InferenceService": {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "llm", "namespace": "ml"},
+        "spec": {"predictor": {"imagePullSecrets": [{"name": "a"}], "serviceAccountName": "r"}},
+    },
+    "LLMInferenceService": {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "LLMInferenceService",
+        "metadata": {"name": "q", "namespace": "llm"},
+        "spec": {"template": {"imagePullSecrets": [{"name": "a"}], "containers": []}},
+    },
+    "Deployment": {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"template": {"spec": {"serviceAccountName": "d", "containers": []}}},
+    },
+    "CronJob": {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "cj"},
+        "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}},
+    },
+    "ServingRuntime": runtime_with("ServingRuntime", "ml", "rt-cred"),
+}
+
+#: The fields the scope reads, and the parents they hang from.
+PULL_FIELDS: tuple[tuple[str | int, ...], ...] = (
+    (),
+    ("kind",),
+    ("apiVersion",),
+    ("metadata",),
+    ("metadata", "namespace"),
+    ("spec",),
+    ("spec", "imagePullSecrets"),
+    ("spec", "imagePullSecrets", 0),
+    ("spec", "imagePullSecrets", 0, "name"),
+    ("spec", "serviceAccountName"),
+    ("spec", "serviceAccount"),
+    ("spec", "predictor"),
+    ("spec", "predictor", "imagePullSecrets"),
+    ("spec", "predictor", "imagePullSecrets", 0, "name"),
+    ("spec", "predictor", "serviceAccountName"),
+    ("spec", "template"),
+    ("spec", "template", "imagePullSecrets"),
+    ("spec", "template", "spec"),
+    ("spec", "template", "spec", "imagePullSecrets"),
+    ("spec", "template", "spec", "serviceAccountName"),
+    ("spec", "worker"),
+    ("spec", "jobTemplate"),
+    ("spec", "jobTemplate", "spec", "template"),
+    ("template",),
+)
+
+
+@settings(max_examples=600)
+@given(
+    kind=st.sampled_from(sorted(SHAPED)),
+    grafts=st.lists(st.tuples(st.sampled_from(PULL_FIELDS), JSON), min_size=1, max_size=3),
+    runtime_grafts=st.lists(st.tuples(st.sampled_from(PULL_FIELDS), JSON), max_size=2),
+    namespace=st.sampled_from(["", "team"]),
+)
+def test_the_scope_never_raises_and_always_names_text(
+    kind: str,
+    grafts: list[tuple[tuple[str | int, ...], Any]],
+    runtime_grafts: list[tuple[tuple[str | int, ...], Any]],
+    namespace: str,
+) -> None:
+    """Whatever JSON sits at the fields the scope reads (a list where a kind belongs, a
+    mapping for a service account), the scope is an answer, never an exception: admission
+    asks it of every object it resolves, and an exception there became "internal error;
+    admitted unchanged" (a fuzzed ``kind: []`` raised ``TypeError`` in ``_spec_of``)."""
+    obj = planted_many(SHAPED[kind], grafts)
+    runtime = planted_many(SHAPED["ServingRuntime"], runtime_grafts)
+    scope = pull_scope(obj, namespace, runtime=runtime) if isinstance(obj, dict) else None
+    if scope is None:
+        return  # not an object at all: the callers hold mappings
+    assert isinstance(scope.namespace, str) and scope.namespace
+    assert all(isinstance(name, str) and name for name in scope.secrets)
+    assert isinstance(scope.service_account, str) and scope.service_account
+    if namespace:
+        assert scope.namespace == namespace
+
+
+@pytest.mark.parametrize("kind", [[], {}, ["Pod"], {"kind": "Pod"}])
+def test_an_unhashable_kind_reads_as_an_unknown_kind(kind: Any) -> None:
+    obj = {**SHAPED["Deployment"], "kind": kind}
+    assert pull_scope(obj, "team") == PullScope("team", (), "d")
+
+
+def test_a_service_account_that_is_not_text_falls_back_to_the_next_field() -> None:
+    """``serviceAccountName`` wins; when it is not text, the deprecated ``serviceAccount`` is
+    the one the pod names (the admission plugin copies one into the other)."""
+    spec = {"serviceAccountName": ["x"], "serviceAccount": "legacy", "containers": []}
+    assert pull_scope(pod("ml", spec)).service_account == "legacy"
+    spec = {"serviceAccountName": {"name": "x"}, "containers": []}
+    assert pull_scope(pod("ml", spec)).service_account == "default"

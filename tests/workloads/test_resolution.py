@@ -23,7 +23,7 @@ from cudasched.workloads.declared import (
     misspelt_keys,
     requirement_from_annotations,
 )
-from cudasched.workloads.gpu import gpu_container, uses_gpu
+from cudasched.workloads.gpu import read_gpu_use, uses_gpu
 from cudasched.workloads.kserve import RuntimeChoice, select_runtime
 from cudasched.workloads.resolution import wants_constraint
 from cudasched.workloads.sources import (
@@ -32,6 +32,7 @@ from cudasched.workloads.sources import (
     resolve_llmisvc_pod,
     resolve_pod,
 )
+from cudasched.workloads.view import view_pod
 from tests.support import builders
 
 DATA = Path(__file__).parents[1] / "data" / "kserve"
@@ -93,7 +94,7 @@ UNKNOWN_IMAGE = "registry.example.com/team/server:1"  # not in the image table
 def test_annotation_wins_over_everything() -> None:
     p = pod(annotations={"cudasched.io/cuda-version": "12.8"}, env=REQUIRE)
     rt = runtime(labels={"cudasched.io/cuda-version": "12.1", "cpaas.io/cuda-version": "11.8"})
-    req = resolve_pod(p, rt, TABLE, None)
+    req = resolve_pod(view_pod(p), rt, TABLE, None)
     assert req.cuda == CudaVersion(12, 8)
     assert req.source == "annotation cudasched.io/cuda-version"
     assert declared_by_annotation(req)
@@ -101,7 +102,7 @@ def test_annotation_wins_over_everything() -> None:
 
 def test_runtime_cudasched_label_wins_over_alauda_label() -> None:
     rt = runtime(labels={"cudasched.io/cuda-version": "12.1", "cpaas.io/cuda-version": "11.8"})
-    req = resolve_pod(pod(image=UNKNOWN_IMAGE), rt, TABLE, None)
+    req = resolve_pod(view_pod(pod(image=UNKNOWN_IMAGE)), rt, TABLE, None)
     assert req.cuda == CudaVersion(12, 1)
     assert req.source == "ClusterServingRuntime rt, label cudasched.io/cuda-version"
     assert not declared_by_annotation(req) and not req.disagreement
@@ -110,7 +111,7 @@ def test_runtime_cudasched_label_wins_over_alauda_label() -> None:
 def test_runtime_label_and_container_disagree_the_stricter_is_used() -> None:
     """Issue 12 item 8: a runtime's label below what its container needs is not trusted."""
     rt = runtime(labels={"cudasched.io/cuda-version": "12.1", "cpaas.io/cuda-version": "11.8"})
-    req = resolve_pod(pod(env=REQUIRE), rt, TABLE, None)
+    req = resolve_pod(view_pod(pod(env=REQUIRE)), rt, TABLE, None)
     assert req.cuda == CudaVersion(12, 6)
     assert req.source.startswith("ClusterServingRuntime rt, label cudasched.io/cuda-version")
     assert "says cuda>=12.1" in req.disagreement and "cuda>=12.6" in req.disagreement
@@ -121,7 +122,7 @@ def test_runtime_annotation_wins_over_runtime_label() -> None:
         labels={"cudasched.io/cuda-version": "12.1"},
         annotations={"cudasched.io/cuda-version": "12.3"},
     )
-    req = resolve_pod(pod(image=UNKNOWN_IMAGE), rt, TABLE, None)
+    req = resolve_pod(view_pod(pod(image=UNKNOWN_IMAGE)), rt, TABLE, None)
     assert (req.cuda, req.source) == (
         CudaVersion(12, 3),
         "ClusterServingRuntime rt, annotation cudasched.io/cuda-version",
@@ -130,28 +131,28 @@ def test_runtime_annotation_wins_over_runtime_label() -> None:
 
 def test_alauda_label_is_the_runtimes_requirement() -> None:
     rt = runtime(labels={"cpaas.io/accelerator-type": "nvidia", "cpaas.io/cuda-version": "11.8"})
-    req = resolve_pod(pod(image=UNKNOWN_IMAGE), rt, TABLE, None)
+    req = resolve_pod(view_pod(pod(image=UNKNOWN_IMAGE)), rt, TABLE, None)
     assert req.cuda == CudaVersion(11, 8)
     assert req.source == "ClusterServingRuntime rt, label cpaas.io/cuda-version"
     # A container that needs more wins, and the disagreement is reported.
-    stricter = resolve_pod(pod(env=REQUIRE), rt, TABLE, None)
+    stricter = resolve_pod(view_pod(pod(env=REQUIRE)), rt, TABLE, None)
     assert stricter.cuda == CudaVersion(12, 6) and stricter.disagreement
 
 
 def test_alauda_cuda_version_without_accelerator_type_is_used() -> None:
     rt = runtime(labels={"cpaas.io/cuda-version": "12.1"})
-    req = resolve_pod(pod(image=UNKNOWN_IMAGE), rt, TABLE, None)
+    req = resolve_pod(view_pod(pod(image=UNKNOWN_IMAGE)), rt, TABLE, None)
     assert req.cuda == CudaVersion(12, 1)
 
 
 def test_env_wins_over_image() -> None:
-    req = resolve_pod(pod(env=REQUIRE), None, TABLE, None)
+    req = resolve_pod(view_pod(pod(env=REQUIRE)), None, TABLE, None)
     assert req.cuda == CudaVersion(12, 6)
     assert req.source == "env NVIDIA_REQUIRE_CUDA of container kserve-container"
 
 
 def test_image_used_when_nothing_else() -> None:
-    req = resolve_pod(pod(), None, TABLE, None)
+    req = resolve_pod(view_pod(pod()), None, TABLE, None)
     assert req.cuda == CudaVersion(12, 2)
     assert req.source == "image nvidia/cuda:12.2.2-runtime-ubuntu22.04"
 
@@ -161,26 +162,26 @@ def test_env_without_cuda_floor_falls_through_to_image() -> None:
         {"name": "NVIDIA_REQUIRE_CUDA", "value": "brand=tesla,driver>=535,driver<536"},
         {"name": "OTHER", "value": "x"},
     ]
-    req = resolve_pod(pod(env=env), None, TABLE, None)
+    req = resolve_pod(view_pod(pod(env=env)), None, TABLE, None)
     assert req.source.startswith("image ")
     from_field = [{"name": "NVIDIA_REQUIRE_CUDA", "valueFrom": {"configMapKeyRef": {"name": "c"}}}]
-    assert resolve_pod(pod(env=from_field), None, TABLE, None).source.startswith("image ")
+    assert resolve_pod(view_pod(pod(env=from_field)), None, TABLE, None).source.startswith("image ")
 
 
 def test_nothing_gives_empty_requirement() -> None:
-    req = resolve_pod(pod(image="python:3.12"), None, TABLE, None)
+    req = resolve_pod(view_pod(pod(image="python:3.12")), None, TABLE, None)
     assert req.is_empty and req.source == ""
     assert req == Requirement()
 
 
 def test_runtime_without_facts_falls_through() -> None:
-    req = resolve_pod(pod(), runtime(labels={"team": "ml"}), TABLE, None)
+    req = resolve_pod(view_pod(pod()), runtime(labels={"team": "ml"}), TABLE, None)
     assert req.source.startswith("image ")
 
 
 def test_image_override_through_table() -> None:
     table = TABLE.with_overrides([{"pattern": "registry.example.com/llm:*", "cuda": "12.4"}])
-    req = resolve_pod(pod(image="registry.example.com/llm:v7"), None, table, None)
+    req = resolve_pod(view_pod(pod(image="registry.example.com/llm:v7")), None, table, None)
     assert (req.cuda, req.source) == (CudaVersion(12, 4), "image registry.example.com/llm:v7")
 
 
@@ -193,8 +194,8 @@ def test_knowledge_base_passed_through_to_the_table() -> None:
             return None
 
     p = pod(image="nvcr.io/nvidia/tritonserver:24.05-py3")
-    assert resolve_pod(p, None, TABLE, None).is_empty
-    assert resolve_pod(p, None, TABLE, KB()).cuda == CudaVersion(12, 4)
+    assert resolve_pod(view_pod(p), None, TABLE, None).is_empty
+    assert resolve_pod(view_pod(p), None, TABLE, KB()).cuda == CudaVersion(12, 4)
 
 
 # --------------------------------------------------------------------------- non-NVIDIA runtimes
@@ -203,22 +204,24 @@ def test_knowledge_base_passed_through_to_the_table() -> None:
 def test_other_accelerator_type_gets_no_nvidia_requirement() -> None:
     npu = by_name(load("cluster-runtimes.yaml"), "aml-mindie-cann-8.3")
     req = resolve_pod(
-        pod(image="nvcr.io/nvidia/tritonserver:24.05-py3", env=REQUIRE), npu, TABLE, None
+        view_pod(pod(image="nvcr.io/nvidia/tritonserver:24.05-py3", env=REQUIRE)), npu, TABLE, None
     )
     assert req.is_empty
     assert "cpaas.io/accelerator-type=npu" in req.source and "not an NVIDIA runtime" in req.source
-    assert not wants_constraint(pod(), req)
+    assert not wants_constraint(view_pod(pod()), req)
 
 
 def test_annotation_still_wins_over_a_non_nvidia_runtime() -> None:
     npu = runtime(labels={"cpaas.io/accelerator-type": "ascend"})
-    req = resolve_pod(pod(annotations={"cudasched.io/cuda-version": "12.4"}), npu, TABLE, None)
+    req = resolve_pod(
+        view_pod(pod(annotations={"cudasched.io/cuda-version": "12.4"})), npu, TABLE, None
+    )
     assert req.cuda == CudaVersion(12, 4)
 
 
 def test_accelerator_type_is_case_insensitive() -> None:
     rt = runtime(labels={"cpaas.io/accelerator-type": "NVIDIA", "cpaas.io/cuda-version": "12.2"})
-    assert resolve_pod(pod(), rt, TABLE, None).cuda == CudaVersion(12, 2)
+    assert resolve_pod(view_pod(pod()), rt, TABLE, None).cuda == CudaVersion(12, 2)
 
 
 # --------------------------------------------------------------------------- modifiers
@@ -250,7 +253,7 @@ def test_all_annotations_parsed() -> None:
             "cudasched.io/ships-cuda-compat": "true",
         }
     )
-    req = resolve_pod(p, None, TABLE, None)
+    req = resolve_pod(view_pod(p), None, TABLE, None)
     assert req.cuda == CudaVersion(12, 4)
     assert req.min_compute == ComputeCapability(8, 0)
     assert req.policy is Policy.FORWARD_COMPAT
@@ -262,7 +265,7 @@ def test_all_annotations_parsed() -> None:
 
 def test_min_compute_alone_is_a_requirement_from_annotation() -> None:
     req = resolve_pod(
-        pod(annotations={"cudasched.io/min-compute-capability": "8.6"}), None, TABLE, None
+        view_pod(pod(annotations={"cudasched.io/min-compute-capability": "8.6"})), None, TABLE, None
     )
     assert req.cuda is None and req.min_compute == ComputeCapability(8, 6)
     assert declared_by_annotation(req)
@@ -275,7 +278,7 @@ def test_policy_annotation_modifies_requirement_from_later_source() -> None:
     rt = runtime(
         labels={"cudasched.io/policy": "minor-compat", "cudasched.io/cuda-version": "12.1"}
     )
-    req = resolve_pod(p, rt, TABLE, None)
+    req = resolve_pod(view_pod(p), rt, TABLE, None)
     assert req.cuda == CudaVersion(12, 2)  # the stricter of the label and the image
     assert req.disagreement
     assert req.policy is Policy.STRICT and req.ships_cuda_compat is False
@@ -289,7 +292,7 @@ def test_runtime_policy_used_when_object_has_none() -> None:
             "cudasched.io/ships-cuda-compat": "true",
         }
     )
-    req = resolve_pod(pod(), rt, TABLE, None)
+    req = resolve_pod(view_pod(pod()), rt, TABLE, None)
     assert req.policy is Policy.MINOR_COMPAT and req.ships_cuda_compat
     assert req.source.startswith("image ")
 
@@ -307,7 +310,7 @@ def test_runtime_policy_used_when_object_has_none() -> None:
 )
 def test_bad_annotation_values_name_the_annotation(key: str, value: str) -> None:
     with pytest.raises(InputError, match=key.replace(".", r"\.")):
-        resolve_pod(pod(annotations={key: value}), None, TABLE, None)
+        resolve_pod(view_pod(pod(annotations={key: value})), None, TABLE, None)
 
 
 @pytest.mark.parametrize(
@@ -320,13 +323,13 @@ def test_bad_annotation_values_name_the_annotation(key: str, value: str) -> None
 )
 def test_bad_runtime_label_values_name_label_and_runtime(labels: dict[str, str]) -> None:
     with pytest.raises(InputError, match="ClusterServingRuntime rt"):
-        resolve_pod(pod(), runtime(labels=labels), TABLE, None)
+        resolve_pod(view_pod(pod()), runtime(labels=labels), TABLE, None)
 
 
 def test_bad_env_value_names_container() -> None:
     env = [{"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=abc"}]
     with pytest.raises(InputError, match="kserve-container"):
-        resolve_pod(pod(env=env), None, TABLE, None)
+        resolve_pod(view_pod(pod(env=env)), None, TABLE, None)
 
 
 # --------------------------------------------------------------------------- InferenceServices
@@ -411,7 +414,7 @@ def test_resolution_does_not_mutate_inputs() -> None:
     for obj in objs:
         resolve_isvc(obj, select_runtime(obj, [], cluster), TABLE, None)
     for p in pods:
-        resolve_pod(p, None, TABLE, None)
+        resolve_pod(view_pod(p), None, TABLE, None)
     assert (cluster, objs, pods) == before
 
 
@@ -472,20 +475,19 @@ def test_uses_gpu_rejects_garbage_quantities() -> None:
         uses_gpu({"containers": "nope"})
 
 
-def test_gpu_container_choice() -> None:
+def test_the_cuda_container_choice() -> None:
     spec = {
         "containers": [
             {"name": "kserve-container", "image": "a"},
             {"name": "llm", "image": "b", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
         ]
     }
-    assert gpu_container(spec)["name"] == "llm"  # type: ignore[index]
+    assert read_gpu_use(spec).container["name"] == "llm"  # type: ignore[index]
     spec["containers"][1]["resources"] = {}
-    assert gpu_container(spec)["name"] == "kserve-container"  # type: ignore[index]
-    assert (
-        gpu_container({"containers": [{"name": "worker-container"}]})["name"] == "worker-container"
-    )  # type: ignore[index]
-    assert gpu_container({"containers": [{"name": "app"}]}) is None
+    assert read_gpu_use(spec).container["name"] == "kserve-container"  # type: ignore[index]
+    worker = read_gpu_use({"containers": [{"name": "worker-container"}]}).container
+    assert worker is not None and worker["name"] == "worker-container"
+    assert read_gpu_use({"containers": [{"name": "app"}]}).container is None
 
 
 def test_recorded_pods() -> None:
@@ -494,7 +496,7 @@ def test_recorded_pods() -> None:
     assert not uses_gpu(transformer["spec"]) and not uses_gpu(knative["spec"])
     # kserve/huggingfaceserver:v0.15.0-gpu is built on nvidia/cuda 12.4.1 (its Dockerfile at
     # the tag, issue 19), and carries its NVIDIA_REQUIRE_CUDA.
-    req = resolve_pod(predictor, None, TABLE, None)
+    req = resolve_pod(view_pod(predictor), None, TABLE, None)
     assert req.cuda == CudaVersion(12, 4, 1) and req.gate is not None
     assert req.gate.cuda_floor() == CudaVersion(12, 4)
 
@@ -522,7 +524,7 @@ ANNOTATED = Requirement(cuda=CudaVersion(12, 4), source="annotation cudasched.io
     ],
 )
 def test_wants_constraint(p: dict, req: Requirement, expected: bool) -> None:
-    assert wants_constraint(p, req) is expected
+    assert wants_constraint(view_pod(p), req) is expected
 
 
 @settings(max_examples=60)
@@ -539,7 +541,7 @@ def test_first_source_present_wins(ann, rt_label, env, image) -> None:
         image=image,
     )
     rt = runtime(labels={"cudasched.io/cuda-version": rt_label} if rt_label else {})
-    req = resolve_pod(p, rt, TABLE, None)
+    req = resolve_pod(view_pod(p), rt, TABLE, None)
     container = [
         (env and env.removeprefix("cuda>="), "env"),
         ("12.2" if image.startswith("nvidia/cuda") else None, "image"),
@@ -565,21 +567,23 @@ def test_image_facts_from_the_knowledge_base_reach_the_requirement() -> None:
 
     kb = KnowledgeBase.load()
     table = ImageTable.builtin(kb)
-    triton = resolve_pod(pod(image="nvcr.io/nvidia/tritonserver:25.08-py3"), None, table, kb)
+    triton = resolve_pod(
+        view_pod(pod(image="nvcr.io/nvidia/tritonserver:25.08-py3")), None, table, kb
+    )
     release = kb.ngc_release("tritonserver", "25.08")
     assert release is not None
     assert (triton.cuda, triton.min_compute) == (release.cuda, release.min_compute)
-    vllm = resolve_pod(pod(image="vllm/vllm-openai:v0.23.0"), None, table, kb)
+    vllm = resolve_pod(view_pod(pod(image="vllm/vllm-openai:v0.23.0")), None, table, kb)
     assert vllm.framework == kb.framework("vllm 0.23.0")
     assert vllm.source == "image vllm/vllm-openai:v0.23.0"
     # an explicit env floor says nothing about the framework
-    env = resolve_pod(pod(image="vllm/vllm-openai:v0.23.0", env=REQUIRE), None, table, kb)
+    env = resolve_pod(view_pod(pod(image="vllm/vllm-openai:v0.23.0", env=REQUIRE)), None, table, kb)
     assert env.framework is None and env.cuda == CudaVersion(12, 6)
 
 
 def test_unparsable_image_is_just_unknown() -> None:
-    assert resolve_pod(pod(image="Registry/Foo:{{.Name}}"), None, TABLE, None).is_empty
-    req = resolve_pod(pod(image="Bad Image", env=REQUIRE), None, TABLE, None)
+    assert resolve_pod(view_pod(pod(image="Registry/Foo:{{.Name}}")), None, TABLE, None).is_empty
+    req = resolve_pod(view_pod(pod(image="Bad Image", env=REQUIRE)), None, TABLE, None)
     assert req.cuda == CudaVersion(12, 6)
 
 
@@ -616,7 +620,7 @@ def test_explain_and_the_webhook_read_annotations_alike(annotations: dict[str, A
 
     workload = pod(annotations=annotations)
     workload["metadata"]["namespace"] = "ns"
-    webhook = _outcome(lambda: resolve_pod(workload, None, TABLE, None))
+    webhook = _outcome(lambda: resolve_pod(view_pod(workload), None, TABLE, None))
     explained = _outcome(lambda: explain_reads(workload))
     if webhook[0] == "error":
         assert explained == webhook
@@ -639,7 +643,7 @@ def test_requirement_from_annotations_is_resolutions_first_step() -> None:
         "cudasched.io/policy": "minor-compat",
     }
     req = requirement_from_annotations(annotations, "pod p")
-    resolved = resolve_pod(pod(annotations=annotations), None, TABLE, None)
+    resolved = resolve_pod(view_pod(pod(annotations=annotations)), None, TABLE, None)
     assert req == dataclasses.replace(resolved, gate=None)  # the gate is the container's
     assert resolved.gate is not None and resolved.gate.cuda_floor() == CudaVersion(12, 2)
     assert req is not None and req.source == (
@@ -668,12 +672,14 @@ def test_kserve_and_vllm_default_images_are_constrained() -> None:
     runtimes = load("runtimes-issue12.yaml")
     table = ImageTable.builtin(kb=_kb())
     hf = resolve_pod(
-        _runtime_pod(by_name(runtimes, "kserve-huggingfaceserver")), None, table, _kb()
+        view_pod(_runtime_pod(by_name(runtimes, "kserve-huggingfaceserver"))), None, table, _kb()
     )
     assert hf.cuda == CudaVersion(13, 3, 0) and hf.gate is not None  # its Dockerfile at v0.20.0
-    vllm = resolve_pod(_runtime_pod(by_name(runtimes, "vllm-openai")), None, table, _kb())
+    vllm = resolve_pod(view_pod(_runtime_pod(by_name(runtimes, "vllm-openai"))), None, table, _kb())
     assert vllm.cuda == CudaVersion(13, 0) and "at least" in vllm.source
-    triton = resolve_pod(_runtime_pod(by_name(runtimes, "kserve-tritonserver")), None, table, _kb())
+    triton = resolve_pod(
+        view_pod(_runtime_pod(by_name(runtimes, "kserve-tritonserver"))), None, table, _kb()
+    )
     assert triton.cuda == CudaVersion(11, 1) and triton.ships_cuda_compat
 
 
@@ -687,7 +693,7 @@ def test_runtime_label_below_its_image_uses_the_image() -> None:
     runtimes = load("runtimes-issue12.yaml")
     rt = by_name(runtimes, "aml-triton-cuda-12.1")
     table = ImageTable.builtin(kb=_kb())
-    req = resolve_pod(_runtime_pod(rt), rt, table, _kb())
+    req = resolve_pod(view_pod(_runtime_pod(rt)), rt, table, _kb())
     assert req.cuda == CudaVersion(12, 8) and req.min_compute == ComputeCapability(7, 5)
     assert "cpaas.io/cuda-version" in req.source
     assert "says cuda>=12.1" in req.disagreement and "cc>=7.5" in req.disagreement
@@ -697,23 +703,28 @@ def test_runtime_label_below_its_image_uses_the_image() -> None:
 
 
 def test_why_unknown_is_reported() -> None:
-    req = resolve_pod(pod(image="registry.example.com/team/llm:7"), None, TABLE, None)
+    req = resolve_pod(view_pod(pod(image="registry.example.com/team/llm:7")), None, TABLE, None)
     assert req.is_empty and "not in the image table" in req.unknown_reason
     # the why is the fact; the fix is said once, in unknown_fix's words, by whoever reports it
     assert "cudasched.io/cuda-version" not in req.unknown_reason
-    latest = resolve_pod(pod(image="kserve/huggingfaceserver:latest-gpu"), None, TABLE, None)
+    latest = resolve_pod(
+        view_pod(pod(image="kserve/huggingfaceserver:latest-gpu")), None, TABLE, None
+    )
     assert latest.is_empty and "latest-gpu" in latest.unknown_reason
 
 
 def test_disabled_gate_and_env_override() -> None:
     disabled = [{"name": "NVIDIA_DISABLE_REQUIRE", "value": "true"}]
     req = resolve_pod(
-        pod(image="nvidia/cuda:12.8.1-runtime-ubuntu22.04", env=disabled), None, TABLE, None
+        view_pod(pod(image="nvidia/cuda:12.8.1-runtime-ubuntu22.04", env=disabled)),
+        None,
+        TABLE,
+        None,
     )
     assert req.cuda == CudaVersion(12, 8) and req.gate is None
     own = [{"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=12.4"}]
     req = resolve_pod(
-        pod(image="nvidia/cuda:12.8.1-runtime-ubuntu22.04", env=own), None, TABLE, None
+        view_pod(pod(image="nvidia/cuda:12.8.1-runtime-ubuntu22.04", env=own)), None, TABLE, None
     )
     assert (
         req.gate is not None and req.gate.text == "cuda>=12.4"
@@ -795,13 +806,13 @@ def test_llmisvc_pod_is_judged_by_its_main_image_and_the_services_annotations() 
     table = ImageTable.builtin(kb=_kb())
     llmisvc = yaml.safe_load(LLMISVC)
     decode = yaml.safe_load(LLMISVC_POD)
-    req = resolve_llmisvc_pod(decode, llmisvc, table, _kb())
+    req = resolve_llmisvc_pod(view_pod(decode), llmisvc, table, _kb())
     assert req.cuda == CudaVersion(13, 0) and req.policy is Policy.MINOR_COMPAT
     assert req.source.startswith("image ghcr.io/llm-d/llm-d-cuda:v0.8.0")
     declared = copy.deepcopy(llmisvc)
     declared["metadata"]["annotations"]["cudasched.io/cuda-version"] = "13.2"
-    assert resolve_llmisvc_pod(decode, declared, table, _kb()).cuda == CudaVersion(13, 2)
-    assert wants_constraint(decode, req)
+    assert resolve_llmisvc_pod(view_pod(decode), declared, table, _kb()).cuda == CudaVersion(13, 2)
+    assert wants_constraint(view_pod(decode), req)
 
 
 def test_llmisvc_object_needs_its_image_or_annotations() -> None:
@@ -907,3 +918,19 @@ def test_llmisvc_multi_node_without_a_leader_template_is_read_from_its_worker() 
         }
     }
     assert llmisvc_uses_gpu(prefill)
+
+
+def test_a_skipped_workload_needs_nothing_and_is_not_read() -> None:
+    """``cudasched.io/skip`` leaves a workload alone at admission, before its requirement is
+    read: ``workload_need`` (what ``explain``, the audit and planning take) says the same
+    instead of refusing a value it cannot read (found by tests/test_pod_agreement.py)."""
+    from cudasched.cluster.fleet import Fleet
+    from cudasched.workloads.resolution import NeedStatus, workload_need
+
+    fleet = Fleet([builders.node("n1")], _kb())
+    odd = pod(annotations={"cudasched.io/cuda-version": "twelve", "cudasched.io/skip": "true"})
+    _, need = workload_need(odd, fleet, TABLE)
+    assert need.status is NeedStatus.NONE and need.resolved.is_empty
+    del odd["metadata"]["annotations"]["cudasched.io/skip"]
+    with pytest.raises(InputError, match="twelve"):
+        workload_need(odd, fleet, TABLE)

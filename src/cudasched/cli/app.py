@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import Any, NamedTuple, NoReturn
+from pathlib import Path
+from typing import Annotated, Any, NamedTuple, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -28,6 +29,7 @@ __all__ = [
     "GROUPS",
     "app",
     "fail",
+    "knowledge_choice",
     "note",
 ]
 
@@ -105,7 +107,8 @@ COMMANDS: dict[str, CommandEntry] = {
     ),
     "knowledge": CommandEntry(
         "cudasched.cli.knowledge",
-        "List what cudasched knows about one topic, with the source of every fact.",
+        "Show the knowledge cudasched judges with and what it knows, with the source of every "
+        "fact; export, diff, verify, push and pull knowledge bundles.",
     ),
     "image": CommandEntry(
         "cudasched.cli.image",
@@ -178,6 +181,14 @@ class LazyCommands(TyperGroup):
                 return typer.main.get_command_from_info(
                     info, pretty_exceptions_short=True, rich_markup_mode=None
                 )
+        for group in app.registered_groups:  # a command with subcommands (knowledge)
+            if group.name == cmd_name:
+                return typer.main.get_group_from_info(
+                    group,
+                    pretty_exceptions_short=True,
+                    suggest_commands=True,
+                    rich_markup_mode=None,
+                )
         raise RuntimeError(f"{entry.module} does not register the command {cmd_name!r}")
 
     def main(
@@ -241,8 +252,63 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    knowledge: Annotated[
+        str | None,
+        typer.Option(
+            "--knowledge",
+            envvar="CUDASCHED_KNOWLEDGE",
+            metavar="REF|PATH",
+            help="Judge with this knowledge bundle instead of the built-in tables: a registry "
+            "reference (a tag to follow, or @sha256:... to pin) or a bundle directory or "
+            "archive. One that cannot be used is said on stderr and the last good one (else "
+            "the built-in) is used.",
+        ),
+    ] = None,
+    knowledge_key: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--knowledge-key",
+            envvar="CUDASCHED_KNOWLEDGE_KEY",
+            metavar="PEM",
+            help="A public key (Ed25519 or ECDSA P-256) one of whose signatures a bundle must "
+            "carry (repeat for several).",
+        ),
+    ] = None,
+    knowledge_overlay: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--knowledge-overlay",
+            envvar="CUDASCHED_KNOWLEDGE_OVERLAY",
+            metavar="PATH",
+            help="A bundle of local rows (driver releases, image rows) merged over the knowledge "
+            "(repeat for several).",
+        ),
+    ] = None,
+) -> None:
     """CUDA-aware scheduling of GPU inference services on Kubernetes."""
+    global _knowledge
+    reference = knowledge.strip() if knowledge else None
+    _knowledge = KnowledgeChoice(
+        reference or None, tuple(knowledge_key or ()), tuple(knowledge_overlay or ())
+    )
+
+
+class KnowledgeChoice(NamedTuple):
+    """What ``--knowledge``, ``--knowledge-key`` and ``--knowledge-overlay`` asked for
+    (:mod:`cudasched.cli.knowledgesource` reads it)."""
+
+    reference: str | None = None
+    keys: tuple[Path, ...] = ()
+    overlays: tuple[Path, ...] = ()
+
+
+_knowledge = KnowledgeChoice()
+
+
+def knowledge_choice() -> KnowledgeChoice:
+    """The knowledge this run of a command was asked to judge with."""
+    return _knowledge
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:

@@ -142,8 +142,7 @@ def audit_cmd(
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
         scope = source.scope
-        today = parse_as_of(as_of)
-        months = check_support_months(min_support_months)
+        today, months = parse_as_of(as_of), check_support_months(min_support_months)
         groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
         images = images.with_configs(
@@ -159,6 +158,7 @@ def audit_cmd(
                 node_groups=groups,
                 today=today,
                 min_support_months=months,
+                max_knowledge_age_days=settings.knowledge.max_age_days,
             )
         report = report.within(scope, snapshot.objects())
     except InputError as exc:

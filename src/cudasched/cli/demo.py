@@ -58,9 +58,8 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     from cudasched.vocab.requirements import Requirement
     from cudasched.webhook.admission.admitter import Admitter
     from cudasched.webhook.server.serving import serve_in_thread
-    from cudasched.workloads.kserve import is_predictor_pod, isvc_name_of
-    from cudasched.workloads.kserve.llm import is_llmisvc_pod, llmisvc_name_of
     from cudasched.workloads.resolution import pod_need
+    from cudasched.workloads.view import Role, view_pod
 
     cfg = config if config is not None else WebhookConfig()
     admitter = Admitter.from_config(cfg)
@@ -83,15 +82,18 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
                 eligible = tuple(n.node for n in judged.nodes if n.eligible)
                 meta = patched.get("metadata") or {}
                 ns = str(meta.get("namespace") or "")
-                isvc = isvc_name_of(patched) if is_predictor_pod(patched) else None
+                view = view_pod(patched)
+                isvc = view.owner if view.role is Role.PREDICTOR else None
                 choice = state.runtime_of(ns, isvc) if isvc else None
                 record = str((meta.get("annotations") or {}).get(ANN_REQUIREMENT) or "")
                 requirement, source = _split_record(record) if record else ("-", "")
                 if not record:
                     # Nothing recorded: none, or unknown (the same answer admission gave).
-                    llm = llmisvc_name_of(patched) if is_llmisvc_pod(patched) else None
+                    llm = view.owner if view.role is Role.MODEL_SERVER else None
                     service = state.llm_inference_service(ns, llm) if llm else None
-                    need = pod_need(obj, choice, admitter.images, admitter.kb, service=service)
+                    need = pod_need(
+                        view_pod(obj), choice, admitter.images, admitter.kb, service=service
+                    )
                     if need.unknown is not None:
                         requirement, source = "unknown", need.unknown.describe()
                 rows.append(

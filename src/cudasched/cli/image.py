@@ -37,6 +37,7 @@ from cudasched.knowledge.imageref import parse_image_ref
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirecuda import REQUIRE_ENV
 from cudasched.workloads.resolution import pod_need
+from cudasched.workloads.view import view_pod
 
 __all__ = ["exit_code", "image_cmd", "image_rows"]
 
@@ -70,7 +71,7 @@ def image_rows(refs: list[str], images: Any, kb: Any) -> list[dict[str, Any]]:
     """One row per reference (``images`` carries the registry source)."""
     rows = []
     for ref in refs:
-        need = pod_need(_gpu_pod(ref), None, images, kb)
+        need = pod_need(view_pod(_gpu_pod(ref)), None, images, kb)
         config = images.config_for(ref)
         req = need.requirement
         if need.unknown is not None:

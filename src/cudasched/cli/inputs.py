@@ -238,31 +238,39 @@ def cluster_source(command: Command | None = None, *, scoped: bool = True) -> An
 
 
 def load_knowledge() -> KnowledgeBase:
-    """The bundled knowledge base (NVIDIA's tables, GPUs, frameworks, containers), its parsed
-    data kept between commands in this user's cache."""
+    """The knowledge base (NVIDIA's tables, GPUs, frameworks, containers): the built-in one,
+    its parsed data kept between commands in this user's cache, or the bundle ``cudasched
+    --knowledge`` names (:mod:`cudasched.cli.knowledgesource`)."""
     from cudasched.cli.knowledgecache import user_cache
+    from cudasched.cli.knowledgesource import chosen_knowledge
     from cudasched.knowledge import KnowledgeBase
 
-    return KnowledgeBase.load(user_cache())
+    chosen = chosen_knowledge()
+    return chosen.kb if chosen is not None else KnowledgeBase.load(user_cache())
 
 
 def load_settings(path: Path | None) -> WebhookConfig:
     """The webhook's configuration (``--config``), read as the webhook reads it; ``None``
     gives the defaults. Bad files are an ``InputError`` naming the setting."""
+    from cudasched.cli.knowledgesource import configure
     from cudasched.settings.config import load_config
 
-    return load_config(path)
+    settings = load_config(path)
+    configure(settings.knowledge)
+    return settings
 
 
 def load_images(kb: KnowledgeBase, settings: WebhookConfig | None = None) -> ImageTable:
     """The image table admission uses: the built-in one (well-known inference images and the
-    CUDA they were built for), with ``settings``' ``imageOverrides`` in front and its
-    ``imageMirrors`` before the built-in mirrors."""
+    CUDA they were built for) or the followed bundle's, with ``settings``' ``imageOverrides``
+    in front and its ``imageMirrors`` before the table's own mirrors."""
+    from cudasched.cli.knowledgesource import chosen_images
     from cudasched.knowledge.images import ImageTable
 
+    base = chosen_images(kb)  # the followed bundle's table, when kb is its knowledge
     if settings is None:
-        return ImageTable.builtin(kb)
-    return ImageTable.from_config(settings, kb=kb)
+        return base if base is not None else ImageTable.builtin(kb)
+    return ImageTable.from_config(settings, kb=kb, base=base)
 
 
 def load_cluster(

@@ -9,7 +9,8 @@ like kubectl:
   ``--cluster FILE`` (or ``--live``) is given;
 * kubectl's global flags (``-n/--namespace``, ``--context``, ``--kubeconfig``) may come before
   the command name too (``kubectl cudasched --context prod explain isvc/x``) and are moved
-  after it. ``-o json|yaml|wide`` are each command's own output formats.
+  after it; cudasched's own ``--knowledge``, ``--knowledge-key`` and ``--knowledge-overlay``
+  stay before it. ``-o json|yaml|wide`` are each command's own output formats.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ PROG_NAME = "kubectl cudasched"
 #: kubectl flags that take a value and may precede the command name.
 _GLOBAL_FLAGS = frozenset({"-n", "--namespace", "-l", "--selector", "--context", "--kubeconfig"})
 _SOURCE_FLAGS = ("--cluster", "--live")
+#: cudasched's own options, which come before the command and stay there.
+_ROOT_FLAGS = frozenset({"--knowledge", "--knowledge-key", "--knowledge-overlay"})
 
 
 def _reads_cluster(command: str) -> bool:
@@ -42,20 +45,22 @@ def plugin_args(args: Sequence[str]) -> list[str]:
     """The ``cudasched`` arguments for the plugin's: global flags moved after the command name,
     ``--live`` added to a command that reads a cluster when no source is given."""
     leading: list[str] = []
+    root: list[str] = []
     rest = list(args)
     while rest and rest[0].startswith("-"):
         flag = rest.pop(0)
-        leading.append(flag)
-        if flag in _GLOBAL_FLAGS and rest:
-            leading.append(rest.pop(0))
+        kept = root if flag.split("=", 1)[0] in _ROOT_FLAGS else leading
+        kept.append(flag)
+        if (flag in _GLOBAL_FLAGS or flag in _ROOT_FLAGS) and rest:
+            kept.append(rest.pop(0))
     if not rest:  # no command: help, or the flags alone
-        return leading
+        return [*root, *leading]
     command, tail = rest[0], rest[1:]
     words = [*leading, *tail]
     given = any(w in _SOURCE_FLAGS or w.startswith("--cluster=") for w in words)
     if not given and _reads_cluster(command):
         words.append("--live")
-    return [command, *words]
+    return [*root, command, *words]
 
 
 #: What ``kubectl cudasched --help`` adds to the command list: where the plugin's answers come

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import date
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -78,6 +79,33 @@ def _pools(pools: Any) -> list[dict[str, Any]]:
     ]
 
 
+def _rendered(
+    output: ReportFormat,
+    what: dict[str, Any],
+    kb: Any,
+    matrix: Any,
+    pools: Any,
+    findings: Any,
+    today: date,
+) -> str:
+    """The report as ``output`` asks: JSON, or the HTML page (which says the knowledge that
+    judged it, with its age)."""
+    if output is ReportFormat.JSON:
+        doc = {
+            "cluster": what,
+            "knowledge": kb.provenance.to_dict(today),
+            "matrix": matrix.to_dict(),
+            "pools": _pools(pools),
+            **findings.to_dict(),
+        }
+        return json.dumps(doc, indent=2) + "\n"
+    label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")
+    knowledge = kb.provenance.describe(today)
+    return render_report(
+        matrix, findings, source=label, generated=generated_now(), knowledge=knowledge
+    )
+
+
 @app.command("report")
 @cluster_source
 def report_cmd(
@@ -110,8 +138,7 @@ def report_cmd(
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
         scope = source.scope
-        today = parse_as_of(as_of)
-        months = check_support_months(min_support_months)
+        today, months = parse_as_of(as_of), check_support_months(min_support_months)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
         images = images.with_configs(
             registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
@@ -128,21 +155,11 @@ def report_cmd(
                 progress=progress,
                 today=today,
                 min_support_months=months,
+                max_knowledge_age_days=settings.knowledge.max_age_days,
             )
             findings = findings.within(scope, snapshot.objects())
         what = judged(source, snapshot)
-        label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")
-        if output is ReportFormat.JSON:
-            doc = {
-                "cluster": what,
-                "matrix": matrix.to_dict(),
-                "pools": _pools(pools),
-                **findings.to_dict(),
-            }
-            text = json.dumps(doc, indent=2) + "\n"
-        else:
-            text = render_report(matrix, findings, source=label, generated=generated_now())
-        _write(output_file, text)
+        _write(output_file, _rendered(output, what, fleet.kb, matrix, pools, findings, today))
     except InputError as exc:
         fail(str(exc))
     if output_file is not None and str(output_file) != "-":

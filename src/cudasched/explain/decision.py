@@ -26,7 +26,6 @@ from cudasched.vocab.nodeaffinity import Node, NodeSelector, PreferredTerms, Req
 from cudasched.vocab.nodeterms import NodeSelectorError
 from cudasched.vocab.objects import as_mapping
 from cudasched.vocab.requirements import Policy, Requirement
-from cudasched.workloads.gpu import requested_gpu_resources
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -104,22 +103,21 @@ class Plan:
         terms: tuple[Any, ...],
         shared: Shared,
         identity: bytes | None,
-        gpu_requests: frozenset[str] | None = None,
+        gpu_requests: frozenset[str],
     ) -> None:
         self.requirement = requirement
         self.req_id = req_id
         self.verdicts = shared.verdicts
-        self.gpu_requests = (
-            gpu_requests if gpu_requests is not None else requested_gpu_resources(spec)
-        )
+        self.gpu_requests = gpu_requests  # the pod view's: what a node must offer
         has_req = requirement is not None
         if identity is None:  # not plain JSON: nothing to share it with
             found = _selectors(spec, has_req, terms, shared)
         else:
             key = (identity, has_req, id(terms))
-            found = shared.selectors.get(key)
-            if found is None:
-                found = shared.selectors[key] = _selectors(spec, has_req, terms, shared)
+            remembered = shared.selectors.get(key)
+            if remembered is None:
+                remembered = shared.selectors[key] = _selectors(spec, has_req, terms, shared)
+            found = remembered
         self.selectors = found
         self.selection = Selection(found.required, self.gpu_requests)
 

@@ -51,7 +51,6 @@ from cudasched.explain.selectors import selector_identity
 from cudasched.explain.shared import (
     Shared,
     declared_once,
-    gpu_requests_once,
     repr_once,
     requirement_terms_once,
 )
@@ -61,8 +60,9 @@ from cudasched.vocab.errors import InputError
 from cudasched.vocab.nodeaffinity import Node
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.workloads import declared as declarations
-from cudasched.workloads.pods import is_skipped, read_pod_template
+from cudasched.workloads.pods import read_pod_template, template_pod, workload_id
 from cudasched.workloads.resolution import UnknownRequirement
+from cudasched.workloads.view import PodView, view_pod
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -127,15 +127,16 @@ def _explain(
     memo: _Memo | None,
     shared: Shared,
 ) -> Explanation:
-    template = read_pod_template(workload)
-    who, spec, annotations = template.workload, template.spec, template.annotations
-    skipped = is_skipped(annotations)
+    who, spec, view = _pod_view(workload, shared)
+    skipped = view.skipped
     declared = requirement is None
-    req = requirement if requirement is not None else declared_once(annotations, who, shared)
-    if req is not None and req.is_empty:
-        req = None
-    if skipped:
-        req = None
+    req = None
+    if not skipped:  # a skipped pod's requirement is never read, as admission never reads it
+        req = (
+            requirement if requirement is not None else declared_once(view.annotations, who, shared)
+        )
+        if req is not None and req.is_empty:
+            req = None
     base_policy = policy if isinstance(policy, Policy) else Policy.parse(str(policy))
     effective = resolve_policy(req, base_policy) if req is not None else base_policy
     chosen = fleet.resolve_scheme(scheme)
@@ -147,9 +148,8 @@ def _explain(
         # over thousands of them does not keep thousands of equal copies alive.
         req = shared.declared.setdefault(req_id, req)
     key: _MemoKey | None = None
-    gpu_requests = None
+    gpu_requests = view.gpu_resources
     if memo is not None and selectors is not None:
-        gpu_requests = gpu_requests_once(spec, shared)
         key = (selectors, req_id, effective, chosen, gpu_requests)
     hit = memo.get(key) if memo is not None and key is not None else None
     if hit is None:
@@ -184,6 +184,20 @@ def _explain(
     )
 
 
+def _pod_view(
+    workload: Mapping[str, Any], shared: Shared
+) -> tuple[str, Mapping[str, Any], PodView]:
+    """The workload's id, its pods' spec, and the view of the pod it creates, as admission
+    reads it (skip, GPU resources, annotations): an unreadable pod cannot be explained. A Pod
+    is its own pod; a controller's is built from its template (errors name the workload)."""
+    if type(workload) is dict and workload.get("kind") == "Pod":
+        view = view_pod(workload, gpu_memo=shared.gpu).checked()
+        return workload_id(workload), workload.get("spec") or {}, view
+    template = read_pod_template(workload)
+    view = view_pod(template_pod(workload, template), gpu_memo=shared.gpu).checked()
+    return template.workload, template.spec, view
+
+
 def _answers(
     spec: Mapping[str, Any],
     req: Requirement | None,
@@ -195,7 +209,7 @@ def _answers(
     memo: _Memo | None,
     shared: Shared,
     selectors: bytes | None,
-    gpu_requests: frozenset[str] | None = None,
+    gpu_requests: frozenset[str],
 ) -> tuple[tuple[Any, ...], str | None, str | None, NodeAnswers]:
     """The per-node answers for one pod spec and requirement (the expensive part).
 

@@ -25,7 +25,6 @@ from cudasched.explain.selectors import selector_identity
 from cudasched.explain.shared import (
     Shared,
     checked_once,
-    gpu_requests_once,
     requirement_terms_once,
 )
 from cudasched.nodes.scheme import GfdKeys
@@ -33,6 +32,7 @@ from cudasched.placement.merge import merge_required
 from cudasched.vocab import labels as L
 from cudasched.vocab.nodeaffinity import Node, RequiredNodeAffinity
 from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.workloads.gpu import read_gpu_use
 
 if TYPE_CHECKING:
     from cudasched.cluster.fleet import Fleet
@@ -132,7 +132,7 @@ def requirement_runs_anywhere(
     terms, error = requirement_terms_once(requirement, effective, chosen, gfd_keys, kb, shared)
     if error is not None:
         return False
-    gpu_requests = gpu_requests_once(spec, shared)
+    gpu_requests = read_gpu_use(spec, shared.gpu).resources
     identity = selector_identity(spec)
     key = None if identity is None else (identity, id(terms), gpu_requests)
     found = shared.fits.get(key) if key is not None else None

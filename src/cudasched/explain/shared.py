@@ -1,7 +1,7 @@
 """What the workloads of one ``explain`` call have in common, computed once per call and
 dropped with it (no cache outlives the call): :class:`Shared`, and the readers that consult it
-(``*_once``): declared requirements, GPU requests, requirement reprs, the requirement's
-compiled terms and those terms checked for merging.
+(``*_once``): declared requirements, requirement reprs, the requirement's compiled terms and
+those terms checked for merging.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from cudasched.vocab.nodeaffinity import NodeSelector
 from cudasched.vocab.nodeterms import CompileCache
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.workloads import declared as declarations
-from cudasched.workloads.gpu import requested_gpu_resources
+from cudasched.workloads.gpu import GpuMemo
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -32,7 +32,6 @@ __all__ = [
     "Shared",
     "checked_once",
     "declared_once",
-    "gpu_requests_once",
     "repr_once",
     "requirement_terms_once",
 ]
@@ -67,32 +66,6 @@ class _Memo(Enum):
 _MISSING = _Memo.MISSING
 
 
-def gpu_requests_once(spec: Mapping[str, Any], shared: Shared) -> frozenset[str]:
-    """:func:`requested_gpu_resources`, read once per distinct set of containers' resources in
-    a call (replicas and copies of a few templates ask for the same). The answer depends only
-    on the ``resources`` of the containers and init containers (as JSON, types included);
-    anything else than lists of mappings, or values that are not plain JSON, is read every
-    time, so the reader's errors are raised exactly as before."""
-    containers, inits = spec.get("containers"), spec.get("initContainers")
-    key = None
-    if type(containers) is list and (inits is None or type(inits) is list):
-        try:
-            key = orjson.dumps(
-                [
-                    [c.get("resources") for c in containers],
-                    [c.get("resources") for c in inits or ()],
-                ]
-            )
-        except (AttributeError, TypeError):  # a container that is not a mapping, or not JSON
-            key = None
-    if key is None:
-        return requested_gpu_resources(spec)
-    found = shared.gpu_requests.get(key)
-    if found is None:
-        found = shared.gpu_requests[key] = requested_gpu_resources(spec)
-    return found
-
-
 def repr_once(req: Requirement | None, shared: Shared) -> str:
     """``repr(req)``, once per requirement object of a call (workloads that declare the same
     requirement share one object; a dataclass repr formats every field)."""
@@ -123,7 +96,7 @@ class Shared:
         "compiled",
         "declared",
         "fits",
-        "gpu_requests",
+        "gpu",
         "reprs",
         "requirement_selectors",
         "requirements",
@@ -138,8 +111,9 @@ class Shared:
         self.annotated: dict[tuple[Any, ...], Requirement | None] = {}
         # requirement repr -> the first equal requirement read from annotations in this call
         self.declared: dict[str, Requirement] = {}
-        # the JSON of the containers' resources -> the GPU resources they request
-        self.gpu_requests: dict[bytes, frozenset[str]] = {}
+        # the JSON of the containers' resources -> the GPU resources they request (the pod
+        # view's reading, kept for the call: replicas ask for the same)
+        self.gpu: GpuMemo = {}
         # id of a requirement -> it and its repr (kept with it, so the id cannot be reused)
         self.reprs: dict[int, tuple[Requirement, str]] = {}
         # (what the compiler reads of a requirement, policy, scheme, GFD keys) -> (terms,

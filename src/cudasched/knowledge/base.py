@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from cudasched.knowledge.bundle import builtin_bundle
 from cudasched.knowledge.drivers import DriverFacts, load_driver_facts
 from cudasched.knowledge.frameworks import FrameworkCatalog
 from cudasched.knowledge.loading import (
@@ -36,6 +37,7 @@ from cudasched.knowledge.loading import (
 )
 from cudasched.knowledge.naming import BRAND_WORDS, candidate_keys, gfd_product_label, product_key
 from cudasched.knowledge.operator import OperatorFacts, load_operator_facts
+from cudasched.knowledge.provenance import BUILT_IN, UNDESCRIBED, Provenance
 from cudasched.knowledge.records import (
     ArchInfo,
     ContainerRelease,
@@ -118,6 +120,8 @@ class KnowledgeBase:
     _targets: Mapping[tuple[int, int], tuple[ComputeCapability, ...]] = field(
         default_factory=lambda: MappingProxyType({}), repr=False
     )
+    # Which bundle these facts are (version, date, digest, where read).
+    _provenance: Provenance = field(default=UNDESCRIBED, repr=False)
 
     def __repr__(self) -> str:
         return (
@@ -130,12 +134,16 @@ class KnowledgeBase:
     @classmethod
     def load(cls, cache: ParsedCache | None = None) -> KnowledgeBase:
         """Read and index the YAML files bundled in ``cudasched/data``; ``cache`` (an edge's)
-        may hold them already parsed."""
-        return cls.from_documents(read_data_files(cache))
+        may hold them already parsed. Its provenance is the built-in bundle's."""
+        provenance = builtin_bundle().provenance(BUILT_IN)
+        return cls.from_documents(read_data_files(cache), provenance)
 
     @classmethod
-    def from_documents(cls, docs: Mapping[str, object]) -> KnowledgeBase:
-        """Index already-parsed data files keyed by file name (see :data:`DATA_FILES`).
+    def from_documents(
+        cls, docs: Mapping[str, object], provenance: Provenance = UNDESCRIBED
+    ) -> KnowledgeBase:
+        """Index already-parsed data files keyed by file name (see :data:`DATA_FILES`), which
+        are the bundle ``provenance`` describes.
 
         Raises :class:`KnowledgeError` for a missing file, an entry without a resolvable
         source, a malformed value or a duplicate key: those are packaging bugs.
@@ -174,7 +182,13 @@ class KnowledgeBase:
             _ga_desc=ga_desc,
             _arch_nearest=MappingProxyType(_nearest_arch_rows(arch_by_cc)),
             _targets=MappingProxyType({key: _targets(archs, row.cuda) for key, row in ga.items()}),
+            _provenance=provenance,
         )
+
+    @property
+    def provenance(self) -> Provenance:
+        """Which bundle these facts are: version, date, digest, where they were read."""
+        return self._provenance
 
     # ---- toolkits and drivers ------------------------------------------------------------
 

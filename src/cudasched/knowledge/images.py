@@ -216,12 +216,16 @@ class ImageTable:
         )
 
     @classmethod
-    def from_config(cls, config: object, kb: ReleaseFacts | None = None) -> ImageTable:
-        """The built-in table with a webhook configuration's ``image_overrides`` in front and
-        its ``image_mirrors`` (a mapping) before the built-in ones (any object with those
-        attributes; override entries are mappings or objects with ``pattern`` and ``cuda``).
-        Pass ``kb``, or NGC and vLLM images cannot be answered."""
-        table = cls.builtin(kb=kb).with_overrides(getattr(config, "image_overrides", ()) or ())
+    def from_config(
+        cls, config: object, kb: ReleaseFacts | None = None, base: ImageTable | None = None
+    ) -> ImageTable:
+        """The built-in table (or ``base``: a knowledge bundle's) with a webhook
+        configuration's ``image_overrides`` in front and its ``image_mirrors`` (a mapping)
+        before the table's own (any object with those attributes; override entries are
+        mappings or objects with ``pattern`` and ``cuda``). Pass ``kb``, or NGC and vLLM
+        images cannot be answered."""
+        table = base if base is not None else cls.builtin(kb=kb)
+        table = table.with_overrides(getattr(config, "image_overrides", ()) or ())
         return table.with_mirrors(getattr(config, "image_mirrors", None) or {})
 
     def with_overrides(self, entries: Iterable[Mapping[str, Any]]) -> ImageTable:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
@@ -50,6 +50,7 @@ from cudasched.registry.distribution import (
     ACCEPT,
     INDEX_TYPES,
     MANIFEST_TYPES,
+    DigestMismatch,
     RegistryError,
     Repository,
     checked_digest,
@@ -59,7 +60,7 @@ from cudasched.registry.distribution import (
     status_error,
 )
 from cudasched.registry.mirrors import routes_of
-from cudasched.registry.tokens import PullTokens
+from cudasched.registry.tokens import RegistryTokens
 from cudasched.vocab.errors import InputError
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "Limits",
     "Platform",
     "RegistryClient",
+    "WriteRequest",
 ]
 
 _T = TypeVar("_T")
@@ -144,6 +146,21 @@ class ImageManifest:
         return [d for d in found if isinstance(d, Mapping)] if isinstance(found, list) else []
 
 
+@dataclass(frozen=True, slots=True)
+class WriteRequest:
+    """A request :meth:`RegistryClient.send` makes: method, URL, body, the statuses that
+    answer it, the token actions it needs, and whether it may be sent again."""
+
+    method: str
+    url: str
+    what: str
+    content: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    ok: frozenset[int] = frozenset({200, 201, 202, 204})
+    actions: str = "pull,push"
+    retry: bool = True
+
+
 class Deadline:
     """One deadline shared by every request of a look-up."""
 
@@ -197,7 +214,7 @@ class RegistryClient:
             timeout=self.limits.request_seconds,
             headers={"user-agent": "cudasched"},
         )
-        self._tokens = PullTokens(clock, self.plain_http)
+        self._tokens = RegistryTokens(clock, self.plain_http)
 
     def close(self) -> None:
         self._http.close()
@@ -354,16 +371,14 @@ class RegistryClient:
         media = response.headers.get("content-type", "").split(";")[0].strip()
         if by_digest:
             if digest_of(body, reference) != reference:
-                raise RegistryError("bad-response", f"{what}: content does not match its digest")
+                raise DigestMismatch(f"{what}: content does not match its digest")
             return body, media, reference
         actual = "sha256:" + hashlib.sha256(body).hexdigest()
         digest = actual
         declared = response.headers.get("docker-content-digest", "")
         if declared.startswith("sha256:"):
             if declared != actual:
-                raise RegistryError(
-                    "bad-response", f"{what}: Docker-Content-Digest does not match the content"
-                )
+                raise DigestMismatch(f"{what}: Docker-Content-Digest does not match the content")
             digest = declared
         return body, media, digest
 
@@ -396,7 +411,7 @@ class RegistryClient:
         bound = limit if limit is not None else self.limits.max_config_bytes
         _, body = self._get(url, repo, chain, deadline, bound, what, {})
         if digest_of(body, digest) != digest:
-            raise RegistryError("bad-response", f"{what}: content does not match its digest")
+            raise DigestMismatch(f"{what}: content does not match its digest")
         return body
 
     def _base(self, host: str) -> str:
@@ -513,6 +528,77 @@ class RegistryClient:
         url = f"{self._base(repo.host)}/v2/{repo.path}/blobs/{digest}"
         response, _ = self._get(url, repo, chain, deadline, 1024 * 1024, what, {}, keep_open=True)
         return response
+
+    def deadline(self) -> Deadline:
+        """A deadline of :attr:`limits` ``deadline_seconds`` from now, for one operation's
+        requests together."""
+        return Deadline(self.limits.deadline_seconds, self._clock)
+
+    def url(self, repo: Repository, path: str) -> str:
+        """The distribution API's URL of ``path`` (``blobs/uploads/``, ``manifests/v1``) in
+        ``repo``, over HTTPS unless the host is listed as plain HTTP."""
+        return f"{self._base(repo.host)}/v2/{repo.path}/{path}"
+
+    def send(
+        self, request: WriteRequest, repo: Repository, chain: Keychain, deadline: Deadline
+    ) -> httpx.Response:
+        """One request that writes (or asks before writing: ``HEAD``), with a token for
+        ``request.actions`` on ``repo`` (a 401's challenge answered once), retried on a
+        connection error, 429 or 5xx when ``request.retry``; the response when its status is
+        one of ``request.ok``, else a :class:`RegistryError`. Redirects are not followed: the
+        upload protocol answers with ``Location`` headers, never with a 3xx."""
+        creds = chain.get(repo.host)
+        auth = self._tokens.cached(repo, creds, request.actions)
+        answered = False
+        attempt = 0
+        while True:
+            headers = dict(request.headers)
+            if auth is not None:
+                headers["authorization"] = auth
+            try:
+                response = self._write(request, headers, deadline)
+            except RegistryError as exc:
+                if exc.kind != "unreachable" or not request.retry or attempt >= self.limits.retries:
+                    raise
+                attempt += 1
+                self._backoff(attempt, deadline, request.what)
+                continue
+            status = response.status_code
+            if status == 401 and not answered:
+                answered = True
+                auth = self._tokens.answer(
+                    response, repo, chain, deadline, request.what, self._fetch, request.actions
+                )
+                continue
+            if status in _RETRY_STATUS and request.retry and attempt < self.limits.retries:
+                attempt += 1
+                self._backoff(attempt, deadline, request.what)
+                continue
+            if status in request.ok:
+                return response
+            raise status_error(status, request.what, response.content)
+
+    def _write(
+        self, request: WriteRequest, headers: Mapping[str, str], deadline: Deadline
+    ) -> httpx.Response:
+        left = deadline.check(request.what)
+        timeout = httpx.Timeout(min(left, self.limits.request_seconds))
+        try:
+            return self._http.request(
+                request.method,
+                request.url,
+                headers=headers,
+                content=request.content,
+                timeout=timeout,
+            )
+        except httpx.TimeoutException:
+            raise RegistryError(
+                "timeout", f"{request.what}: no answer within {timeout.read:.3g}s"
+            ) from None
+        except httpx.TransportError as exc:
+            raise RegistryError(
+                "unreachable", f"{request.what}: {type(exc).__name__}: {exc}"
+            ) from None
 
     def _backoff(self, attempt: int, deadline: Deadline, what: str) -> None:
         pause = self.limits.backoff_seconds * (2 ** (attempt - 1))

@@ -28,6 +28,7 @@ __all__ = [
     "MANIFEST_TYPES",
     "OCI_INDEX",
     "OCI_MANIFEST",
+    "DigestMismatch",
     "RegistryError",
     "Repository",
     "checked_digest",
@@ -99,6 +100,14 @@ class RegistryError(InputError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class DigestMismatch(RegistryError):
+    """Content that does not match the digest it was asked by (``bad-response``): altered or
+    truncated on the way or in the registry's storage."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("bad-response", message)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ __all__ = [
     "HttpParser",
     "ImageOverride",
     "ImageResolverSettings",
+    "KnowledgeSettings",
     "NamespaceFilter",
     "ObjectLimits",
     "OnNoFit",
@@ -265,6 +266,33 @@ class ImageResolverSettings(_Model):
         return value
 
 
+class KnowledgeSettings(_Model):
+    """The ``knowledge:`` section: the knowledge bundle to judge with instead of the tables
+    built into cudasched (docs/guide/knowledge.md). ``reference`` is a registry reference (a
+    tag to follow, ``repo@sha256:...`` to pin) or the path of a bundle directory or archive;
+    ``publicKeys`` are PEM files of the keys one of whose signatures a bundle must carry (none:
+    digests are checked, signatures are not); ``overlays`` are bundles of local rows merged on
+    top. ``intervalSeconds`` is how often a follower asks the reference again, ``maxAgeDays``
+    the age past which the audit reports the knowledge. ``registryConfig``, ``plainHttp`` and
+    ``caFile`` say how the registry is reached (as for ``imageResolver``)."""
+
+    reference: str | None = None
+    public_keys: tuple[str, ...] = ()
+    overlays: tuple[str, ...] = ()
+    interval_seconds: float = Field(default=300.0, ge=10, le=86_400)
+    max_age_days: int = Field(default=120, ge=1, le=3650)
+    registry_config: str | None = None
+    plain_http: tuple[str, ...] = ()
+    ca_file: str | None = None
+
+    @field_validator("reference")
+    @classmethod
+    def _reference(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("expected a registry reference or a path (or leave it out)")
+        return value.strip() if value is not None else None
+
+
 class WebhookConfig(_Model):
     """Everything the admission webhook can be told. Defaults are the safe production choice:
     required affinity, strict CUDA policy, warn (not deny) when nothing fits, fail open."""
@@ -297,6 +325,7 @@ class WebhookConfig(_Model):
     kube: ClusterAccess = Field(default_factory=ClusterAccess)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     image_resolver: ImageResolverSettings = Field(default_factory=ImageResolverSettings)
+    knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
 
     @field_validator(
         "mode", "policy", "label_scheme", "on_no_fit", "on_unknown_requirement", mode="before"

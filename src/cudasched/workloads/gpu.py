@@ -7,8 +7,10 @@ pods (or pods that declare a requirement) are ever constrained.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import orjson
 
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kserve import PREDICTOR_CONTAINER, WORKER_CONTAINER
@@ -16,9 +18,10 @@ from cudasched.vocab.objects import as_mapping
 
 __all__ = [
     "GPU_RESOURCE_PREFIXES",
-    "gpu_container",
-    "gpu_requests",
+    "GpuMemo",
+    "GpuUse",
     "node_gpu_resources",
+    "read_gpu_use",
     "requested_gpu_resources",
     "uses_gpu",
 ]
@@ -78,74 +81,119 @@ def uses_gpu(pod_spec: Mapping[str, Any]) -> bool:
     return any(_container_gpus(c) for c in containers)
 
 
-def gpu_container(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The container whose CUDA matters: the first with a GPU limit, else KServe's
-    ``kserve-container``, else a multi-node ``worker-container``."""
-    containers = _containers(as_mapping(pod_spec, "pod spec"), "containers")
-    for c in containers:
-        if _container_gpus(c):
-            return c
-    for name in (PREDICTOR_CONTAINER, WORKER_CONTAINER):
-        for c in containers:
-            if c.get("name") == name:
-                return c
-    return None
+def _gpu_names(container: Mapping[str, Any]) -> set[str] | None:
+    """The NVIDIA GPU resources one container asks for above zero (``None`` for none), every
+    limit and request read, so a malformed quantity anywhere is an :class:`InputError`."""
+    resources = as_mapping(container.get("resources"), "container resources")
+    names: set[str] | None = None
+    for part in _PARTS:
+        amounts = resources.get(part)
+        if amounts is None or (type(amounts) is dict and not amounts):
+            continue  # absent or empty: nothing asked for
+        for key, value in as_mapping(amounts, _PART_NAMES[part]).items():
+            name = key if type(key) is str else str(key)
+            if name.startswith(GPU_RESOURCE_PREFIXES) and _quantity_positive(value, name):
+                names = names or set()
+                names.add(name)
+    return names
 
 
 def requested_gpu_resources(pod_spec: Mapping[str, Any]) -> frozenset[str]:
     """The NVIDIA GPU resources (``nvidia.com/gpu``, ``nvidia.com/mig-1g.10gb`` ...) the pod's
     containers ask for: what a node must offer for the scheduler to place it. Resource claims
     are not included (their device class decides, not a node resource)."""
-    return gpu_requests(pod_spec)[0]
+    return read_gpu_use(pod_spec).resources
 
 
-def gpu_requests(
-    pod_spec: Mapping[str, Any],
-) -> tuple[frozenset[str], Mapping[str, Any] | None]:
-    """:func:`requested_gpu_resources` and the first container (not init container) that asks
-    for a GPU, read in one pass: every pod admission reads both (the pod's view). Well-formed
-    specs (plain dicts and lists, as decoded from JSON) skip the strict readers' calls;
-    anything else is read by them, with their errors, in the same order."""
+class GpuUse(NamedTuple):
+    """What a pod spec asks of NVIDIA GPUs, read in one pass over its containers (the pod
+    view's reading; see :func:`read_gpu_use`). A named tuple: one is built per pod."""
+
+    #: The GPU resources its containers and init containers ask for above zero.
+    resources: frozenset[str]
+    #: It lists dynamic resource claims (their device class is not visible here).
+    claims: bool
+    #: The container whose CUDA matters: the first with a GPU, else KServe's predictor or
+    #: multi-node worker container (by name).
+    container: Mapping[str, Any] | None
+
+    @property
+    def requested(self) -> bool:
+        """The pod asks for a GPU (:func:`uses_gpu`'s question)."""
+        return self.claims or bool(self.resources)
+
+
+#: Answers of :func:`read_gpu_use` kept by a caller that reads many alike pods (the pods of one
+#: ``explain`` call: replicas of a few templates): the GPU resources and the position of the
+#: first GPU container, by the JSON of the containers' ``resources``. Never module state.
+GpuMemo = dict[bytes, tuple[frozenset[str], int | None]]
+
+
+def read_gpu_use(pod_spec: Mapping[str, Any], memo: GpuMemo | None = None) -> GpuUse:
+    """:class:`GpuUse` of a pod spec: whether it asks for a GPU, which GPU resources and which
+    container runs the CUDA code, answered together, reading every container once and every
+    quantity (a malformed one anywhere is an :class:`InputError`). With ``memo``, containers
+    whose ``resources`` (as JSON, types included) were read before are not read again: the
+    answer depends on nothing else, and only answers are kept, so a malformed quantity
+    raises every time."""
     spec = pod_spec if type(pod_spec) is dict else as_mapping(pod_spec, "pod spec")
-    lists = []
-    for key in ("containers", "initContainers"):
-        value = spec.get(key)
-        if value is None:
-            continue
-        if type(value) is not list:
-            value = _containers(spec, key)  # raises as it always did
-        lists.append((key, value))
+    key = _memo_key(spec) if memo is not None else None
+    found = memo.get(key) if memo is not None and key is not None else None
+    if found is None:
+        containers = _containers(spec, "containers")
+        found = _read_gpu_names(containers, _containers(spec, "initContainers"))
+        if memo is not None and key is not None:
+            memo[key] = found
+    else:  # remembered: the key was made, so every container is a mapping
+        containers = spec["containers"]
+    names, first = found
+    container = containers[first] if first is not None else _by_name(containers)
+    return GpuUse(names, bool(spec.get("resourceClaims")), container)
+
+
+def _read_gpu_names(
+    containers: list[Mapping[str, Any]], inits: list[Mapping[str, Any]]
+) -> tuple[frozenset[str], int | None]:
+    """The GPU resources all containers ask for, and the position of the first container
+    (not init container) that asks for one."""
     names: set[str] = set()
-    first: Mapping[str, Any] | None = None
-    for key, containers in lists:
-        for container in containers:
-            if type(container) is not dict:
-                container = as_mapping(container, f"pod spec.{key}[]")
-            if _asked(container, names) and first is None and key == "containers":
-                first = container
+    first: int | None = None
+    for index, container in enumerate(containers):
+        found = _gpu_names(container)
+        if found:
+            names |= found
+            first = index if first is None else first
+    for container in inits:
+        found = _gpu_names(container)
+        if found:
+            names |= found
     return (frozenset(names) if names else _NONE), first
 
 
-def _asked(container: Mapping[str, Any], names: set[str]) -> bool:
-    """Add the GPU resources ``container`` asks for to ``names``; whether it asks for any."""
-    resources = container.get("resources")
-    if resources is None:
-        return False
-    if type(resources) is not dict:
-        resources = as_mapping(resources, "container resources")
-    asked = False
-    for part in _PARTS:
-        amounts = resources.get(part)
-        if amounts is None or (type(amounts) is dict and not amounts):
-            continue  # absent or empty: nothing asked for
-        if type(amounts) is not dict:
-            amounts = as_mapping(amounts, _PART_NAMES[part])
-        for raw, value in amounts.items():
-            name = raw if type(raw) is str else str(raw)
-            if name.startswith(GPU_RESOURCE_PREFIXES) and _quantity_positive(value, name):
-                names.add(name)
-                asked = True
-    return asked
+def _memo_key(spec: Mapping[str, Any]) -> bytes | None:
+    """The JSON of the containers' and init containers' ``resources``, or ``None`` when they
+    are not lists of mappings of plain JSON (then nothing is remembered, and the reader says
+    what is wrong)."""
+    containers, inits = spec.get("containers"), spec.get("initContainers")
+    if type(containers) is not list or not (inits is None or type(inits) is list):
+        return None
+    try:
+        own = [c.get("resources") for c in containers]
+        if not inits:  # (most pods: no second list to build)
+            return orjson.dumps(own)
+        # Marked: no JSON starts with "+", so this cannot equal a key without init containers.
+        return b"+" + orjson.dumps([own, [c.get("resources") for c in inits]])
+    except (AttributeError, TypeError):  # a container that is not a mapping, or not JSON
+        return None
+
+
+def _by_name(containers: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """KServe's ``kserve-container``, else its multi-node ``worker-container``."""
+    for name in (PREDICTOR_CONTAINER, WORKER_CONTAINER):
+        for c in containers:
+            if c.get("name") == name:
+                return c
+    return None
 
 
 def node_gpu_resources(node: Mapping[str, Any]) -> frozenset[str] | None:

@@ -48,6 +48,7 @@ __all__ = [
     "pod_of",
     "pod_spec_of",
     "read_pod_template",
+    "template_pod",
     "workload_id",
     "workload_uses_gpu",
     "workloads_of",
@@ -98,8 +99,10 @@ class PodTemplate:
 
 
 def _template_of(obj: Mapping[str, Any], who: str) -> Mapping[str, Any] | None:
-    """The pod template of a controller (``None`` for a Pod or a bare pod spec holder)."""
+    """The pod template of a controller (``None`` for a Pod or a bare pod spec holder). A
+    kind that is not text is no kind (a list would not even hash)."""
     kind = obj.get("kind")
+    kind = kind if isinstance(kind, str) else None
     spec = as_mapping(obj.get("spec"), f"spec of {who}")
     if kind == "CronJob":
         job = as_mapping(spec.get("jobTemplate"), f"spec.jobTemplate of {who}")
@@ -187,8 +190,14 @@ def pod_of(obj: Mapping[str, Any], runtime: RuntimeChoice | None = None) -> dict
         return predictor_pod(obj, runtime)
     if obj.get("kind") == "Pod":
         return dict(obj)
+    return template_pod(obj, read_pod_template(obj))
+
+
+def template_pod(obj: Mapping[str, Any], template: PodTemplate) -> dict[str, Any]:
+    """The pod controller ``obj`` creates from its pod template (``template``, already read
+    by :func:`read_pod_template`): the template's metadata with the object's name and
+    namespace, the object's annotations under the template's, and the template's spec."""
     meta = metadata_of(obj)
-    template = read_pod_template(obj)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -196,10 +205,7 @@ def pod_of(obj: Mapping[str, Any], runtime: RuntimeChoice | None = None) -> dict
             **template.metadata,
             "name": meta.get("name"),
             "namespace": meta.get("namespace") or "default",
-            "annotations": {
-                **(meta.get("annotations") or {}),
-                **(template.metadata.get("annotations") or {}),
-            },
+            "annotations": template.annotations,
         },
         "spec": template.spec,
     }

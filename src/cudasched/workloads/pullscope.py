@@ -33,44 +33,71 @@ from cudasched.vocab.objects import namespace_of
 from cudasched.workloads.kserve.llm import llmisvc_pod
 from cudasched.workloads.pods import pod_spec_of
 
-__all__ = ["kserve_merged_names", "pull_scope"]
+__all__ = ["DEFAULT_ACCOUNT", "kserve_merged_names", "pull_fields", "pull_scope"]
+
+#: The ServiceAccount a pod that names none runs as.
+DEFAULT_ACCOUNT = "default"
 
 _RUNTIME_KINDS = frozenset({"ServingRuntime", "ClusterServingRuntime"})
 
 
 def _spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod spec (or the spec holding its fields inline) that ``obj``'s pods pull with;
+    empty when there is none or it cannot be read. A kind that is not text is no kind."""
     kind = obj.get("kind")
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
-    if kind == "Pod":
+    kind = kind if isinstance(kind, str) else ""
+    spec = _mapping(obj.get("spec"))
+    if kind == "Pod" or kind in _RUNTIME_KINDS:
         return spec
     if kind == "InferenceService":
-        predictor = spec.get("predictor")
-        return predictor if isinstance(predictor, Mapping) else {}
+        return _mapping(spec.get("predictor"))
     if kind == "LLMInferenceService":
         try:
             pod_spec: Mapping[str, Any] = llmisvc_pod(obj)["spec"]
         except InputError:
             return {}
         return pod_spec
-    if kind in _RUNTIME_KINDS:
-        return spec
     try:
         return pod_spec_of(obj)
     except InputError:
         return {}
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    # (decoded JSON is a dict: no abstract-class check for it)
+    return value if (type(value) is dict or isinstance(value, Mapping)) else {}
+
+
+def _text(value: object) -> str:
+    """``value`` when it is text, else ``""``: a field of any other shape names nothing."""
+    return value if isinstance(value, str) else ""
+
+
 def _names(spec: Mapping[str, Any]) -> list[str]:
     """The names ``spec.imagePullSecrets`` lists, first occurrences, entries without a name
-    skipped."""
+    (or whose name is not text) skipped."""
     names = []
     listed = spec.get("imagePullSecrets")
     for entry in listed if isinstance(listed, list) else ():
-        name = entry.get("name") if isinstance(entry, Mapping) else None
-        if isinstance(name, str) and name.strip():
-            names.append(name.strip())
+        name = _text(entry.get("name")).strip() if isinstance(entry, Mapping) else ""
+        if name:
+            names.append(name)
     return list(dict.fromkeys(names))
+
+
+def pull_fields(spec: object) -> tuple[tuple[str, ...], str]:
+    """What a pod spec says about pulling, read as the kubelet and the ServiceAccount plugin
+    read it: the ``imagePullSecrets`` names (see :func:`_names`) and the ServiceAccount
+    (``serviceAccountName``, else the deprecated ``serviceAccount``, else ``default``). Any
+    JSON in: a field of another shape is absent; never raises."""
+    spec = _mapping(spec)
+    # Every pod view asks this, so the common case (no pull secrets; the ServiceAccount
+    # plugin has set serviceAccountName) makes no further call.
+    account = spec.get("serviceAccountName")
+    if not (account and isinstance(account, str)):
+        account = _text(spec.get("serviceAccount")) or DEFAULT_ACCOUNT
+    names = tuple(_names(spec)) if "imagePullSecrets" in spec else ()
+    return names, account
 
 
 def kserve_merged_names(runtime: list[str], predictor: list[str]) -> list[str]:
@@ -116,14 +143,8 @@ def pull_scope(
     ``imagePullSecrets`` are merged in as KServe merges them (:func:`kserve_merged_names`)."""
     namespace = namespace or namespace_of(obj)
     spec = _spec_of(obj)
-    names = _names(spec)
+    names, account = pull_fields(spec)
     if runtime is not None and obj.get("kind") == "InferenceService":
-        runtime_spec = runtime.get("spec")
-        if isinstance(runtime_spec, Mapping):
-            names = kserve_merged_names(_names(runtime_spec), names)
-    account = spec.get("serviceAccountName") or spec.get("serviceAccount")
-    return PullScope(
-        namespace=namespace,
-        secrets=tuple(names),
-        service_account=account if isinstance(account, str) and account else "default",
-    )
+        runtime_spec = _mapping(_mapping(runtime).get("spec"))
+        names = tuple(kserve_merged_names(_names(runtime_spec), list(names)))
+    return PullScope(namespace=namespace, secrets=names, service_account=account)

@@ -22,7 +22,7 @@ from cudasched.knowledge.images import ImageTable, ReleaseFacts
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kserve import PREDICTOR_CONTAINER
-from cudasched.vocab.objects import as_mapping, namespace_of
+from cudasched.vocab.objects import annotations_of, namespace_of
 from cudasched.vocab.requirements import RECORD_SOURCE_CHARS, Requirement
 from cudasched.workloads.declared import declared_by_annotation, runtime_identity
 from cudasched.workloads.gpu import uses_gpu
@@ -34,7 +34,7 @@ from cudasched.workloads.kserve import (
     runtime_refused,
 )
 from cudasched.workloads.kserve.llm import is_llmisvc, llmisvc_main_container, llmisvc_pod
-from cudasched.workloads.pods import is_inference_service, pod_of
+from cudasched.workloads.pods import is_inference_service, is_skipped, pod_of
 from cudasched.workloads.sources import (
     resolve_isvc,
     resolve_llmisvc,
@@ -74,12 +74,12 @@ __all__ = [
     "RuntimeIndex",
     "UnknownRequirement",
     "WorkloadNeed",
+    "cluster_pod_need",
     "isvc_need",
     "isvc_wants_constraint",
     "llmisvc_need",
     "pod_need",
     "resolve_workload",
-    "runs_gpu_workload",
     "runtime_need",
     "unknown_fix",
     "unknown_image_reason",
@@ -91,32 +91,18 @@ __all__ = [
 ]
 
 
-def wants_constraint(
-    pod: Mapping[str, Any], requirement: Requirement, *, view: PodView | None = None
-) -> bool:
+def wants_constraint(view: PodView, requirement: Requirement) -> bool:
     """Should the webhook constrain this pod's placement?
 
     Only when there is something to constrain, and then: a pod that declares its requirement
     by annotation always; any other pod only when it runs a GPU workload
-    (:func:`runs_gpu_workload`), so a CPU-only predictor of a GPU-capable runtime is left alone.
+    (:attr:`PodView.runs_gpu_workload`), so a CPU-only predictor of a GPU-capable runtime is
+    left alone. An unreadable pod is the view's :class:`InputError`.
     """
     if requirement.is_empty:
         return False
     if declared_by_annotation(requirement):
         return True
-    return runs_gpu_workload(pod, view=view)
-
-
-def runs_gpu_workload(pod: Mapping[str, Any], *, view: PodView | None = None) -> bool:
-    """Whether a pod is constrained by what its runtime or image needs: it uses a GPU and is
-    not a transformer or explainer (they do not run the serving runtime). An
-    LLMInferenceService's model server counts when its ``main`` container names no resources:
-    it takes them from the LLMInferenceServiceConfigs, and llm-d's model servers are GPU
-    servers. ``view``: the pod's view when the caller has it already."""
-    view = view if view is not None else view_pod(pod)
-    if view.role is Role.AUXILIARY:
-        return False
-    as_mapping(pod.get("spec"), "pod spec")
     return view.checked().runs_gpu_workload
 
 
@@ -227,34 +213,28 @@ def unknown_fix(subject: str, *, runtime: bool = False) -> str:
 
 
 def unknown_pod_requirement(
-    pod: Mapping[str, Any],
+    view: PodView,
     requirement: Requirement,
     images: ImageTable,
     runtime: RuntimeChoice | None = None,
-    *,
-    view: PodView | None = None,
 ) -> UnknownRequirement | None:
-    """Why a pod that runs a GPU workload got no requirement (``requirement`` is what
-    :func:`resolve_pod` or :func:`resolve_llmisvc_pod` found, ``runtime`` the runtime a
+    """Why a pod (``view``) that runs a GPU workload got no requirement (``requirement`` is
+    what :func:`resolve_pod` or :func:`resolve_llmisvc_pod` found, ``runtime`` the runtime a
     predictor pod was resolved with), or ``None`` when it got one, when a source decided it
     needs none, or when it would not be constrained anyway."""
-    view = view if view is not None else view_pod(pod)
-    if not _undecided(requirement) or not runs_gpu_workload(pod, view=view):
+    if not _undecided(requirement) or not view.checked().runs_gpu_workload:
         return None
-    view = view.checked()
     key = L.ANN_CUDA_VERSION
-    container = view.cuda_container
     if view.role is Role.MODEL_SERVER:
         fix = f"annotate LLMInferenceService {view.owner or '?'} with {key}"  # no override:
         # the image is KServe's config's, the service is where users write
+    elif runtime is not None:
+        fix = unknown_fix(runtime.describe(), runtime=True)
+    elif view.role is Role.PREDICTOR:
+        fix = unknown_fix(f"InferenceService {view.owner}")
     else:
-        if runtime is not None:
-            fix = unknown_fix(runtime.describe(), runtime=True)
-        elif view.role is Role.PREDICTOR:
-            fix = unknown_fix(f"InferenceService {view.owner}")
-        else:
-            fix = unknown_fix("the pod")
-    return _unknown(container, images, fix)
+        fix = unknown_fix("the pod")
+    return _unknown(view.cuda_container, images, fix)
 
 
 def unknown_isvc_requirement(
@@ -286,7 +266,7 @@ def unknown_llmisvc_requirement(
     main = llmisvc_main_container(pod["spec"])
     if main is None or not main.get("image") or not _undecided(requirement):
         return None
-    if not runs_gpu_workload(pod):
+    if not view_pod(pod).checked().runs_gpu_workload:
         return None
     return _unknown(main, images, unknown_fix("it"))
 
@@ -342,26 +322,24 @@ class WorkloadNeed:
 
 
 def pod_need(
-    pod: Mapping[str, Any],
+    view: PodView,
     runtime: RuntimeChoice | None,
     images: ImageTable,
     kb: ReleaseFacts | None,
     *,
     service: Mapping[str, Any] | None = None,
-    view: PodView | None = None,
 ) -> WorkloadNeed:
-    """A pod's need: an LLMInferenceService model-server pod with its ``service`` (when at
-    hand), any other pod with ``runtime``, the runtime of a KServe predictor. ``pod`` should
-    carry its namespace. ``view``: the pod's view when the caller has it (it is read once)."""
-    view = view if view is not None else view_pod(pod)
+    """A pod's need, from its view: an LLMInferenceService model server with its ``service``
+    (when at hand), any other pod with ``runtime``, the runtime of a KServe predictor. An
+    unreadable pod is the view's :class:`InputError`."""
     if view.role is Role.MODEL_SERVER:
-        req = resolve_llmisvc_pod(pod, service, images, kb)
+        req = resolve_llmisvc_pod(view, service, images, kb)
         runtime = None
     else:
-        req = resolve_pod(pod, runtime, images, kb, view=view)
-    if wants_constraint(pod, req, view=view):
+        req = resolve_pod(view, runtime, images, kb)
+    if wants_constraint(view, req):
         return WorkloadNeed(req, req, runtime)
-    unknown = unknown_pod_requirement(pod, req, images, runtime, view=view)
+    unknown = unknown_pod_requirement(view, req, images, runtime)
     return WorkloadNeed(Requirement(), req, runtime, unknown)
 
 
@@ -384,7 +362,7 @@ def llmisvc_need(
 ) -> WorkloadNeed:
     """An LLMInferenceService's need (its model server's)."""
     req = resolve_llmisvc(llmisvc, images, kb)
-    if wants_constraint(llmisvc_pod(llmisvc), req):
+    if wants_constraint(view_pod(llmisvc_pod(llmisvc)), req):
         return WorkloadNeed(req, req)
     unknown = unknown_llmisvc_requirement(llmisvc, req, images)
     return WorkloadNeed(Requirement(), req, None, unknown)
@@ -412,34 +390,55 @@ def runtime_need(
     return WorkloadNeed(Requirement(), req, None, unknown)
 
 
+#: The need of a workload ``cudasched.io/skip`` leaves alone: nothing, and nothing read.
+_NONE = Requirement()
+_SKIPPED = WorkloadNeed(_NONE, _NONE)
+
+
 def workload_need(
     obj: Mapping[str, Any], fleet: RuntimeIndex, images: ImageTable
 ) -> tuple[Mapping[str, Any], WorkloadNeed]:
     """What the webhook would enforce for a workload of ``fleet``'s cluster: the object to
     place (the workload itself, or for an InferenceService the predictor pod KServe builds)
     and its :class:`WorkloadNeed`. Runtimes are looked up the way admission does, through the
-    fleet; unreadable objects raise :class:`InputError`."""
+    fleet; unreadable objects raise :class:`InputError`. A workload ``cudasched.io/skip``
+    leaves alone needs nothing, and its requirement is not read (admission never reads it)."""
     kb = fleet.kb
+    skipped = is_skipped(annotations_of(obj))  # a service's own switch, as admission reads it
     if is_llmisvc(obj):
-        return llmisvc_pod(obj), llmisvc_need(obj, images, kb)
+        pod = llmisvc_pod(obj)
+        return pod, _SKIPPED if skipped else llmisvc_need(obj, images, kb)
     if is_inference_service(obj):
         choice = fleet.select_runtime(obj)
+        if skipped:
+            return pod_of(obj, choice), WorkloadNeed(_NONE, _NONE, choice)
         need = isvc_need(obj, choice, images, kb)
         if choice is None:
             runtimes = fleet.serving_runtimes(namespace_of(obj))
             why = runtime_refused(obj, runtimes, fleet.cluster_serving_runtimes)
             need = replace(need, no_pods=why) if why is not None else need
         return pod_of(obj, choice), need
-    pod = pod_of(obj)
-    view = view_pod(pod)
+    return obj, cluster_pod_need(view_pod(pod_of(obj)), fleet, images)
+
+
+def cluster_pod_need(view: PodView, fleet: RuntimeIndex, images: ImageTable) -> WorkloadNeed:
+    """:func:`pod_need` of a pod of ``fleet``'s cluster (its view), its service and runtime
+    looked up as admission looks them up: a model server's LLMInferenceService, a predictor's
+    InferenceService and the runtime KServe chose for it. A skipped pod needs nothing (its
+    runtime is still named) and its requirement is not read."""
+    kb = fleet.kb
     if view.role is Role.MODEL_SERVER:
-        service = fleet.llm_inference_service(namespace_of(pod), view.owner or "")
-        return obj, pod_need(pod, None, images, kb, service=service)
+        if view.skipped:
+            return _SKIPPED
+        service = fleet.llm_inference_service(view.namespace, view.owner or "")
+        return pod_need(view, None, images, kb, service=service)
     choice = None
     if view.role is Role.PREDICTOR:
-        isvc = fleet.inference_service(namespace_of(pod), view.owner or "")
+        isvc = fleet.inference_service(view.namespace, view.owner or "")
         choice = fleet.select_runtime(isvc) if isvc is not None else None
-    return obj, pod_need(pod, choice, images, kb)
+    if view.skipped:
+        return WorkloadNeed(_NONE, _NONE, choice)
+    return pod_need(view, choice, images, kb)
 
 
 def resolve_workload(

@@ -46,7 +46,6 @@ from cudasched.workloads.declared import (
     read_cudasched,
     runtime_identity,
 )
-from cudasched.workloads.gpu import gpu_container
 from cudasched.workloads.kserve import RuntimeChoice, predictor_container, runtime_containers
 from cudasched.workloads.kserve.llm import (
     MAIN_CONTAINER,
@@ -55,7 +54,7 @@ from cudasched.workloads.kserve.llm import (
     llmisvc_main_container,
     llmisvc_pod,
 )
-from cudasched.workloads.view import PodView, Role
+from cudasched.workloads.view import PodView
 
 __all__ = [
     "resolve_container",
@@ -189,27 +188,16 @@ def _resolve(
 
 
 def resolve_pod(
-    pod: Mapping[str, Any],
+    view: PodView,
     runtime: Mapping[str, Any] | RuntimeChoice | None,
     images: ImageTable,
     kb: ReleaseFacts | None,
-    *,
-    view: PodView | None = None,
 ) -> Requirement:
-    """The requirement of a pod (a KServe predictor or any GPU pod), first hit wins.
-    ``view``: the pod's view when the caller has it (its GPU container is not looked for
-    again)."""
-    if not (type(pod) is dict or isinstance(pod, Mapping)):
-        raise InputError(f"invalid pod: expected a mapping, got {type(pod).__name__}")
-    meta = as_mapping(pod.get("metadata"), "pod metadata")
-    annotations = as_mapping(meta.get("annotations"), "pod annotations")
-    where = f"pod {meta.get('name') or meta.get('generateName') or '?'}"
-    spec = as_mapping(pod.get("spec"), "pod spec")
-    if view is not None and view.error is None and view.role is not Role.MODEL_SERVER:
-        container = view.cuda_container  # the view found it with gpu_container
-    else:
-        container = gpu_container(spec)
-    return _resolve(annotations, where, runtime, container, images, kb)
+    """The requirement of a pod (a KServe predictor or any GPU pod), first hit wins, from its
+    view: its annotations, then ``runtime``, then its CUDA container. An unreadable pod is the
+    view's :class:`InputError`."""
+    view.checked()
+    return _resolve(view.annotations, view.who, runtime, view.cuda_container, images, kb)
 
 
 def resolve_isvc(
@@ -316,26 +304,16 @@ def resolve_llmisvc(
 
 
 def resolve_llmisvc_pod(
-    pod: Mapping[str, Any],
+    view: PodView,
     llmisvc: Mapping[str, Any] | None,
     images: ImageTable,
     kb: ReleaseFacts | None,
 ) -> Requirement:
-    """The requirement of an LLMInferenceService's model-server pod: the service's
+    """The requirement of an LLMInferenceService's model-server pod (``view``): the service's
     ``cudasched.io/*`` annotations (when the object is at hand) under the pod's own, then the
-    image of the pod's model server (:func:`_model_server`), the one the configs resolved."""
-    meta = as_mapping(pod.get("metadata"), "pod metadata")
-    annotations = {
-        **_llmisvc_annotations(llmisvc),
-        **as_mapping(meta.get("annotations"), "pod annotations"),
-    }
-    where = f"pod {meta.get('name') or meta.get('generateName') or '?'}"
-    main = _model_server(as_mapping(pod.get("spec"), "pod spec"))
-    return _resolve(annotations, where, None, main, images, kb)
-
-
-def _model_server(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The container an LLMInferenceService pod runs its model server in: ``main`` (what
-    KServe's config templates name it), else the GPU container of a pod built otherwise."""
-    main = llmisvc_main_container(pod_spec)
-    return main if main is not None else gpu_container(pod_spec)
+    image of the pod's model server (the view's CUDA container: ``main``, what KServe's
+    config templates name it, else the GPU container of a pod built otherwise), the one the
+    configs resolved. An unreadable pod is the view's :class:`InputError`."""
+    view.checked()
+    annotations = {**_llmisvc_annotations(llmisvc), **view.annotations}
+    return _resolve(annotations, view.who, None, view.cuda_container, images, kb)

@@ -33,6 +33,7 @@ from cudasched.operations.audit.findings import (
     AuditReport,
     Finding,
 )
+from cudasched.operations.audit.knowledgerules import DEFAULT_MAX_AGE_DAYS, knowledge_findings
 from cudasched.operations.audit.lifecycle import lifecycle_findings
 from cudasched.operations.audit.nodegroups import NodeGroup
 from cudasched.operations.audit.noderules import node_findings
@@ -66,6 +67,7 @@ def audit(
     node_groups: Sequence[NodeGroup] = (),
     today: date | None = None,
     min_support_months: int = 12,
+    max_knowledge_age_days: int = DEFAULT_MAX_AGE_DAYS,
 ) -> AuditReport:
     """Audit a cluster: ``fleet`` must be built from ``snapshot`` (same nodes and KServe
     objects); ``policy`` is the default for workloads that do not name one, as the webhook's
@@ -73,7 +75,8 @@ def audit(
     (with the Karpenter and Cluster API groups the snapshot declares) may give a pending
     workload no node can run a home once scaled up from zero. With ``today`` each pool's driver
     branch is judged by its lifecycle on that date (ended, legacy, ending within
-    ``min_support_months``)."""
+    ``min_support_months``), and the knowledge is reported when it is older than
+    ``max_knowledge_age_days`` (:mod:`~cudasched.operations.audit.knowledgerules`)."""
     ctx = AuditContext(snapshot, fleet, images, policy, node_groups)
     services = len(snapshot.inference_services) + len(snapshot.llm_inference_services)
     runtimes = len(fleet.cluster_serving_runtimes) + sum(1 for _ in fleet.all_serving_runtimes())
@@ -95,4 +98,5 @@ def audit(
         findings.extend(
             lifecycle_findings(node_pools(snapshot, fleet), fleet.kb, today, min_support_months)
         )
+    findings.extend(knowledge_findings(ctx, today, max_knowledge_age_days))
     return AuditReport.of(findings)

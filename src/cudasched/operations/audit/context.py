@@ -23,7 +23,11 @@ from cudasched.workloads.kserve import (
 )
 from cudasched.workloads.kserve.llm import llmisvc_main_container, llmisvc_uses_gpu
 from cudasched.workloads.pods import is_skipped, workload_uses_gpu
-from cudasched.workloads.resolution import UnknownRequirement, workload_need
+from cudasched.workloads.resolution import (
+    UnknownRequirement,
+    cluster_pod_need,
+    workload_need,
+)
 from cudasched.workloads.view import service_listed, view_pod
 
 if TYPE_CHECKING:
@@ -98,7 +102,8 @@ class AuditContext:
         # An unreadable GPU quantity reads as no GPU: the requirement step says what is wrong.
         skipped, gpu = view.skipped, view.requests_gpu
         try:
-            target, need = workload_need(pod, self.fleet, self.images)
+            need = cluster_pod_need(view, self.fleet, self.images)
+            target = pod  # the pod is what is placed
             container = view.cuda_container
             image = container.get("image") if container is not None else None
             found = Resolved(

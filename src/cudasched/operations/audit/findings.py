@@ -52,6 +52,10 @@ REQUIREMENT_INVALID = "requirement-invalid"
 DRIVER_BRANCH_ENDED = "driver-branch-ended"
 DRIVER_BRANCH_LEGACY = "driver-branch-legacy"
 DRIVER_BRANCH_ENDING = "driver-branch-ending"
+KNOWLEDGE_STALE = "knowledge-stale"
+DRIVER_RELEASE_UNKNOWN = "driver-release-unknown"
+GPU_UNKNOWN = "gpu-unknown"
+PLACEMENT_MOVED = "placement-moved"
 
 #: Every code an audit can report, with the severity it always has.
 CODES: dict[str, Severity] = {
@@ -66,6 +70,10 @@ CODES: dict[str, Severity] = {
     REQUIREMENT_INVALID: Severity.WARNING,
     DRIVER_BRANCH_ENDED: Severity.WARNING,
     DRIVER_BRANCH_LEGACY: Severity.WARNING,
+    KNOWLEDGE_STALE: Severity.WARNING,
+    GPU_UNKNOWN: Severity.WARNING,
+    PLACEMENT_MOVED: Severity.WARNING,
+    DRIVER_RELEASE_UNKNOWN: Severity.INFO,
     DRIVER_BRANCH_ENDING: Severity.INFO,
     LABELS_DEPRECATED_ONLY: Severity.INFO,
     REQUIREMENT_UNKNOWN: Severity.INFO,

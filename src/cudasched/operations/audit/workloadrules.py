@@ -79,10 +79,10 @@ def pod_findings(ctx: AuditContext) -> Iterator[Finding]:
             continue
         found = ctx.resolve_pod(pod)
         ref = object_ref(pod)
+        if found.skipped:  # left out, as at admission: never read further, so never invalid
+            continue
         if found.error is not None:
             yield _invalid(ref, found.error)
-            continue
-        if found.skipped:
             continue
         node = node_name(pod)
         if node is not None:
@@ -247,10 +247,10 @@ def _service(
     pending: Mapping[tuple[str, str], list[str]],
 ) -> Iterator[Finding]:
     ref = object_ref(obj)
+    if found.skipped:  # left out, as at admission: never read further, so never invalid
+        return
     if found.error is not None:
         yield _invalid(ref, found.error)
-        return
-    if found.skipped:
         return
     if found.no_pods is not None:  # as explain counts it: on no node
         yield Finding(

@@ -1,9 +1,10 @@
 """What a cluster asks of its drivers: every workload with a CUDA requirement, each once.
 
 Workloads are the ones the audit looks at, and their requirements are resolved by the same
-functions (what the webhook would enforce): InferenceServices, LLMInferenceServices and
-Pods/controllers through :func:`cudasched.workloads.resolution.resolve_workload`, serving runtimes
-through
+functions (what the webhook would enforce): InferenceServices and LLMInferenceServices through
+:func:`cudasched.workloads.resolution.resolve_workload`, Pods and controllers through the view
+of the pod they create (:func:`cudasched.workloads.resolution.cluster_pod_need`: its skip
+switch and need, as admission reads them from that pod), serving runtimes through
 :func:`cudasched.operations.runtimes.runtime_rows`. A predictor pod whose InferenceService is
 listed, or a pod of a listed LLMInferenceService, is its service's demand, not its own; pods
 owned by a listed controller are their controller's. Workloads without a requirement (CPU
@@ -24,8 +25,8 @@ from cudasched.operations.refs import finished, object_ref
 from cudasched.operations.runtimes import runtime_rows
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.objects import annotations_of, name_of, namespace_of
-from cudasched.workloads.pods import is_inference_service, is_skipped, workloads_of
-from cudasched.workloads.resolution import resolve_workload
+from cudasched.workloads.pods import is_inference_service, is_skipped, pod_of, workloads_of
+from cudasched.workloads.resolution import cluster_pod_need, resolve_workload
 from cudasched.workloads.view import service_listed, view_pod
 
 if TYPE_CHECKING:
@@ -62,12 +63,6 @@ class Demand:
         return sum(len(g.workloads) for g in self.groups)
 
 
-def _listed_pod_owner(
-    pod: Mapping[str, Any], isvcs: set[tuple[str, str]], llms: set[tuple[str, str]]
-) -> bool:
-    return service_listed(view_pod(pod), namespace_of(pod), isvcs, llms)
-
-
 def cluster_demand(
     snapshot: ClusterSnapshot, fleet: Fleet, images: ImageTable, policy: Policy
 ) -> Demand:
@@ -79,7 +74,7 @@ def cluster_demand(
 
     def add(obj: Mapping[str, Any], resolve: Any) -> None:
         ref = object_ref(obj)
-        if is_skipped(annotations_of(obj)):
+        if is_skipped(annotations_of(obj)):  # a service's own switch, as admission reads it
             return
         try:
             req = resolve()
@@ -96,9 +91,19 @@ def cluster_demand(
     for obj in workloads_of(snapshot):
         if is_inference_service(obj) or (obj.get("kind") == "Pod" and finished(obj)):
             continue
-        if obj.get("kind") == "Pod" and _listed_pod_owner(obj, isvcs, llms):
+        try:
+            # The pod it creates, as admission sees it: its skip switch, service and need.
+            view = view_pod(pod_of(obj))
+            if view.skipped or (
+                obj.get("kind") == "Pod" and service_listed(view, view.namespace, isvcs, llms)
+            ):
+                continue
+            req = cluster_pod_need(view, fleet, images).requirement
+        except InputError as exc:
+            unreadable.append((object_ref(obj), str(exc)))
             continue
-        add(obj, lambda o=obj: resolve_workload(o, fleet, images)[1])
+        if not req.is_empty:
+            found.append((object_ref(obj), req))
     for row in runtime_rows(fleet, images):
         if row.error is not None:
             unreadable.append((row.ref, row.error))

@@ -111,11 +111,12 @@ def _page(title: str, body: Iterable[str]) -> str:
     )
 
 
-def _header(title: str, source: str, generated: str, policy: str) -> list[str]:
+def _header(title: str, source: str, generated: str, policy: str, knowledge: str = "") -> list[str]:
+    judged = f' · judged with <span id="knowledge">{_e(knowledge)}</span>' if knowledge else ""
     return [
         f"<h1>{_e(title)}</h1>",
         f'<p class="meta">cluster: <code>{_e(source)}</code> · generated {_e(generated)} · '
-        f"default policy <code>{_e(policy)}</code></p>",
+        f"default policy <code>{_e(policy)}</code>{judged}</p>",
     ]
 
 
@@ -263,11 +264,12 @@ def render_report(
     source: str,
     generated: str,
     title: str = "cudasched cluster report",
+    knowledge: str = "",
 ) -> str:
     """The full report: the compatibility matrix, the node pools with their CUDA ceilings, and
-    the audit findings."""
+    the audit findings; ``knowledge`` says which knowledge judged it (its version and age)."""
     body = [
-        *_header(title, source, generated, matrix.policy.value),
+        *_header(title, source, generated, matrix.policy.value, knowledge),
         _badges(
             report,
             (f"{len(matrix.pools)} GPU node pools", f"{len(matrix.rows)} serving runtimes"),

@@ -33,11 +33,6 @@ from cudasched.webhook.admission.steps import (
     with_misspellings,
     with_unknown,
 )
-from cudasched.workloads.kserve import (
-    is_kserve_pod,
-)
-from cudasched.workloads.kserve.llm import llmisvc_name_of
-from cudasched.workloads.pullscope import pull_scope
 from cudasched.workloads.resolution import (
     NeedStatus,
     UnknownRequirement,
@@ -91,33 +86,27 @@ def _pod_checked(
     state: ClusterState,
     declared: bool,
 ) -> Decision:
-    view = view_pod(pod)
-    if not declared:
-        view.checked()  # an undeclared pod is judged by what it requests: read it all
+    view = view_pod(pod).checked()  # every answer below is the view's: read it all
     model_server = view.role is Role.MODEL_SERVER  # may take its GPUs from the configs
     if not declared and not view.requests_gpu and not model_server:
         # Only pods that use a GPU, or say what they need, are ever constrained.
         return Decision(req.uid, reason="no GPU and no declared requirement")
-    kserve_pod = is_kserve_pod(pod) or model_server
-    if not (kserve_pod or declared or ctx.config.constrain_gpu_pods_by_image):
+    if not (view.is_kserve or declared or ctx.config.constrain_gpu_pods_by_image):
         return Decision(req.uid, reason="GPU pod outside KServe (constrainGpuPodsByImage off)")
 
     full = with_namespace(pod, req.namespace)
     ns = str(full["metadata"].get("namespace") or "")
     choice = service = None
     if model_server:
-        service_name = llmisvc_name_of(pod)
-        service = state.llm_inference_service(ns, service_name) if service_name else None
+        service = state.llm_inference_service(ns, view.owner) if view.owner else None
     elif view.role is Role.PREDICTOR:
-        isvc_name = view.owner
-        choice = state.runtime_of(ns, isvc_name) if isvc_name else None
+        choice = state.runtime_of(ns, view.owner) if view.owner else None
     need = pod_need(
-        full,
+        view,
         choice,
-        ctx.images.per_request(pull_scope(full, req.namespace)),
+        ctx.images.per_request(view.pull_scope(req.namespace)),
         ctx.kb,
         service=service,
-        view=view,
     )
     if need.status is not NeedStatus.KNOWN:
         nothing = _nothing_to_enforce(req, pod, need.unknown)

@@ -120,8 +120,8 @@ def _isvc_checked(
     record = requirement.record(policy)
     compiled = ctx.placer.compile(requirement, policy, state)
     terms = compiled.terms
-    predictor = predictor_pod(full, choice)
-    no_fit, check = _fit(ctx, requirement, compiled, predictor, state, "its predictor's")
+    built = predictor_pod(full, choice)  # the pod KServe makes: where it must fit
+    no_fit, check = _fit(ctx, requirement, compiled, built, state, "its predictor's")
     ns = str(full["metadata"].get("namespace") or "")
     notes = said_once(ctx.said, requirement, "InferenceService", choice, ns)
     placement = placement_of(req, full, no_fit, check)

@@ -30,7 +30,6 @@ Everything is pure: objects are plain dicts as the Kubernetes API returns them.
 from cudasched.workloads.kserve.model import LEGACY_FRAMEWORKS, ModelRequest, effective_model
 from cudasched.workloads.kserve.pods import (
     component_of,
-    is_kserve_pod,
     is_multinode_worker,
     is_predictor_pod,
     isvc_name_of,
@@ -72,7 +71,6 @@ __all__ = [
     "component_of",
     "effective_model",
     "explain_runtime_selection",
-    "is_kserve_pod",
     "is_multinode_worker",
     "is_predictor_pod",
     "isvc_name_of",

@@ -92,9 +92,13 @@ def is_llmisvc_pod(pod: Mapping[str, Any]) -> bool:
 
 
 def model_server_labels(labels: Mapping[str, Any]) -> bool:
-    """:func:`is_llmisvc_pod` of a pod whose (checked) labels are ``labels``."""
-    return labels.get(PART_OF_LABEL) == PART_OF_VALUE and labels.get(COMPONENT_LABEL) in (
-        WORKLOAD_COMPONENTS
+    """:func:`is_llmisvc_pod` of a pod whose (checked) labels are ``labels``. A component
+    that is not text names no role (a list would not even hash)."""
+    component = labels.get(COMPONENT_LABEL)
+    return (
+        labels.get(PART_OF_LABEL) == PART_OF_VALUE
+        and isinstance(component, str)
+        and component in WORKLOAD_COMPONENTS
     )
 
 

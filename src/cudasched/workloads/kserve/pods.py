@@ -21,7 +21,6 @@ from cudasched.vocab.objects import as_list, as_mapping, checked_labels
 __all__ = [
     "component_in",
     "component_of",
-    "is_kserve_pod",
     "is_multinode_worker",
     "is_predictor_pod",
     "isvc_name_in",
@@ -29,12 +28,6 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------- pods
-
-
-def is_kserve_pod(pod: Mapping[str, Any]) -> bool:
-    """KServe labels every InferenceService pod with ``serving.kserve.io/inferenceservice``
-    (predictor.go ``buildObjectMeta``); KServe's own pod mutator keys on the same label."""
-    return bool(checked_labels(pod).get(INFERENCESERVICE_LABEL))
 
 
 def isvc_name_of(pod: Mapping[str, Any]) -> str | None:
@@ -60,7 +53,7 @@ def component_of(pod: Mapping[str, Any]) -> str | None:
 def component_in(labels: Mapping[str, Any]) -> str | None:
     """:func:`component_of` of a pod whose (checked) labels are ``labels`` (read once by a
     caller that asks several questions of them)."""
-    if not labels.get(INFERENCESERVICE_LABEL):  # not a KServe pod (is_kserve_pod)
+    if not labels.get(INFERENCESERVICE_LABEL):  # not an InferenceService's pod
         return None
     value = labels.get(COMPONENT_LABEL)
     return value if isinstance(value, str) and value in COMPONENTS else None

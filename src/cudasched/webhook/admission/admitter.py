@@ -35,7 +35,7 @@ change the second time."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal, NamedTuple, Self
 
 import orjson
@@ -91,6 +91,27 @@ _EXPECTED_KINDS: dict[str, frozenset[tuple[str, str]]] = {
     "llmisvc": frozenset({(LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind)}),
     "workload": WORKLOAD_KINDS,
 }
+
+
+def _log_decision(req: ReviewRequest, decision: Decision) -> None:
+    """One line per decision (``--log-level debug``): what was decided for which object, and
+    why, to follow a live cluster's admissions. Answers the memo recalls are not decisions and
+    are not logged."""
+    meta = req.obj.get("metadata") if isinstance(req.obj, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = meta.get("name") or meta.get("generateName") or "?"
+    log.debug(
+        "decided %s %s %s/%s uid=%s: %s (%s)%s%s",
+        req.operation,
+        req.kind,
+        req.namespace,
+        name,
+        req.uid,
+        decision.outcome,
+        decision.reason,
+        f"; requirement {decision.requirement}" if decision.requirement else "",
+        f"; {len(decision.warnings)} warning(s)" if decision.warnings else "",
+    )
 
 
 class Prepared(NamedTuple):
@@ -306,6 +327,8 @@ class Admitter:
             self._remembered.store(prepared.kind, prepared.key, prepared.raw_rest, decision, state)
         if decision.unknown is not None:
             self._count_unknown(decision.unknown)
+        if log.isEnabledFor(logging.DEBUG):
+            _log_decision(prepared.request, decision)
         observer = self.on_placement
         placement = decision.placement
         if observer is not None and placement is not None and not prepared.request.dry_run:

@@ -87,6 +87,30 @@ def test_a_deployment_no_node_can_run_is_warned_left_as_applied_and_evented(
     api.wait_for("a NoCompatibleNode event on the Deployment", event_listed, timeout=60, interval=1)
 
 
+def test_the_replica_set_of_pods_no_node_can_run_gets_the_event(
+    templates: ControlPlane, api: Api
+) -> None:
+    """The pods have no name at admission (generateName): the ReplicaSet that makes them is
+    what their NoCompatibleNode Event is recorded on."""
+    running = _deployment("pending", NOWHERE)
+    running["spec"]["replicas"] = 1
+    running["spec"]["selector"] = {"matchLabels": {"app": "pending"}}
+    running["spec"]["template"]["metadata"]["labels"] = {"app": "pending"}
+    templates.kubectl("apply", "-f", "-", input=yaml.safe_dump(running))
+    regarding: list[str] = []
+
+    def replica_set_evented() -> bool:
+        events = api.get(f"/apis/events.k8s.io/v1/namespaces/{NS}/events")["items"]
+        regarding[:] = [
+            f"{e['regarding']['kind']}/{e['regarding']['name']}"
+            for e in events
+            if e.get("reason") == "NoCompatibleNode"
+        ]
+        return any(r.startswith("ReplicaSet/pending-") for r in regarding)
+
+    api.wait_for("a NoCompatibleNode event on the ReplicaSet", replica_set_evented, timeout=90)
+
+
 def test_a_cronjob_is_judged_by_its_jobs_template(templates: ControlPlane) -> None:
     applied = templates.kubectl(
         "apply", "-f", "-", input=yaml.safe_dump(_cronjob("nightly", NOWHERE))

@@ -179,8 +179,9 @@ class WebhookMetrics:
         )
         self.no_compatible_node = Gauge(
             "cudasched_webhook_no_compatible_node_objects",
-            "Objects (InferenceServices, LLMInferenceServices) whose last admission found no "
-            "node able to run them and that no node of the current snapshot can run, by kind.",
+            "Objects (InferenceServices, LLMInferenceServices, workload controllers) whose last "
+            "admission found no node able to run them (their pods) and that no node of the "
+            "current snapshot can run, by kind.",
             ("kind",),
             registry=r,
         )

@@ -140,3 +140,37 @@ def test_an_unreadable_template_is_said_never_refused() -> None:
     broken["spec"]["template"]["spec"] = "not a spec"
     resp = ask(_admitter(onNoFit="deny"), "workload", creation_review(broken), state())
     assert resp["allowed"] and resp["warnings"][0].startswith("cudasched: pods not judged:")
+
+
+def _owned_pod(annotations: dict[str, str]) -> dict[str, Any]:
+    pod = builders.pod(None, "ml", generate_name="train-6d9f-", annotations=annotations)
+    pod["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "train-6d9f",
+            "uid": "rs-uid-1",
+            "controller": True,
+        }
+    ]
+    return pod
+
+
+def test_a_pod_no_node_can_run_reports_the_controller_that_made_it() -> None:
+    """The pod has no name at admission (generateName): its ReplicaSet gets the Event."""
+    adm = _admitter()
+    seen: list[Placement] = []
+    adm.on_placement = seen.append
+    ask(adm, "pod", creation_review(_owned_pod(NO_NODE)), state())
+    ask(adm, "pod", creation_review(_owned_pod(SOME_NODES)), state())
+    ask(adm, "pod", creation_review(builders.pod("loose", "ml", annotations=NO_NODE)), state())
+    (owner,) = seen
+    assert (owner.api_version, owner.kind, owner.namespace, owner.name, owner.uid) == (
+        "apps/v1",
+        "ReplicaSet",
+        "ml",
+        "train-6d9f",
+        "rs-uid-1",
+    )
+    assert str(owner.no_fit).startswith("cudasched: no node can run CUDA 13.0")
+    assert owner.check is not None and not state().fits(*owner.check)

@@ -5,6 +5,7 @@ bound to a node (``spec.nodeName``), which no affinity may exclude."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cudasched.compat.engine import check
@@ -20,6 +21,7 @@ from cudasched.webhook.admission.review import (
 )
 from cudasched.webhook.admission.reviewed import (
     declares_requirement,
+    owner_placement,
     pod_for_mutation,
     set_annotation,
     with_namespace,
@@ -139,7 +141,7 @@ def _pod_checked(
         return unconstrained(req, record, str(unmergeable), notes)
     mutated = pod_for_mutation(pod)
     set_annotation(mutated, L.ANN_REQUIREMENT, record)
-    return finish(
+    decision = finish(
         ctx.config,
         req,
         pod,
@@ -152,6 +154,9 @@ def _pod_checked(
         then=placed,
         check=check,
     )
+    # No node can run it: the controller that made it gets the Event (the pod has no name yet).
+    owner = owner_placement(req, pod, no_fit, check)
+    return decision if owner is None else replace(decision, placement=owner)
 
 
 def _nothing_to_enforce(

@@ -34,6 +34,7 @@ __all__ = [
     "WORKLOAD_KINDS",
     "copy_decoded",
     "declares_requirement",
+    "owner_placement",
     "placement_of",
     "pod_for_mutation",
     "set_annotation",
@@ -139,6 +140,42 @@ def set_annotation(obj: dict[str, Any], key: str, value: str | None) -> None:
         ann[key] = value
     if ann or "annotations" in meta:
         meta["annotations"] = ann
+
+
+def owner_placement(
+    req: ReviewRequest,
+    pod: Mapping[str, Any],
+    no_fit: str | None,
+    check: tuple[Any, Callable[[], Any]] | None,
+) -> Placement | None:
+    """The placement to report for the controller that created ``pod`` (its ``ownerReferences``
+    entry with ``controller: true``: a ReplicaSet, StatefulSet, Job, LeaderWorkerSet...) when
+    no node can run the pod: the pod has no name yet at admission, so its owner is what the
+    NoCompatibleNode Event can be recorded on. ``None`` when some node can, or it has no
+    controller."""
+    if no_fit is None:
+        return None
+    for ref in metadata_of(pod).get("ownerReferences") or ():
+        if not (isinstance(ref, Mapping) and ref.get("controller") is True):
+            continue
+        kind, name, api_version = ref.get("kind"), ref.get("name"), ref.get("apiVersion")
+        if not (isinstance(kind, str) and isinstance(name, str) and name):
+            return None
+        if not (isinstance(api_version, str) and api_version):
+            return None
+        uid = ref.get("uid")
+        group = api_version.rpartition("/")[0]
+        return Placement(
+            group=group,
+            kind=kind,
+            api_version=api_version,
+            namespace=str(metadata_of(pod).get("namespace") or req.namespace or ""),
+            name=name,
+            uid=uid if isinstance(uid, str) and uid else None,
+            no_fit=no_fit,
+            check=check,
+        )
+    return None
 
 
 def placement_of(

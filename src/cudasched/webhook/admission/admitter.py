@@ -313,14 +313,15 @@ class Admitter:
             return failed.render(), failed.outcome
         # Decisions that report a placement are not remembered: a repeat (the real request
         # after a server-side dry run) must reach the reporter too. They are InferenceService
-        # admissions, rare next to the pods of their replicas. Nor are answers carrying a
-        # warning given once: a repeat must not replay it.
+        # admissions, rare next to the pods of their replicas. (A pod's report of its
+        # controller is the exception: the first replica reports it.) Nor are answers
+        # carrying a warning given once: a repeat must not replay it.
         # Nor, with the image resolver on, an unknown answer: the image may be resolved by
         # the next replica, which must then be constrained (docs/design.md, issue 19).
         if (
             prepared.key is not None
             and decision.outcome != "error"
-            and decision.placement is None
+            and (decision.placement is None or decision.placement.for_owner)
             and not decision.once
             and not (decision.unknown is not None and self._resolving)
         ):

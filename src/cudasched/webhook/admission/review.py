@@ -89,6 +89,10 @@ class Placement:
     uid: str | None
     no_fit: str | None
     check: tuple[Any, Callable[[], Any]] | None = None
+    #: Reported for the controller that made a pod (``reviewed.owner_placement``): the pod's
+    #: answer may still be remembered, since the controller's first replica reports it and
+    #: its Events are rate-limited per controller anyway.
+    for_owner: bool = False
 
     @property
     def key(self) -> tuple[str, str, str, str]:

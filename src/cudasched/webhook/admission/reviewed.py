@@ -174,6 +174,7 @@ def owner_placement(
             uid=uid if isinstance(uid, str) and uid else None,
             no_fit=no_fit,
             check=check,
+            for_owner=True,
         )
     return None
 

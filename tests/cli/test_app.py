@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -62,6 +64,26 @@ def test_a_command_imports_only_its_own_module() -> None:
     loaded = set(eval(out.stdout.splitlines()[-1]))  # noqa: S307 - our own process's output
     assert "cudasched.cli.affinity" in loaded
     assert not loaded & {"cudasched.cli.explain", "cudasched.cli.webhook", "cudasched.cli.demo"}
+
+
+def test_check_on_the_cached_knowledge_reads_no_yaml(tmp_path: Path) -> None:
+    """PyYAML is a third of ``check``'s start-up: with the knowledge cached, no YAML is read,
+    so the parser must not be imported (the start-up goal of benchmarks/startup.py)."""
+    code = (
+        "import sys\n"
+        "sys.argv = ['cudasched', 'check', '--gpu', 'A100', '--driver', '535.104.05',"
+        " '--cuda', '12.2']\n"
+        "from cudasched.cli import app\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m == 'yaml' or m.startswith('yaml.')))\n"
+    )
+    env = {**os.environ, "CUDASCHED_CACHE_DIR": str(tmp_path)}
+    runs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        for _ in range(2)
+    ]
+    assert "yaml" in runs[0].stdout.splitlines()[-1], "the first run builds the cache from YAML"
+    assert runs[1].stdout.splitlines()[-1] == "[]"
 
 
 def test_unknown_command_is_a_usage_error() -> None:

@@ -466,7 +466,8 @@ async def test_plan_drivers_reads_the_gpu_operator_release_from_the_live_cluster
     kept = [o for o in yaml.safe_load(snap.stdout)["items"] if o["kind"] in (
         "ClusterPolicy", "CustomResourceDefinition")]  # fmt: skip
     assert [o["kind"] for o in kept] == ["ClusterPolicy", "CustomResourceDefinition"]
-    assert "spec" not in kept[0]  # the ClusterPolicy: name, labels and state only
+    # The ClusterPolicy: name, labels, state and the driver settings (who installs drivers).
+    assert kept[0]["spec"] == {"driver": {"enabled": True, "useNvidiaDriverCRD": True}}
     [version] = kept[1]["spec"]["versions"]
     assert set(version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]) == set(
         CRD_SPEC_PROPERTIES["v25.10.1"]

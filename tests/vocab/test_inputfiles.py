@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cudasched.vocab import inputfiles
+from cudasched.vocab import inputfiles, yamlparse
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.inputfiles import CLUSTER, SETTINGS, InputLimits
 
@@ -101,3 +103,19 @@ def test_what_still_reads_as_before() -> None:
 )
 def test_json_values_round_trip(value: object) -> None:
     assert inputfiles.parse_documents(json.dumps({"v": value}), "f", SETTINGS) == [{"v": value}]
+
+
+def test_the_yaml_parser_loads_only_when_yaml_is_read() -> None:
+    """Reading files and JSON does not import PyYAML (a third of a command's start-up); the
+    first YAML read does, and gives what the YAML module gives."""
+    code = (
+        "import sys\n"
+        "from cudasched.vocab import inputfiles\n"
+        "inputfiles.parse_documents('{\"a\": 1}', 'x.json', inputfiles.SETTINGS)\n"
+        "print('yaml' in sys.modules)\n"
+        "print(inputfiles.parse_yaml('a: 1', 'x.yaml', inputfiles.SETTINGS))\n"
+        "print('yaml' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:3] == ["False", "[{'a': 1}]", "True"]
+    assert yamlparse.parse_yaml("a: 1", "x.yaml", SETTINGS) == [{"a": 1}]

@@ -49,7 +49,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "Cluster health": ("audit", "report", "snapshot"),
     "Drivers and capacity": ("recommend-driver", "plan-drivers", "node-template"),
     "Reference": ("knowledge", "demo"),
-    "Runs in the cluster": ("webhook", "agent", "probe", "manifests"),
+    "Runs in the cluster": ("webhook", "policy-controller", "agent", "probe", "manifests"),
 }
 
 _pending_notes: list[str] = []
@@ -144,6 +144,11 @@ COMMANDS: dict[str, CommandEntry] = {
     "webhook": CommandEntry(
         "cudasched.cli.webhook",
         "Run the CUDA-aware admission webhook until SIGTERM (in-flight requests finish).",
+    ),
+    "policy-controller": CommandEntry(
+        "cudasched.cli.policycontroller",
+        "Keep the policy mode's PlacementTables equal to the webhook's decisions, until "
+        "SIGTERM (leader-elected; no request path).",
     ),
     "manifests": CommandEntry(
         "cudasched.cli.manifests",

@@ -135,7 +135,7 @@ class KnowledgeBase:
     def load(cls, cache: ParsedCache | None = None) -> KnowledgeBase:
         """Read and index the YAML files bundled in ``cudasched/data``; ``cache`` (an edge's)
         may hold them already parsed. Its provenance is the built-in bundle's."""
-        provenance = builtin_bundle().provenance(BUILT_IN)
+        provenance = builtin_bundle(cache).provenance(BUILT_IN)
         return cls.from_documents(read_data_files(cache), provenance)
 
     @classmethod

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from cudasched.knowledge.loading import DATA_FILES, read_data_bytes
+from cudasched.knowledge.loading import DATA_FILES, ParsedCache, read_data_bytes
 from cudasched.knowledge.provenance import Provenance
 from cudasched.vocab import inputfiles
 from cudasched.vocab.errors import InputError, one_line, shown
@@ -373,14 +373,25 @@ def assemble(layout: ArtifactLayout, config: bytes, blobs: Mapping[str, bytes]) 
     return Bundle(meta, {name: by_title[name] for name in meta.tables})
 
 
-def builtin_bundle() -> Bundle:
+def builtin_bundle(cache: ParsedCache | None = None) -> Bundle:
     """The tables shipped in ``cudasched/data`` as a bundle (its ``bundle.yaml`` says its
-    version and date)."""
+    version and date); ``cache`` (an edge's) may hold ``bundle.yaml`` already parsed."""
     raw = read_data_bytes((META_FILE, *TABLES))
-    meta_doc = inputfiles.parse_yaml(
-        inputfiles.decode(raw[META_FILE], META_FILE), META_FILE, TABLE_LIMITS
-    )
     meta = BundleMeta.from_document(
-        meta_doc[0] if meta_doc else None, f"cudasched/data/{META_FILE}"
+        _builtin_meta(raw[META_FILE], cache), f"cudasched/data/{META_FILE}"
     )
     return Bundle(meta, {name: raw[name] for name in meta.tables})
+
+
+def _builtin_meta(raw: bytes, cache: ParsedCache | None) -> object:
+    """``bundle.yaml``'s document, from ``cache`` when it holds these bytes: a command that
+    finds the tables cached then reads no YAML and does not import the parser at all."""
+    key = {META_FILE: raw}
+    kept = cache.load(key) if cache is not None else None
+    if kept is not None and META_FILE in kept:
+        return kept[META_FILE]
+    docs = inputfiles.parse_yaml(inputfiles.decode(raw, META_FILE), META_FILE, TABLE_LIMITS)
+    doc = docs[0] if docs else None
+    if cache is not None:
+        cache.store(key, {META_FILE: doc})
+    return doc

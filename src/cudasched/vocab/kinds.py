@@ -36,10 +36,12 @@ __all__ = [
     "KARPENTER_NODE_POOL",
     "KINDS",
     "KSERVE_GROUP",
+    "LEASE",
     "LLM_INFERENCE_SERVICE",
     "NODE",
     "NODE_GROUP_KINDS",
     "NVIDIA_DRIVER",
+    "PLACEMENT_TABLE",
     "POD",
     "POD_TEMPLATE",
     "POD_TEMPLATE_KINDS",
@@ -86,6 +88,17 @@ POD = Kind("", "v1", "Pod", "pods", namespaced=True)
 SECRET = Kind("", "v1", "Secret", "secrets", namespaced=True)
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", namespaced=True)
 EVENT = Kind("events.k8s.io", "v1", "Event", "events", namespaced=True)
+#: Leader election of the policy controller (``kube/leases``).
+LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases", namespaced=True)
+#: The policy mode's parameters, written by the policy controller (``install/policy``).
+PLACEMENT_TABLE = Kind(
+    "cudasched.io",
+    "v1alpha1",
+    "PlacementTable",
+    "placementtables",
+    namespaced=False,
+    crd_of="cudasched's policy mode",
+)
 
 KSERVE_GROUP = "serving.kserve.io"
 GPU_OPERATOR_GROUP = "nvidia.com"

@@ -77,7 +77,7 @@ def audit(
     branch is judged by its lifecycle on that date (ended, legacy, ending within
     ``min_support_months``), and the knowledge is reported when it is older than
     ``max_knowledge_age_days`` (:mod:`~cudasched.operations.audit.knowledgerules`)."""
-    ctx = AuditContext(snapshot, fleet, images, policy, node_groups)
+    ctx = AuditContext(snapshot, fleet, images, policy, node_groups, today)
     services = len(snapshot.inference_services) + len(snapshot.llm_inference_services)
     runtimes = len(fleet.cluster_serving_runtimes) + sum(1 for _ in fleet.all_serving_runtimes())
     steps = (

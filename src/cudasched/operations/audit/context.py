@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from cudasched.explain.fit import requirement_runs_anywhere
@@ -14,6 +16,7 @@ from cudasched.operations.nodelabels import (
     UPGRADE_DONE,
     upgrade_state,
 )
+from cudasched.operations.pools import Pool, node_pools
 from cudasched.operations.reach import FleetVerdicts
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.objects import annotations_of, labels_of, name_of, namespace_of
@@ -57,9 +60,7 @@ class Resolved:
     image: str | None = None
     error: str | None = None
     unknown: UnknownRequirement | None = None  # WorkloadNeed.unknown: what admission warns
-    #: The pod placed for it (the pod itself; an InferenceService's predictor, an
-    #: LLMInferenceService's model server), whose own selection the one fit rule reads.
-    target: Mapping[str, Any] | None = None
+    pod: Mapping[str, Any] | None = None  # the pod it runs as: its own node selection
     no_pods: str | None = None  # WorkloadNeed.no_pods: why its controller creates no pods
 
 
@@ -73,8 +74,10 @@ class AuditContext:
         images: ImageTable,
         policy: Policy,
         node_groups: Sequence[NodeGroup] = (),
+        today: date | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.today = today  # the day a fix's branch is judged on (None: the data's own date)
         self.node_groups = [*node_groups, *groups_from_snapshot(snapshot)]
         self.fleet = fleet
         self.kb = fleet.kb
@@ -91,6 +94,12 @@ class AuditContext:
         self._pods: dict[int, Resolved] = {}
         self._shared = Shared()  # compiled terms and fits, once per run (explain/fit.py)
 
+    @cached_property
+    def pools(self) -> dict[str, Pool]:
+        """Each GPU node's pool (who installs its driver, its OS and architecture), as
+        ``plan-drivers`` groups them: a fix names a driver change the way the plan would."""
+        return {n: p for p in node_pools(self.snapshot, self.fleet) for n in p.nodes}
+
     def policy_for(self, req: Requirement) -> Policy:
         return self.verdicts.policy_for(req, self.policy)
 
@@ -103,11 +112,10 @@ class AuditContext:
         skipped, gpu = view.skipped, view.requests_gpu
         try:
             need = cluster_pod_need(view, self.fleet, self.images)
-            target = pod  # the pod is what is placed
             container = view.cuda_container
             image = container.get("image") if container is not None else None
             found = Resolved(
-                need.requirement, gpu, skipped, need.runtime, image, None, need.unknown, target
+                need.requirement, gpu, skipped, need.runtime, image, None, need.unknown, pod
             )
         except InputError as exc:
             found = Resolved(Requirement(), gpu, skipped, error=str(exc))
@@ -117,14 +125,14 @@ class AuditContext:
     def resolve_isvc(self, isvc: Mapping[str, Any]) -> Resolved:
         skipped = is_skipped(annotations_of(isvc))
         try:
-            target, need = workload_need(isvc, self.fleet, self.images)
+            pod, need = workload_need(isvc, self.fleet, self.images)
             choice = need.runtime
             gpu = workload_uses_gpu(isvc, choice)
             image = predictor_image(isvc, choice.obj if choice is not None else None)
         except InputError as exc:
             return Resolved(Requirement(), False, skipped, error=str(exc))
         return Resolved(
-            need.requirement, gpu, skipped, choice, image, None, need.unknown, target, need.no_pods
+            need.requirement, gpu, skipped, choice, image, None, need.unknown, pod, need.no_pods
         )
 
     def resolve_llm(self, obj: Mapping[str, Any]) -> Resolved:
@@ -140,7 +148,7 @@ class AuditContext:
             return Resolved(Requirement(), False, skipped, error=str(exc))
         image = main.get("image") if main is not None else None
         image = image if isinstance(image, str) else None
-        return Resolved(req, gpu, skipped, image=image, unknown=need.unknown, target=pod)
+        return Resolved(req, gpu, skipped, image=image, unknown=need.unknown, pod=pod)
 
     def runs_somewhere(self, found: Resolved) -> bool:
         """Whether any node can run the workload as the webhook admits it: its pod's own
@@ -148,7 +156,7 @@ class AuditContext:
         (:func:`~cudasched.explain.fit.requirement_runs_anywhere`, the rule the webhook warns
         by and ``explain`` counts by). A pod whose affinity cannot be merged is not held
         against it (the webhook admits it unconstrained)."""
-        spec = (found.target or {}).get("spec")
+        spec = (found.pod or {}).get("spec")
         if not isinstance(spec, Mapping) or found.req.is_empty:
             return True
         try:

@@ -92,6 +92,10 @@ def test_every_code_has_its_issue_severity() -> None:
         "knowledge-stale": Severity.WARNING,
         "gpu-unknown": Severity.WARNING,
         "placement-moved": Severity.WARNING,
+        "dra-extended-resource-shared": Severity.WARNING,
+        "dra-device-without-cuda-attributes": Severity.WARNING,
+        "kueue-flavor-without-cuda-key": Severity.WARNING,
+        "kueue-flavor-spans-cuda-classes": Severity.WARNING,
         "driver-release-unknown": Severity.INFO,
     }
 

@@ -47,7 +47,13 @@ class CommandEntry(NamedTuple):
 GROUPS: dict[str, tuple[str, ...]] = {
     "A workload": ("explain", "check", "image", "affinity", "mutate"),
     "Cluster health": ("audit", "report", "snapshot"),
-    "Drivers and capacity": ("recommend-driver", "plan-drivers", "node-template"),
+    "Drivers and capacity": (
+        "recommend-driver",
+        "plan-drivers",
+        "node-template",
+        "device-classes",
+        "kueue",
+    ),
     "Reference": ("knowledge", "demo"),
     "Runs in the cluster": ("webhook", "policy-controller", "agent", "probe", "manifests"),
 }
@@ -104,6 +110,16 @@ COMMANDS: dict[str, CommandEntry] = {
         "cudasched.cli.plan",
         "Plan the driver branch of every GPU pool so each workload of the cluster has a home, "
         "and write the GPU Operator NVIDIADriver objects that install it.",
+    ),
+    "device-classes": CommandEntry(
+        "cudasched.cli.deviceclasses",
+        "Print CUDA-aware DRA DeviceClasses: one per CUDA requirement the cluster's workloads "
+        "ask, each selecting exactly the NVIDIA GPUs that can run it.",
+    ),
+    "kueue": CommandEntry(
+        "cudasched.cli.kueue",
+        "Print Kueue ResourceFlavors by CUDA class, a ClusterQueue fragment ordering them, and "
+        "which workloads each flavor can serve.",
     ),
     "knowledge": CommandEntry(
         "cudasched.cli.knowledge",

@@ -145,6 +145,7 @@ def explain_snapshot(
             scheme,
             requirements=[n.requirement for n in needs],
             unknowns=[n.unknown for n in needs],
+            no_pods=[n.no_pods for n in needs],
         )
     out = []
     for obj, exp, need in zip(workloads, explanations, needs, strict=True):

@@ -94,6 +94,7 @@ def test_every_code_has_its_issue_severity() -> None:
         "placement-moved": Severity.WARNING,
         "dra-extended-resource-shared": Severity.WARNING,
         "dra-device-without-cuda-attributes": Severity.WARNING,
+        "dra-extended-resource-both-sources": Severity.WARNING,
         "kueue-flavor-without-cuda-key": Severity.WARNING,
         "kueue-flavor-spans-cuda-classes": Severity.WARNING,
         "driver-release-unknown": Severity.INFO,

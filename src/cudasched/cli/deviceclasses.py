@@ -144,7 +144,8 @@ def device_classes_cmd(
     ),
 ) -> None:
     """Print CUDA-aware DRA DeviceClasses: one per CUDA requirement the cluster's workloads ask,
-    each selecting exactly the NVIDIA GPUs (NVIDIA's DRA driver, type gpu) that can run it.
+    each selecting exactly the NVIDIA GPUs that can run it (devices of NVIDIA's DRA driver, of
+    type gpu).
 
     The selectors are the node affinity's rules on the driver's attributes (cudaDriverVersion,
     driverVersion, cudaComputeCapability). A pod asks for one with

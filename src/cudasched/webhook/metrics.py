@@ -128,6 +128,11 @@ FACT_RESULTS: Final = ("found", "absent", "written", "failed")
 #: The budgets of layer reads (``imageResolver.layers``), shown as a gauge.
 LAYER_BUDGETS: Final = ("bytes", "seconds", "concurrency", "queued")
 
+#: How a read of a namespace's serving runtimes went (an InferenceService whose runtime the
+#: cache has not seen yet): ``read``, ``failed`` (an error), ``timeout`` (not within
+#: ``kube.runtimeReadSeconds``).
+RUNTIME_READ_RESULTS: Final = ("read", "failed", "timeout")
+
 # Webhook answers are expected in milliseconds; the API server gives up after a few seconds.
 _LATENCY_BUCKETS: Final = (
     0.0005,
@@ -187,8 +192,9 @@ class WebhookMetrics:
         )
         self.no_compatible_node = Gauge(
             "cudasched_webhook_no_compatible_node_objects",
-            "Objects (InferenceServices, LLMInferenceServices) whose last admission found no "
-            "node able to run them and that no node of the current snapshot can run, by kind.",
+            "Objects (InferenceServices, LLMInferenceServices, workload controllers) whose last "
+            "admission found no node able to run them (their pods) and that no node of the "
+            "current snapshot can run, by kind.",
             ("kind",),
             registry=r,
         )
@@ -219,6 +225,13 @@ class WebhookMetrics:
             registry=r,
         )
         self._image_resolver_families(r)
+        self.runtime_reads = Counter(
+            "cudasched_webhook_runtime_reads",
+            "Serving runtimes read from the API server for an InferenceService whose runtime "
+            "the watch cache had not seen yet, by result: read, failed, timeout.",
+            ("result",),
+            registry=r,
+        )
         self.watch_restarts = Counter(
             "cudasched_cache_watch_restarts",
             "Watch streams restarted after an error, by kind and reason.",
@@ -230,7 +243,10 @@ class WebhookMetrics:
             "Cluster-state snapshots published to the request path.",
             registry=r,
         )
-        # Pre-create the children so dashboards see zeros instead of missing series.
+        self._zeros()
+
+    def _zeros(self) -> None:
+        """Pre-create the children so dashboards see zeros instead of missing series."""
         for kind in KINDS:
             self.cache_objects.labels(kind=kind).set(0)
         for reason in REFUSAL_REASONS:
@@ -238,6 +254,8 @@ class WebhookMetrics:
         for kind in UNKNOWN_KINDS:
             for reason in UNKNOWN_REASONS:
                 self.unknown_requirement.labels(kind=kind, reason=reason).inc(0)
+        for result in RUNTIME_READ_RESULTS:
+            self.runtime_reads.labels(result=result).inc(0)
         self.cache_synced.set(0)
 
     def _image_resolver_families(self, r: CollectorRegistry) -> None:

@@ -53,7 +53,6 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.install.registration:webhook_configuration": (101, 5),
     "cudasched.install.webhook:workload_objects": (104, 3),
     "cudasched.webhook.metrics:WebhookMetrics.__init__": (122, 9),
-    "cudasched.workloads.containercuda:from_container": (61, 21),
 }
 
 

@@ -231,3 +231,22 @@ def test_an_incompatible_answer_lists_no_mode_among_its_reasons() -> None:
     bullets = [line for line in result.stdout.splitlines() if line.startswith("  - ")]
     assert [line.split(":")[0] for line in bullets] == ["  - arch-too-new"]
     assert "  what holds: native: driver 580.65.06 supports CUDA 13.0" in result.stdout
+
+
+def test_the_compat_library_and_the_toolkit_mode_give_each_outcome() -> None:
+    # nvidia/cuda:12.9's compat library (575.57.08) and its note, on R550.
+    image = ["--cuda", "12.9", "--policy", "minor-compat", "--compat-driver", "575.57.08"]
+    image += ["--compat-cuda", "12.9", "--compat-branches", "535,550,560,565,570,575"]
+    geforce = ["--gpu", "RTX 4090", "--driver", "550.90.07"]
+    a100 = ["--gpu", "A100", "--driver", "550.90.07"]
+    code, doc = check_json(*geforce, *image)
+    assert (code, doc["reasons"][0]["code"]) == (1, "no-forward-compat-on-geforce")
+    assert "error 804" in doc["reasons"][0]["message"] and doc["toolkitMode"] == "legacy"
+    assert doc["compatLibrary"].startswith("libcuda.so.575.57.08 (CUDA 12.9; note: R535")
+    code, doc = check_json(*a100, *image, "--toolkit-mode", "cdi")
+    assert (code, [r["code"] for r in doc["reasons"]]) == (0, ["forward-compat"])
+    gate = ["--gpu", "A100", "--driver", "545.29.06", *image]
+    code, doc = check_json(*gate)
+    assert (code, doc["reasons"][0]["code"]) == (1, "compat-branch-unsupported")
+    result = run("check", *a100, "--cuda", "12.9", "--compat-branches", "535")
+    assert result.exit_code == 2 and "--compat-driver" in result.output

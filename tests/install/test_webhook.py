@@ -16,7 +16,7 @@ from cudasched.cli import app
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.install import access, naming, webhook
 from cudasched.settings.config import load_config
-from cudasched.webhook.server.app import ISVC_PATH, LLMISVC_PATH, POD_PATH
+from cudasched.webhook.server.app import ISVC_PATH, LLMISVC_PATH, POD_PATH, WORKLOAD_PATH
 from cudasched.workloads.pods import is_skipped
 from tests.support.k8s_schema import assert_valid
 from tests.support.rbac import granted
@@ -61,6 +61,7 @@ def test_every_object_is_schema_valid(mode: str) -> None:
         assert_valid(obj)
         cluster_scoped = {
             "Namespace",
+            "CustomResourceDefinition",
             "ClusterRole",
             "ClusterRoleBinding",
             "MutatingWebhookConfiguration",
@@ -78,12 +79,15 @@ def test_webhook_configuration_settings() -> None:
         "pods.cudasched.io",
         "inferenceservices.cudasched.io",
         "llminferenceservices.cudasched.io",
+        "workloads.cudasched.io",
     }
     for hook in hooks.values():
         assert hook["admissionReviewVersions"] == ["v1"]
         side_effects = "None" if hook["name"].startswith("pods") else "NoneOnDryRun"
         assert hook["sideEffects"] == side_effects
-        assert hook["reinvocationPolicy"] == "IfNeeded"
+        # The workload controllers' answers patch nothing: nothing to re-invoke for.
+        warn_only = hook["name"].startswith("workloads")
+        assert hook["reinvocationPolicy"] == ("Never" if warn_only else "IfNeeded")
         assert hook["failurePolicy"] == "Ignore"
         assert 1 <= hook["timeoutSeconds"] <= 5
         (expr,) = hook["namespaceSelector"]["matchExpressions"]
@@ -105,6 +109,17 @@ def test_webhook_configuration_settings() -> None:
         LLMISVC_PATH
     )
     assert hooks["pods.cudasched.io"]["clientConfig"]["service"]["path"] == POD_PATH
+    # Deployments, StatefulSets, Jobs, CronJobs and LeaderWorkerSets, on the server's path.
+    workloads = hooks["workloads.cudasched.io"]
+    assert workloads["clientConfig"]["service"]["path"] == WORKLOAD_PATH
+    assert {(r["apiGroups"][0], res) for r in workloads["rules"] for res in r["resources"]} == {
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+    }
+    assert all(r["operations"] == ["CREATE", "UPDATE"] for r in workloads["rules"])
     assert hooks["inferenceservices.cudasched.io"]["clientConfig"]["service"]["path"] == (ISVC_PATH)
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
         f"gpu-system/{naming.CA_CERTIFICATE}"
@@ -431,7 +446,15 @@ def test_pull_secrets_are_granted_only_with_the_flag(tmp_path: Path) -> None:
         }
 
     added = grants(opted) - grants(plain)
-    assert added == {(name, "secrets", "get"), (name, "serviceaccounts", "get")}
+    # the pull secrets' own grant, and the image resolver's (pull secrets need the resolver)
+    facts = f"{naming.APP}-image-facts"
+    assert added == {
+        (name, "secrets", "get"),
+        (name, "serviceaccounts", "get"),
+        (facts, "imagefacts", "get"),
+        (facts, "imagefacts", "create"),
+        (facts, "imagefacts/status", "patch"),
+    }
     assert not [g for g in grants(plain) if g[1] in ("secrets", "serviceaccounts")]
     binding = _one(opted, "ClusterRoleBinding", name)
     assert binding["roleRef"]["name"] == name
@@ -492,3 +515,48 @@ def test_the_background_audit_is_granted_and_turned_on_only_with_its_flag(
     refused = CliRunner().invoke(app, ["manifests", "--audit-interval", "5000"])
     assert refused.exit_code == 2 and refused.stdout == ""
     assert refused.stderr.startswith("cudasched: error: invalid --audit-interval 5000:")
+
+
+def test_the_image_resolver_gets_its_grant_and_an_egress_policy_only_with_its_flag(
+    tmp_path: Path,
+) -> None:
+    """``--image-resolver``: the ImageFacts grant (get, create; patch of the status) in a
+    ClusterRole of its own; an egress NetworkPolicy beside the ingress one: DNS, the API
+    server's ranges on 443/6443, public addresses on 443 with every private, link-local and
+    metadata range excepted, and ``--registry-cidr``'s internal registries; a config that
+    turns the resolver on (layers and shared facts with it). The CRD and the policy that
+    keeps its status to the webhook are there either way."""
+    plain = _render("--namespace", "gpu-system")
+    opted = _render(
+        "--namespace", "gpu-system", "--image-resolver", "--registry-cidr", "10.20.0.0/16"
+    )
+    for objects in (plain, opted):
+        crd = _one(objects, "CustomResourceDefinition", "imagefacts.cudasched.io")
+        assert crd["spec"]["scope"] == "Cluster"
+        assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
+    policy = _one(plain, "ValidatingAdmissionPolicy", f"{naming.APP}-gpu-system-image-facts")
+    rule = policy["spec"]["matchConstraints"]["resourceRules"][0]
+    assert rule["resources"] == ["imagefacts/status"]
+    assert (
+        "system:serviceaccount:gpu-system:cudasched"
+        in policy["spec"]["validations"][0]["expression"]
+    )
+    assert not [o for o in plain if o["metadata"]["name"] == "cudasched-webhook-egress"]
+    egress = _one(opted, "NetworkPolicy", "cudasched-webhook-egress")
+    assert egress["spec"]["policyTypes"] == ["Egress"]
+    rules = egress["spec"]["egress"]
+    public = rules[2]["to"][0]["ipBlock"]
+    assert public["cidr"] == "0.0.0.0/0"
+    assert {"10.0.0.0/8", "169.254.0.0/16", "100.64.0.0/10", "127.0.0.0/8"} <= set(public["except"])
+    assert "fc00::/7" in rules[2]["to"][1]["ipBlock"]["except"]
+    assert rules[2]["ports"] == [{"port": 443, "protocol": "TCP"}]
+    assert rules[3] == {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}]}
+    for obj in opted:
+        if obj["kind"] not in CERT_MANAGER_KINDS:
+            assert_valid(obj)
+    settings = tmp_path / "config.yaml"
+    settings.write_text(_one(opted, "ConfigMap")["data"]["config.yaml"])
+    resolver = load_config(settings).image_resolver
+    assert (resolver.enabled, resolver.layers.enabled, resolver.shared_facts) == (True,) * 3
+    refused = CliRunner().invoke(app, ["manifests", "--registry-cidr", "10.20.0.0/16"])
+    assert refused.exit_code == 2 and "--image-resolver" in refused.output

@@ -200,8 +200,24 @@ def test_kube_section_is_cluster_access_with_unchanged_keys() -> None:
 
     c = WebhookConfig.from_mapping({"kube": {"kubeconfig": "/k", "resyncSeconds": 5}})
     assert isinstance(c.kube, config_module.ClusterAccess)
-    assert c.kube.model_dump(by_alias=True) == {"kubeconfig": "/k", "resyncSeconds": 5}
+    assert c.kube.model_dump(by_alias=True) == {
+        "kubeconfig": "/k",
+        "resyncSeconds": 5,
+        "runtimeReadSeconds": 1.0,
+    }
     assert not hasattr(config_module, "KubeConfig")
+
+
+def test_the_toolkit_mode_reaches_the_image_table() -> None:
+    from cudasched.knowledge.images import ImageTable
+    from cudasched.vocab.requirements import ToolkitMode
+
+    config = WebhookConfig.from_mapping({"toolkitMode": "CDI"})
+    assert config.toolkit_mode is ToolkitMode.CDI
+    assert ImageTable.from_config(config).toolkit is ToolkitMode.CDI
+    assert ImageTable.from_config(WebhookConfig()).toolkit is ToolkitMode.LEGACY
+    with pytest.raises(InputError, match="toolkitMode"):
+        WebhookConfig.from_mapping({"toolkitMode": "jit-cdi"})
 
 
 def test_the_knowledge_section_names_a_bundle_and_how_to_trust_it() -> None:

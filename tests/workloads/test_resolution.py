@@ -18,7 +18,11 @@ from cudasched.knowledge.images import ImageTable
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import ComputeCapability, CudaVersion
-from cudasched.workloads.declared import declared_by_annotation, requirement_from_annotations
+from cudasched.workloads.declared import (
+    declared_by_annotation,
+    misspelt_keys,
+    requirement_from_annotations,
+)
 from cudasched.workloads.gpu import read_gpu_use, uses_gpu
 from cudasched.workloads.kserve import RuntimeChoice, select_runtime
 from cudasched.workloads.resolution import wants_constraint
@@ -221,6 +225,23 @@ def test_accelerator_type_is_case_insensitive() -> None:
 
 
 # --------------------------------------------------------------------------- modifiers
+
+
+def test_misspelt_keys_name_the_key_meant() -> None:
+    annotations = {
+        "cudasched.io/cuda-verison": "12.4",
+        "cudasched.io/min-compute": "8.0",
+        "cudasched.io/zzz": "1",
+        "cudasched.io/skip": "true",
+        "cudasched.io/requirement": "cuda>=12.4",
+        "example.com/cuda-verison": "12.4",
+    }
+    assert dict(misspelt_keys(annotations)) == {
+        "cudasched.io/cuda-verison": "cudasched.io/cuda-version",
+        "cudasched.io/min-compute": "cudasched.io/min-compute-capability",
+        "cudasched.io/zzz": None,
+    }
+    assert list(misspelt_keys({"cudasched.io/cuda-version": "12.4"})) == []
 
 
 def test_all_annotations_parsed() -> None:
@@ -832,8 +853,14 @@ def test_requirement_needs_covers_every_rule_relevant_field() -> None:
     import dataclasses
 
     from cudasched.vocab.requirecuda import gate_from_env
-    from cudasched.vocab.requirements import FrameworkBuild, Policy, Requirement
-    from cudasched.vocab.versions import ComputeCapability, CudaVersion
+    from cudasched.vocab.requirements import (
+        CompatLibrary,
+        FrameworkBuild,
+        Policy,
+        Requirement,
+        ToolkitMode,
+    )
+    from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
     base = Requirement(cuda=CudaVersion(12, 4), source="a")
     changed = {
@@ -843,6 +870,8 @@ def test_requirement_needs_covers_every_rule_relevant_field() -> None:
         "ships_cuda_compat": True,
         "framework": FrameworkBuild("torch", "2.5.1+cu124", CudaVersion(12, 4)),
         "gate": gate_from_env({"NVIDIA_REQUIRE_CUDA": "cuda>=12.4"}, "test"),
+        "compat": CompatLibrary(DriverVersion(550, 54, 15), CudaVersion(12, 4)),
+        "toolkit": ToolkitMode.CDI,
     }
     compared = {f.name for f in dataclasses.fields(Requirement) if f.compare} - {"source"}
     assert compared == set(changed)

@@ -9,6 +9,11 @@ Without ``--workload`` every Pod and controller of the cluster is explained, plu
 InferenceServices that have no predictor pod yet: with the bundled sample cluster that is the
 project's demo.
 
+Where the cluster publishes ResourceSlices of NVIDIA's DRA driver, each workload with a
+requirement is also judged device by device (:mod:`cudasched.explain.devices`): which GPUs its
+CUDA-aware DeviceClass admits and why the others are refused. Without them the output is what
+it always was.
+
 A workload can also be named by reference, as kubectl names it (``isvc/llama3-8b -n team-nlp``,
 ``pod/NAME``, ``deploy/NAME``, ``llmisvc/NAME``): it is looked up in the cluster, which may be
 the live one (``--live``).
@@ -25,7 +30,7 @@ import contextlib
 import dataclasses
 import gc
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -41,6 +46,7 @@ from cudasched.cli.explainview import (
     Explained,
     Placement,
     compact_lines,
+    device_lines,
     overview_lines,
     pool_names,
     print_node_table,
@@ -57,7 +63,9 @@ from cudasched.cli.inputs import (
     load_images,
     load_knowledge,
     load_settings,
+    load_toolkit_mode,
     require_nodes,
+    with_image_sources,
 )
 from cudasched.cli.options import (
     ConfigOption,
@@ -66,14 +74,15 @@ from cudasched.cli.options import (
     RegistryConfigOption,
     ResolveImagesOption,
     SchemeOption,
+    ToolkitModeOption,
     effective_policy,
     effective_scheme,
-    registry_source,
 )
 from cudasched.cli.reference import Reference, parse_reference
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.scope import Scope
 from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot
+from cudasched.explain.devices import explain_devices, nvidia_slices
 from cudasched.explain.eligibility import explain_many
 from cudasched.operations.refs import Owners
 from cudasched.vocab.errors import InputError
@@ -122,10 +131,13 @@ def explain_snapshot(
     policy: Policy,
     scheme: LabelScheme,
     images: ImageTable,
+    slices: Sequence[Mapping[str, Any]] = (),
 ) -> list[Explained]:
-    """Resolve each workload's requirement against ``fleet`` and explain it there. A pod's
-    owner is the workload its controller stands for (the pods of a controller the cluster read
-    holds are explained through it, so only pods remain whose ReplicaSet it does not hold)."""
+    """Resolve each workload's requirement against ``fleet`` and explain it there; where
+    ``slices`` (NVIDIA's DRA ResourceSlices) are given, also device by device for each
+    workload with a requirement. A pod's owner is the workload its controller stands for (the
+    pods of a controller the cluster read holds are explained through it, so only pods remain
+    whose ReplicaSet it does not hold)."""
     owners = Owners()
     targets: list[Mapping[str, Any]] = []
     needs: list[WorkloadNeed] = []
@@ -142,6 +154,7 @@ def explain_snapshot(
             scheme,
             requirements=[n.requirement for n in needs],
             unknowns=[n.unknown for n in needs],
+            no_pods=[n.no_pods for n in needs],
         )
     out = []
     for obj, exp, need in zip(workloads, explanations, needs, strict=True):
@@ -151,7 +164,10 @@ def explain_snapshot(
         placement = Placement.of(obj) if pod else None
         notes = (_NO_MODEL_SERVER,) if is_llmisvc(obj) else ()
         owner = owners.of(obj) if pod else None
-        out.append(Explained(exp, need.runtime, placement, notes, owner))
+        devices = None
+        if slices and need.requirement is not None:
+            devices = explain_devices(need.requirement, policy, fleet.kb, slices)
+        out.append(Explained(exp, need.runtime, placement, notes, owner, devices))
     return out
 
 
@@ -185,9 +201,11 @@ def _explained_objects(
 
 
 def _merge_context(base: ClusterSnapshot, extra: ClusterSnapshot) -> ClusterSnapshot:
-    """KServe objects shipped next to a workload join the cluster's (the file's win)."""
+    """KServe objects shipped next to a workload join the cluster's (the file's win); the
+    cluster's other objects (its GPU Operator ClusterPolicy) stay."""
     return ClusterSnapshot(
         nodes=base.nodes,
+        other=base.other,
         inference_services=extra.inference_services + base.inference_services,
         serving_runtimes=extra.serving_runtimes + base.serving_runtimes,
         cluster_serving_runtimes=extra.cluster_serving_runtimes + base.cluster_serving_runtimes,
@@ -206,22 +224,23 @@ def _default_namespace(source: ClusterSource) -> str:
 
 
 def _show(
-    items: list[Explained],
+    items: Sequence[Explained],
     output: ExplainFormat,
     single: bool,
+    cluster: Mapping[str, Any],
+    pools: Callable[[], Mapping[str, str]],
+    *,
     per_node: bool,
     only_failing: bool,
-    what: dict[str, Any],
-    pools: Mapping[str, str],
 ) -> None:
-    """The explanations to stdout in the format asked for; ``what``: the cluster judged (for
-    the JSON and YAML answers), ``pools``: each node's pool (for the text)."""
+    """Print the answers in the chosen format (the device view after each workload's nodes,
+    where the cluster has DRA devices)."""
     if only_failing and not single and (per_node or output is not ExplainFormat.TABLE):
         items = [i for i in items if i.failing]  # the text overview filters its own lines
     if output is ExplainFormat.JSON:
-        sys.stdout.write(render_json(items, single, what) + "\n")
+        sys.stdout.write(render_json(items, single, cluster) + "\n")
     elif output is ExplainFormat.YAML:
-        sys.stdout.write(render_yaml(items, single, what))
+        sys.stdout.write(render_yaml(items, single, cluster))
     elif output is ExplainFormat.WIDE:
         console = terminal.console(WIDE_WIDTH)
         for number, item in enumerate(items):
@@ -230,20 +249,24 @@ def _show(
             print_node_table(item, console)
             for warning in unknown_warnings(item):
                 console.print(Text(warning, style="yellow"))
+            if item.devices is not None:
+                console.print(Text("\n".join(device_lines(item.devices, WIDE_WIDTH))))
         if len(items) > 1:
             console.print()
             print_overview_table(items, console)
     else:
         width = terminal.width(TABLE_WIDTH)
+        names = pools()  # the pools are read only where the text shows them
         if single or per_node:
             blocks = [
-                compact_lines(item, pools, width, per_node=per_node, only_failing=only_failing)
+                compact_lines(item, names, width, per_node=per_node, only_failing=only_failing)
+                + (device_lines(item.devices, width) if item.devices is not None else [])
                 for item in items
                 if not (only_failing and item.explanation.eligible_count == item.explanation.total)
             ]
             text = "\n\n".join("\n".join(b) for b in blocks)
         else:
-            text = "\n".join(overview_lines(items, pools, width, only_failing))
+            text = "\n".join(overview_lines(items, names, width, only_failing))
         sys.stdout.write(as_run(text) + "\n")
 
 
@@ -295,6 +318,7 @@ def explain_cmd(
     resolve_images: ResolveImagesOption = False,
     registry_config: RegistryConfigOption = None,
     plain_http: PlainHttpOption = None,
+    toolkit_mode: ToolkitModeOption = None,
     output: Annotated[
         ExplainFormat,
         typer.Option(
@@ -353,13 +377,19 @@ def explain_cmd(
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)
         labels = effective_scheme(scheme, settings)
-        images = load_images(kb, settings)
-        images = images.with_configs(
-            registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
-        )
-        items = explain_snapshot(objs, fleet, pol, labels, images)
+        mode = load_toolkit_mode(toolkit_mode, settings, source, context, kb).mode
+        images = load_images(kb, settings).with_toolkit(mode)
+        images = with_image_sources(images, source, resolve_images, registry_config, plain_http)
+        items = explain_snapshot(objs, fleet, pol, labels, images, nvidia_slices(context.other))
     except InputError as exc:
         fail(str(exc))
-    pools = pool_names(context, fleet) if output is ExplainFormat.TABLE else {}
-    _show(items, output, single, per_node, only_failing, judged(source, context), pools)
+    _show(
+        items,
+        output,
+        single,
+        judged(source, context),
+        lambda: pool_names(context, fleet),
+        per_node=per_node,
+        only_failing=only_failing,
+    )
     raise typer.Exit(EXIT_OK)

@@ -106,7 +106,7 @@ def _workload(
             ]
             found += [(pod, f) for f in unknown_findings(ctx, ref, resolved, "pod")]
         again = recreate(owner, [pod]) if owner is None else ""
-        found += [(pod, f) for f in stale_findings(ctx, pod, ref, resolved.req, "pod", again)]
+        found += [(pod, f) for f in stale_findings(ctx, pod, ref, resolved, "pod", again)]
     if misplaced:
         yield _misplaced_finding(ctx, owner, pods, misplaced)
     if owner is None:

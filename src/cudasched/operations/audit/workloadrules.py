@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from cudasched.operations.audit.context import AuditContext, Resolved
+from cudasched.operations.audit.context import AuditContext, Resolved, wants
 from cudasched.operations.audit.findings import (
     NO_COMPATIBLE_NODE,
     REQUIREMENT_INVALID,
@@ -22,10 +22,11 @@ from cudasched.operations.refs import finished, names, node_name, object_ref
 from cudasched.operations.runtimes import RuntimeRow, runtime_rows
 from cudasched.vocab import labels as L
 from cudasched.vocab.objects import annotations_of, name_of, namespace_of
-from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.requirements import Policy
 from cudasched.workloads.kserve import (
     SERVING_RUNTIME,
 )
+from cudasched.workloads.resolution import UNKNOWN_RECORD
 from cudasched.workloads.view import view_pod
 
 if TYPE_CHECKING:
@@ -84,6 +85,20 @@ def placeable_findings(
         return
     reach = ctx.verdicts.reach(found.req, ctx.policy)
     if reach.anywhere:
+        if ctx.runs_somewhere(found):
+            return
+        # Nodes can run what it needs, but none as it asks to be placed: the rule the webhook
+        # warns by and explain counts by (explain/fit.py). (Where the label scheme cannot say
+        # all the engine knows, the engine's "no node" below still reports it.)
+        yield Finding(
+            NO_COMPATIBLE_NODE,
+            ref,
+            f"needs {wants(found.req, ctx.policy_for(found.req))}: {len(reach.compatible)} "
+            f"node(s) can run it ({names(reach.compatible)}), but none it may land on: its own "
+            "nodeSelector or node affinity, or the GPU resource it asks for, excludes them" + pods,
+            fix="widen its nodeSelector or node affinity to one of those nodes (cudasched "
+            "explain shows what excludes each)",
+        )
         return
     fix = unplaceable_fix(ctx, found.req, reach, found.pod)
     # A group scaled to zero may be the home it is waiting for (docs/operations.md).
@@ -124,7 +139,7 @@ def stale_findings(
     ctx: AuditContext,
     obj: Mapping[str, Any],
     ref: str,
-    req: Requirement,
+    found: Resolved,
     kind: str,
     recreate: str = "",
 ) -> Iterator[Finding]:
@@ -133,6 +148,9 @@ def stale_findings(
     recorded = annotations_of(obj).get(L.ANN_REQUIREMENT)
     if not isinstance(recorded, str) or not recorded.strip():
         return
+    if found.unknown is not None and recorded.startswith(UNKNOWN_RECORD + " ("):
+        return  # recorded unknown and still unknown (the reason may be worded otherwise)
+    req = found.req
     now = None if req.is_empty else req.record(ctx.policy_for(req))
     if recorded == now:
         return
@@ -184,11 +202,19 @@ def _service(
     if found.error is not None:
         yield invalid_finding(ref, found.error)
         return
+    if found.no_pods is not None:  # as explain counts it: on no node
+        yield Finding(
+            NO_COMPATIBLE_NODE,
+            ref,
+            f"KServe runs no predictor for it, so no node can run it: {found.no_pods}",
+            fix="create the runtime it names, or name one that exists and serves its model",
+        )
+        return
     waiting = pending.get((namespace_of(obj), name_of(obj)), [])
     pods = f"; pending pods: {names(waiting)}" if waiting else ""
     yield from placeable_findings(ctx, ref, found, pending=True, pods=pods)
     yield from unknown_findings(ctx, ref, found, kind)
-    yield from stale_findings(ctx, obj, ref, found.req, kind)
+    yield from stale_findings(ctx, obj, ref, found, kind)
 
 
 def invalid_finding(ref: str, error: str) -> Finding:

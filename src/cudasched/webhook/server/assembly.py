@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from cudasched.registry.resolver import BackgroundResolver
     from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.admission.admitter import Admitter
+    from cudasched.webhook.background.runtimereader import RuntimeReader
     from cudasched.webhook.state.source import StateSource
 
 __all__ = ["build_admission", "build_app"]
@@ -28,12 +29,14 @@ def build_admission(
     metrics: WebhookMetrics,
     kb: KnowledgeBase | None = None,
     images: ImageTable | None = None,
+    runtimes: RuntimeReader | None = None,
 ) -> tuple[Admitter, BackgroundResolver | None]:
     """The production :class:`Admitter` for ``config`` and its image resolver (``None`` unless
     ``imageResolver.enabled``): the given knowledge base (else the bundled one) and image table
     (else the built-in one with ``imageOverrides`` in front), asking the resolver (counted in
-    ``metrics``) before its rules, never waiting longer than its budget. Reads package data:
-    once per server process, never per request."""
+    ``metrics``) before its rules, never waiting longer than its budget; ``runtimes`` is where
+    it reads serving runtimes its snapshot lacks. Reads package data: once per server process,
+    never per request."""
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.images import ImageTable
     from cudasched.webhook.admission.admitter import Admitter
@@ -48,7 +51,7 @@ def build_admission(
             config.image_resolver, metrics, mirrors=images.mirrors, kube=config.kube
         )
         images = images.with_configs(resolver)
-    return Admitter(config, kb, images), resolver
+    return Admitter(config, kb, images, runtimes), resolver
 
 
 def build_app(
@@ -63,13 +66,25 @@ def build_app(
     """The application for ``config``: limits, time budget and failure mode from
     ``config.server`` / ``config.failClosed``; the production admission
     (:func:`build_admission`, over ``kb`` and ``images`` when given) unless ``admission`` is
-    given, which is then used as it is (no image resolver is added to it)."""
+    given, which is then used as it is (no image resolver is added to it). The production
+    admission reads serving runtimes the source's snapshot lacks through the source's client
+    (a watch cache's), within ``kube.runtimeReadSeconds``; over a fixed snapshot it reads
+    none."""
     server = config.server
     instance = os.environ.get("POD_NAME") or socket.gethostname() or "cudasched-webhook"
     metrics = metrics if metrics is not None else WebhookMetrics()
     resolver = None
+    runtimes = None
     if admission is None:
-        admission, resolver = build_admission(config, metrics, kb, images)
+        # Only a source that reads the API server (the watch cache) has runtimes to read; a
+        # fixed snapshot is all there is, and admission says so (as `cudasched mutate` does).
+        if hasattr(source, "client"):
+            from cudasched.webhook.background.runtimereader import RuntimeReader
+
+            # Never more than half the review's own budget: the decision still has to be made.
+            budget = min(config.kube.runtime_read_seconds, server.request_timeout_seconds / 2)
+            runtimes = RuntimeReader(lambda: getattr(source, "client", None), budget, metrics)
+        admission, resolver = build_admission(config, metrics, kb, images, runtimes)
     return WebhookApp(
         admission,
         source,
@@ -85,4 +100,5 @@ def build_app(
         events=config.events,
         reporting_instance=instance,
         image_resolver=resolver,
+        runtime_reader=runtimes,
     )

@@ -254,20 +254,30 @@ def _show(
         if len(items) > 1:
             console.print()
             print_overview_table(items, console)
-    else:
-        width = terminal.width(TABLE_WIDTH)
-        names = pools()  # the pools are read only where the text shows them
-        if single or per_node:
-            blocks = [
-                compact_lines(item, names, width, per_node=per_node, only_failing=only_failing)
-                + (device_lines(item.devices, width) if item.devices is not None else [])
-                for item in items
-                if not (only_failing and item.explanation.eligible_count == item.explanation.total)
-            ]
-            text = "\n\n".join("\n".join(b) for b in blocks)
-        else:
-            text = "\n".join(overview_lines(items, names, width, only_failing))
+    else:  # the pools are read only where the text shows them
+        text = _text(items, pools(), single or per_node, per_node, only_failing)
         sys.stdout.write(as_run(text) + "\n")
+
+
+def _text(
+    items: Sequence[Explained],
+    names: Mapping[str, str],
+    each: bool,
+    per_node: bool,
+    only_failing: bool,
+) -> str:
+    """The text answer: each workload by pool (or node) with its device view (``each``), or
+    the overview of several, one line per workload."""
+    width = terminal.width(TABLE_WIDTH)
+    if not each:
+        return "\n".join(overview_lines(items, names, width, only_failing))
+    blocks = [
+        compact_lines(item, names, width, per_node=per_node, only_failing=only_failing)
+        + (device_lines(item.devices, width) if item.devices is not None else [])
+        for item in items
+        if not (only_failing and item.explanation.eligible_count == item.explanation.total)
+    ]
+    return "\n\n".join("\n".join(b) for b in blocks)
 
 
 @app.command("explain")

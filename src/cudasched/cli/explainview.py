@@ -398,22 +398,7 @@ def overview_lines(
     for key, members in groups.items():
         if only_failing and not any(m.failing for m in members):
             continue
-        item = members[0]
-        exp = item.explanation
-        summary = summarise(by_pool(exp, pools))
-        name = key if len(members) > 1 else exp.workload
-        count = f" ({len(members)} pods)" if len(members) > 1 else ""
-        text = (
-            f"{name}{count}: {_needs(item, short=True)}; "
-            f"{summary.eligible_nodes + summary.unpooled_eligible}/{summary.nodes} nodes, "
-            f"{summary.eligible_pools}/{summary.pools} pools"
-        )
-        if summary.because:
-            text += "; " + ", ".join(code for code, _ in summary.because[:3])
-        if len(members) > 1:
-            text += _pods_of(members)
-        if item.devices is not None:
-            text += f"; {item.devices.admitted_count}/{len(item.devices.devices)} DRA devices"
+        text = _workload_line(key, members, pools)
         lines += wrapped(text, width, "  ")
     lines += wrapped(
         "explain NAMESPACE/Kind/NAME (a name above) for one workload by pool; --nodes for one "
@@ -423,6 +408,28 @@ def overview_lines(
         "",
     )
     return lines
+
+
+def _workload_line(key: str, members: Sequence[Explained], pools: Mapping[str, str]) -> str:
+    """One workload's line of the overview: what it needs, how many nodes and pools can run
+    it and why not, where a controller's pods are, how many DRA devices admit it."""
+    item = members[0]
+    exp = item.explanation
+    summary = summarise(by_pool(exp, pools))
+    name = key if len(members) > 1 else exp.workload
+    count = f" ({len(members)} pods)" if len(members) > 1 else ""
+    text = (
+        f"{name}{count}: {_needs(item, short=True)}; "
+        f"{summary.eligible_nodes + summary.unpooled_eligible}/{summary.nodes} nodes, "
+        f"{summary.eligible_pools}/{summary.pools} pools"
+    )
+    if summary.because:
+        text += "; " + ", ".join(code for code, _ in summary.because[:3])
+    if len(members) > 1:
+        text += _pods_of(members)
+    if item.devices is not None:
+        text += f"; {item.devices.admitted_count}/{len(item.devices.devices)} DRA devices"
+    return text
 
 
 def _pods_of(members: Sequence[Explained]) -> str:

@@ -387,9 +387,12 @@ def explain_cmd(
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)
         labels = effective_scheme(scheme, settings)
-        mode = load_toolkit_mode(toolkit_mode, settings, source, context, kb).mode
+        # Files alone (--workload with --nodes-file) read no cluster, not for these either.
+        alone = nodes_file is not None and not source.named
+        reads = dataclasses.replace(source, sample=True) if alone else source
+        mode = load_toolkit_mode(toolkit_mode, settings, reads, context, kb).mode
         images = load_images(kb, settings).with_toolkit(mode)
-        images = with_image_sources(images, source, resolve_images, registry_config, plain_http)
+        images = with_image_sources(images, reads, resolve_images, registry_config, plain_http)
         items = explain_snapshot(objs, fleet, pol, labels, images, nvidia_slices(context.other))
     except InputError as exc:
         fail(str(exc))

@@ -3,7 +3,10 @@
 Hypothesis deadlines are timing assertions in disguise and flake on a busy 2-core runner, so
 they are off for the whole suite; each property test picks a modest ``max_examples`` itself.
 The knowledge base's parsed-data cache goes to a directory of this run (inherited by the
-commands the tests start), never to the user's own cache.
+commands the tests start), never to the user's own cache. No cluster is configured for the run
+(``$KUBECONFIG`` names a file that does not exist, no in-cluster variables), so a command given
+no cluster judges the bundled sample whatever the machine's own ``~/.kube/config`` says; the
+tests that need a kubeconfig write one and point at it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from hypothesis import settings
 from cudasched.knowledge import DATA_FILES, KnowledgeBase
 
 os.environ["CUDASCHED_CACHE_DIR"] = tempfile.mkdtemp(prefix="cudasched-test-cache-")
+os.environ["KUBECONFIG"] = os.path.join(os.environ["CUDASCHED_CACHE_DIR"], "no-kubeconfig")
+for _name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+    os.environ.pop(_name, None)
 
 settings.register_profile("cudasched", deadline=None)
 settings.load_profile("cudasched")

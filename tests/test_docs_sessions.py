@@ -3,11 +3,15 @@
 Each document's sessions run in order in one bash process (see ``tests/support/sessions.py``), in a
 fresh directory that holds links to the repository's ``examples/``, ``docs/``, ``src/``, ``tests/``
 and ``deploy/`` (so ``examples/nemotron.yaml`` is where the reader's checkout has it), with the
-project's console scripts first on ``PATH``. ``$KUBECONFIG`` is ``kubeconfig`` there, naming an API
-server on kmock that serves the bundled sample cluster the way a real one does (paged, list items
-without kinds, without the LLMInferenceService and NVIDIADriver CRDs), with three contexts: ``mock``
-(may read everything), ``alice`` (may not list pods) and ``down`` (no server listens). The doc's
-webhook port 18443 is replaced by a free one.
+project's console scripts first on ``PATH``. No cluster is configured there: ``$KUBECONFIG`` names
+a file that does not exist and ``$HOME`` is the test's own, so a command given no cluster judges
+the bundled sample (and says so), whatever the machine running the test has configured; the
+documents' examples say ``--sample``, which reads no kubeconfig at all. A session that wants a
+cluster exports ``KUBECONFIG=kubeconfig``, which names an API server on kmock that serves the
+bundled sample cluster the way a real one does (paged, list items without kinds, without the
+LLMInferenceService and NVIDIADriver CRDs), with three contexts: ``mock`` (may read
+everything), ``alice`` (may not list pods) and ``down`` (no server listens). The doc's webhook
+port 18443 is replaced by a free one.
 
 To re-record after an intended change of output::
 
@@ -144,7 +148,7 @@ def _environment(home: Path) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
-        "KUBECONFIG": "kubeconfig",
+        "KUBECONFIG": "no-kubeconfig",  # none configured: a session exports kubeconfig
         "TERM": "dumb",
     }
 

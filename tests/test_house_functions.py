@@ -39,9 +39,9 @@ MAX_COMPLEXITY = 20
 # (lines, complexity) of each function over a limit when the rule came in. Only shrinks.
 OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.cli.agent:agent": (103, 17),
-    "cudasched.cli.audit:audit_cmd": (86, 9),
+    "cudasched.cli.audit:audit_cmd": (85, 7),
     "cudasched.cli.demo:run_demo": (73, 22),
-    "cudasched.cli.explain:explain_cmd": (138, 27),
+    "cudasched.cli.explain:explain_cmd": (124, 16),
     "cudasched.cli.manifests:manifests_command": (131, 7),
     "cudasched.cli.nodetemplate:node_template_cmd": (125, 13),
     "cudasched.cli.plan:plan_cmd": (133, 16),

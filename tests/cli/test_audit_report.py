@@ -8,11 +8,13 @@ import shutil
 import struct
 import subprocess
 import zlib
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from cudasched.cli import app
@@ -27,7 +29,18 @@ from cudasched.operations.runtimes import runtime_rows
 DATA = Path(__file__).parents[1] / "data" / "audit"
 runner = CliRunner()
 
-FINDING_KEYS = {"severity", "code", "object", "node", "message", "fix"}
+FINDING_KEYS = {
+    "severity",
+    "code",
+    "object",
+    "kind",
+    "namespace",
+    "name",
+    "node",
+    "nodes",
+    "message",
+    "fix",
+}
 
 
 AS_OF = ("--as-of", "2026-12-01")  # lifecycles are judged on a date: a fixed one
@@ -43,9 +56,9 @@ def audit_json(*args: str) -> tuple[int, dict[str, Any]]:
 
 
 def test_audit_json_contract_and_exit_1_on_errors() -> None:
-    code, doc = audit_json()  # the bundled sample cluster
+    code, doc = audit_json("--sample")  # the bundled sample cluster
     assert code == 1
-    assert set(doc) == {"findings", "summary", "cluster"}
+    assert set(doc) == {"findings", "summary", "cluster", "cudaschedVersion"}
     assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}
     # 12 warnings: the sample's pools on ended (10) and legacy (2) driver branches.
     assert doc["summary"] == {"error": 1, "warning": 12, "info": 5}
@@ -57,6 +70,13 @@ def test_audit_json_contract_and_exit_1_on_errors() -> None:
         assert isinstance(finding["message"], str) and finding["message"]
         assert finding["node"] is None or isinstance(finding["node"], str)
     assert sum(doc["summary"].values()) == len(doc["findings"])
+    # issue 27 item 12: the object's parts, for scripts that would otherwise split it
+    parts = {(f["kind"], f["namespace"], f["name"]) for f in doc["findings"]}
+    assert ("InferenceService", "team-nlp", "nemotron-nano-fp4") in parts
+    assert ("Node", None, "dc1-k80-01") in parts
+    assert all(f["object"].split("/")[-1] == f["name"] for f in doc["findings"])
+    pool = next(f for f in doc["findings"] if f["object"] == "Pool/k80-r470-ubuntu20.04")
+    assert (pool["kind"], pool["nodes"]) == ("Pool", ["dc1-k80-01", "dc1-k80-02"])
 
 
 @pytest.mark.parametrize(
@@ -75,7 +95,7 @@ def test_audit_policy_option() -> None:
     assert strict == 1 and code == 1
     # vllm-0 names no policy: minor-compat lets R550 run it. vllm-gated-0's image gate holds
     # under every policy, and no policy gives R550 CUDA 13.0.
-    assert "Pod/llm/vllm-0" in [f["object"] for f in before["findings"]]
+    assert "StatefulSet/llm/vllm" in [f["object"] for f in before["findings"]]  # vllm-0's
     workloads = [f["object"] for f in doc["findings"] if f["code"] not in LIFECYCLE]
     assert workloads == ["Pod/llm/vllm-gated-0", "Pod/llm/vllm-next-0"]
 
@@ -140,7 +160,15 @@ def test_report_json_to_stdout_names_what_it_judged() -> None:
     result = runner.invoke(app, ["report", "-o", "json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"cluster", "knowledge", "matrix", "pools", "findings", "summary"}
+    assert set(doc) == {
+        "cluster",
+        "knowledge",
+        "matrix",
+        "pools",
+        "findings",
+        "summary",
+        "cudaschedVersion",
+    }
     assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}
     assert len(doc["pools"]) == len(doc["matrix"]["pools"]) == 13
     assert result.stderr == f"cudasched: note: {SAMPLE_NOTE}\n"
@@ -234,7 +262,9 @@ class _Dom(HTMLParser):
 def test_report_renders_in_chromium(tmp_path: Path) -> None:
     chromium = _chromium()
     out = tmp_path / "report.html"
-    assert runner.invoke(app, ["report", *AS_OF, "--output-file", str(out)]).exit_code == 0
+    assert (
+        runner.invoke(app, ["report", "--sample", *AS_OF, "--output-file", str(out)]).exit_code == 0
+    )
     url = out.resolve().as_uri()
 
     shot = tmp_path / "report.png"
@@ -272,6 +302,32 @@ def test_report_renders_in_chromium(tmp_path: Path) -> None:
     assert 'class="filters" hidden' in out.read_text(encoding="utf-8")
     (filters,) = [a for t, a in parsed.attrs if t == "p" and a.get("class") == "filters"]
     assert "hidden" not in filters
+
+
+def test_the_matrix_fits_1400_pixels_and_cuts_no_name(tmp_path: Path) -> None:
+    """Issue 27 item 12: the sample's matrix was 1852 pixels wide in a 1400-pixel window, and
+    its names broke at hyphens and anywhere (``overflow-wrap: anywhere``). A probe added to the
+    page measures, in Chromium, the table's right edge and every name's characters: all on
+    one line (across the line direction, so the vertical runtime heads count too)."""
+    chromium = _chromium()
+    out = tmp_path / "report.html"
+    result = runner.invoke(app, ["report", "--sample", *AS_OF, "--output-file", str(out)])
+    assert result.exit_code == 0, result.output
+    probe = (Path(__file__).parents[1] / "data" / "report" / "matrix-probe.js").read_text()
+    page = out.read_text(encoding="utf-8").replace("</body>", f"<script>{probe}</script></body>")
+    probed = tmp_path / "probed.html"
+    probed.write_text(page, encoding="utf-8")
+    dom = _browser(
+        chromium,
+        tmp_path / "profile",
+        "--window-size=1400,1000",
+        "--dump-dom",
+        probed.resolve().as_uri(),
+    ).stdout.decode()
+    found = json.loads(unescape(dom.split('<pre id="probe">', 1)[1].split("</pre>", 1)[0]))
+    assert found["viewport"] == 1400
+    assert found["right"] <= 1400 and found["page"] <= 1400, found
+    assert found["broken"] == []
 
 
 # --------------------------------------------------------------------------- progress
@@ -381,3 +437,30 @@ def test_a_dump_without_nodes_is_refused_by_every_command_that_judges_nodes(
         "against: add the cluster's nodes (cudasched snapshot --live, or kubectl get nodes -o "
         "yaml) to it\n"
     )
+
+
+def test_audit_of_a_namespace_reports_its_objects(tmp_path: Path) -> None:
+    """Issue 27 item 9: audit -n NS reported every node and pool finding too; they are the
+    cluster's (--cluster-scoped, or -A, adds them). A namespace that does not exist is said
+    so: the dump's Namespaces when it holds them, else none of its objects in it."""
+    _, scoped = audit_json("--sample", "-n", "team-nlp")
+    assert {f["object"] for f in scoped["findings"]} == {
+        "InferenceService/team-nlp/nemotron-nano-fp4"
+    }
+    _, wider = audit_json("--sample", "-n", "team-nlp", "--cluster-scoped")
+    assert {f["kind"] for f in wider["findings"]} == {"InferenceService", "Node", "Pool"}
+    missing = runner.invoke(app, ["audit", "--sample", "-n", "nosuchns"])
+    assert (missing.exit_code, missing.stdout) == (2, "")
+    assert missing.stderr == (
+        "cudasched: error: namespace 'nosuchns' does not exist in bundled sample cluster: none "
+        "of its objects is in it\n"
+    )
+    sample = Path(__file__).parents[2] / "src/cudasched/data/sample-cluster.yaml"
+    items = yaml.safe_load(sample.read_text())["items"]
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "empty"}}
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*items, namespace]})
+    )
+    empty = runner.invoke(app, ["audit", "--cluster", str(path), "-n", "empty"])
+    assert empty.exit_code == 0 and "no findings" in empty.stdout  # it exists, and is clean

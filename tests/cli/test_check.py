@@ -222,6 +222,17 @@ def test_a_misspelled_gpu_gets_the_nearest_names_and_where_to_look() -> None:
     assert "did you mean 'A100'" in line and "cudasched knowledge gpus" in line
 
 
+def test_an_incompatible_answer_lists_no_mode_among_its_reasons() -> None:
+    """Issue 27 item 12: a Blackwell GPU refuses an image built for CUDA 12.4 though its driver
+    runs 12.4 natively: ``native`` is said apart (what holds), not listed under
+    ``incompatible`` as if it were a reason."""
+    result = run("check", "--gpu", "B200", "--driver", "580.65.06", "--cuda", "12.4")
+    assert result.exit_code == 1
+    bullets = [line for line in result.stdout.splitlines() if line.startswith("  - ")]
+    assert [line.split(":")[0] for line in bullets] == ["  - arch-too-new"]
+    assert "  what holds: native: driver 580.65.06 supports CUDA 13.0" in result.stdout
+
+
 def test_the_compat_library_and_the_toolkit_mode_give_each_outcome() -> None:
     # nvidia/cuda:12.9's compat library (575.57.08) and its note, on R550.
     image = ["--cuda", "12.9", "--policy", "minor-compat", "--compat-driver", "575.57.08"]

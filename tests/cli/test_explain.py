@@ -49,9 +49,14 @@ def run_json(*args: str) -> dict[str, Any]:
     return json.loads(result.stdout)
 
 
+#: What a pod's summary adds: where it is (issue 27 item 7) and whose it is (item 9).
+POD_KEYS = {"nodeName", "phase", "owner"}
+
+
 def check_shape(doc: dict[str, Any]) -> None:
     assert set(doc) >= {"nodes", "summary"}
-    assert set(doc["summary"]) == SUMMARY_KEYS
+    pod = "/Pod/" in doc["summary"]["workload"]
+    assert set(doc["summary"]) == SUMMARY_KEYS | (POD_KEYS if pod else set())
     for node in doc["nodes"]:
         assert set(node) == NODE_KEYS
         assert isinstance(node["eligible"], bool)
@@ -76,7 +81,7 @@ def eligible(doc: dict[str, Any]) -> set[str]:
 
 def test_default_explains_every_workload_of_the_bundled_cluster() -> None:
     doc = run_json()
-    assert set(doc) == {"workloads", "cluster"}
+    assert set(doc) == {"workloads", "cluster", "cudaschedVersion"}
     assert doc["cluster"] == {"source": "bundled sample cluster", "sample": True}
     snapshot = bundled_snapshot()
     assert len(doc["workloads"]) == len(workloads_of(snapshot)) == 9
@@ -369,6 +374,107 @@ def test_a_workload_as_explain_or_audit_prints_it_is_explained_when_pasted_back(
         "'team-vision'\n"
     )
     assert run("team-nlp/Service/llama3-8b").exit_code == 2
+
+
+def test_a_pod_is_explained_from_where_it_is() -> None:
+    """Issue 27 item 7: explain pod/X says first the node it is bound to, its pool and whether
+    that node can run it, or that it is pending; -o json gives nodeName and phase."""
+    bound = str(DATA / "audit" / "bound.yaml")
+    text = run("pod/vllm-0", "-n", "llm", "--cluster", bound)
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines()[0].startswith(
+        "bound to gpu-h100-1 (h100-80gb-hbm3-r550-amazon-linux-2023.6.20241121, Running): it "
+        "cannot run it"
+    )
+    doc = run_json("pod/vllm-0", "-n", "llm", "--cluster", bound)
+    assert (doc["summary"]["nodeName"], doc["summary"]["phase"]) == ("gpu-h100-1", "Running")
+    pending = run("pod/cuda-smoke-test", "-n", "ml-batch", "--sample")
+    assert pending.stdout.splitlines()[0] == "Pending: not bound to a node"
+    service = run_json("isvc/llama3-8b", "-n", "team-nlp", "--sample")
+    assert "nodeName" not in service["summary"]  # a service is on no node: its pods are
+
+
+def _deployment_cluster(tmp_path: Path) -> str:
+    """bound.yaml plus a Deployment's four replicas: two on a node that cannot run them, one
+    where it can run, one pending (named as the Deployment controller names them)."""
+    import copy
+
+    doc = yaml.safe_load((DATA / "audit" / "bound.yaml").read_text())
+    replica = next(o for o in doc["items"] if o["metadata"]["name"] == "vllm-next-0")
+    for name, node in (("a", "gpu-h100-1"), ("b", "gpu-h100-1"), ("c", "gpu-h100-2"), ("d", None)):
+        pod = copy.deepcopy(replica)
+        pod["metadata"] = {
+            "name": f"chat-5d8f7c9b6d-{name}",
+            "namespace": "llm",
+            "labels": {"app": "chat", "pod-template-hash": "5d8f7c9b6d"},
+            "annotations": {"cudasched.io/cuda-version": "12.8"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "chat-5d8f7c9b6d",
+                    "controller": True,
+                    "uid": "u",
+                }
+            ],
+        }
+        pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": "Running" if node else "Pending"}
+        if node is None:
+            del pod["spec"]["nodeName"]
+        doc["items"].append(pod)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_explain_all_tells_a_controllers_pods_as_one_workload(tmp_path: Path) -> None:
+    """Issue 27 item 9: explain -A listed each replica; a Deployment's pods are one line about
+    the Deployment, with how many sit where they cannot run and the command that moves them,
+    and -o json names each pod's owner."""
+    cluster = _deployment_cluster(tmp_path)
+    text = run("-A", "--cluster", cluster)
+    assert text.exit_code == 0, text.output
+    lines = " ".join(text.stdout.split())
+    assert "chat-5d8f7c9b6d" not in lines
+    assert (
+        "llm/Deployment/chat (4 pods): cuda>=12.8; 1/2 nodes, 1/2 pools; driver-too-old; 2 of 4 "
+        "pods on nodes that cannot run them (kubectl rollout restart deployment/chat -n llm); 1 "
+        "pending" in lines
+    )
+    assert text.stdout.startswith("6 workloads: ")
+    owners = {
+        w["workload"]: w["summary"]["owner"]
+        for w in run_json("-A", "--cluster", cluster)["workloads"]
+    }
+    assert owners["llm/Pod/chat-5d8f7c9b6d-d"] == "llm/Deployment/chat"
+    assert owners["llm/Pod/vllm-next-0"] is None
+
+
+@pytest.mark.parametrize("output", ["table", "json", "wide"])
+def test_only_failing_keeps_only_failing_workloads_in_every_output(
+    tmp_path: Path, output: str
+) -> None:
+    """Issue 27 item 9: --only-failing filtered the text overview only (and kept a workload
+    whenever some node could not run it, which on any real cluster is every one). Of several
+    workloads it keeps those no node can run and those with pods where they cannot run."""
+    cluster = _deployment_cluster(tmp_path)
+    result = run("-A", "--cluster", cluster, "--only-failing", "-o", output)
+    assert result.exit_code == 0, result.output
+    kept = {"vllm-0", "vllm-next-0", "vllm-gated-0", "Deployment/chat"}
+    dropped = {"vllm-relaxed-0", "triton-0"}
+    if output == "json":
+        names = {w["workload"] for w in json.loads(result.stdout)["workloads"]}
+        assert names == {
+            "llm/Pod/vllm-0",
+            "llm/Pod/vllm-next-0",
+            "llm/Pod/vllm-gated-0",
+            "llm/Pod/chat-5d8f7c9b6d-a",
+            "llm/Pod/chat-5d8f7c9b6d-b",
+        }
+    else:
+        shown = {k for k in kept | dropped if k in result.stdout}
+        assert shown == (kept if output == "table" else kept - {"Deployment/chat"})
 
 
 def test_the_toolkit_mode_decides_whether_the_gate_refuses(tmp_path: Path) -> None:

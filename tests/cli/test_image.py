@@ -121,8 +121,10 @@ def test_registry_config_gives_credentials(tmp_path: Path, monkeypatch: Any) -> 
         config = tmp_path / "config.json"
         config.write_text(json.dumps({"auths": {tls.host: {"auth": auth}}}))
         image = f"{tls.host}/team/model:1"
-        denied = json.loads(invoke("image", image, "-o", "json").stdout)[0]
+        refused = invoke("image", image, "-o", "json")
+        denied = json.loads(refused.stdout)[0]
         assert denied["status"] == "unknown" and "needs credentials" in denied["error"]
+        assert refused.exit_code == 1  # issue 27 item 12: the registry did not answer
         result = invoke("image", image, "--registry-config", str(config), "-o", "json")
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)[0]["requirement"] == "cuda>=12.6"

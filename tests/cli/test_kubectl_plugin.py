@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from cudasched.cli import app
 from cudasched.cli.plugin import plugin_args
-from cudasched.cluster.snapshot import bundled_snapshot
+from cudasched.cluster.snapshot import bundled_snapshot, load_snapshot
 from cudasched.vocab.kinds import INFERENCE_SERVICE, NODE
 from tests.support.kube_api import ClusterApi, forbidden, write_kubeconfig
 from tests.support.outputs import without_source
@@ -51,6 +51,7 @@ def test_live_is_the_default() -> None:
         ["explain", "--cluster", "c.yaml"],
         ["explain", "--cluster=c.yaml"],
         ["snapshot", "--live", "--context", "prod"],
+        ["audit", "--sample"],
     ],
 )
 def test_a_given_source_is_kept(args: list[str]) -> None:
@@ -209,19 +210,52 @@ async def test_kubectl_cudasched_audit_takes_namespace_and_selector(
     kmock: kmock_lib.KubernetesEmulator, tmp_path: Path
 ) -> None:
     """``kubectl cudasched audit -n X -l Y`` against the API server: -n keeps the namespace's
-    objects and the cluster-scoped ones, -l every object whose labels match."""
+    objects (issue 27 item 9: the cluster-scoped ones only with --cluster-scoped), -l every
+    object whose labels match; a namespace that does not exist is said so."""
     ClusterApi.start(kmock, SAMPLE.objects())
     config = str(write_kubeconfig(tmp_path, kmock.url))
     base = ("cudasched", "audit", "--kubeconfig", config, "-o", "json")
     code, out, _ = await kubectl(*base, "-n", "team-nlp", "-l", "!aml.cpaas.io/runtime-type")
     assert code == 1  # nemotron's no-compatible-node is an error
     found = [(f["code"], f["object"]) for f in json.loads(out)["findings"]]
-    assert ("no-compatible-node", "InferenceService/team-nlp/nemotron-nano-fp4") in found
+    assert found == [("no-compatible-node", "InferenceService/team-nlp/nemotron-nano-fp4")]
+    code, out, _ = await kubectl(
+        *base, "-n", "team-nlp", "-l", "!aml.cpaas.io/runtime-type", "--cluster-scoped"
+    )
+    found = [(f["code"], f["object"]) for f in json.loads(out)["findings"]]
     assert all(o.startswith(("Node/", "InferenceService/team-nlp/")) for _, o in found)
     assert len(found) == 5  # and the four nodes with GFD's old keys
+    code, out, err = await kubectl(*base, "-n", "nosuchns")
+    assert (code, out) == (2, "")
+    assert err.startswith("cudasched: error: namespace 'nosuchns' does not exist in live cluster")
     code, out, _ = await kubectl(*base, "-n", "team-nlp", "-l", "aml.cpaas.io/runtime-type=vllm")
     doc = json.loads(out)
     assert (code, doc["findings"]) == (0, [])
     assert doc["cluster"]["scope"] == "namespace team-nlp, selector aml.cpaas.io/runtime-type=vllm"
     code, out, _ = await kubectl("cudasched", "-n", "team-vision", "audit", "--kubeconfig", config)
     assert code == 0 and "requirement-unknown" in out and "nemotron" not in out
+
+
+@needs_kubectl
+async def test_kubectl_cudasched_audit_names_the_cause_and_its_own_command_line(
+    kmock: kmock_lib.KubernetesEmulator, tmp_path: Path
+) -> None:
+    """Issue 27 item 11: pods on nodes that cannot run them and no cudasched webhook
+    registered: the audit says so (the likeliest cause), and its fixes name the command line
+    the person ran (kubectl cudasched ..., not cudasched ...)."""
+    bound = load_snapshot(Path(__file__).parents[1] / "data" / "audit" / "bound.yaml")
+    ClusterApi.start(kmock, bound.objects())
+    config = str(write_kubeconfig(tmp_path, kmock.url))
+    code, out, _ = await kubectl(
+        "cudasched", "audit", "--kubeconfig", config, "--as-of", "2026-12-01", "-o", "json"
+    )
+    assert code == 1
+    found = {f["code"]: f for f in json.loads(out)["findings"]}
+    cause = found["webhook-not-registered"]
+    assert cause["fix"].startswith("install the webhook: kubectl cudasched manifests ")
+    fixes = " ".join(f["fix"] or "" for f in json.loads(out)["findings"])
+    assert "kubectl cudasched plan-drivers" in fixes
+    assert " cudasched plan-drivers" not in fixes.replace("kubectl cudasched plan-drivers", "")
+    args = ["audit", "--kubeconfig", config, "--as-of", "2026-12-01", "-o", "json"]
+    direct = await asyncio.to_thread(CliRunner().invoke, app, args)  # as cudasched: its own
+    assert "kubectl cudasched" not in direct.stdout and "cudasched manifests" in direct.stdout

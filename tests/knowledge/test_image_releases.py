@@ -161,10 +161,38 @@ def test_the_catalog_lists_each_release_row_with_its_source(kb: KnowledgeBase) -
 
     table = ImageTable.builtin(kb)
     found = [
-        r for r in rows(Topic.IMAGES, kb, table, "vllm-openai-image") if "to" in r.fields["tag"]
+        r for r in rows(Topic.IMAGES, kb, table, "vllm-openai-image") if "to" in r.fields["tags"]
     ]
-    by_tag = {r.fields["tag"]: r for r in found}
-    row = by_tag["0.6.5 to 0.7.3"]
-    assert row.fields["cudaFrom"] == "12.1.0"
+    by_tag = {r.fields["tags"]: r for r in found}
+    row = by_tag["v0.6.5 to v0.7.3"]
+    assert row.fields["cuda"] == "12.1.0"
     assert "vllm-project/vllm@v0.7.2:" in row.source
-    assert by_tag["0.10.2 to 0.11.0"].fields["cudaFrom"] == "at least 12.8"
+    assert by_tag["v0.10.2 to v0.11.0"].fields["cuda"] == "at least 12.8"
+
+
+def test_the_catalog_shows_tags_and_their_cuda_never_a_regular_expression(
+    kb: KnowledgeBase,
+) -> None:
+    """Issue 27 item 12: `knowledge images` printed each rule's regular expression; it shows
+    the tags as a person writes them and the CUDA each gives (an NGC product release by
+    release, equal neighbours together)."""
+    from cudasched.knowledge.catalog import Topic, rows
+
+    found = rows(Topic.IMAGES, kb, ImageTable.builtin(kb))
+    regex = [r.fields["tags"] for r in found if any(c in r.fields["tags"] for c in "^$\\?[]")]
+    assert regex == []
+    triton = {
+        r.fields["tags"]: r.fields["cuda"] for r in found if r.fields["id"] == "ngc-tritonserver"
+    }
+    assert triton["<YY.MM>-py3"] == "the NGC release's, per release below"
+    assert triton["24.04-py3 to 24.05-py3"] == "12.4"
+    assert triton["22.09-py3 to 22.12-py3"] == "11.8.0"
+    # A versions rule of NGC releases spells them as NGC does (24.04, not 24.4.0), and a range
+    # of one release is that release.
+    trtllm = {
+        r.fields["tags"]: r.fields["cuda"]
+        for r in found
+        if r.fields["id"] == "ngc-tritonserver-trtllm"
+    }
+    assert trtllm["24.04-trtllm-python-py3 to 24.05-trtllm-python-py3"] == "12.3.2"
+    assert trtllm["24.06-trtllm-python-py3"] == "12.4.0"

@@ -264,7 +264,7 @@ def test_kubeconfig_variable(env: Path, tmp_path: Path, monkeypatch: pytest.Monk
     assert resolved.origin == f"context 'prod' of kubeconfig file {str(kc)!r} (from $KUBECONFIG)"
 
 
-def test_kubeconfig_variable_list_uses_the_first_existing_file(
+def test_kubeconfig_variable_list_skips_missing_files(
     env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kc = write_kubeconfig(tmp_path / "second", current="prod")
@@ -377,3 +377,117 @@ async def test_client_talks_to_the_configured_server_with_its_field_manager(
     (request,) = [r for r in kmock if str(r.method).lower().endswith("patch")]
     assert request.url.query.get("fieldManager") == "cudasched-test"
     assert request.headers["Authorization"] == "Bearer t0ken"
+
+
+# --------------------------------------------------------------------------- merged $KUBECONFIG
+
+
+def test_kubeconfig_variable_files_are_merged_as_kubectl_merges_them(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27: ``--context other`` of the second file works; the first file's entries win."""
+    first = write_kubeconfig(
+        tmp_path / "a" / "config",
+        current="dev",
+        clusters={"dev": "https://dev.example:6443"},
+        contexts={"dev": {"cluster": "dev", "user": "me"}},
+        users={"me": {"token": "first-token"}},
+    )
+    second = write_kubeconfig(
+        tmp_path / "b" / "config",
+        current="other",  # not used: the first file set current-context
+        clusters={"dev": "https://shadowed.example:6443", "other": "https://other.example:6443"},
+        contexts={
+            "dev": {"cluster": "other", "user": "me"},  # shadowed by the first file's
+            "other": {"cluster": "other", "user": "me", "namespace": "ml"},
+        },
+        users={"me": {"token": "second-token", "tokenFile": "t"}},  # shadowed whole
+    )
+    monkeypatch.setenv("KUBECONFIG", f"{first}:{tmp_path / 'missing'}::{second}")
+    default = load_config(service_account_dir=tmp_path / "no-sa")
+    assert default.settings.context_name == "dev"
+    assert default.settings.cluster.server == "https://dev.example:6443"
+    assert default.origin == f"context 'dev' of kubeconfig file {str(first)!r} (from $KUBECONFIG)"
+    other = load_config(context="other", service_account_dir=tmp_path / "no-sa")
+    assert other.settings.cluster.server == "https://other.example:6443"
+    assert other.settings.namespace == "ml"
+    assert other.settings.user.token == "first-token"
+    assert other.settings.user.token_file is None
+    assert other.origin == f"context 'other' of kubeconfig file {str(second)!r} (from $KUBECONFIG)"
+
+
+def test_merged_current_context_comes_from_the_first_file_that_sets_it(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = write_kubeconfig(tmp_path / "a", current=None)
+    second = write_kubeconfig(tmp_path / "b", current="prod")
+    monkeypatch.setenv("KUBECONFIG", f"{first}:{second}")
+    resolved = load_config(service_account_dir=tmp_path / "no-sa")
+    assert resolved.settings.context_name == "prod"
+    with pytest.raises(ClusterConfigError) as exc_info:
+        load_config(context="nope", service_account_dir=tmp_path / "no-sa")
+    assert problem(exc_info) == (
+        f"the kubeconfig files of $KUBECONFIG ({first}, {second}) has no context 'nope' "
+        "(contexts: dev, prod)"
+    )
+
+
+def test_merged_relative_paths_stay_relative_to_their_own_file(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = write_kubeconfig(
+        tmp_path / "a" / "config",
+        current="dev",
+        contexts={"dev": {"cluster": "dev", "user": "me"}},
+        clusters={"dev": "https://dev.example:6443"},
+    )
+    second = tmp_path / "b" / "config"
+    second.parent.mkdir()
+    second.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [
+                    {
+                        "name": "ca",
+                        "cluster": {
+                            "server": "https://ca.example",
+                            "certificate-authority": "ca.crt",
+                        },
+                    }
+                ],
+                "users": [
+                    {
+                        "name": "cert",
+                        "user": {
+                            "client-certificate": "certs/me.crt",
+                            "client-key": "/abs/me.key",
+                            "exec": {"apiVersion": "v1", "command": "./bin/login"},
+                        },
+                    },
+                    {"name": "path", "user": {"exec": {"apiVersion": "v1", "command": "aws"}}},
+                ],
+                "contexts": [{"name": "ca", "context": {"cluster": "ca", "user": "cert"}}],
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", f"{first}:{second}")
+    resolved = load_config(context="ca", service_account_dir=tmp_path / "no-sa")
+    assert resolved.settings.cluster.certificate_auth == str(second.parent / "ca.crt")
+    assert resolved.settings.user.client_cert == str(second.parent / "certs/me.crt")
+    assert resolved.settings.user.client_key == "/abs/me.key"
+    assert resolved.settings.user.exec.command == str(second.parent / "bin/login")
+
+
+def test_a_merged_file_that_is_not_a_kubeconfig_is_named(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = write_kubeconfig(tmp_path / "a")
+    broken = tmp_path / "b"
+    broken.write_text("clusters: 3\n")
+    monkeypatch.setenv("KUBECONFIG", f"{first}:{broken}")
+    with pytest.raises(ClusterConfigError) as exc_info:
+        load_config(service_account_dir=tmp_path / "no-sa")
+    assert problem(exc_info) == (
+        f"kubeconfig file {str(broken)!r} (from $KUBECONFIG) is not a kubeconfig: clusters is "
+        "not a list of entries"
+    )

@@ -32,6 +32,7 @@ from cudasched.vocab.kinds import (
     DEPLOYMENT,
     INFERENCE_SERVICE,
     LLM_INFERENCE_SERVICE,
+    MUTATING_WEBHOOK_CONFIGURATION,
     NODE,
     NVIDIA_DRIVER,
     POD,
@@ -353,3 +354,49 @@ async def test_a_context_that_does_not_exist(tmp_path: Any) -> None:
     config = write_kubeconfig(tmp_path, "http://127.0.0.1:1")
     with pytest.raises(InputError, match="has no context 'prod' \\(contexts: mock\\)"):
         await asyncio.to_thread(read_live_cluster, kubeconfig=config, context="prod")
+
+
+async def test_the_webhook_registration_is_read_when_asked(
+    kmock: kmock_lib.KubernetesEmulator,
+) -> None:
+    """Issue 27 item 11: with ``admission`` the read lists the MutatingWebhookConfigurations
+    and, of the Service cudasched's names, the EndpointSlices (by its label, in its
+    namespace); an identity that may not list them reads as not read, never as an error."""
+    registration = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "cudasched-webhook"},
+        "webhooks": [
+            {
+                "name": "pods.cudasched.io",
+                "clientConfig": {
+                    "service": {"namespace": "cudasched", "name": "cudasched-webhook"}
+                },
+            }
+        ],
+    }
+    endpoints = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "cudasched-webhook-abc",
+            "namespace": "cudasched",
+            "labels": {"kubernetes.io/service-name": "cudasched-webhook"},
+        },
+        "endpoints": [{"addresses": ["10.1.0.7"], "conditions": {"ready": True}}],
+    }
+    api = ClusterApi.start(kmock, [node("gpu-1"), registration, endpoints])
+    plain = await read(kmock.url)
+    assert plain.admission_read is False and plain.snapshot.other == ()
+    asked = await read(kmock.url, admission=True)
+    assert asked.admission_read and asked.snapshot.admission_read
+    assert [o["kind"] for o in asked.snapshot.other] == [
+        "MutatingWebhookConfiguration",
+        "EndpointSlice",
+    ]
+    (slices,) = [r for r in api.requests if r.plural == "endpointslices"]
+    assert slices.namespace == "cudasched"
+    assert slices.params.get("labelSelector") == "kubernetes.io/service-name=cudasched-webhook"
+    api.fail(MUTATING_WEBHOOK_CONFIGURATION, 403, forbidden(MUTATING_WEBHOOK_CONFIGURATION))
+    denied = await read(kmock.url, admission=True)
+    assert denied.admission_read is False and denied.snapshot.other == ()

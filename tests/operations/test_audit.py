@@ -5,6 +5,7 @@ the bundled sample cluster's reviewed findings."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudasched.cluster.fleet import Fleet
+from cudasched.cluster.scope import Scope
 from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot, load_snapshot
 from cudasched.compat.engine import check
 from cudasched.knowledge import KnowledgeBase
@@ -21,6 +23,7 @@ from cudasched.nodes.facts import facts_from_labels
 from cudasched.operations.audit import CODES, AuditReport, Severity, audit
 from cudasched.operations.audit.findings import Finding
 from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.selectors import parse_selector
 from cudasched.vocab.versions import parse_cuda
 from tests.support import builders, planning_cluster
 
@@ -78,6 +81,8 @@ def test_every_code_has_its_issue_severity() -> None:
         "pod-on-incompatible-node": Severity.ERROR,
         "no-compatible-node": Severity.ERROR,
         "driver-upgrade-failed": Severity.ERROR,
+        "webhook-not-registered": Severity.ERROR,
+        "webhook-unreachable": Severity.ERROR,
         "runtime-without-node": Severity.WARNING,
         "labels-missing": Severity.WARNING,
         "labels-conflict": Severity.WARNING,
@@ -180,8 +185,8 @@ def test_true_negatives_can_fail(
 
 def test_pods_bound_to_nodes_that_cannot_run_them(kb: KnowledgeBase, images: ImageTable) -> None:
     report = run(load("bound.yaml"), kb, images)
-    assert keys(report) == {
-        ("error", "pod-on-incompatible-node", "Pod/llm/vllm-0", "gpu-h100-1"),
+    assert keys(report) == {  # vllm-0 is its StatefulSet's: said of the StatefulSet
+        ("error", "pod-on-incompatible-node", "StatefulSet/llm/vllm", "gpu-h100-1"),
         ("error", "pod-on-incompatible-node", "Pod/llm/vllm-next-0", "gpu-h100-1"),
         ("error", "pod-on-incompatible-node", "Pod/llm/vllm-gated-0", "gpu-h100-1"),
     }
@@ -192,11 +197,15 @@ def test_pods_bound_to_nodes_that_cannot_run_them(kb: KnowledgeBase, images: Ima
     assert "[minor-compat]" in gated.message and "(require-cuda-unmet)" in gated.message
     assert "NVIDIA_REQUIRE_CUDA (image docker.io/vllm/vllm-openai:v0.10.2)" in gated.message
     assert "gpu-h100-2" in (gated.fix or "") and "install R580 >= 580.65.06" in (gated.fix or "")
-    moved = by_object["Pod/llm/vllm-0"]
+    moved = by_object["StatefulSet/llm/vllm"]
+    assert moved.message.startswith("1 of 1 pods on nodes that cannot run them (vllm-0)")
     assert "cuda>=12.8 [strict]" in moved.message
     assert "driver 550.127.05, CUDA 12.4" in moved.message
     assert "(driver-too-old)" in moved.message
-    assert "gpu-h100-2" in (moved.fix or "") and "StatefulSet" in (moved.fix or "")
+    assert "gpu-h100-2" in (moved.fix or "")
+    assert (moved.fix or "").startswith(
+        "restart StatefulSet vllm (kubectl rollout restart statefulset/vllm -n llm)"
+    )
     stuck = by_object["Pod/llm/vllm-next-0"]
     assert (stuck.fix or "").startswith("no other node it may use")
     assert "580.65.06" in (stuck.fix or "")
@@ -435,14 +444,16 @@ def test_stale_requirements(kb: KnowledgeBase, images: ImageTable) -> None:
     report = run(load("stale.yaml"), kb, images)
     assert keys(report) == {
         ("warning", "stale-requirement", "InferenceService/llm/chat", None),
-        ("warning", "stale-requirement", "Pod/llm/chat-predictor-7f8d9c6b5-h4k2m", "gpu-570-1"),
+        ("warning", "stale-requirement", "ReplicaSet/llm/chat-predictor-7f8d9c6b5", "gpu-570-1"),
         ("warning", "stale-requirement", "Pod/ml/dropped", "gpu-570-1"),
         ("info", "requirement-unknown", "Pod/ml/dropped", None),
     }
-    pod = next(f for f in report.findings if f.object.startswith("Pod/llm/"))
+    pod = next(f for f in report.findings if f.object.startswith("ReplicaSet/llm/"))
     assert "'cuda>=12.4 (ClusterServingRuntime vllm-alauda" in pod.message
     assert "'cuda>=12.8 (ClusterServingRuntime vllm-alauda" in pod.message
-    assert "ReplicaSet" in (pod.fix or "")
+    assert "kubectl delete pod -n llm chat-predictor-7f8d9c6b5-h4k2m; its ReplicaSet" in (
+        pod.fix or ""
+    )
 
 
 def test_policy_only_difference_is_reported_when_the_workload_names_its_policy(
@@ -594,7 +605,18 @@ def test_report_orders_counts_and_dedupes() -> None:
     assert report.summary() == {"error": 1, "warning": 1, "info": 1}
     doc = report.to_dict()
     assert set(doc) == {"findings", "summary"}
-    assert set(doc["findings"][0]) == {"severity", "code", "object", "node", "message", "fix"}
+    assert set(doc["findings"][0]) == {
+        "severity",
+        "code",
+        "object",
+        "kind",
+        "namespace",
+        "name",
+        "node",
+        "nodes",
+        "message",
+        "fix",
+    }
 
 
 def test_progress_reaches_the_total(kb: KnowledgeBase, images: ImageTable) -> None:
@@ -692,6 +714,135 @@ def test_bound_gpu_pod_is_reported_exactly_when_the_engine_refuses_its_node(
         facts_from_labels("n1", labels, kb), Requirement(cuda=parse_cuda(cuda)), policy, kb
     )
     assert ("pod-on-incompatible-node" in codes) == (not verdict.compatible)
+
+
+def test_a_deployments_replicas_are_one_finding_with_the_fix_at_its_level(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """Issue 27 item 9: eight near-identical blocks for one Deployment were one per replica.
+    Its ReplicaSet's pods (named by the pod-template-hash, as the Deployment controller names
+    them) are one finding about the Deployment, counted, with kubectl rollout restart."""
+    base = load("bound.yaml")
+    replica = next(p for p in base.pods if p["metadata"]["name"] == "vllm-next-0")
+
+    def owned(name: str, node: str | None) -> dict[str, Any]:
+        out = copy.deepcopy(replica)
+        out["metadata"]["name"] = f"chat-5d8f7c9b6d-{name}"
+        out["metadata"]["labels"] = {"app": "chat", "pod-template-hash": "5d8f7c9b6d"}
+        out["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": "chat-5d8f7c9b6d",
+                "controller": True,
+                "uid": "u",
+            }
+        ]
+        out["metadata"]["annotations"] = {"cudasched.io/cuda-version": "12.8"}
+        out["spec"]["nodeName"] = node
+        return out
+
+    pods = [owned("a", "gpu-h100-1"), owned("b", "gpu-h100-1"), owned("c", "gpu-h100-2")]
+    snapshot = dataclasses.replace(base, pods=(*base.pods, *pods))
+    report = run(snapshot, kb, images)
+    (deployment,) = [f for f in report.findings if f.object == "Deployment/llm/chat"]
+    assert deployment.code == "pod-on-incompatible-node"
+    assert deployment.message.startswith(
+        "2 of 3 pods on nodes that cannot run them (chat-5d8f7c9b6d-a, chat-5d8f7c9b6d-b)"
+    )
+    assert deployment.nodes == ("gpu-h100-1",)
+    assert (deployment.fix or "").startswith(
+        "restart Deployment chat (kubectl rollout restart deployment/chat -n llm) so the webhook "
+        "places them on one of the 1 node(s) that can run it and that its own node selection, "
+        "tolerations and GPU count allow (gpu-h100-2); or upgrade the driver of gpu-h100-1: "
+        "install R580 >= 580.65.06 (LTSB)"
+    )
+    assert not [f for f in report.findings if "chat-5d8f7c9b6d-" in f.object]
+    # -l matches the Deployment's finding by its pods' labels (the read holds no Deployment)
+    objects = snapshot.objects()
+    chosen = report.within(Scope("llm", parse_selector("app=chat")), objects)
+    assert [f.object for f in chosen.findings if f.kind != "Pool"] == ["Deployment/llm/chat"]
+    other = report.within(Scope("llm", parse_selector("app=web")), objects)
+    assert [f.object for f in other.findings if f.kind == "Deployment"] == []
+
+
+def _registration(failure: str = "Ignore", by_url: bool = False) -> dict[str, Any]:
+    """cudasched's MutatingWebhookConfiguration, as ``cudasched manifests`` names its hooks."""
+    client = (
+        {"url": "https://10.0.0.1:8443/mutate"}
+        if by_url
+        else {"service": {"namespace": "cudasched", "name": "cudasched-webhook"}}
+    )
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "cudasched-webhook"},
+        "webhooks": [
+            {"name": "pods.cudasched.io", "failurePolicy": failure, "clientConfig": client}
+        ],
+    }
+
+
+def _endpoints(*ready: bool | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "cudasched-webhook-x1",
+            "namespace": "cudasched",
+            "labels": {"kubernetes.io/service-name": "cudasched-webhook"},
+        },
+        "endpoints": [
+            {"addresses": [f"10.1.0.{i}"], "conditions": {} if r is None else {"ready": r}}
+            for i, r in enumerate(ready)
+        ],
+    }
+
+
+def test_the_likeliest_cause_of_misplaced_pods_is_a_missing_or_unreachable_webhook(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """Issue 27 item 11: pods on nodes that cannot run them, and no webhook to place them: the
+    audit says so, where the cluster read holds the registrations (a live read that may list
+    them; a dump that holds one)."""
+    base = load("bound.yaml")
+
+    def codes(*other: dict[str, Any], read: bool = True) -> set[tuple[str, str]]:
+        snapshot = dataclasses.replace(base, other=other, admission_read=read)
+        found = run(snapshot, kb, images).findings
+        return {(f.code, f.object) for f in found if f.code.startswith("webhook-")}
+
+    assert codes() == {("webhook-not-registered", "MutatingWebhookConfiguration/cudasched-webhook")}
+    assert codes(read=False) == set()  # nothing said of registrations not read
+    other = {**_registration(), "metadata": {"name": "other"}, "webhooks": [{"name": "x.io"}]}
+    assert codes(other, read=False) == {  # a dump with registrations holds them all
+        ("webhook-not-registered", "MutatingWebhookConfiguration/cudasched-webhook")
+    }
+    down = {("webhook-unreachable", "Service/cudasched/cudasched-webhook")}
+    assert codes(_registration()) == down  # no EndpointSlice at all
+    assert codes(_registration(), _endpoints(False, False)) == down
+    assert codes(_registration(), _endpoints(False, None)) == set()  # unset ready is ready
+    assert codes(_registration(by_url=True)) == set()  # by URL: not the cluster's to tell
+    snapshot = dataclasses.replace(base, other=(_registration("Fail"),), admission_read=True)
+    (finding,) = [f for f in run(snapshot, kb, images).findings if f.code == "webhook-unreachable"]
+    assert "GPU pods are refused" in finding.message
+    healthy = dataclasses.replace(load("healthy.yaml"), admission_read=True)
+    assert run(healthy, kb, images).findings == ()  # no misplaced pod: no webhook finding
+
+
+def test_the_audit_knows_cudasched_webhooks_by_the_names_the_install_gives_them() -> None:
+    """The audit finds cudasched's registration by its webhooks' names: every webhook
+    ``cudasched manifests`` registers ends with the suffix the audit looks for, and names the
+    Service whose EndpointSlices the live read lists."""
+    from cudasched.install.naming import APP
+    from cudasched.install.registration import webhook_configuration
+    from cudasched.operations.audit.admission import WEBHOOK_NAME_SUFFIX
+
+    config = webhook_configuration("cudasched")
+    hooks = config["webhooks"]
+    assert len(hooks) >= 3  # pods, InferenceServices, LLMInferenceServices (and controllers)
+    assert all(h["name"].endswith(WEBHOOK_NAME_SUFFIX) for h in hooks)
+    assert {h["clientConfig"]["service"]["name"] for h in hooks} == {APP}
 
 
 # ---- fixes name only nodes the workload could use (its own selection, taints, GPU count) ----

@@ -27,10 +27,11 @@ WHEN = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 def test_the_sample_audit_as_reports_validates_and_counts() -> None:
     as_of = ["--as-of", "2026-12-01"]  # lifecycle findings are judged on a date
-    result = CliRunner().invoke(app, ["audit", "-o", "policyreport", *as_of])
+    result = CliRunner().invoke(app, ["audit", "--sample", "-o", "policyreport", *as_of])
     assert result.exit_code == 1  # the sample has an error finding, whatever the format
     reports = [d for d in yaml.safe_load_all(result.stdout) if d]
-    audit = yaml.safe_load(CliRunner().invoke(app, ["audit", "-o", "json", *as_of]).stdout)
+    audited = CliRunner().invoke(app, ["audit", "--sample", "-o", "json", *as_of]).stdout
+    audit = yaml.safe_load(audited)
     assert [(r["kind"], r["metadata"].get("namespace")) for r in reports] == [
         ("ClusterPolicyReport", None),
         ("PolicyReport", "team-nlp"),
@@ -78,3 +79,54 @@ def test_every_finding_is_one_result_in_its_namespace(
     assert sum(len(d["results"]) for d in reports) == len(report.findings)
     namespaces = {d["metadata"]["namespace"] for d in reports if d["kind"] == "PolicyReport"}
     assert set(cleared) <= namespaces
+
+
+def test_info_stays_info_and_pools_are_named_by_their_nodes() -> None:
+    """Issue 27 item 12: an information is no failed check (``pass``, or ``skip`` where
+    cudasched could not judge the object), not a ``warn``; a pool's finding names the pool's
+    Nodes, which exist, instead of ``kind: Pool``, which does not; every report carries the
+    version of cudasched that wrote it."""
+    from cudasched import __version__
+
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1", "uid": "u-1"}}
+    findings = [
+        Finding("labels-deprecated-only", "Node/gpu-1", "old keys", node="gpu-1"),
+        Finding("requirement-unknown", "Pod/ml/x", "cuda unknown", fix="annotate it"),
+        Finding(
+            "driver-branch-ending",
+            "Pool/t4-r550",
+            "ends soon",
+            node="gpu-1",
+            nodes=("gpu-1", "gpu-2"),
+        ),
+        Finding("driver-branch-ended", "Pool/a100-r535", "ended", node="gpu-3", nodes=("gpu-3",)),
+    ]
+    reports = policy_reports(AuditReport.of(findings), [node], WHEN)
+    for doc in reports:
+        jsonschema.validate(doc, SCHEMA)
+    assert {d["metadata"]["labels"]["app.kubernetes.io/version"] for d in reports} == {__version__}
+    results = {
+        (r["rule"], tuple(x["kind"] + "/" + x["name"] for x in r["resources"])): (
+            r["result"],
+            r.get("severity"),
+            r["properties"]["severity"],
+        )
+        for d in reports
+        for r in d["results"]
+    }
+    assert results == {
+        ("labels-deprecated-only", ("Node/gpu-1",)): ("pass", None, "info"),
+        ("requirement-unknown", ("Pod/x",)): ("skip", None, "info"),
+        ("driver-branch-ending", ("Node/gpu-1", "Node/gpu-2")): ("pass", None, "info"),
+        ("driver-branch-ended", ("Node/gpu-3",)): ("warn", "medium", "warning"),
+    }
+    cluster = reports[0]
+    assert cluster["summary"] == {"pass": 2, "fail": 0, "warn": 1, "error": 0, "skip": 0}
+    ending = next(r for r in cluster["results"] if r["rule"] == "driver-branch-ending")
+    assert ending["resources"][0] == {
+        "kind": "Node",
+        "name": "gpu-1",
+        "apiVersion": "v1",
+        "uid": "u-1",
+    }
+    assert ending["properties"]["pool"] == "t4-r550"

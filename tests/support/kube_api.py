@@ -4,6 +4,7 @@ real API server lists and gets them, over real HTTP.
 * lists are paged: ``limit`` is honoured and a ``continue`` token returned while items remain;
 * list items carry no ``kind``/``apiVersion`` (the list itself is a typed ``PodList``...);
 * a kind that is not served (a CRD not installed) answers 404, as do missing objects;
+* a Namespace is served for every namespace the objects are in, as a real cluster has one;
 * failures on demand: any status (401, 403, 500...) for one resource or for all, and ``410
   Gone`` for the next N ``continue`` requests of a resource (an expired token).
 
@@ -27,16 +28,28 @@ import yaml
 
 from cudasched.vocab.kinds import (
     CONTROLLERS,
+    ENDPOINT_SLICE,
     GPU_OPERATOR_KINDS,
     KINDS,
+    MUTATING_WEBHOOK_CONFIGURATION,
+    NAMESPACE,
     SECRET,
     SERVICE_ACCOUNT,
     Kind,
 )
 
-#: Every kind served: the watched ones, controllers, the GPU Operator's, and what pull
-#: secrets are read from.
-ALL_KINDS: tuple[Kind, ...] = (*KINDS, *CONTROLLERS, *GPU_OPERATOR_KINDS, SECRET, SERVICE_ACCOUNT)
+#: Every kind served: the watched ones, controllers, the GPU Operator's, what pull secrets are
+#: read from, namespaces, and what tells whether cudasched's webhook is registered and ready.
+ALL_KINDS: tuple[Kind, ...] = (
+    *KINDS,
+    *CONTROLLERS,
+    *GPU_OPERATOR_KINDS,
+    SECRET,
+    SERVICE_ACCOUNT,
+    NAMESPACE,
+    MUTATING_WEBHOOK_CONFIGURATION,
+    ENDPOINT_SLICE,
+)
 
 
 @dataclass
@@ -110,10 +123,18 @@ class ClusterApi:
         absent = {k.plural for k in missing}
         api = cls(server, served={k.plural for k in ALL_KINDS} - absent)
         by_kind = {(k.api_version, k.kind): k for k in ALL_KINDS}
+        used: set[str] = set()
         for obj in objects:
             kind = by_kind.get((obj.get("apiVersion"), obj.get("kind")))
             if kind is not None:
                 api.objects.setdefault(kind.plural, []).append(copy.deepcopy(dict(obj)))
+                if kind.namespaced:
+                    used.add(str((obj.get("metadata") or {}).get("namespace") or "default"))
+        listed = {o["metadata"]["name"] for o in api.objects.get(NAMESPACE.plural, [])}
+        api.objects.setdefault(NAMESPACE.plural, []).extend(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            for name in sorted(used - listed)
+        )
         server[server.action.LIST] << api._list
         server[server.action.FETCH] << api._get
         return api
@@ -158,7 +179,21 @@ class ClusterApi:
                 return answer(code, body)
         return None
 
+    def _namespace(self, request: kmock_lib.Request) -> Any:
+        """``GET /api/v1/namespaces/NAME``, which kmock reads as a request in namespace NAME
+        for no resource."""
+        self.requests.append(Seen(NAMESPACE.plural, None, request.namespace, {}))
+        failed = self._failure(NAMESPACE, request)
+        if failed is not None:
+            return failed
+        for obj in self.objects.get(NAMESPACE.plural, []):
+            if obj["metadata"]["name"] == request.namespace:
+                return answer(200, obj)
+        return answer(404, status(404, "NotFound", f'namespaces "{request.namespace}" not found'))
+
     def _list(self, request: kmock_lib.Request) -> Any:
+        if _namespace_itself(request):
+            return self._namespace(request)
         kind = self._kind(request)
         params = {k: str(v) for k, v in request.params.items()}
         self.requests.append(Seen(kind.plural if kind else "?", request.namespace, None, params))
@@ -197,6 +232,8 @@ class ClusterApi:
         return answer(200, body)
 
     def _get(self, request: kmock_lib.Request) -> Any:
+        if _namespace_itself(request):
+            return self._namespace(request)
         kind = self._kind(request)
         self.requests.append(
             Seen(kind.plural if kind else "?", request.namespace, request.name, {})
@@ -209,6 +246,13 @@ class ClusterApi:
             if meta.get("name") == request.name and meta.get("namespace") == request.namespace:
                 return answer(200, obj)
         return answer(404, status(404, "NotFound", f'"{request.name}" not found'))
+
+
+def _namespace_itself(request: kmock_lib.Request) -> bool:
+    """``GET /api/v1/namespaces/NAME``: kmock reads it as the namespace NAME of no resource."""
+    resource = request.resource
+    plural = resource.plural if resource is not None else None
+    return plural is None and bool(request.namespace) and request.name is None
 
 
 def write_kubeconfig(

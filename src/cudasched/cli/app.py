@@ -10,8 +10,9 @@ without the core, the knowledge base or the webhook stack), and ``cudasched chec
 from __future__ import annotations
 
 import importlib
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple, NoReturn
 
@@ -19,6 +20,7 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
 
+from cudasched import __version__
 from cudasched.vocab.errors import one_line
 
 __all__ = [
@@ -27,10 +29,15 @@ __all__ = [
     "EXIT_INCOMPATIBLE",
     "EXIT_OK",
     "GROUPS",
+    "VERSION_KEY",
     "app",
+    "as_run",
     "fail",
+    "invoked_as",
     "knowledge_choice",
     "note",
+    "note_first",
+    "versioned",
 ]
 
 EXIT_OK = 0
@@ -54,11 +61,12 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "device-classes",
         "kueue",
     ),
-    "Reference": ("knowledge", "demo"),
+    "Reference": ("knowledge", "demo", "version"),
     "Runs in the cluster": ("webhook", "policy-controller", "agent", "probe", "manifests"),
 }
 
 _pending_notes: list[str] = []
+_first_notes: list[str] = []
 
 
 def note(message: str) -> None:
@@ -66,6 +74,56 @@ def note(message: str) -> None:
     answered; a command that fails on bad input says only its error line."""
     if message not in _pending_notes:
         _pending_notes.append(message)
+
+
+def note_first(message: str) -> None:
+    """A one-line note for stderr said before the command's answer (on a terminal, above it:
+    what the answer is about, such as the bundled sample cluster judged in place of one that is
+    not configured), and not at all when the command fails on bad input before answering."""
+    if message not in _first_notes:
+        _first_notes.append(message)
+
+
+def _say_first_notes() -> None:
+    for message in _first_notes:
+        sys.stderr.write(f"cudasched: note: {message}\n")
+    if _first_notes:
+        sys.stderr.flush()
+    _first_notes.clear()
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``cudasched ... | head``): no error, exit 0 without a
+    word. stdout is pointed at /dev/null so the interpreter's last flush has nowhere to fail
+    (Python's documented way: "Note on SIGPIPE")."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a file (a test's captured stream)
+        pass
+    return EXIT_OK
+
+
+class _NotesFirst:
+    """The command's stdout: before its first write, the notes :func:`note_first` keeps are
+    said on stderr, so they come first however long the answer."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if _first_notes:
+            _say_first_notes()
+        return int(self._stream.write(text))
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 #: Every command: its module (which registers it on :data:`app` when imported) and the opening
@@ -170,7 +228,15 @@ COMMANDS: dict[str, CommandEntry] = {
         "cudasched.cli.manifests",
         "Print the install manifests as multi-document YAML (pipe to 'kubectl apply -f -').",
     ),
+    "version": CommandEntry(
+        "cudasched.cli.app",
+        "Print the version of cudasched (also cudasched --version).",
+    ),
 }
+
+#: The key of the version in every JSON answer (``explain``, ``audit``, ``report``,
+#: ``plan-drivers``, ``check``, ``recommend-driver``, ``version``): which cudasched answered.
+VERSION_KEY = "cudaschedVersion"
 
 
 class LazyCommands(TyperGroup):
@@ -226,6 +292,8 @@ class LazyCommands(TyperGroup):
         notes a command left (:func:`note`) follow its answer on stderr unless it failed on
         bad input."""
         _pending_notes.clear()
+        _first_notes.clear()
+        stdout, sys.stdout = sys.stdout, _NotesFirst(sys.stdout)
         try:
             result = super().main(
                 args, prog_name, complete_var, False, windows_expand_args, **extra
@@ -235,6 +303,8 @@ class LazyCommands(TyperGroup):
         except Abort:
             sys.stderr.write("cudasched: aborted\n")
             result = 1
+        except BrokenPipeError:
+            result = _closed_pipe()
         except TyperException as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `cudasched`: the help
                 sys.stdout.write(exc.format_message() + "\n")
@@ -245,10 +315,18 @@ class LazyCommands(TyperGroup):
                 message = one_line(exc.format_message())
                 sys.stderr.write(f"cudasched: error: {message}{where}\n")
                 result = exc.exit_code
+        finally:
+            sys.stdout = stdout
+        try:  # what is still buffered, written now: a closed pipe is found here, not at exit
+            sys.stdout.flush()
+        except BrokenPipeError:
+            result = _closed_pipe()
         if result in (None, EXIT_OK, EXIT_INCOMPATIBLE):
+            _say_first_notes()
             for message in _pending_notes:
                 sys.stderr.write(f"cudasched: note: {message}\n")
         _pending_notes.clear()
+        _first_notes.clear()
         if not standalone_mode:
             return result
         sys.exit(result if isinstance(result, int) else 0)
@@ -272,8 +350,23 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"cudasched {__version__}\n")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
 def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print the version of cudasched and exit.",
+        ),
+    ] = False,
     knowledge: Annotated[
         str | None,
         typer.Option(
@@ -330,6 +423,56 @@ _knowledge = KnowledgeChoice()
 def knowledge_choice() -> KnowledgeChoice:
     """The knowledge this run of a command was asked to judge with."""
     return _knowledge
+
+
+def versioned(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON answer with the version of cudasched that gave it (:data:`VERSION_KEY`), so a
+    saved answer says which rules judged it."""
+    return {**doc, VERSION_KEY: __version__}
+
+
+@app.command("version")
+def version_cmd(
+    output: str = typer.Option(
+        "text", "-o", "--output", help="text: cudasched VERSION; json: {cudaschedVersion}."
+    ),
+) -> None:
+    """Print the version of cudasched (also cudasched --version)."""
+    if output == "json":
+        import json
+
+        sys.stdout.write(json.dumps({VERSION_KEY: __version__}) + "\n")
+    elif output == "text":
+        sys.stdout.write(f"cudasched {__version__}\n")
+    else:
+        fail(f"-o/--output {output!r}: expected text or json")
+    raise typer.Exit(EXIT_OK)
+
+
+#: Commands a person runs from a workstation, which answers name in their fixes
+#: (``cudasched plan-drivers``); the agent, probe and webhook run in the cluster, and "the
+#: cudasched agent" is no command line.
+_RUN_BY_PEOPLE = tuple(sorted(set(COMMANDS) - {"agent", "probe", "webhook"}, key=len, reverse=True))
+_COMMAND_LINE = re.compile(
+    r"(?<![\w./-])(?<!kubectl )cudasched (?=(?:" + "|".join(_RUN_BY_PEOPLE) + r")\b)"
+)
+
+
+def invoked_as() -> str:
+    """How the person ran this command: ``cudasched``, or ``kubectl cudasched`` (the plugin)."""
+    from typer._click.globals import get_current_context  # typer vendors click
+
+    ctx = get_current_context(silent=True)
+    name = ctx.find_root().info_name if ctx is not None else None
+    return name or "cudasched"
+
+
+def as_run(text: str) -> str:
+    """``text`` with its cudasched command lines (``cudasched plan-drivers``) spelled the way
+    the person ran this one, so a fix read from ``kubectl cudasched audit`` says ``kubectl
+    cudasched plan-drivers``."""
+    prog = invoked_as()
+    return text if prog == "cudasched" else _COMMAND_LINE.sub(f"{prog} ", text)
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:

@@ -16,12 +16,12 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from cudasched.cli import terminal
-from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, as_run, fail, versioned
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
@@ -49,6 +49,9 @@ from cudasched.cli.terminal import wrapped
 from cudasched.operations.audit import AuditReport, Finding, Severity, audit
 from cudasched.operations.report.html import render_findings
 from cudasched.vocab.errors import InputError
+
+if TYPE_CHECKING:
+    from cudasched.cluster.snapshot import ClusterSnapshot
 
 __all__ = ["audit_cmd"]
 
@@ -97,6 +100,37 @@ def _text_report(report: AuditReport, source: str, width: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _write(
+    output: AuditFormat,
+    report: AuditReport,
+    snapshot: ClusterSnapshot,
+    what: dict[str, Any],
+    policy: str,
+) -> None:
+    """The findings to stdout in the format asked for; ``what``: the cluster judged (its
+    source and scope, as every JSON answer names it)."""
+    label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")
+    if output is AuditFormat.JSON:
+        doc = {**report.to_dict(), "cluster": what}
+        sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
+    elif output is AuditFormat.POLICYREPORT:
+        from datetime import UTC, datetime
+
+        from cudasched.cluster.snapshot import to_yaml
+        from cudasched.operations.audit.policyreport import policy_reports
+
+        reports = policy_reports(report, snapshot.objects(), datetime.now(UTC))
+        sys.stdout.write("".join("---\n" + to_yaml(r) for r in reports))
+    elif output is AuditFormat.HTML:
+        sys.stdout.write(
+            render_findings(report, source=label, generated=generated_now(), policy=policy)
+        )
+    elif report.findings:
+        sys.stdout.write(_text_report(report, label, terminal.width(TABLE_WIDTH)))
+    else:
+        sys.stdout.write(f"cudasched audit: {label}: no findings\n")
+
+
 @app.command("audit")
 @cluster_source
 def audit_cmd(
@@ -128,6 +162,14 @@ def audit_cmd(
     ] = None,
     as_of: AsOfOption = None,
     min_support_months: MinSupportMonthsOption = 12,
+    cluster_scoped: Annotated[
+        bool,
+        typer.Option(
+            "--cluster-scoped",
+            help="With -n: also the findings about cluster-scoped objects (nodes, node pools, "
+            "ClusterServingRuntimes), which -n leaves out; -A reports them always.",
+        ),
+    ] = False,
 ) -> None:
     """Find what is wrong in the cluster: pods on nodes that cannot run them, workloads and
     runtimes no node can run, GPU nodes with missing, old or conflicting labels, driver
@@ -136,7 +178,10 @@ def audit_cmd(
 
     --config takes the webhook's configuration, so workloads are judged as admission judges
     them (its image overrides, mirrors and policy). Exit 1 when any finding is an error, so
-    the command can gate CI. Example: cudasched audit --config webhook.yaml -o json
+    the command can gate CI. The cluster is the one kubectl would use; where none is
+    configured the bundled sample is audited, said first on stderr, and the exit code is 2
+    (nothing of yours was audited) unless --sample asked for the sample. Example: cudasched
+    audit --config webhook.yaml -o json
     """
     try:
         settings = load_settings(config)
@@ -144,7 +189,7 @@ def audit_cmd(
         scope = source.scope
         today, months = parse_as_of(as_of), check_support_months(min_support_months)
         groups = load_node_templates(node_templates)
-        snapshot, fleet, images = load_cluster_inputs(source, settings)
+        snapshot, fleet, images = load_cluster_inputs(source, settings, admission=True)
         images = with_image_sources(images, source, resolve_images, registry_config, plain_http)
         with progress_bar("auditing") as progress:
             report = audit(
@@ -159,27 +204,15 @@ def audit_cmd(
                 max_knowledge_age_days=settings.knowledge.max_age_days,
             )
         report = report.within(scope, snapshot.objects())
+        if source.namespace is not None and not cluster_scoped and not source.all_namespaces:
+            report = report.namespaced()  # -n NS: that namespace's objects
+        report = report.reworded(as_run)
     except InputError as exc:
         fail(str(exc))
-    what = judged(source, snapshot)
-    label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")
-    if output is AuditFormat.JSON:
-        doc = {**report.to_dict(), "cluster": what}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    elif output is AuditFormat.POLICYREPORT:
-        from datetime import UTC, datetime
-
-        from cudasched.cluster.snapshot import to_yaml
-        from cudasched.operations.audit.policyreport import policy_reports
-
-        reports = policy_reports(report, snapshot.objects(), datetime.now(UTC))
-        sys.stdout.write("".join("---\n" + to_yaml(r) for r in reports))
-    elif output is AuditFormat.HTML:
-        sys.stdout.write(
-            render_findings(report, source=label, generated=generated_now(), policy=pol.value)
+    _write(output, report, snapshot, judged(source, snapshot), pol.value)
+    if source.is_fallback:  # a cron job on a machine without a cluster must not pass or fail
+        fail(  # on the sample's findings: it audited nothing of its own
+            "no cluster configured: these are the bundled sample cluster's findings, not "
+            "yours (--sample audits the sample on purpose and exits 1 on its errors)"
         )
-    elif report.findings:
-        sys.stdout.write(_text_report(report, label, terminal.width(TABLE_WIDTH)))
-    else:
-        sys.stdout.write(f"cudasched audit: {label}: no findings\n")
     raise typer.Exit(EXIT_INCOMPATIBLE if report.has_errors else EXIT_OK)

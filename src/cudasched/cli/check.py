@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail, versioned
 from cudasched.cli.inputs import load_knowledge, load_node_labels
 from cudasched.cli.options import (
     CompatBranchesOption,
@@ -49,14 +49,22 @@ class CheckFormat(StrEnum):
 def _render_check(
     facts: NodeFacts, req: Requirement, policy: Policy, verdict: Any, width: int
 ) -> str:
-    """The verdict first, then the node and each reason with its fix, wrapped at spaces."""
+    """The verdict first, then the node and each reason with its fix, wrapped at spaces. An
+    incompatible verdict lists what keeps the workload off the node; what holds all the same
+    (a driver that runs the CUDA natively, when the GPU is what fails) follows apart, never as
+    one of the reasons it cannot run."""
     head = f"{verdict.status.value}: {req.describe()} [{policy.value}] on {facts.name}"
     lines = wrapped(head, width)
     lines += wrapped(f"node: {facts.describe()}", width, "  ", "    ")
+    holds = [r for r in verdict.reasons if not r.blocking] if not verdict.compatible else []
     for reason in verdict.reasons:
+        if reason in holds:
+            continue
         lines += wrapped(f"- {reason.code}: {reason.message}", width, "  ", "      ")
         if reason.fix:
             lines += wrapped(f"fix: {reason.fix}", width, "    ", "      ")
+    for reason in holds:
+        lines += wrapped(f"what holds: {reason.code}: {reason.message}", width, "  ", "    ")
     return "\n".join(lines)
 
 
@@ -153,7 +161,7 @@ def check_cmd(
             "compatLibrary": req.compat.describe() if req.compat is not None else None,
             "node": facts.to_dict(),
         }
-        typer.echo(json.dumps(doc, indent=2))
+        typer.echo(json.dumps(versioned(doc), indent=2))
     else:
         typer.echo(_render_check(facts, req, effective, verdict, width(TEXT_WIDTH)))
     raise typer.Exit(EXIT_OK if verdict.compatible else EXIT_INCOMPATIBLE)

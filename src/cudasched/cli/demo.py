@@ -135,6 +135,8 @@ def demo(
 
     from cudasched.settings.config import load_config
 
+    if not source.named:  # the demo's cluster is the sample unless another is named
+        source = dataclasses.replace(source, sample=True)
     try:
         cfg = load_config(config)
         scope = source.scope

@@ -39,11 +39,12 @@ import typer
 from rich.text import Text
 
 from cudasched.cli import terminal
-from cudasched.cli.app import EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_OK, app, as_run, fail
 from cudasched.cli.explainview import (
     TABLE_WIDTH,
     WIDE_WIDTH,
     Explained,
+    Placement,
     compact_lines,
     device_lines,
     overview_lines,
@@ -83,10 +84,13 @@ from cudasched.cluster.scope import Scope
 from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot
 from cudasched.explain.devices import explain_devices, nvidia_slices
 from cudasched.explain.eligibility import explain_many
+from cudasched.operations.refs import Owners
 from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import POD
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.objects import DEFAULT_NAMESPACE
 from cudasched.vocab.requirements import Policy
+from cudasched.workloads.kserve.llm import is_llmisvc
 from cudasched.workloads.pods import is_inference_service, pod_spec_of, workload_id, workloads_of
 from cudasched.workloads.resolution import WorkloadNeed, workload_need
 
@@ -131,7 +135,10 @@ def explain_snapshot(
 ) -> list[Explained]:
     """Resolve each workload's requirement against ``fleet`` and explain it there; where
     ``slices`` (NVIDIA's DRA ResourceSlices) are given, also device by device for each
-    workload with a requirement."""
+    workload with a requirement. A pod's owner is the workload its controller stands for (the
+    pods of a controller the cluster read holds are explained through it, so only pods remain
+    whose ReplicaSet it does not hold)."""
+    owners = Owners()
     targets: list[Mapping[str, Any]] = []
     needs: list[WorkloadNeed] = []
     for obj in workloads:
@@ -151,13 +158,24 @@ def explain_snapshot(
         )
     out = []
     for obj, exp, need in zip(workloads, explanations, needs, strict=True):
-        if is_inference_service(obj):  # name the service, not the pod we built for it
+        if is_inference_service(obj) or is_llmisvc(obj):  # the service, not the pod we built
             exp = dataclasses.replace(exp, workload=workload_id(obj))
+        pod = obj.get("kind") == POD.kind
+        placement = Placement.of(obj) if pod else None
+        notes = (_NO_MODEL_SERVER,) if is_llmisvc(obj) else ()
+        owner = owners.of(obj) if pod else None
         devices = None
         if slices and need.requirement is not None:
             devices = explain_devices(need.requirement, policy, fleet.kb, slices)
-        out.append(Explained(exp, need.runtime, devices))
+        out.append(Explained(exp, need.runtime, placement, notes, owner, devices))
     return out
+
+
+#: Said of an LLMInferenceService explained as an object (KServe has created no pod for it).
+_NO_MODEL_SERVER = (
+    "no model-server pod yet: judged by the service's own spec, as admission and the audit "
+    "judge it (an image its LLMInferenceServiceConfigs give is judged on its pods)"
+)
 
 
 # --------------------------------------------------------------------------- command
@@ -174,10 +192,10 @@ def _explained_objects(
     if not objs:
         raise InputError(
             f"{label}: no Pod, workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, "
-            f"CronJob) or InferenceService to explain{where}"
+            f"CronJob), InferenceService or LLMInferenceService to explain{where}"
         )
     for obj in objs:
-        if not is_inference_service(obj):
+        if not is_inference_service(obj) and not is_llmisvc(obj):
             pod_spec_of(obj)  # a controller without a pod template is bad input, said up front
     return objs
 
@@ -217,6 +235,8 @@ def _show(
 ) -> None:
     """Print the answers in the chosen format (the device view after each workload's nodes,
     where the cluster has DRA devices)."""
+    if only_failing and not single and (per_node or output is not ExplainFormat.TABLE):
+        items = [i for i in items if i.failing]  # the text overview filters its own lines
     if output is ExplainFormat.JSON:
         sys.stdout.write(render_json(items, single, cluster) + "\n")
     elif output is ExplainFormat.YAML:
@@ -234,20 +254,30 @@ def _show(
         if len(items) > 1:
             console.print()
             print_overview_table(items, console)
-    else:
-        width = terminal.width(TABLE_WIDTH)
-        names = pools()  # the pools are read only where the text shows them
-        if single or per_node:
-            blocks = [
-                compact_lines(item, names, width, per_node=per_node, only_failing=only_failing)
-                + (device_lines(item.devices, width) if item.devices is not None else [])
-                for item in items
-                if not (only_failing and item.explanation.eligible_count == item.explanation.total)
-            ]
-            text = "\n\n".join("\n".join(b) for b in blocks)
-        else:
-            text = "\n".join(overview_lines(items, names, width, only_failing))
-        sys.stdout.write(text + "\n")
+    else:  # the pools are read only where the text shows them
+        text = _text(items, pools(), single or per_node, per_node, only_failing)
+        sys.stdout.write(as_run(text) + "\n")
+
+
+def _text(
+    items: Sequence[Explained],
+    names: Mapping[str, str],
+    each: bool,
+    per_node: bool,
+    only_failing: bool,
+) -> str:
+    """The text answer: each workload by pool (or node) with its device view (``each``), or
+    the overview of several, one line per workload."""
+    width = terminal.width(TABLE_WIDTH)
+    if not each:
+        return "\n".join(overview_lines(items, names, width, only_failing))
+    blocks = [
+        compact_lines(item, names, width, per_node=per_node, only_failing=only_failing)
+        + (device_lines(item.devices, width) if item.devices is not None else [])
+        for item in items
+        if not (only_failing and item.explanation.eligible_count == item.explanation.total)
+    ]
+    return "\n\n".join("\n".join(b) for b in blocks)
 
 
 @app.command("explain")
@@ -286,7 +316,9 @@ def explain_cmd(
     only_failing: Annotated[
         bool,
         typer.Option(
-            "--only-failing", help="Only the pools (or nodes, workloads) that cannot run it."
+            "--only-failing",
+            help="Only the pools (or nodes) that cannot run it; of several workloads, in every "
+            "output, only those no node can run or with pods on nodes that cannot run them.",
         ),
     ] = False,
     source: ClusterSource = ClusterSource(),
@@ -355,9 +387,12 @@ def explain_cmd(
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)
         labels = effective_scheme(scheme, settings)
-        mode = load_toolkit_mode(toolkit_mode, settings, source, context, kb).mode
+        # Files alone (--workload with --nodes-file) read no cluster, not for these either.
+        alone = nodes_file is not None and not source.named
+        reads = dataclasses.replace(source, sample=True) if alone else source
+        mode = load_toolkit_mode(toolkit_mode, settings, reads, context, kb).mode
         images = load_images(kb, settings).with_toolkit(mode)
-        images = with_image_sources(images, source, resolve_images, registry_config, plain_http)
+        images = with_image_sources(images, reads, resolve_images, registry_config, plain_http)
         items = explain_snapshot(objs, fleet, pol, labels, images, nvidia_slices(context.other))
     except InputError as exc:
         fail(str(exc))

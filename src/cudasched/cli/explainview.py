@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from cudasched.cli import terminal
+from cudasched.cli.app import versioned
 from cudasched.cli.terminal import wrapped
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, to_yaml
@@ -24,6 +25,7 @@ from cudasched.explain.devices import DeviceExplanation
 from cudasched.explain.explanation import Explanation, NodeExplanation
 from cudasched.explain.grouping import NodeGroup, PoolSummary, by_pool, summarise
 from cudasched.operations.pools import node_pools
+from cudasched.operations.refs import Owner, node_name
 from cudasched.workloads.kserve import RuntimeChoice
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ __all__ = [
     "TABLE_WIDTH",
     "WIDE_WIDTH",
     "Explained",
+    "Placement",
     "compact_lines",
     "device_lines",
     "overview_lines",
@@ -43,6 +46,7 @@ __all__ = [
     "render_json",
     "render_yaml",
     "unknown_warnings",
+    "where_it_is",
 ]
 
 TABLE_WIDTH = 100
@@ -51,20 +55,57 @@ WIDE_WIDTH = 200
 
 
 @dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a pod is now: the node it is bound to (``spec.nodeName``, ``None`` while it is
+    pending) and its phase."""
+
+    node: str | None
+    phase: str | None
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any]) -> Placement:
+        status = pod.get("status")
+        phase = status.get("phase") if isinstance(status, Mapping) else None
+        return cls(node_name(pod), phase if isinstance(phase, str) and phase else None)
+
+
+@dataclass(frozen=True, slots=True)
 class Explained:
-    """One workload's explanation plus where its requirement came from (for the output)."""
+    """One workload's explanation plus where its requirement came from and, for a pod, where
+    it is (for the output)."""
 
     explanation: Explanation
     runtime: RuntimeChoice | None
+    placement: Placement | None = None
+    notes: tuple[str, ...] = ()
+    owner: Owner | None = None
     #: Device by device, where the cluster publishes NVIDIA's DRA ResourceSlices.
     devices: DeviceExplanation | None = None
 
     def to_dict(self) -> dict[str, Any]:
         doc = self.explanation.to_dict()
         doc["summary"]["runtime"] = self.runtime.describe() if self.runtime else None
+        if self.placement is not None:
+            doc["summary"]["nodeName"] = self.placement.node
+            doc["summary"]["phase"] = self.placement.phase
+            doc["summary"]["owner"] = self.owner.id if self.owner is not None else None
         if self.devices is not None:
             doc["devices"] = self.devices.to_dict()
         return doc
+
+    @property
+    def misplaced(self) -> bool:
+        """A pod bound to a node that cannot run it."""
+        node = self.placement.node if self.placement is not None else None
+        if node is None:
+            return False
+        return any(n.node == node and not n.eligible for n in self.explanation.nodes)
+
+    @property
+    def failing(self) -> bool:
+        """What ``--only-failing`` keeps of several workloads: one no node can run, or a pod
+        on a node that cannot run it."""
+        return self.explanation.eligible_count == 0 or self.misplaced
 
 
 def _common_suffix(names: Sequence[str]) -> str:
@@ -204,7 +245,8 @@ def compact_lines(
     groups = by_pool(exp, pools)
     summary = summarise(groups)
     suffix = _common_suffix([n.node for n in exp.nodes])
-    lines = [*wrapped(f"{exp.workload} {_needs(item)}", width, "")]
+    lines = wrapped(where_it_is(item, pools), width, "") if item.placement else []
+    lines += wrapped(f"{exp.workload} {_needs(item)}", width, "")
     # Of an unknown CUDA, a node the pod may be scheduled on is not known to run it.
     can = "can run it" if exp.unknown is None else "would take it, none known to run it"
     lines += wrapped(_summary_line(summary, can), width, "")
@@ -287,7 +329,7 @@ def _notes(item: Explained, suffix: str) -> list[str]:
     """The closing line's parts: the label scheme, the runtime, the names' common suffix, a
     selector or preferred terms that could not be made."""
     exp = item.explanation
-    notes = [f"label scheme {_scheme(exp)}"]
+    notes = [*item.notes, f"label scheme {_scheme(exp)}"]
     if item.runtime:
         notes.append(f"runtime {item.runtime.describe()}")
     if suffix:
@@ -297,6 +339,28 @@ def _notes(item: Explained, suffix: str) -> list[str]:
     if exp.score_error:
         notes.append(f"preferred terms invalid: {exp.score_error}")
     return notes
+
+
+def where_it_is(item: Explained, pools: Mapping[str, str]) -> str:
+    """A pod's first line: the node it is bound to, its pool and whether that node can run it
+    (with what keeps it off), or that it is pending."""
+    placement = item.placement
+    assert placement is not None
+    phase = placement.phase or "phase unknown"
+    if placement.node is None:
+        return (
+            f"{phase}: not bound to a node"
+            if phase != "Pending"
+            else "Pending: not bound to a node"
+        )
+    node = next((n for n in item.explanation.nodes if n.node == placement.node), None)
+    if node is None:
+        return f"bound to {placement.node} ({phase}), a node not in the cluster read"
+    where = f"bound to {node.node} ({pools.get(node.node, 'no GPU pool')}, {phase})"
+    if node.eligible:
+        return f"{where}: it can run it"
+    codes = ", ".join(dict.fromkeys(r.code for r in node.reasons if r.blocking))
+    return f"{where}: it cannot run it ({codes or 'not eligible'})"
 
 
 def unknown_warnings(item: Explained) -> list[str]:
@@ -314,29 +378,27 @@ def overview_lines(
     items: Sequence[Explained], pools: Mapping[str, str], width: int, only_failing: bool
 ) -> list[str]:
     """Several workloads: one line each, summary first (how many can run anywhere), then per
-    workload what it needs and how many pools can run it."""
+    workload what it needs and how many pools can run it. The pods of one controller are one
+    workload, named by it (its Deployment, not each replica), with how many of its pods sit on
+    nodes that cannot run them and the command that moves them; ``only_failing`` keeps the
+    workloads no node can run and those with pods where they cannot run."""
+    groups: dict[str, list[Explained]] = {}
+    for item in items:
+        key = item.owner.id if item.owner is not None else item.explanation.workload
+        groups.setdefault(key, []).append(item)
     # A workload of unknown CUDA may be scheduled, but no node is known to run it.
-    unknown = sum(1 for i in items if i.explanation.unknown is not None)
-    runnable = sum(1 for i in items if i.explanation.eligible_count and not i.explanation.unknown)
+    heads = [members[0].explanation for members in groups.values()]
+    unknown = sum(1 for e in heads if e.unknown is not None)
+    runnable = sum(1 for e in heads if e.eligible_count and not e.unknown)
     headline = (
-        f"{len(items)} workload{'s' if len(items) != 1 else ''}: {runnable} can run on some "
-        f"node, {len(items) - runnable - unknown} on none"
+        f"{len(groups)} workload{'s' if len(groups) != 1 else ''}: {runnable} can run on some "
+        f"node, {len(groups) - runnable - unknown} on none"
     )
     lines = wrapped(headline + (f", {unknown} of unknown CUDA" if unknown else ""), width, "")
-    for item in items:
-        exp = item.explanation
-        if only_failing and exp.eligible_count == exp.total:
+    for key, members in groups.items():
+        if only_failing and not any(m.failing for m in members):
             continue
-        summary = summarise(by_pool(exp, pools))
-        text = (
-            f"{exp.workload}: {_needs(item, short=True)}; "
-            f"{summary.eligible_nodes + summary.unpooled_eligible}/{summary.nodes} nodes, "
-            f"{summary.eligible_pools}/{summary.pools} pools"
-        )
-        if summary.because:
-            text += "; " + ", ".join(code for code, _ in summary.because[:3])
-        if item.devices is not None:
-            text += f"; {item.devices.admitted_count}/{len(item.devices.devices)} DRA devices"
+        text = _workload_line(key, members, pools)
         lines += wrapped(text, width, "  ")
     lines += wrapped(
         "explain NAMESPACE/Kind/NAME (a name above) for one workload by pool; --nodes for one "
@@ -346,6 +408,47 @@ def overview_lines(
         "",
     )
     return lines
+
+
+def _workload_line(key: str, members: Sequence[Explained], pools: Mapping[str, str]) -> str:
+    """One workload's line of the overview: what it needs, how many nodes and pools can run
+    it and why not, where a controller's pods are, how many DRA devices admit it."""
+    item = members[0]
+    exp = item.explanation
+    summary = summarise(by_pool(exp, pools))
+    name = key if len(members) > 1 else exp.workload
+    count = f" ({len(members)} pods)" if len(members) > 1 else ""
+    text = (
+        f"{name}{count}: {_needs(item, short=True)}; "
+        f"{summary.eligible_nodes + summary.unpooled_eligible}/{summary.nodes} nodes, "
+        f"{summary.eligible_pools}/{summary.pools} pools"
+    )
+    if summary.because:
+        text += "; " + ", ".join(code for code, _ in summary.because[:3])
+    if len(members) > 1:
+        text += _pods_of(members)
+    if item.devices is not None:
+        text += f"; {item.devices.admitted_count}/{len(item.devices.devices)} DRA devices"
+    return text
+
+
+def _pods_of(members: Sequence[Explained]) -> str:
+    """Where a controller's pods are: how many sit on nodes that cannot run them (and the
+    command that replaces them), how many are pending."""
+    text = ""
+    needs = {_needs(m, short=True) for m in members}
+    if len(needs) > 1:
+        text += "; its pods differ in what they need (-o json lists each)"
+    misplaced = sum(1 for m in members if m.misplaced)
+    if misplaced:
+        owner = members[0].owner
+        restart = owner.restart() if owner is not None else None
+        text += f"; {misplaced} of {len(members)} pods on nodes that cannot run them"
+        text += f" ({restart})" if restart else ""
+    pending = sum(1 for m in members if m.placement is not None and m.placement.node is None)
+    if pending:
+        text += f"; {pending} pending"
+    return text
 
 
 def print_overview_table(items: Sequence[Explained], out: Console) -> None:
@@ -380,11 +483,13 @@ def _document(
     items: Sequence[Explained], single: bool, cluster: Mapping[str, Any]
 ) -> dict[str, Any]:
     if single:
-        return {**items[0].to_dict(), "cluster": dict(cluster)}
-    return {
-        "workloads": [{"workload": i.explanation.workload, **i.to_dict()} for i in items],
-        "cluster": dict(cluster),
-    }
+        return versioned({**items[0].to_dict(), "cluster": dict(cluster)})
+    return versioned(
+        {
+            "workloads": [{"workload": i.explanation.workload, **i.to_dict()} for i in items],
+            "cluster": dict(cluster),
+        }
+    )
 
 
 def render_json(items: Sequence[Explained], single: bool, cluster: Mapping[str, Any]) -> str:

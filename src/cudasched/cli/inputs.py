@@ -4,13 +4,16 @@ command so the same objects always give the same answers.
 
 A command that reads a cluster declares where it comes from in one line: decorate it with
 :func:`cluster_source` and give it a parameter ``source: ClusterSource``; it then takes
-``--cluster FILE|DIR``, ``--live``, ``--kubeconfig FILE`` and ``--context NAME``, and, unless
-``scoped=False``, kubectl's ``-n/--namespace``, ``-A/--all-namespaces`` and ``-l/--selector``
-(``source.scope``); it calls :func:`load_cluster` with ``source``.
+``--cluster FILE|DIR``, ``--live``, ``--sample``, ``--kubeconfig FILE`` and ``--context NAME``,
+and, unless ``scoped=False``, kubectl's ``-n/--namespace``, ``-A/--all-namespaces`` and
+``-l/--selector`` (``source.scope``); it calls :func:`load_cluster` with ``source``.
 
-Without ``--cluster`` or ``--live`` a command judges the bundled sample cluster: it says so in
-one line on stderr (:func:`load_cluster`), and its JSON output says so too
-(:func:`judged`), so nobody mistakes the sample's nodes for their own.
+Without any of them a command reads the cluster kubectl would talk to (``$KUBECONFIG``,
+``~/.kube/config``, the in-cluster service account): the live cluster is the default, as it is
+for kubectl. The bundled sample cluster is judged when ``--sample`` asks for it, or when no
+cluster is configured at all; then the first line on stderr says so (:func:`load_cluster`), and
+the JSON output says so too (:func:`judged`), so nobody mistakes the sample's nodes for their
+own.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, overload
 
 import typer
 
-from cudasched.cli.app import note
+from cudasched.cli.app import note, note_first
 from cudasched.vocab.errors import InputError, one_line
 
 if TYPE_CHECKING:
@@ -78,7 +81,8 @@ ClusterFileOption = Annotated[
         "for nodes, pods, inferenceservices, servingruntimes and clusterservingruntimes; or a "
         "directory "
         "of such YAML/JSON manifests (read recursively, as CI checks a repository). Default: "
-        "the bundled sample cluster (said on stderr).",
+        "the live cluster kubectl would use; the bundled sample cluster when none is "
+        "configured (said first on stderr).",
     ),
 ]
 LiveOption = Annotated[
@@ -86,7 +90,16 @@ LiveOption = Annotated[
     typer.Option(
         "--live",
         help="Read the live cluster (read-only): the in-cluster service account, else "
-        "$KUBECONFIG, else ~/.kube/config, as kubectl does.",
+        "$KUBECONFIG, else ~/.kube/config, as kubectl does. The default when one is "
+        "configured; with --live, none configured is an error instead of the sample.",
+    ),
+]
+SampleOption = Annotated[
+    bool,
+    typer.Option(
+        "--sample",
+        help="Judge the bundled sample cluster (21 nodes, KServe runtimes, services and "
+        "pods), not yours: to try cudasched, or to run the documentation's examples.",
     ),
 ]
 KubeconfigOption = Annotated[
@@ -125,6 +138,7 @@ SelectorOption = Annotated[
 _SOURCE_OPTIONS = (
     ("cluster", ClusterFileOption, None),
     ("live", LiveOption, False),
+    ("sample", SampleOption, False),
     ("kubeconfig", KubeconfigOption, None),
     ("context", ContextOption, None),
 )
@@ -135,20 +149,24 @@ _SCOPE_OPTIONS = (
 )
 
 
-#: The one line said when a command judges the bundled sample cluster.
+#: The one line said first on stderr when a command judges the bundled sample cluster because
+#: no cluster is configured (not when ``--sample`` asked for it).
 SAMPLE_NOTE = (
-    "no --cluster or --live given: judging the bundled sample cluster, not yours (add --live, "
-    "or --cluster FILE|DIR)"
+    "no cluster configured (no $KUBECONFIG file, no ~/.kube/config, not in a pod): judging "
+    "the bundled sample cluster, not yours (--sample to ask for it; --kubeconfig FILE or "
+    "--cluster FILE|DIR for yours)"
 )
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterSource:
-    """Where a command's cluster comes from: a file, the live cluster (``live``, or implied
-    by ``kubeconfig``/``context``), or neither (the bundled sample cluster)."""
+    """Where a command's cluster comes from: a file, the live cluster (``live``, implied by
+    ``kubeconfig``/``context``, and the default when a cluster is configured), or the bundled
+    sample cluster (``sample``, and the fallback when none is)."""
 
     cluster: Path | None = None
     live: bool = False
+    sample: bool = False
     kubeconfig: Path | None = None
     context: str | None = None
     namespace: str | None = None
@@ -157,8 +175,20 @@ class ClusterSource:
 
     @property
     def is_sample(self) -> bool:
-        """Whether the bundled sample cluster is judged (no file, not live)."""
+        """Whether the bundled sample cluster is judged (asked for, or no file and not live)."""
         return self.cluster is None and not self.is_live
+
+    @property
+    def is_fallback(self) -> bool:
+        """Whether the sample is judged only because no cluster is configured: nothing named
+        a cluster and ``--sample`` was not given."""
+        return self.is_sample and not self.sample
+
+    @property
+    def named(self) -> bool:
+        """Whether the command line named a cluster (a file, ``--live`` and its implied forms,
+        or ``--sample``)."""
+        return self.cluster is not None or self.sample or self._live_asked
 
     @property
     def scope(self) -> Scope:
@@ -182,17 +212,32 @@ class ClusterSource:
 
     @property
     def is_live(self) -> bool:
-        """Whether the live cluster is read (``--kubeconfig``/``--context`` imply ``--live``)."""
+        """Whether the live cluster is read: asked for (``--kubeconfig``/``--context`` imply
+        ``--live``), or nothing named and a cluster is configured, as kubectl finds one."""
+        if self._live_asked:
+            return True
+        if self.named:
+            return False
+        from cudasched.kube.client import configured
+
+        return configured()
+
+    @property
+    def _live_asked(self) -> bool:
         return self.live or self.kubeconfig is not None or self.context is not None
 
     def checked(self) -> ClusterSource:
-        """``self``, or an ``InputError`` when a file and the live cluster are both asked for."""
-        if self.cluster is not None and self.is_live:
-            given = "--live" if self.live else "--kubeconfig/--context"
+        """``self``, or an ``InputError`` when two clusters are asked for (a file, the live
+        one, the sample)."""
+        live = "--live" if self.live else "--kubeconfig/--context"
+        if self.cluster is not None and self._live_asked:
             raise InputError(
-                f"--cluster {str(self.cluster)!r} and {given} name two clusters: give a file or "
+                f"--cluster {str(self.cluster)!r} and {live} name two clusters: give a file or "
                 "the live cluster, not both"
             )
+        if self.sample and (self.cluster is not None or self._live_asked):
+            other = f"--cluster {str(self.cluster)!r}" if self.cluster is not None else live
+            raise InputError(f"--sample and {other} name two clusters: give one")
         return self
 
 
@@ -282,18 +327,22 @@ def load_cluster(
     nodes: Path | None = None,
     *,
     fetch: Sequence[ObjectRef] = (),
+    admission: bool = False,
 ) -> ClusterSnapshot:
     """The cluster a command works on, as one snapshot whatever its source.
 
     ``source``: a :class:`ClusterSource` (what :func:`cluster_source` passes a command), or
-    a dump's path (``None``: no file). The live cluster when ``source.is_live``: Nodes, Pods,
-    InferenceServices, (Cluster)ServingRuntimes, LLMInferenceServices and NVIDIADrivers listed
-    read-only (progress on stderr when it is a terminal; a note on stderr per product whose CRDs
-    are not installed), plus the ``fetch`` objects fetched by name. Else the dump
-    ``source.cluster``; else the bundled sample cluster unless only ``nodes`` is given.
-    ``nodes`` (``kubectl get nodes -o yaml``) replaces the cluster's nodes. Raises
-    ``InputError`` (one line) for every problem: a bad file, an unreachable cluster, rejected
-    credentials, a missing permission.
+    a dump's path (``None``: no file). ``nodes`` (``kubectl get nodes -o yaml``) replaces the
+    cluster's nodes; given alone (no cluster named), no cluster is read at all. The live
+    cluster when ``source.is_live``: Nodes, Pods, InferenceServices, (Cluster)ServingRuntimes,
+    LLMInferenceServices and NVIDIADrivers listed read-only (progress on stderr when it is a
+    terminal; a note on stderr per product whose CRDs are not installed), plus the ``fetch``
+    objects fetched by name, and with ``admission`` the webhook registrations (the audit's
+    likeliest cause of misplaced pods). Else the dump ``source.cluster``; else the bundled
+    sample cluster,
+    with :data:`SAMPLE_NOTE` said on stderr before the answer when no cluster is configured
+    (:func:`~cudasched.cli.app.note_first`). Raises ``InputError`` (one line) for every
+    problem: a bad file, an unreachable cluster, rejected credentials, a missing permission.
     """
     from cudasched.cluster.snapshot import (
         ClusterSnapshot,
@@ -304,18 +353,47 @@ def load_cluster(
     if not isinstance(source, ClusterSource):
         source = ClusterSource(cluster=source)
     source = source.checked()
+    if nodes is not None and not source.named:
+        return ClusterSnapshot(source="").with_nodes(load_nodes(nodes))
+    exists: bool | None = None
     if source.is_live:
-        snapshot = _read_live(source, fetch)
+        snapshot, exists = _read_live(source, fetch, admission)
     elif source.cluster is not None:
         snapshot = _load_dump(source.cluster)
-    elif nodes is None:
-        note(SAMPLE_NOTE)
-        snapshot = bundled_snapshot()
     else:
-        snapshot = ClusterSnapshot(source="")
+        if source.is_fallback:
+            note_first(SAMPLE_NOTE)
+        snapshot = bundled_snapshot()
+    if source.namespace is not None:
+        _namespace_checked(source.namespace, snapshot, exists)
     if nodes is not None:
         snapshot = snapshot.with_nodes(load_nodes(nodes))
     return snapshot
+
+
+def _namespace_checked(name: str, snapshot: ClusterSnapshot, exists: bool | None) -> None:
+    """An ``InputError`` when the ``-n`` namespace does not exist: the live cluster says so
+    (``exists``), or, where it does not tell (a dump; an identity that may not get
+    namespaces), neither a Namespace object of that name nor any object in it is in the
+    cluster read. A typo in a cron job's ``-n`` must not read as a clean namespace."""
+    where = snapshot.source or "the cluster"
+    if exists is False:
+        raise InputError(f"namespace {name!r} does not exist in {where}")
+    if exists is True:
+        return
+    from cudasched.vocab.objects import name_of, namespace_of
+
+    cluster_scoped = {"Node", "ClusterServingRuntime", "NVIDIADriver", "Namespace"}
+    known = set()
+    for obj in snapshot.objects():
+        if obj.get("kind") == "Namespace":
+            known.add(name_of(obj))
+        elif obj.get("kind") not in cluster_scoped:
+            known.add(namespace_of(obj))
+    if name not in known:
+        raise InputError(
+            f"namespace {name!r} does not exist in {where}: none of its objects is in it"
+        )
 
 
 def _load_dump(path: Path) -> ClusterSnapshot:
@@ -432,16 +510,25 @@ def with_image_sources(
     return images.with_configs(StoredSource(index, configs) if len(index) else configs)
 
 
-def _read_live(source: ClusterSource, fetch: Sequence[ObjectRef]) -> ClusterSnapshot:
+def _read_live(
+    source: ClusterSource, fetch: Sequence[ObjectRef], admission: bool = False
+) -> tuple[ClusterSnapshot, bool | None]:
+    """The live cluster, and whether the ``-n`` namespace exists there (``None``: not asked,
+    or not told)."""
     from cudasched.kube.live import absent_notes, read_live_cluster
 
     with _stderr_progress() as progress:
         result = read_live_cluster(
-            kubeconfig=source.kubeconfig, context=source.context, fetch=fetch, progress=progress
+            kubeconfig=source.kubeconfig,
+            context=source.context,
+            fetch=fetch,
+            progress=progress,
+            namespace=source.namespace,
+            admission=admission,
         )
     for message in absent_notes(result.absent, result.denied):
         sys.stderr.write(f"cudasched: note: {message}\n")
-    return result.snapshot
+    return result.snapshot, result.namespace_exists
 
 
 class TerminalProgress:
@@ -594,7 +681,10 @@ def require_nodes(snapshot: ClusterSnapshot) -> ClusterSnapshot:
 
 
 def load_cluster_inputs(
-    source: ClusterSource | Path | None, settings: WebhookConfig | None = None
+    source: ClusterSource | Path | None,
+    settings: WebhookConfig | None = None,
+    *,
+    admission: bool = False,
 ) -> tuple[ClusterSnapshot, Fleet, ImageTable]:
     """The snapshot (a file, the live cluster or the bundled sample), its fleet and the image
     table that ``audit`` and ``report`` work on (with the ``--config``'s ``settings``), for
@@ -604,7 +694,7 @@ def load_cluster_inputs(
 
     if not isinstance(source, ClusterSource):
         source = ClusterSource(cluster=source)
-    snapshot = require_nodes(load_cluster(source))
+    snapshot = require_nodes(load_cluster(source, admission=admission))
     kb = load_knowledge()
     settings = settings if settings is not None else WebhookConfig()
     mode = load_toolkit_mode(None, settings, source, snapshot, kb).mode

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import orjson
 import typer
 
-from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail, note_first
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
@@ -183,7 +183,7 @@ def mutate(
             _kind_of(b"", kind)  # a bad --kind is said before the input is read
         body, wrapped = as_review(body, str(review or "<stdin>"), namespace)
         if wrapped:
-            sys.stderr.write(f"cudasched: note: {wrapped}\n")
+            note_first(wrapped)
         which = _kind_of(body, kind)
         admitter = _admitter(cfg, resolve_images, registry_config, plain_http)
         state = cluster_state(load_cluster(source), admitter.kb)

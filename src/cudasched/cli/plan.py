@@ -28,7 +28,7 @@ import typer
 from rich.text import Text
 
 from cudasched.cli import terminal
-from cudasched.cli.app import EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_OK, app, fail, versioned
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
@@ -317,7 +317,7 @@ def plan_cmd(
     name = snapshot.source or "cluster"
     if output is PlanFormat.JSON:
         doc = {**plan.to_dict(), "cluster": judged(source, snapshot)}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
     elif output is PlanFormat.YAML:
         sys.stdout.write(render_yaml(plan, name))
     elif output is PlanFormat.SCRIPT:

@@ -5,8 +5,9 @@ kubectl runs an executable named ``kubectl-cudasched`` found on ``PATH`` with th
 ``cudasched``. The plugin runs the very same commands, with two differences that make it feel
 like kubectl:
 
-* the live cluster is the default: a command that reads a cluster gets ``--live`` unless
-  ``--cluster FILE`` (or ``--live``) is given;
+* the live cluster is the default, never the sample: a command that reads a cluster gets
+  ``--live`` unless ``--cluster FILE``, ``--sample`` (or ``--live``) is given, so where no
+  cluster is configured it fails as kubectl does instead of judging the bundled sample;
 * kubectl's global flags (``-n/--namespace``, ``--context``, ``--kubeconfig``) may come before
   the command name too (``kubectl cudasched --context prod explain isvc/x``) and are moved
   after it; cudasched's own ``--knowledge``, ``--knowledge-key`` and ``--knowledge-overlay``
@@ -29,7 +30,7 @@ PROG_NAME = "kubectl cudasched"
 
 #: kubectl flags that take a value and may precede the command name.
 _GLOBAL_FLAGS = frozenset({"-n", "--namespace", "-l", "--selector", "--context", "--kubeconfig"})
-_SOURCE_FLAGS = ("--cluster", "--live")
+_SOURCE_FLAGS = ("--cluster", "--live", "--sample")
 #: cudasched's own options, which come before the command and stay there.
 _ROOT_FLAGS = frozenset({"--knowledge", "--knowledge-key", "--knowledge-overlay"})
 
@@ -68,7 +69,8 @@ def plugin_args(args: Sequence[str]) -> list[str]:
 PLUGIN_HELP = (
     "As a kubectl plugin, every command that reads a cluster reads the LIVE cluster of your "
     "kubeconfig's current context (as kubectl does; --context, --kubeconfig, -n, -A and -l "
-    "work as in kubectl), unless --cluster FILE|DIR names a dump. It only reads: no write, "
+    "work as in kubectl), unless --cluster FILE|DIR names a dump or --sample the bundled "
+    "sample. It only reads: no write, "
     "never a Secret."
 )
 

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from cudasched.cli import terminal
-from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail, versioned
 from cudasched.cli.inputs import load_knowledge
 from cudasched.cli.options import AsOfOption, PolicyOption, parse_as_of
 from cudasched.vocab.errors import InputError
@@ -207,7 +207,7 @@ def recommend_cmd(
         fail(str(exc))
     doc = answer.to_dict()
     if output is RecommendFormat.JSON:
-        typer.echo(json.dumps(doc, indent=2))
+        typer.echo(json.dumps(versioned(doc), indent=2))
     else:
         _render(doc, terminal.console(TABLE_WIDTH))
     raise typer.Exit(EXIT_OK if answer.found else EXIT_INCOMPATIBLE)

@@ -5,8 +5,9 @@ cluster snapshot.
 Pods, InferenceServices and LLMInferenceServices are in every snapshot; a controller
 (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob) is in a dump only if it was
 dumped, and a live read fetches it by name (:meth:`Reference.to_fetch`). An LLMInferenceService
-stands for its model-server pods: its image usually comes from KServe's configs, not from the
-object itself.
+stands for its model-server pods (its image usually comes from KServe's configs, not from the
+object itself), or, while KServe has created none, for itself, as admission and the audit judge
+it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from cudasched.vocab.kinds import (
     Kind,
 )
 from cudasched.vocab.objects import DEFAULT_NAMESPACE, name_of, namespace_of
-from cudasched.workloads.kserve.llm import NAME_LABEL, PART_OF_LABEL, PART_OF_VALUE, llmisvc_pods
+from cudasched.workloads.kserve.llm import llmisvc_pods
 
 __all__ = ["ALIASES", "Reference", "parse_reference"]
 
@@ -75,16 +76,13 @@ class Reference:
         ``InputError`` saying what is missing."""
         where = snapshot.source or "the cluster"
         if self.kind == LLM_INFERENCE_SERVICE:
-            if not self._matching(snapshot.llm_inference_services):
+            services = self._matching(snapshot.llm_inference_services)
+            if not services:
                 raise self._missing(where)
             pods = llmisvc_pods(snapshot.pods, self.namespace, self.name)
-            if not pods:
-                raise InputError(
-                    f"{self} has no model-server pods in {where}: cudasched explains an "
-                    "LLMInferenceService through the pods KServe creates for it (labels "
-                    f"{PART_OF_LABEL}={PART_OF_VALUE}, {NAME_LABEL}={self.name})"
-                )
-            return [dict(p) for p in pods]
+            # Before KServe creates its pods, the service is judged as admission and the
+            # audit judge it: by the model-server pod its own spec describes.
+            return [dict(p) for p in pods] if pods else [dict(services[0])]
         if self.kind == POD:
             candidates = snapshot.pods
         elif self.kind == INFERENCE_SERVICE:

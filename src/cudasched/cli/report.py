@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cudasched.cli.app import EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_OK, app, as_run, fail, versioned
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
@@ -98,7 +98,7 @@ def _rendered(
             "pools": _pools(pools),
             **findings.to_dict(),
         }
-        return json.dumps(doc, indent=2) + "\n"
+        return json.dumps(versioned(doc), indent=2) + "\n"
     label = what["source"] + (f" ({what['scope']})" if "scope" in what else "")
     knowledge = kb.provenance.describe(today)
     return render_report(
@@ -155,7 +155,7 @@ def report_cmd(
                 min_support_months=months,
                 max_knowledge_age_days=settings.knowledge.max_age_days,
             )
-            findings = findings.within(scope, snapshot.objects())
+            findings = findings.within(scope, snapshot.objects()).reworded(as_run)
         what = judged(source, snapshot)
         _write(output_file, _rendered(output, what, fleet.kb, matrix, pools, findings, today))
     except InputError as exc:

@@ -45,7 +45,7 @@ def snapshot_cmd(
     Example: cudasched snapshot --live > cluster.yaml"""
     try:
         scope = source.scope
-        snapshot = load_cluster(source).shareable()
+        snapshot = load_cluster(source, admission=True).shareable()
         if source.is_live:  # what plan-drivers reads the GPU Operator release from
             snapshot = _with_gpu_operator(source, snapshot)
         if not scope.is_everything:

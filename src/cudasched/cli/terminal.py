@@ -34,11 +34,24 @@ def width(default: int) -> int:
     return int(columns) if columns.isdigit() and int(columns) >= MIN_COLUMNS else default
 
 
-def console(default: int) -> Console:
-    """A console as wide as :func:`width` says, which never wraps what it is given itself."""
+def _console_class() -> type:
     from rich.console import Console
 
-    return Console(width=width(default), soft_wrap=False)
+    class PipeConsole(Console):
+        """rich's console, except that a closed stdout (``| head``) is left to the command
+        line to handle (rich exits 1 on it; it is no error: ``cli/app`` exits 0 quietly)."""
+
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return PipeConsole
+
+
+def console(default: int) -> Console:
+    """A console as wide as :func:`width` says, which never wraps what it is given itself."""
+
+    return _console_class()(width=width(default), soft_wrap=False)  # type: ignore[no-any-return]
 
 
 def wrapped(text: str, columns: int, indent: str = "", more: str | None = None) -> list[str]:

@@ -74,6 +74,8 @@ class ClusterSnapshot:
 
     Tuples keep the snapshot itself immutable; the dicts inside are the API's own objects and
     must be treated as read-only by every consumer (the core copies before it changes anything).
+    ``admission_read``: a live read listed the cluster's MutatingWebhookConfigurations (they are
+    in ``other``, all of them, possibly none); a dump is taken to hold them when it holds one.
     """
 
     nodes: tuple[KubeObject, ...] = ()
@@ -86,6 +88,7 @@ class ClusterSnapshot:
     workloads: tuple[KubeObject, ...] = ()
     other: tuple[KubeObject, ...] = ()
     source: str = field(default="", compare=False)
+    admission_read: bool = field(default=False, compare=False)
 
     @classmethod
     def from_objects(
@@ -110,7 +113,9 @@ class ClusterSnapshot:
         for node in buckets["nodes"]:
             if not _name_of(node):
                 raise InputError(f"{source or '<input>'}: a Node has no metadata.name")
-        return cls(**{k: tuple(v) for k, v in buckets.items()}, source=source)
+        # Every bucket is a field of tuples (the bool admission_read keeps its default).
+        fields: dict[str, Any] = {k: tuple(v) for k, v in buckets.items()}
+        return cls(**fields, source=source)
 
     def objects(self) -> Iterator[KubeObject]:
         """Every object of the snapshot, bucket by bucket."""

@@ -19,7 +19,9 @@ from cudasched.vocab.errors import InputError
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.imagerules import ImageRule
     from cudasched.knowledge.images import ImageTable
+    from cudasched.knowledge.records import ContainerRelease
 
 __all__ = ["COLUMNS", "Row", "Topic", "rows"]
 
@@ -60,7 +62,7 @@ _WORDS = re.compile(r"[\s,/:()\[\]_-]+")
 #: The columns of each topic (the source is always the last one).
 COLUMNS: Mapping[Topic, tuple[str, ...]] = {
     Topic.GPUS: ("product", "compute", "architecture", "datacenter", "firstDriver", "names"),
-    Topic.IMAGES: ("id", "repositories", "tag", "cudaFrom", "note"),
+    Topic.IMAGES: ("id", "repositories", "tags", "cuda", "note"),
     Topic.CUDA: ("cuda", "release", "minDriver", "minorCompatFloor", "forwardCompatBranches"),
     Topic.DRIVERS: ("branch", "type", "endOfLife", "newestKnown", "status"),
     Topic.FRAMEWORKS: ("framework", "release", "cuda", "default"),
@@ -87,44 +89,110 @@ def _gpus(kb: KnowledgeBase) -> Iterator[Row]:
         )
 
 
-def _images(images: ImageTable) -> Iterator[Row]:
+#: What the CUDA column says of a rule, by where its CUDA comes from (the rows below a ``ngc``
+#: or ``versions`` rule give it release by release).
+_CUDA_FROM = {
+    "tag": "the CUDA in the tag",
+    "ngc": "the NGC release's, per release below",
+    "versions": "per release, below",
+    "unknown": "unknown: not told by the tag",
+}
+
+
+def _images(images: ImageTable, kb: KnowledgeBase) -> Iterator[Row]:
+    """The image table as tags and the CUDA they give: each rule with its tags as a person
+    writes them (``<YY.MM>-py3``, ``v<release>``), then, release by release, the tags of an NGC
+    product (consecutive releases on one CUDA together) or of a versions rule; never the
+    regular expression a rule matches with, which only says it to whoever reads regexes."""
     for override in images.overrides:
         yield Row(
             {
                 "id": "override",
                 "repositories": override.pattern,
-                "tag": "",
-                "cudaFrom": str(override.cuda),
+                "tags": "",
+                "cuda": str(override.cuda),
                 "note": "from the configuration's imageOverrides",
             },
             override.source,
         )
     for rule in images.rules:
         repositories = ", ".join(rule.repositories)
+        cuda = _CUDA_FROM.get(rule.cuda_from, f"the framework table's {rule.framework} build")
         yield Row(
             {
                 "id": rule.id,
                 "repositories": repositories,
-                "tag": rule.tag.pattern,
-                "cudaFrom": rule.cuda_from,
+                "tags": rule.tags or rule.tag.pattern,
+                "cuda": cuda,
                 "note": " ".join(rule.note.split()),
             },
             " ".join(rule.source.split()),
         )
+        if rule.cuda_from == "ngc" and rule.product is not None:
+            yield from _ngc_rows(rule, repositories, rule.product, kb)
         # A versions rule's releases, one row each, with the source each was read from.
         for entry in rule.versions:
-            first = ".".join(str(p) for p in entry.first)
-            last = ".".join(str(p) for p in entry.last) if entry.last is not None else ""
+            first = _tag(rule, ".".join(str(p) for p in entry.first))
+            last = _tag(rule, ".".join(str(p) for p in entry.last)) if entry.last else ""
             yield Row(
                 {
                     "id": rule.id,
                     "repositories": repositories,
-                    "tag": f"{first} to {last}" if last else f"{first} and later",
-                    "cudaFrom": f"at least {entry.cuda}" if entry.lower_bound else str(entry.cuda),
+                    "tags": _span(first, last),
+                    "cuda": f"at least {entry.cuda}" if entry.lower_bound else str(entry.cuda),
                     "note": "",
                 },
                 entry.source,
             )
+
+
+def _span(first: str, last: str) -> str:
+    """A versions rule's range of tags: one tag, ``A to B``, or ``A and later``."""
+    if not last:
+        return f"{first} and later"
+    return first if first == last else f"{first} to {last}"
+
+
+#: The placeholders of a rule's ``tags`` that one release fills in.
+_RELEASE = ("<release>", "<YY.MM>")
+
+
+def _tag(rule: ImageRule, release: str) -> str:
+    """``release`` as the rule's tags spell it (``v<release>``: v0.6.3; ``<YY.MM>``: 24.04,
+    as NGC writes a release that a versions rule holds as 24.4.0), or as it is."""
+    for placeholder in _RELEASE:
+        if placeholder in rule.tags:
+            if placeholder == "<YY.MM>":
+                year, month = [*release.split("."), "0"][:2]
+                release = f"{int(year):02d}.{int(month):02d}"
+            return rule.tags.replace(placeholder, release, 1)
+    return release
+
+
+def _ngc_rows(rule: ImageRule, repositories: str, product: str, kb: KnowledgeBase) -> Iterator[Row]:
+    """An NGC product's releases as tags (``24.05-py3``) and CUDA, consecutive releases on one
+    CUDA in one row."""
+    runs: list[list[ContainerRelease]] = []
+    for release in kb.ngc_releases(product):
+        if runs and runs[-1][0].cuda_text == release.cuda_text:
+            runs[-1].append(release)
+        else:
+            runs.append([release])
+    for run in runs:
+        first, last = run[0], run[-1]
+        tags = _tag(rule, first.release)
+        if last is not first:
+            tags += f" to {_tag(rule, last.release)}"
+        yield Row(
+            {
+                "id": rule.id,
+                "repositories": repositories,
+                "tags": tags,
+                "cuda": first.cuda_text,
+                "note": "",
+            },
+            first.source if last is first else f"{first.source}; {last.source}",
+        )
 
 
 def _cuda(kb: KnowledgeBase) -> Iterator[Row]:
@@ -197,7 +265,7 @@ def rows(
         raise InputError(f"invalid topic {topic!r}: expected one of {allowed}") from None
     found = {
         Topic.GPUS: lambda: _gpus(kb),
-        Topic.IMAGES: lambda: _images(images),
+        Topic.IMAGES: lambda: _images(images, kb),
         Topic.CUDA: lambda: _cuda(kb),
         Topic.DRIVERS: lambda: _drivers(kb),
         Topic.FRAMEWORKS: lambda: _frameworks(kb),

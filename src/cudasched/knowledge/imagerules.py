@@ -56,6 +56,7 @@ class ImageRule:
     tag: re.Pattern[str]
     cuda_from: str
     source: str
+    tags: str = ""
     product: str | None = None
     framework: str | None = None
     main_variants: tuple[str, ...] | None = None
@@ -171,6 +172,7 @@ def compile_rule(entry: object, index: int) -> ImageRule:
         tag=tag,
         cuda_from=str(cuda_from),
         source=" ".join(str(entry["source"]).split()),
+        tags=" ".join(str(entry.get("tags") or "").split()),
         product=str(entry["product"]) if entry.get("product") else None,
         framework=str(entry["framework"]) if entry.get("framework") else None,
         main_variants=variants,
@@ -200,6 +202,9 @@ def _rule_tag(entry: Mapping[str, Any], rule_id: str, cuda_from: str) -> re.Patt
         raise KnowledgeError(f"images.yaml {rule_id}: framework rules need a framework")
     if not entry.get("source"):
         raise KnowledgeError(f"images.yaml {rule_id}: every rule needs a source")
+    tags = entry.get("tags")
+    if tags is not None and (not isinstance(tags, str) or not tags.strip()):
+        raise KnowledgeError(f"images.yaml {rule_id}: tags must be the tags' form as text")
     return tag
 
 

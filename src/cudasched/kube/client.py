@@ -9,8 +9,10 @@ Sources, first match wins:
 3. the in-cluster service account: ``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT`` set
    and a token mounted in the service-account directory (skipped when a ``context`` is asked
    for: a context names a kubeconfig entry);
-4. ``$KUBECONFIG``: the first listed file that exists (several files are not merged the way
-   kubectl merges them);
+4. ``$KUBECONFIG``: the listed files that exist, merged as kubectl merges them (the first file
+   to set a map key of ``clusters``, ``contexts`` or ``users`` wins, the entry kept whole; the
+   first ``current-context`` set wins; a relative path in an entry is relative to the file it
+   is in): :func:`merged_kubeconfig`;
 5. ``~/.kube/config``.
 
 A context without a user connects anonymously, as kubectl does. Every problem raises
@@ -24,7 +26,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -40,8 +42,10 @@ __all__ = [
     "SERVICE_ACCOUNT_DIR",
     "ClientConfig",
     "ClusterConfigError",
+    "configured",
     "load_config",
     "make_client",
+    "merged_kubeconfig",
 ]
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -90,10 +94,12 @@ def load_config(
         searched = f"context {context!r} was asked for"
     listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
     if listed:
-        for entry in listed:
-            path = Path(entry).expanduser()
-            if path.exists():
-                return _from_file(path, f"kubeconfig file {entry!r} (from $KUBECONFIG)", context)
+        existing = [entry for entry in listed if Path(entry).expanduser().exists()]
+        if len(existing) == 1:
+            path = Path(existing[0]).expanduser()
+            return _from_file(path, f"kubeconfig file {existing[0]!r} (from $KUBECONFIG)", context)
+        if existing:
+            return _from_files(existing, context)
         if len(listed) == 1:
             raise ClusterConfigError(
                 f"kubeconfig file {listed[0]!r} (from $KUBECONFIG) does not exist"
@@ -107,6 +113,22 @@ def load_config(
     raise ClusterConfigError(
         f"{searched}, $KUBECONFIG is not set and {str(default)!r} does not exist"
     )
+
+
+def configured(
+    service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR,
+) -> bool:
+    """Whether a cluster is configured at all, as kubectl would find one: a kubeconfig file
+    that exists (one of ``$KUBECONFIG``'s when it is set, else ``~/.kube/config``) or the
+    in-cluster service account. Only existence is looked at: a configured but broken file is
+    configured, and :func:`load_config` says what is wrong with it."""
+    environ = os.environ
+    if not isinstance(_from_service_account(Path(service_account_dir), environ), str):
+        return True
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:
+        return any(Path(p).expanduser().exists() for p in listed)
+    return Path(DEFAULT_KUBECONFIG).expanduser().exists()
 
 
 def make_client(
@@ -191,9 +213,77 @@ def _from_file(path: Path, label: str, context: str | None) -> ClientConfig:
     return ClientConfig(settings, f"context {settings.context_name!r} of {label}")
 
 
+def _from_files(entries: list[str], context: str | None) -> ClientConfig:
+    """Several ``$KUBECONFIG`` files, merged; the origin names the file that defines the
+    context used."""
+    from lightkube.config.kubeconfig import KubeConfig
+
+    labelled = [
+        (f"kubeconfig file {e!r} (from $KUBECONFIG)", Path(e).expanduser()) for e in entries
+    ]
+    merged, defined_in = merged_kubeconfig(
+        [(label, _kubeconfig_data(path, label, absolute=True)) for label, path in labelled]
+    )
+    label = f"the kubeconfig files of $KUBECONFIG ({', '.join(entries)})"
+    try:
+        config = KubeConfig.from_dict(merged, fname=Path(entries[0]).expanduser())
+    except Exception as exc:  # msgspec.ValidationError: a field of the wrong type
+        raise ClusterConfigError(f"{label}: not a kubeconfig: {one_line(exc)}") from None
+    settings = _select(config, context, label)
+    origin = defined_in.get(settings.context_name, label)
+    return ClientConfig(settings, f"context {settings.context_name!r} of {origin}")
+
+
+def merged_kubeconfig(
+    files: list[tuple[str, dict[str, Any]]],
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Kubeconfig documents merged as kubectl merges ``$KUBECONFIG``'s files (Kubernetes'
+    "Organizing Cluster Access Using kubeconfig Files", merging rules): the first file to set a
+    map key wins and the entry it set is kept whole (a later ``red-user`` is dropped even where
+    it adds fields); the first file to set ``current-context`` sets it. ``files``: each file's
+    label and document, in ``$KUBECONFIG``'s order. Returns the merged document and, per
+    context name, the label of the file that defined it."""
+    merged: dict[str, Any] = {"apiVersion": "v1", "kind": "Config"}
+    defined_in: dict[str, str] = {}
+    for key in _ENTRY_LISTS:
+        seen: dict[str, dict[str, Any]] = {}
+        for label, data in files:
+            for entry in data.get(key) or []:
+                if entry["name"] not in seen:
+                    seen[entry["name"]] = entry
+                    if key == "contexts":
+                        defined_in[entry["name"]] = label
+        merged[key] = list(seen.values())
+    current = next((d["current-context"] for _, d in files if d.get("current-context")), None)
+    if current:
+        merged["current-context"] = current
+    return merged, defined_in
+
+
 def _read_kubeconfig(path: Path, label: str) -> KubeConfig:
     from lightkube.config.kubeconfig import KubeConfig
 
+    data = _kubeconfig_data(path, label)
+    try:
+        return KubeConfig.from_dict(data, fname=path)
+    except Exception as exc:  # msgspec.ValidationError: a field of the wrong type
+        raise ClusterConfigError(f"{label} is not a kubeconfig: {one_line(exc)}") from None
+
+
+#: The kubeconfig's lists of named entries, and the one key each entry holds.
+_ENTRY_LISTS = ("clusters", "contexts", "users")
+
+#: File references of an entry, per list: relative to the file that holds them (``exec``'s
+#: command only when it names a path, as client-go resolves it; else it is found on ``PATH``).
+_FILE_FIELDS = {
+    "clusters": ("certificate-authority",),
+    "users": ("client-certificate", "client-key", "tokenFile"),
+}
+
+
+def _kubeconfig_data(path: Path, label: str, *, absolute: bool = False) -> dict[str, Any]:
+    """One kubeconfig file read and checked to the shape of its entry lists; ``absolute``:
+    its relative file references made absolute (for merging with other files)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -211,7 +301,7 @@ def _read_kubeconfig(path: Path, label: str) -> KubeConfig:
         raise ClusterConfigError(
             f"{label} is not a kubeconfig (expected a mapping with clusters, contexts and users)"
         )
-    lists = {key: data.get(key) or [] for key in ("clusters", "contexts", "users")}
+    lists = {key: data.get(key) or [] for key in _ENTRY_LISTS}
     for key, entries in lists.items():
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise ClusterConfigError(f"{label} is not a kubeconfig: {key} is not a list of entries")
@@ -221,10 +311,24 @@ def _read_kubeconfig(path: Path, label: str) -> KubeConfig:
                     f"{label} is not a kubeconfig: an entry of {key} lacks its name or "
                     f"its {key[:-1]} mapping"
                 )
-    try:
-        return KubeConfig.from_dict({**data, **lists}, fname=path)
-    except Exception as exc:  # msgspec.ValidationError: a field of the wrong type
-        raise ClusterConfigError(f"{label} is not a kubeconfig: {one_line(exc)}") from None
+    if absolute:
+        lists = {key: [_absolute(key, e, path.parent) for e in lists[key]] for key in lists}
+    return {**data, **lists}
+
+
+def _absolute(key: str, entry: dict[str, Any], base: Path) -> dict[str, Any]:
+    """``entry`` with its relative file references resolved against ``base``."""
+    body = dict(entry[key[:-1]])
+    for field in _FILE_FIELDS.get(key, ()):
+        value = body.get(field)
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            body[field] = str(base.absolute() / value)
+    run = body.get("exec") if key == "users" else None
+    command = run.get("command") if isinstance(run, dict) else None
+    named_path = isinstance(command, str) and "/" in command and not Path(command).is_absolute()
+    if isinstance(run, dict) and named_path:
+        body["exec"] = {**run, "command": str(base.absolute() / str(command))}
+    return {**entry, key[:-1]: body}
 
 
 def _select(config: KubeConfig, context: str | None, label: str) -> SingleConfig:

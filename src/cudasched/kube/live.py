@@ -26,6 +26,7 @@ Progress goes to an optional :class:`ListingProgress`; nothing here prints.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,12 +37,16 @@ from cudasched.cluster.snapshot import ClusterSnapshot, KubeObject, reduce_pod, 
 from cudasched.kube.client import DEFAULT_TIMEOUT_SECONDS, load_config, make_client
 from cudasched.kube.reflector import LIST_CHUNK_SIZE, plain_object, status_code
 from cudasched.kube.resources import resource_of
+from cudasched.operations.audit.admission import SERVICE_NAME_LABEL, WEBHOOK_NAME_SUFFIX
 from cudasched.vocab.errors import InputError, one_line
 from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
     DRA_KUEUE_KINDS,
+    ENDPOINT_SLICE,
     INFERENCE_SERVICE,
     LLM_INFERENCE_SERVICE,
+    MUTATING_WEBHOOK_CONFIGURATION,
+    NAMESPACE,
     NODE,
     NODE_GROUP_KINDS,
     NVIDIA_DRIVER,
@@ -113,12 +118,18 @@ class ListingProgress(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class LiveCluster:
-    """A live read: the snapshot, the optional kinds the cluster does not serve, and the
-    advisory kinds the identity may not list (read as none)."""
+    """A live read: the snapshot, the optional kinds the cluster does not serve, the advisory
+    kinds the identity may not list (read as none), and whether the namespace asked about
+    exists (``None``: none asked, or the identity may not get namespaces)."""
 
     snapshot: ClusterSnapshot
     absent: tuple[Kind, ...] = ()
     denied: tuple[Kind, ...] = ()
+    namespace_exists: bool | None = None
+    #: Whether the snapshot holds the cluster's MutatingWebhookConfigurations (all of them)
+    #: and the endpoints of the Service cudasched's names: the audit may say that none
+    #: registers cudasched, or that its Service has no ready endpoint.
+    admission_read: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +181,12 @@ def read_live_cluster(
     page_size: int = PAGE_SIZE,
     progress: ListingProgress | None = None,
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    namespace: str | None = None,
+    admission: bool = False,
 ) -> LiveCluster:
     """Read the cluster the configuration names (see :func:`cudasched.kube.client.load_config`
-    for the order of sources) and return it as a snapshot. Blocks; raises ``InputError``."""
+    for the order of sources) and return it as a snapshot; with ``namespace``, also whether
+    that namespace exists. Blocks; raises ``InputError``."""
     config = load_config(kubeconfig=kubeconfig, context=context, server=server)
     client = make_client(kubeconfig=kubeconfig, context=context, server=server, timeout=timeout)
     where = ApiServer(str(config.settings.cluster.server), config.origin, timeout)
@@ -186,6 +200,8 @@ def read_live_cluster(
                 kinds=kinds,
                 page_size=page_size,
                 progress=progress,
+                namespace=namespace,
+                admission=admission,
             )
         finally:
             await client.close()
@@ -201,12 +217,39 @@ async def read_cluster(
     kinds: Sequence[Kind] = LIVE_KINDS,
     page_size: int = PAGE_SIZE,
     progress: ListingProgress | None = None,
+    namespace: str | None = None,
+    admission: bool = False,
 ) -> LiveCluster:
     """List ``kinds`` and fetch ``fetch`` through a lightkube ``AsyncClient`` (the caller
-    closes it). Raises ``InputError`` with one line naming what failed."""
+    closes it); with ``namespace``, get that Namespace to tell whether it exists; with
+    ``admission``, read cudasched's webhook registration (:func:`_admission`). Raises
+    ``InputError`` with one line naming what failed."""
     if page_size < 1:
         raise InputError(f"invalid page size {page_size}: expected a positive number of items")
     where = where if where is not None else ApiServer("(unknown URL)", "the given client")
+    objects, absent, denied = await _list_kinds(client, kinds, page_size, where, progress)
+    for ref in fetch:
+        objects.append(await _fetch(client, ref, where))
+    exists = await _namespace_exists(client, namespace) if namespace is not None else None
+    registration = await _admission(client) if admission else None
+    if registration is not None:
+        objects.extend(registration)
+    snapshot = ClusterSnapshot.from_objects(objects, source=f"live cluster {where.server}")
+    read = registration is not None
+    snapshot = dataclasses.replace(snapshot, admission_read=read)
+    return LiveCluster(snapshot, tuple(absent), tuple(denied), exists, read)
+
+
+async def _list_kinds(
+    client: Any,
+    kinds: Sequence[Kind],
+    page_size: int,
+    where: ApiServer,
+    progress: ListingProgress | None,
+) -> tuple[list[KubeObject], list[Kind], list[Kind]]:
+    """Every object of ``kinds``, with the kinds the server does not serve and the advisory
+    kinds the identity may not list; a required kind refused is said once for every kind,
+    after all were tried (``InputError``)."""
     objects: list[KubeObject] = []
     absent: list[Kind] = []
     denied: list[Kind] = []
@@ -219,7 +262,7 @@ async def read_cluster(
         except _Denied:
             listed = None
             denied.append(kind)
-        except _Forbidden as refused:  # said once for every kind, after all were tried
+        except _Forbidden as refused:
             listed = None
             forbidden.append(refused)
         else:
@@ -234,10 +277,51 @@ async def read_cluster(
         users = sorted({f.user for f in forbidden if f.user})
         who = f" (denied to User {users[0]!r})" if len(users) == 1 else ""
         raise InputError(f"cannot list {names} at the cluster scope: grant list on {names}{who}")
-    for ref in fetch:
-        objects.append(await _fetch(client, ref, where))
-    snapshot = ClusterSnapshot.from_objects(objects, source=f"live cluster {where.server}")
-    return LiveCluster(snapshot, tuple(absent), tuple(denied))
+    return objects, absent, denied
+
+
+async def _admission(client: Any) -> list[KubeObject] | None:
+    """The cluster's MutatingWebhookConfigurations and, for the Service cudasched's names,
+    its EndpointSlices; ``None`` when the identity may not read them (or the server does not
+    serve them): the audit then says nothing of the webhook."""
+    try:
+        configs = await _plain_list(client, MUTATING_WEBHOOK_CONFIGURATION, {})
+        service = next(
+            (
+                hook["clientConfig"]["service"]
+                for config in configs
+                for hook in config.get("webhooks") or ()
+                if str(hook.get("name", "")).endswith(WEBHOOK_NAME_SUFFIX)
+                and isinstance((hook.get("clientConfig") or {}).get("service"), Mapping)
+            ),
+            None,
+        )
+        slices: list[KubeObject] = []
+        if service is not None:
+            options = {
+                "namespace": str(service.get("namespace")),
+                "labels": {SERVICE_NAME_LABEL: str(service.get("name"))},
+            }
+            slices = await _plain_list(client, ENDPOINT_SLICE, options)
+    except Exception as exc:
+        if status_code(exc) in (403, 404):
+            return None
+        raise
+    return [*configs, *slices]
+
+
+async def _plain_list(client: Any, kind: Kind, options: dict[str, Any]) -> list[KubeObject]:
+    return [_as_listed(kind, obj) async for obj in client.list(resource_of(kind), **options)]
+
+
+async def _namespace_exists(client: Any, name: str) -> bool | None:
+    """Whether the Namespace ``name`` exists; ``None`` when the server does not say (the
+    identity may not get namespaces: the README's reader role grants it, others may not)."""
+    try:
+        await client.get(resource_of(NAMESPACE), name)
+    except Exception as exc:
+        return False if status_code(exc) == 404 else None
+    return True
 
 
 class _Denied(Exception):

@@ -30,6 +30,7 @@ __all__ = [
     "DEPLOYMENT",
     "DEVICE_CLASS",
     "DRA_KUEUE_KINDS",
+    "ENDPOINT_SLICE",
     "EVENT",
     "GPU_OPERATOR_GROUP",
     "GPU_OPERATOR_KINDS",
@@ -42,6 +43,8 @@ __all__ = [
     "KUEUE_RESOURCE_FLAVOR",
     "LEASE",
     "LLM_INFERENCE_SERVICE",
+    "MUTATING_WEBHOOK_CONFIGURATION",
+    "NAMESPACE",
     "NODE",
     "NODE_GROUP_KINDS",
     "NVIDIA_DRIVER",
@@ -89,6 +92,8 @@ class Kind:
 
 NODE = Kind("", "v1", "Node", "nodes", namespaced=False)
 POD = Kind("", "v1", "Pod", "pods", namespaced=True)
+#: Got by name only, to say that a ``-n`` namespace does not exist.
+NAMESPACE = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
 #: Read one at a time by name, only with ``imageResolver.pullSecrets`` on (never listed).
 SECRET = Kind("", "v1", "Secret", "secrets", namespaced=True)
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", namespaced=True)
@@ -271,6 +276,16 @@ CONTROLLERS: tuple[Kind, ...] = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET, REPLICA_S
 #: and a PodTemplate (``template``).
 POD_TEMPLATE_KINDS: tuple[Kind, ...] = (*CONTROLLERS, REPLICATION_CONTROLLER, POD_TEMPLATE)
 
+#: Where an audit looks for the likeliest cause of misplaced pods: cudasched's webhook
+#: registration, and the endpoints of the Service it names (listed by that Service's label).
+MUTATING_WEBHOOK_CONFIGURATION = Kind(
+    "admissionregistration.k8s.io",
+    "v1",
+    "MutatingWebhookConfiguration",
+    "mutatingwebhookconfigurations",
+    namespaced=False,
+)
+ENDPOINT_SLICE = Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", namespaced=True)
 #: What cudasched found an image to need, one object per image digest (its own CRD, installed
 #: by ``cudasched manifests``): written by the webhook's image resolver, read by it and by the
 #: commands with ``--live`` (:mod:`cudasched.knowledge.imagefacts`).

@@ -26,6 +26,7 @@ from cudasched.workloads.kserve import (
     isvc_uses_gpu,
     predictor_pod,
 )
+from cudasched.workloads.kserve.llm import llmisvc_of_pod
 
 
 class ClusterObjects(Protocol):
@@ -38,6 +39,8 @@ class ClusterObjects(Protocol):
     def pods(self) -> Sequence[Mapping[str, Any]]: ...
     @property
     def inference_services(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def llm_inference_services(self) -> Sequence[Mapping[str, Any]]: ...
 
 
 __all__ = [
@@ -239,8 +242,9 @@ def _owned_by_listed(obj: Mapping[str, Any], listed: set[tuple[str, str, str]]) 
 
 def workloads_of(snapshot: ClusterObjects) -> list[Mapping[str, Any]]:
     """A cluster's workloads, each once: controllers, pods (minus those whose controller is
-    listed too), then InferenceServices that have no predictor pod in the snapshot (not
-    created yet, or scaled to zero)."""
+    listed too), then InferenceServices that have no predictor pod in the snapshot and
+    LLMInferenceServices that have no model-server pod (not created yet, or scaled to zero):
+    the services admission and the audit judge as objects are explained too."""
     candidates = [*snapshot.workloads, *snapshot.pods]
     listed = {_controller_key(o) for o in snapshot.workloads}
     chosen = [o for o in candidates if not _owned_by_listed(o, listed)]
@@ -248,4 +252,8 @@ def workloads_of(snapshot: ClusterObjects) -> list[Mapping[str, Any]]:
     for isvc in snapshot.inference_services:
         if (namespace_of(isvc), name_of(isvc)) not in with_pods:
             chosen.append(isvc)
+    serving = {(namespace_of(p), llmisvc_of_pod(p)) for p in snapshot.pods}
+    for llmisvc in snapshot.llm_inference_services:
+        if (namespace_of(llmisvc), name_of(llmisvc)) not in serving:
+            chosen.append(dict(llmisvc))
     return chosen

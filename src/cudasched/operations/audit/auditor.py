@@ -18,8 +18,10 @@ out. Every rule is an existing one, asked again of objects that already exist:
 * the recorded requirement is :meth:`cudasched.vocab.requirements.Requirement.record`'s text.
 
 Objects a finding is about: pods bound to a node are judged one by one (each may sit on a
-different node); "no node can run it" and "requirement unknown" are said once per service, so the
-pods of an InferenceService or LLMInferenceService that the snapshot lists are covered by it.
+different node) and told once per workload, about the controller a person manages
+(:mod:`~cudasched.operations.audit.podrules`); "no node can run it" and "requirement unknown" are
+said once per service, so the pods of an InferenceService or LLMInferenceService that the
+snapshot lists are covered by it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Callable, Sequence
 from datetime import date
 from typing import TYPE_CHECKING
 
+from cudasched.operations.audit.admission import admission_findings, registrations_held
 from cudasched.operations.audit.context import AuditContext
 from cudasched.operations.audit.drarules import dra_findings
 from cudasched.operations.audit.findings import (
@@ -39,11 +42,8 @@ from cudasched.operations.audit.kueuerules import kueue_findings
 from cudasched.operations.audit.lifecycle import lifecycle_findings
 from cudasched.operations.audit.nodegroups import NodeGroup
 from cudasched.operations.audit.noderules import node_findings
-from cudasched.operations.audit.workloadrules import (
-    pod_findings,
-    runtime_findings,
-    service_findings,
-)
+from cudasched.operations.audit.podrules import pod_findings
+from cudasched.operations.audit.workloadrules import runtime_findings, service_findings
 from cudasched.operations.pools import node_pools
 from cudasched.operations.refs import object_ref
 from cudasched.vocab.requirements import Policy
@@ -78,7 +78,10 @@ def audit(
     workload no node can run a home once scaled up from zero. With ``today`` each pool's driver
     branch is judged by its lifecycle on that date (ended, legacy, ending within
     ``min_support_months``), and the knowledge is reported when it is older than
-    ``max_knowledge_age_days`` (:mod:`~cudasched.operations.audit.knowledgerules`)."""
+    ``max_knowledge_age_days`` (:mod:`~cudasched.operations.audit.knowledgerules`). Where the
+    snapshot holds the cluster's MutatingWebhookConfigurations (``admission_read``, or a dump
+    that holds one), pods on nodes that cannot run them get their likeliest cause: the webhook
+    missing or unreachable."""
     ctx = AuditContext(snapshot, fleet, images, policy, node_groups, today)
     services = len(snapshot.inference_services) + len(snapshot.llm_inference_services)
     runtimes = len(fleet.cluster_serving_runtimes) + sum(1 for _ in fleet.all_serving_runtimes())
@@ -103,4 +106,6 @@ def audit(
     findings.extend(knowledge_findings(ctx, today, max_knowledge_age_days))
     findings.extend(dra_findings(snapshot))
     findings.extend(kueue_findings(snapshot, fleet))
+    if snapshot.admission_read or registrations_held(snapshot.other):
+        findings.extend(admission_findings(snapshot.other, findings))
     return AuditReport.of(findings)

@@ -7,13 +7,13 @@ dashboards: codes are never renamed, keys are only ever added.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from cudasched.cluster.scope import Scope
-from cudasched.operations.refs import object_ref
+from cudasched.operations.refs import Owners, object_ref
 
 __all__ = [
     "CODES",
@@ -56,6 +56,8 @@ KNOWLEDGE_STALE = "knowledge-stale"
 DRIVER_RELEASE_UNKNOWN = "driver-release-unknown"
 GPU_UNKNOWN = "gpu-unknown"
 PLACEMENT_MOVED = "placement-moved"
+WEBHOOK_NOT_REGISTERED = "webhook-not-registered"
+WEBHOOK_UNREACHABLE = "webhook-unreachable"
 DRA_EXTENDED_RESOURCE_SHARED = "dra-extended-resource-shared"
 DRA_DEVICE_WITHOUT_CUDA = "dra-device-without-cuda-attributes"
 DRA_EXTENDED_RESOURCE_BOTH_SOURCES = "dra-extended-resource-both-sources"
@@ -67,6 +69,8 @@ CODES: dict[str, Severity] = {
     POD_ON_INCOMPATIBLE_NODE: Severity.ERROR,
     NO_COMPATIBLE_NODE: Severity.ERROR,
     DRIVER_UPGRADE_FAILED: Severity.ERROR,
+    WEBHOOK_NOT_REGISTERED: Severity.ERROR,
+    WEBHOOK_UNREACHABLE: Severity.ERROR,
     RUNTIME_WITHOUT_NODE: Severity.WARNING,
     LABELS_MISSING: Severity.WARNING,
     LABELS_CONFLICT: Severity.WARNING,
@@ -95,8 +99,10 @@ class Finding:
     """One thing wrong (or worth knowing) about one object.
 
     ``object`` is ``Kind/namespace/name`` for namespaced objects, ``Kind/name`` for
-    cluster-scoped ones (``Node/name``, ``ClusterServingRuntime/name``); ``node`` names the
-    node involved, if any.
+    cluster-scoped ones (``Node/name``, ``ClusterServingRuntime/name``) and for a node pool
+    (``Pool/name``, which is no Kubernetes object); ``node`` names the node involved, if any,
+    and ``nodes`` every node a finding about several is about (a pool's nodes, the nodes a
+    controller's pods run on), so a report can name real objects.
     """
 
     code: str
@@ -104,6 +110,7 @@ class Finding:
     message: str
     node: str | None = None
     fix: str | None = None
+    nodes: tuple[str, ...] = ()
 
     @property
     def severity(self) -> Severity:
@@ -112,12 +119,32 @@ class Finding:
     def sort_key(self) -> tuple[int, str, str, str]:
         return (self.severity.rank, self.code, self.object, self.node or "")
 
-    def to_dict(self) -> dict[str, str | None]:
+    @property
+    def kind(self) -> str:
+        """The kind ``object`` names (``Pool`` for a node pool)."""
+        return self.object.split("/", 1)[0]
+
+    @property
+    def namespace(self) -> str | None:
+        """The namespace ``object`` names; ``None`` for a cluster-scoped object or a pool."""
+        parts = self.object.split("/")
+        return parts[1] if len(parts) == 3 else None
+
+    @property
+    def name(self) -> str:
+        """The name ``object`` names."""
+        return self.object.rsplit("/", 1)[-1]
+
+    def to_dict(self) -> dict[str, Any]:
         return {
             "severity": self.severity.value,
             "code": self.code,
             "object": self.object,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
             "node": self.node,
+            "nodes": list(self.nodes),
             "message": self.message,
             "fix": self.fix,
         }
@@ -150,20 +177,43 @@ class AuditReport:
             "summary": self.summary(),
         }
 
+    def reworded(self, words: Callable[[str], str]) -> AuditReport:
+        """The same findings with ``words`` applied to each message and fix (the command line
+        spells the commands they name as the person ran it)."""
+        return AuditReport(
+            tuple(
+                replace(f, message=words(f.message), fix=words(f.fix) if f.fix else f.fix)
+                for f in self.findings
+            )
+        )
+
+    def namespaced(self) -> AuditReport:
+        """The findings about namespaced objects only (``audit -n``: a namespace's team reads
+        about its objects; nodes and pools are the cluster's)."""
+        return AuditReport(tuple(f for f in self.findings if f.namespace is not None))
+
     def within(self, scope: Scope, objects: Iterable[Mapping[str, Any]]) -> AuditReport:
         """The findings about objects in ``scope`` (``objects``: the cluster the audit read,
-        whose labels a selector is matched against). A finding whose object is not among them
-        is kept only by a scope without a selector, by its namespace."""
+        whose labels a selector is matched against). A finding about a workload its pods stand
+        for (a Deployment the read does not hold) is in scope when one of its pods is. A
+        finding whose object is none of these is kept only by a scope without a selector, by
+        its namespace."""
         if scope.is_everything:
             return self
-        index = {object_ref(o): o for o in objects}
+        listed = list(objects)
+        index: dict[str, list[Mapping[str, Any]]] = {}
+        for obj in listed:
+            index.setdefault(object_ref(obj), []).append(obj)
+        owners = Owners(o for o in listed if o.get("kind") != "Pod")
+        for obj in listed:
+            owner = owners.of(obj) if obj.get("kind") == "Pod" else None
+            if owner is not None and owner.ref not in index:
+                index.setdefault(f"pods of {owner.ref}", []).append(obj)
 
         def keep(finding: Finding) -> bool:
-            obj = index.get(finding.object)
-            if obj is not None:
-                return scope.admits(obj)
-            parts = finding.object.split("/")
-            namespace = parts[1] if len(parts) == 3 else None
-            return scope.selector.is_empty and scope.admits_namespace(namespace)
+            found = index.get(finding.object) or index.get(f"pods of {finding.object}")
+            if found:
+                return any(scope.admits(o) for o in found)
+            return scope.selector.is_empty and scope.admits_namespace(finding.namespace)
 
         return AuditReport(tuple(f for f in self.findings if keep(f)))

@@ -66,6 +66,7 @@ def lifecycle_findings(
                 f"pool {pool.name} ({nodes}) runs driver {pool.driver}: R{branch} is "
                 f"{lc.describe()}, it gets no security or bug fixes",
                 node=first,
+                nodes=tuple(pool.nodes),
                 fix=_fix(pool),
             )
         elif lc.state is LifecycleState.UNKNOWN and branch in LEGACY_BRANCHES:
@@ -75,6 +76,7 @@ def lifecycle_findings(
                 f"pool {pool.name} ({nodes}) runs driver {pool.driver}: R{branch} is a legacy "
                 "branch NVIDIA no longer maintains",
                 node=first,
+                nodes=tuple(pool.nodes),
                 fix=_fix(pool),
             )
         else:
@@ -90,6 +92,7 @@ def lifecycle_findings(
                     f"pool {pool.name} ({nodes}) runs driver {pool.driver}: R{branch} "
                     f"({lc.describe()}) ends within {min_support_months} months",
                     node=first,
+                    nodes=tuple(pool.nodes),
                     fix=f"plan the move to a branch supported longer: cudasched plan-drivers "
                     f"--min-support-months {min_support_months}",
                 )

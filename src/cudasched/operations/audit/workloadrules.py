@@ -1,5 +1,6 @@
-"""The audit's rules about workloads: serving runtimes no node can run, pods on nodes that
-cannot run them, workloads no node can run or whose requirement is unknown or stale."""
+"""The audit's rules about workloads: serving runtimes no node can run, services no node can
+run or whose requirement is unknown or stale, and those findings' words, which the rules about
+pods (:mod:`~cudasched.operations.audit.podrules`) share."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from cudasched.operations.audit.context import AuditContext, Resolved, wants
 from cudasched.operations.audit.findings import (
     NO_COMPATIBLE_NODE,
-    POD_ON_INCOMPATIBLE_NODE,
     REQUIREMENT_INVALID,
     REQUIREMENT_UNKNOWN,
     RUNTIME_WITHOUT_NODE,
@@ -17,18 +17,12 @@ from cudasched.operations.audit.findings import (
     Finding,
 )
 from cudasched.operations.audit.nodegroups import scale_up_hint
-from cudasched.operations.audit.unplaceable import (
-    driver_step,
-    unplaceable_fix,
-    unplaceable_message,
-)
-from cudasched.operations.fit import usable
-from cudasched.operations.reach import blocking, driver_fix
-from cudasched.operations.refs import controller_kind, finished, names, node_name, object_ref
+from cudasched.operations.audit.unplaceable import unplaceable_fix, unplaceable_message
+from cudasched.operations.refs import finished, names, node_name, object_ref
 from cudasched.operations.runtimes import RuntimeRow, runtime_rows
 from cudasched.vocab import labels as L
 from cudasched.vocab.objects import annotations_of, name_of, namespace_of
-from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.requirements import Policy
 from cudasched.workloads.kserve import (
     SERVING_RUNTIME,
 )
@@ -39,7 +33,14 @@ if TYPE_CHECKING:
     pass
 
 
-__all__ = ["pod_findings", "runtime_findings", "service_findings"]
+__all__ = [
+    "invalid_finding",
+    "placeable_findings",
+    "runtime_findings",
+    "service_findings",
+    "stale_findings",
+    "unknown_findings",
+]
 
 
 def runtime_findings(ctx: AuditContext) -> Iterator[Finding]:
@@ -77,70 +78,7 @@ def _runtime(ctx: AuditContext, row: RuntimeRow, users: list[str]) -> Iterator[F
     )
 
 
-def pod_findings(ctx: AuditContext) -> Iterator[Finding]:
-    for pod in ctx.snapshot.pods:
-        if finished(pod):
-            continue
-        found = ctx.resolve_pod(pod)
-        ref = object_ref(pod)
-        if found.skipped:  # left out, as at admission: never read further, so never invalid
-            continue
-        if found.error is not None:
-            yield _invalid(ref, found.error)
-            continue
-        node = node_name(pod)
-        if node is not None:
-            yield from _bound(ctx, pod, ref, node, found.req)
-        if not ctx.covered(pod):
-            yield from _placeable(ctx, ref, found, pending=node is None)
-            yield from _unknown(ctx, ref, found, "pod")
-        yield from _stale(ctx, pod, ref, found, "pod")
-
-
-def _bound(
-    ctx: AuditContext, pod: Mapping[str, Any], ref: str, node: str, req: Requirement
-) -> Iterator[Finding]:
-    if req.is_empty:
-        return
-    verdict = ctx.verdicts.on_node(node, req, ctx.policy)
-    facts = ctx.verdicts.facts_of(node)
-    if verdict is None or facts is None or verdict.compatible:
-        return
-    pol = ctx.policy_for(req)
-    reasons = blocking(verdict)
-    codes = ", ".join(dict.fromkeys(r.code for r in reasons))
-    # Only nodes the pod's own selection, tolerations and GPU count let it use may be named.
-    found_spec = pod.get("spec")
-    spec: Mapping[str, Any] = found_spec if isinstance(found_spec, Mapping) else {}
-    barred = {n for n, why in usable(spec, ctx.snapshot.nodes).items() if why is not None}
-    others = ctx.verdicts.reach(req, ctx.policy, exclude=ctx.upgrading | {node} | barred)
-    need = driver_fix(facts, reasons, req, ctx.kb)
-    restore = driver_step(ctx, node, 0, need) if need is not None else None
-    if others.anywhere:
-        owner = controller_kind(pod)
-        again = f"its {owner} makes a new one" if owner else "then create it again"
-        fix = (
-            f"recreate the pod (kubectl delete pod -n {namespace_of(pod)} {name_of(pod)}; "
-            f"{again}) so the webhook places it on one of the {len(others.compatible)} "
-            f"node(s) that can run it and that its own node selection, tolerations and GPU "
-            f"count allow ({names(others.compatible)})" + (f"; or {restore}" if restore else "")
-        )
-    else:
-        fix = (
-            "no other node it may use (its own node selection, tolerations and GPU count) can "
-            "run it" + (f": {restore}" if restore else "")
-        )
-    yield Finding(
-        POD_ON_INCOMPATIBLE_NODE,
-        ref,
-        f"needs {wants(req, pol)} but runs on {node}: {facts.describe()} ({codes}): "
-        + "; ".join(dict.fromkeys(r.message for r in reasons)),
-        node=node,
-        fix=fix,
-    )
-
-
-def _placeable(
+def placeable_findings(
     ctx: AuditContext, ref: str, found: Resolved, *, pending: bool, pods: str = ""
 ) -> Iterator[Finding]:
     if not pending or found.req.is_empty:
@@ -176,7 +114,7 @@ def _placeable(
     )
 
 
-def _unknown(ctx: AuditContext, ref: str, found: Resolved, kind: str) -> Iterator[Finding]:
+def unknown_findings(ctx: AuditContext, ref: str, found: Resolved, kind: str) -> Iterator[Finding]:
     unknown = found.unknown
     if unknown is None:
         return  # known, CPU-only, or decided: a runtime for another accelerator
@@ -197,9 +135,16 @@ def _unknown(ctx: AuditContext, ref: str, found: Resolved, kind: str) -> Iterato
     )
 
 
-def _stale(
-    ctx: AuditContext, obj: Mapping[str, Any], ref: str, found: Resolved, kind: str
+def stale_findings(
+    ctx: AuditContext,
+    obj: Mapping[str, Any],
+    ref: str,
+    found: Resolved,
+    kind: str,
+    recreate: str = "",
 ) -> Iterator[Finding]:
+    """A recorded requirement that no longer matches; ``recreate`` is how a pod is admitted
+    again (``kind`` ``pod``; :func:`~cudasched.operations.audit.podrules.recreate`)."""
     recorded = annotations_of(obj).get(L.ANN_REQUIREMENT)
     if not isinstance(recorded, str) or not recorded.strip():
         return
@@ -215,9 +160,7 @@ def _stale(
         return
     resolves = f"{now!r}" if now is not None else "no requirement"
     if kind == "pod":
-        owner = controller_kind(obj)
-        how = f"delete it; its {owner} makes a new one" if owner else "delete it, create it again"
-        fix = f"recreate the pod ({how}) so admission records and enforces the current one"
+        fix = f"{recreate} so admission records and enforces the current one"
     else:
         fix = (
             f"update the {kind} (any change re-runs admission), then restart its pods so "
@@ -257,7 +200,7 @@ def _service(
     if found.skipped:  # left out, as at admission: never read further, so never invalid
         return
     if found.error is not None:
-        yield _invalid(ref, found.error)
+        yield invalid_finding(ref, found.error)
         return
     if found.no_pods is not None:  # as explain counts it: on no node
         yield Finding(
@@ -269,12 +212,12 @@ def _service(
         return
     waiting = pending.get((namespace_of(obj), name_of(obj)), [])
     pods = f"; pending pods: {names(waiting)}" if waiting else ""
-    yield from _placeable(ctx, ref, found, pending=True, pods=pods)
-    yield from _unknown(ctx, ref, found, kind)
-    yield from _stale(ctx, obj, ref, found, kind)
+    yield from placeable_findings(ctx, ref, found, pending=True, pods=pods)
+    yield from unknown_findings(ctx, ref, found, kind)
+    yield from stale_findings(ctx, obj, ref, found, kind)
 
 
-def _invalid(ref: str, error: str) -> Finding:
+def invalid_finding(ref: str, error: str) -> Finding:
     return Finding(
         REQUIREMENT_INVALID,
         ref,

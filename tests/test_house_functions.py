@@ -38,7 +38,7 @@ MAX_COMPLEXITY = 20
 
 # (lines, complexity) of each function over a limit when the rule came in. Only shrinks.
 OFFENDERS: dict[str, tuple[int, int]] = {
-    "cudasched.cli.agent:agent": (103, 17),
+    "cudasched.cli.agent:agent": (90, 4),
     "cudasched.cli.audit:audit_cmd": (86, 9),
     "cudasched.cli.demo:run_demo": (73, 22),
     "cudasched.cli.explain:explain_cmd": (138, 27),

@@ -31,6 +31,7 @@ __all__ = [
     "fail",
     "knowledge_choice",
     "note",
+    "take_notes",
 ]
 
 EXIT_OK = 0
@@ -60,6 +61,14 @@ def note(message: str) -> None:
     answered; a command that fails on bad input says only its error line."""
     if message not in _pending_notes:
         _pending_notes.append(message)
+
+
+def take_notes() -> list[str]:
+    """The notes left so far, taken: a command that runs until it is stopped (the webhook,
+    the agent) logs them when it starts rather than on stderr when it ends."""
+    taken = list(_pending_notes)
+    _pending_notes.clear()
+    return taken
 
 
 #: Every command: its module (which registers it on :data:`app` when imported) and the opening

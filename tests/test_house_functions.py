@@ -46,7 +46,7 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.cli.nodetemplate:node_template_cmd": (125, 13),
     "cudasched.cli.plan:plan_cmd": (133, 16),
     "cudasched.cli.recommend:recommend_cmd": (96, 14),
-    "cudasched.cli.webhook:webhook_cmd": (105, 11),
+    "cudasched.cli.webhook:webhook_cmd": (95, 6),
     "cudasched.explain.grouping:summarise": (26, 22),
     "cudasched.install.agent:daemonset_objects": (118, 22),
     "cudasched.install.agent:node_restriction_objects": (81, 1),

@@ -42,7 +42,7 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.cli.audit:audit_cmd": (86, 9),
     "cudasched.cli.demo:run_demo": (73, 22),
     "cudasched.cli.explain:explain_cmd": (138, 27),
-    "cudasched.cli.manifests:manifests_command": (131, 7),
+    "cudasched.cli.manifests:manifests_command": (128, 6),
     "cudasched.cli.nodetemplate:node_template_cmd": (125, 13),
     "cudasched.cli.plan:plan_cmd": (133, 16),
     "cudasched.cli.recommend:recommend_cmd": (96, 14),
@@ -51,7 +51,6 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.install.agent:daemonset_objects": (118, 22),
     "cudasched.install.agent:node_restriction_objects": (81, 1),
     "cudasched.install.registration:webhook_configuration": (101, 5),
-    "cudasched.install.webhook:workload_objects": (104, 3),
     "cudasched.webhook.metrics:WebhookMetrics.__init__": (122, 9),
     "cudasched.workloads.containercuda:from_container": (61, 21),
 }

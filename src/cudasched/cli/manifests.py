@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -14,6 +15,27 @@ from cudasched.install.naming import DEFAULT_IMAGE, DEFAULT_NAMESPACE
 from cudasched.install.webhook import DEFAULT_PRIORITY_CLASS, all_objects, checked_image, to_yaml
 from cudasched.vocab.errors import InputError
 from cudasched.webhook.server.tls import generate_self_signed
+
+#: ``--knowledge`` and ``--knowledge-key``: the bundle the webhook follows, and its signer.
+KnowledgeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--knowledge",
+        metavar="REF",
+        help="Have the webhook follow the knowledge bundle REF names (registry/repo:tag, "
+        "checked every knowledge.intervalSeconds; registry/repo@sha256:... pins one): "
+        "sets knowledge.reference. Default: the knowledge built into the image.",
+    ),
+]
+KnowledgeKeyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--knowledge-key",
+        metavar="PEM",
+        help="Public key (PEM) the followed bundles must be signed by: shipped in the "
+        "ConfigMap and set as knowledge.publicKeys.",
+    ),
+]
 
 
 @app.command("manifests")
@@ -112,6 +134,8 @@ def manifests_command(
             "on PolicyReports (a ClusterRole of its own). 0, the default: off.",
         ),
     ] = 0,
+    knowledge: KnowledgeOption = None,
+    knowledge_key: KnowledgeKeyOption = None,
 ) -> None:
     """Print the install manifests as multi-document YAML (pipe to 'kubectl apply -f -').
 
@@ -121,30 +145,49 @@ def manifests_command(
     """
     try:
         image = checked_image(image, image_digest)
-        cidrs = (api_server_cidr or DEFAULT_API_SERVER_CIDRS) if network_policy else None
-        cert_pem = key_pem = None
-        if not cert_manager:
-            bundle = generate_self_signed(namespace=namespace, ip_addresses=())
-            cert_pem, key_pem = bundle.cert_pem, bundle.key_pem
-            ca_pem = bundle.ca_pem
         objects = all_objects(
             namespace,
             image,
-            cert_manager=cert_manager,
-            cert_pem=cert_pem,
-            key_pem=key_pem,
-            ca_pem=None if cert_manager else ca_pem,
+            **_tls(namespace, cert_manager),
             fail_closed=fail_closed,
             agent_objects=daemonset_objects(
                 namespace, image, nodes=agent_nodes, runtime_class=agent_runtime_class
             )
             if agent
             else (),
-            api_server_cidrs=cidrs,
+            api_server_cidrs=(api_server_cidr or DEFAULT_API_SERVER_CIDRS)
+            if network_policy
+            else None,
             priority_class=priority_class,
             pull_secrets=pull_secrets,
             audit_minutes=audit_interval,
+            knowledge=knowledge,
+            knowledge_key_pem=_knowledge_key(knowledge_key) if knowledge_key else None,
         )
     except InputError as exc:
         fail(str(exc))
     sys.stdout.write(to_yaml(objects))
+
+
+def _knowledge_key(path: Path) -> str:
+    """The PEM of ``--knowledge-key``, read as the webhook will read it (a file that is no
+    public key is refused now, not in the Pod)."""
+    from cudasched.cli.knowledgesource import read_trusted
+    from cudasched.vocab import inputfiles
+
+    read_trusted([path])
+    return inputfiles.read_bytes(path, str(path), inputfiles.SETTINGS).decode("ascii")
+
+
+def _tls(namespace: str, cert_manager: bool) -> dict[str, Any]:
+    """The serving certificate's arguments of ``all_objects``: none with cert-manager, else a
+    self-signed CA and certificate generated now."""
+    if cert_manager:
+        return {"cert_manager": True}
+    bundle = generate_self_signed(namespace=namespace, ip_addresses=())
+    return {
+        "cert_manager": False,
+        "cert_pem": bundle.cert_pem,
+        "key_pem": bundle.key_pem,
+        "ca_pem": bundle.ca_pem,
+    }

@@ -46,9 +46,11 @@ from cudasched.vocab.labelsyntax import dns_label_ok, dns_subdomain_ok
 __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULT_PRIORITY_CLASS",
+    "KNOWLEDGE_KEY_FILE",
     "MAX_AUDIT_MINUTES",
     "all_objects",
     "checked_image",
+    "checked_knowledge",
     "priority_objects",
     "to_yaml",
     "webhook_settings",
@@ -56,6 +58,7 @@ __all__ = [
 ]
 
 _SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_REGISTRY_HOST = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?", re.IGNORECASE)
 
 #: The priority class of the webhook pods unless ``--priority-class`` says otherwise.
 DEFAULT_PRIORITY_CLASS = "system-cluster-critical"
@@ -139,37 +142,72 @@ def priority_objects(namespace: str, priority_class: str) -> list[dict[str, Any]
 MAX_AUDIT_MINUTES = 1440
 
 
-def webhook_settings(*, pull_secrets: bool = False, audit_minutes: int = 0) -> dict[str, Any]:
+#: Where the public key a followed knowledge bundle must be signed by is mounted (a file of
+#: the webhook's ConfigMap: a public key is no secret).
+KNOWLEDGE_KEY_FILE = "knowledge.pub"
+
+
+def webhook_settings(
+    *,
+    pull_secrets: bool = False,
+    audit_minutes: int = 0,
+    knowledge: str | None = None,
+    knowledge_key: bool = False,
+) -> dict[str, Any]:
     """The webhook's ``config.yaml`` in the ConfigMap: :data:`DEFAULT_CONFIG`; with
     ``pull_secrets`` the image resolver on, reading workloads' pull secrets; with
-    ``audit_minutes`` the background audit every that many minutes, publishing reports."""
+    ``audit_minutes`` the background audit every that many minutes, publishing reports; with
+    ``knowledge`` the knowledge bundle that reference names, followed (a tag) or pinned (a
+    digest), signed by the ConfigMap's :data:`KNOWLEDGE_KEY_FILE` with ``knowledge_key``."""
     settings: dict[str, Any] = dict(DEFAULT_CONFIG)
     if pull_secrets:
         settings["imageResolver"] = {"enabled": True, "pullSecrets": True}
     if audit_minutes:
         settings["audit"] = {"intervalMinutes": audit_minutes, "publishReports": True}
+    if knowledge:
+        settings["knowledge"] = {"reference": knowledge}
+        if knowledge_key:
+            settings["knowledge"]["publicKeys"] = [f"/config/{KNOWLEDGE_KEY_FILE}"]
     return settings
 
 
-def workload_objects(
-    namespace: str,
-    image: str,
-    replicas: int = REPLICAS,
-    priority_class: str = DEFAULT_PRIORITY_CLASS,
-    settings: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:
-    """ConfigMap (``settings``, :func:`webhook_settings` by default), Deployment,
-    PodDisruptionBudget and Service of the webhook."""
-    settings = settings if settings is not None else webhook_settings()
-    selector = {"app.kubernetes.io/name": "cudasched", "app.kubernetes.io/component": "webhook"}
+def checked_knowledge(reference: str) -> str:
+    """``--knowledge``: a registry reference the webhook can follow (``host/repo:tag``) or
+    pin (``host/repo@sha256:...``), never a path (nothing of the installer's disk is in the
+    Pod)."""
+    try:
+        ref = parse_image_ref(reference)
+    except InputError:
+        ref = None
+    host_ok = ref is not None and ref.host and _REGISTRY_HOST.fullmatch(ref.host) is not None
+    if ref is None or not host_ok or (ref.digest and not _SHA256_DIGEST.fullmatch(ref.digest)):
+        raise InputError(
+            f"invalid --knowledge {_shown(reference)}: expected the registry reference of a "
+            "knowledge bundle, host/repository:tag to follow or host/repository@sha256:... "
+            "to pin"
+        )
+    return reference.strip()
+
+
+def _container(image: str) -> dict[str, Any]:
+    """The webhook's container: probes, resources, a read-only root and the settings and
+    serving certificate mounted."""
     probe_common = {"periodSeconds": 10, "timeoutSeconds": 2, "failureThreshold": 3}
-    container = {
+    return {
         "name": "webhook",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "args": ["webhook", "--config", "/config/config.yaml"],
-        # Names this replica as the reportingInstance of its Events.
-        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        # Names this replica as the reportingInstance of its Events, and as the object its
+        # Events about the knowledge it follows regard (background/knowledgereport.py).
+        "env": [
+            {"name": env, "valueFrom": {"fieldRef": {"fieldPath": field}}}
+            for env, field in (
+                ("POD_NAME", "metadata.name"),
+                ("POD_NAMESPACE", "metadata.namespace"),
+                ("POD_UID", "metadata.uid"),
+            )
+        ],
         "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
         "readinessProbe": {
             "httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"},
@@ -198,12 +236,30 @@ def workload_objects(
             {"name": "config", "mountPath": "/config", "readOnly": True},
         ],
     }
+
+
+def workload_objects(
+    namespace: str,
+    image: str,
+    replicas: int = REPLICAS,
+    priority_class: str = DEFAULT_PRIORITY_CLASS,
+    settings: dict[str, Any] | None = None,
+    config_files: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """ConfigMap (``settings``, :func:`webhook_settings` by default, and ``config_files``
+    beside it in ``/config``), Deployment, PodDisruptionBudget and Service of the webhook."""
+    settings = settings if settings is not None else webhook_settings()
+    selector = {"app.kubernetes.io/name": "cudasched", "app.kubernetes.io/component": "webhook"}
+    container = _container(image)
     return [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": object_meta(f"{APP}-config", namespace, "webhook"),
-            "data": {"config.yaml": yaml.safe_dump(settings, sort_keys=False)},
+            "data": {
+                "config.yaml": yaml.safe_dump(settings, sort_keys=False),
+                **(config_files or {}),
+            },
         },
         {
             "apiVersion": "apps/v1",
@@ -271,13 +327,17 @@ def all_objects(
     priority_class: str = DEFAULT_PRIORITY_CLASS,
     pull_secrets: bool = False,
     audit_minutes: int = 0,
+    knowledge: str | None = None,
+    knowledge_key_pem: str | None = None,
 ) -> list[dict[str, Any]]:
     """Everything ``cudasched manifests`` prints, in apply order. Without cert-manager the
     ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or ``cert_pem`` itself when
     the certificate is its own CA. ``api_server_cidrs`` of ``None`` leaves the NetworkPolicy
     out; an empty ``priority_class`` leaves the priority (and its quota) out. ``pull_secrets``
     adds the grant of :func:`pull_secret_objects` and turns the image resolver on with it;
-    ``audit_minutes`` (0: off) the grant of :func:`audit_objects` and the background audit."""
+    ``audit_minutes`` (0: off) the grant of :func:`audit_objects` and the background audit;
+    ``knowledge`` the bundle reference the webhook follows (``knowledge_key_pem``: the public
+    key its bundles must be signed by, shipped in the ConfigMap)."""
     if not dns_label_ok(namespace):
         raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
     checked_image(image)
@@ -286,6 +346,10 @@ def all_objects(
             f"invalid --audit-interval {audit_minutes}: expected minutes from 1 to "
             f"{MAX_AUDIT_MINUTES} (a day), or 0 for no background audit"
         )
+    if knowledge is not None:
+        knowledge = checked_knowledge(knowledge)
+    elif knowledge_key_pem is not None:
+        raise InputError("--knowledge-key needs --knowledge: the reference whose bundles it signs")
     if priority_class and not dns_subdomain_ok(priority_class):
         raise InputError(
             f"invalid priority class {priority_class!r}: expected a PriorityClass name such as "
@@ -309,7 +373,13 @@ def all_objects(
         namespace,
         image,
         priority_class=priority_class,
-        settings=webhook_settings(pull_secrets=pull_secrets, audit_minutes=audit_minutes),
+        settings=webhook_settings(
+            pull_secrets=pull_secrets,
+            audit_minutes=audit_minutes,
+            knowledge=knowledge,
+            knowledge_key=knowledge_key_pem is not None,
+        ),
+        config_files={KNOWLEDGE_KEY_FILE: knowledge_key_pem} if knowledge_key_pem else None,
     )
     if api_server_cidrs is not None:
         objects.append(network_policy(namespace, api_server_cidrs))

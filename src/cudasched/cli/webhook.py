@@ -159,18 +159,15 @@ def _overridden(
 
 
 def _knowledge(cfg: WebhookConfig) -> FollowedKnowledge:
-    """The knowledge to start with (what a failure to read it left is logged now, not at
-    exit) and, for a registry reference, how each server process follows it."""
+    """The knowledge to start with and, for a registry reference, how each server process
+    follows it. What a failure to read it left is logged when the server starts, not on
+    stderr at exit (and not before a bad ``--cluster`` file's one error line)."""
     from cudasched.cli.app import take_notes
     from cudasched.cli.inputs import follow_knowledge
     from cudasched.webhook.background.following import FollowedKnowledge
 
     knowledge, plan = follow_knowledge()
-    log = logging.getLogger("cudasched.webhook")
-    for message in take_notes():
-        log.warning("%s", message)
-    log.info("judging with %s", knowledge.provenance.describe())
-    return FollowedKnowledge(cfg, knowledge, plan)
+    return FollowedKnowledge(cfg, knowledge, plan, notes=take_notes())
 
 
 def _start_audit(

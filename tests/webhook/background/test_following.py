@@ -329,3 +329,22 @@ def test_the_webhook_process_follows_the_reference_its_settings_name(
     assert kept, "the last good bundle still answers"
     assert _metric(metrics, "cudasched_knowledge_check_failures_total", reason="schema") == 1
     assert 'cudasched_knowledge_info{digest="sha256:' in metrics and "2026.09.15" in metrics
+
+
+def test_what_reading_the_knowledge_noted_is_logged_when_the_server_starts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A refusal noted while the knowledge was read before the server started goes to the
+    log when it starts (a long-running process has no exit to print it at), with the
+    knowledge it judges with instead; nothing is logged before (a bad ``--cluster`` file
+    stays one error line)."""
+    note = "knowledge r.example.com/k:stable refused (digest): ...; judging with the built-in"
+    caplog.set_level(logging.INFO, logger="cudasched.webhook.background.following")
+    knowledge = FollowedKnowledge(WebhookConfig(), BUILTIN, notes=[note])
+    before = list(caplog.records)
+    asyncio.run(knowledge.start())
+    asyncio.run(knowledge.stop())
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert before == []
+    assert said[0] == ("WARNING", note)
+    assert said[1] == ("INFO", f"judging with {BUILTIN.provenance.describe()}")

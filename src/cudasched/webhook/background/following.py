@@ -28,7 +28,7 @@ import datetime
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -101,7 +101,8 @@ Listener = Callable[[Judging, Any], None]
 
 class FollowedKnowledge:
     """The knowledge one server process judges with, following ``plan``'s reference (``None``:
-    the knowledge it started with, said but never checked again).
+    the knowledge it started with, said but never checked again); ``notes`` are what reading
+    it at start said (a refused bundle, a last good one used instead), logged at :meth:`start`.
 
     ``current`` is read without a lock (one attribute, replaced whole). The server's assembly
     sets ``build`` (what to answer with, from a :class:`Judging`) and ``reporter``, and adds
@@ -115,9 +116,11 @@ class FollowedKnowledge:
         plan: FollowerFactory | None = None,
         *,
         interval_seconds: float | None = None,
+        notes: Sequence[str] = (),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        self.notes = tuple(notes)
         self.current = judging_with(config, initial)
         self.plan = plan
         self.interval = (
@@ -139,8 +142,11 @@ class FollowedKnowledge:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Say the knowledge in use, and follow the reference from now on (a thread of its
-        own; the first check at once)."""
+        """Say the knowledge in use (in the log, after what reading it noted: ``notes``), and
+        follow the reference from now on (a thread of its own; the first check at once)."""
+        for note in self.notes:
+            log.warning("%s", note)
+        log.info("judging with %s", self.current.provenance.describe())
         if self.reporter is not None:
             self.reporter.start(asyncio.get_running_loop())
             self.reporter.in_use(self.current.provenance)

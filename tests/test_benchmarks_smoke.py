@@ -176,9 +176,11 @@ def test_controlplane_benchmark_reports_its_ratios(bench) -> None:
     creates = [
         create.CreateResult(series, 10, p50, p50, 2 * p50, p50, 0)
         for series, p50 in (
-            ("gpu, webhook registered", 4.0),
-            ("gpu, no webhook", 2.0),
-            ("cpu, webhook registered", 2.0),
+            (create.WEBHOOK, 4.0),
+            (create.NONE, 2.0),
+            (create.PLACED, 3.0),
+            (create.POLICY, 2.2),
+            (create.CPU, 2.0),
         )
     ]
     shapes = (pods.PLAIN, pods.BARE, pods.SAME, pods.AUTO, pods.OURS)
@@ -188,7 +190,9 @@ def test_controlplane_benchmark_reports_its_ratios(bench) -> None:
     ]
     matches = [match.MatchResult(100, shape, 200.0, 5.0, 42) for shape in (pods.SAME, pods.AUTO)]
     text = report.render(creates, schedules, matches, (100,))
-    assert "ratio webhook/no webhook (GPU pods): p50 2.00, p99 2.00; added p50 2.0 ms" in text
+    assert "ratio webhook/no admission (GPU pods): p50 2.00, p99 2.00; added p50 2.0 ms" in text
+    assert "the webhook's call beyond it: p50 1.0 ms" in text
+    assert "ratio policy/no admission (GPU pods): p50 1.10, p99 1.10 (goal p99 <= 1.2)" in text
     assert f"100 nodes, {pods.OURS}: throughput with/without 1.00" in text
     assert "over one In admitting the same nodes: 0.00 ms per pod" in text
     assert report.render([], [], [], (100,)) == ""  # nothing measured, nothing shown

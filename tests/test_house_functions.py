@@ -42,7 +42,7 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.cli.audit:audit_cmd": (86, 9),
     "cudasched.cli.demo:run_demo": (73, 22),
     "cudasched.cli.explain:explain_cmd": (138, 27),
-    "cudasched.cli.manifests:manifests_command": (128, 6),
+    "cudasched.cli.manifests:manifests_command": (122, 6),
     "cudasched.cli.nodetemplate:node_template_cmd": (125, 13),
     "cudasched.cli.plan:plan_cmd": (133, 16),
     "cudasched.cli.recommend:recommend_cmd": (96, 14),

@@ -48,10 +48,10 @@ class Scheduled:
     injected: dict[str, JSON] = field(default_factory=dict)
 
 
-def _measure_create(work: Path, settings: Settings) -> list[CreateResult]:
+def _measure_create(work: Path, settings: Settings, minor: str | None) -> list[CreateResult]:
     plane = ControlPlane(
         work / "create",
-        Options(nodes=63, scheduler=False, keep_nodes_ready=False),
+        Options(nodes=63, scheduler=False, keep_nodes_ready=False, kubernetes=minor),
         progress=progress,
     )
     with plane:
@@ -91,6 +91,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scheduled", type=int, default=1000, help="pods per scheduler run")
     parser.add_argument("--nodes", default=None, help="fleet sizes, e.g. 1000,5000")
     parser.add_argument("--only", choices=("create", "schedule"), default=None)
+    parser.add_argument(
+        "--kubernetes",
+        metavar="MINOR",
+        default=None,
+        help="the Kubernetes minor the create part runs on (1.37 measures the policy mode "
+        "too; default: the harness's, 1.35, without it)",
+    )
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--json", default=None, help="also write the raw numbers here")
     args = parser.parse_args(argv)
@@ -103,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cudasched-bench-cp-") as tmp:
         work = Path(tmp)
         if args.only in (None, "create"):
-            creates = _measure_create(work, settings)
+            creates = _measure_create(work, settings, args.kubernetes)
         if args.only in (None, "schedule"):
             _measure_schedule(work, settings, scheduled)
     settings.loadavg_after = loadavg()

@@ -48,7 +48,8 @@ def test_check_json_shape_is_stable() -> None:
             "code": "driver-too-old",
             "message": "driver 535.104.05 supports CUDA 12.2; the workload needs CUDA 12.4 "
             "(driver >= 550.54.14)",
-            "fix": "needs driver >= 550.54.14 (R550), or policy minor-compat",
+            "fix": "needs driver >= 550.54.14: install R580 >= 580.65.06 (LTSB), "
+            "or policy minor-compat",
         }
     ]
 

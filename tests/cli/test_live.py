@@ -25,6 +25,7 @@ from cudasched.cluster.snapshot import bundled_snapshot, load_snapshot
 from cudasched.vocab.kinds import (
     CLUSTER_POLICY,
     CLUSTER_SERVING_RUNTIME,
+    DEVICE_CLASS,
     INFERENCE_SERVICE,
     KARPENTER_NODE_POOL,
     LLM_INFERENCE_SERVICE,
@@ -466,7 +467,8 @@ async def test_plan_drivers_reads_the_gpu_operator_release_from_the_live_cluster
     kept = [o for o in yaml.safe_load(snap.stdout)["items"] if o["kind"] in (
         "ClusterPolicy", "CustomResourceDefinition")]  # fmt: skip
     assert [o["kind"] for o in kept] == ["ClusterPolicy", "CustomResourceDefinition"]
-    assert "spec" not in kept[0]  # the ClusterPolicy: name, labels and state only
+    # The ClusterPolicy: name, labels, state and the driver settings (who installs drivers).
+    assert kept[0]["spec"] == {"driver": {"enabled": True, "useNvidiaDriverCRD": True}}
     [version] = kept[1]["spec"]["versions"]
     assert set(version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]) == set(
         CRD_SPEC_PROPERTIES["v25.10.1"]
@@ -493,3 +495,50 @@ async def test_plan_drivers_says_what_it_may_not_read_and_plans_for_the_newest(
     plan = json.loads(live.stdout)
     assert plan["gpuOperatorVersion"] == "26.7"
     assert any("the newest release cudasched knows" in n for n in plan["notes"])
+
+
+def _dra_and_kueue_objects() -> list[dict[str, Any]]:
+    """NVIDIA's class and a newer one that took ``nvidia.com/gpu`` from it, and a Kueue flavor
+    that selects the sample's H100 nodes by product alone."""
+
+    def device_class(name: str, created: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": name, "creationTimestamp": created},
+            "spec": {
+                "selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}],
+                "extendedResourceName": "nvidia.com/gpu",
+            },
+        }
+
+    flavor = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "h100"},
+        "spec": {"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+    }
+    return [
+        device_class("gpu.nvidia.com", "2026-09-01T10:00:00Z"),
+        device_class("team-a-gpu", "2026-11-20T08:00:00Z"),
+        flavor,
+    ]
+
+
+async def test_the_audit_of_a_live_cluster_reads_its_dra_and_kueue_objects(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
+) -> None:
+    api = ClusterApi.start(kmock, [*SAMPLE.objects(), *_dra_and_kueue_objects()])
+    live = await invoke_async("audit", "-o", "json", "--kubeconfig", kubeconfig)
+    assert live.stderr == "", live.output
+    found = {(f["code"], f["object"]) for f in json.loads(live.stdout)["findings"]}
+    assert ("dra-extended-resource-shared", "DeviceClass/gpu.nvidia.com") in found
+    assert ("kueue-flavor-without-cuda-key", "ResourceFlavor/h100") in found
+    # An identity that may not list them reads none, with a note.
+    api.fail(DEVICE_CLASS, 403, forbidden(DEVICE_CLASS, user="alice"))
+    denied = await invoke_async("audit", "-o", "json", "--kubeconfig", kubeconfig)
+    assert denied.stderr.splitlines() == [
+        "cudasched: note: not allowed to list deviceclasses.resource.k8s.io; read as none "
+        "(grant list on them for the audit's DRA and Kueue checks)"
+    ]
+    assert "dra-extended-resource-shared" not in denied.stdout

@@ -355,3 +355,26 @@ def test_os_tags_as_the_gpu_operator_writes_them(text: str, tag: str) -> None:
 def test_bad_os_tags_are_input_errors(bad: str) -> None:
     with pytest.raises(InputError, match="invalid OS"):
         parse_os_tag(bad)
+
+
+# --------------------------------------------------------------------------- a branch to name
+
+
+def test_the_branch_a_fix_names_is_installable_and_ranked_as_the_planner_ranks(
+    kb: KnowledgeBase,
+) -> None:
+    """Table 3's minimum of an ended branch (570.26 for CUDA 12.8) is never what a fix tells
+    one to install: the supported long-term R580 is, from its first dated release."""
+    from cudasched.compat.branches import branch_floor, installable_branch
+
+    h100 = gpu_target(kb, facts_from_parts("n", gpu="H100", driver=None, kb=kb))
+    assert h100 is not None
+    choice = installable_branch(kb, h100, parse_driver("570.26"), date(2026, 12, 1))
+    assert choice is not None and (choice.branch, str(choice.floor)) == (580, "580.65.06")
+    assert choice.describe() == "install R580 >= 580.65.06 (LTSB)"
+    # One minimum per branch: the first dated release at or above the need.
+    assert str(branch_floor(kb, 595, parse_driver("595.45.04"))) == "595.58.03"
+    late = installable_branch(kb, h100, parse_driver("595.45.04"), date(2026, 12, 1))
+    assert late is not None and (late.branch, str(late.floor)) == (595, "595.58.03")
+    volta = gpu_target(kb, facts_from_parts("n", gpu="V100", driver=None, kb=kb))
+    assert installable_branch(kb, volta, parse_driver("595.45.04"), date(2026, 12, 1)) is None

@@ -1,6 +1,6 @@
-"""``cudasched.compat.containers`` and ``gpu-operator.yaml``: who installs a node's driver (from
-real label sets), which driver containers NVIDIA publishes per OS and branch and date, the
-precompiled matrix, GPU Operator releases and the boards they support."""
+"""``cudasched.compat.containers`` and ``gpu-operator.yaml``: which driver containers NVIDIA
+publishes per OS, architecture, branch and date, the precompiled matrix, GPU Operator releases
+and the boards they support."""
 
 from __future__ import annotations
 
@@ -12,12 +12,10 @@ import pytest
 
 from cudasched.compat.branches import gpu_target, parse_os_tag
 from cudasched.compat.containers import (
-    DriverManager,
     Install,
     board_minimum,
     container_oses,
     container_release,
-    driver_manager,
     image_os_tag,
     install_option,
     known_os,
@@ -29,70 +27,8 @@ from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.drivers import parse_kernel
 from cudasched.nodes.facts import facts_from_parts
 from cudasched.vocab.errors import InputError, KnowledgeError
-from tests.support.planning_cluster import eks_node, gpu_node
 
 TODAY = date(2026, 12, 1)
-
-
-# --------------------------------------------------------------------------- who installs it
-
-
-def _labels(node: dict[str, Any]) -> dict[str, str]:
-    return dict(node["metadata"]["labels"])
-
-
-@pytest.mark.parametrize(
-    ("node", "kind", "group", "assumed"),
-    [
-        (gpu_node("a", "Tesla-T4", "550.90.07", extra={"nvidia.com/gpu.deploy.driver": "true"}),
-         DriverManager.OPERATOR, None, False),
-        (gpu_node("b", "Tesla-T4", "550.90.07"), DriverManager.OPERATOR, None, True),
-        (gpu_node("c", "Tesla-T4", "550.90.07",
-                  extra={"nvidia.com/gpu.deploy.driver": "pre-installed"}),
-         DriverManager.HOST, None, False),
-        (gpu_node("d", "Tesla-T4", "550.90.07", extra={"nvidia.com/gpu.deploy.driver": "false"}),
-         DriverManager.HOST, None, False),
-        (eks_node("e", "NVIDIA-L4", "550.127.05", "g6-l4"), DriverManager.NODE_IMAGE, "g6-l4",
-         False),
-        (eks_node("f", "NVIDIA-L4", "550.127.05", "g6-l4", deploy=None),
-         DriverManager.NODE_IMAGE, "g6-l4", True),
-        # An EKS node group on Ubuntu whose driver the operator installs: the operator's.
-        (eks_node("g", "NVIDIA-L4", "550.127.05", "g6-ubuntu", deploy="true"),
-         DriverManager.OPERATOR, None, False),
-        (gpu_node("h", "NVIDIA-L4", "550.127.05",
-                  extra={"cloud.google.com/gke-nodepool": "l4-pool"}),
-         DriverManager.NODE_IMAGE, "l4-pool", True),
-        (gpu_node("i", "NVIDIA-A100-SXM4-80GB", "550.127.05",
-                  extra={"kubernetes.azure.com/agentpool": "gpunp",
-                         "nvidia.com/gpu.deploy.driver": "pre-installed"}),
-         DriverManager.NODE_IMAGE, "gpunp", False),
-    ],
-)  # fmt: skip
-def test_who_installs_a_nodes_driver(
-    kb: KnowledgeBase,
-    node: dict[str, Any],
-    kind: DriverManager,
-    group: str | None,
-    assumed: bool,
-) -> None:
-    found = driver_manager(kb, _labels(node))
-    assert (found.kind, found.group, found.assumed) == (kind, group, assumed)
-    assert found.describe()
-
-
-def test_the_sample_cluster_drivers_are_mostly_the_hosts(kb: KnowledgeBase) -> None:
-    from cudasched.cluster.snapshot import bundled_snapshot
-
-    kinds = [
-        driver_manager(kb, n["metadata"].get("labels", {})).kind
-        for n in bundled_snapshot().nodes
-        if n["metadata"].get("labels", {}).get("nvidia.com/gpu.present") == "true"
-    ]
-    assert len(kinds) == 20
-    # 16 nodes carry pre-installed (10 of them in EKS node groups); 4 carry no label.
-    assert kinds.count(DriverManager.NODE_IMAGE) == 10
-    assert kinds.count(DriverManager.HOST) == 6
-    assert kinds.count(DriverManager.OPERATOR) == 4
 
 
 # --------------------------------------------------------------------------- containers
@@ -303,9 +239,16 @@ def test_boards_with_a_lowest_driver_container(kb: KnowledgeBase) -> None:
 
 def test_support_scope(kb: KnowledgeBase) -> None:
     assert scope_problem(kb, ["NVIDIA-H100-80GB-HBM3"], True) is None
-    assert "not a data-center GPU" in (scope_problem(kb, ["NVIDIA-GeForce-RTX-4090"], False) or "")
+    said = scope_problem(kb, ["NVIDIA-GeForce-RTX-4090"], False) or ""
+    assert "not a GPU the GPU Operator supports" in said
     # Listed by the operator although an RTX board.
     assert scope_problem(kb, ["NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"], False) is None
+    # The workstation boards of the platform page, by GFD's name or the product's.
+    for board in ("NVIDIA-RTX-A6000", "RTX A6000", "Quadro RTX 8000", "NVIDIA-T1000"):
+        assert scope_problem(kb, [board], False) is None, board
+    # The Workstation Edition of the RTX PRO 6000 is not the listed Server Edition.
+    workstation = "NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition"
+    assert scope_problem(kb, [workstation], False) is not None
 
 
 # --------------------------------------------------------------------------- operator releases
@@ -341,6 +284,11 @@ def test_known_oses(kb: KnowledgeBase) -> None:
         (("precompiled", "branches"), ["580", 595], r"branches \(integers\)"),
         (("operator_versions", 0, "version"), "26", "version is MAJOR.MINOR"),
         (("operator_versions", 0, "default_driver"), "latest", "operator_versions"),
+        (("driver_containers", 1, "arches"), ["x86_64"], "arches lists amd64, arm64"),
+        (("driver_containers", 5, "minor_tags", 13, "os_id"), None, "is not of rhel9"),
+        (("precompiled", "exclude", 0), {"kernel": "5.15"}, "arch} rules"),
+        (("driver_manager", "managed_drivers", 0, "os_ids"), ["amzn"], "a label or os_ids"),
+        (("driver_manager", "driver_pod_label"), {}, "driver_pod_label is one key"),
     ],
 )
 def test_malformed_operator_facts_are_knowledge_errors(
@@ -358,7 +306,49 @@ def test_malformed_operator_facts_are_knowledge_errors(
 def test_every_operator_fact_has_a_source(kb: KnowledgeBase) -> None:
     facts = kb.operator
     rows = [*facts.containers.values(), *facts.boards]
-    assert len(rows) == 13
+    assert len(rows) == 26
     assert all(r.source.strip() for r in rows)
+    minors = [m for r in facts.containers.values() for m in r.minor_tags]
+    assert all(m.source for m in minors) and all(m.arch_source for m in minors if m.arches)
+    assert all(r.arch_source for r in facts.containers.values() if r.arches)
     assert facts.precompiled.source and facts.precompiled.naming_source
-    assert facts.driver_manager.source and all(g.source for g in facts.driver_manager.node_groups)
+    assert facts.precompiled.arch_source
+    manager = facts.driver_manager
+    assert manager.source and all(g.source for g in manager.node_groups)
+    assert manager.owner_source and manager.driver_pod_source and manager.enabled_source
+    assert all(m.source for m in manager.managed) and len(manager.managed) == 3
+    assert facts.openshift is not None and facts.openshift.ostree_source
+    assert all(i.source for i in facts.node_images) and len(facts.node_images) == 2
+
+
+# --------------------------------------------------------------------------- architectures
+
+
+def test_rhel_minor_tags_are_x86_only_and_major_tags_multi_arch(kb: KnowledgeBase) -> None:
+    rhel94 = parse_os_tag("rhel9.4")
+    v25_10 = kb.operator.version("25.10")
+    arm = container_release(kb, 580, rhel94, TODAY, v25_10, "arm64")
+    assert isinstance(arm, str) and "rhel9.4 driver containers for amd64 only" in arm
+    assert not isinstance(container_release(kb, 580, rhel94, TODAY, v25_10, "amd64"), str)
+    newest = kb.operator.newest  # v26.7 pulls rhel9, built for both
+    assert not isinstance(container_release(kb, 580, rhel94, TODAY, newest, "arm64"), str)
+
+
+def test_precompiled_arm64_only_on_ubuntu_24_04(kb: KnowledgeBase) -> None:
+    kernel = parse_kernel("6.8.0-48-generic")
+    jammy, noble = parse_os_tag("ubuntu22.04"), parse_os_tag("ubuntu24.04")
+    assert "amd64 only" in (precompiled_problem(kb, jammy, kernel, 580, "arm64") or "")
+    assert precompiled_problem(kb, noble, kernel, 580, "arm64") is None
+    fde = parse_kernel("6.8.0-1020-azure-fde")
+    assert "arm64 precompiled" in (precompiled_problem(kb, noble, fde, 580, "arm64") or "")
+    assert precompiled_problem(kb, noble, fde, 580, "amd64") is None
+
+
+def test_an_os_without_containers_points_to_those_nvidia_builds(kb: KnowledgeBase) -> None:
+    """Not to Amazon Linux 2023 (never built) or Ubuntu 20.04 (ended)."""
+    found = container_release(kb, 580, "cos121", TODAY)
+    assert isinstance(found, str) and "no driver containers for cos121" in found
+    assert "amzn2023" not in found and "ubuntu20.04" not in found and "ubuntu24.04" in found
+    assert "amzn2023" not in container_oses(kb, 580) and "ubuntu20.04" not in container_oses(
+        kb, 580
+    )

@@ -24,12 +24,18 @@ def _fixes(kb: KnowledgeBase, gpu: str, driver: str, req: Requirement, policy: s
     return {r.code: r.fix for r in with_fixes(verdict.reasons, facts, req, policy, kb)}
 
 
-def test_a_driver_too_old_names_the_driver_and_branch(kb: KnowledgeBase) -> None:
+def test_a_driver_too_old_names_the_minimum_and_an_installable_branch(kb: KnowledgeBase) -> None:
+    """The minimum is Table 3's; the branch to install is the one plan-drivers would take:
+    R550 (CUDA 12.4's minimum) ended, so the fix names R580, the supported long-term branch,
+    from its first release a container carries."""
     fixes = _fixes(kb, "T4", "535.104.05", Requirement(cuda=parse_cuda("12.4")), "strict")
-    assert fixes == {"driver-too-old": "needs driver >= 550.54.14 (R550), or policy minor-compat"}
+    assert fixes == {
+        "driver-too-old": "needs driver >= 550.54.14: install R580 >= 580.65.06 (LTSB), "
+        "or policy minor-compat"
+    }
     # Below the minor-compat floor, the policy would not help: it is not offered.
     old = _fixes(kb, "T4", "470.256.02", Requirement(cuda=parse_cuda("12.4")), "strict")
-    assert old == {"driver-too-old": "needs driver >= 550.54.14 (R550)"}
+    assert old == {"driver-too-old": "needs driver >= 550.54.14: install R580 >= 580.65.06 (LTSB)"}
 
 
 def test_minor_compat_is_offered_only_where_the_engine_would_then_admit(kb: KnowledgeBase) -> None:
@@ -41,13 +47,16 @@ def test_minor_compat_is_offered_only_where_the_engine_would_then_admit(kb: Know
     gated = Requirement(cuda=parse_cuda("12.8"), gate=gate)
     fixes = _fixes(kb, "A100", "535.216.01", gated, "strict")
     assert fixes == {
-        "driver-too-old": "needs driver >= 570.26 (R570), or policy minor-compat with "
-        "NVIDIA_DISABLE_REQUIRE=true"
+        "driver-too-old": "needs driver >= 570.26: install R580 >= 580.65.06 (LTSB), or policy "
+        "minor-compat with NVIDIA_DISABLE_REQUIRE=true"
     }
     # The same CUDA without the gate: the policy alone does it, and the engine agrees.
     plain = Requirement(cuda=parse_cuda("12.8"))
     fixes = _fixes(kb, "A100", "535.216.01", plain, "strict")
-    assert fixes == {"driver-too-old": "needs driver >= 570.26 (R570), or policy minor-compat"}
+    assert fixes == {
+        "driver-too-old": "needs driver >= 570.26: install R580 >= 580.65.06 (LTSB), "
+        "or policy minor-compat"
+    }
     facts = facts_from_parts("n", gpu="A100", driver="535.216.01", kb=kb)
     assert check(facts, plain, "minor-compat", kb).compatible
     assert not check(facts, gated, "minor-compat", kb).compatible
@@ -56,7 +65,9 @@ def test_minor_compat_is_offered_only_where_the_engine_would_then_admit(kb: Know
 def test_architecture_and_gpu_fixes(kb: KnowledgeBase) -> None:
     fixes = _fixes(kb, "B200", "535.104.05", Requirement(cuda=parse_cuda("12.2")), "minor-compat")
     assert fixes["arch-too-new"] == "needs an image built with CUDA >= 12.8 (or with PTX)"
-    assert fixes["driver-branch-unsupported-gpu"] == "needs driver >= 570.86.15 (R570)"
+    assert fixes["driver-branch-unsupported-gpu"] == (
+        "needs driver >= 570.86.15: install R580 >= 580.65.06 (LTSB)"
+    )
     low = _fixes(kb, "T4", "580.65.06", Requirement(min_compute=ComputeCapability(8, 0)), "strict")
     assert low == {"compute-capability-too-low": "needs a GPU with compute capability >= 8.0"}
 
@@ -79,7 +90,11 @@ def test_explain_table_shows_the_fix_apart_from_the_mode(monkeypatch: pytest.Mon
     assert max(len(line) for line in lines) > 100  # COLUMNS is followed when piped
     t4 = lines.index(next(line for line in lines if line.strip().startswith("dc1-t4-01 ")))
     # the fix on its own line under the node, apart from how a node runs it
-    assert lines[t4 + 1].strip().startswith("driver-too-old: needs driver >= 570.26 (R570)")
+    assert (
+        lines[t4 + 1]
+        .strip()
+        .startswith("driver-too-old: needs driver >= 570.26: install R580 >= 580.65.06 (LTSB)")
+    )
     can = lines[lines.index("can run it") + 1 :]
     assert can and all(line.endswith(": native") for line in can if line.startswith("  ip-"))
     wide = CliRunner().invoke(

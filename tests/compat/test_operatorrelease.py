@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from cudasched.compat.drivermanager import policy_driver
 from cudasched.compat.operatorrelease import crd_release, operator_of_cluster, reduced
 from cudasched.knowledge import KnowledgeBase
 from tests.support.gpu_operator import CRD_SPEC_PROPERTIES, cluster_policy, nvidiadriver_crd
@@ -140,5 +141,8 @@ def test_reduced_objects_read_the_same(kb: KnowledgeBase, release: str) -> None:
     small = [reduced(o) for o in full]
     assert operator_of_cluster(kb, small) == operator_of_cluster(kb, full)
     assert crd_release(kb, small[1:]) == crd_release(kb, full[1:])
-    assert "spec" not in small[0] and small[0]["status"] == {"state": "ready"}
+    # The driver settings stay: who installs a node's driver is read from them.
+    assert small[0]["spec"] == {"driver": {"enabled": True, "useNvidiaDriverCRD": True}}
+    assert small[0]["status"] == {"state": "ready"}
+    assert policy_driver(small[0]) == policy_driver(full[0])
     assert reduced(small[1]) == small[1]  # reducing twice changes nothing

@@ -10,22 +10,17 @@ where they fail: CI must run them.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.harness.binaries import Binaries, BuildError, ensure_built, find_go
-from tests.harness.controlplane.options import Options
+from tests.harness.binaries import Binaries
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.kube import Api
 from tests.harness.sample import Sample, load_sample
+from tests.harness.session import built_or_skip, running_plane
 from tests.harness.webhook import LiveWebhook, webhook_process
-
-#: 3 x the 21 sample nodes: every real label set three times.
-FLEET_SIZE = 63
 
 E2E_DIR = Path(__file__).resolve().parent
 
@@ -36,33 +31,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
 
 
-def _progress(line: str) -> None:
-    # pytest captures output; a cold build takes many minutes, so its progress goes to the
-    # terminal itself.
-    print(line, file=sys.__stderr__, flush=True)
-
-
 @pytest.fixture(scope="session")
 def binaries() -> Binaries:
-    try:
-        return ensure_built(progress=_progress)
-    except BuildError as exc:
-        if find_go() is None and not os.environ.get("CI"):
-            pytest.skip("e2e: no Go toolchain to build kube-apiserver (set CI to make this fail)")
-        pytest.fail(f"e2e: the control plane cannot be built: {exc}", pytrace=False)
+    """The default minor's binaries (``tests/e2e/go.mod``); ``tests/e2e/k8s137`` asks 1.37's."""
+    return built_or_skip()
 
 
 @pytest.fixture(scope="package")
 def plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    directory = tmp_path_factory.mktemp("controlplane")
-    control = ControlPlane(
-        directory, Options(nodes=FLEET_SIZE), binaries=binaries, progress=_progress
-    )
-    control.start()
-    try:
+    with running_plane(binaries, tmp_path_factory.mktemp("controlplane")) as control:
         yield control
-    finally:
-        control.stop()
 
 
 @pytest.fixture(scope="package")

@@ -31,7 +31,9 @@ def test_controlplane_benchmark_quick(
     assert (
         creates["gpu, webhook registered"]["mutated"] == creates["gpu, webhook registered"]["pods"]
     )
-    assert creates["gpu, no webhook"]["mutated"] == 0
+    assert creates["gpu, no admission"]["mutated"] == 0
+    placed = creates["gpu already placed, no admission"]
+    assert placed["mutated"] == placed["pods"]  # it carries the annotation the webhook wrote
     assert creates["cpu, webhook registered"]["mutated"] == 0
     assert all(math.isfinite(r["p99_ms"]) for r in data["create"])
     shapes = {r["shape"]: r for r in data["schedule"]}

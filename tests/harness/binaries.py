@@ -1,11 +1,16 @@
 """Build the control plane's binaries from source once, into a cache keyed by version.
 
-The versions are pinned in one place, the Go module beside the end-to-end tests
-(``tests/e2e/go.mod``): ``k8s.io/kubernetes`` (kube-apiserver, kube-scheduler,
-kube-controller-manager, kubectl) with every staging module replaced by its published
-``v0.X.Y``, and ``go.etcd.io/etcd/server/v3`` (etcd) at the version that Kubernetes release
-pins. The binaries go to ``~/.cache/cudasched/controlplane/<kubernetes version>/bin``
-(``$CUDASCHED_CONTROLPLANE_CACHE`` moves the root) with a stamp of the module files' contents
+Each Kubernetes minor the tests run is pinned in one place, a Go module beside the end-to-end
+tests: ``tests/e2e/go.mod`` for the default minor (:data:`DEFAULT_MINOR`, the webhook's), and
+``tests/e2e/k8s<major><minor>/go.mod`` for every other (``tests/e2e/k8s137`` for 1.37, where
+MutatingAdmissionPolicy v1 is GA), written by :mod:`tests.harness.gomodule`. Which minor is a
+parameter (``minor=`` here, ``--kubernetes`` on the harness's command line,
+``$CUDASCHED_KUBERNETES``), never a copy of this code. A module pins ``k8s.io/kubernetes``
+(kube-apiserver, kube-scheduler, kube-controller-manager, kubectl) with every staging module
+replaced by its published ``v0.X.Y``, and ``go.etcd.io/etcd/server/v3`` (etcd) at the version
+that Kubernetes release pins. The binaries go to
+``~/.cache/cudasched/controlplane/<kubernetes version>/bin`` (``$CUDASCHED_CONTROLPLANE_CACHE``
+moves the root) with a stamp of the module files' contents
 and the Go version, never their place: a second run finds them and starts in seconds, moving
 the module rebuilds nothing, a changed pin rebuilds. A cold build compiles about 2,550
 packages (10-15 minutes on 2 cores), so it prints progress.
@@ -29,14 +34,17 @@ from pathlib import Path
 
 __all__ = [
     "BINARIES",
+    "DEFAULT_MINOR",
     "Binaries",
     "BuildError",
     "build_package",
     "cache_root",
     "ensure_built",
     "find_go",
+    "minor_of",
     "module_dir",
     "pinned_versions",
+    "selected_minor",
 ]
 
 #: Binary name -> Go package built into it.
@@ -59,12 +67,38 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def module_dir() -> Path:
-    """The Go module that pins the versions (``$CUDASCHED_CONTROLPLANE_MODULE`` overrides)."""
+#: The minor whose module is ``tests/e2e/go.mod``: the webhook's end-to-end tests run on it.
+DEFAULT_MINOR = "1.35"
+
+_E2E = Path(__file__).resolve().parents[1] / "e2e"
+
+
+def minor_of(version: str) -> str:
+    """``"1.37"`` of ``"v1.37.2"``, ``"1.37.2"`` or ``"1.37"``; raises :class:`BuildError`."""
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?", version.strip())
+    if not match:
+        raise BuildError(
+            f"invalid Kubernetes version {version!r}: expected 1.MINOR or v1.MINOR.PATCH"
+        )
+    return f"{match.group(1)}.{match.group(2)}"
+
+
+def selected_minor(minor: str | None = None) -> str:
+    """The minor asked for: ``minor``, else ``$CUDASCHED_KUBERNETES``, else the default."""
+    return minor_of(minor or os.environ.get("CUDASCHED_KUBERNETES") or DEFAULT_MINOR)
+
+
+def module_dir(minor: str | None = None) -> Path:
+    """The Go module that pins ``minor`` (:func:`selected_minor`): ``tests/e2e`` for the default
+    one, ``tests/e2e/k8s<major><minor>`` otherwise. ``$CUDASCHED_CONTROLPLANE_MODULE`` overrides
+    both (a module anywhere, for tests of this code)."""
     given = os.environ.get("CUDASCHED_CONTROLPLANE_MODULE")
     if given:
         return Path(given)
-    return Path(__file__).resolve().parents[1] / "e2e"
+    chosen = selected_minor(minor)
+    if chosen == DEFAULT_MINOR:
+        return _E2E
+    return _E2E / ("k8s" + chosen.replace(".", ""))
 
 
 def cache_root() -> Path:
@@ -192,7 +226,9 @@ def _go_env() -> dict[str, str]:
     return env
 
 
-def build_package(package: str, output: Path, *, progress: Progress = _stderr) -> Path:
+def build_package(
+    package: str, output: Path, *, progress: Progress = _stderr, minor: str | None = None
+) -> Path:
     """Build one more package of the module (``./affinitymatch``, a benchmark's helper) into
     ``output``, with the flags the binaries get, so Go's build cache serves what they share."""
     go = find_go()
@@ -202,22 +238,28 @@ def build_package(package: str, output: Path, *, progress: Progress = _stderr) -
     progress(f"controlplane build: {package} into {output}")
     _run_go(
         [go, "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(output), package],
-        cwd=module_dir(),
+        cwd=module_dir(minor),
         env=_go_env(),
         progress=progress,
     )
     return output
 
 
-def ensure_built(*, progress: Progress = _stderr, force: bool = False) -> Binaries:
-    """The binaries of the pinned versions, built now if the cache lacks them.
+def ensure_built(
+    *, progress: Progress = _stderr, force: bool = False, minor: str | None = None
+) -> Binaries:
+    """The binaries of the versions ``minor``'s module pins (:func:`module_dir`), built now if
+    the cache lacks them.
 
     Raises :class:`BuildError` (with the exact error and what would unblock it) when they are
     not cached and cannot be built: no Go toolchain, no module proxy, a compile error.
     """
-    module = module_dir()
+    module = module_dir(minor)
     if not module.joinpath("go.mod").is_file():
-        raise BuildError(f"the control plane's Go module is missing: {module}/go.mod")
+        raise BuildError(
+            f"the control plane's Go module is missing: {module}/go.mod (write one for a new "
+            "minor with `python -m tests.harness.gomodule v1.MINOR.PATCH`)"
+        )
     versions = pinned_versions(module)
     target = cache_root() / versions["kubernetes"]
     bin_dir = target / "bin"

@@ -59,6 +59,18 @@ _RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("nvidia.com/v1", "ClusterPolicy"): ("clusterpolicies", False),
     ("resource.k8s.io/v1", "ResourceClaimTemplate"): ("resourceclaimtemplates", True),
     ("resource.k8s.io/v1", "DeviceClass"): ("deviceclasses", False),
+    ("resource.k8s.io/v1", "ResourceSlice"): ("resourceslices", False),
+    ("resource.k8s.io/v1", "ResourceClaim"): ("resourceclaims", True),
+    ("apps/v1", "ReplicaSet"): ("replicasets", True),
+    ("cudasched.io/v1alpha1", "PlacementTable"): ("placementtables", False),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"): (
+        "mutatingadmissionpolicies",
+        False,
+    ),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding"): (
+        "mutatingadmissionpolicybindings",
+        False,
+    ),
 }
 
 

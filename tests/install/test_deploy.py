@@ -205,3 +205,43 @@ async def test_the_k9s_explain_plugin_runs_on_the_selected_object(
     assert process.returncode == 0, text
     assert text.startswith("team-nlp/InferenceService/llama3-8b needs cuda>=12.4")
     assert "(11 nodes) can run it" in text
+
+
+# --------------------------------------------------------------------------- the policy overlay
+
+
+def _policy_overlay() -> tuple[str, str]:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "policy_overlay", ROOT / "scripts" / "policy_overlay.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result: tuple[str, str] = module.overlay()
+    return result
+
+
+def test_the_policy_overlay_is_what_its_script_writes() -> None:
+    kustomization, policy = _policy_overlay()
+    overlay = DEPLOY / "overlays" / "policy"
+    assert (overlay / "kustomization.yaml").read_text(encoding="utf-8") == kustomization, (
+        "deploy/overlays/policy is stale; regenerate: python scripts/policy_overlay.py"
+    )
+    assert (overlay / "policy.yaml").read_text(encoding="utf-8") == policy
+
+
+@needs_kubectl
+def test_the_policy_overlay_renders_the_both_mode() -> None:
+    rendered = subprocess.run(
+        [KUBECTL or "kubectl", "kustomize", str(DEPLOY / "overlays" / "policy")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    both = CliRunner().invoke(app, ["manifests", "--mode", "both"])
+    assert both.exit_code == 0, both.output
+    got, want = objects(rendered), objects(both.stdout)
+    assert len(got) == len(want) > 21
+    assert got == want

@@ -538,3 +538,19 @@ def test_the_webhook_follows_the_knowledge_bundle_the_manifests_name(tmp_path: P
     assert {word: (r.exit_code, word in r.stderr) for word, r in said.items()} == {
         word: (2, True) for word in refusals
     }
+
+
+def test_beside_the_policy_only_the_webhook_follows_the_knowledge() -> None:
+    """``--mode both``: the webhook's settings name the bundle; the policy controller's do
+    not (it judges with the knowledge in its image: its ConfigMap has no key to check a
+    signature with)."""
+    ref = "registry.example.com/cudasched/knowledge:stable"
+    objects = _render("--mode", "both", "--knowledge", ref)
+    configs = {
+        o["metadata"]["name"]: yaml.safe_load(o["data"]["config.yaml"])
+        for o in objects
+        if o["kind"] == "ConfigMap" and "config.yaml" in o["data"]
+    }
+    webhook_config = configs.pop(f"{naming.APP}-config")
+    assert webhook_config["knowledge"] == {"reference": ref}
+    assert configs and all("knowledge" not in c for c in configs.values())

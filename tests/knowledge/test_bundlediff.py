@@ -40,8 +40,9 @@ def test_each_change_reads_as_a_platform_engineer_says_it() -> None:
         f"R610 newest release: release {builtin_610()} -> {NEW_610}; released "
     )
     assert text["CUDA 13.4.1"].startswith("CUDA 13.4.1: minimum driver none -> 615.20.01")
+    turing = [g for g in builtin_tables()["gpus.yaml"]["gpus"] if g.get("arch") == "Turing"]
     assert text["Turing (cc 7.5)"].startswith(
-        "Turing (cc 7.5): last driver branch ongoing -> R610 (moves 20 GPUs: T4,"
+        f"Turing (cc 7.5): last driver branch ongoing -> R610 (moves {len(turing)} GPUs: T4,"
     )
     assert text["GPU NVIDIA Z100"] == ("GPU NVIDIA Z100: new (compute capability 9.0; arch Hopper)")
     topics = [c.topic for c in changes]

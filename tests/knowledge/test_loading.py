@@ -193,6 +193,24 @@ def test_loader_rejects_a_gpu_whose_arch_disagrees(raw_documents: dict[str, Any]
         KnowledgeBase.from_documents(docs)
 
 
+def test_loader_rejects_a_host_arch_kubernetes_does_not_name(
+    raw_documents: dict[str, Any],
+) -> None:
+    docs, entry = _broken(raw_documents, "gpus.yaml", ("gpus",), 0)
+    entry["host_arch"] = "aarch64"
+    with pytest.raises(KnowledgeError, match="host_arch is one of amd64, arm64"):
+        KnowledgeBase.from_documents(docs)
+
+
+def test_arm64_only_gpus_say_so_with_a_source(kb: KnowledgeBase) -> None:
+    """Grace superchips and AWS's G5g T4G come only in arm64 servers."""
+    for name in ("GH200", "GB200", "T4G"):
+        info = kb.gpu(name)
+        assert info is not None and info.host_arch == "arm64" and info.host_arch_source
+    h100 = kb.gpu("H100")
+    assert h100 is not None and h100.host_arch is None
+
+
 def test_loader_rejects_a_second_ga_row(raw_documents: dict[str, Any]) -> None:
     docs, entry = _broken(raw_documents, "toolkits.yaml", ("releases",), 0)
     docs["toolkits.yaml"]["releases"].append({**entry, "version": "13.5.9"})

@@ -194,7 +194,17 @@ def test_every_declaration_reads_back_to_the_labels(data: st.DataObject, gfd: bo
 def test_the_json_shape_is_the_documented_one(kb: KnowledgeBase) -> None:
     doc = node_template(H100, "570.124.06", kb)
     assert list(doc) == ["labels", "declarations"]
-    assert list(doc["declarations"]) == ["aws", "azure", "capi", "karpenter", "kubelet"]
+    assert list(doc["declarations"]) == [
+        "aws",
+        "azure",
+        "gke",
+        "aks",
+        "capi",
+        "karpenter",
+        "kubelet",
+    ]
+    assert list(doc["declarations"]["gke"]) == ["nodeLabels", "gcloud"]
+    assert list(doc["declarations"]["aks"]) == ["labels", "az"]
     assert list(doc["declarations"]["aws"]) == ["tags"]
     assert list(doc["declarations"]["azure"]) == ["tags"]
     assert list(doc["declarations"]["capi"]) == ["annotations"]
@@ -560,3 +570,33 @@ def test_the_driver_pool_label_is_declared_everywhere_a_node_gets_labels(
     labels = found["karpenter"]["spec"]["template"]["metadata"]["labels"]
     assert labels["cudasched.io/driver-pool"] == "l4-ubuntu22.04-r580"
     assert "cudasched.io/driver-pool=l4-ubuntu22.04-r580" in found["kubelet"]
+
+
+def test_gke_and_aks_node_pools_declare_the_labels_themselves(kb: KnowledgeBase) -> None:
+    """A GKE or AKS node pool's own labels (besides the VMSS tags the cluster autoscaler
+    reads): the gcloud and az flags that set them."""
+    from cudasched.nodes.autoscaling import Provider, node_template
+
+    doc = node_template(
+        "T4G", "580.105.08", kb, providers=(Provider.GKE, Provider.AKS), driver_pool="t4g-r580"
+    )
+    gke, aks = doc["declarations"]["gke"], doc["declarations"]["aks"]
+    assert gke["nodeLabels"] == aks["labels"] == doc["labels"]
+    assert (
+        gke["gcloud"].startswith("--node-labels=cudasched.io/")
+        and ",cudasched.io/" in gke["gcloud"]
+    )
+    assert (
+        aks["az"].startswith("--labels cudasched.io/")
+        and " cudasched.io/driver-pool=t4g-r580" in aks["az"]
+    )
+    assert doc["labels"]["cudasched.io/gpu.product"] == "NVIDIA-T4G"
+    everything = node_template("T4G", "580.105.08", kb)["declarations"]
+    assert {"aws", "azure", "gke", "aks", "capi", "karpenter", "kubelet"} == set(everything)
+
+
+def test_aks_refuses_labels_under_its_own_prefixes() -> None:
+    from cudasched.nodes.autoscaling import aks_node_labels
+
+    with pytest.raises(InputError, match="AKS reserves"):
+        aks_node_labels({"kubernetes.azure.com/agentpool": "x"})

@@ -92,6 +92,10 @@ def test_every_code_has_its_issue_severity() -> None:
         "knowledge-stale": Severity.WARNING,
         "gpu-unknown": Severity.WARNING,
         "placement-moved": Severity.WARNING,
+        "dra-extended-resource-shared": Severity.WARNING,
+        "dra-device-without-cuda-attributes": Severity.WARNING,
+        "kueue-flavor-without-cuda-key": Severity.WARNING,
+        "kueue-flavor-spans-cuda-classes": Severity.WARNING,
         "driver-release-unknown": Severity.INFO,
     }
 
@@ -186,14 +190,14 @@ def test_pods_bound_to_nodes_that_cannot_run_them(kb: KnowledgeBase, images: Ima
     gated = by_object["Pod/llm/vllm-gated-0"]
     assert "[minor-compat]" in gated.message and "(require-cuda-unmet)" in gated.message
     assert "NVIDIA_REQUIRE_CUDA (image docker.io/vllm/vllm-openai:v0.10.2)" in gated.message
-    assert "gpu-h100-2" in (gated.fix or "") and "570.26 or newer" in (gated.fix or "")
+    assert "gpu-h100-2" in (gated.fix or "") and "install R580 >= 580.65.06" in (gated.fix or "")
     moved = by_object["Pod/llm/vllm-0"]
     assert "cuda>=12.8 [strict]" in moved.message
     assert "driver 550.127.05, CUDA 12.4" in moved.message
     assert "(driver-too-old)" in moved.message
     assert "gpu-h100-2" in (moved.fix or "") and "StatefulSet" in (moved.fix or "")
     stuck = by_object["Pod/llm/vllm-next-0"]
-    assert (stuck.fix or "").startswith("no other node can run it")
+    assert (stuck.fix or "").startswith("no other node it may use")
     assert "580.65.06" in (stuck.fix or "")
 
 
@@ -231,7 +235,7 @@ def test_workloads_and_runtimes_no_node_can_run(kb: KnowledgeBase, images: Image
     isvc = by_object["InferenceService/llm/qwen"]
     assert "pending pods: qwen-predictor-6d5c7b9f8-q2w7x" in isvc.message
     assert "nearest node gpu-l4-1" in isvc.message and "lacks a newer driver" in isvc.message
-    assert "570.26 or newer" in (isvc.fix or "")
+    assert "install R580 >= 580.65.06 (LTSB)" in (isvc.fix or "")
     # R550 runs 12.8 under minor-version compatibility, but the vLLM image's
     # NVIDIA_REQUIRE_CUDA (cuda>=12.8) refuses it unless the check is turned off; the CUDA
     # 12.8.1 base image of cuda-smoke admits R550 through its brand/driver alternatives.
@@ -270,7 +274,7 @@ def test_gate_under_minor_compat_names_what_turns_it_off(
     report = run(load("pending.yaml"), kb, images, Policy.MINOR_COMPAT)
     qwen = next(f for f in report.findings if f.object == "InferenceService/llm/qwen")
     assert "lacks a driver the image's NVIDIA_REQUIRE_CUDA accepts" in qwen.message
-    assert "upgrade the driver of gpu-l4-1 to 570.26 or newer" in (qwen.fix or "")
+    assert "upgrade the driver of gpu-l4-1: install R580 >= 580.65.06 (LTSB)" in (qwen.fix or "")
     assert "set NVIDIA_DISABLE_REQUIRE=true on its container" in (qwen.fix or "")
     assert "1 node(s) would run under minor-compat" in (qwen.fix or "")
 
@@ -289,21 +293,22 @@ def _pending(cuda: str) -> dict[str, Any]:
 def test_a_gpu_its_driver_cannot_drive_needs_the_gpus_first_driver(
     kb: KnowledgeBase, images: ImageTable
 ) -> None:
-    # R535 runs CUDA 12.2 but cannot drive an H200 (first driver 550.90.07): the fix is that
-    # driver, not CUDA 12.2's minimum (535.54.03), which the node already has.
+    # R535 runs CUDA 12.2 but cannot drive an H200 (first driver 550.90.07): the fix is a
+    # branch from that driver on (R550 ended, so the long-term R580), not CUDA 12.2's minimum
+    # (535.54.03), which the node already has.
     snapshot = ClusterSnapshot(
         nodes=(_gfd_node("h200", "NVIDIA-H200", "535.216.01"),), pods=(_pending("12.2"),)
     )
     (finding,) = run(snapshot, kb, images).findings
     assert finding.node == "h200"
     assert "lacks a driver branch that supports its GPU" in finding.message
-    assert "upgrade the driver of h200 to 550.90.07 or newer (R550+)" in (finding.fix or "")
+    assert "upgrade the driver of h200: install R580 >= 580.65.06 (LTSB)" in (finding.fix or "")
     bound = copy.deepcopy(snapshot.pods[0])
     bound["spec"]["nodeName"] = "h200"
     bound["status"]["phase"] = "Running"
     (finding,) = run(ClusterSnapshot(nodes=snapshot.nodes, pods=(bound,)), kb, images).findings
     assert "(driver-branch-unsupported-gpu)" in finding.message
-    assert "give h200 a driver that runs CUDA 12.2 (550.90.07 or newer)" in (finding.fix or "")
+    assert "upgrade the driver of h200: install R580 >= 580.65.06 (LTSB)" in (finding.fix or "")
 
 
 def test_nearest_node_is_one_a_driver_upgrade_fixes(kb: KnowledgeBase, images: ImageTable) -> None:
@@ -318,7 +323,7 @@ def test_nearest_node_is_one_a_driver_upgrade_fixes(kb: KnowledgeBase, images: I
     )
     (finding,) = run(snapshot, kb, images).findings
     assert finding.node == "l4"
-    assert "upgrade the driver of l4 to 580.65.06 or newer (R580+)" in (finding.fix or "")
+    assert "upgrade the driver of l4: install R580 >= 580.65.06 (LTSB)" in (finding.fix or "")
 
 
 @pytest.mark.parametrize(
@@ -326,7 +331,7 @@ def test_nearest_node_is_one_a_driver_upgrade_fixes(kb: KnowledgeBase, images: I
     [
         (
             planning_cluster.OPERATOR_DRIVER,
-            "upgrade the driver of l4 to 580.65.06 or newer (R580+)",
+            "upgrade the driver of l4: install R580 >= 580.65.06 (LTSB)",
         ),
         (
             planning_cluster.HOST_DRIVER,
@@ -422,7 +427,7 @@ def test_driver_upgrades(kb: KnowledgeBase, images: ImageTable) -> None:
     assert by_object["Node/gpu-a2"].fix is None
     assert "vision/triton-b" in by_object["Node/gpu-a3"].message
     # The upgrading gpu-a2 is not offered as a home for the misplaced pod either.
-    assert (by_object["Pod/llm/vllm-128"].fix or "").startswith("no other node can run it")
+    assert (by_object["Pod/llm/vllm-128"].fix or "").startswith("no other node it may use")
 
 
 def test_stale_requirements(kb: KnowledgeBase, images: ImageTable) -> None:
@@ -539,7 +544,9 @@ def test_bundled_sample_cluster_findings_are_the_reviewed_ones(
         ("info", "requirement-unknown", "InferenceService/team-vision/bert-legacy", None),
     ]
     (error,) = [f for f in report.findings if f.severity is Severity.ERROR]
-    assert "595.45.04" in (error.fix or "")
+    # The branch the fix names is the one recommend-driver and plan-drivers would take on the
+    # day (the knowledge base's date here: R610 is still supported), from its first release.
+    assert "an R610 driver >= 610.57.04" in (error.fix or "")
     assert "nemotron-nano-fp4-predictor-b17093d8bd-6f518" in error.message
 
 
@@ -657,3 +664,75 @@ def test_bound_gpu_pod_is_reported_exactly_when_the_engine_refuses_its_node(
         facts_from_labels("n1", labels, kb), Requirement(cuda=parse_cuda(cuda)), policy, kb
     )
     assert ("pod-on-incompatible-node" in codes) == (not verdict.compatible)
+
+
+# ---- fixes name only nodes the workload could use (its own selection, taints, GPU count) ----
+
+
+def _rack_node(name: str, driver: str, rack: str, gpus: int, **extra: Any) -> dict[str, Any]:
+    return builders.node(
+        name,
+        gpu="NVIDIA-L40S",
+        driver=driver,
+        count=gpus,
+        scheme="gfd",
+        labels={"rack": rack},
+        **extra,
+    )
+
+
+def _bound_pod(**extra: Any) -> dict[str, Any]:
+    pod = builders.pod(
+        "train",
+        "research",
+        image="x",
+        gpus=4,
+        annotations={"cudasched.io/cuda-version": "13.0"},
+        node_selector={"rack": "ws"},
+        node_name="old",
+        phase="Running",
+    )
+    pod["spec"] |= extra
+    return pod
+
+
+TAINT = {"key": "dedicated", "value": "inference", "effect": "NoSchedule"}
+
+
+def test_a_recreate_fix_names_no_node_the_pod_itself_rules_out(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """Three nodes run CUDA 13.0 but the pod's nodeSelector excludes one, a taint it does not
+    tolerate the second and its 4 GPUs do not fit the third: none may be named."""
+    nodes = (
+        _rack_node("old", "570.172.08", "ws", 4),
+        _rack_node("elsewhere", "580.105.08", "other", 8),
+        _rack_node("tainted", "580.105.08", "ws", 8, taints=[TAINT]),
+        _rack_node("small", "580.105.08", "ws", 2),
+    )
+    report = run(ClusterSnapshot(nodes=nodes, pods=(_bound_pod(),)), kb, images)
+    (finding,) = [f for f in report.findings if f.code == "pod-on-incompatible-node"]
+    fix = finding.fix or ""
+    assert fix.startswith("no other node it may use")
+    assert not {"elsewhere", "tainted", "small"} & set(fix.replace(",", " ").split())
+    tolerating = _bound_pod(tolerations=[{"key": "dedicated", "operator": "Exists"}])
+    report = run(ClusterSnapshot(nodes=nodes, pods=(tolerating,)), kb, images)
+    (finding,) = [f for f in report.findings if f.code == "pod-on-incompatible-node"]
+    assert "(tainted)" in (finding.fix or "") and "elsewhere" not in (finding.fix or "")
+
+
+def test_an_unplaceable_fix_says_when_no_node_fits_the_workload(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """An 8-GPU pod on 4-GPU nodes: no driver upgrade helps, and the fix says why."""
+    nodes = (_rack_node("ws-1", "570.172.08", "ws", 4),)
+    pod = _bound_pod()
+    del pod["spec"]["nodeName"]
+    pod["status"]["phase"] = "Pending"
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "8"
+    report = run(ClusterSnapshot(nodes=nodes, pods=(pod,)), kb, images)
+    (finding,) = [f for f in report.findings if f.code == "no-compatible-node"]
+    fix = finding.fix or ""
+    assert "no GPU node fits its own node selection" in fix
+    assert "asks for 8 GPUs and the node has 4 allocatable" in fix
+    assert "upgrade the driver" not in fix

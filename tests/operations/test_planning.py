@@ -336,7 +336,6 @@ def test_rhel_pools_name_the_image_tag_their_operator_release_pulls(
     ("os", "kernel", "refused"),
     [
         (("ubuntu", "20.04"), "5.4.0-200-generic", "NVIDIA stopped building ubuntu20.04"),
-        (("amzn", "2023"), "6.1.115-126.197.amzn2023.x86_64", "never published"),
         (("debian", "12"), "6.1.0-26-amd64", "no driver containers for debian12"),
     ],
 )
@@ -437,7 +436,7 @@ def test_geforce_pools_the_operator_drives_are_warned_about(
     )
     plan = plan_of(snapshot, kb, images)
     assert plan.drivers  # still planned, but not silently
-    assert any("not a data-center GPU" in w for w in plan.warnings)
+    assert any("is not a GPU the GPU Operator supports" in w for w in plan.warnings)
 
 
 def test_a_target_that_ends_soon_is_warned_about(kb: KnowledgeBase, images: ImageTable) -> None:
@@ -453,6 +452,26 @@ def test_a_target_that_ends_soon_is_warned_about(kb: KnowledgeBase, images: Imag
     assert "R595" in ending and "R580 (LTSB" in ending
     quiet = plan_of(snapshot, kb, images, min_support_months=3)
     assert not any("ends within" in w for w in quiet.warnings)
+
+
+def test_pools_that_take_one_ending_branch_share_one_warning(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """Issue 27 item 10: the same branch ending soon on three pools is one warning that names
+    them, not three (on the bundled sample it was ten)."""
+    snapshot = cluster(
+        gpu_node("h100", "NVIDIA-H100-80GB-HBM3", "550.127.05", extra=OPERATOR_DRIVER),
+        gpu_node("l40s", "NVIDIA-L40S", "550.127.05", extra=OPERATOR_DRIVER),
+        gpu_node("a100", "NVIDIA-A100-SXM4-80GB", "550.127.05", extra=OPERATOR_DRIVER),
+        runtime("vllm-13-2", "13.2"),
+        runtime("vllm-12-8", "12.8"),
+    )
+    plan = plan_of(snapshot, kb, images)
+    taking = sorted(d.pool.name for d in plan.decisions if d.chosen and d.chosen.branch == 595)
+    [ending] = [w for w in plan.warnings if "ends within 12 months" in w]
+    assert len(taking) == 3
+    assert ending.startswith(f"pools {', '.join(taking)}: R595 (PB")
+    assert "R580 (LTSB" in ending
 
 
 # --------------------------------------------------------------------------- invariants
@@ -833,3 +852,126 @@ def test_the_label_note_names_where_each_objects_nodes_come_from(
             "labels name none)",
         ]
     )
+
+
+# ---- every cluster shape: defaults, re-owned pins, OLM, short-lived branches -------------------
+
+
+def _volta_and_l40s() -> ClusterSnapshot:
+    return cluster(
+        gpu_node("l40s-1", "NVIDIA-L40S", "570.172.08", extra=OPERATOR_DRIVER),
+        gpu_node("l40s-2", "NVIDIA-L40S", "570.172.08", extra=OPERATOR_DRIVER),
+        gpu_node("v100", "Tesla-V100-SXM2-32GB", "570.172.08", extra=OPERATOR_DRIVER),
+        runtime("vllm-132", "13.2"),
+        runtime("vllm-124", "12.4"),
+    )
+
+
+def test_a_default_object_that_cannot_drive_a_pools_gpus_is_warned_about(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """R595 no longer drives Volta, which the operator still lists: a default R595 object
+    strands V100 nodes that join without the pool label."""
+    plan = plan_of(_volta_and_l40s(), kb, images)
+    assert plan.default_driver is not None and plan.default_driver.startswith("595.")
+    [stranded] = [w for w in plan.warnings if "cannot drive its Volta GPUs" in w]
+    assert "the default NVIDIADriver's R595" in stranded and "Volta GPUs end at R580" in stranded
+
+
+def test_a_short_lived_branch_says_which_workloads_force_it(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    plan = plan_of(_volta_and_l40s(), kb, images)
+    l40s = pools_by_node(plan)["l40s-1"]
+    assert l40s["targetBranch"] == "595"
+    [short] = [w for w in l40s["why"] if "is short-lived" in w]
+    assert "ClusterServingRuntime/vllm-132 need it" in short and "--prefer-lts takes R580" in short
+    lts = plan_of(_volta_and_l40s(), kb, images, prefer_lts=True)
+    assert pools_by_node(lts)["l40s-1"]["targetBranch"] == "580"
+    assert [w for w, _ in lts.unservable] == ["ClusterServingRuntime/vllm-132"]
+
+
+def test_before_v26_7_there_is_no_fallback_object(kb: KnowledgeBase, images: ImageTable) -> None:
+    plan = plan_of(_volta_and_l40s(), kb, images, operator="26.3")
+    assert plan.default_driver is None
+    assert not [n for n in plan.notes if "drives every GPU node no other NVIDIADriver" in n]
+    [fallback] = [n for n in plan.notes if "has no fallback NVIDIADriver" in n]
+    assert "deployDefaultCR=false" in fallback
+
+
+def test_a_pin_is_labelled_re_owned(kb: KnowledgeBase, images: ImageTable) -> None:
+    """A pool that keeps its driver but moves to another NVIDIADriver: its driver pods restart
+    (issue 27 item 10); from v26.3 without a drain, before with one."""
+    snapshot = cluster(
+        gpu_node("t4", "Tesla-T4", "580.105.08", extra=OPERATOR_DRIVER), runtime("rt", "12.4")
+    )
+    [pool] = plan_of(snapshot, kb, images).to_dict()["pools"]
+    assert pool["change"] == "keep" and pool["reOwn"] is True
+    assert pool["action"].startswith("re-own: driver pod restarts (pin driver 580.105.08")
+    [older] = plan_of(snapshot, kb, images, operator="25.10").to_dict()["pools"]
+    assert older["action"].startswith("re-own: driver pod restarts, drained")
+
+
+def test_an_olm_install_is_told_the_objects_to_edit_not_helm_values(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    from tests.support.gpu_operator import cluster_policy
+
+    snapshot = cluster(
+        gpu_node("t4", "Tesla-T4", "550.90.07", extra=OPERATOR_DRIVER),
+        runtime("rt", "12.8"),
+        cluster_policy(None, name="gpu-cluster-policy", driver={"enabled": True}),
+    )
+    plan = plan_of(snapshot, kb, images)
+    said = " ".join(plan.notes)
+    assert "an OLM install has no Helm values" in said and "Helm driver." not in said
+
+
+def test_a_pool_leaving_precompiled_drivers_is_told(kb: KnowledgeBase, images: ImageTable) -> None:
+    existing = {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "NVIDIADriver",
+        "metadata": {"name": "t4-pre"},
+        "spec": {
+            "version": "550",
+            "usePrecompiled": True,
+            "nodeSelector": {L.DRIVER_POOL: "t4-pre"},
+        },
+    }
+    snapshot = cluster(
+        gpu_node("t4", "Tesla-T4", "550.90.07", extra={**OPERATOR_DRIVER, L.DRIVER_POOL: "t4-pre"}),
+        runtime("rt", "12.8"),
+        existing,
+    )
+    [pool] = plan_of(snapshot, kb, images).to_dict()["pools"]
+    assert any(
+        w.startswith("moves off precompiled drivers (NVIDIADriver/t4-pre") for w in pool["why"]
+    )
+
+
+def test_a_blocked_pool_is_pointed_only_to_oses_its_operator_supports(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """GPU Operator 25.10 supports neither RHEL 10 nor Rocky Linux nor Ubuntu 26.04."""
+    snapshot = cluster(
+        gpu_node("t4", "Tesla-T4", "570.195.03", os=("ubuntu", "20.04"), kernel="5.4.0-200-generic",
+                 extra=OPERATOR_DRIVER),
+        runtime("vllm-13", "13.0"),
+    )  # fmt: skip
+    [pool] = plan_of(snapshot, kb, images, operator="25.10").to_dict()["pools"]
+    assert "ubuntu22.04" in pool["blocked"]
+    assert not [os for os in ("rhel10", "rocky9", "ubuntu26.04") if os in pool["blocked"]]
+
+
+def test_a_driver_the_operators_matrix_does_not_list_is_noted(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """GPU Operator v26.7's component matrix lists 610.57.04, 595.91.07, 580.173.02 and
+    535.309.01; the newest R580 container (580.178.04) is published but not listed."""
+    snapshot = cluster(
+        gpu_node("t4", "Tesla-T4", "550.90.07", extra=OPERATOR_DRIVER), runtime("rt", "12.8")
+    )
+    plan = plan_of(snapshot, kb, images)
+    [noted] = [n for n in plan.notes if "component matrix lists" in n]
+    assert "610.57.04, 595.91.07, 580.173.02, 535.309.01" in noted and "580.178.04 is" in noted
+    assert not [n for n in plan_of(snapshot, kb, images, operator="26.3").notes if "matrix" in n]

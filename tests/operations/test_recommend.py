@@ -323,3 +323,57 @@ def test_recommend_and_plan_agree_for_every_pool_of_the_sample(kb: KnowledgeBase
         ), d.pool.name
         compared += 1
     assert compared == len(plan.decisions) == 13
+
+
+# ---- every cluster shape: architectures, RHCOS, the boards the operator lists ----------------
+
+
+def test_an_arm64_only_gpu_gets_no_amd64_only_precompiled_image(kb: KnowledgeBase) -> None:
+    """GB200 comes only in arm64 servers; NVIDIA builds Ubuntu 22.04 precompiled images for
+    amd64 alone, so the answer is the conventional container (multi-arch)."""
+    doc = ask(
+        kb,
+        "GB200",
+        "12.8",
+        precompiled=True,
+        kernel=parse_kernel("5.15.0-124-generic"),
+        **by_operator(kb),
+    ).to_dict()
+    assert (doc["arch"], doc["usePrecompiled"]) == ("arm64", False)
+    assert doc["image"] == "nvcr.io/nvidia/driver:580.178.04-ubuntu22.04"
+    assert any("built for amd64 only, not arm64" in w for w in doc["warnings"])
+    on_noble = ask(
+        kb,
+        "GB200",
+        "12.8",
+        precompiled=True,
+        kernel=parse_kernel("6.8.0-1028-nvidia"),
+        **by_operator(kb, "ubuntu24.04"),
+    ).to_dict()
+    assert on_noble["usePrecompiled"] is True
+
+
+def test_an_architecture_the_gpu_never_has_is_bad_input(kb: KnowledgeBase) -> None:
+    with pytest.raises(InputError, match="GH200 comes only in arm64 servers"):
+        ask(kb, "GH200", "12.8", arch="amd64")
+
+
+def test_rhcos_nodes_get_the_rhcos_tag_nvidia_publishes(kb: KnowledgeBase) -> None:
+    doc = ask(kb, "L40S", "12.8", **by_operator(kb, "rhcos4.18")).to_dict()
+    assert doc["image"] == "nvcr.io/nvidia/driver:580.178.04-rhcos4.18"
+    arm = ask(kb, "L40S", "12.8", arch="arm64", **by_operator(kb, "rhcos4.18")).to_dict()
+    assert arm["branch"] is None  # NVIDIA's sources show no arm64 rhcos4.18 image
+
+
+@pytest.mark.parametrize(
+    ("gpu", "warned"),
+    [("RTX A6000", False), ("Quadro RTX 8000", False), ("T4G", False), ("RTX 4090", True)],
+)
+def test_the_operators_board_list_decides_the_support_warning(
+    kb: KnowledgeBase, gpu: str, warned: bool
+) -> None:
+    """The same list ``plan-drivers`` warns by: workstation boards on the platform page are
+    supported, GeForce boards are not."""
+    doc = ask(kb, gpu, "12.8", **by_operator(kb)).to_dict()
+    said = any("is not a GPU the GPU Operator supports" in w for w in doc["warnings"])
+    assert doc["branch"] == "580" and said is warned

@@ -3,22 +3,19 @@ webhook's matchConditions), selects exactly the GPUs the engine accepts under st
 minor-compat (and never one it rejects under forward-compat), and the ResourceClaimTemplate is
 valid against the Kubernetes 1.34 schema, the first release with ``resource.k8s.io/v1``.
 
-Kubernetes' semver CEL library is not part of cel-python; :class:`Semver` below stands in for it
-with semver.org's strict grammar (``MAJOR.MINOR.PATCH``, no leading zeros), which is what
-``semver("...")`` accepts, so a literal such as ``570.124.06`` or ``12.8`` fails here too.
+Kubernetes' semver CEL library is not part of cel-python: ``tests/support/dracel`` stands in for
+it with semver.org's strict grammar, so a literal such as ``570.124.06`` or ``12.8`` fails here
+too.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from typing import Any
 
-import celpy
 import kubernetes_validate
 import pytest
-from celpy import celtypes
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -39,53 +36,7 @@ from cudasched.vocab.versions import (
     parse_cuda,
     parse_driver,
 )
-
-_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
-DOMAIN = "gpu.nvidia.com"
-
-
-class Semver(celtypes.StringType):
-    """A semver value: ordered by its three numbers."""
-
-    def __new__(cls, text: str) -> Semver:
-        match = _SEMVER.match(str(text))
-        if match is None:
-            raise ValueError(f"not a semver.org version: {text!r}")
-        value = super().__new__(cls, str(text))
-        value.parts = tuple(int(g) for g in match.groups())  # type: ignore[attr-defined]
-        return value
-
-
-def _semver(text: Any) -> Semver:
-    return Semver(str(text))
-
-
-def _compare_to(a: Semver, b: Semver) -> celtypes.IntType:
-    return celtypes.IntType((a.parts > b.parts) - (a.parts < b.parts))  # type: ignore[attr-defined]
-
-
-@functools.cache
-def _program(expression: str) -> Any:
-    env = celpy.Environment()
-    return env.program(
-        env.compile(expression), functions={"semver": _semver, "compareTo": _compare_to}
-    )
-
-
-def _device(**attributes: str) -> dict[str, Any]:
-    attrs: dict[Any, Any] = {celtypes.StringType("type"): celtypes.StringType("gpu")}
-    for key, value in attributes.items():
-        attrs[celtypes.StringType(key)] = Semver(value)
-    return {
-        "device": celtypes.MapType(
-            {
-                celtypes.StringType("driver"): celtypes.StringType(DOMAIN),
-                celtypes.StringType("attributes"): celtypes.MapType(
-                    {celtypes.StringType(DOMAIN): celtypes.MapType(attrs)}
-                ),
-            }
-        )
-    }
+from tests.support.dracel import SEMVER, attributes, device, selects
 
 
 def _expressions(claim: dict[str, Any]) -> list[str]:
@@ -93,22 +44,8 @@ def _expressions(claim: dict[str, Any]) -> list[str]:
     return [s["cel"]["expression"] for s in request["exactly"].get("selectors", [])]
 
 
-def _selects(claim: dict[str, Any], device: dict[str, Any]) -> bool:
-    results = [_program(e).evaluate(device) for e in _expressions(claim)]
-    for r in results:
-        assert isinstance(r, celtypes.BoolType), f"evaluation error: {r!r}"
-    return all(results)
-
-
-def _attributes(driver: str, cuda: CudaVersion, cc: ComputeCapability) -> dict[str, str]:
-    """What the NVIDIA DRA driver publishes for a GPU: versions as semver, leading zeros
-    dropped (570.124.06 -> 570.124.6), CUDA as X.Y.0."""
-    parts = [str(int(p)) for p in driver.split(".")] + ["0"]
-    return {
-        "driverVersion": ".".join(parts[:3]),
-        "cudaDriverVersion": f"{cuda.major}.{cuda.minor}.0",
-        "cudaComputeCapability": f"{cc.major}.{cc.minor}.0",
-    }
+def _selects(claim: dict[str, Any], dev: dict[str, Any]) -> bool:
+    return selects(_expressions(claim), dev)
 
 
 def _claim(kb: KnowledgeBase, cuda: str, policy: str = "strict", **kw: Any) -> dict[str, Any]:
@@ -130,8 +67,8 @@ def test_strict_selects_on_the_drivers_cuda_version_as_the_issue_writes_it(
         'has(device.attributes["gpu.nvidia.com"].cudaDriverVersion) && '
         'device.attributes["gpu.nvidia.com"].cudaDriverVersion.compareTo(semver("12.8.0")) >= 0'
     )
-    h100_570 = _device(**_attributes("570.124.06", CudaVersion(12, 8), ComputeCapability(9, 0)))
-    h100_550 = _device(**_attributes("550.90.07", CudaVersion(12, 4), ComputeCapability(9, 0)))
+    h100_570 = device(**attributes("570.124.06", CudaVersion(12, 8), ComputeCapability(9, 0)))
+    h100_550 = device(**attributes("550.90.07", CudaVersion(12, 4), ComputeCapability(9, 0)))
     assert _selects(claim, h100_570)
     assert not _selects(claim, h100_550)
 
@@ -143,8 +80,8 @@ def test_a_compute_capability_floor_is_a_bound_on_cuda_compute_capability(
     assert any(
         'cudaComputeCapability.compareTo(semver("8.0.0")) >= 0' in e for e in _expressions(claim)
     )
-    t4 = _device(**_attributes("570.124.06", CudaVersion(12, 8), ComputeCapability(7, 5)))
-    a100 = _device(**_attributes("570.124.06", CudaVersion(12, 8), ComputeCapability(8, 0)))
+    t4 = device(**attributes("570.124.06", CudaVersion(12, 8), ComputeCapability(7, 5)))
+    a100 = device(**attributes("570.124.06", CudaVersion(12, 8), ComputeCapability(8, 0)))
     assert not _selects(claim, t4)
     assert _selects(claim, a100)
 
@@ -156,8 +93,8 @@ def test_minor_compat_admits_an_older_driver_above_the_majors_floor(kb: Knowledg
     assert any(
         'driverVersion.compareTo(semver("525.60.13")) >= 0' in e for e in _expressions(claim)
     )
-    r550 = _device(**_attributes("550.90.07", CudaVersion(12, 4), ComputeCapability(9, 0)))
-    below = _device(**_attributes("525.60.11", CudaVersion(12, 0), ComputeCapability(9, 0)))
+    r550 = device(**attributes("550.90.07", CudaVersion(12, 4), ComputeCapability(9, 0)))
+    below = device(**attributes("525.60.11", CudaVersion(12, 0), ComputeCapability(9, 0)))
     assert _selects(claim, r550)
     assert not _selects(claim, below)
     assert not _selects(_claim(kb, "12.8"), r550)
@@ -165,8 +102,8 @@ def test_minor_compat_admits_an_older_driver_above_the_majors_floor(kb: Knowledg
 
 def test_a_gpu_without_the_attributes_is_skipped_not_an_error(kb: KnowledgeBase) -> None:
     claim = _claim(kb, "12.8", "minor-compat")
-    assert not _selects(claim, _device())
-    assert not _selects(claim, _device(cudaDriverVersion="12.8.0"))
+    assert not _selects(claim, device())
+    assert not _selects(claim, device(cudaDriverVersion="12.8.0"))
 
 
 def test_every_literal_is_full_semver_and_every_has_reads_a_field(kb: KnowledgeBase) -> None:
@@ -177,7 +114,7 @@ def test_every_literal_is_full_semver_and_every_has_reads_a_field(kb: KnowledgeB
             claim = _claim(kb, cuda, policy.value, ships_cuda_compat=True)
             for expression in _expressions(claim):
                 for literal in re.findall(r'semver\("([^"]*)"\)', expression):
-                    assert _SEMVER.match(literal), literal
+                    assert SEMVER.match(literal), literal
                     seen["literals"] += 1
                 for arg in re.findall(r"has\(([^()]*)\)", expression):
                     assert re.fullmatch(r'device\.attributes\["gpu\.nvidia\.com"\]\.\w+', arg)
@@ -229,8 +166,8 @@ def test_the_claim_selects_exactly_the_gpus_the_engine_accepts(
         assume(parse_driver(driver) >= info.first_driver)
     node = facts_from_labels("n", template_labels(board, driver, kb), kb)
     engine = check(node, req, policy, kb)
-    device = _device(**_attributes(driver, node.cuda, info.compute))
-    selected = _selects(claim, device)
+    gpu = device(**attributes(driver, node.cuda, info.compute))
+    selected = _selects(claim, gpu)
     if policy is Policy.FORWARD_COMPAT and compat:
         assert not selected or engine.compatible  # stricter: forward compat is left out
         if "forward-compat" not in engine.codes:

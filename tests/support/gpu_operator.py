@@ -109,10 +109,17 @@ def nvidiadriver_crd(release: str) -> dict[str, Any]:
     }
 
 
-def cluster_policy(release: str | None, *, chart: str | None = None) -> dict[str, Any]:
+def cluster_policy(
+    release: str | None,
+    *,
+    chart: str | None = None,
+    driver: dict[str, Any] | None = None,
+    name: str = "cluster-policy",
+) -> dict[str, Any]:
     """NVIDIA's ClusterPolicy as the Helm chart of ``release`` (``v26.7.0``) renders it
     (``None``: no Helm labels, as an OLM install); ``chart`` replaces the chart version (a chart
-    packaged from the repository says ``v1.0.0-devel`` with appVersion ``main-latest``)."""
+    packaged from the repository says ``v1.0.0-devel`` with appVersion ``main-latest``);
+    ``driver``: its ``spec.driver`` (default: enabled, in NVIDIADriver mode)."""
     labels: dict[str, str] = {"app.kubernetes.io/component": "gpu-operator"}
     if release is not None or chart is not None:
         labels.update(
@@ -127,7 +134,11 @@ def cluster_policy(release: str | None, *, chart: str | None = None) -> dict[str
     return {
         "apiVersion": "nvidia.com/v1",
         "kind": "ClusterPolicy",
-        "metadata": {"name": "cluster-policy", "labels": labels},
-        "spec": {"driver": {"enabled": True, "useNvidiaDriverCRD": True}},
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "driver": driver
+            if driver is not None
+            else {"enabled": True, "useNvidiaDriverCRD": True}
+        },
         "status": {"state": "ready", "namespace": "gpu-operator"},
     }

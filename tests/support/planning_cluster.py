@@ -77,10 +77,12 @@ def eks_node(
     *,
     instance: str = "p5.48xlarge",
     deploy: str | None = "pre-installed",
+    os: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A node of an EKS managed node group on Amazon Linux 2023, labelled as EKS, NFD and the
-    GPU Operator label one (``deploy``: the operator's ``nvidia.com/gpu.deploy.driver``, None
-    for a cluster without the operator's driver state)."""
+    """A node of an EKS managed node group on Amazon Linux 2023 (``os``: another OS-release ID
+    and VERSION_ID, a self-built Ubuntu AMI), labelled as EKS, NFD and the GPU Operator label one
+    (``deploy``: the operator's ``nvidia.com/gpu.deploy.driver``, None for a cluster without the
+    operator's driver state)."""
     extra = {
         "eks.amazonaws.com/nodegroup": group,
         "eks.amazonaws.com/nodegroup-image": "ami-0c4f1b5f6a2e8d7e1",
@@ -90,6 +92,10 @@ def eks_node(
     }
     if deploy is not None:
         extra["nvidia.com/gpu.deploy.driver"] = deploy
+    if os is not None:
+        node = gpu_node(name, product, driver, extra=extra, os=os)
+        node["status"]["nodeInfo"]["osImage"] = f"{os[0].capitalize()} {os[1]}"
+        return node
     node = gpu_node(name, product, driver, extra=extra, **EKS_AL2023)  # type: ignore[arg-type]
     node["status"]["nodeInfo"]["osImage"] = "Amazon Linux 2023.6.20241121"
     return node

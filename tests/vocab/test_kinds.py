@@ -37,10 +37,25 @@ def test_coordinates() -> None:
         ),
         "MachineSet": ("cluster.x-k8s.io/v1beta1", "machinesets", True, "Cluster API"),
         "MachinePool": ("cluster.x-k8s.io/v1beta1", "machinepools", True, "Cluster API"),
+        "DeviceClass": (
+            "resource.k8s.io/v1",
+            "deviceclasses",
+            False,
+            "Kubernetes 1.34+ (resource.k8s.io/v1)",
+        ),
+        "ResourceSlice": (
+            "resource.k8s.io/v1",
+            "resourceslices",
+            False,
+            "Kubernetes 1.34+ (resource.k8s.io/v1)",
+        ),
+        "ResourceFlavor": ("kueue.x-k8s.io/v1beta1", "resourceflavors", False, "Kueue"),
     }
     assert [k.optional for k in KINDS] == [k.crd_of is not None for k in KINDS]
-    # Only the autoscalers' node groups are advisory: read for hints, never required.
-    assert {k for k in KINDS if k.advisory} == set(kinds.NODE_GROUP_KINDS)
+    # Only the autoscalers' node groups and the DRA and Kueue objects are advisory: read for
+    # the audit's hints and checks, never required.
+    advisory = {*kinds.NODE_GROUP_KINDS, *kinds.DRA_KUEUE_KINDS}
+    assert {k for k in KINDS if k.advisory} == advisory
     assert kinds.NODE in KINDS and kinds.NVIDIA_DRIVER in KINDS
 
 

@@ -48,9 +48,15 @@ class CommandEntry(NamedTuple):
 GROUPS: dict[str, tuple[str, ...]] = {
     "A workload": ("explain", "check", "image", "affinity", "mutate"),
     "Cluster health": ("audit", "report", "snapshot"),
-    "Drivers and capacity": ("recommend-driver", "plan-drivers", "node-template"),
+    "Drivers and capacity": (
+        "recommend-driver",
+        "plan-drivers",
+        "node-template",
+        "device-classes",
+        "kueue",
+    ),
     "Reference": ("knowledge", "demo"),
-    "Runs in the cluster": ("webhook", "agent", "probe", "manifests"),
+    "Runs in the cluster": ("webhook", "policy-controller", "agent", "probe", "manifests"),
 }
 
 _pending_notes: list[str] = []
@@ -114,6 +120,16 @@ COMMANDS: dict[str, CommandEntry] = {
         "Plan the driver branch of every GPU pool so each workload of the cluster has a home, "
         "and write the GPU Operator NVIDIADriver objects that install it.",
     ),
+    "device-classes": CommandEntry(
+        "cudasched.cli.deviceclasses",
+        "Print CUDA-aware DRA DeviceClasses: one per CUDA requirement the cluster's workloads "
+        "ask, each selecting exactly the NVIDIA GPUs that can run it.",
+    ),
+    "kueue": CommandEntry(
+        "cudasched.cli.kueue",
+        "Print Kueue ResourceFlavors by CUDA class, a ClusterQueue fragment ordering them, and "
+        "which workloads each flavor can serve.",
+    ),
     "knowledge": CommandEntry(
         "cudasched.cli.knowledge",
         "Show the knowledge cudasched judges with and what it knows, with the source of every "
@@ -153,6 +169,11 @@ COMMANDS: dict[str, CommandEntry] = {
     "webhook": CommandEntry(
         "cudasched.cli.webhook",
         "Run the CUDA-aware admission webhook until SIGTERM (in-flight requests finish).",
+    ),
+    "policy-controller": CommandEntry(
+        "cudasched.cli.policycontroller",
+        "Keep the policy mode's PlacementTables equal to the webhook's decisions, until "
+        "SIGTERM (leader-elected; no request path).",
     ),
     "manifests": CommandEntry(
         "cudasched.cli.manifests",

@@ -16,6 +16,35 @@ from cudasched.install.webhook import DEFAULT_PRIORITY_CLASS, all_objects, check
 from cudasched.vocab.errors import InputError
 from cudasched.webhook.server.tls import generate_self_signed
 
+AuditIntervalOption = Annotated[
+    int,
+    typer.Option(
+        "--audit-interval",
+        metavar="MINUTES",
+        help="Run the audit in the webhook every MINUTES (1 to 1440) and publish its "
+        "findings as PolicyReports and the cudasched_audit_findings gauge: sets "
+        "audit.intervalMinutes and grants list on what the audit reads and create, patch "
+        "on PolicyReports (a ClusterRole of its own). 0, the default: off.",
+    ),
+]
+ModeOption = Annotated[
+    str,
+    typer.Option(
+        "--mode",
+        help="webhook: the admission webhook; policy: a MutatingAdmissionPolicy the API "
+        "server runs itself, with the controller that keeps its PlacementTables (Kubernetes "
+        ">= 1.36, no webhook on the request path); both: the policy, and the webhook only "
+        "for pods the tables do not know yet.",
+    ),
+]
+DenyUnplacedOption = Annotated[
+    bool,
+    typer.Option(
+        "--deny-unplaced",
+        help="With --mode policy or both: refuse GPU pods no requirement is known for, "
+        "instead of warning (a controller creating them retries until the tables know them).",
+    ),
+]
 #: ``--knowledge`` and ``--knowledge-key``: the bundle the webhook follows, and its signer.
 KnowledgeOption = Annotated[
     str | None,
@@ -123,17 +152,9 @@ def manifests_command(
             "own). Off by default; see docs/security.md.",
         ),
     ] = False,
-    audit_interval: Annotated[
-        int,
-        typer.Option(
-            "--audit-interval",
-            metavar="MINUTES",
-            help="Run the audit in the webhook every MINUTES (1 to 1440) and publish its "
-            "findings as PolicyReports and the cudasched_audit_findings gauge: sets "
-            "audit.intervalMinutes and grants list on what the audit reads and create, patch "
-            "on PolicyReports (a ClusterRole of its own). 0, the default: off.",
-        ),
-    ] = 0,
+    audit_interval: AuditIntervalOption = 0,
+    mode: ModeOption = "webhook",
+    deny_unplaced: DenyUnplacedOption = False,
     knowledge: KnowledgeOption = None,
     knowledge_key: KnowledgeKeyOption = None,
 ) -> None:
@@ -161,6 +182,8 @@ def manifests_command(
             priority_class=priority_class,
             pull_secrets=pull_secrets,
             audit_minutes=audit_interval,
+            mode=mode,
+            deny_unplaced=deny_unplaced,
             knowledge=knowledge,
             knowledge_key_pem=_knowledge_key(knowledge_key) if knowledge_key else None,
         )

@@ -104,11 +104,11 @@ def node_template_cmd(
     """Print the labels the agent will publish on a node with this GPU and driver, and how to
     declare them on a node group so an autoscaler can scale it up from zero.
 
-    Declarations: AWS Auto Scaling group tags, Azure VMSS tags, the Cluster API
-    capacity.cluster-autoscaler.kubernetes.io/ annotations (labels, GPUs, CPU and memory), a
-    Karpenter NodePool with the values fixed under spec.template.metadata.labels, and kubelet
-    --node-labels. A driver that cannot drive the GPU is refused (exit 2) unless --force. Example:
-    cudasched node-template --gpu 'NVIDIA H100 80GB HBM3' --driver 570.124.06 --provider aws
+    Declarations: AWS Auto Scaling group tags, Azure VMSS tags, GKE and AKS node-pool labels, the
+    Cluster API capacity.cluster-autoscaler.kubernetes.io/ annotations (labels, GPUs, CPU and
+    memory), a Karpenter NodePool with the values fixed under spec.template.metadata.labels, and
+    kubelet --node-labels. A driver that cannot drive the GPU is refused (exit 2) unless --force.
+    Example: cudasched node-template --gpu H100 --driver 570.124.06 --provider aws
     """
     from cudasched.compat.branches import drive_problem, gpu_target
     from cudasched.nodes.facts import facts_from_parts

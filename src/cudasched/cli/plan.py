@@ -3,13 +3,14 @@ has a home, and how to get it there: GPU Operator objects for the pools the oper
 action for pools whose driver comes with the host or a node image.
 
 A thin shell over :func:`cudasched.operations.drivers.planning.plan_drivers`. ``-o json`` is a
-stable contract (keys are only ever added): ``{"pools": [{"name", "nodes", "gpu", "arch", "os",
-"kernel", "currentDriver", "driverManager", "nodeGroup", "targetBranch", "targetVersion",
-"targetFloor", "kernelModuleType", "usePrecompiled", "lifecycle", "eol", "change", "action",
-"nvidiaDriver", "driverImage", "blocked", "gains", "loses", "why"}], "nvidiaDrivers": [...],
-"hostActions": [{"pool", "nodes", "action"}], "nodeLabels": {node: {key: value}}, "waves": [[node,
-...]], "replaced": [{"name", "by", "why"}], "defaultDriver", "gpuOperatorVersion", "unservable":
-[{"workload", "why"}], "notes", "warnings", ...}``. ``-o yaml`` prints the NVIDIADriver objects with
+stable contract (keys are only ever added): ``{"pools": [{"name", "nodes", "gpu", "arch",
+"cpuArch", "os", "kernel", "currentDriver", "driverManager", "driverManagerEvidence",
+"nodeGroup", "targetBranch", "targetVersion", "targetFloor", "kernelModuleType",
+"usePrecompiled", "lifecycle", "eol", "change", "action", "nvidiaDriver", "driverImage",
+"reOwn", "blocked", "gains", "loses", "why"}], "nvidiaDrivers": [...], "hostActions": [{"pool",
+"nodes", "action"}], "nodeLabels": {node: {key: value}}, "waves": [[node, ...]], "replaced":
+[{"name", "by", "why"}], "defaultDriver", "gpuOperatorVersion", "unservable": [{"workload",
+"why"}], "notes", "warnings", ...}``. ``-o yaml`` prints the NVIDIADriver objects with
 the plan as comments; ``-o script`` the runbook that rolls them out wave by wave
 (:mod:`cudasched.operations.drivers.runbook`); ``-o table`` the impact per pool. Exit codes: 0 a
 plan was made (whether or not every workload has a home: see ``unservable``), 2 bad input.
@@ -19,8 +20,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -51,11 +53,23 @@ from cudasched.vocab.versions import parse_cuda
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from cudasched.cluster.snapshot import ClusterSnapshot
+    from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.operator import OperatorVersion
     from cudasched.operations.drivers.plan import DriverPlan
 
 __all__ = ["plan_cmd", "render_yaml"]
 
 TABLE_WIDTH = 120
+
+PreferLtsOption = Annotated[
+    bool,
+    typer.Option(
+        "--prefer-lts",
+        help="Take a supported long-term branch where one can be installed, even when a "
+        "short-lived branch would serve more workloads (none that runs today loses its home).",
+    ),
+]
 
 
 class PlanFormat(StrEnum):
@@ -235,6 +249,7 @@ def plan_cmd(
             help="Warn when a pool's driver branch ends within this many months.",
         ),
     ] = 12,
+    prefer_lts: PreferLtsOption = False,
     as_of: AsOfOption = None,
     output: Annotated[PlanFormat, typer.Option("-o", "--output", help="Output format.")] = (
         PlanFormat.TABLE
@@ -253,8 +268,6 @@ def plan_cmd(
     Example: cudasched plan-drivers -o script > rollout.sh
     """
     from cudasched.cluster.fleet import Fleet
-    from cudasched.compat.containers import operator_version
-    from cudasched.compat.operatorrelease import operator_of_cluster
     from cudasched.operations.drivers.planning import plan_drivers
     from cudasched.operations.drivers.runbook import render_script
     from cudasched.operations.drivers.waves import parse_max_unavailable
@@ -272,22 +285,11 @@ def plan_cmd(
         scope = source.scope  # -n/-l: only the workloads in scope make demand
         snapshot = scope.workloads(require_nodes(load_cluster(source)))
         kb = load_knowledge()
-        op_notes: tuple[str, ...] = ()
-        if gpu_operator_version is not None:
-            op, op_source = operator_version(kb, gpu_operator_version), "--gpu-operator-version"
-        else:
-            crd = kb.operator.cluster_release.crd if kb.operator.cluster_release else ""
-            read = operator_of_cluster(
-                kb, load_gpu_operator(source, snapshot, crd), snapshot.nvidia_drivers
-            )
-            if read is not None:
-                op, op_source, op_notes = read.version, read.source, read.notes
-            else:
-                op, op_source = (
-                    operator_version(kb, None),
-                    "the newest release cudasched knows: the cluster shows no ClusterPolicy "
-                    "release label, NVIDIADriver CRD or object; set --gpu-operator-version",
-                )
+        crd = kb.operator.cluster_release.crd if kb.operator.cluster_release else ""
+        operator_objects = load_gpu_operator(source, snapshot, crd)
+        op, op_source, op_notes = _operator_release(
+            kb, operator_objects, snapshot, gpu_operator_version
+        )
         if target is not None and kb.toolkit(target) is None:
             raise InputError(
                 f"invalid --target-cuda {target_cuda!r}: CUDA {target} is not a toolkit release "
@@ -307,6 +309,8 @@ def plan_cmd(
             operator_source=op_source,
             operator_notes=op_notes,
             min_support_months=min_support_months,
+            operator_objects=operator_objects,
+            prefer_lts=prefer_lts,
         )
     except InputError as exc:
         fail(str(exc))
@@ -328,3 +332,28 @@ def plan_cmd(
         for workload, why in plan.unservable:
             console.print(Text(f"no home: {workload}: {why}", style="red"))
     raise typer.Exit(EXIT_OK)
+
+
+def _operator_release(
+    kb: KnowledgeBase,
+    objects: Sequence[Mapping[str, Any]],
+    snapshot: ClusterSnapshot,
+    asked: str | None,
+) -> tuple[OperatorVersion, str, tuple[str, ...]]:
+    """The GPU Operator release the objects are written for, how it was found and the notes of
+    reading it: ``--gpu-operator-version``, else the release the cluster shows, else the newest
+    cudasched knows (said so)."""
+    from cudasched.compat.containers import operator_version
+    from cudasched.compat.operatorrelease import operator_of_cluster
+
+    if asked is not None:
+        return operator_version(kb, asked), "--gpu-operator-version", ()
+    read = operator_of_cluster(kb, objects, snapshot.nvidia_drivers)
+    if read is not None:
+        return read.version, read.source, read.notes
+    return (
+        operator_version(kb, None),
+        "the newest release cudasched knows: the cluster shows no ClusterPolicy release label, "
+        "NVIDIADriver CRD or object; set --gpu-operator-version",
+        (),
+    )

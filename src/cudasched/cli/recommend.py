@@ -2,10 +2,10 @@
 
 A thin shell over :func:`cudasched.operations.drivers.recommend.recommend`. ``-o json`` is a stable
 contract (keys are only ever added): ``{"branch", "version", "released", "installer", "os",
-"image", "keep", "kernelModuleType", "usePrecompiled", "cuda", "lifecycle", "eol", "reasons",
-"warnings", "rejected": [{"branch", "why"}]}`` plus ``gpu`` and ``cudaByPolicy``. ``--os`` must be
-an OS tag cudasched knows (the list is in the error). Exit codes: 0 a driver was found, 1 none
-satisfies everything (the answer says why), 2 bad input (one line on stderr).
+"arch", "image", "keep", "kernelModuleType", "usePrecompiled", "cuda", "lifecycle", "eol",
+"reasons", "warnings", "rejected": [{"branch", "why"}]}`` plus ``gpu`` and ``cudaByPolicy``.
+``--os`` must be an OS tag cudasched knows (the list is in the error). Exit codes: 0 a driver was
+found, 1 none satisfies everything (the answer says why), 2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -27,6 +27,9 @@ from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy
 from cudasched.vocab.versions import parse_cuda
 
+if TYPE_CHECKING:
+    from cudasched.compat.branches import OsTag
+
 __all__ = ["recommend_cmd"]
 
 TABLE_WIDTH = 120
@@ -35,6 +38,38 @@ TABLE_WIDTH = 120
 class Installer(StrEnum):
     OPERATOR = "operator"
     HOST = "host"
+
+
+class Arch(StrEnum):
+    AMD64 = "amd64"
+    ARM64 = "arm64"
+
+
+InstallerOption = Annotated[
+    Installer | None,
+    typer.Option(
+        "--installer",
+        help="Who installs the driver: the GPU Operator's driver container (the default "
+        "with --os) or the host or its node image (the default without).",
+    ),
+]
+ArchOption = Annotated[
+    Arch | None,
+    typer.Option(
+        "--arch",
+        help="The nodes' CPU architecture (kubernetes.io/arch); default: the only one "
+        "servers with the GPU have (GH200, GB200, T4G: arm64), else not checked.",
+    ),
+]
+
+
+def _installer(asked: Installer | None, os_tag: OsTag | None) -> Installer:
+    """Who installs the driver: as asked, else the GPU Operator with an OS (its driver
+    containers are per OS) and the host without one."""
+    how = asked or (Installer.OPERATOR if os_tag is not None else Installer.HOST)
+    if how is Installer.OPERATOR and os_tag is None:
+        raise InputError("--installer operator needs --os: driver containers are per OS")
+    return how
 
 
 class RecommendFormat(StrEnum):
@@ -60,7 +95,8 @@ def _render(doc: Mapping[str, Any], console: Console) -> None:
             "bold",
         )
         if doc["image"]:
-            say(f"image {doc['image']}", indent="  ", more="    ")
+            arch = f" ({doc['arch']})" if doc["arch"] else ""
+            say(f"image {doc['image']}{arch}", indent="  ", more="    ")
     for reason in doc["reasons"]:
         say(f"- {reason}", indent="  ", more="    ")
     for warning in doc["warnings"]:
@@ -103,14 +139,7 @@ def recommend_cmd(
         str | None,
         typer.Option("--os", help="The nodes' OS as the GPU Operator tags it: ubuntu22.04."),
     ] = None,
-    installer: Annotated[
-        Installer | None,
-        typer.Option(
-            "--installer",
-            help="Who installs the driver: the GPU Operator's driver container (the default "
-            "with --os) or the host or its node image (the default without).",
-        ),
-    ] = None,
+    installer: InstallerOption = None,
     gpu_operator_version: Annotated[
         str | None,
         typer.Option("--gpu-operator-version", help="The GPU Operator release (default newest)."),
@@ -123,6 +152,7 @@ def recommend_cmd(
         str | None,
         typer.Option("--kernel", help="The nodes' kernel release (uname -r): 5.15.0-113-generic."),
     ] = None,
+    arch: ArchOption = None,
     precompiled: Annotated[
         bool,
         typer.Option(
@@ -158,11 +188,8 @@ def recommend_cmd(
         os_tag = known_os(kb, parse_os_tag(os_name)) if os_name is not None else None
         release = parse_kernel(kernel) if kernel is not None else None
         driver = parse_driver(current) if current is not None else None
-        how = installer or (Installer.OPERATOR if os_tag is not None else Installer.HOST)
-        if how is Installer.OPERATOR and os_tag is None:
-            raise InputError("--installer operator needs --os: driver containers are per OS")
         chosen = operator_version(kb, gpu_operator_version)
-        op = chosen if how is Installer.OPERATOR else None
+        op = chosen if _installer(installer, os_tag) is Installer.OPERATOR else None
         answer = recommend(
             kb,
             gpu,
@@ -174,6 +201,7 @@ def recommend_cmd(
             precompiled=precompiled,
             operator=op,
             current=driver,
+            arch=arch.value if arch is not None else None,
         )
     except InputError as exc:
         fail(str(exc))

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LEGACY_BRANCHES",
     "LONG_TERM",
+    "BranchChoice",
     "BranchCuda",
     "GpuTarget",
     "Lifecycle",
@@ -52,11 +53,14 @@ __all__ = [
     "ModuleType",
     "OsTag",
     "branch_cuda",
+    "branch_floor",
     "candidate_branches",
     "cuda_ceiling",
+    "data_date",
     "drive_problem",
     "first_driver",
     "gpu_target",
+    "installable_branch",
     "judged_release",
     "kernel_breakages",
     "kernel_problem",
@@ -67,6 +71,7 @@ __all__ = [
     "months_left",
     "os_tag",
     "parse_os_tag",
+    "rank",
     "release_for",
     "release_text",
     "running",
@@ -357,11 +362,92 @@ def lifecycle(kb: KnowledgeBase, branch: int, today: date) -> Lifecycle:
 LEGACY_BRANCHES = frozenset({340, 390, 470})
 
 
+_TIER = {LifecycleState.SUPPORTED: 2, LifecycleState.UNKNOWN: 1, LifecycleState.END_OF_LIFE: 0}
+
+
+def rank(lc: Lifecycle, branch: int) -> tuple[int, int]:
+    """How a branch ranks by lifecycle, best last: a supported long-term branch, other
+    supported branches, unknown lifecycles, ended ones; then the newest. The one rule every
+    command chooses a branch by: ``plan-drivers`` among the options that serve the most
+    workloads, ``recommend-driver`` among the branches that satisfy everything asked, and a fix
+    among the branches that would run the workload (:func:`installable_branch`)."""
+    tier = _TIER[lc.state] * 2 + (1 if lc.long_term and lc.state is LifecycleState.SUPPORTED else 0)
+    return (tier, branch)
+
+
 def months_left(eol: str | None, today: date) -> int | None:
     """Whole months from ``today``'s month to an ``YYYY-MM`` end of life (``None``: no date)."""
     if eol is None or len(eol) != 7 or eol[4] != "-" or not (eol[:4] + eol[5:]).isdigit():
         return None
     return (int(eol[:4]) - today.year) * 12 + (int(eol[5:]) - today.month)
+
+
+# --------------------------------------------------------------------------- a branch to name
+
+
+def data_date(kb: KnowledgeBase) -> date:
+    """The newest release date the knowledge base knows: the day commands without ``--as-of``
+    (``check``, ``explain``) judge lifecycles and releases on, so that their answers depend on
+    the data, not on the clock."""
+    return max(r.released for rs in kb.drivers.releases.values() for r in rs)
+
+
+def branch_floor(
+    kb: KnowledgeBase, branch: int, need: DriverVersion | None = None
+) -> DriverVersion | None:
+    """The oldest dated release of ``branch`` at or above ``need`` (the branch's oldest dated
+    release without ``need``): the one minimum a fix, the audit and a plan's node-image action
+    name for the branch (a toolkit's Table 3 minimum may be a release no driver container or
+    image ever carried). ``None``: no dated release qualifies."""
+    found = [
+        r.version for r in kb.drivers.releases.get(branch, ()) if need is None or r.version >= need
+    ]
+    return min(found) if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class BranchChoice:
+    """The branch a fix names: the branch, the oldest dated release that satisfies the need
+    (:func:`branch_floor`), and its newest release on the date."""
+
+    branch: int
+    floor: DriverVersion
+    newest: DriverVersion
+    lifecycle: Lifecycle
+
+    def describe(self) -> str:
+        """``install R580 >= 580.65.06 (LTSB)``: what a fix tells."""
+        kind = f" ({self.lifecycle.type})" if self.lifecycle.type else ""
+        return f"install R{self.branch} >= {self.floor}{kind}"
+
+
+def installable_branch(
+    kb: KnowledgeBase, gpu: GpuTarget | None, need: DriverVersion, today: date | None = None
+) -> BranchChoice | None:
+    """The branch to install for a workload that needs driver ``need`` on GPUs like ``gpu``:
+    among the branches that drive the GPU (any, without ``gpu``), are not ended on ``today``
+    (default: :func:`data_date`) and have a dated release at or above ``need`` out by then,
+    the best by :func:`rank`, the rule ``plan-drivers`` and ``recommend-driver`` choose by.
+    ``None``: no such branch (every one ended, or none drives the GPU that far)."""
+    day = today or data_date(kb)
+    branches = candidate_branches(kb, gpu) if gpu is not None else known_branches(kb)
+    best: BranchChoice | None = None
+    for branch in branches:
+        if branch < need.branch:
+            continue
+        lc = lifecycle(kb, branch, day)
+        if lc.state is LifecycleState.END_OF_LIFE:
+            continue
+        newest = kb.drivers.release_on(branch, day)
+        floor = branch_floor(kb, branch, need)
+        if newest is None or floor is None or floor > newest.version:
+            continue
+        if gpu is not None and drive_problem(gpu, newest.version) is not None:
+            continue
+        choice = BranchChoice(branch, floor, newest.version, lc)
+        if best is None or rank(lc, branch) > rank(best.lifecycle, best.branch):
+            best = choice
+    return best
 
 
 # --------------------------------------------------------------------------- CUDA

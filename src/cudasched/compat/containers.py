@@ -1,14 +1,9 @@
-"""Who installs a node's driver, and whether NVIDIA ships what a plan would install.
+"""Whether NVIDIA ships what a plan would install (who installs a node's driver is
+:mod:`cudasched.compat.drivermanager`).
 
 Pure: knowledge base, labels and dates in, answers out. Every answer is one of the facts of
 ``gpu-operator.yaml`` and ``drivers.yaml`` (see :mod:`cudasched.knowledge.operator`):
 
-* **who installs the driver** (:func:`driver_manager`): the GPU Operator's driver container runs
-  only on nodes labelled ``nvidia.com/gpu.deploy.driver=true``; k8s-driver-manager labels a node
-  ``pre-installed`` when it finds a host driver, and ``false`` turns the container off. A node
-  without the label in a cloud-managed node group (EKS, GKE, AKS) gets its driver from the node
-  image; any other node without it is taken to be the operator's (the operator labels every GPU
-  node it manages);
 * **a driver container that exists** (:func:`container_release`): NVIDIA publishes
   ``driver:<version>-<os tag>`` only for the OS tags and branches its driver-container CI builds;
   an OS it stopped building keeps only the last releases it built, one it never built (Amazon
@@ -23,10 +18,9 @@ Pure: knowledge base, labels and dates in, answers out. Every answer is one of t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from cudasched.compat.branches import (
@@ -42,22 +36,19 @@ if TYPE_CHECKING:
     from cudasched.compat.branches import GpuTarget, OsTag
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.drivers import KernelRelease
-    from cudasched.knowledge.operator import MinorTag, OperatorVersion
+    from cudasched.knowledge.operator import MinorTag, OperatorBoard, OperatorVersion
     from cudasched.vocab.versions import DriverVersion
 
 __all__ = [
-    "DriverManager",
     "Install",
-    "Manager",
     "board_minimum",
     "container_oses",
     "container_release",
-    "driver_change",
-    "driver_manager",
     "gpu_problem",
     "image_os_tag",
     "install_option",
     "known_os",
+    "operator_board",
     "operator_os_problem",
     "operator_version",
     "precompiled_problem",
@@ -65,95 +56,28 @@ __all__ = [
 ]
 
 
-class DriverManager(StrEnum):
-    """Who installs a node's driver."""
-
-    OPERATOR = "operator"  # the GPU Operator's driver container
-    HOST = "host"  # installed on the host (pre-installed, or the operator's driver turned off)
-    NODE_IMAGE = "node-image"  # a cloud-managed node group's image
-
-
-@dataclass(frozen=True, slots=True)
-class Manager:
-    """Who installs a node's driver, how we know (``evidence``) and, for a managed node group,
-    its provider and name."""
-
-    kind: DriverManager
-    evidence: str
-    provider: str | None = None
-    group: str | None = None
-    assumed: bool = False  # no label says so: inferred from the labels' absence
-
-    @property
-    def operator(self) -> bool:
-        return self.kind is DriverManager.OPERATOR
-
-    def describe(self) -> str:
-        if self.kind is DriverManager.NODE_IMAGE:
-            return f"{self.provider} node group {self.group} (driver from the node image)"
-        if self.kind is DriverManager.HOST:
-            return f"host-installed driver ({self.evidence})"
-        return "GPU Operator driver container" + (f" ({self.evidence})" if self.evidence else "")
-
-
-def driver_manager(kb: KnowledgeBase, labels: Mapping[str, str]) -> Manager:
-    """Who installs the driver of a node with ``labels`` (module docstring)."""
-    facts = kb.operator.driver_manager
-    deploy = labels.get(facts.deploy_label)
-    group = next((g for g in facts.node_groups if labels.get(g.label)), None)
-    evidence = f"{facts.deploy_label}={deploy}" if deploy is not None else ""
-    if deploy is not None and deploy in facts.host_values:
-        if group is not None:
-            return Manager(DriverManager.NODE_IMAGE, evidence, group.provider, labels[group.label])
-        return Manager(DriverManager.HOST, evidence)
-    if deploy is None and group is not None:
-        return Manager(
-            DriverManager.NODE_IMAGE,
-            f"no {facts.deploy_label} label, {group.label}={labels[group.label]}",
-            group.provider,
-            labels[group.label],
-            assumed=True,
-        )
-    if deploy is None:
-        return Manager(DriverManager.OPERATOR, f"no {facts.deploy_label} label", assumed=True)
-    return Manager(DriverManager.OPERATOR, evidence)
-
-
-def driver_change(
-    manager: Manager,
-    branch: int,
-    floor: DriverVersion,
-    newest: DriverVersion | None,
-    operator_text: str,
-) -> str:
-    """How a node's driver moves to ``branch`` (at least ``floor``; ``newest``: the branch's
-    newest known release), said the way its driver is installed: a managed node group moves to a
-    node image with that driver, a host-installed driver is installed on the hosts or their
-    image (no NVIDIADriver reaches them), and the GPU Operator's nodes take ``operator_text``.
-    ``plan-drivers`` (per pool) and the audit's fix for a workload no node can run (the nearest
-    node) both say it with this function."""
-    if manager.kind is DriverManager.OPERATOR:
-        return operator_text
-    what = f"an R{branch} driver >= {floor}" + (
-        f" (newest known: {newest})" if newest is not None else ""
-    )
-    if manager.kind is DriverManager.NODE_IMAGE:
-        return f"move {manager.provider} node group {manager.group} to a node image with {what}"
-    return (
-        f"install {what} on the hosts or their image ({manager.evidence}: the GPU Operator "
-        "does not install this driver)"
-    )
-
-
 # --------------------------------------------------------------------------- containers
 
 
-def container_oses(kb: KnowledgeBase, branch: int) -> tuple[str, ...]:
-    """The OS tags NVIDIA still builds ``branch``'s driver containers for."""
+def container_oses(kb: KnowledgeBase, branch: int, arch: str | None = None) -> tuple[str, ...]:
+    """The OS tags NVIDIA still builds ``branch``'s driver containers for (for ``arch``, when
+    given and the row records its architectures)."""
     return tuple(
         os
         for os, row in kb.operator.containers.items()
-        if branch in row.branches and row.branches[branch] is None and row.ended is None
+        if branch in row.branches
+        and row.branches[branch] is None
+        and row.ended is None
+        and (arch is None or row.arches is None or arch in row.arches)
+    )
+
+
+def _building(kb: KnowledgeBase) -> str:
+    """The OS tags NVIDIA builds driver containers for today (what an error can point to)."""
+    return ", ".join(
+        os
+        for os, row in kb.operator.containers.items()
+        if row.ended is None and None in row.branches.values()
     )
 
 
@@ -177,11 +101,40 @@ def container_release(
     os: OsTag | str | None,
     as_of: date | None,
     operator: OperatorVersion | None = None,
+    arch: str | None = None,
 ) -> DriverVersion | str:
-    """The newest ``branch`` driver container NVIDIA publishes for ``os`` on ``as_of`` under
-    the image tag ``operator`` forms (:func:`image_os_tag`), or why there is none (an unknown
-    OS or minor-version tag, one NVIDIA stopped or never built, a branch it does not build for
-    the OS, or no release of the branch yet on that date)."""
+    """The newest ``branch`` driver container NVIDIA publishes for ``os`` (and CPU
+    architecture ``arch``, when known) on ``as_of`` under the image tag ``operator`` forms
+    (:func:`image_os_tag`), or why there is none (an unknown OS or minor-version tag, one NVIDIA
+    stopped or never built, an architecture it does not build the tag for, a branch it does not
+    build for the OS, or no release of the branch yet on that date)."""
+    found = _container_release(kb, branch, os, as_of, operator)
+    if isinstance(found, str) or arch is None or os is None:
+        return found
+    return _arch_problem(kb, image_os_tag(os, operator), arch) or found
+
+
+def _arch_problem(kb: KnowledgeBase, tag: str, arch: str) -> str | None:
+    """Why the images NVIDIA pushes under ``tag`` are not built for ``arch`` (``None``: they
+    are, or the sources do not record the tag's architectures)."""
+    found_row = kb.operator.os_row(tag)
+    if found_row is None:
+        return None
+    row, minor = found_row
+    arches = minor.arches if minor is not None and minor.arches is not None else row.arches
+    if arches is None or arch in arches:
+        return None
+    return f"NVIDIA builds the {tag} driver containers for {', '.join(arches)} only, not {arch}"
+
+
+def _container_release(
+    kb: KnowledgeBase,
+    branch: int,
+    os: OsTag | str | None,
+    as_of: date | None,
+    operator: OperatorVersion | None,
+) -> DriverVersion | str:
+    """:func:`container_release` before the architecture is judged."""
     if os is None:
         return "the OS is not known (no NFD system-os_release labels), and driver images are per OS"
     tag = image_os_tag(os, operator)
@@ -189,8 +142,9 @@ def container_release(
     if found_row is None and tag != str(os) and operator is not None and not isinstance(os, str):
         return _no_minor_tag(kb, os, tag, operator, as_of)
     if found_row is None:
-        known = ", ".join(kb.operator.containers)
-        return f"NVIDIA publishes no driver containers for {tag} (it does for {known})"
+        return (
+            f"NVIDIA publishes no driver containers for {tag} (it builds them for {_building(kb)})"
+        )
     row, minor = found_row
     if minor is not None:
         return _minor_release(kb, branch, row.branches.get(branch), minor, as_of, operator)
@@ -269,12 +223,26 @@ def _minor_release(
     return found.version
 
 
+def operator_board(kb: KnowledgeBase, name: str) -> OperatorBoard | None:
+    """The board the operator's support page lists for a GPU named ``name``: by the name as
+    given (NVML, or GFD's with dashes), else through the knowledge base's product (a short name,
+    ``RTX A6000``) and the NVML name it matched or its boards' names."""
+    found = kb.operator.board(name)
+    if found is not None:
+        return found
+    info = kb.gpu(name)
+    if info is None:
+        return None
+    names = (info.variant,) if info.variant is not None else info.names
+    return next((b for b in map(kb.operator.board, names) if b is not None), None)
+
+
 def board_minimum(kb: KnowledgeBase, products: Iterable[str]) -> DriverVersion | None:
     """The lowest driver container the operator states for any of ``products`` (GFD or NVML
-    board names)."""
+    board names, or the knowledge base's product names)."""
     floors = [
         b.min_driver
-        for b in (kb.operator.board(p) for p in products)
+        for b in (operator_board(kb, p) for p in products)
         if b is not None and b.min_driver is not None
     ]
     return max(floors) if floors else None
@@ -286,12 +254,13 @@ def scope_problem(
     """Why the GPU Operator does not support these GPUs (``None``: it does): it supports
     NVIDIA's data-center GPUs and the boards its support page adds."""
     names = tuple(products)
-    if datacenter is not False or any(kb.operator.board(p) is not None for p in names):
+    if datacenter is not False or any(operator_board(kb, p) is not None for p in names):
         return None
     shown = "/".join(names) or "this GPU"
     return (
-        f"{shown} is not a data-center GPU: the GPU Operator supports NVIDIA data-center GPUs "
-        "only, so its driver containers are not validated there"
+        f"{shown} is not a GPU the GPU Operator supports (NVIDIA data-center GPUs and the RTX, "
+        "Quadro and T-series boards its platform page lists), so its driver containers are not "
+        "validated there"
     )
 
 
@@ -299,10 +268,15 @@ def scope_problem(
 
 
 def precompiled_problem(
-    kb: KnowledgeBase, os: OsTag | None, kernel: KernelRelease | None, branch: int | None = None
+    kb: KnowledgeBase,
+    os: OsTag | None,
+    kernel: KernelRelease | None,
+    branch: int | None = None,
+    arch: str | None = None,
 ) -> str | None:
-    """Why NVIDIA builds no precompiled driver container for this OS, kernel and branch
-    (``None``: it does; ``branch`` None: for any branch of the matrix)."""
+    """Why NVIDIA builds no precompiled driver container for this OS, kernel, branch and CPU
+    architecture (``None``: it does; ``branch`` None: for any branch of the matrix; ``arch``
+    None: not judged)."""
     matrix = kb.operator.precompiled
     if os is None:
         return "the OS is not known, and precompiled driver containers are built per OS"
@@ -310,6 +284,12 @@ def precompiled_problem(
     series_of = matrix.dists.get(tag)
     if series_of is None:
         return f"precompiled driver containers are built for {', '.join(matrix.dists)}, not {tag}"
+    arches = matrix.arches.get(tag)
+    if arch is not None and arches and arch not in arches:
+        return (
+            f"precompiled driver containers for {tag} are built for {', '.join(arches)} only, "
+            f"not {arch}"
+        )
     if branch is not None and branch not in matrix.branches:
         listed = ", ".join(f"R{b}" for b in matrix.branches)
         return f"precompiled driver containers are built for {listed} only, not R{branch}"
@@ -335,6 +315,8 @@ def precompiled_problem(
         return (
             f"NVIDIA builds no precompiled driver container for {kernel.flavour} kernels on {tag}"
         )
+    if arch is not None and matrix.excluded("", None, kernel.flavour, "", arch):
+        return f"NVIDIA builds no {arch} precompiled driver container for {kernel.flavour} kernels"
     return None
 
 
@@ -406,6 +388,7 @@ def install_option(
     operator: OperatorVersion | None = None,
     precompiled: bool = False,
     products: Sequence[str] = (),
+    arch: str | None = None,
 ) -> Install | str:
     """How ``branch`` would be installed on GPUs like ``gpu``, or why it cannot be: it must
     drive the GPU (kernel modules, last branch, then the first driver against the release that
@@ -413,14 +396,15 @@ def install_option(
     ``operator``: a driver container NVIDIA publishes for ``os`` that the operator version
     supports, at or above the lowest container the operator states for ``products``; else any
     dated release, installed with the host or its image) and build on ``kernel``. With
-    ``precompiled`` a precompiled container is used where NVIDIA's matrix has one. The lifecycle
-    is not judged here (callers rank by it)."""
+    ``precompiled`` a precompiled container is used where NVIDIA's matrix has one. ``arch``:
+    the nodes' CPU architecture, which a driver container must be built for. The lifecycle is
+    not judged here (callers rank by it)."""
     module = module_type(kb, gpu, branch)
     problem = gpu_problem(kb, gpu, branch)
     if problem is not None or not isinstance(module, ModuleType):
         return problem or str(module)
     if operator is not None:
-        found = container_release(kb, branch, os, today, operator)
+        found = container_release(kb, branch, os, today, operator, arch)
         if isinstance(found, str):
             return found
         problem = operator_os_problem(operator, os)
@@ -451,7 +435,9 @@ def install_option(
         if problem is not None:
             return problem
     use_precompiled = (
-        precompiled and operator is not None and precompiled_problem(kb, os, kernel, branch) is None
+        precompiled
+        and operator is not None
+        and precompiled_problem(kb, os, kernel, branch, arch) is None
     )
     return Install(branch, release, use_precompiled, module)
 

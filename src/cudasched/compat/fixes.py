@@ -6,16 +6,21 @@ Every driver fix, here and in the audit (:func:`cudasched.operations.reach.drive
 decided by :func:`driver_remedy`, which knows the GPU's first driver and its architecture's last
 branch: a driver newer than the last branch (Kepler ends at R470; Maxwell, Pascal and Volta at
 R580) is never offered; instead it says that no driver can, and what can (an image built for a
-CUDA the last branch runs, or another GPU).
+CUDA the last branch runs, or another GPU). A fix names the minimum the workload needs and the
+branch to install for it, chosen by :func:`cudasched.compat.branches.installable_branch` (the
+rule ``plan-drivers`` and ``recommend-driver`` choose by: a supported branch with a release out,
+long-term first): Table 3 minimums of ended branches (570.26) are never the advice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from datetime import date
 from typing import TYPE_CHECKING
 
 from cudasched.compat import engine as E
+from cudasched.compat.branches import BranchChoice, gpu_target, installable_branch
 from cudasched.compat.engine import effective_cuda, resolve_policy
 from cudasched.compat.verdict import (
     ARCH_DROPPED,
@@ -52,16 +57,23 @@ class DriverRemedy:
 
     driver: DriverVersion | None
     text: str
+    choice: BranchChoice | None = None  # the branch to install for it
 
 
-def driver_remedy(facts: NodeFacts, needed: DriverVersion, kb: KnowledgeBase) -> DriverRemedy:
+def driver_remedy(
+    facts: NodeFacts, needed: DriverVersion, kb: KnowledgeBase, today: date | None = None
+) -> DriverRemedy:
     """The driver fix for a node whose workload needs at least ``needed``: ``needed`` raised to
-    the GPU's first driver, unless that is past the last branch of the GPU's architecture."""
+    the GPU's first driver, unless that is past the last branch of the GPU's architecture, with
+    the branch to install for it on ``today`` (default: the knowledge base's date)."""
     need = max(needed, facts.first_driver) if facts.first_driver is not None else needed
     arch = kb.arch(facts.compute) if facts.compute is not None else None
     cap = arch.last_driver_branch if arch is not None else None
     if arch is None or cap is None or need.branch <= cap:
-        return DriverRemedy(need, f"needs driver >= {need} (R{need.branch})")
+        choice = installable_branch(kb, gpu_target(kb, facts), need, today)
+        if choice is None:
+            return DriverRemedy(need, f"needs driver >= {need} (R{need.branch})")
+        return DriverRemedy(need, f"needs driver >= {need}: {choice.describe()}", choice)
     newest = kb.drivers.latest_release(cap)
     runs = kb.max_cuda_for_driver(newest) if newest is not None else None
     if runs is not None and arch.last_cuda is not None:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLUSTER_POLICY_KIND",
     "CRD_KIND",
+    "POLICY_DRIVER_FIELDS",
     "OperatorRead",
     "crd_release",
     "operator_from_objects",
@@ -159,9 +160,24 @@ def crd_release(
     return None
 
 
+#: What of a ClusterPolicy's ``spec.driver`` the planner reads (who installs drivers:
+#: :mod:`cudasched.compat.drivermanager`): whether its driver DaemonSet runs, NVIDIADriver mode,
+#: precompiled drivers, and the version it installs.
+POLICY_DRIVER_FIELDS = ("enabled", "useNvidiaDriverCRD", "usePrecompiled", "version")
+
+
+def _policy_driver(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    spec = obj.get("spec")
+    driver = spec.get("driver") if isinstance(spec, Mapping) else None
+    if not isinstance(driver, Mapping):
+        return None
+    return {k: driver[k] for k in POLICY_DRIVER_FIELDS if k in driver}
+
+
 def reduced(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A ClusterPolicy or CRD cut to what :func:`operator_of_cluster` reads (what a live read
-    keeps and ``cudasched snapshot`` writes): a ClusterPolicy's name, labels and state; a CRD's
+    """A ClusterPolicy or CRD cut to what :func:`operator_of_cluster` and the planner read
+    (what a live read keeps and ``cudasched snapshot`` writes): a ClusterPolicy's name, labels,
+    the driver settings of :data:`POLICY_DRIVER_FIELDS` and state; a CRD's
     name, group, names, scope and, per version, whether it is served and the names of its spec
     properties (their schemas emptied). Any other object is returned as it is."""
     kind, meta = _kind(obj), _meta(obj)
@@ -173,6 +189,9 @@ def reduced(obj: Mapping[str, Any]) -> dict[str, Any]:
             **head,
             "metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},
         }
+        driver = _policy_driver(obj)
+        if driver is not None:
+            out["spec"] = {"driver": driver}
         if state is not None:
             out["status"] = {"state": state}
         return out

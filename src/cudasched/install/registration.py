@@ -22,6 +22,10 @@ should know about, each deliberate:
   InferenceService label and not part of an LLMInferenceService (whose model server may take
   its GPUs from a config the pod does not show until it is built). The webhook re-checks
   everything itself, so the conditions only save round trips.
+* With the policy mode beside it (``cudasched manifests --mode both``) the pod webhook also
+  skips pods the MutatingAdmissionPolicy already placed (its marker, ``not-placed-by-policy``):
+  the API server runs policies first, so the webhook is called only for what the policy's
+  tables do not know yet, and the two never both add terms.
 * ``namespaceSelector`` excludes ``kube-system`` and cudasched's own namespace, so the webhook can
   never block its own recovery.
 """
@@ -32,18 +36,21 @@ import base64
 from typing import Any
 
 from cudasched.install.naming import APP, CA_CERTIFICATE, object_meta
+from cudasched.placement.mergecel import POLICY_PLACED
 from cudasched.vocab import labels as L
 from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE
 from cudasched.workloads.kserve.llm import PART_OF_LABEL, PART_OF_VALUE
 from cudasched.workloads.pods import SKIP_VALUES
 
 __all__ = [
+    "NOT_SKIPPED",
+    "POD_MAY_NEED_GPU",
     "webhook_configuration",
 ]
 
 # CEL: true when the pod could need a GPU or declares a requirement. Kept on one condition so a
 # pod is sent when ANY of these hold (matchConditions are ANDed with each other).
-_POD_MAY_NEED_GPU = " || ".join(
+POD_MAY_NEED_GPU = " || ".join(
     [
         "(has(object.metadata.annotations) && "
         "object.metadata.annotations.exists(k, k.startsWith('cudasched.io/')))",
@@ -67,11 +74,21 @@ def _any_case(word: str) -> str:
 # The skip switch as the webhook reads it (workloads.SKIP_VALUES, any case, surrounding
 # whitespace ignored), so a pod the webhook would skip is not even sent to it.
 _SKIP_PATTERN = r"^\\s*(" + "|".join(_any_case(v) for v in sorted(SKIP_VALUES)) + r")\\s*$"
-_NOT_SKIPPED = (
+NOT_SKIPPED = (
     "!has(object.metadata.annotations) || "
     f"!('{L.ANN_SKIP}' in object.metadata.annotations) || "
     f"!object.metadata.annotations['{L.ANN_SKIP}'].matches('{_SKIP_PATTERN}')"
 )
+
+
+def _pod_conditions(beside_policy: bool) -> list[dict[str, str]]:
+    conditions = [
+        {"name": "may-need-gpu", "expression": POD_MAY_NEED_GPU},
+        {"name": "not-skipped", "expression": NOT_SKIPPED},
+    ]
+    if beside_policy:
+        conditions.append({"name": "not-placed-by-policy", "expression": f"!{POLICY_PLACED}"})
+    return conditions
 
 
 def webhook_configuration(
@@ -80,9 +97,10 @@ def webhook_configuration(
     ca_bundle_pem: bytes | None = None,
     cert_manager: bool = False,
     fail_closed: bool = False,
+    beside_policy: bool = False,
 ) -> dict[str, Any]:
     """The MutatingWebhookConfiguration: one webhook for pods, one for InferenceServices, one
-    for LLMInferenceServices."""
+    for LLMInferenceServices; ``beside_policy``: pods the policy placed are not sent."""
     annotations: dict[str, str] = {}
     if cert_manager:
         annotations["cert-manager.io/inject-ca-from"] = f"{namespace}/{CA_CERTIFICATE}"
@@ -134,10 +152,7 @@ def webhook_configuration(
                         "scope": "Namespaced",
                     }
                 ],
-                "matchConditions": [
-                    {"name": "may-need-gpu", "expression": _POD_MAY_NEED_GPU},
-                    {"name": "not-skipped", "expression": _NOT_SKIPPED},
-                ],
+                "matchConditions": _pod_conditions(beside_policy),
                 **common,
             },
             {
@@ -152,7 +167,7 @@ def webhook_configuration(
                         "scope": "Namespaced",
                     }
                 ],
-                "matchConditions": [{"name": "not-skipped", "expression": _NOT_SKIPPED}],
+                "matchConditions": [{"name": "not-skipped", "expression": NOT_SKIPPED}],
                 **common,
                 # Records a NoCompatibleNode Event on the service, never for a dry run.
                 "sideEffects": "NoneOnDryRun",
@@ -169,7 +184,7 @@ def webhook_configuration(
                         "scope": "Namespaced",
                     }
                 ],
-                "matchConditions": [{"name": "not-skipped", "expression": _NOT_SKIPPED}],
+                "matchConditions": [{"name": "not-skipped", "expression": NOT_SKIPPED}],
                 **common,
                 "sideEffects": "NoneOnDryRun",
             },

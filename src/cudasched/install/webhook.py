@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_PRIORITY_CLASS",
     "KNOWLEDGE_KEY_FILE",
     "MAX_AUDIT_MINUTES",
+    "MODES",
     "all_objects",
     "checked_image",
     "checked_knowledge",
@@ -78,6 +79,11 @@ DEFAULT_CONFIG = {
 
 
 _MAX_NAME = 255
+
+#: ``cudasched manifests --mode``: the webhook alone, the MutatingAdmissionPolicy and its
+#: controller alone (no webhook on the request path), or both (the webhook only for what the
+#: policy's tables do not know yet).
+MODES = ("webhook", "policy", "both")
 
 
 def _shown(text: str, most: int = 60) -> str:
@@ -313,6 +319,46 @@ def workload_objects(
     ]
 
 
+def _check_arguments(
+    namespace: str, image: str, mode: str, audit_minutes: int, priority_class: str
+) -> None:
+    if not dns_label_ok(namespace):
+        raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
+    if mode not in MODES:
+        raise InputError(f"invalid --mode {mode!r}: expected one of {', '.join(MODES)}")
+    checked_image(image)
+    if not 0 <= audit_minutes <= MAX_AUDIT_MINUTES:
+        raise InputError(
+            f"invalid --audit-interval {audit_minutes}: expected minutes from 1 to "
+            f"{MAX_AUDIT_MINUTES} (a day), or 0 for no background audit"
+        )
+    if priority_class and not dns_subdomain_ok(priority_class):
+        raise InputError(
+            f"invalid priority class {priority_class!r}: expected a PriorityClass name such as "
+            "system-cluster-critical, or '' for none"
+        )
+
+
+def _policy_part(
+    namespace: str,
+    image: str,
+    settings: dict[str, Any],
+    pull_secrets: bool,
+    fail_closed: bool,
+    deny_unplaced: bool,
+) -> list[dict[str, Any]]:
+    """The policy mode's objects: its controller (with the webhook's settings, less the
+    server's and the background audit's) and the policies."""
+    from cudasched.install.policy import policy_objects
+    from cudasched.install.policycontroller import controller_objects
+
+    controller_settings = {k: v for k, v in settings.items() if k not in ("server", "audit")}
+    return [
+        *controller_objects(namespace, image, controller_settings, pull_secrets=pull_secrets),
+        *policy_objects(namespace, fail_closed=fail_closed, deny_unplaced=deny_unplaced),
+    ]
+
+
 def all_objects(
     namespace: str = DEFAULT_NAMESPACE,
     image: str = DEFAULT_IMAGE,
@@ -329,32 +375,24 @@ def all_objects(
     audit_minutes: int = 0,
     knowledge: str | None = None,
     knowledge_key_pem: str | None = None,
+    mode: str = "webhook",
+    deny_unplaced: bool = False,
 ) -> list[dict[str, Any]]:
-    """Everything ``cudasched manifests`` prints, in apply order. Without cert-manager the
-    ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or ``cert_pem`` itself when
-    the certificate is its own CA. ``api_server_cidrs`` of ``None`` leaves the NetworkPolicy
-    out; an empty ``priority_class`` leaves the priority (and its quota) out. ``pull_secrets``
-    adds the grant of :func:`pull_secret_objects` and turns the image resolver on with it;
-    ``audit_minutes`` (0: off) the grant of :func:`audit_objects` and the background audit;
-    ``knowledge`` the bundle reference the webhook follows (``knowledge_key_pem``: the public
-    key its bundles must be signed by, shipped in the ConfigMap)."""
-    if not dns_label_ok(namespace):
-        raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
-    checked_image(image)
-    if not 0 <= audit_minutes <= MAX_AUDIT_MINUTES:
-        raise InputError(
-            f"invalid --audit-interval {audit_minutes}: expected minutes from 1 to "
-            f"{MAX_AUDIT_MINUTES} (a day), or 0 for no background audit"
-        )
+    """Everything ``cudasched manifests`` prints, in apply order (``mode``: see
+    :data:`MODES`; ``deny_unplaced``: the policy mode refuses GPU pods it cannot place).
+    Without cert-manager the ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or
+    ``cert_pem`` itself when the certificate is its own CA. ``api_server_cidrs`` of ``None``
+    leaves the NetworkPolicy out; an empty ``priority_class`` leaves the priority (and its
+    quota) out. ``pull_secrets`` adds the grant of :func:`pull_secret_objects` and turns the
+    image resolver on with it; ``audit_minutes`` (0: off) the grant of :func:`audit_objects` and
+    the background audit; ``knowledge`` the bundle reference the webhook follows
+    (``knowledge_key_pem``: the public key its bundles must be signed by, shipped in the
+    ConfigMap)."""
+    _check_arguments(namespace, image, mode, audit_minutes, priority_class)
     if knowledge is not None:
         knowledge = checked_knowledge(knowledge)
     elif knowledge_key_pem is not None:
         raise InputError("--knowledge-key needs --knowledge: the reference whose bundles it signs")
-    if priority_class and not dns_subdomain_ok(priority_class):
-        raise InputError(
-            f"invalid priority class {priority_class!r}: expected a PriorityClass name such as "
-            "system-cluster-critical, or '' for none"
-        )
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -362,6 +400,13 @@ def all_objects(
             "metadata": {"name": namespace, "labels": {"app.kubernetes.io/name": "cudasched"}},
         }
     ]
+    settings = webhook_settings(pull_secrets=pull_secrets, audit_minutes=audit_minutes)
+    if mode != "webhook":
+        objects += _policy_part(
+            namespace, image, settings, pull_secrets, fail_closed, deny_unplaced
+        )
+        if mode == "policy":
+            return [*objects, *agent_objects]
     objects += rbac_objects(namespace)
     if pull_secrets:
         objects += pull_secret_objects(namespace)
@@ -389,6 +434,7 @@ def all_objects(
             ca_bundle_pem=None if cert_manager else (ca_pem or cert_pem),
             cert_manager=cert_manager,
             fail_closed=fail_closed,
+            beside_policy=mode == "both",
         )
     )
     objects += agent_objects

@@ -421,6 +421,7 @@ def load_gpus(
             open_kernel_only=bool(e.get("open_kernel_only", False)),
             **_first_drivers(doc, e, names, where),
             note=_note(e),
+            **_host_arch(doc, e, where),
         )
         rows.append(info)
         for n in names:
@@ -428,6 +429,20 @@ def load_gpus(
         for alias in (product, *(e.get("aliases") or ())):
             add(product_key(str(alias)), info, None, where)
     return tuple(rows), index
+
+
+#: CPU architectures as Kubernetes names them (the ``kubernetes.io/arch`` label, GOARCH).
+HOST_ARCHES = ("amd64", "arm64")
+
+
+def _host_arch(doc: DataFile, e: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``host_arch`` (arm64, amd64) with its source, or nothing."""
+    value = e.get("host_arch")
+    if value is None:
+        return {}
+    if value not in HOST_ARCHES:
+        raise KnowledgeError(f"gpus.yaml: {where}: host_arch is one of {', '.join(HOST_ARCHES)}")
+    return {"host_arch": str(value), "host_arch_source": doc.source(e, where, "host_arch_source")}
 
 
 def _first_drivers(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cudasched.vocab.errors import KnowledgeError, one_line
@@ -26,8 +26,11 @@ __all__ = [
     "CURRENT",
     "ClusterReleaseFacts",
     "DriverManagerFacts",
+    "ManagedDriver",
     "MinorTag",
     "NodeGroupLabel",
+    "NodeImage",
+    "OpenShiftFacts",
     "OperatorBoard",
     "OperatorFacts",
     "OperatorVersion",
@@ -55,6 +58,8 @@ class MinorTag:
     until: str | None
     branches: tuple[int, ...]
     source: str
+    arches: tuple[str, ...] | None = None  # None: as the row's
+    arch_source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +74,8 @@ class OsContainers:
     source: str
     note: str = ""
     minor_tags: tuple[MinorTag, ...] = ()
+    arches: tuple[str, ...] | None = None  # None: not recorded
+    arch_source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,13 +85,23 @@ class PrecompiledMatrix:
     branches: tuple[int, ...]
     kernel_flavours: tuple[str, ...]
     dists: Mapping[str, tuple[str, ...]]  # OS tag -> LTS kernel series ("5.15")
-    exclude: tuple[Mapping[str, str], ...]  # {os?, branch?, flavour?, kernel?}
+    exclude: tuple[Mapping[str, str], ...]  # {os?, branch?, flavour?, arch?}
     source: str
     naming_source: str
+    arches: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # OS tag -> arches
+    arch_source: str = ""
 
-    def excluded(self, os: str, branch: int | None, flavour: str | None, series: str) -> bool:
+    def excluded(
+        self, os: str, branch: int | None, flavour: str | None, series: str, arch: str | None = None
+    ) -> bool:
         """Whether an exclusion rule of the matrix removes this combination."""
-        facts = {"os": os, "branch": str(branch), "flavour": flavour or "", "kernel": series}
+        facts = {
+            "os": os,
+            "branch": str(branch),
+            "flavour": flavour or "",
+            "kernel": series,
+            "arch": arch or "",
+        }
         return any(all(facts.get(k) == v for k, v in rule.items()) for rule in self.exclude)
 
 
@@ -105,6 +122,10 @@ class OperatorVersion:
     os_tag_source: str
     crd_marks: frozenset[str] = frozenset()
     crd_marks_source: str = ""
+    drivers: tuple[DriverVersion, ...] = ()  # the component matrix's drivers, where recorded
+    drivers_source: str = ""
+    restart_in_place: bool = False  # a driver pod restart keeps a same-version driver loaded
+    restart_source: str = ""
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -150,6 +171,34 @@ class NodeGroupLabel:
 
 
 @dataclass(frozen=True, slots=True)
+class ManagedDriver:
+    """A sign that a cloud installs a node's driver: a label with the values that say so
+    (``values``) or the values that say it does not (``not_values``), or the node's OS id
+    (``os_ids``)."""
+
+    provider: str
+    label: str
+    values: tuple[str, ...]
+    not_values: tuple[str, ...]
+    os_ids: tuple[str, ...]
+    source: str
+    note: str = ""
+
+    def says(self, labels: Mapping[str, str], os_id: str | None) -> str | None:
+        """The label (``key=value``) or OS id that shows the cloud's driver, else ``None``."""
+        if self.os_ids:
+            return f"OS {os_id}" if os_id in self.os_ids else None
+        value = labels.get(self.label)
+        if value is None:
+            return None
+        if self.values and value not in self.values:
+            return None
+        if value in self.not_values:
+            return None
+        return f"{self.label}={value}"
+
+
+@dataclass(frozen=True, slots=True)
 class DriverManagerFacts:
     """How a node says who installs its driver."""
 
@@ -158,6 +207,43 @@ class DriverManagerFacts:
     node_groups: tuple[NodeGroupLabel, ...]
     source: str
     doc_source: str
+    owner_label: str = ""
+    owner_source: str = ""
+    driver_pod_label: tuple[str, str] = ("", "")
+    driver_pod_source: str = ""
+    enabled_source: str = ""
+    managed: tuple[ManagedDriver, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OpenShiftFacts:
+    """How an OpenShift cluster shows itself: the label every node carries (its os-release ID),
+    the NFD label of RHCOS nodes without which the operator skips a node, and the ClusterPolicy
+    name of an OLM install."""
+
+    os_id_label: str
+    os_id_source: str
+    ostree_label: str
+    ostree_source: str
+    olm_policy_name: str
+    olm_source: str
+    tags_source: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeImage:
+    """A cloud node-image family by the OS tag its nodes report: the newest driver a source
+    names for it, and the date it ended (then a newer driver needs another family)."""
+
+    provider: str
+    os: str
+    family: str
+    driver: DriverVersion | None
+    source: str
+    ended: str | None = None
+    release: str = ""
+    successors: tuple[str, ...] = ()
+    mix_source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +269,12 @@ class OperatorFacts:
     boards: tuple[OperatorBoard, ...]
     driver_manager: DriverManagerFacts
     cluster_release: ClusterReleaseFacts | None = None
+    openshift: OpenShiftFacts | None = None
+    node_images: tuple[NodeImage, ...] = ()
+
+    def node_image(self, os: str) -> NodeImage | None:
+        """The cloud node-image family whose nodes report OS tag ``os`` (``amzn2``)."""
+        return next((i for i in self.node_images if i.os == os), None)
 
     def os_row(self, tag: str) -> tuple[OsContainers, MinorTag | None] | None:
         """The containers row of an image OS tag: its own row, or the row whose images NVIDIA
@@ -241,6 +333,18 @@ def _date(doc: DataFile, value: object, where: str) -> str | None:
     return text
 
 
+_ARCHES = ("amd64", "arm64")
+
+
+def _arches(doc: DataFile, value: object, where: str) -> tuple[str, ...] | None:
+    """A list of ``kubernetes.io/arch`` values (``None`` when not given)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or set(map(str, value)) - set(_ARCHES):
+        raise KnowledgeError(f"{doc.name}: {where}: arches lists {', '.join(_ARCHES)}")
+    return tuple(str(a) for a in value)
+
+
 def _containers(doc: DataFile) -> dict[str, OsContainers]:
     out: dict[str, OsContainers] = {}
     for i, e in enumerate(doc.entries("driver_containers")):
@@ -265,6 +369,7 @@ def _containers(doc: DataFile) -> dict[str, OsContainers]:
         ended = _date(doc, e.get("ended"), where)
         if ended is not None and None in branches.values():
             raise KnowledgeError(f"{doc.name}: {where}: an ended OS has no current branch")
+        arches = _arches(doc, e.get("arches"), where)
         out[os] = OsContainers(
             os,
             branches,
@@ -272,6 +377,8 @@ def _containers(doc: DataFile) -> dict[str, OsContainers]:
             doc.source(e, where),
             _field_text(e.get("note")),
             _minor_tags(doc, e, os, branches, where),
+            arches,
+            doc.source(e, where, "arch_source") if arches is not None else "",
         )
     return out
 
@@ -289,21 +396,26 @@ def _minor_tags(
     out = []
     for m in raw:
         tag = _os(doc, m.get("tag") if isinstance(m, Mapping) else m, where)
-        if not tag.startswith(os + "."):
-            raise KnowledgeError(f"{doc.name}: {where}: minor tag {tag!r} is not of {os}")
+        other = m.get("os_id") if isinstance(m, Mapping) else None
+        prefix = f"{other}" if other else os + "."
+        if not tag.startswith(prefix):
+            raise KnowledgeError(f"{doc.name}: {where}: minor tag {tag!r} is not of {prefix}")
         since = _date(doc, m.get("from"), where)
         listed = m.get("branches")
         if since is None or not isinstance(listed, list) or set(listed) - set(branches):
             raise KnowledgeError(
                 f"{doc.name}: {where}: minor tag {tag!r} needs `from` and branches of the row"
             )
+        arches = _arches(doc, m.get("arches"), where)
         out.append(
             MinorTag(
                 tag,
                 since,
                 _date(doc, m.get("until"), where),
                 tuple(int(b) for b in listed),
-                doc.source(e, where, "minor_source"),
+                doc.source(m, where) if m.get("source") else doc.source(e, where, "minor_source"),
+                arches,
+                doc.source(e, where, "minor_arch_source") if arches is not None else "",
             )
         )
     return tuple(out)
@@ -327,11 +439,10 @@ def _precompiled(doc: DataFile) -> PrecompiledMatrix:
         raise KnowledgeError(
             f"{doc.name}: precompiled needs branches (integers), kernel_flavours, dists, exclude"
         )
-    rules: list[Mapping[str, str]] = []
-    for rule in exclude:
-        if not isinstance(rule, Mapping) or not rule or set(rule) - {"os", "branch", "flavour"}:
-            raise KnowledgeError(f"{doc.name}: precompiled.exclude: {{os, branch, flavour}} rules")
-        rules.append({str(k): str(v) for k, v in rule.items()})
+    rules = _exclude_rules(doc, exclude)
+    arches = section.get("arches") or {}
+    if not isinstance(arches, Mapping):
+        raise KnowledgeError(f"{doc.name}: precompiled.arches maps OS tags to arches")
     return PrecompiledMatrix(
         branches=tuple(branches),
         kernel_flavours=tuple(str(f) for f in flavours),
@@ -341,7 +452,26 @@ def _precompiled(doc: DataFile) -> PrecompiledMatrix:
         exclude=tuple(rules),
         source=doc.source(section, "precompiled"),
         naming_source=doc.source(section, "precompiled", "naming_source"),
+        arches={
+            _os(doc, k, "precompiled.arches"): _arches(doc, v, "precompiled.arches") or ()
+            for k, v in arches.items()
+        },
+        arch_source=doc.source(section, "precompiled", "arch_source") if arches else "",
     )
+
+
+def _exclude_rules(doc: DataFile, exclude: list[Any]) -> list[Mapping[str, str]]:
+    """The precompiled matrix's ``exclude`` rules: each a non-empty mapping of ``os``,
+    ``branch``, ``flavour`` and ``arch`` (the combinations NVIDIA's CI does not build)."""
+    rules: list[Mapping[str, str]] = []
+    for rule in exclude:
+        keys = {"os", "branch", "flavour", "arch"}
+        if not isinstance(rule, Mapping) or not rule or set(rule) - keys:
+            raise KnowledgeError(
+                f"{doc.name}: precompiled.exclude: {{os, branch, flavour, arch}} rules"
+            )
+        rules.append({str(k): str(v) for k, v in rule.items()})
+    return rules
 
 
 def _versions(doc: DataFile) -> tuple[OperatorVersion, ...]:
@@ -368,6 +498,14 @@ def _versions(doc: DataFile) -> tuple[OperatorVersion, ...]:
                 os_tag_source=doc.source(e, where, "os_tag_source"),
                 crd_marks=frozenset(str(f) for f in e.get("crd_marks") or ()),
                 crd_marks_source=doc.source(e, where, "crd_marks_source"),
+                drivers=tuple(
+                    doc.parse(parse_driver, str(d), where) for d in e.get("drivers") or ()
+                ),
+                drivers_source=doc.source(e, where, "drivers_source") if e.get("drivers") else "",
+                restart_in_place=bool(e.get("restart_in_place", False)),
+                restart_source=(
+                    doc.source(e, where, "restart_source") if e.get("restart_in_place") else ""
+                ),
             )
         )
     if not out:
@@ -404,13 +542,81 @@ def _driver_manager(doc: DataFile) -> DriverManagerFacts:
                 _field_text(e.get("label")), _field_text(e.get("provider")), doc.source(e, where)
             )
         )
+    pod = section.get("driver_pod_label") or {}
+    if not isinstance(pod, Mapping) or len(pod) != 1:
+        raise KnowledgeError(f"{doc.name}: driver_manager.driver_pod_label is one key: value")
+    ((pod_key, pod_value),) = pod.items()
     return DriverManagerFacts(
         deploy_label=_field_text(section.get("deploy_label")),
         host_values=tuple(str(v) for v in section.get("host_values") or ()),
         node_groups=tuple(groups),
         source=doc.source(section, "driver_manager"),
         doc_source=doc.source(section, "driver_manager", "doc_source"),
+        owner_label=_field_text(section.get("owner_label")),
+        owner_source=doc.source(section, "driver_manager", "owner_source"),
+        driver_pod_label=(str(pod_key), str(pod_value)),
+        driver_pod_source=doc.source(section, "driver_manager", "driver_pod_source"),
+        enabled_source=doc.source(section, "driver_manager", "enabled_source"),
+        managed=_managed(doc, section),
     )
+
+
+def _managed(doc: DataFile, section: Mapping[str, Any]) -> tuple[ManagedDriver, ...]:
+    out = []
+    for i, e in enumerate(section.get("managed_drivers") or ()):
+        where = f"driver_manager.managed_drivers #{i}"
+        if not isinstance(e, Mapping) or bool(e.get("label")) == bool(e.get("os_ids")):
+            raise KnowledgeError(f"{doc.name}: {where}: a label or os_ids")
+        out.append(
+            ManagedDriver(
+                provider=_field_text(e.get("provider")),
+                label=_field_text(e.get("label")),
+                values=tuple(str(v) for v in e.get("values") or ()),
+                not_values=tuple(str(v) for v in e.get("not_values") or ()),
+                os_ids=tuple(str(v) for v in e.get("os_ids") or ()),
+                source=doc.source(e, where),
+                note=_field_text(e.get("note")),
+            )
+        )
+    return tuple(out)
+
+
+def _openshift(doc: DataFile) -> OpenShiftFacts | None:
+    section: Any = doc.data.get("openshift")
+    if section is None:
+        return None
+    if not isinstance(section, Mapping):
+        raise KnowledgeError(f"{doc.name}: `openshift` must be a mapping")
+    return OpenShiftFacts(
+        os_id_label=_field_text(section.get("os_id_label")),
+        os_id_source=doc.source(section, "openshift", "os_id_source"),
+        ostree_label=_field_text(section.get("ostree_label")),
+        ostree_source=doc.source(section, "openshift", "ostree_source"),
+        olm_policy_name=_field_text(section.get("olm_policy_name")),
+        olm_source=doc.source(section, "openshift", "olm_source"),
+        tags_source=doc.source(section, "openshift", "tags_source"),
+    )
+
+
+def _node_images(doc: DataFile) -> tuple[NodeImage, ...]:
+    out = []
+    for i, e in enumerate(doc.entries("node_images") if "node_images" in doc.data else ()):
+        where = f"node_images #{i}"
+        driver = e.get("driver")
+        out.append(
+            NodeImage(
+                provider=_field_text(e.get("provider")),
+                os=_os(doc, e.get("os"), where),
+                family=_field_text(e.get("family")),
+                driver=doc.parse(parse_driver, str(driver), where) if driver else None,
+                source=doc.source(e, where),
+                ended=_date(doc, e.get("ended"), where),
+                release=_field_text(e.get("release")),
+                successors=tuple(_field_text(x) for x in e.get("successors") or ()),
+                mix_source=doc.source(e, where, "mix_source") if e.get("mix_source") else "",
+            )
+        )
+    return tuple(out)
 
 
 def _cluster_release(doc: DataFile) -> ClusterReleaseFacts:
@@ -439,4 +645,6 @@ def load_operator_facts(doc: DataFile) -> OperatorFacts:
         boards=_boards(doc),
         driver_manager=_driver_manager(doc),
         cluster_release=_cluster_release(doc),
+        openshift=_openshift(doc),
+        node_images=_node_images(doc),
     )

@@ -201,6 +201,8 @@ class GpuInfo:
     first_driver_source: str = ""
     first_drivers: tuple[tuple[str, DriverVersion], ...] = ()
     note: str = ""
+    host_arch: str | None = None  # the CPU architecture of every server with this GPU (arm64)
+    host_arch_source: str = ""
 
     def first_driver_of(self, name: str | None) -> DriverVersion | None:
         """The first driver of board ``name`` (an NVML name of this product), else of the

@@ -2,7 +2,8 @@
 gives: what ``--live`` means for every command.
 
 It lists Nodes, Pods (all namespaces), InferenceServices, ServingRuntimes,
-ClusterServingRuntimes, LLMInferenceServices and NVIDIADrivers (:data:`LIVE_KINDS`, declared
+ClusterServingRuntimes, LLMInferenceServices, NVIDIADrivers, autoscaler node groups, DRA
+DeviceClasses and ResourceSlices and Kueue ResourceFlavors (:data:`LIVE_KINDS`, declared
 once in :mod:`cudasched.vocab.kinds`) in pages of :data:`PAGE_SIZE` (kubectl's chunk size, with
 ``continue`` tokens), and fetches by name the few objects a command names (a Deployment to
 explain). It only ever reads: no watch, no write, never a Secret.
@@ -38,6 +39,7 @@ from cudasched.kube.resources import resource_of
 from cudasched.vocab.errors import InputError, one_line
 from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
+    DRA_KUEUE_KINDS,
     INFERENCE_SERVICE,
     LLM_INFERENCE_SERVICE,
     NODE,
@@ -71,6 +73,7 @@ LIVE_KINDS: tuple[Kind, ...] = (
     LLM_INFERENCE_SERVICE,
     NVIDIA_DRIVER,
     *NODE_GROUP_KINDS,
+    *DRA_KUEUE_KINDS,
 )
 
 #: Items per list request, as kubectl asks (``--chunk-size`` default).
@@ -142,11 +145,17 @@ def absent_notes(absent: Iterable[Kind], denied: Iterable[Kind] = ()) -> list[st
         notes.append(
             f"the cluster does not serve {names} ({product} CRD not installed); read as none"
         )
-    refused = [_resource_name(k) for k in denied]
-    if refused:
+    groups = [_resource_name(k) for k in denied if k in NODE_GROUP_KINDS]
+    if groups:
         notes.append(
-            f"not allowed to list {', '.join(refused)}; autoscaler node groups read as none "
+            f"not allowed to list {', '.join(groups)}; autoscaler node groups read as none "
             "(grant list on them for the audit's scale-up hints)"
+        )
+    others = [_resource_name(k) for k in denied if k not in NODE_GROUP_KINDS]
+    if others:
+        notes.append(
+            f"not allowed to list {', '.join(others)}; read as none (grant list on them for "
+            "the audit's DRA and Kueue checks)"
         )
     return notes
 

@@ -24,6 +24,12 @@ Declarations, exactly as each autoscaler reads them:
 * a Karpenter ``NodePool`` whose ``spec.template.metadata.labels`` carry the fixed values (never
   ``Exists``/``Gt``/``Lt`` requirements on these keys: Karpenter would then write a random value
   on the new node, which the scheduler trusts until the agent corrects it);
+* a GKE node pool's Kubernetes labels (``gcloud container node-pools create|update
+  --node-labels``), which GKE puts on every node of the pool and its autoscaler puts on the
+  template of a pool scaled to zero;
+* an AKS node pool's labels (``az aks nodepool add|update --labels``, space-separated), which AKS
+  puts on every node of the pool (labels under ``kubernetes.azure.com/`` and ``kubernetes.io/``
+  are AKS's own: learn.microsoft.com/azure/aks/use-labels);
 * kubelet ``--node-labels`` so the node registers with the labels it was promised.
 
 Every tag is checked against its cloud's rules (AWS: key <= 128, value <= 256 characters of
@@ -60,12 +66,14 @@ __all__ = [
     "NodeClassRef",
     "NodePoolOptions",
     "Provider",
+    "aks_node_labels",
     "aws_tags",
     "azure_label_key",
     "azure_tag_name",
     "azure_tags",
     "capi_annotations",
     "declarations",
+    "gke_node_labels",
     "karpenter_nodepool",
     "kubelet_flag",
     "node_template",
@@ -104,13 +112,22 @@ class Provider(StrEnum):
 
     AWS = "aws"
     AZURE = "azure"
+    GKE = "gke"
+    AKS = "aks"
     CAPI = "capi"
     KARPENTER = "karpenter"
     ALL = "all"
 
     def expand(self) -> tuple[Provider, ...]:
         if self is Provider.ALL:
-            return (Provider.AWS, Provider.AZURE, Provider.CAPI, Provider.KARPENTER)
+            return (
+                Provider.AWS,
+                Provider.AZURE,
+                Provider.GKE,
+                Provider.AKS,
+                Provider.CAPI,
+                Provider.KARPENTER,
+            )
         return (self,)
 
 
@@ -255,6 +272,26 @@ def _joined(labels: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in labels.items())
 
 
+_AKS_RESERVED = ("kubernetes.azure.com/", "kubernetes.io/")
+
+
+def gke_node_labels(labels: Mapping[str, str]) -> dict[str, Any]:
+    """A GKE node pool's labels and the ``gcloud`` flag that sets them."""
+    return {"nodeLabels": dict(labels), "gcloud": f"--node-labels={_joined(labels)}"}
+
+
+def aks_node_labels(labels: Mapping[str, str]) -> dict[str, Any]:
+    """An AKS node pool's labels and the ``az aks nodepool`` flag that sets them (AKS's own
+    prefixes are refused)."""
+    reserved = [k for k in labels if k.startswith(_AKS_RESERVED)]
+    if reserved:
+        raise InputError(
+            f"AKS reserves the prefixes of {', '.join(reserved)}: not a node pool label"
+        )
+    flag = " ".join(f"{k}={v}" for k, v in labels.items())
+    return {"labels": dict(labels), "az": f"--labels {flag}"}
+
+
 def capi_annotations(
     labels: Mapping[str, str],
     *,
@@ -380,6 +417,10 @@ def declarations(
             out["aws"] = {"tags": aws_tags(labels)}
         elif provider is Provider.AZURE:
             out["azure"] = {"tags": azure_tags(labels)}
+        elif provider is Provider.GKE:
+            out["gke"] = gke_node_labels(labels)
+        elif provider is Provider.AKS:
+            out["aks"] = aks_node_labels(labels)
         elif provider is Provider.CAPI:
             out["capi"] = {
                 "annotations": capi_annotations(
@@ -419,7 +460,8 @@ def node_template(
     memory: str | None = None,
 ) -> dict[str, Any]:
     """The ``node-template`` document: ``{"labels": {...}, "declarations": {"aws": {"tags"},
-    "azure": {"tags"}, "capi": {"annotations"}, "karpenter": NODEPOOL, "kubelet": FLAG}}``
+    "azure": {"tags"}, "gke": {"nodeLabels", "gcloud"}, "aks": {"labels", "az"}, "capi":
+    {"annotations"}, "karpenter": NODEPOOL, "kubelet": FLAG}}``
     (only the providers asked for, and always ``kubelet``). ``driver_pool``: the driver plan's
     pool label (``cudasched.io/driver-pool``) the group's nodes must carry from their first
     boot, so its NVIDIADriver selects them."""

@@ -2,10 +2,12 @@
 about them, each with one readable name that every command prints (``report``, ``audit``,
 ``plan-drivers``), and the newest CUDA each pool can run.
 
-A pool is the set of GPU nodes with the same GPU product, current driver, OS, kernel and driver
+A pool is the set of GPU nodes with the same GPU product, current driver, OS, kernel, CPU
+architecture (``kubernetes.io/arch``: driver images are built per architecture) and driver
 manager (who installs the driver: the GPU Operator, the host, or a cloud node group's image, and
-which node group: :func:`cudasched.compat.containers.driver_manager`). That is what a cloud node
-group or an on-premises rack usually is, and the unit a driver change is planned in. The OS is the
+which node group: :func:`cudasched.compat.drivermanager.driver_manager`, from the node's labels
+and what the cluster shows of the operator's driver DaemonSets). That is what a cloud node group
+or an on-premises rack usually is, and the unit a driver change is planned in. The OS is the
 GPU Operator's OS tag, from NFD's ``system-os_release`` labels (the operator splits its own driver
 DaemonSets the same way), else the node's ``osImage``; the kernel is NFD's
 ``kernel-version.full``, else the node status. A GPU node is one whose status reports NVIDIA GPUs,
@@ -16,10 +18,10 @@ plan for); one whose GPU is not known at all has no :class:`~cudasched.compat.br
 Names (:func:`pool_names`) read ``<gpu>-r<branch>-<os tag>`` (``a100-sxm4-80gb-r535-ubuntu22.04``);
 when two pools would share one, the full driver version replaces the branch and the full
 ``VERSION_ID`` the OS tag (``rhel9.4``: RHEL nodes of two minor releases are two pools, since GPU
-Operator releases before v26.7 pull different images for them), then the node group is added,
-then ``-2``, ``-3`` in pool order, so a name is the same on every run over the same
-nodes. A name describes the pool as it is now; it is not a label value (the driver plan's own
-objects are named separately).
+Operator releases before v26.7 pull different images for them), then the node group and the CPU
+architecture are added, then ``-2``, ``-3`` in pool order, so a name is the same on every run
+over the same nodes. A name describes the pool as it is now; it is not a label value (the driver
+plan's own objects are named separately).
 
 The CUDA ceiling of a pool (:func:`cudasched.compat.branches.cuda_ceiling`) is found by asking the
 compatibility engine, toolkit release by toolkit release, which is the newest CUDA a workload
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cudasched.compat.branches import GpuTarget, OsTag, cuda_ceiling, gpu_target, os_tag
-from cudasched.compat.containers import Manager, driver_manager
+from cudasched.compat.drivermanager import DriverCluster, Manager, driver_cluster, driver_manager
 from cudasched.knowledge.drivers import KernelRelease, parse_kernel
 from cudasched.operations.nodelabels import NFD_OS_ID, NFD_OS_VERSION, is_gpu_node, os_of
 from cudasched.vocab.errors import InputError
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from cudasched.vocab.versions import CudaVersion, DriverVersion
 
 __all__ = [
+    "ARCH_LABEL",
     "NFD_KERNEL",
     "Ceiling",
     "Pool",
@@ -59,9 +62,12 @@ __all__ = [
     "node_pools",
     "pool_names",
     "slug",
+    "snapshot_drivers",
 ]
 
 NFD_KERNEL = "feature.node.kubernetes.io/kernel-version.full"
+#: The kubelet's CPU architecture label (GOARCH: amd64, arm64).
+ARCH_LABEL = "kubernetes.io/arch"
 _NAME_LIMIT = 63
 
 
@@ -98,6 +104,7 @@ class Pool:
     facts: tuple[NodeFacts, ...]
     ceiling: Ceiling
     target: GpuTarget | None = None
+    arch: str | None = None  # kubernetes.io/arch (amd64, arm64); None: not reported
 
     @property
     def product(self) -> str | None:
@@ -146,6 +153,17 @@ def _node_os(labels: Mapping[str, str]) -> OsTag | None:
     return os_tag(os_id, version) if os_id and version else None
 
 
+def _node_arch(node: Mapping[str, Any], labels: Mapping[str, str]) -> str | None:
+    """The node's CPU architecture: the kubelet's label, else ``status.nodeInfo``."""
+    text = labels.get(ARCH_LABEL, "").strip()
+    if not text:
+        status = node.get("status")
+        info = status.get("nodeInfo") if isinstance(status, Mapping) else None
+        value = info.get("architecture") if isinstance(info, Mapping) else None
+        text = value.strip() if isinstance(value, str) else ""
+    return text or None
+
+
 def _node_kernel(node: Mapping[str, Any], labels: Mapping[str, str]) -> KernelRelease | None:
     text = labels.get(NFD_KERNEL, "").strip()
     if not text:
@@ -188,6 +206,7 @@ class _Key:
     image: str | None
     kernel: KernelRelease | None
     manager: Manager
+    arch: str | None = None
 
 
 def _fit(parts: Sequence[str]) -> str:
@@ -201,24 +220,27 @@ def _fit(parts: Sequence[str]) -> str:
 def pool_names(keys: Sequence[_Key]) -> list[str]:
     """One readable name per pool key, in order (module docstring)."""
 
-    def parts(key: _Key, driver_full: bool, group: bool) -> list[str]:
+    def parts(key: _Key, driver_full: bool, group: bool, arch: bool = False) -> list[str]:
         gpu = slug(key.gpu) if key.gpu else "unknown-gpu"
         if key.driver is None:
             driver = "nodriver"
         else:
             driver = str(key.driver) if driver_full else f"r{key.driver.branch}"
         tail = [key.manager.group or key.manager.kind.value] if group else []
+        if arch and key.arch:
+            tail.append(key.arch)
         return [gpu, driver, _os_part(key.os, key.image, driver_full), *tail]
 
     names = [_fit(parts(k, False, False)) for k in keys]
-    for driver_full, group in ((True, False), (True, True)):
+    for step in ((True, False), (True, True), (True, True, True)):
         clashes: dict[str, list[int]] = {}
         for i, n in enumerate(names):
             clashes.setdefault(n, []).append(i)
         for idx in clashes.values():
-            if len(idx) > 1:
-                for i in idx:
-                    names[i] = _fit(parts(keys[i], driver_full, group))
+            if len(idx) < 2 or (len(step) > 2 and len({keys[i].arch for i in idx}) < 2):
+                continue  # the architecture is named only where it tells pools apart
+            for i in idx:
+                names[i] = _fit(parts(keys[i], *step))
     seen: dict[str, int] = {}
     out: list[str] = []
     for n in names:
@@ -228,10 +250,28 @@ def pool_names(keys: Sequence[_Key]) -> list[str]:
     return out
 
 
-def node_pools(snapshot: ClusterSnapshot, fleet: Fleet) -> tuple[Pool, ...]:
-    """The GPU node pools of a cluster, ordered by GPU, driver, OS, kernel and driver manager.
-    ``fleet`` must be built from ``snapshot``'s nodes (same order)."""
+def snapshot_drivers(
+    snapshot: ClusterSnapshot, fleet: Fleet, extra: tuple[Mapping[str, Any], ...] = ()
+) -> DriverCluster:
+    """What ``snapshot`` shows of the GPU Operator's driver DaemonSets (its ClusterPolicy, which
+    ``extra`` may add: a live read's; NVIDIADriver objects; driver pods; OpenShift)."""
+    return driver_cluster(
+        fleet.kb,
+        (*extra, *snapshot.other),
+        drivers=snapshot.nvidia_drivers,
+        pods=snapshot.pods,
+        nodes=snapshot.nodes,
+    )
+
+
+def node_pools(
+    snapshot: ClusterSnapshot, fleet: Fleet, drivers: DriverCluster | None = None
+) -> tuple[Pool, ...]:
+    """The GPU node pools of a cluster, ordered by GPU, driver, OS, kernel, architecture and
+    driver manager. ``fleet`` must be built from ``snapshot``'s nodes (same order); ``drivers``:
+    the cluster's evidence of who installs drivers (default: what the snapshot holds)."""
     kb = fleet.kb
+    evidence = drivers if drivers is not None else snapshot_drivers(snapshot, fleet)
     groups: dict[_Key, tuple[list[str], dict[int, NodeFacts], str | None]] = {}
     for node, number, facts, obj in gpu_members(snapshot, fleet):
         labels = labels_of(obj)
@@ -242,7 +282,8 @@ def node_pools(snapshot: ClusterSnapshot, fleet: Fleet) -> tuple[Pool, ...]:
             os=os,
             image=None if os is not None else os_of(obj),
             kernel=_node_kernel(obj, labels),
-            manager=driver_manager(kb, labels),
+            manager=driver_manager(kb, labels, evidence, node.name),
+            arch=_node_arch(obj, labels),
         )
         names, seen, _ = groups.setdefault(key, ([], {}, os_of(obj)))
         names.append(node.name)
@@ -256,6 +297,7 @@ def node_pools(snapshot: ClusterSnapshot, fleet: Fleet) -> tuple[Pool, ...]:
             key.kernel.text if key.kernel is not None else "~",
             key.manager.kind.value,
             key.manager.group or "",
+            key.arch or "",
         )
 
     keys = sorted(groups, key=order)
@@ -280,6 +322,7 @@ def node_pools(snapshot: ClusterSnapshot, fleet: Fleet) -> tuple[Pool, ...]:
                     cuda_ceiling(members, Policy.MINOR_COMPAT, kb),
                 ),
                 target=targets[0] if targets and all(t is not None for t in targets) else None,
+                arch=key.arch,
             )
         )
     return tuple(pools)

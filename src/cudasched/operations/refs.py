@@ -11,7 +11,17 @@ from cudasched.vocab.objects import metadata_of, name_of, namespace_of
 __all__ = ["controller_kind", "finished", "names", "node_name", "object_ref"]
 
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
-_CLUSTER_SCOPED = frozenset({"Node", "ClusterServingRuntime", "NVIDIADriver", "Namespace"})
+_CLUSTER_SCOPED = frozenset(
+    {
+        "Node",
+        "ClusterServingRuntime",
+        "NVIDIADriver",
+        "Namespace",
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceFlavor",
+    }
+)
 _EXAMPLES = 3  # node or pod names quoted in one message
 
 

@@ -46,11 +46,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_VERSION",
+    "COMPUTE_CAPABILITY",
+    "CUDA_DRIVER_VERSION",
+    "DEVICE_ATTRIBUTES",
     "DEVICE_CLASS",
     "DRIVER_DOMAIN",
+    "DRIVER_VERSION",
     "MAX_EXPRESSION",
     "DraClaim",
     "claim_template",
+    "default_name",
+    "requirement_selectors",
     "selectors",
 ]
 
@@ -65,6 +71,8 @@ DRIVER_VERSION = "driverVersion"
 COMPUTE_CAPABILITY = "cudaComputeCapability"
 
 _DEVICE = f'device.attributes["{DRIVER_DOMAIN}"]'
+#: The driver's attributes in CEL: ``device.attributes["gpu.nvidia.com"]``.
+DEVICE_ATTRIBUTES = _DEVICE
 # Keys of forward-compatibility terms: no DRA attribute carries them.
 _NOT_EXPRESSIBLE = frozenset({L.GPU_DATACENTER, L.DRIVER_BRANCH})
 
@@ -235,6 +243,19 @@ def default_name(req: Requirement) -> str:
     return "-".join(parts)
 
 
+def requirement_selectors(
+    req: Requirement, policy: Policy, kb: KnowledgeBase
+) -> tuple[list[str], bool]:
+    """The CEL selectors (all must hold) of the GPUs that run ``req`` under ``policy``, compiled
+    by the placement compiler as the node affinity is, and whether forward-compat alternatives
+    were left out. A claim template and a device class both carry them."""
+    terms = compile_requirement(req, policy, LabelScheme.CUDASCHED, kb)
+    cuda = effective_cuda(req)
+    floor = kb.driver_floor(cuda) if cuda is not None else None
+    native = (floor.code, _cuda(cuda.release.code)) if cuda and floor else None
+    return selectors(terms, native)
+
+
 def claim_template(
     req: Requirement,
     policy: Policy | str,
@@ -252,11 +273,7 @@ def claim_template(
             f"invalid claim template name {name!r}: expected a DNS subdomain (lower-case "
             "letters, digits, '-' and '.')"
         )
-    terms = compile_requirement(req, pol, LabelScheme.CUDASCHED, kb)
-    cuda = effective_cuda(req)
-    floor = kb.driver_floor(cuda) if cuda is not None else None
-    native = (floor.code, _cuda(cuda.release.code)) if cuda and floor else None
-    expressions, dropped = selectors(terms, native)
+    expressions, dropped = requirement_selectors(req, pol, kb)
     request: dict[str, Any] = {"deviceClassName": DEVICE_CLASS, "count": count}
     if expressions:
         request["selectors"] = [{"cel": {"expression": e}} for e in expressions]

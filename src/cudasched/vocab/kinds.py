@@ -28,6 +28,8 @@ __all__ = [
     "CUSTOM_RESOURCE_DEFINITION",
     "DAEMON_SET",
     "DEPLOYMENT",
+    "DEVICE_CLASS",
+    "DRA_KUEUE_KINDS",
     "EVENT",
     "GPU_OPERATOR_GROUP",
     "GPU_OPERATOR_KINDS",
@@ -36,15 +38,19 @@ __all__ = [
     "KARPENTER_NODE_POOL",
     "KINDS",
     "KSERVE_GROUP",
+    "KUEUE_RESOURCE_FLAVOR",
+    "LEASE",
     "LLM_INFERENCE_SERVICE",
     "NODE",
     "NODE_GROUP_KINDS",
     "NVIDIA_DRIVER",
+    "PLACEMENT_TABLE",
     "POD",
     "POD_TEMPLATE",
     "POD_TEMPLATE_KINDS",
     "REPLICATION_CONTROLLER",
     "REPLICA_SET",
+    "RESOURCE_SLICE",
     "SECRET",
     "SERVICE_ACCOUNT",
     "SERVING_RUNTIME",
@@ -86,6 +92,17 @@ POD = Kind("", "v1", "Pod", "pods", namespaced=True)
 SECRET = Kind("", "v1", "Secret", "secrets", namespaced=True)
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", namespaced=True)
 EVENT = Kind("events.k8s.io", "v1", "Event", "events", namespaced=True)
+#: Leader election of the policy controller (``kube/leases``).
+LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases", namespaced=True)
+#: The policy mode's parameters, written by the policy controller (``install/policy``).
+PLACEMENT_TABLE = Kind(
+    "cudasched.io",
+    "v1alpha1",
+    "PlacementTable",
+    "placementtables",
+    namespaced=False,
+    crd_of="cudasched's policy mode",
+)
 
 KSERVE_GROUP = "serving.kserve.io"
 GPU_OPERATOR_GROUP = "nvidia.com"
@@ -167,6 +184,38 @@ NODE_GROUP_KINDS: tuple[Kind, ...] = (
     CAPI_MACHINE_POOL,
 )
 
+# What the audit's DRA and Kueue checks read (operations.audit.drarules, .kueuerules): advisory,
+# so a cluster without them (DRA is served from 1.34, Kueue is an add-on) reads as none, unsaid.
+DEVICE_CLASS = Kind(
+    "resource.k8s.io",
+    "v1",
+    "DeviceClass",
+    "deviceclasses",
+    namespaced=False,
+    crd_of="Kubernetes 1.34+ (resource.k8s.io/v1)",
+    advisory=True,
+)
+RESOURCE_SLICE = Kind(
+    "resource.k8s.io",
+    "v1",
+    "ResourceSlice",
+    "resourceslices",
+    namespaced=False,
+    crd_of="Kubernetes 1.34+ (resource.k8s.io/v1)",
+    advisory=True,
+)
+#: v1beta1: served by every Kueue release that has ResourceFlavors in beta (v1beta2 beside it).
+KUEUE_RESOURCE_FLAVOR = Kind(
+    "kueue.x-k8s.io",
+    "v1beta1",
+    "ResourceFlavor",
+    "resourceflavors",
+    namespaced=False,
+    crd_of="Kueue",
+    advisory=True,
+)
+DRA_KUEUE_KINDS: tuple[Kind, ...] = (DEVICE_CLASS, RESOURCE_SLICE, KUEUE_RESOURCE_FLAVOR)
+
 #: Every kind above, built-in kinds first.
 KINDS: tuple[Kind, ...] = (
     NODE,
@@ -178,6 +227,7 @@ KINDS: tuple[Kind, ...] = (
     LLM_INFERENCE_SERVICE,
     NVIDIA_DRIVER,
     *NODE_GROUP_KINDS,
+    *DRA_KUEUE_KINDS,
 )
 
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", namespaced=True)

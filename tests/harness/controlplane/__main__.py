@@ -91,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dir", type=Path, default=None, help="state directory (default: %(default)s)"
     )
+    parser.add_argument(
+        "--kubernetes",
+        metavar="MINOR",
+        default=None,
+        help="the Kubernetes minor to build or start, e.g. 1.37 (default: "
+        "$CUDASCHED_KUBERNETES, else the minor of tests/e2e/go.mod)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="build if needed, start, print how to use it")
     up.add_argument("--nodes", type=int, default=60, help="fake GPU nodes (default 60)")
@@ -118,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "build":
-            binaries = ensure_built(force=args.force)
+            binaries = ensure_built(force=args.force, minor=args.kubernetes)
             print(f"{binaries.directory} (kubernetes {binaries.kubernetes}, etcd {binaries.etcd})")
             return 0
         if args.command == "up":
@@ -131,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                 if (directory / "state.json").exists():
                     stop_directory(directory)
                 shutil.rmtree(directory)
-            plane = ControlPlane(directory, Options(nodes=args.nodes, crds=not args.no_crds))
+            options = Options(nodes=args.nodes, crds=not args.no_crds, kubernetes=args.kubernetes)
+            plane = ControlPlane(directory, options)
             plane.start()
             state = read_state(directory)
             print(

@@ -41,4 +41,7 @@ class Options:
     scheduler: bool = True
     controller_manager: bool = True
     apiserver_args: list[str] = field(default_factory=list)
+    #: The Kubernetes minor (``"1.37"``) whose pinned binaries run; ``None``: the harness's
+    #: default (:func:`tests.harness.binaries.selected_minor`).
+    kubernetes: str | None = None
     startup_timeout: float = 180.0

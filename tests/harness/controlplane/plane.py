@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -46,6 +47,16 @@ Progress = Callable[[str], None]
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def _minor_args(version: str) -> list[str]:
+    """Flags one minor needs and another refuses. From 1.37 the endpoint reconciler refuses a
+    loopback advertise address ("may not be in the loopback range"), which is all the harness
+    has: no reconciler then (the ``kubernetes`` Service gets no endpoints; nothing here runs
+    in the cluster to use them)."""
+    match = re.match(r"v?1\.(\d+)", version)
+    minor = int(match.group(1)) if match else 0
+    return ["--endpoint-reconciler-type=none"] if minor >= 37 else []
 
 
 @dataclass
@@ -124,7 +135,7 @@ class ControlPlane:
         """Build if needed, then start every component, install the CRDs and the fleet."""
         began = time.monotonic()
         if self.binaries is None:
-            self.binaries = ensure_built(progress=self.progress)
+            self.binaries = ensure_built(progress=self.progress, minor=self.options.kubernetes)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         write_pki(self.pki.directory)
@@ -309,11 +320,14 @@ class ControlPlane:
                 "--authorization-mode=Node,RBAC",
                 # kubeadm's choice: the default plugins (NamespaceLifecycle, LimitRanger,
                 # ServiceAccount, ..., MutatingAdmissionWebhook, ValidatingAdmissionPolicy,
-                # ValidatingAdmissionWebhook, ResourceQuota) plus NodeRestriction.
+                # ValidatingAdmissionWebhook, ResourceQuota; from 1.36 on also
+                # MutatingAdmissionPolicy, GA and on by default, ahead of the webhooks) plus
+                # NodeRestriction. The same flags serve every minor the harness pins.
                 "--enable-admission-plugins=NodeRestriction",
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=1",
+                *_minor_args(self.binaries.kubernetes),
                 *self.options.apiserver_args,
             ],
         )

@@ -117,3 +117,20 @@ def test_requirement_annotation_quotes_a_bounded_part_of_the_image(
     assert len(answer["auditAnnotations"]["requirement"]) == len(record)
     total = sum(len(k) + len(v) for k, v in patched["metadata"]["annotations"].items())
     assert total < 256 * 1024
+
+
+def test_the_heap_built_before_serving_is_frozen(kb: KnowledgeBase) -> None:
+    """What lives as long as the process (the knowledge base here) leaves the collector's
+    reach, so a full collection no longer walks it (issue 30: 250 ms pauses)."""
+    import gc
+
+    from cudasched.webhook.server.serving import freeze_heap
+
+    before = gc.get_freeze_count()
+    try:
+        freeze_heap()
+        frozen = gc.get_freeze_count()
+        assert frozen - before > 10_000  # the knowledge base's objects, and what else lived
+        assert gc.get_count()[2] == 0  # nothing was left for the oldest generation
+    finally:
+        gc.unfreeze()

@@ -29,11 +29,13 @@ from datetime import date
 from typing import TYPE_CHECKING
 
 from cudasched.operations.audit.context import AuditContext
+from cudasched.operations.audit.drarules import dra_findings
 from cudasched.operations.audit.findings import (
     AuditReport,
     Finding,
 )
 from cudasched.operations.audit.knowledgerules import DEFAULT_MAX_AGE_DAYS, knowledge_findings
+from cudasched.operations.audit.kueuerules import kueue_findings
 from cudasched.operations.audit.lifecycle import lifecycle_findings
 from cudasched.operations.audit.nodegroups import NodeGroup
 from cudasched.operations.audit.noderules import node_findings
@@ -77,7 +79,7 @@ def audit(
     branch is judged by its lifecycle on that date (ended, legacy, ending within
     ``min_support_months``), and the knowledge is reported when it is older than
     ``max_knowledge_age_days`` (:mod:`~cudasched.operations.audit.knowledgerules`)."""
-    ctx = AuditContext(snapshot, fleet, images, policy, node_groups)
+    ctx = AuditContext(snapshot, fleet, images, policy, node_groups, today)
     services = len(snapshot.inference_services) + len(snapshot.llm_inference_services)
     runtimes = len(fleet.cluster_serving_runtimes) + sum(1 for _ in fleet.all_serving_runtimes())
     steps = (
@@ -99,4 +101,6 @@ def audit(
             lifecycle_findings(node_pools(snapshot, fleet), fleet.kb, today, min_support_months)
         )
     findings.extend(knowledge_findings(ctx, today, max_knowledge_age_days))
+    findings.extend(dra_findings(snapshot))
+    findings.extend(kueue_findings(snapshot, fleet))
     return AuditReport.of(findings)

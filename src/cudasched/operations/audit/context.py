@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from cudasched.operations.audit.nodegroups import NodeGroup, groups_from_snapshot
@@ -12,6 +14,7 @@ from cudasched.operations.nodelabels import (
     UPGRADE_DONE,
     upgrade_state,
 )
+from cudasched.operations.pools import Pool, node_pools
 from cudasched.operations.reach import FleetVerdicts
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.objects import annotations_of, labels_of, name_of, namespace_of
@@ -55,6 +58,7 @@ class Resolved:
     image: str | None = None
     error: str | None = None
     unknown: UnknownRequirement | None = None  # WorkloadNeed.unknown: what admission warns
+    pod: Mapping[str, Any] | None = None  # the pod it runs as: its own node selection
 
 
 class AuditContext:
@@ -67,8 +71,10 @@ class AuditContext:
         images: ImageTable,
         policy: Policy,
         node_groups: Sequence[NodeGroup] = (),
+        today: date | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.today = today  # the day a fix's branch is judged on (None: the data's own date)
         self.node_groups = [*node_groups, *groups_from_snapshot(snapshot)]
         self.fleet = fleet
         self.kb = fleet.kb
@@ -83,6 +89,12 @@ class AuditContext:
             if upgrade_state(labels_of(n)) not in (None, UPGRADE_DONE)
         )
         self._pods: dict[int, Resolved] = {}
+
+    @cached_property
+    def pools(self) -> dict[str, Pool]:
+        """Each GPU node's pool (who installs its driver, its OS and architecture), as
+        ``plan-drivers`` groups them: a fix names a driver change the way the plan would."""
+        return {n: p for p in node_pools(self.snapshot, self.fleet) for n in p.nodes}
 
     def policy_for(self, req: Requirement) -> Policy:
         return self.verdicts.policy_for(req, self.policy)
@@ -99,7 +111,7 @@ class AuditContext:
             container = view.cuda_container
             image = container.get("image") if container is not None else None
             found = Resolved(
-                need.requirement, gpu, skipped, need.runtime, image, None, need.unknown
+                need.requirement, gpu, skipped, need.runtime, image, None, need.unknown, pod
             )
         except InputError as exc:
             found = Resolved(Requirement(), gpu, skipped, error=str(exc))
@@ -109,13 +121,13 @@ class AuditContext:
     def resolve_isvc(self, isvc: Mapping[str, Any]) -> Resolved:
         skipped = is_skipped(annotations_of(isvc))
         try:
-            _, need = workload_need(isvc, self.fleet, self.images)
+            pod, need = workload_need(isvc, self.fleet, self.images)
             choice = need.runtime
             gpu = workload_uses_gpu(isvc, choice)
             image = predictor_image(isvc, choice.obj if choice is not None else None)
         except InputError as exc:
             return Resolved(Requirement(), False, skipped, error=str(exc))
-        return Resolved(need.requirement, gpu, skipped, choice, image, None, need.unknown)
+        return Resolved(need.requirement, gpu, skipped, choice, image, None, need.unknown, pod)
 
     def resolve_llm(self, obj: Mapping[str, Any]) -> Resolved:
         skipped = is_skipped(annotations_of(obj))
@@ -130,7 +142,7 @@ class AuditContext:
             return Resolved(Requirement(), False, skipped, error=str(exc))
         image = main.get("image") if main is not None else None
         image = image if isinstance(image, str) else None
-        return Resolved(req, gpu, skipped, image=image, unknown=need.unknown)
+        return Resolved(req, gpu, skipped, image=image, unknown=need.unknown, pod=pod)
 
     def covered(self, pod: Mapping[str, Any]) -> bool:
         """A pod whose service the snapshot lists (findings about it go to the service)."""

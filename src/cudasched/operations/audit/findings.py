@@ -56,6 +56,10 @@ KNOWLEDGE_STALE = "knowledge-stale"
 DRIVER_RELEASE_UNKNOWN = "driver-release-unknown"
 GPU_UNKNOWN = "gpu-unknown"
 PLACEMENT_MOVED = "placement-moved"
+DRA_EXTENDED_RESOURCE_SHARED = "dra-extended-resource-shared"
+DRA_DEVICE_WITHOUT_CUDA = "dra-device-without-cuda-attributes"
+KUEUE_FLAVOR_WITHOUT_CUDA_KEY = "kueue-flavor-without-cuda-key"
+KUEUE_FLAVOR_SPANS_CUDA = "kueue-flavor-spans-cuda-classes"
 
 #: Every code an audit can report, with the severity it always has.
 CODES: dict[str, Severity] = {
@@ -73,6 +77,10 @@ CODES: dict[str, Severity] = {
     KNOWLEDGE_STALE: Severity.WARNING,
     GPU_UNKNOWN: Severity.WARNING,
     PLACEMENT_MOVED: Severity.WARNING,
+    DRA_EXTENDED_RESOURCE_SHARED: Severity.WARNING,
+    DRA_DEVICE_WITHOUT_CUDA: Severity.WARNING,
+    KUEUE_FLAVOR_WITHOUT_CUDA_KEY: Severity.WARNING,
+    KUEUE_FLAVOR_SPANS_CUDA: Severity.WARNING,
     DRIVER_RELEASE_UNKNOWN: Severity.INFO,
     DRIVER_BRANCH_ENDING: Severity.INFO,
     LABELS_DEPRECATED_ONLY: Severity.INFO,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from cudasched.compat import engine
 from cudasched.operations.audit.context import AuditContext, Resolved, wants
 from cudasched.operations.audit.findings import (
     NO_COMPATIBLE_NODE,
@@ -18,7 +17,12 @@ from cudasched.operations.audit.findings import (
     Finding,
 )
 from cudasched.operations.audit.nodegroups import scale_up_hint
-from cudasched.operations.audit.unplaceable import unplaceable_fix, unplaceable_message
+from cudasched.operations.audit.unplaceable import (
+    driver_step,
+    unplaceable_fix,
+    unplaceable_message,
+)
+from cudasched.operations.fit import usable
 from cudasched.operations.reach import blocking, driver_fix
 from cudasched.operations.refs import controller_kind, finished, names, node_name, object_ref
 from cudasched.operations.runtimes import RuntimeRow, runtime_rows
@@ -104,24 +108,27 @@ def _bound(
     pol = ctx.policy_for(req)
     reasons = blocking(verdict)
     codes = ", ".join(dict.fromkeys(r.code for r in reasons))
-    others = ctx.verdicts.reach(req, ctx.policy, exclude=ctx.upgrading | {node})
-    cuda = engine.effective_cuda(req)
+    # Only nodes the pod's own selection, tolerations and GPU count let it use may be named.
+    found_spec = pod.get("spec")
+    spec: Mapping[str, Any] = found_spec if isinstance(found_spec, Mapping) else {}
+    barred = {n for n, why in usable(spec, ctx.snapshot.nodes).items() if why is not None}
+    others = ctx.verdicts.reach(req, ctx.policy, exclude=ctx.upgrading | {node} | barred)
     need = driver_fix(facts, reasons, req, ctx.kb)
-    restore = None
-    if need is not None:
-        runs = f"CUDA {cuda}" if cuda is not None else "it"
-        restore = f"give {node} a driver that runs {runs} ({need} or newer)"
+    restore = driver_step(ctx, node, 0, need) if need is not None else None
     if others.anywhere:
         owner = controller_kind(pod)
         again = f"its {owner} makes a new one" if owner else "then create it again"
         fix = (
             f"recreate the pod (kubectl delete pod -n {namespace_of(pod)} {name_of(pod)}; "
             f"{again}) so the webhook places it on one of the {len(others.compatible)} "
-            f"node(s) that can run it ({names(others.compatible)})"
-            + (f"; or {restore}" if restore else "")
+            f"node(s) that can run it and that its own node selection, tolerations and GPU "
+            f"count allow ({names(others.compatible)})" + (f"; or {restore}" if restore else "")
         )
     else:
-        fix = "no other node can run it either" + (f": {restore}" if restore else "")
+        fix = (
+            "no other node it may use (its own node selection, tolerations and GPU count) can "
+            "run it" + (f": {restore}" if restore else "")
+        )
     yield Finding(
         POD_ON_INCOMPATIBLE_NODE,
         ref,
@@ -140,7 +147,7 @@ def _placeable(
     reach = ctx.verdicts.reach(found.req, ctx.policy)
     if reach.anywhere:
         return
-    fix = unplaceable_fix(ctx, found.req, reach)
+    fix = unplaceable_fix(ctx, found.req, reach, found.pod)
     # A group scaled to zero may be the home it is waiting for (docs/operations.md).
     hint = scale_up_hint(ctx.node_groups, found.req, reach.policy, ctx.kb)
     if hint is not None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DOWNGRADE",
     "KEEP",
+    "REOWN",
     "UPGRADE",
     "DriverPlan",
     "PoolDecision",
@@ -39,6 +40,9 @@ __all__ = [
 UPGRADE = "upgrade"
 DOWNGRADE = "downgrade"
 KEEP = "keep"
+#: What the action of a pool that keeps its driver but moves to another NVIDIADriver starts
+#: with: its driver pods restart (``PoolDecision.reown``).
+REOWN = "re-own"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,7 @@ class PoolDecision:
     blocked: str | None = None  # a better driver exists, but not the way the pool gets it
     floor: DriverVersion | None = None  # the oldest release of the branch that serves the same
     image: str | None = None  # the driver image the GPU Operator pulls for it after the plan
+    reown: bool = False  # keeps its driver, moves to another NVIDIADriver: driver pods restart
 
     @property
     def changes(self) -> bool:
@@ -75,10 +80,12 @@ class PoolDecision:
             "nodes": list(pool.nodes),
             "gpu": pool.gpu,
             "arch": target.arch.name if target is not None else None,
+            "cpuArch": pool.arch,
             "os": str(pool.os) if pool.os else None,
             "kernel": str(pool.kernel) if pool.kernel else None,
             "currentDriver": str(pool.current) if pool.current else None,
             "driverManager": pool.manager.kind.value,
+            "driverManagerEvidence": pool.manager.evidence,
             "nodeGroup": pool.manager.group,
             "targetBranch": str(chosen.branch) if chosen is not None else None,
             "targetVersion": chosen.version if chosen is not None else None,
@@ -91,6 +98,7 @@ class PoolDecision:
             "action": self.action,
             "nvidiaDriver": self.driver_object,
             "driverImage": self.image,
+            "reOwn": self.reown,
             "blocked": self.blocked,
             "gains": list(self.gains),
             "loses": list(self.loses),

@@ -33,13 +33,18 @@ Cost: options × demand groups engine checks per pool, never per node or per wor
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from cudasched.operations.drivers.demand import Demand, cluster_demand
-from cudasched.operations.drivers.notes import label_homes, plan_notes, pool_warnings
+from cudasched.operations.drivers.notes import (
+    cluster_warnings,
+    label_homes,
+    plan_notes,
+    pool_warnings,
+)
 from cudasched.operations.drivers.nvidiadriver import (
     DriverObject,
     Replacement,
@@ -50,6 +55,7 @@ from cudasched.operations.drivers.nvidiadriver import (
     stale_objects,
 )
 from cudasched.operations.drivers.plan import (
+    REOWN,
     DriverPlan,
     PoolDecision,
     change_of,
@@ -80,7 +86,7 @@ from cudasched.operations.nodelabels import (
     gpu_capacity,
     upgrade_state,
 )
-from cudasched.operations.pools import Pool, node_pools
+from cudasched.operations.pools import Pool, node_pools, snapshot_drivers
 from cudasched.vocab import labels as L
 from cudasched.vocab.objects import labels_of, name_of
 from cudasched.vocab.requirements import Policy
@@ -88,6 +94,7 @@ from cudasched.vocab.requirements import Policy
 if TYPE_CHECKING:
     from cudasched.cluster.fleet import Fleet
     from cudasched.cluster.snapshot import ClusterSnapshot
+    from cudasched.compat.drivermanager import DriverCluster
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.images import ImageTable
     from cudasched.knowledge.operator import OperatorVersion
@@ -110,12 +117,19 @@ def plan_drivers(
     operator_source: str = "",
     operator_notes: tuple[str, ...] = (),
     min_support_months: int = 12,
+    operator_objects: Sequence[Mapping[str, Any]] = (),
+    prefer_lts: bool = False,
 ) -> DriverPlan:
     """Plan the drivers of ``snapshot``'s GPU pools (see the module docstring). ``policy`` is
     the default for workloads that name none; lifecycles and releases are judged on ``today``;
-    objects are written for GPU Operator ``operator`` (the newest known by default)."""
+    objects are written for GPU Operator ``operator`` (the newest known by default).
+    ``operator_objects``: the cluster's ClusterPolicy read apart from the snapshot (``--live``),
+    which tells with the snapshot's own objects who installs each node's driver.
+    ``prefer_lts``: a supported long-term branch before one that serves more workloads (no
+    workload that runs today loses its home)."""
     kb = fleet.kb
     demand = cluster_demand(snapshot, fleet, images, policy)
+    evidence = snapshot_drivers(snapshot, fleet, tuple(operator_objects))
     run = _Run(
         snapshot=snapshot,
         kb=kb,
@@ -127,8 +141,10 @@ def plan_drivers(
         precompiled=precompiled,
         max_unavailable=max_unavailable,
         min_support_months=min_support_months,
+        evidence=evidence,
+        prefer_lts=prefer_lts,
     )
-    choices = _choices(run, node_pools(snapshot, fleet))
+    choices = _choices(run, node_pools(snapshot, fleet, evidence))
     drafts = [_draft(run, c) for c in choices]
     drivers = _driver_objects(run, drafts)
     decisions = [_decision(run, d, drivers.object_of.get(d.pool.name)) for d in drafts]
@@ -136,15 +152,10 @@ def plan_drivers(
     replaced = _replaced(run, drivers, node_labels)
     waves = _waves(run, decisions, drivers.manifests, node_labels)
     objects = tuple(driver_object(m, decisions, node_labels) for m in drivers.manifests)
-    default_version, default_note = default_driver(decisions, run.op)
+    default_version, default_note = default_driver(decisions, run.op, evidence.olm)
+    homes = label_homes(objects, snapshot.nodes, kb)
     notes = plan_notes(
-        objects,
-        decisions,
-        run.op,
-        operator_source,
-        default_note,
-        replaced,
-        label_homes(objects, snapshot.nodes, kb),
+        objects, decisions, run.op, operator_source, default_note, replaced, homes, evidence.olm
     )
     return DriverPlan(
         decisions=tuple(decisions),
@@ -155,7 +166,10 @@ def plan_drivers(
         wave_capacity=waves.capacity,
         unservable=tuple(_homeless(run, choices, decisions)),
         notes=(*operator_notes, *notes),
-        warnings=_warnings(run, choices, decisions, objects, replaced, node_labels, waves),
+        warnings=(
+            *_warnings(run, choices, decisions, objects, replaced, node_labels, waves),
+            *cluster_warnings(decisions, kb, default_version),
+        ),
         policy=policy,
         today=today,
         operator=run.op,
@@ -184,6 +198,8 @@ class _Run:
     precompiled: bool
     max_unavailable: int | str
     min_support_months: int
+    evidence: DriverCluster
+    prefer_lts: bool = False
 
 
 def _choices(run: _Run, pools: tuple[Pool, ...]) -> list[PoolChoice]:
@@ -199,7 +215,7 @@ def _choices(run: _Run, pools: tuple[Pool, ...]) -> list[PoolChoice]:
         )
         for pool in pools
     ]
-    return choose(offers, run.demand, run.target_cuda is not None)
+    return choose(offers, run.demand, run.target_cuda is not None, run.prefer_lts)
 
 
 def _draft(run: _Run, choice: PoolChoice) -> PoolDecision:
@@ -210,7 +226,7 @@ def _draft(run: _Run, choice: PoolChoice) -> PoolDecision:
     after = pick.serves if pick is not None else current
     why = pool_why(choice, run.demand, run.kb, run.precompiled, run.target_cuda)
     blocked = (
-        blocked_by_os(choice, run.judge, run.today, run.demand.workloads)
+        blocked_by_os(choice, run.judge, run.today, run.demand.workloads, run.op)
         if pool.manager.operator
         else None
     )
@@ -295,8 +311,41 @@ def _object_members(drafts: list[PoolDecision]) -> dict[str, list[PoolDecision]]
     return members
 
 
+def _moving(run: _Run, nodes: Iterable[str], obj: str, version: str) -> tuple[str, ...]:
+    """The nodes whose driver pod changes when ``obj`` (installing ``version``) drives them:
+    all but those already labelled for an object of that name with the same version."""
+    existing = next((o for o in run.snapshot.nvidia_drivers if name_of(o) == obj), None)
+    before = existing.get("spec") if existing is not None else None
+    same = isinstance(before, Mapping) and str(before.get("version")) == version
+    current = {name_of(n): labels_of(n).get(L.DRIVER_POOL) for n in run.snapshot.nodes}
+    return tuple(n for n in nodes if not (same and current.get(n) == obj))
+
+
+def _was_precompiled(run: _Run, d: PoolDecision) -> str | None:
+    """What drives the pool with precompiled drivers now (an NVIDIADriver whose pool label or
+    owner label its nodes carry, or the ClusterPolicy), if anything does."""
+    owner = run.kb.operator.driver_manager.owner_label
+    labels = {name_of(n): labels_of(n) for n in run.snapshot.nodes}
+    names = {
+        v
+        for node in d.pool.nodes
+        for v in (labels.get(node, {}).get(L.DRIVER_POOL), labels.get(node, {}).get(owner))
+        if v
+    }
+    for obj in run.snapshot.nvidia_drivers:
+        spec = obj.get("spec")
+        if name_of(obj) in names and isinstance(spec, Mapping) and spec.get("usePrecompiled"):
+            return f"NVIDIADriver/{name_of(obj)}"
+    policy = run.evidence.policy
+    if policy is not None and policy.precompiled and not policy.use_crd:
+        return f"ClusterPolicy {policy.name}"
+    return None
+
+
 def _decision(run: _Run, d: PoolDecision, obj: str | None) -> PoolDecision:
-    """A pool's draft with its action, the object that drives it and the image it pulls."""
+    """A pool's draft with its action, the object that drives it and the image it pulls; a
+    pool that keeps its driver but moves to another object is re-owned (its driver pods
+    restart), one that leaves precompiled drivers is told so."""
     if obj is not None:
         opt = d.chosen
         assert opt is not None
@@ -305,10 +354,24 @@ def _decision(run: _Run, d: PoolDecision, obj: str | None) -> PoolDecision:
             if opt.keep
             else f"NVIDIADriver/{obj} installs {opt.version}"
         )
+        if opt.keep and _moving(run, d.pool.nodes, obj, opt.version):
+            drain = "" if run.op.restart_in_place else ", drained: the driver is reinstalled"
+            action = f"{REOWN}: driver pod restarts{drain} ({action})"
+            d = replace(d, reown=True)
+        source = _was_precompiled(run, d)
+        if source is not None and not opt.precompiled:
+            d = replace(
+                d,
+                why=(
+                    *d.why,
+                    f"moves off precompiled drivers ({source} installs them now): "
+                    f"NVIDIADriver/{obj} builds the driver on the node",
+                ),
+            )
     elif d.operator:
         action = "nothing to pin: no driver reported" if d.pool.current is None else "not planned"
     else:
-        action = host_action(d)
+        action = host_action(run.kb, d)
     image = driver_image(d.pool, d.chosen, run.op) if obj is not None and d.chosen else None
     if image is not None and d.pool.os is not None and not image.endswith(f"-{d.pool.os}"):
         d = replace(
@@ -390,7 +453,7 @@ def _wave_input(
     if obj is not None:
         spec = manifest_named(manifests, obj)["spec"]
         before = existing[obj].get("spec") if obj in existing else None
-        same = isinstance(before, Mapping) and before.get("version") == spec["version"]
+        same = isinstance(before, Mapping) and str(before.get("version")) == str(spec["version"])
         moving = tuple(n for n in d.pool.nodes if not (same and current_label.get(n) == obj))
     return WaveInput(
         name=d.pool.name,

@@ -9,9 +9,11 @@ driver comes with the host or a node image, any release out on the date. Each op
 by :func:`cudasched.compat.engine.check` on the pool's facts with the option's release installed,
 once per demand group (:class:`Judge`).
 
-The choice (:func:`choose`), best first: reaches ``--target-cuda`` natively (when asked); serves
-the most workloads; keeps the driver; a supported long-term branch, other supported branches,
-unknown lifecycles, then ended ones (only the current branch can be ended); the newest branch.
+The choice (:func:`choose`), best first: reaches ``--target-cuda`` natively (when asked); with
+``--prefer-lts`` a supported long-term branch; serves the most workloads; keeps the driver; then
+the one ranking every command chooses by (:func:`cudasched.compat.branches.rank`: a supported
+long-term branch, other supported branches, unknown lifecycles, then ended ones, only the current
+branch can be ended; the newest branch).
 Then the repair pass: a workload group that runs somewhere today and would run nowhere pins one
 of the pools that serve it today to its best option that still serves it and every earlier pin
 of that pool (keeping the driver always does, so the pass ends).
@@ -35,6 +37,7 @@ from cudasched.compat.branches import (
     candidate_branches,
     drive_problem,
     lifecycle,
+    rank,
     running,
 )
 from cudasched.compat.containers import Install, install_option
@@ -57,6 +60,7 @@ __all__ = [
     "PoolOptions",
     "choose",
     "floor_release",
+    "long_term",
     "options_of",
     "rank",
     "unblocked",
@@ -121,20 +125,16 @@ class PoolChoice:
         return self.offer.pool
 
 
-_TIER = {LifecycleState.SUPPORTED: 2, LifecycleState.UNKNOWN: 1, LifecycleState.END_OF_LIFE: 0}
+def long_term(option: Option) -> bool:
+    """A supported long-term support branch (LTSB)."""
+    lc = option.lifecycle
+    return lc.long_term and lc.state is LifecycleState.SUPPORTED
 
 
-def rank(lc: Lifecycle, branch: int) -> tuple[int, int]:
-    """How a branch ranks by lifecycle, best last: a supported long-term branch, other
-    supported branches, unknown lifecycles, ended ones; then the newest. ``recommend-driver``
-    ranks the branches that satisfy everything asked the same way."""
-    tier = _TIER[lc.state] * 2 + (1 if lc.long_term and lc.state is LifecycleState.SUPPORTED else 0)
-    return (tier, branch)
-
-
-def _key(option: Option, with_target: bool) -> tuple[int, ...]:
+def _key(option: Option, with_target: bool, prefer_lts: bool = False) -> tuple[int, ...]:
     return (
         int(option.reaches_target) if with_target else 0,
+        int(long_term(option)) if prefer_lts else 0,
         option.weight,
         int(option.keep),
         *rank(option.lifecycle, option.branch),
@@ -236,6 +236,7 @@ def options_of(
             operator=operator,
             precompiled=precompiled,
             products=products,
+            arch=pool.arch,
         )
         if isinstance(found, str):
             left_out.append((branch, found))
@@ -269,11 +270,14 @@ def floor_release(pool: Pool, judge: Judge, option: Option) -> DriverVersion:
     return best
 
 
-def choose(offers: Sequence[PoolOptions], demand: Demand, with_target: bool) -> list[PoolChoice]:
+def choose(
+    offers: Sequence[PoolOptions], demand: Demand, with_target: bool, prefer_lts: bool = False
+) -> list[PoolChoice]:
     """Each pool's best option, then the repair pass (module docstring), which also says why it
     pinned a pool."""
     chosen: list[Option | None] = [
-        max(o.every, key=lambda opt: _key(opt, with_target)) if o.every else None for o in offers
+        max(o.every, key=lambda opt: _key(opt, with_target, prefer_lts)) if o.every else None
+        for o in offers
     ]
     runs_today = frozenset().union(*(o.runs_today for o in offers))
     pins: dict[int, set[int]] = {}
@@ -284,7 +288,7 @@ def choose(offers: Sequence[PoolOptions], demand: Demand, with_target: bool) -> 
         if not orphans:
             break
         group = orphans[0]
-        i, opt = _repair(offers, pins, group, with_target)
+        i, opt = _repair(offers, pins, group, with_target, prefer_lts)
         chosen[i] = opt
         pins.setdefault(i, set()).add(group)
         refs = ", ".join(demand.groups[group].workloads[:3])
@@ -299,7 +303,11 @@ def choose(offers: Sequence[PoolOptions], demand: Demand, with_target: bool) -> 
 
 
 def _repair(
-    offers: Sequence[PoolOptions], pins: dict[int, set[int]], group: int, with_target: bool
+    offers: Sequence[PoolOptions],
+    pins: dict[int, set[int]],
+    group: int,
+    with_target: bool,
+    prefer_lts: bool = False,
 ) -> tuple[int, Option]:
     """The best option, over the pools that serve ``group`` today, that serves it and every
     earlier pin of its pool: (the pool's position, the option)."""
@@ -310,7 +318,7 @@ def _repair(
         need = pins.get(i, set()) | {group}
         for opt in offer.every:
             if need <= opt.serves:
-                key = _key(opt, with_target)
+                key = _key(opt, with_target, prefer_lts)
                 if best is None or key > best[0]:
                     best = (key, i, opt)
     assert best is not None  # keeping the pool's driver serves the group

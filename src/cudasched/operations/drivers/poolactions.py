@@ -14,7 +14,8 @@ from cudasched.compat.branches import (
     ModuleType,
     module_type,
 )
-from cudasched.compat.containers import driver_change, image_os_tag
+from cudasched.compat.containers import image_os_tag
+from cudasched.compat.drivermanager import driver_change
 from cudasched.operations.drivers.nvidiadriver import (
     DRIVER_IMAGE,
     DRIVER_REPOSITORY,
@@ -44,20 +45,30 @@ __all__ = [
 ]
 
 
-def host_action(d: PoolDecision) -> str:
+def host_action(kb: KnowledgeBase, d: PoolDecision) -> str:
+    """What a pool whose driver comes with the host or a node image is told to do: keep its
+    driver, or move to the chosen branch the way its driver is installed."""
     pool, opt = d.pool, d.chosen
     if opt is None or opt.keep:
         return f"keep driver {pool.current}" if pool.current else "nothing to do"
     return driver_change(
-        pool.manager, opt.branch, d.floor or opt.release, opt.release, f"install {opt.version}"
+        kb,
+        pool.manager,
+        opt.branch,
+        d.floor or opt.release,
+        opt.release,
+        f"install {opt.version}",
+        str(pool.os) if pool.os is not None else None,
     )
 
 
 def default_driver(
-    decisions: list[PoolDecision], operator: OperatorVersion
+    decisions: list[PoolDecision], operator: OperatorVersion, olm: bool = False
 ) -> tuple[str | None, str | None]:
     """(the version the default NVIDIADriver should have, the note that says so): the
-    supported driver most operator-managed nodes get, else the chart's own."""
+    supported driver most operator-managed nodes get, else the chart's own. Before v26.7 there
+    is no default (fallback) object: the note says what that means, and no version. ``olm``: an
+    install without Helm values (OLM), whose knob is the object itself."""
     counts: Counter[tuple[int, str]] = Counter()
     operated = False
     for d in decisions:
@@ -68,6 +79,18 @@ def default_driver(
             counts[(d.chosen.branch, d.chosen.version)] += len(d.pool.nodes)
     if not operated:
         return None, None
+    if not operator.accepts("default"):
+        off = (
+            "no NVIDIADriver without nodeSelector"
+            if olm
+            else "Helm driver.nvidiaDriverCRD.deployDefaultCR=false"
+        )
+        return None, (
+            f"GPU Operator {operator.version} has no fallback NVIDIADriver (spec.default comes "
+            f"with v26.7): with the pool objects alone ({off}), a GPU node that no NVIDIADriver "
+            "selects gets no driver container, nodes that join later included: declare the pool "
+            "label where they come from"
+        )
     chart = str(operator.default_driver)
     if counts:
         (_, version), _ = max(counts.items(), key=lambda kv: (kv[1], kv[0][0]))
@@ -75,6 +98,12 @@ def default_driver(
     else:
         version = chart
         why = "every operator-managed pool is pinned to its own object; keep the chart's default"
+    if olm:
+        return version, (
+            "the default NVIDIADriver (spec.default: true) drives every GPU node no other "
+            f"NVIDIADriver selects, nodes that join later included: set its spec.version to "
+            f"{version} ({why}; an OLM install has no Helm values)"
+        )
     return version, (
         "the default NVIDIADriver (Helm driver.version; the GPU Operator "
         f"{operator.version} chart's is {chart}) drives every GPU node no other NVIDIADriver "

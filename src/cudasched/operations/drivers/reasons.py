@@ -25,15 +25,22 @@ from cudasched.operations.drivers.demand import Demand, DemandGroup
 from cudasched.operations.drivers.plan import (
     workload_refs,
 )
-from cudasched.operations.drivers.planoptions import Judge, Option, PoolChoice, unblocked
+from cudasched.operations.drivers.planoptions import (
+    Judge,
+    Option,
+    PoolChoice,
+    long_term,
+    unblocked,
+)
 from cudasched.operations.pools import Pool
 from cudasched.operations.reach import blocking
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.operator import OperatorVersion
     from cudasched.vocab.versions import CudaVersion
 
-__all__ = ["blocked_by_os", "pool_why", "unservable"]
+__all__ = ["blocked_by_os", "pool_why", "short_lived_why", "unservable"]
 
 
 def pool_why(
@@ -59,6 +66,9 @@ def pool_why(
             "no branch can be installed here: " + "; ".join(f"R{b}: {w}" for b, w in left_out[:3])
         ]
     why = _kept_why(choice, chosen, demand) if chosen.keep else _taken_why(choice, chosen, demand)
+    short = short_lived_why(choice, chosen, demand)
+    if short is not None:
+        why.append(short)
     why.extend(choice.pinned)
     cap = target.arch.last_driver_branch
     if cap is not None:
@@ -132,12 +142,36 @@ def _taken_why(choice: PoolChoice, chosen: Option, demand: Demand) -> list[str]:
     return why
 
 
+def short_lived_why(choice: PoolChoice, chosen: Option, demand: Demand) -> str | None:
+    """Why a pool takes (or keeps) a branch that is not a supported long-term one when one
+    is on offer: the workloads only it runs, or that it serves the same; and how
+    ``--prefer-lts`` would choose."""
+    if long_term(chosen):
+        return None
+    lts = [o for o in choice.offer.every if long_term(o) and o is not chosen]
+    if not lts:
+        return None
+    best = max(lts, key=lambda o: (o.weight, o.branch))
+    here = f"R{chosen.branch} ({chosen.lifecycle.describe()})"
+    if best.weight >= chosen.weight:
+        return (
+            f"{here} is not a long-term branch and R{best.branch} ({best.lifecycle.describe()}) "
+            "serves as many workloads: --prefer-lts takes it"
+        )
+    refs = workload_refs(chosen.serves - best.serves, demand)
+    shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+    return (
+        f"{here} is short-lived: {shown} need it (the long-term R{best.branch} serves "
+        f"{best.weight} of {demand.workloads}); --prefer-lts takes R{best.branch}"
+    )
+
+
 def _build_why(pool: Pool, chosen: Option, kb: KnowledgeBase, precompiled: bool) -> list[str]:
     """How the driver is built on the pool: a precompiled container asked for but not taken,
     reported build failures on its kernel, an unknown kernel."""
     why: list[str] = []
     if precompiled and pool.manager.operator and not chosen.keep and not chosen.precompiled:
-        problem = precompiled_problem(kb, pool.os, pool.kernel, chosen.branch)
+        problem = precompiled_problem(kb, pool.os, pool.kernel, chosen.branch, pool.arch)
         if problem is not None:
             why.append(f"usePrecompiled: false: {problem}")
     if pool.kernel is not None and not chosen.keep:
@@ -201,9 +235,16 @@ def unservable(
     return sorted(out)
 
 
-def blocked_by_os(choice: PoolChoice, judge: Judge, today: date, total: int) -> str | None:
+def blocked_by_os(
+    choice: PoolChoice,
+    judge: Judge,
+    today: date,
+    total: int,
+    operator: OperatorVersion | None = None,
+) -> str | None:
     """For a GPU Operator pool: what a driver installed another way would give, when that is
-    more than the containers NVIDIA publishes for its OS allow."""
+    more than the containers NVIDIA publishes for its OS allow. The OSes it names have
+    containers of the branch for the pool's architecture and are supported by ``operator``."""
     pool, chosen, left_out = choice.pool, choice.chosen, choice.offer.left_out
     if pool.target is None:
         return None
@@ -215,7 +256,9 @@ def blocked_by_os(choice: PoolChoice, judge: Judge, today: date, total: int) -> 
     reason = next((w for b, w in left_out if b == better.branch), None)
     if reason is None:
         return None
-    oses = ", ".join(container_oses(judge.kb, better.branch)) or "no OS"
+    found = container_oses(judge.kb, better.branch, pool.arch)
+    supported = [o for o in found if operator is None or o in operator.os]
+    oses = ", ".join(supported) or "no OS"
     return (
         f"R{better.branch} ({better.release}) would serve {better.weight} of {total} workloads, "
         f"but {reason}; move the nodes to an OS with R{better.branch} driver containers ({oses}), "

@@ -9,7 +9,7 @@ for it, it has a release on the date, with the GPU Operator a driver container N
 for the OS, and it builds on the kernel), and does it run every CUDA version asked under the
 policy (:func:`cudasched.compat.engine.check` on the GPU with that release installed). Of the
 branches that pass, the current driver's is kept when given (``current``), else they rank as the
-planner ranks them (:func:`cudasched.operations.drivers.planoptions.rank`): a supported
+planner ranks them (:func:`cudasched.compat.branches.rank`): a supported
 long-term branch (LTSB) over newer short-lived ones (PB, NFB), unknown lifecycles last. The
 answer is an installable version (the branch and its newest release on the date, with that
 release's date), or none, with why each branch failed.
@@ -36,19 +36,22 @@ from cudasched.compat.branches import (
     lifecycle,
     module_reason,
     module_type,
+    rank,
     release_text,
     running,
 )
 from cudasched.compat.containers import (
+    container_release,
     gpu_problem,
     image_os_tag,
     install_option,
     precompiled_problem,
+    scope_problem,
 )
 from cudasched.compat.engine import check
 from cudasched.nodes.facts import facts_from_parts
-from cudasched.operations.drivers.planoptions import rank
 from cudasched.operations.reach import blocking
+from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 
 if TYPE_CHECKING:
@@ -92,6 +95,7 @@ class Recommendation:
     os: OsTag | None = None
     keep: bool = False
     image_os: str | None = None  # the OS part of the image tag the operator release pulls
+    arch: str | None = None  # the nodes' CPU architecture (given, or the GPU's only one)
 
     @property
     def found(self) -> bool:
@@ -117,6 +121,7 @@ class Recommendation:
             "released": self.released.isoformat() if self.released is not None else None,
             "installer": self.installer,
             "os": str(self.os) if self.os is not None else None,
+            "arch": self.arch,
             "image": self.image,
             "keep": self.keep,
             "kernelModuleType": self.module.value if self.module is not None else None,
@@ -187,18 +192,33 @@ def recommend(
     precompiled: bool = False,
     operator: OperatorVersion | None = None,
     current: DriverVersion | None = None,
+    arch: str | None = None,
 ) -> Recommendation:
     """The driver for ``gpu`` (a product name or a compute capability) that runs every CUDA
     version of ``cudas`` under ``policy``, judged on ``today``; installed by GPU Operator
-    ``operator``'s driver containers for ``os``, else on the host or its image. ``current``:
-    the driver the nodes run now, kept when it satisfies everything. See the module docstring.
-    Raises :class:`InputError` for a GPU the knowledge base does not know."""
+    ``operator``'s driver containers for ``os`` (built for CPU architecture ``arch``: given, or
+    the only one servers with the GPU have), else on the host or its image. ``current``: the
+    driver the nodes run now, kept when it satisfies everything. See the module docstring.
+    Raises :class:`InputError` for a GPU the knowledge base does not know, or an architecture
+    servers with it never have."""
     facts = facts_from_parts("recommend", gpu=gpu, driver=None, kb=kb)
     target = gpu_target(kb, facts)
     if target is None:
         raise kb.unknown_gpu(gpu, compute_too=True)
+    arch = _arch_of(kb, gpu, arch)
     ask = _Ask(
-        kb, facts, target, tuple(cudas), policy, today, os, kernel, precompiled, operator, current
+        kb,
+        facts,
+        target,
+        tuple(cudas),
+        policy,
+        today,
+        os,
+        kernel,
+        precompiled,
+        operator,
+        current,
+        arch,
     )
     passed, failed = _judge(ask)
     if not passed:
@@ -227,7 +247,21 @@ def recommend(
         os=os,
         keep=chosen.keep,
         image_os=image_os_tag(os, operator) if os is not None else None,
+        arch=arch,
     )
+
+
+def _arch_of(kb: KnowledgeBase, gpu: str, arch: str | None) -> str | None:
+    """The nodes' CPU architecture: as given, else the only one servers with the GPU have
+    (GH200, GB200: arm64); an :class:`InputError` when the two disagree."""
+    info = kb.gpu(gpu)
+    implied = info.host_arch if info is not None else None
+    if arch is not None and implied is not None and arch != implied:
+        raise InputError(
+            f"invalid --arch {arch!r}: {info.product if info else gpu} comes only in "
+            f"{implied} servers"
+        )
+    return arch or implied
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +281,7 @@ class _Ask:
     precompiled: bool
     operator: OperatorVersion | None
     current: DriverVersion | None
+    arch: str | None = None
 
     @property
     def installer(self) -> str:
@@ -304,6 +339,7 @@ def _branch(ask: _Ask, branch: int) -> _Passed | str:
         operator=ask.operator,
         precompiled=ask.precompiled,
         products=ask.facts.products,
+        arch=ask.arch,
     )
     if isinstance(found, str):
         return found
@@ -404,11 +440,19 @@ def _install_warnings(ask: _Ask, chosen: _Passed) -> list[str]:
         )
     if ask.precompiled and not chosen.precompiled:
         problem = (
-            precompiled_problem(ask.kb, ask.os, ask.kernel, chosen.branch)
+            precompiled_problem(ask.kb, ask.os, ask.kernel, chosen.branch, ask.arch)
             if ask.operator is not None
             else "precompiled driver containers are the GPU Operator's (--installer operator)"
         )
         warnings.append(f"usePrecompiled: false: {problem}")
+    if ask.operator is not None:
+        scope = scope_problem(ask.kb, ask.facts.products, ask.facts.datacenter)
+        if scope is not None:
+            warnings.append(scope)
+        if ask.arch is None and ask.os is not None:
+            arm = container_release(ask.kb, chosen.branch, ask.os, ask.today, ask.operator, "arm64")
+            if isinstance(arm, str):
+                warnings.append(f"for amd64 nodes; on arm64 (--arch arm64): {arm}")
     return warnings
 
 

@@ -34,6 +34,12 @@ file references in docs/guide/drivers.md, "What the runbook relies on"):
    the planned driver as ``driverVersion``; then for the object to report ``ready``.
 5. **Uncordon**, and only then start the next wave.
 
+A pinned node keeps its driver; it only moves to another NVIDIADriver (re-owned), and its driver
+pod restarts. From GPU Operator v26.3 a restarting driver pod keeps a loaded driver of the same
+version and configuration (k8s-driver-manager's ``shouldSkipUninstall``, the operator's
+``DRIVER_CONFIG_DIGEST``: ``gpu-operator.yaml`` ``restart_in_place``), so such nodes are neither
+cordoned nor drained; with an older operator they are, since the driver is reinstalled.
+
 Objects a plan replaces (immutable fields) or leaves without nodes are deleted after the last
 wave. Pure: the plan in, text out.
 """
@@ -275,20 +281,34 @@ def render_script(plan: DriverPlan, source: str) -> str:
     lines += _preflight(owners)
     object_of = {n: labels[L.DRIVER_POOL] for n, labels in plan.node_labels.items()}
     manifests = {o.name: o.manifest for o in plan.objects}
+    # A pinned node keeps its driver: where the operator's driver pods keep a loaded driver of
+    # the same version and configuration across a restart, re-owning it needs no drain.
+    in_place = {o.name for o in plan.objects if o.pin and op.restart_in_place}
     created: dict[str, int] = {}
     for number, wave in enumerate(plan.waves, start=1):
         nodes = " ".join(_q(n) for n in wave)
+        drained = [n for n in wave if object_of[n] not in in_place]
         lines += ["", f"# ---- wave {number} of {len(plan.waves)}: {len(wave)} node(s)"]
-        lines.append(f'say "wave {number}: cordon and drain the GPU pods of {len(wave)} node(s)"')
         lines.append(f'for node in {nodes}; do record_gpu_source "${{node}}"; done')
-        lines.append(f'for node in {nodes}; do kubectl cordon "${{node}}"; done')
-        lines.append(f'for node in {nodes}; do drain_gpu_pods "${{node}}"; done')
+        if drained:
+            cordoned = " ".join(_q(n) for n in drained)
+            lines.append(
+                f'say "wave {number}: cordon and drain the GPU pods of {len(drained)} node(s)"'
+            )
+            lines.append(f'for node in {cordoned}; do kubectl cordon "${{node}}"; done')
+            lines.append(f'for node in {cordoned}; do drain_gpu_pods "${{node}}"; done')
+        if len(drained) < len(wave):
+            kept = len(wave) - len(drained)
+            lines.append(
+                f'say "wave {number}: {kept} node(s) keep their driver: re-owned, not drained"'
+            )
         by_object: dict[str, list[str]] = {}
         for node in wave:
             by_object.setdefault(object_of[node], []).append(node)
         lines += _label_and_apply(by_object, manifests, created, owners)
         lines += _waits(by_object, manifests, owners)
-        lines.append(f'for node in {nodes}; do kubectl uncordon "${{node}}"; done')
+        if drained:
+            lines.append(f'for node in {cordoned}; do kubectl uncordon "${{node}}"; done')
         lines.append(f'say "wave {number} done"')
     if plan.replaced:
         lines += ["", "# ---- objects this plan replaces or leaves without nodes"]

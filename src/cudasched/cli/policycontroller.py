@@ -1,0 +1,130 @@
+"""``cudasched policy-controller``: the policy mode's controller (see
+:mod:`cudasched.webhook.policy.controller`), run until SIGTERM. It reads the same configuration
+file as the webhook (policy, label scheme, image table, image resolver), so its tables hold the
+webhook's answers; replicas elect one writer through a Lease in ``--namespace``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cudasched.cli.app import app, fail
+from cudasched.vocab.errors import InputError
+
+__all__ = ["policy_controller_cmd"]
+
+
+@app.command("policy-controller")
+def policy_controller_cmd(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="Configuration YAML (the webhook's, camelCase)."),
+    ] = None,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(
+            "--kubeconfig",
+            help="Kubeconfig file; default: in-cluster service account, then $KUBECONFIG, "
+            "then ~/.kube/config.",
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            help="Namespace of the leader-election Lease (default: $POD_NAMESPACE, else "
+            "cudasched).",
+        ),
+    ] = None,
+    identity: Annotated[
+        str | None,
+        typer.Option("--identity", help="This replica's name in the Lease (default: $POD_NAME)."),
+    ] = None,
+    refresh_seconds: Annotated[
+        float,
+        typer.Option(
+            "--refresh-seconds",
+            min=1.0,
+            help="Decide every key again at least this often (images resolved in the "
+            "background change no object).",
+        ),
+    ] = 15.0,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="debug, info, warning or error.")
+    ] = "info",
+) -> None:
+    """Keep the policy mode's PlacementTables equal to the webhook's decisions, until
+    SIGTERM (leader-elected; no request path)."""
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        fail(f"invalid --log-level {log_level!r}: expected debug, info, warning or error")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for chatty in ("httpx", "httpx2"):  # a line per request (lease renewals) is noise
+        logging.getLogger(chatty).setLevel(max(level, logging.WARNING))
+    try:
+        asyncio.run(_run(config, kubeconfig, namespace, identity, refresh_seconds))
+    except InputError as exc:
+        fail(str(exc))
+
+
+async def _run(
+    config: Path | None,
+    kubeconfig: str | None,
+    namespace: str | None,
+    identity: str | None,
+    refresh_seconds: float,
+) -> None:
+    from cudasched.cli.inputs import load_images, load_knowledge
+    from cudasched.kube.client import make_client
+    from cudasched.placement.merge import AffinityMode
+    from cudasched.settings.config import load_config
+    from cudasched.webhook.background.watchcache import ClusterCache, StateFromObjects
+    from cudasched.webhook.metrics import WebhookMetrics
+    from cudasched.webhook.policy.controller import PolicyController
+    from cudasched.webhook.server.assembly import build_admission
+
+    cfg = load_config(config)
+    if kubeconfig is not None:
+        cfg = cfg.model_copy(
+            update={"kube": cfg.kube.model_copy(update={"kubeconfig": kubeconfig})}
+        )
+    if cfg.mode is not AffinityMode.REQUIRED:
+        raise InputError(
+            f"the policy mode places pods with required node affinity only; the configuration "
+            f"asks for mode {cfg.mode.value!r}"
+        )
+    kb = load_knowledge()
+    metrics = WebhookMetrics()
+    admitter, _resolver = build_admission(cfg, metrics, kb, load_images(kb, cfg))
+    client = make_client(kubeconfig=cfg.kube.kubeconfig, field_manager="cudasched-policy")
+    cache = ClusterCache(
+        client=client,
+        build_state=StateFromObjects(kb),
+        resync_seconds=float(cfg.kube.resync_seconds),
+        metrics=metrics,
+    )
+    controller = PolicyController(
+        admitter,
+        cache,
+        client,
+        namespace=namespace or os.environ.get("POD_NAMESPACE") or "cudasched",
+        identity=identity,
+        refresh_seconds=refresh_seconds,
+    )
+    task = asyncio.create_task(controller.run())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    finally:
+        await client.close()

@@ -1,0 +1,302 @@
+"""The policy mode's registration with the API server: cudasched's pod placement as a
+``MutatingAdmissionPolicy`` (``admissionregistration.k8s.io/v1``, GA since Kubernetes 1.36) that
+the API server runs itself, with no webhook on the request path, its parameters in
+``PlacementTable`` objects the controller keeps (:mod:`cudasched.install.policycontroller`), and
+a ``ValidatingAdmissionPolicy`` that warns about GPU pods it could not place. Choices a reviewer
+should know about, each deliberate:
+
+* **Parameters are a CRD, not ConfigMaps.** A ConfigMap's data is a map of strings: CEL has no
+  JSON decoder, so terms kept there could not become a patch's value, and ConfigMap keys may not
+  hold an image reference. ``PlacementTable`` is typed (a map of pod keys to placement ids and
+  of ids to ``{requirement, terms}``), its schema bounds every list and string, and the objects
+  are cluster-scoped and selected by label (``paramRef.selector``), so the controller can shard
+  a large table over several objects within etcd's object limit: the API server evaluates the
+  policy once per selected object, each within its own cost budget, and only the object that
+  holds a pod's key patches it.
+* **``matchConditions`` equal to the webhook's** (:mod:`cudasched.install.registration`): pods
+  that may need a GPU or declare a requirement, never ones that opt out; the namespace selector
+  leaves out ``kube-system`` and cudasched's own namespace. Pods with ``spec.nodeName`` are left
+  alone, as the webhook leaves them.
+* **``reinvocationPolicy: IfNeeded``**, as the webhook's: the API server runs policies before
+  webhooks, so a webhook that changes the pod afterwards (a sidecar injector, KServe's own pod
+  mutator) triggers one more run, which strips the policy's earlier terms and ANDs them into the
+  final affinity again (the merge is idempotent, :mod:`cudasched.placement.mergecel`). With
+  ``Never`` a webhook that rewrites the affinity after us would silently drop the constraint.
+* **``failurePolicy: Ignore``** unless ``--fail-closed``, as the webhook's: a CEL error or a
+  missing parameter admits the pod unplaced (and the ValidatingAdmissionPolicy warns).
+* **Only ``mode: required``.** A preference list is kept the same way in principle, but the
+  policy implements the default mode only; ``cudasched manifests --mode policy`` refuses a
+  configuration that asks for ``preferred``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cudasched.install.naming import object_meta
+from cudasched.install.registration import NOT_SKIPPED, POD_MAY_NEED_GPU
+from cudasched.placement.mergecel import WEBHOOK_PLACED, affinity_variables, patch_expression
+from cudasched.vocab import labels as L
+from cudasched.vocab.kinds import PLACEMENT_TABLE
+from cudasched.vocab.placementtable import MAX_KEYS, MAX_PLACEMENTS, TABLE_LABEL, TABLE_VALUE
+from cudasched.workloads.gpu import GPU_RESOURCE_PREFIXES
+from cudasched.workloads.policykey import KEY_VERSION, key_expression
+
+__all__ = [
+    "POLICY",
+    "UNPLACED_POLICY",
+    "policy_objects",
+    "table_crd",
+]
+
+POLICY = "cudasched-placement"
+UNPLACED_POLICY = "cudasched-unplaced"
+
+#: Bounds of the table's schema besides the counts per object (they also bound the API
+#: server's CEL cost estimates).
+MAX_TERMS = 128
+MAX_EXPRESSIONS = 32
+MAX_VALUES = 256
+
+
+def _string(max_length: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": max_length}
+
+
+def _table_schema() -> dict[str, Any]:
+    expression = {
+        "type": "object",
+        "required": ["key", "operator"],
+        "properties": {
+            "key": _string(317),
+            "operator": {
+                "type": "string",
+                "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"],
+            },
+            "values": {"type": "array", "maxItems": MAX_VALUES, "items": _string(63)},
+        },
+    }
+    placement = {
+        "type": "object",
+        "properties": {
+            "requirement": _string(1024),
+            "terms": {
+                "type": "array",
+                "maxItems": MAX_TERMS,
+                "items": {
+                    "type": "object",
+                    "required": ["matchExpressions"],
+                    "properties": {
+                        "matchExpressions": {
+                            "type": "array",
+                            "maxItems": MAX_EXPRESSIONS,
+                            "items": expression,
+                        }
+                    },
+                },
+            },
+        },
+    }
+    return {
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {
+                "type": "object",
+                "required": ["format", "pods", "placements"],
+                "properties": {
+                    "format": _string(16),
+                    "pods": {
+                        "type": "object",
+                        "maxProperties": MAX_KEYS,
+                        "additionalProperties": _string(64),
+                    },
+                    "placements": {
+                        "type": "object",
+                        "maxProperties": MAX_PLACEMENTS,
+                        "additionalProperties": placement,
+                    },
+                },
+            },
+        },
+    }
+
+
+def table_crd() -> dict[str, Any]:
+    """The ``PlacementTable`` CustomResourceDefinition (cluster-scoped)."""
+    table = PLACEMENT_TABLE
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": object_meta(f"{table.plural}.{table.group}", None, "policy"),
+        "spec": {
+            "group": table.group,
+            "scope": "Cluster",
+            "names": {
+                "kind": table.kind,
+                "listKind": f"{table.kind}List",
+                "plural": table.plural,
+                "singular": table.kind.lower(),
+            },
+            "versions": [
+                {
+                    "name": table.version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": _table_schema()},
+                }
+            ],
+        },
+    }
+
+
+def _match_constraints(namespace: str) -> dict[str, Any]:
+    return {
+        "resourceRules": [
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE"],
+                "resources": ["pods"],
+            }
+        ],
+        "namespaceSelector": {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": sorted({"kube-system", namespace}),
+                }
+            ]
+        },
+    }
+
+
+def _match_conditions() -> list[dict[str, str]]:
+    return [
+        {"name": "may-need-gpu", "expression": POD_MAY_NEED_GPU},
+        {"name": "not-skipped", "expression": NOT_SKIPPED},
+    ]
+
+
+def _mutating_policy(namespace: str, *, fail_closed: bool) -> dict[str, Any]:
+    annotation_path = L.ANN_REQUIREMENT.replace("~", "~0").replace("/", "~1")
+    table = "params.spec"
+    variables = [
+        ("key", key_expression()),
+        (
+            "found",
+            f"{table}.format == '{KEY_VERSION}' && has({table}.pods) && "
+            f"variables.key in {table}.pods",
+        ),
+        ("entry", f"{table}.placements[{table}.pods[variables.key]]"),
+        *affinity_variables(),
+    ]
+    expression = (
+        f"!variables.found || has(object.spec.nodeName) || {WEBHOOK_PLACED} ? [] : "
+        f"{patch_expression(annotation_path)}"
+    )
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": object_meta(POLICY, None, "policy"),
+        "spec": {
+            "paramKind": {"apiVersion": PLACEMENT_TABLE.api_version, "kind": PLACEMENT_TABLE.kind},
+            "matchConstraints": _match_constraints(namespace),
+            "matchConditions": _match_conditions(),
+            "variables": [{"name": n, "expression": e} for n, e in variables],
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}],
+            "failurePolicy": "Fail" if fail_closed else "Ignore",
+            "reinvocationPolicy": "IfNeeded",
+        },
+    }
+
+
+def _mutating_binding() -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": object_meta(POLICY, None, "policy"),
+        "spec": {
+            "policyName": POLICY,
+            "paramRef": {
+                "selector": {"matchLabels": {TABLE_LABEL: TABLE_VALUE}},
+                # No table yet (the controller has not written one): nothing to patch.
+                "parameterNotFoundAction": "Allow",
+            },
+        },
+    }
+
+
+def _requests_gpu() -> str:
+    """CEL: a container or init container asks for an NVIDIA GPU, or the pod has a claim."""
+    prefixes = " || ".join(f"r.startsWith('{p}')" for p in GPU_RESOURCE_PREFIXES)
+    asks = (
+        "has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(r, "
+        f"({prefixes}) && string(c.resources.limits[r]) != '0')) || (has(c.resources.requests) "
+        f"&& c.resources.requests.exists(r, ({prefixes}) && "
+        "string(c.resources.requests[r]) != '0')))"
+    )
+    return (
+        "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0) || "
+        f"object.spec.containers.exists(c, {asks}) || "
+        f"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, {asks}))"
+    )
+
+
+def _unplaced_policy(namespace: str) -> dict[str, Any]:
+    """Warns (or, bound with ``Deny``, refuses) a GPU pod that leaves admission without
+    cudasched's requirement: neither the policy nor the webhook knew what it needs."""
+    placed = (
+        f"has(object.metadata.annotations) && '{L.ANN_REQUIREMENT}' in object.metadata.annotations"
+    )
+    message = (
+        "'cudasched: no CUDA requirement is known for this GPU pod (its image, runtime or "
+        "annotations are not in cudasched\\'s placement tables yet): admitted without CUDA-aware "
+        "node affinity; set cudasched.io/cuda-version or wait for cudasched to resolve it'"
+    )
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": object_meta(UNPLACED_POLICY, None, "policy"),
+        "spec": {
+            "matchConstraints": _match_constraints(namespace),
+            "matchConditions": [
+                *_match_conditions(),
+                {"name": "requests-gpu", "expression": _requests_gpu()},
+                {"name": "not-bound", "expression": "!has(object.spec.nodeName)"},
+            ],
+            "validations": [{"expression": placed, "messageExpression": message}],
+            "failurePolicy": "Ignore",
+        },
+    }
+
+
+def _validating_binding(*, deny: bool) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": object_meta(UNPLACED_POLICY, None, "policy"),
+        "spec": {
+            "policyName": UNPLACED_POLICY,
+            "validationActions": ["Deny"] if deny else ["Warn"],
+        },
+    }
+
+
+def policy_objects(
+    namespace: str, *, fail_closed: bool = False, deny_unplaced: bool = False
+) -> list[dict[str, Any]]:
+    """The CRD, the MutatingAdmissionPolicy and its binding, the ValidatingAdmissionPolicy and
+    its binding (``deny_unplaced``: refuse unplaced GPU pods instead of warning, so a
+    controller creating pods retries until the table knows them)."""
+    return [
+        table_crd(),
+        _mutating_policy(namespace, fail_closed=fail_closed),
+        _mutating_binding(),
+        _unplaced_policy(namespace),
+        _validating_binding(deny=deny_unplaced),
+    ]

@@ -1,0 +1,226 @@
+"""The policy's parameters: the webhook's decision for each pod key, kept as ``PlacementTable``
+objects the MutatingAdmissionPolicy reads.
+
+**One decision per key, the webhook's own.** For each key
+(:func:`cudasched.workloads.policykey.pod_key`) the controller builds the pod the key stands
+for (:func:`~cudasched.workloads.policykey.key_pod`), gives it one probe term that is all
+cudasched's (``[marker]``), asks the :class:`~cudasched.webhook.admission.admitter.Admitter`
+(the webhook's code, configuration, knowledge, image resolver and cluster snapshot) for its
+answer and reads it back: the requirement annotation it writes, and what became of the probe
+term (:func:`placement_of`). A probe left as it was means the webhook would not touch the
+affinity (no selector can exist, or nothing is known); a probe removed means its terms are
+``[]`` (an earlier injection is removed and nothing added); otherwise each term is the marker
+followed by one of cudasched's alternatives. A denial, or an answer with neither annotation nor
+terms, is no placement: the policy leaves such a pod to the webhook, or to the unplaced
+warning.
+
+**Tables within etcd's object limit.** Each placement is stored once per object under the
+first 16 hex digits of the SHA-256 of its JSON; keys map to placement ids. The keys are spread
+over ``2**n`` objects by the SHA-256 of the key, ``n`` the smallest that keeps every object under
+:data:`MAX_TABLE_BYTES` and the schema's counts; the object names carry ``2**n``, so growing the
+table writes a new set beside the old one and then deletes the old one (a key is in two objects
+for a moment, never in none; the merge is idempotent, so two patches give one answer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+import orjson
+
+from cudasched.placement.merge import MARKER, REQUIRED_KEY
+from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
+from cudasched.vocab.kinds import PLACEMENT_TABLE
+from cudasched.vocab.placementtable import MAX_KEYS, MAX_PLACEMENTS, TABLE_LABEL, TABLE_VALUE
+from cudasched.webhook.admission.review import Decision
+
+__all__ = [
+    "MAX_TABLE_BYTES",
+    "Placement",
+    "held_placements",
+    "placement_of",
+    "probe_pod",
+    "tables",
+]
+
+#: Bytes of one table object's JSON at most: etcd refuses requests over 1.5 MiB; the rest is
+#: room for metadata and the API server's own fields.
+MAX_TABLE_BYTES = 900_000
+_MAX_SHARDS = 1024
+
+
+class Placement(NamedTuple):
+    """What the policy writes for one key: the requirement annotation (``None``: none) and
+    cudasched's terms (``None``: the affinity is left alone)."""
+
+    requirement: str | None
+    terms: tuple[dict[str, Any], ...] | None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.requirement is not None:
+            out["requirement"] = self.requirement
+        if self.terms is not None:
+            out["terms"] = [dict(t) for t in self.terms]
+        return out
+
+    def ident(self) -> str:
+        text = orjson.dumps(self.as_json(), option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(text).hexdigest()[:16]
+
+
+def probe_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """``pod`` (a key pod) with one required term that is all cudasched's marker."""
+    probe: dict[str, Any] = orjson.loads(orjson.dumps(pod))
+    probe.setdefault("spec", {})["affinity"] = {
+        "nodeAffinity": {REQUIRED_KEY: {"nodeSelectorTerms": [{"matchExpressions": [MARKER]}]}}
+    }
+    return probe
+
+
+def _pointer(path: str) -> list[str]:
+    return [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
+
+
+def _apply(obj: dict[str, Any], ops: list[dict[str, Any]]) -> None:
+    """Apply the JSON patch operations an admission answer carries (add, replace, remove on
+    objects and list indexes; the webhook writes no others)."""
+    for op in ops:
+        *parents, last = _pointer(str(op["path"]))
+        node: Any = obj
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        kind = op["op"]
+        if isinstance(node, list):
+            index = len(node) if last == "-" else int(last)
+            if kind == "add":
+                node.insert(index, op["value"])
+            elif kind == "replace":
+                node[index] = op["value"]
+            elif kind == "remove":
+                del node[index]
+            else:
+                raise InputError(f"unexpected patch operation {kind!r}")
+        elif kind in ("add", "replace"):
+            node[last] = op["value"]
+        elif kind == "remove":
+            del node[last]
+        else:
+            raise InputError(f"unexpected patch operation {kind!r}")
+
+
+def placement_of(decision: Decision, probe: Mapping[str, Any]) -> Placement | None:
+    """What the policy must do for pods of ``probe``'s key, read from the webhook's
+    ``decision`` on it (see the module docstring); ``None`` for no placement."""
+    if not decision.allowed:
+        return None
+    after = orjson.loads(orjson.dumps(probe))
+    _apply(after, orjson.loads(orjson.dumps(list(decision.patch))))
+    annotations = after.get("metadata", {}).get("annotations") or {}
+    requirement = annotations.get(L.ANN_REQUIREMENT)
+    required = (
+        (after.get("spec", {}).get("affinity") or {}).get("nodeAffinity", {}).get(REQUIRED_KEY)
+    )
+    terms: tuple[dict[str, Any], ...] | None
+    if required is None:
+        terms = ()
+    else:
+        found = required.get("nodeSelectorTerms") or []
+        if found == [{"matchExpressions": [MARKER]}]:
+            terms = None  # the probe as it was: the affinity is not touched
+        else:
+            terms = tuple(
+                {"matchExpressions": term["matchExpressions"][1:]}
+                for term in found
+                if term.get("matchExpressions", [None])[0] == MARKER
+            )
+    if requirement is None and not terms:
+        return None
+    return Placement(requirement if isinstance(requirement, str) else None, terms)
+
+
+def _shard_of(key: str, shards: int) -> int:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % shards
+
+
+def _table(
+    name: str, keys: list[str], entries: Mapping[str, Placement], format_: str
+) -> dict[str, Any]:
+    placements: dict[str, Any] = {}
+    pods: dict[str, str] = {}
+    for key in sorted(keys):
+        placement = entries[key]
+        ident = placement.ident()
+        pods[key] = ident
+        placements.setdefault(ident, placement.as_json())
+    return {
+        "apiVersion": PLACEMENT_TABLE.api_version,
+        "kind": PLACEMENT_TABLE.kind,
+        "metadata": {
+            "name": name,
+            "labels": {
+                "app.kubernetes.io/name": "cudasched",
+                "app.kubernetes.io/component": "policy",
+                "app.kubernetes.io/managed-by": "cudasched-policy-controller",
+                TABLE_LABEL: TABLE_VALUE,
+            },
+        },
+        "spec": {"format": format_, "pods": pods, "placements": placements},
+    }
+
+
+def _fits(table: Mapping[str, Any]) -> bool:
+    spec = table["spec"]
+    return (
+        len(spec["pods"]) <= MAX_KEYS
+        and len(spec["placements"]) <= MAX_PLACEMENTS
+        and len(orjson.dumps(table)) <= MAX_TABLE_BYTES
+    )
+
+
+def tables(entries: Mapping[str, Placement], format_: str) -> list[dict[str, Any]]:
+    """The ``PlacementTable`` objects holding ``entries`` (key -> placement), sharded (see the
+    module docstring); one object even when there are no entries, so the policy has a table
+    and the unplaced warning can tell "not known yet" apart from "not installed"."""
+    shards = 1
+    while True:
+        buckets: list[list[str]] = [[] for _ in range(shards)]
+        for key in entries:
+            buckets[_shard_of(key, shards)].append(key)
+        built = [
+            _table(f"pods-{shards}-{i}", bucket, entries, format_)
+            for i, bucket in enumerate(buckets)
+        ]
+        if all(_fits(t) for t in built):
+            return built
+        if shards >= _MAX_SHARDS:
+            raise InputError(
+                f"the placement table does not fit in {_MAX_SHARDS} objects of "
+                f"{MAX_TABLE_BYTES} bytes ({len(entries)} keys)"
+            )
+        shards *= 2
+
+
+def held_placements(objects: Iterable[Mapping[str, Any]], format_: str) -> dict[str, Placement]:
+    """What ``PlacementTable`` objects (as listed) hold, key -> placement: the inverse of
+    :func:`tables`. Objects written for another key format, and keys whose placement is
+    missing, are left out."""
+    held: dict[str, Placement] = {}
+    for obj in objects:
+        spec = obj.get("spec") or {}
+        if spec.get("format") != format_:
+            continue
+        placements = spec.get("placements") or {}
+        for key, ident in (spec.get("pods") or {}).items():
+            found = placements.get(ident)
+            if not isinstance(found, Mapping):
+                continue
+            terms = found.get("terms")
+            held[key] = Placement(
+                found.get("requirement"),
+                None if terms is None else tuple(dict(t) for t in terms),
+            )
+    return held

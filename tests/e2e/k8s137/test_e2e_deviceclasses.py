@@ -1,0 +1,272 @@
+"""CUDA-aware DRA device classes on the real Kubernetes 1.37 control plane: the classes
+``cudasched device-classes`` prints are created with strict field validation (the API server
+compiles their CEL), NVIDIA DRA driver ResourceSlices are published for the fake nodes from
+their real GPU and driver facts (one full GPU and one passthrough GPU each, with the attributes
+the driver publishes), and kube-scheduler's own allocator hands pods asking a class, through a
+claim or through the class's extended resource (KEP-5004, GA in 1.37), only devices on nodes
+``cudasched explain`` says can run the workload.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cudasched.knowledge import KnowledgeBase
+from cudasched.nodes.facts import facts_from_labels
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.fleet import FLEET_LABEL, cudasched_command
+from tests.harness.kube import Api, ApiError
+
+NS = "e2e-deviceclasses"
+CLASS = "gpu-cuda-12-8.cudasched.io"
+DRA = "/apis/resource.k8s.io/v1"
+CLAIMED = 6  # pods asking through a claim
+COUNTED = 3  # pods asking through deviceclass.resource.kubernetes.io/<class>
+
+
+def _cudasched(plane: ControlPlane, *args: str) -> str:
+    done = subprocess.run(
+        [*cudasched_command(), *args],
+        capture_output=True,
+        text=True,
+        env=plane.env(),
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _slice(name: str, labels: dict[str, str], kb: KnowledgeBase) -> dict[str, Any] | None:
+    """The ResourceSlice NVIDIA's DRA driver would publish for a node with these labels: its
+    GPU as ``type: gpu`` with the versions as semver (leading zeros dropped), and a
+    passthrough GPU (``type: vfio``) without CUDA attributes."""
+    facts = facts_from_labels(name, labels, kb)
+    if facts.driver is None or facts.cuda is None or facts.compute is None:
+        return None
+    driver = ".".join(str(int(p)) for p in str(facts.driver).split("."))
+    driver += ".0" * (2 - driver.count("."))
+    gpu = {
+        "name": "gpu-0",
+        "attributes": {
+            "type": {"string": "gpu"},
+            "productName": {"string": (facts.products or ("unknown",))[0]},
+            "driverVersion": {"version": driver},
+            "cudaDriverVersion": {"version": f"{facts.cuda.major}.{facts.cuda.minor}.0"},
+            "cudaComputeCapability": {"version": f"{facts.compute.major}.{facts.compute.minor}.0"},
+        },
+    }
+    vfio = {"name": "gpu-vfio-1", "attributes": {"type": {"string": "vfio"}}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"e2e-{name}"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": name,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [gpu, vfio],
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def classes(plane: ControlPlane, api: Api) -> Iterator[list[dict[str, Any]]]:
+    docs = [d for d in yaml.safe_load_all(_cudasched(plane, "device-classes")) if d]
+    created = [api.create(d) for d in docs]
+    try:
+        yield created
+    finally:
+        for d in docs:
+            api.delete(f"{DRA}/deviceclasses/{d['metadata']['name']}")
+
+
+@pytest.fixture(scope="module")
+def slices(api: Api, kb: KnowledgeBase) -> Iterator[dict[str, dict[str, str]]]:
+    nodes = {
+        n["metadata"]["name"]: n["metadata"].get("labels", {})
+        for n in api.list("/api/v1/nodes", labelSelector=FLEET_LABEL)
+    }
+    published = [s for s in (_slice(n, labels, kb) for n, labels in nodes.items()) if s]
+    for obj in published:
+        api.create(obj)
+    try:
+        yield {s["spec"]["nodeName"]: nodes[s["spec"]["nodeName"]] for s in published}
+    finally:
+        for obj in published:
+            api.delete(f"{DRA}/resourceslices/{obj['metadata']['name']}")
+
+
+def test_the_classes_are_created_strictly_and_their_cel_compiled(
+    classes: list[dict[str, Any]], api: Api
+) -> None:
+    assert CLASS in {c["metadata"]["name"] for c in classes}
+    assert all(
+        c["spec"]["selectors"][0]["cel"]["expression"].startswith("device.driver") for c in classes
+    )
+    broken = json.loads(json.dumps(classes[0]))
+    broken["metadata"] = {"name": "e2e-broken.cudasched.io"}
+    broken["spec"]["selectors"][1]["cel"]["expression"] = (
+        'device.attributes["gpu.nvidia.com"].cudaDriverVersion.compareTo(semvr("12.8.0")) >= 0'
+    )
+    with pytest.raises(ApiError) as refused:
+        api.create(broken)
+    assert refused.value.status_code == 422 and "semvr" in refused.value.message
+
+
+def _pod(name: str, *, claim: str | None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
+    spec: dict[str, Any] = {"containers": [container]}
+    if claim is not None:
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+        container["resources"] = {"claims": [{"name": "gpu"}]}
+    else:
+        resource = {f"deviceclass.resource.kubernetes.io/{CLASS}": "1"}
+        container["resources"] = {"requests": resource, "limits": resource}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "annotations": {"cudasched.io/cuda-version": "12.8"},
+        },
+        "spec": spec,
+    }
+
+
+def _claim(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS, "count": 1}}]
+            }
+        },
+    }
+
+
+def _eligible(plane: ControlPlane, tmp: Path) -> set[str]:
+    workload = tmp / "pod.yaml"
+    workload.write_text(yaml.safe_dump(_pod("probe", claim=None)))
+    report = json.loads(
+        _cudasched(
+            plane,
+            "explain",
+            "--workload",
+            str(workload),
+            "--kubeconfig",
+            str(plane.kubeconfig),
+            "-o",
+            "json",
+        )
+    )
+    return {n["node"] for n in report["nodes"] if n["eligible"]}
+
+
+def _allocated(api: Api, claim: dict[str, Any]) -> list[tuple[str, str]]:
+    results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+    return [(r["pool"], r["device"]) for r in results]
+
+
+def test_the_scheduler_allocates_only_devices_that_run_the_class(
+    classes: list[dict[str, Any]],
+    slices: dict[str, dict[str, str]],
+    plane: ControlPlane,
+    api: Api,
+    tmp_path: Path,
+) -> None:
+    api.ensure_namespace(NS)
+    names = [f"claimed-{i}" for i in range(CLAIMED)]
+    for name in names:
+        api.create(_claim(name))
+        api.create(_pod(name, claim=name))
+    counted = [f"counted-{i}" for i in range(COUNTED)]
+    for name in counted:
+        api.create(_pod(name, claim=None))
+    every = [*names, *counted]
+
+    def bound() -> bool:
+        pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{NS}/pods")}
+        return all(pods.get(n, {}).get("spec", {}).get("nodeName") for n in every)
+
+    try:
+        api.wait_for("every pod bound", bound, timeout=180, interval=1.0)
+        pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{NS}/pods")}
+        claims = {
+            c["metadata"]["name"]: c for c in api.list(f"{DRA}/namespaces/{NS}/resourceclaims")
+        }
+        allocations = {n: _allocated(api, claims[n]) for n in names}
+        for n in counted:
+            status = pods[n].get("status", {}).get("extendedResourceClaimStatus", {})
+            allocations[n] = _allocated(api, claims[status["resourceClaimName"]])
+        eligible = _eligible(plane, tmp_path)
+        wrong = [
+            f"{n}: {pool}/{device} (bound to {pods[n]['spec']['nodeName']})"
+            for n, devices in allocations.items()
+            for pool, device in devices
+            if device != "gpu-0" or pool not in eligible or pool != pods[n]["spec"]["nodeName"]
+        ]
+        assert wrong == [] and all(len(d) == 1 for d in allocations.values()), allocations
+        assert eligible and set(slices) - eligible, "the fleet must hold nodes that cannot run it"
+    finally:
+        plane.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+
+
+def test_audit_live_finds_a_planted_extended_resource_flip(plane: ControlPlane, api: Api) -> None:
+    """NVIDIA's chart puts nvidia.com/gpu on gpu.nvidia.com; a class created later with the
+    same name takes it. The API server accepts both; ``audit --live`` names the class that
+    lost it and the one that serves it."""
+    import time
+
+    def device_class(name: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": "device.driver == 'gpu.nvidia.com' && "
+                            "device.attributes['gpu.nvidia.com'].type == 'gpu'"
+                        }
+                    }
+                ],
+                "extendedResourceName": "nvidia.com/gpu",
+            },
+        }
+
+    names = ["gpu.nvidia.com", "e2e-team-gpu"]
+    try:
+        api.create(device_class(names[0]))
+        time.sleep(1.1)  # creationTimestamp has second resolution
+        api.create(device_class(names[1]))
+        done = subprocess.run(
+            [*cudasched_command(), "audit", "--live", "-o", "json"],
+            capture_output=True,
+            text=True,
+            env=plane.env(),
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode in (0, 1), done.stderr
+        found = [
+            f
+            for f in json.loads(done.stdout)["findings"]
+            if f["code"] == "dra-extended-resource-shared"
+        ]
+        assert [f["object"] for f in found] == ["DeviceClass/gpu.nvidia.com"]
+        assert "DeviceClass e2e-team-gpu (created last) serves it" in found[0]["message"]
+    finally:
+        for name in names:
+            api.delete(f"{DRA}/deviceclasses/{name}")

@@ -1,0 +1,123 @@
+"""The policy controller on a real Kubernetes 1.37 API server: two replicas, one writer; a
+leader that crashes (SIGKILL, its lease not released) is replaced within the lease's duration
+and the tables keep every key with the same placement; a leader whose lease is taken stops
+writing at once and writes again only once it holds the lease again. Keys come from
+ReplicaSets with no replicas: a template is enough for the tables to know its pods.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudasched.workloads.policykey import pod_key
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.kube import Api
+from tests.harness.policy import (
+    NAMESPACE,
+    controller_process,
+    install_policy,
+    table_keys,
+    wait_for_keys,
+)
+
+NS = "e2e-policy-lease"
+LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/cudasched-policy-controller"
+JSON = dict[str, Any]
+
+
+def _replica_set(name: str, image: str) -> JSON:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": image,
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
+def _key(rs: JSON) -> str:
+    template = rs["spec"]["template"]
+    key = pod_key({**template, "spec": {**template["spec"], "serviceAccountName": "default"}}, NS)
+    assert key is not None
+    return key
+
+
+def _holder(api: Api) -> str:
+    return str(api.get(LEASE).get("spec", {}).get("holderIdentity") or "")
+
+
+@pytest.fixture(scope="module")
+def workdir(
+    plane: ControlPlane, api: Api, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    directory = tmp_path_factory.mktemp("policy-lease")
+    install_policy(plane, directory)
+    api.ensure_namespace(NS)
+    yield directory
+
+
+def test_a_crashed_leader_is_replaced_and_the_tables_keep_their_answers(
+    plane: ControlPlane, api: Api, workdir: Path
+) -> None:
+    first = _replica_set("first", "nvcr.io/nvidia/tritonserver:24.05-py3")
+    second = _replica_set("second", "vllm/vllm-openai:v0.9.0")
+    with controller_process(workdir, plane.kubeconfig, "lead") as lead:
+        api.create(first)
+        wait_for_keys(api, {_key(first)})
+        with controller_process(workdir, plane.kubeconfig, "standby"):
+            time.sleep(3)
+            assert _holder(api) == "lead"
+            before = table_keys(api)
+            lead.kill()  # a crash: the lease is not released
+            began = time.monotonic()
+            api.create(second)
+            wait_for_keys(api, {_key(first), _key(second)}, timeout=90)
+            took = time.monotonic() - began
+            assert _holder(api) == "standby"
+            after = table_keys(api)
+    assert {k: after[k] for k in before} == before  # nothing lost, nothing changed
+    assert after[_key(second)]["requirement"].startswith("cuda>=12.8")
+    assert took < 60
+
+
+def test_a_leader_whose_lease_is_taken_stops_writing(
+    plane: ControlPlane, api: Api, workdir: Path
+) -> None:
+    third = _replica_set("third", "nvidia/cuda:12.8.0-runtime-ubuntu22.04")
+    with controller_process(workdir, plane.kubeconfig, "keeper"):
+        api.wait_for("the keeper leads", lambda: _holder(api) == "keeper", timeout=60)
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        api.patch(
+            LEASE,
+            {"spec": {"holderIdentity": "thief", "renewTime": now, "leaseDurationSeconds": 3600}},
+        )
+        time.sleep(2)  # the keeper's next renewal sees the thief
+        held = table_keys(api)
+        api.create(third)
+        time.sleep(8)
+        assert _key(third) not in table_keys(api)
+        assert table_keys(api) == held
+        api.patch(LEASE, {"spec": {"holderIdentity": "", "leaseDurationSeconds": 1}})
+        wait_for_keys(api, {_key(third)}, timeout=60)
+        assert _holder(api) == "keeper"

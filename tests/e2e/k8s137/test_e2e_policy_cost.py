@@ -1,0 +1,142 @@
+"""The policy's CEL stays inside the API server's budgets for the largest table it supports:
+one PlacementTable object at the schema's bounds (4,096 keys, a placement of 128 terms of 32
+expressions), a pod whose own affinity makes the cross product reach the limit of 128 terms,
+and one whose cross product goes past it (the webhook leaves such a pod unconstrained; so must
+the policy, by its own rule and not by running out of budget). The policy is switched to
+``failurePolicy: Fail`` for the test, so a cost error would refuse the pod instead of
+silently admitting it unplaced."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cudasched.vocab import labels as L
+from cudasched.vocab.placementtable import MAX_KEYS, TABLE_LABEL, TABLE_VALUE
+from cudasched.workloads.policykey import KEY_VERSION, pod_key
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.kube import Api
+from tests.harness.policy import TABLES, install_policy
+
+NS = "e2e-policy-cost"
+POLICY = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/cudasched-placement"
+JSON = dict[str, Any]
+TERMS, EXPRESSIONS = 128, 32
+
+
+def _pod(name: str, user_terms: int) -> JSON:
+    pod: JSON = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "serviceAccountName": "default",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.local/cost/probe:1",
+                    "resources": {
+                        "limits": {"nvidia.com/gpu": "1"},
+                        "requests": {"nvidia.com/gpu": "1"},
+                    },
+                }
+            ],
+        },
+    }
+    if user_terms:
+        terms = [
+            {"matchExpressions": [{"key": f"zone-{i}", "operator": "Exists"}]}
+            for i in range(user_terms)
+        ]
+        pod["spec"]["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+            }
+        }
+    return pod
+
+
+def _big_placement() -> JSON:
+    terms = [
+        {
+            "matchExpressions": [
+                {"key": f"cudasched.io/k{j}", "operator": "In", "values": [str(i), str(j)]}
+                for j in range(EXPRESSIONS)
+            ]
+        }
+        for i in range(TERMS)
+    ]
+    return {"requirement": "cuda>=12.4 (cost probe)", "terms": terms}
+
+
+@pytest.fixture(scope="module")
+def table(
+    plane: ControlPlane, api: Api, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    install_policy(plane, tmp_path_factory.mktemp("policy-cost"))
+    api.ensure_namespace(NS)
+    keys = {f"{KEY_VERSION}|filler|{i:05d}|{'x' * 40}": "small" for i in range(MAX_KEYS - 2)}
+    for name in ("fits", "past"):
+        key = pod_key(_pod(name, 0), NS)
+        assert key is not None
+        keys[key] = "big"
+    obj = {
+        "apiVersion": "cudasched.io/v1alpha1",
+        "kind": "PlacementTable",
+        "metadata": {"name": "pods-cost-0", "labels": {TABLE_LABEL: TABLE_VALUE}},
+        "spec": {
+            "format": KEY_VERSION,
+            "pods": keys,
+            "placements": {"big": _big_placement(), "small": {"requirement": "x"}},
+        },
+    }
+    api.create(obj)
+    api.patch(POLICY, {"spec": {"failurePolicy": "Fail"}})
+    try:
+        yield
+    finally:
+        api.patch(POLICY, {"spec": {"failurePolicy": "Ignore"}})
+        api.delete(f"{TABLES}/pods-cost-0")
+
+
+def _placed(created: JSON) -> bool:
+    return L.ANN_REQUIREMENT in created["metadata"].get("annotations", {})
+
+
+def test_the_largest_table_places_within_the_budget(table: None, api: Api) -> None:
+    # the API server's informers pick the table up within moments
+    names = itertools.count()
+    api.wait_for(
+        "the policy to read the table",
+        lambda: _placed(api.create(_pod(f"warm-{next(names)}", 0), strict=False)),
+        timeout=60,
+        interval=1.0,
+    )
+    created = api.create(_pod("fits", 1))  # 1 user term x 128 of ours: 128 terms
+    assert _placed(created)
+    terms = created["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert len(terms) == TERMS
+    assert all(len(t["matchExpressions"]) == 1 + 1 + EXPRESSIONS for t in terms)
+
+
+def test_past_the_merge_limit_the_pod_is_left_as_the_webhook_leaves_it(
+    table: None, api: Api
+) -> None:
+    created = api.create(_pod("past", 4))  # 4 x 128: past the limit of 128 terms
+    assert not _placed(created)
+    terms = created["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert len(terms) == 4
+
+
+def test_the_table_is_within_etcds_object_limit(table: None, api: Api) -> None:
+    import orjson
+
+    stored = api.get(f"{TABLES}/pods-cost-0")
+    assert len(orjson.dumps(stored)) < 1_500_000

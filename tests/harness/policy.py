@@ -1,0 +1,123 @@
+"""cudasched's policy mode on the harness's real API server: the manifests of
+``cudasched manifests --mode policy`` applied with strict field validation, and the policy
+controller run on the host as ``cudasched policy-controller`` (its Deployment has no kubelet to
+run it here), as many replicas as a test wants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.fleet import cudasched_command
+from tests.harness.kube import Api
+from tests.harness.webhook import manifests
+
+__all__ = ["Controller", "controller_process", "install_policy", "table_keys", "wait_for_keys"]
+
+JSON = dict[str, Any]
+TABLES = "/apis/cudasched.io/v1alpha1/placementtables"
+NAMESPACE = "cudasched"
+
+
+def install_policy(plane: ControlPlane, directory: Path, *args: str) -> list[JSON]:
+    """Apply ``cudasched manifests --mode policy --no-agent ARGS`` with ``--validate=strict``
+    and scale the controller's Deployment to none (the tests run it on the host). Returns the
+    objects applied."""
+    objects = manifests("--mode", "policy", "--no-agent", *args)
+    path = directory / "policy.yaml"
+    directory.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump_all(objects))
+    plane.kubectl("apply", "--validate=strict", "-f", str(path))
+    plane.kubectl(
+        "scale", "-n", NAMESPACE, "deployment/cudasched-policy-controller", "--replicas=0"
+    )
+    return objects
+
+
+def table_keys(api: Api) -> dict[str, JSON]:
+    """Every key the PlacementTables hold, with its placement."""
+    found: dict[str, JSON] = {}
+    for table in api.list(TABLES):
+        spec = table.get("spec") or {}
+        for key, ident in (spec.get("pods") or {}).items():
+            found[key] = (spec.get("placements") or {}).get(ident, {})
+    return found
+
+
+@dataclass
+class Controller:
+    process: subprocess.Popen[bytes]
+    identity: str
+    log_file: Path
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL: no lease released, as a crashed pod."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def controller_process(
+    workdir: Path, kubeconfig: Path, identity: str, *, config: JSON | None = None
+) -> Iterator[Controller]:
+    """``cudasched policy-controller`` for the harness's API server, until the block ends."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_file = workdir / f"{identity}.yaml"
+    config_file.write_text(yaml.safe_dump(config or {}))
+    log_file = workdir / f"{identity}.log"
+    args = [
+        *cudasched_command(),
+        "policy-controller",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--config",
+        str(config_file),
+        "--namespace",
+        NAMESPACE,
+        "--identity",
+        identity,
+        "--refresh-seconds",
+        "2",
+    ]
+    with log_file.open("wb") as log:
+        process = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    controller = Controller(process, identity, log_file)
+    try:
+        yield controller
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                controller.kill()
+
+
+def wait_for_keys(api: Api, keys: set[str], *, timeout: float = 120.0) -> dict[str, JSON]:
+    """Wait until the tables hold every key in ``keys``; returns the table."""
+    limit = time.monotonic() + timeout
+    while True:
+        held = table_keys(api)
+        if keys <= held.keys():
+            return held
+        if time.monotonic() > limit:
+            missing = sorted(keys - held.keys())
+            raise TimeoutError(f"{len(missing)} keys never reached the tables: {missing[:3]}")
+        time.sleep(0.5)

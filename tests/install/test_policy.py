@@ -1,0 +1,114 @@
+"""``cudasched manifests --mode policy|both``: the policy mode's objects, their agreement with the
+webhook's registration, the controller's grants, and the both mode's split of the work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from typer.testing import CliRunner
+
+from cudasched.cli import app
+from cudasched.install.policy import policy_objects, table_crd
+from cudasched.install.registration import webhook_configuration
+from cudasched.vocab.kinds import LEASE, PLACEMENT_TABLE
+from cudasched.vocab.placementtable import MAX_KEYS, MAX_PLACEMENTS, TABLE_LABEL
+from tests.support.rbac import granted
+
+JSON = dict[str, Any]
+
+
+def _render(*args: str) -> list[JSON]:
+    result = CliRunner().invoke(app, ["manifests", "--no-agent", *args])
+    assert result.exit_code == 0, result.output
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def _one(objects: list[JSON], kind: str) -> JSON:
+    found = [o for o in objects if o["kind"] == kind]
+    assert len(found) == 1, kind
+    return found[0]
+
+
+def test_policy_mode_has_no_webhook_and_the_policies() -> None:
+    objects = _render("--mode", "policy")
+    kinds = [o["kind"] for o in objects]
+    assert "MutatingWebhookConfiguration" not in kinds
+    assert "Service" not in kinds
+    assert kinds.index("CustomResourceDefinition") < kinds.index("MutatingAdmissionPolicy")
+    policy = _one(objects, "MutatingAdmissionPolicy")
+    assert policy["apiVersion"] == "admissionregistration.k8s.io/v1"
+    assert policy["spec"]["reinvocationPolicy"] == "IfNeeded"
+    assert policy["spec"]["failurePolicy"] == "Ignore"
+    assert policy["spec"]["paramKind"] == {
+        "apiVersion": PLACEMENT_TABLE.api_version,
+        "kind": PLACEMENT_TABLE.kind,
+    }
+    binding = _one(objects, "MutatingAdmissionPolicyBinding")
+    assert binding["spec"]["paramRef"]["selector"]["matchLabels"] == {TABLE_LABEL: "pods"}
+    assert binding["spec"]["paramRef"]["parameterNotFoundAction"] == "Allow"
+    (mutation,) = policy["spec"]["mutations"]
+    assert mutation["patchType"] == "JSONPatch"
+
+
+def test_the_policy_matches_what_the_webhook_matches() -> None:
+    hook = webhook_configuration("cudasched")["webhooks"][0]
+    objects = policy_objects("cudasched")
+    policy = next(o for o in objects if o["kind"] == "MutatingAdmissionPolicy")["spec"]
+    assert policy["matchConditions"] == hook["matchConditions"]
+    assert policy["matchConstraints"]["namespaceSelector"] == hook["namespaceSelector"]
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert rule["operations"] == ["CREATE"] and rule["resources"] == ["pods"]
+
+
+def test_fail_closed_and_deny_unplaced_are_carried() -> None:
+    objects = policy_objects("cudasched", fail_closed=True, deny_unplaced=True)
+    policy = next(o for o in objects if o["kind"] == "MutatingAdmissionPolicy")
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    binding = next(o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    warn = next(
+        o for o in policy_objects("cudasched") if o["kind"] == "ValidatingAdmissionPolicyBinding"
+    )
+    assert warn["spec"]["validationActions"] == ["Warn"]
+
+
+def test_the_table_schema_states_the_controllers_bounds() -> None:
+    spec = table_crd()["spec"]
+    assert spec["scope"] == "Cluster"
+    schema = spec["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert schema["pods"]["maxProperties"] == MAX_KEYS
+    assert schema["placements"]["maxProperties"] == MAX_PLACEMENTS
+
+
+def test_both_mode_sends_the_webhook_only_what_the_policy_did_not_place() -> None:
+    objects = _render("--mode", "both", "--self-signed")
+    hook = _one(objects, "MutatingWebhookConfiguration")
+    names = [c["name"] for c in hook["webhooks"][0]["matchConditions"]]
+    assert names == ["may-need-gpu", "not-skipped", "not-placed-by-policy"]
+    assert "MutatingAdmissionPolicy" in {o["kind"] for o in objects}
+    webhook_only = _one(_render("--self-signed"), "MutatingWebhookConfiguration")
+    assert [c["name"] for c in webhook_only["webhooks"][0]["matchConditions"]] == names[:2]
+
+
+def test_the_controller_may_do_what_it_does_and_no_more() -> None:
+    def grants(*args: str) -> set[tuple[str, str, str]]:
+        objects = _render("--mode", "policy", *args)
+        return {g for o in objects if o["kind"] in ("ClusterRole", "Role") for g in granted(o)}
+
+    rights = grants()
+    assert {
+        ("", "pods", "watch"),
+        ("apps", "replicasets", "list"),
+        (PLACEMENT_TABLE.group, PLACEMENT_TABLE.plural, "delete"),
+        (LEASE.group, LEASE.plural, "update"),
+    } <= rights
+    assert ("", "pods", "create") not in rights
+    assert ("", "secrets", "get") not in rights
+    assert ("", "secrets", "get") in grants("--pull-secrets")
+
+
+def test_an_unknown_mode_is_refused() -> None:
+    result = CliRunner().invoke(app, ["manifests", "--mode", "sidecar"])
+    assert result.exit_code == 2
+    assert "invalid --mode 'sidecar'" in result.output

@@ -1,0 +1,336 @@
+"""The policy controller's rules, against an in-memory API (objects, resourceVersions and
+conflicts as the API server keeps them): it writes nothing before its sources and snapshot are
+listed, one replica writes while the other waits, a replica whose lease is taken stops at once,
+a new leader keeps the keys the tables hold for as long as the old one would have,
+a stale view of the tables is a conflict (never an overwrite), and tables no longer wanted are
+deleted after the new ones are written. The real API server runs the same
+(``tests/e2e/k8s137/test_e2e_policy_controller.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cudasched.cli import app
+from cudasched.knowledge import KnowledgeBase
+from cudasched.kube.leases import LeaseLock
+from cudasched.kube.owned import OwnedObjects, StaleView
+from cudasched.settings.config import WebhookConfig
+from cudasched.vocab.kinds import PLACEMENT_TABLE, POD
+from cudasched.webhook.admission.admitter import Admitter
+from cudasched.webhook.policy.controller import PolicyController
+from cudasched.webhook.policy.sources import SOURCE_KINDS, SourceIndex
+from cudasched.webhook.state.clusterstate import ClusterState
+from tests.support.admission import nodes
+
+JSON = dict[str, Any]
+
+
+class _Error(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(f"HTTP {code}")
+        self.status = type("Status", (), {"code": code})()
+
+
+class _Obj:
+    def __init__(self, data: JSON) -> None:
+        self.data = data
+
+    def to_dict(self) -> JSON:
+        return dict(self.data)
+
+
+class FakeApi:
+    """get/list/create/replace/delete over plain dicts with resourceVersions (lightkube's
+    AsyncClient, as far as the controller uses it)."""
+
+    def __init__(self) -> None:
+        self.store: dict[tuple[str, str, str], JSON] = {}
+        self.version = 0
+        self.writes = 0
+
+    @staticmethod
+    def _kind(resource: Any) -> str:
+        return str(resource._api_info.resource.kind)
+
+    def _put(self, obj: JSON) -> _Obj:
+        self.version += 1
+        self.writes += 1
+        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
+        meta = obj["metadata"]
+        self.store[(obj["kind"], meta.get("namespace") or "", meta["name"])] = obj
+        return _Obj(obj)
+
+    async def get(self, resource: Any, name: str, namespace: str | None = None) -> _Obj:
+        found = self.store.get((self._kind(resource), namespace or "", name))
+        if found is None:
+            raise _Error(404)
+        return _Obj(found)
+
+    async def create(self, obj: Any) -> _Obj:
+        data = obj.to_dict()
+        meta = data["metadata"]
+        if (data["kind"], meta.get("namespace") or "", meta["name"]) in self.store:
+            raise _Error(409)
+        return self._put(data)
+
+    async def replace(self, obj: Any) -> _Obj:
+        data = obj.to_dict()
+        meta = data["metadata"]
+        old = self.store.get((data["kind"], meta.get("namespace") or "", meta["name"]))
+        if old is None:
+            raise _Error(404)
+        if meta.get("resourceVersion") != old["metadata"]["resourceVersion"]:
+            raise _Error(409)
+        return self._put(data)
+
+    async def delete(self, resource: Any, name: str, namespace: str | None = None) -> None:
+        if self.store.pop((self._kind(resource), namespace or "", name), None) is None:
+            raise _Error(404)
+        self.writes += 1
+
+    async def list(self, resource: Any, labels: Any = None, namespace: Any = None) -> Any:
+        for (kind, _, _), obj in list(self.store.items()):
+            if kind == self._kind(resource):
+                yield _Obj(obj)
+
+    def tables(self) -> dict[str, JSON]:
+        return {k[2]: v for k, v in self.store.items() if k[0] == PLACEMENT_TABLE.kind}
+
+
+class FakeCache:
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.synced = True
+        self.generation = 1
+
+
+def _gpu_pod(name: str, image: str) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team"},
+        "spec": {
+            "serviceAccountName": "default",
+            "containers": [
+                {"name": "m", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ],
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def admitter(kb: KnowledgeBase) -> Admitter:
+    return Admitter.from_config(WebhookConfig(), kb=kb)
+
+
+@pytest.fixture(scope="module")
+def state(kb: KnowledgeBase) -> ClusterState:
+    return ClusterState.from_objects(nodes(), [], [], [], kb=kb, synced=True)
+
+
+def _controller(api: FakeApi, admitter: Admitter, state: ClusterState, who: str) -> Any:
+    controller = PolicyController(
+        admitter,
+        FakeCache(state),
+        api,
+        namespace="cudasched",
+        identity=who,  # type: ignore[arg-type]
+    )
+    return controller
+
+
+def _listed(sources: SourceIndex, *pods: JSON) -> None:
+    for kind in SOURCE_KINDS:
+        stored = (
+            {
+                (p["metadata"]["namespace"], p["metadata"]["name"]): SourceIndex.transform(p)
+                for p in pods
+            }
+            if kind is POD
+            else {}
+        )
+        sources.on_listed(kind, {}, stored)
+
+
+def test_one_replica_writes_and_the_other_waits(admitter: Admitter, state: ClusterState) -> None:
+    api = FakeApi()
+    lead, standby = (_controller(api, admitter, state, who) for who in ("a", "b"))
+    pod = _gpu_pod("p", "nvcr.io/nvidia/tritonserver:24.05-py3")
+    for controller in (lead, standby):
+        _listed(controller.sources, pod)
+
+    async def run() -> tuple[int, int]:
+        written = await lead.step()
+        return written, await standby.step()
+
+    written, waited = asyncio.run(run())
+    assert written == 1 and waited == 0
+    (table,) = api.tables().values()
+    assert len(table["spec"]["pods"]) == 1
+    assert (
+        api.store[("Lease", "cudasched", "cudasched-policy-controller")]["spec"]["holderIdentity"]
+        == "a"
+    )
+
+
+def test_nothing_is_written_before_everything_is_listed(
+    admitter: Admitter, state: ClusterState
+) -> None:
+    api = FakeApi()
+    controller = _controller(api, admitter, state, "a")
+    controller.sources.on_listed(POD, {}, {})  # the workload controllers not listed yet
+    assert asyncio.run(controller.step()) == 0
+    assert api.tables() == {}
+
+
+def test_a_replica_whose_lease_is_taken_stops_writing(
+    admitter: Admitter, state: ClusterState
+) -> None:
+    api = FakeApi()
+    controller = _controller(api, admitter, state, "a")
+    _listed(controller.sources, _gpu_pod("p", "vllm/vllm-openai:v0.9.0"))
+    assert asyncio.run(controller.step()) == 1
+    lease = api.store[("Lease", "cudasched", "cudasched-policy-controller")]
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease["spec"] = {**lease["spec"], "holderIdentity": "thief", "renewTime": now}
+    controller.sources.on_event(
+        POD, None, SourceIndex.transform(_gpu_pod("q", "nvidia/cuda:12.8.0-runtime-ubuntu22.04"))
+    )
+    before = api.tables()
+    assert asyncio.run(controller.step()) == 0
+    assert not controller.lease.held()
+    assert api.tables() == before
+
+
+def test_a_new_leader_keeps_the_keys_whose_objects_went_for_the_keep_window(
+    admitter: Admitter, state: ClusterState
+) -> None:
+    api = FakeApi()
+    first, second = (_controller(api, admitter, state, who) for who in ("a", "b"))
+    _listed(first.sources, _gpu_pod("p", "nvcr.io/nvidia/tritonserver:24.05-py3"))
+    _listed(second.sources)  # the pod went before the second replica started
+
+    async def run() -> tuple[JSON, JSON]:
+        await first.step()
+        await first.lease.release()
+        await second.step()
+        kept = api.tables()
+        second.sources.keep_seconds = 0.0  # the window is over
+        second._decided_at = 0.0  # and a refresh is due
+        await second.step()
+        return kept, api.tables()
+
+    kept, later = asyncio.run(run())
+    (table,) = kept.values()
+    assert len(table["spec"]["pods"]) == 1
+    assert [t["spec"]["pods"] for t in later.values()] == [{}]
+
+
+def test_a_leader_forgets_a_key_once_its_window_is_over(
+    admitter: Admitter, state: ClusterState
+) -> None:
+    api = FakeApi()
+    controller = _controller(api, admitter, state, "a")
+    pod = _gpu_pod("p", "vllm/vllm-openai:v0.9.0")
+    _listed(controller.sources, pod)
+
+    async def run() -> list[int]:
+        await controller.step()
+        controller.sources.on_event(POD, SourceIndex.transform(pod), None)  # deleted
+        controller.sources.keep_seconds = 0.05
+        await asyncio.sleep(0.1)  # the window is over: no second one from its own tables
+        counts = []
+        for _ in range(2):
+            controller._decided_at = 0.0
+            await controller.step()
+            counts.append(sum(len(t["spec"]["pods"]) for t in api.tables().values()))
+        return counts
+
+    assert asyncio.run(run()) == [0, 0]
+
+
+def test_a_stale_view_is_a_conflict_never_an_overwrite() -> None:
+    api = FakeApi()
+    table = {
+        "apiVersion": "cudasched.io/v1alpha1",
+        "kind": PLACEMENT_TABLE.kind,
+        "metadata": {"name": "pods-1-0", "labels": {}},
+        "spec": {"v": 1},
+    }
+
+    async def run() -> None:
+        mine, theirs = (OwnedObjects(api, PLACEMENT_TABLE, "l", "v") for _ in range(2))
+        await mine.converge([table], same=lambda a, b: a["spec"] == b["spec"])
+        await theirs.refresh()
+        await theirs.converge(
+            [{**table, "spec": {"v": 2}}], same=lambda a, b: a["spec"] == b["spec"]
+        )
+        with pytest.raises(StaleView):
+            await mine.converge(
+                [{**table, "spec": {"v": 3}}], same=lambda a, b: a["spec"] == b["spec"]
+            )
+
+    asyncio.run(run())
+    assert api.tables()["pods-1-0"]["spec"] == {"v": 2}
+
+
+def test_new_tables_are_written_before_old_ones_go() -> None:
+    api = FakeApi()
+    order: list[str] = []
+
+    def table(name: str) -> JSON:
+        return {
+            "apiVersion": "cudasched.io/v1alpha1",
+            "kind": PLACEMENT_TABLE.kind,
+            "metadata": {"name": name, "labels": {}},
+            "spec": {},
+        }
+
+    async def run() -> None:
+        owned = OwnedObjects(api, PLACEMENT_TABLE, "l", "v")
+        await owned.converge([table("pods-1-0")], same=lambda a, b: True)
+
+        def allowed() -> bool:
+            order.append(",".join(sorted(api.tables())))
+            return True
+
+        await owned.converge(
+            [table("pods-2-0"), table("pods-2-1")], same=lambda a, b: True, allowed=allowed
+        )
+
+    asyncio.run(run())
+    assert order == ["pods-1-0", "pods-1-0,pods-2-0", "pods-1-0,pods-2-0,pods-2-1"]
+    assert sorted(api.tables()) == ["pods-2-0", "pods-2-1"]
+
+
+def test_a_lease_is_taken_over_when_it_expired() -> None:
+    api = FakeApi()
+
+    async def run() -> tuple[bool, bool, bool]:
+        first = LeaseLock(api, "ns", "l", "a", lease_seconds=15, renew_deadline=10)
+        second = LeaseLock(api, "ns", "l", "b", lease_seconds=15, renew_deadline=10)
+        took = await first.try_acquire_or_renew()
+        refused = await second.try_acquire_or_renew()
+        stale = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=60)).strftime(
+            "%Y-%m-%dT%H:%M:%S.%fZ"
+        )
+        api.store[("Lease", "ns", "l")]["spec"]["renewTime"] = stale  # a crashed holder
+        return took, refused, await second.try_acquire_or_renew()
+
+    assert asyncio.run(run()) == (True, False, True)
+    assert api.store[("Lease", "ns", "l")]["spec"]["leaseTransitions"] == 1
+
+
+def test_the_command_refuses_the_preferred_mode(tmp_path: Any) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("mode: preferred\n")
+    result = CliRunner().invoke(
+        app, ["policy-controller", "--config", str(config), "--kubeconfig", str(tmp_path / "k")]
+    )
+    assert result.exit_code == 2
+    assert "required node affinity only" in result.output

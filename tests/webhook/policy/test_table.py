@@ -1,0 +1,254 @@
+"""The policy's tables hold the webhook's answers: for every generated pod, the webhook's
+decision on the pod rebuilt from its key (what the controller asks) merged into the pod as the
+policy merges it gives the annotation and affinity the webhook gives the pod itself; the
+tables are sharded within their bounds; the controller's pieces (sources, leases) keep their
+rules. The CEL side is proven on the real API server (``tests/e2e/k8s137``)."""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+import orjson
+import pytest
+
+from cudasched.knowledge import KnowledgeBase
+from cudasched.placement.merge import REQUIRED_KEY, merge_required
+from cudasched.settings.config import WebhookConfig
+from cudasched.vocab import labels as L
+from cudasched.vocab.kinds import POD, REPLICA_SET
+from cudasched.webhook.admission.admitter import Admitter
+from cudasched.webhook.admission.review import creation_review
+from cudasched.webhook.policy.controller import decide_all
+from cudasched.webhook.policy.sources import SourceIndex, keys_of, may_need_gpu
+from cudasched.webhook.policy.table import (
+    MAX_TABLE_BYTES,
+    Placement,
+    placement_of,
+    probe_pod,
+    tables,
+)
+from cudasched.webhook.state.clusterstate import ClusterState
+from cudasched.workloads.policykey import KEY_VERSION, key_pod, pod_key
+from tests.harness.workloads import generate, runtimes
+from tests.support.admission import nodes
+
+NS = "team"
+JSON = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def admitter(kb: KnowledgeBase) -> Admitter:
+    return Admitter.from_config(WebhookConfig(), kb=kb)
+
+
+@pytest.fixture(scope="module")
+def work() -> Any:
+    return generate(120, NS)
+
+
+@pytest.fixture(scope="module")
+def state(kb: KnowledgeBase, work: Any) -> ClusterState:
+    return ClusterState.from_objects(nodes(), work.services, [], runtimes(), kb=kb, synced=True)
+
+
+def _apply_webhook(admitter: Admitter, pod: JSON, state: ClusterState) -> JSON:
+    decision = admitter.decide("pod", orjson.dumps(creation_review(pod)), state)
+    after = copy.deepcopy(pod)
+    from cudasched.webhook.policy import table as table_module
+
+    table_module._apply(after, orjson.loads(orjson.dumps(list(decision.patch))))
+    return after
+
+
+def _as_policy(pod: JSON, placement: Placement | None) -> JSON:
+    """The pod as the policy leaves it, merged with the Python merge (the CEL merge is its
+    twin, checked on the API server)."""
+    out = copy.deepcopy(pod)
+    if placement is None:
+        return out
+    if placement.requirement is not None:
+        out["metadata"].setdefault("annotations", {})[L.ANN_REQUIREMENT] = placement.requirement
+    if placement.terms is not None:
+        out["spec"] = merge_required(out["spec"], list(placement.terms))
+    return out
+
+
+def test_the_key_pods_decision_is_the_pods_decision(
+    admitter: Admitter, state: ClusterState, work: Any
+) -> None:
+    served = differ = 0
+    for pod in work.pods:
+        if not may_need_gpu(pod) or pod["metadata"].get("annotations", {}).get(L.ANN_SKIP):
+            continue
+        key = pod_key(pod, NS)
+        assert key is not None
+        placement = decide_all(admitter, {key: key_pod(pod, NS)}, state).get(key)
+        webhook = _apply_webhook(admitter, pod, state)
+        policy = _as_policy(pod, placement)
+        served += placement is not None
+        if (webhook["metadata"], webhook["spec"]) != (policy["metadata"], policy["spec"]):
+            differ += 1
+    assert differ == 0
+    assert served > 60
+
+
+def _ours(pod: JSON) -> list[str]:
+    """cudasched's alternatives in a pod's required terms (what follows each marker)."""
+    affinity = pod["spec"].get("affinity", {}).get("nodeAffinity", {}).get(REQUIRED_KEY, {})
+    found = set()
+    for term in affinity.get("nodeSelectorTerms", []):
+        exprs = term.get("matchExpressions", [])
+        marks = [i for i, e in enumerate(exprs) if e.get("key") == "cudasched.io/injected"]
+        if marks:
+            found.add(orjson.dumps(exprs[marks[0] + 1 :]).decode())
+    return sorted(found)
+
+
+def test_pods_of_one_key_get_one_placement(admitter: Admitter, state: ClusterState) -> None:
+    work = generate(96, NS, seed=5)
+    keys: dict[str, set[bytes]] = {}
+    for pod in work.pods:
+        key = pod_key(pod, NS)
+        skipped = pod["metadata"].get("annotations", {}).get(L.ANN_SKIP)
+        if key is None or skipped or not may_need_gpu(pod):
+            continue  # the policy's matchConditions never send these
+        webhook = _apply_webhook(admitter, pod, state)
+        requirement = webhook["metadata"].get("annotations", {}).get(L.ANN_REQUIREMENT)
+        keys.setdefault(key, set()).add(orjson.dumps([requirement, _ours(webhook)]))
+    assert len(keys) < 60  # pods repeat keys: the check below compares something
+    assert all(len(answers) == 1 for answers in keys.values())
+
+
+def test_the_key_holds_what_admission_reads() -> None:
+    pod = {
+        "metadata": {"labels": {"app": "x"}, "annotations": {"note": "y"}},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "i:1", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+            ]
+        },
+    }
+    base = pod_key(pod, NS)
+    changed = copy.deepcopy(pod)
+    changed["metadata"]["labels"]["app"] = "z"  # a label admission never reads
+    changed["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    assert pod_key(changed, NS) == base
+    for edit in (
+        lambda p: p["spec"]["containers"][0].update(image="i:2"),
+        lambda p: p["metadata"]["annotations"].update({L.ANN_CUDA_VERSION: "12.4"}),
+        lambda p: p["metadata"]["labels"].update({"component": "predictor"}),
+        lambda p: p["spec"]["containers"][0].update(
+            env=[{"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=12"}]
+        ),
+        lambda p: p["spec"].update(serviceAccountName="other"),
+    ):
+        other = copy.deepcopy(pod)
+        edit(other)
+        assert pod_key(other, NS) != base
+    assert pod_key(pod, "elsewhere") != base
+    assert base is not None and base.startswith(KEY_VERSION + "|")
+
+
+def test_separators_in_values_never_make_two_pods_one_key() -> None:
+    def annotated(value: str, policy: str | None) -> JSON:
+        annotations = {L.ANN_CUDA_VERSION: value}
+        if policy is not None:
+            annotations[L.ANN_POLICY] = policy
+        return {"metadata": {"annotations": annotations}, "spec": {"containers": []}}
+
+    one = pod_key(annotated("12.4|=strict", None), NS)
+    two = pod_key(annotated("12.4", "strict"), NS)
+    assert one != two
+    empty, absent = pod_key(annotated("", None), NS), pod_key({"spec": {"containers": []}}, NS)
+    assert empty != absent
+
+
+def test_a_quantity_that_is_no_whole_number_is_never_served() -> None:
+    pod = {
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1k"}}}]}
+    }
+    assert pod_key(pod, NS) is None
+
+
+def test_placement_reads_the_probe_back(admitter: Admitter, state: ClusterState) -> None:
+    annotated = key_pod(
+        {
+            "metadata": {"annotations": {L.ANN_CUDA_VERSION: "12.4"}},
+            "spec": {
+                "containers": [
+                    {"name": "c", "image": "a:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                ]
+            },
+        },
+        NS,
+    )
+    probe = probe_pod(annotated)
+    decision = admitter.decide("pod", orjson.dumps(creation_review(probe)), state)
+    placement = placement_of(decision, probe)
+    assert placement is not None and placement.requirement is not None
+    assert placement.terms
+    assert all(t["matchExpressions"] for t in placement.terms)
+    cpu = key_pod({"spec": {"containers": [{"name": "c", "image": "web:1"}]}}, NS)
+    assert decide_all(admitter, {"k": cpu}, state) == {}
+
+
+def test_tables_shard_within_their_bounds() -> None:
+    terms = tuple({"matchExpressions": [{"key": f"k{i}", "operator": "Exists"}]} for i in range(40))
+    entries = {
+        f"{KEY_VERSION}|ns|key-{i:05d}|{'x' * 300}": Placement(
+            f"cuda>=12.{i % 9}", terms[: 1 + i % 40]
+        )
+        for i in range(6000)
+    }
+    built = tables(entries, KEY_VERSION)
+    assert len(built) > 1
+    assert all(len(orjson.dumps(t)) <= MAX_TABLE_BYTES for t in built)
+    held = {k for t in built for k in t["spec"]["pods"]}
+    assert held == set(entries)
+    names = {t["metadata"]["name"] for t in built}
+    assert all(n.startswith(f"pods-{len(built)}-") for n in names)
+    assert tables({}, KEY_VERSION)[0]["spec"]["pods"] == {}
+
+
+def test_sources_count_keys_per_object() -> None:
+    index = SourceIndex()
+    gpu = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "rs", "namespace": NS},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"a": "b"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "vllm/vllm-openai:v0.9.0",
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ]
+                },
+            }
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": NS},
+        "spec": gpu["spec"]["template"]["spec"],
+    }
+    stored_rs, stored_pod = SourceIndex.transform(gpu), SourceIndex.transform(pod)
+    assert stored_rs["keys"].keys() == stored_pod["keys"].keys() == keys_of(pod).keys()
+    index.on_listed(REPLICA_SET, {}, {(NS, "rs"): stored_rs})
+    index.on_event(POD, None, stored_pod)
+    assert len(index.pods) == 1
+    index.on_event(REPLICA_SET, stored_rs, None)
+    assert len(index.pods) == 1  # the pod still has it
+    index.on_event(POD, stored_pod, None)
+    assert index.pods == {}
+    kept = index.current()  # kept a while after the last object went, then forgotten
+    assert kept.keys() == stored_pod["keys"].keys()
+    assert index.current(now=time.monotonic() + index.keep_seconds + 1) == {}
+    assert not index.synced()

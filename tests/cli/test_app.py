@@ -159,6 +159,8 @@ SAMPLE_RUNS: dict[str, tuple[list[str], bool]] = {
     "snapshot": (["snapshot"], False),  # a kubectl List: read back by --cluster as is
     "mutate": (["mutate", "examples/team-llm.yaml"], False),  # an AdmissionReview
     "demo": (["demo"], False),
+    "device-classes": (["device-classes", "-o", "json"], True),
+    "kueue": (["kueue", "-o", "json"], True),
 }
 
 

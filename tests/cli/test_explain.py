@@ -35,6 +35,7 @@ SUMMARY_KEYS = {
     "requirementStatus",
     "unknown",
     "warnings",
+    "noPods",
 }
 
 

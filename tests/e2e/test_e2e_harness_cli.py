@@ -54,9 +54,18 @@ def test_a_person_starts_uses_and_stops_a_control_plane(binaries: Binaries, tmp_
     directory = tmp_path / "plane"
     harness = [sys.executable, "-m", "tests.harness.controlplane", "--dir", str(directory)]
 
-    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str, env: dict[str, str] | None = None, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False
+            [*args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=300,
+            check=False,
+            input=input,
         )
 
     hook: subprocess.Popen[str] | None = None
@@ -66,9 +75,13 @@ def test_a_person_starts_uses_and_stops_a_control_plane(binaries: Binaries, tmp_
         exports = dict(re.findall(r"^export (KUBECONFIG|PATH)=(.*)$", up.stdout, re.M))
         assert exports["KUBECONFIG"] == str(directory / "kubeconfig"), up.stdout
         assert exports["PATH"] == f"{binaries.directory}:$PATH", up.stdout
-        assert 'eval "$(python -m tests.harness.controlplane env)"' in up.stderr
+        # The interpreter as the person runs it from the checkout (.venv/bin/python...).
+        exe = Path(sys.executable)
+        python = str(exe.relative_to(ROOT)) if exe.is_relative_to(ROOT) else str(exe)
+        assert f'eval "$({python} -m tests.harness.controlplane env)"' in up.stderr, up.stderr
         assert run(*harness, "env").stdout == up.stdout  # env prints the same exports
-        assert run(*harness, "status").returncode == 0
+        status = run(*harness, "status")
+        assert status.returncode == 0 and "webhook: not running" in status.stdout, status.stdout
 
         env = {
             **os.environ,
@@ -89,10 +102,14 @@ def test_a_person_starts_uses_and_stops_a_control_plane(binaries: Binaries, tmp_
         assert len(ready) == NODES and len(gpus) == NODES - 1  # the sample's CPU node has none
 
         # the webhook, as the guide runs it (in the background of the person's shell)
+        # with a settings file, as `cudasched webhook --config` takes it (here: refuse pods no
+        # node can run)
         hook_log = tmp_path / "webhook.stderr"
+        settings = tmp_path / "webhook.yaml"
+        settings.write_text("onNoFit: deny\n")
         with hook_log.open("w") as log:
             hook = subprocess.Popen(
-                [*harness, "webhook"],
+                [*harness, "webhook", "--config", str(settings), "--log-level", "debug"],
                 stdout=subprocess.DEVNULL,
                 stderr=log,
                 text=True,
@@ -109,6 +126,15 @@ def test_a_person_starts_uses_and_stops_a_control_plane(binaries: Binaries, tmp_
         )
         assert hook.poll() is None, hook_log.read_text()
         assert read_state(directory)["helpers"] == {"webhook": hook.pid}
+        assert f"webhook: running (pid {hook.pid})" in run(*harness, "status").stdout
+
+        nowhere = gpu_pod(
+            "cuda13", "default", IMAGE, annotations={"cudasched.io/cuda-version": "13.2"}
+        )
+        refused = run("kubectl", "create", "-f", "-", env=env, input=yaml.safe_dump(nowhere))
+        assert refused.returncode != 0 and "no node can run CUDA 13.2" in refused.stderr, (
+            refused.stderr
+        )
 
         pod = gpu_pod("triton", "default", IMAGE)
         pod_file = tmp_path / "triton.yaml"
@@ -117,6 +143,10 @@ def test_a_person_starts_uses_and_stops_a_control_plane(binaries: Binaries, tmp_
         assert created.returncode == 0, created.stderr
         annotations = json.loads(created.stdout)["metadata"].get("annotations", {})
         assert annotations.get("cudasched.io/requirement", "").startswith("cuda>=12.4")
+        # one line per decision at debug level, in the webhook's log
+        decisions = (directory / "webhook" / "webhook.log").read_text()
+        assert "decided CREATE Pod default/triton" in decisions, decisions[-2000:]
+        assert "decided CREATE Pod default/cuda13" in decisions, decisions[-2000:]
 
         def bound() -> str:
             got = run("kubectl", "get", "pod", "triton", "-o", "json", env=env)
@@ -138,6 +168,12 @@ def test_a_person_starts_uses_and_stops_a_control_plane(binaries: Binaries, tmp_
         report = json.loads(explained.stdout)
         eligible = {n["node"] for n in report["nodes"] if n["eligible"]}
         assert 0 < len(eligible) < NODES and bound() in eligible
+
+        # the README's PolicyReports apply: the harness installs wgpolicyk8s.io's CRDs
+        reports = run(*cudasched_command(), "audit", "--live", "-o", "policyreport", env=env)
+        assert reports.returncode in (0, 1), reports.stderr  # 1: the audit found errors
+        applied = run("kubectl", "apply", "-f", "-", env=env, input=reports.stdout)
+        assert applied.returncode == 0 and "policyreport" in applied.stdout, applied.stderr
 
         # down ends the webhook first (it unregisters while the API server answers), then the
         # control plane: nothing is left running

@@ -199,6 +199,7 @@ def test_explanation_stays_a_frozen_dataclass(
         "score_error",
         "requirement_error",
         "unknown",
+        "no_pods",
     ]
     for name in ("nodes", "workload"):
         with pytest.raises(dataclasses.FrozenInstanceError):

@@ -3,8 +3,11 @@
 KServe's ``InferenceService`` (v1beta1), ``ServingRuntime`` and ``ClusterServingRuntime``
 (v1alpha1), ``LLMInferenceService`` (v1alpha1 and v1alpha2, storage v1alpha2) and the GPU Operator's
 ``NVIDIADriver`` (v1alpha1, cluster-scoped) and ``ClusterPolicy`` (v1, cluster-scoped;
-``plan-drivers`` reads the release from its Helm labels). Sources read, then written here in this
-project's own shape (names, groups, scopes, versions and field names are the facts kept):
+``plan-drivers`` reads the release from its Helm labels), and the Policy Report working group's
+``PolicyReport`` and ``ClusterPolicyReport`` (``wgpolicyk8s.io/v1alpha2``), so that the README's
+``cudasched audit --live -o policyreport | kubectl apply -f -`` works on the harness. Sources
+read, then written here in this project's own shape (names, groups, scopes, versions and
+field names are the facts kept):
 
 * kserve/kserve ``config/crd/minimal/serving.kserve.io_{inferenceservices,servingruntimes,
   clusterservingruntimes}.yaml`` @115c37fc / @3635402c (group, names, short name ``isvc``,
@@ -506,8 +509,47 @@ def _runtime_crd(kind: str, plural: str, scope: str, crd_file: str, age: JSON) -
     )
 
 
+def _policy_report_crd(kind: str, plural: str, scope: str, short: str, age: JSON) -> JSON:
+    """PolicyReport or ClusterPolicyReport (``wgpolicyk8s.io/v1alpha2``), which ``cudasched
+    audit -o policyreport`` writes: a report keeps its fields at the top level (no spec)."""
+    crd = _crd(
+        _POLICY_REPORTS,
+        kind,
+        plural,
+        scope=scope,
+        versions=[("v1alpha2", True)],
+        spec=_OPAQUE,
+        short=[short],
+        status=False,
+        source=f"kubernetes-sigs/wg-policy-prototypes policy-report/crd/v1alpha2/"
+        f"wgpolicyk8s.io_{plural}.yaml (group, names, scope, v1alpha2; scope, scopeSelector, "
+        "summary and results at the top level, kept as given)",
+        columns=[
+            {"name": "Pass", "type": "integer", "jsonPath": ".summary.pass"},
+            {"name": "Fail", "type": "integer", "jsonPath": ".summary.fail"},
+            {"name": "Warn", "type": "integer", "jsonPath": ".summary.warn"},
+            age,
+        ],
+    )
+    top = {
+        "apiVersion": _STRING,
+        "kind": _STRING,
+        "metadata": {"type": "object"},
+        "scope": _OPAQUE,
+        "scopeSelector": _OPAQUE,
+        "summary": _OPAQUE,
+        "results": _OPAQUE_LIST,
+    }
+    for version in crd["spec"]["versions"]:
+        version["schema"] = {"openAPIV3Schema": _obj(top)}
+    return crd
+
+
+_POLICY_REPORTS = "wgpolicyk8s.io"
+
+
 def all_crds() -> list[JSON]:
-    """The six CRDs, fresh dicts each call."""
+    """The eight CRDs, fresh dicts each call."""
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     return [
         _crd(
@@ -582,6 +624,8 @@ def all_crds() -> list[JSON]:
             "the object's labels, so spec keeps its unknown fields)",
             columns=[{"name": "Status", "type": "string", "jsonPath": ".status.state"}, age],
         ),
+        _policy_report_crd("PolicyReport", "policyreports", "Namespaced", "polr", age),
+        _policy_report_crd("ClusterPolicyReport", "clusterpolicyreports", "Cluster", "cpolr", age),
     ]
 
 

@@ -156,6 +156,7 @@ def webhook_process(
     port: int | None = None,
     startup_timeout: float = 90.0,
     ca_file: Path | None = None,
+    log_level: str = "warning",
 ) -> Iterator[LiveWebhook]:
     """Run ``cudasched webhook`` until the block ends (SIGTERM, then SIGKILL after 30 s); ready
     when ``/readyz`` answers 200 (caches synced). It watches the API server of
@@ -163,7 +164,8 @@ def webhook_process(
 
     It serves a self-signed certificate written to ``workdir/tls``, or, when ``config`` names
     ``server.certFile`` and ``server.keyFile`` (configured certificates, e.g. a Secret volume
-    a test rotates), those, verified against ``ca_file`` (the CA bundle clients trust)."""
+    a test rotates), those, verified against ``ca_file`` (the CA bundle clients trust).
+    ``log_level``: ``debug`` logs one line per decision."""
     if (kubeconfig is None) == (cluster is None):
         raise ValueError(
             "webhook_process: give a kubeconfig (a live API server) or a cluster file, not "
@@ -200,7 +202,7 @@ def webhook_process(
         "--port",
         str(port),
         "--log-level",
-        "warning",
+        log_level,
     ]
     with log_file.open("wb") as log:
         process = subprocess.Popen(

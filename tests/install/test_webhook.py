@@ -16,7 +16,7 @@ from cudasched.cli import app
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.install import access, naming, webhook
 from cudasched.settings.config import load_config
-from cudasched.webhook.server.app import ISVC_PATH, LLMISVC_PATH, POD_PATH
+from cudasched.webhook.server.app import ISVC_PATH, LLMISVC_PATH, POD_PATH, WORKLOAD_PATH
 from cudasched.workloads.pods import is_skipped
 from tests.support.k8s_schema import assert_valid
 from tests.support.rbac import granted
@@ -78,12 +78,15 @@ def test_webhook_configuration_settings() -> None:
         "pods.cudasched.io",
         "inferenceservices.cudasched.io",
         "llminferenceservices.cudasched.io",
+        "workloads.cudasched.io",
     }
     for hook in hooks.values():
         assert hook["admissionReviewVersions"] == ["v1"]
         side_effects = "None" if hook["name"].startswith("pods") else "NoneOnDryRun"
         assert hook["sideEffects"] == side_effects
-        assert hook["reinvocationPolicy"] == "IfNeeded"
+        # The workload controllers' answers patch nothing: nothing to re-invoke for.
+        warn_only = hook["name"].startswith("workloads")
+        assert hook["reinvocationPolicy"] == ("Never" if warn_only else "IfNeeded")
         assert hook["failurePolicy"] == "Ignore"
         assert 1 <= hook["timeoutSeconds"] <= 5
         (expr,) = hook["namespaceSelector"]["matchExpressions"]
@@ -105,6 +108,17 @@ def test_webhook_configuration_settings() -> None:
         LLMISVC_PATH
     )
     assert hooks["pods.cudasched.io"]["clientConfig"]["service"]["path"] == POD_PATH
+    # Deployments, StatefulSets, Jobs, CronJobs and LeaderWorkerSets, on the server's path.
+    workloads = hooks["workloads.cudasched.io"]
+    assert workloads["clientConfig"]["service"]["path"] == WORKLOAD_PATH
+    assert {(r["apiGroups"][0], res) for r in workloads["rules"] for res in r["resources"]} == {
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+    }
+    assert all(r["operations"] == ["CREATE", "UPDATE"] for r in workloads["rules"])
     assert hooks["inferenceservices.cudasched.io"]["clientConfig"]["service"]["path"] == (ISVC_PATH)
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
         f"gpu-system/{naming.CA_CERTIFICATE}"

@@ -94,6 +94,7 @@ def test_every_code_has_its_issue_severity() -> None:
         "placement-moved": Severity.WARNING,
         "dra-extended-resource-shared": Severity.WARNING,
         "dra-device-without-cuda-attributes": Severity.WARNING,
+        "dra-extended-resource-both-sources": Severity.WARNING,
         "kueue-flavor-without-cuda-key": Severity.WARNING,
         "kueue-flavor-spans-cuda-classes": Severity.WARNING,
         "driver-release-unknown": Severity.INFO,
@@ -458,6 +459,33 @@ def test_policy_only_difference_is_reported_when_the_workload_names_its_policy(
     assert ("warning", "stale-requirement", "Pod/ml/relaxed", "gpu-570-1") in keys(
         run(snapshot, kb, images)
     )
+
+
+def test_an_unknown_record_is_stale_only_once_the_workload_is_known(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """Admission records ``unknown (why)`` on a GPU pod whose CUDA it cannot tell; the audit
+    reads it as current while the pod is still unknown (its reason may be worded otherwise:
+    the webhook may have read the image's config), and as stale once the pod resolves."""
+
+    def recorded(text: str) -> Any:
+        return lambda o: (
+            o["metadata"].setdefault("annotations", {}).update({"cudasched.io/requirement": text})
+        )
+
+    still = edited(
+        load("unknown.yaml"), "pods", "notebook", recorded("unknown (image config names no CUDA)")
+    )
+    assert not any(f.code == "stale-requirement" for f in run(still, kb, images).findings)
+    known = edited(
+        still,
+        "pods",
+        "notebook",
+        lambda o: o["metadata"]["annotations"].update({"cudasched.io/cuda-version": "12.4"}),
+    )
+    stale = [f for f in run(known, kb, images).findings if f.code == "stale-requirement"]
+    assert [f.object for f in stale] == ["Pod/research/notebook"]
+    assert "'unknown (image config names no CUDA)'" in stale[0].message
 
 
 def test_unknown_and_invalid_requirements(kb: KnowledgeBase, images: ImageTable) -> None:

@@ -91,3 +91,79 @@ def test_gpu_and_mig_devices_without_cuda_attributes_are_reported_vfio_is_not(
         finding.message
     )
     assert "vfio" not in finding.message
+
+
+def _gpu_class(name: str, *selectors: str, resource: str | None = "nvidia.com/gpu") -> Any:
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in selectors]}
+    if resource is not None:
+        spec["extendedResourceName"] = resource
+    meta = {"name": name}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": meta,
+        "spec": spec,
+    }
+
+
+_NVIDIA_GPU = (
+    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+)
+
+
+def _both(objects: list[dict[str, Any]], kb: KnowledgeBase, images: ImageTable) -> list[Any]:
+    """The both-sources findings of a cluster of one device-plugin node (``gpu-1``, 8
+    ``nvidia.com/gpu`` allocatable) and one DRA-only node (``gpu-2``, none allocatable)."""
+    nodes = [builders.node("gpu-1"), builders.node("gpu-2", allocatable={"cpu": "63"})]
+    snapshot = ClusterSnapshot.from_objects([*nodes, *objects])
+    report = audit(snapshot, Fleet.from_snapshot(snapshot, kb), images)
+    return [f for f in report.findings if f.code == "dra-extended-resource-both-sources"]
+
+
+def test_a_node_serving_one_name_from_a_device_plugin_and_dra_is_reported(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    objects = [
+        _gpu_class("gpu.nvidia.com", _NVIDIA_GPU),
+        _slice("gpu-1", [_device("gpu-0", "gpu"), _device("gpu-vfio-1", "vfio")]),
+        _slice("gpu-2", [_device("gpu-0", "gpu")]),
+    ]
+    [finding] = _both(objects, kb, images)
+    assert finding.object == "Node/gpu-1" and finding.node == "gpu-1"
+    assert "nvidia.com/gpu from a device plugin (8 allocatable)" in finding.message
+    assert "DeviceClass gpu.nvidia.com claims it" in finding.message
+    assert "1 device(s) of its ResourceSlices: gpu.nvidia.com/gpu-0)" in finding.message
+    assert "KEP-5004" in finding.message and "stop the device plugin" in finding.fix
+
+
+def test_no_both_sources_finding_where_the_class_cannot_reach_the_nodes_devices(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    objects = [
+        # NVIDIA's class and a vfio class with the name: gpu-1 publishes only MIG slices.
+        _gpu_class("gpu.nvidia.com", _NVIDIA_GPU),
+        _gpu_class(
+            "vfio.gpu.nvidia.com",
+            "device.driver == 'gpu.nvidia.com'",
+            "device.attributes['gpu.nvidia.com'].type == 'vfio'",
+        ),
+        # A class of another driver with the name, and a class of the driver without one.
+        _gpu_class("gpu.example.com", "device.driver == 'gpu.example.com'"),
+        _gpu_class("mig.nvidia.com", "device.driver == 'gpu.nvidia.com'", resource=None),
+        _slice("gpu-1", [_device("mig-0", "mig")]),
+    ]
+    assert _both(objects, kb, images) == []
+
+
+def test_a_selector_that_is_not_a_plain_chain_is_read_as_admitting_any_device(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    either = (
+        "device.driver == 'gpu.example.com' || device.attributes['gpu.nvidia.com'].type == 'gpu'"
+    )
+    objects = [
+        _gpu_class("either", either),
+        _slice("gpu-1", [_device("gpu-0", "gpu")], driver="gpu.other.com"),
+    ]
+    [finding] = _both(objects, kb, images)
+    assert "gpu.other.com/gpu-0" in finding.message

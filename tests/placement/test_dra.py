@@ -26,7 +26,13 @@ from cudasched.knowledge import KnowledgeBase
 from cudasched.nodes.autoscaling import template_labels
 from cudasched.nodes.facts import facts_from_labels
 from cudasched.placement.compile import compile_requirement
-from cudasched.placement.dra import MAX_EXPRESSION, claim_template, selectors
+from cudasched.placement.dra import (
+    MAX_EXPRESSION,
+    claim_template,
+    compiled_selectors,
+    selectors,
+    semver_parts,
+)
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import (
@@ -174,6 +180,43 @@ def test_the_claim_selects_exactly_the_gpus_the_engine_accepts(
             assert selected == engine.compatible
     else:
         assert selected == engine.compatible, (board, driver, cuda, engine.codes)
+
+
+@settings(max_examples=200)
+@given(
+    data=st.data(),
+    policy=st.sampled_from(list(Policy)),
+    dropped=st.sets(
+        st.sampled_from(["driverVersion", "cudaDriverVersion", "cudaComputeCapability"])
+    ),
+)
+def test_admits_says_what_the_selectors_say_of_every_device(
+    data: st.DataObject, policy: Policy, dropped: set[str]
+) -> None:
+    """``explain`` judges devices with :meth:`CompiledSelectors.admits`, the selectors' tests as
+    data: on any device, present attributes or not, it answers as the CEL does."""
+    kb = KnowledgeBase.load()
+    boards, drivers = _boards_and_drivers(kb)
+    info = kb.gpu(data.draw(st.sampled_from(boards), label="gpu"))
+    driver = data.draw(st.sampled_from(drivers), label="driver")
+    cuda = data.draw(st.sampled_from(_cudas(kb)), label="cuda")
+    req = Requirement(cuda=parse_cuda(cuda), source="test")
+    try:
+        compiled = compiled_selectors(req, policy, kb)
+    except InputError:
+        return
+    assert info is not None
+    published = attributes(driver, kb.max_cuda_for_driver(parse_driver(driver)), info.compute)
+    kept = {k: v for k, v in published.items() if k not in dropped}
+    versions = {k: semver_parts(v) for k, v in kept.items()}
+    assert compiled.admits(versions) == selects(list(compiled.expressions), device(**kept))
+
+
+def test_semver_parts_reads_three_numbers_and_refuses_the_rest() -> None:
+    assert semver_parts("570.124.6") == (570, 124, 6)
+    assert semver_parts("12.8.0-rc.1") == (12, 8, 0)
+    with pytest.raises(ValueError, match="not a semantic version"):
+        semver_parts("12.8")
 
 
 # ------------------------------------------------------------------ the object

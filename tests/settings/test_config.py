@@ -200,7 +200,11 @@ def test_kube_section_is_cluster_access_with_unchanged_keys() -> None:
 
     c = WebhookConfig.from_mapping({"kube": {"kubeconfig": "/k", "resyncSeconds": 5}})
     assert isinstance(c.kube, config_module.ClusterAccess)
-    assert c.kube.model_dump(by_alias=True) == {"kubeconfig": "/k", "resyncSeconds": 5}
+    assert c.kube.model_dump(by_alias=True) == {
+        "kubeconfig": "/k",
+        "resyncSeconds": 5,
+        "runtimeReadSeconds": 1.0,
+    }
     assert not hasattr(config_module, "KubeConfig")
 
 

@@ -19,6 +19,7 @@ import orjson
 from cudasched.cluster.snapshot import ClusterSnapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.settings.config import WebhookConfig
+from cudasched.vocab import labels as L
 from cudasched.webhook.admission.admitter import Admitter
 from cudasched.webhook.admission.review import MAX_WARNING_CHARS, creation_review
 from cudasched.webhook.server.app import WebhookApp
@@ -142,6 +143,19 @@ def ops_of(resp: dict[str, Any]) -> list[dict[str, Any]]:
 def applied(review: dict[str, Any], resp: dict[str, Any]) -> dict[str, Any]:
     """The object after the API server applies our patch (raises if it would not apply)."""
     return jsonpatch.apply_patch(review["request"]["object"], ops_of(resp))
+
+
+def recorded_only(review: dict[str, Any], resp: dict[str, Any]) -> str:
+    """What an answer that constrains nothing records: it patches only the object's
+    annotations, and returns its ``cudasched.io/requirement`` (``unknown (why)`` for a GPU
+    workload whose CUDA cannot be told)."""
+    assert all(op["path"].startswith("/metadata/annotations") for op in ops_of(resp))
+    after = applied(review, resp)
+    before = review["request"]["object"]
+    assert {k: v for k, v in after.items() if k != "metadata"} == {
+        k: v for k, v in before.items() if k != "metadata"
+    }
+    return str(((after.get("metadata") or {}).get("annotations") or {}).get(L.ANN_REQUIREMENT))
 
 
 def readmit(

@@ -288,7 +288,7 @@ def test_explicit_runtime_namespace_first_then_cluster() -> None:
             "protocol v1",
         ),
         (runtime("rt", [fmt("xgboost")]), model("sklearn", runtime="rt"), "mt:sklearn"),
-        (runtime("rt", [fmt("sklearn")]), model("sklearn", runtime="missing"), "not found"),
+        (runtime("rt", [fmt("sklearn")]), model("sklearn", runtime="missing"), "exists"),
     ],
 )
 def test_explicit_runtime_rejections(rt: dict, mdl: dict, why: str) -> None:

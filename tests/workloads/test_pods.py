@@ -26,7 +26,7 @@ from cudasched.workloads.pods import (
     workload_uses_gpu,
     workloads_of,
 )
-from cudasched.workloads.resolution import resolve_workload
+from cudasched.workloads.resolution import workload_need
 from tests.support import builders, synth
 
 GPU = {"limits": {"nvidia.com/gpu": "1"}}
@@ -149,9 +149,14 @@ class _Paths:
 
     def explain(self, obj: dict[str, Any]) -> str:
         try:
-            _, req, _ = resolve_workload(obj, self.fleet, self.images)
+            _, need = workload_need(obj, self.fleet, self.images)
         except InputError:
             return ""  # the webhook admits unreadable objects unconstrained, with a warning
+        if need.no_pods is not None:
+            return ""  # KServe runs no predictor: the webhook records nothing, and says why
+        if need.unknown is not None:
+            return need.unknown.record()  # what the webhook records: unknown (why)
+        req = need.requirement
         if req.is_empty:
             return ""
         policy = req.policy if req.policy is not None else self.config.policy

@@ -18,7 +18,11 @@ from cudasched.knowledge.images import ImageTable
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import ComputeCapability, CudaVersion
-from cudasched.workloads.declared import declared_by_annotation, requirement_from_annotations
+from cudasched.workloads.declared import (
+    declared_by_annotation,
+    misspelt_keys,
+    requirement_from_annotations,
+)
 from cudasched.workloads.gpu import read_gpu_use, uses_gpu
 from cudasched.workloads.kserve import RuntimeChoice, select_runtime
 from cudasched.workloads.resolution import wants_constraint
@@ -221,6 +225,23 @@ def test_accelerator_type_is_case_insensitive() -> None:
 
 
 # --------------------------------------------------------------------------- modifiers
+
+
+def test_misspelt_keys_name_the_key_meant() -> None:
+    annotations = {
+        "cudasched.io/cuda-verison": "12.4",
+        "cudasched.io/min-compute": "8.0",
+        "cudasched.io/zzz": "1",
+        "cudasched.io/skip": "true",
+        "cudasched.io/requirement": "cuda>=12.4",
+        "example.com/cuda-verison": "12.4",
+    }
+    assert dict(misspelt_keys(annotations)) == {
+        "cudasched.io/cuda-verison": "cudasched.io/cuda-version",
+        "cudasched.io/min-compute": "cudasched.io/min-compute-capability",
+        "cudasched.io/zzz": None,
+    }
+    assert list(misspelt_keys({"cudasched.io/cuda-version": "12.4"})) == []
 
 
 def test_all_annotations_parsed() -> None:

@@ -6,9 +6,9 @@ A thin shell over :mod:`cudasched.operations.deviceclasses` and
 :mod:`cudasched.placement.deviceclass`. ``-o yaml`` is a stream ``kubectl apply -f`` takes, each
 class preceded by the workloads it serves as comments; ``-o json`` is ``{"deviceClasses":
 [{"name", "extendedResource", "requirement", "policy", "workloads", "droppedForwardCompat",
-"object"}], "unservable": [{"workloads", "why"}], "unreadable": [{"workload", "error"}]}``. Exit
-codes: 0 printed, 2 bad input.
-"""
+"object"}], "unservable": [{"workloads", "why"}], "unreadable": [{"workload", "error"}],
+"cluster"}`` (``cluster``, what was judged, only for the cluster's classes). Exit codes: 0
+printed, 2 bad input."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from cudasched.cli.app import EXIT_OK, app, fail, note
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
+    judged,
     load_cluster,
     load_images,
     load_knowledge,
@@ -144,7 +145,8 @@ def device_classes_cmd(
     ),
 ) -> None:
     """Print CUDA-aware DRA DeviceClasses: one per CUDA requirement the cluster's workloads ask,
-    each selecting exactly the NVIDIA GPUs (NVIDIA's DRA driver, type gpu) that can run it.
+    each selecting exactly the NVIDIA GPUs that can run it. Only devices of NVIDIA's DRA driver
+    of type gpu match.
 
     The selectors are the node affinity's rules on the driver's attributes (cudaDriverVersion,
     driverVersion, cudaComputeCapability). A pod asks for one with
@@ -157,6 +159,7 @@ def device_classes_cmd(
             raise InputError(
                 "--name and --extended-resource-name name one class: give --cuda or --framework"
             )
+        cluster: dict[str, Any] | None = None
         if one:
             plan, label = (
                 _one_class(
@@ -171,7 +174,7 @@ def device_classes_cmd(
                 "command line",
             )
         else:
-            plan, label = _cluster_classes(source, config, policy)
+            plan, label, cluster = _cluster_classes(source, config, policy)
     except InputError as exc:
         fail(str(exc))
     if any(c.draft.dropped_forward_compat for c in plan.classes):
@@ -180,7 +183,8 @@ def device_classes_cmd(
             "(none says data-center GPU): those classes select native and minor-compat GPUs only"
         )
     if output is ClassFormat.JSON:
-        sys.stdout.write(json.dumps(_to_json(plan), indent=2) + "\n")
+        doc = _to_json(plan) if cluster is None else {**_to_json(plan), "cluster": cluster}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         sys.stdout.write(_render_yaml(plan, label))
     raise typer.Exit(EXIT_OK)
@@ -188,7 +192,9 @@ def device_classes_cmd(
 
 def _cluster_classes(
     source: ClusterSource, config: Path | None, policy: str | None
-) -> tuple[ClassPlan, str]:
+) -> tuple[ClassPlan, str, dict[str, Any]]:
+    """The classes the cluster's workloads ask, where they came from, and what the JSON
+    answer says it judged."""
     from cudasched.cluster.fleet import Fleet
     from cudasched.operations.deviceclasses import classes_for_demand
     from cudasched.operations.drivers.demand import cluster_demand
@@ -199,4 +205,5 @@ def _cluster_classes(
     kb = load_knowledge()
     fleet = Fleet.from_snapshot(snapshot, kb)
     demand = cluster_demand(snapshot, fleet, load_images(kb, settings), pol)
-    return classes_for_demand(demand, kb), snapshot.source or "cluster"
+    plan = classes_for_demand(demand, kb)
+    return plan, snapshot.source or "cluster", judged(source, snapshot)

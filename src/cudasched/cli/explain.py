@@ -9,6 +9,11 @@ Without ``--workload`` every Pod and controller of the cluster is explained, plu
 InferenceServices that have no predictor pod yet: with the bundled sample cluster that is the
 project's demo.
 
+Where the cluster publishes ResourceSlices of NVIDIA's DRA driver, each workload with a
+requirement is also judged device by device (:mod:`cudasched.explain.devices`): which GPUs its
+CUDA-aware DeviceClass admits and why the others are refused. Without them the output is what
+it always was.
+
 A workload can also be named by reference, as kubectl names it (``isvc/llama3-8b -n team-nlp``,
 ``pod/NAME``, ``deploy/NAME``, ``llmisvc/NAME``): it is looked up in the cluster, which may be
 the live one (``--live``).
@@ -25,7 +30,7 @@ import contextlib
 import dataclasses
 import gc
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -40,6 +45,7 @@ from cudasched.cli.explainview import (
     WIDE_WIDTH,
     Explained,
     compact_lines,
+    device_lines,
     overview_lines,
     pool_names,
     print_node_table,
@@ -73,6 +79,7 @@ from cudasched.cli.reference import Reference, parse_reference
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.scope import Scope
 from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot
+from cudasched.explain.devices import explain_devices, nvidia_slices
 from cudasched.explain.eligibility import explain_many
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
@@ -118,8 +125,11 @@ def explain_snapshot(
     policy: Policy,
     scheme: LabelScheme,
     images: ImageTable,
+    slices: Sequence[Mapping[str, Any]] = (),
 ) -> list[Explained]:
-    """Resolve each workload's requirement against ``fleet`` and explain it there."""
+    """Resolve each workload's requirement against ``fleet`` and explain it there; where
+    ``slices`` (NVIDIA's DRA ResourceSlices) are given, also device by device for each
+    workload with a requirement."""
     targets: list[Mapping[str, Any]] = []
     needs: list[WorkloadNeed] = []
     for obj in workloads:
@@ -135,12 +145,16 @@ def explain_snapshot(
             scheme,
             requirements=[n.requirement for n in needs],
             unknowns=[n.unknown for n in needs],
+            no_pods=[n.no_pods for n in needs],
         )
     out = []
     for obj, exp, need in zip(workloads, explanations, needs, strict=True):
         if is_inference_service(obj):  # name the service, not the pod we built for it
             exp = dataclasses.replace(exp, workload=workload_id(obj))
-        out.append(Explained(exp, need.runtime))
+        devices = None
+        if slices and need.requirement is not None:
+            devices = explain_devices(need.requirement, policy, fleet.kb, slices)
+        out.append(Explained(exp, need.runtime, devices))
     return out
 
 
@@ -173,6 +187,7 @@ def _merge_context(base: ClusterSnapshot, extra: ClusterSnapshot) -> ClusterSnap
         inference_services=extra.inference_services + base.inference_services,
         serving_runtimes=extra.serving_runtimes + base.serving_runtimes,
         cluster_serving_runtimes=extra.cluster_serving_runtimes + base.cluster_serving_runtimes,
+        other=base.other,
         source=base.source,
     )
 
@@ -185,6 +200,51 @@ def _default_namespace(source: ClusterSource) -> str:
 
     config = load_config(kubeconfig=source.kubeconfig, context=source.context)
     return config.settings.namespace or DEFAULT_NAMESPACE
+
+
+def _show(
+    items: Sequence[Explained],
+    output: ExplainFormat,
+    single: bool,
+    cluster: Mapping[str, Any],
+    pools: Callable[[], Mapping[str, str]],
+    *,
+    per_node: bool,
+    only_failing: bool,
+) -> None:
+    """Print the answers in the chosen format (the device view after each workload's nodes,
+    where the cluster has DRA devices)."""
+    if output is ExplainFormat.JSON:
+        sys.stdout.write(render_json(items, single, cluster) + "\n")
+    elif output is ExplainFormat.YAML:
+        sys.stdout.write(render_yaml(items, single, cluster))
+    elif output is ExplainFormat.WIDE:
+        console = terminal.console(WIDE_WIDTH)
+        for number, item in enumerate(items):
+            if number:
+                console.print()
+            print_node_table(item, console)
+            for warning in unknown_warnings(item):
+                console.print(Text(warning, style="yellow"))
+            if item.devices is not None:
+                console.print(Text("\n".join(device_lines(item.devices, WIDE_WIDTH))))
+        if len(items) > 1:
+            console.print()
+            print_overview_table(items, console)
+    else:
+        width = terminal.width(TABLE_WIDTH)
+        names = pools()  # the pools are read only where the text shows them
+        if single or per_node:
+            blocks = [
+                compact_lines(item, names, width, per_node=per_node, only_failing=only_failing)
+                + (device_lines(item.devices, width) if item.devices is not None else [])
+                for item in items
+                if not (only_failing and item.explanation.eligible_count == item.explanation.total)
+            ]
+            text = "\n\n".join("\n".join(b) for b in blocks)
+        else:
+            text = "\n".join(overview_lines(items, names, width, only_failing))
+        sys.stdout.write(text + "\n")
 
 
 @app.command("explain")
@@ -295,35 +355,16 @@ def explain_cmd(
         images = images.with_configs(
             registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
         )
-        items = explain_snapshot(objs, fleet, pol, labels, images)
+        items = explain_snapshot(objs, fleet, pol, labels, images, nvidia_slices(context.other))
     except InputError as exc:
         fail(str(exc))
-    if output is ExplainFormat.JSON:
-        sys.stdout.write(render_json(items, single, judged(source, context)) + "\n")
-    elif output is ExplainFormat.YAML:
-        sys.stdout.write(render_yaml(items, single, judged(source, context)))
-    elif output is ExplainFormat.WIDE:
-        console = terminal.console(WIDE_WIDTH)
-        for number, item in enumerate(items):
-            if number:
-                console.print()
-            print_node_table(item, console)
-            for warning in unknown_warnings(item):
-                console.print(Text(warning, style="yellow"))
-        if len(items) > 1:
-            console.print()
-            print_overview_table(items, console)
-    else:
-        width = terminal.width(TABLE_WIDTH)
-        pools = pool_names(context, fleet)
-        if single or per_node:
-            blocks = [
-                compact_lines(item, pools, width, per_node=per_node, only_failing=only_failing)
-                for item in items
-                if not (only_failing and item.explanation.eligible_count == item.explanation.total)
-            ]
-            text = "\n\n".join("\n".join(b) for b in blocks)
-        else:
-            text = "\n".join(overview_lines(items, pools, width, only_failing))
-        sys.stdout.write(text + "\n")
+    _show(
+        items,
+        output,
+        single,
+        judged(source, context),
+        lambda: pool_names(context, fleet),
+        per_node=per_node,
+        only_failing=only_failing,
+    )
     raise typer.Exit(EXIT_OK)

@@ -1,7 +1,8 @@
 """How ``cudasched explain`` shows its answers: the text by node pool, summary first (one
 entry per pool or, with ``--nodes``, per node), the overview of several workloads, the table of
 ``-o wide`` (a row per node) and the ``-o json`` / ``-o yaml`` document, whose keys are a stable
-contract (only ever added); and the width each is laid out for when piped. The terminal's own
+contract (only ever added); the device view of a DRA cluster after a workload's nodes; and the
+width each is laid out for when piped. The terminal's own
 width, the wrapping at spaces and the tables that never cut a word are
 :mod:`cudasched.cli.terminal`'s.
 """
@@ -19,6 +20,7 @@ from cudasched.cli import terminal
 from cudasched.cli.terminal import wrapped
 from cudasched.cluster.fleet import Fleet
 from cudasched.cluster.snapshot import ClusterSnapshot, to_yaml
+from cudasched.explain.devices import DeviceExplanation
 from cudasched.explain.explanation import Explanation, NodeExplanation
 from cudasched.explain.grouping import NodeGroup, PoolSummary, by_pool, summarise
 from cudasched.operations.pools import node_pools
@@ -33,6 +35,7 @@ __all__ = [
     "WIDE_WIDTH",
     "Explained",
     "compact_lines",
+    "device_lines",
     "overview_lines",
     "pool_names",
     "print_node_table",
@@ -53,10 +56,14 @@ class Explained:
 
     explanation: Explanation
     runtime: RuntimeChoice | None
+    #: Device by device, where the cluster publishes NVIDIA's DRA ResourceSlices.
+    devices: DeviceExplanation | None = None
 
     def to_dict(self) -> dict[str, Any]:
         doc = self.explanation.to_dict()
         doc["summary"]["runtime"] = self.runtime.describe() if self.runtime else None
+        if self.devices is not None:
+            doc["devices"] = self.devices.to_dict()
         return doc
 
 
@@ -217,6 +224,37 @@ def compact_lines(
     return lines
 
 
+def device_lines(devices: DeviceExplanation, width: int) -> list[str]:
+    """The devices of NVIDIA's DRA driver the workload's class admits, then each refused one
+    with what keeps it out (a fix where one is known), each named node/pool/device."""
+    head = (
+        f"DRA devices: {devices.admitted_count} of {len(devices.devices)} admitted by class "
+        f"{devices.device_class}, policy {devices.policy.value}"
+        if devices.device_class is not None
+        else f"DRA devices: none admitted, no class: {devices.error}"
+    )
+    lines = wrapped(head, width, "")
+    if devices.dropped_forward_compat:
+        lines += wrapped(
+            "(forward compatibility left out: no DRA attribute says data-center GPU)", width, ""
+        )
+    for admitted, title in ((True, "admitted"), (False, "refused")):
+        chosen = [d for d in devices.devices if d.admitted is admitted]
+        if not chosen:
+            continue
+        lines.append(f"  {title}")
+        for device in chosen:
+            if admitted:
+                modes = ", ".join(r.code for r in device.reasons if not r.blocking)
+                lines += wrapped(f"{device.where}: {device.facts}; {modes}", width, "    ")
+                continue
+            lines += wrapped(f"{device.where}: {device.facts}", width, "    ")
+            for r in device.reasons:
+                if r.blocking:
+                    lines += wrapped(f"{r.code}: {r.fix or r.message}", width, "      ")
+    return lines
+
+
 def _group_lines(
     group: NodeGroup, eligible: bool, suffix: str, width: int, per_node: bool
 ) -> list[str]:
@@ -297,6 +335,8 @@ def overview_lines(
         )
         if summary.because:
             text += "; " + ", ".join(code for code, _ in summary.because[:3])
+        if item.devices is not None:
+            text += f"; {item.devices.admitted_count}/{len(item.devices.devices)} DRA devices"
         lines += wrapped(text, width, "  ")
     lines += wrapped(
         "explain NAMESPACE/Kind/NAME (a name above) for one workload by pool; --nodes for one "

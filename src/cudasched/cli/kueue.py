@@ -4,9 +4,8 @@ ClusterQueue fragment that orders them, and which workloads each flavor can serv
 A thin shell over :mod:`cudasched.operations.kueueflavors`. ``-o yaml`` is a stream ``kubectl
 apply -f`` takes (the flavors, then the ClusterQueue), each flavor preceded by the workloads it
 serves as comments; ``-o json`` is ``{"flavors": [{"name", "nodeLabels", "nodes", "gpus",
-"serves", "partly", "object"}], "clusterQueue": {...}, "unlabelled": [node, ...]}``. Exit codes:
-0 printed, 2 bad input.
-"""
+"serves", "partly", "object"}], "clusterQueue": {...}, "unlabelled": [node, ...], "cluster":
+{...}}`` (``cluster``: what was judged). Exit codes: 0 printed, 2 bad input."""
 
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ from cudasched.cli.app import EXIT_OK, app, fail, note
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
+    judged,
     load_cluster,
     load_images,
     load_knowledge,
@@ -130,7 +130,8 @@ def kueue_cmd(
             f"(run `cudasched agent` on them): {', '.join(plan.unlabelled)}"
         )
     if output is KueueFormat.JSON:
-        sys.stdout.write(json.dumps(_to_json(plan), indent=2) + "\n")
+        doc = {**_to_json(plan), "cluster": judged(source, snapshot)}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         sys.stdout.write(_render_yaml(plan, snapshot.source or "cluster"))
     raise typer.Exit(EXIT_OK)

@@ -13,8 +13,8 @@ from cudasched.compat.engine import check
 from cudasched.compat.fixes import with_fixes
 from cudasched.compat.verdict import Reason, VerdictStatus
 from cudasched.explain.explanation import Score
+from cudasched.explain.fit import SELECTOR_FIELDS, Selection, admitted_selection
 from cudasched.explain.selectors import (
-    SELECTOR_FIELDS,
     Selectors,
     has_match_fields,
     node_parts,
@@ -22,7 +22,6 @@ from cudasched.explain.selectors import (
 )
 from cudasched.explain.shared import Shared, checked_once
 from cudasched.nodes.facts import NodeFacts
-from cudasched.placement.merge import merge_required
 from cudasched.vocab.nodeaffinity import Node, NodeSelector, PreferredTerms, RequiredNodeAffinity
 from cudasched.vocab.nodeterms import NodeSelectorError
 from cudasched.vocab.objects import as_mapping
@@ -55,8 +54,9 @@ def _selectors(
     # Our merge removes cudasched's earlier terms (marked) before ANDing the requirement in;
     # the user's own constraints, on any key, are what is left after that.
     # (Without an affinity there is nothing of ours to remove: the spec is its own.)
-    user_spec = merge_required(only, []) if has_req and "affinity" in only else only
-    merged = merge_required(only, checked_once(terms, shared)) if has_req else user_spec
+    user_spec = admitted_selection(only, []) if has_req and "affinity" in only else only
+    # The selection the one eligibility rule reads (explain/fit.py), as admission writes it.
+    merged = admitted_selection(only, checked_once(terms, shared)) if has_req else user_spec
     user_selector = as_mapping(spec.get("nodeSelector"), "spec.nodeSelector")
     user_affinity = RequiredNodeAffinity.from_pod_spec(
         {"affinity": user_spec.get("affinity")}, cache=cache
@@ -93,7 +93,7 @@ def _selectors(
 class Plan:
     """Everything about one workload that does not depend on the node."""
 
-    __slots__ = ("gpu_requests", "req_id", "requirement", "selectors", "verdicts")
+    __slots__ = ("gpu_requests", "req_id", "requirement", "selection", "selectors", "verdicts")
 
     def __init__(
         self,
@@ -111,13 +111,15 @@ class Plan:
         self.gpu_requests = gpu_requests  # the pod view's: what a node must offer
         has_req = requirement is not None
         if identity is None:  # not plain JSON: nothing to share it with
-            self.selectors = _selectors(spec, has_req, terms, shared)
-            return
-        key = (identity, has_req, id(terms))
-        found = shared.selectors.get(key)
-        if found is None:
-            found = shared.selectors[key] = _selectors(spec, has_req, terms, shared)
+            found = _selectors(spec, has_req, terms, shared)
+        else:
+            key = (identity, has_req, id(terms))
+            remembered = shared.selectors.get(key)
+            if remembered is None:
+                remembered = shared.selectors[key] = _selectors(spec, has_req, terms, shared)
+            found = remembered
         self.selectors = found
+        self.selection = Selection(found.required, self.gpu_requests)
 
 
 def decide(
@@ -137,7 +139,9 @@ def decide(
         if remembered is None:
             remembered = sel.at[position] = node_parts(sel, node, position)
         parts = remembered
-    eligible, score, req_match, mismatch, affinity = parts
+    matched, score, req_match, mismatch, affinity = parts
+    # The one rule (explain/fit.py), with the affinity's answer this node position remembers.
+    eligible = plan.selection.admits(node, offered, matched)
     reasons: list[Reason] = []
     if plan.requirement is not None:
         key = (plan.req_id, policy, id(facts))  # the facts group lives as long as the call
@@ -158,11 +162,11 @@ def decide(
                     "node carries (--scheme auto)",
                 )
             )
-    missing = sorted(plan.gpu_requests - offered) if offered is not None else []
-    if missing:
+    if not plan.selection.offers(offered):
         # The scheduler's resource fit: a pod asking for a GPU never lands where none is
         # offered, whatever its affinity says.
-        eligible = False
+        assert offered is not None
+        missing = sorted(plan.gpu_requests - offered)
         have = ", ".join(sorted(offered or ())) or "no NVIDIA GPU resource"
         fix = (
             "request a GPU resource the node offers"

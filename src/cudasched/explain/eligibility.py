@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from cudasched.cluster.fleet import Fleet
 from cudasched.compat.engine import resolve_policy
+from cudasched.compat.verdict import Reason
 from cudasched.explain.decision import Plan, decide
 from cudasched.explain.explanation import (
     Decision,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
 
 __all__ = [
+    "NO_PODS",
     "explain",
     "explain_many",
     "requirement_from_annotations",
@@ -261,9 +263,12 @@ def explain_many(
     scheme: L.LabelScheme | str = L.LabelScheme.AUTO,
     requirements: Sequence[Requirement | None] | None = None,
     unknowns: Sequence[UnknownRequirement | None] | None = None,
+    no_pods: Sequence[str | None] | None = None,
 ) -> list[Explanation]:
     """:func:`explain` for several workloads over one prepared fleet; ``unknowns`` says, per
-    workload, why a GPU workload's requirement is unknown (``WorkloadNeed.unknown``)."""
+    workload, why a GPU workload's requirement is unknown (``WorkloadNeed.unknown``), and
+    ``no_pods`` why its controller creates no pods (``WorkloadNeed.no_pods``: no node can run
+    what does not exist)."""
     fleet = nodes if isinstance(nodes, Fleet) else Fleet(nodes, kb)
     if requirements is not None and len(requirements) != len(workloads):
         raise InputError(
@@ -279,12 +284,37 @@ def explain_many(
             "expected one (or None) per workload"
         )
     whys = unknowns if unknowns is not None else [None] * len(workloads)
+    if no_pods is not None and len(no_pods) != len(workloads):
+        raise InputError(
+            f"got {len(no_pods)} no-pod reasons for {len(workloads)} workloads: "
+            "expected one (or None) per workload"
+        )
+    blocked = no_pods if no_pods is not None else [None] * len(workloads)
     memo: _Memo = {}
     shared = Shared()
     out = []
-    for w, r, why in zip(workloads, reqs, whys, strict=True):
+    for w, r, why, none in zip(workloads, reqs, whys, blocked, strict=True):
         exp = _explain(w, fleet, policy, scheme, r, memo, shared)
         if why is not None and exp.requirement is None and not exp.skipped:
             exp = replace(exp, unknown=why)
+        if none is not None and not exp.skipped:
+            exp = _without_pods(exp, none)
         out.append(exp)
     return out
+
+
+#: The reason every node gives a workload whose controller creates no pods.
+NO_PODS = "no-pods"
+
+
+def _without_pods(exp: Explanation, why: str) -> Explanation:
+    """``exp`` of a workload of which no pod can exist (``why``): eligible nowhere."""
+    reason = Reason(
+        NO_PODS,
+        f"no pod of it can exist: {why}",
+        "create the runtime it names, or name one that exists and serves its model",
+    )
+    nodes = NodeAnswers.of(
+        replace(n, eligible=False, reasons=(*n.reasons, reason)) for n in exp.nodes
+    )
+    return replace(exp, nodes=nodes, no_pods=why)

@@ -218,6 +218,9 @@ class Explanation:
     # Set when the workload uses a GPU and no source names its CUDA: nodes it may land on
     # are "unknown", not "yes" (the webhook cannot keep it off a node whose driver is too old).
     unknown: UnknownRequirement | None = None
+    # Set when its controller creates no pods (an InferenceService whose runtime does not
+    # exist or refuses it): no node is eligible, each says why (WorkloadNeed.no_pods).
+    no_pods: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, NodeAnswers):
@@ -273,6 +276,7 @@ class Explanation:
                 else None
             ),
             "warnings": list(unknown.warnings()) if unknown is not None else [],
+            "noPods": self.no_pods,
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 __all__ = [
     "AFFINITY_MISMATCH",
     "NODE_SELECTOR_MISMATCH",
-    "SELECTOR_FIELDS",
     "NodeParts",
     "Selectors",
     "has_match_fields",
@@ -94,10 +93,6 @@ def selector_identity(spec: Mapping[str, Any]) -> bytes | None:
         return orjson.dumps([spec.get("nodeSelector"), spec.get("affinity")])
     except TypeError:
         return None
-
-
-# The only parts of a pod spec that node affinity reads.
-SELECTOR_FIELDS = ("nodeSelector", "affinity")
 
 
 @dataclass(frozen=True, slots=True, eq=False)

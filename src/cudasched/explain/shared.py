@@ -95,6 +95,7 @@ class Shared:
         "checked",
         "compiled",
         "declared",
+        "fits",
         "gpu",
         "reprs",
         "requirement_selectors",
@@ -133,6 +134,9 @@ class Shared:
         # id of a terms tuple held in ``requirements`` -> the terms checked for merging once
         # (the merge reports invalid terms itself: those are passed as they are)
         self.checked: dict[int, Sequence[Any]] = {}
+        # (selector identity, id of a terms tuple, GPU requests) -> whether any node of the
+        # fleet can run such a pod (explain/fit.requirement_runs_anywhere)
+        self.fits: dict[tuple[bytes, int, frozenset[str]], bool] = {}
 
 
 def checked_once(terms: tuple[Any, ...], shared: Shared) -> Sequence[Any]:

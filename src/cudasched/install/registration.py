@@ -1,6 +1,7 @@
 """The webhook's registration with the API server: the MutatingWebhookConfiguration (one
-webhook for pods, one for InferenceServices, one for LLMInferenceServices). Choices a reviewer
-should know about, each deliberate:
+webhook for pods, one for InferenceServices, one for LLMInferenceServices, one for the workload
+controllers whose pod templates it judges). Choices a reviewer should know about, each
+deliberate:
 
 * ``failurePolicy: Ignore``. The webhook sits on every GPU pod creation; if it is down, pods are
   admitted without CUDA-aware affinity (the pre-cudasched behaviour) rather than blocking every
@@ -22,6 +23,11 @@ should know about, each deliberate:
   InferenceService label and not part of an LLMInferenceService (whose model server may take
   its GPUs from a config the pod does not show until it is built). The webhook re-checks
   everything itself, so the conditions only save round trips.
+* Deployments, StatefulSets, Jobs, CronJobs and LeaderWorkerSets (CREATE and UPDATE) are
+  sent so that the person who applies one hears what its pods will be told (their pods are
+  created later by a controller, whose warnings nobody reads); the answer never patches
+  (``reinvocationPolicy: Never``) and never refuses. A LeaderWorkerSet CRD that is not
+  installed only leaves its rule unused.
 * With the policy mode beside it (``cudasched manifests --mode both``) the pod webhook also
   skips pods the MutatingAdmissionPolicy already placed (its marker, ``not-placed-by-policy``):
   the API server runs policies first, so the webhook is called only for what the policy's
@@ -65,6 +71,14 @@ POD_MAY_NEED_GPU = " || ".join(
 )
 
 
+#: The workload controllers whose pod templates the webhook judges (warn-only), by API group.
+_WORKLOAD_RESOURCES = (
+    ("apps", ("deployments", "statefulsets")),
+    ("batch", ("jobs", "cronjobs")),
+    ("leaderworkerset.x-k8s.io", ("leaderworkersets",)),
+)
+
+
 def _any_case(word: str) -> str:
     """An RE2 pattern for ``word`` in any ASCII letter case (``[Tt][Rr][Uu][Ee]``): ``(?i)``
     would also fold non-ASCII letters, which the webhook's own reading does not."""
@@ -100,7 +114,8 @@ def webhook_configuration(
     beside_policy: bool = False,
 ) -> dict[str, Any]:
     """The MutatingWebhookConfiguration: one webhook for pods, one for InferenceServices, one
-    for LLMInferenceServices; ``beside_policy``: pods the policy placed are not sent."""
+    for LLMInferenceServices, one for workload controllers (warn-only); ``beside_policy``: pods
+    the policy placed are not sent."""
     annotations: dict[str, str] = {}
     if cert_manager:
         annotations["cert-manager.io/inject-ca-from"] = f"{namespace}/{CA_CERTIFICATE}"
@@ -155,38 +170,68 @@ def webhook_configuration(
                 "matchConditions": _pod_conditions(beside_policy),
                 **common,
             },
-            {
-                "name": "inferenceservices.cudasched.io",
-                "clientConfig": client_config("/mutate/inferenceservices"),
-                "rules": [
-                    {
-                        "apiGroups": [INFERENCE_SERVICE.group],
-                        "apiVersions": [INFERENCE_SERVICE.version],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": [INFERENCE_SERVICE.plural],
-                        "scope": "Namespaced",
-                    }
-                ],
-                "matchConditions": [{"name": "not-skipped", "expression": NOT_SKIPPED}],
-                **common,
-                # Records a NoCompatibleNode Event on the service, never for a dry run.
-                "sideEffects": "NoneOnDryRun",
-            },
-            {
-                "name": "llminferenceservices.cudasched.io",
-                "clientConfig": client_config("/mutate/llminferenceservices"),
-                "rules": [
-                    {
-                        "apiGroups": [LLM_INFERENCE_SERVICE.group],
-                        "apiVersions": ["v1alpha1", "v1alpha2"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": [LLM_INFERENCE_SERVICE.plural],
-                        "scope": "Namespaced",
-                    }
-                ],
-                "matchConditions": [{"name": "not-skipped", "expression": NOT_SKIPPED}],
-                **common,
-                "sideEffects": "NoneOnDryRun",
-            },
+            _service_webhook(
+                "inferenceservices.cudasched.io",
+                client_config("/mutate/inferenceservices"),
+                INFERENCE_SERVICE.group,
+                [INFERENCE_SERVICE.version],
+                [INFERENCE_SERVICE.plural],
+                common,
+            ),
+            _service_webhook(
+                "llminferenceservices.cudasched.io",
+                client_config("/mutate/llminferenceservices"),
+                LLM_INFERENCE_SERVICE.group,
+                ["v1alpha1", "v1alpha2"],
+                [LLM_INFERENCE_SERVICE.plural],
+                common,
+            ),
+            _workloads_webhook(client_config("/mutate/workloads"), common),
         ],
     }
+
+
+def _service_webhook(
+    name: str,
+    client_config: dict[str, Any],
+    group: str,
+    versions: list[str],
+    resources: list[str],
+    common: dict[str, Any],
+) -> dict[str, Any]:
+    """The webhook of a kind users deploy and wait on (CREATE and UPDATE): it records a
+    NoCompatibleNode Event on the object, never for a dry run."""
+    return {
+        "name": name,
+        "clientConfig": client_config,
+        "rules": [
+            {
+                "apiGroups": [group],
+                "apiVersions": versions,
+                "operations": ["CREATE", "UPDATE"],
+                "resources": resources,
+                "scope": "Namespaced",
+            }
+        ],
+        "matchConditions": [{"name": "not-skipped", "expression": NOT_SKIPPED}],
+        **common,
+        "sideEffects": "NoneOnDryRun",
+    }
+
+
+def _workloads_webhook(client_config: dict[str, Any], common: dict[str, Any]) -> dict[str, Any]:
+    """The workload controllers' webhook: warn-only, so nothing is patched and a
+    re-invocation would only repeat the warnings (``reinvocationPolicy: Never``)."""
+    hook = _service_webhook("workloads.cudasched.io", client_config, "", ["v1"], [], common)
+    hook["rules"] = [
+        {
+            "apiGroups": [group],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": list(resources),
+            "scope": "Namespaced",
+        }
+        for group, resources in _WORKLOAD_RESOURCES
+    ]
+    hook["reinvocationPolicy"] = "Never"
+    return hook

@@ -28,6 +28,7 @@ does not publish one is skipped instead, as a node without labels is.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -53,11 +54,15 @@ __all__ = [
     "DRIVER_DOMAIN",
     "DRIVER_VERSION",
     "MAX_EXPRESSION",
+    "VERSION_ATTRIBUTES",
+    "CompiledSelectors",
     "DraClaim",
     "claim_template",
+    "compiled_selectors",
     "default_name",
     "requirement_selectors",
     "selectors",
+    "semver_parts",
 ]
 
 API_VERSION = "resource.k8s.io/v1"
@@ -69,6 +74,9 @@ MAX_EXPRESSION = 10 * 1024
 CUDA_DRIVER_VERSION = "cudaDriverVersion"
 DRIVER_VERSION = "driverVersion"
 COMPUTE_CAPABILITY = "cudaComputeCapability"
+#: The version attributes a CUDA-aware selector reads.
+VERSION_ATTRIBUTES = (DRIVER_VERSION, CUDA_DRIVER_VERSION, COMPUTE_CAPABILITY)
+_SEMVER = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:[-+].*)?$")
 
 _DEVICE = f'device.attributes["{DRIVER_DOMAIN}"]'
 #: The driver's attributes in CEL: ``device.attributes["gpu.nvidia.com"]``.
@@ -112,6 +120,12 @@ class _Atom:
     def cel(self) -> str:
         op = ">= 0" if self.at_least else "< 0"
         return f'{_DEVICE}.{self.attribute}.compareTo(semver("{self.version}")) {op}'
+
+    def holds(self, versions: Mapping[str, tuple[int, int, int]]) -> bool:
+        """What :meth:`cel` says of a device whose attributes have ``versions``."""
+        have = versions[self.attribute]
+        bound = semver_parts(self.version)
+        return have >= bound if self.at_least else have < bound
 
 
 def _atom(expr: Mapping[str, Any], native: tuple[int, str] | None = None) -> _Atom | None:
@@ -190,22 +204,73 @@ def selectors(
     A bound every term shares becomes a selector of its own (so the CUDA floor under
     ``strict`` reads as the one line ``cudaDriverVersion >= X.Y.0``); the rest is one
     disjunction."""
+    compiled = _compiled(terms, native)
+    return list(compiled.expressions), compiled.dropped_forward_compat
+
+
+def _compiled(
+    terms: Sequence[Mapping[str, Any]], native: tuple[int, str] | None
+) -> CompiledSelectors:
     kept, dropped = _atoms(terms, native)
     if not kept:
-        return [], dropped
+        return CompiledSelectors((), (), dropped)
     common = [a for a in kept[0] if all(a in term for term in kept[1:])]
     out = [_guarded([a], a.cel()) for a in common]
+    parts = [_Selector((a.attribute,), ((a,),)) for a in common]
     rest = [[a for a in term if a not in common] for term in kept]
     if all(rest):  # an empty remainder is a term that holds already: no disjunction needed
         used = [a for term in rest for a in term]
         out.append(_guarded(used, f"({_disjunction(rest)})"))
+        needs = tuple(sorted({a.attribute for a in used}))
+        parts.append(_Selector(needs, tuple(tuple(t) for t in rest)))
     for expression in out:
         if len(expression) > MAX_EXPRESSION:
             raise InputError(
                 f"the DRA selector for this requirement is {len(expression)} characters, over "
                 f"the API's limit of {MAX_EXPRESSION}: narrow it (--min-compute-capability)"
             )
-    return out, dropped
+    return CompiledSelectors(tuple(out), tuple(parts), dropped)
+
+
+def semver_parts(text: str) -> tuple[int, int, int]:
+    """``MAJOR.MINOR.PATCH`` of a semver text (a pre-release or build part is not compared);
+    a :class:`ValueError` for anything else."""
+    match = _SEMVER.match(text.strip())
+    if match is None:
+        raise ValueError(f"not a semantic version: {text!r}")
+    major, minor, patch = (int(g) for g in match.groups())
+    return major, minor, patch
+
+
+@dataclass(frozen=True, slots=True)
+class _Selector:
+    """One selector as data: every attribute in ``needs`` present (its ``has()`` guards) and
+    one of ``terms`` holding in full."""
+
+    needs: tuple[str, ...]
+    terms: tuple[tuple[_Atom, ...], ...]
+
+    def holds(self, versions: Mapping[str, tuple[int, int, int]]) -> bool:
+        if any(a not in versions for a in self.needs):
+            return False
+        return any(all(atom.holds(versions) for atom in term) for term in self.terms)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSelectors:
+    """A requirement's selectors twice from one source: the CEL ``expressions`` a claim or a
+    class carries, and the same tests as data, so :meth:`admits` says what the allocator's
+    evaluation of those expressions says of a device without a CEL evaluator."""
+
+    expressions: tuple[str, ...]
+    parts: tuple[_Selector, ...]
+    dropped_forward_compat: bool
+
+    def admits(self, versions: Mapping[str, tuple[int, int, int]]) -> bool:
+        """Whether every selector holds for a device of NVIDIA's driver whose version
+        attributes (``driverVersion``, ``cudaDriverVersion``, ``cudaComputeCapability``) are
+        ``versions``; one it lacks fails the selectors that read it, as ``has()`` does."""
+        return all(part.holds(versions) for part in self.parts)
 
 
 def _atoms(
@@ -249,11 +314,18 @@ def requirement_selectors(
     """The CEL selectors (all must hold) of the GPUs that run ``req`` under ``policy``, compiled
     by the placement compiler as the node affinity is, and whether forward-compat alternatives
     were left out. A claim template and a device class both carry them."""
+    compiled = compiled_selectors(req, policy, kb)
+    return list(compiled.expressions), compiled.dropped_forward_compat
+
+
+def compiled_selectors(req: Requirement, policy: Policy, kb: KnowledgeBase) -> CompiledSelectors:
+    """:func:`requirement_selectors` with the tests as data (what ``explain`` judges a
+    ResourceSlice's devices by)."""
     terms = compile_requirement(req, policy, LabelScheme.CUDASCHED, kb)
     cuda = effective_cuda(req)
     floor = kb.driver_floor(cuda) if cuda is not None else None
     native = (floor.code, _cuda(cuda.release.code)) if cuda and floor else None
-    return selectors(terms, native)
+    return _compiled(terms, native)
 
 
 def claim_template(

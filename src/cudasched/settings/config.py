@@ -192,11 +192,15 @@ class ObjectLimits(BaseModel):
 
 class ClusterAccess(_Model):
     """How the cache reaches the API server (the ``kube:`` section): in-cluster configuration
-    unless ``kubeconfig`` is set (see :mod:`cudasched.kube.client`), and how often each kind is
-    re-listed."""
+    unless ``kubeconfig`` is set (see :mod:`cudasched.kube.client`), how often each kind is
+    re-listed, and how long a review may wait for runtimes the cache has not seen yet."""
 
     kubeconfig: str | None = None
     resync_seconds: int = Field(default=300, ge=1)
+    # How long an InferenceService's review may wait for its namespace's runtimes read from
+    # the API server when the cache has not seen the one it needs yet (0: never read; kept
+    # under server.requestTimeoutSeconds).
+    runtime_read_seconds: float = Field(default=1.0, ge=0, le=10)
 
 
 class EventSettings(_Model):

@@ -119,6 +119,10 @@ RESOLUTION_OUTCOMES: Final = (
 
 #: What one check of a followed knowledge bundle did (``knowledge/following.FollowResult``).
 CHECK_OUTCOMES: Final = ("updated", "unchanged", "refused", "unreachable")
+#: How a read of a namespace's serving runtimes went (an InferenceService whose runtime the
+#: cache has not seen yet): ``read``, ``failed`` (an error), ``timeout`` (not within
+#: ``kube.runtimeReadSeconds``).
+RUNTIME_READ_RESULTS: Final = ("read", "failed", "timeout")
 
 # Webhook answers are expected in milliseconds; the API server gives up after a few seconds.
 _LATENCY_BUCKETS: Final = (
@@ -179,8 +183,9 @@ class WebhookMetrics:
         )
         self.no_compatible_node = Gauge(
             "cudasched_webhook_no_compatible_node_objects",
-            "Objects (InferenceServices, LLMInferenceServices) whose last admission found no "
-            "node able to run them and that no node of the current snapshot can run, by kind.",
+            "Objects (InferenceServices, LLMInferenceServices, workload controllers) whose last "
+            "admission found no node able to run them (their pods) and that no node of the "
+            "current snapshot can run, by kind.",
             ("kind",),
             registry=r,
         )
@@ -237,6 +242,13 @@ class WebhookMetrics:
             ("result",),
             registry=r,
         )
+        self.runtime_reads = Counter(
+            "cudasched_webhook_runtime_reads",
+            "Serving runtimes read from the API server for an InferenceService whose runtime "
+            "the watch cache had not seen yet, by result: read, failed, timeout.",
+            ("result",),
+            registry=r,
+        )
         self.watch_restarts = Counter(
             "cudasched_cache_watch_restarts",
             "Watch streams restarted after an error, by kind and reason.",
@@ -248,7 +260,10 @@ class WebhookMetrics:
             "Cluster-state snapshots published to the request path.",
             registry=r,
         )
-        # Pre-create the children so dashboards see zeros instead of missing series.
+        self._zeros()
+
+    def _zeros(self) -> None:
+        """Pre-create the children so dashboards see zeros instead of missing series."""
         for kind in KINDS:
             self.cache_objects.labels(kind=kind).set(0)
         for reason in REFUSAL_REASONS:
@@ -262,6 +277,8 @@ class WebhookMetrics:
             self.image_config_resolutions.labels(outcome=outcome).inc(0)
         for result in PULL_SECRET_RESULTS:
             self.pull_secret_reads.labels(result=result).inc(0)
+        for result in RUNTIME_READ_RESULTS:
+            self.runtime_reads.labels(result=result).inc(0)
         self.cache_synced.set(0)
 
     def audit_metrics(self) -> tuple[Gauge, Counter]:

@@ -29,7 +29,8 @@ go through :func:`read_cudasched`, so there is one rule):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -48,12 +49,14 @@ from cudasched.workloads.kserve import RuntimeChoice
 __all__ = [
     "ALAUDA_ACCELERATOR_TYPE",
     "ALAUDA_CUDA_VERSION",
+    "WORKLOAD_KEYS",
     "Found",
     "RuntimeAnswer",
     "annotation_source",
     "declared_by_annotation",
     "from_runtime",
     "merge_modifiers",
+    "misspelt_keys",
     "read_cudasched",
     "requirement_from_annotations",
     "runtime_identity",
@@ -62,6 +65,31 @@ __all__ = [
 ALAUDA_ACCELERATOR_TYPE = "cpaas.io/accelerator-type"
 ALAUDA_CUDA_VERSION = "cpaas.io/cuda-version"
 _ANNOTATION_SOURCE = "annotation"  # every object-annotation source starts with this word
+
+#: Every ``cudasched.io/*`` annotation key a workload may carry: the four that state a need,
+#: the skip switch and the record admission writes.
+WORKLOAD_KEYS = (
+    L.ANN_CUDA_VERSION,
+    L.ANN_MIN_COMPUTE,
+    L.ANN_POLICY,
+    L.ANN_SHIPS_CUDA_COMPAT,
+    L.ANN_SKIP,
+    L.ANN_REQUIREMENT,
+)
+_KNOWN_KEYS = frozenset(WORKLOAD_KEYS)
+_KEY_NAMES = [key[len(L.PREFIX) :] for key in WORKLOAD_KEYS]
+
+
+def misspelt_keys(annotations: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    """The ``cudasched.io/*`` keys of ``annotations`` that cudasched does not read, each with
+    the key it most likely meant (``None`` when none is close): a misspelt key is otherwise
+    ignored without a word, and the workload runs unconstrained (``cuda-verison``)."""
+    for key in annotations:
+        if isinstance(key, str) and key.startswith(L.PREFIX) and key not in _KNOWN_KEYS:
+            # Compared without the prefix they share, which would make any key look close.
+            name = key[len(L.PREFIX) :]
+            close = difflib.get_close_matches(name, _KEY_NAMES, n=1, cutoff=0.6)
+            yield key, L.PREFIX + close[0] if close else None
 
 
 @dataclass(frozen=True, slots=True)

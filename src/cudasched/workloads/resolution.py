@@ -13,8 +13,8 @@ take, through :func:`pod_need`, :func:`isvc_need`, :func:`llmisvc_need`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,8 +22,8 @@ from cudasched.knowledge.images import ImageTable, ReleaseFacts
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kserve import PREDICTOR_CONTAINER
-from cudasched.vocab.objects import annotations_of
-from cudasched.vocab.requirements import Requirement
+from cudasched.vocab.objects import annotations_of, namespace_of
+from cudasched.vocab.requirements import RECORD_SOURCE_CHARS, Requirement
 from cudasched.workloads.declared import declared_by_annotation, runtime_identity
 from cudasched.workloads.gpu import uses_gpu
 from cudasched.workloads.kserve import (
@@ -31,6 +31,7 @@ from cudasched.workloads.kserve import (
     isvc_uses_gpu,
     predictor_container,
     runtime_containers,
+    runtime_refused,
 )
 from cudasched.workloads.kserve.llm import is_llmisvc, llmisvc_main_container, llmisvc_pod
 from cudasched.workloads.pods import is_inference_service, is_skipped, pod_of
@@ -55,6 +56,9 @@ class RuntimeIndex(Protocol):
     @property
     def kb(self) -> KnowledgeBase: ...
     def select_runtime(self, isvc: Mapping[str, Any]) -> RuntimeChoice | None: ...
+    def serving_runtimes(self, namespace: str) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def cluster_serving_runtimes(self) -> Sequence[Mapping[str, Any]]: ...
     def inference_service(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
     def llm_inference_service(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
@@ -65,6 +69,7 @@ __all__ = [
     "REGISTRY_NO_CUDA",
     "TAG_NOT_RECORDED",
     "UNKNOWN_IMAGE",
+    "UNKNOWN_RECORD",
     "NeedStatus",
     "RuntimeIndex",
     "UnknownRequirement",
@@ -114,6 +119,10 @@ REGISTRY_NO_CUDA = "config_without_cuda"
 REGISTRY_FAILED = "registry_error"
 
 
+#: The first word of the ``cudasched.io/requirement`` record of a workload whose CUDA is unknown.
+UNKNOWN_RECORD = "unknown"
+
+
 @dataclass(frozen=True, slots=True)
 class UnknownRequirement:
     """A GPU workload whose CUDA requirement cannot be found, so nothing constrains it:
@@ -138,9 +147,20 @@ class UnknownRequirement:
             return f"image config not read: {self.image}: {self.detail}"
         return "no container names an image cudasched can read"
 
+    def record(self) -> str:
+        """The ``cudasched.io/requirement`` annotation value admission writes on such a
+        workload: ``unknown (why)``, so whoever looks at what the webhook recorded sees that it
+        saw the workload and could not tell its CUDA (the reason is cut like a requirement's
+        source: it quotes an image reference of any length)."""
+        why = self.describe()
+        if len(why) > RECORD_SOURCE_CHARS:
+            why = why[: RECORD_SOURCE_CHARS - 1] + "…"
+        return f"{UNKNOWN_RECORD} ({why})"
+
     def warnings(self) -> tuple[str, str]:
         """The two sentences every command says about it, as admission warns: what is
-        unknown, then what to write where (the webhook clips each to 120 characters)."""
+        unknown, then what to write where (the webhook clips each at a word past 256
+        characters)."""
         return (
             f"cudasched: not constrained, CUDA unknown: {self.describe()}",
             f"cudasched: to constrain it, {self.fix}",
@@ -289,6 +309,10 @@ class WorkloadNeed:
     resolved: Requirement
     runtime: RuntimeChoice | None = None
     unknown: UnknownRequirement | None = None
+    #: Why the workload's controller creates no pods, so no node can run it: an
+    #: InferenceService whose runtime does not exist, is disabled or does not serve its model
+    #: (:func:`~cudasched.workloads.kserve.runtime_refused`).
+    no_pods: str | None = None
 
     @property
     def status(self) -> NeedStatus:
@@ -386,8 +410,14 @@ def workload_need(
         return pod, _SKIPPED if skipped else llmisvc_need(obj, images, kb)
     if is_inference_service(obj):
         choice = fleet.select_runtime(obj)
-        need = WorkloadNeed(_NONE, _NONE, choice) if skipped else None
-        return pod_of(obj, choice), need or isvc_need(obj, choice, images, kb)
+        if skipped:
+            return pod_of(obj, choice), WorkloadNeed(_NONE, _NONE, choice)
+        need = isvc_need(obj, choice, images, kb)
+        if choice is None:
+            runtimes = fleet.serving_runtimes(namespace_of(obj))
+            why = runtime_refused(obj, runtimes, fleet.cluster_serving_runtimes)
+            need = replace(need, no_pods=why) if why is not None else need
+        return pod_of(obj, choice), need
     return obj, cluster_pod_need(view_pod(pod_of(obj)), fleet, images)
 
 

@@ -4,7 +4,7 @@ compiles their CEL), NVIDIA DRA driver ResourceSlices are published for the fake
 their real GPU and driver facts (one full GPU and one passthrough GPU each, with the attributes
 the driver publishes), and kube-scheduler's own allocator hands pods asking a class, through a
 claim or through the class's extended resource (KEP-5004, GA in 1.37), only devices on nodes
-``cudasched explain`` says can run the workload.
+``cudasched explain`` says can run the workload, and that its device view names as admitted.
 """
 
 from __future__ import annotations
@@ -155,7 +155,9 @@ def _claim(name: str) -> dict[str, Any]:
     }
 
 
-def _eligible(plane: ControlPlane, tmp: Path) -> set[str]:
+def _explained(plane: ControlPlane, tmp: Path) -> tuple[set[str], set[tuple[str, str]]]:
+    """What ``explain --live`` says of the probe pod: the nodes that can run it, and the
+    devices (pool, name) of the published ResourceSlices its class admits."""
     workload = tmp / "pod.yaml"
     workload.write_text(yaml.safe_dump(_pod("probe", claim=None)))
     report = json.loads(
@@ -170,7 +172,9 @@ def _eligible(plane: ControlPlane, tmp: Path) -> set[str]:
             "json",
         )
     )
-    return {n["node"] for n in report["nodes"] if n["eligible"]}
+    devices = report["devices"]["devices"]
+    admitted = {(d["pool"], d["device"]) for d in devices if d["admitted"]}
+    return {n["node"] for n in report["nodes"] if n["eligible"]}, admitted
 
 
 def _allocated(api: Api, claim: dict[str, Any]) -> list[tuple[str, str]]:
@@ -209,7 +213,7 @@ def test_the_scheduler_allocates_only_devices_that_run_the_class(
         for n in counted:
             status = pods[n].get("status", {}).get("extendedResourceClaimStatus", {})
             allocations[n] = _allocated(api, claims[status["resourceClaimName"]])
-        eligible = _eligible(plane, tmp_path)
+        eligible, admitted = _explained(plane, tmp_path)
         wrong = [
             f"{n}: {pool}/{device} (bound to {pods[n]['spec']['nodeName']})"
             for n, devices in allocations.items()
@@ -217,6 +221,11 @@ def test_the_scheduler_allocates_only_devices_that_run_the_class(
             if device != "gpu-0" or pool not in eligible or pool != pods[n]["spec"]["nodeName"]
         ]
         assert wrong == [] and all(len(d) == 1 for d in allocations.values()), allocations
+        # explain's device view names every device the allocator handed out as admitted, and
+        # admits only the full GPU of the nodes its node view says can run the workload.
+        handed = {device for devices in allocations.values() for device in devices}
+        assert handed <= admitted, (handed - admitted, admitted)
+        assert admitted == {(node, "gpu-0") for node in eligible if node in slices}
         assert eligible and set(slices) - eligible, "the fleet must hold nodes that cannot run it"
     finally:
         plane.kubectl("delete", "namespace", NS, "--wait=false", check=False)

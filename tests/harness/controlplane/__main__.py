@@ -2,11 +2,14 @@
 plane for a person, in one command.
 
 ``up`` builds the pinned binaries if the cache lacks them (minutes, once), starts etcd,
-kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1, installs the KServe and
-GPU Operator CRDs and 60 GPU nodes from real GFD label sets, and leaves it all running in the
-background; ``env`` prints the two exports that point kubectl (the pinned one) at it;
-``webhook`` runs cudasched's webhook on the host, registered with it, until Ctrl-C; ``down``
-stops it all, the webhook first.
+kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1, installs the KServe,
+GPU Operator and PolicyReport CRDs and 60 GPU nodes from real GFD label sets, and leaves it all
+running in the background, printing how to use it with the interpreter the person ran
+(``.venv/bin/python``); ``env`` prints the two exports that point kubectl (the pinned one) at
+it; ``webhook`` runs cudasched's webhook on the host, registered with it, until Ctrl-C (with
+``--config FILE``, the webhook's settings file, and ``--log-level debug``, one line per
+decision); ``status`` says whether it runs and whether the webhook does; ``down`` stops it
+all, the webhook first.
 """
 
 from __future__ import annotations
@@ -30,6 +33,22 @@ def _default_dir() -> Path:
     return cache_root() / "run"
 
 
+def _python() -> str:
+    """How a person runs this interpreter from where they are: ``.venv/bin/python`` from the
+    checkout (the `python` on ``PATH`` may not have the harness's packages), else its path."""
+    exe = Path(sys.executable)
+    try:
+        return str(exe.relative_to(Path.cwd()))
+    except ValueError:
+        return str(exe)
+
+
+def _webhook_pid(state: dict[str, Any]) -> int | None:
+    """The webhook helper's pid when it runs (``webhook`` records it; ``down`` ends it)."""
+    pid = (state.get("helpers") or {}).get("webhook")
+    return int(pid) if pid is not None and pid_alive(int(pid)) else None
+
+
 def _exports(state: dict[str, object]) -> str:
     return f"export KUBECONFIG={state['kubeconfig']}\nexport PATH={state['bin']}:$PATH"
 
@@ -46,8 +65,11 @@ def _alive(directory: Path) -> dict[str, Any] | None:
     return None
 
 
-def _webhook(directory: Path, *, fail_closed: bool) -> int:
-    """Run the webhook in the foreground, registered as ``cudasched manifests`` prints it."""
+def _webhook(
+    directory: Path, *, fail_closed: bool, config: Path | None = None, log_level: str = "warning"
+) -> int:
+    """Run the webhook in the foreground, registered as ``cudasched manifests`` prints it,
+    with the settings file ``config`` (deny modes, overrides) when given."""
     import signal
     import time
 
@@ -56,6 +78,7 @@ def _webhook(directory: Path, *, fail_closed: bool) -> int:
     state = _alive(directory)
     if state is None:
         raise FileNotFoundError(f"no running control plane in {directory}: run `up` first")
+    settings = _settings(config) if config is not None else None
     plane = ControlPlane(directory)
     plane.ports = dict(state["ports"])
     stop = [False]
@@ -63,7 +86,12 @@ def _webhook(directory: Path, *, fail_closed: bool) -> int:
     record_helper(directory, "webhook", os.getpid())  # `down` ends it first
     try:
         with (
-            webhook_process(directory / "webhook", Path(str(state["kubeconfig"]))) as hook,
+            webhook_process(
+                directory / "webhook",
+                Path(str(state["kubeconfig"])),
+                config=settings,
+                log_level=log_level,
+            ) as hook,
             registered(plane.api(), hook.registration(fail_closed=fail_closed)),
         ):
             print(
@@ -81,6 +109,19 @@ def _webhook(directory: Path, *, fail_closed: bool) -> int:
     finally:
         record_helper(directory, "webhook", None)
     return 0
+
+
+def _settings(path: Path) -> dict[str, Any]:
+    """The webhook settings file ``path`` (YAML), read here so a bad one fails before start."""
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise FileNotFoundError(f"{path}: not YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise FileNotFoundError(f"{path}: expected a mapping of webhook settings")
+    return loaded
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,7 +158,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="register it with failurePolicy: Fail (the manifests' --fail-closed)",
     )
-    sub.add_parser("status", help="say whether it runs")
+    hook.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="the webhook's settings file (cudasched webhook --config: onNoFit, overrides...)",
+    )
+    hook.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["debug", "info", "warning", "error"],
+        help="the webhook's log level (debug: one line per decision; default %(default)s)",
+    )
+    sub.add_parser("status", help="say whether it runs, and whether the webhook does")
     build = sub.add_parser("build", help="only build the binaries (cached)")
     build.add_argument("--force", action="store_true", help="rebuild even when cached")
     args = parser.parse_args(argv)
@@ -142,12 +195,13 @@ def main(argv: list[str] | None = None) -> int:
             plane = ControlPlane(directory, options)
             plane.start()
             state = read_state(directory)
+            python = _python()
             print(
                 f"control plane up: kubernetes {state['kubernetes']}, etcd {state['etcd']}, "
                 f"{args.nodes} nodes; logs in {directory / 'logs'}\n"
-                f'use it:\n  eval "$(python -m tests.harness.controlplane env)"\n'
+                f'use it:\n  eval "$({python} -m tests.harness.controlplane env)"\n'
                 f"  kubectl get nodes -L nvidia.com/gpu.product,cudasched.io/cuda.version\n"
-                f"stop it: python -m tests.harness.controlplane down",
+                f"stop it: {python} -m tests.harness.controlplane down",
                 file=sys.stderr,
             )
             print(_exports(state))
@@ -162,7 +216,12 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(directory)
             return 0
         if args.command == "webhook":
-            return _webhook(directory, fail_closed=args.fail_closed)
+            return _webhook(
+                directory,
+                fail_closed=args.fail_closed,
+                config=args.config,
+                log_level=args.log_level,
+            )
         if args.command == "env":
             state = read_state(directory)
             print(_exports(state))
@@ -171,6 +230,12 @@ def main(argv: list[str] | None = None) -> int:
             running = _alive(directory)
             if running:
                 print(f"running at {running['server']}: {', '.join(running['processes'])}")
+                pid = _webhook_pid(running)
+                print(
+                    f"webhook: running (pid {pid})"
+                    if pid is not None
+                    else f"webhook: not running ({_python()} -m tests.harness.controlplane webhook)"
+                )
                 return 0
             print(f"not running ({directory})")
             return 1

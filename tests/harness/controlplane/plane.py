@@ -431,7 +431,7 @@ class ControlPlane:
 
     # -- content --------------------------------------------------------------------------
     def install_crds(self) -> None:
-        """Create the KServe and GPU Operator CRDs and wait until they are served."""
+        """Create the KServe, GPU Operator and PolicyReport CRDs and wait until they are served."""
         api = self.api()
         for crd in all_crds():
             try:

@@ -41,6 +41,7 @@ from tests.support.admission import (
     nodes,
     ops_of,
     readmit,
+    recorded_only,
     runtimes,
 )
 from tests.support.builders import GFD_DEPRECATED, REQUIRED, node
@@ -326,7 +327,8 @@ def test_plain_gpu_pod_constrained_by_its_image(kb: KnowledgeBase, state: Cluste
 def test_image_overrides_from_config(kb: KnowledgeBase, state: ClusterState) -> None:
     review = load("pod-job-gpu.json")
     review["request"]["object"]["spec"]["containers"][0]["image"] = "registry.local/team/llm:7"
-    assert "patch" not in ask(make(kb), "pod", review, state)  # unknown image: left alone
+    unknown = ask(make(kb), "pod", review, state)  # unknown image: only recorded as such
+    assert recorded_only(review, unknown).startswith("unknown (image not in the image table")
     adm = make(kb, imageOverrides=[{"pattern": "registry.local/team/*", "cuda": "12.8"}])
     pod = applied(review, ask(adm, "pod", review, state))
     assert_valid_pod(pod)
@@ -450,6 +452,28 @@ def test_warnings_are_clipped(kb: KnowledgeBase, state: ClusterState) -> None:
     assert resp["warnings"][0].startswith("cudasched: pod not constrained: ")
     assert clip("x" * 500).endswith("…")
     assert len(clip("x" * 500)) == MAX_WARNING_CHARS
+
+
+def test_a_misspelt_annotation_key_gets_a_did_you_mean(
+    kb: KnowledgeBase, state: ClusterState
+) -> None:
+    review = load("pod-predictor-triton.json")
+    annotations = review["request"]["object"]["metadata"]["annotations"]
+    annotations["cudasched.io/cuda-verison"] = "12.4"
+    resp = ask(make(kb), "pod", review, state)
+    assert resp["allowed"] is True
+    assert resp["warnings"][-1] == (
+        "cudasched: annotation cudasched.io/cuda-verison is not one cudasched reads; "
+        "did you mean cudasched.io/cuda-version?"
+    )
+    # The pod is still judged by what it runs (its runtime and image), as before.
+    assert "patch" in resp
+    service = load("isvc-create.json")
+    service["request"]["object"]["metadata"].setdefault("annotations", {})["cudasched.io/polcy"] = (
+        "minor-compat"
+    )
+    said = ask(make(kb), "isvc", service, state)["warnings"]
+    assert said[-1].endswith("did you mean cudasched.io/policy?")
 
 
 # --------------------------------------------------------------------------- InferenceServices
@@ -583,7 +607,7 @@ def test_bad_reviews_raise(
 
 
 def test_bad_kind_argument(admitter: Admitter, state: ClusterState) -> None:
-    with pytest.raises(InputError, match="expected 'pod', 'isvc' or 'llmisvc'"):
+    with pytest.raises(InputError, match="expected 'pod', 'isvc', 'llmisvc' or 'workload'"):
         admitter.review("deployment", b"{}", state)  # type: ignore[arg-type]
 
 

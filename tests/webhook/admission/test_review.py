@@ -134,6 +134,28 @@ def test_clip_keeps_short_text_and_marks_a_cut() -> None:
     assert clip("abcdef", limit=4) == "abc…"
 
 
+def test_clip_cuts_between_words_and_keeps_what_was_expected() -> None:
+    # The API server passes 256 characters of a warning on whole (k8s.io/apiserver's
+    # warning recorder); 120 is only what webhooks are asked to aim for.
+    assert MAX_WARNING_CHARS == 256
+    words = clip("word " * 100)
+    assert len(words) <= MAX_WARNING_CHARS and words.endswith("word…")
+    # A warning cut at the 120th character used to end "invalid CU…", mid-word and before
+    # what the value should have been (issue 27).
+    message = (
+        "cudasched: pod not constrained: invalid cudasched.io/cuda-version on pod "
+        "triton-resnet-predictor-6c9f7d8b5-: invalid CUDA version 'not-a-version': expected "
+        "MAJOR[.MINOR[.PATCH]] (12, 12.4, 12.4.1), a wheel tag (cu124) or a code (12040)"
+    )
+    assert clip(message) == message
+    # A long quoted value gives way to what was expected, which is kept whole.
+    quoted = f"cudasched: invalid value {'x' * 400!r}: expected a CUDA version such as 12.4"
+    clipped = clip(quoted)
+    assert len(clipped) <= MAX_WARNING_CHARS
+    assert clipped.startswith("cudasched: invalid value 'xxx")
+    assert clipped.endswith("…: expected a CUDA version such as 12.4")
+
+
 @settings(max_examples=50)
 @given(uid=st.text(min_size=1, max_size=40), message=st.text(max_size=300), deny=st.booleans())
 def test_failure_answer_carries_the_uid(uid: str, message: str, deny: bool) -> None:

@@ -33,7 +33,7 @@ from cudasched.webhook.server.app import ISVC_PATH, POD_PATH
 from cudasched.webhook.server.serving import serve_in_thread
 from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support import builders
-from tests.support.admission import applied, ask, fleet_node, nodes
+from tests.support.admission import applied, ask, fleet_node, nodes, recorded_only
 from tests.support.k8s_schema import assert_valid_pod
 
 RUNTIMES = Path(__file__).parents[2] / "data" / "kserve" / "runtimes-issue12.yaml"
@@ -180,7 +180,11 @@ def test_unknown_image_is_warned_with_the_image_and_the_runtime_to_label(
     CUDA. The pod passes unchanged, and the warning says so and which runtime to label."""
     review = review_of(predictor_pod("hf-llama", "kserve/huggingfaceserver:latest-gpu"))
     resp = ask(admitter(kb), "pod", review, state)
-    assert resp["allowed"] is True and "patch" not in resp
+    assert resp["allowed"] is True
+    # Recorded as unknown, as the README's check of what the webhook recorded expects.
+    assert recorded_only(review, resp) == (
+        "unknown (tag's CUDA not recorded: kserve/huggingfaceserver:latest-gpu)"
+    )
     assert resp["warnings"] == [
         "cudasched: not constrained, CUDA unknown: tag's CUDA not recorded: "
         "kserve/huggingfaceserver:latest-gpu",
@@ -201,7 +205,10 @@ def test_unknown_plain_pod_is_told_to_annotate_itself(
 ) -> None:
     review = review_of(plain_gpu_pod("registry.local/team/llm:7"))
     resp = ask(admitter(kb), "pod", review, state)
-    assert resp["allowed"] is True and "patch" not in resp
+    assert resp["allowed"] is True
+    assert recorded_only(review, resp) == (
+        "unknown (image not in the image table: registry.local/team/llm:7)"
+    )
     assert resp["warnings"] == [
         "cudasched: not constrained, CUDA unknown: image not in the image table: "
         "registry.local/team/llm:7",
@@ -241,7 +248,8 @@ def test_inference_service_is_warned_at_apply_and_refused_only_on_create(
     unknown_state = ClusterState.from_objects(state.fleet.nodes, ISVCS, [], latest, kb=kb)
     review = review_of(isvc("hf-llama", "huggingface"))
     warned = ask(admitter(kb), "isvc", review, unknown_state)
-    assert warned["allowed"] is True and "patch" not in warned
+    assert warned["allowed"] is True
+    assert recorded_only(review, warned).startswith("unknown (tag's CUDA not recorded: ")
     assert warned["warnings"][0].endswith("kserve/huggingfaceserver:latest-gpu")
     assert "label ClusterServingRuntime kserve-huggingfaceserver" in warned["warnings"][1]
 
@@ -257,7 +265,9 @@ def test_inference_service_is_warned_at_apply_and_refused_only_on_create(
 def test_allow_is_silent(kb: KnowledgeBase, state: ClusterState) -> None:
     review = review_of(plain_gpu_pod("registry.local/team/llm:7"))
     resp = ask(admitter(kb, onUnknownRequirement="allow"), "pod", review, state)
-    assert resp == {"uid": review["request"]["uid"], "allowed": True}
+    # No warning; what the webhook saw is still recorded on the pod.
+    assert set(resp) == {"uid", "allowed", "patch", "patchType"} and resp["allowed"] is True
+    assert recorded_only(review, resp).startswith("unknown (image not in the image table")
 
 
 def test_mirrored_triton_is_known_and_a_configured_mirror_too(
@@ -273,7 +283,8 @@ def test_mirrored_triton_is_known_and_a_configured_mirror_too(
 
     harbor = review_of(plain_gpu_pod("harbor.example.com/ngc/tritonserver:25.02-py3"))
     unknown = ask(admitter(kb), "pod", harbor, state)
-    assert "patch" not in unknown and "image not in the image table" in unknown["warnings"][0]
+    assert recorded_only(harbor, unknown).startswith("unknown (")
+    assert "image not in the image table" in unknown["warnings"][0]
     mirrored = admitter(kb, imageMirrors={"ngc/tritonserver": "nvidia/tritonserver"})
     resp = ask(mirrored, "pod", harbor, state)
     assert "warnings" not in resp

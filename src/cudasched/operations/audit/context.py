@@ -9,6 +9,8 @@ from datetime import date
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from cudasched.explain.fit import requirement_runs_anywhere
+from cudasched.explain.shared import Shared
 from cudasched.operations.audit.nodegroups import NodeGroup, groups_from_snapshot
 from cudasched.operations.nodelabels import (
     UPGRADE_DONE,
@@ -59,6 +61,7 @@ class Resolved:
     error: str | None = None
     unknown: UnknownRequirement | None = None  # WorkloadNeed.unknown: what admission warns
     pod: Mapping[str, Any] | None = None  # the pod it runs as: its own node selection
+    no_pods: str | None = None  # WorkloadNeed.no_pods: why its controller creates no pods
 
 
 class AuditContext:
@@ -89,6 +92,7 @@ class AuditContext:
             if upgrade_state(labels_of(n)) not in (None, UPGRADE_DONE)
         )
         self._pods: dict[int, Resolved] = {}
+        self._shared = Shared()  # compiled terms and fits, once per run (explain/fit.py)
 
     @cached_property
     def pools(self) -> dict[str, Pool]:
@@ -127,7 +131,9 @@ class AuditContext:
             image = predictor_image(isvc, choice.obj if choice is not None else None)
         except InputError as exc:
             return Resolved(Requirement(), False, skipped, error=str(exc))
-        return Resolved(need.requirement, gpu, skipped, choice, image, None, need.unknown, pod)
+        return Resolved(
+            need.requirement, gpu, skipped, choice, image, None, need.unknown, pod, need.no_pods
+        )
 
     def resolve_llm(self, obj: Mapping[str, Any]) -> Resolved:
         skipped = is_skipped(annotations_of(obj))
@@ -143,6 +149,20 @@ class AuditContext:
         image = main.get("image") if main is not None else None
         image = image if isinstance(image, str) else None
         return Resolved(req, gpu, skipped, image=image, unknown=need.unknown, pod=pod)
+
+    def runs_somewhere(self, found: Resolved) -> bool:
+        """Whether any node can run the workload as the webhook admits it: its pod's own
+        selection and GPU resources with the requirement's terms
+        (:func:`~cudasched.explain.fit.requirement_runs_anywhere`, the rule the webhook warns
+        by and ``explain`` counts by). A pod whose affinity cannot be merged is not held
+        against it (the webhook admits it unconstrained)."""
+        spec = (found.pod or {}).get("spec")
+        if not isinstance(spec, Mapping) or found.req.is_empty:
+            return True
+        try:
+            return requirement_runs_anywhere(spec, found.req, self.policy, self.fleet, self._shared)
+        except InputError:
+            return True
 
     def covered(self, pod: Mapping[str, Any]) -> bool:
         """A pod whose service the snapshot lists (findings about it go to the service)."""

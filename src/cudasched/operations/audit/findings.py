@@ -58,6 +58,7 @@ GPU_UNKNOWN = "gpu-unknown"
 PLACEMENT_MOVED = "placement-moved"
 DRA_EXTENDED_RESOURCE_SHARED = "dra-extended-resource-shared"
 DRA_DEVICE_WITHOUT_CUDA = "dra-device-without-cuda-attributes"
+DRA_EXTENDED_RESOURCE_BOTH_SOURCES = "dra-extended-resource-both-sources"
 KUEUE_FLAVOR_WITHOUT_CUDA_KEY = "kueue-flavor-without-cuda-key"
 KUEUE_FLAVOR_SPANS_CUDA = "kueue-flavor-spans-cuda-classes"
 
@@ -79,6 +80,7 @@ CODES: dict[str, Severity] = {
     PLACEMENT_MOVED: Severity.WARNING,
     DRA_EXTENDED_RESOURCE_SHARED: Severity.WARNING,
     DRA_DEVICE_WITHOUT_CUDA: Severity.WARNING,
+    DRA_EXTENDED_RESOURCE_BOTH_SOURCES: Severity.WARNING,
     KUEUE_FLAVOR_WITHOUT_CUDA_KEY: Severity.WARNING,
     KUEUE_FLAVOR_SPANS_CUDA: Severity.WARNING,
     DRIVER_RELEASE_UNKNOWN: Severity.INFO,

@@ -32,6 +32,7 @@ from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.workloads.kserve import (
     SERVING_RUNTIME,
 )
+from cudasched.workloads.resolution import UNKNOWN_RECORD
 from cudasched.workloads.view import view_pod
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def pod_findings(ctx: AuditContext) -> Iterator[Finding]:
         if not ctx.covered(pod):
             yield from _placeable(ctx, ref, found, pending=node is None)
             yield from _unknown(ctx, ref, found, "pod")
-        yield from _stale(ctx, pod, ref, found.req, "pod")
+        yield from _stale(ctx, pod, ref, found, "pod")
 
 
 def _bound(
@@ -146,6 +147,20 @@ def _placeable(
         return
     reach = ctx.verdicts.reach(found.req, ctx.policy)
     if reach.anywhere:
+        if ctx.runs_somewhere(found):
+            return
+        # Nodes can run what it needs, but none as it asks to be placed: the rule the webhook
+        # warns by and explain counts by (explain/fit.py). (Where the label scheme cannot say
+        # all the engine knows, the engine's "no node" below still reports it.)
+        yield Finding(
+            NO_COMPATIBLE_NODE,
+            ref,
+            f"needs {wants(found.req, ctx.policy_for(found.req))}: {len(reach.compatible)} "
+            f"node(s) can run it ({names(reach.compatible)}), but none it may land on: its own "
+            "nodeSelector or node affinity, or the GPU resource it asks for, excludes them" + pods,
+            fix="widen its nodeSelector or node affinity to one of those nodes (cudasched "
+            "explain shows what excludes each)",
+        )
         return
     fix = unplaceable_fix(ctx, found.req, reach, found.pod)
     # A group scaled to zero may be the home it is waiting for (docs/operations.md).
@@ -183,11 +198,14 @@ def _unknown(ctx: AuditContext, ref: str, found: Resolved, kind: str) -> Iterato
 
 
 def _stale(
-    ctx: AuditContext, obj: Mapping[str, Any], ref: str, req: Requirement, kind: str
+    ctx: AuditContext, obj: Mapping[str, Any], ref: str, found: Resolved, kind: str
 ) -> Iterator[Finding]:
     recorded = annotations_of(obj).get(L.ANN_REQUIREMENT)
     if not isinstance(recorded, str) or not recorded.strip():
         return
+    if found.unknown is not None and recorded.startswith(UNKNOWN_RECORD + " ("):
+        return  # recorded unknown and still unknown (the reason may be worded otherwise)
+    req = found.req
     now = None if req.is_empty else req.record(ctx.policy_for(req))
     if recorded == now:
         return
@@ -241,11 +259,19 @@ def _service(
     if found.error is not None:
         yield _invalid(ref, found.error)
         return
+    if found.no_pods is not None:  # as explain counts it: on no node
+        yield Finding(
+            NO_COMPATIBLE_NODE,
+            ref,
+            f"KServe runs no predictor for it, so no node can run it: {found.no_pods}",
+            fix="create the runtime it names, or name one that exists and serves its model",
+        )
+        return
     waiting = pending.get((namespace_of(obj), name_of(obj)), [])
     pods = f"; pending pods: {names(waiting)}" if waiting else ""
     yield from _placeable(ctx, ref, found, pending=True, pods=pods)
     yield from _unknown(ctx, ref, found, kind)
-    yield from _stale(ctx, obj, ref, found.req, kind)
+    yield from _stale(ctx, obj, ref, found, kind)
 
 
 def _invalid(ref: str, error: str) -> Finding:

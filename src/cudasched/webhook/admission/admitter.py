@@ -35,7 +35,7 @@ change the second time."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal, NamedTuple, Self
 
 import orjson
@@ -67,8 +67,10 @@ from cudasched.webhook.admission.review import (
     failure,
     parse_review,
 )
+from cudasched.webhook.admission.reviewed import WORKLOAD_KINDS
 from cudasched.webhook.admission.servicerules import admit_isvc, admit_llmisvc
-from cudasched.webhook.admission.steps import RuleContext
+from cudasched.webhook.admission.steps import RuleContext, RuntimeSource
+from cudasched.webhook.admission.templaterules import admit_template
 from cudasched.webhook.memo.decisions import DecisionMemo
 
 if TYPE_CHECKING:
@@ -80,13 +82,36 @@ __all__ = ["Admitter", "Kind", "Prepared"]
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["pod", "isvc", "llmisvc"]
+Kind = Literal["pod", "isvc", "llmisvc", "workload"]
 
-_EXPECTED_KIND = {
-    "pod": (POD.group, POD.kind),
-    "isvc": (INFERENCE_SERVICE.group, INFERENCE_SERVICE.kind),
-    "llmisvc": (LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind),
+#: The ``(group, kind)`` each endpoint decides.
+_EXPECTED_KINDS: dict[str, frozenset[tuple[str, str]]] = {
+    "pod": frozenset({(POD.group, POD.kind)}),
+    "isvc": frozenset({(INFERENCE_SERVICE.group, INFERENCE_SERVICE.kind)}),
+    "llmisvc": frozenset({(LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind)}),
+    "workload": WORKLOAD_KINDS,
 }
+
+
+def _log_decision(req: ReviewRequest, decision: Decision) -> None:
+    """One line per decision (``--log-level debug``): what was decided for which object, and
+    why, to follow a live cluster's admissions. Answers the memo recalls are not decisions and
+    are not logged."""
+    meta = req.obj.get("metadata") if isinstance(req.obj, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = meta.get("name") or meta.get("generateName") or "?"
+    log.debug(
+        "decided %s %s %s/%s uid=%s: %s (%s)%s%s",
+        req.operation,
+        req.kind,
+        req.namespace,
+        name,
+        req.uid,
+        decision.outcome,
+        decision.reason,
+        f"; requirement {decision.requirement}" if decision.requirement else "",
+        f"; {len(decision.warnings)} warning(s)" if decision.warnings else "",
+    )
 
 
 class Prepared(NamedTuple):
@@ -119,11 +144,18 @@ class Admitter:
     :class:`~cudasched.webhook.admission.steps.RuleContext`, built here once.
     """
 
-    def __init__(self, config: WebhookConfig, kb: KnowledgeBase, images: ImageTable) -> None:
+    def __init__(
+        self,
+        config: WebhookConfig,
+        kb: KnowledgeBase,
+        images: ImageTable,
+        runtimes: RuntimeSource | None = None,
+    ) -> None:
         # What every rule reads: the settings, the knowledge, the image table, the placer
-        # (compiled terms and merged affinities, remembered) and the warnings about shared
-        # objects this process has given once (once.py).
-        self.rules = RuleContext(config, kb, images, Placer(config, kb), FirstSeen())
+        # (compiled terms and merged affinities, remembered), the warnings about shared
+        # objects this process has given once (once.py) and where runtimes the snapshot
+        # lacks are read (the API server, when the server serves a live cluster).
+        self.rules = RuleContext(config, kb, images, Placer(config, kb), FirstSeen(), runtimes)
         self._limits = config.limits
         # With the image resolver on, a look-up may wait for a resolution in flight, and an
         # unknown answer is not remembered (the next replica may find the image resolved).
@@ -206,9 +238,9 @@ class Admitter:
     def prepare(self, kind: Kind, body: bytes | str, *, key: bool = True) -> Prepared:
         """Parse and validate ``body`` (:class:`~cudasched.webhook.admission.review.BadReviewError`
         when it is not an AdmissionReview v1) and compute its memo keys."""
-        if kind not in _EXPECTED_KIND:
+        if kind not in _EXPECTED_KINDS:
             raise InputError(
-                f"invalid admission kind {kind!r}: expected 'pod', 'isvc' or 'llmisvc'"
+                f"invalid admission kind {kind!r}: expected 'pod', 'isvc', 'llmisvc' or 'workload'"
             )
         limits = self._limits
         full_count = True
@@ -281,20 +313,23 @@ class Admitter:
             return failed.render(), failed.outcome
         # Decisions that report a placement are not remembered: a repeat (the real request
         # after a server-side dry run) must reach the reporter too. They are InferenceService
-        # admissions, rare next to the pods of their replicas. Nor are answers carrying a
-        # warning given once: a repeat must not replay it.
+        # admissions, rare next to the pods of their replicas. (A pod's report of its
+        # controller is the exception: the first replica reports it.) Nor are answers
+        # carrying a warning given once: a repeat must not replay it.
         # Nor, with the image resolver on, an unknown answer: the image may be resolved by
         # the next replica, which must then be constrained (docs/design.md, issue 19).
         if (
             prepared.key is not None
             and decision.outcome != "error"
-            and decision.placement is None
+            and (decision.placement is None or decision.placement.for_owner)
             and not decision.once
             and not (decision.unknown is not None and self._resolving)
         ):
             self._remembered.store(prepared.kind, prepared.key, prepared.raw_rest, decision, state)
         if decision.unknown is not None:
             self._count_unknown(decision.unknown)
+        if log.isEnabledFor(logging.DEBUG):
+            _log_decision(prepared.request, decision)
         observer = self.on_placement
         placement = decision.placement
         if observer is not None and placement is not None and not prepared.request.dry_run:
@@ -307,7 +342,7 @@ class Admitter:
         if prepared.problem is not None:
             return self._over_limits(req.uid, prepared.problem)
         try:
-            if (req.group, req.kind) != _EXPECTED_KIND[kind] or req.sub_resource:
+            if (req.group, req.kind) not in _EXPECTED_KINDS[kind] or req.sub_resource:
                 return Decision(req.uid, reason=f"not handled: {req.group}/{req.kind}")
             if req.obj is None:
                 return Decision(req.uid, reason="request has no object")
@@ -325,6 +360,8 @@ class Admitter:
                 return admit_pod(self.rules, req, req.obj, state)
             if kind == "llmisvc":
                 return admit_llmisvc(self.rules, req, req.obj, state)
+            if kind == "workload":
+                return admit_template(self.rules, req, req.obj, state)
             return admit_isvc(self.rules, req, req.obj, state)
         except Deferred:
             raise  # answer_inline: left to a review thread

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
+from cudasched.explain.fit import Selection, has_own_selection, selection_of
+from cudasched.explain.selectors import selector_identity
 from cudasched.placement.compile import compile_requirement
 from cudasched.placement.merge import (
     AffinityMode,
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
     from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.state.clusterstate import ClusterState
 
-__all__ = ["PREFERRED_WEIGHT", "Compiled", "Deferred", "Placer", "cheap_only"]
+__all__ = ["PREFERRED_WEIGHT", "Compiled", "Deferred", "FitCheck", "Placer", "cheap_only"]
 
 #: The weight of cudasched's terms in ``preferred`` mode.
 PREFERRED_WEIGHT = 100
@@ -72,11 +74,16 @@ def cheap_only() -> Iterator[None]:
         _CHEAP.reset(token)
 
 
+#: ``(key, selection)``: what :meth:`ClusterState.fits` asks, to re-check a later snapshot
+#: (the NoCompatibleNode reporter).
+FitCheck = tuple[Any, Callable[[], Selection]]
+
+
 class Compiled(NamedTuple):
     """What :meth:`Placer.compile` found: the terms (``None`` when no selector can exist), the
-    "no node can run it" message when it applies, the key of the terms (for
-    :meth:`ClusterState.fits`: their digest, or the requirement's memo key when there are no
-    terms), and what :meth:`Placer.merge` needs of them."""
+    "no node can ever run it" message when none can, the key of the terms (their digest, or
+    the requirement's memo key when there are no terms), and what :meth:`Placer.merge` needs
+    of them."""
 
     terms: list[dict[str, Any]] | None
     no_fit: str | None
@@ -100,13 +107,12 @@ class Placer:
         self.merged: BoundedMemo[bytes, _Merge] = BoundedMemo(config.affinity_cache_bytes)
 
     def compile(self, requirement: Requirement, policy: Policy, state: ClusterState) -> Compiled:
-        """The node-selector terms for ``requirement`` in the cluster's label scheme, and the
-        "no node can run it" message when it applies.
+        """The node-selector terms for ``requirement`` in the cluster's label scheme.
 
         Terms are ``None`` when no selector can exist (a toolkit or compute capability no GPU
         could ever satisfy): the pod is then annotated but its affinity is left alone, and the
-        message always applies. Otherwise the message needs a synced snapshot, because an
-        empty or half-listed cache must never produce warnings or denials.
+        "no node can ever run it" message (``no_fit``) applies. Whether any node of the
+        snapshot can run the workload is :meth:`no_fit`'s question.
         """
         scheme = state.scheme(self.config.label_scheme)
         # Every rule-relevant field of the requirement, never its source.
@@ -126,14 +132,84 @@ class Placer:
             return Compiled(None, f"cudasched: no node can ever run {what}: {entry.error}", key)
         # The terms' digest names them for the fit memo: hashed once (bytes keep their hash),
         # where the requirement's key hashes its nested fields on every lookup.
-        compiled = Compiled(terms, None, entry.tag, entry.checked, entry.tag)
-        if cheap and state.synced and terms and state.known_fit(entry.tag) is None:
+        return Compiled(terms, None, entry.tag, entry.checked, entry.tag)
+
+    def no_fit(
+        self,
+        requirement: Requirement,
+        compiled: Compiled,
+        spec: Mapping[str, Any],
+        gpu_requests: frozenset[str],
+        state: ClusterState,
+        *,
+        whose: str = "the pod's",
+    ) -> tuple[str | None, FitCheck | None]:
+        """The "no node can run it" message when no node of the snapshot can run a workload of
+        pod ``spec`` (which asks for ``gpu_requests``) under ``compiled`` (``None``: some node
+        can), and the check that asks it again of a later snapshot (``None`` when no selector
+        can exist).
+
+        Whether a node can run it is :class:`~cudasched.explain.fit.Selection`'s rule, the one
+        ``explain`` and the audit use: the spec's own ``nodeSelector`` and required affinity
+        ANDed with the terms, and the GPU resources it asks for offered. Remembered per
+        snapshot by (the terms' tag, the spec's own selection, the resources): a pod without a
+        selection of its own pays one look-up. Only a synced snapshot ever says no: an empty
+        or half-listed cache must never produce warnings or denials. ``whose`` names the
+        selection in the message (``its predictor's``)."""
+        terms = compiled.terms
+        if terms is None:
+            return compiled.no_fit, None
+        own = None
+        if has_own_selection(spec):
+            identity = selector_identity(spec)
+            if identity is None:
+                return None, None  # not plain JSON: nothing to key it by
+            # Named by its digest: the request chooses the selection's size, and the fit memo
+            # counts its entries, not their keys.
+            own = hashlib.sha256(identity).digest()
+        key = (compiled.tag, own, gpu_requests)
+        chosen = terms if compiled.checked is None else compiled.checked
+
+        def selection() -> Selection:
+            return selection_of(spec if own is not None else {}, chosen, gpu_requests)
+
+        check: FitCheck = (key, selection)
+        if not state.synced:
+            return None, check
+        if _CHEAP.get() and state.known_fit(key) is None:
             raise Deferred("fit")
-        if not state.synced or not terms or state.fits(entry.tag, terms):
-            return compiled
-        return compiled._replace(
-            no_fit=f"cudasched: no node can run {_what(requirement)}; {state.drivers.describe()}"
-        )
+        try:
+            if state.fits(key, selection):
+                return None, check
+        except InputError:  # an affinity that cannot be merged: said by the merge itself
+            return None, None
+        return self._why_not(requirement, compiled, chosen, own, gpu_requests, state, whose), check
+
+    def _why_not(
+        self,
+        requirement: Requirement,
+        compiled: Compiled,
+        terms: Sequence[Mapping[str, Any]],
+        own: bytes | None,
+        gpu_requests: frozenset[str],
+        state: ClusterState,
+        whose: str,
+    ) -> str:
+        """Why no node can run it: the requirement alone, the workload's own selection, or
+        the GPU resources it asks for (asked in that order, each remembered like the whole)."""
+        what = _what(requirement)
+        alone: frozenset[str] = frozenset()
+        if not state.fits((compiled.tag, None, alone), lambda: selection_of({}, terms, alone)):
+            return f"cudasched: no node can run {what}; {state.drivers.describe()}"
+        if own is not None and state.fits(
+            (compiled.tag, None, gpu_requests), lambda: selection_of({}, terms, gpu_requests)
+        ):
+            return (
+                f"cudasched: {whose} own nodeSelector or node affinity excludes every node "
+                f"that can run {what}"
+            )
+        asked = ", ".join(sorted(gpu_requests))
+        return f"cudasched: no node that can run {what} offers {asked}"
 
     def merge(self, spec: Mapping[str, Any], compiled: Compiled) -> dict[str, Any]:
         """``spec`` with the ``compiled`` terms merged into its node affinity (required or

@@ -5,6 +5,7 @@ bound to a node (``spec.nodeName``), which no affinity may exclude."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cudasched.compat.engine import check
@@ -12,7 +13,7 @@ from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.webhook.admission.once import said_once
-from cudasched.webhook.admission.patch import Op, Scope
+from cudasched.webhook.admission.patch import Op, Scope, diff
 from cudasched.webhook.admission.review import (
     Decision,
     ReviewRequest,
@@ -20,6 +21,7 @@ from cudasched.webhook.admission.review import (
 )
 from cudasched.webhook.admission.reviewed import (
     declares_requirement,
+    owner_placement,
     pod_for_mutation,
     set_annotation,
     with_namespace,
@@ -30,10 +32,12 @@ from cudasched.webhook.admission.steps import (
     policy_of,
     skipped,
     unconstrained,
+    with_misspellings,
     with_unknown,
 )
 from cudasched.workloads.resolution import (
     NeedStatus,
+    UnknownRequirement,
     pod_need,
 )
 from cudasched.workloads.view import Role, view_pod
@@ -61,16 +65,19 @@ def admit_pod(
     spec = pod.get("spec")
     if not (type(spec) is dict or isinstance(spec, Mapping)):
         return Decision(req.uid, reason="pod has no spec")
+    # Only a pod with a cudasched.io/* key of its own can have misspelt one.
+    declared = declares_requirement(pod)
     try:
-        return _pod_checked(ctx, req, pod, spec, state)
+        decision = _pod_checked(ctx, req, pod, spec, state, declared)
     except InputError as exc:
         # The pod says something we cannot read (a bad annotation value, a malformed
         # quantity): never block it for that, but tell the user at once.
-        return Decision(
+        decision = Decision(
             req.uid,
             warnings=(clip(f"cudasched: pod not constrained: {exc}"),),
             reason=f"unreadable: {exc}",
         )
+    return with_misspellings(decision, pod) if declared else decision
 
 
 def _pod_checked(
@@ -79,8 +86,8 @@ def _pod_checked(
     pod: Mapping[str, Any],
     spec: Mapping[str, Any],
     state: ClusterState,
+    declared: bool,
 ) -> Decision:
-    declared = declares_requirement(pod)
     view = view_pod(pod).checked()  # every answer below is the view's: read it all
     model_server = view.role is Role.MODEL_SERVER  # may take its GPUs from the configs
     if not declared and not view.requests_gpu and not model_server:
@@ -104,7 +111,7 @@ def _pod_checked(
         service=service,
     )
     if need.status is not NeedStatus.KNOWN:
-        nothing = Decision(req.uid, reason="no requirement to enforce")
+        nothing = _nothing_to_enforce(req, pod, need.unknown)
         return with_unknown(ctx.config, nothing, "Pod", need.unknown, may_deny=True)
     requirement = need.requirement
 
@@ -114,7 +121,8 @@ def _pod_checked(
     if isinstance(node_name, str) and node_name:
         return _named_node(ctx, req, node_name, requirement, policy, record, state)
     compiled = ctx.placer.compile(requirement, policy, state)
-    terms, no_fit = compiled.terms, compiled.no_fit
+    no_fit, check = ctx.placer.no_fit(requirement, compiled, spec, view.gpu_resources, state)
+    terms = compiled.terms
     placed: list[Op] = []
     unmergeable = None
     if terms is not None:
@@ -133,7 +141,7 @@ def _pod_checked(
         return unconstrained(req, record, str(unmergeable), notes)
     mutated = pod_for_mutation(pod)
     set_annotation(mutated, L.ANN_REQUIREMENT, record)
-    return finish(
+    decision = finish(
         ctx.config,
         req,
         pod,
@@ -144,6 +152,31 @@ def _pod_checked(
         may_deny=True,
         notes=notes,
         then=placed,
+        check=check,
+    )
+    # No node can run it: the controller that made it gets the Event (the pod has no name yet).
+    owner = owner_placement(req, pod, no_fit, check)
+    return decision if owner is None else replace(decision, placement=owner)
+
+
+def _nothing_to_enforce(
+    req: ReviewRequest, pod: Mapping[str, Any], unknown: UnknownRequirement | None
+) -> Decision:
+    """A pod with no requirement to enforce; one whose CUDA is unknown is recorded as such
+    (``cudasched.io/requirement: unknown (why)``), so that what the webhook recorded shows it
+    saw the pod and could not tell what it needs."""
+    if unknown is None:
+        return Decision(req.uid, reason="no requirement to enforce")
+    record = unknown.record()
+    mutated = pod_for_mutation(pod)
+    set_annotation(mutated, L.ANN_REQUIREMENT, record)
+    ops = diff(pod, mutated, _ANNOTATIONS)
+    return Decision(
+        req.uid,
+        patch=tuple(ops),
+        outcome="patched" if ops else "unchanged",
+        requirement=record,
+        reason="no requirement to enforce",
     )
 
 

@@ -52,7 +52,12 @@ _CANONICAL_HEAD = re.compile(
     rb'|apiVersion":"admission\.k8s\.io/v1","kind":"AdmissionReview)'
     rb'","request":\{"uid":"([0-9A-Za-z-]{1,128})",'
 )
-_RAW_KEY_PREFIX = {"pod": b"raw:pod:", "isvc": b"raw:isvc:", "llmisvc": b"raw:llmisvc:"}
+_RAW_KEY_PREFIX = {
+    "pod": b"raw:pod:",
+    "isvc": b"raw:isvc:",
+    "llmisvc": b"raw:llmisvc:",
+    "workload": b"raw:workload:",
+}
 _PROBE_HEAD = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"'
 
 

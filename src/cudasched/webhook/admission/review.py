@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -43,8 +43,13 @@ __all__ = [
 API_VERSION = "admission.k8s.io/v1"
 REVIEW_KIND = "AdmissionReview"
 
-#: Kubernetes asks webhooks to keep each warning to 120 characters (longer ones may be cut).
-MAX_WARNING_CHARS = 120
+#: The longest warning the API server passes on whole. Webhooks are asked to keep warnings to
+#: 120 characters "if possible"; what the API server enforces is 256 characters per warning
+#: once a request's warnings pass 4,096 characters in all (``truncateItemRunes`` and
+#: ``truncateAtTotalRunes`` of k8s.io/apiserver/pkg/endpoints/filters/warning.go). A
+#: warning is written to fit 120 and clipped only at this limit, at a word, so what it says
+#: was expected is never cut off at the 120th character (issue 27).
+MAX_WARNING_CHARS = 256
 
 Outcome = Literal["patched", "unchanged", "denied", "error"]
 
@@ -73,7 +78,7 @@ class Placement:
     reporter (:mod:`cudasched.webhook.background.nofit`), which the decision carries to it.
 
     ``no_fit`` is the message when no node can run it (``None``: some node can). ``check`` is
-    ``(key, terms)`` for :meth:`ClusterState.fits`, to re-check later snapshots; ``None``
+    ``(key, selection)`` for :meth:`ClusterState.fits`, to re-check later snapshots; ``None``
     when no node selector can exist at all (the object can never run)."""
 
     group: str
@@ -83,7 +88,11 @@ class Placement:
     name: str
     uid: str | None
     no_fit: str | None
-    check: tuple[Any, Sequence[Mapping[str, Any]]] | None = None
+    check: tuple[Any, Callable[[], Any]] | None = None
+    #: Reported for the controller that made a pod (``reviewed.owner_placement``): the pod's
+    #: answer may still be remembered, since the controller's first replica reports it and
+    #: its Events are rate-limited per controller anyway.
+    for_owner: bool = False
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -106,6 +115,10 @@ class Decision:
     reason: str = ""
     audit: Mapping[str, str] = field(default_factory=dict)
     placement: Placement | None = None  # for reported kinds (reviewed.py); never serialised
+    # A pod's "no node can run it" and the check that asks it of a later snapshot (never
+    # serialised): what a workload controller's template reports (templaterules.py).
+    no_fit: str | None = None
+    fit_check: tuple[Any, Callable[[], Any]] | None = None
     # (kind, reason) of a GPU workload admitted with an unknown requirement, for the metric;
     # never serialised, remembered with the answer so repeats are counted too.
     unknown: tuple[str, str] | None = None
@@ -161,10 +174,37 @@ _EMPTY_PATCH = b'"patch":""'
 def clip(text: str, limit: int = MAX_WARNING_CHARS) -> str:
     """Shorten ``text`` to ``limit`` characters, marking the cut with an ellipsis; control and
     other unprintable characters (which a warning may quote from the user's object) are
-    escaped first, because the API server drops a warning that contains them."""
+    escaped first, because the API server drops a warning that contains them.
+
+    The cut falls between words where one is near, never inside a word that fits. What a
+    message says was expected (``...: expected 12.4 or a wheel tag``) is what the reader acts
+    on, so when the cut would lose it the middle goes instead (usually a value quoted from the
+    object): ``head…: expected ...``."""
     if not text.isprintable():
         text = printable(text)
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    at = text.rfind(_EXPECTED)
+    tail = text[at + 2 :] if at >= 0 else ""
+    if tail and len(tail) <= limit // 2:
+        return _cut(text[:at], limit - len(tail) - 2) + ": " + tail
+    return _cut(text, limit)
+
+
+#: Where a message says what it expected (the words an InputError ends with).
+_EXPECTED = ": expected "
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, ending with an ellipsis after the last whole
+    word that fits (mid-word only when that word is longer than a third of the room)."""
+    if len(text) <= limit:
+        return text
+    room = text[: limit - 1]
+    space = room.rfind(" ")
+    if space >= (limit - 1) * 2 // 3 and not text[limit - 1].isspace():
+        room = room[:space]
+    return room.rstrip() + "…"
 
 
 def printable(text: str) -> str:

@@ -10,22 +10,31 @@ for the NoCompatibleNode Event. Pure: dicts in, dicts out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
 from cudasched.vocab import labels as L
 from cudasched.vocab.jsontree import copy_json
-from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE
+from cudasched.vocab.kinds import (
+    CRON_JOB,
+    DEPLOYMENT,
+    INFERENCE_SERVICE,
+    JOB,
+    LLM_INFERENCE_SERVICE,
+    STATEFUL_SET,
+)
 from cudasched.vocab.objects import annotations_of, metadata_of
 from cudasched.webhook.admission.review import Placement, ReviewRequest
 
 __all__ = [
     "NOT_DECLARING",
     "REPORTED_KINDS",
+    "WORKLOAD_KINDS",
     "copy_decoded",
     "declares_requirement",
+    "owner_placement",
     "placement_of",
     "pod_for_mutation",
     "set_annotation",
@@ -35,12 +44,24 @@ __all__ = [
 #: Annotations cudasched writes or reads as switches; they do not declare a requirement.
 NOT_DECLARING = frozenset({L.ANN_REQUIREMENT, L.ANN_SKIP})
 
+#: LeaderWorkerSet (sigs.k8s.io/lws): a leader template (optional) and a worker template.
+_LWS_GROUP, _LWS_VERSION = "leaderworkerset.x-k8s.io", "v1"
+
+#: ``(group, kind)`` of the workload controllers whose pod templates admission judges
+#: (``templaterules``): the Deployments, StatefulSets, Jobs, CronJobs and LeaderWorkerSets
+#: most GPU workloads come from.
+WORKLOAD_KINDS: frozenset[tuple[str, str]] = frozenset(
+    {(k.group, k.kind) for k in (DEPLOYMENT, STATEFUL_SET, JOB, CRON_JOB)}
+    | {(_LWS_GROUP, "LeaderWorkerSet")}
+)
+
 #: ``(group, kind)`` of the objects reported: what a user deploys and then waits on;
 #: admission tells the NoCompatibleNode reporter where each can run.
 REPORTED_KINDS: frozenset[tuple[str, str]] = frozenset(
     {
         (INFERENCE_SERVICE.group, INFERENCE_SERVICE.kind),
         (LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind),
+        *WORKLOAD_KINDS,
     }
 )
 
@@ -48,6 +69,8 @@ REPORTED_KINDS: frozenset[tuple[str, str]] = frozenset(
 _API_VERSIONS = {
     INFERENCE_SERVICE.kind: INFERENCE_SERVICE.api_version,
     LLM_INFERENCE_SERVICE.kind: LLM_INFERENCE_SERVICE.api_version,
+    **{k.kind: k.api_version for k in (DEPLOYMENT, STATEFUL_SET, JOB, CRON_JOB)},
+    "LeaderWorkerSet": f"{_LWS_GROUP}/{_LWS_VERSION}",
 }
 
 
@@ -119,11 +142,48 @@ def set_annotation(obj: dict[str, Any], key: str, value: str | None) -> None:
         meta["annotations"] = ann
 
 
+def owner_placement(
+    req: ReviewRequest,
+    pod: Mapping[str, Any],
+    no_fit: str | None,
+    check: tuple[Any, Callable[[], Any]] | None,
+) -> Placement | None:
+    """The placement to report for the controller that created ``pod`` (its ``ownerReferences``
+    entry with ``controller: true``: a ReplicaSet, StatefulSet, Job, LeaderWorkerSet...) when
+    no node can run the pod: the pod has no name yet at admission, so its owner is what the
+    NoCompatibleNode Event can be recorded on. ``None`` when some node can, or it has no
+    controller."""
+    if no_fit is None:
+        return None
+    for ref in metadata_of(pod).get("ownerReferences") or ():
+        if not (isinstance(ref, Mapping) and ref.get("controller") is True):
+            continue
+        kind, name, api_version = ref.get("kind"), ref.get("name"), ref.get("apiVersion")
+        if not (isinstance(kind, str) and isinstance(name, str) and name):
+            return None
+        if not (isinstance(api_version, str) and api_version):
+            return None
+        uid = ref.get("uid")
+        group = api_version.rpartition("/")[0]
+        return Placement(
+            group=group,
+            kind=kind,
+            api_version=api_version,
+            namespace=str(metadata_of(pod).get("namespace") or req.namespace or ""),
+            name=name,
+            uid=uid if isinstance(uid, str) and uid else None,
+            no_fit=no_fit,
+            check=check,
+            for_owner=True,
+        )
+    return None
+
+
 def placement_of(
     req: ReviewRequest,
     obj: Mapping[str, Any],
     no_fit: str | None,
-    check: tuple[Any, list[dict[str, Any]]] | None,
+    check: tuple[Any, Callable[[], Any]] | None,
 ) -> Placement | None:
     """The placement to report for an object of a reported kind (``None`` for other kinds)."""
     if (req.group, req.kind) not in REPORTED_KINDS:

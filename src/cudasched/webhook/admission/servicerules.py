@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
+from cudasched.vocab.objects import namespace_of
+from cudasched.vocab.requirements import Requirement
 from cudasched.webhook.admission.once import said_once
 from cudasched.webhook.admission.patch import Scope, diff
+from cudasched.webhook.admission.placer import Compiled, FitCheck
 from cudasched.webhook.admission.review import (
     Decision,
     ReviewRequest,
@@ -29,17 +32,25 @@ from cudasched.webhook.admission.steps import (
     policy_of,
     skipped,
     unconstrained,
+    with_misspellings,
     with_unknown,
 )
 from cudasched.workloads.kserve import (
+    RuntimeChoice,
     merge_scheduling,
+    predictor_pod,
+    runtime_refused,
+    select_runtime,
 )
+from cudasched.workloads.kserve.llm import llmisvc_pod
 from cudasched.workloads.pullscope import pull_scope
 from cudasched.workloads.resolution import (
     NeedStatus,
+    UnknownRequirement,
     isvc_need,
     llmisvc_need,
 )
+from cudasched.workloads.view import view_pod
 
 if TYPE_CHECKING:
     from cudasched.webhook.state.clusterstate import ClusterState
@@ -70,30 +81,35 @@ def _service(
     if why is not None:
         return Decision(req.uid, reason=f"skipped: {why}")
     try:
-        return checked(ctx, req, service, state)
+        decision = checked(ctx, req, service, state)
     except InputError as exc:
-        return Decision(
+        decision = Decision(
             req.uid,
             warnings=(clip(f"cudasched: requirement not resolved: {exc}"),),
             reason=f"unreadable: {exc}",
         )
+    return with_misspellings(decision, service)
 
 
 def _isvc_checked(
     ctx: RuleContext, req: ReviewRequest, isvc: Mapping[str, Any], state: ClusterState
 ) -> Decision:
     full = with_namespace(isvc, req.namespace)
-    choice = state.select_runtime_for(full)
+    choice, refused = _runtime_of(ctx, full, state)
     runtime = choice.obj if choice is not None else None
     scope = pull_scope(full, req.namespace, runtime=runtime)
     need = isvc_need(full, choice, ctx.images.per_request(scope), ctx.kb)
 
     mutated = copy_decoded(isvc)
     ann_scope = Scope(("metadata", "annotations"))
+    if refused is not None:
+        # KServe creates no pods for it: say so rather than judge a pod that will not exist.
+        nothing = _nothing_to_record(req, isvc, full, mutated, None)
+        return replace(nothing, warnings=(clip(refused),), reason="no runtime")
     if need.status is not NeedStatus.KNOWN:
         return with_unknown(
             ctx.config,
-            _nothing_to_record(req, isvc, full, mutated),
+            _nothing_to_record(req, isvc, full, mutated, need.unknown),
             "InferenceService",
             need.unknown,
             may_deny=req.operation == "CREATE",
@@ -103,10 +119,12 @@ def _isvc_checked(
     policy = policy_of(ctx.config, requirement)
     record = requirement.record(policy)
     compiled = ctx.placer.compile(requirement, policy, state)
-    terms, no_fit, key = compiled.terms, compiled.no_fit, compiled.key
+    terms = compiled.terms
+    built = predictor_pod(full, choice)  # the pod KServe makes: where it must fit
+    no_fit, check = _fit(ctx, requirement, compiled, built, state, "its predictor's")
     ns = str(full["metadata"].get("namespace") or "")
     notes = said_once(ctx.said, requirement, "InferenceService", choice, ns)
-    placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
+    placement = placement_of(req, full, no_fit, check)
     set_annotation(mutated, L.ANN_REQUIREMENT, record)
     scopes = [ann_scope]
     spec = mutated.get("spec")
@@ -141,20 +159,88 @@ def _isvc_checked(
     return replace(decision, placement=placement)
 
 
+def _runtime_of(
+    ctx: RuleContext, isvc: Mapping[str, Any], state: ClusterState
+) -> tuple[RuntimeChoice | None, str | None]:
+    """The runtime KServe runs ``isvc`` with, and, when it runs none although it needs one
+    (it names one that does not exist, or no runtime serves its model), the warning that says
+    why.
+
+    The snapshot may lag the API server: ``kubectl apply`` of a runtime and its service sends
+    the service before the runtime's watch event reaches the cache. So on a miss the
+    namespace's runtimes are read from the API server (``ctx.runtimes``, within its budget)
+    and the service judged by them; when they cannot be read in time the answer says the
+    runtime is not known yet instead of that it does not exist."""
+    choice = state.select_runtime_for(isvc)
+    if choice is not None:
+        return choice, None
+    fleet = state.fleet
+    namespace = namespace_of(isvc)
+    try:
+        why = runtime_refused(
+            isvc, fleet.serving_runtimes(namespace), fleet.cluster_serving_runtimes
+        )
+    except InputError:
+        return None, None  # unreadable objects: judged as using no runtime, as before
+    source = ctx.runtimes
+    if why is None:
+        return None, None  # it needs no runtime (custom containers, ModelMesh)
+    if source is None:  # the snapshot is all there is (cudasched mutate, the demo)
+        return None, _NO_PREDICTOR + why
+    live = source.read(namespace)
+    if live is None:
+        return None, (
+            f"cudasched: not judged: its runtime is not known yet ({why} in the webhook's "
+            "cache, and the API server did not answer in time)"
+        )
+    serving, cluster = live
+    try:
+        choice = select_runtime(isvc, serving, cluster)
+        why = None if choice is not None else runtime_refused(isvc, serving, cluster)
+    except InputError:
+        return None, None
+    return choice, None if why is None else _NO_PREDICTOR + why
+
+
+#: What a service KServe runs no predictor for is told (the reason follows).
+_NO_PREDICTOR = "cudasched: no node can run it, KServe runs no predictor for it: "
+
+
+def _fit(
+    ctx: RuleContext,
+    requirement: Requirement,
+    compiled: Compiled,
+    pod: Mapping[str, Any],
+    state: ClusterState,
+    whose: str,
+) -> tuple[str | None, FitCheck | None]:
+    """Whether any node can run the service's pod (the predictor KServe builds, the
+    LLMInferenceService's model server) as admitted: its own node selection and GPU
+    resources with the requirement's terms, the rule ``explain`` and the audit use."""
+    spec = pod.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    gpus = view_pod(pod).gpu_resources
+    return ctx.placer.no_fit(requirement, compiled, spec, gpus, state, whose=whose)
+
+
 def _nothing_to_record(
     req: ReviewRequest,
     original: Mapping[str, Any],
     full: Mapping[str, Any],
     mutated: dict[str, Any],
+    unknown: UnknownRequirement | None,
 ) -> Decision:
-    """A service with no requirement to enforce: drop a stale record left by an earlier
-    version of the object, and clear what the no-fit reporter knew of it."""
-    set_annotation(mutated, L.ANN_REQUIREMENT, None)
+    """A service with no requirement to enforce: record that its CUDA is unknown when it is
+    (``unknown (why)``), else drop a stale record left by an earlier version of the object;
+    and clear what the no-fit reporter knew of it."""
+    record = unknown.record() if unknown is not None else ""
+    set_annotation(mutated, L.ANN_REQUIREMENT, record or None)
     ops = diff(original, mutated, (Scope(("metadata", "annotations")),))
     return Decision(
         req.uid,
         patch=tuple(ops),
         outcome="patched" if ops else "unchanged",
+        requirement=record,
         reason="no requirement to enforce",
         placement=placement_of(req, full, None, None),
     )
@@ -179,7 +265,7 @@ def _llmisvc_checked(
     if need.status is not NeedStatus.KNOWN:
         return with_unknown(
             ctx.config,
-            _nothing_to_record(req, service, full, mutated),
+            _nothing_to_record(req, service, full, mutated, need.unknown),
             "LLMInferenceService",
             need.unknown,
             may_deny=req.operation == "CREATE",
@@ -187,8 +273,9 @@ def _llmisvc_checked(
     requirement = need.requirement
     policy = policy_of(ctx.config, requirement)
     record = requirement.record(policy)
-    terms, no_fit, key = ctx.placer.compile(requirement, policy, state)[:3]
-    placement = placement_of(req, full, no_fit, (key, terms) if terms is not None else None)
+    compiled = ctx.placer.compile(requirement, policy, state)
+    no_fit, check = _fit(ctx, requirement, compiled, llmisvc_pod(full), state, "its pods'")
+    placement = placement_of(req, full, no_fit, check)
     set_annotation(mutated, L.ANN_REQUIREMENT, record)
     decision = finish(
         ctx.config,

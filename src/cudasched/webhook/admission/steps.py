@@ -10,9 +10,9 @@ below take only the settings they read."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cudasched.settings.config import OnNoFit, WebhookConfig
 from cudasched.vocab import labels as L
@@ -27,6 +27,7 @@ from cudasched.webhook.admission.review import (
     clip,
 )
 from cudasched.webhook.admission.unknown import unknown_answer
+from cudasched.workloads.declared import misspelt_keys
 from cudasched.workloads.pods import is_skipped
 from cudasched.workloads.resolution import (
     UnknownRequirement,
@@ -37,7 +38,27 @@ if TYPE_CHECKING:
     from cudasched.knowledge.images import ImageTable
 
 
-__all__ = ["RuleContext", "finish", "policy_of", "skipped", "unconstrained", "with_unknown"]
+__all__ = [
+    "RuleContext",
+    "RuntimeSource",
+    "finish",
+    "policy_of",
+    "skipped",
+    "unconstrained",
+    "with_misspellings",
+    "with_unknown",
+]
+
+
+class RuntimeSource(Protocol):
+    """Where admission reads a namespace's serving runtimes when the snapshot lacks the one an
+    InferenceService needs (``webhook/background/runtimereader``: the API server, within a
+    budget). ``read`` returns (ServingRuntimes of the namespace, ClusterServingRuntimes), or
+    ``None`` when they could not be read in time."""
+
+    def read(
+        self, namespace: str
+    ) -> tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,14 +66,16 @@ class RuleContext:
     """What the admission rules read besides the request and the snapshot: the settings, the
     knowledge, the image table (with the image resolver in it when that is on), the placer
     (compiled terms and merged affinities, remembered) and the warnings this process has
-    given once. One per Admitter, built with it; the placer and ``said`` remember across
-    requests and are safe to share between review threads."""
+    given once, and where runtimes the snapshot lacks are read (``None``: nowhere; the
+    snapshot is all there is). One per Admitter, built with it; the placer and ``said``
+    remember across requests and are safe to share between review threads."""
 
     config: WebhookConfig
     kb: KnowledgeBase
     images: ImageTable
     placer: Placer
     said: FirstSeen
+    runtimes: RuntimeSource | None = None
 
 
 def with_unknown(
@@ -68,6 +91,21 @@ def with_unknown(
         return decision
     setting = config.on_unknown_requirement
     return unknown_answer(decision, kind, unknown, setting, may_deny=may_deny)
+
+
+def with_misspellings(decision: Decision, obj: Mapping[str, Any]) -> Decision:
+    """``decision`` with a warning for each ``cudasched.io/*`` annotation of ``obj`` that
+    cudasched does not read, naming the key it most likely meant: a misspelt key would
+    otherwise leave the workload unconstrained without a word."""
+    notes = tuple(
+        clip(
+            f"cudasched: annotation {key} is not one cudasched reads; did you mean {close}?"
+            if close is not None
+            else f"cudasched: annotation {key} is not one cudasched reads; it is ignored"
+        )
+        for key, close in misspelt_keys(annotations_of(obj))
+    )
+    return replace(decision, warnings=(*decision.warnings, *notes)) if notes else decision
 
 
 def skipped(config: WebhookConfig, req: ReviewRequest, obj: Mapping[str, Any]) -> str | None:
@@ -99,11 +137,13 @@ def finish(
     may_deny: bool,
     notes: tuple[str, ...] = (),
     then: Sequence[Op] = (),
+    check: tuple[Any, Callable[[], Any]] | None = None,
 ) -> Decision:
     """Apply ``onNoFit`` and turn the mutation into a patch (none when nothing changed): the
     diff within ``scopes``, then the operations ``then`` already found for a later scope (the
     placer's patch of the affinity). ``notes`` are warnings given once
-    (:func:`~cudasched.webhook.admission.once.said_once`), kept whatever the outcome."""
+    (:func:`~cudasched.webhook.admission.once.said_once`), kept whatever the outcome. The
+    decision carries ``no_fit`` and its ``check`` (for a controller's template)."""
     warnings: tuple[str, ...] = notes
     audit = {"requirement": record} if record else {}
     if no_fit is not None:
@@ -119,6 +159,8 @@ def finish(
                 reason="no node fits",
                 audit=audit,
                 once=bool(notes),
+                no_fit=no_fit,
+                fit_check=check,
             )
         if config.on_no_fit is not OnNoFit.ALLOW:
             warnings = (clip(no_fit), *notes)
@@ -133,6 +175,8 @@ def finish(
         reason="constrained" if ops else "already constrained",
         audit=audit,
         once=bool(notes),
+        no_fit=no_fit,
+        fit_check=check,
     )
 
 

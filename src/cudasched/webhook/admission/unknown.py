@@ -2,7 +2,7 @@
 
 Such a workload is never constrained (a guess would be worse than nothing), but it must not pass
 silently either: KServe's default images and in-house ones used to be admitted with no word.
-So the answer names the image and the fix, in two warnings of at most 120 characters each
+So the answer names the image and the fix, in two warnings written to fit 120 characters each
 (what is unknown, then what to write where), or refuses the object on CREATE under ``deny``
 with the same words, or says nothing under ``allow``. Every such answer carries its
 ``(kind, reason)`` for the ``cudasched_webhook_unknown_requirement_total`` metric, whichever

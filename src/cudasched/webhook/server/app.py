@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from cudasched.settings.config import EventSettings
     from cudasched.webhook.admission.admitter import Kind
     from cudasched.webhook.background.following import FollowedKnowledge
+    from cudasched.webhook.background.runtimereader import RuntimeReader
     from cudasched.webhook.state.clusterstate import ClusterState
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "METRICS_PATH",
     "POD_PATH",
     "READY_PATH",
+    "WORKLOAD_PATH",
     "StagedAdmission",
     "WebhookApp",
 ]
@@ -78,6 +80,16 @@ log = logging.getLogger(__name__)
 POD_PATH = "/mutate/pods"
 ISVC_PATH = "/mutate/inferenceservices"
 LLMISVC_PATH = "/mutate/llminferenceservices"
+#: Deployments, StatefulSets, Jobs, CronJobs and LeaderWorkerSets: their templates, warn-only.
+WORKLOAD_PATH = "/mutate/workloads"
+
+#: What each admission path decides.
+_ENDPOINTS: dict[str, Kind] = {
+    POD_PATH: "pod",
+    ISVC_PATH: "isvc",
+    LLMISVC_PATH: "llmisvc",
+    WORKLOAD_PATH: "workload",
+}
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
@@ -149,7 +161,8 @@ class WebhookApp:
 
     ``admission`` decides, ``source`` supplies the cluster snapshot, ``metrics`` holds this
     server's private Prometheus registry, ``image_resolver`` (the one in admission's image
-    table, when it is on) is warmed from each new snapshot and closed with the app.
+    table, when it is on) is warmed from each new snapshot and closed with the app, and
+    ``runtime_reader`` (where admission reads runtimes the snapshot lacks) learns the loop.
     """
 
     def __init__(
@@ -169,6 +182,7 @@ class WebhookApp:
         events: EventSettings | None = None,
         reporting_instance: str = "cudasched-webhook",
         image_resolver: BackgroundResolver | None = None,
+        runtime_reader: RuntimeReader | None = None,
     ) -> None:
         if max_body_bytes < 1:
             raise InputError(f"invalid max_body_bytes {max_body_bytes!r}: expected >= 1")
@@ -196,11 +210,7 @@ class WebhookApp:
         self._large_executor = ThreadPoolExecutor(
             max_workers=max(1, large_review_threads), thread_name_prefix="cudasched-large"
         )
-        self._admission: dict[str, Kind] = {
-            POD_PATH: "pod",
-            ISVC_PATH: "isvc",
-            LLMISVC_PATH: "llmisvc",
-        }
+        self._admission: dict[str, Kind] = dict(_ENDPOINTS)
         self._plain: dict[str, Callable[[], tuple[int, bytes, bytes]]] = {
             HEALTH_PATH: self._healthz,
             READY_PATH: self._readyz,
@@ -226,6 +236,8 @@ class WebhookApp:
             )
         # The image resolver (imageresolver.py), warmed from each new snapshot.
         self.image_resolver = image_resolver
+        # Where admission reads runtimes the snapshot lacks (runtimereader.py): told the loop.
+        self.runtime_reader = runtime_reader
         self._warmed: ClusterState | None = None
         self._hook(admission)
         # The knowledge followed in the background (background/following.py): started and
@@ -268,6 +280,8 @@ class WebhookApp:
                     await self.source.start()
                     if self.reporter is not None:
                         await self.reporter.start()
+                    if self.runtime_reader is not None:
+                        await self.runtime_reader.start()
                     if self.knowledge is not None:
                         await self.knowledge.start()
                 except Exception as exc:

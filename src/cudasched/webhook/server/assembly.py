@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.admission.admitter import Admitter
     from cudasched.webhook.background.following import FollowedKnowledge, Judging
+    from cudasched.webhook.background.runtimereader import RuntimeReader
     from cudasched.webhook.state.source import StateSource
 
 __all__ = ["build_admission", "build_app"]
@@ -31,12 +32,14 @@ def build_admission(
     metrics: WebhookMetrics,
     kb: KnowledgeBase | None = None,
     images: ImageTable | None = None,
+    runtimes: RuntimeReader | None = None,
 ) -> tuple[Admitter, BackgroundResolver | None]:
     """The production :class:`Admitter` for ``config`` and its image resolver (``None`` unless
     ``imageResolver.enabled``): the given knowledge base (else the bundled one) and image table
     (else the built-in one with ``imageOverrides`` in front), asking the resolver (counted in
-    ``metrics``) before its rules, never waiting longer than its budget. Reads package data:
-    once per server process, never per request."""
+    ``metrics``) before its rules, never waiting longer than its budget; ``runtimes`` is where
+    it reads serving runtimes its snapshot lacks. Reads package data: once per server process,
+    never per request."""
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.images import ImageTable
     from cudasched.webhook.admission.admitter import Admitter
@@ -51,7 +54,7 @@ def build_admission(
             config.image_resolver, metrics, mirrors=images.mirrors, kube=config.kube
         )
         images = images.with_configs(resolver)
-    return Admitter(config, kb, images), resolver
+    return Admitter(config, kb, images, runtimes), resolver
 
 
 def build_app(
@@ -68,17 +71,28 @@ def build_app(
     ``config.server`` / ``config.failClosed``; the production admission
     (:func:`build_admission`, over ``kb`` and ``images`` when given, else over ``knowledge``'s
     current knowledge) unless ``admission`` is given, which is then used as it is (no image
-    resolver is added to it, and a knowledge swap does not replace it). ``knowledge``: the
-    knowledge this process follows (:func:`follow`)."""
+    resolver is added to it, and a knowledge swap does not replace it). The production
+    admission reads serving runtimes the source's snapshot lacks through the source's client
+    (a watch cache's), within ``kube.runtimeReadSeconds``; over a fixed snapshot it reads
+    none. ``knowledge``: the knowledge this process follows (:func:`follow`)."""
     server = config.server
     instance = os.environ.get("POD_NAME") or socket.gethostname() or "cudasched-webhook"
     metrics = metrics if metrics is not None else WebhookMetrics()
     resolver = None
     ours = admission is None
+    runtimes = None
     if admission is None:
+        # Only a source that reads the API server (the watch cache) has runtimes to read; a
+        # fixed snapshot is all there is, and admission says so (as `cudasched mutate` does).
+        if hasattr(source, "client"):
+            from cudasched.webhook.background.runtimereader import RuntimeReader
+
+            # Never more than half the review's own budget: the decision still has to be made.
+            budget = min(config.kube.runtime_read_seconds, server.request_timeout_seconds / 2)
+            runtimes = RuntimeReader(lambda: getattr(source, "client", None), budget, metrics)
         if knowledge is not None and kb is None:
             kb, images = knowledge.current.kb, knowledge.current.images
-        admission, resolver = build_admission(config, metrics, kb, images)
+        admission, resolver = build_admission(config, metrics, kb, images, runtimes)
     app = WebhookApp(
         admission,
         source,
@@ -94,9 +108,10 @@ def build_app(
         events=config.events,
         reporting_instance=instance,
         image_resolver=resolver,
+        runtime_reader=runtimes,
     )
     if knowledge is not None:
-        follow(app, knowledge, source, resolver if ours else None, rebuild=ours)
+        follow(app, knowledge, source, resolver if ours else None, runtimes, rebuild=ours)
     return app
 
 
@@ -105,11 +120,13 @@ def follow(
     knowledge: FollowedKnowledge,
     source: StateSource,
     resolver: BackgroundResolver | None,
+    runtimes: RuntimeReader | None = None,
     *,
     rebuild: bool = True,
 ) -> None:
     """Wire ``knowledge`` into ``app``: with ``rebuild``, a new admission is built for each
-    new bundle before it is swapped in (over the same image resolver) and put in place of
+    new bundle before it is swapped in (over the same image resolver and runtime reader) and
+    put in place of
     the app's; a state source that builds snapshots with the knowledge rebuilds its snapshot;
     the outcomes are counted in the app's metrics and said in Events on the webhook's Pod;
     the app starts and stops the following with the server."""
@@ -124,7 +141,7 @@ def follow(
             images = judging.images
             if resolver is not None:
                 images = images.with_configs(resolver)
-            return Admitter(config, judging.kb, images)
+            return Admitter(config, judging.kb, images, runtimes)
 
         knowledge.build = build
         knowledge.on_swap(lambda _judging, built: app.use_admission(built))

@@ -10,15 +10,16 @@ deliver changes concurrently.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from cudasched.cluster.fleet import DriverSummary, Fleet
+from cudasched.explain.fit import Selection, runs_anywhere
 from cudasched.nodes.scheme import GfdKeys
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
-from cudasched.vocab.nodeaffinity import Node, NodeSelector
+from cudasched.vocab.nodeaffinity import Node
 from cudasched.webhook.memo.bounded import BoundedMemo
 from cudasched.workloads.kserve import RuntimeChoice
 
@@ -122,14 +123,15 @@ class ClusterState:
         GPU node of this snapshot carries."""
         return self.fleet.resolve_scheme(configured)
 
-    def fits(self, key: Any, terms: Sequence[Mapping[str, Any]]) -> bool:
-        """Whether any node of this snapshot matches the node-selector ``terms``; ``key`` must
-        identify ``terms`` (memoised per snapshot, bounded)."""
+    def fits(self, key: Any, selection: Callable[[], Selection]) -> bool:
+        """Whether any node of this snapshot can run a workload of the :class:`Selection`
+        that ``selection()`` builds (:func:`~cudasched.explain.fit.runs_anywhere`, the rule
+        ``explain`` and the audit decide by); ``key`` must identify it. Memoised per snapshot,
+        bounded: the selection is only built when the answer is not remembered."""
         remembered = self._fit_memo.get(key)
         if remembered is not None:
             return remembered[0]
-        selector = NodeSelector.compile({"nodeSelectorTerms": list(terms)})
-        found = any(selector.match(node) for node in self.fleet.nodes)
+        found = runs_anywhere(self.fleet, selection())
         self._fit_memo.put(key, found, 0)
         return found
 

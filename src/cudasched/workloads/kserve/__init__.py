@@ -53,6 +53,7 @@ from cudasched.workloads.kserve.runtimes import (
     explain_runtime_selection,
     recorded_runtime,
     runtime_of_pod,
+    runtime_refused,
     select_runtime,
     supporting_runtimes,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "recorded_runtime",
     "runtime_containers",
     "runtime_of_pod",
+    "runtime_refused",
     "select_runtime",
     "supporting_runtimes",
 ]

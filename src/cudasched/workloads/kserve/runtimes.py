@@ -22,6 +22,7 @@ from cudasched.vocab.objects import (
     as_mapping,
     checked_metadata,
     checked_name,
+    metadata_of,
     namespace_of,
     optional_str,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "explain_runtime_selection",
     "recorded_runtime",
     "runtime_of_pod",
+    "runtime_refused",
     "select_runtime",
     "supporting_runtimes",
 ]
@@ -370,7 +372,10 @@ def _explicit_runtime(
         cluster_objs, name, CLUSTER_SERVING_RUNTIME, parsed
     )
     if rt is None:
-        return None, f"runtime {name} named by {model.origin}.runtime not found"
+        return None, (
+            f"no ServingRuntime or ClusterServingRuntime {name} (named by "
+            f"{model.origin}.runtime) exists"
+        )
     # reconcileModel refuses these; KServe then creates no predictor pods.
     if rt.disabled:
         return None, f"{rt.kind} {rt.name} is disabled"
@@ -427,6 +432,26 @@ def supporting_runtimes(
         _choice(r, f"supports {model.format_label} over {model.effective_protocol}")
         for r in ordered
     )
+
+
+def runtime_refused(
+    isvc: Mapping[str, Any],
+    runtimes: Sequence[Mapping[str, Any]],
+    cluster_runtimes: Sequence[Mapping[str, Any]],
+) -> str | None:
+    """Why KServe runs no predictor for ``isvc`` among these runtimes: the runtime it names
+    does not exist, is disabled or does not serve its model, or no runtime supports its model
+    (KServe then creates no pods, so no node can run it). ``None`` when KServe runs it with one
+    of them, or it needs none (custom containers, ModelMesh)."""
+    choice, why = explain_runtime_selection(isvc, runtimes, cluster_runtimes)
+    if choice is not None or effective_model(isvc) is None:
+        return None
+    annotations = metadata_of(isvc).get("annotations")
+    if isinstance(annotations, Mapping) and (
+        annotations.get(DEPLOYMENT_MODE_ANNOTATION) == "ModelMesh"
+    ):
+        return None
+    return why or "KServe selects no runtime for it"
 
 
 def select_runtime(

@@ -196,3 +196,27 @@ def test_controlplane_benchmark_reports_its_ratios(bench) -> None:
     assert f"100 nodes, {pods.OURS}: throughput with/without 1.00" in text
     assert "over one In admitting the same nodes: 0.00 ms per pod" in text
     assert report.render([], [], [], (100,)) == ""  # nothing measured, nothing shown
+
+
+def test_layerreads_quick(bench) -> None:
+    layerreads = bench("layerreads")
+    result = layerreads.run(gib=0.02, budget_gib=0.01)
+    by = {r.name: r for r in result.reads}
+    assert by["runners-over-weights"].cuda == "12.8" and by["runners-over-weights"].layers_read == 1
+    assert by["weights-then-runtime"].cuda == "12.8"
+    assert by["weights-budget"].cuda is None and "bytes budget" in by["weights-budget"].stopped
+    assert by["pip-torch"].cuda == "12.6" and by["sbom"].cuda == "12.8"
+    assert _finite({k: v for k, v in result.ratios.items() if "added" not in k})
+
+
+def test_heldout_counts_each_verdict(bench) -> None:
+    """The evaluation's verdicts on planted rows (none of the held-out set's images): the
+    answer's major.minor against the row's, newer over-strict, older unsafe, none unknown."""
+    heldout = bench("heldout")
+    rows = [
+        {"image": "nvidia/cuda:12.4.1-base-ubuntu22.04", "cuda": truth, "family": "planted"}
+        for truth in ("12.4.1", "12.2", "12.6")
+    ] + [{"image": "example.com/team/server:1", "cuda": "12.1", "family": "planted"}]
+    verdicts = [o.verdict for o in heldout.evaluate(rows)]
+    assert verdicts == ["exact", "over-strict", "unsafe", "unknown"]
+    assert len(heldout.load_set()) == 100

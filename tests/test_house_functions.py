@@ -52,7 +52,6 @@ OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.install.agent:node_restriction_objects": (81, 1),
     "cudasched.install.registration:webhook_configuration": (101, 5),
     "cudasched.webhook.metrics:WebhookMetrics.__init__": (122, 9),
-    "cudasched.workloads.containercuda:from_container": (61, 21),
 }
 
 

@@ -220,3 +220,22 @@ def test_a_misspelled_gpu_gets_the_nearest_names_and_where_to_look() -> None:
     [line] = result.stderr.splitlines()
     assert line.startswith("cudasched: error: unknown GPU 'A1000'")
     assert "did you mean 'A100'" in line and "cudasched knowledge gpus" in line
+
+
+def test_the_compat_library_and_the_toolkit_mode_give_each_outcome() -> None:
+    # nvidia/cuda:12.9's compat library (575.57.08) and its note, on R550.
+    image = ["--cuda", "12.9", "--policy", "minor-compat", "--compat-driver", "575.57.08"]
+    image += ["--compat-cuda", "12.9", "--compat-branches", "535,550,560,565,570,575"]
+    geforce = ["--gpu", "RTX 4090", "--driver", "550.90.07"]
+    a100 = ["--gpu", "A100", "--driver", "550.90.07"]
+    code, doc = check_json(*geforce, *image)
+    assert (code, doc["reasons"][0]["code"]) == (1, "no-forward-compat-on-geforce")
+    assert "error 804" in doc["reasons"][0]["message"] and doc["toolkitMode"] == "legacy"
+    assert doc["compatLibrary"].startswith("libcuda.so.575.57.08 (CUDA 12.9; note: R535")
+    code, doc = check_json(*a100, *image, "--toolkit-mode", "cdi")
+    assert (code, [r["code"] for r in doc["reasons"]]) == (0, ["forward-compat"])
+    gate = ["--gpu", "A100", "--driver", "545.29.06", *image]
+    code, doc = check_json(*gate)
+    assert (code, doc["reasons"][0]["code"]) == (1, "compat-branch-unsupported")
+    result = run("check", *a100, "--cuda", "12.9", "--compat-branches", "535")
+    assert result.exit_code == 2 and "--compat-driver" in result.output

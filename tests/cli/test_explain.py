@@ -369,3 +369,48 @@ def test_a_workload_as_explain_or_audit_prints_it_is_explained_when_pasted_back(
         "'team-vision'\n"
     )
     assert run("team-nlp/Service/llama3-8b").exit_code == 2
+
+
+def test_the_toolkit_mode_decides_whether_the_gate_refuses(tmp_path: Path) -> None:
+    # An image whose NVIDIA_REQUIRE_CUDA asks for 12.8: the legacy toolkit refuses the R535
+    # nodes that minor-version compatibility would run it on; in CDI mode nothing checks it.
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "gated", "namespace": "default"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.corp/ml/server:1",
+                    "env": [{"name": "NVIDIA_REQUIRE_CUDA", "value": "cuda>=12.8"}],
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ]
+        },
+    }
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    args = ("--workload", str(path), "--policy", "minor-compat", "--scheme", "cudasched")
+    legacy = run_json(*args)
+    cdi = run_json(*args, "--toolkit-mode", "cdi")
+    assert eligible(legacy) < eligible(cdi)
+    gated = {n["node"] for n in legacy["nodes"] if n["reasons"][0]["code"] == "require-cuda-unmet"}
+    assert eligible(cdi) - eligible(legacy) <= gated
+    # A dump with the GPU Operator's ClusterPolicy (v26.7: CDI by default) says the same.
+    cluster = tmp_path / "cluster.yaml"
+    policy = {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {
+            "name": "cluster-policy",
+            "labels": {"app.kubernetes.io/version": "v26.7.0"},
+        },
+        "spec": {},
+    }
+    items = [*bundled_snapshot().nodes, policy]
+    cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    result = run(*args, "--cluster", str(cluster), "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert eligible(json.loads(result.stdout)) == eligible(cdi)
+    assert "container toolkit mode cdi: ClusterPolicy cluster-policy" in result.stderr

@@ -31,8 +31,11 @@ from tests.support.registry import Registry, run_registry
 runner = CliRunner()
 VERSION = builtin_bundle().meta.version
 DATE = builtin_bundle().meta.date
-#: How old the built-in knowledge is on the docs' day, and how it is said.
-AGE = f"knowledge {VERSION} of {DATE} ({(datetime.date(2026, 12, 1) - DATE).days} days old)"
+#: A day after the built-in knowledge's date (106 days, as the docs' first day was), so a
+#: bumped bundle.yaml leaves these tests true; how old the knowledge is then, and how it is said.
+ON = DATE + datetime.timedelta(days=106)
+AS_OF = ON.isoformat()
+AGE = f"knowledge {VERSION} of {DATE} ({(ON - DATE).days} days old)"
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +63,12 @@ def _newest_610(*root: str) -> tuple[str, Result]:
 
 
 def test_knowledge_says_which_bundle_it_judges_with_and_its_age() -> None:
-    text = run("knowledge", "--as-of", "2026-12-01")
-    doc = json.loads(run("knowledge", "--as-of", "2026-12-01", "-o", "json").stdout)
+    text = run("knowledge", "--as-of", AS_OF)
+    doc = json.loads(run("knowledge", "--as-of", AS_OF, "-o", "json").stdout)
     assert text.exit_code == 0
     assert text.stdout.startswith(f"{AGE}, built-in\n")
     assert f"digest {builtin_bundle().digest}" in text.stdout
-    assert doc["knowledge"]["ageDays"] == (datetime.date(2026, 12, 1) - DATE).days
+    assert doc["knowledge"]["ageDays"] == (ON - DATE).days
     assert doc["knowledge"]["origin"] == "built-in"
     assert doc["facts"]["GPUs"] > 50
 
@@ -212,17 +215,17 @@ def test_an_overlay_adds_a_release_and_a_settings_file_names_the_bundle(tmp_path
 
 
 def test_report_and_audit_name_the_knowledge_and_its_age(tmp_path: Path) -> None:
-    report = json.loads(run("report", "-o", "json", "--as-of", "2026-12-01").stdout)
+    report = json.loads(run("report", "-o", "json", "--as-of", AS_OF).stdout)
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"knowledge": {"maxAgeDays": 30}}))
-    args = ("audit", "-o", "json", "--as-of", "2026-12-01")
+    args = ("audit", "-o", "json", "--as-of", AS_OF)
     stale = json.loads(run(*args, "--config", str(config)).stdout)
     assert [f["code"] for f in json.loads(run(*args).stdout)["findings"]].count(
         "knowledge-stale"
     ) == 0
     codes = [f["code"] for f in stale["findings"]]
     assert report["knowledge"]["version"] == VERSION
-    assert report["knowledge"]["ageDays"] == (datetime.date(2026, 12, 1) - DATE).days
+    assert report["knowledge"]["ageDays"] == (ON - DATE).days
     assert codes.count("knowledge-stale") == 1
-    html = run("report", "--as-of", "2026-12-01").stdout
+    html = run("report", "--as-of", AS_OF).stdout
     assert f'<span id="knowledge">{AGE}, built-in' in html

@@ -33,6 +33,15 @@ VARIANTS = {
     ],
     "no-agent-no-netpol": ["--self-signed", "--no-agent", "--no-network-policy"],
     "cert-manager": ["--cert-manager"],
+    "image-resolver": [
+        "--self-signed",
+        "--image-resolver",
+        "--pull-secrets",
+        "--registry-cidr",
+        "10.1.0.0/16",
+        "--toolkit-mode",
+        "cdi",
+    ],
 }
 
 
@@ -62,30 +71,24 @@ def test_manifests_apply_strictly(
         assert "Warning" not in again.stderr, again.stderr
         kinds = {o["kind"] for o in objects}
         assert {"MutatingWebhookConfiguration", "Deployment", "Service"} <= kinds
+        assert {"CustomResourceDefinition", "ValidatingAdmissionPolicy"} <= kinds
         if "--no-agent" not in VARIANTS[variant]:
-            assert {"DaemonSet", "ValidatingAdmissionPolicy"} <= kinds
-            policy = next(o for o in objects if o["kind"] == "ValidatingAdmissionPolicy")
-            name = policy["metadata"]["name"]
-            stored = api.get(
-                f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}"
-            )
-            # the API server type-checked the CEL against Node: no warnings recorded
-            api.wait_for(
-                f"type checking of {name}",
-                lambda: (
-                    "typeChecking"
-                    in api.get(
-                        f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}"
-                    ).get("status", {})
-                ),
-                timeout=30,
-            )
-            checked = api.get(
-                f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}"
-            )["status"]["typeChecking"]
-            assert not checked.get("expressionWarnings"), checked
-            assert stored["spec"]["failurePolicy"] == "Fail"
+            assert "DaemonSet" in kinds
+        if "--image-resolver" in VARIANTS[variant]:
+            egress = [o for o in objects if o["metadata"]["name"] == "cudasched-webhook-egress"]
+            assert [o["kind"] for o in egress] == ["NetworkPolicy"]
+        # The API server type-checked each policy's CEL (the agent's against Node, the image
+        # facts' against ImageFacts, a CRD): no warnings recorded.
+        policies = [
+            o["metadata"]["name"] for o in objects if o["kind"] == "ValidatingAdmissionPolicy"
+        ]
+        checked = [_type_checked(api, name) for name in policies]
+        assert all(not c.get("expressionWarnings") for c in checked), checked
     finally:
+        # The ImageFacts CRD is every variant's: left installed, so the next variant's apply
+        # does not meet it terminating.
+        kept = [o for o in objects if o["kind"] != "CustomResourceDefinition"]
+        path.write_text(yaml.safe_dump_all(kept))
         plane.kubectl("delete", "-f", str(path), "--wait=false", "--ignore-not-found", check=False)
         plane.kubectl(
             "delete",
@@ -98,3 +101,18 @@ def test_manifests_apply_strictly(
             "--wait=false",
             check=False,
         )
+
+
+def _type_checked(api: Api, name: str) -> dict[str, object]:
+    """The ``status.typeChecking`` of a ValidatingAdmissionPolicy, once the API server wrote
+    it; its failure policy is ``Fail``."""
+    path = f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}"
+    api.wait_for(
+        f"type checking of {name}",
+        lambda: "typeChecking" in api.get(path).get("status", {}),
+        timeout=30,
+    )
+    stored = api.get(path)
+    assert stored["spec"]["failurePolicy"] == "Fail"
+    checked: dict[str, object] = stored["status"]["typeChecking"]
+    return checked

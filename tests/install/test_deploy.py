@@ -74,7 +74,7 @@ def test_kustomize_renders_the_same_objects() -> None:
         check=True,
     ).stdout
     want, got = objects(manifests()), objects(rendered)
-    assert len(want) == len(got) == 21
+    assert len(want) == len(got) == 24
     assert got == want
 
 

@@ -61,6 +61,7 @@ def test_every_object_is_schema_valid(mode: str) -> None:
         assert_valid(obj)
         cluster_scoped = {
             "Namespace",
+            "CustomResourceDefinition",
             "ClusterRole",
             "ClusterRoleBinding",
             "MutatingWebhookConfiguration",
@@ -445,7 +446,15 @@ def test_pull_secrets_are_granted_only_with_the_flag(tmp_path: Path) -> None:
         }
 
     added = grants(opted) - grants(plain)
-    assert added == {(name, "secrets", "get"), (name, "serviceaccounts", "get")}
+    # the pull secrets' own grant, and the image resolver's (pull secrets need the resolver)
+    facts = f"{naming.APP}-image-facts"
+    assert added == {
+        (name, "secrets", "get"),
+        (name, "serviceaccounts", "get"),
+        (facts, "imagefacts", "get"),
+        (facts, "imagefacts", "create"),
+        (facts, "imagefacts/status", "patch"),
+    }
     assert not [g for g in grants(plain) if g[1] in ("secrets", "serviceaccounts")]
     binding = _one(opted, "ClusterRoleBinding", name)
     assert binding["roleRef"]["name"] == name
@@ -568,3 +577,48 @@ def test_beside_the_policy_only_the_webhook_follows_the_knowledge() -> None:
     webhook_config = configs.pop(f"{naming.APP}-config")
     assert webhook_config["knowledge"] == {"reference": ref}
     assert configs and all("knowledge" not in c for c in configs.values())
+
+
+def test_the_image_resolver_gets_its_grant_and_an_egress_policy_only_with_its_flag(
+    tmp_path: Path,
+) -> None:
+    """``--image-resolver``: the ImageFacts grant (get, create; patch of the status) in a
+    ClusterRole of its own; an egress NetworkPolicy beside the ingress one: DNS, the API
+    server's ranges on 443/6443, public addresses on 443 with every private, link-local and
+    metadata range excepted, and ``--registry-cidr``'s internal registries; a config that
+    turns the resolver on (layers and shared facts with it). The CRD and the policy that
+    keeps its status to the webhook are there either way."""
+    plain = _render("--namespace", "gpu-system")
+    opted = _render(
+        "--namespace", "gpu-system", "--image-resolver", "--registry-cidr", "10.20.0.0/16"
+    )
+    for objects in (plain, opted):
+        crd = _one(objects, "CustomResourceDefinition", "imagefacts.cudasched.io")
+        assert crd["spec"]["scope"] == "Cluster"
+        assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
+    policy = _one(plain, "ValidatingAdmissionPolicy", f"{naming.APP}-gpu-system-image-facts")
+    rule = policy["spec"]["matchConstraints"]["resourceRules"][0]
+    assert rule["resources"] == ["imagefacts/status"]
+    assert (
+        "system:serviceaccount:gpu-system:cudasched"
+        in policy["spec"]["validations"][0]["expression"]
+    )
+    assert not [o for o in plain if o["metadata"]["name"] == "cudasched-webhook-egress"]
+    egress = _one(opted, "NetworkPolicy", "cudasched-webhook-egress")
+    assert egress["spec"]["policyTypes"] == ["Egress"]
+    rules = egress["spec"]["egress"]
+    public = rules[2]["to"][0]["ipBlock"]
+    assert public["cidr"] == "0.0.0.0/0"
+    assert {"10.0.0.0/8", "169.254.0.0/16", "100.64.0.0/10", "127.0.0.0/8"} <= set(public["except"])
+    assert "fc00::/7" in rules[2]["to"][1]["ipBlock"]["except"]
+    assert rules[2]["ports"] == [{"port": 443, "protocol": "TCP"}]
+    assert rules[3] == {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}]}
+    for obj in opted:
+        if obj["kind"] not in CERT_MANAGER_KINDS:
+            assert_valid(obj)
+    settings = tmp_path / "config.yaml"
+    settings.write_text(_one(opted, "ConfigMap")["data"]["config.yaml"])
+    resolver = load_config(settings).image_resolver
+    assert (resolver.enabled, resolver.layers.enabled, resolver.shared_facts) == (True,) * 3
+    refused = CliRunner().invoke(app, ["manifests", "--registry-cidr", "10.20.0.0/16"])
+    assert refused.exit_code == 2 and "--image-resolver" in refused.output

@@ -50,7 +50,9 @@ def test_a_large_library_is_read_from_its_head_and_tail_only(tmp_path: Path) -> 
 def test_libraries_without_a_readable_note(tmp_path: Path) -> None:
     bare = compat_libcuda(tmp_path, None)
     note, why = read_compat_note(streamed(bare), "l", PATH, "")
-    assert note is None and "has no .note.cuda.fwd_compatibility note" in why
+    assert note is not None and "has no .note.cuda.fwd_compatibility note" in why
+    # A library without a note is still the toolkit's to use: its directory names its CUDA.
+    assert (note.has_note, note.cuda, note.driver_branches) == (False, cv("12.9"), ())
     (tmp_path / "b").mkdir()
     broken = compat_libcuda(tmp_path / "b", compat_note("12.9", [570])[:-40] + b"not json" * 5)
     note, why = read_compat_note(streamed(broken), "l", PATH, "")

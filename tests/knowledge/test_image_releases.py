@@ -45,7 +45,9 @@ PINNED = [
     ("ghcr.io/huggingface/text-generation-inference:2.4.1", "12.4", False),
     ("ghcr.io/huggingface/text-generation-inference:2.4", "12.4", False),  # X.Y follows X.Y.z
     ("ghcr.io/huggingface/text-generation-inference:3.1.1", "12.4.0", False),
-    ("ghcr.io/huggingface/text-generation-inference:3.3.7", "12.4.0", False),
+    ("ghcr.io/huggingface/text-generation-inference:3.2.0", "12.4.0", False),
+    # 3.3.1 on: torch 2.7.0+cu128 on a 12.4.0 base (the bundled CUDA is what it needs)
+    ("ghcr.io/huggingface/text-generation-inference:3.3.7", "12.8", False),
     # SGLang: the unsuffixed tag's build in the release workflow
     ("lmsysorg/sglang:v0.5.2", "12.9.1", False),
     ("lmsysorg/sglang:v0.5.10.post1", "12.9.1", False),
@@ -76,6 +78,19 @@ PINNED = [
     ("tensorflow/serving:2.14.1-gpu", "11.8.0", False),
     ("tensorflow/serving:2.19.1-gpu", "12.2.0", False),
     ("nvcr.io/nvidia/tritonserver:23.05-py3", "12.1.1", False),
+    # Ollama: the oldest CUDA runner the image copies (it runs where that one does)
+    ("ollama/ollama:0.6.2", "11.3", False),
+    ("ollama/ollama:0.9.3", "12.8", False),
+    ("ollama/ollama:0.12.0", "12.8", False),
+    ("ollama/ollama:0.40.0", "12.8", True),
+    # Ray: the -cuXYZ platform of the tag
+    ("rayproject/ray:2.44.0-py312-cu126", "12.6", False),
+    ("rayproject/ray-ml:2.9.3-py310-cu118", "11.8", False),
+    # LocalAI: the workflow's CUDA minor per release (it moved both ways)
+    ("localai/localai:v3.5.0-gpu-nvidia-cuda-12", "12.0", False),
+    ("localai/localai:v3.5.1-gpu-nvidia-cuda-12", "12.8", False),
+    ("localai/localai:v3.10.1-gpu-nvidia-cuda-12", "12.9", False),
+    ("localai/localai:v3.9.0-gpu-nvidia-cuda-13", "13.0", False),
 ]
 
 

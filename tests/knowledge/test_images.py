@@ -547,8 +547,9 @@ def real() -> ImageTable:
         ("vllm/vllm-openai:v0.23.0", "13.0", False),
         ("vllm/vllm-openai:v0.21.0-cu129", "12.9", False),
         ("ghcr.io/huggingface/text-generation-inference:1.3.4", "12.1", False),
-        ("ghcr.io/huggingface/text-generation-inference:3.3.4", "12.4", False),
-        ("ghcr.io/huggingface/text-generation-inference:3.4.0", "12.4", True),
+        # 3.3.1 on bundle torch 2.7.0+cu128 on a 12.4.0 base: 12.8 is what they need
+        ("ghcr.io/huggingface/text-generation-inference:3.3.4", "12.8", False),
+        ("ghcr.io/huggingface/text-generation-inference:3.4.0", "12.8", True),
         ("lmsysorg/sglang:v0.5.18-cu130", "13.0", False),
         ("nvcr.io/nvidia/sglang:25.10-py3", "13.0", False),
         ("ghcr.io/llm-d/llm-d-cuda:v0.7.0", "13.0", False),

@@ -28,7 +28,13 @@ from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.labelsyntax import label_value_ok, parse_int64
 from cudasched.vocab.nodeaffinity import Node, NodeSelector
 from cudasched.vocab.requirecuda import Gate, gate_from_env
-from cudasched.vocab.requirements import FrameworkBuild, Policy, Requirement
+from cudasched.vocab.requirements import (
+    CompatLibrary,
+    FrameworkBuild,
+    Policy,
+    Requirement,
+    ToolkitMode,
+)
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion, parse_cuda
 from tests.support import builders
 from tests.support.builders import GFD_DEPRECATED, GFD_SCHEMES, expr
@@ -524,6 +530,9 @@ def gpu_facts(
                 near_edge += _around(d)
         near_edge += [DriverVersion(b, 104, 5) for b in kb.forward_compat_branches(target)]
         cudas = _near_cudas(target) * 3 + cudas
+    if near is not None and near.compat is not None:
+        near_edge += _around(near.compat.driver)
+        near_edge += [DriverVersion(b, 104, 5) for b in near.compat.branches or ()]
     if near is not None and near.min_compute is not None:
         codes += [near.min_compute.code - 1, near.min_compute.code, near.min_compute.code + 1]
     if near is not None and near.framework is not None:
@@ -602,14 +611,37 @@ def requirements(draw: st.DrawFn) -> Requirement:
         framework = FrameworkBuild(
             "torch", "x", fw_cuda, arch_list=arch_list, ptx=draw(st.booleans())
         )
+    compat = draw(st.one_of(st.none(), st.none(), compat_libraries(cuda)))
     return Requirement(
         cuda=cuda,
         min_compute=min_cc,
         policy=draw(st.one_of(st.none(), st.sampled_from(list(Policy)))),
-        ships_cuda_compat=draw(st.booleans()),
+        ships_cuda_compat=compat is not None or draw(st.booleans()),
         framework=framework,
         gate=draw(st.one_of(st.none(), st.none(), gates(cuda))),
+        compat=compat,
+        toolkit=draw(st.sampled_from(list(ToolkitMode))),
     )
+
+
+@st.composite
+def compat_libraries(draw: st.DrawFn, cuda: CudaVersion | None) -> CompatLibrary:
+    """Compat ``libcuda.so`` libraries shaped like NVIDIA's: a driver of a listed branch, the
+    CUDA near the requirement's (or none), a note listing some branches up to its own (or no
+    note at all)."""
+    major = draw(st.sampled_from(_BRANCHES))
+    driver = DriverVersion(major, draw(st.integers(0, 150)), draw(st.integers(0, 20)))
+    lib_cuda = draw(st.one_of(st.none(), st.sampled_from(_near_cudas(cuda or CudaVersion(12, 8)))))
+    below = [b for b in _BRANCHES if b <= major]
+    branches = draw(
+        st.one_of(
+            st.none(),
+            st.lists(st.sampled_from(below), max_size=5, unique=True).map(
+                lambda bs: tuple(sorted(bs))
+            ),
+        )
+    )
+    return CompatLibrary(driver, lib_cuda, branches)
 
 
 _GATE_BRANDS = ["tesla", "nvidia", "geforce", "quadro", "unknown", "grid"]

@@ -208,6 +208,18 @@ def test_kube_section_is_cluster_access_with_unchanged_keys() -> None:
     assert not hasattr(config_module, "KubeConfig")
 
 
+def test_the_toolkit_mode_reaches_the_image_table() -> None:
+    from cudasched.knowledge.images import ImageTable
+    from cudasched.vocab.requirements import ToolkitMode
+
+    config = WebhookConfig.from_mapping({"toolkitMode": "CDI"})
+    assert config.toolkit_mode is ToolkitMode.CDI
+    assert ImageTable.from_config(config).toolkit is ToolkitMode.CDI
+    assert ImageTable.from_config(WebhookConfig()).toolkit is ToolkitMode.LEGACY
+    with pytest.raises(InputError, match="toolkitMode"):
+        WebhookConfig.from_mapping({"toolkitMode": "jit-cdi"})
+
+
 def test_the_knowledge_section_names_a_bundle_and_how_to_trust_it() -> None:
     default = load_config(None).knowledge
     assert default.reference is None and default.max_age_days == 120

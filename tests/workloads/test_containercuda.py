@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from cudasched.knowledge.imageconfig import ImageConfig
-from cudasched.knowledge.imagecontents import ContentFact
+from cudasched.knowledge.imagecontents import CompatNote, ContentFact
 from cudasched.knowledge.images import ImageTable
 from cudasched.knowledge.layerscan import contents_of
+from cudasched.vocab.requirements import ToolkitMode
 from cudasched.workloads.containercuda import from_container
+from cudasched.workloads.sources import resolve_container
 from tests.support.versions import cv
 
 TGI = "ghcr.io/huggingface/text-generation-inference:2.4.1"
@@ -83,3 +85,47 @@ def test_layers_answer_an_image_whose_config_names_no_cuda(kb: Any) -> None:
     assert (
         facts.cuda is None and "nor do its contents (the image has no layers)" in facts.why_unknown
     )
+
+
+def test_the_compat_library_comes_from_the_layers_else_the_base_images_package(kb: Any) -> None:
+    # nvidia/cuda's base images name their compat package in NV_CUDA_COMPAT_PACKAGE.
+    env = {**BASE_121, "NV_CUDA_COMPAT_PACKAGE": "cuda-compat-12-4"}
+    table = ImageTable.builtin(kb=kb).with_configs(
+        Configs({IN_HOUSE: ImageConfig(IN_HOUSE, env=env)})
+    )
+    found = from_container(container(IN_HOUSE), table, kb).compat
+    assert found is not None and (found.driver.major, found.cuda, found.branches) == (
+        550,
+        cv("12.4"),
+        None,
+    )
+    assert found.describe() == "cuda-compat-12-4 (R550) (CUDA 12.4)"
+    # A library read from the layers is the better fact: its own driver and its note.
+    note = CompatNote(
+        cv("12.9"),
+        (535, 570, 575),
+        (),
+        1,
+        "575.57.08",
+        "sha256:l",
+        "usr/local/cuda-12.9/compat/libcuda.so.575.57.08",
+    )
+    read = ImageConfig(
+        IN_HOUSE,
+        digest="sha256:d",
+        env=env,
+        contents=contents_of(IN_HOUSE, "sha256:d", (), compat=note),
+    )
+    table = ImageTable.builtin(kb=kb).with_configs(Configs({IN_HOUSE: read}))
+    facts = from_container(container(IN_HOUSE), table, kb)
+    assert facts.compat is not None and str(facts.compat.driver) == "575.57.08"
+    assert facts.compat.branches == (535, 570, 575) and facts.ships_cuda_compat is True
+
+
+def test_requirements_carry_the_compat_library_and_the_toolkit_mode(kb: Any) -> None:
+    env = {**BASE_121, "NV_CUDA_COMPAT_PACKAGE": "cuda-compat-12-1"}
+    configs = Configs({IN_HOUSE: ImageConfig(IN_HOUSE, env=env)})
+    table = ImageTable.builtin(kb=kb).with_configs(configs).with_toolkit(ToolkitMode.CDI)
+    req = resolve_container({}, "pod p", container(IN_HOUSE), table, kb)
+    assert req.toolkit is ToolkitMode.CDI and req.compat is not None
+    assert req.compat.driver.major == 530 and req.cuda == cv("12.1")

@@ -853,8 +853,14 @@ def test_requirement_needs_covers_every_rule_relevant_field() -> None:
     import dataclasses
 
     from cudasched.vocab.requirecuda import gate_from_env
-    from cudasched.vocab.requirements import FrameworkBuild, Policy, Requirement
-    from cudasched.vocab.versions import ComputeCapability, CudaVersion
+    from cudasched.vocab.requirements import (
+        CompatLibrary,
+        FrameworkBuild,
+        Policy,
+        Requirement,
+        ToolkitMode,
+    )
+    from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
     base = Requirement(cuda=CudaVersion(12, 4), source="a")
     changed = {
@@ -864,6 +870,8 @@ def test_requirement_needs_covers_every_rule_relevant_field() -> None:
         "ships_cuda_compat": True,
         "framework": FrameworkBuild("torch", "2.5.1+cu124", CudaVersion(12, 4)),
         "gate": gate_from_env({"NVIDIA_REQUIRE_CUDA": "cuda>=12.4"}, "test"),
+        "compat": CompatLibrary(DriverVersion(550, 54, 15), CudaVersion(12, 4)),
+        "toolkit": ToolkitMode.CDI,
     }
     compared = {f.name for f in dataclasses.fields(Requirement) if f.compare} - {"source"}
     assert compared == set(changed)

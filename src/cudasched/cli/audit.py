@@ -29,6 +29,7 @@ from cudasched.cli.inputs import (
     load_cluster_inputs,
     load_node_templates,
     load_settings,
+    with_image_sources,
 )
 from cudasched.cli.options import (
     AsOfOption,
@@ -43,7 +44,6 @@ from cudasched.cli.options import (
     generated_now,
     parse_as_of,
     progress_bar,
-    registry_source,
 )
 from cudasched.cli.terminal import wrapped
 from cudasched.operations.audit import AuditReport, Finding, Severity, audit
@@ -145,9 +145,7 @@ def audit_cmd(
         today, months = parse_as_of(as_of), check_support_months(min_support_months)
         groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
-        images = images.with_configs(
-            registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
-        )
+        images = with_image_sources(images, source, resolve_images, registry_config, plain_http)
         with progress_bar("auditing") as progress:
             report = audit(
                 snapshot,

@@ -18,10 +18,15 @@ import typer
 from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
 from cudasched.cli.inputs import load_knowledge, load_node_labels
 from cudasched.cli.options import (
+    CompatBranchesOption,
+    CompatCudaOption,
+    CompatDriverOption,
     FrameworkOption,
     MinComputeOption,
     PolicyOption,
     ShipsCudaCompatOption,
+    ToolkitModeOption,
+    compat_from_options,
     requirement_from_options,
 )
 from cudasched.cli.terminal import width, wrapped
@@ -29,7 +34,7 @@ from cudasched.compat.engine import check, resolve_policy
 from cudasched.compat.fixes import with_fixes
 from cudasched.nodes.facts import NodeFacts, facts_from_labels, facts_from_parts
 from cudasched.vocab.errors import InputError
-from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.requirements import Policy, Requirement, ToolkitMode
 
 __all__ = ["check_cmd"]
 
@@ -53,6 +58,22 @@ def _render_check(
         if reason.fix:
             lines += wrapped(f"fix: {reason.fix}", width, "    ", "      ")
     return "\n".join(lines)
+
+
+def _started_under(
+    req: Requirement,
+    mode: ToolkitMode | None,
+    driver: str | None,
+    cuda: str | None,
+    branches: str | None,
+) -> Requirement:
+    """``req`` with the compat library the options describe and the toolkit's mode."""
+    compat = compat_from_options(driver, cuda, branches)
+    mode = mode if mode is not None else ToolkitMode.LEGACY
+    if compat is None and mode is req.toolkit:
+        return req
+    ships = req.ships_cuda_compat or compat is not None
+    return replace(req, compat=compat, toolkit=mode, ships_cuda_compat=ships)
 
 
 @app.command("check")
@@ -80,6 +101,10 @@ def check_cmd(
     min_compute_capability: MinComputeOption = None,
     framework: FrameworkOption = None,
     ships_cuda_compat: ShipsCudaCompatOption = False,
+    toolkit_mode: ToolkitModeOption = None,
+    compat_driver: CompatDriverOption = None,
+    compat_cuda: CompatCudaOption = None,
+    compat_branches: CompatBranchesOption = None,
     node_labels: Annotated[
         Path | None,
         typer.Option(
@@ -93,9 +118,10 @@ def check_cmd(
 ) -> None:
     """Say whether a node can run a workload built with a CUDA version, and why.
 
-    Describe the node with --gpu and --driver, or pass its labels with --node-labels (GFD or
-    cudasched.io labels). Exit 0: compatible (possibly with caveats); 1: incompatible; 2: bad
-    input. Example: cudasched check --gpu A100 --driver 535.104.05 --cuda 12.4
+    Describe the node with --gpu and --driver, or --node-labels (GFD or cudasched.io labels);
+    the image's compat library (--compat-driver ...) and --toolkit-mode tell a refusal by
+    NVIDIA_REQUIRE_CUDA from CUDA errors 804/803. Exit 0: compatible (possibly with caveats); 1:
+    incompatible; 2: bad input. Example: cudasched check --gpu A100 --driver 535.104.05 --cuda 12.4
     """
     try:
         pol = Policy.parse(policy)
@@ -107,6 +133,7 @@ def check_cmd(
         req = requirement_from_options(
             kb, cuda, framework, min_compute_capability, ships_cuda_compat, purpose="check"
         )
+        req = _started_under(req, toolkit_mode, compat_driver, compat_cuda, compat_branches)
         if node_labels is not None:
             name, labels = load_node_labels(node_labels)
             facts = facts_from_labels(name, labels, kb)
@@ -122,6 +149,8 @@ def check_cmd(
             **verdict.to_dict(),
             "policy": effective.value,
             "requirement": req.describe(),
+            "toolkitMode": req.toolkit.value,
+            "compatLibrary": req.compat.describe() if req.compat is not None else None,
             "node": facts.to_dict(),
         }
         typer.echo(json.dumps(doc, indent=2))

@@ -62,7 +62,9 @@ from cudasched.cli.inputs import (
     load_images,
     load_knowledge,
     load_settings,
+    load_toolkit_mode,
     require_nodes,
+    with_image_sources,
 )
 from cudasched.cli.options import (
     ConfigOption,
@@ -71,9 +73,9 @@ from cudasched.cli.options import (
     RegistryConfigOption,
     ResolveImagesOption,
     SchemeOption,
+    ToolkitModeOption,
     effective_policy,
     effective_scheme,
-    registry_source,
 )
 from cudasched.cli.reference import Reference, parse_reference
 from cudasched.cluster.fleet import Fleet
@@ -181,13 +183,14 @@ def _explained_objects(
 
 
 def _merge_context(base: ClusterSnapshot, extra: ClusterSnapshot) -> ClusterSnapshot:
-    """KServe objects shipped next to a workload join the cluster's (the file's win)."""
+    """KServe objects shipped next to a workload join the cluster's (the file's win); the
+    cluster's other objects (its GPU Operator ClusterPolicy) stay."""
     return ClusterSnapshot(
         nodes=base.nodes,
+        other=base.other,
         inference_services=extra.inference_services + base.inference_services,
         serving_runtimes=extra.serving_runtimes + base.serving_runtimes,
         cluster_serving_runtimes=extra.cluster_serving_runtimes + base.cluster_serving_runtimes,
-        other=base.other,
         source=base.source,
     )
 
@@ -293,6 +296,7 @@ def explain_cmd(
     resolve_images: ResolveImagesOption = False,
     registry_config: RegistryConfigOption = None,
     plain_http: PlainHttpOption = None,
+    toolkit_mode: ToolkitModeOption = None,
     output: Annotated[
         ExplainFormat,
         typer.Option(
@@ -351,10 +355,9 @@ def explain_cmd(
         kb = load_knowledge()
         fleet = Fleet.from_snapshot(context, kb)
         labels = effective_scheme(scheme, settings)
-        images = load_images(kb, settings)
-        images = images.with_configs(
-            registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
-        )
+        mode = load_toolkit_mode(toolkit_mode, settings, source, context, kb).mode
+        images = load_images(kb, settings).with_toolkit(mode)
+        images = with_image_sources(images, source, resolve_images, registry_config, plain_http)
         items = explain_snapshot(objs, fleet, pol, labels, images, nvidia_slices(context.other))
     except InputError as exc:
         fail(str(exc))

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from cudasched.cluster.fleet import Fleet
     from cudasched.cluster.scope import Scope
     from cudasched.cluster.snapshot import ClusterSnapshot
+    from cudasched.compat.toolkitmode import ToolkitRead
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.bundlecheck import BundleKnowledge
     from cudasched.knowledge.images import ImageTable
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from cudasched.operations.audit.nodegroups import NodeGroup
     from cudasched.settings.config import WebhookConfig
     from cudasched.vocab.kinds import Kind
+    from cudasched.vocab.requirements import ToolkitMode
     from cudasched.webhook.state.clusterstate import ClusterState
 
 __all__ = [
@@ -64,7 +66,9 @@ __all__ = [
     "load_node_labels",
     "load_node_templates",
     "load_settings",
+    "load_toolkit_mode",
     "require_nodes",
+    "with_image_sources",
 ]
 
 Command = TypeVar("Command", bound=Callable[..., Any])
@@ -388,6 +392,58 @@ def load_gpu_operator(
     return [*read.objects, *held]
 
 
+def load_toolkit_mode(
+    given: ToolkitMode | None,
+    settings: WebhookConfig,
+    source: ClusterSource,
+    snapshot: ClusterSnapshot,
+    kb: KnowledgeBase,
+) -> ToolkitRead:
+    """The container toolkit's mode the nodes run (:mod:`cudasched.compat.toolkitmode`):
+    ``--toolkit-mode``, else the ``--config`` file's ``toolkitMode`` when it sets one, else
+    the GPU Operator's ClusterPolicy (read with ``--live``, or held by the dump), else
+    legacy. A mode read from a ClusterPolicy is said on stderr."""
+    from cudasched.compat.toolkitmode import ToolkitRead, toolkit_mode_of
+
+    if given is not None:
+        return ToolkitRead(given, "--toolkit-mode")
+    if "toolkit_mode" in settings.model_fields_set:
+        return ToolkitRead(settings.toolkit_mode, "the --config file's toolkitMode")
+    crd = kb.operator.cluster_release.crd if kb.operator.cluster_release else ""
+    objects = load_gpu_operator(source, snapshot, crd)
+    read = toolkit_mode_of(kb, objects)
+    if any(o.get("kind") == "ClusterPolicy" for o in objects):
+        note(f"container toolkit mode {read.mode.value}: {read.source}")
+    return read
+
+
+def with_image_sources(
+    images: ImageTable,
+    source: ClusterSource,
+    resolve: bool,
+    registry_config: Path | None,
+    plain_http: list[str] | None,
+) -> ImageTable:
+    """``images`` asking the registries for images' configs with ``--resolve-images`` (with
+    ``--registry-config`` and ``--plain-http``, through the table's mirrors), completed with
+    the image facts the live cluster keeps (ImageFacts: what the webhook read of each image,
+    a person's override; :mod:`cudasched.knowledge.imagefacts`), which answer alone where the
+    registries are not asked."""
+    from cudasched.cli.options import registry_source
+
+    configs = registry_source(resolve, registry_config, plain_http, mirrors=images.mirrors)
+    if not source.is_live:
+        return images.with_configs(configs)
+    from cudasched.knowledge.imagefacts import FactIndex, StoredSource
+    from cudasched.kube.imagefacts import read_live_image_facts
+
+    objects, unread = read_live_image_facts(kubeconfig=source.kubeconfig, context=source.context)
+    if unread:
+        note(unread)
+    index = FactIndex.from_objects(objects)
+    return images.with_configs(StoredSource(index, configs) if len(index) else configs)
+
+
 def _read_live(source: ClusterSource, fetch: Sequence[ObjectRef]) -> ClusterSnapshot:
     from cudasched.kube.live import absent_notes, read_live_cluster
 
@@ -553,9 +609,16 @@ def load_cluster_inputs(
     source: ClusterSource | Path | None, settings: WebhookConfig | None = None
 ) -> tuple[ClusterSnapshot, Fleet, ImageTable]:
     """The snapshot (a file, the live cluster or the bundled sample), its fleet and the image
-    table that ``audit`` and ``report`` work on (with the ``--config``'s ``settings``)."""
+    table that ``audit`` and ``report`` work on (with the ``--config``'s ``settings``), for
+    the container toolkit's mode the cluster runs (:func:`load_toolkit_mode`)."""
     from cudasched.cluster.fleet import Fleet
+    from cudasched.settings.config import WebhookConfig
 
+    if not isinstance(source, ClusterSource):
+        source = ClusterSource(cluster=source)
     snapshot = require_nodes(load_cluster(source))
     kb = load_knowledge()
-    return snapshot, Fleet.from_snapshot(snapshot, kb), load_images(kb, settings)
+    settings = settings if settings is not None else WebhookConfig()
+    mode = load_toolkit_mode(None, settings, source, snapshot, kb).mode
+    images = load_images(kb, settings).with_toolkit(mode)
+    return snapshot, Fleet.from_snapshot(snapshot, kb), images

@@ -14,17 +14,53 @@ from cudasched.install.agent import daemonset_objects
 from cudasched.install.naming import DEFAULT_IMAGE, DEFAULT_NAMESPACE
 from cudasched.install.webhook import DEFAULT_PRIORITY_CLASS, all_objects, checked_image, to_yaml
 from cudasched.vocab.errors import InputError
+from cudasched.vocab.requirements import ToolkitMode
 from cudasched.webhook.server.tls import generate_self_signed
 
-AuditIntervalOption = Annotated[
-    int,
+ApiServerCidrOption = Annotated[
+    list[str] | None,
     typer.Option(
-        "--audit-interval",
-        metavar="MINUTES",
-        help="Run the audit in the webhook every MINUTES (1 to 1440) and publish its "
-        "findings as PolicyReports and the cudasched_audit_findings gauge: sets "
-        "audit.intervalMinutes and grants list on what the audit reads and create, patch "
-        "on PolicyReports (a ClusterRole of its own). 0, the default: off.",
+        "--api-server-cidr",
+        help="Address range the API server calls the webhook from (repeatable); the "
+        "NetworkPolicy admits only these to the webhook port, and with --image-resolver the "
+        "webhook's egress to the API server goes only there. Default: the private ranges "
+        f"{', '.join(DEFAULT_API_SERVER_CIDRS)}.",
+    ),
+]
+NetworkPolicyOption = Annotated[
+    bool,
+    typer.Option(
+        "--network-policy/--no-network-policy",
+        help="Include the NetworkPolicies: of the webhook port, and with --image-resolver of "
+        "the webhook's egress.",
+    ),
+]
+ImageResolverOption = Annotated[
+    bool,
+    typer.Option(
+        "--image-resolver",
+        help="Turn the webhook's image resolver on: images' configs, and their layers where "
+        "a config names no CUDA, read from their registries in the background and kept in "
+        "ImageFacts objects; grants get, create on imagefacts and patch on their status, "
+        "and adds an egress NetworkPolicy (DNS, the API server, public registries on 443). "
+        "Off by default; see docs/security.md.",
+    ),
+]
+RegistryCidrOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--registry-cidr",
+        help="Address range of internal registries the resolver may reach (repeatable; "
+        "private ranges are otherwise excepted from its egress).",
+    ),
+]
+ToolkitModeSetting = Annotated[
+    ToolkitMode | None,
+    typer.Option(
+        "--toolkit-mode",
+        help="How NVIDIA's container toolkit starts GPU containers on the nodes (cdi: the GPU "
+        "Operator's default from v25.10; legacy): written as toolkitMode in the settings. "
+        "Default: not written (legacy).",
     ),
 ]
 ModeOption = Annotated[
@@ -43,6 +79,27 @@ DenyUnplacedOption = Annotated[
         "--deny-unplaced",
         help="With --mode policy or both: refuse GPU pods no requirement is known for, "
         "instead of warning (a controller creating them retries until the tables know them).",
+    ),
+]
+PullSecretsOption = Annotated[
+    bool,
+    typer.Option(
+        "--pull-secrets",
+        help="Let the webhook's image resolver read the pull secrets a workload (or its "
+        "ServiceAccount) names, in the workload's namespace: turns imageResolver on with "
+        "pullSecrets and grants get on secrets and serviceaccounts (a ClusterRole of its "
+        "own). Off by default; see docs/security.md.",
+    ),
+]
+AuditIntervalOption = Annotated[
+    int,
+    typer.Option(
+        "--audit-interval",
+        metavar="MINUTES",
+        help="Run the audit in the webhook every MINUTES (1 to 1440) and publish its "
+        "findings as PolicyReports and the cudasched_audit_findings gauge: sets "
+        "audit.intervalMinutes and grants list on what the audit reads and create, patch "
+        "on PolicyReports (a ClusterRole of its own). 0, the default: off.",
     ),
 ]
 #: ``--knowledge`` and ``--knowledge-key``: the bundle the webhook follows, and its signer.
@@ -118,22 +175,8 @@ def manifests_command(
             help="Reference the image by this digest (sha256:...) instead of its tag.",
         ),
     ] = None,
-    api_server_cidr: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--api-server-cidr",
-            help="Address range the API server calls the webhook from (repeatable); the "
-            "NetworkPolicy admits only these to the webhook port. Default: the private ranges "
-            f"{', '.join(DEFAULT_API_SERVER_CIDRS)}.",
-        ),
-    ] = None,
-    network_policy: Annotated[
-        bool,
-        typer.Option(
-            "--network-policy/--no-network-policy",
-            help="Include the NetworkPolicy of the webhook port.",
-        ),
-    ] = True,
+    api_server_cidr: ApiServerCidrOption = None,
+    network_policy: NetworkPolicyOption = True,
     priority_class: Annotated[
         str,
         typer.Option(
@@ -152,6 +195,9 @@ def manifests_command(
             "own). Off by default; see docs/security.md.",
         ),
     ] = False,
+    image_resolver: ImageResolverOption = False,
+    registry_cidr: RegistryCidrOption = None,
+    toolkit_mode: ToolkitModeSetting = None,
     audit_interval: AuditIntervalOption = 0,
     mode: ModeOption = "webhook",
     deny_unplaced: DenyUnplacedOption = False,
@@ -182,6 +228,9 @@ def manifests_command(
             priority_class=priority_class,
             pull_secrets=pull_secrets,
             audit_minutes=audit_interval,
+            image_resolver=image_resolver,
+            registry_cidrs=registry_cidr or (),
+            toolkit_mode=toolkit_mode.value if toolkit_mode is not None else None,
             mode=mode,
             deny_unplaced=deny_unplaced,
             knowledge=knowledge,

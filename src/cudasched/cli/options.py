@@ -22,8 +22,8 @@ from rich.progress import Progress as RichProgress
 
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
-from cudasched.vocab.requirements import Policy, Requirement
-from cudasched.vocab.versions import parse_compute_capability, parse_cuda
+from cudasched.vocab.requirements import CompatLibrary, Policy, Requirement, ToolkitMode
+from cudasched.vocab.versions import parse_compute_capability, parse_cuda, parse_driver
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsOfOption",
+    "CompatBranchesOption",
+    "CompatCudaOption",
+    "CompatDriverOption",
     "ConfigOption",
     "DefaultPolicyOption",
     "FrameworkOption",
@@ -43,7 +46,9 @@ __all__ = [
     "SchemeOption",
     "ShipsCudaCompatOption",
     "TargetSchemeOption",
+    "ToolkitModeOption",
     "check_support_months",
+    "compat_from_options",
     "effective_policy",
     "effective_scheme",
     "generated_now",
@@ -96,6 +101,69 @@ ShipsCudaCompatOption = Annotated[
         "--ships-cuda-compat", help="The image carries cuda-compat (forward compatibility)."
     ),
 ]
+
+
+#: ``--toolkit-mode``: ``None`` when not given (the command then reads the cluster's).
+ToolkitModeOption = Annotated[
+    ToolkitMode | None,
+    typer.Option(
+        "--toolkit-mode",
+        help="How NVIDIA's container toolkit starts GPU containers on the nodes: legacy checks "
+        "the image's NVIDIA_REQUIRE_CUDA and uses its compat libraries when their driver "
+        "major is newer than the node's; cdi checks no NVIDIA_REQUIRE_CUDA and uses them when "
+        "their note lists the node's branch. Default: the --config file's toolkitMode, else "
+        "the GPU Operator's ClusterPolicy (with --live or a dump that holds it), else legacy.",
+        show_default=False,
+    ),
+]
+CompatDriverOption = Annotated[
+    str | None,
+    typer.Option(
+        "--compat-driver",
+        help="The image's compat libcuda.so version (its file name under "
+        "/usr/local/cuda/compat, e.g. 575.57.08; cudasched image --all-layers shows it).",
+    ),
+]
+CompatCudaOption = Annotated[
+    str | None,
+    typer.Option("--compat-cuda", help="The CUDA the compat library provides (its note's)."),
+]
+CompatBranchesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--compat-branches",
+        help="The host driver branches the compat library's .note.cuda.fwd_compatibility "
+        "lists, comma-separated (535,550,570); leave out for a library without a note.",
+    ),
+]
+
+
+def compat_from_options(
+    driver: str | None, cuda: str | None, branches: str | None
+) -> CompatLibrary | None:
+    """The compat library ``--compat-driver``, ``--compat-cuda`` and ``--compat-branches``
+    describe (``None`` without ``--compat-driver``)."""
+    if driver is None:
+        if cuda is not None or branches is not None:
+            raise InputError(
+                "--compat-cuda and --compat-branches describe --compat-driver's library"
+            )
+        return None
+    listed: tuple[int, ...] | None = None
+    if branches is not None:
+        try:
+            listed = tuple(sorted({int(b) for b in branches.split(",") if b.strip()}))
+        except ValueError:
+            raise InputError(
+                f"invalid --compat-branches {branches!r}: expected driver branches such as "
+                "535,550,570"
+            ) from None
+    return CompatLibrary(
+        parse_driver(driver),
+        parse_cuda(cuda) if cuda is not None else None,
+        listed,
+        source="command line",
+    )
 
 
 #: A label scheme for a cluster (``auto``: what every GPU node carries); ``None`` when not

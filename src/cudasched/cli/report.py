@@ -24,6 +24,7 @@ from cudasched.cli.inputs import (
     judged,
     load_cluster_inputs,
     load_settings,
+    with_image_sources,
 )
 from cudasched.cli.options import (
     AsOfOption,
@@ -38,7 +39,6 @@ from cudasched.cli.options import (
     generated_now,
     parse_as_of,
     progress_bar,
-    registry_source,
 )
 from cudasched.operations.audit import audit
 from cudasched.operations.pools import node_pools
@@ -140,9 +140,7 @@ def report_cmd(
         scope = source.scope
         today, months = parse_as_of(as_of), check_support_months(min_support_months)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
-        images = images.with_configs(
-            registry_source(resolve_images, registry_config, plain_http, mirrors=images.mirrors)
-        )
+        images = with_image_sources(images, source, resolve_images, registry_config, plain_http)
         with progress_bar("building the report") as progress:
             pools = node_pools(snapshot, fleet)
             rows = tuple(r for r in runtime_rows(fleet, images) if not r.obj or scope.admits(r.obj))

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cudasched.compat.compatlibs import forward_compat_targets
 from cudasched.compat.coverage import Coverage
 from cudasched.compat.gate import gate_forward_compat_branches
 from cudasched.compat.verdict import (
@@ -109,12 +110,13 @@ def _forward_compat(
     facts: NodeFacts, req: Requirement, cuda: CudaVersion, kb: KnowledgeBase, refusal: _Refusal
 ) -> Reason | None:
     """Forward compatibility (cuda-compat package): data-center GPUs, listed branches only (the
-    matrix's, or those the image's own NVIDIA_REQUIRE_CUDA names for its compat libraries)."""
+    matrix's, or those the image's own NVIDIA_REQUIRE_CUDA or its compat library's note names
+    for its compat libraries)."""
     if not req.ships_cuda_compat:
         refusal.add("forward compatibility needs an image that ships cuda-compat")
         return None
     matrix = kb.forward_compat_branches(cuda)
-    branches = matrix | gate_forward_compat_branches(req)
+    branches = forward_compat_targets(req, cuda, kb)
     if facts.datacenter is False:
         # Never possible on this GPU, whatever the branch: say so first.
         refusal.notes.append(
@@ -140,7 +142,11 @@ def _forward_compat(
             if facts.driver.branch in matrix
             else (
                 f"; R{facts.driver.branch} is not in NVIDIA's forward-compatibility matrix but "
-                "the image's NVIDIA_REQUIRE_CUDA names it for its compat libraries"
+                + (
+                    "the image's NVIDIA_REQUIRE_CUDA names it for its compat libraries"
+                    if facts.driver.branch in gate_forward_compat_branches(req)
+                    else "the note of the image's compat library lists it"
+                )
             )
         )
         return Reason(

@@ -36,12 +36,19 @@ of the chain in the design brief and cites the fact it rests on (facts and sourc
     the verdict carries caveats.
   Otherwise ``driver-too-old``; when NVIDIA's minimum driver for the toolkit is unknown (13.5)
   native support is never assumed and the reason is ``unknown-toolkit``.
-* **The container toolkit's gate** (``require-cuda-unmet``, every policy): an image's
+* **The container toolkit's gate** (``require-cuda-unmet``, every policy, legacy toolkit mode
+  only: in CDI mode the hook that checks it does not run): an image's
   ``NVIDIA_REQUIRE_CUDA`` (or the container's own) must hold on the host or the container never
   starts (:mod:`cudasched.vocab.requirecuda`). Its ``cuda>=`` is strict, so under minor-version
   compatibility an older driver passes only through a ``brand=...,driver...`` alternative;
   under forward compatibility those alternatives also name the data-center branches the
   image's compat libraries are meant for, beyond NVIDIA's matrix.
+* **The image's compat libraries** (``no-forward-compat-on-geforce``: error 804,
+  ``compat-branch-unsupported``: error 803, every policy): where the toolkit puts them in front
+  of the host's driver (a rule per toolkit mode), CUDA runs through forward compatibility on
+  a data-center GPU whose branch the compat driver supports, and fails elsewhere
+  (:mod:`cudasched.compat.compatlibs`). A verdict the policy accepted then says it runs
+  through forward compatibility.
 * **Framework kernels** (``framework-arch-unsupported``): the GPU must be covered by the build's
   arch list, either by SASS of the same major and a lower-or-equal minor (a cubin for X.y runs on
   X.z, z >= y: CUDA C++ Programming Guide, binary compatibility) or, with ``+PTX``, by JIT of the
@@ -58,6 +65,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cudasched.compat.compatlibs import compat_outcome
 from cudasched.compat.coverage import Coverage, arch_window_reason, framework_coverage
 from cudasched.compat.drivermode import driver_mode
 from cudasched.compat.gate import gate_reason, with_gate_note
@@ -80,7 +88,7 @@ from cudasched.compat.verdict import (
 )
 from cudasched.nodes.facts import NodeFacts
 from cudasched.vocab.errors import InputError
-from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.requirements import Policy, Requirement, ToolkitMode
 from cudasched.vocab.versions import ComputeCapability, CudaVersion
 
 if TYPE_CHECKING:
@@ -154,16 +162,36 @@ def check(facts: NodeFacts, req: Requirement, policy: Policy | str, kb: Knowledg
     if first is not None:
         blocking.append(first)
     # The container toolkit's gate is reported when it is what stops the container: a node
-    # already refused for its driver or its GPU is not refused twice for the same fact.
-    gate = gate_reason(facts, req)
+    # already refused for its driver or its GPU is not refused twice for the same fact. Only
+    # the legacy toolkit checks it.
+    gate = gate_reason(facts, req) if req.toolkit is ToolkitMode.LEGACY else None
     if cuda is None:
-        return _floor_only(facts, req, blocking, gate)
+        return _floor_only(facts, req, kb, blocking, gate)
     mode, driver_reasons = driver_mode(facts, req, pol, cuda, toolkit, coverage, kb)
+    return _started(facts, req, kb, mode, driver_reasons, blocking, gate)
+
+
+def _started(
+    facts: NodeFacts,
+    req: Requirement,
+    kb: KnowledgeBase,
+    mode: str | None,
+    driver_reasons: list[Reason],
+    blocking: list[Reason],
+    gate: Reason | None,
+) -> Verdict:
+    """The verdict once the driver's mode is known: the gate where it is what stops the
+    container, else the compat libraries, which decide what CUDA sees once it starts."""
     if not blocking and mode is not None and gate is not None:
         blocking.append(gate)
+    compat = compat_outcome(facts, req, kb) if gate is None else None
+    if compat is not None and compat.failure is not None:
+        blocking.append(compat.failure)
     if blocking or mode is None:
         return Verdict(VerdictStatus.INCOMPATIBLE, tuple(blocking + driver_reasons))
-    if req.gate is not None and mode != NATIVE:
+    if compat is not None and compat.runs is not None:
+        return Verdict(VerdictStatus.COMPATIBLE_WITH_CAVEATS, (compat.runs,))
+    if req.gate is not None and mode != NATIVE and req.toolkit is ToolkitMode.LEGACY:
         driver_reasons = [with_gate_note(r, facts, req) for r in driver_reasons]
     status = VerdictStatus.COMPATIBLE if mode == NATIVE else VerdictStatus.COMPATIBLE_WITH_CAVEATS
     return Verdict(status, tuple(driver_reasons))
@@ -282,11 +310,18 @@ def _first_driver_reason(facts: NodeFacts) -> Reason | None:
 
 
 def _floor_only(
-    facts: NodeFacts, req: Requirement, blocking: list[Reason], gate: Reason | None
+    facts: NodeFacts,
+    req: Requirement,
+    kb: KnowledgeBase,
+    blocking: list[Reason],
+    gate: Reason | None,
 ) -> Verdict:
     """The verdict when only a compute-capability floor was asked for (no CUDA)."""
     if not blocking and gate is not None:
         blocking.append(gate)
+    failure = compat_outcome(facts, req, kb).failure if gate is None else None
+    if failure is not None:
+        blocking.append(failure)
     if blocking:
         return Verdict(VerdictStatus.INCOMPATIBLE, tuple(blocking))
     return Verdict(

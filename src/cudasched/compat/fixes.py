@@ -25,6 +25,7 @@ from cudasched.compat.engine import effective_cuda, resolve_policy
 from cudasched.compat.verdict import (
     ARCH_DROPPED,
     ARCH_TOO_NEW,
+    COMPAT_BRANCH_UNSUPPORTED,
     COMPUTE_CAPABILITY_TOO_LOW,
     DRIVER_BRANCH_UNSUPPORTED_GPU,
     DRIVER_TOO_OLD,
@@ -41,7 +42,7 @@ from cudasched.compat.verdict import (
     VerdictStatus,
 )
 from cudasched.nodes.facts import NodeFacts
-from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.requirements import Policy, Requirement, ToolkitMode
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -137,6 +138,8 @@ def fix_for(
         driver = kb.driver_floor(floor) if floor is not None else None
         what = driver_remedy(facts, driver, kb).text if driver is not None else ""
         return ", or ".join(p for p in (what, "NVIDIA_DISABLE_REQUIRE=true on the container") if p)
+    if code in (NO_FORWARD_COMPAT_ON_GEFORCE, COMPAT_BRANCH_UNSUPPORTED) and req.compat:
+        return _compat_fix(code, req)
     if code == COMPUTE_CAPABILITY_TOO_LOW and req.min_compute is not None:
         return f"needs a GPU with compute capability >= {req.min_compute}"
     if code == FRAMEWORK_ARCH_UNSUPPORTED and facts.compute is not None:
@@ -159,6 +162,18 @@ _FACT_FIXES = {
     UNKNOWN_DATACENTER: _RELABEL,
     UNKNOWN_ARCH: "the knowledge base does not know this GPU: see cudasched knowledge gpus",
 }
+
+
+def _compat_fix(code: str, req: Requirement) -> str:
+    """Where the toolkit would leave the image's compat library unused, or where it works."""
+    lib = req.compat
+    assert lib is not None
+    if req.toolkit is ToolkitMode.CDI and lib.branches is not None:
+        unused = f"a driver >= {lib.driver} or a branch its note does not list"
+    else:
+        unused = f"a driver of R{lib.driver.major} or newer"
+    where = "a data-center GPU" if code == NO_FORWARD_COMPAT_ON_GEFORCE else "a branch it supports"
+    return f"needs {unused} (the toolkit then leaves the compat library unused), or {where}"
 
 
 def _gpu_fix(code: str, facts: NodeFacts, kb: KnowledgeBase) -> str:

@@ -177,7 +177,8 @@ def _policy_driver(obj: Mapping[str, Any]) -> dict[str, Any] | None:
 def reduced(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A ClusterPolicy or CRD cut to what :func:`operator_of_cluster` and the planner read
     (what a live read keeps and ``cudasched snapshot`` writes): a ClusterPolicy's name, labels,
-    the driver settings of :data:`POLICY_DRIVER_FIELDS` and state; a CRD's
+    the driver settings of :data:`POLICY_DRIVER_FIELDS`, ``spec.cdi`` (the toolkit's mode,
+    :mod:`cudasched.compat.toolkitmode`) and state; a CRD's
     name, group, names, scope and, per version, whether it is served and the names of its spec
     properties (their schemas emptied). Any other object is returned as it is."""
     kind, meta = _kind(obj), _meta(obj)
@@ -189,9 +190,15 @@ def reduced(obj: Mapping[str, Any]) -> dict[str, Any]:
             **head,
             "metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},
         }
+        spec = obj.get("spec")
+        cdi = spec.get("cdi") if isinstance(spec, Mapping) else None
         driver = _policy_driver(obj)
-        if driver is not None:
-            out["spec"] = {"driver": driver}
+        kept = {
+            **({"driver": driver} if driver is not None else {}),
+            **({"cdi": dict(cdi)} if isinstance(cdi, Mapping) else {}),
+        }
+        if kept:
+            out["spec"] = kept
         if state is not None:
             out["status"] = {"state": state}
         return out

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ARCH_DROPPED",
     "ARCH_TOO_NEW",
+    "COMPAT_BRANCH_UNSUPPORTED",
     "COMPUTE_CAPABILITY_OK",
     "COMPUTE_CAPABILITY_TOO_LOW",
     "DRIVER_BRANCH_UNSUPPORTED_GPU",
@@ -55,6 +56,7 @@ ARCH_TOO_NEW = "arch-too-new"
 DRIVER_BRANCH_UNSUPPORTED_GPU = "driver-branch-unsupported-gpu"
 REQUIRE_CUDA_UNMET = "require-cuda-unmet"
 NO_FORWARD_COMPAT_ON_GEFORCE = "no-forward-compat-on-geforce"
+COMPAT_BRANCH_UNSUPPORTED = "compat-branch-unsupported"
 FRAMEWORK_ARCH_UNSUPPORTED = "framework-arch-unsupported"
 COMPUTE_CAPABILITY_TOO_LOW = "compute-capability-too-low"
 NO_GPU_FACTS = "no-gpu-facts"
@@ -77,6 +79,7 @@ REASON_CODES = frozenset(
         DRIVER_BRANCH_UNSUPPORTED_GPU,
         REQUIRE_CUDA_UNMET,
         NO_FORWARD_COMPAT_ON_GEFORCE,
+        COMPAT_BRANCH_UNSUPPORTED,
         FRAMEWORK_ARCH_UNSUPPORTED,
         COMPUTE_CAPABILITY_TOO_LOW,
         NO_GPU_FACTS,

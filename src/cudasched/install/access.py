@@ -13,6 +13,13 @@
   create of ``events.k8s.io`` Events.
 * ``--pull-secrets`` adds ``get`` on Secrets and ServiceAccounts, in a ClusterRole of its own
   (:func:`pull_secret_objects`).
+* ``--image-resolver`` (and ``--pull-secrets``, which needs it) adds the ImageFacts grant
+  (:func:`image_resolver_objects`) and an **egress NetworkPolicy**
+  (:func:`egress_network_policy`): the resolver makes the webhook a client of the registries
+  pod authors name, so what it may reach is bounded to DNS, the API server's ranges (the
+  ``--api-server-cidr`` ones, on 443 and 6443) and public addresses on 443, with private,
+  shared, loopback, link-local (cloud metadata) and IPv6 unique-local ranges excepted; the
+  internal registries' ranges are named with ``--registry-cidr``.
 * ``--audit-interval`` adds ``list`` on every kind a live read lists and ``create``, ``patch``
   on PolicyReports, in a ClusterRole of its own (:func:`audit_objects`).
 """
@@ -39,8 +46,12 @@ from cudasched.vocab.kinds import (
 
 __all__ = [
     "DEFAULT_API_SERVER_CIDRS",
+    "NOT_PUBLIC_V4",
+    "NOT_PUBLIC_V6",
     "audit_objects",
     "checked_cidrs",
+    "egress_network_policy",
+    "image_resolver_objects",
     "network_policy",
     "pull_secret_objects",
     "rbac_objects",
@@ -58,7 +69,43 @@ DEFAULT_API_SERVER_CIDRS = (
 )
 
 
-def checked_cidrs(cidrs: Sequence[str]) -> tuple[str, ...]:
+#: Where the resolver's egress to registries never goes unless named (``--registry-cidr``):
+#: "this network" (RFC 1122), private (RFC 1918), shared (RFC 6598, where some clouds put
+#: their metadata: Alibaba's 100.100.100.200), loopback, link-local (RFC 3927: the cloud
+#: metadata endpoint 169.254.169.254), the IETF and documentation blocks, benchmarking
+#: (RFC 2544) and multicast and reserved space.
+NOT_PUBLIC_V4 = (
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.0.2.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "198.51.100.0/24",
+    "203.0.113.0/24",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+)
+#: The same for IPv6: the unspecified and loopback addresses, NAT64's well-known prefix (which
+#: would reach IPv4 addresses through a translator), unique local (RFC 4193: AWS's metadata
+#: endpoint fd00:ec2::254), link-local, documentation and multicast. IPv4-mapped addresses
+#: (``::ffff:0:0/96``) are not listed: the API server reads them as IPv4, and a socket sends
+#: them as IPv4 packets, which the IPv4 rule judges.
+NOT_PUBLIC_V6 = (
+    "::/127",
+    "64:ff9b::/96",
+    "fc00::/7",
+    "fe80::/10",
+    "2001:db8::/32",
+    "ff00::/8",
+)
+
+
+def checked_cidrs(cidrs: Sequence[str], what: str = "API server CIDR") -> tuple[str, ...]:
     """``cidrs`` as network addresses (``10.0.0.10/32``), each validated."""
     out = []
     for cidr in cidrs:
@@ -66,7 +113,7 @@ def checked_cidrs(cidrs: Sequence[str]) -> tuple[str, ...]:
             network = ipaddress.ip_network(cidr, strict=True)
         except ValueError:
             raise InputError(
-                f"invalid API server CIDR {cidr!r}: expected a network such as 10.0.0.10/32 "
+                f"invalid {what} {cidr!r}: expected a network such as 10.0.0.10/32 "
                 "or 192.168.0.0/16 (host bits zero)"
             ) from None
         out.append(str(network))
@@ -75,7 +122,7 @@ def checked_cidrs(cidrs: Sequence[str]) -> tuple[str, ...]:
 
 def network_policy(namespace: str, cidrs: Sequence[str]) -> dict[str, Any]:
     """Ingress to the webhook pods only on the webhook port and only from ``cidrs``."""
-    selector = {"app.kubernetes.io/name": "cudasched", "app.kubernetes.io/component": "webhook"}
+    selector = _selector()
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -91,6 +138,53 @@ def network_policy(namespace: str, cidrs: Sequence[str]) -> dict[str, Any]:
             ],
         },
     }
+
+
+def _selector() -> dict[str, str]:
+    return {"app.kubernetes.io/name": "cudasched", "app.kubernetes.io/component": "webhook"}
+
+
+def egress_network_policy(
+    namespace: str, api_server_cidrs: Sequence[str], registry_cidrs: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Egress of the webhook pods (with the image resolver on): DNS (53, anywhere: a node-local
+    cache listens on a link-local address), the API server (``api_server_cidrs`` on 443 and
+    6443), registries on public addresses (443, every range of :data:`NOT_PUBLIC_V4` and
+    :data:`NOT_PUBLIC_V6` excepted) and the internal registries' ``registry_cidrs`` (any
+    port: a registry may listen on 5000)."""
+    public = [
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": list(NOT_PUBLIC_V4)}},
+        {"ipBlock": {"cidr": "::/0", "except": list(NOT_PUBLIC_V6)}},
+    ]
+    rules: list[dict[str, Any]] = [
+        {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]},
+        {
+            "to": [{"ipBlock": {"cidr": c}} for c in checked_cidrs(api_server_cidrs)],
+            "ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}],
+        },
+        {"to": public, "ports": [{"port": 443, "protocol": "TCP"}]},
+    ]
+    internal = checked_cidrs(registry_cidrs, "registry CIDR")
+    if internal:
+        rules.append({"to": [{"ipBlock": {"cidr": c}} for c in internal]})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": object_meta(f"{APP}-egress", namespace, "webhook"),
+        "spec": {
+            "podSelector": {"matchLabels": _selector()},
+            "policyTypes": ["Egress"],
+            "egress": rules,
+        },
+    }
+
+
+def image_resolver_objects(namespace: str) -> list[dict[str, Any]]:
+    """``--image-resolver``: the ImageFacts grant (:mod:`cudasched.install.imagefacts`), in
+    a ClusterRole of its own."""
+    from cudasched.install.imagefacts import image_facts_grant
+
+    return _cluster_grant(f"{APP}-image-facts", namespace, image_facts_grant())
 
 
 def rbac_objects(namespace: str) -> list[dict[str, Any]]:

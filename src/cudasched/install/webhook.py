@@ -24,11 +24,14 @@ import yaml
 from cudasched.install.access import (
     DEFAULT_API_SERVER_CIDRS,
     audit_objects,
+    egress_network_policy,
+    image_resolver_objects,
     network_policy,
     pull_secret_objects,
     rbac_objects,
 )
 from cudasched.install.certificates import tls_objects
+from cudasched.install.imagefacts import image_facts_crd, image_facts_policy
 from cudasched.install.naming import (
     APP,
     DEFAULT_IMAGE,
@@ -157,23 +160,23 @@ def webhook_settings(
     *,
     pull_secrets: bool = False,
     audit_minutes: int = 0,
-    knowledge: str | None = None,
-    knowledge_key: bool = False,
+    image_resolver: bool = False,
+    toolkit_mode: str | None = None,
 ) -> dict[str, Any]:
     """The webhook's ``config.yaml`` in the ConfigMap: :data:`DEFAULT_CONFIG`; with
-    ``pull_secrets`` the image resolver on, reading workloads' pull secrets; with
-    ``audit_minutes`` the background audit every that many minutes, publishing reports; with
-    ``knowledge`` the knowledge bundle that reference names, followed (a tag) or pinned (a
-    digest), signed by the ConfigMap's :data:`KNOWLEDGE_KEY_FILE` with ``knowledge_key``."""
+    ``image_resolver`` the image resolver on (configs, layers, shared facts), with
+    ``pull_secrets`` too and reading workloads' pull secrets; with ``audit_minutes`` the
+    background audit every that many minutes, publishing reports; ``toolkit_mode`` the
+    container toolkit's mode the nodes run (``legacy``, ``cdi``)."""
     settings: dict[str, Any] = dict(DEFAULT_CONFIG)
+    if toolkit_mode is not None:
+        settings["toolkitMode"] = toolkit_mode
     if pull_secrets:
         settings["imageResolver"] = {"enabled": True, "pullSecrets": True}
+    elif image_resolver:
+        settings["imageResolver"] = {"enabled": True}
     if audit_minutes:
         settings["audit"] = {"intervalMinutes": audit_minutes, "publishReports": True}
-    if knowledge:
-        settings["knowledge"] = {"reference": knowledge}
-        if knowledge_key:
-            settings["knowledge"]["publicKeys"] = [f"/config/{KNOWLEDGE_KEY_FILE}"]
     return settings
 
 
@@ -322,6 +325,8 @@ def workload_objects(
 def _check_arguments(
     namespace: str, image: str, mode: str, audit_minutes: int, priority_class: str
 ) -> None:
+    """One-line errors for a namespace, image, mode, audit interval or priority class that is
+    not one."""
     if not dns_label_ok(namespace):
         raise InputError(f"invalid namespace {namespace!r}: expected a DNS label (e.g. cudasched)")
     if mode not in MODES:
@@ -359,6 +364,49 @@ def _policy_part(
     ]
 
 
+def _check_registry_cidrs(registry_cidrs: Sequence[str], resolver: bool, policies: bool) -> None:
+    """Internal registries name where the resolver's egress may go: only with the resolver
+    and its NetworkPolicies."""
+    if registry_cidrs and not (resolver and policies):
+        raise InputError(
+            "--registry-cidr names where the image resolver's egress may go: give it with "
+            "--image-resolver (and without --no-network-policy)"
+        )
+
+
+def _access_objects(
+    namespace: str, resolver: bool, pull_secrets: bool, audit_minutes: int
+) -> list[dict[str, Any]]:
+    """The webhook's identity and grants: the ImageFacts CRD and the policy guarding its
+    status, the RBAC, and the grants the resolver, pull secrets and background audit add."""
+    objects = [image_facts_crd(), *rbac_objects(namespace), *image_facts_policy(namespace)]
+    if resolver:
+        objects += image_resolver_objects(namespace)
+    if pull_secrets:
+        objects += pull_secret_objects(namespace)
+    if audit_minutes:
+        objects += audit_objects(namespace)
+    return objects
+
+
+def _knowledge_part(
+    knowledge: str | None, key_pem: str | None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The webhook's ``knowledge`` settings for ``--knowledge`` (none without it) and the
+    files beside them in its ConfigMap (the public key of ``--knowledge-key``)."""
+    if knowledge is None:
+        if key_pem is not None:
+            raise InputError(
+                "--knowledge-key needs --knowledge: the reference whose bundles it signs"
+            )
+        return {}, {}
+    section: dict[str, Any] = {"reference": checked_knowledge(knowledge)}
+    if key_pem is None:
+        return {"knowledge": section}, {}
+    section["publicKeys"] = [f"/config/{KNOWLEDGE_KEY_FILE}"]
+    return {"knowledge": section}, {KNOWLEDGE_KEY_FILE: key_pem}
+
+
 def all_objects(
     namespace: str = DEFAULT_NAMESPACE,
     image: str = DEFAULT_IMAGE,
@@ -373,26 +421,28 @@ def all_objects(
     priority_class: str = DEFAULT_PRIORITY_CLASS,
     pull_secrets: bool = False,
     audit_minutes: int = 0,
+    image_resolver: bool = False,
+    registry_cidrs: Sequence[str] = (),
+    toolkit_mode: str | None = None,
     knowledge: str | None = None,
     knowledge_key_pem: str | None = None,
     mode: str = "webhook",
     deny_unplaced: bool = False,
 ) -> list[dict[str, Any]]:
-    """Everything ``cudasched manifests`` prints, in apply order (``mode``: see
-    :data:`MODES`; ``deny_unplaced``: the policy mode refuses GPU pods it cannot place).
-    Without cert-manager the ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or
-    ``cert_pem`` itself when the certificate is its own CA. ``api_server_cidrs`` of ``None``
-    leaves the NetworkPolicy out; an empty ``priority_class`` leaves the priority (and its
-    quota) out. ``pull_secrets`` adds the grant of :func:`pull_secret_objects` and turns the
-    image resolver on with it; ``audit_minutes`` (0: off) the grant of :func:`audit_objects` and
-    the background audit; ``knowledge`` the bundle reference the webhook follows
-    (``knowledge_key_pem``: the public key its bundles must be signed by, shipped in the
-    ConfigMap)."""
+    """Everything ``cudasched manifests`` prints, in apply order (``mode``: :data:`MODES`;
+    ``deny_unplaced``: the policy refuses GPU pods it cannot place). Without cert-manager the
+    ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or ``cert_pem`` if its own CA.
+    ``api_server_cidrs`` of ``None`` leaves the NetworkPolicies out; an empty ``priority_class``
+    the priority (and its quota). ``image_resolver`` turns the resolver on, with the ImageFacts
+    grant and the egress NetworkPolicy (``registry_cidrs``: internal registries);
+    ``pull_secrets`` too, with :func:`pull_secret_objects`; ``audit_minutes`` (0: off)
+    :func:`audit_objects` and the background audit; ``toolkit_mode`` goes into the settings;
+    ``knowledge`` (``knowledge_key_pem``: its signer's key) the bundle the webhook follows. The
+    ImageFacts CRD and its status policy come with the webhook (:mod:`.imagefacts`)."""
     _check_arguments(namespace, image, mode, audit_minutes, priority_class)
-    if knowledge is not None:
-        knowledge = checked_knowledge(knowledge)
-    elif knowledge_key_pem is not None:
-        raise InputError("--knowledge-key needs --knowledge: the reference whose bundles it signs")
+    resolver = image_resolver or pull_secrets
+    _check_registry_cidrs(registry_cidrs, resolver, api_server_cidrs is not None)
+    followed, key_files = _knowledge_part(knowledge, knowledge_key_pem)
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -400,34 +450,32 @@ def all_objects(
             "metadata": {"name": namespace, "labels": {"app.kubernetes.io/name": "cudasched"}},
         }
     ]
-    settings = webhook_settings(pull_secrets=pull_secrets, audit_minutes=audit_minutes)
+    settings = webhook_settings(
+        pull_secrets=pull_secrets,
+        audit_minutes=audit_minutes,
+        image_resolver=image_resolver,
+        toolkit_mode=toolkit_mode,
+    )
     if mode != "webhook":
         objects += _policy_part(
             namespace, image, settings, pull_secrets, fail_closed, deny_unplaced
         )
         if mode == "policy":
             return [*objects, *agent_objects]
-    objects += rbac_objects(namespace)
-    if pull_secrets:
-        objects += pull_secret_objects(namespace)
-    if audit_minutes:
-        objects += audit_objects(namespace)
+    objects += _access_objects(namespace, resolver, pull_secrets, audit_minutes)
     objects += tls_objects(namespace, cert_manager=cert_manager, cert_pem=cert_pem, key_pem=key_pem)
     objects += priority_objects(namespace, priority_class)
     objects += workload_objects(
         namespace,
         image,
         priority_class=priority_class,
-        settings=webhook_settings(
-            pull_secrets=pull_secrets,
-            audit_minutes=audit_minutes,
-            knowledge=knowledge,
-            knowledge_key=knowledge_key_pem is not None,
-        ),
-        config_files={KNOWLEDGE_KEY_FILE: knowledge_key_pem} if knowledge_key_pem else None,
+        settings={**settings, **followed},
+        config_files=key_files,
     )
     if api_server_cidrs is not None:
         objects.append(network_policy(namespace, api_server_cidrs))
+        if resolver:
+            objects.append(egress_network_policy(namespace, api_server_cidrs, registry_cidrs))
     objects.append(
         webhook_configuration(
             namespace,

@@ -272,6 +272,16 @@ class KnowledgeBase:
         package = self._fc.get((cuda.major, cuda.minor))
         return package.compatible_branches if package is not None else frozenset()
 
+    def compat_driver_branch(self, cuda: CudaVersion) -> int | None:
+        """The driver branch ``cuda-compat-X-Y``'s libraries come from: the matrix's
+        ``built_from_branch``, else the branch of the release's Table 3 minimum (the note under
+        the matrix says they are the same); ``None`` when neither is known."""
+        package = self._fc.get((cuda.major, cuda.minor))
+        if package is not None:
+            return package.built_from_branch
+        floor = self.min_driver(cuda)
+        return floor.major if floor is not None else None
+
     def forward_compat_packages(self) -> Iterator[ForwardCompatPackage]:
         return iter(sorted(self._fc.values(), key=lambda p: p.cuda))
 

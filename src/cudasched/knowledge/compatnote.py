@@ -22,6 +22,7 @@ read", never a guess.
 from __future__ import annotations
 
 import io
+import re
 import struct
 from typing import IO, Any, cast
 
@@ -157,14 +158,17 @@ class _WindowStream(io.RawIOBase):
 def read_compat_note(
     window: ElfWindow, layer: str, path: str, compat_driver: str
 ) -> tuple[CompatNote | None, str]:
-    """The note of the library kept in ``window`` and ``""``, or ``None`` and why not."""
+    """The note of the library kept in ``window`` and ``""``; for a readable library without
+    a note, a :class:`CompatNote` without one (``has_note`` false, the CUDA of its
+    ``cuda-X.Y`` directory) and why; ``None`` and why when the library could not be read."""
     if window.problem:
         return None, f"/{path} in {layer}: {window.problem}"
     try:
         elf = ELFFile(cast(IO[bytes], window.stream()))
         section = elf.get_section_by_name(NOTE_SECTION)
         if section is None or section["sh_type"] != "SHT_NOTE":
-            return None, f"/{path} in {layer} has no {NOTE_SECTION} note"
+            why = f"/{path} in {layer} has no {NOTE_SECTION} note"
+            return _without_note(layer, path, compat_driver), why
         for note in cast(NoteSection, section).iter_notes():
             if note["n_name"] != NOTE_OWNER:
                 continue
@@ -173,7 +177,27 @@ def read_compat_note(
         return None, f"/{path} in {layer}: the note lies outside the bytes kept ({exc})"
     except (ELFError, struct.error, ValueError, KeyError, EOFError) as exc:
         return None, f"/{path} in {layer}: not a readable ELF file ({type(exc).__name__})"
-    return None, f"/{path} in {layer}: {NOTE_SECTION} has no note of {NOTE_OWNER}"
+    why = f"/{path} in {layer}: {NOTE_SECTION} has no note of {NOTE_OWNER}"
+    return _without_note(layer, path, compat_driver), why
+
+
+#: The CUDA release directory a compat library lies in (``usr/local/cuda-12.4/compat/...``).
+_CUDA_DIR = re.compile(r"(?:^|/)cuda-(\d+\.\d+)/compat/")
+
+
+def _without_note(layer: str, path: str, compat_driver: str) -> CompatNote:
+    """A compat library that carries no note: what its path and file name say."""
+    m = _CUDA_DIR.search(path)
+    return CompatNote(
+        cuda=parse_cuda(m.group(1)) if m else None,
+        driver_branches=(),
+        devices=(),
+        format=None,
+        compat_driver=compat_driver,
+        layer=layer,
+        path=path,
+        has_note=False,
+    )
 
 
 def _ints(value: Any) -> tuple[int, ...]:

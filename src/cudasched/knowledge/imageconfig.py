@@ -27,8 +27,10 @@ from cudasched.vocab.requirecuda import LEGACY_ENV, REQUIRE_ENV, gate_from_env, 
 from cudasched.vocab.versions import CudaVersion, parse_cuda
 
 __all__ = [
+    "COMPAT_PACKAGE_ENV",
     "CONFIG_CUDA_LABELS",
     "ConfigSource",
+    "Correction",
     "ImageConfig",
     "PullScope",
     "RememberedSource",
@@ -39,6 +41,20 @@ __all__ = [
 
 #: Image labels that name the CUDA toolkit, in the order they are trusted.
 CONFIG_CUDA_LABELS = ("cudasched.io/cuda-version", "com.nvidia.cuda.version")
+
+#: The env a ``nvidia/cuda`` base image names its compat package in (``cuda-compat-12-4``),
+#: gitlab.com/nvidia/container-images/cuda ``dist/<release>/ubuntu*/base/Dockerfile``.
+COMPAT_PACKAGE_ENV = "NV_CUDA_COMPAT_PACKAGE"
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """A person's correction of what an image needs (an ImageFacts object's
+    ``spec.override``): it wins over the config and the contents; ``source`` says where it
+    was made and why."""
+
+    cuda: CudaVersion
+    source: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +67,9 @@ class ImageConfig:
     the closed word for a failure (``unauthorized``, ``not-found``, ``timeout``, ...: the
     registry client's error kinds), which decides whether credentials could change it.
     ``contents`` is what the image's SBOM and layers were found to carry, when they were read
-    (:mod:`cudasched.knowledge.imagecontents`); ``None`` when they were not."""
+    (:mod:`cudasched.knowledge.imagecontents`); ``None`` when they were not. ``correction``
+    is a person's override of the answer, shared with the image's facts
+    (:mod:`cudasched.knowledge.imagefacts`)."""
 
     image: str
     digest: str = ""
@@ -62,6 +80,7 @@ class ImageConfig:
     mirror: str = ""
     error_kind: str = ""
     contents: ImageContents | None = None
+    correction: Correction | None = None
 
     @property
     def ok(self) -> bool:
@@ -72,9 +91,12 @@ class ImageConfig:
         text = sum(len(k) + len(v) for k, v in self.env.items())
         text += sum(len(k) + len(v) for k, v in self.labels.items())
         read = self.contents.size() if self.contents is not None else 0
+        fixed = 100 + len(self.correction.source) if self.correction is not None else 0
         return (
-            200 + len(self.image) + len(self.digest) + len(self.error) + len(self.mirror) + text
-        ) + read
+            (200 + len(self.image) + len(self.digest) + len(self.error) + len(self.mirror) + text)
+            + read
+            + fixed
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -86,6 +108,11 @@ class ImageConfig:
             "error": self.error or None,
             "mirror": self.mirror or None,
             "contents": self.contents.to_dict() if self.contents is not None else None,
+            "override": (
+                {"cuda": str(self.correction.cuda), "source": self.correction.source}
+                if self.correction is not None
+                else None
+            ),
         }
 
 

@@ -79,7 +79,9 @@ class CompatNote:
     reads it): the CUDA the compat library provides, the host driver branches it supports
     (``driver``), the ``device`` list as printed, the note's ``format``, and the compat
     driver's version from the library's file name (what the toolkit compares with the host
-    driver)."""
+    driver). ``has_note`` is false for a compat library that carries no note (older CUDA
+    releases): ``cuda`` is then its ``/usr/local/cuda-X.Y`` directory's, and the toolkit
+    compares driver majors (:mod:`cudasched.compat.compatlibs`)."""
 
     cuda: CudaVersion | None
     driver_branches: tuple[int, ...]
@@ -88,6 +90,7 @@ class CompatNote:
     compat_driver: str
     layer: str
     path: str
+    has_note: bool = True
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -98,6 +101,7 @@ class CompatNote:
             "compatDriver": self.compat_driver or None,
             "layer": self.layer,
             "path": self.path,
+            "note": self.has_note,
         }
 
 

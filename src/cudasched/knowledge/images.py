@@ -45,7 +45,7 @@ from cudasched.knowledge.imagerules import (
 from cudasched.knowledge.mirrors import Mirror, parse_mirrors
 from cudasched.vocab.errors import InputError, KnowledgeError
 from cudasched.vocab.requirecuda import REQUIRE_ENV, Gate, gate_from_env, is_gate_env
-from cudasched.vocab.requirements import FrameworkBuild
+from cudasched.vocab.requirements import FrameworkBuild, ToolkitMode
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, parse_cuda
 
 __all__ = [
@@ -79,6 +79,8 @@ class ReleaseFacts(Protocol):
     def ngc_release(self, product: str, release: str) -> Any: ...
 
     def framework(self, spec: str) -> Any: ...
+
+    def compat_driver_branch(self, cuda: CudaVersion) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +132,9 @@ class ImageTable:
     ``kb`` is the knowledge base that turns NGC and framework releases into CUDA versions; it
     can also be passed per call. Without one, those rules find the image but answer ``None``.
     ``mirrors`` rename mirrored repositories before the rules are tried (:func:`unmirror`).
+    ``toolkit`` is the mode the cluster's container toolkit starts containers in, which
+    decides whether an image's gate is checked and when its compat libraries are used (it
+    goes into every requirement resolved through this table).
     """
 
     rules: tuple[ImageRule, ...] = ()
@@ -153,6 +158,11 @@ class ImageTable:
     # Images' own configs, read from their registries by an edge (the CLI's --resolve-images,
     # the webhook's resolver); trusted before the rules (imageconfig.py).
     configs: ConfigSource | None = field(default=None, compare=False, repr=False)
+    toolkit: ToolkitMode = ToolkitMode.LEGACY
+
+    def with_toolkit(self, mode: ToolkitMode) -> ImageTable:
+        """A copy whose requirements are for containers the toolkit starts in ``mode``."""
+        return self if mode is self.toolkit else replace(self, toolkit=mode)
 
     def with_configs(self, source: ConfigSource | None) -> ImageTable:
         """A copy that asks ``source`` for an image's config before its rules."""
@@ -221,12 +231,14 @@ class ImageTable:
     ) -> ImageTable:
         """The built-in table (or ``base``: a knowledge bundle's) with a webhook
         configuration's ``image_overrides`` in front and its ``image_mirrors`` (a mapping)
-        before the table's own (any object with those attributes; override entries are
-        mappings or objects with ``pattern`` and ``cuda``). Pass ``kb``, or NGC and vLLM
-        images cannot be answered."""
+        before the table's own, for its ``toolkit_mode`` (any object with those attributes;
+        override entries are mappings or objects with ``pattern`` and ``cuda``). Pass ``kb``,
+        or NGC and vLLM images cannot be answered."""
         table = base if base is not None else cls.builtin(kb=kb)
         table = table.with_overrides(getattr(config, "image_overrides", ()) or ())
-        return table.with_mirrors(getattr(config, "image_mirrors", None) or {})
+        table = table.with_mirrors(getattr(config, "image_mirrors", None) or {})
+        mode = getattr(config, "toolkit_mode", None)
+        return table.with_toolkit(mode) if isinstance(mode, ToolkitMode) else table
 
     def with_overrides(self, entries: Iterable[Mapping[str, Any]]) -> ImageTable:
         """A copy whose overrides are ``entries`` (in order) in front of the existing ones."""

@@ -335,7 +335,7 @@ def _read_compat(handle: Readable, path: str, digest: str, state: _State) -> Non
     note, why = read_compat_note(window, digest, path, m.group(1) if m else "")
     if note is not None:
         state.compat = note
-    else:
+    if why:
         state.notes.append(why)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from cudasched.vocab.kinds import Kind
 
-__all__ = ["resource_of"]
+__all__ = ["resource_of", "status_resource_of"]
 
 
 def resource_of(kind: Kind) -> Any:
@@ -28,3 +28,21 @@ def resource_of(kind: Kind) -> Any:
     base = GenericNamespacedResource if kind.namespaced else GenericGlobalResource
     api_info = create_api_info(kind.group, kind.version, kind.kind, kind.plural)
     return type(kind.kind, (base,), {"_api_info": api_info, "__module__": __name__})
+
+
+def status_resource_of(kind: Kind) -> Any:
+    """The class of ``kind``'s status subresource (``/status``), made the way
+    lightkube makes it for the generic resources it registers, without registering one."""
+    from lightkube.core.resource import ApiInfo, ResourceDef
+    from lightkube.generic_resource import GenericGlobalStatus, GenericNamespacedStatus
+
+    base = GenericNamespacedStatus if kind.namespaced else GenericGlobalStatus
+    parent = ResourceDef(kind.group, kind.version, kind.kind)
+    api_info = ApiInfo(
+        resource=parent,
+        parent=parent,
+        plural=kind.plural,
+        verbs=["get", "patch", "put"],
+        action="status",
+    )
+    return type(f"{kind.kind}Status", (base,), {"_api_info": api_info, "__module__": __name__})

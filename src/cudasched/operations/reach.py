@@ -25,6 +25,7 @@ from cudasched.compat.fixes import driver_remedy
 from cudasched.compat.verdict import (
     ARCH_DROPPED,
     ARCH_TOO_NEW,
+    COMPAT_BRANCH_UNSUPPORTED,
     COMPUTE_CAPABILITY_OK,
     COMPUTE_CAPABILITY_TOO_LOW,
     DRIVER_BRANCH_UNSUPPORTED_GPU,
@@ -76,6 +77,7 @@ _LACKS = {
     DRIVER_BRANCH_UNSUPPORTED_GPU: "a driver branch that supports its GPU",
     REQUIRE_CUDA_UNMET: "a driver the image's NVIDIA_REQUIRE_CUDA accepts",
     NO_FORWARD_COMPAT_ON_GEFORCE: "a data-center GPU (forward compatibility)",
+    COMPAT_BRANCH_UNSUPPORTED: "a driver branch the image's compat library supports",
     UNKNOWN_DATACENTER: "a known GPU class (data-center or not)",
     ARCH_DROPPED: _ARCH,
     ARCH_TOO_NEW: _ARCH,

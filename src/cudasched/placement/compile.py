@@ -10,7 +10,8 @@ base can answer for, and turns the answer into label expressions. The structure 
     OR over GPU groups g (same driver-branch cap, same framework coverage):
         compute capability in g  AND  driver branch <= cap(g)
         AND ( native  OR  forward-compat  OR  minor-version-compat )
-        AND  the container toolkit's gate (when the requirement carries one)
+        AND  the container toolkit's gate (when the requirement carries one; legacy mode)
+        AND  where the image's compat libraries do not break CUDA (when it ships one)
 
 with the disjunction expanded into terms (Kubernetes ORs terms and ANDs expressions in a term),
 then put in a normal form: each label's expressions merged into one range, empty terms and terms
@@ -45,13 +46,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cudasched.compat.compatlibs import supported_branches
 from cudasched.compat.engine import effective_cuda, resolve_policy
 from cudasched.nodes.scheme import GFD_KEYS, GfdKeys, GfdKeySet
 from cudasched.placement.groups import Group, plan_groups
-from cudasched.placement.normalform import and_ranges, normal_terms, to_ranges
+from cudasched.placement.normalform import Ranges, and_ranges, normal_terms, to_ranges
 from cudasched.placement.schemeterms import (
     Expr,
     Term,
+    compat_terms,
     gate_terms,
     gfd_alt,
     gfd_compute,
@@ -64,7 +67,7 @@ from cudasched.placement.schemeterms import (
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
-from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.vocab.requirements import Policy, Requirement, ToolkitMode
 
 if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
@@ -150,6 +153,22 @@ def _size(terms: list[Term]) -> tuple[int, int]:
 # --------------------------------------------------------------------------- compile
 
 
+def _start_terms(
+    req: Requirement, scheme: LabelScheme, keys: GfdKeySet, kb: KnowledgeBase
+) -> tuple[list[Ranges] | None, list[Ranges] | None]:
+    """Where the container starts and CUDA works once it has, as ranges to AND in: the
+    container toolkit's gate (legacy mode only; ``None``: nothing to check) and where the
+    image's compat libraries do not break CUDA (``None``: it ships none known)."""
+    gate = None
+    if req.gate is not None and req.toolkit is ToolkitMode.LEGACY:
+        gate = to_ranges(gate_terms(req.gate, scheme, keys, kb))
+    compat = None
+    if req.compat is not None:
+        supported = supported_branches(req.compat, kb)
+        compat = to_ranges(compat_terms(req.compat, req.toolkit, supported, scheme, keys, kb))
+    return gate, compat
+
+
 def compile_requirement(
     req: Requirement,
     policy: Policy | str,
@@ -192,11 +211,14 @@ def compile_requirement(
         for cc_exprs in cc_terms:
             for alt_exprs in alt_terms or [[]]:
                 terms.append([*cc_exprs, *cap, *alt_exprs])
-    gate = to_ranges(gate_terms(req.gate, scheme, keys, kb)) if req.gate is not None else None
+    gate, compat = _start_terms(req, scheme, keys, kb)
 
     def normal(terms: list[list[Expr]]) -> list[Term]:
         ranges = to_ranges(terms)
-        return normal_terms(ranges if gate is None else and_ranges(ranges, gate))
+        for other in (gate, compat):
+            if other is not None:
+                ranges = and_ranges(ranges, other)
+        return normal_terms(ranges)
 
     out = normal(terms)
     # The same nodes split by driver band instead, when that is smaller (the scheduler parses
@@ -207,8 +229,11 @@ def compile_requirement(
         if _size(smaller) < _size(out):
             out = smaller
     if not out:
-        raise InputError(
-            f"no node can run {req.describe()}: the container toolkit's NVIDIA_REQUIRE_CUDA "
-            f"({req.gate.text if req.gate else ''}) holds on no node the requirement allows"
+        why = (
+            f"the container toolkit's NVIDIA_REQUIRE_CUDA ({req.gate.text}) holds on no node "
+            "the requirement allows"
+            if gate is not None and req.gate is not None
+            else "the image's compat libraries break CUDA on every node the requirement allows"
         )
+        raise InputError(f"no node can run {req.describe()}: {why}")
     return out

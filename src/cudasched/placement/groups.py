@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cudasched.compat.compatlibs import forward_compat_targets
 from cudasched.compat.coverage import Coverage, arch_window_reason, framework_coverage
 from cudasched.compat.engine import effective_cuda
-from cudasched.compat.gate import gate_forward_compat_branches
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.requirements import Policy, Requirement
@@ -141,9 +141,7 @@ def _merged(
     """The members' compute capabilities by (cap, the driver alternatives that run the CUDA on
     them); GPUs without any alternative are left out."""
     floor = kb.minor_compat_floor(cuda.major)
-    fc_branches = tuple(
-        sorted(kb.forward_compat_branches(cuda) | gate_forward_compat_branches(req))
-    )
+    fc_branches = tuple(sorted(forward_compat_targets(req, cuda, kb)))
     # GPUs that end up with the same cap and the same alternatives share terms (PTX-only GPUs
     # differ from the others only where minor-version compat is on the table).
     merged: dict[tuple[int | None, tuple[Alt, ...]], list[int]] = {}

@@ -1,6 +1,7 @@
 """A plan's pieces written as node-selector expressions in each label scheme: GPU groups,
 driver-branch caps, the alternatives (native, forward compatibility, minor-version
-compatibility) and the container toolkit's gate.
+compatibility), the container toolkit's gate and where an image's compat libraries do not
+break CUDA.
 
 How each piece is written (Kubernetes ``Gt``/``Lt`` take one base-10 integer and every value
 must be a valid label value, so never a negative number: ``reference/kserve-k8s.md``):
@@ -30,6 +31,7 @@ from cudasched.placement.groups import Alt, Group, runs
 from cudasched.vocab import labels as L
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.requirecuda import ALL_BRANDS, DATACENTER_BRANDS, OTHER_BRANDS, Box, Gate
+from cudasched.vocab.requirements import CompatLibrary, ToolkitMode
 from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ __all__ = [
     "Expr",
     "Term",
     "between",
+    "compat_terms",
     "eq_int",
     "gate_terms",
     "gfd_alt",
@@ -287,3 +290,56 @@ def gate_terms(
             )
             out += [[*marker, *t] for t in found or []]
     return out
+
+
+# --------------------------------------------------------------------------- compat libraries
+
+
+def _branch_runs(branches: Iterable[int], scheme: LabelScheme, keys: GfdKeySet) -> list[list[Expr]]:
+    """``driver branch in branches``, one term per run of consecutive branches."""
+    if scheme is LabelScheme.CUDASCHED:
+        return [
+            between(L.DRIVER_CODE, lo * 1_000_000, (hi + 1) * 1_000_000 - 1)
+            for lo, hi in runs(branches)
+        ]
+    return [between(keys.driver_major, lo, hi) for lo, hi in runs(branches)]
+
+
+def compat_terms(
+    lib: CompatLibrary,
+    mode: ToolkitMode,
+    supported: Iterable[int],
+    scheme: LabelScheme,
+    keys: GfdKeySet,
+    kb: KnowledgeBase,
+) -> list[list[Expr]]:
+    """Where an image's compat library does not break CUDA
+    (:mod:`cudasched.compat.compatlibs`): the toolkit leaves it unused there, or uses it on a
+    data-center GPU whose branch it supports (``supported``). Unused: in legacy mode (and in
+    CDI mode without a note) a driver of its major or newer; in CDI mode with a note, a branch
+    the note does not list, or a driver at or above the compat driver. A data-center GPU is
+    read as the gate reads it: ``gpu.datacenter=true``, or a GFD ``gpu.product`` naming a known
+    data-center GPU."""
+    top = lib.driver.major
+    if scheme is LabelScheme.CUDASCHED:
+        datacenter = [in_(L.GPU_DATACENTER, ["true"])]
+    else:
+        datacenter = [in_(L.GFD_PRODUCT, kb.product_labels(True))]
+    works = [[*datacenter, *t] for t in _branch_runs(supported, scheme, keys)]
+    if mode is ToolkitMode.CDI and lib.branches is not None:
+        listed = set(lib.branches)
+        if not listed:  # the hook uses it on no branch
+            return [[]]
+        if scheme is LabelScheme.CUDASCHED:
+            at_least = [[gt(L.DRIVER_CODE, lib.driver.code - 1)]]
+            above = [[gt(L.DRIVER_CODE, (max(listed) + 1) * 1_000_000 - 1)]]
+        else:
+            at_least = _gfd_driver_at_least(keys, lib.driver)
+            above = [[gt(keys.driver_major, max(listed))]]
+        gaps = _branch_runs((b for b in range(max(listed)) if b not in listed), scheme, keys)
+        return [*at_least, *gaps, *above, *works]
+    if scheme is LabelScheme.CUDASCHED:
+        unused = [[gt(L.DRIVER_CODE, top * 1_000_000 - 1)]]
+    else:
+        unused = [[gt(keys.driver_major, top - 1)]]
+    return [*unused, *works]

@@ -16,9 +16,11 @@ __all__ = ["ConfigCache"]
 
 
 class ConfigCache:
-    """``(image, platform)`` -> config. An image named by digest never expires (only the byte
-    bound evicts it); one named by tag is kept ``tag_ttl`` seconds; a failure ``error_ttl``
-    seconds (so an outage is not asked again by every review, and is asked again soon)."""
+    """``(image, platform)`` -> config. An image named by digest is kept ``digest_ttl``
+    seconds (for good by default: only the byte bound evicts it; the webhook sets a TTL when
+    the cluster keeps image facts, so a person's override is seen); one named by tag is kept
+    ``tag_ttl`` seconds; a failure ``error_ttl`` seconds (so an outage is not asked again by
+    every review, and is asked again soon)."""
 
     def __init__(
         self,
@@ -26,9 +28,10 @@ class ConfigCache:
         *,
         tag_ttl: float = 300.0,
         error_ttl: float = 30.0,
+        digest_ttl: float = float("inf"),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if max_bytes < 0 or tag_ttl <= 0 or error_ttl <= 0:
+        if max_bytes < 0 or tag_ttl <= 0 or error_ttl <= 0 or digest_ttl <= 0:
             raise InputError(
                 "invalid image config cache: max_bytes must be >= 0 and the TTLs > 0 "
                 f"(got {max_bytes}, {tag_ttl}, {error_ttl})"
@@ -36,6 +39,7 @@ class ConfigCache:
         self.max_bytes = max_bytes
         self.tag_ttl = tag_ttl
         self.error_ttl = error_ttl
+        self.digest_ttl = digest_ttl
         self._clock = clock
         self._entries: OrderedDict[tuple[str, str], tuple[ImageConfig, float, int]] = OrderedDict()
         self._bytes = 0
@@ -63,7 +67,7 @@ class ConfigCache:
         if not config.ok:
             life = self.error_ttl
         elif "@" in image:
-            life = float("inf")
+            life = self.digest_ttl
         else:
             life = self.tag_ttl
         key = (image, platform)

@@ -20,28 +20,27 @@ Keychains are kept in memory only, per scope, for
 ``max_scopes`` of them. Nothing here logs or raises a credential: errors name the Secret and
 the HTTP status.
 
-The kube client is async (lightkube); the resolver's workers are threads. The reader runs its
-own event loop on one thread, with its own client, and a worker waits for a read at most
-``timeout_seconds``.
+The kube client is async (lightkube); the resolver's workers are threads. The reader has its
+own client on its own loop thread (:class:`~cudasched.kube.threaded.ThreadedClient`), and a
+worker waits for a read at most ``timeout_seconds``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Mapping
-from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, Protocol
 
 import orjson
 
 from cudasched.knowledge.imageconfig import PullScope
 from cudasched.kube.secrets import read_secret, read_service_account
+from cudasched.kube.threaded import ThreadedClient
 from cudasched.registry.auth import Keychain, keychain_from_docker_config
 from cudasched.vocab.errors import InputError
 
@@ -54,8 +53,6 @@ DOCKERCONFIGJSON = ("kubernetes.io/dockerconfigjson", ".dockerconfigjson")
 DOCKERCFG = ("kubernetes.io/dockercfg", ".dockercfg")
 #: At most this many Secrets are read for one scope (a pod may name any number).
 MAX_SECRETS = 16
-
-_T = TypeVar("_T")
 
 
 def keychain_of_secret(secret: Mapping[str, Any], where: str) -> Keychain | None:
@@ -106,7 +103,6 @@ class PullSecretReader:
                 "invalid pull secret reader: ttl_seconds and timeout_seconds > 0, "
                 f"max_scopes >= 1 (got {ttl_seconds}, {timeout_seconds}, {max_scopes})"
             )
-        self._factory = client_factory
         self.ttl_seconds = ttl_seconds
         self.max_scopes = max_scopes
         self.timeout_seconds = timeout_seconds
@@ -114,9 +110,9 @@ class PullSecretReader:
         self._clock = clock
         self._kept: OrderedDict[PullScope, tuple[Keychain, float]] = OrderedDict()
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._client: Any = None
+        self._client = ThreadedClient(
+            client_factory, timeout_seconds=timeout_seconds, name="pull-secrets"
+        )
 
     def keychain_for(self, scope: PullScope) -> Keychain:
         """The scope's credentials (empty when it has none or they could not be read);
@@ -129,7 +125,7 @@ class PullSecretReader:
                 self._count("cached")
                 return found[0]
         try:
-            chain = self._run(self._read(scope))
+            chain = self._client.run(partial(self._read, scope=scope))
             result = "read"
         except InputError as exc:
             log.warning("pull secrets of namespace %s not read: %s", scope.namespace, exc)
@@ -144,26 +140,12 @@ class PullSecretReader:
 
     def close(self) -> None:
         """Stop the reader's loop and close its client."""
-        with self._lock:
-            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
-        if loop is None:
-            return
-        if self._client is not None:
-            with contextlib.suppress(Exception):
-                closing = asyncio.run_coroutine_threadsafe(self._client.close(), loop)
-                closing.result(timeout=2)
-        loop.call_soon_threadsafe(loop.stop)
-        if thread is not None:
-            thread.join(timeout=2)
-            if not thread.is_alive():
-                loop.close()
+        self._client.close()
 
     # ------------------------------------------------------------------ reading
 
-    async def _read(self, scope: PullScope) -> Keychain:
-        if self._client is None:
-            self._client = self._factory()
-        client, namespace = self._client, scope.namespace
+    async def _read(self, client: Any, *, scope: PullScope) -> Keychain:
+        namespace = scope.namespace
         names = scope.secrets
         if not names:
             account = await read_service_account(client, namespace, scope.service_account)
@@ -196,27 +178,6 @@ class PullSecretReader:
         if failed and len(failed) == len(names[:MAX_SECRETS]):
             raise failed[0]  # none could be read (no RBAC in this namespace?): "failed"
         return chain
-
-    def _run(self, work: Coroutine[Any, Any, _T]) -> _T:
-        future = asyncio.run_coroutine_threadsafe(work, self._started())
-        try:
-            return future.result(timeout=self.timeout_seconds)
-        except FutureTimeout:
-            future.cancel()
-            raise InputError(
-                f"no answer from the API server within {self.timeout_seconds:g}s"
-            ) from None
-
-    def _started(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="cudasched-pull-secrets", daemon=True
-                )
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
 
     def _count(self, result: str) -> None:
         if self._observer is not None:

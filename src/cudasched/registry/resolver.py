@@ -11,7 +11,12 @@ Two sources over one :class:`~cudasched.registry.client.RegistryClient`:
   other image is queued for the worker threads and answered "not known yet" at once, so the
   review is decided per ``onUnknownRequirement`` and the next replica finds the config. The
   watch cache's runtimes and services warm it (:meth:`BackgroundResolver.warm`), with their
-  own pull scopes where the look-up for everybody fails.
+  own pull scopes where the look-up for everybody fails. When a config names no CUDA, its
+  SBOM and layers are read by :class:`~cudasched.registry.layerreads.LayerReads` (its own
+  workers, once per digest), and the contents join the cached config when the read ends.
+  With :class:`~cudasched.registry.factstore.SharedFacts`, what the cluster keeps for a digest
+  (another replica's layer read, a person's override) completes each config read, and what
+  this replica reads is kept there for the others.
 
 Failures are configs with an ``error`` (cached briefly), so a registry outage costs one
 attempt per image per ``error_ttl``, never a delay of any review beyond the budget; an
@@ -42,10 +47,14 @@ from pathlib import Path
 from typing import Protocol
 
 from cudasched.knowledge.imageconfig import ConfigSource, ImageConfig, PullScope, config_cuda
+from cudasched.knowledge.imagecontents import ImageContents
+from cudasched.knowledge.imagefacts import with_facts
 from cudasched.registry.auth import Keychain
 from cudasched.registry.client import Platform, RegistryClient
 from cudasched.registry.configcache import ConfigCache
 from cudasched.registry.distribution import RegistryError
+from cudasched.registry.factstore import SharedFacts
+from cudasched.registry.layerreads import LayerReads
 from cudasched.registry.layers import LayerBudget, read_contents
 from cudasched.registry.pullsecrets import PullSecretReader
 from cudasched.vocab.errors import InputError
@@ -168,6 +177,8 @@ class BackgroundResolver:
         max_queued: int = 1024,
         observer: ResolverObserver | None = None,
         pull_secrets: PullSecretReader | None = None,
+        layers: LayerReads | None = None,
+        shared: SharedFacts | None = None,
     ) -> None:
         if budget_seconds < 0 or workers < 1 or max_queued < 1:
             raise InputError(
@@ -181,6 +192,8 @@ class BackgroundResolver:
         self.max_queued = max_queued
         self.observer: ResolverObserver = observer if observer is not None else _Silent()
         self.pull_secrets = pull_secrets
+        self.layers = layers
+        self.shared = shared
         self._key = str(self.platform)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cudasched-image")
         # In flight by (image, pull scope key): "" for a look-up without a workload's secrets.
@@ -315,8 +328,15 @@ class BackgroundResolver:
         return queued
 
     def wait_idle(self, timeout: float) -> bool:
-        """Wait until nothing is being resolved (tests, benchmarks); whether it got there."""
+        """Wait until nothing is being resolved and no layer is being read (tests,
+        benchmarks); whether it got there."""
         end = time.monotonic() + timeout
+        configs = self._wait_configs(end)
+        if self.layers is None:
+            return configs
+        return self.layers.wait_idle(max(0.0, end - time.monotonic())) and self._wait_configs(end)
+
+    def _wait_configs(self, end: float) -> bool:
         while time.monotonic() < end:
             with self._lock:
                 pending = list(self._inflight.values())
@@ -334,6 +354,10 @@ class BackgroundResolver:
         with self._lock:
             self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.layers is not None:
+            self.layers.close()
+        if self.shared is not None:
+            self.shared.close()
         self.client.close()
         if self.pull_secrets is not None:
             self.pull_secrets.close()
@@ -406,16 +430,67 @@ class BackgroundResolver:
             # Read with the namespace's credentials: that namespace's answer only, and a
             # failure this scope's only (another pod's secrets may still read it).
             key = self._scoped_key(scope) if config.ok else self._scope_key(scope)
-            self.cache.put(image, key, config)
         else:
-            self.cache.put(image, self._key, config)
+            key = self._key
             if scope is not None and not config.ok:
                 # The scope has nothing more to try until the failure expires.
                 self.cache.put(image, self._scope_key(scope), config)
+        config = self._with_layers(image, key, self._with_shared(config), keychain)
+        self.cache.put(image, key, config)
+        if self.shared is not None:
+            self.shared.record(config, image)
         self.observer.resolved(outcome, time.perf_counter() - started)
         if config.error:
             log.info("image config of %s not read: %s", image, config.error)
         return config
+
+    def _with_shared(self, config: ImageConfig) -> ImageConfig:
+        """``config`` completed with what the cluster keeps for its digest: another
+        replica's contents (remembered, so they are not read again) and a person's override."""
+        if self.shared is None or not config.ok:
+            return config
+        stored = self.shared.lookup(config.digest)
+        if stored is None:
+            return config
+        if stored.contents is not None and self.layers is not None:
+            self.layers.remember(replace(stored.contents, digest=config.digest))
+        return with_facts(config, stored)
+
+    def _with_layers(
+        self, image: str, key: str, config: ImageConfig, keychain: Keychain | None
+    ) -> ImageConfig:
+        """``config`` with what its image carries when its config names no CUDA (and no
+        person corrected it): the contents already read for its digest, else a layer read
+        queued, whose contents join the cached config when it ends (the review path never
+        waits for it)."""
+        if self.layers is None or not config.ok or not config.digest:
+            return config
+        if config.correction is not None or config.contents is not None:
+            return config
+        if config_cuda(config)[0] is not None:
+            return config
+        known = self.layers.known(config.digest)
+        if known is not None:
+            return replace(config, contents=known)
+        self.layers.request(
+            image, config.digest, keychain, partial(self._layers_read, image, key, config)
+        )
+        return config
+
+    def _layers_read(
+        self, image: str, key: str, config: ImageConfig, contents: ImageContents
+    ) -> None:
+        """A layer read ended: its contents join the config it was read for, if the image's
+        cached config is still of that digest (a moved tag is resolved again)."""
+        if contents.digest != config.digest:
+            return
+        cached = self.cache.get(image, key)
+        if cached is not None and cached.digest != config.digest:
+            return
+        read = replace(cached or config, contents=contents)
+        self.cache.put(image, key, read)
+        if self.shared is not None:
+            self.shared.record(read, image)
 
 
 class _Scoped:

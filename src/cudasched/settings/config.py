@@ -25,7 +25,7 @@ from cudasched.placement.merge import AffinityMode
 from cudasched.vocab import inputfiles
 from cudasched.vocab.errors import InputError, VersionError
 from cudasched.vocab.labels import LabelScheme
-from cudasched.vocab.requirements import Policy
+from cudasched.vocab.requirements import Policy, ToolkitMode
 from cudasched.vocab.versions import CudaVersion, parse_cuda
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "ImageOverride",
     "ImageResolverSettings",
     "KnowledgeSettings",
+    "LayerReadSettings",
     "NamespaceFilter",
     "ObjectLimits",
     "OnNoFit",
@@ -220,6 +221,26 @@ class AuditSettings(_Model):
     publish_reports: bool = True
 
 
+class LayerReadSettings(_Model):
+    """The ``imageResolver.layers:`` section: what an image carries (its SBOM and layers)
+    read when its config names no CUDA, in the background, once per digest
+    (:mod:`cudasched.registry.layerreads`), within these budgets. On with the resolver;
+    ``enabled: false`` reads configs only. What it costs: README, "Image resolver"."""
+
+    enabled: bool = True
+    # Compressed bytes fetched for one image (a pip torch layer is 2-3 GiB when it holds every
+    # nvidia-* wheel: past the budget the answer is an honest unknown).
+    max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)
+    # Everything one image's read may take: manifest, SBOM, layers.
+    deadline_seconds: float = Field(default=300.0, gt=0, le=3600)
+    # Images read at once (each its own thread and its own streams' memory).
+    concurrency: int = Field(default=1, ge=1, le=8)
+    # Reads waiting or running; more are dropped (counted) and asked again later.
+    max_queued: int = Field(default=64, ge=1, le=10_000)
+    # How long an image read without an answer is not read again.
+    retry_seconds: float = Field(default=3600.0, gt=0, le=7 * 86_400)
+
+
 class ImageResolverSettings(_Model):
     """The ``imageResolver:`` section: read a GPU workload's image config from its registry
     in the background (:mod:`cudasched.webhook.background.imageresolver`), never on the request
@@ -250,6 +271,11 @@ class ImageResolverSettings(_Model):
     pull_secrets: bool = False
     # How long a namespace's pull credentials are kept in memory before they are read again.
     pull_secret_ttl_seconds: float = Field(default=60.0, gt=0, le=3600)
+    layers: LayerReadSettings = Field(default_factory=LayerReadSettings)
+    # Keep what is read of each image in the cluster (one ImageFacts object per digest) and
+    # use what other replicas kept, and people's overrides; needs the ImageFacts CRD and its
+    # grant (cudasched manifests --image-resolver).
+    shared_facts: bool = True
 
     @model_validator(mode="after")
     def _pull_secrets_need_the_resolver(self) -> ImageResolverSettings:
@@ -305,6 +331,11 @@ class WebhookConfig(_Model):
     namespaces: NamespaceFilter = Field(default_factory=NamespaceFilter)
     constrain_gpu_pods_by_image: bool = True
     isvc_affinity: bool = False
+    # How NVIDIA's container toolkit starts containers on the nodes (vocab/requirements
+    # ToolkitMode): legacy checks images' NVIDIA_REQUIRE_CUDA, cdi does not; each uses an
+    # image's compat libraries by its own rule. The commands read it from the ClusterPolicy
+    # with --live; the webhook is told here (cudasched manifests --toolkit-mode).
+    toolkit_mode: ToolkitMode = ToolkitMode.LEGACY
     image_overrides: tuple[ImageOverride, ...] = ()
     # Mirrored repositories, {mirror: canonical} (knowledge/mirrors.py): a path without a host
     # renames for the image table ({alaudadockerhub/tritonserver: nvidia/tritonserver}); one
@@ -328,7 +359,13 @@ class WebhookConfig(_Model):
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
 
     @field_validator(
-        "mode", "policy", "label_scheme", "on_no_fit", "on_unknown_requirement", mode="before"
+        "mode",
+        "policy",
+        "label_scheme",
+        "on_no_fit",
+        "on_unknown_requirement",
+        "toolkit_mode",
+        mode="before",
     )
     @classmethod
     def _lower(cls, value: object) -> object:

@@ -33,6 +33,7 @@ __all__ = [
     "EVENT",
     "GPU_OPERATOR_GROUP",
     "GPU_OPERATOR_KINDS",
+    "IMAGE_FACTS",
     "INFERENCE_SERVICE",
     "JOB",
     "KARPENTER_NODE_POOL",
@@ -269,6 +270,13 @@ CONTROLLERS: tuple[Kind, ...] = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET, REPLICA_S
 #: reads the pods of. ``spec.template`` for all but a CronJob (``spec.jobTemplate.spec.template``)
 #: and a PodTemplate (``template``).
 POD_TEMPLATE_KINDS: tuple[Kind, ...] = (*CONTROLLERS, REPLICATION_CONTROLLER, POD_TEMPLATE)
+
+#: What cudasched found an image to need, one object per image digest (its own CRD, installed
+#: by ``cudasched manifests``): written by the webhook's image resolver, read by it and by the
+#: commands with ``--live`` (:mod:`cudasched.knowledge.imagefacts`).
+IMAGE_FACTS = Kind(
+    "cudasched.io", "v1alpha1", "ImageFacts", "imagefacts", namespaced=False, crd_of="cudasched"
+)
 
 #: The Policy WG's reports, which the webhook's background audit writes (never read).
 POLICY_REPORT = Kind("wgpolicyk8s.io", "v1alpha2", "PolicyReport", "policyreports", namespaced=True)

@@ -7,7 +7,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from cudasched.vocab.errors import InputError
-from cudasched.vocab.versions import ComputeCapability, CudaVersion
+from cudasched.vocab.versions import ComputeCapability, CudaVersion, DriverVersion
 
 if TYPE_CHECKING:
     from cudasched.vocab.requirecuda import Gate
@@ -34,6 +34,58 @@ class Policy(StrEnum):
             raise InputError(f"invalid policy {value!r}: expected one of {allowed}") from None
 
 
+class ToolkitMode(StrEnum):
+    """How NVIDIA's container toolkit starts GPU containers on the cluster's nodes, which
+    decides two things the engine reads (``docs/design.md``, "Outcomes per node").
+
+    ``legacy``: the ``nvidia-container-runtime-hook`` runs ``nvidia-container-cli`` with each
+    ``NVIDIA_REQUIRE_*`` as ``--require`` (the gate is checked), and libnvidia-container puts
+    an image's compat libraries first when their driver major is newer than the host's
+    (``--cuda-compat-mode=ldconfig``, the default). ``cdi``: GPUs come from a CDI spec; the
+    legacy hook does not run (no gate), and the spec's ``enable-cuda-compat`` hook uses the
+    compat libraries when the host branch is one their ELF note lists and the compat driver is
+    newer than the host's (without a note, when its major is newer)."""
+
+    LEGACY = "legacy"
+    CDI = "cdi"
+
+    @classmethod
+    def parse(cls, value: str) -> ToolkitMode:
+        try:
+            return cls(value.strip().lower())
+        except ValueError:
+            allowed = ", ".join(m.value for m in cls)
+            raise InputError(f"invalid toolkit mode {value!r}: expected one of {allowed}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class CompatLibrary:
+    """The compat ``libcuda.so`` an image ships under ``/usr/local/cuda/compat`` (CUDA forward
+    compatibility), as the container toolkit reads it: ``driver`` is the compat driver's
+    version (the library's file name), ``cuda`` the CUDA it provides (its note, else the
+    ``cuda-X.Y`` directory; ``None`` when neither says), ``branches`` the host driver branches
+    its ``.note.cuda.fwd_compatibility`` lists (``None``: the library has no note, or it was
+    not read). ``name`` is what to call it when its file was not read (an image's
+    ``NV_CUDA_COMPAT_PACKAGE``: only the branch of ``driver`` is known then)."""
+
+    driver: DriverVersion
+    cuda: CudaVersion | None = None
+    branches: tuple[int, ...] | None = None
+    source: str = field(default="", compare=False)
+    name: str = field(default="", compare=False)
+
+    def describe(self) -> str:
+        """``libcuda.so.575.57.08 (CUDA 12.9; note: R535, R550)``."""
+        parts = [f"CUDA {self.cuda}"] if self.cuda is not None else []
+        if self.branches is not None:
+            listed = ", ".join(f"R{b}" for b in self.branches) or "no branch"
+            parts.append(f"note: {listed}")
+        elif not self.name:
+            parts.append("no note")
+        what = self.name or f"libcuda.so.{self.driver}"
+        return f"{what} ({'; '.join(parts)})" if parts else what
+
+
 @dataclass(frozen=True, slots=True)
 class FrameworkBuild:
     """A framework binary, e.g. ``torch 2.5.1+cu124``: the CUDA it was built with and, when
@@ -52,7 +104,11 @@ class Requirement:
     """A workload's needs. ``source`` says where they were found (annotation, runtime label,
     image table ...) so every answer can be explained. ``gate`` is the container toolkit's
     ``NVIDIA_REQUIRE_*`` check the container starts under (None: none, or disabled), which
-    the engine applies on top of the CUDA rules (:mod:`cudasched.vocab.requirecuda`).
+    the engine applies on top of the CUDA rules (:mod:`cudasched.vocab.requirecuda`) when the
+    cluster's ``toolkit`` mode checks it (legacy); ``compat`` the compat library the image
+    ships, which the toolkit may put in front of the host's driver (see :class:`ToolkitMode`).
+    The gate, the compat library and the toolkit mode are the terms the container starts
+    under in this cluster, so they are part of what it needs.
     ``unknown_reason`` and ``disagreement`` are for warnings: an empty requirement says why
     nothing was found, a runtime whose label and image disagree says so."""
 
@@ -63,6 +119,8 @@ class Requirement:
     framework: FrameworkBuild | None = None
     source: str = ""
     gate: Gate | None = None
+    compat: CompatLibrary | None = None
+    toolkit: ToolkitMode = ToolkitMode.LEGACY
     # Explanations that never change what is required (so not part of equality): why no CUDA
     # requirement was found (the image is not in the table...), and how a runtime's declared
     # requirement and its image disagree (the stricter of the two is used).
@@ -86,6 +144,8 @@ class Requirement:
             self.ships_cuda_compat,
             self.framework,
             self.gate,
+            self.compat,
+            self.toolkit,
         )
 
     def describe(self) -> str:

@@ -34,7 +34,10 @@ from cudasched.workloads.resolution import (
 __all__ = [
     "CHECK_OUTCOMES",
     "CONTENT_TYPE",
+    "FACT_RESULTS",
     "KINDS",
+    "LAYER_BUDGETS",
+    "LAYER_READ_OUTCOMES",
     "OUTCOMES",
     "REFUSAL_REASONS",
     "UNKNOWN_KINDS",
@@ -119,6 +122,17 @@ RESOLUTION_OUTCOMES: Final = (
 
 #: What one check of a followed knowledge bundle did (``knowledge/following.FollowResult``).
 CHECK_OUTCOMES: Final = ("updated", "unchanged", "refused", "unreachable")
+
+#: How one layer read ended (:class:`cudasched.registry.layerreads.LayerObserver`).
+LAYER_READ_OUTCOMES: Final = ("answered", "unknown", "failed", "dropped")
+
+#: How a look-up or write of the cluster's image facts went
+#: (:class:`cudasched.registry.factstore.FactObserver`).
+FACT_RESULTS: Final = ("found", "absent", "written", "failed")
+
+#: The budgets of layer reads (``imageResolver.layers``), shown as a gauge.
+LAYER_BUDGETS: Final = ("bytes", "seconds", "concurrency", "queued")
+
 #: How a read of a namespace's serving runtimes went (an InferenceService whose runtime the
 #: cache has not seen yet): ``read``, ``failed`` (an error), ``timeout`` (not within
 #: ``kube.runtimeReadSeconds``).
@@ -215,33 +229,7 @@ class WebhookMetrics:
             "1 once every watched kind was listed successfully, else 0.",
             registry=r,
         )
-        self.image_config_lookups = Counter(
-            "cudasched_webhook_image_config_lookups",
-            "Image-config look-ups by admission (the image resolver), by result: hit, waited "
-            "(in flight, ready within the budget), in_flight, queued, dropped.",
-            ("result",),
-            registry=r,
-        )
-        self.image_config_resolutions = Counter(
-            "cudasched_webhook_image_config_resolutions",
-            "Image configs read from registries in the background, by outcome (ok or the "
-            "error kind).",
-            ("outcome",),
-            registry=r,
-        )
-        self.image_config_seconds = Histogram(
-            "cudasched_webhook_image_config_resolution_seconds",
-            "Time to read one image config from its registry (background, never a review's).",
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
-            registry=r,
-        )
-        self.pull_secret_reads = Counter(
-            "cudasched_webhook_image_pull_secret_reads",
-            "Pull credentials of a workload's namespace looked up for the image resolver, by "
-            "result: read (from the API server), cached, failed.",
-            ("result",),
-            registry=r,
-        )
+        self._image_resolver_families(r)
         self.runtime_reads = Counter(
             "cudasched_webhook_runtime_reads",
             "Serving runtimes read from the API server for an InferenceService whose runtime "
@@ -271,15 +259,88 @@ class WebhookMetrics:
         for kind in UNKNOWN_KINDS:
             for reason in UNKNOWN_REASONS:
                 self.unknown_requirement.labels(kind=kind, reason=reason).inc(0)
+        for result in RUNTIME_READ_RESULTS:
+            self.runtime_reads.labels(result=result).inc(0)
+        self.cache_synced.set(0)
+
+    def _image_resolver_families(self, r: CollectorRegistry) -> None:
+        """The image resolver's families: config look-ups and resolutions, pull secrets,
+        layer reads and their budgets (zeros for every closed label value)."""
+        self.image_config_lookups = Counter(
+            "cudasched_webhook_image_config_lookups",
+            "Image-config look-ups by admission (the image resolver), by result: hit, waited "
+            "(in flight, ready within the budget), in_flight, queued, dropped.",
+            ("result",),
+            registry=r,
+        )
+        self.image_config_resolutions = Counter(
+            "cudasched_webhook_image_config_resolutions",
+            "Image configs read from registries in the background, by outcome (ok or the "
+            "error kind).",
+            ("outcome",),
+            registry=r,
+        )
+        self.image_config_seconds = Histogram(
+            "cudasched_webhook_image_config_resolution_seconds",
+            "Time to read one image config from its registry (background, never a review's).",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=r,
+        )
+        self.pull_secret_reads = Counter(
+            "cudasched_webhook_image_pull_secret_reads",
+            "Pull credentials of a workload's namespace looked up for the image resolver, by "
+            "result: read (from the API server), cached, failed.",
+            ("result",),
+            registry=r,
+        )
+        self.image_layer_reads = Counter(
+            "cudasched_webhook_image_layer_reads",
+            "Images whose SBOM and layers were read in the background (their config names no "
+            "CUDA), by outcome: answered (a CUDA found), unknown (read, no answer), failed, "
+            "dropped (the queue was full).",
+            ("outcome",),
+            registry=r,
+        )
+        self.image_layer_read_seconds = Histogram(
+            "cudasched_webhook_image_layer_read_seconds",
+            "Time to read one image's SBOM and layers (background, never a review's).",
+            buckets=(0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0),
+            registry=r,
+        )
+        self.image_layer_bytes = Counter(
+            "cudasched_webhook_image_layer_bytes",
+            "Compressed bytes of SBOMs and layers fetched from registries.",
+            registry=r,
+        )
+        self.image_layer_reads_in_flight = Gauge(
+            "cudasched_webhook_image_layer_reads_in_flight",
+            "Layer reads waiting or running.",
+            registry=r,
+        )
+        self.image_facts = Counter(
+            "cudasched_webhook_image_facts",
+            "Look-ups and writes of the image facts the cluster keeps (ImageFacts objects), by "
+            "result: found, absent, written, failed.",
+            ("result",),
+            registry=r,
+        )
+        self.image_layer_budget = Gauge(
+            "cudasched_webhook_image_layer_budget",
+            "The budgets of layer reads (imageResolver.layers): bytes fetched and seconds per "
+            "image, images read at once, reads queued.",
+            ("limit",),
+            registry=r,
+        )
         for result in LOOKUP_RESULTS:
             self.image_config_lookups.labels(result=result).inc(0)
         for outcome in RESOLUTION_OUTCOMES:
             self.image_config_resolutions.labels(outcome=outcome).inc(0)
         for result in PULL_SECRET_RESULTS:
             self.pull_secret_reads.labels(result=result).inc(0)
-        for result in RUNTIME_READ_RESULTS:
-            self.runtime_reads.labels(result=result).inc(0)
-        self.cache_synced.set(0)
+        for outcome in LAYER_READ_OUTCOMES:
+            self.image_layer_reads.labels(outcome=outcome).inc(0)
+        for result in FACT_RESULTS:
+            self.image_facts.labels(result=result).inc(0)
 
     def audit_metrics(self) -> tuple[Gauge, Counter]:
         """The background audit's families, registered on first use (off by default, so a

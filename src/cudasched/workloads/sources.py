@@ -118,6 +118,8 @@ def _with_found(
         framework=framework,
         source=source,
         gate=declared.gate,
+        compat=declared.compat,
+        toolkit=declared.toolkit,
         unknown_reason=declared.unknown_reason,
         disagreement=declared.disagreement,
     )
@@ -143,7 +145,9 @@ def _resolve(
         else bool(facts.ships_cuda_compat)
     )
     # Each answer is built in one go (no ``dataclasses.replace`` chains: every first-seen pod
-    # resolves, and each replace costs microseconds).
+    # resolves, and each replace costs microseconds). Every one carries the terms the
+    # container starts under: its gate, its image's compat library, the toolkit's mode.
+    compat, toolkit = facts.compat, images.toolkit
     if own.names_requirement:
         return Requirement(
             cuda=own.cuda,
@@ -152,6 +156,8 @@ def _resolve(
             ships_cuda_compat=ships,
             source=annotation_source(own.keys),
             gate=facts.gate,
+            compat=compat,
+            toolkit=toolkit,
         )
     said = answer.requirement
     if said is not None:
@@ -165,6 +171,8 @@ def _resolve(
             framework=said.framework,
             source=said.source,
             gate=facts.gate,
+            compat=compat,
+            toolkit=toolkit,
             unknown_reason=said.unknown_reason,
         )
         who = runtime_identity(runtime)[0] if runtime is not None else "the runtime"
@@ -179,10 +187,13 @@ def _resolve(
             framework=facts.framework,
             source=facts.source,
             gate=facts.gate,
+            compat=compat,
+            toolkit=toolkit,
         )
     return Requirement(
         policy=modifiers.policy,
         ships_cuda_compat=bool(modifiers.ships_cuda_compat),
+        toolkit=toolkit,
         unknown_reason=facts.why_unknown,
     )
 

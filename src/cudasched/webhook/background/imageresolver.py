@@ -3,7 +3,11 @@ background and handed to admission through its image table (``imageResolver`` se
 
 Never on the hot path: a review looks an image up in the cache, waits at most
 ``budgetSeconds`` for a resolution already in flight, and otherwise queues the image and is
-answered per ``onUnknownRequirement`` at once; the next replica finds the config. Every
+answered per ``onUnknownRequirement`` at once; the next replica finds the config. An image
+whose config names no CUDA has its SBOM and layers read on the layer workers, within
+``imageResolver.layers``' budgets, once per digest; reviews never wait for them. With
+``sharedFacts`` what is read is kept in the image digest's ImageFacts object, where the other
+replicas (and a restart) find it, and a person's override reaches them all. Every
 published cluster snapshot warms it with the images of its runtimes, InferenceServices and
 LLMInferenceServices (off the event loop), each with its pods' pull scope where
 ``pullSecrets`` is on. Counted in the webhook's metrics.
@@ -18,6 +22,9 @@ from typing import TYPE_CHECKING, Any
 from cudasched.registry.auth import Keychain, load_docker_config
 from cudasched.registry.client import Limits, Platform, RegistryClient
 from cudasched.registry.configcache import ConfigCache
+from cudasched.registry.factstore import SharedFacts
+from cudasched.registry.layerreads import LayerReads
+from cudasched.registry.layers import LayerBudget
 from cudasched.registry.pullsecrets import PullSecretReader
 from cudasched.registry.resolver import BackgroundResolver
 from cudasched.vocab.objects import name_of
@@ -45,6 +52,11 @@ class MetricsObserver:
         self._resolutions = metrics.image_config_resolutions
         self._seconds = metrics.image_config_seconds
         self._pull_secrets = metrics.pull_secret_reads
+        self._layer_reads = metrics.image_layer_reads
+        self._layer_seconds = metrics.image_layer_read_seconds
+        self._layer_bytes = metrics.image_layer_bytes
+        self._layer_in_flight = metrics.image_layer_reads_in_flight
+        self._facts = metrics.image_facts
 
     def looked_up(self, result: str) -> None:
         self._lookups.labels(result=result).inc()
@@ -55,6 +67,18 @@ class MetricsObserver:
 
     def pull_secrets(self, result: str) -> None:
         self._pull_secrets.labels(result=result).inc()
+
+    def layer_read(self, outcome: str, seconds: float, fetched: int) -> None:
+        self._layer_reads.labels(outcome=outcome).inc()
+        if outcome != "dropped":
+            self._layer_seconds.observe(seconds)
+        self._layer_bytes.inc(fetched)
+
+    def layer_reads_in_flight(self, count: int) -> None:
+        self._layer_in_flight.set(count)
+
+    def shared_facts(self, result: str) -> None:
+        self._facts.labels(result=result).inc()
 
 
 def build_resolver(
@@ -91,6 +115,8 @@ def build_resolver(
         settings.cache_bytes,
         tag_ttl=settings.tag_ttl_seconds,
         error_ttl=settings.error_ttl_seconds,
+        # With shared facts a digest is looked up again, so that an override is seen.
+        digest_ttl=settings.tag_ttl_seconds if settings.shared_facts else float("inf"),
     )
     observer = MetricsObserver(metrics) if metrics is not None else None
     reader = None
@@ -105,15 +131,67 @@ def build_resolver(
             timeout_seconds=timeout,
             observer=observer,
         )
+    platform = Platform.parse(settings.platform)
+    layers = None
+    if settings.layers.enabled:
+        layers = _layer_reads(settings, client, platform, observer, metrics)
+    shared = _shared_facts(settings, kube, observer) if settings.shared_facts else None
     return BackgroundResolver(
         client,
         cache,
-        platform=Platform.parse(settings.platform),
+        platform=platform,
         budget_seconds=settings.budget_seconds,
         workers=settings.workers,
         max_queued=settings.max_queued,
         observer=observer,
         pull_secrets=reader,
+        layers=layers,
+        shared=shared,
+    )
+
+
+def _shared_facts(
+    settings: ImageResolverSettings, kube: ClusterAccess | None, observer: MetricsObserver | None
+) -> SharedFacts:
+    """The cluster's ImageFacts through a client for ``kube`` (in-cluster unless it names a
+    kubeconfig), remembered for ``tagTtlSeconds``."""
+    from cudasched.kube.client import make_client
+
+    kubeconfig = kube.kubeconfig if kube is not None else None
+    timeout = min(5.0, settings.deadline_seconds)
+    return SharedFacts(
+        lambda: make_client(kubeconfig=kubeconfig, timeout=timeout),
+        timeout_seconds=timeout,
+        ttl_seconds=settings.tag_ttl_seconds,
+        retry_seconds=settings.layers.retry_seconds,
+        observer=observer,
+    )
+
+
+def _layer_reads(
+    settings: ImageResolverSettings,
+    client: RegistryClient,
+    platform: Platform,
+    observer: MetricsObserver | None,
+    metrics: WebhookMetrics | None,
+) -> LayerReads:
+    """The layer reads ``imageResolver.layers`` describes, its budgets shown as gauges."""
+    chosen = settings.layers
+    budget = LayerBudget(max_bytes=chosen.max_bytes, deadline_seconds=chosen.deadline_seconds)
+    if metrics is not None:
+        shown = metrics.image_layer_budget
+        shown.labels(limit="bytes").set(chosen.max_bytes)
+        shown.labels(limit="seconds").set(chosen.deadline_seconds)
+        shown.labels(limit="concurrency").set(chosen.concurrency)
+        shown.labels(limit="queued").set(chosen.max_queued)
+    return LayerReads(
+        client,
+        platform,
+        budget,
+        concurrency=chosen.concurrency,
+        max_queued=chosen.max_queued,
+        retry_seconds=chosen.retry_seconds,
+        observer=observer,
     )
 
 

@@ -38,21 +38,20 @@ MAX_COMPLEXITY = 20
 
 # (lines, complexity) of each function over a limit when the rule came in. Only shrinks.
 OFFENDERS: dict[str, tuple[int, int]] = {
-    "cudasched.cli.agent:agent": (103, 17),
-    "cudasched.cli.audit:audit_cmd": (85, 7),
-    "cudasched.cli.demo:run_demo": (73, 22),
+    "cudasched.cli.agent:agent": (90, 4),
+    "cudasched.cli.audit:audit_cmd": (83, 7),
+    "cudasched.cli.demo:run_demo": (65, 21),
     "cudasched.cli.explain:explain_cmd": (124, 16),
-    "cudasched.cli.manifests:manifests_command": (131, 7),
+    "cudasched.cli.manifests:manifests_command": (114, 8),
     "cudasched.cli.nodetemplate:node_template_cmd": (125, 13),
-    "cudasched.cli.plan:plan_cmd": (133, 16),
-    "cudasched.cli.recommend:recommend_cmd": (96, 14),
-    "cudasched.cli.webhook:webhook_cmd": (105, 11),
+    "cudasched.cli.plan:plan_cmd": (123, 14),
+    "cudasched.cli.recommend:recommend_cmd": (88, 11),
+    "cudasched.cli.webhook:webhook_cmd": (95, 6),
     "cudasched.explain.grouping:summarise": (26, 22),
     "cudasched.install.agent:daemonset_objects": (118, 22),
     "cudasched.install.agent:node_restriction_objects": (81, 1),
-    "cudasched.install.registration:webhook_configuration": (101, 5),
-    "cudasched.install.webhook:workload_objects": (104, 3),
-    "cudasched.webhook.metrics:WebhookMetrics.__init__": (122, 9),
+    "cudasched.install.registration:webhook_configuration": (84, 5),
+    "cudasched.webhook.metrics:WebhookMetrics.__init__": (90, 2),
 }
 
 

@@ -517,6 +517,68 @@ def test_the_background_audit_is_granted_and_turned_on_only_with_its_flag(
     assert refused.stderr.startswith("cudasched: error: invalid --audit-interval 5000:")
 
 
+def test_the_webhook_follows_the_knowledge_bundle_the_manifests_name(tmp_path: Path) -> None:
+    """``--knowledge REF --knowledge-key PEM``: the ConfigMap's settings follow REF and require
+    the key's signature, the key shipped beside them in ``/config`` (what the Deployment
+    mounts); a path, a bare name or a key without a reference is refused."""
+    from cudasched.cli.knowledgesource import read_trusted
+    from tests.support.bundles import ed25519_pair
+
+    _, public = ed25519_pair()
+    key = tmp_path / "knowledge.pub"
+    key.write_bytes(public)
+    ref = "registry.example.com/cudasched/knowledge:stable"
+    opted = _render("--knowledge", ref, "--knowledge-key", str(key))
+    config = _one(opted, "ConfigMap")["data"]
+    mounted = tmp_path / "config"
+    mounted.mkdir()
+    for name, text in config.items():
+        (mounted / name).write_text(text)
+    knowledge = load_config(mounted / "config.yaml").knowledge
+    deployment = _one(opted, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    pinned = _render("--knowledge", "registry.example.com/k@sha256:" + "a" * 64)
+    assert knowledge.reference == ref and knowledge.public_keys == ("/config/knowledge.pub",)
+    assert config["knowledge.pub"].encode() == public and mounts["/config"] == "config"
+    assert read_trusted([mounted / "knowledge.pub"]), (
+        "the shipped key reads as the webhook reads it"
+    )
+    assert "publicKeys" not in _one(pinned, "ConfigMap")["data"]["config.yaml"]
+    assert "knowledge" not in _one(_render(), "ConfigMap")["data"]["config.yaml"]
+    refusals = {
+        "./bundle": ["--knowledge", "./bundle"],
+        "knowledge:stable": ["--knowledge", "knowledge:stable"],
+        "needs --knowledge": ["--knowledge-key", str(key)],
+        "public key": [
+            "--knowledge",
+            ref,
+            "--knowledge-key",
+            str(tmp_path / "config" / "config.yaml"),
+        ],
+    }
+    said = {word: CliRunner().invoke(app, ["manifests", *args]) for word, args in refusals.items()}
+    assert {word: (r.exit_code, word in r.stderr) for word, r in said.items()} == {
+        word: (2, True) for word in refusals
+    }
+
+
+def test_beside_the_policy_only_the_webhook_follows_the_knowledge() -> None:
+    """``--mode both``: the webhook's settings name the bundle; the policy controller's do
+    not (it judges with the knowledge in its image: its ConfigMap has no key to check a
+    signature with)."""
+    ref = "registry.example.com/cudasched/knowledge:stable"
+    objects = _render("--mode", "both", "--knowledge", ref)
+    configs = {
+        o["metadata"]["name"]: yaml.safe_load(o["data"]["config.yaml"])
+        for o in objects
+        if o["kind"] == "ConfigMap" and "config.yaml" in o["data"]
+    }
+    webhook_config = configs.pop(f"{naming.APP}-config")
+    assert webhook_config["knowledge"] == {"reference": ref}
+    assert configs and all("knowledge" not in c for c in configs.values())
+
+
 def test_the_image_resolver_gets_its_grant_and_an_egress_policy_only_with_its_flag(
     tmp_path: Path,
 ) -> None:

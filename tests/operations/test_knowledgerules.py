@@ -16,10 +16,9 @@ from cudasched.knowledge.bundlecheck import BundleKnowledge, Sourced, knowledge_
 from cudasched.knowledge.images import ImageTable
 from cudasched.operations.audit import audit
 from cudasched.operations.audit.findings import AuditReport
-from cudasched.webhook.admission.review import creation_review
-from tests.support.admission import admitter, applied, ask, state_of
-from tests.support.builders import node, pod
-from tests.support.bundles import builtin_tables, bundle_of
+from tests.support.admission import admitted_pod
+from tests.support.builders import node
+from tests.support.bundles import raised_12_4
 
 #: The built-in knowledge's date.
 DATE = builtin_bundle().meta.date
@@ -77,21 +76,7 @@ def test_a_driver_newer_than_every_known_release_and_an_unknown_gpu(
 
 def _raised_12_4(minimum: str) -> BundleKnowledge:
     """The built-in knowledge with CUDA 12.4's minimum driver raised to ``minimum``."""
-    tables = builtin_tables()
-    row = next(r for r in tables["toolkits.yaml"]["releases"] if r["version"] == "12.4.0")
-    row["min_driver"] = minimum
-    return knowledge_of(Sourced(bundle_of(tables), "test"))
-
-
-def _admitted(kb: KnowledgeBase, snapshot: ClusterSnapshot, bound_to: str | None) -> dict[str, Any]:
-    """A CUDA 12.4 pod as the webhook admitted it under ``kb`` (annotation and affinity)."""
-    workload = pod("llm", image="nvidia/cuda:12.4.1-runtime-ubuntu22.04")
-    review = creation_review(workload, uid="uid-1")
-    answer = ask(admitter(kb), "pod", review, state_of(snapshot, kb))
-    admitted = applied(review, answer)
-    if bound_to is not None:
-        admitted["spec"]["nodeName"] = bound_to
-    return admitted
+    return knowledge_of(Sourced(raised_12_4(minimum), "test"))
 
 
 @pytest.mark.parametrize("bound_to", [None, "dc1-t4-01"])
@@ -99,7 +84,7 @@ def test_a_placement_the_new_knowledge_moves_is_reported(
     kb: KnowledgeBase, bound_to: str | None
 ) -> None:
     sample = bundled_snapshot()
-    admitted = _admitted(kb, sample, bound_to)
+    admitted = admitted_pod(kb, sample, bound_to)
     assert "cudasched.io/requirement" in admitted["metadata"]["annotations"]
     snapshot = ClusterSnapshot.from_objects([*sample.nodes, admitted])
     same = _audit(snapshot, kb, ImageTable.builtin(kb))
@@ -114,7 +99,7 @@ def test_a_placement_the_new_knowledge_moves_is_reported(
 
 def test_a_change_that_moves_no_node_is_no_finding(kb: KnowledgeBase) -> None:
     sample = bundled_snapshot()
-    snapshot = ClusterSnapshot.from_objects([*sample.nodes, _admitted(kb, sample, None)])
+    snapshot = ClusterSnapshot.from_objects([*sample.nodes, admitted_pod(kb, sample)])
     nudged = _raised_12_4("550.54.15")  # between the old minimum and every node's driver
     report = _audit(snapshot, nudged.kb, nudged.images)
     assert _codes(report, "placement-moved") == []

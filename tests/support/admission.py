@@ -182,6 +182,20 @@ def admitter(kb: KnowledgeBase, **settings_: Any) -> Admitter:
     return Admitter.from_config(WebhookConfig.from_mapping(settings_), kb=kb)
 
 
+def admitted_pod(
+    kb: KnowledgeBase, snapshot: ClusterSnapshot, bound_to: str | None = None
+) -> dict[str, Any]:
+    """A CUDA 12.4 pod (``default/llm``) as the webhook admitted it into ``snapshot`` under
+    ``kb`` (its requirement annotation and node affinity), running on ``bound_to``."""
+    workload = builders.pod("llm", image="nvidia/cuda:12.4.1-runtime-ubuntu22.04")
+    review = creation_review(workload, uid="uid-1")
+    answer = ask(admitter(kb), "pod", review, state_of(snapshot, kb))
+    admitted = applied(review, answer)
+    if bound_to is not None:
+        admitted["spec"]["nodeName"] = bound_to
+    return admitted
+
+
 def pod_reviews(snap: ClusterSnapshot) -> list[dict[str, Any]]:
     reviews = [creation_review(pod, uid="seed") for pod in snap.pods]
     reviews += [json.loads((DATA / f).read_text()) for f in sorted(p.name for p in DATA.iterdir())]

@@ -159,6 +159,15 @@ def bundle_of(
     return Bundle(meta, raw)
 
 
+def raised_12_4(minimum: str) -> Bundle:
+    """The built-in tables with CUDA 12.4's minimum driver raised to ``minimum`` (a change
+    that moves where the CUDA 12.4 pods of the sample cluster may run)."""
+    tables = builtin_tables()
+    row = next(r for r in tables["toolkits.yaml"]["releases"] if r["version"] == "12.4.0")
+    row["min_driver"] = minimum
+    return bundle_of(tables)
+
+
 def overlay_of(tables: Mapping[str, Any], *, version: str = "local.1") -> Bundle:
     """An overlay bundle of ``tables`` (parsed)."""
     return bundle_of(tables, version=version, day="2026-09-20", kind=BundleKind.OVERLAY)

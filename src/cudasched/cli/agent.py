@@ -25,15 +25,46 @@ _AGENT_OUTPUTS = ("node", "nfd")
 
 
 def _knowledge() -> Any:
-    """The knowledge base, or ``None`` when it cannot load (probing must still work)."""
+    """The knowledge base (``cudasched --knowledge``'s, else the built-in one), or ``None``
+    when it cannot load (probing must still work)."""
     try:
-        from cudasched.cli.knowledgecache import user_cache
-        from cudasched.knowledge import KnowledgeBase
+        from cudasched.cli.inputs import load_knowledge
 
-        return KnowledgeBase.load(user_cache())
+        return load_knowledge()
+    except InputError:
+        raise  # a key or overlay that cannot be read: bad input
     except Exception as exc:  # a broken KB must not stop a node from being labelled
         logging.getLogger("cudasched.agent").warning("knowledge base unavailable: %s", exc)
         return None
+
+
+def _followed(interval: float) -> tuple[Any, Any]:
+    """What the agent labels with (``None``: no knowledge could load) and the follower of the
+    registry reference ``cudasched --knowledge`` names (``None``: nothing to follow; else
+    started by the caller): each probe then reads the knowledge the follower holds."""
+    from cudasched.agent.knowledge import FollowedCatalog
+    from cudasched.cli.app import take_notes
+    from cudasched.cli.inputs import follow_knowledge
+
+    log = logging.getLogger("cudasched.agent")
+    try:
+        knowledge, plan = follow_knowledge()
+    except InputError:
+        raise
+    except Exception as exc:  # a broken KB must not stop a node from being labelled
+        log.warning("knowledge base unavailable: %s", exc)
+        return None, None
+    for message in take_notes():
+        log.warning("%s", message)
+    if plan is None:
+        return knowledge.kb, None
+
+    def said(outcome: Any) -> None:
+        failed = outcome.result.value in ("refused", "unreachable")
+        log.log(logging.WARNING if failed else logging.INFO, "knowledge: %s", outcome.message)
+
+    follower = plan.follower(knowledge, interval_seconds=interval, on_outcome=said)
+    return FollowedCatalog(lambda: follower.current.kb), follower
 
 
 def _read_input(path: Path) -> str:
@@ -85,7 +116,10 @@ def probe(
 
     if output not in _OUTPUTS:
         fail(f"invalid output {output!r}: expected one of {', '.join(_OUTPUTS)}")
-    kb = _knowledge()
+    try:
+        kb = _knowledge()
+    except InputError as exc:
+        fail(str(exc))
     try:
         if from_nvidia_smi is not None:
             facts = enrich(parse_nvidia_smi(_read_input(from_nvidia_smi)), kb)
@@ -121,6 +155,50 @@ async def _host_facts(client: Any, node_name: str | None) -> Any:
     return HostFacts(kernel_release=read_host(os_release_paths=()).kernel_release)
 
 
+def _check_options(output: str, interval: float, jitter: float, node_name: str | None) -> None:
+    """Fail on options ``agent`` cannot run with."""
+    if output not in _AGENT_OUTPUTS:
+        fail(f"invalid --output {output!r}: expected one of {', '.join(_AGENT_OUTPUTS)}")
+    if interval <= 0:
+        fail(f"invalid --interval {interval}: expected a positive number of seconds")
+    if jitter < 0:
+        fail(f"invalid --jitter {jitter}: expected a fraction >= 0")
+    if output == "node" and not node_name:
+        fail("--node-name (or NODE_NAME) is required with --output node")
+
+
+def _publishing(
+    output: str, node_name: str | None, kubeconfig: str | None, nfd_path: Path | None
+) -> tuple[Any, Any, Any]:
+    """The Kubernetes client (``None``: none needed or, for NFD, none reachable), where the
+    labels go (the Node, or the NFD features.d file) and where Events go (the Node, or the
+    log)."""
+    from cudasched.agent.publish import (
+        EVENT_COMPONENT,
+        LogEvents,
+        NfdFilePublisher,
+        NodeEvents,
+        NodePublisher,
+    )
+    from cudasched.kube.client import make_client
+    from cudasched.nodes.labelers import DEFAULT_NFD_PATH
+
+    client: Any = None
+    if output == "node" or node_name:
+        try:
+            client = make_client(kubeconfig=kubeconfig, field_manager=EVENT_COMPONENT)
+        except InputError as exc:
+            if output == "node":
+                fail(str(exc))
+            # NFD mode without API access: events go to the log instead.
+    node_api = NodePublisher(client, node_name) if client is not None and node_name else None
+    publisher: Any = (
+        node_api if output == "node" else NfdFilePublisher(nfd_path or DEFAULT_NFD_PATH)
+    )
+    events: Any = NodeEvents(client, node_api) if node_api is not None else LogEvents()
+    return client, publisher, events
+
+
 @app.command("agent")
 def agent(
     node_name: Annotated[
@@ -154,52 +232,37 @@ def agent(
         ),
     ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning")] = "info",
+    knowledge_interval: Annotated[
+        float,
+        typer.Option(
+            "--knowledge-interval",
+            help="Seconds between checks of the knowledge bundle 'cudasched --knowledge REF' "
+            "names (a registry reference is followed; a path is read once).",
+            min=10,
+        ),
+    ] = 3600.0,
 ) -> None:
     """Discover driver/CUDA/GPU facts on this node and publish them as labels, every
     --interval seconds until SIGTERM (or once with --oneshot)."""
     from cudasched.agent.discovery import default_discovery
     from cudasched.agent.loop import Agent, run_forever
     from cudasched.agent.nvml import NvmlSession
-    from cudasched.agent.publish import (
-        EVENT_COMPONENT,
-        LogEvents,
-        NfdFilePublisher,
-        NodeEvents,
-        NodePublisher,
-    )
-    from cudasched.kube.client import make_client
-    from cudasched.nodes.labelers import DEFAULT_NFD_PATH
 
     logging.basicConfig(
         level=getattr(logging, log_level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if output not in _AGENT_OUTPUTS:
-        fail(f"invalid --output {output!r}: expected one of {', '.join(_AGENT_OUTPUTS)}")
-    if interval <= 0:
-        fail(f"invalid --interval {interval}: expected a positive number of seconds")
-    if jitter < 0:
-        fail(f"invalid --jitter {jitter}: expected a fraction >= 0")
-    if output == "node" and not node_name:
-        fail("--node-name (or NODE_NAME) is required with --output node")
-
-    client: Any = None
-    if output == "node" or node_name:
-        try:
-            client = make_client(kubeconfig=kubeconfig, field_manager=EVENT_COMPONENT)
-        except InputError as exc:
-            if output == "node":
-                fail(str(exc))
-            # NFD mode without API access: events go to the log instead.
-    node_api = NodePublisher(client, node_name) if client is not None and node_name else None
-    publisher: Any = (
-        node_api if output == "node" else NfdFilePublisher(nfd_path or DEFAULT_NFD_PATH)
-    )
-    events: Any = NodeEvents(client, node_api) if node_api is not None else LogEvents()
+    _check_options(output, interval, jitter, node_name)
+    client, publisher, events = _publishing(output, node_name, kubeconfig, nfd_path)
+    try:
+        kb, follower = _followed(knowledge_interval)
+    except InputError as exc:
+        fail(str(exc))
 
     async def main() -> int:
-        kb = _knowledge()
         host = await _host_facts(client, node_name)
+        if follower is not None and not oneshot:
+            follower.start()
         with NvmlSession() as session:
             the_agent = Agent(
                 default_discovery(kb=kb, session=session, host=lambda: host),
@@ -215,6 +278,8 @@ def agent(
                 await run_forever(the_agent, interval=interval, jitter=jitter)
                 return EXIT_OK
             finally:
+                if follower is not None:
+                    await asyncio.to_thread(follower.stop)
                 if client is not None:
                     await client.close()
 

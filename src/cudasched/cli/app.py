@@ -37,6 +37,7 @@ __all__ = [
     "knowledge_choice",
     "note",
     "note_first",
+    "take_notes",
     "versioned",
 ]
 
@@ -124,6 +125,15 @@ class _NotesFirst:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def take_notes() -> list[str]:
+    """The notes left so far, taken: a command that runs until it is stopped (the webhook,
+    the agent) logs them when it starts rather than on stderr when it ends."""
+    taken = [*_first_notes, *_pending_notes]
+    _first_notes.clear()
+    _pending_notes.clear()
+    return taken
 
 
 #: Every command: its module (which registers it on :data:`app` when imported) and the opening

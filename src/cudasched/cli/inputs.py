@@ -35,11 +35,13 @@ from cudasched.vocab.errors import InputError, one_line
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from cudasched.cli.knowledgesource import FollowPlan
     from cudasched.cluster.fleet import Fleet
     from cudasched.cluster.scope import Scope
     from cudasched.cluster.snapshot import ClusterSnapshot
     from cudasched.compat.toolkitmode import ToolkitRead
     from cudasched.knowledge import KnowledgeBase
+    from cudasched.knowledge.bundlecheck import BundleKnowledge
     from cudasched.knowledge.images import ImageTable
     from cudasched.kube.live import ObjectRef
     from cudasched.operations.audit.nodegroups import NodeGroup
@@ -57,6 +59,7 @@ __all__ = [
     "LiveOption",
     "cluster_source",
     "cluster_state",
+    "follow_knowledge",
     "judged",
     "load_cluster",
     "load_cluster_inputs",
@@ -296,6 +299,15 @@ def load_knowledge() -> KnowledgeBase:
 
     chosen = chosen_knowledge()
     return chosen.kb if chosen is not None else KnowledgeBase.load(user_cache())
+
+
+def follow_knowledge() -> tuple[BundleKnowledge, FollowPlan | None]:
+    """For a command that runs until stopped (the webhook, the agent): the knowledge to start
+    with, read now as :func:`load_knowledge` reads it, and how to follow its registry reference
+    from now on (``None``: nothing to follow; :mod:`cudasched.cli.knowledgesource`)."""
+    from cudasched.cli.knowledgesource import followed_knowledge
+
+    return followed_knowledge()
 
 
 def load_settings(path: Path | None) -> WebhookConfig:

@@ -32,21 +32,27 @@ from typing import TYPE_CHECKING, Any
 from cudasched.cli.app import KnowledgeChoice, knowledge_choice, note
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cudasched.knowledge.bundle import Bundle
     from cudasched.knowledge.bundlecheck import BundleKnowledge, Sourced
+    from cudasched.knowledge.following import FollowOutcome
     from cudasched.knowledge.images import ImageTable
     from cudasched.knowledge.loading import ParsedCache
     from cudasched.knowledge.signing import Signature, TrustedKey
     from cudasched.registry.client import RegistryClient
+    from cudasched.registry.following import BundleFollower
     from cudasched.settings.config import KnowledgeSettings
 
 __all__ = [
     "BUILT_IN_WORD",
+    "FollowPlan",
     "Following",
     "Source",
     "chosen_images",
     "chosen_knowledge",
     "configure",
+    "followed_knowledge",
     "read_source",
     "read_trusted",
     "registry_client",
@@ -224,12 +230,7 @@ def _resolve(choice: Following) -> BundleKnowledge:
     from cudasched.knowledge.bundlecheck import builtin_source, knowledge_of
 
     trusted = read_trusted(choice.keys)
-    overlays = []
-    for path in choice.overlays:
-        try:
-            overlays.append(read_source(str(path), trusted).sourced)
-        except BundleError as exc:
-            note(f"knowledge overlay {path} refused ({exc.reason}): {exc}; judging without it")
+    overlays = _overlays(choice, trusted)
     base, checked = _base(choice, trusted) if choice.reference else (builtin_source(), None)
     if checked is not None and not overlays:
         return checked
@@ -240,6 +241,19 @@ def _resolve(choice: Following) -> BundleKnowledge:
             raise
         note(f"knowledge overlays refused ({exc.reason}): {exc}; judging without them")
         return checked if checked is not None else knowledge_of(base, (), _cache())
+
+
+def _overlays(choice: Following, trusted: Sequence[TrustedKey]) -> list[Sourced]:
+    """The overlays ``choice`` names that can be used (a refused one is noted and left out)."""
+    from cudasched.knowledge.bundle import BundleError
+
+    overlays = []
+    for path in choice.overlays:
+        try:
+            overlays.append(read_source(str(path), trusted).sourced)
+        except BundleError as exc:
+            note(f"knowledge overlay {path} refused ({exc.reason}): {exc}; judging without it")
+    return overlays
 
 
 def _base(
@@ -291,6 +305,72 @@ def _pulled(
     checked = knowledge_of(source, (), _cache())
     kept.write(pulled.bundle, pulled.digest, pulled.pinned, pulled.signatures)
     return source, checked
+
+
+@dataclass(frozen=True, slots=True)
+class FollowPlan:
+    """How a process that runs until stopped (the webhook, the agent) follows a registry
+    reference: what it was chosen with, the keys a bundle must be signed by and the overlays,
+    both read once at start. :meth:`follower` makes the follower in the process that runs it
+    (each webhook worker makes its own: a registry connection must not cross a fork)."""
+
+    following: Following
+    trusted: tuple[TrustedKey, ...] = ()
+    overlays: tuple[Sourced, ...] = ()
+
+    @property
+    def reference(self) -> str:
+        return str(self.following.reference)
+
+    def follower(
+        self,
+        initial: BundleKnowledge,
+        *,
+        interval_seconds: float,
+        on_outcome: Callable[[FollowOutcome], None] | None = None,
+        prepare: Callable[[BundleKnowledge], None] | None = None,
+    ) -> BundleFollower:
+        """A follower of the reference that starts from ``initial`` (the knowledge the process
+        started with: when it is a bundle of the reference, the first check is one manifest
+        request) with a registry client of its own."""
+        from cudasched.knowledge.provenance import BUILT_IN
+        from cudasched.registry.following import BundleFollower
+
+        choice = self.following
+        client = registry_client(
+            self.reference, choice.registry_config, choice.plain_http, choice.ca_file
+        )
+        provenance = initial.provenance
+        return BundleFollower(
+            self.reference,
+            client,
+            initial,
+            initial_digest=provenance.digest if provenance.origin != BUILT_IN else "",
+            trusted=self.trusted,
+            overlays=self.overlays,
+            interval_seconds=interval_seconds,
+            cache=_cache(),
+            on_outcome=on_outcome,
+            prepare=prepare,
+            owns_client=True,
+        )
+
+
+def followed_knowledge() -> tuple[BundleKnowledge, FollowPlan | None]:
+    """For a process that runs until stopped: the knowledge to start with, read now as every
+    command reads it (a registry reference asked once, a failure noted, the last good bundle or
+    the built-in knowledge used instead), and how to follow the reference from now on
+    (``None``: the built-in knowledge, or a bundle on disk, read once)."""
+    from cudasched.knowledge.bundlecheck import builtin_knowledge
+
+    chosen = chosen_knowledge()
+    knowledge = chosen if chosen is not None else builtin_knowledge(_cache())
+    following = _following(knowledge_choice())
+    reference = following.reference
+    if not reference or Path(reference).exists():
+        return knowledge, None
+    trusted = read_trusted(following.keys)
+    return knowledge, FollowPlan(following, trusted, tuple(_overlays(following, trusted)))
 
 
 def _cache() -> ParsedCache | None:

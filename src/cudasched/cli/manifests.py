@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -101,6 +102,26 @@ AuditIntervalOption = Annotated[
         "on PolicyReports (a ClusterRole of its own). 0, the default: off.",
     ),
 ]
+#: ``--knowledge`` and ``--knowledge-key``: the bundle the webhook follows, and its signer.
+KnowledgeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--knowledge",
+        metavar="REF",
+        help="Have the webhook follow the knowledge bundle REF names (registry/repo:tag, "
+        "checked every knowledge.intervalSeconds; registry/repo@sha256:... pins one): "
+        "sets knowledge.reference. Default: the knowledge built into the image.",
+    ),
+]
+KnowledgeKeyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--knowledge-key",
+        metavar="PEM",
+        help="Public key (PEM) the followed bundles must be signed by: shipped in the "
+        "ConfigMap and set as knowledge.publicKeys.",
+    ),
+]
 
 
 @app.command("manifests")
@@ -180,6 +201,8 @@ def manifests_command(
     audit_interval: AuditIntervalOption = 0,
     mode: ModeOption = "webhook",
     deny_unplaced: DenyUnplacedOption = False,
+    knowledge: KnowledgeOption = None,
+    knowledge_key: KnowledgeKeyOption = None,
 ) -> None:
     """Print the install manifests as multi-document YAML (pipe to 'kubectl apply -f -').
 
@@ -189,26 +212,19 @@ def manifests_command(
     """
     try:
         image = checked_image(image, image_digest)
-        cidrs = (api_server_cidr or DEFAULT_API_SERVER_CIDRS) if network_policy else None
-        cert_pem = key_pem = None
-        if not cert_manager:
-            bundle = generate_self_signed(namespace=namespace, ip_addresses=())
-            cert_pem, key_pem = bundle.cert_pem, bundle.key_pem
-            ca_pem = bundle.ca_pem
         objects = all_objects(
             namespace,
             image,
-            cert_manager=cert_manager,
-            cert_pem=cert_pem,
-            key_pem=key_pem,
-            ca_pem=None if cert_manager else ca_pem,
+            **_tls(namespace, cert_manager),
             fail_closed=fail_closed,
             agent_objects=daemonset_objects(
                 namespace, image, nodes=agent_nodes, runtime_class=agent_runtime_class
             )
             if agent
             else (),
-            api_server_cidrs=cidrs,
+            api_server_cidrs=(api_server_cidr or DEFAULT_API_SERVER_CIDRS)
+            if network_policy
+            else None,
             priority_class=priority_class,
             pull_secrets=pull_secrets,
             audit_minutes=audit_interval,
@@ -217,7 +233,33 @@ def manifests_command(
             toolkit_mode=toolkit_mode.value if toolkit_mode is not None else None,
             mode=mode,
             deny_unplaced=deny_unplaced,
+            knowledge=knowledge,
+            knowledge_key_pem=_knowledge_key(knowledge_key) if knowledge_key else None,
         )
     except InputError as exc:
         fail(str(exc))
     sys.stdout.write(to_yaml(objects))
+
+
+def _knowledge_key(path: Path) -> str:
+    """The PEM of ``--knowledge-key``, read as the webhook will read it (a file that is no
+    public key is refused now, not in the Pod)."""
+    from cudasched.cli.knowledgesource import read_trusted
+    from cudasched.vocab import inputfiles
+
+    read_trusted([path])
+    return inputfiles.read_bytes(path, str(path), inputfiles.SETTINGS).decode("ascii")
+
+
+def _tls(namespace: str, cert_manager: bool) -> dict[str, Any]:
+    """The serving certificate's arguments of ``all_objects``: none with cert-manager, else a
+    self-signed CA and certificate generated now."""
+    if cert_manager:
+        return {"cert_manager": True}
+    bundle = generate_self_signed(namespace=namespace, ip_addresses=())
+    return {
+        "cert_manager": False,
+        "cert_pem": bundle.cert_pem,
+        "key_pem": bundle.key_pem,
+        "ca_pem": bundle.ca_pem,
+    }

@@ -8,6 +8,11 @@ fields so a quick local run needs no file (``cudasched webhook --self-signed --k
 With ``--cluster FILE`` the decisions come from a fixed snapshot (the same List the other
 commands read) instead of the API server: admission behaviour can be tested offline and in CI,
 and load and attack tests run against the real server process.
+
+The knowledge is the configuration's ``knowledge`` section (``cudasched --knowledge`` wins over
+it): read once before the server starts, as every command reads it, and then, for a registry
+reference, followed by each server process every ``knowledge.intervalSeconds``
+(:mod:`cudasched.webhook.background.following`).
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ from cudasched.vocab.errors import InputError
 
 if TYPE_CHECKING:
     from cudasched.cluster.snapshot import ClusterSnapshot
-    from cudasched.knowledge import KnowledgeBase
     from cudasched.settings.config import WebhookConfig
+    from cudasched.webhook.background.following import FollowedKnowledge
     from cudasched.webhook.metrics import WebhookMetrics
 
 __all__ = ["webhook_cmd"]
@@ -84,41 +89,30 @@ def webhook_cmd(
     if cluster is not None and kubeconfig is not None:
         fail("--cluster serves a fixed snapshot and --kubeconfig watches a cluster: give one")
     try:
-        from cudasched.cli.inputs import load_images, load_knowledge
-        from cudasched.settings.config import load_config
+        from cudasched.cli.inputs import load_settings
         from cudasched.webhook.background.watchcache import ClusterCache, StateFromObjects
         from cudasched.webhook.server.serving import run_server
         from cudasched.webhook.state.source import StateSource, StaticStateSource
 
-        cfg = load_config(config)
-        server_update: dict[str, Any] = {}
-        if self_signed:
-            server_update["self_signed"] = True
-        if host is not None:
-            server_update["host"] = host
-        if port is not None:
-            server_update["port"] = port
-        if server_update:
-            cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update=server_update)})
-        if kubeconfig is not None:
-            cfg = cfg.model_copy(
-                update={"kube": cfg.kube.model_copy(update={"kubeconfig": kubeconfig})}
-            )
+        cfg = _overridden(load_settings(config), self_signed, host, port, kubeconfig)
 
-        # One knowledge base for admission and the cluster state, and admission's image table
-        # (its imageOverrides checked), loaded before the server (and any worker processes)
-        # start.
-        kb = load_knowledge()
-        images = load_images(kb, cfg)
+        # One knowledge for admission, the cluster state and the audit, and admission's image
+        # table (its imageOverrides checked), loaded before the server (and any worker
+        # processes) start; each server process follows the reference from then on.
+        knowledge = _knowledge(cfg)
+        kb = knowledge.current.kb
         if cluster is not None:
             from cudasched.cluster.snapshot import load_snapshot
             from cudasched.webhook.state.clusterstate import ClusterState
 
             dump = load_snapshot(cluster)
-            static = StaticStateSource(ClusterState.from_snapshot(dump, kb=kb))
+            static = StaticStateSource(
+                ClusterState.from_snapshot(dump, kb=kb),
+                rebuild=lambda new: ClusterState.from_snapshot(dump, kb=new),
+            )
 
             def make_source(metrics: WebhookMetrics) -> StateSource:
-                _start_audit(cfg, kb, metrics, read=lambda: dump, publish=False)
+                _start_audit(cfg, knowledge, metrics, read=lambda: dump, publish=False)
                 return static
 
         else:
@@ -131,27 +125,64 @@ def webhook_cmd(
                     metrics=metrics,
                 )
                 cache.prepare()
-                _start_audit(cfg, kb, metrics, read=None, publish=cfg.audit.publish_reports)
+                publish = cfg.audit.publish_reports
+                _start_audit(cfg, knowledge, metrics, read=None, publish=publish)
                 return cache
 
-        run_server(cfg, make_source, kb=kb, images=images, self_signed_dir=tls_dir)
+        run_server(cfg, make_source, knowledge=knowledge, self_signed_dir=tls_dir)
     except InputError as exc:
         fail(str(exc))
 
 
+def _overridden(
+    cfg: WebhookConfig,
+    self_signed: bool,
+    host: str | None,
+    port: int | None,
+    kubeconfig: str | None,
+) -> WebhookConfig:
+    """``cfg`` with what the command line says over it."""
+    server_update: dict[str, Any] = {}
+    if self_signed:
+        server_update["self_signed"] = True
+    if host is not None:
+        server_update["host"] = host
+    if port is not None:
+        server_update["port"] = port
+    if server_update:
+        cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update=server_update)})
+    if kubeconfig is not None:
+        cfg = cfg.model_copy(
+            update={"kube": cfg.kube.model_copy(update={"kubeconfig": kubeconfig})}
+        )
+    return cfg
+
+
+def _knowledge(cfg: WebhookConfig) -> FollowedKnowledge:
+    """The knowledge to start with and, for a registry reference, how each server process
+    follows it. What a failure to read it left is logged when the server starts, not on
+    stderr at exit (and not before a bad ``--cluster`` file's one error line)."""
+    from cudasched.cli.app import take_notes
+    from cudasched.cli.inputs import follow_knowledge
+    from cudasched.webhook.background.following import FollowedKnowledge
+
+    knowledge, plan = follow_knowledge()
+    return FollowedKnowledge(cfg, knowledge, plan, notes=take_notes())
+
+
 def _start_audit(
     cfg: WebhookConfig,
-    kb: KnowledgeBase,
+    knowledge: FollowedKnowledge,
     metrics: WebhookMetrics,
     *,
     read: Callable[[], ClusterSnapshot] | None,
     publish: bool,
 ) -> None:
     """The background audit (``audit.intervalMinutes``, off when 0): of the live cluster,
-    publishing PolicyReports when asked, or of the ``--cluster`` dump, gauge only."""
+    publishing PolicyReports when asked, or of the ``--cluster`` dump, gauge only; with the
+    knowledge in use, run again at once when another is swapped in."""
     if cfg.audit.interval_minutes <= 0:
         return
-    from cudasched.cli.inputs import load_images
     from cudasched.kube.live import read_live_cluster
     from cudasched.kube.reports import apply_reports
     from cudasched.webhook.background.periodic import AuditLoop
@@ -162,12 +193,16 @@ def _start_audit(
     def write(reports: Sequence[Mapping[str, Any]]) -> None:
         apply_reports(reports, kubeconfig=cfg.kube.kubeconfig)
 
-    AuditLoop(
+    judging = knowledge.current
+    loop = AuditLoop(
         interval_seconds=cfg.audit.interval_minutes * 60,
         read=read or live,
-        kb=kb,
-        images=load_images(kb, cfg),
+        kb=judging.kb,
+        images=judging.images,
         policy=cfg.policy,
         metrics=metrics,
         publish=write if publish else None,
-    ).start()
+        max_knowledge_age_days=cfg.knowledge.max_age_days,
+    )
+    knowledge.on_swap(lambda new, _built: loop.use(new.kb, new.images))
+    loop.start()

@@ -49,10 +49,12 @@ from cudasched.vocab.labelsyntax import dns_label_ok, dns_subdomain_ok
 __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULT_PRIORITY_CLASS",
+    "KNOWLEDGE_KEY_FILE",
     "MAX_AUDIT_MINUTES",
     "MODES",
     "all_objects",
     "checked_image",
+    "checked_knowledge",
     "priority_objects",
     "to_yaml",
     "webhook_settings",
@@ -60,6 +62,7 @@ __all__ = [
 ]
 
 _SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_REGISTRY_HOST = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?", re.IGNORECASE)
 
 #: The priority class of the webhook pods unless ``--priority-class`` says otherwise.
 DEFAULT_PRIORITY_CLASS = "system-cluster-critical"
@@ -148,6 +151,11 @@ def priority_objects(namespace: str, priority_class: str) -> list[dict[str, Any]
 MAX_AUDIT_MINUTES = 1440
 
 
+#: Where the public key a followed knowledge bundle must be signed by is mounted (a file of
+#: the webhook's ConfigMap: a public key is no secret).
+KNOWLEDGE_KEY_FILE = "knowledge.pub"
+
+
 def webhook_settings(
     *,
     pull_secrets: bool = False,
@@ -172,25 +180,43 @@ def webhook_settings(
     return settings
 
 
-def workload_objects(
-    namespace: str,
-    image: str,
-    replicas: int = REPLICAS,
-    priority_class: str = DEFAULT_PRIORITY_CLASS,
-    settings: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:
-    """ConfigMap (``settings``, :func:`webhook_settings` by default), Deployment,
-    PodDisruptionBudget and Service of the webhook."""
-    settings = settings if settings is not None else webhook_settings()
-    selector = {"app.kubernetes.io/name": "cudasched", "app.kubernetes.io/component": "webhook"}
+def checked_knowledge(reference: str) -> str:
+    """``--knowledge``: a registry reference the webhook can follow (``host/repo:tag``) or
+    pin (``host/repo@sha256:...``), never a path (nothing of the installer's disk is in the
+    Pod)."""
+    try:
+        ref = parse_image_ref(reference)
+    except InputError:
+        ref = None
+    host_ok = ref is not None and ref.host and _REGISTRY_HOST.fullmatch(ref.host) is not None
+    if ref is None or not host_ok or (ref.digest and not _SHA256_DIGEST.fullmatch(ref.digest)):
+        raise InputError(
+            f"invalid --knowledge {_shown(reference)}: expected the registry reference of a "
+            "knowledge bundle, host/repository:tag to follow or host/repository@sha256:... "
+            "to pin"
+        )
+    return reference.strip()
+
+
+def _container(image: str) -> dict[str, Any]:
+    """The webhook's container: probes, resources, a read-only root and the settings and
+    serving certificate mounted."""
     probe_common = {"periodSeconds": 10, "timeoutSeconds": 2, "failureThreshold": 3}
-    container = {
+    return {
         "name": "webhook",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "args": ["webhook", "--config", "/config/config.yaml"],
-        # Names this replica as the reportingInstance of its Events.
-        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        # Names this replica as the reportingInstance of its Events, and as the object its
+        # Events about the knowledge it follows regard (background/knowledgereport.py).
+        "env": [
+            {"name": env, "valueFrom": {"fieldRef": {"fieldPath": field}}}
+            for env, field in (
+                ("POD_NAME", "metadata.name"),
+                ("POD_NAMESPACE", "metadata.namespace"),
+                ("POD_UID", "metadata.uid"),
+            )
+        ],
         "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
         "readinessProbe": {
             "httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"},
@@ -219,12 +245,30 @@ def workload_objects(
             {"name": "config", "mountPath": "/config", "readOnly": True},
         ],
     }
+
+
+def workload_objects(
+    namespace: str,
+    image: str,
+    replicas: int = REPLICAS,
+    priority_class: str = DEFAULT_PRIORITY_CLASS,
+    settings: dict[str, Any] | None = None,
+    config_files: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """ConfigMap (``settings``, :func:`webhook_settings` by default, and ``config_files``
+    beside it in ``/config``), Deployment, PodDisruptionBudget and Service of the webhook."""
+    settings = settings if settings is not None else webhook_settings()
+    selector = {"app.kubernetes.io/name": "cudasched", "app.kubernetes.io/component": "webhook"}
+    container = _container(image)
     return [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": object_meta(f"{APP}-config", namespace, "webhook"),
-            "data": {"config.yaml": yaml.safe_dump(settings, sort_keys=False)},
+            "data": {
+                "config.yaml": yaml.safe_dump(settings, sort_keys=False),
+                **(config_files or {}),
+            },
         },
         {
             "apiVersion": "apps/v1",
@@ -345,6 +389,24 @@ def _access_objects(
     return objects
 
 
+def _knowledge_part(
+    knowledge: str | None, key_pem: str | None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The webhook's ``knowledge`` settings for ``--knowledge`` (none without it) and the
+    files beside them in its ConfigMap (the public key of ``--knowledge-key``)."""
+    if knowledge is None:
+        if key_pem is not None:
+            raise InputError(
+                "--knowledge-key needs --knowledge: the reference whose bundles it signs"
+            )
+        return {}, {}
+    section: dict[str, Any] = {"reference": checked_knowledge(knowledge)}
+    if key_pem is None:
+        return {"knowledge": section}, {}
+    section["publicKeys"] = [f"/config/{KNOWLEDGE_KEY_FILE}"]
+    return {"knowledge": section}, {KNOWLEDGE_KEY_FILE: key_pem}
+
+
 def all_objects(
     namespace: str = DEFAULT_NAMESPACE,
     image: str = DEFAULT_IMAGE,
@@ -362,25 +424,25 @@ def all_objects(
     image_resolver: bool = False,
     registry_cidrs: Sequence[str] = (),
     toolkit_mode: str | None = None,
+    knowledge: str | None = None,
+    knowledge_key_pem: str | None = None,
     mode: str = "webhook",
     deny_unplaced: bool = False,
 ) -> list[dict[str, Any]]:
-    """Everything ``cudasched manifests`` prints, in apply order (``mode``: see
-    :data:`MODES`; ``deny_unplaced``: the policy mode refuses GPU pods it cannot place).
-    Without cert-manager the ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or
-    ``cert_pem`` itself when the certificate is its own CA. ``api_server_cidrs`` of ``None``
-    leaves the NetworkPolicies out; an empty ``priority_class`` leaves the priority (and its
-    quota) out.
-    ``image_resolver`` turns the image resolver on, with the ImageFacts grant and, beside the
-    ingress NetworkPolicy, the egress one (``registry_cidrs``: internal registries);
-    ``pull_secrets`` does too and adds the grant of :func:`pull_secret_objects`;
-    ``audit_minutes`` (0: off) the grant of :func:`audit_objects` and the background audit;
-    ``toolkit_mode`` is written into the settings. The ImageFacts CRD and the policy that lets
-    only the webhook write their status come with the webhook
-    (:mod:`cudasched.install.imagefacts`)."""
+    """Everything ``cudasched manifests`` prints, in apply order (``mode``: :data:`MODES`;
+    ``deny_unplaced``: the policy refuses GPU pods it cannot place). Without cert-manager the
+    ``caBundle`` is ``ca_pem`` (the CA that signed ``cert_pem``), or ``cert_pem`` if its own CA.
+    ``api_server_cidrs`` of ``None`` leaves the NetworkPolicies out; an empty ``priority_class``
+    the priority (and its quota). ``image_resolver`` turns the resolver on, with the ImageFacts
+    grant and the egress NetworkPolicy (``registry_cidrs``: internal registries);
+    ``pull_secrets`` too, with :func:`pull_secret_objects`; ``audit_minutes`` (0: off)
+    :func:`audit_objects` and the background audit; ``toolkit_mode`` goes into the settings;
+    ``knowledge`` (``knowledge_key_pem``: its signer's key) the bundle the webhook follows. The
+    ImageFacts CRD and its status policy come with the webhook (:mod:`.imagefacts`)."""
     _check_arguments(namespace, image, mode, audit_minutes, priority_class)
     resolver = image_resolver or pull_secrets
     _check_registry_cidrs(registry_cidrs, resolver, api_server_cidrs is not None)
+    followed, key_files = _knowledge_part(knowledge, knowledge_key_pem)
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -407,7 +469,8 @@ def all_objects(
         namespace,
         image,
         priority_class=priority_class,
-        settings=settings,
+        settings={**settings, **followed},
+        config_files=key_files,
     )
     if api_server_cidrs is not None:
         objects.append(network_policy(namespace, api_server_cidrs))

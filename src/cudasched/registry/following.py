@@ -51,7 +51,11 @@ class BundleFollower:
     ``initial`` is the knowledge to answer with until a bundle is pulled (the built-in one,
     or a last good bundle with its digest: ``initial_digest``); ``trusted`` keys, when given,
     must have signed a bundle for it to be used; ``overlays`` are merged over every bundle;
-    ``interval_seconds`` is how often the reference is checked."""
+    ``interval_seconds`` is how often the reference is checked (``owns_client``: :meth:`stop`
+    closes ``client``). ``prepare`` is called with a
+    bundle's knowledge after it passed every check and before it is swapped in (in the thread
+    that checks); what it raises refuses the bundle: a :class:`BundleError` with its reason,
+    an :class:`InputError` as ``content``."""
 
     def __init__(
         self,
@@ -66,6 +70,8 @@ class BundleFollower:
         keychain: Keychain | None = None,
         cache: ParsedCache | None = None,
         on_outcome: Callable[[FollowOutcome], None] | None = None,
+        prepare: Callable[[BundleKnowledge], None] | None = None,
+        owns_client: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         repository_of(reference)  # a reference that does not parse is refused now
@@ -79,6 +85,8 @@ class BundleFollower:
         self._keychain = keychain
         self._cache = cache
         self._on_outcome = on_outcome
+        self._prepare = prepare
+        self._owns_client = owns_client
         self._clock = clock
         self._state = started(self.reference, initial, initial_digest)
         self._checking = threading.Lock()
@@ -121,10 +129,14 @@ class BundleFollower:
                 return unchanged(state, now)
             source = Sourced(pulled.bundle, pulled.pinned, pulled.digest)
             knowledge = knowledge_of(source, self.overlays, self._cache)
+            if self._prepare is not None:
+                self._prepare(knowledge)
         except BundleError as exc:
             return failed(state, FollowResult.REFUSED, exc.reason, str(exc), now)
         except RegistryError as exc:
             return failed(state, FollowResult.UNREACHABLE, exc.kind, str(exc), now)
+        except InputError as exc:  # prepare: what the new knowledge would be used for refuses it
+            return failed(state, FollowResult.REFUSED, "content", str(exc), now)
         except Exception as exc:  # a follower never stops on a surprise; it is said and counted
             return failed(state, FollowResult.REFUSED, "error", f"{type(exc).__name__}: {exc}", now)
         return updated(state, knowledge, pulled.digest, now)
@@ -144,11 +156,14 @@ class BundleFollower:
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread (a check in flight finishes first, within ``timeout``)."""
+        """Stop the thread (a check in flight finishes first, within ``timeout``), and close
+        the client when it is the follower's own."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        if self._owns_client:
+            self.client.close()
 
     def _run(self) -> None:
         while not self._stop.is_set():

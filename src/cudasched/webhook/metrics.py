@@ -32,6 +32,7 @@ from cudasched.workloads.resolution import (
 )
 
 __all__ = [
+    "CHECK_OUTCOMES",
     "CONTENT_TYPE",
     "FACT_RESULTS",
     "KINDS",
@@ -41,6 +42,7 @@ __all__ = [
     "REFUSAL_REASONS",
     "UNKNOWN_KINDS",
     "UNKNOWN_REASONS",
+    "KnowledgeMetrics",
     "WebhookMetrics",
     "kept_children",
 ]
@@ -117,6 +119,9 @@ RESOLUTION_OUTCOMES: Final = (
     "invalid",
     "internal",
 )
+
+#: What one check of a followed knowledge bundle did (``knowledge/following.FollowResult``).
+CHECK_OUTCOMES: Final = ("updated", "unchanged", "refused", "unreachable")
 
 #: How one layer read ended (:class:`cudasched.registry.layerreads.LayerObserver`).
 LAYER_READ_OUTCOMES: Final = ("answered", "unknown", "failed", "dropped")
@@ -357,6 +362,62 @@ class WebhookMetrics:
             self._audit = (findings, runs)
         return self._audit
 
+    def knowledge_metrics(self) -> KnowledgeMetrics:
+        """The knowledge's families (its version and age, the follower's checks), registered
+        on first use: by the webhook's :mod:`~cudasched.webhook.background.following`."""
+        if not hasattr(self, "_knowledge"):
+            self._knowledge = KnowledgeMetrics(self.registry)
+        return self._knowledge
+
     def render(self) -> bytes:
         """The text exposition of every metric in this registry."""
         return generate_latest(self.registry)
+
+
+class KnowledgeMetrics:
+    """The knowledge the webhook judges with, and the checks of the bundle it follows.
+
+    * ``cudasched_knowledge_info{version,digest,origin}``: 1 for the knowledge in use (one
+      series: replaced at a swap);
+    * ``cudasched_knowledge_bundle_age_seconds``: since the day its newest fact was read
+      (what the audit's ``knowledge.maxAgeDays`` is about), evaluated when scraped;
+    * ``cudasched_knowledge_checks_total{outcome}``: each check of the reference;
+    * ``cudasched_knowledge_check_failures_total{reason}``: failed checks by the refusal's
+      or the registry's closed word (``digest``, ``schema``, ``timeout``, ...);
+    * ``cudasched_knowledge_consecutive_failures``: failed checks since the last good one (0:
+      healthy), what to alert on."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.info = Gauge(
+            "cudasched_knowledge_info",
+            "The knowledge bundle admission judges with: its version, digest and origin.",
+            ("version", "digest", "origin"),
+            registry=registry,
+        )
+        self.age = Gauge(
+            "cudasched_knowledge_bundle_age_seconds",
+            "Seconds since the day the knowledge's newest fact was read (its bundle's date).",
+            registry=registry,
+        )
+        self.checks = Counter(
+            "cudasched_knowledge_checks",
+            "Checks of the followed knowledge reference, by outcome (updated, unchanged, "
+            "refused, unreachable).",
+            ("outcome",),
+            registry=registry,
+        )
+        self.failures = Counter(
+            "cudasched_knowledge_check_failures",
+            "Failed checks of the followed knowledge reference, by reason (the refusal's: "
+            "digest, signature, format, schema, sources, overlay, content; or the registry "
+            "error's: timeout, unreachable, not-found, ...).",
+            ("reason",),
+            registry=registry,
+        )
+        self.consecutive_failures = Gauge(
+            "cudasched_knowledge_consecutive_failures",
+            "Failed checks of the followed knowledge reference since the last good one.",
+            registry=registry,
+        )
+        for outcome in CHECK_OUTCOMES:
+            self.checks.labels(outcome=outcome).inc(0)

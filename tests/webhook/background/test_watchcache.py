@@ -434,3 +434,30 @@ def test_the_production_state_builder_uses_the_knowledge_base_it_is_given() -> N
     assert first.fleet.kb is kb and second.fleet.kb is kb and first.synced
     admission, _ = build_admission(WebhookConfig(), WebhookMetrics(), kb)
     assert admission.kb is kb
+
+
+async def test_a_knowledge_swap_republishes_the_snapshot_with_it(
+    kmock: kmock.KubernetesEmulator,
+) -> None:
+    """A bundle swapped in (from the follower's thread) rebuilds the snapshot from the objects
+    the cache holds, with the new knowledge, at once: node facts read through the knowledge
+    (a driver's CUDA, a GPU's architecture) must not wait for the next watch event."""
+    from cudasched.knowledge.bundlecheck import Sourced, builtin_knowledge, knowledge_of
+    from cudasched.webhook.background.watchcache import StateFromObjects
+    from tests.support.bundles import planted
+
+    old = builtin_knowledge().kb
+    new = knowledge_of(Sourced(planted(["new-release"]), "test")).kb
+    await kmock.post(NODES, json=builders.node("gpu-1", driver="615.20.01", listed=True))
+    cache = make_cache(kmock.url, build_state=StateFromObjects(old))
+    await cache.start()
+    try:
+        await eventually(cache, lambda c: c.synced, 10)
+        before, generation = cache.state, cache.generation
+        await asyncio.to_thread(cache.use_knowledge, new)  # the follower's thread
+        await eventually(cache, lambda c: c.generation > generation)
+        after = cache.state
+    finally:
+        await cache.stop()
+    assert before.fleet.kb is old and after.fleet.kb is new
+    assert [n.name for n in after.nodes] == ["gpu-1"]

@@ -186,6 +186,7 @@ class ClusterCache:
         self._publisher: asyncio.Task[None] | None = None
         self._dirty = False
         self._changed: asyncio.Condition | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.generation = 0  # number of snapshots published
 
     # ------------------------------------------------------------------ StateSource
@@ -225,6 +226,7 @@ class ClusterCache:
             return
         self.prepare()
         self._changed = asyncio.Condition()
+        self._loop = asyncio.get_running_loop()
         if self._build is None:
             self._build = StateFromObjects()
         for kind in ADMISSION_KINDS:
@@ -244,6 +246,17 @@ class ClusterCache:
                 reflector.client = self._client
             task = asyncio.create_task(reflector.run(), name=f"cudasched-watch-{kind.plural}")
             self._tasks.append(task)
+
+    def use_knowledge(self, kb: KnowledgeBase) -> None:
+        """Build snapshots with ``kb`` from now on, the next one at once (a knowledge swap;
+        any thread)."""
+        if self._build is None:
+            self._build = StateFromObjects(kb)
+        elif isinstance(self._build, StateFromObjects):
+            self._build.use(kb)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._schedule_publish)
 
     @property
     def client(self) -> AsyncClient | None:
@@ -390,6 +403,10 @@ class StateFromObjects:
     given (the webhook loads it once for admission and state alike) or loaded on first use."""
 
     def __init__(self, kb: KnowledgeBase | None = None) -> None:
+        self._kb = kb
+
+    def use(self, kb: KnowledgeBase) -> None:
+        """Build with ``kb`` from the next snapshot on."""
         self._kb = kb
 
     def __call__(

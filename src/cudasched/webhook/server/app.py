@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from cudasched.registry.resolver import BackgroundResolver
     from cudasched.settings.config import EventSettings
     from cudasched.webhook.admission.admitter import Kind
+    from cudasched.webhook.background.following import FollowedKnowledge
     from cudasched.webhook.background.runtimereader import RuntimeReader
     from cudasched.webhook.state.clusterstate import ClusterState
 
@@ -189,17 +190,15 @@ class WebhookApp:
             raise InputError(f"invalid request_timeout {request_timeout!r}: expected > 0 seconds")
         self.admission = admission
         self.source = source
-        self.max_body_bytes = max_body_bytes
-        self.request_timeout = request_timeout
-        self.fail_closed = fail_closed
-        self.metrics = metrics if metrics is not None else WebhookMetrics()
         if large_bodies_in_flight_bytes < max_body_bytes:
             raise InputError(
                 f"invalid large_bodies_in_flight_bytes {large_bodies_in_flight_bytes!r}: "
                 f"expected at least max_body_bytes ({max_body_bytes})"
             )
-        self.max_headers = max_headers
-        self.max_header_bytes = max_header_bytes
+        self.max_body_bytes, self.request_timeout = max_body_bytes, request_timeout
+        self.fail_closed = fail_closed
+        self.metrics = metrics if metrics is not None else WebhookMetrics()
+        self.max_headers, self.max_header_bytes = max_headers, max_header_bytes
         self.large_bodies_in_flight_bytes = large_bodies_in_flight_bytes
         self._large_in_flight = 0  # bytes of large bodies held now (only the loop changes it)
         self._executor = ThreadPoolExecutor(
@@ -235,14 +234,29 @@ class WebhookApp:
                 reporting_instance=reporting_instance,
                 interval=events.per_object_interval_seconds,
             )
-            admission.on_placement = self.reporter.observe
         # The image resolver (imageresolver.py), warmed from each new snapshot.
         self.image_resolver = image_resolver
         # Where admission reads runtimes the snapshot lacks (runtimereader.py): told the loop.
         self.runtime_reader = runtime_reader
         self._warmed: ClusterState | None = None
-        # Workloads admitted with an unknown requirement, counted by kind and reason.
+        self._hook(admission)
+        # The knowledge followed in the background (background/following.py): started and
+        # stopped with the server, said in /readyz; it replaces `admission` at a swap.
+        self.knowledge: FollowedKnowledge | None = None
+
+    def _hook(self, admission: StagedAdmission[Any]) -> None:
+        """Tell ``admission`` where placements (the NoCompatibleNode reporter) and workloads
+        admitted with an unknown requirement (counted by kind and reason) go."""
+        if self.reporter is not None:
+            admission.on_placement = self.reporter.observe
         admission.on_unknown = self._count_unknown
+
+    def use_admission(self, admission: StagedAdmission[Any]) -> None:
+        """Answer with ``admission`` from now on (a knowledge swap; any thread): hooked first,
+        then put in place in one assignment. A review reads ``self.admission`` once when it
+        starts, so one in flight finishes with the admission it started with."""
+        self._hook(admission)
+        self.admission = admission
 
     def _count_unknown(self, kind: str, reason: str) -> None:
         self._unknowns(kind, reason).inc()
@@ -268,6 +282,8 @@ class WebhookApp:
                         await self.reporter.start()
                     if self.runtime_reader is not None:
                         await self.runtime_reader.start()
+                    if self.knowledge is not None:
+                        await self.knowledge.start()
                 except Exception as exc:
                     log.exception("start-up failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
@@ -275,6 +291,8 @@ class WebhookApp:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 try:
+                    if self.knowledge is not None:
+                        await self.knowledge.stop()
                     if self.reporter is not None:
                         await self.reporter.stop()
                     await self.source.stop()
@@ -329,10 +347,13 @@ class WebhookApp:
         return 200, b"ok\n", b"text/plain; charset=utf-8"
 
     def _readyz(self) -> tuple[int, bytes, bytes]:
+        # The knowledge's lines say which bundle answers and how its following goes; a
+        # failure to follow never makes a replica unready (it answers with the last good one).
+        detail = "".join(f"{line}\n" for line in self.knowledge.detail()) if self.knowledge else ""
         if self.source.synced:
-            return 200, b"ok\n", b"text/plain; charset=utf-8"
+            return 200, f"ok\n{detail}".encode(), b"text/plain; charset=utf-8"
         reason = self.source.not_ready_reason or "cluster cache not synced"
-        return 503, f"not ready: {reason}\n".encode(), b"text/plain; charset=utf-8"
+        return 503, f"not ready: {reason}\n{detail}".encode(), b"text/plain; charset=utf-8"
 
     def _metrics(self) -> tuple[int, bytes, bytes]:
         if self.reporter is not None:

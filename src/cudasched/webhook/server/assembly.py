@@ -1,7 +1,9 @@
 """The webhook's application assembled from its configuration: the production admission (the
 :class:`~cudasched.webhook.admission.admitter.Admitter`, with the image resolver in its image
 table when that is on) and the :class:`~cudasched.webhook.server.app.WebhookApp` with the
-server's limits. What ``cudasched webhook``, the demo, the benchmarks and the tests build."""
+server's limits, wired to the knowledge it follows (a new admission built for each new bundle,
+the cluster snapshot rebuilt with it). What ``cudasched webhook``, the demo, the benchmarks and
+the tests build."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from cudasched.registry.resolver import BackgroundResolver
     from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.admission.admitter import Admitter
+    from cudasched.webhook.background.following import FollowedKnowledge, Judging
     from cudasched.webhook.background.runtimereader import RuntimeReader
     from cudasched.webhook.state.source import StateSource
 
@@ -62,18 +65,21 @@ def build_app(
     kb: KnowledgeBase | None = None,
     images: ImageTable | None = None,
     metrics: WebhookMetrics | None = None,
+    knowledge: FollowedKnowledge | None = None,
 ) -> WebhookApp:
     """The application for ``config``: limits, time budget and failure mode from
     ``config.server`` / ``config.failClosed``; the production admission
-    (:func:`build_admission`, over ``kb`` and ``images`` when given) unless ``admission`` is
-    given, which is then used as it is (no image resolver is added to it). The production
+    (:func:`build_admission`, over ``kb`` and ``images`` when given, else over ``knowledge``'s
+    current knowledge) unless ``admission`` is given, which is then used as it is (no image
+    resolver is added to it, and a knowledge swap does not replace it). The production
     admission reads serving runtimes the source's snapshot lacks through the source's client
     (a watch cache's), within ``kube.runtimeReadSeconds``; over a fixed snapshot it reads
-    none."""
+    none. ``knowledge``: the knowledge this process follows (:func:`follow`)."""
     server = config.server
     instance = os.environ.get("POD_NAME") or socket.gethostname() or "cudasched-webhook"
     metrics = metrics if metrics is not None else WebhookMetrics()
     resolver = None
+    ours = admission is None
     runtimes = None
     if admission is None:
         # Only a source that reads the API server (the watch cache) has runtimes to read; a
@@ -84,8 +90,10 @@ def build_app(
             # Never more than half the review's own budget: the decision still has to be made.
             budget = min(config.kube.runtime_read_seconds, server.request_timeout_seconds / 2)
             runtimes = RuntimeReader(lambda: getattr(source, "client", None), budget, metrics)
+        if knowledge is not None and kb is None:
+            kb, images = knowledge.current.kb, knowledge.current.images
         admission, resolver = build_admission(config, metrics, kb, images, runtimes)
-    return WebhookApp(
+    app = WebhookApp(
         admission,
         source,
         max_body_bytes=server.max_body_bytes,
@@ -102,3 +110,47 @@ def build_app(
         image_resolver=resolver,
         runtime_reader=runtimes,
     )
+    if knowledge is not None:
+        follow(app, knowledge, source, resolver if ours else None, runtimes, rebuild=ours)
+    return app
+
+
+def follow(
+    app: WebhookApp,
+    knowledge: FollowedKnowledge,
+    source: StateSource,
+    resolver: BackgroundResolver | None,
+    runtimes: RuntimeReader | None = None,
+    *,
+    rebuild: bool = True,
+) -> None:
+    """Wire ``knowledge`` into ``app``: with ``rebuild``, a new admission is built for each
+    new bundle before it is swapped in (over the same image resolver and runtime reader) and
+    put in place of
+    the app's; a state source that builds snapshots with the knowledge rebuilds its snapshot;
+    the outcomes are counted in the app's metrics and said in Events on the webhook's Pod;
+    the app starts and stops the following with the server."""
+    from cudasched.webhook.admission.admitter import Admitter
+    from cudasched.webhook.background.knowledgereport import KnowledgeReporter, own_pod
+    from cudasched.webhook.state.source import KnowledgeUser
+
+    config = knowledge.config
+    if rebuild:
+
+        def build(judging: Judging) -> Admitter:
+            images = judging.images
+            if resolver is not None:
+                images = images.with_configs(resolver)
+            return Admitter(config, judging.kb, images, runtimes)
+
+        knowledge.build = build
+        knowledge.on_swap(lambda _judging, built: app.use_admission(built))
+    if isinstance(source, KnowledgeUser):
+        knowledge.on_swap(lambda judging, _built: source.use_knowledge(judging.kb))
+    knowledge.reporter = KnowledgeReporter(
+        app.metrics,
+        client_of=lambda: getattr(source, "client", None),
+        regarding=own_pod(),
+        reporting_instance=os.environ.get("POD_NAME") or socket.gethostname() or "webhook",
+    )
+    app.knowledge = knowledge

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.images import ImageTable
     from cudasched.settings.config import ServerConfig, WebhookConfig
+    from cudasched.webhook.background.following import FollowedKnowledge
     from cudasched.webhook.state.clusterstate import ClusterState
 
 __all__ = [
@@ -257,6 +258,7 @@ def serve_in_thread(
     key_file: str | os.PathLike[str] | None = None,
     ca_pem: bytes | None = None,
     startup_timeout: float = 15.0,
+    knowledge: FollowedKnowledge | None = None,
 ) -> Iterator[RunningServer]:
     """Run the real HTTPS server in a background thread until the block exits.
 
@@ -264,7 +266,8 @@ def serve_in_thread(
     ``localhost`` and ``127.0.0.1``) are written to a temporary directory; the returned
     :class:`RunningServer` carries the CA PEM to verify against. ``port=0`` picks a free port.
     A :class:`ClusterState` is served as a fixed, synced snapshot (no Kubernetes needed).
-    ``admission`` decides (default: the production one, over ``kb`` when given).
+    ``admission`` decides (default: the production one, over ``kb`` when given);
+    ``knowledge`` is followed while the server runs (``build_app``).
     """
 
     from cudasched.settings.config import WebhookConfig
@@ -276,7 +279,9 @@ def serve_in_thread(
         tls = ReloadingServerContext(cert_path, key_path)
         shared = getattr(source, "metrics", None)  # a cache reports into the same registry
         metrics = shared if isinstance(shared, WebhookMetrics) else None
-        app = build_app(cfg, source, admission=admission, kb=kb, metrics=metrics)
+        app = build_app(
+            cfg, source, admission=admission, kb=kb, metrics=metrics, knowledge=knowledge
+        )
         sock = _bind(host, port)
         bound_port = sock.getsockname()[1]
         server = make_server(
@@ -335,6 +340,7 @@ def run_server(
     self_signed_dir: str | os.PathLike[str] | None = None,
     host: str | None = None,
     port: int | None = None,
+    knowledge: FollowedKnowledge | None = None,
 ) -> None:
     """Blocking entry point of ``cudasched webhook``.
 
@@ -344,7 +350,7 @@ def run_server(
     bound once and that many processes are forked to accept on it, each with its own cache,
     event loop and metrics; SIGTERM/SIGINT are forwarded to them and each drains gracefully.
     Each process builds its own admission (and image resolver) over ``kb`` and ``images``,
-    loaded once before the fork when given.
+    loaded once before the fork when given, and follows ``knowledge`` on its own.
     """
     host = host or config.server.host
     port = port or config.server.port
@@ -352,14 +358,14 @@ def run_server(
     with contextlib.ExitStack() as stack:
         cert, key = server_tls_files(config.server, self_signed_dir, stack)
         if workers == 1:
-            _serve_process(config, source_factory, kb, images, cert, key, host, port, None)
+            _serve_process(config, source_factory, (kb, images, knowledge), cert, key, host, port)
             return
         sock = _bind(host, port)
         _prefork(
             workers,
             sock,
             lambda: _serve_process(
-                config, source_factory, kb, images, cert, key, host, port, [sock]
+                config, source_factory, (kb, images, knowledge), cert, key, host, port, [sock]
             ),
         )
 
@@ -411,13 +417,12 @@ def _prefork(workers: int, sock: socket.socket, serve_child: Callable[[], None])
 def _serve_process(
     config: WebhookConfig,
     source_factory: SourceFactory,
-    kb: KnowledgeBase | None,
-    images: ImageTable | None,
+    judging: tuple[KnowledgeBase | None, ImageTable | None, FollowedKnowledge | None],
     cert: Path,
     key: Path,
     host: str,
     port: int,
-    sockets: list[socket.socket] | None,
+    sockets: list[socket.socket] | None = None,
 ) -> None:
     import signal
 
@@ -427,7 +432,9 @@ def _serve_process(
         signal.signal(signal.SIGTERM, _exit_cleanly)
     metrics = WebhookMetrics()
     tls = ReloadingServerContext(cert, key)
-    app = build_app(config, source_factory(metrics), kb=kb, images=images, metrics=metrics)
+    kb, images, knowledge = judging
+    source = source_factory(metrics)
+    app = build_app(config, source, kb=kb, images=images, metrics=metrics, knowledge=knowledge)
     freeze_heap()
     server = make_server(
         uvicorn_config(app, tls, host=host, port=port, settings=config.server),

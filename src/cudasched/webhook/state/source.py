@@ -4,12 +4,14 @@ once per request (the watch cache in production, :mod:`cudasched.webhook.backgro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from cudasched.knowledge import KnowledgeBase
     from cudasched.webhook.state.clusterstate import ClusterState
 
-__all__ = ["StateSource", "StaticStateSource"]
+__all__ = ["KnowledgeUser", "StateSource", "StaticStateSource"]
 
 
 @runtime_checkable
@@ -34,11 +36,30 @@ class StateSource(Protocol):
     async def stop(self) -> None: ...
 
 
-class StaticStateSource:
-    """A fixed snapshot, always synced: the demo, e2e tests and offline use."""
+@runtime_checkable
+class KnowledgeUser(Protocol):
+    """A source whose snapshots are built with the knowledge (a node's CUDA read from its
+    driver, its GPU's architecture): told of a new one when the webhook swaps it in (any
+    thread), it builds its snapshot with it from then on."""
 
-    def __init__(self, state: ClusterState) -> None:
+    def use_knowledge(self, kb: KnowledgeBase) -> None: ...
+
+
+class StaticStateSource:
+    """A fixed snapshot, always synced: the demo, e2e tests and offline use. With ``rebuild``
+    (the snapshot's objects judged with other knowledge) it follows a knowledge swap."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        rebuild: Callable[[KnowledgeBase], ClusterState] | None = None,
+    ) -> None:
         self._state = state
+        self._rebuild = rebuild
+
+    def use_knowledge(self, kb: KnowledgeBase) -> None:
+        if self._rebuild is not None:
+            self._state = self._rebuild(kb)
 
     @property
     def state(self) -> ClusterState:

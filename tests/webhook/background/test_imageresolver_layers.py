@@ -26,6 +26,7 @@ from cudasched.vocab.nodeaffinity import RequiredNodeAffinity
 from cudasched.webhook.admission.review import creation_review
 from cudasched.webhook.server.serving import serve_in_thread
 from cudasched.webhook.state.clusterstate import ClusterState
+from tests.support.admission import recorded_only
 from tests.support.layers import ZSTD_LAYER, Link, layer, push_layered
 from tests.support.registry import Registry, run_registry, serving
 
@@ -90,6 +91,11 @@ def eligible(state: ClusterState, pod: dict[str, Any], response: dict[str, Any])
     return {n.name for n in state.nodes if affinity.match(n)}
 
 
+def unknown_recorded(pod: dict[str, Any], response: dict[str, Any]) -> bool:
+    """The answer constrains nothing and records the requirement as unknown (issue 27 item 4)."""
+    return recorded_only({"request": {"object": pod}}, response).startswith("unknown (")
+
+
 def test_layers_answer_the_replicas_of_an_image_whose_config_names_no_cuda(
     registry: Registry, state: ClusterState, kb: KnowledgeBase
 ) -> None:
@@ -102,7 +108,7 @@ def test_layers_answer_the_replicas_of_an_image_whose_config_names_no_cuda(
             assert resolver is not None and resolver.wait_idle(30)
             second = admit(client, pod)
             metrics = client.get("/metrics").text
-    assert first["allowed"] and "patch" not in first
+    assert first["allowed"] and unknown_recorded(pod, first)
     assert any("CUDA unknown" in w for w in first.get("warnings", ()))
     assert second["allowed"] and second.get("patch") and not second.get("warnings")
     # The runners are alternatives: the oldest (CUDA 12.8) is what a node must run.
@@ -169,9 +175,10 @@ def test_a_trickling_layer_never_holds_a_review(
                 assert resolver is not None and resolver.wait_idle(30)
                 last = admit(client, pod)
                 metrics = client.get("/metrics").text
-    assert all(a["allowed"] and "patch" not in a for a in answers)
+    assert all(a["allowed"] and unknown_recorded(pod, a) for a in answers)
     assert not any("exceeded" in w for a in answers for w in a.get("warnings", ()))
     assert max(took) < 0.5  # the review's own deadline: none was answered by the failure mode
-    assert "patch" not in last and any("CUDA unknown" in w for w in last.get("warnings", ()))
+    assert unknown_recorded(pod, last)
+    assert any("CUDA unknown" in w for w in last.get("warnings", ()))
     assert 'cudasched_webhook_image_layer_reads_total{outcome="unknown"} 1.0' in metrics
     assert 'reason="timeout"' not in metrics

@@ -96,7 +96,11 @@ def test_a_crashed_leader_is_replaced_and_the_tables_keep_their_answers(
             took = time.monotonic() - began
             assert _holder(api) == "standby"
             after = table_keys(api)
-    assert {k: after[k] for k in before} == before  # nothing lost, nothing changed
+    assert before.keys() <= after.keys()  # nothing lost
+    # Nothing of this test changed. Keys of other namespaces may: an earlier module's namespace
+    # is deleted in the background, and a pod that outlives its runtime is decided again.
+    mine = {k for k in before if k.split("|")[1] == NS}
+    assert mine and {k: after[k] for k in mine} == {k: before[k] for k in mine}
     assert after[_key(second)]["requirement"].startswith("cuda>=12.8")
     assert took < 60
 

@@ -242,6 +242,9 @@ def test_version_is_a_command_an_option_and_in_every_json_answer() -> None:
         ["plan-drivers", "--sample", "-o", "json"],
         ["check", "--gpu", "T4", "--driver", "550.90.07", "--cuda", "12.4", "-o", "json"],
         ["recommend-driver", "--gpu", "T4", "--cuda", "12.4", "-o", "json"],
+        ["device-classes", "--sample", "-o", "json"],
+        ["device-classes", "--cuda", "12.8", "-o", "json"],
+        ["kueue", "--sample", "-o", "json"],
     ]
     versions = [
         json.loads(CliRunner().invoke(app, args).stdout)["cudaschedVersion"] for args in answers

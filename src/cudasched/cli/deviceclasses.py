@@ -7,8 +7,8 @@ A thin shell over :mod:`cudasched.operations.deviceclasses` and
 class preceded by the workloads it serves as comments; ``-o json`` is ``{"deviceClasses":
 [{"name", "extendedResource", "requirement", "policy", "workloads", "droppedForwardCompat",
 "object"}], "unservable": [{"workloads", "why"}], "unreadable": [{"workload", "error"}],
-"cluster"}`` (``cluster``, what was judged, only for the cluster's classes). Exit codes: 0
-printed, 2 bad input."""
+"cluster", "cudaschedVersion"}`` (``cluster``, what was judged, only for the cluster's
+classes). Exit codes: 0 printed, 2 bad input."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 import yaml
 
-from cudasched.cli.app import EXIT_OK, app, fail, note
+from cudasched.cli.app import EXIT_OK, app, fail, note, versioned
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
@@ -184,7 +184,7 @@ def device_classes_cmd(
         )
     if output is ClassFormat.JSON:
         doc = _to_json(plan) if cluster is None else {**_to_json(plan), "cluster": cluster}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
     else:
         sys.stdout.write(_render_yaml(plan, label))
     raise typer.Exit(EXIT_OK)

@@ -5,7 +5,7 @@ A thin shell over :mod:`cudasched.operations.kueueflavors`. ``-o yaml`` is a str
 apply -f`` takes (the flavors, then the ClusterQueue), each flavor preceded by the workloads it
 serves as comments; ``-o json`` is ``{"flavors": [{"name", "nodeLabels", "nodes", "gpus",
 "serves", "partly", "object"}], "clusterQueue": {...}, "unlabelled": [node, ...], "cluster":
-{...}}`` (``cluster``: what was judged). Exit codes: 0 printed, 2 bad input."""
+{...}, "cudaschedVersion"}`` (``cluster``: what was judged). Exit codes: 0 printed, 2 bad input."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 import yaml
 
-from cudasched.cli.app import EXIT_OK, app, fail, note
+from cudasched.cli.app import EXIT_OK, app, fail, note, versioned
 from cudasched.cli.inputs import (
     ClusterSource,
     cluster_source,
@@ -131,7 +131,7 @@ def kueue_cmd(
         )
     if output is KueueFormat.JSON:
         doc = {**_to_json(plan), "cluster": judged(source, snapshot)}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
     else:
         sys.stdout.write(_render_yaml(plan, snapshot.source or "cluster"))
     raise typer.Exit(EXIT_OK)

@@ -40,8 +40,7 @@ MAX_COMPLEXITY = 20
 OFFENDERS: dict[str, tuple[int, int]] = {
     "cudasched.cli.agent:agent": (90, 4),
     "cudasched.cli.audit:audit_cmd": (83, 7),
-    "cudasched.cli.demo:run_demo": (65, 21),
-    "cudasched.cli.explain:explain_cmd": (124, 16),
+    "cudasched.cli.explain:explain_cmd": (123, 16),
     "cudasched.cli.manifests:manifests_command": (114, 8),
     "cudasched.cli.nodetemplate:node_template_cmd": (125, 13),
     "cudasched.cli.plan:plan_cmd": (123, 14),

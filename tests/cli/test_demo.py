@@ -85,3 +85,18 @@ def test_demo_and_explain_count_the_same_eligible_nodes() -> None:
     counts = [w["summary"]["eligible"] for w in explained["workloads"]]
     assert [len(row.eligible) for row in rows] == counts
     assert counts == [11, 9, 20, 21, 11, 1, 1, 0, 4]
+
+
+def test_a_pod_whose_requirement_cannot_be_read_is_a_row_not_a_failure() -> None:
+    """Admission leaves such a pod unconstrained with a warning; the demo showed nothing at all
+    (its own reading of the pod raised). It is one row, saying why."""
+    from cudasched.cluster.snapshot import ClusterSnapshot
+    from tests.support.builders import pod
+
+    bad = pod("bad-version", "ns1", annotations={"cudasched.io/cuda-version": "twelve"})
+    snapshot = ClusterSnapshot.from_objects([*bundled_snapshot().objects(), bad])
+    rows, _url, _elapsed = run_demo(snapshot)
+    [row] = [r for r in rows if r.workload == "ns1/bad-version"]
+    assert row.requirement == "unreadable" and "invalid CUDA version 'twelve'" in row.source
+    assert row.allowed and any("pod not constrained" in w for w in row.warnings)
+    assert len(rows) == len(snapshot.pods)

@@ -520,3 +520,33 @@ def test_the_toolkit_mode_decides_whether_the_gate_refuses(tmp_path: Path) -> No
     assert result.exit_code == 0, result.output
     assert eligible(json.loads(result.stdout)) == eligible(cdi)
     assert "container toolkit mode cdi: ClusterPolicy cluster-policy" in result.stderr
+
+
+def _sample_with_an_unreadable_pod(tmp_path: Path) -> Path:
+    """The bundled sample plus one GPU pod whose cudasched.io/cuda-version cannot be read."""
+    from tests.support.builders import pod
+
+    bad = pod("bad-version", "ns1", annotations={"cudasched.io/cuda-version": "twelve"})
+    path = tmp_path / "cluster.yaml"
+    objects = [*bundled_snapshot().objects(), bad]
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
+    return path
+
+
+def test_a_workload_whose_requirement_cannot_be_read_is_left_out_and_named(
+    tmp_path: Path,
+) -> None:
+    """One pod with an invalid cudasched.io value (admitted unconstrained with a warning) made
+    every explain of the cluster fail; it is left out, named on stderr and in the JSON, and
+    the rest is explained. Asked for by name, it is still bad input."""
+    cluster = str(_sample_with_an_unreadable_pod(tmp_path))
+    result = run("--cluster", cluster, "-o", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    [left] = doc["cluster"]["leftOut"]
+    assert left["workload"] == "ns1/Pod/bad-version"
+    assert left["error"].startswith("invalid cudasched.io/cuda-version on pod bad-version")
+    assert len(doc["workloads"]) == len(workloads_of(bundled_snapshot()))
+    assert "ns1/Pod/bad-version left out: invalid" in result.stderr
+    named = run("--cluster", cluster, "pod/bad-version", "-n", "ns1")
+    assert named.exit_code == 2 and "invalid CUDA version 'twelve'" in named.stderr

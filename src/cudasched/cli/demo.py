@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,6 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
     from cudasched.vocab.requirements import Requirement
     from cudasched.webhook.admission.admitter import Admitter
     from cudasched.webhook.server.serving import serve_in_thread
-    from cudasched.workloads.resolution import pod_need
     from cudasched.workloads.view import Role, view_pod
 
     cfg = config if config is not None else WebhookConfig()
@@ -86,16 +85,12 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
                 isvc = view.owner if view.role is Role.PREDICTOR else None
                 choice = state.runtime_of(ns, isvc) if isvc else None
                 record = str((meta.get("annotations") or {}).get(ANN_REQUIREMENT) or "")
-                requirement, source = _split_record(record) if record else ("-", "")
-                if not record:
-                    # Nothing recorded: none, or unknown (the same answer admission gave).
+                if record:
+                    requirement, source = _split_record(record)
+                else:  # nothing recorded: none, or unknown (the answer admission gave)
                     llm = view.owner if view.role is Role.MODEL_SERVER else None
                     service = state.llm_inference_service(ns, llm) if llm else None
-                    need = pod_need(
-                        view_pod(obj), choice, admitter.images, admitter.kb, service=service
-                    )
-                    if need.unknown is not None:
-                        requirement, source = "unknown", need.unknown.describe()
+                    requirement, source = _unrecorded(obj, choice, admitter, service)
                 rows.append(
                     DemoRow(
                         workload=f"{ns}/{isvc or meta.get('name') or meta.get('generateName')}",
@@ -110,6 +105,23 @@ def run_demo(snapshot: Any, *, config: Any = None) -> tuple[list[DemoRow], str, 
         elapsed = time.perf_counter() - started
         url = server.url
     return rows, url, elapsed
+
+
+def _unrecorded(
+    pod: Mapping[str, Any], choice: Any, admitter: Any, service: Any
+) -> tuple[str, str]:
+    """The requirement column of a pod admission recorded nothing on: none (``-``), unknown
+    and why, or unreadable and why (admitted unconstrained with a warning)."""
+    from cudasched.workloads.resolution import pod_need
+    from cudasched.workloads.view import view_pod
+
+    try:
+        need = pod_need(view_pod(pod), choice, admitter.images, admitter.kb, service=service)
+    except InputError as exc:
+        return "unreadable", str(exc)
+    if need.unknown is not None:
+        return "unknown", need.unknown.describe()
+    return "-", ""
 
 
 def _names(names: Sequence[str]) -> str:

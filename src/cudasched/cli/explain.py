@@ -39,7 +39,7 @@ import typer
 from rich.text import Text
 
 from cudasched.cli import terminal
-from cudasched.cli.app import EXIT_OK, app, as_run, fail
+from cudasched.cli.app import EXIT_OK, app, as_run, fail, note
 from cudasched.cli.explainview import (
     TABLE_WIDTH,
     WIDE_WIDTH,
@@ -95,6 +95,7 @@ from cudasched.workloads.pods import is_inference_service, pod_spec_of, workload
 from cudasched.workloads.resolution import WorkloadNeed, workload_need
 
 if TYPE_CHECKING:
+    from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.images import ImageTable
 
 __all__ = ["explain_cmd", "explain_snapshot"]
@@ -132,19 +133,34 @@ def explain_snapshot(
     scheme: LabelScheme,
     images: ImageTable,
     slices: Sequence[Mapping[str, Any]] = (),
+    left_out: list[dict[str, str]] | None = None,
 ) -> list[Explained]:
     """Resolve each workload's requirement against ``fleet`` and explain it there; where
     ``slices`` (NVIDIA's DRA ResourceSlices) are given, also device by device for each
     workload with a requirement. A pod's owner is the workload its controller stands for (the
     pods of a controller the cluster read holds are explained through it, so only pods remain
-    whose ReplicaSet it does not hold)."""
+    whose ReplicaSet it does not hold).
+
+    A workload whose requirement cannot be read (an invalid ``cudasched.io/*`` value) is bad
+    input, unless ``left_out`` is given (a whole cluster explained): then it is left out and
+    listed there (``{"workload", "error"}``), as admission leaves it unconstrained with a
+    warning and the audit reports it; one such pod must not hide every other answer."""
     owners = Owners()
+    kept: list[Mapping[str, Any]] = []
     targets: list[Mapping[str, Any]] = []
     needs: list[WorkloadNeed] = []
     for obj in workloads:
-        target, need = workload_need(obj, fleet, images)
+        try:
+            target, need = workload_need(obj, fleet, images)
+        except InputError as exc:
+            if left_out is None:
+                raise
+            left_out.append({"workload": workload_id(obj), "error": str(exc)})
+            continue
+        kept.append(obj)
         targets.append(target)
         needs.append(need)
+    workloads = kept
     with _inputs_frozen():
         explanations = explain_many(
             targets,
@@ -221,6 +237,32 @@ def _default_namespace(source: ClusterSource) -> str:
 
     config = load_config(kubeconfig=source.kubeconfig, context=source.context)
     return config.settings.namespace or DEFAULT_NAMESPACE
+
+
+def _images(
+    kb: KnowledgeBase,
+    settings: Any,
+    mode: Any,
+    reads: ClusterSource,
+    resolving: tuple[bool, Path | None, list[str] | None],
+) -> ImageTable:
+    """The image table explain judges by: the settings' rows under the toolkit ``mode``, then
+    the registries (``--resolve-images``) and the facts the cluster ``reads`` keeps."""
+    return with_image_sources(load_images(kb, settings).with_toolkit(mode), reads, *resolving)
+
+
+def _left_out(single: bool) -> list[dict[str, str]] | None:
+    """Where the workloads left out are listed when several are explained (see
+    :func:`explain_snapshot`); one workload asked for is explained or refused as bad input."""
+    return None if single else []
+
+
+def _judged(cluster: dict[str, Any], left_out: list[dict[str, str]] | None) -> dict[str, Any]:
+    """What was judged, with the workloads left out because their requirement could not be
+    read (``leftOut``, only when there are some), each also said on stderr."""
+    for entry in left_out or ():
+        note(f"{entry['workload']} left out: {entry['error']}")
+    return {**cluster, "leftOut": left_out} if left_out else cluster
 
 
 def _show(
@@ -384,23 +426,22 @@ def explain_cmd(
         else:
             objs = _explained_objects(context, context.source or "cluster", scope)
             single = False
-        kb = load_knowledge()
-        fleet = Fleet.from_snapshot(context, kb)
-        labels = effective_scheme(scheme, settings)
+        fleet = Fleet.from_snapshot(context, kb := load_knowledge())
         # Files alone (--workload with --nodes-file) read no cluster, not for these either.
         alone = nodes_file is not None and not source.named
         reads = dataclasses.replace(source, sample=True) if alone else source
         mode = load_toolkit_mode(toolkit_mode, settings, reads, context, kb).mode
-        images = load_images(kb, settings).with_toolkit(mode)
-        images = with_image_sources(images, reads, resolve_images, registry_config, plain_http)
-        items = explain_snapshot(objs, fleet, pol, labels, images, nvidia_slices(context.other))
+        images = _images(kb, settings, mode, reads, (resolve_images, registry_config, plain_http))
+        left_out = _left_out(single)
+        labels, slices = effective_scheme(scheme, settings), nvidia_slices(context.other)
+        items = explain_snapshot(objs, fleet, pol, labels, images, slices, left_out)
     except InputError as exc:
         fail(str(exc))
     _show(
         items,
         output,
         single,
-        judged(source, context),
+        _judged(judged(source, context), left_out),
         lambda: pool_names(context, fleet),
         per_node=per_node,
         only_failing=only_failing,

@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import Progress as RichProgress
 
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.labels import LabelScheme
@@ -256,6 +254,9 @@ def progress_bar(what: str) -> Iterator[Progress | None]:
     if not sys.stderr.isatty():
         yield None
         return
+    from rich.console import Console  # rich's console and progress: a third of start-up
+    from rich.progress import Progress as RichProgress
+
     with RichProgress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(what, total=None)
 

@@ -135,8 +135,9 @@ class KnowledgeBase:
     def load(cls, cache: ParsedCache | None = None) -> KnowledgeBase:
         """Read and index the YAML files bundled in ``cudasched/data``; ``cache`` (an edge's)
         may hold them already parsed. Its provenance is the built-in bundle's."""
-        provenance = builtin_bundle(cache).provenance(BUILT_IN)
-        return cls.from_documents(read_data_files(cache), provenance)
+        bundle = builtin_bundle(cache)  # its tables' bytes are read once, for both
+        docs = read_data_files(cache, bundle.tables)
+        return cls.from_documents(docs, bundle.provenance(BUILT_IN))
 
     @classmethod
     def from_documents(

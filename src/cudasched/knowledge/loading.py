@@ -175,10 +175,13 @@ def read_data_bytes(names: tuple[str, ...]) -> dict[str, bytes]:
     return {name: root.joinpath(name).read_bytes() for name in names}
 
 
-def read_data_files(cache: ParsedCache | None = None) -> dict[str, object]:
+def read_data_files(
+    cache: ParsedCache | None = None, read: Mapping[str, bytes] | None = None
+) -> dict[str, object]:
     """Every file of :data:`DATA_FILES` parsed, keyed by file name: from ``cache`` when it
-    holds these exact bytes, else parsed (and given to ``cache`` to keep)."""
-    raw = read_data_bytes(DATA_FILES)
+    holds these exact bytes, else parsed (and given to ``cache`` to keep). ``read``: the
+    files' bytes where the caller has read them already."""
+    raw = {n: read[n] for n in DATA_FILES} if read is not None else read_data_bytes(DATA_FILES)
     found = cache.load(raw) if cache is not None else None
     if found is not None and set(found) == set(DATA_FILES):
         return found

@@ -24,9 +24,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Protocol
+from typing import Any, Protocol
 
 from cudasched.knowledge.imagecontents import ImageContents
 from cudasched.registry.auth import Keychain
@@ -34,9 +34,31 @@ from cudasched.registry.client import Platform, RegistryClient
 from cudasched.registry.layers import LayerBudget, read_contents
 from cudasched.vocab.errors import InputError
 
-__all__ = ["LayerObserver", "LayerReads"]
+__all__ = ["LayerObserver", "LayerReads", "wait_drained"]
 
 log = logging.getLogger(__name__)
+
+
+def wait_drained(
+    lock: threading.Lock, inflight: Mapping[Any, Future[Any]], end: float, *, pause: float = 0.0
+) -> bool:
+    """Wait, until the monotonic clock reads ``end``, for ``inflight`` (guarded by ``lock``,
+    emptied by the futures' done callbacks) to empty; whether it did. A future that fails
+    ends its round early: its callback still empties its entry."""
+    while time.monotonic() < end:
+        with lock:
+            pending = list(inflight.values())
+        if not pending:
+            return True
+        for future in pending:
+            try:
+                future.result(timeout=max(0.0, end - time.monotonic()))
+            except Exception:
+                break
+        if pause:
+            time.sleep(pause)
+    with lock:
+        return not inflight
 
 
 class LayerObserver(Protocol):
@@ -189,20 +211,8 @@ class LayerReads:
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no layer is being read (tests, benchmarks); whether it got there."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            with self._lock:
-                pending = list(self._inflight.values())
-            if not pending:
-                return True
-            for future in pending:
-                try:
-                    future.result(timeout=max(0.0, end - time.monotonic()))
-                except Exception:
-                    break
-            time.sleep(0.01)  # let the done callbacks run
-        with self._lock:
-            return not self._inflight
+        # the pause lets the done callbacks (the follow-ups) run between rounds
+        return wait_drained(self._lock, self._inflight, time.monotonic() + timeout, pause=0.01)
 
     def close(self) -> None:
         with self._lock:

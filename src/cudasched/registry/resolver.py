@@ -54,7 +54,7 @@ from cudasched.registry.client import Platform, RegistryClient
 from cudasched.registry.configcache import ConfigCache
 from cudasched.registry.distribution import RegistryError
 from cudasched.registry.factstore import SharedFacts
-from cudasched.registry.layerreads import LayerReads
+from cudasched.registry.layerreads import LayerReads, wait_drained
 from cudasched.registry.layers import LayerBudget, read_contents
 from cudasched.registry.pullsecrets import PullSecretReader
 from cudasched.vocab.errors import InputError
@@ -337,18 +337,7 @@ class BackgroundResolver:
         return self.layers.wait_idle(max(0.0, end - time.monotonic())) and self._wait_configs(end)
 
     def _wait_configs(self, end: float) -> bool:
-        while time.monotonic() < end:
-            with self._lock:
-                pending = list(self._inflight.values())
-            if not pending:
-                return True
-            for future in pending:
-                try:
-                    future.result(timeout=max(0.0, end - time.monotonic()))
-                except Exception:
-                    break
-        with self._lock:
-            return not self._inflight
+        return wait_drained(self._lock, self._inflight, end)
 
     def close(self) -> None:
         with self._lock:

@@ -27,6 +27,7 @@ from cudasched.webhook.admission.review import creation_review
 from cudasched.webhook.server.serving import serve_in_thread
 from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support.admission import recorded_only
+from tests.support.builders import pod
 from tests.support.layers import ZSTD_LAYER, Link, layer, push_layered
 from tests.support.registry import Registry, run_registry, serving
 
@@ -54,16 +55,15 @@ def state(kb: KnowledgeBase) -> ClusterState:
 
 
 def gpu_pod(image: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"generateName": "ollama-", "namespace": "ml", "labels": {"app": "ollama"}},
-        "spec": {
-            "containers": [
-                {"name": "ollama", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-            ]
-        },
-    }
+    """An Ollama replica as its controller creates it, asking one GPU."""
+    return pod(
+        None,
+        "ml",
+        image=image,
+        container="ollama",
+        labels={"app": "ollama"},
+        generate_name="ollama-",
+    )
 
 
 def config(*plain_http: str, **layers: Any) -> WebhookConfig:

@@ -1,0 +1,210 @@
+"""A pod's ``nvidia.com/gpu: N`` asked through a CUDA-aware DRA device class instead, as the
+JSON patch an admission answer carries (``dra.mode`` in the settings).
+
+Two spellings, both served by kube-scheduler's own DRA allocator:
+
+* ``extended-resource``: ``nvidia.com/gpu: N`` becomes
+  ``deviceclass.resource.kubernetes.io/<class>: N`` in the same container's limits and requests
+  (KEP-5004, GA in 1.37: every class is requestable by that name; the scheduler makes the claim);
+* ``claim``: the GPU resource is taken out and the container consumes a claim of its own, made
+  from the ResourceClaimTemplate named for the class and the count (:func:`claim_template_name`;
+  ``cudasched device-classes --claim-templates`` prints them), listed in ``spec.resourceClaims``.
+
+What the patch never does: change any other resource, change the count, touch a container that
+asks no ``nvidia.com/gpu`` (MIG slices and renamed shared GPUs included: a CUDA-aware class
+admits full GPUs only), or touch a container whose request it cannot read or that already names
+the class (a pod asking both would get the two added together; that is the pod's author's to
+decide). Applied twice it adds nothing: the second time no ``nvidia.com/gpu`` is left.
+
+Why that never widens: every class admits a subset of the devices of NVIDIA's ``gpu.nvidia.com``
+class (its first selector is the driver and ``type == "gpu"``), and the count is the pod's own.
+The patch obeys :mod:`cudasched.webhook.admission.patch`'s rule (add under a parent that
+exists, replace or remove what exists): the API server fails a request whose patch does not
+apply, whatever the failure policy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cudasched.placement.deviceclass import EXTENDED_RESOURCE_PREFIX
+from cudasched.vocab.labelsyntax import dns_subdomain_ok
+
+__all__ = [
+    "CLAIM_PREFIX",
+    "NVIDIA_GPU",
+    "GpuRewrite",
+    "claim_rewrite",
+    "claim_template_name",
+    "extended_resource_rewrite",
+    "gpu_counts",
+]
+
+#: The device plugin's (and NVIDIA DRA driver chart's) whole-GPU resource.
+NVIDIA_GPU = "nvidia.com/gpu"
+#: The pod-level claims the ``claim`` spelling adds are named this and a number.
+CLAIM_PREFIX = "cudasched-gpu-"
+_PARTS = ("limits", "requests")
+_CONTAINER_LISTS = ("initContainers", "containers")
+_WHOLE = re.compile(r"^[1-9][0-9]{0,5}$")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRewrite:
+    """The patch, and what it did: which containers now ask through the class (``moved``,
+    as ``list/name``) and which asking ``nvidia.com/gpu`` were left as they were, with why."""
+
+    ops: tuple[dict[str, Any], ...]
+    moved: tuple[str, ...]
+    left: tuple[str, ...]
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _mapping(value: object) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def _count(resources: Mapping[str, Any]) -> tuple[int | None, str | None]:
+    """The whole GPUs a container's resources ask (limits and requests must agree, as the API
+    server requires of extended resources), or why they cannot be moved; ``(None, None)`` when
+    it asks none."""
+    texts = set()
+    for part in _PARTS:
+        found = _mapping(resources.get(part))
+        if found is None or NVIDIA_GPU not in found:
+            continue
+        value = found[NVIDIA_GPU]
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            return None, f"{NVIDIA_GPU}: {value!r} is not a quantity"
+        texts.add(str(value).strip())
+    if not texts:
+        return None, None
+    if len(texts) > 1:
+        return None, f"{NVIDIA_GPU} limits and requests differ"
+    text = texts.pop()
+    if not _WHOLE.match(text):
+        return None, f"{NVIDIA_GPU}: {text!r} is not a whole number of GPUs above zero"
+    return int(text), None
+
+
+def gpu_counts(spec: Mapping[str, Any]) -> list[tuple[str, int, int | None, str | None]]:
+    """Every container asking ``nvidia.com/gpu``: ``(list, index, count, why-not)``, init
+    containers first, in order."""
+    found = []
+    for field in _CONTAINER_LISTS:
+        containers = spec.get(field)
+        if not isinstance(containers, Sequence) or isinstance(containers, str):
+            continue
+        for i, container in enumerate(containers):
+            c = _mapping(container)
+            resources = _mapping(c.get("resources")) if c is not None else None
+            if resources is None:
+                continue
+            count, why = _count(resources)
+            if count is not None or why is not None:
+                found.append((field, i, count, why))
+    return found
+
+
+def _container(spec: Mapping[str, Any], field: str, i: int) -> Mapping[str, Any]:
+    return spec[field][i]  # type: ignore[no-any-return]
+
+
+def _label(spec: Mapping[str, Any], field: str, i: int) -> str:
+    return f"{field}/{_container(spec, field, i).get('name', i)}"
+
+
+def _moved_ops(resources: Mapping[str, Any], at: str, new_key: str | None) -> list[dict[str, Any]]:
+    """Remove ``nvidia.com/gpu`` from limits and requests; with ``new_key``, add it with the
+    same value in the same place."""
+    ops: list[dict[str, Any]] = []
+    for part in _PARTS:
+        found = _mapping(resources.get(part))
+        if found is None or NVIDIA_GPU not in found:
+            continue
+        ops.append({"op": "remove", "path": f"{at}/{part}/{_escape(NVIDIA_GPU)}"})
+        if new_key is not None:
+            path = f"{at}/{part}/{_escape(new_key)}"
+            ops.append({"op": "add", "path": path, "value": found[NVIDIA_GPU]})
+    return ops
+
+
+def extended_resource_rewrite(
+    spec: Mapping[str, Any], class_name: str, base: str = "/spec"
+) -> GpuRewrite:
+    """``nvidia.com/gpu: N`` as ``deviceclass.resource.kubernetes.io/<class_name>: N`` in every
+    container that asks it; ``base`` is the pointer of ``spec`` in the reviewed object."""
+    key = EXTENDED_RESOURCE_PREFIX + class_name
+    ops: list[dict[str, Any]] = []
+    moved, left = [], []
+    for field, i, count, why in gpu_counts(spec):
+        resources = _container(spec, field, i)["resources"]
+        if why is None and any(key in (_mapping(resources.get(p)) or {}) for p in _PARTS):
+            why = f"already asks {key}"
+        if why is not None or count is None:
+            left.append(f"{_label(spec, field, i)}: {why}")
+            continue
+        ops.extend(_moved_ops(resources, f"{base}/{field}/{i}/resources", key))
+        moved.append(_label(spec, field, i))
+    return GpuRewrite(tuple(ops), tuple(moved), tuple(left))
+
+
+def claim_template_name(class_name: str, count: int) -> str:
+    """The ResourceClaimTemplate for ``count`` devices of ``class_name`` in a pod's namespace:
+    ``gpu-cuda-12-8.cudasched.io`` for one, ``x2.gpu-cuda-12-8.cudasched.io`` for two (a DNS
+    subdomain, as template names are)."""
+    name = class_name if count == 1 else f"x{count}.{class_name}"
+    if not dns_subdomain_ok(name):
+        raise ValueError(f"no claim template name for {class_name!r} x{count}")
+    return name
+
+
+def _free_claim_names(spec: Mapping[str, Any]) -> Iterator[str]:
+    taken = set()
+    for entry in spec.get("resourceClaims") or ():
+        if isinstance(entry, Mapping):
+            taken.add(entry.get("name"))
+    n = 0
+    while True:
+        if f"{CLAIM_PREFIX}{n}" not in taken:
+            yield f"{CLAIM_PREFIX}{n}"
+        n += 1
+
+
+def claim_rewrite(spec: Mapping[str, Any], class_name: str, base: str = "/spec") -> GpuRewrite:
+    """Every container asking ``nvidia.com/gpu: N`` consumes a claim of its own (containers
+    that share a claim share its devices) from the template for ``class_name`` and N."""
+    ops: list[dict[str, Any]] = []
+    moved, left = [], []
+    claims: list[dict[str, Any]] = []
+    names = _free_claim_names(spec)
+    for field, i, count, why in gpu_counts(spec):
+        if why is not None or count is None:
+            left.append(f"{_label(spec, field, i)}: {why}")
+            continue
+        resources = _container(spec, field, i)["resources"]
+        at = f"{base}/{field}/{i}/resources"
+        ops.extend(_moved_ops(resources, at, None))
+        name = next(names)
+        claims.append(
+            {"name": name, "resourceClaimTemplateName": claim_template_name(class_name, count)}
+        )
+        if isinstance(resources.get("claims"), list):
+            ops.append({"op": "add", "path": f"{at}/claims/-", "value": {"name": name}})
+        else:
+            ops.append({"op": "add", "path": f"{at}/claims", "value": [{"name": name}]})
+        moved.append(_label(spec, field, i))
+    if claims:
+        if isinstance(spec.get("resourceClaims"), list):
+            ops.extend(
+                {"op": "add", "path": f"{base}/resourceClaims/-", "value": c} for c in claims
+            )
+        else:
+            ops.append({"op": "add", "path": f"{base}/resourceClaims", "value": claims})
+    return GpuRewrite(tuple(ops), tuple(moved), tuple(left))

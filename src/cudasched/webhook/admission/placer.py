@@ -28,6 +28,7 @@ import orjson
 from cudasched.explain.fit import Selection, has_own_selection, selection_of
 from cudasched.explain.selectors import selector_identity
 from cudasched.placement.compile import compile_requirement
+from cudasched.placement.deviceclass import device_class
 from cudasched.placement.merge import (
     AffinityMode,
     CheckedTerms,
@@ -49,6 +50,9 @@ __all__ = ["PREFERRED_WEIGHT", "Compiled", "Deferred", "FitCheck", "Placer", "ch
 
 #: The weight of cudasched's terms in ``preferred`` mode.
 PREFERRED_WEIGHT = 100
+
+#: Bytes of DeviceClass names remembered per requirement (``dra.mode``): a few hundred.
+_CLASS_MEMO_BYTES = 64 * 1024
 
 # Merge-memo keys embed the pod's own affinity; unusually large ones are merged every time.
 _MERGE_MEMO_MAX_KEY_BYTES = 16_384
@@ -105,6 +109,24 @@ class Placer:
             config.selector_cache_bytes
         )
         self.merged: BoundedMemo[bytes, _Merge] = BoundedMemo(config.affinity_cache_bytes)
+        self.classes: BoundedMemo[tuple[Any, ...], str | None] = BoundedMemo(_CLASS_MEMO_BYTES)
+
+    def device_class(self, requirement: Requirement, policy: Policy) -> str | None:
+        """The name of the CUDA-aware DeviceClass ``cudasched device-classes`` writes for
+        ``requirement`` under ``policy`` (``None`` when no GPU can meet it), remembered: the
+        name is read from the compiled selectors, which cost as much as compiling terms."""
+        key = (requirement.needs, policy)
+        found = self.classes.get(key)
+        if found is not None:
+            return found[0]
+        if _CHEAP.get():
+            raise Deferred("device class")
+        try:
+            name: str | None = device_class(requirement, policy, self.kb).name
+        except InputError:
+            name = None
+        self.classes.put(key, name, 256)
+        return name
 
     def compile(self, requirement: Requirement, policy: Policy, state: ClusterState) -> Compiled:
         """The node-selector terms for ``requirement`` in the cluster's label scheme.

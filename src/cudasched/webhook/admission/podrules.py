@@ -12,6 +12,7 @@ from cudasched.compat.engine import check
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.webhook.admission.drapods import admit_through_class
 from cudasched.webhook.admission.once import said_once
 from cudasched.webhook.admission.patch import Op, Scope, diff
 from cudasched.webhook.admission.review import (
@@ -120,6 +121,18 @@ def _pod_checked(
     node_name = spec.get("nodeName")
     if isinstance(node_name, str) and node_name:
         return _named_node(ctx, req, node_name, requirement, policy, record, state)
+    answered, dra_warnings = admit_through_class(
+        ctx,
+        req,
+        pod,
+        spec,
+        requirement,
+        policy,
+        _ANNOTATIONS,
+        lambda: said_once(ctx.said, requirement, "Pod", choice, ns),
+    )
+    if answered is not None:
+        return answered
     compiled = ctx.placer.compile(requirement, policy, state)
     no_fit, check = ctx.placer.no_fit(requirement, compiled, spec, view.gpu_resources, state)
     terms = compiled.terms
@@ -154,6 +167,8 @@ def _pod_checked(
         then=placed,
         check=check,
     )
+    if dra_warnings:
+        decision = replace(decision, warnings=(*decision.warnings, *dra_warnings))
     # No node can run it: the controller that made it gets the Event (the pod has no name yet).
     owner = owner_placement(req, pod, no_fit, check)
     return decision if owner is None else replace(decision, placement=owner)

@@ -5,6 +5,9 @@ their real GPU and driver facts (one full GPU and one passthrough GPU each, with
 the driver publishes), and kube-scheduler's own allocator hands pods asking a class, through a
 claim or through the class's extended resource (KEP-5004, GA in 1.37), only devices on nodes
 ``cudasched explain`` says can run the workload, and that its device view names as admitted.
+With the webhook in ``dra.mode: extended-resource``, a pod asking ``nvidia.com/gpu: 1`` is
+rewritten to its class's extended resource, created with strict field validation, and
+allocated only such devices too.
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ from cudasched.nodes.facts import facts_from_labels
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.fleet import FLEET_LABEL, cudasched_command
 from tests.harness.kube import Api, ApiError
+from tests.harness.webhook import LiveWebhook, registered, webhook_process
 
 NS = "e2e-deviceclasses"
+NS_REWRITE = "e2e-dra-rewrite"
+REWRITTEN = 3  # pods asking nvidia.com/gpu, rewritten by the webhook
 CLASS = "gpu-cuda-12-8.cudasched.io"
 DRA = "/apis/resource.k8s.io/v1"
 CLAIMED = 6  # pods asking through a claim
@@ -122,6 +128,19 @@ def test_the_classes_are_created_strictly_and_their_cel_compiled(
     assert refused.value.status_code == 422 and "semvr" in refused.value.message
 
 
+@pytest.fixture(scope="module")
+def dra_webhook(
+    plane: ControlPlane, api: Api, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveWebhook]:
+    """cudasched's webhook asking GPUs through the CUDA-aware classes, its cache synced."""
+    config = {"dra": {"mode": "extended-resource"}}
+    workdir = tmp_path_factory.mktemp("webhook-dra")
+    with webhook_process(workdir, plane.kubeconfig, config=config) as hook:
+        fleet = sum(1 for _ in api.list("/api/v1/nodes", labelSelector=FLEET_LABEL))
+        hook.wait_cached("nodes", fleet, timeout=60)
+        yield hook
+
+
 def _pod(name: str, *, claim: str | None) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
     spec: dict[str, Any] = {"containers": [container]}
@@ -154,6 +173,14 @@ def _claim(name: str) -> dict[str, Any]:
             }
         },
     }
+
+
+def _gpu_pod(name: str) -> dict[str, Any]:
+    """A pod as a Deployment would make it: ``nvidia.com/gpu: 1``, no DRA of its own."""
+    pod = _pod(name, claim=None)
+    pod["metadata"]["namespace"] = NS_REWRITE
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    return pod
 
 
 def _explained(plane: ControlPlane, tmp: Path) -> tuple[set[str], set[tuple[str, str]]]:
@@ -280,3 +307,49 @@ def test_audit_live_finds_a_planted_extended_resource_flip(plane: ControlPlane, 
     finally:
         for name in names:
             api.delete(f"{DRA}/deviceclasses/{name}")
+
+
+def test_the_webhook_asks_nvidia_gpu_through_the_class_and_the_allocator_follows(
+    classes: list[dict[str, Any]],
+    slices: dict[str, dict[str, str]],
+    dra_webhook: LiveWebhook,
+    plane: ControlPlane,
+    api: Api,
+    tmp_path: Path,
+) -> None:
+    api.ensure_namespace(NS_REWRITE)
+    names = [f"rewritten-{i}" for i in range(REWRITTEN)]
+    try:
+        with registered(api, dra_webhook.registration(only_namespaces=[NS_REWRITE])):
+            created = [api.create(_gpu_pod(name)) for name in names]  # strict field validation
+        asked = [c["spec"]["containers"][0]["resources"] for c in created]
+        resource = {f"deviceclass.resource.kubernetes.io/{CLASS}": "1"}
+        assert asked == [{"limits": resource, "requests": resource}] * REWRITTEN, asked
+        assert all("affinity" not in c["spec"] for c in created)
+
+        def bound() -> bool:
+            pods = {
+                p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{NS_REWRITE}/pods")
+            }
+            return all(pods.get(n, {}).get("spec", {}).get("nodeName") for n in names)
+
+        api.wait_for("every rewritten pod bound", bound, timeout=180, interval=1.0)
+        pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{NS_REWRITE}/pods")}
+        claims = {
+            c["metadata"]["name"]: c
+            for c in api.list(f"{DRA}/namespaces/{NS_REWRITE}/resourceclaims")
+        }
+        allocations = {
+            n: _allocated(
+                api,
+                claims[pods[n]["status"]["extendedResourceClaimStatus"]["resourceClaimName"]],
+            )
+            for n in names
+        }
+        eligible, admitted = _explained(plane, tmp_path)
+        handed = {device for devices in allocations.values() for device in devices}
+        assert all(len(d) == 1 for d in allocations.values()), allocations
+        assert handed <= admitted and {pool for pool, _ in handed} <= eligible, (handed, admitted)
+        assert all(pods[n]["spec"]["nodeName"] == allocations[n][0][0] for n in names)
+    finally:
+        plane.kubectl("delete", "namespace", NS_REWRITE, "--wait=false", check=False)

@@ -4,18 +4,24 @@ server applies it, keeps N, changes nothing else, and adds nothing the second ti
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import jsonpatch
+import kubernetes_validate
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from cudasched.cli import app
 from cudasched.placement.deviceclass import EXTENDED_RESOURCE_PREFIX
 from cudasched.placement.drarequest import (
     NVIDIA_GPU,
     claim_rewrite,
     claim_template_name,
+    class_claim_template,
     extended_resource_rewrite,
 )
 
@@ -176,3 +182,32 @@ def test_claim_template_names_carry_the_count() -> None:
     assert claim_template_name(CLASS, 8) == f"x8.{CLASS}"
     with pytest.raises(ValueError):
         claim_template_name("Not A Name", 1)
+
+
+def test_claim_templates_are_valid_and_name_what_claim_mode_refers_to() -> None:
+    templates = [class_claim_template(CLASS, n) for n in (1, 4)]
+    for template in templates:
+        kubernetes_validate.validate(template, "1.37", strict=True)
+    spec = {"containers": [{"name": "m", "resources": {"limits": {NVIDIA_GPU: "4"}}}]}
+    referred = claim_rewrite(spec, CLASS).ops[-1]["value"][0]["resourceClaimTemplateName"]
+    assert [t["metadata"]["name"] for t in templates] == [CLASS, referred]
+    assert templates[1]["spec"]["spec"]["devices"]["requests"] == [
+        {"name": "gpu", "exactly": {"deviceClassName": CLASS, "count": 4}}
+    ]
+
+
+def test_device_classes_prints_the_claim_templates_asked() -> None:
+    done = CliRunner().invoke(app, ["device-classes", "--cuda", "12.8", "--claim-templates", "1,2"])
+    as_json = CliRunner().invoke(
+        app, ["device-classes", "--cuda", "12.8", "--claim-templates", "2", "-o", "json"]
+    )
+    wrong = CliRunner().invoke(app, ["device-classes", "--cuda", "12.8", "--claim-templates", "0"])
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("DeviceClass", CLASS),
+        ("ResourceClaimTemplate", CLASS),
+        ("ResourceClaimTemplate", f"x2.{CLASS}"),
+    ]
+    entry = json.loads(as_json.stdout)["deviceClasses"][0]
+    assert entry["claimTemplates"] == [class_claim_template(CLASS, 2)]
+    assert wrong.exit_code == 2 and "--claim-templates" in wrong.output

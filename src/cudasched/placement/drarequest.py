@@ -30,7 +30,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cudasched.placement.deviceclass import EXTENDED_RESOURCE_PREFIX
+from cudasched.placement.deviceclass import EXTENDED_RESOURCE_PREFIX, MANAGED_BY
+from cudasched.placement.dra import API_VERSION
 from cudasched.vocab.labelsyntax import dns_subdomain_ok
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "GpuRewrite",
     "claim_rewrite",
     "claim_template_name",
+    "class_claim_template",
     "extended_resource_rewrite",
     "gpu_counts",
 ]
@@ -163,6 +165,19 @@ def claim_template_name(class_name: str, count: int) -> str:
     if not dns_subdomain_ok(name):
         raise ValueError(f"no claim template name for {class_name!r} x{count}")
     return name
+
+
+def class_claim_template(class_name: str, count: int) -> dict[str, Any]:
+    """The ResourceClaimTemplate the ``claim`` spelling refers to: ``count`` devices of
+    ``class_name``, nothing else (the class holds the selectors). Namespaced: applied in each
+    namespace whose pods use it (``kubectl apply -n``)."""
+    request = {"deviceClassName": class_name, "count": count}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": claim_template_name(class_name, count), "labels": dict(MANAGED_BY)},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}},
+    }
 
 
 def _free_claim_names(spec: Mapping[str, Any]) -> Iterator[str]:

@@ -348,6 +348,7 @@ class DraSettings(_Model):
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
+
 # --- end dra ----------------------------------------------------------------------------------
 
 

@@ -7,9 +7,13 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import pytest
+
 from cudasched.knowledge import KnowledgeBase
 from cudasched.placement.deviceclass import device_class
+from cudasched.settings.config import DraMode, WebhookConfig
 from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import parse_cuda
 from cudasched.webhook.admission.review import creation_review
@@ -115,3 +119,10 @@ def test_pods_without_nvidia_gpu_or_a_known_cuda_are_untouched() -> None:
         for review, resp, _ in answers
     ]
     assert resources == [None, {"limits": {"nvidia.com/gpu": "1"}}]
+
+
+def test_the_setting_is_off_by_default_and_names_its_modes() -> None:
+    assert WebhookConfig().dra.mode is DraMode.OFF
+    assert WebhookConfig.from_mapping({"dra": {"mode": "Claim"}}).dra.mode is DraMode.CLAIM
+    with pytest.raises(InputError, match=r"dra\.mode: .*'extended-resource'"):
+        WebhookConfig.from_mapping({"dra": {"mode": "plugin"}})

@@ -60,7 +60,7 @@ def _first_words(ctx: RuleContext, mode: DraMode, name: str, rewrite: GpuRewrite
         return None
     if mode is DraMode.CLAIM:
         asked = f"claims from ResourceClaimTemplate {claim_template_name(name, 1)} (xN. for N)"
-        source = "cudasched device-classes --claim-templates"
+        source = "cudasched device-classes --claim-templates 1,2,..."
     else:
         asked = f"deviceclass.resource.kubernetes.io/{name}"
         source = "cudasched device-classes"

@@ -18,12 +18,12 @@ from typer.testing import CliRunner
 from cudasched.cli import app
 from cudasched.placement.deviceclass import EXTENDED_RESOURCE_PREFIX
 from cudasched.placement.drarequest import (
-    NVIDIA_GPU,
     claim_rewrite,
     claim_template_name,
     class_claim_template,
     extended_resource_rewrite,
 )
+from cudasched.vocab.kserve import NVIDIA_GPU
 
 CLASS = "gpu-cuda-12-8.cudasched.io"
 KEY = EXTENDED_RESOURCE_PREFIX + CLASS

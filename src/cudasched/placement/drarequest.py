@@ -30,23 +30,22 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cudasched.placement.deviceclass import EXTENDED_RESOURCE_PREFIX, MANAGED_BY
-from cudasched.placement.dra import API_VERSION
+from cudasched.placement.deviceclass import CLASS_DOMAIN, EXTENDED_RESOURCE_PREFIX, MANAGED_BY
+from cudasched.placement.dra import API_VERSION, DEVICE_CLASS
+from cudasched.vocab.kserve import MANAGED_DRA_CEL_SELECTOR, MANAGED_DRA_DEVICE_CLASS, NVIDIA_GPU
 from cudasched.vocab.labelsyntax import dns_subdomain_ok
 
 __all__ = [
     "CLAIM_PREFIX",
-    "NVIDIA_GPU",
     "GpuRewrite",
     "claim_rewrite",
     "claim_template_name",
     "class_claim_template",
     "extended_resource_rewrite",
     "gpu_counts",
+    "managed_dra_selectors",
 ]
 
-#: The device plugin's (and NVIDIA DRA driver chart's) whole-GPU resource.
-NVIDIA_GPU = "nvidia.com/gpu"
 #: The pod-level claims the ``claim`` spelling adds are named this and a number.
 CLAIM_PREFIX = "cudasched-gpu-"
 _PARTS = ("limits", "requests")
@@ -223,3 +222,24 @@ def claim_rewrite(spec: Mapping[str, Any], class_name: str, base: str = "/spec")
         else:
             ops.append({"op": "add", "path": f"{base}/resourceClaims", "value": claims})
     return GpuRewrite(tuple(ops), tuple(moved), tuple(left))
+
+
+def managed_dra_selectors(annotations: Mapping[str, Any], selectors: Sequence[str]) -> str | None:
+    """An LLMInferenceService's managed-DRA selector annotation (KServe: one CEL expression a
+    line, each added to the claim's request, all of which must hold) with the class's
+    ``selectors`` added, or ``None`` when there is nothing to add: no managed DRA, a class other
+    than a full NVIDIA GPU's (``gpu.nvidia.com`` or a cudasched class: a MIG or passthrough
+    class's devices would all fail the full-GPU guard), an annotation that is not text, or every
+    selector already there. Selectors are only ever added, so the request only narrows."""
+    asked = annotations.get(MANAGED_DRA_DEVICE_CLASS)
+    if not isinstance(asked, str):
+        return None
+    asked = asked.strip()
+    if asked != DEVICE_CLASS and not asked.endswith("." + CLASS_DOMAIN):
+        return None
+    raw = annotations.get(MANAGED_DRA_CEL_SELECTOR, "")
+    if not isinstance(raw, str):
+        return None
+    have = [line.strip() for line in raw.split("\n") if line.strip()]
+    missing = [s for s in selectors if s not in have]
+    return "\n".join([*have, *missing]) if missing else None

@@ -5,15 +5,18 @@ applies and gives a valid pod, nothing else changes, and ``off`` answers as befo
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from cudasched.knowledge import KnowledgeBase
 from cudasched.placement.deviceclass import device_class
 from cudasched.settings.config import DraMode, WebhookConfig
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
+from cudasched.vocab.kserve import MANAGED_DRA_CEL_SELECTOR, MANAGED_DRA_DEVICE_CLASS
 from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.vocab.versions import parse_cuda
 from cudasched.webhook.admission.review import creation_review
@@ -37,10 +40,12 @@ def state() -> ClusterState:
     return ClusterState.from_objects(nodes(), [], [], [], kb=kb())
 
 
-def _answer(mode: str, pod: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Any]:
+def _answer(
+    mode: str, obj: dict[str, Any], kind: str = "pod"
+) -> tuple[dict[str, Any], dict[str, Any], Any]:
     adm = admitter(kb(), dra={"mode": mode})
-    review = creation_review(pod, uid="uid-dra1")
-    resp = ask(adm, "pod", review, state())
+    review = creation_review(obj, uid="uid-dra1")
+    resp = ask(adm, kind, review, state())
     return review, resp, adm
 
 
@@ -126,3 +131,39 @@ def test_the_setting_is_off_by_default_and_names_its_modes() -> None:
     assert WebhookConfig.from_mapping({"dra": {"mode": "Claim"}}).dra.mode is DraMode.CLAIM
     with pytest.raises(InputError, match=r"dra\.mode: .*'extended-resource'"):
         WebhookConfig.from_mapping({"dra": {"mode": "plugin"}})
+
+
+def _llmisvc(device_class: str | None, selectors: str | None = None) -> dict[str, Any]:
+    obj = yaml.safe_load_all(Path("examples/qwen-llmisvc.yaml").read_text())
+    service = next(d for d in obj if d)
+    annotations = {L.ANN_CUDA_VERSION: "12.8"}
+    if device_class is not None:
+        annotations[MANAGED_DRA_DEVICE_CLASS] = device_class
+    if selectors is not None:
+        annotations[MANAGED_DRA_CEL_SELECTOR] = selectors
+    service["metadata"]["annotations"] = annotations
+    return service
+
+
+def _selectors_after(mode: str, service: dict[str, Any]) -> str | None:
+    review, resp, _ = _answer(mode, service, kind="llmisvc")
+    after = applied(review, resp)["metadata"]["annotations"]
+    return after.get(MANAGED_DRA_CEL_SELECTOR)
+
+
+def test_an_llmisvc_managed_dra_claim_gets_the_class_selectors_added() -> None:
+    theirs = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"'
+    ours = device_class(
+        Requirement(cuda=parse_cuda("12.8"), source="test"), Policy.STRICT, kb()
+    ).obj["spec"]["selectors"]
+    expected = "\n".join([theirs, *(s["cel"]["expression"] for s in ours)])
+    added = _selectors_after("extended-resource", _llmisvc("gpu.nvidia.com", theirs))
+    again = _selectors_after("claim", _llmisvc("gpu.nvidia.com", expected))
+    untouched = [
+        _selectors_after("off", _llmisvc("gpu.nvidia.com", theirs)),
+        _selectors_after("claim", _llmisvc("mig.nvidia.com", theirs)),
+        _selectors_after("claim", _llmisvc(None)),
+    ]
+    assert added == expected  # theirs kept first, every selector of the class added
+    assert again == expected  # nothing added twice
+    assert untouched == [theirs, theirs, None]

@@ -89,9 +89,10 @@ def admit_through_class(
     mode = ctx.config.dra.mode
     if mode is DraMode.OFF or not gpu_counts(spec):
         return None, ()
-    name = ctx.placer.device_class(requirement, policy)
-    if name is None:
+    choice = ctx.placer.device_class(requirement, policy)
+    if choice is None:
         return None, ()
+    name = choice.name
     rewrite = _rewrite(mode, spec, name)
     if rewrite.left or not rewrite.moved:
         why = "; ".join(rewrite.left)

@@ -215,6 +215,17 @@ def device_classes_cmd(
             plan, label, cluster = _cluster_classes(source, config, policy)
     except InputError as exc:
         fail(str(exc))
+    _print(plan, label, cluster, counts, output)
+    raise typer.Exit(EXIT_OK)
+
+
+def _print(
+    plan: ClassPlan,
+    label: str,
+    cluster: dict[str, Any] | None,
+    counts: tuple[int, ...],
+    output: ClassFormat,
+) -> None:
     if any(c.draft.dropped_forward_compat for c in plan.classes):
         note(
             "forward-compat alternatives are not expressible over the DRA driver's attributes "
@@ -226,7 +237,6 @@ def device_classes_cmd(
         sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
     else:
         sys.stdout.write(_render_yaml(plan, label, counts))
-    raise typer.Exit(EXIT_OK)
 
 
 def _cluster_classes(

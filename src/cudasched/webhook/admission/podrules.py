@@ -41,10 +41,11 @@ from cudasched.workloads.resolution import (
     UnknownRequirement,
     pod_need,
 )
-from cudasched.workloads.view import Role, view_pod
+from cudasched.workloads.view import PodView, Role, view_pod
 
 if TYPE_CHECKING:
     from cudasched.webhook.state.clusterstate import ClusterState
+    from cudasched.workloads.kserve import RuntimeChoice
 
 __all__ = ["admit_pod"]
 
@@ -114,8 +115,22 @@ def _pod_checked(
     if need.status is not NeedStatus.KNOWN:
         nothing = _nothing_to_enforce(req, pod, need.unknown)
         return with_unknown(ctx.config, nothing, "Pod", need.unknown, may_deny=True)
-    requirement = need.requirement
+    return _placed(ctx, req, pod, spec, state, view, need.requirement, choice, ns)
 
+
+def _placed(
+    ctx: RuleContext,
+    req: ReviewRequest,
+    pod: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    state: ClusterState,
+    view: PodView,
+    requirement: Requirement,
+    choice: RuntimeChoice | None,
+    ns: str,
+) -> Decision:
+    """The answer for a pod whose requirement is known: left alone on the node its creator
+    named, its GPUs asked through its DRA class (``dra.mode``), or node affinity."""
     policy = policy_of(ctx.config, requirement)
     record = requirement.record(policy)
     node_name = spec.get("nodeName")

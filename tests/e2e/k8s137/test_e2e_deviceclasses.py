@@ -128,17 +128,21 @@ def test_the_classes_are_created_strictly_and_their_cel_compiled(
     assert refused.value.status_code == 422 and "semvr" in refused.value.message
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["extended-resource", "claim"])
 def dra_webhook(
-    plane: ControlPlane, api: Api, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LiveWebhook]:
-    """cudasched's webhook asking GPUs through the CUDA-aware classes, its cache synced."""
-    config = {"dra": {"mode": "extended-resource"}}
-    workdir = tmp_path_factory.mktemp("webhook-dra")
-    with webhook_process(workdir, plane.kubeconfig, config=config) as hook:
+    request: pytest.FixtureRequest,
+    plane: ControlPlane,
+    api: Api,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, LiveWebhook]]:
+    """cudasched's webhook asking GPUs through the CUDA-aware classes in each ``dra.mode``,
+    its cache synced."""
+    mode = str(request.param)
+    workdir = tmp_path_factory.mktemp(f"webhook-dra-{mode}")
+    with webhook_process(workdir, plane.kubeconfig, config={"dra": {"mode": mode}}) as hook:
         fleet = sum(1 for _ in api.list("/api/v1/nodes", labelSelector=FLEET_LABEL))
         hook.wait_cached("nodes", fleet, timeout=60)
-        yield hook
+        yield mode, hook
 
 
 def _pod(name: str, *, claim: str | None) -> dict[str, Any]:
@@ -175,10 +179,10 @@ def _claim(name: str) -> dict[str, Any]:
     }
 
 
-def _gpu_pod(name: str) -> dict[str, Any]:
+def _gpu_pod(name: str, namespace: str) -> dict[str, Any]:
     """A pod as a Deployment would make it: ``nvidia.com/gpu: 1``, no DRA of its own."""
     pod = _pod(name, claim=None)
-    pod["metadata"]["namespace"] = NS_REWRITE
+    pod["metadata"]["namespace"] = namespace
     pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
     return pod
 
@@ -309,47 +313,66 @@ def test_audit_live_finds_a_planted_extended_resource_flip(plane: ControlPlane, 
             api.delete(f"{DRA}/deviceclasses/{name}")
 
 
+def _claim_of(pod: dict[str, Any], mode: str) -> str:
+    """The ResourceClaim the scheduler or the claim controller made for the pod."""
+    status = pod["status"]
+    if mode == "claim":
+        return str(status["resourceClaimStatuses"][0]["resourceClaimName"])
+    return str(status["extendedResourceClaimStatus"]["resourceClaimName"])
+
+
+def _expected_spec(mode: str) -> tuple[list[Any], dict[str, Any]]:
+    """What the webhook makes of ``nvidia.com/gpu: 1``: the pod's claims and the container's
+    resources."""
+    if mode == "claim":
+        claim = {"name": "cudasched-gpu-0", "resourceClaimTemplateName": CLASS}
+        # The emptied limits and requests are not stored (empty maps are omitted).
+        return [claim], {"claims": [{"name": claim["name"]}]}
+    resource = {f"deviceclass.resource.kubernetes.io/{CLASS}": "1"}
+    return [], {"limits": resource, "requests": resource}
+
+
 def test_the_webhook_asks_nvidia_gpu_through_the_class_and_the_allocator_follows(
     classes: list[dict[str, Any]],
     slices: dict[str, dict[str, str]],
-    dra_webhook: LiveWebhook,
+    dra_webhook: tuple[str, LiveWebhook],
     plane: ControlPlane,
     api: Api,
     tmp_path: Path,
 ) -> None:
-    api.ensure_namespace(NS_REWRITE)
+    mode, hook = dra_webhook
+    ns = f"{NS_REWRITE}-{mode}"
+    api.ensure_namespace(ns)
     names = [f"rewritten-{i}" for i in range(REWRITTEN)]
+    if mode == "claim":  # the template the rewrite names, as device-classes prints it
+        printed = _cudasched(plane, "device-classes", "--cuda", "12.8", "--claim-templates", "1")
+        for doc in yaml.safe_load_all(printed):
+            if doc and doc["kind"] == "ResourceClaimTemplate":
+                api.create({**doc, "metadata": {**doc["metadata"], "namespace": ns}})
     try:
-        with registered(api, dra_webhook.registration(only_namespaces=[NS_REWRITE])):
-            created = [api.create(_gpu_pod(name)) for name in names]  # strict field validation
-        asked = [c["spec"]["containers"][0]["resources"] for c in created]
-        resource = {f"deviceclass.resource.kubernetes.io/{CLASS}": "1"}
-        assert asked == [{"limits": resource, "requests": resource}] * REWRITTEN, asked
+        with registered(api, hook.registration(only_namespaces=[ns])):
+            created = [api.create(_gpu_pod(name, ns)) for name in names]  # strict validation
+        claims_asked, resources = _expected_spec(mode)
+        assert [c["spec"]["containers"][0]["resources"] for c in created] == [
+            resources
+        ] * REWRITTEN, created[0]["spec"]
+        assert [c["spec"].get("resourceClaims", []) for c in created] == [claims_asked] * REWRITTEN
         assert all("affinity" not in c["spec"] for c in created)
 
         def bound() -> bool:
-            pods = {
-                p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{NS_REWRITE}/pods")
-            }
+            pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{ns}/pods")}
             return all(pods.get(n, {}).get("spec", {}).get("nodeName") for n in names)
 
         api.wait_for("every rewritten pod bound", bound, timeout=180, interval=1.0)
-        pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{NS_REWRITE}/pods")}
+        pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{ns}/pods")}
         claims = {
-            c["metadata"]["name"]: c
-            for c in api.list(f"{DRA}/namespaces/{NS_REWRITE}/resourceclaims")
+            c["metadata"]["name"]: c for c in api.list(f"{DRA}/namespaces/{ns}/resourceclaims")
         }
-        allocations = {
-            n: _allocated(
-                api,
-                claims[pods[n]["status"]["extendedResourceClaimStatus"]["resourceClaimName"]],
-            )
-            for n in names
-        }
+        allocations = {n: _allocated(api, claims[_claim_of(pods[n], mode)]) for n in names}
         eligible, admitted = _explained(plane, tmp_path)
         handed = {device for devices in allocations.values() for device in devices}
         assert all(len(d) == 1 for d in allocations.values()), allocations
         assert handed <= admitted and {pool for pool, _ in handed} <= eligible, (handed, admitted)
         assert all(pods[n]["spec"]["nodeName"] == allocations[n][0][0] for n in names)
     finally:
-        plane.kubectl("delete", "namespace", NS_REWRITE, "--wait=false", check=False)
+        plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)

@@ -100,12 +100,12 @@ async def _run(
             f"the policy mode places pods with required node affinity only; the configuration "
             f"asks for mode {cfg.mode.value!r}"
         )
-    if cfg.dra.mode is not DraMode.OFF:
-        # Its decisions would carry the DRA rewrite, which the policy's table cannot hold: the
-        # pods would be recorded and left unplaced.
+    if cfg.dra.mode is DraMode.CLAIM:
+        # Its decisions would add claims, which the policy's table cannot hold: the pods would
+        # be recorded and left unplaced.
         raise InputError(
-            f"the policy mode does not ask GPUs through DRA classes yet; the configuration asks "
-            f"for dra.mode {cfg.dra.mode.value!r} (use the webhook, or dra.mode off)"
+            "the policy mode asks GPUs through DRA classes as extended resources only; the "
+            "configuration asks for dra.mode 'claim' (use the webhook, or extended-resource)"
         )
     kb = load_knowledge()
     metrics = WebhookMetrics()

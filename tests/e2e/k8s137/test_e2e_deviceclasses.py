@@ -7,13 +7,16 @@ claim or through the class's extended resource (KEP-5004, GA in 1.37), only devi
 ``cudasched explain`` says can run the workload, and that its device view names as admitted.
 With the webhook in ``dra.mode: extended-resource``, a pod asking ``nvidia.com/gpu: 1`` is
 rewritten to its class's extended resource, created with strict field validation, and
-allocated only such devices too.
+allocated only such devices too; in ``claim`` mode each gets a claim from the class's
+template; and in the policy mode (no webhook registered) the API server's
+MutatingAdmissionPolicy does the same rewrite from the controller's table.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +26,11 @@ import yaml
 
 from cudasched.knowledge import KnowledgeBase
 from cudasched.nodes.facts import facts_from_labels
+from cudasched.workloads.policykey import pod_key
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.fleet import FLEET_LABEL, cudasched_command
 from tests.harness.kube import Api, ApiError
+from tests.harness.policy import controller_process, install_policy, wait_for_keys
 from tests.harness.webhook import LiveWebhook, registered, webhook_process
 
 NS = "e2e-deviceclasses"
@@ -267,7 +272,6 @@ def test_audit_live_finds_a_planted_extended_resource_flip(plane: ControlPlane, 
     """NVIDIA's chart puts nvidia.com/gpu on gpu.nvidia.com; a class created later with the
     same name takes it. The API server accepts both; ``audit --live`` names the class that
     lost it and the one that serves it."""
-    import time
 
     def device_class(name: str) -> dict[str, Any]:
         return {
@@ -332,6 +336,27 @@ def _expected_spec(mode: str) -> tuple[list[Any], dict[str, Any]]:
     return [], {"limits": resource, "requests": resource}
 
 
+def _allocated_as_explained(
+    api: Api, plane: ControlPlane, ns: str, names: list[str], mode: str, tmp: Path
+) -> None:
+    """Once the pods are bound: each got one device, the one its node has, and only devices
+    ``explain`` admits on nodes it says can run them."""
+
+    def bound() -> bool:
+        pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{ns}/pods")}
+        return all(pods.get(n, {}).get("spec", {}).get("nodeName") for n in names)
+
+    api.wait_for("every rewritten pod bound", bound, timeout=180, interval=1.0)
+    pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{ns}/pods")}
+    claims = {c["metadata"]["name"]: c for c in api.list(f"{DRA}/namespaces/{ns}/resourceclaims")}
+    allocations = {n: _allocated(api, claims[_claim_of(pods[n], mode)]) for n in names}
+    eligible, admitted = _explained(plane, tmp)
+    handed = {device for devices in allocations.values() for device in devices}
+    assert all(len(d) == 1 for d in allocations.values()), allocations
+    assert handed <= admitted and {pool for pool, _ in handed} <= eligible, (handed, admitted)
+    assert all(pods[n]["spec"]["nodeName"] == allocations[n][0][0] for n in names)
+
+
 def test_the_webhook_asks_nvidia_gpu_through_the_class_and_the_allocator_follows(
     classes: list[dict[str, Any]],
     slices: dict[str, dict[str, str]],
@@ -359,20 +384,58 @@ def test_the_webhook_asks_nvidia_gpu_through_the_class_and_the_allocator_follows
         assert [c["spec"].get("resourceClaims", []) for c in created] == [claims_asked] * REWRITTEN
         assert all("affinity" not in c["spec"] for c in created)
 
-        def bound() -> bool:
-            pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{ns}/pods")}
-            return all(pods.get(n, {}).get("spec", {}).get("nodeName") for n in names)
+        _allocated_as_explained(api, plane, ns, names, mode, tmp_path)
+    finally:
+        plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
-        api.wait_for("every rewritten pod bound", bound, timeout=180, interval=1.0)
-        pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{ns}/pods")}
-        claims = {
-            c["metadata"]["name"]: c for c in api.list(f"{DRA}/namespaces/{ns}/resourceclaims")
-        }
-        allocations = {n: _allocated(api, claims[_claim_of(pods[n], mode)]) for n in names}
-        eligible, admitted = _explained(plane, tmp_path)
-        handed = {device for devices in allocations.values() for device in devices}
-        assert all(len(d) == 1 for d in allocations.values()), allocations
-        assert handed <= admitted and {pool for pool, _ in handed} <= eligible, (handed, admitted)
-        assert all(pods[n]["spec"]["nodeName"] == allocations[n][0][0] for n in names)
+
+def test_the_policy_asks_nvidia_gpu_through_the_class_without_a_webhook(
+    classes: list[dict[str, Any]],
+    slices: dict[str, dict[str, str]],
+    plane: ControlPlane,
+    api: Api,
+    tmp_path: Path,
+) -> None:
+    """The policy mode: the controller decides a ReplicaSet template's key with the webhook's
+    code in ``dra.mode: extended-resource``, the table keeps the class, and the API server's
+    MutatingAdmissionPolicy (no webhook registered) moves each pod's ``nvidia.com/gpu``."""
+    ns = f"{NS_REWRITE}-policy"
+    api.ensure_namespace(ns)
+    install_policy(plane, tmp_path / "policy")
+    template = _gpu_pod("template", ns)
+    replica_set = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "gpu", "namespace": ns},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "gpu"}},
+            "template": {
+                "metadata": {**template["metadata"], "labels": {"app": "gpu"}},
+                "spec": template["spec"],
+            },
+        },
+    }
+    for field in ("name", "namespace"):
+        replica_set["spec"]["template"]["metadata"].pop(field)
+    key = pod_key({**template, "spec": {**template["spec"], "serviceAccountName": "default"}}, ns)
+    names = [f"placed-{i}" for i in range(REWRITTEN)]
+    config = {"dra": {"mode": "extended-resource"}}
+    try:
+        with controller_process(tmp_path / "controller", plane.kubeconfig, "dra", config=config):
+            api.create(replica_set)
+            held = wait_for_keys(api, {str(key)})
+            time.sleep(1)  # the API server's informer of the policy's parameters
+            created = [api.create(_gpu_pod(name, ns)) for name in names]  # strict validation
+        assert held[str(key)]["deviceClass"] == CLASS and "terms" not in held[str(key)]
+        _, resources = _expected_spec("extended-resource")
+        asked = [c["spec"]["containers"][0]["resources"] for c in created]
+        assert asked == [resources] * REWRITTEN, created[0]["spec"]
+        assert all(
+            c["metadata"]["annotations"]["cudasched.io/requirement"].startswith("cuda>=12.8")
+            for c in created
+        )
+        assert all("affinity" not in c["spec"] for c in created)
+        _allocated_as_explained(api, plane, ns, names, "extended-resource", tmp_path)
     finally:
         plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)

@@ -38,6 +38,7 @@ from cudasched.vocab.labelsyntax import dns_subdomain_ok
 __all__ = [
     "CLAIM_PREFIX",
     "GpuRewrite",
+    "asks_class",
     "claim_rewrite",
     "claim_template_name",
     "class_claim_template",
@@ -154,6 +155,24 @@ def extended_resource_rewrite(
         ops.extend(_moved_ops(resources, f"{base}/{field}/{i}/resources", key))
         moved.append(_label(spec, field, i))
     return GpuRewrite(tuple(ops), tuple(moved), tuple(left))
+
+
+def asks_class(spec: Mapping[str, Any], class_name: str) -> bool:
+    """Whether the pod already asks its GPUs through ``class_name``, as either spelling writes
+    it: the class's extended resource in a container, or a claim from one of its templates (a
+    pod this module rewrote, admitted again)."""
+    key = EXTENDED_RESOURCE_PREFIX + class_name
+    for field in _CONTAINER_LISTS:
+        for container in spec.get(field) or ():
+            resources = _mapping((_mapping(container) or {}).get("resources")) or {}
+            if any(key in (_mapping(resources.get(p)) or {}) for p in _PARTS):
+                return True
+    templates = re.compile(rf"(x[0-9]+\.)?{re.escape(class_name)}")
+    for claim in spec.get("resourceClaims") or ():
+        template = (_mapping(claim) or {}).get("resourceClaimTemplateName")
+        if isinstance(template, str) and templates.fullmatch(template):
+            return True
+    return False
 
 
 def claim_template_name(class_name: str, count: int) -> str:

@@ -167,3 +167,22 @@ def test_an_llmisvc_managed_dra_claim_gets_the_class_selectors_added() -> None:
     assert added == expected  # theirs kept first, every selector of the class added
     assert again == expected  # nothing added twice
     assert untouched == [theirs, theirs, None]
+
+
+@pytest.mark.parametrize("mode", ["extended-resource", "claim"])
+def test_a_declared_pod_admitted_again_keeps_its_class_and_gets_no_affinity(mode: str) -> None:
+    pod = builders.pod(
+        "llm", image="registry.local/own:1", annotations={L.ANN_CUDA_VERSION: "12.8"}
+    )
+    review, resp, adm = _answer(mode, pod)
+    first = applied(review, resp)
+    again = readmit(adm, "pod", review, first, state())
+    other = builders.pod(
+        "other", image="registry.local/own:1", annotations={L.ANN_CUDA_VERSION: "13.0"}
+    )
+    # Another requirement's class is not this pod's: node affinity as usual.
+    moved = applied(*_answer(mode, other)[:2])
+    moved["metadata"]["annotations"][L.ANN_CUDA_VERSION] = "12.8"
+    elsewhere = ask(adm, "pod", creation_review(moved, uid="uid-dra3"), state())
+    assert "affinity" not in first["spec"] and ops_of(again) == []
+    assert "affinity" in applied(creation_review(moved, uid="uid-dra3"), elsewhere)["spec"]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from cudasched.placement.drarequest import (
     GpuRewrite,
+    asks_class,
     claim_rewrite,
     claim_template_name,
     extended_resource_rewrite,
@@ -84,15 +85,24 @@ def admit_through_class(
     """The pod's answer with its GPUs asked through its class, or ``None`` (with a warning
     when there is something to say) for the pod to be placed by node affinity as usual: DRA
     off, no ``nvidia.com/gpu`` asked, no GPU can meet the requirement (the affinity path says
-    so), or a container whose request cannot be moved. ``notes`` gives the warnings said once
+    so), or a container whose request cannot be moved. A pod that already asks through its
+    class (admitted again) gets the record alone. ``notes`` gives the warnings said once
     per process, asked only once nothing can be deferred to a review thread."""
     mode = ctx.config.dra.mode
-    if mode is DraMode.OFF or not gpu_counts(spec):
+    if mode is DraMode.OFF:
         return None, ()
+    asks_gpus = bool(gpu_counts(spec))
     choice = ctx.placer.device_class(requirement, policy)
     if choice is None:
         return None, ()
     name = choice.name
+    if not asks_gpus:
+        if not asks_class(spec, name):
+            return None, ()
+        # Admitted again (reinvocation, a controller's template): its GPUs already come from
+        # the class, so it gets the record and no node affinity, as the first time.
+        rewrite = GpuRewrite((), (), ())
+        return _answer(ctx, req, pod, requirement, policy, scopes, notes, rewrite, None), ()
     rewrite = _rewrite(mode, spec, name)
     if rewrite.left or not rewrite.moved:
         why = "; ".join(rewrite.left)
@@ -101,12 +111,28 @@ def admit_through_class(
                 f"cudasched: GPUs not asked through DeviceClass {name}, node affinity kept: {why}"
             ),
         )
+    first = _first_words(ctx, mode, name, rewrite)
+    return _answer(ctx, req, pod, requirement, policy, scopes, notes, rewrite, first), ()
+
+
+def _answer(
+    ctx: RuleContext,
+    req: ReviewRequest,
+    pod: Mapping[str, Any],
+    requirement: Requirement,
+    policy: Policy,
+    scopes: tuple[Scope, ...],
+    notes: Callable[[], tuple[str, ...]],
+    rewrite: GpuRewrite,
+    first: str | None,
+) -> Decision:
+    """The requirement recorded and the rewrite's patch after it; no node affinity, and no
+    "no node can run it" from node labels (the allocator judges devices)."""
     record = requirement.record(policy)
     said = notes()
-    first = _first_words(ctx, mode, name, rewrite)
     mutated = pod_for_mutation(pod)
     set_annotation(mutated, L.ANN_REQUIREMENT, record)
-    decision = finish(
+    return finish(
         ctx.config,
         req,
         pod,
@@ -118,4 +144,3 @@ def admit_through_class(
         notes=(*said, first) if first else said,
         then=rewrite.ops,
     )
-    return decision, ()

@@ -21,6 +21,11 @@ class (its first selector is the driver and ``type == "gpu"``), and the count is
 The patch obeys :mod:`cudasched.webhook.admission.patch`'s rule (add under a parent that
 exists, replace or remove what exists): the API server fails a request whose patch does not
 apply, whatever the failure policy.
+
+Beside the rewrite: whether a pod already asks through a class (:func:`asks_class`, a pod
+admitted again), the templates the ``claim`` spelling names (:func:`class_claim_template`), and
+an LLMInferenceService's managed-DRA selectors with a class's added
+(:func:`managed_dra_selectors`).
 """
 
 from __future__ import annotations

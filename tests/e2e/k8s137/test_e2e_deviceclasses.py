@@ -192,6 +192,20 @@ def _gpu_pod(name: str, namespace: str) -> dict[str, Any]:
     return pod
 
 
+def _release(plane: ControlPlane, api: Api, ns: str) -> None:
+    """Give the namespace's devices back for the next test: the pods removed at once (no
+    kubelet confirms a graceful deletion here, so they would hold their claims for ever), the
+    namespace deleted, and its claims gone (resourceclaim-controller deallocates them)."""
+    plane.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", check=False)
+    plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    api.wait_for(
+        f"the claims of {ns} released",
+        lambda: not list(api.list(f"{DRA}/namespaces/{ns}/resourceclaims")),
+        timeout=120,
+        interval=1.0,
+    )
+
+
 def _explained(plane: ControlPlane, tmp: Path) -> tuple[set[str], set[tuple[str, str]]]:
     """What ``explain --live`` says of the probe pod: the nodes that can run it, and the
     devices (pool, name) of the published ResourceSlices its class admits."""
@@ -265,7 +279,7 @@ def test_the_scheduler_allocates_only_devices_that_run_the_class(
         assert admitted == {(node, "gpu-0") for node in eligible if node in slices}
         assert eligible and set(slices) - eligible, "the fleet must hold nodes that cannot run it"
     finally:
-        plane.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+        _release(plane, api, NS)
 
 
 def test_audit_live_finds_a_planted_extended_resource_flip(plane: ControlPlane, api: Api) -> None:
@@ -386,7 +400,7 @@ def test_the_webhook_asks_nvidia_gpu_through_the_class_and_the_allocator_follows
 
         _allocated_as_explained(api, plane, ns, names, mode, tmp_path)
     finally:
-        plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        _release(plane, api, ns)
 
 
 def test_the_policy_asks_nvidia_gpu_through_the_class_without_a_webhook(
@@ -438,4 +452,4 @@ def test_the_policy_asks_nvidia_gpu_through_the_class_without_a_webhook(
         assert all("affinity" not in c["spec"] for c in created)
         _allocated_as_explained(api, plane, ns, names, "extended-resource", tmp_path)
     finally:
-        plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        _release(plane, api, ns)

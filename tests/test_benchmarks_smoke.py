@@ -206,6 +206,10 @@ def test_layerreads_quick(bench) -> None:
     assert by["weights-then-runtime"].cuda == "12.8"
     assert by["weights-budget"].cuda is None and "bytes budget" in by["weights-budget"].stopped
     assert by["pip-torch"].cuda == "12.6" and by["sbom"].cuda == "12.8"
+    assert by["gzip-weights-then-runtime"].cuda == "12.8"
+    libs = by["gzip-libs-over-runtime"]
+    # four 4 MiB libraries, about half their size once compressed
+    assert (libs.cuda, libs.layers_read) == ("12.8", 2) and libs.bytes < 12 * 2**20
     assert _finite({k: v for k, v in result.ratios.items() if "added" not in k})
 
 

@@ -224,3 +224,15 @@ def test_heldout_counts_each_verdict(bench) -> None:
     verdicts = [o.verdict for o in heldout.evaluate(rows)]
     assert verdicts == ["exact", "over-strict", "unsafe", "unknown"]
     assert len(heldout.load_set()) == 100
+
+
+def test_second_heldout_set_is_new(bench) -> None:
+    """The second held-out set: 100 distinct references, none of the first set's, each with a
+    CUDA and a source (its header says how they were chosen)."""
+    heldout = bench("heldout")
+    second = heldout.load_set(heldout.SECOND_SET)
+    first = {r["image"] for r in heldout.load_set()}
+    images = [r["image"] for r in second]
+    assert len(images) == 100 and len(set(images)) == 100
+    assert not first & set(images)
+    assert all(str(r["cuda"]).count(".") >= 1 and r["source"] for r in second)

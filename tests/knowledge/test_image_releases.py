@@ -55,6 +55,10 @@ PINNED = [
     ("ghcr.io/huggingface/text-generation-inference:3.2.2-trtllm", "12.8.0", False),
     ("ghcr.io/huggingface/text-generation-inference:3.3.5-trtllm", "12.8.0", False),
     ("ghcr.io/huggingface/text-generation-inference:3.4.1-trtllm", "12.8.0", True),
+    # ... and its moving line tags: the line's newest CUDA (3.1.0 was 12.6.3, 3.1.1 12.8.0)
+    ("ghcr.io/huggingface/text-generation-inference:3.0-trtllm", "12.6.3", False),
+    ("ghcr.io/huggingface/text-generation-inference:3.1-trtllm", "12.8.0", False),
+    ("ghcr.io/huggingface/text-generation-inference:3.2-trtllm", "12.8.0", False),
     # SGLang: the unsuffixed tag's build in the release workflow
     ("lmsysorg/sglang:v0.5.2", "12.9.1", False),
     ("lmsysorg/sglang:v0.5.10.post1", "12.9.1", False),

@@ -180,6 +180,7 @@ def test_controlplane_benchmark_reports_its_ratios(bench) -> None:
             (create.NONE, 2.0),
             (create.PLACED, 3.0),
             (create.POLICY, 2.2),
+            (create.TRIVIAL, 2.1),
             (create.CPU, 2.0),
         )
     ]
@@ -193,6 +194,7 @@ def test_controlplane_benchmark_reports_its_ratios(bench) -> None:
     assert "ratio webhook/no admission (GPU pods): p50 2.00, p99 2.00; added p50 2.0 ms" in text
     assert "the webhook's call beyond it: p50 1.0 ms" in text
     assert "ratio policy/no admission (GPU pods): p50 1.10, p99 1.10 (goal p99 <= 1.2)" in text
+    assert "ratio trivial policy (one constant patch)/no admission: p50 1.05, p99 1.05" in text
     assert f"100 nodes, {pods.OURS}: throughput with/without 1.00" in text
     assert "over one In admitting the same nodes: 0.00 ms per pod" in text
     assert report.render([], [], [], (100,)) == ""  # nothing measured, nothing shown

@@ -193,6 +193,7 @@ class _Policy:
         trivial, trivial_binding = _trivial_policy()
         api.create(trivial)
         self.bindings = {POLICY: bindings, TRIVIAL: [trivial_binding]}
+        self.probes = iter(range(10**9))  # names of the probe pods, unique for the run
         for binding in bindings:
             api.delete(f"{_BINDINGS[binding['kind']]}/{binding['metadata']['name']}")
 
@@ -203,11 +204,10 @@ class _Policy:
         check = _placed_by_policy if series == POLICY else _placed_by_trivial
         for binding in bindings:
             self.api.create(binding)
-        names = iter(range(10**9))
 
         def placed() -> bool:
             pod = copy.deepcopy(probe)
-            pod["metadata"]["name"] = f"probe-{next(names)}"
+            pod["metadata"]["name"] = f"probe-{next(self.probes)}"
             return check(self.api.create(pod, strict=False))
 
         try:

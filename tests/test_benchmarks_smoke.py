@@ -174,7 +174,7 @@ def test_controlplane_benchmark_reports_its_ratios(bench) -> None:
     create, schedule, match = (bench(f"controlplane.{m}") for m in ("create", "schedule", "match"))
     pods, report = bench("controlplane.pods"), bench("controlplane.report")
     creates = [
-        create.CreateResult(series, 10, p50, p50, 2 * p50, p50, 0)
+        create.CreateResult(series, 10, p50, p50, 2 * p50, p50, 0, plugins_ms=p50 / 4)
         for series, p50 in (
             (create.WEBHOOK, 4.0),
             (create.NONE, 2.0),
@@ -195,6 +195,7 @@ def test_controlplane_benchmark_reports_its_ratios(bench) -> None:
     assert "the webhook's call beyond it: p50 1.0 ms" in text
     assert "ratio policy/no admission (GPU pods): p50 1.10, p99 1.10 (goal p99 <= 1.2)" in text
     assert "ratio trivial policy (one constant patch)/no admission: p50 1.05, p99 1.05" in text
+    assert "policy plugins per pod: trivial policy 0.53 ms, cudasched's policies 0.55 ms" in text
     assert f"100 nodes, {pods.OURS}: throughput with/without 1.00" in text
     assert "over one In admitting the same nodes: 0.00 ms per pod" in text
     assert report.render([], [], [], (100,)) == ""  # nothing measured, nothing shown

@@ -75,6 +75,10 @@ class CreateResult:
     #: time from reading a request to its answer (``cudasched_webhook_request_duration_seconds``).
     call_ms: float = 0.0
     handler_ms: float = 0.0
+    #: The policy series: the API server's own time per pod in its MutatingAdmissionPolicy and
+    #: ValidatingAdmissionPolicy plugins (``apiserver_admission_controller_admission_duration_
+    #: seconds``): the policies' cost without the client, the network and storage around it.
+    plugins_ms: float = 0.0
 
 
 def _histogram(text: str, metric: str, label: str = "") -> tuple[float, float]:
@@ -117,6 +121,26 @@ class _CallTimes:
         return tuple(  # type: ignore[return-value]
             1000 * total / count if count else 0.0 for total, count in (self.call, self.handler)
         )
+
+
+class _PluginTimes:
+    """The API server's time in its policy plugins, per series, per pod created."""
+
+    METRIC = "apiserver_admission_controller_admission_duration_seconds"
+    PLUGINS = ('name="MutatingAdmissionPolicy"', 'name="ValidatingAdmissionPolicy"')
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def _total(self, api: Api) -> float:
+        text = api.send("GET", "/metrics").text
+        return sum(_histogram(text, self.METRIC, plugin)[0] for plugin in self.PLUGINS)
+
+    @contextmanager
+    def span(self, api: Api, series: str) -> Iterator[None]:
+        before = self._total(api)
+        yield
+        self.seconds[series] = self.seconds.get(series, 0.0) + self._total(api) - before
 
 
 def _time_creates(api: Api, pods: list[JSON]) -> tuple[list[float], int]:
@@ -280,7 +304,7 @@ def measure_create(plane: ControlPlane, work: Path, pods: int, rounds: int) -> l
         series[name] += lat
         mutated[name] += done
 
-    calls = _CallTimes()
+    calls, plugins = _CallTimes(), _PluginTimes()
     with (
         webhook_process(work / "webhook", plane.kubeconfig) as hook,
         _policy(plane, api, work, predictor("teach")) as policy,
@@ -302,7 +326,8 @@ def measure_create(plane: ControlPlane, work: Path, pods: int, rounds: int) -> l
                 if policy is not None:
                     with policy.bound(name, predictor("probe")):
                         _time_creates(api, batch("gpu", 20))
-                        timed(name, batch("gpu", per_round))
+                        with plugins.span(api, name):
+                            timed(name, batch("gpu", per_round))
             delete_all(api)
     call_ms, handler_ms = calls.means_ms()
     return [
@@ -315,6 +340,7 @@ def measure_create(plane: ControlPlane, work: Path, pods: int, rounds: int) -> l
             sum(values) / len(values),
             mutated[name],
             *((call_ms, handler_ms) if name == WEBHOOK else (0.0, 0.0)),
+            1000 * plugins.seconds.get(name, 0.0) / len(values),
         )
         for name, values in series.items()
         if values

@@ -88,6 +88,11 @@ def _create(creates: Sequence[CreateResult]) -> list[str]:
             f"added p50 {trivial.p50_ms - bare.p50_ms:.1f} ms, "
             f"p99 {trivial.p99_ms - bare.p99_ms:.1f} ms"
         )
+    if POLICY in by and TRIVIAL in by:
+        lines.append(
+            f"the API server's own time in its policy plugins per pod: trivial policy "
+            f"{by[TRIVIAL].plugins_ms:.2f} ms, cudasched's policies {by[POLICY].plugins_ms:.2f} ms"
+        )
     if hooked.call_ms:
         lines.append(
             f"the API server's call to the webhook: mean {hooked.call_ms:.2f} ms, of which the "

@@ -207,3 +207,15 @@ def test_an_unsynced_snapshot_keeps_the_admissions_answer(synced: bool) -> None:
     state.fit = True
     sweeper = _pod_events(None, state, WebhookMetrics())
     assert sweeper._still_no_fit(_owner_placement(check=("key", "selection"))) is not synced
+
+
+async def test_one_sweep_tells_a_pod_once_however_short_the_interval(
+    kmock: kmock.KubernetesEmulator,
+) -> None:
+    await kmock.post(PODS, json=_replica("train-7d9-a"))
+    client = make_client(server=str(kmock.url).rstrip("/"))
+    sweeper = _pod_events(client, _State(), WebhookMetrics(), interval=0.0)
+    told: set[str] = set()
+    rounds = [await sweeper.sweep(_owner_placement(), told) for _ in range(2)]
+    later = await sweeper.sweep(_owner_placement(), set())  # another sweep, past the interval
+    assert (rounds, later, told) == ([1, 0], 1, {"uid-train-7d9-a"})

@@ -161,6 +161,7 @@ class PodEvents:
         self._sweeps.clear()
 
     async def _rounds(self, key: tuple[str, str, str, str]) -> None:
+        told: set[str] = set()  # one Event per pod per sweep, however short the interval
         again = True
         while again:
             self._again.discard(key)
@@ -168,12 +169,13 @@ class PodEvents:
             for delay in self.delays:
                 await asyncio.sleep(max(0.0, delay - waited))
                 waited = delay
-                await self.sweep(self._latest[key])
+                await self.sweep(self._latest[key], told)
             again = key in self._again
 
-    async def sweep(self, placement: Placement) -> int:
+    async def sweep(self, placement: Placement, told: set[str] | None = None) -> int:
         """One sweep: the Event on each unbound pod of the controller not told within the
-        interval. Returns how many were sent; failures are logged and counted, never raised."""
+        interval (nor in ``told``, the uids this sweep's earlier rounds told, which it adds
+        to). Returns how many were sent; failures are logged and counted, never raised."""
         client = self._client_of()
         if client is None:
             self._results["no_client"].inc()
@@ -190,7 +192,11 @@ class PodEvents:
         sent = 0
         for pod in pods:
             regarding = pod_reference(placement, pod)
-            if regarding is not None and self._due(regarding):
+            if regarding is None or (told is not None and regarding.uid in told):
+                continue
+            if told is not None:
+                told.add(regarding.uid or "")
+            if self._due(regarding):
                 sent += await self._send(client, regarding, placement.no_fit or "")
         return sent
 

@@ -159,6 +159,7 @@ def test_each_pod_no_node_can_run_gets_the_event_and_a_pod_that_fits_none(
         input=yaml.safe_dump(_replicated("runs", {"cudasched.io/cuda-version": "12.4"}, 1)),
     )
     templates.kubectl("apply", "-f", "-", input=yaml.safe_dump(_replicated("stuck", NOWHERE, 3)))
+    applied = time.monotonic()
     pods: dict[str, list[JSON]] = {}
 
     def created() -> bool:
@@ -192,3 +193,22 @@ def test_each_pod_no_node_can_run_gets_the_event_and_a_pod_that_fits_none(
     time.sleep(12)
     fits = pods["runs"][0]["metadata"]["uid"]
     assert "NoCompatibleNode" not in _events_on_pods(api).get(fits, set())
+
+    # Scaled up once every sweep of the first replicas is over (two runs of rounds, 30 s
+    # each, at most): the new pod's own admission starts a sweep that finds it.
+    time.sleep(max(0.0, applied + 65 - time.monotonic()))
+    templates.kubectl("scale", "-n", NS, "deployment/stuck", "--replicas=4")
+
+    def scaled() -> bool:
+        now = api.list(f"/api/v1/namespaces/{NS}/pods", labelSelector="app=stuck")
+        pods["stuck"] = [p for p in now if p["metadata"]["uid"] not in stuck]
+        return len(pods["stuck"]) == 1
+
+    api.wait_for("the fourth replica", scaled, timeout=60, interval=0.5)
+    added = pods["stuck"][0]["metadata"]["uid"]
+    api.wait_for(
+        "a NoCompatibleNode Event on the fourth replica",
+        lambda: "NoCompatibleNode" in _events_on_pods(api).get(added, ()),
+        timeout=60,
+        interval=1,
+    )

@@ -209,6 +209,10 @@ def test_layerreads_quick(bench) -> None:
     assert by["weights-then-runtime"].cuda == "12.8"
     assert by["weights-budget"].cuda is None and "bytes budget" in by["weights-budget"].stopped
     assert by["pip-torch"].cuda == "12.6" and by["sbom"].cuda == "12.8"
+    assert by["gzip-weights-then-runtime"].cuda == "12.8"
+    libs = by["gzip-libs-over-runtime"]
+    # four 4 MiB libraries, about half their size once compressed
+    assert (libs.cuda, libs.layers_read) == ("12.8", 2) and libs.bytes < 12 * 2**20
     assert _finite({k: v for k, v in result.ratios.items() if "added" not in k})
 
 
@@ -223,3 +227,17 @@ def test_heldout_counts_each_verdict(bench) -> None:
     verdicts = [o.verdict for o in heldout.evaluate(rows)]
     assert verdicts == ["exact", "over-strict", "unsafe", "unknown"]
     assert len(heldout.load_set()) == 100
+
+
+@pytest.mark.parametrize("later", [1, 2])
+def test_later_heldout_set_is_new(bench, later: int) -> None:
+    """Each held-out set after the first (the second, then the third): 100 distinct references,
+    none in any set chosen before it, each with a CUDA and a source (its header says how they
+    were chosen)."""
+    heldout = bench("heldout")
+    rows = heldout.load_set(heldout.SETS[later])
+    earlier = {r["image"] for path in heldout.SETS[:later] for r in heldout.load_set(path)}
+    images = [r["image"] for r in rows]
+    assert len(images) == 100 and len(set(images)) == 100
+    assert not earlier & set(images)
+    assert all(str(r["cuda"]).count(".") >= 1 and r["source"] for r in rows)

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Ranges",
+    "and_bound",
     "and_ranges",
+    "int_bounds",
     "normal_terms",
     "to_ranges",
 ]
@@ -117,6 +119,20 @@ def to_ranges(terms: list[list[Expr]]) -> list[Ranges]:
             seen.add(identity)
             out.append(ranges)
     return out
+
+
+def int_bounds(ranges: Ranges, key: str) -> tuple[int | None, int | None] | None:
+    """The integer range a term asks of ``key`` (inclusive, None unbounded); None when the
+    term does not mention ``key`` or asks a set of it."""
+    r = ranges.get(key)
+    if r is None or r.values is not None:
+        return None
+    return r.lo, r.hi
+
+
+def and_bound(ranges: Ranges, key: str, lo: int | None, hi: int | None) -> Ranges | None:
+    """The term ANDed with ``lo <= key <= hi``; None when that leaves it empty."""
+    return _and_term(ranges, {key: _Range(lo, hi)})
 
 
 def _and_term(a: Ranges, b: Ranges) -> Ranges | None:

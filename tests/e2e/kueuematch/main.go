@@ -81,6 +81,25 @@ func only(cq kueue.ClusterQueue, name string) *kueue.ClusterQueue {
 	return out
 }
 
+// defaultRequests sets a container's missing requests to its limits, as the API server does
+// when it stores a pod (an extended resource such as nvidia.com/gpu is often given as a limit
+// only); Kueue reads the requests of the pods it is shown.
+func defaultRequests(spec *corev1.PodSpec) {
+	for _, containers := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range containers {
+			res := &containers[i].Resources
+			for name, limit := range res.Limits {
+				if _, ok := res.Requests[name]; !ok {
+					if res.Requests == nil {
+						res.Requests = corev1.ResourceList{}
+					}
+					res.Requests[name] = limit
+				}
+			}
+		}
+	}
+}
+
 type outcome struct {
 	assigned  string
 	message   string
@@ -108,6 +127,8 @@ func assign(ctx context.Context, in *input, cq *kueue.ClusterQueue, tmpl corev1.
 	if cqs == nil {
 		return outcome{}, fmt.Errorf("the ClusterQueue %q is not in Kueue's snapshot (inactive?)", cq.Name)
 	}
+	tmpl = *tmpl.DeepCopy()
+	defaultRequests(&tmpl.Spec)
 	wl := workload.NewInfo(&kueue.Workload{Spec: kueue.WorkloadSpec{PodSets: []kueue.PodSet{
 		{Name: kueue.PodSetReference("main"), Count: 1, Template: tmpl},
 	}}})

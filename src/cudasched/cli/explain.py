@@ -134,7 +134,6 @@ def explain_snapshot(
     images: ImageTable,
     slices: Sequence[Mapping[str, Any]] = (),
     left_out: list[dict[str, str]] | None = None,
-    *,
     class_bound: bool = False,
 ) -> list[Explained]:
     """Resolve each workload's requirement against ``fleet`` and explain it there; where
@@ -435,18 +434,9 @@ def explain_cmd(
         reads = dataclasses.replace(source, sample=True) if alone else source
         mode = load_toolkit_mode(toolkit_mode, settings, reads, context, kb).mode
         images = _images(kb, settings, mode, reads, (resolve_images, registry_config, plain_http))
-        left_out = _left_out(single)
+        left_out, bound = _left_out(single), settings.placement.bound_cuda_class
         labels, slices = effective_scheme(scheme, settings), nvidia_slices(context.other)
-        items = explain_snapshot(
-            objs,
-            fleet,
-            pol,
-            labels,
-            images,
-            slices,
-            left_out,
-            class_bound=settings.placement.bound_cuda_class,
-        )
+        items = explain_snapshot(objs, fleet, pol, labels, images, slices, left_out, bound)
     except InputError as exc:
         fail(str(exc))
     _show(

@@ -170,6 +170,17 @@ def _start_terms(
     return gate, compat
 
 
+def _no_node(req: Requirement, *, gated: bool) -> InputError:
+    """Why the start terms (the gate or the compat libraries) left no node."""
+    why = (
+        f"the container toolkit's NVIDIA_REQUIRE_CUDA ({req.gate.text}) holds on no node "
+        "the requirement allows"
+        if gated and req.gate is not None
+        else "the image's compat libraries break CUDA on every node the requirement allows"
+    )
+    return InputError(f"no node can run {req.describe()}: {why}")
+
+
 def compile_requirement(
     req: Requirement,
     policy: Policy | str,
@@ -236,13 +247,7 @@ def compile_requirement(
         if _size(smaller) < _size(out):
             out = smaller
     if not out:
-        why = (
-            f"the container toolkit's NVIDIA_REQUIRE_CUDA ({req.gate.text}) holds on no node "
-            "the requirement allows"
-            if gate is not None and req.gate is not None
-            else "the image's compat libraries break CUDA on every node the requirement allows"
-        )
-        raise InputError(f"no node can run {req.describe()}: {why}")
+        raise _no_node(req, gated=gate is not None)
     if class_bound and scheme is LabelScheme.CUDASCHED:
         out = class_bounded(out, kb)
     return out

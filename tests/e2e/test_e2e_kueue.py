@@ -143,3 +143,39 @@ def test_without_it_kueue_admits_a_flavor_that_cannot_run_the_workload(
     assert cannot == {"cuda-12-4-h100-80gb-hbm3"}
     assert found["vllm-cu128"]["assigned"] == "cuda-12-4-h100-80gb-hbm3"
     assert "cudasched.io/driver.code" not in found["vllm-cu128"]["labelKeys"]
+
+
+def test_a_flavor_without_the_class_key_admits_what_its_nodes_cannot_run(
+    kueuematch: Path, cluster: ClusterSnapshot, flavors: dict[str, Any], kb: KnowledgeBase
+) -> None:
+    """The example's own ``h100`` flavor declares the GPU product only: in a ClusterQueue of
+    its own, Kueue drops the class bound too and admits the CUDA 12.8 workload onto R550
+    nodes; ``audit`` reports that flavor (``kueue-flavor-without-cuda-key``)."""
+    (bare,) = [o for o in cluster.other if o.get("kind") == "ResourceFlavor"]
+    queue = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "h100"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "h100",
+                            "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 24}],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    found = flavors_admitting(kueuematch, [bare], queue, _templates(cluster, kb, bound=True))
+    runs = _runnable(cluster, kb, bound=True)["vllm-cu128"]
+    h100s = {n for f in flavors["flavors"] if "h100" in f["name"] for n in f["nodes"]}
+    assert found["vllm-cu128"]["accepts"] == ["h100"]
+    assert h100s - runs == {"h100-r550-1"}  # a node of that flavor cannot run it
+    done = CliRunner().invoke(app, ["audit", "--cluster", str(CLUSTER), "-o", "json"])
+    codes = {(f["code"], f["object"]) for f in json.loads(done.stdout)["findings"]}
+    assert ("kueue-flavor-without-cuda-key", "ResourceFlavor/h100") in codes

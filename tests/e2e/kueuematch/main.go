@@ -10,7 +10,7 @@
 // workload, "assigned" (the flavor Kueue picks with the ClusterQueue as given, "" for none),
 // "accepts" (every flavor Kueue would admit it to: the ClusterQueue run once per flavor with
 // that flavor's quota ample and every other flavor's quota zero, so only the flavor's labels
-// and taints decide), "refusals" ({flavor: Kueue's message} for the others) and "labelKeys"
+// and taints decide), "refusals" ({flavor: Kueue's reasons} for the others) and "labelKeys"
 // (the keys Kueue keeps of the affinity for the GPU resource group).
 //
 // It runs the whole assigner (flavorassigner.New(...).Assign) over a scheduler cache snapshot
@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -103,6 +104,7 @@ func defaultRequests(spec *corev1.PodSpec) {
 type outcome struct {
 	assigned  string
 	message   string
+	reasons   map[string]string // flavor -> Kueue's reasons for not assigning it
 	labelKeys []string
 }
 
@@ -133,7 +135,14 @@ func assign(ctx context.Context, in *input, cq *kueue.ClusterQueue, tmpl corev1.
 		{Name: kueue.PodSetReference("main"), Count: 1, Template: tmpl},
 	}}})
 	assignment := flavorassigner.New(wl, cqs, flavors, false, noPreemption{}, nil).Assign(log, nil)
-	out := outcome{message: assignment.Message()}
+	out := outcome{message: assignment.Message(), reasons: map[string]string{}}
+	for _, ps := range assignment.PodSets {
+		for _, attempt := range ps.FlavorAssignmentAttempts {
+			if len(attempt.Reasons) > 0 {
+				out.reasons[string(attempt.Flavor)] = strings.Join(attempt.Reasons, "; ")
+			}
+		}
+	}
 	if rg := cqs.RGByResource(corev1.ResourceName("nvidia.com/gpu")); rg != nil {
 		out.labelKeys = rg.LabelKeys.UnsortedList()
 		sort.Strings(out.labelKeys)
@@ -163,6 +172,8 @@ func judge(ctx context.Context, in *input, tmpl corev1.PodTemplateSpec) (verdict
 			}
 			if alone.assigned == flavor {
 				v.Accepts = append(v.Accepts, flavor)
+			} else if why, ok := alone.reasons[flavor]; ok {
+				v.Refusals[flavor] = why
 			} else {
 				v.Refusals[flavor] = alone.message
 			}

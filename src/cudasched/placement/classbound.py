@@ -15,8 +15,9 @@ agent labels a node's class as the newest CUDA its driver runs
 driver grows, so a driver in ``[lo, hi]`` has a class in ``[class(lo), class(hi)]``. On truthful
 labels the added bound admits exactly the nodes the term admitted (no verdict moves); on a node
 whose class label disagrees with its driver it can only turn the node away (stricter, never
-wider). The driver bounds stay: the class is coarser than the driver floor (two drivers of one
-class can differ in what they run), and the engine reads a node's CUDA from its driver.
+wider). The driver bounds stay: not every driver range is a class range (a forward-compat
+branch list, a toolkit gate's driver range, a compat library's driver fall inside classes), and
+the engine reads a node's CUDA from its driver, never from the class label.
 
 Kept behind a setting (``placement.boundCudaClass``, off by default) because it changes every
 injected affinity, and with it what admitted pods carry and the recorded answers.

@@ -20,6 +20,7 @@ unit tests build it. Without Go (and no cached build) the tests skip, except und
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -30,10 +31,11 @@ from typer.testing import CliRunner
 
 from cudasched.cli import app
 from cudasched.cluster.fleet import Fleet
-from cudasched.cluster.snapshot import ClusterSnapshot, load_snapshot
+from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot, load_snapshot
 from cudasched.explain.eligibility import explain_many, requirement_from_annotations
 from cudasched.knowledge import KnowledgeBase
 from cudasched.settings.config import WebhookConfig
+from cudasched.vocab import labels as L
 from cudasched.vocab.labels import LabelScheme
 from cudasched.vocab.requirements import Policy
 from cudasched.webhook.admission.placer import Placer
@@ -179,3 +181,61 @@ def test_a_flavor_without_the_class_key_admits_what_its_nodes_cannot_run(
     done = CliRunner().invoke(app, ["audit", "--cluster", str(CLUSTER), "-o", "json"])
     codes = {(f["code"], f["object"]) for f in json.loads(done.stdout)["findings"]}
     assert ("kueue-flavor-without-cuda-key", "ResourceFlavor/h100") in codes
+
+
+def _gpu_pod(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "serving", "annotations": annotations},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "serving",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ]
+        },
+    }
+
+
+def test_on_the_bundled_sample_kueue_admits_exactly_where_explain_says(
+    kueuematch: Path, kb: KnowledgeBase
+) -> None:
+    """The bundled sample cluster's 13 flavors and a workload per CUDA version and policy
+    (forward compatibility with the image shipping cuda-compat): with the class bound, the
+    flavors Kueue's code accepts are exactly those every node of which ``explain`` says runs
+    the workload."""
+    done = CliRunner().invoke(app, ["kueue", "-o", "json"])
+    assert done.exit_code == 0, done.output
+    plan = json.loads(done.stdout)
+    sample = bundled_snapshot()
+    nodes = [n for n in sample.nodes if n["metadata"]["name"] not in plan["unlabelled"]]
+    pods = [
+        _gpu_pod(
+            f"cu{cuda.replace('.', '')}-{policy}",
+            {
+                L.ANN_CUDA_VERSION: cuda,
+                L.ANN_POLICY: policy,
+                L.ANN_SHIPS_CUDA_COMPAT: "true",
+            },
+        )
+        for cuda in ("11.8", "12.2", "12.4", "12.6", "12.8", "13.0")
+        for policy in ("strict", "minor-compat", "forward-compat")
+    ]
+    cluster = dataclasses.replace(sample, nodes=tuple(nodes), pods=tuple(pods))
+    runnable = _runnable(cluster, kb, bound=True)
+    found = _kueue(kueuematch, plan, _templates(cluster, kb, bound=True))
+    expected = {name: _flavors_running(plan, runs) for name, runs in runnable.items()}
+    # every flavor runs a workload on all its nodes or on none (a flavor is one class and GPU)
+    partly = [
+        (name, f["name"])
+        for name, runs in runnable.items()
+        for f in plan["flavors"]
+        if set(f["nodes"]) & runs and not set(f["nodes"]) <= runs
+    ]
+    assert partly == []
+    assert {name: v["accepts"] for name, v in found.items()} == expected
+    assert sum(len(v) for v in expected.values()) > 40
+    assert {len(v) for v in expected.values()} != {len(plan["flavors"])}  # some are refused

@@ -1058,3 +1058,26 @@ def test_class_bound_moves_no_verdict_on_truthful_labels(
         and not (without is None or without.match(Node("n", lab)))
     ]
     assert widened == []
+
+
+def test_class_bound_of_a_branch_list_is_its_branches_classes(kb: KnowledgeBase) -> None:
+    """Forward compatibility lists driver branches, not a driver range: the class bound is the
+    set of classes those branches' drivers have, so a branch between two listed ones (R550 for
+    CUDA 13.0) stays out for Kueue too."""
+    r = req("13.0", policy=Policy.FORWARD_COMPAT, ships_cuda_compat=True)
+    terms = compile_requirement(r, Policy.STRICT, LabelScheme.CUDASCHED, kb, class_bound=True)
+    fc = [
+        t["matchExpressions"]
+        for t in terms
+        if any(e["key"] == L.DRIVER_BRANCH for e in t["matchExpressions"])
+    ]
+    assert fc
+    branches = {int(v) for e in fc[0] if e["key"] == L.DRIVER_BRANCH for v in e["values"]}
+    classes = {int(v) for e in fc[0] if e["key"] == L.CUDA_CODE for v in e["values"]}
+    r550 = kb.max_cuda_for_driver(DriverVersion(550, 54, 14))
+    assert r550 is not None and 550 not in branches
+    assert r550.code not in classes
+    assert all({e["key"] for e in t} >= {L.CUDA_CODE} for t in fc)
+    for branch in branches:  # every listed branch's drivers keep their class
+        native = kb.max_cuda_for_driver(DriverVersion(branch, 104, 5))
+        assert native is not None and native.code in classes

@@ -27,7 +27,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cudasched.placement.normalform import and_bound, int_bounds, normal_terms, to_ranges
+from cudasched.placement.normalform import (
+    Ranges,
+    and_bound,
+    and_values,
+    int_bounds,
+    normal_terms,
+    set_values,
+    to_ranges,
+)
 from cudasched.vocab import labels as L
 from cudasched.vocab.versions import DriverVersion
 
@@ -45,19 +53,48 @@ def _class_of(driver_code: int, kb: KnowledgeBase) -> int | None:
     return None if cuda is None else cuda.code
 
 
+def _branch_classes(
+    branches: frozenset[object], lo: int, hi: int | None, kb: KnowledgeBase
+) -> set[int]:
+    """The classes of the drivers in ``[lo, hi]`` of the listed branches: the class where each
+    branch's part of the range starts, and wherever a toolkit's minimum driver inside it moves
+    the class (the class only changes there)."""
+    steps = sorted({m.code for row in kb.toolkits() if (m := row.effective_min_driver) is not None})
+    out: set[int] = set()
+    for branch in branches:
+        if not isinstance(branch, int):
+            continue
+        start = max(lo, branch * 1_000_000)
+        end = (branch + 1) * 1_000_000 - 1 if hi is None else min(hi, (branch + 1) * 1_000_000 - 1)
+        if start > end:
+            continue
+        for code in [start, *(m for m in steps if start < m <= end)]:
+            found = _class_of(code, kb)
+            if found is not None:
+                out.add(found)
+    return out
+
+
+def _bounded(ranges: Ranges, kb: KnowledgeBase) -> Ranges:
+    """One term with the class bound its driver bounds imply; as it was where the term has no
+    driver floor, or one older than every known toolkit (a node there may carry no class)."""
+    lo, hi = int_bounds(ranges, L.DRIVER_CODE) or (None, None)
+    low = _class_of(lo, kb) if lo is not None else None
+    if lo is None or low is None:
+        return ranges
+    high = _class_of(hi, kb) if hi is not None else None
+    bounded = and_bound(ranges, L.CUDA_CODE, low, high)
+    branches = set_values(ranges, L.DRIVER_BRANCH)
+    if bounded is not None and branches is not None:
+        # a branch list (forward compatibility) is not a driver range: only its classes
+        bounded = and_values(bounded, L.CUDA_CODE, _branch_classes(branches, lo, hi, kb))
+    assert bounded is not None, (ranges, low, high)  # implied: never empty
+    return bounded
+
+
 def class_bounded(terms: list[Term], kb: KnowledgeBase) -> list[Term]:
     """``terms`` (``cudasched`` scheme, in normal form) with the class bound each term's
-    driver bounds imply ANDed in; terms without a driver bound are kept as they are."""
-    out = []
-    for ranges in to_ranges([t["matchExpressions"] for t in terms]):
-        bounds = int_bounds(ranges, L.DRIVER_CODE)
-        if bounds is not None:
-            lo, hi = bounds
-            low = _class_of(lo, kb) if lo is not None else None
-            high = _class_of(hi, kb) if hi is not None else None
-            if low is not None or high is not None:
-                bounded = and_bound(ranges, L.CUDA_CODE, low, high)
-                assert bounded is not None, (ranges, low, high)  # implied: never empty
-                ranges = bounded
-        out.append(ranges)
-    return normal_terms(out)
+    driver bounds imply ANDed in; terms without a driver floor are kept as they are."""
+    return normal_terms(
+        [_bounded(r, kb) for r in to_ranges([t["matchExpressions"] for t in terms])]
+    )

@@ -12,7 +12,9 @@ a flavor whose nodes cannot run it.
 :func:`class_bounded` adds to every term with a driver bound the class bound it implies: the
 agent labels a node's class as the newest CUDA its driver runs
 (:meth:`~cudasched.knowledge.KnowledgeBase.max_cuda_for_driver`), which never decreases as the
-driver grows, so a driver in ``[lo, hi]`` has a class in ``[class(lo), class(hi)]``. On truthful
+driver grows, so a driver in ``[lo, hi]`` has a class in ``[class(lo), class(hi)]``; a term
+that lists driver branches (forward compatibility) gets the set of its branches' classes
+instead, since the branches between the listed ones are not admitted. On truthful
 labels the added bound admits exactly the nodes the term admitted (no verdict moves); on a node
 whose class label disagrees with its driver it can only turn the node away (stricter, never
 wider). The driver bounds stay: not every driver range is a class range (a forward-compat

@@ -226,13 +226,15 @@ def test_heldout_counts_each_verdict(bench) -> None:
     assert len(heldout.load_set()) == 100
 
 
-def test_second_heldout_set_is_new(bench) -> None:
-    """The second held-out set: 100 distinct references, none of the first set's, each with a
-    CUDA and a source (its header says how they were chosen)."""
+@pytest.mark.parametrize("later", [1, 2])
+def test_later_heldout_set_is_new(bench, later: int) -> None:
+    """Each held-out set after the first (the second, then the third): 100 distinct references,
+    none in any set chosen before it, each with a CUDA and a source (its header says how they
+    were chosen)."""
     heldout = bench("heldout")
-    second = heldout.load_set(heldout.SECOND_SET)
-    first = {r["image"] for r in heldout.load_set()}
-    images = [r["image"] for r in second]
+    rows = heldout.load_set(heldout.SETS[later])
+    earlier = {r["image"] for path in heldout.SETS[:later] for r in heldout.load_set(path)}
+    images = [r["image"] for r in rows]
     assert len(images) == 100 and len(set(images)) == 100
-    assert not first & set(images)
-    assert all(str(r["cuda"]).count(".") >= 1 and r["source"] for r in second)
+    assert not earlier & set(images)
+    assert all(str(r["cuda"]).count(".") >= 1 and r["source"] for r in rows)

@@ -48,6 +48,17 @@ PINNED = [
     ("ghcr.io/huggingface/text-generation-inference:3.2.0", "12.4.0", False),
     # 3.3.1 on: torch 2.7.0+cu128 on a 12.4.0 base (the bundled CUDA is what it needs)
     ("ghcr.io/huggingface/text-generation-inference:3.3.7", "12.8", False),
+    # TGI -trtllm: Dockerfile_trtllm's nvidia/cuda base at each tag the workflow built it
+    ("ghcr.io/huggingface/text-generation-inference:3.0.2-trtllm", "12.6.3", False),
+    ("ghcr.io/huggingface/text-generation-inference:3.1.0-trtllm", "12.6.3", False),
+    ("ghcr.io/huggingface/text-generation-inference:3.1.1-trtllm", "12.8.0", False),
+    ("ghcr.io/huggingface/text-generation-inference:3.2.2-trtllm", "12.8.0", False),
+    ("ghcr.io/huggingface/text-generation-inference:3.3.5-trtllm", "12.8.0", False),
+    ("ghcr.io/huggingface/text-generation-inference:3.4.1-trtllm", "12.8.0", True),
+    # ... and its moving line tags: the line's newest CUDA (3.1.0 was 12.6.3, 3.1.1 12.8.0)
+    ("ghcr.io/huggingface/text-generation-inference:3.0-trtllm", "12.6.3", False),
+    ("ghcr.io/huggingface/text-generation-inference:3.1-trtllm", "12.8.0", False),
+    ("ghcr.io/huggingface/text-generation-inference:3.2-trtllm", "12.8.0", False),
     # SGLang: the unsuffixed tag's build in the release workflow
     ("lmsysorg/sglang:v0.5.2", "12.9.1", False),
     ("lmsysorg/sglang:v0.5.10.post1", "12.9.1", False),
@@ -116,6 +127,29 @@ def test_every_versions_entry_cites_where_it_was_read(real: ImageTable) -> None:
     reasons = ("floor", "not checked", "not recorded", "half")
     unexplained = [s for s in floors if not any(r in s for r in reasons)]
     assert unexplained == []
+
+
+def test_tgi_trtllm_rows_read_dockerfile_trtllm_and_carry_its_base_gate(
+    real: ImageTable,
+) -> None:
+    """Issue 29: TGI's -trtllm tags are the cuda-trtllm build of each release from v3.0.2 on,
+    from Dockerfile_trtllm on nvidia/cuda (12.6.3 until v3.1.0, 12.8.0 from v3.1.1), so the
+    image carries that base's NVIDIA_REQUIRE_CUDA; releases the workflow did not build and the
+    moving latest-trtllm stay unanswered, with the reason."""
+    image = "ghcr.io/huggingface/text-generation-inference:{}-trtllm"
+    old, new = (
+        real.cuda_for_image(image.format("3.0.2")),
+        real.cuda_for_image(image.format("3.2.1")),
+    )
+    assert old is not None and new is not None
+    assert (old.require_cuda, new.require_cuda) == ("cuda>=12.6", "cuda>=12.8")
+    cited = [m.source for m in (old, new)]
+    assert all("Dockerfile_trtllm" in s and "workflows/" in s for s in cited), cited
+    assert "text-generation-inference@v3.1.1..v3.3.7" in new.source
+    before = real.lookup(image.format("2.4.1"))
+    assert before.match is None and "3.0.2" in (before.why or "")
+    moving = real.lookup(image.format("latest"))
+    assert moving.match is None and "main branch" in (moving.why or "")
 
 
 def test_wildcard_repository_segments_match_one_segment_each(real: ImageTable) -> None:

@@ -134,6 +134,7 @@ def explain_snapshot(
     images: ImageTable,
     slices: Sequence[Mapping[str, Any]] = (),
     left_out: list[dict[str, str]] | None = None,
+    class_bound: bool = False,
 ) -> list[Explained]:
     """Resolve each workload's requirement against ``fleet`` and explain it there; where
     ``slices`` (NVIDIA's DRA ResourceSlices) are given, also device by device for each
@@ -171,6 +172,7 @@ def explain_snapshot(
             requirements=[n.requirement for n in needs],
             unknowns=[n.unknown for n in needs],
             no_pods=[n.no_pods for n in needs],
+            class_bound=class_bound,
         )
     out = []
     for obj, exp, need in zip(workloads, explanations, needs, strict=True):
@@ -432,9 +434,9 @@ def explain_cmd(
         reads = dataclasses.replace(source, sample=True) if alone else source
         mode = load_toolkit_mode(toolkit_mode, settings, reads, context, kb).mode
         images = _images(kb, settings, mode, reads, (resolve_images, registry_config, plain_http))
-        left_out = _left_out(single)
+        left_out, bound = _left_out(single), settings.placement.bound_cuda_class
         labels, slices = effective_scheme(scheme, settings), nvidia_slices(context.other)
-        items = explain_snapshot(objs, fleet, pol, labels, images, slices, left_out)
+        items = explain_snapshot(objs, fleet, pol, labels, images, slices, left_out, bound)
     except InputError as exc:
         fail(str(exc))
     _show(

@@ -584,8 +584,9 @@ def test_bundled_sample_cluster_findings_are_the_reviewed_ones(
     ]
     (error,) = [f for f in report.findings if f.severity is Severity.ERROR]
     # The branch the fix names is the one recommend-driver and plan-drivers would take on the
-    # day (the knowledge base's date here: R610 is still supported), from its first release.
-    assert "an R610 driver >= 610.57.04" in (error.fix or "")
+    # day (the knowledge base's date here: R610 is still supported), from its minimum: Table
+    # 3's 610.43.02 (CUDA 13.3) is the oldest R610 version the sources name.
+    assert "an R610 driver >= 610.43.02" in (error.fix or "")
     assert "nemotron-nano-fp4-predictor-b17093d8bd-6f518" in error.message
 
 

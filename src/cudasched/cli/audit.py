@@ -190,7 +190,9 @@ def audit_cmd(
         today, months = parse_as_of(as_of), check_support_months(min_support_months)
         groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source, settings, admission=True)
-        images = with_image_sources(images, source, resolve_images, registry_config, plain_http)
+        images = with_image_sources(
+            images, source, resolve_images, registry_config, plain_http, snapshot
+        )
         with progress_bar("auditing") as progress:
             report = audit(
                 snapshot,

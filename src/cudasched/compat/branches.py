@@ -423,8 +423,8 @@ def branch_floor(
 
 @dataclass(frozen=True, slots=True)
 class BranchChoice:
-    """The branch a fix names: the branch, the oldest dated release that satisfies the need
-    (:func:`branch_floor`), and its newest release on the date."""
+    """The branch a fix names: the branch, its minimum for the need (:func:`branch_floor`),
+    and its newest release on the date."""
 
     branch: int
     floor: DriverVersion

@@ -85,7 +85,7 @@ def stored_facts(
         "the ImageFacts CRD to be established",
         lambda: any(
             c["type"] == "Established" and c["status"] == "True"
-            for c in api.get(crd_path).get("status", {}).get("conditions", [])
+            for c in (api.get(crd_path).get("status") or {}).get("conditions") or []
         ),
     )
     facts = facts_object(FACTS_DIGEST)

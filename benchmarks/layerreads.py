@@ -22,7 +22,23 @@ their CPU time and peak RSS are the reader's alone, not the registry's or this s
 * ``cuda-base+compat``: a base layer built like ``nvidia/cuda``'s, with a 30 MB compat
   ``libcuda.so`` carrying its note (a real shared object: gcc and objcopy; left out without
   them), read to its end;
-* ``raw-weights`` (the baseline): the same weights layer fetched and hashed, nothing unpacked.
+* ``raw-weights`` (the baseline): the same weights layer fetched and hashed, nothing unpacked;
+* ``gzip-weights-then-runtime``: the weights-then-runtime layer as registries serve most layers,
+  ``tar+gzip`` (Docker's and BuildKit's default compression; zstd is opt-in), compressed at
+  gzip's default level 6 from the same incompressible bytes (so about as large as the plain
+  tar), read through with the raised budgets: what inflating adds to walking the archive;
+* ``gzip-libs-over-runtime``: a ``tar+gzip`` layer of cuDNN-like libraries (``--gib`` of them,
+  in four files, content of about 4 bits per byte, so about half the size compressed, as shared
+  libraries compress) above a small runtime layer: the read inflates the libraries' layer to
+  its end, finds no runtime, and answers from the layer below;
+* ``raw-gzip-weights``: the gzip weights layer fetched and hashed (its baseline).
+
+A generated gzip layer is a sequence of gzip members (RFC 1952 allows several; every reader,
+Python's ``gzip`` and Go's included, inflates them as one stream): each distinct piece (a tar
+header, the tail) is compressed once, and the 4 MiB block repeated as the body is compressed
+once and its member sent as many times as the body needs, so generating a large layer costs
+no compression per read. Inflating it costs what inflating one member of the same bytes does
+(a member's window starts empty, every 4 MiB).
 
 Reported per image: bytes fetched, layers read, seconds, CPU seconds, MiB/s, the reader's RSS
 before the read and its peak, and ratios against the baseline (seconds, CPU) and the idle RSS.
@@ -33,6 +49,7 @@ Run ``python -m benchmarks.layerreads [--gib 10] [--quick] [--json FILE]``.
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import http.server
 import json
@@ -58,6 +75,7 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 PLAIN = "application/vnd.oci.image.layer.v1.tar"
+GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 
 
 # --------------------------------------------------------------------------- synthetic layers
@@ -93,6 +111,59 @@ def weights_layer(size: int, runtime_after: bool) -> Iterator[bytes]:
     yield b"\0" * 1024
 
 
+def _code_block() -> bytes:
+    """4 MiB of bytes with 4 bits of entropy each (16 values): about what shared libraries
+    compress to (half), and inflated through Huffman codes, as their layers are."""
+    packed = random.Random(30).randbytes(len(_BLOCK) // 2)
+    out = bytearray(len(_BLOCK))
+    out[0::2] = packed.translate(bytes((b >> 4) * 17 for b in range(256)))
+    out[1::2] = packed.translate(bytes((b & 15) * 17 for b in range(256)))
+    return bytes(out)
+
+
+def _gz(data: bytes) -> bytes:
+    """One gzip member at gzip's default level (6), with no time stamp (the same bytes each
+    run, so the same digest)."""
+    return gzip.compress(data, compresslevel=6, mtime=0)
+
+
+Segments = tuple[tuple[bytes, int], ...]  # (a gzip member, how many times it is sent)
+
+
+def gzip_weights_segments(size: int, runtime_after: bool) -> Segments:
+    """``weights_layer`` as ``tar+gzip``: ``size`` is rounded down to whole 4 MiB blocks."""
+    blocks = max(1, size // len(_BLOCK))
+    tail = b""
+    if runtime_after:
+        body = b"cudart 12.8"
+        tail = _member("usr/lib/x86_64-linux-gnu/libcudart.so.12.8.90", len(body))
+        tail += body + b"\0" * (512 - len(body))
+    return (
+        (_gz(_member("data/weights.bin", blocks * len(_BLOCK))), 1),
+        (_gz(_BLOCK), blocks),
+        (_gz(tail + b"\0" * 1024), 1),
+    )
+
+
+_CUDNN = ("adv", "cnn", "engines_precompiled", "ops")
+
+
+def _lib_blocks(size: int) -> int:
+    return max(1, size // len(_BLOCK) // len(_CUDNN))
+
+
+def gzip_libs_segments(size: int) -> Segments:
+    """A ``tar+gzip`` layer of four cuDNN-like libraries sharing ``size`` bytes (no name that
+    tells a CUDA: cuDNN's libraries do not)."""
+    blocks = _lib_blocks(size)
+    code = _gz(_code_block())
+    parts: list[tuple[bytes, int]] = []
+    for name in _CUDNN:
+        path = f"usr/lib/x86_64-linux-gnu/libcudnn_{name}.so.9.10.2"
+        parts += [(_gz(_member(path, blocks * len(_BLOCK))), 1), (code, blocks)]
+    return (*parts, (_gz(b"\0" * 1024), 1))
+
+
 @dataclass(frozen=True)
 class Blob:
     """A blob the registry serves: small ones held, a weights layer generated each time."""
@@ -103,8 +174,14 @@ class Blob:
     data: bytes = b""
     weights: int = -1  # the weights' size, or -1 for a held blob
     runtime_after: bool = False
+    segments: Segments = ()  # a generated gzip layer
 
     def chunks(self) -> Iterator[bytes]:
+        if self.segments:
+            for member, times in self.segments:
+                for _ in range(times):
+                    yield member
+            return
         if self.weights < 0:
             yield self.data
             return
@@ -132,6 +209,16 @@ def generated(size: int, runtime_after: bool) -> Blob:
     return Blob(
         "sha256:" + digest.hexdigest(), total, PLAIN, weights=size, runtime_after=runtime_after
     )
+
+
+def generated_gzip(segments: Segments) -> Blob:
+    """A generated ``tar+gzip`` layer, its digest and size computed by streaming it once."""
+    digest, total = hashlib.sha256(), 0
+    for member, times in segments:
+        for _ in range(times):
+            digest.update(member)
+        total += len(member) * times
+    return Blob("sha256:" + digest.hexdigest(), total, GZIP, segments=segments)
 
 
 # --------------------------------------------------------------------------- the images
@@ -257,10 +344,30 @@ def catalog(size: int) -> Catalog:
     _add(made, "ml/pip-torch:1", [small["base"], small["torch"], small["app"]])
     _add(made, "ml/sbom:1", [small["base"], small["app"]], index_extra=[])
     made.blobs[plain.digest] = plain
+    progress("hashing the synthetic gzip layers")
+    gz_behind = generated_gzip(gzip_weights_segments(size, True))
+    _add(made, "ml/gzip-weights-then-runtime:1", [small["base"], gz_behind])
+    cuda_runtime = held(*_runtime_layer())
+    libs = generated_gzip(gzip_libs_segments(size))
+    _add(made, "ml/gzip-libs-over-runtime:1", [small["base"], cuda_runtime, libs])
     compat = _compat_layer()
     if compat is not None:
         _add(made, "ml/cuda-base-compat:1", [small["base"], held(*compat), small["app"]])
     return made
+
+
+def _runtime_layer() -> tuple[bytes, str]:
+    """The small ``tar+gzip`` runtime layer below the libraries (as ``nvidia/cuda``'s
+    runtime layer lies below its cuDNN layer)."""
+    from tests.support.layers import layer
+
+    lib = "usr/local/cuda-12.8/targets/x86_64-linux/lib"
+    return layer(
+        {
+            f"{lib}/libcublas.so.12.8.4.1": b"cublas",
+            f"{lib}/libcudart.so.12.8.90": b"cudart",
+        }
+    )
 
 
 def _can_build_compat() -> bool:
@@ -487,10 +594,14 @@ def run(gib: float = 10.0, budget_gib: float = 2.0) -> Result:
         big = int((gib + 1) * 2**30)
         default = int(budget_gib * 2**30)
         raw = _largest_layer(host, "ml/runners-over-weights:1")
+        raw_gz = _largest_layer(host, "ml/gzip-weights-then-runtime:1")
         plan = [
             ("raw-weights", "ml/runners-over-weights", big, raw),
             ("runners-over-weights", "ml/runners-over-weights:1", default, ""),
             ("weights-then-runtime", "ml/weights-then-runtime:1", big, ""),
+            ("raw-gzip-weights", "ml/gzip-weights-then-runtime", big, raw_gz),
+            ("gzip-weights-then-runtime", "ml/gzip-weights-then-runtime:1", big, ""),
+            ("gzip-libs-over-runtime", "ml/gzip-libs-over-runtime:1", big, ""),
             ("weights-budget", "ml/weights-then-runtime:1", default, ""),
             ("pip-torch", "ml/pip-torch:1", default, ""),
             ("sbom", "ml/sbom:1", default, ""),
@@ -514,6 +625,20 @@ def run(gib: float = 10.0, budget_gib: float = 2.0) -> Result:
         "peak RSS, weights answered / idle reader": slow.rss_peak_mib / slow.rss_before_mib,
         "peak RSS added by reading the weights (MiB)": slow.rss_peak_mib - slow.rss_before_mib,
     }
+    gz, raw_gz = by["gzip-weights-then-runtime"], by["raw-gzip-weights"]
+    libs = by["gzip-libs-over-runtime"]
+    ratios.update(
+        {
+            "gzip weights answered / plain weights answered (CPU)": gz.cpu / max(slow.cpu, 1e-9),
+            "gzip weights answered / raw gzip fetch+hash (CPU)": gz.cpu / max(raw_gz.cpu, 1e-9),
+            "gzip libraries read, uncompressed MiB per CPU s": _lib_blocks(size)
+            * len(_CUDNN)
+            * len(_BLOCK)
+            / 2**20
+            / max(libs.cpu, 1e-9),
+            "peak RSS added by reading the gzip weights (MiB)": gz.rss_peak_mib - gz.rss_before_mib,
+        }
+    )
     return Result(gib, reads, ratios)
 
 

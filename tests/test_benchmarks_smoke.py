@@ -206,6 +206,10 @@ def test_layerreads_quick(bench) -> None:
     assert by["weights-then-runtime"].cuda == "12.8"
     assert by["weights-budget"].cuda is None and "bytes budget" in by["weights-budget"].stopped
     assert by["pip-torch"].cuda == "12.6" and by["sbom"].cuda == "12.8"
+    assert by["gzip-weights-then-runtime"].cuda == "12.8"
+    libs = by["gzip-libs-over-runtime"]
+    # four 4 MiB libraries, about half their size once compressed
+    assert (libs.cuda, libs.layers_read) == ("12.8", 2) and libs.bytes < 12 * 2**20
     assert _finite({k: v for k, v in result.ratios.items() if "added" not in k})
 
 
@@ -220,3 +224,15 @@ def test_heldout_counts_each_verdict(bench) -> None:
     verdicts = [o.verdict for o in heldout.evaluate(rows)]
     assert verdicts == ["exact", "over-strict", "unsafe", "unknown"]
     assert len(heldout.load_set()) == 100
+
+
+def test_second_heldout_set_is_new(bench) -> None:
+    """The second held-out set: 100 distinct references, none of the first set's, each with a
+    CUDA and a source (its header says how they were chosen)."""
+    heldout = bench("heldout")
+    second = heldout.load_set(heldout.SECOND_SET)
+    first = {r["image"] for r in heldout.load_set()}
+    images = [r["image"] for r in second]
+    assert len(images) == 100 and len(set(images)) == 100
+    assert not first & set(images)
+    assert all(str(r["cuda"]).count(".") >= 1 and r["source"] for r in second)

@@ -5,18 +5,20 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from dataclasses import asdict
+from pathlib import Path
 
 from benchmarks.common import Table, report
-from benchmarks.heldout import evaluate
+from benchmarks.heldout import SET, evaluate, load_set
 
 VERDICTS = ("exact", "over-strict", "unsafe", "unknown")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="the held-out evaluation of issue 29")
+    parser.add_argument("--set", default=str(SET), help="the set to score (default: the first set)")
     parser.add_argument("--json", help="also write every outcome as JSON")
     args = parser.parse_args(argv)
-    outcomes = evaluate()
+    outcomes = evaluate(load_set(Path(args.set)))
     counts = Counter(o.verdict for o in outcomes)
     families = sorted({o.family for o in outcomes})
     table = Table(["family", *VERDICTS])
@@ -30,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
             misses.add(o.image, o.truth, o.answer, o.verdict)
     text = table.render() + ("\n\n" + misses.render() if misses.rows else "")
     data = {"counts": dict(counts), "outcomes": [asdict(o) for o in outcomes]}
-    report("heldout", argv, {"images": len(outcomes)}, text, args.json, data)
+    report("heldout", argv, {"set": args.set, "images": len(outcomes)}, text, args.json, data)
     return 1 if counts["unsafe"] else 0
 
 

@@ -550,6 +550,11 @@ def real() -> ImageTable:
         # 3.3.1 on bundle torch 2.7.0+cu128 on a 12.4.0 base: 12.8 is what they need
         ("ghcr.io/huggingface/text-generation-inference:3.3.4", "12.8", False),
         ("ghcr.io/huggingface/text-generation-inference:3.4.0", "12.8", True),
+        # A release line's moving tag (the workflow's {{major}}.{{minor}}) may point at any of
+        # its releases: 3.3 is 3.3.0's 12.4 base or 3.3.1+'s bundled 12.8, so 12.8, and "at
+        # least" because releases after the newest checked would move it on.
+        ("ghcr.io/huggingface/text-generation-inference:3.3", "12.8", True),
+        ("ghcr.io/huggingface/text-generation-inference:1.4", "12.1", False),
         ("lmsysorg/sglang:v0.5.18-cu130", "13.0", False),
         ("nvcr.io/nvidia/sglang:25.10-py3", "13.0", False),
         ("ghcr.io/llm-d/llm-d-cuda:v0.7.0", "13.0", False),
@@ -581,6 +586,44 @@ def test_inference_server_images(
     assert match is not None and str(match.cuda.release) == cuda, image
     assert match.lower_bound is lower_bound
     assert match.source
+
+
+def test_a_release_line_tag_never_needs_less_than_a_release_of_its_line(real: ImageTable) -> None:
+    """Over every row whose project publishes moving line tags: the tag ``major.minor`` answers
+    at least the CUDA of each release the table lists in that line (each range's first and
+    last), so a moving tag is never answered below a release it may point at (the second
+    held-out set's unsafe ``text-generation-inference:3.3``, answered as 3.3.0's 12.4)."""
+    moving = [rule for rule in real.rules if rule.moving_lines]
+    releases = {
+        (rule.repositories[0], release)
+        for rule in moving
+        for entry in rule.versions
+        for release in (entry.first, entry.last)
+        if release is not None
+    }
+    below = []
+    for repo, release in sorted(releases):
+        at_line = real.cuda_for_image(f"{repo}:{release[0]}.{release[1]}")
+        at_release = real.cuda_for_image(f"{repo}:{'.'.join(map(str, release))}")
+        if at_release and (at_line is None or at_line.cuda < at_release.cuda):
+            below.append((repo, release))
+    assert moving and len(releases) > 5
+    assert below == []
+
+
+def test_moving_lines_is_a_versions_rule_flag() -> None:
+    from cudasched.knowledge.imagerules import compile_rule
+
+    entry = {
+        "id": "x",
+        "repositories": ["a/b"],
+        "tag": "^(?P<cuda>.*)$",
+        "cuda_from": "tag",
+        "moving_lines": True,
+        "source": "s",
+    }
+    with pytest.raises(KnowledgeError, match="moving_lines"):
+        compile_rule(entry, 0)
 
 
 @pytest.mark.parametrize(

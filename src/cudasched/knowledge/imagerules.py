@@ -25,12 +25,14 @@ __all__ = [
     "compile_override",
     "compile_rule",
     "read_base_gates",
+    "release_line",
     "version_key",
 ]
 
 _CUDA_FROM = frozenset({"tag", "ngc", "framework", "versions", "unknown"})
 _GATES = frozenset({"nvidia-cuda", "ngc"})
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
+_LINE_RE = re.compile(r"^(\d+)\.(\d+)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,10 @@ class VersionRange:
 
     def holds(self, version: tuple[int, ...]) -> bool:
         return version >= self.first and (self.last is None or version <= self.last)
+
+    def meets_line(self, line: tuple[int, int]) -> bool:
+        """Whether some release of the ``major.minor`` line falls in this range."""
+        return self.first[:2] <= line and (self.last is None or self.last[:2] >= line)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +71,7 @@ class ImageRule:
     gate: str | None = None
     ships_cuda_compat: bool | None = None
     bundled: bool = False
+    moving_lines: bool = False
 
     def matches(self, ref: ImageRef) -> re.Match[str] | None:
         if ref.tag is None or not any(_path_matches(ref.path, r) for r in self.repositories):
@@ -117,6 +124,15 @@ def version_key(text: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in m.groups(default="0"))
 
 
+def release_line(text: str) -> tuple[int, int] | None:
+    """The ``(major, minor)`` of a version that names a release line (``3.3``) rather than a
+    release (``3.3.7``), else None. Projects publish such tags as moving ones, each pointing at
+    the newest release of its line (TGI's build workflow tags ``{{major}}.{{minor}}`` with
+    docker/metadata-action's semver type), so the line's newest CUDA is what the tag needs."""
+    m = _LINE_RE.match(text)
+    return (int(m[1]), int(m[2])) if m else None
+
+
 def _versions(entry: Mapping[str, Any], rule_id: str) -> tuple[VersionRange, ...]:
     raw = entry.get("versions")
     if not isinstance(raw, list) or not raw:
@@ -157,15 +173,6 @@ def compile_rule(entry: object, index: int) -> ImageRule:
         raise KnowledgeError(f"images.yaml {rule_id}: repositories must be a list of strings")
     tag = _rule_tag(entry, rule_id, str(cuda_from))
     variants = _main_variants(entry, rule_id, tag)
-    gate = entry.get("gate")
-    if gate is not None and gate not in _GATES:
-        raise KnowledgeError(f"images.yaml {rule_id}: gate {gate!r} not in {sorted(_GATES)}")
-    ships = entry.get("ships_cuda_compat")
-    if ships is not None and not isinstance(ships, bool):
-        raise KnowledgeError(f"images.yaml {rule_id}: ships_cuda_compat must be true or false")
-    cuda_of = entry.get("cuda_of", "image")
-    if cuda_of not in ("image", "bundled"):
-        raise KnowledgeError(f"images.yaml {rule_id}: cuda_of must be image or bundled")
     return ImageRule(
         id=rule_id,
         repositories=tuple(r.strip("/").lower() for r in repos),
@@ -178,10 +185,33 @@ def compile_rule(entry: object, index: int) -> ImageRule:
         main_variants=variants,
         note=" ".join(str(entry.get("note") or "").split()),
         versions=_versions(entry, rule_id) if cuda_from == "versions" else (),
-        gate=gate,
-        ships_cuda_compat=ships,
-        bundled=cuda_of == "bundled",
+        **_flags(entry, rule_id, str(cuda_from)),
     )
+
+
+def _flags(entry: Mapping[str, Any], rule_id: str, cuda_from: str) -> dict[str, Any]:
+    """The rule's optional fields about the image rather than its tag (``gate``,
+    ``ships_cuda_compat``, ``cuda_of``, ``moving_lines``), checked, as ImageRule's keywords."""
+    gate = entry.get("gate")
+    if gate is not None and gate not in _GATES:
+        raise KnowledgeError(f"images.yaml {rule_id}: gate {gate!r} not in {sorted(_GATES)}")
+    ships = entry.get("ships_cuda_compat")
+    if ships is not None and not isinstance(ships, bool):
+        raise KnowledgeError(f"images.yaml {rule_id}: ships_cuda_compat must be true or false")
+    moving = entry.get("moving_lines", False)
+    if not isinstance(moving, bool) or (moving and cuda_from != "versions"):
+        raise KnowledgeError(
+            f"images.yaml {rule_id}: moving_lines must be true or false, and only on versions rules"
+        )
+    cuda_of = entry.get("cuda_of", "image")
+    if cuda_of not in ("image", "bundled"):
+        raise KnowledgeError(f"images.yaml {rule_id}: cuda_of must be image or bundled")
+    return {
+        "gate": gate,
+        "ships_cuda_compat": ships,
+        "bundled": cuda_of == "bundled",
+        "moving_lines": moving,
+    }
 
 
 def _rule_tag(entry: Mapping[str, Any], rule_id: str, cuda_from: str) -> re.Pattern[str]:

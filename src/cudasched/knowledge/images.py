@@ -37,9 +37,11 @@ from cudasched.knowledge.imagerules import (
     BaseGates,
     ImageRule,
     OverrideRule,
+    VersionRange,
     compile_override,
     compile_rule,
     read_base_gates,
+    release_line,
     version_key,
 )
 from cudasched.knowledge.mirrors import Mirror, parse_mirrors
@@ -300,6 +302,11 @@ class ImageTable:
                 return ImageLookup(text, ImageMatch(override.cuda, override.source))
         facts = kb if kb is not None else self.kb
         found = self._rules_for(ref)
+        if any(_names_line(rule, m) for rule, m in found):
+            # A moving tag: every rule's answer counts, and the newest CUDA is the safe one.
+            answers = [a for r, m in found if (a := self._answer(r, m, facts)) is not None]
+            if answers:
+                return ImageLookup(text, max(answers, key=lambda a: (a.cuda, a.lower_bound)))
         for rule, m in found:
             match = self._answer(rule, m, facts)
             if match is not None:
@@ -332,14 +339,14 @@ class ImageTable:
             build = facts.framework(f"{rule.framework} {m.group('version')}")
             match = _from_fact(build, f"{rule.framework} {m.group('version')}")
         elif rule.cuda_from == "versions":
-            version = version_key(m.group("version"))
-            entry = next((v for v in rule.versions if version and v.holds(version)), None)
+            entry, moving = _version_entry(rule, m.group("version"))
             if entry is None:
                 return None
             bound = " (at least)" if entry.lower_bound else ""
             match = ImageMatch(
                 entry.cuda,
-                f"image table {rule.id}, tag {m.string}: CUDA {entry.cuda}{bound}; {entry.source}",
+                f"image table {rule.id}, tag {m.string}: CUDA {entry.cuda}{bound}; {moving}"
+                f"{entry.source}",
                 lower_bound=entry.lower_bound,
             )
         else:
@@ -368,6 +375,28 @@ class ImageTable:
             ]
             return " ".join([floor, *alts])
         return None
+
+
+def _names_line(rule: ImageRule, m: re.Match[str]) -> bool:
+    """Whether ``rule`` reads a release line (a moving tag such as TGI's ``3.3``) from ``m``."""
+    return rule.moving_lines and release_line(m.group("version")) is not None
+
+
+def _version_entry(rule: ImageRule, text: str) -> tuple[VersionRange | None, str]:
+    """The range of a ``versions`` rule that answers the tag's version ``text``, and a note
+    for the answer's source. A release (``3.3.7``) is answered by the range holding it. On a
+    row whose project publishes moving line tags (``moving_lines``), a release line (``3.3``)
+    is answered by the newest CUDA of any range that meets the line, since the tag may point at
+    any of its releases and moves on to the newest."""
+    line = release_line(text) if rule.moving_lines else None
+    if line is None:
+        version = version_key(text)
+        return next((v for v in rule.versions if version and v.holds(version)), None), ""
+    met = [v for v in rule.versions if v.meets_line(line)]
+    if not met:
+        return None, ""
+    entry = max(met, key=lambda v: (v.cuda, v.lower_bound))  # "at least" where it may move on
+    return entry, f"tag {text} moves to the newest {text}.x release, so the line's newest CUDA; "
 
 
 def _semver_text(driver: Any) -> str:

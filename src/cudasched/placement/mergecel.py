@@ -29,7 +29,8 @@ Every value is built as plain CEL maps and lists, wrapped in ``dyn`` where the A
 homogeneous-literal rule needs it, so the patch never depends on a typed object initializer.
 The pod's own terms are copied into plain values first (a typed list of the pod's does not
 convert to JSON, :func:`_norm_expressions`); cudasched's terms, read from the
-``PlacementTable`` parameter, convert as they are and go into the patch unchanged: rebuilding
+``PlacementTable`` parameter (whose schema requires ``matchExpressions`` in every term),
+convert as they are and go into the patch unchanged: rebuilding
 them expression by expression was the largest part of the policy's evaluation for a pod with
 no affinity of its own (``benchmarks/RESULTS.md`` section 12).
 """

@@ -174,12 +174,13 @@ def test_controlplane_benchmark_reports_its_ratios(bench) -> None:
     create, schedule, match = (bench(f"controlplane.{m}") for m in ("create", "schedule", "match"))
     pods, report = bench("controlplane.pods"), bench("controlplane.report")
     creates = [
-        create.CreateResult(series, 10, p50, p50, 2 * p50, p50, 0)
+        create.CreateResult(series, 10, p50, p50, 2 * p50, p50, 0, plugins_ms=p50 / 4)
         for series, p50 in (
             (create.WEBHOOK, 4.0),
             (create.NONE, 2.0),
             (create.PLACED, 3.0),
             (create.POLICY, 2.2),
+            (create.TRIVIAL, 2.1),
             (create.CPU, 2.0),
         )
     ]
@@ -193,6 +194,8 @@ def test_controlplane_benchmark_reports_its_ratios(bench) -> None:
     assert "ratio webhook/no admission (GPU pods): p50 2.00, p99 2.00; added p50 2.0 ms" in text
     assert "the webhook's call beyond it: p50 1.0 ms" in text
     assert "ratio policy/no admission (GPU pods): p50 1.10, p99 1.10 (goal p99 <= 1.2)" in text
+    assert "ratio trivial policy (one constant patch)/no admission: p50 1.05, p99 1.05" in text
+    assert "policy plugins per pod: trivial policy 0.53 ms, cudasched's policies 0.55 ms" in text
     assert f"100 nodes, {pods.OURS}: throughput with/without 1.00" in text
     assert "over one In admitting the same nodes: 0.00 ms per pod" in text
     assert report.render([], [], [], (100,)) == ""  # nothing measured, nothing shown

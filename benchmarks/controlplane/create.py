@@ -5,7 +5,10 @@ by the policy controller beforehand), in alternating rounds so drift hits all of
 pods that already carry the affinity and annotation the webhook writes, with no admission (what
 the larger object alone costs: decoding, validating and storing it), and CPU pods with the
 webhook registered (its ``matchConditions`` keep them away from it). The scheduler is not
-running, so only admission and storage are timed. The policy series needs an API server that
+running, so only admission and storage are timed. Beside the policy, a trivial
+MutatingAdmissionPolicy (no parameters, no conditions, one constant JSON patch: a label) is
+bound for a series of its own: what the API server's policy machinery costs a pod before any
+of cudasched's work, the floor under the policy series. The policy series need an API server that
 serves ``admissionregistration.k8s.io/v1`` MutatingAdmissionPolicies (Kubernetes >= 1.36; run
 with ``--kubernetes 1.37``); on an older one it is left out. The anchor is Kyverno's published
 pod-create p99 of 129-466 ms."""
@@ -36,6 +39,7 @@ __all__ = [
     "NONE",
     "PLACED",
     "POLICY",
+    "TRIVIAL",
     "WEBHOOK",
     "CreateResult",
     "measure_create",
@@ -47,6 +51,7 @@ NONE = "gpu, no admission"
 PLACED = "gpu already placed, no admission"
 WEBHOOK = "gpu, webhook registered"
 POLICY = "gpu, policy bound"
+TRIVIAL = "gpu, trivial policy bound"
 CPU = "cpu, webhook registered"
 
 _ADMISSION = "/apis/admissionregistration.k8s.io/v1"
@@ -70,6 +75,10 @@ class CreateResult:
     #: time from reading a request to its answer (``cudasched_webhook_request_duration_seconds``).
     call_ms: float = 0.0
     handler_ms: float = 0.0
+    #: The policy series: the API server's own time per pod in its MutatingAdmissionPolicy and
+    #: ValidatingAdmissionPolicy plugins (``apiserver_admission_controller_admission_duration_
+    #: seconds``): the policies' cost without the client, the network and storage around it.
+    plugins_ms: float = 0.0
 
 
 def _histogram(text: str, metric: str, label: str = "") -> tuple[float, float]:
@@ -114,6 +123,26 @@ class _CallTimes:
         )
 
 
+class _PluginTimes:
+    """The API server's time in its policy plugins, per series, per pod created."""
+
+    METRIC = "apiserver_admission_controller_admission_duration_seconds"
+    PLUGINS = ('name="MutatingAdmissionPolicy"', 'name="ValidatingAdmissionPolicy"')
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def _total(self, api: Api) -> float:
+        text = api.send("GET", "/metrics").text
+        return sum(_histogram(text, self.METRIC, plugin)[0] for plugin in self.PLUGINS)
+
+    @contextmanager
+    def span(self, api: Api, series: str) -> Iterator[None]:
+        before = self._total(api)
+        yield
+        self.seconds[series] = self.seconds.get(series, 0.0) + self._total(api) - before
+
+
 def _time_creates(api: Api, pods: list[JSON]) -> tuple[list[float], int]:
     latencies = []
     mutated = 0
@@ -121,39 +150,96 @@ def _time_creates(api: Api, pods: list[JSON]) -> tuple[list[float], int]:
         began = time.perf_counter()
         created = api.create(pod, strict=False)
         latencies.append((time.perf_counter() - began) * 1000)
-        if "cudasched.io/requirement" in created["metadata"].get("annotations", {}):
+        if _placed_by_policy(created) or _placed_by_trivial(created):
             mutated += 1
     return latencies, mutated
 
 
+_TRIVIAL_LABEL = "bench.cudasched.io/trivial-policy"
+
+
+def _trivial_policy() -> tuple[JSON, JSON]:
+    """The trivial MutatingAdmissionPolicy and its binding (see the module docstring)."""
+    name = "bench-trivial"
+    label = _TRIVIAL_LABEL.replace("/", "~1")
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                    }
+                ],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
+            },
+            "mutations": [
+                {
+                    "patchType": "JSONPatch",
+                    "jsonPatch": {
+                        "expression": f"[JSONPatch{{op: 'add', path: '/metadata/labels/{label}', "
+                        "value: 'x'}]"
+                    },
+                }
+            ],
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "Never",
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name},
+    }
+    return policy, binding
+
+
+def _placed_by_policy(created: JSON) -> bool:
+    return "cudasched.io/requirement" in created["metadata"].get("annotations", {})
+
+
+def _placed_by_trivial(created: JSON) -> bool:
+    return _TRIVIAL_LABEL in created["metadata"].get("labels", {})
+
+
 class _Policy:
-    """The policy mode installed, its tables taught the benchmark's pod, its bindings
-    removed until :meth:`bound`."""
+    """The policy mode installed, its tables taught the benchmark's pod, and the trivial
+    policy beside it; every binding removed until :meth:`bound`."""
 
     def __init__(self, api: Api, bindings: list[JSON]) -> None:
         self.api = api
-        self.bindings = bindings
+        trivial, trivial_binding = _trivial_policy()
+        api.create(trivial)
+        self.bindings = {POLICY: bindings, TRIVIAL: [trivial_binding]}
+        self.probes = iter(range(10**9))  # names of the probe pods, unique for the run
         for binding in bindings:
             api.delete(f"{_BINDINGS[binding['kind']]}/{binding['metadata']['name']}")
 
     @contextmanager
-    def bound(self, probe: JSON) -> Iterator[None]:
-        for binding in self.bindings:
+    def bound(self, series: str, probe: JSON) -> Iterator[None]:
+        """The bindings of ``series`` (:data:`POLICY` or :data:`TRIVIAL`) in place."""
+        bindings = self.bindings[series]
+        check = _placed_by_policy if series == POLICY else _placed_by_trivial
+        for binding in bindings:
             self.api.create(binding)
-        names = iter(range(10**9))
 
         def placed() -> bool:
             pod = copy.deepcopy(probe)
-            pod["metadata"]["name"] = f"probe-{next(names)}"
-            created = self.api.create(pod, strict=False)
-            return "cudasched.io/requirement" in created["metadata"].get("annotations", {})
+            pod["metadata"]["name"] = f"probe-{next(self.probes)}"
+            return check(self.api.create(pod, strict=False))
 
         try:
             # The API server's policy informers take the bindings up within moments.
-            self.api.wait_for("the policy to place pods", placed, timeout=60, interval=0.5)
+            self.api.wait_for(f"{series}: pods mutated", placed, timeout=60, interval=0.5)
             yield
         finally:
-            for binding in self.bindings:
+            for binding in bindings:
                 self.api.delete(f"{_BINDINGS[binding['kind']]}/{binding['metadata']['name']}")
 
 
@@ -189,7 +275,14 @@ def _placed_copy(api: Api, pod: JSON) -> JSON:
 def measure_create(plane: ControlPlane, work: Path, pods: int, rounds: int) -> list[CreateResult]:
     api = plane.api()
     api.ensure_namespace(NS)
-    series: dict[str, list[float]] = {NONE: [], PLACED: [], WEBHOOK: [], POLICY: [], CPU: []}
+    series: dict[str, list[float]] = {
+        NONE: [],
+        PLACED: [],
+        WEBHOOK: [],
+        TRIVIAL: [],
+        POLICY: [],
+        CPU: [],
+    }
     mutated = dict.fromkeys(series, 0)
     per_round = max(1, pods // rounds)
     counter = iter(range(10**9))
@@ -211,7 +304,7 @@ def measure_create(plane: ControlPlane, work: Path, pods: int, rounds: int) -> l
         series[name] += lat
         mutated[name] += done
 
-    calls = _CallTimes()
+    calls, plugins = _CallTimes(), _PluginTimes()
     with (
         webhook_process(work / "webhook", plane.kubeconfig) as hook,
         _policy(plane, api, work, predictor("teach")) as policy,
@@ -229,10 +322,12 @@ def measure_create(plane: ControlPlane, work: Path, pods: int, rounds: int) -> l
             _time_creates(api, batch("gpu", 20))
             timed(NONE, batch("gpu", per_round))
             timed(PLACED, batch("gpu", per_round, placed))
-            if policy is not None:
-                with policy.bound(predictor("probe")):
-                    _time_creates(api, batch("gpu", 20))
-                    timed(POLICY, batch("gpu", per_round))
+            for name in (TRIVIAL, POLICY):
+                if policy is not None:
+                    with policy.bound(name, predictor("probe")):
+                        _time_creates(api, batch("gpu", 20))
+                        with plugins.span(api, name):
+                            timed(name, batch("gpu", per_round))
             delete_all(api)
     call_ms, handler_ms = calls.means_ms()
     return [
@@ -245,6 +340,7 @@ def measure_create(plane: ControlPlane, work: Path, pods: int, rounds: int) -> l
             sum(values) / len(values),
             mutated[name],
             *((call_ms, handler_ms) if name == WEBHOOK else (0.0, 0.0)),
+            1000 * plugins.seconds.get(name, 0.0) / len(values),
         )
         for name, values in series.items()
         if values

@@ -14,6 +14,7 @@ from benchmarks.controlplane.create import (
     NONE,
     PLACED,
     POLICY,
+    TRIVIAL,
     WEBHOOK,
     CreateResult,
 )
@@ -78,6 +79,19 @@ def _create(creates: Sequence[CreateResult]) -> list[str]:
             f"ratio policy/no admission (GPU pods): p50 {policy.p50_ms / bare.p50_ms:.2f}, "
             f"p99 {policy.p99_ms / bare.p99_ms:.2f} (goal p99 <= 1.2); added p50 "
             f"{policy.p50_ms - bare.p50_ms:.1f} ms, p99 {policy.p99_ms - bare.p99_ms:.1f} ms"
+        )
+    if TRIVIAL in by:
+        trivial = by[TRIVIAL]
+        lines.append(
+            f"ratio trivial policy (one constant patch)/no admission: p50 "
+            f"{trivial.p50_ms / bare.p50_ms:.2f}, p99 {trivial.p99_ms / bare.p99_ms:.2f}; "
+            f"added p50 {trivial.p50_ms - bare.p50_ms:.1f} ms, "
+            f"p99 {trivial.p99_ms - bare.p99_ms:.1f} ms"
+        )
+    if POLICY in by and TRIVIAL in by:
+        lines.append(
+            f"the API server's own time in its policy plugins per pod: trivial policy "
+            f"{by[TRIVIAL].plugins_ms:.2f} ms, cudasched's policies {by[POLICY].plugins_ms:.2f} ms"
         )
     if hooked.call_ms:
         lines.append(

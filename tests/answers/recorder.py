@@ -30,7 +30,7 @@ import orjson
 
 from tests.support.synth import admission_review, make_cluster, review_bodies
 
-__all__ = ["CONFIGS", "answers", "main"]
+__all__ = ["CONFIGS", "RECORD", "answers", "cases", "main"]
 
 RECORD = Path(__file__).with_name("answers.json")
 ADMISSION_DATA = Path(__file__).resolve().parents[1] / "data" / "admission"
@@ -72,7 +72,7 @@ def _isvc_review(isvc: dict[str, Any], uid: str) -> bytes:
     )
 
 
-def _cases() -> Iterator[tuple[str, str, Any, list[bytes]]]:
+def cases() -> Iterator[tuple[str, str, Any, list[bytes]]]:
     """(case name, kind, cluster objects, bodies) for every input set."""
     from cudasched.cluster.snapshot import bundled_snapshot
 
@@ -123,7 +123,7 @@ def answers() -> dict[str, str]:
 
     kb = KnowledgeBase.load()
     out: dict[str, str] = {}
-    for case, kind, objects, bodies in _cases():
+    for case, kind, objects, bodies in cases():
         state = ClusterState.from_objects(*objects, kb=kb)
         for config_name, settings in CONFIGS.items():
             # The memo off: every answer is decided (the memo's own tests prove it changes

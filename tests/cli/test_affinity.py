@@ -119,3 +119,15 @@ def test_help_texts() -> None:
         assert "--policy" in result.stdout and "--cuda" in result.stdout
     assert "--node-labels" in run("check", "--help").stdout
     assert "--gfd-keys" in run("affinity", "--help").stdout
+
+
+def test_bound_cuda_class_adds_the_class_key_kueue_flavors_declare() -> None:
+    """``--bound-cuda-class`` prints what the webhook injects under
+    ``placement.boundCudaClass``: every term that bounds the driver bounds the class too."""
+    plain = _terms(affinity("--cuda", "12.8"))
+    bounded = _terms(affinity("--cuda", "12.8", "--bound-cuda-class"))
+    assert_valid_node_affinity(affinity("--cuda", "12.8", "--bound-cuda-class")["nodeAffinity"])
+    classes = [[e for e in t["matchExpressions"] if e["key"] == L.CUDA_CODE] for t in bounded]
+    assert all({"key": L.CUDA_CODE, "operator": "Gt", "values": ["12079"]} in c for c in classes)
+    assert not any(e["key"] == L.CUDA_CODE for t in plain for e in t["matchExpressions"])
+    assert len(bounded) == len(plain)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -225,33 +226,83 @@ def test_help_shows_no_docstring_markup(name: str) -> None:
     assert shown.startswith("Usage: ") and "``" not in shown and ":func:" not in shown
 
 
+def _json_commands() -> set[str]:
+    """Every command and subcommand whose ``-o/--output`` offers ``json`` (in its choices, or
+    in its help where the option is free text), walked from the command table (typer vendors
+    click, so its classes are matched by what they have)."""
+    group = typer.main.get_command(app)
+    ctx = group.make_context("cudasched", ["--help"], resilient_parsing=True)
+    found: set[str] = set()
+
+    def walk(command: Any, path: str) -> None:
+        for name in command.list_commands(ctx) if hasattr(command, "list_commands") else ():
+            walk(command.get_command(ctx, name), f"{path} {name}".strip())
+        for param in command.params:
+            if "--output" not in getattr(param, "opts", ()):
+                continue
+            offered = getattr(param.type, "choices", None) or (param.help or "").split()
+            if any(str(c).strip(":;,.") == "json" for c in offered):
+                found.add(path)
+
+    walk(group, "")
+    return found
+
+
+# One run of each command that answers in JSON; a new one must be added here (or to
+# _OBJECTS_NOT_ANSWERS with its reason), which the walk below enforces.
+_JSON_RUNS: dict[str, list[str]] = {
+    "version": ["version", "-o", "json"],
+    "check": ["check", "--gpu", "T4", "--driver", "550.90.07", "--cuda", "12.4", "-o", "json"],
+    "explain": ["explain", "isvc/llama3-8b", "-n", "team-nlp", "--sample", "-o", "json"],
+    "audit": ["audit", "--sample", "-o", "json"],
+    "report": ["report", "--sample", "-o", "json"],
+    "plan-drivers": ["plan-drivers", "--sample", "-o", "json"],
+    "recommend-driver": ["recommend-driver", "--gpu", "T4", "--cuda", "12.4", "-o", "json"],
+    "node-template": ["node-template", "--gpu", "T4", "--driver", "550.90.07", "-o", "json"],
+    "device-classes": ["device-classes", "--sample", "-o", "json"],
+    "kueue": ["kueue", "--sample", "-o", "json"],
+    "knowledge": ["knowledge", "-o", "json"],
+    "knowledge gpus": ["knowledge", "gpus", "T4", "-o", "json"],
+    "knowledge images": ["knowledge", "images", "vllm", "-o", "json"],
+    "knowledge cuda": ["knowledge", "cuda", "-o", "json"],
+    "knowledge drivers": ["knowledge", "drivers", "-o", "json"],
+    "knowledge frameworks": ["knowledge", "frameworks", "-o", "json"],
+    "knowledge diff": ["knowledge", "diff", "built-in", "built-in", "-o", "json"],
+    "knowledge verify": ["knowledge", "verify", "built-in", "-o", "json"],
+    # Nothing listens on port 1: the answer is a row that says why, exit 1.
+    "image": ["image", "127.0.0.1:1/ml/llm:7", "--plain-http", "127.0.0.1:1", "-o", "json"],
+    "probe": [
+        "probe",
+        "--from-nvidia-smi",
+        str(Path(__file__).parents[1] / "data" / "nvidia-smi" / "plain-550-l40s.txt"),
+        "-o",
+        "json",
+    ],
+}
+
+# JSON that is a Kubernetes object to apply or paste, not an answer: a foreign key would make
+# it invalid for the API server (docs/design.md, "the version in every JSON answer").
+_OBJECTS_NOT_ANSWERS = {"affinity", "snapshot"}
+
+
 def test_version_is_a_command_an_option_and_in_every_json_answer() -> None:
-    """Issue 27 item 12: cudasched version, --version (the plugin's too) and the version in the
-    JSON answers, so a saved answer says which cudasched gave it."""
+    """Issue 27 item 12: cudasched version, --version (the plugin's too) and the version in
+    every JSON answer, walked from the command table so that none is left out, so a saved
+    answer says which cudasched gave it."""
     import json
 
     from cudasched import __version__
 
     assert CliRunner().invoke(app, ["--version"]).stdout == f"cudasched {__version__}\n"
     assert CliRunner().invoke(app, ["version"]).stdout == f"cudasched {__version__}\n"
-    doc = json.loads(CliRunner().invoke(app, ["version", "-o", "json"]).stdout)
-    assert doc == {"cudaschedVersion": __version__}
-    answers = [
-        ["explain", "--sample", "-o", "json"],
-        ["explain", "isvc/llama3-8b", "-n", "team-nlp", "--sample", "-o", "json"],
-        ["audit", "--sample", "-o", "json"],
-        ["report", "--sample", "-o", "json"],
-        ["plan-drivers", "--sample", "-o", "json"],
-        ["check", "--gpu", "T4", "--driver", "550.90.07", "--cuda", "12.4", "-o", "json"],
-        ["recommend-driver", "--gpu", "T4", "--cuda", "12.4", "-o", "json"],
-        ["device-classes", "--sample", "-o", "json"],
-        ["device-classes", "--cuda", "12.8", "-o", "json"],
-        ["kueue", "--sample", "-o", "json"],
-    ]
-    versions = [
-        json.loads(CliRunner().invoke(app, args).stdout)["cudaschedVersion"] for args in answers
-    ]
-    assert versions == [__version__] * len(answers)
+    assert _json_commands() == set(_JSON_RUNS) | _OBJECTS_NOT_ANSWERS
+    docs = {
+        name: json.loads(CliRunner().invoke(app, args).stdout) for name, args in _JSON_RUNS.items()
+    }
+    versions = {name: doc.get("cudaschedVersion") for name, doc in docs.items()}
+    assert versions == dict.fromkeys(_JSON_RUNS, __version__)
+    assert docs["version"] == {"cudaschedVersion": __version__}
+    assert docs["image"]["images"][0]["image"] == "127.0.0.1:1/ml/llm:7"
 
 
 @pytest.mark.parametrize("output", ["json", "wide"])  # written by hand, and through rich

@@ -464,3 +464,44 @@ def test_audit_of_a_namespace_reports_its_objects(tmp_path: Path) -> None:
     )
     empty = runner.invoke(app, ["audit", "--cluster", str(path), "-n", "empty"])
     assert empty.exit_code == 0 and "no findings" in empty.stdout  # it exists, and is clean
+
+
+def test_audit_of_a_namespace_names_the_webhook_its_misplaced_pods_lack(tmp_path: Path) -> None:
+    """Issue 27 items 9 and 11: the likeliest cause of a namespace's pods on nodes that cannot
+    run them is the cluster's webhook, whose Service lives in another namespace (or whose
+    registration in none): ``audit -n NS`` says it as ``-A`` does, naming NS's workloads only."""
+    items = [d for d in yaml.safe_load_all((DATA / "bound.yaml").read_text()) if d]
+    objects = [o for d in items for o in (d.get("items") or [d])]
+    hook = {"name": "pods.cudasched.io", "failurePolicy": "Ignore"}
+    service = {"service": {"namespace": "cudasched", "name": "cudasched-webhook"}}
+    registration = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "cudasched-webhook"},
+        "webhooks": [{**hook, "clientConfig": service}],
+    }
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*objects, registration]})
+    )
+    webhook = ("webhook-unreachable", "Service/cudasched/cudasched-webhook")
+
+    def found(*scope: str) -> dict[tuple[str, str], str]:
+        _, doc = audit_json("--cluster", str(path), *scope)
+        return {(f["code"], f["object"]): f["message"] for f in doc["findings"]}
+
+    everywhere, llm = found("-A"), found("-n", "llm")
+    assert webhook in everywhere and "StatefulSet/llm/vllm" in everywhere[webhook]
+    assert webhook in llm and "StatefulSet/llm/vllm" in llm[webhook]
+    assert {k for k in llm if k != webhook} == {
+        k for k in everywhere if k[1].startswith(("Pod/llm/", "StatefulSet/llm/"))
+    }
+    # A namespace with nothing misplaced is told nothing of the webhook.
+    assert webhook not in found("-n", "vision")
+    # Unregistered: the registration is cluster-scoped, and still the cause said for NS.
+    registration["webhooks"] = [{"name": "other.example.com", "clientConfig": service}]
+    path.write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*objects, registration]})
+    )
+    missing = ("webhook-not-registered", "MutatingWebhookConfiguration/cudasched-webhook")
+    assert missing in found("-n", "llm")

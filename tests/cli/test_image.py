@@ -69,7 +69,7 @@ def test_image_prints_digest_platform_requirement_and_source(registry: Registry)
     plain = f"{registry.host}/web/frontend:2"
     result = invoke("image", image, plain, "--plain-http", registry.host, "-o", "json")
     assert result.exit_code == 1, result.output  # the frontend's requirement is unknown
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["images"]
     assert [r["image"] for r in rows] == [image, plain]
     llm, web = rows
     assert llm["requirement"] == "cuda>=12.6" and llm["status"] == "known"
@@ -122,19 +122,19 @@ def test_registry_config_gives_credentials(tmp_path: Path, monkeypatch: Any) -> 
         config.write_text(json.dumps({"auths": {tls.host: {"auth": auth}}}))
         image = f"{tls.host}/team/model:1"
         refused = invoke("image", image, "-o", "json")
-        denied = json.loads(refused.stdout)[0]
+        denied = json.loads(refused.stdout)["images"][0]
         assert denied["status"] == "unknown" and "needs credentials" in denied["error"]
         assert refused.exit_code == 1  # issue 27 item 12: the registry did not answer
         result = invoke("image", image, "--registry-config", str(config), "-o", "json")
         assert result.exit_code == 0, result.output
-        assert json.loads(result.stdout)[0]["requirement"] == "cuda>=12.6"
+        assert json.loads(result.stdout)["images"][0]["requirement"] == "cuda>=12.6"
 
 
 def test_layers_answer_when_the_config_names_no_cuda(registry: Registry) -> None:
     image = f"{registry.host}/ml/ollama:0.12"
     result = invoke("image", image, "--plain-http", registry.host, "-o", "json")
     assert result.exit_code == 0, result.output
-    (row,) = json.loads(result.stdout)
+    (row,) = json.loads(result.stdout)["images"]
     assert (row["requirement"], row["status"]) == ("cuda>=12.8", "known")
     assert row["source"].startswith(f"contents of image {image}: CUDA 12.8, runners cuda_v12")
     facts = row["contents"]["facts"]
@@ -150,14 +150,14 @@ def test_layers_answer_when_the_config_names_no_cuda(registry: Registry) -> None
     assert "read: 1 of 2 layers" in text.stdout
     # Without layers the image is unknown, and the exit code says so.
     never = invoke("image", image, "--plain-http", registry.host, "--layers", "never", "-o", "json")
-    assert never.exit_code == 1 and json.loads(never.stdout)[0]["contents"] is None
+    assert never.exit_code == 1 and json.loads(never.stdout)["images"][0]["contents"] is None
 
 
 def test_missing_tags_and_unreachable_registries_exit_1(registry: Registry) -> None:
     missing = f"{registry.host}/ml/llm:404"
     result = invoke("image", missing, "--plain-http", registry.host, "-o", "json")
     assert result.exit_code == 1, result.output
-    (row,) = json.loads(result.stdout)
+    (row,) = json.loads(result.stdout)["images"]
     assert row["status"] == "unknown" and "not found" in row["error"]
     closed = f"127.0.0.1:{free_port()}"
     down = invoke("image", f"{closed}/ml/llm:7", "--plain-http", closed)
@@ -171,5 +171,5 @@ def test_missing_tags_and_unreachable_registries_exit_1(registry: Registry) -> N
         "-o",
         "json",
     )
-    (known,) = json.loads(table_known.stdout)
+    (known,) = json.loads(table_known.stdout)["images"]
     assert table_known.exit_code == 1 and known["status"] == "known" and known["error"]

@@ -138,6 +138,41 @@ async def test_snapshot_of_a_live_cluster_reads_back_to_the_same_answers(
     assert without_source(from_dump.stdout) == without_source(from_sample.stdout)
 
 
+async def test_a_snapshot_keeps_the_image_facts_and_answers_as_the_live_cluster(
+    kmock: kmock_lib.KubernetesEmulator, kubeconfig: str, tmp_path: Path
+) -> None:
+    """The ImageFacts a cluster keeps (issue 29) go into ``snapshot --live``, and the commands
+    judge a dump by them as ``--live`` judges the cluster: the same answers. Here a person's
+    override says which CUDA the sample's bert-legacy image needs, which nothing else tells."""
+    from cudasched.knowledge.imagefacts import facts_object
+
+    digest = "sha256:" + "ab" * 32
+    facts = facts_object(digest)
+    facts["spec"]["override"] = {"cuda": "12.1", "reason": "built on cuda 12.1"}
+    facts["status"] = {
+        "digest": digest,
+        "image": "pytorch/torchserve-kfs:latest-gpu",
+        "references": ["pytorch/torchserve-kfs:latest-gpu"],
+        "observedTime": "2026-09-01T10:00:00Z",
+    }
+    ClusterApi.start(kmock, [*SAMPLE.objects(), facts])
+    dump = await invoke_async("snapshot", "--kubeconfig", kubeconfig)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(dump.stdout, encoding="utf-8")
+    held = [o for o in load_snapshot(path).other if o.get("kind") == "ImageFacts"]
+    assert held == [facts]
+    asked = {"audit": ("audit", "-o", "json"), "explain": ("explain", "-A", "-o", "json")}
+    live = {k: await invoke_async(*a, "--kubeconfig", kubeconfig) for k, a in asked.items()}
+    dumped = {k: await invoke_async(*a, "--cluster", str(path)) for k, a in asked.items()}
+    sample = await invoke_async("audit", "-o", "json", "--cluster", str(SAMPLE_FILE))
+    assert {k: without_source(r.stdout) for k, r in live.items()} == {
+        k: without_source(r.stdout) for k, r in dumped.items()
+    }
+    assert "override in ImageFacts sha256-abab" in live["explain"].stdout  # it answered
+    # bert-legacy's CUDA is known through it: no requirement-unknown finding any more
+    assert ("bert-legacy" in sample.stdout, "bert-legacy" in live["audit"].stdout) == (True, False)
+
+
 async def test_the_context_namespace_is_the_default_namespace(
     kmock: kmock_lib.KubernetesEmulator, kubeconfig: str
 ) -> None:

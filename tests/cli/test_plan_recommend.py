@@ -317,3 +317,44 @@ def test_plan_drivers_is_scoped_by_namespace_and_selector(
     scoped = workloads(doc)
     assert scoped and all(w.startswith(allowed) for w in scoped), scoped
     assert scoped < workloads(whole)
+
+
+def test_audit_plan_check_and_recommend_name_one_minimum_for_the_b200_pool() -> None:
+    """One minimum per branch everywhere (docs/design.md): for the sample's B200 pool on R580
+    and the FP4 service that needs CUDA 13.2, the audit's refusal and fix, the plan's node-image
+    action and ``check`` all name Table 3's 595.45.04, and the plan, the audit and
+    ``recommend-driver`` name the same release to take (595.91.07)."""
+    import re
+
+    audit = run("audit", "-o", "json", "--sample", *AS_OF)
+    plan = run("plan-drivers", "-o", "json", *AS_OF)
+    check = run("check", "--gpu", "B200", "--driver", "580.65.06", "--cuda", "13.2", "-o", "json")
+    recommend = run("recommend-driver", "--gpu", "B200", "--cuda", "13.2", "-o", "json", *AS_OF)
+    assert (audit.returncode, plan.returncode, check.returncode, recommend.returncode) == (
+        1,
+        0,
+        1,
+        0,
+    )
+    (finding,) = [
+        f
+        for f in json.loads(audit.stdout)["findings"]
+        if f["name"] == "nemotron-nano-fp4" and f["code"] == "no-compatible-node"
+    ]
+    (pool,) = [p for p in json.loads(plan.stdout)["pools"] if p["name"] == "b200-r580-amzn2023"]
+    checked = json.loads(check.stdout)["reasons"][0]
+    minimums = {
+        "audit why": re.findall(r"driver >= ([\d.]+)", finding["message"]),
+        "audit fix": re.findall(r"R595 driver >= ([\d.]+)", finding["fix"]),
+        "plan floor": [pool["targetFloor"]],
+        "plan action": re.findall(r"R595 driver >= ([\d.]+)", pool["action"]),
+        "check why": re.findall(r"driver >= ([\d.]+)", checked["message"]),
+        "check fix": re.findall(r"needs driver >= ([\d.]+)", checked["fix"]),
+    }
+    assert minimums == {key: ["595.45.04"] for key in minimums}
+    newest = {
+        "audit": re.findall(r"newest known: ([\d.]+)", finding["fix"]),
+        "plan": [pool["targetVersion"]],
+        "recommend-driver": [json.loads(recommend.stdout)["version"]],
+    }
+    assert newest == {key: ["595.91.07"] for key in newest}

@@ -372,9 +372,14 @@ def test_the_branch_a_fix_names_is_installable_and_ranked_as_the_planner_ranks(
     choice = installable_branch(kb, h100, parse_driver("570.26"), date(2026, 12, 1))
     assert choice is not None and (choice.branch, str(choice.floor)) == (580, "580.65.06")
     assert choice.describe() == "install R580 >= 580.65.06 (LTSB)"
-    # One minimum per branch: the first dated release at or above the need.
-    assert str(branch_floor(kb, 595, parse_driver("595.45.04"))) == "595.58.03"
+    # One minimum per branch: NVIDIA's own where it lies in the branch (Table 3's 595.45.04
+    # for CUDA 13.2, not the oldest dated release 595.58.03), else the oldest version the
+    # sources name at or above the need (R535 for 12.2 is 535.54.03, not dated 535.183.06).
+    assert str(branch_floor(kb, 595, parse_driver("595.45.04"))) == "595.45.04"
+    assert str(branch_floor(kb, 595, parse_driver("570.26"))) == "595.45.04"
+    assert str(branch_floor(kb, 535, parse_driver("535.54.03"))) == "535.54.03"
+    assert str(branch_floor(kb, 610, parse_driver("595.45.04"))) == "610.43.02"
     late = installable_branch(kb, h100, parse_driver("595.45.04"), date(2026, 12, 1))
-    assert late is not None and (late.branch, str(late.floor)) == (595, "595.58.03")
+    assert late is not None and (late.branch, str(late.floor)) == (595, "595.45.04")
     volta = gpu_target(kb, facts_from_parts("n", gpu="V100", driver=None, kb=kb))
     assert installable_branch(kb, volta, parse_driver("595.45.04"), date(2026, 12, 1)) is None

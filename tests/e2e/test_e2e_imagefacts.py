@@ -116,7 +116,7 @@ def installed(
             yield Installed(registry, f"{registry.host}/acme/ollama-build:0.12.3", name, kubeconfig)
         finally:
             # Leave the shared control plane as found: the live tests compare `--live` answers
-            # with a snapshot's, and a snapshot does not hold ImageFacts (see the issue notes).
+            # with a snapshot's, and bring the ImageFacts they answer by themselves.
             plane.kubectl("delete", "pods", "--all", "-n", PODS, "--force", "--grace-period=0")
             plane.kubectl("delete", "imagefacts", "--all", check=False)
 

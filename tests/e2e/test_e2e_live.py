@@ -27,6 +27,9 @@ from tests.support.outputs import without_source
 
 PAGING_NS = "e2e-paging"
 PAGING_PODS = 620  # more than cudasched's page of 500
+FACTS_NS = "e2e-live-facts"
+FACTS_DIGEST = "sha256:" + "5e" * 32
+FACTS_PATH = "/apis/cudasched.io/v1alpha1/imagefacts"
 
 
 def run(
@@ -63,8 +66,46 @@ def paged(api: Api, sample: Sample) -> Iterator[int]:
 
 
 @pytest.fixture(scope="module")
+def stored_facts(
+    plane: ControlPlane, api: Api, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The ImageFacts CRD, and a person's override in the object of a digest a pod of
+    FACTS_NS runs (an in-house image no table knows): the cluster keeps what its image needs,
+    so ``--live`` answers by it, and a snapshot must too. Bound at creation, so no scheduler
+    moves it between the reads. The object goes afterwards; the CRD stays, as the ImageFacts
+    tests leave it."""
+    from cudasched.install.imagefacts import image_facts_crd
+    from cudasched.knowledge.imagefacts import facts_name, facts_object
+
+    crd = tmp_path_factory.mktemp("facts") / "crd.yaml"
+    crd.write_text(yaml.safe_dump(image_facts_crd()))
+    plane.kubectl("apply", "-f", str(crd))
+    crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/imagefacts.cudasched.io"
+    api.wait_for(
+        "the ImageFacts CRD to be established",
+        lambda: any(
+            c["type"] == "Established" and c["status"] == "True"
+            for c in (api.get(crd_path).get("status") or {}).get("conditions") or []
+        ),
+    )
+    facts = facts_object(FACTS_DIGEST)
+    facts["spec"]["override"] = {"cuda": "12.1", "reason": "built on CUDA 12.1"}
+    api.wait_for("ImageFacts to be served", lambda: api.exists(FACTS_PATH))
+    api.call("POST", FACTS_PATH, body=facts)
+    api.ensure_namespace(FACTS_NS)
+    pod = gpu_pod("in-house", FACTS_NS, f"registry.local/acme/model@{FACTS_DIGEST}")
+    pod["spec"]["nodeName"] = next(iter(api.list("/api/v1/nodes")))["metadata"]["name"]
+    api.create(pod)
+    try:
+        yield facts_name(FACTS_DIGEST)
+    finally:
+        api.delete(f"{FACTS_PATH}/{facts_name(FACTS_DIGEST)}")
+        plane.kubectl("delete", "pods", "--all", "-n", FACTS_NS, "--force", "--grace-period=0")
+
+
+@pytest.fixture(scope="module")
 def snapshot_file(
-    plane: ControlPlane, paged: int, tmp_path_factory: pytest.TempPathFactory
+    plane: ControlPlane, paged: int, stored_facts: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
     path = tmp_path_factory.mktemp("live") / "cluster.yaml"
     done = run(plane, "snapshot", "--live")
@@ -139,8 +180,18 @@ def test_410_during_a_list_restarts_it(
         ["audit", "-o", "json"],
         ["audit", "-n", "team-nlp", "-l", "!aml.cpaas.io/runtime-type", "-o", "json"],
         ["plan-drivers", "-o", "yaml"],
+        ["explain", "-n", FACTS_NS, "-o", "json"],
+        ["audit", "-n", FACTS_NS, "-o", "json"],
     ],
-    ids=["explain-isvc", "explain-namespace", "audit", "audit-scoped", "plan-drivers"],
+    ids=[
+        "explain-isvc",
+        "explain-namespace",
+        "audit",
+        "audit-scoped",
+        "plan-drivers",
+        "explain-stored-facts",
+        "audit-stored-facts",
+    ],
 )
 def test_live_answers_equal_the_snapshot_answers(
     plane: ControlPlane, snapshot_file: Path, args: list[str]
@@ -154,6 +205,19 @@ def test_live_answers_equal_the_snapshot_answers(
         assert live.stdout.split("\n", 1)[1] == offline.stdout.split("\n", 1)[1]
     else:  # identical but for where the answer says the cluster came from
         assert without_source(live.stdout) == without_source(offline.stdout)
+
+
+def test_the_snapshot_holds_the_image_facts_the_live_answers_use(
+    plane: ControlPlane, snapshot_file: Path, stored_facts: str
+) -> None:
+    """Issue 29's ImageFacts are part of what a snapshot carries: the pod's requirement comes
+    from the override kept in the cluster, live and from the file alike."""
+    held = [i for i in _items(snapshot_file.read_text()) if i["kind"] == "ImageFacts"]
+    assert [i["metadata"]["name"] for i in held] == [stored_facts]  # type: ignore[index]
+    live = json.loads(
+        ok(run(plane, "explain", "pod/in-house", "-n", FACTS_NS, "--live", "-o", "json"))
+    )
+    assert f"override in ImageFacts {stored_facts}" in live["summary"]["requirementSource"]
 
 
 def test_explain_live_over_the_fleet(plane: ControlPlane, api: Api, snapshot_file: Path) -> None:

@@ -22,6 +22,7 @@ from tests.harness.sample import Sample
 from tests.harness.workloads import gpu_pod
 
 NAMESPACE = "e2e-platform"
+HOOK_NAMESPACE = "e2e-platform-hook"  # the webhook's Service: not the pods' namespace
 
 
 def cudasched(
@@ -162,10 +163,11 @@ def test_an_llminferenceservice_without_pods_is_explained(
 def test_a_webhook_service_without_endpoints_is_the_likeliest_cause(
     plane: ControlPlane, api: Api, sample: Sample
 ) -> None:
-    """Item 11: a pod on a node that cannot run it, and a cudasched webhook registered through
-    a Service with no EndpointSlice: the audit reads both from the API server and names the
-    webhook as the likeliest cause. (The harness registers its webhook by URL, which the audit
-    leaves alone; this registration matches no namespace, so it places nothing.)"""
+    """Items 9 and 11: a pod on a node that cannot run it, and a cudasched webhook registered
+    through a Service, in another namespace, with no EndpointSlice: the audit reads both from
+    the API server and names the webhook as the likeliest cause, with -A and with -n of the
+    pod's namespace alike. (The harness registers its webhook by URL, which the audit leaves
+    alone; this registration matches no namespace, so it places nothing.)"""
     api.ensure_namespace(NAMESPACE)
     pod = gpu_pod(
         "unplaced",
@@ -177,7 +179,7 @@ def test_a_webhook_service_without_endpoints_is_the_likeliest_cause(
     api.create(pod)
     hook = {
         "name": "probe.cudasched.io",
-        "clientConfig": {"service": {"namespace": NAMESPACE, "name": "nowhere", "path": "/m"}},
+        "clientConfig": {"service": {"namespace": HOOK_NAMESPACE, "name": "nowhere", "path": "/m"}},
         "rules": [
             {
                 "operations": ["CREATE"],
@@ -203,12 +205,21 @@ def test_a_webhook_service_without_endpoints_is_the_likeliest_cause(
         },
     )
     try:
-        audit = json.loads(answer(cudasched(plane, "audit", "-A", "-o", "json"), 1))
+        audits = {
+            scope: json.loads(answer(cudasched(plane, "audit", *scope, "-o", "json"), 1))
+            for scope in (("-A",), ("-n", NAMESPACE))
+        }
     finally:
         api.delete(f"{path}/e2e-unreachable")
-    (cause,) = [f for f in audit["findings"] if f["code"].startswith("webhook-")]
-    assert (cause["code"], cause["object"]) == (
-        "webhook-unreachable",
-        f"Service/{NAMESPACE}/nowhere",
-    )
-    assert f"Service {NAMESPACE}/nowhere has no ready endpoint" in cause["message"]
+    causes = {
+        scope: [
+            (f["code"], f["object"], f"Pod/{NAMESPACE}/unplaced" in f["message"])
+            for f in audit["findings"]
+            if f["code"].startswith("webhook-")
+        ]
+        for scope, audit in audits.items()
+    }
+    said = [("webhook-unreachable", f"Service/{HOOK_NAMESPACE}/nowhere", True)]
+    assert causes == {("-A",): said, ("-n", NAMESPACE): said}
+    (cause,) = [f for f in audits["-n", NAMESPACE]["findings"] if f["code"] == said[0][0]]
+    assert f"Service {HOOK_NAMESPACE}/nowhere has no ready endpoint" in cause["message"]

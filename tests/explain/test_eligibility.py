@@ -768,3 +768,20 @@ def test_workloads_differing_only_in_gpu_requests_do_not_share_answers(kb: Knowl
     cpu_pod = pod({"containers": [{"name": "web", "image": "nginx"}]})
     first, second = explain_many([gpu_pod, cpu_pod], nodes, "strict", kb)
     assert (first.eligible_count, second.eligible_count) == (1, 2)
+
+
+def test_explain_compiles_the_class_bound_as_the_webhook_does(
+    sample: ClusterSnapshot, fleet: Fleet, kb: KnowledgeBase
+) -> None:
+    """``placement.boundCudaClass``: explain shows the terms with the class bound the webhook
+    injects, and on the agent's truthful labels every node keeps its answer."""
+    ours = LabelScheme.CUDASCHED
+    plain = explain_many(sample.pods, fleet, "strict", kb, ours)
+    bounded = explain_many(sample.pods, fleet, "strict", kb, ours, class_bound=True)
+    keys = {e["key"] for r in bounded for t in r.terms for e in t["matchExpressions"]} - {
+        e["key"] for r in plain for t in r.terms for e in t["matchExpressions"]
+    }
+    assert keys == {"cudasched.io/cuda.code"}
+    assert [[(n.node, n.eligible) for n in r.nodes] for r in bounded] == [
+        [(n.node, n.eligible) for n in r.nodes] for r in plain
+    ]

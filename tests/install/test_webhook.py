@@ -83,8 +83,8 @@ def test_webhook_configuration_settings() -> None:
     }
     for hook in hooks.values():
         assert hook["admissionReviewVersions"] == ["v1"]
-        side_effects = "None" if hook["name"].startswith("pods") else "NoneOnDryRun"
-        assert hook["sideEffects"] == side_effects
+        # Pods too: a pod no node can run gets an Event, as its controller does (not dry runs).
+        assert hook["sideEffects"] == "NoneOnDryRun"
         # The workload controllers' answers patch nothing: nothing to re-invoke for.
         warn_only = hook["name"].startswith("workloads")
         assert hook["reinvocationPolicy"] == ("Never" if warn_only else "IfNeeded")
@@ -268,8 +268,9 @@ def test_skip_condition_reads_the_switch_like_the_webhook(value: str) -> None:
 
 
 def test_webhook_rbac_has_no_unused_verbs() -> None:
-    """The cache only lists and watches (never a single GET), and the webhook only creates
-    Events (events.k8s.io): nothing more is granted."""
+    """The cache only lists and watches (never a single GET), pods are only listed (the
+    unbound pods of a controller no node can run, for their Events), and the webhook only
+    creates Events (events.k8s.io): nothing more is granted."""
     role = _one(_render(), "ClusterRole", naming.APP)
     granted = {
         (group, resource): set(rule["verbs"])
@@ -279,6 +280,7 @@ def test_webhook_rbac_has_no_unused_verbs() -> None:
     }
     assert granted == {
         ("", "nodes"): {"list", "watch"},
+        ("", "pods"): {"list"},
         ("serving.kserve.io", "inferenceservices"): {"list", "watch"},
         ("serving.kserve.io", "servingruntimes"): {"list", "watch"},
         ("serving.kserve.io", "clusterservingruntimes"): {"list", "watch"},

@@ -584,8 +584,9 @@ def test_bundled_sample_cluster_findings_are_the_reviewed_ones(
     ]
     (error,) = [f for f in report.findings if f.severity is Severity.ERROR]
     # The branch the fix names is the one recommend-driver and plan-drivers would take on the
-    # day (the knowledge base's date here: R610 is still supported), from its first release.
-    assert "an R610 driver >= 610.57.04" in (error.fix or "")
+    # day (the knowledge base's date here: R610 is still supported), from its minimum: Table
+    # 3's 610.43.02 (CUDA 13.3) is the oldest R610 version the sources name.
+    assert "an R610 driver >= 610.43.02" in (error.fix or "")
     assert "nemotron-nano-fp4-predictor-b17093d8bd-6f518" in error.message
 
 
@@ -828,6 +829,27 @@ def test_the_likeliest_cause_of_misplaced_pods_is_a_missing_or_unreachable_webho
     assert "GPU pods are refused" in finding.message
     healthy = dataclasses.replace(load("healthy.yaml"), admission_read=True)
     assert run(healthy, kb, images).findings == ()  # no misplaced pod: no webhook finding
+
+
+def test_the_webhook_finding_follows_the_misplaced_pods_into_a_scope(
+    kb: KnowledgeBase, images: ImageTable
+) -> None:
+    """Issue 27 item 9: the webhook's Service is in its own namespace and its registration in
+    none, so narrowing the findings by object dropped it from ``audit -n llm``, though it is the
+    likeliest cause of llm's misplaced pods; :func:`scoped` says it again for what is left."""
+    from cudasched.operations.audit.admission import scoped
+
+    snapshot = dataclasses.replace(load("bound.yaml"), other=(_registration(),))
+    report = run(snapshot, kb, images)
+    objects = list(snapshot.objects())
+    down = "Service/cudasched/cudasched-webhook"
+    llm = scoped(report, Scope("llm"), objects, namespaced=True)
+    (cause,) = [f for f in llm.findings if f.object == down]
+    assert cause.code == "webhook-unreachable" and "StatefulSet/llm/vllm" in cause.message
+    assert [f for f in report.within(Scope("llm"), objects).findings if f.object == down] == []
+    assert not [f for f in llm.findings if f.namespace is None]  # pools stay the cluster's
+    elsewhere = scoped(report, Scope("team-x"), objects, namespaced=True)
+    assert elsewhere.findings == ()  # nothing misplaced there: no webhook finding either
 
 
 def test_the_audit_knows_cudasched_webhooks_by_the_names_the_install_gives_them() -> None:

@@ -15,7 +15,7 @@ from cudasched.cluster.snapshot import ClusterSnapshot, bundled_snapshot
 from cudasched.knowledge import KnowledgeBase
 from cudasched.knowledge.images import ImageTable
 from cudasched.operations.drivers.demand import cluster_demand
-from cudasched.operations.kueueflavors import FLAVOR_KEYS, FlavorPlan, kueue_flavors
+from cudasched.operations.kueueflavors import FLAVOR_KEYS, OPTIONAL_KEYS, FlavorPlan, kueue_flavors
 from cudasched.vocab.labelsyntax import dns_subdomain_ok
 from cudasched.vocab.requirements import Policy
 from tests.support import builders
@@ -42,7 +42,14 @@ def test_every_labelled_gpu_node_is_in_one_flavor_it_matches(
         if any(labels[n].get(k) != v for k, v in f.node_labels.items())
     ]
     assert mismatched == []
-    assert all(tuple(f.node_labels) == FLAVOR_KEYS for f in plan.flavors)
+    assert all(tuple(f.node_labels)[:3] == FLAVOR_KEYS for f in plan.flavors)
+    # the data-center flag too, where the agent wrote it (forward compatibility needs it)
+    assert all(
+        f.node_labels.get(k) == labels[f.nodes[0]].get(k)
+        for f in plan.flavors
+        for k in OPTIONAL_KEYS
+    )
+    assert any(f.node_labels.get(OPTIONAL_KEYS[0]) == "false" for f in plan.flavors)
     codes = [int(f.node_labels["cudasched.io/cuda.code"]) for f in plan.flavors]
     assert codes == sorted(codes)
     assert all(dns_subdomain_ok(f.name) for f in plan.flavors)

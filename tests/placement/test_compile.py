@@ -956,3 +956,128 @@ def test_gate_over_our_labels(kb: KnowledgeBase) -> None:
         assert verdict.compatible is ok, (labels, verdict)
         if not ok:
             assert "require-cuda-unmet" in verdict.codes
+
+
+# --------------------------------------------------------------------------- the class bound
+# placement.boundCudaClass (placement/classbound): every term that bounds the driver also bounds
+# the agent's CUDA class label by what that driver bound implies, so Kueue, which sees only the
+# keys a flavor declares (cuda.code, never a driver version), sees the CUDA part too.
+
+
+def test_class_bound_is_the_floor_each_alternative_implies(kb: KnowledgeBase) -> None:
+    r = req("12.8")
+    plain = compile_requirement(r, Policy.STRICT, LabelScheme.CUDASCHED, kb)
+    strict = compile_requirement(r, Policy.STRICT, LabelScheme.CUDASCHED, kb, class_bound=True)
+    minor = compile_requirement(r, Policy.MINOR_COMPAT, LabelScheme.CUDASCHED, kb, class_bound=True)
+    floors = {
+        e["values"][0]
+        for e in exprs_of(strict)
+        if e["key"] == L.CUDA_CODE and e["operator"] == "Gt"
+    }
+    minor_floors = {
+        e["values"][0] for e in exprs_of(minor) if e["key"] == L.CUDA_CODE and e["operator"] == "Gt"
+    }
+    assert floors == {"12079"}  # natively: the class is 12.8 or newer
+    assert minor_floors == {"11999"}  # minor-version compatible: any 12.x driver class
+    assert not any(e["key"] == L.CUDA_CODE for e in exprs_of(plain))  # off: as before
+    # the same terms, one class expression more per driver bound: nothing else moves
+    stripped = [
+        {"matchExpressions": [e for e in t["matchExpressions"] if e["key"] != L.CUDA_CODE]}
+        for t in strict
+    ]
+    assert stripped == plain
+    assert all(
+        any(e["key"] == L.CUDA_CODE for e in t["matchExpressions"])
+        for t in strict
+        if any(e["key"] == L.DRIVER_CODE for e in t["matchExpressions"])
+    )
+
+
+def test_class_bound_caps_the_class_where_the_driver_is_capped(kb: KnowledgeBase) -> None:
+    """Pascal and Volta end at R580: their term caps the driver, and so the class at the
+    newest CUDA an R580 driver runs."""
+    terms = compile_requirement(
+        req("12.8"), Policy.STRICT, LabelScheme.CUDASCHED, kb, class_bound=True
+    )
+    capped = [
+        t
+        for t in terms
+        if any(e["key"] == L.DRIVER_CODE and e["operator"] == "Lt" for e in t["matchExpressions"])
+    ]
+    top = kb.max_cuda_for_driver(DriverVersion(580, 999, 999))
+    assert capped and top is not None
+    assert all(
+        {"key": L.CUDA_CODE, "operator": "Lt", "values": [str(top.code + 1)]}
+        in t["matchExpressions"]
+        for t in capped
+    )
+
+
+def test_class_bound_changes_nothing_over_gfd(kb: KnowledgeBase) -> None:
+    r = req("12.4", policy=Policy.MINOR_COMPAT)
+    assert compile_requirement(r, Policy.STRICT, LabelScheme.GFD, kb, class_bound=True) == (
+        compile_requirement(r, Policy.STRICT, LabelScheme.GFD, kb)
+    )
+
+
+def _truthful(labels: dict[str, str]) -> dict[str, str]:
+    """``labels`` with the class the agent writes for their driver (nvidia-smi's CUDA)."""
+    native = _kb().max_cuda_for_driver(DriverVersion.from_code(int(labels[L.DRIVER_CODE])))
+    out = {k: v for k, v in labels.items() if k not in (L.CUDA_CODE, L.CUDA_VERSION)}
+    if native is not None:
+        out |= {L.CUDA_CODE: str(native.code), L.CUDA_VERSION: f"{native.major}.{native.minor}"}
+    return out
+
+
+@_SETTINGS
+@given(r=requirements(), policy=st.sampled_from(list(Policy)), data=st.data())
+def test_class_bound_moves_no_verdict_on_truthful_labels(
+    r: Requirement, policy: Policy, data: st.DataObject
+) -> None:
+    """With the setting on, a node the affinity admits is one the engine (``explain``) calls
+    compatible and the other way round, wherever the class label is the driver's; where it is
+    not, the bound only ever turns a node away."""
+    kb = _kb()
+    nodes = data.draw(st.lists(cudasched_labels(r), **_NODES))
+    truthful = [_truthful(n) for n in nodes]
+    try:
+        plain = compile_requirement(r, policy, LabelScheme.CUDASCHED, kb)
+        bounded = compile_requirement(r, policy, LabelScheme.CUDASCHED, kb, class_bound=True)
+    except InputError:
+        return  # the compiler refuses with or without the bound (same code path)
+    with_bound = NodeSelector.from_terms(bounded) if bounded else None
+    without = NodeSelector.from_terms(plain) if plain else None
+    engine = [check(facts_from_labels("n", lab, kb), r, policy, kb).compatible for lab in truthful]
+    on_truthful = [with_bound is None or with_bound.match(Node("n", lab)) for lab in truthful]
+    assert on_truthful == engine
+    widened = [
+        lab
+        for lab in nodes
+        if with_bound is not None
+        and with_bound.match(Node("n", lab))
+        and not (without is None or without.match(Node("n", lab)))
+    ]
+    assert widened == []
+
+
+def test_class_bound_of_a_branch_list_is_its_branches_classes(kb: KnowledgeBase) -> None:
+    """Forward compatibility lists driver branches, not a driver range: the class bound is the
+    set of classes those branches' drivers have, so a branch between two listed ones (R550 for
+    CUDA 13.0) stays out for Kueue too."""
+    r = req("13.0", policy=Policy.FORWARD_COMPAT, ships_cuda_compat=True)
+    terms = compile_requirement(r, Policy.STRICT, LabelScheme.CUDASCHED, kb, class_bound=True)
+    fc = [
+        t["matchExpressions"]
+        for t in terms
+        if any(e["key"] == L.DRIVER_BRANCH for e in t["matchExpressions"])
+    ]
+    assert fc
+    branches = {int(v) for e in fc[0] if e["key"] == L.DRIVER_BRANCH for v in e["values"]}
+    classes = {int(v) for e in fc[0] if e["key"] == L.CUDA_CODE for v in e["values"]}
+    r550 = kb.max_cuda_for_driver(DriverVersion(550, 54, 14))
+    assert r550 is not None and 550 not in branches
+    assert r550.code not in classes
+    assert all({e["key"] for e in t} >= {L.CUDA_CODE} for t in fc)
+    for branch in branches:  # every listed branch's drivers keep their class
+        native = kb.max_cuda_for_driver(DriverVersion(branch, 104, 5))
+        assert native is not None and native.code in classes

@@ -162,7 +162,7 @@ def test_image_and_explain_go_through_the_mirrors_of_config(
     plain = ["--plain-http", origin.host, "--plain-http", mirror.host]
     shown = invoke(*["image", image, "-o", "json", "--config", str(settings), *plain])
     assert shown.exit_code == 0, shown.output
-    row = json.loads(shown.stdout)[0]
+    row = json.loads(shown.stdout)["images"][0]
     assert (
         row["status"] == "known"
         and f"read from mirror {mirror.host}/proxy/ml/llm" in (row["source"])

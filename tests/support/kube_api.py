@@ -30,6 +30,7 @@ from cudasched.vocab.kinds import (
     CONTROLLERS,
     ENDPOINT_SLICE,
     GPU_OPERATOR_KINDS,
+    IMAGE_FACTS,
     KINDS,
     MUTATING_WEBHOOK_CONFIGURATION,
     NAMESPACE,
@@ -39,7 +40,8 @@ from cudasched.vocab.kinds import (
 )
 
 #: Every kind served: the watched ones, controllers, the GPU Operator's, what pull secrets are
-#: read from, namespaces, and what tells whether cudasched's webhook is registered and ready.
+#: read from, namespaces, what tells whether cudasched's webhook is registered and ready, and
+#: the images' stored facts.
 ALL_KINDS: tuple[Kind, ...] = (
     *KINDS,
     *CONTROLLERS,
@@ -49,6 +51,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     NAMESPACE,
     MUTATING_WEBHOOK_CONFIGURATION,
     ENDPOINT_SLICE,
+    IMAGE_FACTS,
 )
 
 

@@ -40,6 +40,23 @@ class AffinityFormat(StrEnum):
     JSON = "json"
 
 
+BoundCudaClassOption = Annotated[
+    bool,
+    typer.Option(
+        "--bound-cuda-class",
+        help="Also bound cudasched.io/cuda.code wherever the affinity bounds the driver "
+        "(the webhook's placement.boundCudaClass): the key Kueue flavors declare.",
+    ),
+]
+
+
+def _echo(obj: object, output: AffinityFormat) -> None:
+    if output is AffinityFormat.JSON:
+        typer.echo(json.dumps(obj, indent=2))
+    else:
+        typer.echo(yaml.safe_dump(obj, sort_keys=False).rstrip("\n"))
+
+
 @app.command("affinity")
 def affinity_cmd(
     cuda: Annotated[
@@ -77,6 +94,7 @@ def affinity_cmd(
     output: Annotated[AffinityFormat, typer.Option("-o", "--output", help="Output format.")] = (
         AffinityFormat.YAML
     ),
+    bound_cuda_class: BoundCudaClassOption = False,
 ) -> None:
     """Print the node affinity that admits exactly the nodes able to run a CUDA workload.
 
@@ -107,7 +125,7 @@ def affinity_cmd(
         req = requirement_from_options(
             kb, cuda, framework, min_compute_capability, ships_cuda_compat, purpose="constrain"
         )
-        terms = compile_requirement(req, pol, scheme, kb, gfd_keys=gfd_keys)
+        terms = compile_requirement(req, pol, scheme, kb, gfd_keys, class_bound=bound_cuda_class)
         obj = {"nodeAffinity": node_affinity(terms, mode)}
     except InputError as exc:
         fail(str(exc))
@@ -117,10 +135,7 @@ def affinity_cmd(
             "this affinity admits native and minor-compat nodes only (use --scheme cudasched)",
             err=True,
         )
-    if output is AffinityFormat.JSON:
-        typer.echo(json.dumps(obj, indent=2))
-    else:
-        typer.echo(yaml.safe_dump(obj, sort_keys=False).rstrip("\n"))
+    _echo(obj, output)
 
 
 def _dra(

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail, versioned
 from cudasched.vocab.errors import InputError
 
 __all__ = ["agent", "probe"]
@@ -133,7 +133,7 @@ def probe(
     if output == "labels":
         sys.stdout.write("".join(f"{k}={v}\n" for k, v in labels.items()))
     else:
-        doc = probe_document(facts, labels)
+        doc = versioned(probe_document(facts, labels))
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     raise typer.Exit(EXIT_OK)
 

@@ -244,8 +244,9 @@ COMMANDS: dict[str, CommandEntry] = {
     ),
 }
 
-#: The key of the version in every JSON answer (``explain``, ``audit``, ``report``,
-#: ``plan-drivers``, ``check``, ``recommend-driver``, ``version``): which cudasched answered.
+#: The key of the version in every JSON answer (every command's ``-o json`` but those that
+#: print a Kubernetes object to apply: ``affinity``, ``snapshot``), put there by
+#: :func:`versioned` alone: which cudasched answered.
 VERSION_KEY = "cudaschedVersion"
 
 
@@ -451,7 +452,7 @@ def version_cmd(
     if output == "json":
         import json
 
-        sys.stdout.write(json.dumps({VERSION_KEY: __version__}) + "\n")
+        sys.stdout.write(json.dumps(versioned({})) + "\n")
     elif output == "text":
         sys.stdout.write(f"cudasched {__version__}\n")
     else:

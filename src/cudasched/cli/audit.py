@@ -47,6 +47,7 @@ from cudasched.cli.options import (
 )
 from cudasched.cli.terminal import wrapped
 from cudasched.operations.audit import AuditReport, Finding, Severity, audit
+from cudasched.operations.audit.admission import scoped
 from cudasched.operations.report.html import render_findings
 from cudasched.vocab.errors import InputError
 
@@ -186,11 +187,12 @@ def audit_cmd(
     try:
         settings = load_settings(config)
         pol = effective_policy(policy, settings)
-        scope = source.scope
         today, months = parse_as_of(as_of), check_support_months(min_support_months)
         groups = load_node_templates(node_templates)
         snapshot, fleet, images = load_cluster_inputs(source, settings, admission=True)
-        images = with_image_sources(images, source, resolve_images, registry_config, plain_http)
+        images = with_image_sources(
+            images, source, resolve_images, registry_config, plain_http, snapshot
+        )
         with progress_bar("auditing") as progress:
             report = audit(
                 snapshot,
@@ -203,10 +205,9 @@ def audit_cmd(
                 min_support_months=months,
                 max_knowledge_age_days=settings.knowledge.max_age_days,
             )
-        report = report.within(scope, snapshot.objects())
-        if source.namespace is not None and not cluster_scoped and not source.all_namespaces:
-            report = report.namespaced()  # -n NS: that namespace's objects
-        report = report.reworded(as_run)
+        # -n NS: that namespace's objects, and the webhook its misplaced pods lack
+        namespaced = source.namespace is not None and not (cluster_scoped or source.all_namespaces)
+        report = scoped(report, source.scope, list(snapshot.objects()), namespaced).reworded(as_run)
     except InputError as exc:
         fail(str(exc))
     _write(output, report, snapshot, judged(source, snapshot), pol.value)

@@ -134,6 +134,7 @@ def explain_snapshot(
     images: ImageTable,
     slices: Sequence[Mapping[str, Any]] = (),
     left_out: list[dict[str, str]] | None = None,
+    class_bound: bool = False,
 ) -> list[Explained]:
     """Resolve each workload's requirement against ``fleet`` and explain it there; where
     ``slices`` (NVIDIA's DRA ResourceSlices) are given, also device by device for each
@@ -171,6 +172,7 @@ def explain_snapshot(
             requirements=[n.requirement for n in needs],
             unknowns=[n.unknown for n in needs],
             no_pods=[n.no_pods for n in needs],
+            class_bound=class_bound,
         )
     out = []
     for obj, exp, need in zip(workloads, explanations, needs, strict=True):
@@ -242,13 +244,17 @@ def _default_namespace(source: ClusterSource) -> str:
 def _images(
     kb: KnowledgeBase,
     settings: Any,
-    mode: Any,
-    reads: ClusterSource,
+    read: tuple[Any, ClusterSource, ClusterSnapshot],
     resolving: tuple[bool, Path | None, list[str] | None],
 ) -> ImageTable:
-    """The image table explain judges by: the settings' rows under the toolkit ``mode``, then
-    the registries (``--resolve-images``) and the facts the cluster ``reads`` keeps."""
-    return with_image_sources(load_images(kb, settings).with_toolkit(mode), reads, *resolving)
+    """The image table explain judges by: the settings' rows under the toolkit mode (the
+    ``--toolkit-mode`` given, else what the cluster ``reads`` says), then the registries
+    (``--resolve-images``) and the facts the cluster read keeps (listed live, or held by the
+    dump ``context``)."""
+    given, reads, context = read
+    mode = load_toolkit_mode(given, settings, reads, context, kb).mode
+    table = load_images(kb, settings).with_toolkit(mode)
+    return with_image_sources(table, reads, *resolving, snapshot=context)
 
 
 def _left_out(single: bool) -> list[dict[str, str]] | None:
@@ -427,14 +433,13 @@ def explain_cmd(
             objs = _explained_objects(context, context.source or "cluster", scope)
             single = False
         fleet = Fleet.from_snapshot(context, kb := load_knowledge())
-        # Files alone (--workload with --nodes-file) read no cluster, not for these either.
-        alone = nodes_file is not None and not source.named
+        alone = nodes_file is not None and not source.named  # files alone read no cluster
         reads = dataclasses.replace(source, sample=True) if alone else source
-        mode = load_toolkit_mode(toolkit_mode, settings, reads, context, kb).mode
-        images = _images(kb, settings, mode, reads, (resolve_images, registry_config, plain_http))
-        left_out = _left_out(single)
+        resolving = (resolve_images, registry_config, plain_http)
+        images = _images(kb, settings, (toolkit_mode, reads, context), resolving)
+        left_out, bound = _left_out(single), settings.placement.bound_cuda_class
         labels, slices = effective_scheme(scheme, settings), nvidia_slices(context.other)
-        items = explain_snapshot(objs, fleet, pol, labels, images, slices, left_out)
+        items = explain_snapshot(objs, fleet, pol, labels, images, slices, left_out, bound)
     except InputError as exc:
         fail(str(exc))
     _show(

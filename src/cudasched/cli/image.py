@@ -5,8 +5,10 @@ where it came from, answered as admission answers a GPU pod that runs the image 
 webhook's image resolver on (the image's config first, then the image table), and, when the
 config names no CUDA (``--layers auto``), what the image's SBOM and layers carry: every fact
 with the layer and path it was found at, the rule that picked the answer, the compat
-library's forward-compatibility note. ``-o json`` is a list of ``{image, digest, platform,
-requirement, status, source, error, gate, contents}``.
+library's forward-compatibility note. ``-o json`` is ``{"images": [...], "cudaschedVersion"}``,
+one ``{image, digest, platform, requirement, status, source, error, gate, contents}`` per
+reference (an object, not a bare list, so that the version goes with every JSON answer:
+docs/design.md).
 
 Exit 0 when every image's requirement was found, 1 when one is unknown or its registry could
 not be read (a missing tag, an unreachable host, a refused pull: the row says why), 2 on bad
@@ -23,7 +25,7 @@ from typing import Annotated, Any
 import typer
 
 from cudasched.cli import terminal
-from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, app, fail, versioned
 from cudasched.cli.inputs import load_images, load_knowledge, load_settings
 from cudasched.cli.options import (
     ConfigOption,
@@ -198,7 +200,7 @@ def image_cmd(
     except InputError as exc:
         fail(str(exc))
     if output is ImageFormat.JSON:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        sys.stdout.write(json.dumps(versioned({"images": rows}), indent=2) + "\n")
         raise typer.Exit(exit_code(rows))
     _print_text(rows, images)
     raise typer.Exit(exit_code(rows))

@@ -501,25 +501,42 @@ def with_image_sources(
     resolve: bool,
     registry_config: Path | None,
     plain_http: list[str] | None,
+    snapshot: ClusterSnapshot | None = None,
 ) -> ImageTable:
     """``images`` asking the registries for images' configs with ``--resolve-images`` (with
     ``--registry-config`` and ``--plain-http``, through the table's mirrors), completed with
-    the image facts the live cluster keeps (ImageFacts: what the webhook read of each image,
-    a person's override; :mod:`cudasched.knowledge.imagefacts`), which answer alone where the
-    registries are not asked."""
+    the image facts the cluster keeps (ImageFacts: what the webhook read of each image, a
+    person's override; :mod:`cudasched.knowledge.imagefacts`), which answer alone where the
+    registries are not asked: listed from the live cluster, or those a dump (``snapshot``, as
+    ``cudasched snapshot --live`` writes it) holds, so that a dump answers as its cluster."""
     from cudasched.cli.options import registry_source
 
     configs = registry_source(resolve, registry_config, plain_http, mirrors=images.mirrors)
-    if not source.is_live:
+    objects = stored_image_facts(source, snapshot)
+    if not objects:
         return images.with_configs(configs)
     from cudasched.knowledge.imagefacts import FactIndex, StoredSource
+
+    index = FactIndex.from_objects(objects)
+    return images.with_configs(StoredSource(index, configs) if len(index) else configs)
+
+
+def stored_image_facts(
+    source: ClusterSource, snapshot: ClusterSnapshot | None
+) -> list[Mapping[str, Any]]:
+    """The ImageFacts objects of the cluster read: listed live (a note when the identity may
+    not), else held by the dump."""
+    if not source.is_live:
+        from cudasched.vocab.kinds import IMAGE_FACTS
+
+        held = snapshot.other if snapshot is not None else ()
+        return [o for o in held if o.get("kind") == IMAGE_FACTS.kind]
     from cudasched.kube.imagefacts import read_live_image_facts
 
     objects, unread = read_live_image_facts(kubeconfig=source.kubeconfig, context=source.context)
     if unread:
         note(unread)
-    index = FactIndex.from_objects(objects)
-    return images.with_configs(StoredSource(index, configs) if len(index) else configs)
+    return list(objects)
 
 
 def _read_live(

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from cudasched.cli import terminal
-from cudasched.cli.app import EXIT_OK, app, fail
+from cudasched.cli.app import EXIT_OK, app, fail, versioned
 from cudasched.cli.inputs import load_images, load_knowledge, load_settings
 from cudasched.cli.knowledgebundles import register
 from cudasched.cli.options import parse_as_of
@@ -76,7 +76,7 @@ def knowledge_cmd(
     counts = _counts(kb, images)
     if output is KnowledgeFormat.JSON:
         doc = {"knowledge": provenance.to_dict(today), "facts": counts}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
         raise typer.Exit(EXIT_OK)
     width = terminal.console(80).width
     lines = terminal.wrapped(provenance.describe(today), width, "", "  ")
@@ -115,7 +115,7 @@ def _list_topic(
         fail(str(exc))
     if output is KnowledgeFormat.JSON:
         doc = {"topic": topic.value, "match": match, "rows": [r.to_dict() for r in found]}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
         raise typer.Exit(EXIT_OK)
     _print_rows(topic, match, found)
     raise typer.Exit(EXIT_OK)

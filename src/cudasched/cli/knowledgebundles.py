@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, fail
+from cudasched.cli.app import EXIT_INCOMPATIBLE, EXIT_OK, fail, versioned
 from cudasched.cli.knowledgesource import BUILT_IN_WORD, Source, read_source, read_trusted
 from cudasched.cli.options import PlainHttpOption, RegistryConfigOption
 from cudasched.vocab.errors import InputError
@@ -117,7 +117,7 @@ def verify_cmd(
         fail(str(exc))
     doc = _summary(found, knowledge.provenance.to_dict())
     if output is Format.JSON:
-        sys.stdout.write(json.dumps({"verified": True, **doc}, indent=2) + "\n")
+        sys.stdout.write(json.dumps(versioned({"verified": True, **doc}), indent=2) + "\n")
         raise typer.Exit(EXIT_OK)
     signed = (
         f"signed by {doc['signedBy']}" if doc["signedBy"] else "signature not checked (no --key)"
@@ -135,7 +135,7 @@ def verify_cmd(
 def _refused(exc: BundleError, output: Format) -> NoReturn:
     if output is Format.JSON:
         doc = {"verified": False, "reason": exc.reason, "message": str(exc)}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
     else:
         sys.stdout.write(f"refused ({exc.reason}): {exc}\n")
     raise typer.Exit(EXIT_INCOMPATIBLE)
@@ -188,7 +188,7 @@ def diff_cmd(
     names = [_named(before), _named(after)]
     if output is Format.JSON:
         doc = {"from": names[0], "to": names[1], "changes": [c.to_dict() for c in changes]}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
         raise typer.Exit(code)
     lines = [f"from {names[0]} to {names[1]}"]
     marks = {"added": "+", "removed": "-", "changed": "~"}

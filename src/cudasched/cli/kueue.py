@@ -101,7 +101,8 @@ def kueue_cmd(
     which workloads each flavor can serve.
 
     One flavor per CUDA class (the agent's cudasched.io/cuda.code) and GPU of the GPU nodes;
-    its nodeLabels declare the class, the compute capability and the product, so Kueue can
+    its nodeLabels declare the class, the compute capability, the product and (where the agent
+    wrote it) the data-center flag, so Kueue can
     match those parts of a workload's node affinity (it ignores keys a flavor does not
     declare). Example: cudasched kueue --live > flavors.yaml
     """

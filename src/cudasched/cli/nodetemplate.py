@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from cudasched.cli.app import app, fail
+from cudasched.cli.app import app, fail, versioned
 from cudasched.cli.inputs import load_knowledge
 from cudasched.nodes.autoscaling import NodeClassRef, Provider, node_template
 from cudasched.vocab.errors import InputError
@@ -152,6 +152,6 @@ def node_template_cmd(
             err=True,
         )
     if output is TemplateFormat.JSON:
-        typer.echo(json.dumps(doc, indent=2))
+        typer.echo(json.dumps(versioned(doc), indent=2))
     else:
         typer.echo(yaml.safe_dump(doc, sort_keys=False, width=1000).rstrip("\n"))

@@ -140,7 +140,9 @@ def report_cmd(
         scope = source.scope
         today, months = parse_as_of(as_of), check_support_months(min_support_months)
         snapshot, fleet, images = load_cluster_inputs(source, settings)
-        images = with_image_sources(images, source, resolve_images, registry_config, plain_http)
+        images = with_image_sources(
+            images, source, resolve_images, registry_config, plain_http, snapshot
+        )
         with progress_bar("building the report") as progress:
             pools = node_pools(snapshot, fleet)
             rows = tuple(r for r in runtime_rows(fleet, images) if not r.obj or scope.admits(r.obj))

@@ -21,6 +21,7 @@ from cudasched.cli.inputs import (
     load_cluster,
     load_gpu_operator,
     load_knowledge,
+    stored_image_facts,
 )
 from cudasched.cluster.snapshot import ClusterSnapshot, DumpFormat, dump_snapshot
 from cudasched.vocab.errors import InputError
@@ -39,15 +40,17 @@ def snapshot_cmd(
     """Write the cluster (a file, the live cluster with --live, or the bundled sample) as one
     kubectl List on stdout: nodes, pods, InferenceServices, (Cluster)ServingRuntimes,
     LLMInferenceServices, NVIDIADrivers. With --live also the GPU Operator's ClusterPolicies
-    and NVIDIADriver CRD, cut to what plan-drivers reads. No Secrets; pods reduced to the
+    and NVIDIADriver CRD, cut to what plan-drivers reads, and the ImageFacts the cluster keeps
+    (what was read of each image), which the commands use from the file as from the cluster.
+    No Secrets; pods reduced to the
     fields cudasched reads. -n and -l keep only the objects in scope (nodes stay under -n), as
     kubectl get would.
     Example: cudasched snapshot --live > cluster.yaml"""
     try:
         scope = source.scope
         snapshot = load_cluster(source, admission=True).shareable()
-        if source.is_live:  # what plan-drivers reads the GPU Operator release from
-            snapshot = _with_gpu_operator(source, snapshot)
+        if source.is_live:  # the GPU Operator's release, the images' stored facts
+            snapshot = _with_cluster_extras(source, snapshot)
         if not scope.is_everything:
             snapshot = ClusterSnapshot.from_objects(
                 [o for o in snapshot.objects() if scope.admits(o)], source=snapshot.source
@@ -58,12 +61,15 @@ def snapshot_cmd(
     raise typer.Exit(EXIT_OK)
 
 
-def _with_gpu_operator(source: ClusterSource, snapshot: ClusterSnapshot) -> ClusterSnapshot:
+def _with_cluster_extras(source: ClusterSource, snapshot: ClusterSnapshot) -> ClusterSnapshot:
     """The snapshot with the cluster's ClusterPolicies and NVIDIADriver CRD (reduced to what
-    ``plan-drivers`` reads), so a dump plans for the release the cluster runs."""
+    ``plan-drivers`` reads), so a dump plans for the release the cluster runs, and with its
+    ImageFacts, so a dump judges each image by what the cluster read of it (as ``--live``
+    does: :func:`cudasched.cli.inputs.with_image_sources`)."""
     kb = load_knowledge()
     crd = kb.operator.cluster_release.crd if kb.operator.cluster_release else ""
-    extra = load_gpu_operator(source, snapshot, crd)
+    extra = [*load_gpu_operator(source, snapshot, crd), *stored_image_facts(source, snapshot)]
     if not extra:
         return snapshot
-    return ClusterSnapshot.from_objects([*snapshot.objects(), *extra], source=snapshot.source)
+    objects = [*snapshot.objects(), *extra]
+    return ClusterSnapshot.from_objects(objects, source=snapshot.source).shareable()

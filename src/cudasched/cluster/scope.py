@@ -27,7 +27,7 @@ __all__ = ["CLUSTER_SCOPED_KINDS", "Scope"]
 
 #: Kinds cudasched reads that live in no namespace.
 CLUSTER_SCOPED_KINDS = frozenset(
-    {"Node", "ClusterServingRuntime", "NVIDIADriver", "Namespace", "NodePool"}
+    {"Node", "ClusterServingRuntime", "NVIDIADriver", "Namespace", "NodePool", "ImageFacts"}
 )
 
 

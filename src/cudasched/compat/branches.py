@@ -54,6 +54,7 @@ __all__ = [
     "OsTag",
     "branch_cuda",
     "branch_floor",
+    "branch_versions",
     "candidate_branches",
     "cuda_ceiling",
     "data_date",
@@ -392,23 +393,38 @@ def data_date(kb: KnowledgeBase) -> date:
     return max(r.released for rs in kb.drivers.releases.values() for r in rs)
 
 
+def branch_versions(kb: KnowledgeBase, branch: int) -> list[DriverVersion]:
+    """Every version of ``branch`` cudasched's sources name, newest first: its dated releases
+    and the minimums NVIDIA's Table 3 gives in it (595.45.04 for CUDA 13.2). The dated releases
+    alone are a sample (R535's oldest is 535.183.06, though Table 3's 535.54.03 runs CUDA 12.2),
+    so a floor read from them alone would overstate what a workload needs."""
+    found = {r.version for r in kb.drivers.releases.get(branch, ())}
+    found.update(
+        t.min_driver
+        for t in kb.toolkits()
+        if t.min_driver is not None and t.min_driver.branch == branch
+    )
+    return sorted(found, reverse=True)
+
+
 def branch_floor(
     kb: KnowledgeBase, branch: int, need: DriverVersion | None = None
 ) -> DriverVersion | None:
-    """The oldest dated release of ``branch`` at or above ``need`` (the branch's oldest dated
-    release without ``need``): the one minimum a fix, the audit and a plan's node-image action
-    name for the branch (a toolkit's Table 3 minimum may be a release no driver container or
-    image ever carried). ``None``: no dated release qualifies."""
-    found = [
-        r.version for r in kb.drivers.releases.get(branch, ()) if need is None or r.version >= need
-    ]
+    """The oldest version of ``branch`` at or above ``need`` that the sources name
+    (:func:`branch_versions`; the branch's oldest without ``need``): the one minimum a refusal,
+    a fix, the audit and a plan's node-image action name for the branch, so Table 3's minimum
+    where it lies in the branch (docs/design.md, "one minimum per branch"). ``None``: no
+    version qualifies."""
+    found = [v for v in branch_versions(kb, branch) if need is None or v >= need]
+    if need is not None and need.branch == branch:
+        found.append(need)  # NVIDIA's own minimum (Table 3, a GPU's first driver) runs it
     return min(found) if found else None
 
 
 @dataclass(frozen=True, slots=True)
 class BranchChoice:
-    """The branch a fix names: the branch, the oldest dated release that satisfies the need
-    (:func:`branch_floor`), and its newest release on the date."""
+    """The branch a fix names: the branch, its minimum for the need (:func:`branch_floor`),
+    and its newest release on the date."""
 
     branch: int
     floor: DriverVersion

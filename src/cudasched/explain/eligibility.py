@@ -264,11 +264,14 @@ def explain_many(
     requirements: Sequence[Requirement | None] | None = None,
     unknowns: Sequence[UnknownRequirement | None] | None = None,
     no_pods: Sequence[str | None] | None = None,
+    *,
+    class_bound: bool = False,
 ) -> list[Explanation]:
     """:func:`explain` for several workloads over one prepared fleet; ``unknowns`` says, per
     workload, why a GPU workload's requirement is unknown (``WorkloadNeed.unknown``), and
     ``no_pods`` why its controller creates no pods (``WorkloadNeed.no_pods``: no node can run
-    what does not exist)."""
+    what does not exist); ``class_bound`` compiles requirements as the webhook does under
+    ``placement.boundCudaClass``."""
     fleet = nodes if isinstance(nodes, Fleet) else Fleet(nodes, kb)
     if requirements is not None and len(requirements) != len(workloads):
         raise InputError(
@@ -291,7 +294,7 @@ def explain_many(
         )
     blocked = no_pods if no_pods is not None else [None] * len(workloads)
     memo: _Memo = {}
-    shared = Shared()
+    shared = Shared(class_bound=class_bound)
     out = []
     for w, r, why, none in zip(workloads, reqs, whys, blocked, strict=True):
         exp = _explain(w, fleet, policy, scheme, r, memo, shared)

@@ -93,6 +93,7 @@ class Shared:
     __slots__ = (
         "annotated",
         "checked",
+        "class_bound",
         "compiled",
         "declared",
         "fits",
@@ -105,7 +106,10 @@ class Shared:
         "verdicts",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, class_bound: bool = False) -> None:
+        # compile requirements with the CUDA class bound (placement.boundCudaClass), as the
+        # webhook configured with it injects them
+        self.class_bound = class_bound
         self.compiled = CompileCache()
         # the values (and their types) of the annotations a requirement is read from -> it
         self.annotated: dict[tuple[Any, ...], Requirement | None] = {}
@@ -176,7 +180,11 @@ def requirement_terms_once(
     found = shared.requirements.get(key)
     if found is None:
         try:
-            terms = tuple(compile_requirement(req, effective, chosen, kb, gfd_keys))
+            terms = tuple(
+                compile_requirement(
+                    req, effective, chosen, kb, gfd_keys, class_bound=shared.class_bound
+                )
+            )
         except InputError as exc:
             # No selector can express "no node": the webhook refuses such a pod, so no node is
             # eligible; the engine's per-node reasons say why.

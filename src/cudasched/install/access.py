@@ -188,8 +188,9 @@ def image_resolver_objects(namespace: str) -> list[dict[str, Any]]:
 
 
 def rbac_objects(namespace: str) -> list[dict[str, Any]]:
-    """List and watch of what the cache mirrors, create of Events: nothing else (no GET: the
-    cache never reads one object)."""
+    """List and watch of what the cache mirrors, list of pods (the unbound pods of a
+    controller no node can run, for their Events), create of Events: nothing else (no GET:
+    the cache never reads one object)."""
     account = {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
@@ -197,6 +198,7 @@ def rbac_objects(namespace: str) -> list[dict[str, Any]]:
     }
     rules = [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {
             "apiGroups": [KSERVE_GROUP],
             "resources": [

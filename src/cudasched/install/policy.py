@@ -259,6 +259,20 @@ def _unplaced_policy(namespace: str) -> dict[str, Any]:
     placed = (
         f"has(object.metadata.annotations) && '{L.ANN_REQUIREMENT}' in object.metadata.annotations"
     )
+    # One condition, not four: the API server evaluates every matchCondition of a policy
+    # before it looks at any result, but CEL's && stops at the first false operand. Most GPU
+    # pods reaching this policy were placed by the mutating one a moment before, so the cheap
+    # test of the annotation comes first and settles them.
+    unplaced_gpu_pod = " && ".join(
+        f"({e})"
+        for e in (
+            f"!({placed})",
+            "!has(object.spec.nodeName)",
+            POD_MAY_NEED_GPU,
+            NOT_SKIPPED,
+            _requests_gpu(),
+        )
+    )
     message = (
         "'cudasched: no CUDA requirement is known for this GPU pod (its image, runtime or "
         "annotations are not in cudasched\\'s placement tables yet): admitted without CUDA-aware "
@@ -270,11 +284,7 @@ def _unplaced_policy(namespace: str) -> dict[str, Any]:
         "metadata": object_meta(UNPLACED_POLICY, None, "policy"),
         "spec": {
             "matchConstraints": _match_constraints(namespace),
-            "matchConditions": [
-                *_match_conditions(),
-                {"name": "requests-gpu", "expression": _requests_gpu()},
-                {"name": "not-bound", "expression": "!has(object.spec.nodeName)"},
-            ],
+            "matchConditions": [{"name": "unplaced-gpu-pod", "expression": unplaced_gpu_pod}],
             "validations": [{"expression": placed, "messageExpression": message}],
             "failurePolicy": "Ignore",
         },

@@ -12,9 +12,10 @@ deliberate:
   requirement into their final affinity. The mutation is idempotent, so re-invocation is safe.
 * ``timeoutSeconds: 3``: the API server default is 10 s; admission answers from memory in
   milliseconds, so a short timeout bounds the damage of a stuck replica.
-* ``sideEffects``: ``None`` for pods; ``NoneOnDryRun`` for InferenceServices and
-  LLMInferenceServices, on which the webhook records a ``NoCompatibleNode`` Event when no node
-  can run them (never for a dry run).
+* ``sideEffects``: ``NoneOnDryRun`` everywhere: the webhook records a ``NoCompatibleNode``
+  Event on an InferenceService, LLMInferenceService or workload controller no node can run,
+  and on the pods of such a controller and the controller that made them (never for a dry
+  run).
 * LLMInferenceServices are matched at ``v1alpha1`` and ``v1alpha2`` (KServe 0.16 serves the
   first, 0.17 and later both, storing the second); ``matchPolicy: Equivalent`` sends requests
   for either.
@@ -133,7 +134,7 @@ def webhook_configuration(
     }
     common: dict[str, Any] = {
         "admissionReviewVersions": ["v1"],
-        "sideEffects": "None",
+        "sideEffects": "NoneOnDryRun",
         "timeoutSeconds": 3,
         "failurePolicy": "Fail" if fail_closed else "Ignore",
         "reinvocationPolicy": "IfNeeded",

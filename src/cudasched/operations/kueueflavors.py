@@ -1,13 +1,15 @@
 """Kueue ResourceFlavors by CUDA class: one flavor per CUDA class and GPU of the cluster's GPU
 nodes, whose ``nodeLabels`` declare the agent's class label (``cudasched.io/cuda.code``, the
 CUDA the node's driver runs: the same for every patch release of a branch, unlike the driver
-version), the GPU's compute capability and product; a ClusterQueue fragment that lists them
+version), the GPU's compute capability and product, and whether it is a data-center GPU (where
+the agent says); a ClusterQueue fragment that lists them
 oldest CUDA first; and, per flavor, which of the cluster's workloads its nodes can run.
 
 Why the keys matter: Kueue copies a flavor's ``nodeLabels`` into the pods it admits and
 matches a workload's node affinity only on the keys a flavor declares (kueue#15136), so a
-requirement on a key no flavor declares is dropped at admission. Declaring the class and the
-compute capability lets Kueue see those parts of a requirement; an exact driver version would
+requirement on a key no flavor declares is dropped at admission. Declaring the class, the
+compute capability and the data-center flag lets Kueue see those parts of a requirement (the
+class once the webhook bounds it, ``placement.boundCudaClass``); an exact driver version would
 go stale at the next patch upgrade and strand every pod Kueue admits with it.
 
 Nodes without the agent's labels cannot be put in a flavor keyed on them; they are listed.
@@ -34,6 +36,7 @@ __all__ = [
     "API_VERSION",
     "FLAVOR_KEYS",
     "GPU_RESOURCE",
+    "OPTIONAL_KEYS",
     "Flavor",
     "FlavorPlan",
     "flavor_name",
@@ -44,6 +47,9 @@ API_VERSION = "kueue.x-k8s.io/v1beta2"
 GPU_RESOURCE = "nvidia.com/gpu"
 #: What a flavor's nodeLabels declare: the CUDA class first, then the GPU.
 FLAVOR_KEYS = (L.CUDA_CODE, L.COMPUTE_CODE, L.GPU_PRODUCT)
+#: Declared too where the agent wrote it (it leaves it out for a GPU the tables do not know):
+#: forward compatibility asks for a data-center GPU, and Kueue sees only declared keys.
+OPTIONAL_KEYS = (L.GPU_DATACENTER,)
 MANAGED_BY = {"app.kubernetes.io/managed-by": "cudasched"}
 
 
@@ -128,6 +134,7 @@ def kueue_flavors(
         if not all(values) or not values[0].isdigit():
             unlabelled.append(node.name)
             continue
+        values += tuple(node.labels.get(k, "") for k in OPTIONAL_KEYS)
         members.setdefault(values, []).append(node.name)
     gpus = {str((n.get("metadata") or {}).get("name")): _gpus(n) for n in snapshot.nodes}
     verdicts = FleetVerdicts(fleet)
@@ -137,7 +144,7 @@ def kueue_flavors(
     }
     flavors = []
     for values, nodes in sorted(members.items(), key=lambda kv: (int(kv[0][0]), kv[0][2])):
-        labels = dict(zip(FLAVOR_KEYS, values, strict=True))
+        labels = {k: v for k, v in zip(FLAVOR_KEYS + OPTIONAL_KEYS, values, strict=True) if v}
         names = tuple(nodes)
         serves: list[str] = []
         partly: list[str] = []

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 from cudasched.compat.compatlibs import supported_branches
 from cudasched.compat.engine import effective_cuda, resolve_policy
 from cudasched.nodes.scheme import GFD_KEYS, GfdKeys, GfdKeySet
+from cudasched.placement.classbound import class_bounded
 from cudasched.placement.groups import Group, plan_groups
 from cudasched.placement.normalform import Ranges, and_ranges, normal_terms, to_ranges
 from cudasched.placement.schemeterms import (
@@ -169,12 +170,25 @@ def _start_terms(
     return gate, compat
 
 
+def _no_node(req: Requirement, *, gated: bool) -> InputError:
+    """Why the start terms (the gate or the compat libraries) left no node."""
+    why = (
+        f"the container toolkit's NVIDIA_REQUIRE_CUDA ({req.gate.text}) holds on no node "
+        "the requirement allows"
+        if gated and req.gate is not None
+        else "the image's compat libraries break CUDA on every node the requirement allows"
+    )
+    return InputError(f"no node can run {req.describe()}: {why}")
+
+
 def compile_requirement(
     req: Requirement,
     policy: Policy | str,
     scheme: LabelScheme | str,
     kb: KnowledgeBase,
     gfd_keys: GfdKeys | str = GfdKeys.NEW,
+    *,
+    class_bound: bool = False,
 ) -> list[Term]:
     """Node-selector terms (ORed) that admit exactly the nodes able to run ``req``.
 
@@ -183,7 +197,11 @@ def compile_requirement(
     :class:`InputError` for a requirement no node could ever satisfy (an unknown toolkit, a
     compute-capability floor beyond every architecture the toolkit builds for, a framework whose
     CUDA is unknown): there is no selector for "nothing", and the caller must tell the user.
-    The requirement's own ``policy`` overrides ``policy``.
+    The requirement's own ``policy`` overrides ``policy``. ``class_bound`` (the
+    ``placement.boundCudaClass`` setting) also bounds the agent's CUDA class label in every
+    term that bounds the driver, as that bound implies (:mod:`cudasched.placement.classbound`:
+    what Kueue's flavors let it see); it changes nothing in the ``gfd`` scheme, which has no
+    class label.
     """
     pol = resolve_policy(req, policy)
     scheme = LabelScheme.parse(str(scheme))
@@ -229,11 +247,7 @@ def compile_requirement(
         if _size(smaller) < _size(out):
             out = smaller
     if not out:
-        why = (
-            f"the container toolkit's NVIDIA_REQUIRE_CUDA ({req.gate.text}) holds on no node "
-            "the requirement allows"
-            if gate is not None and req.gate is not None
-            else "the image's compat libraries break CUDA on every node the requirement allows"
-        )
-        raise InputError(f"no node can run {req.describe()}: {why}")
+        raise _no_node(req, gated=gate is not None)
+    if class_bound and scheme is LabelScheme.CUDASCHED:
+        out = class_bounded(out, kb)
     return out

@@ -27,6 +27,12 @@ webhook's registration in the ``both`` mode skips a pod the policy placed
 
 Every value is built as plain CEL maps and lists, wrapped in ``dyn`` where the API server's
 homogeneous-literal rule needs it, so the patch never depends on a typed object initializer.
+The pod's own terms are copied into plain values first (a typed list of the pod's does not
+convert to JSON, :func:`_norm_expressions`); cudasched's terms, read from the
+``PlacementTable`` parameter (whose schema requires ``matchExpressions`` in every term),
+convert as they are and go into the patch unchanged: rebuilding them expression by expression
+made the patch costlier to build and to apply (the API server's time in the mutating policy
+per pod fell by about a fifth without it, ``benchmarks/RESULTS.md`` section 12).
 """
 
 from __future__ import annotations
@@ -111,7 +117,7 @@ def affinity_variables() -> list[tuple[str, str]]:
     n = "variables.norms"
     # A kept term is crossed unless the user wrote it empty (a stripped one is never empty).
     crossable = f"(size({n}[i].e) > 0 || size({n}[i].f) > 0)"
-    anded = f"{n}[i].e + [{_MARKER_CEL}] + {_norm_expressions('o.matchExpressions')}"
+    anded = f"{n}[i].e + [{_MARKER_CEL}] + dyn(o.matchExpressions)"
     return [
         ("hasNodeAffinity", _HAS_NA),
         (
@@ -142,8 +148,8 @@ def affinity_variables() -> list[tuple[str, str]]:
         ("ours", "has(variables.entry.terms) ? variables.entry.terms : []"),
         (
             "fresh",
-            f"variables.ours.map(o, {{'matchExpressions': dyn([{_MARKER_CEL}] + "
-            f"{_norm_expressions('o.matchExpressions')})}})",
+            f"variables.ours.map(o, {{'matchExpressions': dyn([{_MARKER_CEL}]) + "
+            f"dyn(o.matchExpressions)}})",
         ),
         (
             # How many terms step 2 makes, counted without making them: user-empty terms, and
@@ -205,8 +211,9 @@ _CLASS_POINTER = EXTENDED_RESOURCE_PREFIX.replace("/", "~1")
 def patch_expression(annotation_path: str) -> str:
     """The JSON patch (CEL over ``variables.entry`` and :func:`affinity_variables`): the
     requirement annotation at ``annotation_path`` (escaped JSON pointer below
-    ``/metadata/annotations``), then the merged affinity; nothing when the merge is
-    unmergeable (the webhook admits such a pod as it is)."""
+    ``/metadata/annotations``), then the merged affinity, then the moves of a DRA placement
+    (:func:`dra_moves`); nothing when the merge is unmergeable (the webhook admits such a pod
+    as it is)."""
     replace = f"/spec/affinity/nodeAffinity/{REQUIRED_KEY}/nodeSelectorTerms"
     kept_terms = f"variables.kept.map(i, {_term('variables.norms[i].e', 'variables.norms[i].f')})"
     affinity = (

@@ -5,6 +5,7 @@ are admitted anyway), and the ranges written back as ``Gt``/``Lt``/``In`` expres
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +16,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Ranges",
+    "and_bound",
     "and_ranges",
+    "and_values",
+    "int_bounds",
     "normal_terms",
+    "set_values",
     "to_ranges",
 ]
 
@@ -117,6 +122,31 @@ def to_ranges(terms: list[list[Expr]]) -> list[Ranges]:
             seen.add(identity)
             out.append(ranges)
     return out
+
+
+def int_bounds(ranges: Ranges, key: str) -> tuple[int | None, int | None] | None:
+    """The integer range a term asks of ``key`` (inclusive, None unbounded); None when the
+    term does not mention ``key`` or asks a set of it."""
+    r = ranges.get(key)
+    if r is None or r.values is not None:
+        return None
+    return r.lo, r.hi
+
+
+def set_values(ranges: Ranges, key: str) -> frozenset[Any] | None:
+    """The set of values a term asks of ``key`` (``In``); None when it asks a range or nothing."""
+    r = ranges.get(key)
+    return None if r is None else r.values
+
+
+def and_bound(ranges: Ranges, key: str, lo: int | None, hi: int | None) -> Ranges | None:
+    """The term ANDed with ``lo <= key <= hi``; None when that leaves it empty."""
+    return _and_term(ranges, {key: _Range(lo, hi)})
+
+
+def and_values(ranges: Ranges, key: str, values: Iterable[int]) -> Ranges | None:
+    """The term ANDed with ``key In values``; None when that leaves it empty."""
+    return _and_term(ranges, {key: _Range(values=frozenset(values))})
 
 
 def _and_term(a: Ranges, b: Ranges) -> Ranges | None:

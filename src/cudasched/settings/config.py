@@ -350,6 +350,20 @@ class DraSettings(_Model):
 
 
 # --- end dra ----------------------------------------------------------------------------------
+# --------------------------------------------------------------------------- placement (Kueue)
+
+
+class PlacementSettings(_Model):
+    """The ``placement:`` section: how the injected affinity is written.
+    ``boundCudaClass`` also bounds the agent's CUDA class label (``cudasched.io/cuda.code``) in
+    every term that bounds the driver, by what that driver bound implies
+    (:mod:`cudasched.placement.classbound`): the key ``cudasched kueue``'s ResourceFlavors
+    declare, so Kueue, which matches only the keys a flavor declares, sees the CUDA part of a
+    requirement. It moves no verdict on truthful labels; off by default because it changes
+    every injected affinity. Applies to the ``cudasched`` label scheme (GFD has no class
+    label)."""
+
+    bound_cuda_class: bool = False
 
 
 class WebhookConfig(_Model):
@@ -391,6 +405,7 @@ class WebhookConfig(_Model):
     image_resolver: ImageResolverSettings = Field(default_factory=ImageResolverSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     dra: DraSettings = Field(default_factory=DraSettings)
+    placement: PlacementSettings = Field(default_factory=PlacementSettings)
 
     @field_validator(
         "mode",

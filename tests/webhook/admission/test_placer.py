@@ -163,3 +163,23 @@ def test_a_remembered_patch_keeps_the_merged_affinity_once(
     assert placer.merged.bytes_used <= key + len(merged) + 64 + ENTRY_OVERHEAD
     assert [(op["op"], op["path"]) for op in ops] == [("replace", "/spec/affinity/nodeAffinity")]
     assert b'"value":' + merged[len(b'{"nodeAffinity":') : -1] in orjson.dumps(ops)
+
+
+def test_the_class_bound_setting_reaches_the_compiled_terms(
+    kb: KnowledgeBase, state: ClusterState
+) -> None:
+    """``placement.boundCudaClass`` makes the webhook inject the CUDA class bound (what Kueue's
+    flavors declare); without it the terms are as before."""
+    on = Placer(WebhookConfig.from_mapping({"placement": {"boundCudaClass": True}}), kb)
+    off = Placer(WebhookConfig.from_mapping({}), kb)
+    bounded, plain = (_compiled(p, state, "12.8").terms or [] for p in (on, off))
+
+    def class_exprs(terms: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            e for t in terms for e in t["matchExpressions"] if e["key"] == "cudasched.io/cuda.code"
+        ]
+
+    assert {"key": "cudasched.io/cuda.code", "operator": "Gt", "values": ["12079"]} in (
+        class_exprs(bounded)
+    )
+    assert class_exprs(plain) == []

@@ -174,3 +174,28 @@ def test_a_pod_no_node_can_run_reports_the_controller_that_made_it() -> None:
     )
     assert str(owner.no_fit).startswith("cudasched: no node can run CUDA 13.0")
     assert owner.check is not None and not state().fits(*owner.check)
+
+
+def test_every_replica_reports_its_controller_even_when_its_answer_is_remembered() -> None:
+    """The replicas of a ReplicaSet are one request but for the uid: the first is decided,
+    the rest are answered from memory, and each must still report the controller, so that
+    the pods made later (a scale-up) are swept for their Events; a dry run never reports."""
+    adm = _admitter()
+    seen: list[Placement] = []
+    adm.on_placement = seen.append
+    replica = creation_review(_owned_pod(NO_NODE))
+    answers = [
+        ask(adm, "pod", {**replica, "request": {**replica["request"], "uid": f"r{i}"}}, state())
+        for i in range(3)
+    ]
+    assert len(adm.memo) == 1  # one decision, two answers remembered
+    assert [p.name for p in seen] == ["train-6d9f"] * 3
+    dry = {**replica, "request": {**replica["request"], "uid": "dry", "dryRun": True}}
+    assert ask(adm, "pod", dry, state()) == {**answers[0], "uid": "dry"}
+    assert len(seen) == 3
+    # A dry run decided first is remembered by its raw bytes, which a repeat is found by.
+    fresh = _admitter()
+    fresh.on_placement = seen.append
+    again = {**dry, "request": {**dry["request"], "uid": "dry-2"}}
+    assert ask(fresh, "pod", dry, state()) == ask(fresh, "pod", again, state()) | {"uid": "dry"}
+    assert len(seen) == 3

@@ -274,3 +274,29 @@ def test_sources_count_keys_per_object() -> None:
     assert kept.keys() == stored_pod["keys"].keys()
     assert index.current(now=time.monotonic() + index.keep_seconds + 1) == {}
     assert not index.synced()
+
+
+def test_the_tables_hold_the_class_bound_when_the_webhook_is_set_to(
+    kb: KnowledgeBase, state: ClusterState, work: Any
+) -> None:
+    """``placement.boundCudaClass``: the policy's parameters are the webhook's decisions, so
+    they carry the CUDA class bound exactly when the webhook's configuration asks for it."""
+    bounded = Admitter.from_config(
+        WebhookConfig.from_mapping({"placement": {"boundCudaClass": True}}), kb=kb
+    )
+    plain = Admitter.from_config(WebhookConfig(), kb=kb)
+    pods = {}
+    for pod in work.pods:
+        key = pod_key(pod, NS) if may_need_gpu(pod) else None
+        if key is not None:
+            pods[key] = key_pod(pod, NS)
+
+    def class_keyed(admitter: Admitter) -> int:
+        placed = decide_all(admitter, pods, state).values()
+        return sum(
+            any(e.get("key") == L.CUDA_CODE for t in p.terms or () for e in t["matchExpressions"])
+            for p in placed
+        )
+
+    assert class_keyed(bounded) > 30
+    assert class_keyed(plain) == 0

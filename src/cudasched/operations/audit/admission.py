@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from cudasched.cluster.scope import Scope
 from cudasched.operations.audit.findings import (
     POD_ON_INCOMPATIBLE_NODE,
     WEBHOOK_NOT_REGISTERED,
     WEBHOOK_UNREACHABLE,
+    AuditReport,
     Finding,
 )
 from cudasched.operations.refs import names
@@ -27,6 +29,7 @@ __all__ = [
     "WEBHOOK_NAME_SUFFIX",
     "admission_findings",
     "registrations_held",
+    "scoped",
 ]
 
 #: A webhook of cudasched's registration is named ``<resource>.cudasched.io``
@@ -94,6 +97,32 @@ def admission_findings(
             f"deployment/{name}; then recreate the workloads named",
         )
         return
+
+
+def scoped(
+    report: AuditReport,
+    scope: Scope,
+    objects: Sequence[Mapping[str, Any]],
+    namespaced: bool = False,
+) -> AuditReport:
+    """``report`` narrowed to ``scope`` (:meth:`AuditReport.within`; with ``namespaced``, to
+    namespaced objects too: ``audit -n NS``), the webhook's finding said again for the
+    misplaced pods left. The webhook is the cluster's (its Service in its own namespace, its
+    registration in none), so narrowing by object alone dropped the likeliest cause of the
+    namespace's own misplaced pods; said again, it names only the workloads in scope, and
+    nothing where none is left. ``objects``: the cluster the audit read (the registrations
+    and EndpointSlices among them)."""
+    listed = list(objects)
+    kept = report.within(scope, listed)
+    if namespaced:
+        kept = kept.namespaced()
+    if not any(f.code in _WEBHOOK_CODES for f in report.findings):
+        return kept  # registrations not read, or nothing misplaced anywhere
+    rest = [f for f in kept.findings if f.code not in _WEBHOOK_CODES]
+    return AuditReport.of([*rest, *admission_findings(listed, rest)])
+
+
+_WEBHOOK_CODES = frozenset({WEBHOOK_NOT_REGISTERED, WEBHOOK_UNREACHABLE})
 
 
 def _ready_endpoints(objects: Sequence[Mapping[str, Any]], namespace: str, service: str) -> int:

@@ -165,7 +165,13 @@ def _moved(ctx: AuditContext, pod: Mapping[str, Any]) -> Iterator[Finding]:
         return  # unreadable, skipped, or no longer the recorded requirement (stale-requirement)
     scheme, keys = _scheme_of(written)
     try:
-        now = compile_requirement(req, policy, scheme, ctx.kb, keys)
+        # written under placement.boundCudaClass when the terms bound the class: compare like
+        bound = any(
+            isinstance(e, Mapping) and e.get("key") == L.CUDA_CODE
+            for t in written
+            for e in t["matchExpressions"]
+        )
+        now = compile_requirement(req, policy, scheme, ctx.kb, keys, class_bound=bound)
         before = NodeSelector({"nodeSelectorTerms": written})
         after = NodeSelector({"nodeSelectorTerms": now})
     except (InputError, NodeSelectorError):

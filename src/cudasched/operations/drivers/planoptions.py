@@ -34,6 +34,7 @@ from cudasched.compat.branches import (
     Lifecycle,
     LifecycleState,
     ModuleType,
+    branch_versions,
     candidate_branches,
     drive_problem,
     lifecycle,
@@ -254,19 +255,20 @@ def unblocked(pool: Pool, judge: Judge, today: date) -> Option | None:
 
 
 def floor_release(pool: Pool, judge: Judge, option: Option) -> DriverVersion:
-    """The oldest dated release of the option's branch that serves the same workloads on the
-    pool (what a node image must have at least); the option's own release when none older is
-    known."""
+    """The oldest version of the option's branch the sources name (its dated releases and Table
+    3's minimums in it: :func:`cudasched.compat.branches.branch_versions`, the versions the
+    audit's fix chooses from) that serves the same workloads on the pool: what a node image must
+    have at least; the option's own release when none older is known."""
     best = option.release
-    for dated in judge.kb.drivers.releases.get(option.branch, ()):
-        if dated.version >= best:
+    for version in branch_versions(judge.kb, option.branch):
+        if version >= best:
             continue
-        if pool.target is not None and drive_problem(pool.target, dated.version) is not None:
+        if pool.target is not None and drive_problem(pool.target, version) is not None:
             break
-        served, _, _ = judge.serves(tuple(running(f, dated.version, judge.kb) for f in pool.facts))
+        served, _, _ = judge.serves(tuple(running(f, version, judge.kb) for f in pool.facts))
         if served != option.serves:
             break
-        best = dated.version
+        best = version
     return best
 
 

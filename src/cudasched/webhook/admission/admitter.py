@@ -163,7 +163,7 @@ class Admitter:
         # Whole answers per request-without-uid for the current snapshot (memo/decisions.py),
         # found and stored through recall.py.
         self.memo = DecisionMemo(config.decision_cache_bytes)
-        self._remembered = RememberedAnswers(self.memo, self._count_unknown)
+        self._remembered = RememberedAnswers(self.memo, self._count_unknown, self._report)
         # Told where each decided object of a reported kind can run (nofit.py), from the
         # review thread; the server sets it. Never called for dry runs.
         self.on_placement: Callable[[Placement], None] | None = None
@@ -186,6 +186,13 @@ class Admitter:
     @property
     def placer(self) -> Placer:
         return self.rules.placer
+
+    def _report(self, placement: Placement) -> None:
+        """Tell ``on_placement`` of a recalled answer's placement (a pod's report of its
+        controller, so that every replica's pods are swept for their Events)."""
+        observer = self.on_placement
+        if observer is not None:
+            observer(placement)
 
     def _count_unknown(self, tag: tuple[str, str]) -> None:
         hook = self.on_unknown
@@ -268,7 +275,9 @@ class Admitter:
         """The remembered answer for ``prepared`` under ``state`` with its outcome, or ``None``."""
         if prepared.key is None:
             return None
-        return self._remembered.find(prepared.key, prepared.uid, state)
+        return self._remembered.find(
+            prepared.key, prepared.uid, state, dry_run=prepared.request.dry_run
+        )
 
     def answer(self, prepared: Prepared, state: ClusterState) -> tuple[bytes, Outcome]:
         """Decide ``prepared``, serialise the answer and remember it for repeats."""
@@ -314,7 +323,8 @@ class Admitter:
         # Decisions that report a placement are not remembered: a repeat (the real request
         # after a server-side dry run) must reach the reporter too. They are InferenceService
         # admissions, rare next to the pods of their replicas. (A pod's report of its
-        # controller is the exception: the first replica reports it.) Nor are answers
+        # controller is the exception: it is remembered with the answer and reported again
+        # at each recall, never for a dry run, so every replica's pods are swept.) Nor are answers
         # carrying a warning given once: a repeat must not replay it.
         # Nor, with the image resolver on, an unknown answer: the image may be resolved by
         # the next replica, which must then be constrained (docs/design.md, issue 19).

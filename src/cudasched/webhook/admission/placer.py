@@ -165,7 +165,9 @@ class Placer:
         if found is None:
             if cheap:
                 raise Deferred("compile")
-            entry = _compile(requirement, policy, scheme, self.kb, state)
+            entry = _compile(
+                requirement, policy, scheme, self.kb, state, self.config.placement.bound_cuda_class
+            )
             self.compiled.put(key, entry, entry.size)
         else:
             entry = found[0]
@@ -402,9 +404,12 @@ def _compile(
     scheme: Any,
     kb: KnowledgeBase,
     state: ClusterState,
+    class_bound: bool,
 ) -> _Entry:
     try:
-        terms = compile_requirement(requirement, policy, scheme, kb, state.gfd_keys)
+        terms = compile_requirement(
+            requirement, policy, scheme, kb, state.gfd_keys, class_bound=class_bound
+        )
     except InputError as exc:
         return _Entry(None, str(exc), None, b"", len(str(exc)))
     text = orjson.dumps(terms)

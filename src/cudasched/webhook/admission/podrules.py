@@ -184,7 +184,8 @@ def _placed(
     )
     if dra_warnings:
         decision = replace(decision, warnings=(*decision.warnings, *dra_warnings))
-    # No node can run it: the controller that made it gets the Event (the pod has no name yet).
+    # No node can run it: the controller that made it is reported (the pod has no name yet),
+    # for its Event and for the sweep that finds the pod once stored (background/podevents).
     owner = owner_placement(req, pod, no_fit, check)
     return decision if owner is None else replace(decision, placement=owner)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, cast
 
 import orjson
 
-from cudasched.webhook.admission.review import Decision, Outcome, ReviewRequest
+from cudasched.webhook.admission.review import Decision, Outcome, Placement, ReviewRequest
 from cudasched.webhook.memo.decisions import Answer, DecisionMemo
 
 if TYPE_CHECKING:
@@ -58,6 +58,10 @@ _RAW_KEY_PREFIX = {
     "llmisvc": b"raw:llmisvc:",
     "workload": b"raw:workload:",
 }
+# A dry run as the API server writes it: unescaped, these bytes can only be the request's key (a
+# string value that holds them is written with escaped quotes); a false match only keeps a
+# recalled answer from reporting.
+_DRY_RUN = b'"dryRun":true'
 _PROBE_HEAD = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"'
 
 
@@ -79,10 +83,14 @@ class RememberedAnswers:
     """
 
     def __init__(
-        self, memo: DecisionMemo, on_unknown: Callable[[tuple[str, str]], None] | None = None
+        self,
+        memo: DecisionMemo,
+        on_unknown: Callable[[tuple[str, str]], None] | None = None,
+        on_placement: Callable[[Placement], None] | None = None,
     ) -> None:
         self.memo = memo
         self.on_unknown = on_unknown
+        self.on_placement = on_placement
         # A uid no request can contain: decoding a rest behind it proves that the head's uid
         # is the one the decoder keeps (see _rest_keeps_head_uid).
         self._probe_uid = "cudasched-probe-" + secrets.token_hex(16)
@@ -100,7 +108,9 @@ class RememberedAnswers:
         found = self.memo.get(state, prefix + rest)
         if found is None:
             return None
-        self._told(found)
+        # The API server writes a dry run's request with "dryRun":true (Go's encoding/json);
+        # looked for only in the rare answer that reports something.
+        self._told(found, dry_run=found.report is not None and _DRY_RUN in rest)
         return found.render(b'"' + uid + b'"'), cast(Outcome, found.outcome)
 
     def request_key(self, kind: str, request: ReviewRequest, body: bytes | str) -> bytes | None:
@@ -133,17 +143,21 @@ class RememberedAnswers:
             return split[1]
         return None
 
-    def find(self, key: bytes, uid: str, state: ClusterState) -> tuple[bytes, Outcome] | None:
+    def find(
+        self, key: bytes, uid: str, state: ClusterState, *, dry_run: bool = False
+    ) -> tuple[bytes, Outcome] | None:
         """The answer remembered for a request key, with ``uid`` spliced in."""
         found = self.memo.get(state, key)
         if found is None:
             return None
-        self._told(found)
+        self._told(found, dry_run=dry_run)
         return found.render(orjson.dumps(uid)), cast(Outcome, found.outcome)
 
-    def _told(self, found: Answer) -> None:
+    def _told(self, found: Answer, *, dry_run: bool) -> None:
         if found.unknown is not None and self.on_unknown is not None:
             self.on_unknown(found.unknown)
+        if isinstance(found.report, Placement) and self.on_placement is not None and not dry_run:
+            self.on_placement(found.report)
 
     def store(
         self,
@@ -158,7 +172,9 @@ class RememberedAnswers:
         parts = template.split(_UID_PLACEHOLDER_JSON)
         if len(parts) != 2:
             return
-        answer = Answer(parts[0], parts[1], decision.outcome, decision.unknown)
+        placement = decision.placement
+        report = placement if placement is not None and placement.for_owner else None
+        answer = Answer(parts[0], parts[1], decision.outcome, decision.unknown, report)
         keys = [key]
         if raw_rest is not None and self._rest_keeps_head_uid(raw_rest):
             keys.append(_RAW_KEY_PREFIX[kind] + raw_rest)

@@ -151,7 +151,8 @@ def owner_placement(
     """The placement to report for the controller that created ``pod`` (its ``ownerReferences``
     entry with ``controller: true``: a ReplicaSet, StatefulSet, Job, LeaderWorkerSet...) when
     no node can run the pod: the pod has no name yet at admission, so its owner is what the
-    NoCompatibleNode Event can be recorded on. ``None`` when some node can, or it has no
+    NoCompatibleNode Event can be recorded on now, and what the pod is found by once stored
+    (:mod:`cudasched.webhook.background.podevents`). ``None`` when some node can, or it has no
     controller."""
     if no_fit is None:
         return None

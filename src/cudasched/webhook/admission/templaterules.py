@@ -11,7 +11,8 @@ decided by the pod rule (:func:`~cudasched.webhook.admission.podrules.admit_pod`
 warnings, and its denial said as a warning, come back at ``kubectl apply``. The template is
 never changed (its pods get their affinity when they are created) and the controller is never
 refused (the pods are, under ``onNoFit: deny``). When no node can run them, the NoCompatibleNode
-reporter records an Event on the controller.
+reporter records an Event on the controller (and, once they exist, on the pods and on the
+ReplicaSet or Job that makes them).
 """
 
 from __future__ import annotations

@@ -18,7 +18,10 @@ rest:
   waits until the object shows up in the watch cache (for kinds the cache holds) and is dropped
   if it never does (a request denied later, by another webhook or by validation);
 * **rate-limited per object**: at most one Event per object per ``interval`` seconds;
-* **bounded**: at most ``max_tracked`` objects are remembered and ``queue_size`` Events wait.
+* **bounded**: at most ``max_tracked`` objects are remembered and ``queue_size`` Events wait;
+* **the pods too**: a controller's pod has no name at admission, so the placement reported for
+  its controller also starts a sweep that records the Event on each of its pods once they are
+  stored (:mod:`cudasched.webhook.background.podevents`).
 
 The gauge counts objects whose last admission found no compatible node, re-checked against the
 current cluster snapshot whenever it is read: an object that is gone from the cache, or that a
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from cudasched.kube.events import EventRecorder, ObjectReference
 from cudasched.webhook.admission.review import Placement
 from cudasched.webhook.admission.reviewed import REPORTED_KINDS
+from cudasched.webhook.background.podevents import PodEvents
 
 if TYPE_CHECKING:
     from cudasched.webhook.metrics import WebhookMetrics
@@ -106,6 +110,17 @@ class NoFitReporter:
             r: metrics.events.labels(reason=REASON, result=r)
             for r in ("sent", "failed", "rate_limited", "dropped", "not_stored", "no_client")
         }
+        self.pods = PodEvents(
+            reason=REASON,
+            results=self._results,
+            client_of=client_of,
+            state_of=state_of,
+            reporting_instance=reporting_instance,
+            interval=interval,
+            max_pods=max_tracked,
+            send_timeout=send_timeout,
+            clock=clock,
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -124,6 +139,7 @@ class NoFitReporter:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._sending.clear()
+        await self.pods.stop()
 
     # ------------------------------------------------------------------ intake
 
@@ -149,6 +165,8 @@ class NoFitReporter:
         while len(self._tracked) > self.max_tracked:
             self._tracked.pop(next(iter(self._tracked)))
         self._publish()
+        if placement.for_owner and self._loop is not None:
+            self.pods.follow(placement)  # its pods get theirs once stored, named
         now = self._clock()
         last = self._sent.get(key)
         if last is not None and now - last < self.interval:

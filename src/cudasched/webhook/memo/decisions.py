@@ -82,6 +82,9 @@ class Answer:
     tail: bytes
     outcome: str
     unknown: tuple[str, str] | None = None  # the decision's (kind, reason), for the metric
+    # Told again at each recall (opaque here): a pod's report of the controller no node can
+    # run, so every replica's admission reaches the NoCompatibleNode reporter.
+    report: object = None
 
     def render(self, uid_json: bytes) -> bytes:
         """The response for the request whose uid serialises to ``uid_json``."""

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
+from cudasched import __version__
 from cudasched.agent.nvidia_smi import parse_nvidia_smi
 from cudasched.cli import app
 from cudasched.knowledge import KnowledgeBase
@@ -478,13 +479,16 @@ def test_bad_nodepool_options_are_input_errors() -> None:
 # ------------------------------------------------------------------ the command
 
 
-def test_cli_json_is_the_document_and_yaml_the_same(kb: KnowledgeBase) -> None:
+def test_cli_json_is_the_versioned_document_and_yaml_the_same(kb: KnowledgeBase) -> None:
     runner = CliRunner()
     args = ["node-template", "--gpu", H100, "--driver", "570.124.06", "--instance-type", "p5.4"]
     as_json = runner.invoke(app, [*args, "-o", "json"])
     as_yaml = runner.invoke(app, args)
     assert as_json.exit_code == 0 and as_yaml.exit_code == 0, as_json.output
     doc = json.loads(as_json.stdout)
+    # -o json says which cudasched answered, as every JSON answer does; the YAML is the
+    # document alone, as it is pasted into a node group's configuration
+    assert doc.pop("cudaschedVersion") == __version__
     assert doc == yaml.safe_load(as_yaml.stdout)
     assert doc == node_template(H100, "570.124.06", kb, instance_types=("p5.4",))
 

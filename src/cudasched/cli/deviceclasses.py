@@ -8,7 +8,9 @@ class preceded by the workloads it serves as comments; ``-o json`` is ``{"device
 [{"name", "extendedResource", "requirement", "policy", "workloads", "droppedForwardCompat",
 "object"}], "unservable": [{"workloads", "why"}], "unreadable": [{"workload", "error"}],
 "cluster", "cudaschedVersion"}`` (``cluster``, what was judged, only for the cluster's
-classes). Exit codes: 0 printed, 2 bad input."""
+classes; with ``--claim-templates`` each class also has ``claimTemplates``, the
+ResourceClaimTemplates the webhook's ``dra.mode: claim`` refers to). Exit codes: 0 printed,
+2 bad input."""
 
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ class ClassFormat(StrEnum):
     JSON = "json"
 
 
-def _render_yaml(plan: ClassPlan, source: str) -> str:
+def _render_yaml(plan: ClassPlan, source: str, counts: tuple[int, ...] = ()) -> str:
     lines = [f"# cudasched device-classes: {source}"]
     for workloads, why in plan.unservable:
         lines.append(f"# NO CLASS: {', '.join(workloads)}: {why}")
@@ -70,13 +72,39 @@ def _render_yaml(plan: ClassPlan, source: str) -> str:
         if entry.draft.dropped_forward_compat:
             out += "# WARNING: forward-compat GPUs left out (no attribute says data-center)\n"
         out += yaml.safe_dump(entry.draft.obj, sort_keys=False, width=1_000_000)
+        for n, template in zip(counts, _templates(entry.draft.name, counts), strict=True):
+            out += f"---\n# {n} of {entry.draft.name} (dra.mode: claim; apply in each namespace)\n"
+            out += yaml.safe_dump(template, sort_keys=False, width=1_000_000)
     return out
 
 
-def _to_json(plan: ClassPlan) -> dict[str, Any]:
+def _templates(class_name: str, counts: tuple[int, ...]) -> list[dict[str, Any]]:
+    from cudasched.placement.drarequest import class_claim_template
+
+    return [class_claim_template(class_name, n) for n in counts]
+
+
+def _counts(text: str | None) -> tuple[int, ...]:
+    """``--claim-templates 1,2,4,8``: the device counts to print templates for."""
+    if text is None:
+        return ()
+    try:
+        counts = tuple(dict.fromkeys(int(part) for part in text.split(",")))
+    except ValueError:
+        counts = ()
+    if not counts or any(not 1 <= n <= 64 for n in counts):
+        raise InputError(
+            f"invalid --claim-templates {text!r}: expected device counts such as 1,2,4,8 "
+            "(each 1 to 64)"
+        )
+    return counts
+
+
+def _to_json(plan: ClassPlan, counts: tuple[int, ...] = ()) -> dict[str, Any]:
     return {
         "deviceClasses": [
             {
+                **({"claimTemplates": _templates(c.draft.name, counts)} if counts else {}),
                 "name": c.draft.name,
                 "extendedResource": c.draft.extended_resource,
                 "requirement": c.requirement.describe(),
@@ -140,6 +168,15 @@ def device_classes_cmd(
             "class, the newest: never nvidia.com/gpu while NVIDIA's chart owns it).",
         ),
     ] = None,
+    claim_templates: Annotated[
+        str | None,
+        typer.Option(
+            "--claim-templates",
+            metavar="COUNTS",
+            help="Also print, per class, a ResourceClaimTemplate for each of these device "
+            "counts (1,2,4,8): what the webhook's dra.mode claim refers to; namespaced.",
+        ),
+    ] = None,
     output: Annotated[ClassFormat, typer.Option("-o", "--output", help="Output format.")] = (
         ClassFormat.YAML
     ),
@@ -155,6 +192,7 @@ def device_classes_cmd(
     """
     one = cuda is not None or framework is not None or min_compute_capability is not None
     try:
+        counts = _counts(claim_templates)
         if not one and (name is not None or extended_resource_name is not None):
             raise InputError(
                 "--name and --extended-resource-name name one class: give --cuda or --framework"
@@ -177,17 +215,28 @@ def device_classes_cmd(
             plan, label, cluster = _cluster_classes(source, config, policy)
     except InputError as exc:
         fail(str(exc))
+    _print(plan, label, cluster, counts, output)
+    raise typer.Exit(EXIT_OK)
+
+
+def _print(
+    plan: ClassPlan,
+    label: str,
+    cluster: dict[str, Any] | None,
+    counts: tuple[int, ...],
+    output: ClassFormat,
+) -> None:
     if any(c.draft.dropped_forward_compat for c in plan.classes):
         note(
             "forward-compat alternatives are not expressible over the DRA driver's attributes "
             "(none says data-center GPU): those classes select native and minor-compat GPUs only"
         )
     if output is ClassFormat.JSON:
-        doc = _to_json(plan) if cluster is None else {**_to_json(plan), "cluster": cluster}
+        doc = _to_json(plan, counts)
+        doc = doc if cluster is None else {**doc, "cluster": cluster}
         sys.stdout.write(json.dumps(versioned(doc), indent=2) + "\n")
     else:
-        sys.stdout.write(_render_yaml(plan, label))
-    raise typer.Exit(EXIT_OK)
+        sys.stdout.write(_render_yaml(plan, label, counts))
 
 
 def _cluster_classes(

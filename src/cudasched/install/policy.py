@@ -27,6 +27,11 @@ should know about, each deliberate:
 * **Only ``mode: required``.** A preference list is kept the same way in principle, but the
   policy implements the default mode only; ``cudasched manifests --mode policy`` refuses a
   configuration that asks for ``preferred``.
+* **``dra.mode: extended-resource`` too, not ``claim``.** A placement may name the DeviceClass
+  the webhook asked the key's GPUs through; the patch then moves each container's
+  ``nvidia.com/gpu`` to the class's extended resource (:func:`~cudasched.placement.mergecel.
+  dra_moves`: a JSON patch ``move`` keeps the pod's own count, which the table does not hold).
+  Claims would need objects per pod, so the controller refuses ``claim``.
 """
 
 from __future__ import annotations
@@ -80,6 +85,7 @@ def _table_schema() -> dict[str, Any]:
         "type": "object",
         "properties": {
             "requirement": _string(1024),
+            "deviceClass": _string(63),
             "terms": {
                 "type": "array",
                 "maxItems": MAX_TERMS,

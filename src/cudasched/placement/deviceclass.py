@@ -44,6 +44,7 @@ __all__ = [
     "CLASS_DOMAIN",
     "EXTENDED_RESOURCE_PREFIX",
     "GPU_SELECTOR",
+    "MANAGED_BY",
     "MAX_CLASS_NAME",
     "DeviceClassDraft",
     "class_name",

@@ -37,13 +37,16 @@ per pod fell by about a fifth without it, ``benchmarks/RESULTS.md`` section 12).
 
 from __future__ import annotations
 
+from cudasched.placement.deviceclass import EXTENDED_RESOURCE_PREFIX
 from cudasched.placement.merge import INJECTED_KEY, MAX_MERGED_TERMS, REQUIRED_KEY
+from cudasched.vocab.kserve import NVIDIA_GPU
 
 __all__ = [
     "POLICY_MARKER",
     "POLICY_PLACED",
     "WEBHOOK_PLACED",
     "affinity_variables",
+    "dra_moves",
     "patch_expression",
 ]
 
@@ -201,11 +204,16 @@ def _remove_required() -> str:
     )
 
 
+_GPU_POINTER = NVIDIA_GPU.replace("/", "~1")
+_CLASS_POINTER = EXTENDED_RESOURCE_PREFIX.replace("/", "~1")
+
+
 def patch_expression(annotation_path: str) -> str:
     """The JSON patch (CEL over ``variables.entry`` and :func:`affinity_variables`): the
     requirement annotation at ``annotation_path`` (escaped JSON pointer below
-    ``/metadata/annotations``), then the merged affinity; nothing when the merge is
-    unmergeable (the webhook admits such a pod as it is)."""
+    ``/metadata/annotations``), then the merged affinity, then the moves of a DRA placement
+    (:func:`dra_moves`); nothing when the merge is unmergeable (the webhook admits such a pod
+    as it is)."""
     replace = f"/spec/affinity/nodeAffinity/{REQUIRED_KEY}/nodeSelectorTerms"
     kept_terms = f"variables.kept.map(i, {_term('variables.norms[i].e', 'variables.norms[i].f')})"
     affinity = (
@@ -226,4 +234,46 @@ def patch_expression(annotation_path: str) -> str:
         "[JSONPatch{op: 'add', path: '/metadata/annotations', "
         f"value: {{'{annotation_path.replace('~1', '/')}': variables.entry.requirement}}}}]"
     )
-    return f"variables.unmergeable ? [] : ({annotation}) + ({affinity})"
+    return f"variables.unmergeable ? [] : ({annotation}) + ({affinity}) + ({dra_moves()})"
+
+
+def _moves(containers: str, field: str) -> str:
+    """CEL: the moves of one container list's ``nvidia.com/gpu`` (see :func:`dra_moves`)."""
+    ops = []
+    for part in ("limits", "requests"):
+        at = f"'/spec/{field}/' + string(i) + '/resources/{part}/"
+        ops.append(
+            f"(has(c.resources) && has(c.resources.{part}) && "
+            f"'{NVIDIA_GPU}' in c.resources.{part} ? [JSONPatch{{op: 'move', "
+            f"from: {at}{_GPU_POINTER}', path: {at}{_CLASS_POINTER}' + "
+            "variables.entry.deviceClass}] : [])"
+        )
+    return f"{containers}.transformList(i, c, {' + '.join(ops)}).flatten()"
+
+
+def dra_moves() -> str:
+    """CEL: the JSON patch that asks every container's ``nvidia.com/gpu`` through the
+    placement's ``deviceClass`` (``dra.mode: extended-resource``), as
+    :func:`cudasched.placement.drarequest.extended_resource_rewrite` does: each limit and
+    request moved to ``deviceclass.resource.kubernetes.io/<class>`` (a move keeps the pod's own
+    quantity, which the policy's table does not hold). Nothing without a class in the
+    placement, or when a container already names a ``deviceclass`` resource (the webhook
+    leaves such a pod to node affinity: a move onto the name would replace its count)."""
+    every = (
+        "(has(object.spec.initContainers) ? object.spec.initContainers : []) + "
+        "object.spec.containers"
+    )
+    named = (
+        f"({every}).exists(c, has(c.resources) && ((has(c.resources.limits) && "
+        f"c.resources.limits.exists(r, r.startsWith('{EXTENDED_RESOURCE_PREFIX}'))) || "
+        f"(has(c.resources.requests) && "
+        f"c.resources.requests.exists(r, r.startsWith('{EXTENDED_RESOURCE_PREFIX}')))))"
+    )
+    inits = (
+        "(has(object.spec.initContainers) ? "
+        f"{_moves('object.spec.initContainers', 'initContainers')} : [])"
+    )
+    return (
+        f"!has(variables.entry.deviceClass) || {named} ? [] : "
+        f"{inits} + {_moves('object.spec.containers', 'containers')}"
+    )

@@ -30,6 +30,8 @@ from cudasched.vocab.versions import CudaVersion, parse_cuda
 
 __all__ = [
     "ClusterAccess",
+    "DraMode",
+    "DraSettings",
     "EventSettings",
     "HttpParser",
     "ImageOverride",
@@ -319,6 +321,35 @@ class KnowledgeSettings(_Model):
         return value.strip() if value is not None else None
 
 
+# --- dra: plain GPU pods served through DRA (issue 31 item 2) -------------------------------
+
+
+class DraMode(StrEnum):
+    """How admission serves a pod's ``nvidia.com/gpu: N`` on a cluster that runs NVIDIA's DRA
+    driver (:mod:`cudasched.placement.drarequest`)."""
+
+    OFF = "off"  # node affinity only; the pod's resources are never touched
+    # nvidia.com/gpu: N becomes deviceclass.resource.kubernetes.io/<class>: N (KEP-5004)
+    EXTENDED_RESOURCE = "extended-resource"
+    # each GPU container gets a claim from the ResourceClaimTemplate for its class and count
+    CLAIM = "claim"
+
+
+class DraSettings(_Model):
+    """The ``dra:`` section. ``mode`` is off by default: answers stay what they were. In the
+    other modes a pod that asks ``nvidia.com/gpu`` and whose requirement is known gets its GPUs
+    from the CUDA-aware class ``cudasched device-classes`` names for that requirement (the
+    class must exist: the webhook refers to it by name), instead of node affinity."""
+
+    mode: DraMode = DraMode.OFF
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+# --- end dra ----------------------------------------------------------------------------------
 # --------------------------------------------------------------------------- placement (Kueue)
 
 
@@ -373,6 +404,7 @@ class WebhookConfig(_Model):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     image_resolver: ImageResolverSettings = Field(default_factory=ImageResolverSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
+    dra: DraSettings = Field(default_factory=DraSettings)
     placement: PlacementSettings = Field(default_factory=PlacementSettings)
 
     @field_validator(

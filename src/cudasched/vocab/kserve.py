@@ -10,6 +10,8 @@ __all__ = [
     "COMPONENTS",
     "COMPONENT_LABEL",
     "INFERENCESERVICE_LABEL",
+    "MANAGED_DRA_CEL_SELECTOR",
+    "MANAGED_DRA_DEVICE_CLASS",
     "NVIDIA_GPU",
     "PREDICTOR_CONTAINER",
     "TRANSFORMER_CONTAINER",
@@ -27,3 +29,7 @@ TRANSFORMER_CONTAINER = "transformer-container"  # TransformerContainerName
 WORKER_SUFFIX = "-worker"  # "-" + WorkerNodeSuffix
 COMPONENTS = frozenset({"predictor", "transformer", "explainer"})
 NVIDIA_GPU = "nvidia.com/gpu"  # NvidiaGPUResourceType
+# An LLMInferenceService's managed DRA (KServe main, 2026): the class its pods' claim asks, and
+# CEL selectors (one per line) the request adds; ManagedDRA*AnnotationKey.
+MANAGED_DRA_DEVICE_CLASS = "serving.kserve.io/exp-dra-device-class"
+MANAGED_DRA_CEL_SELECTOR = "serving.kserve.io/exp-dra-cel-selector"

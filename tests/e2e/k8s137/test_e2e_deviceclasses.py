@@ -5,12 +5,18 @@ their real GPU and driver facts (one full GPU and one passthrough GPU each, with
 the driver publishes), and kube-scheduler's own allocator hands pods asking a class, through a
 claim or through the class's extended resource (KEP-5004, GA in 1.37), only devices on nodes
 ``cudasched explain`` says can run the workload, and that its device view names as admitted.
+With the webhook in ``dra.mode: extended-resource``, a pod asking ``nvidia.com/gpu: 1`` is
+rewritten to its class's extended resource, created with strict field validation, and
+allocated only such devices too; in ``claim`` mode each gets a claim from the class's
+template; and in the policy mode (no webhook registered) the API server's
+MutatingAdmissionPolicy does the same rewrite from the controller's table.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +26,16 @@ import yaml
 
 from cudasched.knowledge import KnowledgeBase
 from cudasched.nodes.facts import facts_from_labels
+from cudasched.workloads.policykey import pod_key
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.fleet import FLEET_LABEL, cudasched_command
 from tests.harness.kube import Api, ApiError
+from tests.harness.policy import controller_process, install_policy, wait_for_keys
+from tests.harness.webhook import LiveWebhook, registered, webhook_process
 
 NS = "e2e-deviceclasses"
+NS_REWRITE = "e2e-dra-rewrite"
+REWRITTEN = 3  # pods asking nvidia.com/gpu, rewritten by the webhook
 CLASS = "gpu-cuda-12-8.cudasched.io"
 DRA = "/apis/resource.k8s.io/v1"
 CLAIMED = 6  # pods asking through a claim
@@ -122,6 +133,23 @@ def test_the_classes_are_created_strictly_and_their_cel_compiled(
     assert refused.value.status_code == 422 and "semvr" in refused.value.message
 
 
+@pytest.fixture(scope="module", params=["extended-resource", "claim"])
+def dra_webhook(
+    request: pytest.FixtureRequest,
+    plane: ControlPlane,
+    api: Api,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, LiveWebhook]]:
+    """cudasched's webhook asking GPUs through the CUDA-aware classes in each ``dra.mode``,
+    its cache synced."""
+    mode = str(request.param)
+    workdir = tmp_path_factory.mktemp(f"webhook-dra-{mode}")
+    with webhook_process(workdir, plane.kubeconfig, config={"dra": {"mode": mode}}) as hook:
+        fleet = sum(1 for _ in api.list("/api/v1/nodes", labelSelector=FLEET_LABEL))
+        hook.wait_cached("nodes", fleet, timeout=60)
+        yield mode, hook
+
+
 def _pod(name: str, *, claim: str | None) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
     spec: dict[str, Any] = {"containers": [container]}
@@ -154,6 +182,28 @@ def _claim(name: str) -> dict[str, Any]:
             }
         },
     }
+
+
+def _gpu_pod(name: str, namespace: str) -> dict[str, Any]:
+    """A pod as a Deployment would make it: ``nvidia.com/gpu: 1``, no DRA of its own."""
+    pod = _pod(name, claim=None)
+    pod["metadata"]["namespace"] = namespace
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    return pod
+
+
+def _release(plane: ControlPlane, api: Api, ns: str) -> None:
+    """Give the namespace's devices back for the next test: the pods removed at once (no
+    kubelet confirms a graceful deletion here, so they would hold their claims for ever), the
+    namespace deleted, and its claims gone (resourceclaim-controller deallocates them)."""
+    plane.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", check=False)
+    plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    api.wait_for(
+        f"the claims of {ns} released",
+        lambda: not list(api.list(f"{DRA}/namespaces/{ns}/resourceclaims")),
+        timeout=120,
+        interval=1.0,
+    )
 
 
 def _explained(plane: ControlPlane, tmp: Path) -> tuple[set[str], set[tuple[str, str]]]:
@@ -229,14 +279,13 @@ def test_the_scheduler_allocates_only_devices_that_run_the_class(
         assert admitted == {(node, "gpu-0") for node in eligible if node in slices}
         assert eligible and set(slices) - eligible, "the fleet must hold nodes that cannot run it"
     finally:
-        plane.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+        _release(plane, api, NS)
 
 
 def test_audit_live_finds_a_planted_extended_resource_flip(plane: ControlPlane, api: Api) -> None:
     """NVIDIA's chart puts nvidia.com/gpu on gpu.nvidia.com; a class created later with the
     same name takes it. The API server accepts both; ``audit --live`` names the class that
     lost it and the one that serves it."""
-    import time
 
     def device_class(name: str) -> dict[str, Any]:
         return {
@@ -280,3 +329,127 @@ def test_audit_live_finds_a_planted_extended_resource_flip(plane: ControlPlane, 
     finally:
         for name in names:
             api.delete(f"{DRA}/deviceclasses/{name}")
+
+
+def _claim_of(pod: dict[str, Any], mode: str) -> str:
+    """The ResourceClaim the scheduler or the claim controller made for the pod."""
+    status = pod["status"]
+    if mode == "claim":
+        return str(status["resourceClaimStatuses"][0]["resourceClaimName"])
+    return str(status["extendedResourceClaimStatus"]["resourceClaimName"])
+
+
+def _expected_spec(mode: str) -> tuple[list[Any], dict[str, Any]]:
+    """What the webhook makes of ``nvidia.com/gpu: 1``: the pod's claims and the container's
+    resources."""
+    if mode == "claim":
+        claim = {"name": "cudasched-gpu-0", "resourceClaimTemplateName": CLASS}
+        # The emptied limits and requests are not stored (empty maps are omitted).
+        return [claim], {"claims": [{"name": claim["name"]}]}
+    resource = {f"deviceclass.resource.kubernetes.io/{CLASS}": "1"}
+    return [], {"limits": resource, "requests": resource}
+
+
+def _allocated_as_explained(
+    api: Api, plane: ControlPlane, ns: str, names: list[str], mode: str, tmp: Path
+) -> None:
+    """Once the pods are bound: each got one device, the one its node has, and only devices
+    ``explain`` admits on nodes it says can run them."""
+
+    def bound() -> bool:
+        pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{ns}/pods")}
+        return all(pods.get(n, {}).get("spec", {}).get("nodeName") for n in names)
+
+    api.wait_for("every rewritten pod bound", bound, timeout=180, interval=1.0)
+    pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{ns}/pods")}
+    claims = {c["metadata"]["name"]: c for c in api.list(f"{DRA}/namespaces/{ns}/resourceclaims")}
+    allocations = {n: _allocated(api, claims[_claim_of(pods[n], mode)]) for n in names}
+    eligible, admitted = _explained(plane, tmp)
+    handed = {device for devices in allocations.values() for device in devices}
+    assert all(len(d) == 1 for d in allocations.values()), allocations
+    assert handed <= admitted and {pool for pool, _ in handed} <= eligible, (handed, admitted)
+    assert all(pods[n]["spec"]["nodeName"] == allocations[n][0][0] for n in names)
+
+
+def test_the_webhook_asks_nvidia_gpu_through_the_class_and_the_allocator_follows(
+    classes: list[dict[str, Any]],
+    slices: dict[str, dict[str, str]],
+    dra_webhook: tuple[str, LiveWebhook],
+    plane: ControlPlane,
+    api: Api,
+    tmp_path: Path,
+) -> None:
+    mode, hook = dra_webhook
+    ns = f"{NS_REWRITE}-{mode}"
+    api.ensure_namespace(ns)
+    names = [f"rewritten-{i}" for i in range(REWRITTEN)]
+    if mode == "claim":  # the template the rewrite names, as device-classes prints it
+        printed = _cudasched(plane, "device-classes", "--cuda", "12.8", "--claim-templates", "1")
+        for doc in yaml.safe_load_all(printed):
+            if doc and doc["kind"] == "ResourceClaimTemplate":
+                api.create({**doc, "metadata": {**doc["metadata"], "namespace": ns}})
+    try:
+        with registered(api, hook.registration(only_namespaces=[ns])):
+            created = [api.create(_gpu_pod(name, ns)) for name in names]  # strict validation
+        claims_asked, resources = _expected_spec(mode)
+        assert [c["spec"]["containers"][0]["resources"] for c in created] == [
+            resources
+        ] * REWRITTEN, created[0]["spec"]
+        assert [c["spec"].get("resourceClaims", []) for c in created] == [claims_asked] * REWRITTEN
+        assert all("affinity" not in c["spec"] for c in created)
+
+        _allocated_as_explained(api, plane, ns, names, mode, tmp_path)
+    finally:
+        _release(plane, api, ns)
+
+
+def test_the_policy_asks_nvidia_gpu_through_the_class_without_a_webhook(
+    classes: list[dict[str, Any]],
+    slices: dict[str, dict[str, str]],
+    plane: ControlPlane,
+    api: Api,
+    tmp_path: Path,
+) -> None:
+    """The policy mode: the controller decides a ReplicaSet template's key with the webhook's
+    code in ``dra.mode: extended-resource``, the table keeps the class, and the API server's
+    MutatingAdmissionPolicy (no webhook registered) moves each pod's ``nvidia.com/gpu``."""
+    ns = f"{NS_REWRITE}-policy"
+    api.ensure_namespace(ns)
+    install_policy(plane, tmp_path / "policy")
+    template = _gpu_pod("template", ns)
+    replica_set = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "gpu", "namespace": ns},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "gpu"}},
+            "template": {
+                "metadata": {**template["metadata"], "labels": {"app": "gpu"}},
+                "spec": template["spec"],
+            },
+        },
+    }
+    for field in ("name", "namespace"):
+        replica_set["spec"]["template"]["metadata"].pop(field)
+    key = pod_key({**template, "spec": {**template["spec"], "serviceAccountName": "default"}}, ns)
+    names = [f"placed-{i}" for i in range(REWRITTEN)]
+    config = {"dra": {"mode": "extended-resource"}}
+    try:
+        with controller_process(tmp_path / "controller", plane.kubeconfig, "dra", config=config):
+            api.create(replica_set)
+            held = wait_for_keys(api, {str(key)})
+            time.sleep(1)  # the API server's informer of the policy's parameters
+            created = [api.create(_gpu_pod(name, ns)) for name in names]  # strict validation
+        assert held[str(key)]["deviceClass"] == CLASS and "terms" not in held[str(key)]
+        _, resources = _expected_spec("extended-resource")
+        asked = [c["spec"]["containers"][0]["resources"] for c in created]
+        assert asked == [resources] * REWRITTEN, created[0]["spec"]
+        assert all(
+            c["metadata"]["annotations"]["cudasched.io/requirement"].startswith("cuda>=12.8")
+            for c in created
+        )
+        assert all("affinity" not in c["spec"] for c in created)
+        _allocated_as_explained(api, plane, ns, names, "extended-resource", tmp_path)
+    finally:
+        _release(plane, api, ns)

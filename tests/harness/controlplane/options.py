@@ -11,7 +11,8 @@ __all__ = ["CONTROLLERS", "Options"]
 
 #: kube-controller-manager controllers the harness runs: what makes namespaces usable
 #: (default ServiceAccounts, deletion), owner references work, kube-root-ca.crt appear, and
-#: Deployments make pods, and ValidatingAdmissionPolicies get their type-checking status.
+#: Deployments make pods, ValidatingAdmissionPolicies get their type-checking status, and pods
+#: naming a ResourceClaimTemplate get their claims (DRA).
 #: ``node-lifecycle-controller`` is added when nodes are kept Ready.
 CONTROLLERS = (
     "serviceaccount-controller",
@@ -22,6 +23,7 @@ CONTROLLERS = (
     "deployment-controller",
     "replicaset-controller",
     "validatingadmissionpolicy-status-controller",
+    "resourceclaim-controller",
 )
 
 

@@ -25,6 +25,7 @@ from cudasched.webhook.policy.sources import SourceIndex, keys_of, may_need_gpu
 from cudasched.webhook.policy.table import (
     MAX_TABLE_BYTES,
     Placement,
+    held_placements,
     placement_of,
     probe_pod,
     tables,
@@ -192,6 +193,27 @@ def test_placement_reads_the_probe_back(admitter: Admitter, state: ClusterState)
     assert all(t["matchExpressions"] for t in placement.terms)
     cpu = key_pod({"spec": {"containers": [{"name": "c", "image": "web:1"}]}}, NS)
     assert decide_all(admitter, {"k": cpu}, state) == {}
+
+
+def test_a_dra_answer_is_read_back_as_the_class_and_kept_in_the_table(
+    kb: KnowledgeBase, state: ClusterState
+) -> None:
+    dra = Admitter.from_config(
+        WebhookConfig.from_mapping({"dra": {"mode": "extended-resource"}}), kb=kb
+    )
+    gpu = {"limits": {"nvidia.com/gpu": "1"}}
+    pod = {"metadata": {"annotations": {L.ANN_CUDA_VERSION: "12.8"}}, "spec": {}}
+    pod["spec"]["containers"] = [{"name": "c", "image": "a:1", "resources": gpu}]
+    probe = probe_pod(key_pod(pod, NS))
+    decision = dra.decide("pod", orjson.dumps(creation_review(probe)), state)
+    placement = placement_of(decision, probe)
+    assert placement is not None
+    held = held_placements(tables({"k": placement}, KEY_VERSION), KEY_VERSION)
+    assert placement == Placement(
+        "cuda>=12.8 (annotation cudasched.io/cuda-version)", None, "gpu-cuda-12-8.cudasched.io"
+    )
+    assert held == {"k": placement}
+    assert Placement("r", None).as_json() == {"requirement": "r"}  # no class: ids unchanged
 
 
 def test_tables_shard_within_their_bounds() -> None:

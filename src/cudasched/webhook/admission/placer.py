@@ -28,6 +28,7 @@ import orjson
 from cudasched.explain.fit import Selection, has_own_selection, selection_of
 from cudasched.explain.selectors import selector_identity
 from cudasched.placement.compile import compile_requirement
+from cudasched.placement.deviceclass import device_class
 from cudasched.placement.merge import (
     AffinityMode,
     CheckedTerms,
@@ -45,10 +46,21 @@ if TYPE_CHECKING:
     from cudasched.settings.config import WebhookConfig
     from cudasched.webhook.state.clusterstate import ClusterState
 
-__all__ = ["PREFERRED_WEIGHT", "Compiled", "Deferred", "FitCheck", "Placer", "cheap_only"]
+__all__ = [
+    "PREFERRED_WEIGHT",
+    "ClassChoice",
+    "Compiled",
+    "Deferred",
+    "FitCheck",
+    "Placer",
+    "cheap_only",
+]
 
 #: The weight of cudasched's terms in ``preferred`` mode.
 PREFERRED_WEIGHT = 100
+
+#: Bytes of DeviceClasses remembered per requirement (``dra.mode``): their names and selectors.
+_CLASS_MEMO_BYTES = 512 * 1024
 
 # Merge-memo keys embed the pod's own affinity; unusually large ones are merged every time.
 _MERGE_MEMO_MAX_KEY_BYTES = 16_384
@@ -79,6 +91,14 @@ def cheap_only() -> Iterator[None]:
 FitCheck = tuple[Any, Callable[[], Selection]]
 
 
+class ClassChoice(NamedTuple):
+    """A requirement's CUDA-aware DeviceClass as admission asks it: its name, and its CEL
+    selectors in order (the full-GPU guard first)."""
+
+    name: str
+    selectors: tuple[str, ...]
+
+
 class Compiled(NamedTuple):
     """What :meth:`Placer.compile` found: the terms (``None`` when no selector can exist), the
     "no node can ever run it" message when none can, the key of the terms (their digest, or
@@ -105,6 +125,29 @@ class Placer:
             config.selector_cache_bytes
         )
         self.merged: BoundedMemo[bytes, _Merge] = BoundedMemo(config.affinity_cache_bytes)
+        self.classes: BoundedMemo[tuple[Any, ...], ClassChoice | None] = BoundedMemo(
+            _CLASS_MEMO_BYTES
+        )
+
+    def device_class(self, requirement: Requirement, policy: Policy) -> ClassChoice | None:
+        """The CUDA-aware DeviceClass ``cudasched device-classes`` writes for ``requirement``
+        under ``policy``, its name and selectors (``None`` when no GPU can meet it),
+        remembered: they cost as much as compiling terms."""
+        key = (requirement.needs, policy)
+        found = self.classes.get(key)
+        if found is not None:
+            return found[0]
+        if _CHEAP.get():
+            raise Deferred("device class")
+        try:
+            draft = device_class(requirement, policy, self.kb)
+        except InputError:
+            self.classes.put(key, None, 64)
+            return None
+        selectors = tuple(s["cel"]["expression"] for s in draft.obj["spec"]["selectors"])
+        choice = ClassChoice(draft.name, selectors)
+        self.classes.put(key, choice, len(draft.name) + sum(len(s) for s in selectors))
+        return choice
 
     def compile(self, requirement: Requirement, policy: Policy, state: ClusterState) -> Compiled:
         """The node-selector terms for ``requirement`` in the cluster's label scheme.

@@ -12,6 +12,7 @@ from cudasched.compat.engine import check
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import Policy, Requirement
+from cudasched.webhook.admission.drapods import admit_through_class
 from cudasched.webhook.admission.once import said_once
 from cudasched.webhook.admission.patch import Op, Scope, diff
 from cudasched.webhook.admission.review import (
@@ -40,10 +41,11 @@ from cudasched.workloads.resolution import (
     UnknownRequirement,
     pod_need,
 )
-from cudasched.workloads.view import Role, view_pod
+from cudasched.workloads.view import PodView, Role, view_pod
 
 if TYPE_CHECKING:
     from cudasched.webhook.state.clusterstate import ClusterState
+    from cudasched.workloads.kserve import RuntimeChoice
 
 __all__ = ["admit_pod"]
 
@@ -113,13 +115,39 @@ def _pod_checked(
     if need.status is not NeedStatus.KNOWN:
         nothing = _nothing_to_enforce(req, pod, need.unknown)
         return with_unknown(ctx.config, nothing, "Pod", need.unknown, may_deny=True)
-    requirement = need.requirement
+    return _placed(ctx, req, pod, spec, state, view, need.requirement, choice, ns)
 
+
+def _placed(
+    ctx: RuleContext,
+    req: ReviewRequest,
+    pod: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    state: ClusterState,
+    view: PodView,
+    requirement: Requirement,
+    choice: RuntimeChoice | None,
+    ns: str,
+) -> Decision:
+    """The answer for a pod whose requirement is known: left alone on the node its creator
+    named, its GPUs asked through its DRA class (``dra.mode``), or node affinity."""
     policy = policy_of(ctx.config, requirement)
     record = requirement.record(policy)
     node_name = spec.get("nodeName")
     if isinstance(node_name, str) and node_name:
         return _named_node(ctx, req, node_name, requirement, policy, record, state)
+    answered, dra_warnings = admit_through_class(
+        ctx,
+        req,
+        pod,
+        spec,
+        requirement,
+        policy,
+        _ANNOTATIONS,
+        lambda: said_once(ctx.said, requirement, "Pod", choice, ns),
+    )
+    if answered is not None:
+        return answered
     compiled = ctx.placer.compile(requirement, policy, state)
     no_fit, check = ctx.placer.no_fit(requirement, compiled, spec, view.gpu_resources, state)
     terms = compiled.terms
@@ -154,6 +182,8 @@ def _pod_checked(
         then=placed,
         check=check,
     )
+    if dra_warnings:
+        decision = replace(decision, warnings=(*decision.warnings, *dra_warnings))
     # No node can run it: the controller that made it is reported (the pod has no name yet),
     # for its Event and for the sweep that finds the pod once stored (background/podevents).
     owner = owner_placement(req, pod, no_fit, check)

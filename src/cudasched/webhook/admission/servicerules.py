@@ -8,10 +8,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from cudasched.placement.drarequest import managed_dra_selectors
+from cudasched.settings.config import DraMode
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
-from cudasched.vocab.objects import namespace_of
-from cudasched.vocab.requirements import Requirement
+from cudasched.vocab.kserve import MANAGED_DRA_CEL_SELECTOR, MANAGED_DRA_DEVICE_CLASS
+from cudasched.vocab.objects import annotations_of, namespace_of
+from cudasched.vocab.requirements import Policy, Requirement
 from cudasched.webhook.admission.once import said_once
 from cudasched.webhook.admission.patch import Scope, diff
 from cudasched.webhook.admission.placer import Compiled, FitCheck
@@ -277,6 +280,9 @@ def _llmisvc_checked(
     no_fit, check = _fit(ctx, requirement, compiled, llmisvc_pod(full), state, "its pods'")
     placement = placement_of(req, full, no_fit, check)
     set_annotation(mutated, L.ANN_REQUIREMENT, record)
+    narrowed = _managed_dra(ctx, service, requirement, policy)
+    if narrowed is not None:
+        set_annotation(mutated, MANAGED_DRA_CEL_SELECTOR, narrowed)
     decision = finish(
         ctx.config,
         req,
@@ -288,3 +294,18 @@ def _llmisvc_checked(
         may_deny=req.operation == "CREATE",
     )
     return replace(decision, placement=placement)
+
+
+def _managed_dra(
+    ctx: RuleContext, service: Mapping[str, Any], requirement: Requirement, policy: Policy
+) -> str | None:
+    """With ``dra.mode`` on, an LLMInferenceService whose pods KServe gives a managed DRA
+    claim of NVIDIA's GPU class (or a cudasched class) gets the selectors of its CUDA-aware
+    class added to the claim's (``None``: nothing to add)."""
+    if ctx.config.dra.mode is DraMode.OFF:
+        return None
+    annotations = annotations_of(service)
+    if MANAGED_DRA_DEVICE_CLASS not in annotations:
+        return None
+    choice = ctx.placer.device_class(requirement, policy)
+    return None if choice is None else managed_dra_selectors(annotations, choice.selectors)

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from cudasched.placement.deviceclass import EXTENDED_RESOURCE_PREFIX
 from cudasched.placement.merge import MARKER, REQUIRED_KEY
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
@@ -53,11 +54,14 @@ _MAX_SHARDS = 1024
 
 
 class Placement(NamedTuple):
-    """What the policy writes for one key: the requirement annotation (``None``: none) and
-    cudasched's terms (``None``: the affinity is left alone)."""
+    """What the policy writes for one key: the requirement annotation (``None``: none),
+    cudasched's terms (``None``: the affinity is left alone) and the DeviceClass whose extended
+    resource the pod's ``nvidia.com/gpu`` becomes (``dra.mode: extended-resource``; ``None``:
+    the resources are left alone)."""
 
     requirement: str | None
     terms: tuple[dict[str, Any], ...] | None
+    device_class: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -65,6 +69,8 @@ class Placement(NamedTuple):
             out["requirement"] = self.requirement
         if self.terms is not None:
             out["terms"] = [dict(t) for t in self.terms]
+        if self.device_class is not None:
+            out["deviceClass"] = self.device_class
         return out
 
     def ident(self) -> str:
@@ -137,9 +143,27 @@ def placement_of(decision: Decision, probe: Mapping[str, Any]) -> Placement | No
                 for term in found
                 if term.get("matchExpressions", [None])[0] == MARKER
             )
-    if requirement is None and not terms:
+    device_class = _moved_to_class(probe, after)
+    if requirement is None and not terms and device_class is None:
         return None
-    return Placement(requirement if isinstance(requirement, str) else None, terms)
+    return Placement(requirement if isinstance(requirement, str) else None, terms, device_class)
+
+
+def _moved_to_class(probe: Mapping[str, Any], after: Mapping[str, Any]) -> str | None:
+    """The class the answer asks the probe's GPUs through: a ``deviceclass...`` resource the
+    answer added to a container (the webhook names one class per pod)."""
+    for field in ("initContainers", "containers"):
+        before = (probe.get("spec") or {}).get(field) or []
+        for i, container in enumerate((after.get("spec") or {}).get(field) or []):
+            had = before[i].get("resources") or {} if i < len(before) else {}
+            for part in ("limits", "requests"):
+                added = set((container.get("resources") or {}).get(part) or {}) - set(
+                    had.get(part) or {}
+                )
+                for key in sorted(str(k) for k in added):
+                    if key.startswith(EXTENDED_RESOURCE_PREFIX):
+                        return key.removeprefix(EXTENDED_RESOURCE_PREFIX)
+    return None
 
 
 def _shard_of(key: str, shards: int) -> int:
@@ -222,5 +246,6 @@ def held_placements(objects: Iterable[Mapping[str, Any]], format_: str) -> dict[
             held[key] = Placement(
                 found.get("requirement"),
                 None if terms is None else tuple(dict(t) for t in terms),
+                found.get("deviceClass"),
             )
     return held

@@ -63,15 +63,18 @@ def registration(
     only_namespaces: list[str] | None = None,
     timeout_seconds: int | None = None,
     beside_policy: bool = False,
+    dra: str | None = None,
 ) -> JSON:
     """The MutatingWebhookConfiguration of ``cudasched manifests`` pointed at ``base_url``.
 
     ``only_namespaces`` narrows every webhook to those namespaces (tests isolate their
     registrations this way); ``timeout_seconds`` overrides the manifests' timeout;
-    ``beside_policy`` takes the one ``--mode both`` prints (pods the policy placed skipped).
+    ``beside_policy`` takes the one ``--mode both`` prints (pods the policy placed skipped);
+    ``dra`` the one ``--dra MODE`` prints (ResourceClaims made for pods sent too).
     """
     args = ["--self-signed", "--no-agent"] + (["--fail-closed"] if fail_closed else [])
     args += ["--mode", "both"] if beside_policy else []
+    args += ["--dra", dra] if dra else []
     found = [o for o in manifests(*args) if o["kind"] == "MutatingWebhookConfiguration"]
     if len(found) != 1:
         raise RuntimeError(f"cudasched manifests printed {len(found)} webhook configurations")

@@ -624,3 +624,47 @@ def test_the_image_resolver_gets_its_grant_and_an_egress_policy_only_with_its_fl
     assert (resolver.enabled, resolver.layers.enabled, resolver.shared_facts) == (True,) * 3
     refused = CliRunner().invoke(app, ["manifests", "--registry-cidr", "10.20.0.0/16"])
     assert refused.exit_code == 2 and "--image-resolver" in refused.output
+
+
+def test_dra_registers_the_claims_webhook_and_grants_get_on_pods_only_with_its_flag(
+    tmp_path: Path,
+) -> None:
+    """``--dra``: the settings carry ``dra.mode``, the ResourceClaims webhook is registered
+    (Ignore, never re-invoked, only claims made from a pod's template) and ``get`` on pods is
+    granted in a ClusterRole of its own; without it none of them. ``--dra claim`` is the
+    webhook's alone."""
+    plain = _render("--namespace", "gpu-system")
+    opted = _render("--namespace", "gpu-system", "--dra", "extended-resource", "--fail-closed")
+    hooks = {
+        name: [h for h in _one(o, "MutatingWebhookConfiguration")["webhooks"]]
+        for name, o in (("plain", plain), ("opted", opted))
+    }
+    (claims,) = [h for h in hooks["opted"] if h["name"] == "resourceclaims.cudasched.io"]
+    assert "resourceclaims.cudasched.io" not in {h["name"] for h in hooks["plain"]}
+    assert claims["clientConfig"]["service"]["path"] == "/mutate/resourceclaims"
+    assert (claims["failurePolicy"], claims["reinvocationPolicy"]) == ("Ignore", "Never")
+    assert claims["rules"][0]["apiGroups"] == ["resource.k8s.io"]
+    role = _one(opted, "ClusterRole", f"{naming.APP}-claim-pods")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+    assert not [o for o in plain if o["metadata"]["name"] == f"{naming.APP}-claim-pods"]
+    assert all(assert_valid(o) is None for o in opted if o["kind"] not in CERT_MANAGER_KINDS)
+    settings = tmp_path / "config.yaml"
+    settings.write_text(_one(opted, "ConfigMap")["data"]["config.yaml"])
+    assert load_config(settings).dra.mode.value == "extended-resource"
+    env = celpy.Environment()
+    programs = [env.program(env.compile(c["expression"])) for c in claims["matchConditions"]]
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u", "controller": True}
+    made = {"annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"}}
+    cases = {
+        "made for a pod": {**made, "ownerReferences": [owner]},
+        "a person's": {"name": "mine"},
+        "the scheduler's": {
+            "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+            "ownerReferences": [owner],
+        },
+        "not controlled": {**made, "ownerReferences": [{**owner, "controller": False}]},
+    }
+    sent = {case: _sent(programs, {"metadata": meta}) for case, meta in cases.items()}
+    assert sent == {k: k == "made for a pod" for k in cases}
+    refused = CliRunner().invoke(app, ["manifests", "--dra", "claim", "--mode", "both"])
+    assert refused.exit_code == 2 and "webhook only" in refused.output

@@ -13,6 +13,7 @@ from cudasched.install.access import DEFAULT_API_SERVER_CIDRS
 from cudasched.install.agent import daemonset_objects
 from cudasched.install.naming import DEFAULT_IMAGE, DEFAULT_NAMESPACE
 from cudasched.install.webhook import DEFAULT_PRIORITY_CLASS, all_objects, checked_image, to_yaml
+from cudasched.settings.config import DraMode
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.requirements import ToolkitMode
 from cudasched.webhook.server.tls import generate_self_signed
@@ -81,6 +82,24 @@ DenyUnplacedOption = Annotated[
         "instead of warning (a controller creating them retries until the tables know them).",
     ),
 ]
+FailClosedOption = Annotated[
+    bool,
+    typer.Option(
+        "--fail-closed",
+        help="failurePolicy Fail: refuse pods while the webhook is unreachable instead of "
+        "admitting them without CUDA-aware affinity (the default, Ignore).",
+    ),
+]
+DraOption = Annotated[
+    DraMode,
+    typer.Option(
+        "--dra",
+        help="dra.mode in the webhook's settings (off, extended-resource, claim): GPU pods "
+        "ask through the CUDA-aware DeviceClasses 'cudasched device-classes' prints, and "
+        "the ResourceClaims made from a pod's templates are narrowed to its class (registers "
+        "the resourceclaims webhook and grants get on pods, a ClusterRole of its own).",
+    ),
+]
 PullSecretsOption = Annotated[
     bool,
     typer.Option(
@@ -141,14 +160,7 @@ def manifests_command(
     image: Annotated[
         str, typer.Option(help="Container image of cudasched (webhook and agent).")
     ] = DEFAULT_IMAGE,
-    fail_closed: Annotated[
-        bool,
-        typer.Option(
-            "--fail-closed",
-            help="failurePolicy Fail: refuse pods while the webhook is unreachable instead of "
-            "admitting them without CUDA-aware affinity (the default, Ignore).",
-        ),
-    ] = False,
+    fail_closed: FailClosedOption = False,
     agent: Annotated[
         bool, typer.Option("--agent/--no-agent", help="Include the node agent DaemonSet.")
     ] = True,
@@ -201,6 +213,7 @@ def manifests_command(
     audit_interval: AuditIntervalOption = 0,
     mode: ModeOption = "webhook",
     deny_unplaced: DenyUnplacedOption = False,
+    dra: DraOption = DraMode.OFF,
     knowledge: KnowledgeOption = None,
     knowledge_key: KnowledgeKeyOption = None,
 ) -> None:
@@ -233,6 +246,7 @@ def manifests_command(
             toolkit_mode=toolkit_mode.value if toolkit_mode is not None else None,
             mode=mode,
             deny_unplaced=deny_unplaced,
+            dra_mode=dra.value,
             knowledge=knowledge,
             knowledge_key_pem=_knowledge_key(knowledge_key) if knowledge_key else None,
         )

@@ -230,6 +230,15 @@ def pull_secret_objects(namespace: str) -> list[dict[str, Any]]:
     return _cluster_grant(f"{APP}-pull-secrets", namespace, rules)
 
 
+def claim_pod_objects(namespace: str) -> list[dict[str, Any]]:
+    """``--dra`` (not ``off``): ``get`` on pods, in a ClusterRole of its own. The webhook reads
+    one pod by name, the one a ResourceClaim under review was made for (its ownerReference),
+    to narrow the claim to what the pod runs (:mod:`cudasched.kube.ownerpod`); it never lists
+    or watches pods for it."""
+    rules = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+    return _cluster_grant(f"{APP}-claim-pods", namespace, rules)
+
+
 def audit_objects(namespace: str) -> list[dict[str, Any]]:
     """``--audit-interval``: what the webhook's background audit needs besides the webhook's
     own grant, in a ClusterRole of its own: ``list`` on every kind a live read lists (the

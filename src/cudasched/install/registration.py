@@ -33,6 +33,14 @@ deliberate:
   skips pods the MutatingAdmissionPolicy already placed (its marker, ``not-placed-by-policy``):
   the API server runs policies first, so the webhook is called only for what the policy's
   tables do not know yet, and the two never both add terms.
+* With ``dra.mode`` on (``cudasched manifests --dra``), ResourceClaims (CREATE, ``resource.k8s.io``
+  ``v1``) are sent too, but only those kube-controller-manager makes from a pod's template
+  (``matchConditions``: the ``resource.kubernetes.io/pod-claim-name`` annotation and a
+  controlling ``v1`` Pod owner): the webhook reads that pod and adds its class's selectors
+  to the claim's GPU requests. Always ``failurePolicy: Ignore`` (an unnarrowed claim is what
+  the pod asked for; a refused one would leave the pod waiting), ``reinvocationPolicy:
+  Never`` and ``sideEffects: None``. Claims a person creates are not sent: the pods that will
+  use them do not exist yet.
 * ``namespaceSelector`` excludes ``kube-system`` and cudasched's own namespace, so the webhook can
   never block its own recovery.
 """
@@ -50,6 +58,7 @@ from cudasched.workloads.kserve.llm import PART_OF_LABEL, PART_OF_VALUE
 from cudasched.workloads.pods import SKIP_VALUES
 
 __all__ = [
+    "CLAIM_FOR_POD",
     "NOT_SKIPPED",
     "POD_MAY_NEED_GPU",
     "webhook_configuration",
@@ -96,6 +105,16 @@ NOT_SKIPPED = (
 )
 
 
+#: CEL: the claim was made from a pod's template by kube-controller-manager (its annotation and
+#: its controlling Pod owner, as ``pkg/controller/resourceclaim`` writes them).
+CLAIM_FOR_POD = (
+    "has(object.metadata.annotations) && "
+    "'resource.kubernetes.io/pod-claim-name' in object.metadata.annotations && "
+    "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, "
+    "r.apiVersion == 'v1' && r.kind == 'Pod' && has(r.controller) && r.controller)"
+)
+
+
 def _pod_conditions(beside_policy: bool) -> list[dict[str, str]]:
     conditions = [
         {"name": "may-need-gpu", "expression": POD_MAY_NEED_GPU},
@@ -113,25 +132,18 @@ def webhook_configuration(
     cert_manager: bool = False,
     fail_closed: bool = False,
     beside_policy: bool = False,
+    dra_claims: bool = False,
 ) -> dict[str, Any]:
     """The MutatingWebhookConfiguration: one webhook for pods, one for InferenceServices, one
     for LLMInferenceServices, one for workload controllers (warn-only); ``beside_policy``: pods
-    the policy placed are not sent."""
+    the policy placed are not sent; ``dra_claims``: one for the ResourceClaims made for
+    pods."""
     annotations: dict[str, str] = {}
     if cert_manager:
         annotations["cert-manager.io/inject-ca-from"] = f"{namespace}/{CA_CERTIFICATE}"
     client_config_extra: dict[str, Any] = {}
     if ca_bundle_pem is not None:
         client_config_extra["caBundle"] = base64.b64encode(ca_bundle_pem).decode()
-    namespace_selector = {
-        "matchExpressions": [
-            {
-                "key": "kubernetes.io/metadata.name",
-                "operator": "NotIn",
-                "values": sorted({"kube-system", namespace}),
-            }
-        ]
-    }
     common: dict[str, Any] = {
         "admissionReviewVersions": ["v1"],
         "sideEffects": "NoneOnDryRun",
@@ -139,7 +151,7 @@ def webhook_configuration(
         "failurePolicy": "Fail" if fail_closed else "Ignore",
         "reinvocationPolicy": "IfNeeded",
         "matchPolicy": "Equivalent",
-        "namespaceSelector": namespace_selector,
+        "namespaceSelector": _namespace_selector(namespace),
     }
 
     def client_config(path: str) -> dict[str, Any]:
@@ -151,6 +163,9 @@ def webhook_configuration(
     meta = object_meta(APP, None, "webhook")
     if annotations:
         meta["annotations"] = annotations
+    claims = (
+        [_claims_webhook(client_config("/mutate/resourceclaims"), common)] if dra_claims else []
+    )
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -188,7 +203,18 @@ def webhook_configuration(
                 common,
             ),
             _workloads_webhook(client_config("/mutate/workloads"), common),
+            *claims,
         ],
+    }
+
+
+def _namespace_selector(namespace: str) -> dict[str, Any]:
+    """Every namespace but ``kube-system`` and cudasched's own."""
+    excluded = sorted({"kube-system", namespace})
+    return {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded}
+        ]
     }
 
 
@@ -236,3 +262,26 @@ def _workloads_webhook(client_config: dict[str, Any], common: dict[str, Any]) ->
     ]
     hook["reinvocationPolicy"] = "Never"
     return hook
+
+
+def _claims_webhook(client_config: dict[str, Any], common: dict[str, Any]) -> dict[str, Any]:
+    """The ResourceClaims' webhook: only claims made for a pod from its template; never
+    fails the claim (``Ignore`` whatever ``--fail-closed`` says) and never re-invoked."""
+    return {
+        "name": "resourceclaims.cudasched.io",
+        "clientConfig": client_config,
+        "rules": [
+            {
+                "apiGroups": ["resource.k8s.io"],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE"],
+                "resources": ["resourceclaims"],
+                "scope": "Namespaced",
+            }
+        ],
+        "matchConditions": [{"name": "made-for-a-pod", "expression": CLAIM_FOR_POD}],
+        **common,
+        "failurePolicy": "Ignore",
+        "reinvocationPolicy": "Never",
+        "sideEffects": "None",
+    }

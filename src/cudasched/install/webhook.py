@@ -24,6 +24,7 @@ import yaml
 from cudasched.install.access import (
     DEFAULT_API_SERVER_CIDRS,
     audit_objects,
+    claim_pod_objects,
     egress_network_policy,
     image_resolver_objects,
     network_policy,
@@ -162,13 +163,17 @@ def webhook_settings(
     audit_minutes: int = 0,
     image_resolver: bool = False,
     toolkit_mode: str | None = None,
+    dra_mode: str = "off",
 ) -> dict[str, Any]:
     """The webhook's ``config.yaml`` in the ConfigMap: :data:`DEFAULT_CONFIG`; with
     ``image_resolver`` the image resolver on (configs, layers, shared facts), with
     ``pull_secrets`` too and reading workloads' pull secrets; with ``audit_minutes`` the
     background audit every that many minutes, publishing reports; ``toolkit_mode`` the
-    container toolkit's mode the nodes run (``legacy``, ``cdi``)."""
+    container toolkit's mode the nodes run (``legacy``, ``cdi``); ``dra_mode`` (not ``off``)
+    the ``dra:`` section."""
     settings: dict[str, Any] = dict(DEFAULT_CONFIG)
+    if dra_mode != "off":
+        settings["dra"] = {"mode": dra_mode}
     if toolkit_mode is not None:
         settings["toolkitMode"] = toolkit_mode
     if pull_secrets:
@@ -353,7 +358,10 @@ def _policy_part(
     deny_unplaced: bool,
 ) -> list[dict[str, Any]]:
     """The policy mode's objects: its controller (with the webhook's settings, less the
-    server's and the background audit's) and the policies."""
+    server's and the background audit's) and the policies. ``dra.mode: claim`` is refused:
+    the policy's controller does not serve it."""
+    if settings.get("dra", {}).get("mode") == "claim":
+        raise InputError("--dra claim is served by the webhook only (--mode webhook)")
     from cudasched.install.policy import policy_objects
     from cudasched.install.policycontroller import controller_objects
 
@@ -374,11 +382,20 @@ def _check_registry_cidrs(registry_cidrs: Sequence[str], resolver: bool, policie
         )
 
 
+def _namespace_object(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": namespace, "labels": {"app.kubernetes.io/name": "cudasched"}},
+    }
+
+
 def _access_objects(
-    namespace: str, resolver: bool, pull_secrets: bool, audit_minutes: int
+    namespace: str, resolver: bool, pull_secrets: bool, audit_minutes: int, dra_mode: str = "off"
 ) -> list[dict[str, Any]]:
     """The webhook's identity and grants: the ImageFacts CRD and the policy guarding its
-    status, the RBAC, and the grants the resolver, pull secrets and background audit add."""
+    status, the RBAC, and the grants the resolver, pull secrets, background audit and DRA
+    (``get`` on the pods claims are made for) add."""
     objects = [image_facts_crd(), *rbac_objects(namespace), *image_facts_policy(namespace)]
     if resolver:
         objects += image_resolver_objects(namespace)
@@ -386,6 +403,8 @@ def _access_objects(
         objects += pull_secret_objects(namespace)
     if audit_minutes:
         objects += audit_objects(namespace)
+    if dra_mode != "off":
+        objects += claim_pod_objects(namespace)
     return objects
 
 
@@ -428,6 +447,7 @@ def all_objects(
     knowledge_key_pem: str | None = None,
     mode: str = "webhook",
     deny_unplaced: bool = False,
+    dra_mode: str = "off",
 ) -> list[dict[str, Any]]:
     """Everything ``cudasched manifests`` prints, in apply order (``mode``: :data:`MODES`;
     ``deny_unplaced``: the policy refuses GPU pods it cannot place). Without cert-manager the
@@ -437,24 +457,20 @@ def all_objects(
     grant and the egress NetworkPolicy (``registry_cidrs``: internal registries);
     ``pull_secrets`` too, with :func:`pull_secret_objects`; ``audit_minutes`` (0: off)
     :func:`audit_objects` and the background audit; ``toolkit_mode`` goes into the settings;
-    ``knowledge`` (``knowledge_key_pem``: its signer's key) the bundle the webhook follows. The
-    ImageFacts CRD and its status policy come with the webhook (:mod:`.imagefacts`)."""
+    ``knowledge`` (``knowledge_key_pem``: its signer's key) the bundle the webhook follows;
+    ``dra_mode`` the ``dra:`` settings (and the claims' webhook and grant). The ImageFacts CRD
+    and its status policy come with the webhook (:mod:`.imagefacts`)."""
     _check_arguments(namespace, image, mode, audit_minutes, priority_class)
     resolver = image_resolver or pull_secrets
     _check_registry_cidrs(registry_cidrs, resolver, api_server_cidrs is not None)
     followed, key_files = _knowledge_part(knowledge, knowledge_key_pem)
-    objects: list[dict[str, Any]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": namespace, "labels": {"app.kubernetes.io/name": "cudasched"}},
-        }
-    ]
+    objects: list[dict[str, Any]] = [_namespace_object(namespace)]
     settings = webhook_settings(
         pull_secrets=pull_secrets,
         audit_minutes=audit_minutes,
         image_resolver=image_resolver,
         toolkit_mode=toolkit_mode,
+        dra_mode=dra_mode,
     )
     if mode != "webhook":
         objects += _policy_part(
@@ -462,7 +478,7 @@ def all_objects(
         )
         if mode == "policy":
             return [*objects, *agent_objects]
-    objects += _access_objects(namespace, resolver, pull_secrets, audit_minutes)
+    objects += _access_objects(namespace, resolver, pull_secrets, audit_minutes, dra_mode)
     objects += tls_objects(namespace, cert_manager=cert_manager, cert_pem=cert_pem, key_pem=key_pem)
     objects += priority_objects(namespace, priority_class)
     objects += workload_objects(
@@ -483,6 +499,7 @@ def all_objects(
             cert_manager=cert_manager,
             fail_closed=fail_closed,
             beside_policy=mode == "both",
+            dra_claims=dra_mode != "off",
         )
     )
     objects += agent_objects

@@ -46,6 +46,7 @@ __all__ = [
     "asks_class",
     "claim_rewrite",
     "claim_template_name",
+    "claims_from_templates",
     "class_claim_template",
     "extended_resource_rewrite",
     "gpu_counts",
@@ -178,6 +179,22 @@ def asks_class(spec: Mapping[str, Any], class_name: str) -> bool:
         if isinstance(template, str) and templates.fullmatch(template):
             return True
     return False
+
+
+def claims_from_templates(spec: Mapping[str, Any]) -> bool:
+    """Whether the pod asks through DRA claims alone, every one made from a template: the
+    claims kube-controller-manager makes for it are narrowed to its class when they are
+    created (:mod:`cudasched.placement.claimnarrow`), so no node affinity is needed. A claim
+    the pod names (``resourceClaimName``) was made before the pod and is not narrowed."""
+    claims = spec.get("resourceClaims")
+    if not isinstance(claims, Sequence) or isinstance(claims, str) or not claims:
+        return False
+    return all(
+        isinstance(c, Mapping)
+        and isinstance(c.get("resourceClaimTemplateName"), str)
+        and not c.get("resourceClaimName")
+        for c in claims
+    )
 
 
 def claim_template_name(class_name: str, count: int) -> str:

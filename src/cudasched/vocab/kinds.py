@@ -210,6 +210,16 @@ RESOURCE_SLICE = Kind(
     crd_of="Kubernetes 1.34+ (resource.k8s.io/v1)",
     advisory=True,
 )
+#: What the webhook narrows (``dra.mode``): the claims kube-controller-manager makes for pods.
+RESOURCE_CLAIM = Kind(
+    "resource.k8s.io",
+    "v1",
+    "ResourceClaim",
+    "resourceclaims",
+    namespaced=True,
+    crd_of="Kubernetes 1.34+ (resource.k8s.io/v1)",
+    advisory=True,
+)
 #: v1beta1: served by every Kueue release that has ResourceFlavors in beta (v1beta2 beside it).
 KUEUE_RESOURCE_FLAVOR = Kind(
     "kueue.x-k8s.io",

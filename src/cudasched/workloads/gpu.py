@@ -114,7 +114,8 @@ class GpuUse(NamedTuple):
     #: It lists dynamic resource claims (their device class is not visible here).
     claims: bool
     #: The container whose CUDA matters: the first with a GPU, else KServe's predictor or
-    #: multi-node worker container (by name).
+    #: multi-node worker container (by name), else (a pod with resource claims) the first
+    #: that consumes a claim.
     container: Mapping[str, Any] | None
 
     @property
@@ -147,8 +148,11 @@ def read_gpu_use(pod_spec: Mapping[str, Any], memo: GpuMemo | None = None) -> Gp
     else:  # remembered: the key was made, so every container is a mapping
         containers = spec["containers"]
     names, first = found
+    claims = bool(spec.get("resourceClaims"))
     container = containers[first] if first is not None else _by_name(containers)
-    return GpuUse(names, bool(spec.get("resourceClaims")), container)
+    if container is None and claims:
+        container = _claim_consumer(containers)
+    return GpuUse(names, claims, container)
 
 
 def _read_gpu_names(
@@ -185,6 +189,16 @@ def _memo_key(spec: Mapping[str, Any]) -> bytes | None:
         return b"+" + orjson.dumps([own, [c.get("resources") for c in inits]])
     except (AttributeError, TypeError):  # a container that is not a mapping, or not JSON
         return None
+
+
+def _claim_consumer(containers: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The first container that consumes one of the pod's resource claims
+    (``resources.claims``): a pod asking its GPUs through DRA alone names no GPU resource."""
+    for c in containers:
+        resources = c.get("resources")
+        if isinstance(resources, Mapping) and resources.get("claims"):
+            return c
+    return None
 
 
 def _by_name(containers: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:

@@ -81,7 +81,8 @@ class PodView(NamedTuple):
     #: node must offer for the scheduler to place it (resource claims are not among them).
     gpu_resources: frozenset[str]
     #: The container whose CUDA matters: an LLM model server's ``main``, else the first
-    #: container with a GPU, else KServe's predictor or worker container.
+    #: container with a GPU, else KServe's predictor or worker container, else the first
+    #: that consumes one of the pod's resource claims.
     cuda_container: Mapping[str, Any] | None
     #: ``cudasched.io/skip`` asks cudasched to leave the pod alone (lenient: never an error).
     skipped: bool

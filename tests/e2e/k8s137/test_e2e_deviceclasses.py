@@ -453,3 +453,92 @@ def test_the_policy_asks_nvidia_gpu_through_the_class_without_a_webhook(
         _allocated_as_explained(api, plane, ns, names, "extended-resource", tmp_path)
     finally:
         _release(plane, api, ns)
+
+
+NS_NARROW = "e2e-dra-narrow"
+NVIDIA_CLASS = "gpu.nvidia.com"
+
+
+@pytest.fixture(scope="module")
+def nvidia_class(api: Api) -> Iterator[str]:
+    """NVIDIA's own full-GPU class, as its DRA driver's chart creates it (no extended
+    resource name here: the flip is another test's)."""
+    expression = (
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+    )
+    api.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": NVIDIA_CLASS},
+            "spec": {"selectors": [{"cel": {"expression": expression}}]},
+        }
+    )
+    try:
+        yield NVIDIA_CLASS
+    finally:
+        api.delete(f"{DRA}/deviceclasses/{NVIDIA_CLASS}")
+
+
+def _template_pod(name: str, ns: str, *, cuda: str | None) -> dict[str, Any]:
+    """A pod asking its GPU through DRA itself: a claim from the template ``nvidia-gpu``
+    (NVIDIA's class, no selectors); ``cuda=None``: an image whose CUDA nobody knows."""
+    pod = _pod(name, claim=None)
+    pod["metadata"]["namespace"] = ns
+    if cuda is None:
+        pod["metadata"]["annotations"] = {}
+        pod["spec"]["containers"][0]["image"] = "registry.example.com/mystery/server:1"
+    pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "nvidia-gpu"}]
+    return pod
+
+
+def test_a_pods_claims_from_its_template_are_narrowed_to_its_class(
+    classes: list[dict[str, Any]],
+    slices: dict[str, dict[str, str]],
+    nvidia_class: str,
+    dra_webhook: tuple[str, LiveWebhook],
+    plane: ControlPlane,
+    api: Api,
+    tmp_path: Path,
+) -> None:
+    """A pod naming a ResourceClaimTemplate of NVIDIA's class: the claim
+    kube-controller-manager makes for it reaches the webhook, which adds the CUDA-aware class's
+    selectors to its request (the count and NVIDIA's class kept), and kube-scheduler
+    allocates only devices ``explain`` admits. A pod whose CUDA is unknown gets its claim as
+    its template wrote it."""
+    mode, hook = dra_webhook
+    ns = f"{NS_NARROW}-{mode}"
+    api.ensure_namespace(ns)
+    request = {"deviceClassName": nvidia_class, "allocationMode": "ExactCount", "count": 1}
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "nvidia-gpu", "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}},
+    }
+    api.create(template)
+    names = [f"narrowed-{i}" for i in range(REWRITTEN)]
+    try:
+        with registered(api, hook.registration(only_namespaces=[ns], dra=mode)):
+            created = [api.create(_template_pod(n, ns, cuda="12.8")) for n in names]
+            api.create(_template_pod("unknown", ns, cuda=None))
+            _allocated_as_explained(api, plane, ns, names, "claim", tmp_path)
+            pods = {p["metadata"]["name"]: p for p in api.list(f"/api/v1/namespaces/{ns}/pods")}
+        claims = {
+            c["metadata"]["name"]: c for c in api.list(f"{DRA}/namespaces/{ns}/resourceclaims")
+        }
+        asked = {n: claims[_claim_of(pods[n], "claim")]["spec"] for n in [*names, "unknown"]}
+        (ours,) = [c for c in classes if c["metadata"]["name"] == CLASS]
+        narrowed = {**request, "selectors": ours["spec"]["selectors"]}
+        expected = {"devices": {"requests": [{"name": "gpu", "exactly": narrowed}]}}
+        assert {n: asked[n] for n in names} == dict.fromkeys(names, expected)
+        assert asked["unknown"] == template["spec"]["spec"]
+        # The pods record what they need and get no node affinity: their claims place them.
+        assert all("affinity" not in c["spec"] for c in created)
+        assert all(
+            c["metadata"]["annotations"]["cudasched.io/requirement"].startswith("cuda>=12.8")
+            for c in created
+        )
+    finally:
+        _release(plane, api, ns)

@@ -607,7 +607,9 @@ def test_bad_reviews_raise(
 
 
 def test_bad_kind_argument(admitter: Admitter, state: ClusterState) -> None:
-    with pytest.raises(InputError, match="expected 'pod', 'isvc', 'llmisvc' or 'workload'"):
+    with pytest.raises(
+        InputError, match="expected 'pod', 'isvc', 'llmisvc', 'workload' or 'claim'"
+    ):
         admitter.review("deployment", b"{}", state)  # type: ignore[arg-type]
 
 

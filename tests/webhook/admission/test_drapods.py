@@ -180,9 +180,13 @@ def test_a_declared_pod_admitted_again_keeps_its_class_and_gets_no_affinity(mode
     other = builders.pod(
         "other", image="registry.local/own:1", annotations={L.ANN_CUDA_VERSION: "13.0"}
     )
-    # Another requirement's class is not this pod's: node affinity as usual.
+    # Another requirement's class is not this pod's: node affinity as usual through the
+    # extended resource; through a template's claims, none (each claim made for it is
+    # narrowed to this pod's class too, claimrules).
     moved = applied(*_answer(mode, other)[:2])
     moved["metadata"]["annotations"][L.ANN_CUDA_VERSION] = "12.8"
     elsewhere = ask(adm, "pod", creation_review(moved, uid="uid-dra3"), state())
     assert "affinity" not in first["spec"] and ops_of(again) == []
-    assert "affinity" in applied(creation_review(moved, uid="uid-dra3"), elsewhere)["spec"]
+    placed = applied(creation_review(moved, uid="uid-dra3"), elsewhere)
+    assert ("affinity" in placed["spec"]) is (mode == "extended-resource")
+    assert placed["metadata"]["annotations"][L.ANN_REQUIREMENT].startswith("cuda>=12.8")

@@ -16,10 +16,17 @@ from cudasched.webhook.metrics import WebhookMetrics
 
 
 class _Client:
-    """Lists one ServingRuntime and no ClusterServingRuntime, after ``delay`` seconds."""
+    """Lists one ServingRuntime and no ClusterServingRuntime, after ``delay`` seconds; gets
+    the pod ``llm`` (any other is gone)."""
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay
+
+    async def get(self, resource: Any, name: str, *, namespace: str) -> Any:
+        await asyncio.sleep(self.delay)
+        if name != "llm":
+            raise _Gone()
+        return {"metadata": {"name": name, "namespace": namespace}}
 
     def list(self, resource: Any, *, namespace: str | None = None) -> AsyncIterator[Any]:
         plural = resource._api_info.plural
@@ -30,6 +37,11 @@ class _Client:
                 yield {"metadata": {"name": "triton", "namespace": namespace}}
 
         return items()
+
+
+class _Gone(Exception):
+    class status:  # noqa: N801 - the shape of lightkube's ApiError
+        code = 404
 
 
 @pytest.fixture
@@ -100,3 +112,17 @@ def test_nothing_is_read_without_a_loop_a_client_or_a_budget(
         return reader.read("ml")
 
     assert asyncio.run_coroutine_threadsafe(from_the_loop(), loop).result(5) is None
+
+
+def test_the_pod_a_claim_was_made_for_is_read_within_the_budget_and_not_counted(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    metrics = WebhookMetrics()
+    reader = _started(RuntimeReader(lambda: _Client(), 2.0, metrics), loop)
+    pod, why = reader.read_pod("ml", "llm")
+    gone = reader.read_pod("ml", "other")
+    slow = _started(RuntimeReader(lambda: _Client(delay=5.0), 0.1), loop).read_pod("ml", "llm")
+    assert pod is not None and (pod["kind"], why) == ("Pod", "")
+    assert gone == (None, "pod ml/other not found")
+    assert slow == (None, "pod ml/llm not read within 0.1s")
+    assert sum(_count(metrics, r) for r in ("read", "failed", "timeout")) == 0

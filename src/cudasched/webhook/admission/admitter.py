@@ -42,7 +42,8 @@ import orjson
 
 from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.errors import InputError
-from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, POD
+from cudasched.vocab.kinds import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, POD, RESOURCE_CLAIM
+from cudasched.webhook.admission.claimrules import admit_claim
 from cudasched.webhook.admission.limits import (
     body_over_limits,
     nesting_bounded,
@@ -69,7 +70,7 @@ from cudasched.webhook.admission.review import (
 )
 from cudasched.webhook.admission.reviewed import WORKLOAD_KINDS
 from cudasched.webhook.admission.servicerules import admit_isvc, admit_llmisvc
-from cudasched.webhook.admission.steps import RuleContext, RuntimeSource
+from cudasched.webhook.admission.steps import PodSource, RuleContext, RuntimeSource
 from cudasched.webhook.admission.templaterules import admit_template
 from cudasched.webhook.memo.decisions import DecisionMemo
 
@@ -82,7 +83,7 @@ __all__ = ["Admitter", "Kind", "Prepared"]
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["pod", "isvc", "llmisvc", "workload"]
+Kind = Literal["pod", "isvc", "llmisvc", "workload", "claim"]
 
 #: The ``(group, kind)`` each endpoint decides.
 _EXPECTED_KINDS: dict[str, frozenset[tuple[str, str]]] = {
@@ -90,7 +91,11 @@ _EXPECTED_KINDS: dict[str, frozenset[tuple[str, str]]] = {
     "isvc": frozenset({(INFERENCE_SERVICE.group, INFERENCE_SERVICE.kind)}),
     "llmisvc": frozenset({(LLM_INFERENCE_SERVICE.group, LLM_INFERENCE_SERVICE.kind)}),
     "workload": WORKLOAD_KINDS,
+    "claim": frozenset({(RESOURCE_CLAIM.group, RESOURCE_CLAIM.kind)}),
 }
+#: The kinds whose answers are never remembered: a claim's answer reads its pod, which the
+#: request does not hold.
+_NOT_REMEMBERED = frozenset({"claim"})
 
 
 def _log_decision(req: ReviewRequest, decision: Decision) -> None:
@@ -150,12 +155,16 @@ class Admitter:
         kb: KnowledgeBase,
         images: ImageTable,
         runtimes: RuntimeSource | None = None,
+        pods: PodSource | None = None,
     ) -> None:
         # What every rule reads: the settings, the knowledge, the image table, the placer
         # (compiled terms and merged affinities, remembered), the warnings about shared
         # objects this process has given once (once.py) and where runtimes the snapshot
         # lacks are read (the API server, when the server serves a live cluster).
-        self.rules = RuleContext(config, kb, images, Placer(config, kb), FirstSeen(), runtimes)
+        # The pod a ResourceClaim was made for is read the same way (claimrules.py).
+        self.rules = RuleContext(
+            config, kb, images, Placer(config, kb), FirstSeen(), runtimes, pods
+        )
         self._limits = config.limits
         # With the image resolver on, a look-up may wait for a resolution in flight, and an
         # unknown answer is not remembered (the next replica may find the image resolved).
@@ -247,7 +256,8 @@ class Admitter:
         when it is not an AdmissionReview v1) and compute its memo keys."""
         if kind not in _EXPECTED_KINDS:
             raise InputError(
-                f"invalid admission kind {kind!r}: expected 'pod', 'isvc', 'llmisvc' or 'workload'"
+                f"invalid admission kind {kind!r}: expected 'pod', 'isvc', 'llmisvc', "
+                "'workload' or 'claim'"
             )
         limits = self._limits
         full_count = True
@@ -267,7 +277,8 @@ class Admitter:
                 full_count = small_body_checks(body, limits, braces)
                 shallow = not full_count and nesting_bounded(body, braces)
         req = parse_review(body)
-        memo_key = self._remembered.request_key(kind, req, body) if key else None
+        remembered = key and kind not in _NOT_REMEMBERED
+        memo_key = self._remembered.request_key(kind, req, body) if remembered else None
         raw_rest = self._remembered.raw_rest(body, req.uid) if memo_key is not None else None
         return Prepared(kind, req, memo_key, raw_rest, full_count=full_count, shallow=shallow)
 
@@ -372,6 +383,8 @@ class Admitter:
                 return admit_llmisvc(self.rules, req, req.obj, state)
             if kind == "workload":
                 return admit_template(self.rules, req, req.obj, state)
+            if kind == "claim":
+                return admit_claim(self.rules, req, req.obj, state)
             return admit_isvc(self.rules, req, req.obj, state)
         except Deferred:
             raise  # answer_inline: left to a review thread

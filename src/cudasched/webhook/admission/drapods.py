@@ -16,6 +16,12 @@ process is told which class it now asks for, and where it comes from. A containe
 request cannot be moved (a fraction, limits and requests that differ, the class already named)
 keeps the whole pod on node affinity, with a warning: half a pod on DRA and half on the device
 plugin would be placed by neither rule.
+
+A pod that asks through DRA already, with claims all made from templates and no
+``nvidia.com/gpu``, is not rewritten: its requirement is recorded, no node affinity is added,
+and each claim kube-controller-manager makes for it is narrowed to the class when it is created
+(:mod:`cudasched.webhook.admission.claimrules`). A pod naming a claim made before it keeps node
+affinity: that claim is not narrowed.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from cudasched.placement.drarequest import (
     asks_class,
     claim_rewrite,
     claim_template_name,
+    claims_from_templates,
     extended_resource_rewrite,
     gpu_counts,
 )
@@ -97,10 +104,12 @@ def admit_through_class(
         return None, ()
     name = choice.name
     if not asks_gpus:
-        if not asks_class(spec, name):
+        if not (asks_class(spec, name) or claims_from_templates(spec)):
             return None, ()
         # Admitted again (reinvocation, a controller's template): its GPUs already come from
-        # the class, so it gets the record and no node affinity, as the first time.
+        # the class, so it gets the record and no node affinity, as the first time. A pod
+        # whose claims all come from templates: its claims are narrowed to the class when
+        # they are made (claimrules), so it gets the record and no node affinity either.
         rewrite = GpuRewrite((), (), ())
         return _answer(ctx, req, pod, requirement, policy, scopes, notes, rewrite, None), ()
     rewrite = _rewrite(mode, spec, name)

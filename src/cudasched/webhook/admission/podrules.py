@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cudasched.compat.engine import check
 from cudasched.vocab import labels as L
@@ -39,6 +39,7 @@ from cudasched.webhook.admission.steps import (
 from cudasched.workloads.resolution import (
     NeedStatus,
     UnknownRequirement,
+    WorkloadNeed,
     pod_need,
 )
 from cudasched.workloads.view import PodView, Role, view_pod
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from cudasched.webhook.state.clusterstate import ClusterState
     from cudasched.workloads.kserve import RuntimeChoice
 
-__all__ = ["admit_pod"]
+__all__ = ["PodNeed", "admit_pod", "pod_need_of"]
 
 #: The subtree of a pod that admission diffs itself; spec.affinity's patch comes from the
 #: placer (:meth:`~cudasched.webhook.admission.placer.Placer.merge_ops`), after it.
@@ -82,23 +83,30 @@ def admit_pod(
     return with_misspellings(decision, pod) if declared else decision
 
 
-def _pod_checked(
-    ctx: RuleContext,
-    req: ReviewRequest,
-    pod: Mapping[str, Any],
-    spec: Mapping[str, Any],
-    state: ClusterState,
-    declared: bool,
-) -> Decision:
+class PodNeed(NamedTuple):
+    """What admission reads of a pod before placing it: its view, the runtime it uses (a
+    KServe predictor's), its namespace and its need."""
+
+    view: PodView
+    choice: RuntimeChoice | None
+    ns: str
+    need: WorkloadNeed
+
+
+def pod_need_of(
+    ctx: RuleContext, namespace: str, pod: Mapping[str, Any], state: ClusterState, declared: bool
+) -> PodNeed | str:
+    """The pod's need as its admission decides it, or why the pod is not constrained at all
+    (no GPU and nothing declared; a GPU pod outside KServe with ``constrainGpuPodsByImage``
+    off). The one reading for a pod's CREATE and for the claims made for it (claimrules)."""
     view = view_pod(pod).checked()  # every answer below is the view's: read it all
     model_server = view.role is Role.MODEL_SERVER  # may take its GPUs from the configs
     if not declared and not view.requests_gpu and not model_server:
         # Only pods that use a GPU, or say what they need, are ever constrained.
-        return Decision(req.uid, reason="no GPU and no declared requirement")
+        return "no GPU and no declared requirement"
     if not (view.is_kserve or declared or ctx.config.constrain_gpu_pods_by_image):
-        return Decision(req.uid, reason="GPU pod outside KServe (constrainGpuPodsByImage off)")
-
-    full = with_namespace(pod, req.namespace)
+        return "GPU pod outside KServe (constrainGpuPodsByImage off)"
+    full = with_namespace(pod, namespace)
     ns = str(full["metadata"].get("namespace") or "")
     choice = service = None
     if model_server:
@@ -108,10 +116,25 @@ def _pod_checked(
     need = pod_need(
         view,
         choice,
-        ctx.images.per_request(view.pull_scope(req.namespace)),
+        ctx.images.per_request(view.pull_scope(namespace)),
         ctx.kb,
         service=service,
     )
+    return PodNeed(view, choice, ns, need)
+
+
+def _pod_checked(
+    ctx: RuleContext,
+    req: ReviewRequest,
+    pod: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    state: ClusterState,
+    declared: bool,
+) -> Decision:
+    found = pod_need_of(ctx, req.namespace, pod, state, declared)
+    if isinstance(found, str):
+        return Decision(req.uid, reason=found)
+    view, choice, ns, need = found
     if need.status is not NeedStatus.KNOWN:
         nothing = _nothing_to_enforce(req, pod, need.unknown)
         return with_unknown(ctx.config, nothing, "Pod", need.unknown, may_deny=True)

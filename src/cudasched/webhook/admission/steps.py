@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "PodSource",
     "RuleContext",
     "RuntimeSource",
     "finish",
@@ -61,14 +62,23 @@ class RuntimeSource(Protocol):
     ) -> tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]] | None: ...
 
 
+class PodSource(Protocol):
+    """Where admission of a ResourceClaim reads the pod it was made for
+    (``webhook/background/runtimereader``: the API server, within a budget). ``read_pod``
+    returns the pod, or ``None`` and why it could not be read."""
+
+    def read_pod(self, namespace: str, name: str) -> tuple[Mapping[str, Any] | None, str]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class RuleContext:
     """What the admission rules read besides the request and the snapshot: the settings, the
     knowledge, the image table (with the image resolver in it when that is on), the placer
     (compiled terms and merged affinities, remembered) and the warnings this process has
     given once, and where runtimes the snapshot lacks are read (``None``: nowhere; the
-    snapshot is all there is). One per Admitter, built with it; the placer and ``said``
-    remember across requests and are safe to share between review threads."""
+    snapshot is all there is), and where the pod a claim was made for is read (``None``:
+    nowhere, and claims are left as they are). One per Admitter, built with it; the placer
+    and ``said`` remember across requests and are safe to share between review threads."""
 
     config: WebhookConfig
     kb: KnowledgeBase
@@ -76,6 +86,7 @@ class RuleContext:
     placer: Placer
     said: FirstSeen
     runtimes: RuntimeSource | None = None
+    pods: PodSource | None = None
 
 
 def with_unknown(

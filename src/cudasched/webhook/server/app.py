@@ -82,6 +82,8 @@ ISVC_PATH = "/mutate/inferenceservices"
 LLMISVC_PATH = "/mutate/llminferenceservices"
 #: Deployments, StatefulSets, Jobs, CronJobs and LeaderWorkerSets: their templates, warn-only.
 WORKLOAD_PATH = "/mutate/workloads"
+#: ResourceClaims made for pods from their templates, narrowed to the pod's class (dra.mode).
+CLAIM_PATH = "/mutate/resourceclaims"
 
 #: What each admission path decides.
 _ENDPOINTS: dict[str, Kind] = {
@@ -89,6 +91,7 @@ _ENDPOINTS: dict[str, Kind] = {
     ISVC_PATH: "isvc",
     LLMISVC_PATH: "llmisvc",
     WORKLOAD_PATH: "workload",
+    CLAIM_PATH: "claim",
 }
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"

@@ -38,8 +38,8 @@ def build_admission(
     ``imageResolver.enabled``): the given knowledge base (else the bundled one) and image table
     (else the built-in one with ``imageOverrides`` in front), asking the resolver (counted in
     ``metrics``) before its rules, never waiting longer than its budget; ``runtimes`` is where
-    it reads serving runtimes its snapshot lacks. Reads package data: once per server process,
-    never per request."""
+    it reads serving runtimes its snapshot lacks, and the pod a claim was made for. Reads
+    package data: once per server process, never per request."""
     from cudasched.knowledge import KnowledgeBase
     from cudasched.knowledge.images import ImageTable
     from cudasched.webhook.admission.admitter import Admitter
@@ -54,7 +54,7 @@ def build_admission(
             config.image_resolver, metrics, mirrors=images.mirrors, kube=config.kube
         )
         images = images.with_configs(resolver)
-    return Admitter(config, kb, images, runtimes), resolver
+    return Admitter(config, kb, images, runtimes, pods=runtimes), resolver
 
 
 def build_app(
@@ -141,7 +141,7 @@ def follow(
             images = judging.images
             if resolver is not None:
                 images = images.with_configs(resolver)
-            return Admitter(config, judging.kb, images, runtimes)
+            return Admitter(config, judging.kb, images, runtimes, pods=runtimes)
 
         knowledge.build = build
         knowledge.on_swap(lambda _judging, built: app.use_admission(built))

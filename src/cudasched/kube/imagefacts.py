@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cudasched.kube.reflector import plain_object, status_code
+from cudasched.kube.reflector import failure_reason, get_or_none, plain_object, status_code
 from cudasched.kube.resources import resource_of, status_resource_of
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import IMAGE_FACTS
@@ -39,9 +39,7 @@ class AlreadyThere(InputError):
 
 
 def _failed(verb: str, name: str, exc: Exception) -> InputError:
-    code = status_code(exc)
-    why = f"HTTP {code}" if code is not None else type(exc).__name__
-    return InputError(f"cannot {verb} ImageFacts {name}: {why}")
+    return InputError(f"cannot {verb} ImageFacts {name}: {failure_reason(exc)}")
 
 
 def _checked(name: str) -> str:
@@ -52,13 +50,7 @@ def _checked(name: str) -> str:
 
 async def get_image_facts(client: Any, name: str) -> dict[str, Any] | None:
     """The object ``name``, or ``None`` when there is none."""
-    try:
-        found = await client.get(resource_of(IMAGE_FACTS), _checked(name))
-    except Exception as exc:
-        if status_code(exc) == 404:
-            return None
-        raise _failed("get", name, exc) from None
-    return plain_object(found)
+    return await get_or_none(client, IMAGE_FACTS, _checked(name), what=f"get ImageFacts {name}")
 
 
 async def list_image_facts(client: Any) -> list[dict[str, Any]]:

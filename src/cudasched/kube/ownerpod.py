@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cudasched.kube.reflector import plain_object, status_code
-from cudasched.kube.resources import resource_of
+from cudasched.kube.reflector import get_or_none
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import POD
 from cudasched.vocab.labelsyntax import dns_label_ok, dns_subdomain_ok
@@ -25,14 +24,11 @@ async def read_owner_pod(client: Any, namespace: str, name: str) -> dict[str, An
     :class:`~cudasched.vocab.errors.InputError` naming the HTTP status otherwise."""
     if not dns_label_ok(namespace) or not dns_subdomain_ok(name):
         raise InputError(f"cannot read pod {namespace}/{name}: not a valid name")
-    try:
-        found = plain_object(await client.get(resource_of(POD), name, namespace=namespace))
-    except Exception as exc:
-        code = status_code(exc)
-        if code == 404:
-            return None
-        why = f"HTTP {code}" if code is not None else type(exc).__name__
-        raise InputError(f"cannot read pod {namespace}/{name}: {why}") from None
+    found = await get_or_none(
+        client, POD, name, namespace=namespace, what=f"read pod {namespace}/{name}"
+    )
+    if found is None:
+        return None
     found.setdefault("apiVersion", POD.api_version)
     found.setdefault("kind", POD.kind)
     return found

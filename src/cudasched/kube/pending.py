@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cudasched.kube.reflector import plain_object, status_code
+from cudasched.kube.reflector import failure_reason, plain_object
 from cudasched.kube.resources import resource_of
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import POD
@@ -37,6 +37,4 @@ async def list_unbound_pods(client: Any, namespace: str) -> list[dict[str, Any]]
             async for obj in client.list(resource_of(POD), namespace=namespace, fields=UNBOUND)
         ]
     except Exception as exc:
-        code = status_code(exc)
-        why = f"HTTP {code}" if code is not None else type(exc).__name__
-        raise InputError(f"cannot list pods in {namespace}: {why}") from None
+        raise InputError(f"cannot list pods in {namespace}: {failure_reason(exc)}") from None

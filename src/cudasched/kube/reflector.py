@@ -42,6 +42,8 @@ __all__ = [
     "Reflector",
     "ReflectorListener",
     "ReflectorTiming",
+    "failure_reason",
+    "get_or_none",
     "object_key",
     "plain_object",
     "status_code",
@@ -82,6 +84,30 @@ def status_code(exc: BaseException) -> int | None:
     response = getattr(exc, "response", None)
     code = getattr(response, "status_code", None)
     return code if isinstance(code, int) else None
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A failed API call as messages name it: its HTTP status, else the error's type (never
+    its text, which may quote the object)."""
+    code = status_code(exc)
+    return f"HTTP {code}" if code is not None else type(exc).__name__
+
+
+async def get_or_none(
+    client: Any, kind: Kind, name: str, *, namespace: str | None = None, what: str
+) -> dict[str, Any] | None:
+    """The object ``name`` (in ``namespace``, for a namespaced kind) as a plain dict, or
+    ``None`` when the API server has none (404). Any other failure is an
+    :class:`~cudasched.vocab.errors.InputError` saying ``cannot {what}`` and the
+    :func:`failure_reason`. The caller checks the names first: they become URL segments."""
+    kwargs: dict[str, Any] = {} if namespace is None else {"namespace": namespace}
+    try:
+        found = await client.get(resource_of(kind), name, **kwargs)
+    except Exception as exc:
+        if status_code(exc) == 404:
+            return None
+        raise InputError(f"cannot {what}: {failure_reason(exc)}") from None
+    return plain_object(found)
 
 
 @dataclass(frozen=True, slots=True)

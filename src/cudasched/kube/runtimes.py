@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from cudasched.kube.reflector import plain_object, status_code
+from cudasched.kube.reflector import failure_reason, plain_object, status_code
 from cudasched.kube.resources import resource_of
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME, Kind
@@ -34,8 +34,7 @@ async def _list(client: Any, kind: Kind, namespace: str | None) -> list[dict[str
         code = status_code(exc)
         if code == 404:  # the CRD is not installed
             return []
-        why = f"HTTP {code}" if code is not None else type(exc).__name__
-        raise InputError(f"cannot list {kind.plural}: {why}") from None
+        raise InputError(f"cannot list {kind.plural}: {failure_reason(exc)}") from None
 
 
 async def read_runtimes(

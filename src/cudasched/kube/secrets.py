@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cudasched.kube.reflector import plain_object, status_code
-from cudasched.kube.resources import resource_of
+from cudasched.kube.reflector import get_or_none
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import SECRET, SERVICE_ACCOUNT, Kind
 from cudasched.vocab.labelsyntax import dns_label_ok, dns_subdomain_ok
@@ -32,15 +31,9 @@ async def _read(client: Any, kind: Kind, namespace: str, name: str) -> dict[str,
             f"cannot get {kind.kind} {name!r} in {namespace}: not a DNS-1123 subdomain "
             "(lowercase letters, digits, '-' and '.', at most 253 characters)"
         )
-    try:
-        obj = await client.get(resource_of(kind), name, namespace=namespace)
-    except Exception as exc:
-        code = status_code(exc)
-        if code == 404:
-            return None
-        why = f"HTTP {code}" if code is not None else type(exc).__name__
-        raise InputError(f"cannot get {kind.kind} {namespace}/{name}: {why}") from None
-    return plain_object(obj)
+    return await get_or_none(
+        client, kind, name, namespace=namespace, what=f"get {kind.kind} {namespace}/{name}"
+    )
 
 
 async def read_secret(client: Any, namespace: str, name: str) -> dict[str, Any] | None:

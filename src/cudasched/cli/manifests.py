@@ -197,16 +197,7 @@ def manifests_command(
             "the ResourceQuota it needs outside kube-system.",
         ),
     ] = DEFAULT_PRIORITY_CLASS,
-    pull_secrets: Annotated[
-        bool,
-        typer.Option(
-            "--pull-secrets",
-            help="Let the webhook's image resolver read the pull secrets a workload (or its "
-            "ServiceAccount) names, in the workload's namespace: turns imageResolver on with "
-            "pullSecrets and grants get on secrets and serviceaccounts (a ClusterRole of its "
-            "own). Off by default; see docs/security.md.",
-        ),
-    ] = False,
+    pull_secrets: PullSecretsOption = False,
     image_resolver: ImageResolverOption = False,
     registry_cidr: RegistryCidrOption = None,
     toolkit_mode: ToolkitModeSetting = None,

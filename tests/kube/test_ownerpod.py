@@ -10,17 +10,7 @@ import pytest
 
 from cudasched.kube.ownerpod import read_owner_pod
 from cudasched.vocab.errors import InputError
-
-
-class _Status:
-    def __init__(self, code: int) -> None:
-        self.code = code
-
-
-class _ApiError(Exception):
-    def __init__(self, code: int) -> None:
-        super().__init__(f"HTTP {code}")
-        self.status = _Status(code)
+from tests.support.apierror import ApiError
 
 
 class _Client:
@@ -45,9 +35,9 @@ async def test_the_pod_is_read_by_name_as_a_plain_object_with_its_kind() -> None
 
 
 async def test_a_gone_pod_is_none_and_other_failures_are_named() -> None:
-    assert await read_owner_pod(_Client(_ApiError(404)), "ml", "llm") is None
+    assert await read_owner_pod(_Client(ApiError(404)), "ml", "llm") is None
     with pytest.raises(InputError, match="cannot read pod ml/llm: HTTP 403"):
-        await read_owner_pod(_Client(_ApiError(403)), "ml", "llm")
+        await read_owner_pod(_Client(ApiError(403)), "ml", "llm")
 
 
 async def test_a_name_kubernetes_could_not_have_given_is_refused_unasked() -> None:

@@ -12,18 +12,8 @@ import pytest
 
 from cudasched.kube.pending import list_unbound_pods
 from cudasched.vocab.errors import InputError
+from tests.support.apierror import ApiError
 from tests.support.builders import pod
-
-
-class _Status:
-    def __init__(self, code: int) -> None:
-        self.code = code
-
-
-class _ApiError(Exception):
-    def __init__(self, code: int) -> None:
-        super().__init__(f"HTTP {code}")
-        self.status = _Status(code)
 
 
 class _Client:
@@ -60,7 +50,7 @@ async def test_only_unbound_pods_of_the_namespace_are_asked_for() -> None:
 
 async def test_a_refused_list_is_named_by_its_status() -> None:
     with pytest.raises(InputError, match="cannot list pods in ml: HTTP 403"):
-        await list_unbound_pods(_Client(_ApiError(403)), "ml")
+        await list_unbound_pods(_Client(ApiError(403)), "ml")
 
 
 async def test_a_namespace_kubernetes_could_not_give_is_never_asked() -> None:

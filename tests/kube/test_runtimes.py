@@ -12,17 +12,7 @@ import pytest
 
 from cudasched.kube.runtimes import read_runtimes
 from cudasched.vocab.errors import InputError
-
-
-class _Status:
-    def __init__(self, code: int) -> None:
-        self.code = code
-
-
-class _ApiError(Exception):
-    def __init__(self, code: int) -> None:
-        super().__init__(f"HTTP {code}")
-        self.status = _Status(code)
+from tests.support.apierror import ApiError
 
 
 class _Client:
@@ -74,9 +64,9 @@ async def test_both_kinds_are_listed_as_plain_objects_with_their_kind() -> None:
 
 
 async def test_a_crd_not_installed_reads_as_none_and_other_failures_name_the_kind() -> None:
-    absent = _Client({"servingruntimes": _ApiError(404), "clusterservingruntimes": []})
+    absent = _Client({"servingruntimes": ApiError(404), "clusterservingruntimes": []})
     assert await read_runtimes(absent, "ml") == ([], [])
-    denied = _Client({"servingruntimes": [], "clusterservingruntimes": _ApiError(403)})
+    denied = _Client({"servingruntimes": [], "clusterservingruntimes": ApiError(403)})
     with pytest.raises(InputError, match="cannot list clusterservingruntimes: HTTP 403"):
         await read_runtimes(denied, "ml")
 

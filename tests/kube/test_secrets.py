@@ -10,6 +10,7 @@ import pytest
 
 from cudasched.kube.secrets import read_secret, read_service_account
 from cudasched.vocab.errors import InputError
+from tests.support.apierror import ApiError
 
 
 class _Client:
@@ -24,17 +25,6 @@ class _Client:
         if isinstance(self.found, BaseException):
             raise self.found
         return self.found
-
-
-class _Status:
-    def __init__(self, code: int) -> None:
-        self.code = code
-
-
-class _ApiError(Exception):
-    def __init__(self, code: int) -> None:
-        super().__init__(f"HTTP {code}")
-        self.status = _Status(code)
 
 
 @pytest.mark.parametrize(
@@ -65,7 +55,7 @@ async def test_a_secret_is_read_as_a_plain_dict() -> None:
 
 
 async def test_a_missing_object_is_none_and_a_refusal_names_the_object() -> None:
-    assert await read_service_account(_Client(_ApiError(404)), "ml", "default") is None
+    assert await read_service_account(_Client(ApiError(404)), "ml", "default") is None
     with pytest.raises(InputError) as err:
-        await read_service_account(_Client(_ApiError(403)), "ml", "default")
+        await read_service_account(_Client(ApiError(403)), "ml", "default")
     assert str(err.value) == "cannot get ServiceAccount ml/default: HTTP 403"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from cudasched.registry.factstore import SharedFacts
 from cudasched.registry.layerreads import LayerReads
 from cudasched.registry.layers import LayerBudget
 from cudasched.registry.resolver import BackgroundResolver
+from tests.support.apierror import ApiError
 from tests.support.layers import ZSTD_LAYER, Link, layer, push_layered
 from tests.support.registry import Registry, run_registry
 from tests.support.versions import cv
@@ -35,14 +35,6 @@ RUNNERS = layer(
     ZSTD_LAYER,
 )
 BASE = layer({"etc/os-release": b"ID=ubuntu\n"})
-
-
-class Refused(Exception):
-    """An API error as lightkube raises it (``status.code``)."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.status = SimpleNamespace(code=code)
 
 
 class ImageFactsApi:
@@ -61,19 +53,19 @@ class ImageFactsApi:
     def _check(self, verb: str) -> None:
         self.calls.append(verb)
         if self.refuse is not None:
-            raise Refused(self.refuse)
+            raise ApiError(self.refuse)
 
     async def get(self, resource: Any, name: str) -> dict[str, Any]:
         self._check("get")
         if name not in self.objects:
-            raise Refused(404)
+            raise ApiError(404)
         return copy.deepcopy(self.objects[name])
 
     async def create(self, obj: dict[str, Any], field_manager: str | None = None) -> dict[str, Any]:
         self._check("create")
         name = obj["metadata"]["name"]
         if name in self.objects:
-            raise Refused(409)
+            raise ApiError(409)
         made = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
         self.objects[name] = made
         return copy.deepcopy(made)
@@ -84,7 +76,7 @@ class ImageFactsApi:
         self._check("patch")
         assert resource.__name__ == "ImageFactsStatus"  # the status subresource
         if name not in self.objects:
-            raise Refused(404)
+            raise ApiError(404)
         self.objects[name]["status"] = {**self.objects[name].get("status", {}), **obj["status"]}
         return copy.deepcopy(self.objects[name])
 

@@ -26,14 +26,9 @@ from cudasched.webhook.policy.controller import PolicyController
 from cudasched.webhook.policy.sources import SOURCE_KINDS, SourceIndex
 from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support.admission import nodes
+from tests.support.apierror import ApiError
 
 JSON = dict[str, Any]
-
-
-class _Error(Exception):
-    def __init__(self, code: int) -> None:
-        super().__init__(f"HTTP {code}")
-        self.status = type("Status", (), {"code": code})()
 
 
 class _Obj:
@@ -68,14 +63,14 @@ class FakeApi:
     async def get(self, resource: Any, name: str, namespace: str | None = None) -> _Obj:
         found = self.store.get((self._kind(resource), namespace or "", name))
         if found is None:
-            raise _Error(404)
+            raise ApiError(404)
         return _Obj(found)
 
     async def create(self, obj: Any) -> _Obj:
         data = obj.to_dict()
         meta = data["metadata"]
         if (data["kind"], meta.get("namespace") or "", meta["name"]) in self.store:
-            raise _Error(409)
+            raise ApiError(409)
         return self._put(data)
 
     async def replace(self, obj: Any) -> _Obj:
@@ -83,14 +78,14 @@ class FakeApi:
         meta = data["metadata"]
         old = self.store.get((data["kind"], meta.get("namespace") or "", meta["name"]))
         if old is None:
-            raise _Error(404)
+            raise ApiError(404)
         if meta.get("resourceVersion") != old["metadata"]["resourceVersion"]:
-            raise _Error(409)
+            raise ApiError(409)
         return self._put(data)
 
     async def delete(self, resource: Any, name: str, namespace: str | None = None) -> None:
         if self.store.pop((self._kind(resource), namespace or "", name), None) is None:
-            raise _Error(404)
+            raise ApiError(404)
         self.writes += 1
 
     async def list(self, resource: Any, labels: Any = None, namespace: Any = None) -> Any:

@@ -16,6 +16,7 @@ from cudasched.kube.events import (
     NOTE_MAX_CHARS,
     EventRecorder,
     ObjectReference,
+    OncePerInterval,
     record_event,
 )
 from tests.support.k8s_schema import assert_valid_event
@@ -116,3 +117,19 @@ async def test_api_errors_propagate(kmock: Any, client: AsyncClient) -> None:
             reporting_controller="c",
             reporting_instance="i",
         )
+
+
+def test_one_event_per_subject_per_interval_and_a_bounded_memory() -> None:
+    now = [0.0]
+    gate: OncePerInterval[str] = OncePerInterval(600.0, 2, clock=lambda: now[0])
+    assert gate.due("a")
+    gate.sent("a")
+    now[0] = 599.0
+    assert not gate.due("a")  # inside the interval
+    assert gate.due("b")  # asking does not remember: a send that failed leaves it due
+    now[0] = 600.0
+    assert gate.due("a")
+    gate.sent("a")
+    gate.sent("b")
+    gate.sent("c")  # a third subject: the one sent longest ago ("a") is forgotten
+    assert gate.due("a") and not gate.due("b") and not gate.due("c")

@@ -15,15 +15,17 @@ it as best effort.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 __all__ = [
     "FIELD_MAX_CHARS",
     "NOTE_MAX_CHARS",
     "EventRecorder",
     "ObjectReference",
+    "OncePerInterval",
     "record_event",
 ]
 
@@ -42,6 +44,35 @@ class ObjectReference:
     name: str
     uid: str | None = None
     namespace: str | None = None
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+class OncePerInterval(Generic[K]):
+    """At most one Event per subject (``key``) every ``interval`` seconds, remembering at most
+    ``limit`` subjects (the longest unsent forgotten first): the spam filter every Event
+    reporter of one process keeps, so that repeated admissions of one object do not flood
+    ``kubectl describe``. ``due`` asks, ``sent`` remembers: a caller that cannot send after
+    all (a full queue) leaves the subject due."""
+
+    def __init__(
+        self, interval: float, limit: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.interval = interval
+        self.limit = limit
+        self._clock = clock
+        self._sent: dict[K, float] = {}  # oldest send first
+
+    def due(self, key: K) -> bool:
+        last = self._sent.get(key)
+        return last is None or self._clock() - last >= self.interval
+
+    def sent(self, key: K) -> None:
+        self._sent.pop(key, None)
+        self._sent[key] = self._clock()
+        while len(self._sent) > self.limit:
+            self._sent.pop(next(iter(self._sent)))
 
 
 #: Longest ``reason``, ``action`` and ``reportingInstance`` the API server accepts.

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cudasched.kube.events import EventRecorder, ObjectReference
+from cudasched.kube.events import EventRecorder, ObjectReference, OncePerInterval
 from cudasched.webhook.admission.review import Placement
 from cudasched.webhook.admission.reviewed import REPORTED_KINDS
 from cudasched.webhook.background.podevents import PodEvents
@@ -94,13 +94,14 @@ class NoFitReporter:
         self._lookup = lookup
         self._state_of = state_of
         self.reporting_instance = reporting_instance
-        self.interval = interval
         self.max_tracked = max_tracked
         self.store_wait = store_wait
         self.send_timeout = send_timeout
         self._clock = clock
         self._tracked: dict[tuple[str, str, str, str], _Tracked] = {}
-        self._sent: dict[tuple[str, str, str, str], float] = {}
+        self._sent: OncePerInterval[tuple[str, str, str, str]] = OncePerInterval(
+            interval, max_tracked, clock
+        )
         self._queue: asyncio.Queue[Placement] | None = None
         self._queue_size = queue_size
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -167,18 +168,13 @@ class NoFitReporter:
         self._publish()
         if placement.for_owner and self._loop is not None:
             self.pods.follow(placement)  # its pods get theirs once stored, named
-        now = self._clock()
-        last = self._sent.get(key)
-        if last is not None and now - last < self.interval:
+        if not self._sent.due(key):
             self._results["rate_limited"].inc()
             return
         if self._queue is None or self._queue.full():
             self._results["dropped"].inc()
             return
-        self._sent.pop(key, None)
-        self._sent[key] = now
-        while len(self._sent) > self.max_tracked:
-            self._sent.pop(next(iter(self._sent)))
+        self._sent.sent(key)
         self._queue.put_nowait(placement)
 
     # ------------------------------------------------------------------ the gauge

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from cudasched.kube.events import EventRecorder, ObjectReference
+from cudasched.kube.events import EventRecorder, ObjectReference, OncePerInterval
 from cudasched.kube.pending import list_unbound_pods
 from cudasched.vocab import labels as L
 from cudasched.vocab.objects import annotations_of, metadata_of
@@ -114,16 +114,13 @@ class PodEvents:
         self._client_of = client_of
         self._state_of = state_of
         self.reporting_instance = reporting_instance
-        self.interval = interval
         self.max_owners = max_owners
-        self.max_pods = max_pods
         self.delays = delays
         self.send_timeout = send_timeout
-        self._clock = clock
         self._sweeps: dict[tuple[str, str, str, str], asyncio.Task[None]] = {}
         self._latest: dict[tuple[str, str, str, str], Placement] = {}
         self._again: set[tuple[str, str, str, str]] = set()
-        self._sent: dict[str, float] = {}  # pod uid -> when its Event was sent
+        self._sent: OncePerInterval[str] = OncePerInterval(interval, max_pods, clock)  # by uid
 
     def follow(self, placement: Placement) -> None:
         """Sweep the pods of ``placement``'s controller (on the event loop; never raises).
@@ -211,14 +208,9 @@ class PodEvents:
 
     def _due(self, regarding: ObjectReference) -> bool:
         uid = regarding.uid or ""
-        last = self._sent.get(uid)
-        now = self._clock()
-        if last is not None and now - last < self.interval:
+        if not self._sent.due(uid):
             return False
-        self._sent.pop(uid, None)
-        self._sent[uid] = now
-        while len(self._sent) > self.max_pods:
-            self._sent.pop(next(iter(self._sent)))
+        self._sent.sent(uid)
         return True
 
     async def _send(self, client: Any, regarding: ObjectReference, note: str) -> int:

@@ -302,15 +302,14 @@ class ImageTable:
                 return ImageLookup(text, ImageMatch(override.cuda, override.source))
         facts = kb if kb is not None else self.kb
         found = self._rules_for(ref)
+        answers = (a for r, m in found if (a := self._answer(r, m, facts)) is not None)
         if any(_names_line(rule, m) for rule, m in found):
             # A moving tag: every rule's answer counts, and the newest CUDA is the safe one.
-            answers = [a for r, m in found if (a := self._answer(r, m, facts)) is not None]
-            if answers:
-                return ImageLookup(text, max(answers, key=lambda a: (a.cuda, a.lower_bound)))
-        for rule, m in found:
-            match = self._answer(rule, m, facts)
-            if match is not None:
-                return ImageLookup(text, match)
+            match = max(answers, key=lambda a: (a.cuda, a.lower_bound), default=None)
+        else:
+            match = next(answers, None)  # the first rule that answers
+        if match is not None:
+            return ImageLookup(text, match)
         if not found:
             why = f"image {text} is not in the image table"
             return ImageLookup(text, None, why)

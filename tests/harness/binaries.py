@@ -45,6 +45,7 @@ __all__ = [
     "module_dir",
     "pinned_versions",
     "selected_minor",
+    "user_cache",
 ]
 
 #: Binary name -> Go package built into it.
@@ -101,12 +102,18 @@ def module_dir(minor: str | None = None) -> Path:
     return _E2E / ("k8s" + chosen.replace(".", ""))
 
 
-def cache_root() -> Path:
-    given = os.environ.get("CUDASCHED_CONTROLPLANE_CACHE")
+def user_cache(variable: str, leaf: str) -> Path:
+    """Where a built tool is kept: ``$variable`` when set, else ``cudasched/<leaf>`` in the
+    user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``)."""
+    given = os.environ.get(variable)
     if given:
         return Path(given)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "cudasched" / "controlplane"
+    return Path(base) / "cudasched" / leaf
+
+
+def cache_root() -> Path:
+    return user_cache("CUDASCHED_CONTROLPLANE_CACHE", "controlplane")
 
 
 def pinned_versions(module: Path | None = None) -> dict[str, str]:

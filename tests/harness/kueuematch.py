@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tests.harness.binaries import BuildError, find_go
+from tests.harness.binaries import BuildError, find_go, user_cache
 
 __all__ = ["MODULE", "Verdict", "build_kueuematch", "flavors_admitting"]
 
@@ -34,11 +34,7 @@ Verdict = dict[str, Any]
 
 
 def _cache() -> Path:
-    given = os.environ.get("CUDASCHED_KUEUEMATCH_CACHE")
-    if given:
-        return Path(given)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "cudasched" / "kueuematch"
+    return user_cache("CUDASCHED_KUEUEMATCH_CACHE", "kueuematch")
 
 
 def _go_version(go: str) -> str:

@@ -184,7 +184,8 @@ def part_policy(generated: Generated, variant: str, part: str, table: str) -> li
         "matchConstraints": real["spec"]["matchConstraints"],
         "matchConditions": real["spec"]["matchConditions"],
         "failurePolicy": "Fail",
-        "reinvocationPolicy": real["spec"]["reinvocationPolicy"],
+        # One pass: the API server would run an IfNeeded policy again after its own change.
+        "reinvocationPolicy": "Never",
     }
     patch = _label_patch(name)
     if part == "key":
@@ -266,13 +267,16 @@ def variants(current: Generated, baseline: Generated | None, rev: str) -> list[V
     return out
 
 
-def write_tables(api: Api, current: Generated, baseline: Generated | None) -> None:
+def write_tables(api: Api, current: Generated, baseline: Generated | None, more: int) -> None:
     """One ``PlacementTable`` per key writing, selected by :data:`_TABLE_SELECTOR`, with the
-    placements the controller wrote for the shapes under that writing's keys."""
+    placements the controller wrote for the shapes under that writing's keys, and ``more``
+    keys no pod has (the size of a cluster's table: the API server converts the whole object
+    for every evaluation)."""
     held = wait_for_keys(api, set(current.keys))
     for table, generated in (("current", current), ("baseline", baseline)):
         if generated is None:
             continue
+        padding = {f"{generated.keys[0]}#{i}": "p0" for i in range(more)}
         api.create(
             {
                 "apiVersion": "cudasched.io/v1alpha1",
@@ -280,7 +284,7 @@ def write_tables(api: Api, current: Generated, baseline: Generated | None) -> No
                 "metadata": {"name": f"bench-{table}", "labels": {_TABLE_SELECTOR: table}},
                 "spec": {
                     "format": generated.version,
-                    "pods": {key: f"p{i}" for i, key in enumerate(generated.keys)},
+                    "pods": {**padding, **{key: f"p{i}" for i, key in enumerate(generated.keys)}},
                     "placements": {f"p{i}": held[k] for i, k in enumerate(current.keys)},
                 },
             }
@@ -441,7 +445,9 @@ def _plane(work: Path) -> Iterator[ControlPlane]:
         yield plane
 
 
-def _prepare(plane: ControlPlane, work: Path, rev: str | None) -> tuple[Api, list[Variant]]:
+def _prepare(
+    plane: ControlPlane, work: Path, rev: str | None, more: int
+) -> tuple[Api, list[Variant]]:
     """The policy mode installed with its own bindings removed, the controller run until it
     has placed both shapes, the benchmark's tables and variants written."""
     api = plane.api()
@@ -457,7 +463,7 @@ def _prepare(plane: ControlPlane, work: Path, rev: str | None) -> tuple[Api, lis
     with controller_process(work / "policy", plane.kubeconfig, "parts"):
         for pod in samples:
             api.create(pod, strict=False)
-        write_tables(api, current, baseline)
+        write_tables(api, current, baseline, more)
     return api, variants(current, baseline, rev or "")
 
 
@@ -469,6 +475,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--baseline", metavar="REV", default=None, help="also measure REV's code")
     parser.add_argument("--only", default=None, help="comma-separated variants to measure")
+    parser.add_argument(
+        "--table-keys", type=int, default=0, help="keys no pod has, added to each table"
+    )
     parser.add_argument("--profile", action="append", default=[], metavar="VARIANT")
     parser.add_argument("--profile-seconds", type=int, default=15)
     parser.add_argument("--out", default=None, help="keep the profiles in this folder")
@@ -477,7 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cudasched-policyparts-") as tmp:
         work = Path(tmp)
         with _plane(work) as plane:
-            api, every = _prepare(plane, work, args.baseline)
+            api, every = _prepare(plane, work, args.baseline, args.table_keys)
             if args.only:
                 chosen = set(args.only.split(","))
                 every = [v for v in every if v.name in chosen]

@@ -16,8 +16,9 @@ policies bound one at a time, in alternating rounds so drift hits every variant 
   another commit (its ``src/cudasched`` unpacked with ``git archive``), with a table of its
   own keys: before and after side by side.
 
-Two pod shapes: the control-plane benchmark's GPU predictor, and a KServe predictor with two
-containers and several environment variables. Per variant and shape: the client's p50/p99,
+Three pod shapes: the control-plane benchmark's GPU predictor, a KServe predictor with two
+containers and several environment variables, and a CPU pod (which the policies' conditions
+turn away). Per variant and shape: the client's p50/p99,
 and the API server's time per pod in its MutatingAdmissionPolicy and ValidatingAdmissionPolicy
 plugins (``apiserver_admission_controller_admission_duration_seconds``, read before and after
 each batch). ``--profile VARIANT`` also takes a 15-second CPU profile
@@ -47,6 +48,7 @@ from tests.harness.controlplane.options import Options
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.kube import Api
 from tests.harness.policy import controller_process, install_policy, wait_for_keys
+from tests.harness.workloads import gpu_pod
 
 from benchmarks.common import loadavg, percentile, progress
 from benchmarks.controlplane.create import trivial_policy
@@ -108,13 +110,18 @@ def two_containers(name: str) -> JSON:
     return pod
 
 
-SHAPES = {"predictor": predictor, "two containers": two_containers}
+def cpu(name: str) -> JSON:
+    """A pod with no GPU in the benchmark's namespace: what every other pod pays."""
+    return gpu_pod(name, NS, "nginx:1.27", gpus=0, labels={"app": "web"})
+
+
+SHAPES = {"predictor": predictor, "two containers": two_containers, "cpu": cpu}
 
 
 @dataclass
 class Generated:
     """What one commit's code generates: the policy objects, the key in CEL, and the keys of
-    the shapes (in :data:`SHAPES` order)."""
+    the GPU shapes (in :data:`SHAPES` order)."""
 
     objects: list[JSON]
     key: str
@@ -358,7 +365,7 @@ def _batch(api: Api, variant: Variant, shape: str, pods: int, into: Series) -> N
         began = time.perf_counter()
         created = api.create(pod, dry_run=True)
         into.latencies_ms.append((time.perf_counter() - began) * 1000)
-        into.wrong += variant.objects != [] and not variant.marked(created)
+        into.wrong += bool(variant.objects) and make is not cpu and not variant.marked(created)
     after = plugin_seconds(api)
     into.mutating_s += after[0] - before[0]
     into.validating_s += after[1] - before[1]
@@ -452,7 +459,7 @@ def _prepare(
     has placed both shapes, the benchmark's tables and variants written."""
     api = plane.api()
     api.ensure_namespace(NS)
-    samples = [make(f"sample-{i}") for i, make in enumerate(SHAPES.values())]
+    samples = [make(f"sample-{i}") for i, make in enumerate(SHAPES.values()) if make is not cpu]
     current = generate(None, samples)
     baseline = None
     if rev:

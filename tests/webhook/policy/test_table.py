@@ -216,6 +216,32 @@ def test_a_dra_answer_is_read_back_as_the_class_and_kept_in_the_table(
     assert Placement("r", None).as_json() == {"requirement": "r"}  # no class: ids unchanged
 
 
+def test_a_claim_answer_is_read_back_as_the_claim_class_and_kept_in_the_table(
+    kb: KnowledgeBase, state: ClusterState
+) -> None:
+    """``dra.mode: claim``: the webhook's answer on the probe adds a ``cudasched-gpu-*`` claim
+    from the class's template; the placement keeps the class (not the count, which the policy
+    reads from each pod) under its own field, and the tables give it back."""
+    claim = Admitter.from_config(WebhookConfig.from_mapping({"dra": {"mode": "claim"}}), kb=kb)
+    gpu = {"limits": {"nvidia.com/gpu": "4"}}
+    pod: JSON = {"metadata": {"annotations": {L.ANN_CUDA_VERSION: "12.8"}}, "spec": {}}
+    pod["spec"]["containers"] = [{"name": "c", "image": "a:1", "resources": gpu}]
+    pod["spec"]["initContainers"] = [{"name": "i", "resources": gpu}]
+    pod["spec"]["resourceClaims"] = [{"name": "cudasched-gpu-0", "resourceClaimName": "x"}]
+    probe = probe_pod(key_pod(pod, NS))
+    decision = claim.decide("pod", orjson.dumps(creation_review(probe)), state)
+    placement = placement_of(decision, probe)
+    expected = Placement(
+        "cuda>=12.8 (annotation cudasched.io/cuda-version)",
+        None,
+        claim_class="gpu-cuda-12-8.cudasched.io",
+    )
+    assert placement == expected
+    assert held_placements(tables({"k": placement}, KEY_VERSION), KEY_VERSION) == {"k": expected}
+    assert expected.as_json()["claimClass"] == expected.claim_class
+    assert "claimClass" not in Placement("r", None, "c").as_json()  # ids of others unchanged
+
+
 def test_tables_shard_within_their_bounds() -> None:
     terms = tuple({"matchExpressions": [{"key": f"k{i}", "operator": "Exists"}]} for i in range(40))
     entries = {

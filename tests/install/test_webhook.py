@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from cudasched.cli import app
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.install import access, naming, webhook
+from cudasched.install.policycontroller import CONTROLLER
 from cudasched.settings.config import load_config
 from cudasched.webhook.server.app import ISVC_PATH, LLMISVC_PATH, POD_PATH, WORKLOAD_PATH
 from cudasched.workloads.pods import is_skipped
@@ -669,6 +670,6 @@ def test_dra_registers_the_claims_webhook_and_grants_get_on_pods_only_with_its_f
     # The policy mode serves claim too: its controller reads the same dra settings.
     policy = _render("--dra", "claim", "--mode", "policy")
     controller = tmp_path / "controller.yaml"
-    config = _one(policy, "ConfigMap", f"{naming.APP}-policy-controller-config")
+    config = _one(policy, "ConfigMap", f"{CONTROLLER}-config")
     controller.write_text(config["data"]["config.yaml"])
     assert load_config(controller).dra.mode.value == "claim"

@@ -25,7 +25,7 @@ from cudasched.webhook.admission.admitter import Admitter
 from cudasched.webhook.policy.controller import PolicyController
 from cudasched.webhook.policy.sources import SOURCE_KINDS, SourceIndex
 from cudasched.webhook.state.clusterstate import ClusterState
-from tests.support.admission import nodes
+from tests.support.admission import nodes_state
 from tests.support.apierror import ApiError
 
 JSON = dict[str, Any]
@@ -125,7 +125,7 @@ def admitter(kb: KnowledgeBase) -> Admitter:
 
 @pytest.fixture(scope="module")
 def state(kb: KnowledgeBase) -> ClusterState:
-    return ClusterState.from_objects(nodes(), [], [], [], kb=kb, synced=True)
+    return nodes_state(kb)
 
 
 def _controller(api: FakeApi, admitter: Admitter, state: ClusterState, who: str) -> Any:

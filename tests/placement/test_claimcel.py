@@ -3,8 +3,7 @@ the API server hands them to admission (canonical quantities, requests defaulted
 the operations the CEL builds are the webhook's, one for one, applied through jsonpatch they
 give the same pod, a pod the webhook would leave to node affinity is left whole, and the
 rewritten pod asks nothing more when the policy is run again. Checked with a CEL interpreter
-(celpy, with ``lists.range`` and ``flatten`` supplied as the Kubernetes libraries define
-them); the ``JSONPatch`` values and the real API server are checked in
+(``tests/support/claimcel``); the ``JSONPatch`` values and the real API server are checked in
 ``tests/e2e/k8s137/test_e2e_deviceclasses.py``."""
 
 from __future__ import annotations
@@ -12,56 +11,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import celpy
 import jsonpatch
-from celpy import celtypes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.placement.claimcel import claim_variables
 from cudasched.placement.drarequest import claim_rewrite
+from tests.support.claimcel import claim_cel
 
 JSON = dict[str, Any]
 CLASS = "gpu-cuda-12-8.cudasched.io"
-
-_FUNCTIONS = {
-    "range": lambda n: celtypes.ListType([celtypes.IntType(i) for i in range(int(n))]),
-    "flatten": lambda items: celtypes.ListType([x for inner in items for x in inner]),
-}
-_ENV = celpy.Environment()
-_PROGRAMS = [
-    (name, _ENV.program(_ENV.compile(expr.replace("lists.range(", "range(")), _FUNCTIONS))
-    for name, expr in claim_variables()
-]
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, celtypes.BoolType):
-        return bool(value)
-    if isinstance(value, celtypes.IntType):
-        return int(value)
-    return str(value)
-
-
-def _evaluate(pod: JSON, entry: JSON) -> JSON:
-    """Every claim variable of the policy for ``pod`` and the placement ``entry``."""
-    variables: dict[str, Any] = {"entry": celpy.json_to_cel(entry)}
-    out: JSON = {}
-    for name, program in _PROGRAMS:
-        activation = {
-            "object": celpy.json_to_cel(pod),
-            "variables": celtypes.MapType(
-                {celtypes.StringType(k): v for k, v in variables.items()}
-            ),
-        }
-        variables[name] = program.evaluate(activation)
-        out[name] = _plain(variables[name])
-    return out
-
 
 # Canonical quantities (as the API server writes them): whole counts, a seven-digit one,
 # zero, and a thousand (which it writes 1k).
@@ -106,13 +64,13 @@ def _pods(draw: st.DrawFn) -> JSON:
 @given(_pods())
 def test_the_cel_claims_are_the_webhooks(pod: JSON) -> None:
     rewrite = claim_rewrite(pod["spec"], CLASS)
-    found = _evaluate(pod, {"requirement": "r", "claimClass": CLASS})
+    found = claim_cel(pod, {"requirement": "r", "claimClass": CLASS})
     left = bool(rewrite.left)
     assert found["claimLeft"] is left
     assert found["claimOps"] == ([] if left else list(rewrite.ops))
     after = jsonpatch.apply_patch(pod, found["claimOps"])
     assert after == jsonpatch.apply_patch(pod, [] if left else list(rewrite.ops))
-    again = _evaluate(after, {"requirement": "r", "claimClass": CLASS})
+    again = claim_cel(after, {"requirement": "r", "claimClass": CLASS})
     assert again["claimOps"] == [] and (left or again["claimAsks"] == [])
 
 
@@ -126,7 +84,7 @@ def test_claim_names_skip_the_pods_own_and_counts_pick_the_template() -> None:
             "resourceClaims": [{"name": "cudasched-gpu-0", "resourceClaimName": "x"}],
         }
     }
-    found = _evaluate(pod, {"claimClass": CLASS})
+    found = claim_cel(pod, {"claimClass": CLASS})
     claims = [op["value"] for op in found["claimOps"] if op["path"] == "/spec/resourceClaims/-"]
     assert claims == [
         {"name": "cudasched-gpu-1", "resourceClaimTemplateName": CLASS},
@@ -138,5 +96,5 @@ def test_a_placement_without_a_claim_class_claims_nothing() -> None:
     pod = {
         "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
     }
-    found = _evaluate(copy.deepcopy(pod), {"requirement": "r", "deviceClass": CLASS})
+    found = claim_cel(copy.deepcopy(pod), {"requirement": "r", "deviceClass": CLASS})
     assert found == {"claimAsks": [], "claimLeft": False, "claimNames": [], "claimOps": []}

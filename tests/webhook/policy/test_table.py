@@ -10,6 +10,7 @@ import copy
 import time
 from typing import Any
 
+import jsonpatch
 import orjson
 import pytest
 
@@ -34,6 +35,7 @@ from cudasched.webhook.state.clusterstate import ClusterState
 from cudasched.workloads.policykey import KEY_VERSION, key_pod, pod_key
 from tests.harness.workloads import generate, runtimes
 from tests.support.admission import nodes
+from tests.support.claimcel import claim_cel
 
 NS = "team"
 JSON = dict[str, Any]
@@ -93,6 +95,35 @@ def test_the_key_pods_decision_is_the_pods_decision(
             differ += 1
     assert differ == 0
     assert served > 60
+
+
+def test_in_claim_mode_the_key_pods_decision_is_the_pods_decision(
+    kb: KnowledgeBase, state: ClusterState, work: Any
+) -> None:
+    """``dra.mode: claim``: the placement decided on the key pod, applied as the policy applies
+    it (the annotation, the merge, and the claim variables' operations in CEL), gives every
+    pod the webhook's own answer; the only pods told apart are those the webhook keeps on node
+    affinity because a container cannot be moved, which the policy leaves whole and
+    unannotated (its documented choice), and the generated workload has none."""
+    claim = Admitter.from_config(WebhookConfig.from_mapping({"dra": {"mode": "claim"}}), kb=kb)
+    claimed = differ = left = 0
+    for pod in work.pods:
+        if not may_need_gpu(pod) or pod["metadata"].get("annotations", {}).get(L.ANN_SKIP):
+            continue
+        key = str(pod_key(pod, NS))
+        placement = decide_all(claim, {key: key_pod(pod, NS)}, state).get(key)
+        policy = pod
+        if placement is not None:
+            found = claim_cel(pod, placement.as_json())
+            if found["claimLeft"]:
+                left += 1  # left whole: the CEL test compares such pods with claim_rewrite
+                continue
+            policy = jsonpatch.apply_patch(_as_policy(pod, placement), found["claimOps"])
+            claimed += bool(found["claimOps"])
+        webhook = _apply_webhook(claim, pod, state)
+        differ += (webhook["metadata"], webhook["spec"]) != (policy["metadata"], policy["spec"])
+    assert differ == left == 0
+    assert claimed > 30
 
 
 def _ours(pod: JSON) -> list[str]:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import celpy
 import jsonpatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudasched.placement.drarequest import claim_rewrite
+from cudasched.placement.claimcel import DRA_ASKED
+from cudasched.placement.drarequest import claim_rewrite, extended_resource_rewrite
 from tests.support.claimcel import claim_cel
 
 JSON = dict[str, Any]
@@ -98,3 +100,40 @@ def test_a_placement_without_a_claim_class_claims_nothing() -> None:
     }
     found = claim_cel(copy.deepcopy(pod), {"requirement": "r", "deviceClass": CLASS})
     assert found == {"claimAsks": [], "claimLeft": False, "claimNames": [], "claimOps": []}
+
+
+def _asked(pod: JSON) -> bool:
+    env = celpy.Environment()
+    program = env.program(env.compile(DRA_ASKED))
+    return bool(program.evaluate({"object": celpy.json_to_cel(pod)}))
+
+
+def test_a_pod_cudasched_asked_through_a_class_is_recognised_for_reinvocation() -> None:
+    """A pod either spelling rewrote (and annotated) is left alone when the policy runs again;
+    a pod before its rewrite, one without cudasched's requirement, or one whose own claim
+    merely has the name, is not."""
+    gpu = {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}}
+    fresh = {
+        "metadata": {"annotations": {"cudasched.io/requirement": "cuda>=12.8"}},
+        "spec": {"containers": [{"name": "c", "resources": gpu}]},
+    }
+    moved = {
+        mode: jsonpatch.apply_patch(fresh, list(rewrite(fresh["spec"], CLASS).ops))
+        for mode, rewrite in (("claim", claim_rewrite), ("extended", extended_resource_rewrite))
+    }
+    bare = {**moved["claim"], "metadata": {}}
+    named = copy.deepcopy(fresh)
+    named["spec"]["resourceClaims"] = [{"name": "cudasched-gpu-0", "resourceClaimName": "x"}]
+    found = {
+        "fresh": _asked(fresh),
+        **{f"moved by {mode}": _asked(pod) for mode, pod in moved.items()},
+        "not annotated": _asked(bare),
+        "a claim of its own": _asked(named),
+    }
+    assert found == {
+        "fresh": False,
+        "moved by claim": True,
+        "moved by extended": True,
+        "not annotated": False,
+        "a claim of its own": False,
+    }

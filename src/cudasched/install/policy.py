@@ -22,6 +22,10 @@ should know about, each deliberate:
   mutator) triggers one more run, which strips the policy's earlier terms and ANDs them into the
   final affinity again (the merge is idempotent, :mod:`cudasched.placement.mergecel`). With
   ``Never`` a webhook that rewrites the affinity after us would silently drop the constraint.
+  A pod whose GPUs cudasched already asked through a class (either ``dra.mode``, by the
+  policy or the webhook) is left alone when run again
+  (:data:`~cudasched.placement.claimcel.DRA_ASKED`): its new key would otherwise get node
+  affinity the webhook would not add.
 * **``failurePolicy: Ignore``** unless ``--fail-closed``, as the webhook's: a CEL error or a
   missing parameter admits the pod unplaced (and the ValidatingAdmissionPolicy warns).
 * **Only ``mode: required``.** A preference list is kept the same way in principle, but the
@@ -48,7 +52,7 @@ from typing import Any
 
 from cudasched.install.naming import object_meta
 from cudasched.install.registration import NOT_SKIPPED, POD_MAY_NEED_GPU
-from cudasched.placement.claimcel import claim_variables
+from cudasched.placement.claimcel import DRA_ASKED, claim_variables
 from cudasched.placement.mergecel import WEBHOOK_PLACED, affinity_variables, patch_expression
 from cudasched.vocab import labels as L
 from cudasched.vocab.kinds import PLACEMENT_TABLE
@@ -213,7 +217,8 @@ def _mutating_policy(namespace: str, *, fail_closed: bool) -> dict[str, Any]:
         *claim_variables(),
     ]
     expression = (
-        f"!variables.found || has(object.spec.nodeName) || {WEBHOOK_PLACED} ? [] : "
+        f"!variables.found || has(object.spec.nodeName) || {WEBHOOK_PLACED} || {DRA_ASKED} "
+        "? [] : "
         f"{patch_expression(annotation_path)}"
     )
     return {

@@ -21,6 +21,14 @@ unannotated, the pod is what the unplaced ValidatingAdmissionPolicy warns about 
 mode), and in the ``both`` mode the webhook, which skips only pods the policy placed, sees it
 and places it by node affinity with its warning: the webhook's answer either way.
 
+**A pod cudasched already asked through a class is left alone** (:data:`DRA_ASKED`). After a
+rewrite, by the policy or the webhook, a later webhook that changes the pod (KServe's pod
+mutator, a sidecar injector) makes the API server run the policy again, now on a pod with no
+``nvidia.com/gpu`` and a claim: a key of its own, which the controller learns from the pods
+that run, and whose key pod (one claim of no template) the webhook would place by node
+affinity. The webhook, shown the pod itself, sees it already asking through its class and only
+records the requirement it already carries; the policy matches that by leaving it as it is.
+
 The rewrite is built in two steps: :func:`claim_variables` computes the operations as plain
 CEL maps (checked in process against ``claim_rewrite`` with a CEL interpreter, which has no
 ``JSONPatch`` type), and :func:`claim_patch` turns them into the API server's ``JSONPatch``
@@ -29,16 +37,41 @@ values. Every map value is wrapped in ``dyn`` for the API server's homogeneous-l
 
 from __future__ import annotations
 
+from cudasched.placement.deviceclass import CLASS_DOMAIN, EXTENDED_RESOURCE_PREFIX
 from cudasched.placement.drarequest import CLAIM_PREFIX
+from cudasched.vocab import labels as L
 from cudasched.vocab.kserve import NVIDIA_GPU
 
-__all__ = ["WHOLE_COUNT", "claim_patch", "claim_variables"]
+__all__ = ["DRA_ASKED", "WHOLE_COUNT", "claim_patch", "claim_variables"]
 
 #: A count of whole GPUs the claim spelling moves (``drarequest._WHOLE``'s pattern).
 WHOLE_COUNT = "^[1-9][0-9]{0,5}$"
 
 _GPU_POINTER = NVIDIA_GPU.replace("/", "~1")
 _SPEC = "object.spec"
+
+
+def _dra_asked() -> str:
+    """CEL over ``object``: the pod carries cudasched's requirement and asks GPUs the way a
+    rewrite writes them: a ``cudasched-gpu-*`` claim from a template, or a container resource
+    ``deviceclass.resource.kubernetes.io/<a cudasched class>``. The annotation is tested
+    first: a pod admitted for the first time has none, and the rest is not evaluated."""
+    suffix = f".{CLASS_DOMAIN}"
+    resource = (
+        f"has(c.resources) && has(c.resources.limits) && c.resources.limits.exists(r, "
+        f"r.startsWith('{EXTENDED_RESOURCE_PREFIX}') && r.endsWith('{suffix}'))"
+    )
+    return (
+        f"(has(object.metadata.annotations) && '{L.ANN_REQUIREMENT}' in "
+        f"object.metadata.annotations && ((has({_SPEC}.resourceClaims) && "
+        f"{_SPEC}.resourceClaims.exists(c, c.name.startsWith('{CLAIM_PREFIX}') && "
+        f"has(c.resourceClaimTemplateName))) || {_SPEC}.containers.exists(c, {resource})))"
+    )
+
+
+#: CEL over ``object``: cudasched already asked this pod's GPUs through a class (either
+#: ``dra.mode``); the policy leaves it alone, as the webhook would (see the module docstring).
+DRA_ASKED = _dra_asked()
 
 
 def _asking(containers: str, field: str) -> str:

@@ -329,13 +329,3 @@ def test_the_command_refuses_the_preferred_mode(tmp_path: Any) -> None:
     )
     assert result.exit_code == 2
     assert "required node affinity only" in result.output
-
-
-def test_the_command_refuses_a_dra_mode_it_cannot_table(tmp_path: Any) -> None:
-    config = tmp_path / "c.yaml"
-    config.write_text("dra: {mode: claim}\n")
-    result = CliRunner().invoke(
-        app, ["policy-controller", "--config", str(config), "--kubeconfig", str(tmp_path / "k")]
-    )
-    assert result.exit_code == 2
-    assert "dra.mode 'claim'" in result.output

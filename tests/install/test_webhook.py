@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from cudasched.cli import app
 from cudasched.cluster.snapshot import bundled_snapshot
 from cudasched.install import access, naming, webhook
+from cudasched.install.policycontroller import CONTROLLER
 from cudasched.settings.config import load_config
 from cudasched.webhook.server.app import ISVC_PATH, LLMISVC_PATH, POD_PATH, WORKLOAD_PATH
 from cudasched.workloads.pods import is_skipped
@@ -631,8 +632,8 @@ def test_dra_registers_the_claims_webhook_and_grants_get_on_pods_only_with_its_f
 ) -> None:
     """``--dra``: the settings carry ``dra.mode``, the ResourceClaims webhook is registered
     (Ignore, never re-invoked, only claims made from a pod's template) and ``get`` on pods is
-    granted in a ClusterRole of its own; without it none of them. ``--dra claim`` is the
-    webhook's alone."""
+    granted in a ClusterRole of its own; without it none of them. The policy mode's
+    controller gets ``--dra claim`` as the webhook does."""
     plain = _render("--namespace", "gpu-system")
     opted = _render("--namespace", "gpu-system", "--dra", "extended-resource", "--fail-closed")
     hooks = {
@@ -666,5 +667,9 @@ def test_dra_registers_the_claims_webhook_and_grants_get_on_pods_only_with_its_f
     }
     sent = {case: _sent(programs, {"metadata": meta}) for case, meta in cases.items()}
     assert sent == {k: k == "made for a pod" for k in cases}
-    refused = CliRunner().invoke(app, ["manifests", "--dra", "claim", "--mode", "both"])
-    assert refused.exit_code == 2 and "webhook only" in refused.output
+    # The policy mode serves claim too: its controller reads the same dra settings.
+    policy = _render("--dra", "claim", "--mode", "policy")
+    controller = tmp_path / "controller.yaml"
+    config = _one(policy, "ConfigMap", f"{CONTROLLER}-config")
+    controller.write_text(config["data"]["config.yaml"])
+    assert load_config(controller).dra.mode.value == "claim"

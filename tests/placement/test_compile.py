@@ -1060,6 +1060,22 @@ def test_class_bound_moves_no_verdict_on_truthful_labels(
     assert widened == []
 
 
+def test_class_bound_keeps_a_term_that_already_admits_no_node(kb: KnowledgeBase) -> None:
+    """A compat library whose note lists branches outside the driver range its term asks
+    (found by the property above: R390 and R418 for a range within R391-R417) makes a term no
+    node meets; the class bound keeps it as it is instead of failing on the empty class set."""
+    compat = CompatLibrary(DriverVersion(450, 0, 0), parse_cuda("9.2"), branches=(390, 418))
+    r = req("9.2", ships_cuda_compat=True, compat=compat, toolkit=ToolkitMode.CDI)
+    plain = compile_requirement(r, Policy.FORWARD_COMPAT, LabelScheme.CUDASCHED, kb)
+    bounded = compile_requirement(
+        r, Policy.FORWARD_COMPAT, LabelScheme.CUDASCHED, kb, class_bound=True
+    )
+    node = builders.node_labels(gpu="Tesla-K80", driver="396.26")
+    assert NodeSelector.from_terms(bounded).match(Node("n", node)) == (
+        NodeSelector.from_terms(plain).match(Node("n", node))
+    )
+
+
 def test_class_bound_of_a_branch_list_is_its_branches_classes(kb: KnowledgeBase) -> None:
     """Forward compatibility lists driver branches, not a driver range: the class bound is the
     set of classes those branches' drivers have, so a branch between two listed ones (R550 for

@@ -178,6 +178,12 @@ def state_of(snap: ClusterSnapshot, kb: KnowledgeBase, nodes: Any = None) -> Clu
     )
 
 
+def nodes_state(kb: KnowledgeBase, *extra: dict[str, Any]) -> ClusterState:
+    """The sample fleet's nodes (:func:`nodes`, then ``extra``) as the webhook's cluster state,
+    with no KServe objects: what a rule about pods alone is judged against."""
+    return ClusterState.from_objects([*nodes(), *extra], [], [], [], kb=kb)
+
+
 def admitter(kb: KnowledgeBase, **settings_: Any) -> Admitter:
     return Admitter.from_config(WebhookConfig.from_mapping(settings_), kb=kb)
 

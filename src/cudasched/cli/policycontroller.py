@@ -84,7 +84,7 @@ async def _run(
     from cudasched.cli.inputs import load_images, load_knowledge
     from cudasched.kube.client import make_client
     from cudasched.placement.merge import AffinityMode
-    from cudasched.settings.config import DraMode, load_config
+    from cudasched.settings.config import load_config
     from cudasched.webhook.background.watchcache import ClusterCache, StateFromObjects
     from cudasched.webhook.metrics import WebhookMetrics
     from cudasched.webhook.policy.controller import PolicyController
@@ -99,13 +99,6 @@ async def _run(
         raise InputError(
             f"the policy mode places pods with required node affinity only; the configuration "
             f"asks for mode {cfg.mode.value!r}"
-        )
-    if cfg.dra.mode is DraMode.CLAIM:
-        # Its decisions would add claims, which the policy's table cannot hold: the pods would
-        # be recorded and left unplaced.
-        raise InputError(
-            "the policy mode asks GPUs through DRA classes as extended resources only; the "
-            "configuration asks for dra.mode 'claim' (use the webhook, or extended-resource)"
         )
     kb = load_knowledge()
     metrics = WebhookMetrics()

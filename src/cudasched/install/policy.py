@@ -22,6 +22,10 @@ should know about, each deliberate:
   mutator) triggers one more run, which strips the policy's earlier terms and ANDs them into the
   final affinity again (the merge is idempotent, :mod:`cudasched.placement.mergecel`). With
   ``Never`` a webhook that rewrites the affinity after us would silently drop the constraint.
+  A pod whose GPUs cudasched already asked through a class (either ``dra.mode``, by the
+  policy or the webhook) is left alone when run again
+  (:data:`~cudasched.placement.claimcel.DRA_ASKED`): its new key would otherwise get node
+  affinity the webhook would not add.
 * **A pod whose placement by the policy is intact is skipped** (``matchConditions``: every
   required term carries the policy's marker). The API server reinvokes an ``IfNeeded`` policy
   once after its own change even when nothing ran after it (apiserver v0.37.2,
@@ -37,11 +41,19 @@ should know about, each deliberate:
 * **Only ``mode: required``.** A preference list is kept the same way in principle, but the
   policy implements the default mode only; ``cudasched manifests --mode policy`` refuses a
   configuration that asks for ``preferred``.
-* **``dra.mode: extended-resource`` too, not ``claim``.** A placement may name the DeviceClass
-  the webhook asked the key's GPUs through; the patch then moves each container's
-  ``nvidia.com/gpu`` to the class's extended resource (:func:`~cudasched.placement.mergecel.
-  dra_moves`: a JSON patch ``move`` keeps the pod's own count, which the table does not hold).
-  Claims would need objects per pod, so the controller refuses ``claim``.
+* **Both ``dra.mode`` spellings.** A placement may name the DeviceClass the webhook asked the
+  key's GPUs through. ``extended-resource``: the patch moves each container's ``nvidia.com/gpu``
+  to the class's extended resource (:func:`~cudasched.placement.mergecel.dra_moves`: a JSON
+  patch ``move`` keeps the pod's own count, which the table does not hold). ``claim``: the
+  table keeps the class as ``claimClass`` and the patch gives each GPU container a claim of its
+  own from the class's template for its count, read from the pod
+  (:mod:`~cudasched.placement.claimcel`); the templates are the operator's to apply in each
+  namespace (``cudasched device-classes --claim-templates``), as with the webhook. Whole or
+  nothing, as the webhook: when one container's GPUs cannot be claimed (a count past six
+  digits, limits and requests that differ) the policy leaves the whole pod alone, with no
+  annotation, instead of storing fallback node affinity per key: the key pod always moves, so
+  such terms would double the table for pods no node can hold; the unplaced warning says so
+  (``policy``), or the webhook places the pod by node affinity (``both``, its answer).
 """
 
 from __future__ import annotations
@@ -50,6 +62,7 @@ from typing import Any
 
 from cudasched.install.naming import object_meta
 from cudasched.install.registration import NOT_SKIPPED, POD_MAY_NEED_GPU
+from cudasched.placement.claimcel import DRA_ASKED, claim_variables
 from cudasched.placement.mergecel import (
     POLICY_PLACEMENT_INTACT,
     WEBHOOK_PLACED,
@@ -101,6 +114,7 @@ def _table_schema() -> dict[str, Any]:
         "properties": {
             "requirement": _string(1024),
             "deviceClass": _string(63),
+            "claimClass": _string(63),
             "terms": {
                 "type": "array",
                 "maxItems": MAX_TERMS,
@@ -216,9 +230,11 @@ def _mutating_policy(namespace: str, *, fail_closed: bool) -> dict[str, Any]:
         ),
         ("entry", f"{table}.placements[{table}.pods[variables.key]]"),
         *affinity_variables(),
+        *claim_variables(),
     ]
     expression = (
-        f"!variables.found || has(object.spec.nodeName) || {WEBHOOK_PLACED} ? [] : "
+        f"!variables.found || has(object.spec.nodeName) || {WEBHOOK_PLACED} || {DRA_ASKED} "
+        "? [] : "
         f"{patch_expression(annotation_path)}"
     )
     return {

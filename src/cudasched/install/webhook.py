@@ -358,10 +358,8 @@ def _policy_part(
     deny_unplaced: bool,
 ) -> list[dict[str, Any]]:
     """The policy mode's objects: its controller (with the webhook's settings, less the
-    server's and the background audit's) and the policies. ``dra.mode: claim`` is refused:
-    the policy's controller does not serve it."""
-    if settings.get("dra", {}).get("mode") == "claim":
-        raise InputError("--dra claim is served by the webhook only (--mode webhook)")
+    server's and the background audit's, ``dra`` included: the policy asks GPUs through the
+    classes in either ``dra.mode``) and the policies."""
     from cudasched.install.policy import policy_objects
     from cudasched.install.policycontroller import controller_objects
 

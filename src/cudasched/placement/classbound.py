@@ -90,8 +90,9 @@ def _bounded(ranges: Ranges, kb: KnowledgeBase) -> Ranges:
     if bounded is not None and branches is not None:
         # a branch list (forward compatibility) is not a driver range: only its classes
         bounded = and_values(bounded, L.CUDA_CODE, _branch_classes(branches, lo, hi, kb))
-    assert bounded is not None, (ranges, low, high)  # implied: never empty
-    return bounded
+    # Empty only where the term already admits no node (a branch list none of whose branches
+    # meets the driver range): it stays as it was, which admits exactly as little.
+    return ranges if bounded is None else bounded
 
 
 def class_bounded(terms: list[Term], kb: KnowledgeBase) -> list[Term]:

@@ -37,6 +37,7 @@ per pod fell by about a fifth without it, ``benchmarks/RESULTS.md`` section 12).
 
 from __future__ import annotations
 
+from cudasched.placement.claimcel import claim_patch
 from cudasched.placement.deviceclass import EXTENDED_RESOURCE_PREFIX
 from cudasched.placement.merge import INJECTED_KEY, MAX_MERGED_TERMS, REQUIRED_KEY
 from cudasched.vocab.kserve import NVIDIA_GPU
@@ -217,11 +218,13 @@ _CLASS_POINTER = EXTENDED_RESOURCE_PREFIX.replace("/", "~1")
 
 
 def patch_expression(annotation_path: str) -> str:
-    """The JSON patch (CEL over ``variables.entry`` and :func:`affinity_variables`): the
-    requirement annotation at ``annotation_path`` (escaped JSON pointer below
-    ``/metadata/annotations``), then the merged affinity, then the moves of a DRA placement
-    (:func:`dra_moves`); nothing when the merge is unmergeable (the webhook admits such a pod
-    as it is)."""
+    """The JSON patch (CEL over ``variables.entry``, :func:`affinity_variables` and
+    :func:`~cudasched.placement.claimcel.claim_variables`): the requirement annotation at
+    ``annotation_path`` (escaped JSON pointer below ``/metadata/annotations``), then the merged
+    affinity, then the moves of a DRA placement (:func:`dra_moves`) or its claims
+    (:func:`~cudasched.placement.claimcel.claim_patch`); nothing when the merge is unmergeable
+    (the webhook admits such a pod as it is) or a container's GPUs cannot be claimed (whole or
+    nothing, :mod:`~cudasched.placement.claimcel`)."""
     replace = f"/spec/affinity/nodeAffinity/{REQUIRED_KEY}/nodeSelectorTerms"
     kept_terms = f"variables.kept.map(i, {_term('variables.norms[i].e', 'variables.norms[i].f')})"
     affinity = (
@@ -242,7 +245,10 @@ def patch_expression(annotation_path: str) -> str:
         "[JSONPatch{op: 'add', path: '/metadata/annotations', "
         f"value: {{'{annotation_path.replace('~1', '/')}': variables.entry.requirement}}}}]"
     )
-    return f"variables.unmergeable ? [] : ({annotation}) + ({affinity}) + ({dra_moves()})"
+    return (
+        f"variables.unmergeable || variables.claimLeft ? [] : "
+        f"({annotation}) + ({affinity}) + ({dra_moves()}) + ({claim_patch()})"
+    )
 
 
 def _moves(containers: str, field: str) -> str:

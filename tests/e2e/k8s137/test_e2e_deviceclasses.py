@@ -9,7 +9,8 @@ With the webhook in ``dra.mode: extended-resource``, a pod asking ``nvidia.com/g
 rewritten to its class's extended resource, created with strict field validation, and
 allocated only such devices too; in ``claim`` mode each gets a claim from the class's
 template; and in the policy mode (no webhook registered) the API server's
-MutatingAdmissionPolicy does the same rewrite from the controller's table.
+MutatingAdmissionPolicy does the same rewrites from the controller's table (in ``claim`` mode
+the template picked by each pod's count, the claim named past the pod's own).
 """
 
 from __future__ import annotations
@@ -403,54 +404,138 @@ def test_the_webhook_asks_nvidia_gpu_through_the_class_and_the_allocator_follows
         _release(plane, api, ns)
 
 
+def _replica_set(template: dict[str, Any], name: str) -> dict[str, Any]:
+    """A ReplicaSet of no replicas with ``template``'s pod: the controller reads its key."""
+    metadata = {k: v for k, v in template["metadata"].items() if k not in ("name", "namespace")}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": template["metadata"]["namespace"]},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {**metadata, "labels": {"app": name}},
+                "spec": template["spec"],
+            },
+        },
+    }
+
+
+def _owning(pod: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` already holding a claim named as the policy would name its first one (a claim
+    of its own, made before it: the pod waits for it, it is only created here)."""
+    pod["spec"]["resourceClaims"] = [{"name": "cudasched-gpu-0", "resourceClaimName": "held"}]
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "cudasched-gpu-0"}]
+    return pod
+
+
+def _key(pod: dict[str, Any]) -> str:
+    """The pod's policy key as the API server computes it (the ServiceAccount defaulted)."""
+    admitted = {**pod, "spec": {**pod["spec"], "serviceAccountName": "default"}}
+    return str(pod_key(admitted, pod["metadata"]["namespace"]))
+
+
+def _claim_mode_extras(api: Api, ns: str) -> None:
+    """In ``claim`` mode, pods of the same keys asking two GPUs and already holding a claim
+    named ``cudasched-gpu-0``: the template is picked by the pod's own count and the policy's
+    claim takes the next free name, appended after the pod's own claims, all created with
+    strict field validation (they wait for devices and a claim no node or test provides)."""
+    two = _gpu_pod("two", ns)
+    two["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "2"}}
+    created = api.create(two)["spec"]
+    assert created["resourceClaims"] == [
+        {"name": "cudasched-gpu-0", "resourceClaimTemplateName": f"x2.{CLASS}"}
+    ]
+    assert created["containers"][0]["resources"] == {"claims": [{"name": "cudasched-gpu-0"}]}
+    owned = api.create(_owning(_gpu_pod("owned", ns)))["spec"]
+    assert owned["resourceClaims"] == [
+        {"name": "cudasched-gpu-0", "resourceClaimName": "held"},
+        {"name": "cudasched-gpu-1", "resourceClaimTemplateName": CLASS},
+    ]
+    assert owned["containers"][0]["resources"] == {
+        "claims": [{"name": "cudasched-gpu-0"}, {"name": "cudasched-gpu-1"}]
+    }
+    assert "affinity" not in created and "affinity" not in owned
+
+
+def _recreated_is_left_alone(api: Api, moved: dict[str, Any]) -> None:
+    """A pod the policy moved, created again as stored (``kubectl get -o yaml | kubectl
+    create``; the policy sees the same pod when a later webhook makes the API server run it
+    again): its key, learnt by the controller from the moved pods that run, has node affinity
+    (its key pod asks through no template), yet the policy leaves the pod as it is, as the
+    webhook would (it already asks through its class)."""
+    spec = {k: v for k, v in moved["spec"].items() if k not in ("nodeName", "priority")}
+    metadata = moved["metadata"]
+    copy = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "recreated",
+            "namespace": metadata["namespace"],
+            "annotations": metadata["annotations"],
+        },
+        "spec": spec,
+    }
+    key = str(pod_key(copy, metadata["namespace"]))
+    held = wait_for_keys(api, {key})
+    assert "terms" in held[key], held[key]  # what the policy would wrongly add
+    time.sleep(1)  # the API server's informer of the policy's parameters
+    created = api.create(copy)["spec"]
+    assert "affinity" not in created
+    assert created.get("resourceClaims") == spec.get("resourceClaims")
+    assert created["containers"][0]["resources"] == spec["containers"][0]["resources"]
+
+
+@pytest.mark.parametrize("mode", ["extended-resource", "claim"])
 def test_the_policy_asks_nvidia_gpu_through_the_class_without_a_webhook(
     classes: list[dict[str, Any]],
     slices: dict[str, dict[str, str]],
     plane: ControlPlane,
     api: Api,
     tmp_path: Path,
+    mode: str,
 ) -> None:
-    """The policy mode: the controller decides a ReplicaSet template's key with the webhook's
-    code in ``dra.mode: extended-resource``, the table keeps the class, and the API server's
-    MutatingAdmissionPolicy (no webhook registered) moves each pod's ``nvidia.com/gpu``."""
-    ns = f"{NS_REWRITE}-policy"
+    """The policy mode, installed from ``cudasched manifests --mode policy --dra MODE``: the
+    controller decides ReplicaSet templates' keys with the webhook's code in that
+    ``dra.mode``, the table keeps the class, and the API server's MutatingAdmissionPolicy (no
+    webhook registered) moves each pod's ``nvidia.com/gpu`` to the class's extended resource
+    or to a claim from the class's template for the pod's count."""
+    ns = f"{NS_REWRITE}-policy-{mode}"
     api.ensure_namespace(ns)
-    install_policy(plane, tmp_path / "policy")
-    template = _gpu_pod("template", ns)
-    replica_set = {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {"name": "gpu", "namespace": ns},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": {"app": "gpu"}},
-            "template": {
-                "metadata": {**template["metadata"], "labels": {"app": "gpu"}},
-                "spec": template["spec"],
-            },
-        },
-    }
-    for field in ("name", "namespace"):
-        replica_set["spec"]["template"]["metadata"].pop(field)
-    key = pod_key({**template, "spec": {**template["spec"], "serviceAccountName": "default"}}, ns)
+    install_policy(plane, tmp_path / "policy", "--dra", mode)
+    if mode == "claim":  # the templates the rewrite names, as device-classes prints them
+        printed = _cudasched(plane, "device-classes", "--cuda", "12.8", "--claim-templates", "1,2")
+        for doc in yaml.safe_load_all(printed):
+            if doc and doc["kind"] == "ResourceClaimTemplate":
+                api.create({**doc, "metadata": {**doc["metadata"], "namespace": ns}})
+    templates = [_gpu_pod("template", ns), _owning(_gpu_pod("template", ns))]
+    keys = {_key(t) for t in templates}
     names = [f"placed-{i}" for i in range(REWRITTEN)]
-    config = {"dra": {"mode": "extended-resource"}}
+    field = "claimClass" if mode == "claim" else "deviceClass"
     try:
-        with controller_process(tmp_path / "controller", plane.kubeconfig, "dra", config=config):
-            api.create(replica_set)
-            held = wait_for_keys(api, {str(key)})
+        with controller_process(
+            tmp_path / "controller", plane.kubeconfig, "dra", config={"dra": {"mode": mode}}
+        ):
+            for i, template in enumerate(templates):
+                api.create(_replica_set(template, f"gpu-{i}"))
+            held = wait_for_keys(api, keys)
             time.sleep(1)  # the API server's informer of the policy's parameters
             created = [api.create(_gpu_pod(name, ns)) for name in names]  # strict validation
-        assert held[str(key)]["deviceClass"] == CLASS and "terms" not in held[str(key)]
-        _, resources = _expected_spec("extended-resource")
+            if mode == "claim":
+                _claim_mode_extras(api, ns)
+            _recreated_is_left_alone(api, created[0])
+        assert all(held[k] == {"requirement": held[k]["requirement"], field: CLASS} for k in keys)
+        claims_asked, resources = _expected_spec(mode)
         asked = [c["spec"]["containers"][0]["resources"] for c in created]
         assert asked == [resources] * REWRITTEN, created[0]["spec"]
+        assert [c["spec"].get("resourceClaims", []) for c in created] == [claims_asked] * REWRITTEN
         assert all(
             c["metadata"]["annotations"]["cudasched.io/requirement"].startswith("cuda>=12.8")
             for c in created
         )
         assert all("affinity" not in c["spec"] for c in created)
-        _allocated_as_explained(api, plane, ns, names, "extended-resource", tmp_path)
+        _allocated_as_explained(api, plane, ns, names, mode, tmp_path)
     finally:
         _release(plane, api, ns)
 

@@ -23,7 +23,7 @@ from cudasched.webhook.admission.claimrules import POD_CLAIM_NAME
 from cudasched.webhook.admission.review import creation_review
 from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support import builders
-from tests.support.admission import applied, ask, nodes, ops_of
+from tests.support.admission import applied, ask, nodes_state, ops_of
 
 IMAGE = "nvidia/cuda:12.8.1-runtime-ubuntu22.04"
 CLASS = "gpu-cuda-12-8.cudasched.io"
@@ -36,7 +36,7 @@ def kb() -> KnowledgeBase:
 
 @functools.cache
 def state() -> ClusterState:
-    return ClusterState.from_objects(nodes(), [], [], [], kb=kb())
+    return nodes_state(kb())
 
 
 class _Pods:

@@ -12,16 +12,15 @@ from cudasched.knowledge import KnowledgeBase
 from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.admission.admitter import Admitter
 from cudasched.webhook.admission.review import creation_review
-from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support import builders
-from tests.support.admission import ask, nodes
+from tests.support.admission import ask, nodes_state
 
 LOGGER = "cudasched.webhook.admission.admitter"
 
 
 def _decide(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
     kb = KnowledgeBase.load()
-    state = ClusterState.from_objects(nodes(), [], [], [], kb=kb)
+    state = nodes_state(kb)
     adm = Admitter.from_config(WebhookConfig.from_mapping({"onNoFit": "deny"}), kb=kb)
     fits = builders.pod("fits", "ml", annotations={"cudasched.io/cuda-version": "12.4"})
     nowhere = builders.pod("nowhere", "ml", annotations={"cudasched.io/cuda-version": "13.0"})

@@ -22,7 +22,7 @@ from cudasched.vocab.versions import parse_cuda
 from cudasched.webhook.admission.review import creation_review
 from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support import builders
-from tests.support.admission import admitter, applied, ask, nodes, ops_of, readmit
+from tests.support.admission import admitter, applied, ask, nodes_state, ops_of, readmit
 from tests.support.k8s_schema import assert_valid_pod
 
 IMAGE = "nvidia/cuda:12.8.1-runtime-ubuntu22.04"
@@ -37,7 +37,7 @@ def kb() -> KnowledgeBase:
 
 @functools.cache
 def state() -> ClusterState:
-    return ClusterState.from_objects(nodes(), [], [], [], kb=kb())
+    return nodes_state(kb())
 
 
 def _answer(

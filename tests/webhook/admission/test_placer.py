@@ -26,7 +26,7 @@ from cudasched.webhook.admission.patch import Scope, diff
 from cudasched.webhook.admission.placer import Compiled, Placer
 from cudasched.webhook.memo.bounded import ENTRY_OVERHEAD
 from cudasched.webhook.state.clusterstate import ClusterState
-from tests.support.admission import nodes
+from tests.support.admission import nodes_state
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -77,7 +77,7 @@ SPECS = st.one_of(
 
 @pytest.fixture(scope="module")
 def state(kb: KnowledgeBase) -> ClusterState:
-    return ClusterState.from_objects(nodes(), [], [], [], kb=kb)
+    return nodes_state(kb)
 
 
 def _compiled(placer: Placer, state: ClusterState, cuda: str) -> Compiled:

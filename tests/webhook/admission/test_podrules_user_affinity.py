@@ -29,7 +29,7 @@ from cudasched.webhook.server.app import POD_PATH
 from cudasched.webhook.server.serving import serve_in_thread
 from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support import builders
-from tests.support.admission import applied, ask, fleet_node, nodes, readmit
+from tests.support.admission import applied, ask, fleet_node, nodes_state, readmit
 from tests.support.k8s_schema import assert_valid_pod
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -50,13 +50,12 @@ def kb() -> KnowledgeBase:
 @functools.cache
 def state() -> ClusterState:
     """test_admission's cluster (R470 to R570) plus CUDA 13 drivers (R580) and a V100."""
-    cluster = [
-        *nodes(),
+    return nodes_state(
+        kb(),
         fleet_node("h100-r580", "NVIDIA-H100-80GB-HBM3", "580.95.05"),
         fleet_node("b200-r580", "NVIDIA-B200", "580.95.05", zone="zone-b"),
         fleet_node("v100-r570", "Tesla-V100-SXM2-16GB", "570.124.06"),
-    ]
-    return ClusterState.from_objects(cluster, [], [], [], kb=kb())
+    )
 
 
 @functools.cache

@@ -19,7 +19,7 @@ from cudasched.webhook.admission.admitter import Admitter
 from cudasched.webhook.admission.review import Placement, creation_review
 from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support import builders
-from tests.support.admission import ask, nodes
+from tests.support.admission import ask, nodes_state
 
 #: The fleet's newest driver is R570 (CUDA 12.8): CUDA 13.0 runs nowhere, 12.4 on most nodes.
 NO_NODE = {"cudasched.io/cuda-version": "13.0"}
@@ -28,7 +28,7 @@ SOME_NODES = {"cudasched.io/cuda-version": "12.4"}
 
 @functools.cache
 def state() -> ClusterState:
-    return ClusterState.from_objects(nodes(), [], [], [], kb=KnowledgeBase.load())
+    return nodes_state(KnowledgeBase.load())
 
 
 def _admitter(**settings: Any) -> Admitter:

@@ -25,7 +25,7 @@ from cudasched.webhook.admission.admitter import Admitter
 from cudasched.webhook.policy.controller import PolicyController
 from cudasched.webhook.policy.sources import SOURCE_KINDS, SourceIndex
 from cudasched.webhook.state.clusterstate import ClusterState
-from tests.support.admission import nodes
+from tests.support.admission import nodes_state
 from tests.support.apierror import ApiError
 
 JSON = dict[str, Any]
@@ -125,7 +125,7 @@ def admitter(kb: KnowledgeBase) -> Admitter:
 
 @pytest.fixture(scope="module")
 def state(kb: KnowledgeBase) -> ClusterState:
-    return ClusterState.from_objects(nodes(), [], [], [], kb=kb, synced=True)
+    return nodes_state(kb)
 
 
 def _controller(api: FakeApi, admitter: Admitter, state: ClusterState, who: str) -> Any:
@@ -329,13 +329,3 @@ def test_the_command_refuses_the_preferred_mode(tmp_path: Any) -> None:
     )
     assert result.exit_code == 2
     assert "required node affinity only" in result.output
-
-
-def test_the_command_refuses_a_dra_mode_it_cannot_table(tmp_path: Any) -> None:
-    config = tmp_path / "c.yaml"
-    config.write_text("dra: {mode: claim}\n")
-    result = CliRunner().invoke(
-        app, ["policy-controller", "--config", str(config), "--kubeconfig", str(tmp_path / "k")]
-    )
-    assert result.exit_code == 2
-    assert "dra.mode 'claim'" in result.output

@@ -10,6 +10,7 @@ import copy
 import time
 from typing import Any
 
+import jsonpatch
 import orjson
 import pytest
 
@@ -34,6 +35,7 @@ from cudasched.webhook.state.clusterstate import ClusterState
 from cudasched.workloads.policykey import KEY_VERSION, key_pod, pod_key
 from tests.harness.workloads import generate, runtimes
 from tests.support.admission import nodes
+from tests.support.claimcel import claim_cel
 
 NS = "team"
 JSON = dict[str, Any]
@@ -93,6 +95,35 @@ def test_the_key_pods_decision_is_the_pods_decision(
             differ += 1
     assert differ == 0
     assert served > 60
+
+
+def test_in_claim_mode_the_key_pods_decision_is_the_pods_decision(
+    kb: KnowledgeBase, state: ClusterState, work: Any
+) -> None:
+    """``dra.mode: claim``: the placement decided on the key pod, applied as the policy applies
+    it (the annotation, the merge, and the claim variables' operations in CEL), gives every
+    pod the webhook's own answer; the only pods told apart are those the webhook keeps on node
+    affinity because a container cannot be moved, which the policy leaves whole and
+    unannotated (its documented choice), and the generated workload has none."""
+    claim = Admitter.from_config(WebhookConfig.from_mapping({"dra": {"mode": "claim"}}), kb=kb)
+    claimed = differ = left = 0
+    for pod in work.pods:
+        if not may_need_gpu(pod) or pod["metadata"].get("annotations", {}).get(L.ANN_SKIP):
+            continue
+        key = str(pod_key(pod, NS))
+        placement = decide_all(claim, {key: key_pod(pod, NS)}, state).get(key)
+        policy = pod
+        if placement is not None:
+            found = claim_cel(pod, placement.as_json())
+            if found["claimLeft"]:
+                left += 1  # left whole: the CEL test compares such pods with claim_rewrite
+                continue
+            policy = jsonpatch.apply_patch(_as_policy(pod, placement), found["claimOps"])
+            claimed += bool(found["claimOps"])
+        webhook = _apply_webhook(claim, pod, state)
+        differ += (webhook["metadata"], webhook["spec"]) != (policy["metadata"], policy["spec"])
+    assert differ == left == 0
+    assert claimed > 30
 
 
 def _ours(pod: JSON) -> list[str]:
@@ -214,6 +245,32 @@ def test_a_dra_answer_is_read_back_as_the_class_and_kept_in_the_table(
     )
     assert held == {"k": placement}
     assert Placement("r", None).as_json() == {"requirement": "r"}  # no class: ids unchanged
+
+
+def test_a_claim_answer_is_read_back_as_the_claim_class_and_kept_in_the_table(
+    kb: KnowledgeBase, state: ClusterState
+) -> None:
+    """``dra.mode: claim``: the webhook's answer on the probe adds a ``cudasched-gpu-*`` claim
+    from the class's template; the placement keeps the class (not the count, which the policy
+    reads from each pod) under its own field, and the tables give it back."""
+    claim = Admitter.from_config(WebhookConfig.from_mapping({"dra": {"mode": "claim"}}), kb=kb)
+    gpu = {"limits": {"nvidia.com/gpu": "4"}}
+    pod: JSON = {"metadata": {"annotations": {L.ANN_CUDA_VERSION: "12.8"}}, "spec": {}}
+    pod["spec"]["containers"] = [{"name": "c", "image": "a:1", "resources": gpu}]
+    pod["spec"]["initContainers"] = [{"name": "i", "resources": gpu}]
+    pod["spec"]["resourceClaims"] = [{"name": "cudasched-gpu-0", "resourceClaimName": "x"}]
+    probe = probe_pod(key_pod(pod, NS))
+    decision = claim.decide("pod", orjson.dumps(creation_review(probe)), state)
+    placement = placement_of(decision, probe)
+    expected = Placement(
+        "cuda>=12.8 (annotation cudasched.io/cuda-version)",
+        None,
+        claim_class="gpu-cuda-12-8.cudasched.io",
+    )
+    assert placement == expected
+    assert held_placements(tables({"k": placement}, KEY_VERSION), KEY_VERSION) == {"k": expected}
+    assert expected.as_json()["claimClass"] == expected.claim_class
+    assert "claimClass" not in Placement("r", None, "c").as_json()  # ids of others unchanged
 
 
 def test_tables_shard_within_their_bounds() -> None:

@@ -12,7 +12,10 @@ affinity (no selector can exist, or nothing is known); a probe removed means its
 ``[]`` (an earlier injection is removed and nothing added); otherwise each term is the marker
 followed by one of cudasched's alternatives. A denial, or an answer with neither annotation nor
 terms, is no placement: the policy leaves such a pod to the webhook, or to the unplaced
-warning.
+warning. In ``dra.mode`` the answer also says which DeviceClass the GPUs are asked through:
+a ``deviceclass.resource.kubernetes.io/<class>`` resource it added to a container
+(``extended-resource``), or the template of a ``cudasched-gpu-*`` claim it added to the pod
+(``claim``); the class is kept, not the count, which the policy reads from each pod.
 
 **Tables within etcd's object limit.** Each placement is stored once per object under the
 first 16 hex digits of the SHA-256 of its JSON; keys map to placement ids. The keys are spread
@@ -25,12 +28,14 @@ for a moment, never in none; the merge is idempotent, so two patches give one an
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import orjson
 
 from cudasched.placement.deviceclass import EXTENDED_RESOURCE_PREFIX
+from cudasched.placement.drarequest import CLAIM_PREFIX
 from cudasched.placement.merge import MARKER, REQUIRED_KEY
 from cudasched.vocab import labels as L
 from cudasched.vocab.errors import InputError
@@ -51,17 +56,22 @@ __all__ = [
 #: room for metadata and the API server's own fields.
 MAX_TABLE_BYTES = 900_000
 _MAX_SHARDS = 1024
+#: The count prefix of a claim template's name (``x2.`` in ``x2.<class>``).
+_COUNTED = re.compile(r"^x[1-9][0-9]*\.")
 
 
 class Placement(NamedTuple):
     """What the policy writes for one key: the requirement annotation (``None``: none),
-    cudasched's terms (``None``: the affinity is left alone) and the DeviceClass whose extended
+    cudasched's terms (``None``: the affinity is left alone), the DeviceClass whose extended
     resource the pod's ``nvidia.com/gpu`` becomes (``dra.mode: extended-resource``; ``None``:
-    the resources are left alone)."""
+    the resources are left alone) and the DeviceClass whose claim templates each GPU container
+    consumes a claim from instead (``dra.mode: claim``; the count picks the template in the
+    API server, :func:`~cudasched.placement.mergecel.claim_variables`)."""
 
     requirement: str | None
     terms: tuple[dict[str, Any], ...] | None
     device_class: str | None = None
+    claim_class: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -71,6 +81,8 @@ class Placement(NamedTuple):
             out["terms"] = [dict(t) for t in self.terms]
         if self.device_class is not None:
             out["deviceClass"] = self.device_class
+        if self.claim_class is not None:  # absent otherwise: other placements keep their ids
+            out["claimClass"] = self.claim_class
         return out
 
     def ident(self) -> str:
@@ -144,9 +156,12 @@ def placement_of(decision: Decision, probe: Mapping[str, Any]) -> Placement | No
                 if term.get("matchExpressions", [None])[0] == MARKER
             )
     device_class = _moved_to_class(probe, after)
-    if requirement is None and not terms and device_class is None:
+    claim_class = _claimed_class(probe, after)
+    if requirement is None and not terms and device_class is None and claim_class is None:
         return None
-    return Placement(requirement if isinstance(requirement, str) else None, terms, device_class)
+    return Placement(
+        requirement if isinstance(requirement, str) else None, terms, device_class, claim_class
+    )
 
 
 def _moved_to_class(probe: Mapping[str, Any], after: Mapping[str, Any]) -> str | None:
@@ -163,6 +178,25 @@ def _moved_to_class(probe: Mapping[str, Any], after: Mapping[str, Any]) -> str |
                 for key in sorted(str(k) for k in added):
                     if key.startswith(EXTENDED_RESOURCE_PREFIX):
                         return key.removeprefix(EXTENDED_RESOURCE_PREFIX)
+    return None
+
+
+def _claimed_class(probe: Mapping[str, Any], after: Mapping[str, Any]) -> str | None:
+    """The class the answer's new claims come from: the template of a pod-level claim the
+    answer added (``claim_rewrite`` names one class per pod; the key pod asks one GPU per
+    container, so the template is the class itself, and an ``x<N>.`` count prefix is
+    dropped should one appear)."""
+    had = {
+        str(c.get("name"))
+        for c in (probe.get("spec") or {}).get("resourceClaims") or []
+        if isinstance(c, Mapping)
+    }
+    for claim in (after.get("spec") or {}).get("resourceClaims") or []:
+        if not isinstance(claim, Mapping) or str(claim.get("name")) in had:
+            continue
+        template = claim.get("resourceClaimTemplateName")
+        if isinstance(template, str) and str(claim.get("name")).startswith(CLAIM_PREFIX):
+            return _COUNTED.sub("", template)
     return None
 
 
@@ -247,5 +281,6 @@ def held_placements(objects: Iterable[Mapping[str, Any]], format_: str) -> dict[
                 found.get("requirement"),
                 None if terms is None else tuple(dict(t) for t in terms),
                 found.get("deviceClass"),
+                found.get("claimClass"),
             )
     return held

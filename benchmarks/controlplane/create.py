@@ -43,6 +43,7 @@ __all__ = [
     "WEBHOOK",
     "CreateResult",
     "measure_create",
+    "trivial_policy",
 ]
 
 KYVERNO_P99_MS = (129, 466)
@@ -158,7 +159,7 @@ def _time_creates(api: Api, pods: list[JSON]) -> tuple[list[float], int]:
 _TRIVIAL_LABEL = "bench.cudasched.io/trivial-policy"
 
 
-def _trivial_policy() -> tuple[JSON, JSON]:
+def trivial_policy() -> tuple[JSON, JSON]:
     """The trivial MutatingAdmissionPolicy and its binding (see the module docstring)."""
     name = "bench-trivial"
     label = _TRIVIAL_LABEL.replace("/", "~1")
@@ -214,7 +215,7 @@ class _Policy:
 
     def __init__(self, api: Api, bindings: list[JSON]) -> None:
         self.api = api
-        trivial, trivial_binding = _trivial_policy()
+        trivial, trivial_binding = trivial_policy()
         api.create(trivial)
         self.bindings = {POLICY: bindings, TRIVIAL: [trivial_binding]}
         self.probes = iter(range(10**9))  # names of the probe pods, unique for the run

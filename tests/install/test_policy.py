@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import celpy
 import yaml
 from typer.testing import CliRunner
 
 from cudasched.cli import app
 from cudasched.install.policy import policy_objects, table_crd
 from cudasched.install.registration import webhook_configuration
+from cudasched.placement.merge import INJECTED_KEY
 from cudasched.vocab.kinds import LEASE, PLACEMENT_TABLE
 from cudasched.vocab.placementtable import MAX_KEYS, MAX_PLACEMENTS, TABLE_LABEL
 from tests.support.rbac import granted
@@ -52,10 +54,13 @@ def test_policy_mode_has_no_webhook_and_the_policies() -> None:
 
 
 def test_the_policy_matches_what_the_webhook_matches() -> None:
+    """The webhook's conditions, and one more: not a pod the policy's placement is intact on
+    (the API server's reinvocation after the policy's own change)."""
     hook = webhook_configuration("cudasched")["webhooks"][0]
     objects = policy_objects("cudasched")
     policy = next(o for o in objects if o["kind"] == "MutatingAdmissionPolicy")["spec"]
-    assert policy["matchConditions"] == hook["matchConditions"]
+    assert policy["matchConditions"][:-1] == hook["matchConditions"]
+    assert policy["matchConditions"][-1]["name"] == "not-placed-yet"
     assert policy["matchConstraints"]["namespaceSelector"] == hook["namespaceSelector"]
     (rule,) = policy["matchConstraints"]["resourceRules"]
     assert rule["operations"] == ["CREATE"] and rule["resources"] == ["pods"]
@@ -112,3 +117,36 @@ def test_an_unknown_mode_is_refused() -> None:
     result = CliRunner().invoke(app, ["manifests", "--mode", "sidecar"])
     assert result.exit_code == 2
     assert "invalid --mode 'sidecar'" in result.output
+
+
+def _term(*operators: str) -> JSON:
+    expressions = [{"key": "zone", "operator": "Exists"}]
+    expressions += [{"key": INJECTED_KEY, "operator": op, "values": ["policy"]} for op in operators]
+    return {"matchExpressions": expressions}
+
+
+def test_a_pod_is_placed_again_unless_every_term_carries_the_policys_marker() -> None:
+    """The ``not-placed-yet`` condition (evaluated with a CEL interpreter): a pod whose every
+    required term carries the policy's marker is left alone; one with no affinity, an empty
+    term list, a term without the marker (a later webhook added it), or the webhook's marker
+    instead is placed."""
+    policy = _one(policy_objects("cudasched"), "MutatingAdmissionPolicy")
+    (condition,) = [c for c in policy["spec"]["matchConditions"] if c["name"] == "not-placed-yet"]
+    env = celpy.Environment()
+    program = env.program(env.compile(condition["expression"]))
+
+    def sent(terms: list[JSON] | None, *, affinity: JSON | None = None) -> bool:
+        spec: JSON = {"containers": [{"name": "c"}]}
+        if terms is not None:
+            required = {"nodeSelectorTerms": terms}
+            affinity = {"requiredDuringSchedulingIgnoredDuringExecution": required}
+        if affinity is not None:
+            spec["affinity"] = {"nodeAffinity": affinity}
+        return bool(program.evaluate({"object": celpy.json_to_cel({"spec": spec})}))
+
+    assert sent([_term("NotIn"), _term("NotIn")]) is False
+    assert sent(None) is True
+    assert sent(None, affinity={}) is True
+    assert sent([]) is True
+    assert sent([_term("NotIn"), _term()]) is True
+    assert sent([_term("DoesNotExist")]) is True

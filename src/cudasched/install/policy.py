@@ -26,6 +26,16 @@ should know about, each deliberate:
   policy or the webhook) is left alone when run again
   (:data:`~cudasched.placement.claimcel.DRA_ASKED`): its new key would otherwise get node
   affinity the webhook would not add.
+* **A pod whose placement by the policy is intact is skipped** (``matchConditions``: every
+  required term carries the policy's marker). The API server reinvokes an ``IfNeeded`` policy
+  once after its own change even when nothing ran after it (apiserver v0.37.2,
+  ``policy/mutating/dispatcher.go``: the final "dirty" step marks every policy invoked so far),
+  so without this condition every pod the policy placed was placed twice, the second time to
+  the same answer: about half the policy's time in the API server (``benchmarks/RESULTS.md``
+  section 12, third pass). A later webhook that drops or adds a term still gets the pod
+  placed again. The same rule as the webhook's in the ``both`` mode, which leaves a pod the
+  policy placed alone: a pod created with the policy's terms already in place (a copy of a
+  stored pod) keeps them.
 * **``failurePolicy: Ignore``** unless ``--fail-closed``, as the webhook's: a CEL error or a
   missing parameter admits the pod unplaced (and the ValidatingAdmissionPolicy warns).
 * **Only ``mode: required``.** A preference list is kept the same way in principle, but the
@@ -53,7 +63,12 @@ from typing import Any
 from cudasched.install.naming import object_meta
 from cudasched.install.registration import NOT_SKIPPED, POD_MAY_NEED_GPU
 from cudasched.placement.claimcel import DRA_ASKED, claim_variables
-from cudasched.placement.mergecel import WEBHOOK_PLACED, affinity_variables, patch_expression
+from cudasched.placement.mergecel import (
+    POLICY_PLACEMENT_INTACT,
+    WEBHOOK_PLACED,
+    affinity_variables,
+    patch_expression,
+)
 from cudasched.vocab import labels as L
 from cudasched.vocab.kinds import PLACEMENT_TABLE
 from cudasched.vocab.placementtable import MAX_KEYS, MAX_PLACEMENTS, TABLE_LABEL, TABLE_VALUE
@@ -199,6 +214,7 @@ def _match_conditions() -> list[dict[str, str]]:
     return [
         {"name": "may-need-gpu", "expression": POD_MAY_NEED_GPU},
         {"name": "not-skipped", "expression": NOT_SKIPPED},
+        {"name": "not-placed-yet", "expression": f"!{POLICY_PLACEMENT_INTACT}"},
     ]
 
 

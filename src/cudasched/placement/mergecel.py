@@ -45,6 +45,7 @@ from cudasched.vocab.kserve import NVIDIA_GPU
 __all__ = [
     "POLICY_MARKER",
     "POLICY_PLACED",
+    "POLICY_PLACEMENT_INTACT",
     "WEBHOOK_PLACED",
     "affinity_variables",
     "dra_moves",
@@ -84,6 +85,13 @@ WEBHOOK_PLACED = _placed_by("DoesNotExist")
 #: CEL over ``object``: the policy placed this pod (the webhook's ``matchConditions`` in the
 #: ``both`` mode skip it).
 POLICY_PLACED = _placed_by("NotIn")
+#: CEL over ``object``: the policy's placement is intact, every required term carrying its
+#: marker (the policy's own ``matchConditions`` skip such a pod, ``install/policy``).
+POLICY_PLACEMENT_INTACT = (
+    f"({_HAS_NA} && has({_REQ}) && has({_REQ}.nodeSelectorTerms) && "
+    f"size({_REQ}.nodeSelectorTerms) > 0 && "
+    f"{_REQ}.nodeSelectorTerms.all(t, {_marked('t.matchExpressions', 'NotIn')}))"
+)
 
 
 def _norm_expressions(of: str) -> str:

@@ -514,10 +514,10 @@ def _install_crd(api: Api, crd: JSON) -> None:
     api.call("POST", path, body=crd)
 
     def established() -> bool:
-        conditions = api.get(f"{path}/{crd['metadata']['name']}").get("status", {})
+        status = api.get(f"{path}/{crd['metadata']['name']}").get("status") or {}
         return any(
             c.get("type") == "Established" and c.get("status") == "True"
-            for c in conditions.get("conditions", [])
+            for c in status.get("conditions") or []
         )
 
     api.wait_for(f"{crd['metadata']['name']} established", established, timeout=60)

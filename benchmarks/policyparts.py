@@ -339,8 +339,9 @@ def write_tables(
     for table, generated in (("current", current), ("baseline", baseline)):
         if generated is None:
             continue
-        prefix = f"{generated.version}|{padding_namespace}|"
-        padding = {f"{prefix}padding-{i:06d}": "p0" for i in range(more)}
+        # The first shape's key moved to the padding namespace, numbered: as long as real keys.
+        version, _, rest = generated.keys[0].split("|", 2)
+        padding = {f"{version}|{padding_namespace}|{rest}#{i}": "p0" for i in range(more)}
         placements = {f"p{i}": held[k] for i, k in enumerate(current.keys)}
         pods = {key: f"p{i}" for i, key in enumerate(generated.keys)}
         apart = generated.namespaced and padding_namespace != NS

@@ -138,7 +138,10 @@ def created(
     served = _served(kb)
     install_policy(plane, tmp_path_factory.mktemp("policy-answers"))
     delete_tables(api)
-    for table in tables(served.placements, KEY_VERSION):
+    written = tables(served.placements, KEY_VERSION)  # one set per namespace
+    for namespace in sorted({t["metadata"]["namespace"] for t in written}):
+        api.ensure_namespace(namespace)
+    for table in written:
         api.create(table)
     for namespace in sorted({p["metadata"]["namespace"] for _, p in served.pods}):
         api.ensure_namespace(namespace)

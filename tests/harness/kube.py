@@ -62,7 +62,7 @@ _RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("resource.k8s.io/v1", "ResourceSlice"): ("resourceslices", False),
     ("resource.k8s.io/v1", "ResourceClaim"): ("resourceclaims", True),
     ("apps/v1", "ReplicaSet"): ("replicasets", True),
-    ("cudasched.io/v1alpha1", "PlacementTable"): ("placementtables", False),
+    ("cudasched.io/v1alpha1", "PlacementTable"): ("placementtables", True),
     ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"): (
         "mutatingadmissionpolicies",
         False,

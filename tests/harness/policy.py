@@ -23,11 +23,32 @@ from tests.harness.fleet import cudasched_command
 from tests.harness.kube import Api
 from tests.harness.webhook import manifests
 
-__all__ = ["Controller", "controller_process", "install_policy", "table_keys", "wait_for_keys"]
+__all__ = [
+    "Controller",
+    "controller_process",
+    "delete_tables",
+    "install_policy",
+    "table_keys",
+    "table_path",
+    "wait_for_keys",
+]
 
 JSON = dict[str, Any]
+#: Every namespace's tables (a list across namespaces; one table is at :func:`table_path`).
 TABLES = "/apis/cudasched.io/v1alpha1/placementtables"
 NAMESPACE = "cudasched"
+
+
+def table_path(namespace: str, name: str) -> str:
+    """The URL path of one ``PlacementTable`` (namespaced: one table set per namespace)."""
+    return f"/apis/cudasched.io/v1alpha1/namespaces/{namespace}/placementtables/{name}"
+
+
+def delete_tables(api: Api) -> None:
+    """Delete every namespace's tables."""
+    for table in api.list(TABLES):
+        meta = table["metadata"]
+        api.delete(table_path(meta["namespace"], meta["name"]))
 
 
 def install_policy(plane: ControlPlane, directory: Path, *args: str) -> list[JSON]:

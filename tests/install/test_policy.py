@@ -49,6 +49,7 @@ def test_policy_mode_has_no_webhook_and_the_policies() -> None:
     binding = _one(objects, "MutatingAdmissionPolicyBinding")
     assert binding["spec"]["paramRef"]["selector"]["matchLabels"] == {TABLE_LABEL: "pods"}
     assert binding["spec"]["paramRef"]["parameterNotFoundAction"] == "Allow"
+    assert "namespace" not in binding["spec"]["paramRef"]  # the admitted pod's namespace
     (mutation,) = policy["spec"]["mutations"]
     assert mutation["patchType"] == "JSONPatch"
 
@@ -80,7 +81,7 @@ def test_fail_closed_and_deny_unplaced_are_carried() -> None:
 
 def test_the_table_schema_states_the_controllers_bounds() -> None:
     spec = table_crd()["spec"]
-    assert spec["scope"] == "Cluster"
+    assert spec["scope"] == "Namespaced"  # one table per namespace: a pod reads its own
     schema = spec["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert schema["pods"]["maxProperties"] == MAX_KEYS
     assert schema["placements"]["maxProperties"] == MAX_PLACEMENTS

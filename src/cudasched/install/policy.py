@@ -9,10 +9,18 @@ should know about, each deliberate:
   JSON decoder, so terms kept there could not become a patch's value, and ConfigMap keys may not
   hold an image reference. ``PlacementTable`` is typed (a map of pod keys to placement ids and
   of ids to ``{requirement, terms}``), its schema bounds every list and string, and the objects
-  are cluster-scoped and selected by label (``paramRef.selector``), so the controller can shard
-  a large table over several objects within etcd's object limit: the API server evaluates the
-  policy once per selected object, each within its own cost budget, and only the object that
-  holds a pod's key patches it.
+  are selected by label (``paramRef.selector``), so the controller can shard a large table over
+  several objects within etcd's object limit: the API server evaluates the policy once per
+  selected object, each within its own cost budget, and only the object that holds a pod's key
+  patches it.
+* **One table per namespace: the CRD is namespaced, the binding names no namespace.** The API
+  server then looks the parameters up in the admitted pod's namespace only (apiserver v0.37.2,
+  ``admission/plugin/policy/generic/policy_dispatcher.go``, ``CollectParams``), and it converts
+  each selected object whole, through JSON, for every CEL activation (every pod's
+  ``matchConditions``, CPU pods included, and every mutation): with one cluster-wide table a
+  pod paid for every key of the cluster. Every key starts with its pod's namespace, so the
+  controller writes each namespace's keys there (``webhook/policy/table``); a namespace without
+  a table is one the policy does nothing in (``parameterNotFoundAction: Allow``).
 * **``matchConditions`` equal to the webhook's** (:mod:`cudasched.install.registration`): pods
   that may need a GPU or declare a requirement, never ones that opt out; the namespace selector
   leaves out ``kube-system`` and cudasched's own namespace. Pods with ``spec.nodeName`` are left
@@ -161,7 +169,9 @@ def _table_schema() -> dict[str, Any]:
 
 
 def table_crd() -> dict[str, Any]:
-    """The ``PlacementTable`` CustomResourceDefinition (cluster-scoped)."""
+    """The ``PlacementTable`` CustomResourceDefinition (namespaced: see the module docstring;
+    a cluster with the cluster-scoped CRD of a development build must delete it first, the
+    scope of a CRD cannot change, ``docs/guide/policy.md``)."""
     table = PLACEMENT_TABLE
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -169,7 +179,7 @@ def table_crd() -> dict[str, Any]:
         "metadata": object_meta(f"{table.plural}.{table.group}", None, "policy"),
         "spec": {
             "group": table.group,
-            "scope": "Cluster",
+            "scope": "Namespaced",
             "names": {
                 "kind": table.kind,
                 "listKind": f"{table.kind}List",
@@ -262,7 +272,8 @@ def _mutating_binding() -> dict[str, Any]:
             "policyName": POLICY,
             "paramRef": {
                 "selector": {"matchLabels": {TABLE_LABEL: TABLE_VALUE}},
-                # No table yet (the controller has not written one): nothing to patch.
+                # No namespace: the tables of the admitted pod's own namespace. None there yet
+                # (the controller has not written one, or no pod there needs one): no patch.
                 "parameterNotFoundAction": "Allow",
             },
         },

@@ -49,6 +49,8 @@ def _rbac(namespace: str, *, pull_secrets: bool) -> list[dict[str, Any]]:
         {"apiGroups": [group], "resources": plurals, "verbs": ["list", "watch"]}
         for group, plurals in watched.items()
     ]
+    # The tables live in every pod namespace (one table per namespace): cluster-wide, through
+    # the ClusterRole below, as the sources are read.
     rules.append(
         {
             "apiGroups": [PLACEMENT_TABLE.group],

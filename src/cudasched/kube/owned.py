@@ -6,6 +6,10 @@ stale (another writer changed the object since) gets ``409 Conflict`` and lists 
 of overwriting newer contents. New and changed objects are written before old ones are deleted,
 so a reader selecting by the label never sees the set with an object missing that both the old
 and the new set have.
+
+Objects are known by (namespace, name): a namespaced kind owned in every namespace (no
+``namespace`` given) is listed across all of them, and each object is written in the namespace
+its own metadata names.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cudasched.kube.reflector import plain_object, status_code
+from cudasched.kube.reflector import ObjectKey, object_key, plain_object, status_code
 from cudasched.kube.resources import resource_of
 from cudasched.vocab.kinds import Kind
 
@@ -25,8 +29,8 @@ class StaleView(Exception):  # noqa: N818 - not a failure: the caller lists agai
 
 
 class OwnedObjects:
-    """The objects of ``kind`` carrying ``label: value`` (cluster-scoped kinds, or
-    ``namespace``'s)."""
+    """The objects of ``kind`` carrying ``label: value``: a cluster-scoped kind's, a namespaced
+    kind's in ``namespace``, or in every namespace when ``namespace`` is ``None``."""
 
     def __init__(
         self, client: Any, kind: Kind, label: str, value: str, namespace: str | None = None
@@ -36,18 +40,28 @@ class OwnedObjects:
         self.selector = {label: value}
         self.namespace = namespace
         self._resource = resource_of(kind)
-        self.known: dict[str, dict[str, Any]] = {}  # name -> the object as last listed/written
+        #: (namespace, name) -> the object as last listed or written; namespace "" for a
+        #: cluster-scoped kind.
+        self.known: dict[ObjectKey, dict[str, Any]] = {}
 
-    async def refresh(self) -> Mapping[str, dict[str, Any]]:
+    async def refresh(self) -> Mapping[ObjectKey, dict[str, Any]]:
         """List the owned objects again."""
-        found: dict[str, dict[str, Any]] = {}
+        everywhere = self.kind.namespaced and self.namespace is None
+        found: dict[ObjectKey, dict[str, Any]] = {}
         async for obj in self.client.list(
-            self._resource, labels=self.selector, namespace=self.namespace
+            self._resource, labels=self.selector, namespace="*" if everywhere else self.namespace
         ):
             plain = plain_object(obj)
-            found[plain["metadata"]["name"]] = plain
+            key = object_key(plain)
+            if key is not None:
+                found[key] = plain
         self.known = found
         return found
+
+    def _key(self, obj: Mapping[str, Any]) -> ObjectKey:
+        meta = obj["metadata"]
+        namespace = meta.get("namespace") or self.namespace or ""
+        return (str(namespace) if self.kind.namespaced else "", str(meta["name"]))
 
     async def converge(
         self,
@@ -56,14 +70,15 @@ class OwnedObjects:
         same: Callable[[Mapping[str, Any], Mapping[str, Any]], bool],
         allowed: Callable[[], bool] = lambda: True,
     ) -> int:
-        """Make the owned objects ``desired`` (whole objects with names); ``same(old, new)``
+        """Make the owned objects ``desired`` (whole objects with names, and namespaces for a
+        namespaced kind owned in every namespace); ``same(old, new)``
         says an existing one needs no write; ``allowed()`` is asked before each write (a
         leader that lost its lease stops half way, never writing stale contents). Returns the
         writes made; raises :class:`StaleView` on a conflict."""
         writes = 0
-        wanted = {str(obj["metadata"]["name"]): obj for obj in desired}
-        for name, obj in wanted.items():
-            old = self.known.get(name)
+        wanted = {self._key(obj): obj for obj in desired}
+        for key, obj in wanted.items():
+            old = self.known.get(key)
             if old is not None and same(old, obj):
                 continue
             if not allowed():
@@ -77,18 +92,19 @@ class OwnedObjects:
                     written = await self.client.replace(self._resource.from_dict(body))
             except Exception as exc:
                 if status_code(exc) == 409:
-                    raise StaleView(f"{self.kind.plural}/{name}") from None
+                    raise StaleView(f"{self.kind.plural}/{'/'.join(key).lstrip('/')}") from None
                 raise
-            self.known[name] = plain_object(written)
+            self.known[key] = plain_object(written)
             writes += 1
-        for name in [n for n in self.known if n not in wanted]:
+        for key in [k for k in self.known if k not in wanted]:
             if not allowed():
                 return writes
+            namespace, name = key
             try:
-                await self.client.delete(self._resource, name, namespace=self.namespace)
+                await self.client.delete(self._resource, name, namespace=namespace or None)
             except Exception as exc:
                 if status_code(exc) != 404:
                     raise
-            del self.known[name]
+            del self.known[key]
             writes += 1
         return writes

@@ -100,13 +100,14 @@ SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", namespaced
 EVENT = Kind("events.k8s.io", "v1", "Event", "events", namespaced=True)
 #: Leader election of the policy controller (``kube/leases``).
 LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases", namespaced=True)
-#: The policy mode's parameters, written by the policy controller (``install/policy``).
+#: The policy mode's parameters, written by the policy controller (``install/policy``): in each
+#: pod namespace, so the API server hands a pod's policy only its own namespace's tables.
 PLACEMENT_TABLE = Kind(
     "cudasched.io",
     "v1alpha1",
     "PlacementTable",
     "placementtables",
-    namespaced=False,
+    namespaced=True,
     crd_of="cudasched's policy mode",
 )
 

@@ -26,12 +26,12 @@ import yaml
 
 from cudasched.vocab import labels as L
 from cudasched.vocab.nodeaffinity import Node, RequiredNodeAffinity
+from cudasched.webhook.policy.controller import LEASE_NAME
 from cudasched.workloads.policykey import pod_key
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.fleet import cudasched_command
 from tests.harness.kube import Api
 from tests.harness.policy import (
-    TABLES,
     Controller,
     controller_process,
     install_policy,
@@ -60,8 +60,14 @@ def installed(
     workdir = tmp_path_factory.mktemp("policy")
     objects = install_policy(plane, workdir)
     with controller_process(workdir, plane.kubeconfig, "replica-a") as controller:
+        # A namespace without keys has no table: the controller's lease says it runs.
+        lease = "/apis/coordination.k8s.io/v1/namespaces/cudasched/leases/" + LEASE_NAME
         api.wait_for(
-            "the controller's first table", lambda: bool(list(api.list(TABLES))), timeout=120
+            "the controller's lease",
+            lambda: (
+                api.exists(lease) and api.get(lease)["spec"].get("holderIdentity") == "replica-a"
+            ),
+            timeout=120,
         )
         yield Installed(objects, controller, workdir)
 

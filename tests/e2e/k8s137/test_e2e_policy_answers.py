@@ -41,7 +41,7 @@ from cudasched.workloads.policykey import KEY_VERSION, key_pod, pod_key
 from tests.answers.recorder import RECORD, cases
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.kube import Api
-from tests.harness.policy import TABLES, install_policy
+from tests.harness.policy import delete_tables, install_policy
 from tests.support.admission import applied
 
 JSON = dict[str, Any]
@@ -137,9 +137,11 @@ def created(
 ) -> Iterator[Created]:
     served = _served(kb)
     install_policy(plane, tmp_path_factory.mktemp("policy-answers"))
-    for table in api.list(TABLES):
-        api.delete(f"{TABLES}/{table['metadata']['name']}")
-    for table in tables(served.placements, KEY_VERSION):
+    delete_tables(api)
+    written = tables(served.placements, KEY_VERSION)  # one set per namespace
+    for namespace in sorted({t["metadata"]["namespace"] for t in written}):
+        api.ensure_namespace(namespace)
+    for table in written:
         api.create(table)
     for namespace in sorted({p["metadata"]["namespace"] for _, p in served.pods}):
         api.ensure_namespace(namespace)
@@ -170,8 +172,7 @@ def created(
     )
     by_policy = {name: api.create(pod, strict=False, dry_run=True) for name, pod in served.pods}
     yield Created(served, by_policy)
-    for table in api.list(TABLES):
-        api.delete(f"{TABLES}/{table['metadata']['name']}")
+    delete_tables(api)
 
 
 def test_the_webhooks_answers_are_the_recorded_ones(created: Created) -> None:

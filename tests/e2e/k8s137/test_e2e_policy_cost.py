@@ -1,10 +1,10 @@
-"""The policy's CEL stays inside the API server's budgets for the largest table it supports:
-one PlacementTable object at the schema's bounds (4,096 keys, a placement of 128 terms of 32
-expressions), a pod whose own affinity makes the cross product reach the limit of 128 terms,
-and one whose cross product goes past it (the webhook leaves such a pod unconstrained; so must
-the policy, by its own rule and not by running out of budget). The policy is switched to
-``failurePolicy: Fail`` for the test, so a cost error would refuse the pod instead of
-silently admitting it unplaced."""
+"""The policy's CEL stays inside the API server's budgets for the largest table it supports: one
+PlacementTable object at the schema's bounds in the pod's namespace (4,096 keys, a placement of
+128 terms of 32 expressions), a pod whose own affinity makes the cross product reach the limit
+of 128 terms, and one whose cross product goes past it (the webhook leaves such a pod
+unconstrained; so must the policy, by its own rule and not by running out of budget). The policy
+is switched to ``failurePolicy: Fail`` for the test, so a cost error would refuse the pod
+instead of silently admitting it unplaced."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from cudasched.vocab.placementtable import MAX_KEYS, TABLE_LABEL, TABLE_VALUE
 from cudasched.workloads.policykey import KEY_VERSION, pod_key
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.kube import Api
-from tests.harness.policy import TABLES, install_policy
+from tests.harness.policy import install_policy, table_path
 
 NS = "e2e-policy-cost"
 POLICY = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/cudasched-placement"
@@ -78,7 +78,7 @@ def table(
 ) -> Iterator[None]:
     install_policy(plane, tmp_path_factory.mktemp("policy-cost"))
     api.ensure_namespace(NS)
-    keys = {f"{KEY_VERSION}|filler|{i:05d}|{'x' * 40}": "small" for i in range(MAX_KEYS - 2)}
+    keys = {f"{KEY_VERSION}|{NS}|{i:05d}|{'x' * 40}": "small" for i in range(MAX_KEYS - 2)}
     for name in ("fits", "past"):
         key = pod_key(_pod(name, 0), NS)
         assert key is not None
@@ -86,7 +86,11 @@ def table(
     obj = {
         "apiVersion": "cudasched.io/v1alpha1",
         "kind": "PlacementTable",
-        "metadata": {"name": "pods-cost-0", "labels": {TABLE_LABEL: TABLE_VALUE}},
+        "metadata": {
+            "name": "pods-cost-0",
+            "namespace": NS,
+            "labels": {TABLE_LABEL: TABLE_VALUE},
+        },
         "spec": {
             "format": KEY_VERSION,
             "pods": keys,
@@ -99,7 +103,7 @@ def table(
         yield
     finally:
         api.patch(POLICY, {"spec": {"failurePolicy": "Ignore"}})
-        api.delete(f"{TABLES}/pods-cost-0")
+        api.delete(table_path(NS, "pods-cost-0"))
 
 
 def _placed(created: JSON) -> bool:
@@ -138,5 +142,5 @@ def test_past_the_merge_limit_the_pod_is_left_as_the_webhook_leaves_it(
 def test_the_table_is_within_etcds_object_limit(table: None, api: Api) -> None:
     import orjson
 
-    stored = api.get(f"{TABLES}/pods-cost-0")
+    stored = api.get(table_path(NS, "pods-cost-0"))
     assert len(orjson.dumps(stored)) < 1_500_000

@@ -94,7 +94,8 @@ class FakeApi:
                 yield _Obj(obj)
 
     def tables(self) -> dict[str, JSON]:
-        return {k[2]: v for k, v in self.store.items() if k[0] == PLACEMENT_TABLE.kind}
+        """The tables by ``namespace/name``."""
+        return {f"{k[1]}/{k[2]}": v for k, v in self.store.items() if k[0] == PLACEMENT_TABLE.kind}
 
 
 class FakeCache:
@@ -104,11 +105,11 @@ class FakeCache:
         self.generation = 1
 
 
-def _gpu_pod(name: str, image: str) -> JSON:
+def _gpu_pod(name: str, image: str, namespace: str = "team") -> JSON:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "team"},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "serviceAccountName": "default",
             "containers": [
@@ -165,6 +166,7 @@ def test_one_replica_writes_and_the_other_waits(admitter: Admitter, state: Clust
 
     written, waited = asyncio.run(run())
     assert written == 1 and waited == 0
+    assert list(api.tables()) == ["team/pods-1-0"]  # in the pod's namespace
     (table,) = api.tables().values()
     assert len(table["spec"]["pods"]) == 1
     assert (
@@ -223,7 +225,7 @@ def test_a_new_leader_keeps_the_keys_whose_objects_went_for_the_keep_window(
     kept, later = asyncio.run(run())
     (table,) = kept.values()
     assert len(table["spec"]["pods"]) == 1
-    assert [t["spec"]["pods"] for t in later.values()] == [{}]
+    assert later == {}  # the namespace has no key left: its table is gone
 
 
 def test_a_leader_forgets_a_key_once_its_window_is_over(
@@ -249,6 +251,29 @@ def test_a_leader_forgets_a_key_once_its_window_is_over(
     assert asyncio.run(run()) == [0, 0]
 
 
+def test_a_namespace_whose_keys_went_loses_its_tables_and_the_others_keep_theirs(
+    admitter: Admitter, state: ClusterState
+) -> None:
+    api = FakeApi()
+    controller = _controller(api, admitter, state, "a")
+    gone = _gpu_pod("p", "vllm/vllm-openai:v0.9.0", "gone")
+    kept = _gpu_pod("q", "nvcr.io/nvidia/tritonserver:24.05-py3", "kept")
+    _listed(controller.sources, gone, kept)
+
+    async def run() -> tuple[list[str], list[str]]:
+        await controller.step()
+        before = sorted(api.tables())
+        controller.sources.keep_seconds = 0.0
+        controller.sources.on_event(POD, SourceIndex.transform(gone), None)  # deleted
+        controller._decided_at = 0.0
+        await controller.step()
+        return before, sorted(api.tables())
+
+    before, after = asyncio.run(run())
+    assert before == ["gone/pods-1-0", "kept/pods-1-0"]
+    assert after == ["kept/pods-1-0"]
+
+
 def test_a_stale_view_is_a_conflict_never_an_overwrite() -> None:
     api = FakeApi()
     table = {
@@ -271,7 +296,7 @@ def test_a_stale_view_is_a_conflict_never_an_overwrite() -> None:
             )
 
     asyncio.run(run())
-    assert api.tables()["pods-1-0"]["spec"] == {"v": 2}
+    assert api.tables()["/pods-1-0"]["spec"] == {"v": 2}
 
 
 def test_new_tables_are_written_before_old_ones_go() -> None:
@@ -299,8 +324,8 @@ def test_new_tables_are_written_before_old_ones_go() -> None:
         )
 
     asyncio.run(run())
-    assert order == ["pods-1-0", "pods-1-0,pods-2-0", "pods-1-0,pods-2-0,pods-2-1"]
-    assert sorted(api.tables()) == ["pods-2-0", "pods-2-1"]
+    assert order == ["/pods-1-0", "/pods-1-0,/pods-2-0", "/pods-1-0,/pods-2-0,/pods-2-1"]
+    assert sorted(api.tables()) == ["/pods-2-0", "/pods-2-1"]
 
 
 def test_a_lease_is_taken_over_when_it_expired() -> None:

@@ -18,6 +18,7 @@ from cudasched.knowledge import KnowledgeBase
 from cudasched.placement.merge import REQUIRED_KEY, merge_required
 from cudasched.settings.config import WebhookConfig
 from cudasched.vocab import labels as L
+from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import POD, REPLICA_SET
 from cudasched.webhook.admission.admitter import Admitter
 from cudasched.webhook.admission.review import creation_review
@@ -239,11 +240,13 @@ def test_a_dra_answer_is_read_back_as_the_class_and_kept_in_the_table(
     decision = dra.decide("pod", orjson.dumps(creation_review(probe)), state)
     placement = placement_of(decision, probe)
     assert placement is not None
-    held = held_placements(tables({"k": placement}, KEY_VERSION), KEY_VERSION)
+    key = pod_key(pod, NS)
+    assert key is not None
+    held = held_placements(tables({key: placement}, KEY_VERSION), KEY_VERSION)
     assert placement == Placement(
         "cuda>=12.8 (annotation cudasched.io/cuda-version)", None, "gpu-cuda-12-8.cudasched.io"
     )
-    assert held == {"k": placement}
+    assert held == {key: placement}
     assert Placement("r", None).as_json() == {"requirement": "r"}  # no class: ids unchanged
 
 
@@ -268,7 +271,9 @@ def test_a_claim_answer_is_read_back_as_the_claim_class_and_kept_in_the_table(
         claim_class="gpu-cuda-12-8.cudasched.io",
     )
     assert placement == expected
-    assert held_placements(tables({"k": placement}, KEY_VERSION), KEY_VERSION) == {"k": expected}
+    key = pod_key(pod, NS)
+    assert key is not None
+    assert held_placements(tables({key: placement}, KEY_VERSION), KEY_VERSION) == {key: expected}
     assert expected.as_json()["claimClass"] == expected.claim_class
     assert "claimClass" not in Placement("r", None, "c").as_json()  # ids of others unchanged
 
@@ -288,7 +293,47 @@ def test_tables_shard_within_their_bounds() -> None:
     assert held == set(entries)
     names = {t["metadata"]["name"] for t in built}
     assert all(n.startswith(f"pods-{len(built)}-") for n in names)
-    assert tables({}, KEY_VERSION)[0]["spec"]["pods"] == {}
+    assert {t["metadata"]["namespace"] for t in built} == {"ns"}
+    assert tables({}, KEY_VERSION) == []  # no keys, no table
+
+
+def _entry(namespace: str, i: int) -> tuple[str, Placement]:
+    return f"{KEY_VERSION}|{namespace}|key-{i:05d}|{'x' * 300}", Placement(f"cuda>=12.{i % 9}", ())
+
+
+def test_each_namespace_has_tables_of_its_own_keys_sharded_there() -> None:
+    """The policy reads only the tables of the pod's namespace: each key is written there, a
+    namespace that outgrows one object is sharded on its own, the others stay one object."""
+    entries = dict(_entry("big", i) for i in range(5000))
+    entries.update(_entry("small", i) for i in range(3))
+    built = tables(entries, KEY_VERSION)
+    by_namespace: dict[str, list[JSON]] = {}
+    for table in built:
+        by_namespace.setdefault(table["metadata"]["namespace"], []).append(table)
+    assert sorted(by_namespace) == ["big", "small"]
+    assert len(by_namespace["big"]) > 1
+    assert [t["metadata"]["name"] for t in by_namespace["small"]] == ["pods-1-0"]
+    wrong = [
+        (namespace, key)
+        for namespace, objects in by_namespace.items()
+        for table in objects
+        for key in table["spec"]["pods"]
+        if not key.startswith(f"{KEY_VERSION}|{namespace}|")
+    ]
+    assert wrong == []
+    assert held_placements(built, KEY_VERSION) == entries  # the round trip
+
+
+def test_a_key_in_another_namespaces_table_is_not_held() -> None:
+    """A key read back from a table of another namespace than its own is one the policy
+    never finds there: not held, so the controller does not inherit it from there."""
+    key, placement = _entry("a", 1)
+    (table,) = tables({key: placement}, KEY_VERSION)
+    moved = {**table, "metadata": {**table["metadata"], "namespace": "b"}}
+    assert held_placements([table], KEY_VERSION) == {key: placement}
+    assert held_placements([moved], KEY_VERSION) == {}
+    with pytest.raises(InputError):
+        tables({"not-a-key": placement}, KEY_VERSION)
 
 
 def test_sources_count_keys_per_object() -> None:

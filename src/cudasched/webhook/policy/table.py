@@ -17,12 +17,21 @@ a ``deviceclass.resource.kubernetes.io/<class>`` resource it added to a containe
 (``extended-resource``), or the template of a ``cudasched-gpu-*`` claim it added to the pod
 (``claim``); the class is kept, not the count, which the policy reads from each pod.
 
+**One table per namespace.** A key's second part is the namespace of its pod
+(:func:`cudasched.workloads.policykey.pod_key`), and ``PlacementTable`` is a namespaced kind
+bound without a namespace, so the API server hands the policy only the tables of the admitted
+pod's namespace: it converts the whole parameter object to JSON and back for every CEL
+activation, so a pod pays for its own namespace's keys, not the cluster's
+(``docs/design.md``, fourth pass). A namespace without keys has no table (the policy does
+nothing there: ``parameterNotFoundAction: Allow``).
+
 **Tables within etcd's object limit.** Each placement is stored once per object under the
-first 16 hex digits of the SHA-256 of its JSON; keys map to placement ids. The keys are spread
-over ``2**n`` objects by the SHA-256 of the key, ``n`` the smallest that keeps every object under
-:data:`MAX_TABLE_BYTES` and the schema's counts; the object names carry ``2**n``, so growing the
-table writes a new set beside the old one and then deletes the old one (a key is in two objects
-for a moment, never in none; the merge is idempotent, so two patches give one answer).
+first 16 hex digits of the SHA-256 of its JSON; keys map to placement ids. A namespace's keys
+are spread over ``2**n`` objects by the SHA-256 of the key, ``n`` the smallest that keeps every
+object under :data:`MAX_TABLE_BYTES` and the schema's counts; the object names carry ``2**n``,
+so growing the table writes a new set beside the old one and then deletes the old one (a key is
+in two objects for a moment, never in none; the merge is idempotent, so two patches give one
+answer).
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ __all__ = [
     "MAX_TABLE_BYTES",
     "Placement",
     "held_placements",
+    "key_namespace",
     "placement_of",
     "probe_pod",
     "tables",
@@ -204,8 +214,17 @@ def _shard_of(key: str, shards: int) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % shards
 
 
+def key_namespace(key: str) -> str:
+    """The namespace of ``key``'s pods: the key's second part. A namespace name (an RFC 1123
+    label) holds none of the characters the key escapes, so the part is the name itself."""
+    parts = key.split("|", 2)
+    if len(parts) < 3 or not parts[1] or "%" in parts[1]:
+        raise InputError(f"not a pod key: {key[:80]!r}")
+    return parts[1]
+
+
 def _table(
-    name: str, keys: list[str], entries: Mapping[str, Placement], format_: str
+    namespace: str, name: str, keys: list[str], entries: Mapping[str, Placement], format_: str
 ) -> dict[str, Any]:
     placements: dict[str, Any] = {}
     pods: dict[str, str] = {}
@@ -219,6 +238,7 @@ def _table(
         "kind": PLACEMENT_TABLE.kind,
         "metadata": {
             "name": name,
+            "namespace": namespace,
             "labels": {
                 "app.kubernetes.io/name": "cudasched",
                 "app.kubernetes.io/component": "policy",
@@ -239,42 +259,57 @@ def _fits(table: Mapping[str, Any]) -> bool:
     )
 
 
-def tables(entries: Mapping[str, Placement], format_: str) -> list[dict[str, Any]]:
-    """The ``PlacementTable`` objects holding ``entries`` (key -> placement), sharded (see the
-    module docstring); one object even when there are no entries, so the policy has a table
-    and the unplaced warning can tell "not known yet" apart from "not installed"."""
+def _namespace_tables(
+    namespace: str, keys: list[str], entries: Mapping[str, Placement], format_: str
+) -> list[dict[str, Any]]:
+    """One namespace's ``keys`` over the fewest ``2**n`` objects that fit."""
     shards = 1
     while True:
         buckets: list[list[str]] = [[] for _ in range(shards)]
-        for key in entries:
+        for key in keys:
             buckets[_shard_of(key, shards)].append(key)
         built = [
-            _table(f"pods-{shards}-{i}", bucket, entries, format_)
+            _table(namespace, f"pods-{shards}-{i}", bucket, entries, format_)
             for i, bucket in enumerate(buckets)
         ]
         if all(_fits(t) for t in built):
             return built
         if shards >= _MAX_SHARDS:
             raise InputError(
-                f"the placement table does not fit in {_MAX_SHARDS} objects of "
-                f"{MAX_TABLE_BYTES} bytes ({len(entries)} keys)"
+                f"the placement table of namespace {namespace} does not fit in {_MAX_SHARDS} "
+                f"objects of {MAX_TABLE_BYTES} bytes ({len(keys)} keys)"
             )
         shards *= 2
 
 
+def tables(entries: Mapping[str, Placement], format_: str) -> list[dict[str, Any]]:
+    """The ``PlacementTable`` objects holding ``entries`` (key -> placement): in each key's
+    namespace, sharded there (see the module docstring); none for a namespace without keys."""
+    by_namespace: dict[str, list[str]] = {}
+    for key in entries:
+        by_namespace.setdefault(key_namespace(key), []).append(key)
+    return [
+        table
+        for namespace in sorted(by_namespace)
+        for table in _namespace_tables(namespace, by_namespace[namespace], entries, format_)
+    ]
+
+
 def held_placements(objects: Iterable[Mapping[str, Any]], format_: str) -> dict[str, Placement]:
     """What ``PlacementTable`` objects (as listed) hold, key -> placement: the inverse of
-    :func:`tables`. Objects written for another key format, and keys whose placement is
-    missing, are left out."""
+    :func:`tables`. Objects written for another key format, keys whose placement is missing,
+    and keys in a table of another namespace than their own (the policy never reads them
+    there) are left out."""
     held: dict[str, Placement] = {}
     for obj in objects:
         spec = obj.get("spec") or {}
         if spec.get("format") != format_:
             continue
         placements = spec.get("placements") or {}
+        namespace = (obj.get("metadata") or {}).get("namespace")
         for key, ident in (spec.get("pods") or {}).items():
             found = placements.get(ident)
-            if not isinstance(found, Mapping):
+            if not isinstance(found, Mapping) or not _in_namespace(key, namespace):
                 continue
             terms = found.get("terms")
             held[key] = Placement(
@@ -284,3 +319,10 @@ def held_placements(objects: Iterable[Mapping[str, Any]], format_: str) -> dict[
                 found.get("claimClass"),
             )
     return held
+
+
+def _in_namespace(key: str, namespace: object) -> bool:
+    try:
+        return key_namespace(key) == namespace
+    except InputError:
+        return False

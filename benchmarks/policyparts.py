@@ -19,10 +19,12 @@ policies bound one at a time, in alternating rounds so drift hits every variant 
   policy reads that, so a cluster-scoped REV reads its tables as it would on a cluster.
 
 ``--table-keys N`` pads each table with ``N`` keys no pod has (the size of a cluster's table:
-the API server converts the whole parameter object for every CEL evaluation), written for
-``--padding-namespace`` (the benchmark's own by default). A namespaced table keeps keys of
-another namespace in a table of that namespace, which the benchmark's pods never read; a
-cluster-scoped one (REV's, before the fourth pass) holds them in the one table every pod reads.
+the API server converts the whole parameter object for every CEL evaluation, managedFields
+included, so each table is written as that code's controller leaves it, with or without
+them), written for ``--padding-namespace`` (the benchmark's own by default). A namespaced
+table keeps keys of another namespace in a table of that namespace, which the benchmark's pods
+never read; a cluster-scoped one (REV's, before the fourth pass) holds them in the one table
+every pod reads.
 
 Three pod shapes: the control-plane benchmark's GPU predictor, a KServe predictor with two
 containers and several environment variables, and a CPU pod (which the policies' conditions
@@ -79,12 +81,14 @@ _TABLE_SELECTOR = "bench.cudasched.io/table"
 _REQUIREMENT = "cudasched.io/requirement"
 
 _GENERATE = """
-import json, sys
+import inspect, json, sys
 from cudasched.install.policy import policy_objects
+from cudasched.kube.owned import OwnedObjects
 from cudasched.workloads import policykey
 pods = json.load(sys.stdin)
 json.dump({
     "objects": policy_objects("cudasched"),
+    "lean": "lean" in inspect.signature(OwnedObjects).parameters,
     "key": policykey.key_expression(),
     "version": policykey.KEY_VERSION,
     "keys": [policykey.pod_key(p, p["metadata"]["namespace"]) for p in pods],
@@ -135,6 +139,8 @@ class Generated:
     key: str
     version: str
     keys: list[str]
+    #: Whether this code's controller writes its tables without managedFields (kube/owned).
+    lean: bool = False
 
     @property
     def crd(self) -> JSON:
@@ -324,7 +330,12 @@ def _create_table(
     if namespace:
         meta["namespace"] = namespace
     body = {"apiVersion": generated.table_version, "kind": "PlacementTable", "metadata": meta}
-    api.call("POST", path, body={**body, "spec": spec})
+    made = api.call("POST", path, body={**body, "spec": spec})
+    if generated.lean:
+        # As that code's controller leaves its tables: the same contents again with
+        # managedFields reset, which records none (kube/owned.OwnedObjects, lean).
+        made["metadata"]["managedFields"] = [{}]
+        api.call("PUT", f"{path}/{name}", body=made)
 
 
 def write_tables(

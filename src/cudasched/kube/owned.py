@@ -7,6 +7,14 @@ of overwriting newer contents. New and changed objects are written before old on
 so a reader selecting by the label never sees the set with an object missing that both the old
 and the new set have.
 
+With ``lean=True`` the objects are kept without ``managedFields``: every replace sends the
+reset Kubernetes defines for them (a list of one empty entry, apimachinery's
+``managedfields/internal/fieldmanager.go`` ``isResetManagedFields``), so the object keeps
+only the fields that write changed, and a create is followed by such a replace, which changes
+nothing and so leaves none. For objects a reader converts whole on every use (the API server
+hands a custom parameter object to CEL by encoding it to JSON), the bookkeeping of every field
+would otherwise be read along with the fields.
+
 Objects are known by (namespace, name): a namespaced kind owned in every namespace (no
 ``namespace`` given) is listed across all of them, and each object is written in the namespace
 its own metadata names.
@@ -33,9 +41,17 @@ class OwnedObjects:
     kind's in ``namespace``, or in every namespace when ``namespace`` is ``None``."""
 
     def __init__(
-        self, client: Any, kind: Kind, label: str, value: str, namespace: str | None = None
+        self,
+        client: Any,
+        kind: Kind,
+        label: str,
+        value: str,
+        namespace: str | None = None,
+        *,
+        lean: bool = False,
     ) -> None:
         self.client = client
+        self.lean = lean
         self.kind = kind
         self.selector = {label: value}
         self.namespace = namespace
@@ -63,6 +79,24 @@ class OwnedObjects:
         namespace = meta.get("namespace") or self.namespace or ""
         return (str(namespace) if self.kind.namespaced else "", str(meta["name"]))
 
+    async def _replace(self, obj: Mapping[str, Any], version: object) -> dict[str, Any]:
+        body = {**obj, "metadata": {**obj["metadata"], "resourceVersion": version}}
+        if self.lean:
+            body["metadata"]["managedFields"] = [{}]
+        return plain_object(await self.client.replace(self._resource.from_dict(body)))
+
+    async def _write(self, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``obj`` created (``old`` is None) or replacing ``old``; the object as written."""
+        if old is not None:
+            return await self._replace(obj, old["metadata"].get("resourceVersion"))
+        body = {**obj, "metadata": {**obj["metadata"]}}
+        written = plain_object(await self.client.create(self._resource.from_dict(body)))
+        if not self.lean:
+            return written
+        # A create records every field it set; the same contents again, with the reset,
+        # record none.
+        return await self._replace(written, written["metadata"].get("resourceVersion"))
+
     async def converge(
         self,
         desired: Sequence[Mapping[str, Any]],
@@ -83,18 +117,13 @@ class OwnedObjects:
                 continue
             if not allowed():
                 return writes
-            body = {**obj, "metadata": {**obj["metadata"]}}
             try:
-                if old is None:
-                    written = await self.client.create(self._resource.from_dict(body))
-                else:
-                    body["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
-                    written = await self.client.replace(self._resource.from_dict(body))
+                written = await self._write(obj, old)
             except Exception as exc:
                 if status_code(exc) == 409:
                     raise StaleView(f"{self.kind.plural}/{'/'.join(key).lstrip('/')}") from None
                 raise
-            self.known[key] = plain_object(written)
+            self.known[key] = written
             writes += 1
         for key in [k for k in self.known if k not in wanted]:
             if not allowed():

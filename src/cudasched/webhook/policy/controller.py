@@ -123,7 +123,7 @@ class PolicyController:
             lease_seconds=lease_seconds,
             renew_deadline=renew_deadline,
         )
-        self.tables = OwnedObjects(client, PLACEMENT_TABLE, TABLE_LABEL, TABLE_VALUE)
+        self.tables = OwnedObjects(client, PLACEMENT_TABLE, TABLE_LABEL, TABLE_VALUE, lean=True)
         self.writes = 0
         self._seen: tuple[int, int] | None = None  # (source changes, snapshot generation)
         self._decided_at = 0.0

@@ -38,14 +38,12 @@ values. Every map value is wrapped in ``dyn`` for the API server's homogeneous-l
 from __future__ import annotations
 
 from cudasched.placement.deviceclass import CLASS_DOMAIN, EXTENDED_RESOURCE_PREFIX
-from cudasched.placement.drarequest import CLAIM_PREFIX
+from cudasched.placement.drarequest import CLAIM_PREFIX, WHOLE_COUNT
 from cudasched.vocab import labels as L
 from cudasched.vocab.kserve import NVIDIA_GPU
 
-__all__ = ["DRA_ASKED", "WHOLE_COUNT", "claim_patch", "claim_variables"]
+__all__ = ["DRA_ASKED", "claim_patch", "claim_variables"]
 
-#: A count of whole GPUs the claim spelling moves (``drarequest._WHOLE``'s pattern).
-WHOLE_COUNT = "^[1-9][0-9]{0,5}$"
 
 _GPU_POINTER = NVIDIA_GPU.replace("/", "~1")
 _SPEC = "object.spec"

@@ -42,6 +42,7 @@ from cudasched.vocab.labelsyntax import dns_subdomain_ok
 
 __all__ = [
     "CLAIM_PREFIX",
+    "WHOLE_COUNT",
     "GpuRewrite",
     "asks_class",
     "claim_rewrite",
@@ -57,7 +58,9 @@ __all__ = [
 CLAIM_PREFIX = "cudasched-gpu-"
 _PARTS = ("limits", "requests")
 _CONTAINER_LISTS = ("initContainers", "containers")
-_WHOLE = re.compile(r"^[1-9][0-9]{0,5}$")
+#: A count of whole GPUs either spelling moves (also the policy's test, ``placement/claimcel``).
+WHOLE_COUNT = "^[1-9][0-9]{0,5}$"
+_WHOLE = re.compile(WHOLE_COUNT)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from cudasched.kube.pending import list_unbound_pods
 from cudasched.vocab.errors import InputError
 from tests.support.apierror import ApiError
 from tests.support.builders import pod
+from tests.support.listing import listed
 
 
 class _Client:
@@ -27,15 +28,7 @@ class _Client:
         self, resource: Any, *, namespace: str | None = None, fields: Any = None
     ) -> AsyncIterator[Any]:
         self.asked.append((resource._api_info.plural, namespace, fields))
-        found = self.found
-
-        async def items() -> AsyncIterator[Any]:
-            if isinstance(found, BaseException):
-                raise found
-            for item in found:
-                yield item
-
-        return items()
+        return listed(self.found)
 
 
 async def test_only_unbound_pods_of_the_namespace_are_asked_for() -> None:

@@ -13,6 +13,7 @@ import pytest
 from cudasched.kube.runtimes import read_runtimes
 from cudasched.vocab.errors import InputError
 from tests.support.apierror import ApiError
+from tests.support.listing import listed
 
 
 class _Client:
@@ -25,15 +26,7 @@ class _Client:
     def list(self, resource: Any, *, namespace: str | None = None) -> AsyncIterator[Any]:
         plural = resource._api_info.plural
         self.asked.append((plural, namespace))
-        found = self.answers[plural]
-
-        async def items() -> AsyncIterator[Any]:
-            if isinstance(found, BaseException):
-                raise found
-            for item in found:
-                yield item
-
-        return items()
+        return listed(self.answers[plural])
 
 
 def _runtime(name: str, namespace: str | None = None) -> dict[str, Any]:

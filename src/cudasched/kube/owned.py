@@ -89,8 +89,7 @@ class OwnedObjects:
         """``obj`` created (``old`` is None) or replacing ``old``; the object as written."""
         if old is not None:
             return await self._replace(obj, old["metadata"].get("resourceVersion"))
-        body = {**obj, "metadata": {**obj["metadata"]}}
-        written = plain_object(await self.client.create(self._resource.from_dict(body)))
+        written = plain_object(await self.client.create(self._resource.from_dict(dict(obj))))
         if not self.lean:
             return written
         # A create records every field it set; the same contents again, with the reset,

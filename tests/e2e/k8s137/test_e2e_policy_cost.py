@@ -81,7 +81,7 @@ def table(plane: ControlPlane, api: Api, tmp_path_factory: pytest.TempPathFactor
     install_policy(plane, tmp_path_factory.mktemp("policy-cost"))
     api.ensure_namespace(NS)
     small = Placement("x", None)
-    entries = {f"{KEY_VERSION}|{NS}|{i:05d}|{'x' * 120}": small for i in range(MAX_KEYS - 2)}
+    entries = {f"{KEY_VERSION}|{NS}|{i:05d}|{'x' * 100}": small for i in range(MAX_KEYS - 2)}
     for name in ("fits", "past"):
         key = pod_key(_pod(name, 0), NS)
         assert key is not None

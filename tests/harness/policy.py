@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from cudasched.webhook.policy.table import held_placements
+from cudasched.workloads.policykey import KEY_VERSION
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.fleet import cudasched_command
 from tests.harness.kube import Api
@@ -67,13 +69,9 @@ def install_policy(plane: ControlPlane, directory: Path, *args: str) -> list[JSO
 
 
 def table_keys(api: Api) -> dict[str, JSON]:
-    """Every key the PlacementTables hold, with its placement."""
-    found: dict[str, JSON] = {}
-    for table in api.list(TABLES):
-        spec = table.get("spec") or {}
-        for key, ident in (spec.get("pods") or {}).items():
-            found[key] = (spec.get("placements") or {}).get(ident, {})
-    return found
+    """Every key the PlacementTables hold, with its placement (``Placement.as_json``)."""
+    held = held_placements(api.list(TABLES), KEY_VERSION)
+    return {key: placement.as_json() for key, placement in held.items()}
 
 
 @dataclass

@@ -14,7 +14,7 @@ from cudasched.install.policy import policy_objects, table_crd
 from cudasched.install.registration import webhook_configuration
 from cudasched.placement.merge import INJECTED_KEY
 from cudasched.vocab.kinds import LEASE, PLACEMENT_TABLE
-from cudasched.vocab.placementtable import MAX_KEYS, MAX_PLACEMENTS, TABLE_LABEL
+from cudasched.vocab.placementtable import MAX_PLACEMENTS, MAX_PODS_TEXT, TABLE_LABEL
 from tests.support.rbac import granted
 
 JSON = dict[str, Any]
@@ -83,7 +83,7 @@ def test_the_table_schema_states_the_controllers_bounds() -> None:
     spec = table_crd()["spec"]
     assert spec["scope"] == "Namespaced"  # one table per namespace: a pod reads its own
     schema = spec["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-    assert schema["pods"]["maxProperties"] == MAX_KEYS
+    assert schema["pods"] == {"type": "string", "maxLength": MAX_PODS_TEXT}  # the key lines
     assert schema["placements"]["maxProperties"] == MAX_PLACEMENTS
 
 

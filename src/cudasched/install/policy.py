@@ -5,14 +5,25 @@ the API server runs itself, with no webhook on the request path, its parameters 
 a ``ValidatingAdmissionPolicy`` that warns about GPU pods it could not place. Choices a reviewer
 should know about, each deliberate:
 
-* **Parameters are a CRD, not ConfigMaps.** A ConfigMap's data is a map of strings: CEL has no
-  JSON decoder, so terms kept there could not become a patch's value, and ConfigMap keys may not
-  hold an image reference. ``PlacementTable`` is typed (a map of pod keys to placement ids and
-  of ids to ``{requirement, terms}``), its schema bounds every list and string, and the objects
-  are selected by label (``paramRef.selector``), so the controller can shard a large table over
-  several objects within etcd's object limit: the API server evaluates the policy once per
-  selected object, each within its own cost budget, and only the object that holds a pod's key
-  patches it.
+* **Parameters are a CRD, not ConfigMaps** (``docs/design.md``, sixth pass). A ConfigMap
+  would be cheaper to read (the API server hands a built-in parameter kind to CEL lazily, a
+  custom one converted whole, through JSON, for every activation), but the API server's
+  informer for a built-in parameter kind stops for good, stale or empty, once no binding names
+  that kind for a moment (kubernetes/kubernetes#130887, open; apiserver v0.37.2,
+  ``policy/generic/policy_source.go``: the shared informer factory's informer is started with a
+  per-policy stop channel and never started again), which a switch of modes does, and which
+  would reach every other ConfigMap-parameter policy of the cluster. A custom kind gets an
+  informer of its own each time. ``PlacementTable`` is typed (the pod keys, and a map of
+  placement ids to ``{requirement, terms, deviceClass, claimClass}``), its schema bounds every
+  list and string, and the objects are selected by label (``paramRef.selector``), so the
+  controller can shard a large table over several objects within etcd's object limit: the API
+  server evaluates the policy once per selected object, each within its own cost budget, and
+  only the object that holds a pod's key patches it.
+* **The pod keys are one string** (``vocab/placementtable``): a line per key, split once at the
+  pod's key (Go's ``strings.SplitN``, no copy). Converting a string through JSON costs a
+  fraction of converting a map with an entry per key, and that conversion is paid for every
+  CEL activation: every pod's ``matchConditions``, CPU pods included, the mutation, and the
+  reinvocation's conditions.
 * **One table per namespace: the CRD is namespaced, the binding names no namespace.** The API
   server then looks the parameters up in the admitted pod's namespace only (apiserver v0.37.2,
   ``admission/plugin/policy/generic/policy_dispatcher.go``, ``CollectParams``), and it converts
@@ -78,8 +89,8 @@ from cudasched.placement.mergecel import (
     patch_expression,
 )
 from cudasched.vocab import labels as L
+from cudasched.vocab import placementtable as T
 from cudasched.vocab.kinds import PLACEMENT_TABLE
-from cudasched.vocab.placementtable import MAX_KEYS, MAX_PLACEMENTS, TABLE_LABEL, TABLE_VALUE
 from cudasched.workloads.gpu import GPU_RESOURCE_PREFIXES
 from cudasched.workloads.policykey import KEY_VERSION, key_expression
 
@@ -152,14 +163,11 @@ def _table_schema() -> dict[str, Any]:
                 "required": ["format", "pods", "placements"],
                 "properties": {
                     "format": _string(16),
-                    "pods": {
-                        "type": "object",
-                        "maxProperties": MAX_KEYS,
-                        "additionalProperties": _string(64),
-                    },
+                    # One line per key (vocab/placementtable), at most MAX_KEYS of them.
+                    "pods": _string(T.MAX_PODS_TEXT),
                     "placements": {
                         "type": "object",
-                        "maxProperties": MAX_PLACEMENTS,
+                        "maxProperties": T.MAX_PLACEMENTS,
                         "additionalProperties": placement,
                     },
                 },
@@ -228,17 +236,37 @@ def _match_conditions() -> list[dict[str, str]]:
     ]
 
 
-def _mutating_policy(namespace: str, *, fail_closed: bool) -> dict[str, Any]:
-    annotation_path = L.ANN_REQUIREMENT.replace("~", "~0").replace("/", "~1")
+def _table_variables() -> list[tuple[str, str]]:
+    """The policy's variables that find the pod's key in a table and read its placement as
+    ``variables.entry``. The ``pods`` text is split once at ``\\n<key>\\t``: two parts if the
+    key is there, its placement id what follows up to the next newline. A key holding either
+    character is never looked up (no table holds one), and a table whose ``pods`` is not text
+    (written before the keys were) holds none."""
+    start, end = (c.encode("unicode_escape").decode() for c in (T.KEY_START, T.KEY_END))
     table = "params.spec"
-    variables = [
-        ("key", key_expression()),
+    return [
+        (
+            "hit",
+            f"{table}.format == '{KEY_VERSION}' && has({table}.pods) && "
+            f"type({table}.pods) == string && !variables.key.contains('{start}') && "
+            f"!variables.key.contains('{end}') ? "
+            f"{table}.pods.split('{start}' + variables.key + '{end}', 2) : []",
+        ),
+        ("pid", f"variables.hit[1].split('{start}', 2)[0]"),
         (
             "found",
-            f"{table}.format == '{KEY_VERSION}' && has({table}.pods) && "
-            f"variables.key in {table}.pods",
+            f"size(variables.hit) == 2 && has({table}.placements) && "
+            f"variables.pid in {table}.placements",
         ),
-        ("entry", f"{table}.placements[{table}.pods[variables.key]]"),
+        ("entry", f"{table}.placements[variables.pid]"),
+    ]
+
+
+def _mutating_policy(namespace: str, *, fail_closed: bool) -> dict[str, Any]:
+    annotation_path = L.ANN_REQUIREMENT.replace("~", "~0").replace("/", "~1")
+    variables = [
+        ("key", key_expression()),
+        *_table_variables(),
         *affinity_variables(),
         *claim_variables(),
     ]
@@ -271,7 +299,7 @@ def _mutating_binding() -> dict[str, Any]:
         "spec": {
             "policyName": POLICY,
             "paramRef": {
-                "selector": {"matchLabels": {TABLE_LABEL: TABLE_VALUE}},
+                "selector": {"matchLabels": {T.TABLE_LABEL: T.TABLE_VALUE}},
                 # No namespace: the tables of the admitted pod's own namespace. None there yet
                 # (the controller has not written one, or no pod there needs one): no patch.
                 "parameterNotFoundAction": "Allow",

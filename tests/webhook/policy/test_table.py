@@ -13,6 +13,8 @@ from typing import Any
 import jsonpatch
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cudasched.knowledge import KnowledgeBase
 from cudasched.placement.merge import REQUIRED_KEY, merge_required
@@ -30,6 +32,8 @@ from cudasched.webhook.policy.table import (
     held_placements,
     placement_of,
     probe_pod,
+    storable,
+    table_keys,
     tables,
 )
 from cudasched.webhook.state.clusterstate import ClusterState
@@ -289,7 +293,7 @@ def test_tables_shard_within_their_bounds() -> None:
     built = tables(entries, KEY_VERSION)
     assert len(built) > 1
     assert all(len(orjson.dumps(t)) <= MAX_TABLE_BYTES for t in built)
-    held = {k for t in built for k in t["spec"]["pods"]}
+    held = {k for t in built for k in table_keys(t)}
     assert held == set(entries)
     names = {t["metadata"]["name"] for t in built}
     assert all(n.startswith(f"pods-{len(built)}-") for n in names)
@@ -317,7 +321,7 @@ def test_each_namespace_has_tables_of_its_own_keys_sharded_there() -> None:
         (namespace, key)
         for namespace, objects in by_namespace.items()
         for table in objects
-        for key in table["spec"]["pods"]
+        for key in table_keys(table)
         if not key.startswith(f"{KEY_VERSION}|{namespace}|")
     ]
     assert wrong == []
@@ -402,3 +406,39 @@ def test_the_tables_hold_the_class_bound_when_the_webhook_is_set_to(
 
     assert class_keyed(bounded) > 30
     assert class_keyed(plain) == 0
+
+
+@given(
+    st.lists(
+        st.text(st.characters(blacklist_characters="\n\t", blacklist_categories=["Cs"])),
+        max_size=8,
+        unique=True,
+    )
+)
+def test_keys_round_trip_through_the_pods_text(tails: list[str]) -> None:
+    """Whatever a key holds besides a newline or tab (separators of every kind, spaces,
+    unicode) is read back as written, with its own placement, and no key is found inside
+    another's line: the policy's ``split`` at ``\\n<key>\\t`` finds a key only where a line
+    starts with it."""
+    entries = {f"{KEY_VERSION}|ns|{tail}": Placement(f"r{i}", None) for i, tail in enumerate(tails)}
+    built = tables(entries, KEY_VERSION)
+    assert held_placements(built, KEY_VERSION) == entries
+    for table in built:
+        text = table["spec"]["pods"]
+        for key, ident in table_keys(table).items():
+            parts = text.split("\n" + key + "\t", 1)
+            assert len(parts) == 2 and parts[1].split("\n", 1)[0] == ident
+
+
+def test_a_key_a_table_cannot_hold_is_left_out() -> None:
+    """A key with a newline or a tab (from an annotation value) would break the key lines: it
+    is not stored (the policy leaves its pods unplaced and warns), the namespace's other keys
+    are, and a table written before the keys were text holds none for the policy."""
+    ok = f"{KEY_VERSION}|ns|k"
+    placement = Placement("r", ())
+    assert storable(ok) and not storable(ok + "\n") and not storable(ok + "\tx")
+    entries = {ok: placement, ok + "\n": placement, ok + "\tx": placement}
+    (table,) = tables(entries, KEY_VERSION)
+    assert held_placements([table], KEY_VERSION) == {ok: placement}
+    old = {**table, "spec": {**table["spec"], "pods": {ok: placement.ident()}}}
+    assert held_placements([old], KEY_VERSION) == {}

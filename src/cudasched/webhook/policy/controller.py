@@ -55,6 +55,7 @@ from cudasched.webhook.policy.table import (
     held_placements,
     placement_of,
     probe_pod,
+    storable,
     tables,
 )
 from cudasched.workloads.policykey import KEY_VERSION
@@ -178,6 +179,14 @@ class PolicyController:
         state = self.cache.state
         decided = await asyncio.to_thread(decide_all, self.admitter, pods, state)
         entries = {**self._inherit(pods, listed), **decided}
+        left_out = sorted(k for k in entries if not storable(k))
+        if left_out and listed:
+            log.warning(
+                "%d pod keys cannot be kept in a table (a newline or tab in an annotation "
+                "value); their pods stay unplaced: %r",
+                len(left_out),
+                left_out[:3],
+            )
         desired = tables(entries, KEY_VERSION)
         try:
             written = await self.tables.converge(desired, same=_same, allowed=self.lease.held)

@@ -22,11 +22,14 @@ a ``deviceclass.resource.kubernetes.io/<class>`` resource it added to a containe
 bound without a namespace, so the API server hands the policy only the tables of the admitted
 pod's namespace: it converts the whole parameter object to JSON and back for every CEL
 activation, so a pod pays for its own namespace's keys, not the cluster's
-(``docs/design.md``, fourth pass). A namespace without keys has no table (the policy does
-nothing there: ``parameterNotFoundAction: Allow``).
+(``docs/design.md``, fourth pass), and for them as one string (sixth pass). A namespace
+without keys has no table (the policy does nothing there: ``parameterNotFoundAction:
+Allow``).
 
 **Tables within etcd's object limit.** Each placement is stored once per object under the
-first 16 hex digits of the SHA-256 of its JSON; keys map to placement ids. A namespace's keys
+first 16 hex digits of the SHA-256 of its JSON; keys map to placement ids, one line of the
+``pods`` text each (``vocab/placementtable``; a key with a newline or tab, from an annotation
+value, is not stored: :func:`storable`). A namespace's keys
 are spread over ``2**n`` objects by the SHA-256 of the key, ``n`` the smallest that keeps every
 object under :data:`MAX_TABLE_BYTES` and the schema's counts; the object names carry ``2**n``,
 so growing the table writes a new set beside the old one and then deletes the old one (a key is
@@ -47,9 +50,9 @@ from cudasched.placement.deviceclass import EXTENDED_RESOURCE_PREFIX
 from cudasched.placement.drarequest import CLAIM_PREFIX
 from cudasched.placement.merge import MARKER, REQUIRED_KEY
 from cudasched.vocab import labels as L
+from cudasched.vocab import placementtable as T
 from cudasched.vocab.errors import InputError
 from cudasched.vocab.kinds import PLACEMENT_TABLE
-from cudasched.vocab.placementtable import MAX_KEYS, MAX_PLACEMENTS, TABLE_LABEL, TABLE_VALUE
 from cudasched.webhook.admission.review import Decision
 
 __all__ = [
@@ -59,6 +62,8 @@ __all__ = [
     "key_namespace",
     "placement_of",
     "probe_pod",
+    "storable",
+    "table_keys",
     "tables",
 ]
 
@@ -223,15 +228,21 @@ def key_namespace(key: str) -> str:
     return parts[1]
 
 
+def storable(key: str) -> bool:
+    """Whether a table can hold ``key``: not a key holding a character that bounds keys in the
+    ``pods`` text (a newline or tab from an annotation value)."""
+    return T.KEY_START not in key and T.KEY_END not in key
+
+
 def _table(
     namespace: str, name: str, keys: list[str], entries: Mapping[str, Placement], format_: str
 ) -> dict[str, Any]:
     placements: dict[str, Any] = {}
-    pods: dict[str, str] = {}
+    lines: list[str] = []
     for key in sorted(keys):
         placement = entries[key]
         ident = placement.ident()
-        pods[key] = ident
+        lines.append(f"{key}{T.KEY_END}{ident}{T.KEY_START}")
         placements.setdefault(ident, placement.as_json())
     return {
         "apiVersion": PLACEMENT_TABLE.api_version,
@@ -243,18 +254,37 @@ def _table(
                 "app.kubernetes.io/name": "cudasched",
                 "app.kubernetes.io/component": "policy",
                 "app.kubernetes.io/managed-by": "cudasched-policy-controller",
-                TABLE_LABEL: TABLE_VALUE,
+                T.TABLE_LABEL: T.TABLE_VALUE,
             },
         },
-        "spec": {"format": format_, "pods": pods, "placements": placements},
+        "spec": {
+            "format": format_,
+            "pods": T.KEY_START + "".join(lines),
+            "placements": placements,
+        },
     }
+
+
+def table_keys(obj: Mapping[str, Any]) -> dict[str, str]:
+    """The pod keys one table object holds, each with its placement id (none from a table
+    whose ``pods`` is not text: one written before the keys were)."""
+    text = (obj.get("spec") or {}).get("pods")
+    out: dict[str, str] = {}
+    if not isinstance(text, str):
+        return out
+    for line in text.split(T.KEY_START):
+        key, sep, ident = line.partition(T.KEY_END)
+        if sep:
+            out[key] = ident
+    return out
 
 
 def _fits(table: Mapping[str, Any]) -> bool:
     spec = table["spec"]
     return (
-        len(spec["pods"]) <= MAX_KEYS
-        and len(spec["placements"]) <= MAX_PLACEMENTS
+        spec["pods"].count(T.KEY_START) - 1 <= T.MAX_KEYS
+        and len(spec["placements"]) <= T.MAX_PLACEMENTS
+        and len(spec["pods"]) <= T.MAX_PODS_TEXT
         and len(orjson.dumps(table)) <= MAX_TABLE_BYTES
     )
 
@@ -284,10 +314,13 @@ def _namespace_tables(
 
 def tables(entries: Mapping[str, Placement], format_: str) -> list[dict[str, Any]]:
     """The ``PlacementTable`` objects holding ``entries`` (key -> placement): in each key's
-    namespace, sharded there (see the module docstring); none for a namespace without keys."""
+    namespace, sharded there (see the module docstring); none for a namespace without keys.
+    Keys a table cannot hold (:func:`storable`) are left out: the policy leaves their pods
+    unplaced, and the unplaced warning names them."""
     by_namespace: dict[str, list[str]] = {}
     for key in entries:
-        by_namespace.setdefault(key_namespace(key), []).append(key)
+        if storable(key):
+            by_namespace.setdefault(key_namespace(key), []).append(key)
     return [
         table
         for namespace in sorted(by_namespace)
@@ -307,7 +340,7 @@ def held_placements(objects: Iterable[Mapping[str, Any]], format_: str) -> dict[
             continue
         placements = spec.get("placements") or {}
         namespace = (obj.get("metadata") or {}).get("namespace")
-        for key, ident in (spec.get("pods") or {}).items():
+        for key, ident in table_keys(obj).items():
             found = placements.get(ident)
             if not isinstance(found, Mapping) or not _in_namespace(key, namespace):
                 continue

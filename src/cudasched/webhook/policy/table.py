@@ -316,7 +316,7 @@ def tables(entries: Mapping[str, Placement], format_: str) -> list[dict[str, Any
     """The ``PlacementTable`` objects holding ``entries`` (key -> placement): in each key's
     namespace, sharded there (see the module docstring); none for a namespace without keys.
     Keys a table cannot hold (:func:`storable`) are left out: the policy leaves their pods
-    unplaced, and the unplaced warning names them."""
+    unplaced, and the unplaced warning covers them."""
     by_namespace: dict[str, list[str]] = {}
     for key in entries:
         if storable(key):

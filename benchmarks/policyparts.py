@@ -165,10 +165,6 @@ class Generated:
         return _of_kind(self.objects, "CustomResourceDefinition")
 
     @property
-    def namespaced(self) -> bool:
-        return bool(self.crd["spec"]["scope"] == "Namespaced")
-
-    @property
     def table_version(self) -> str:
         """The ``apiVersion`` of this code's tables, as its policy's ``paramKind`` names it."""
         policy = _of_kind(self.objects, "MutatingAdmissionPolicy")

@@ -179,8 +179,8 @@ class PolicyController:
         state = self.cache.state
         decided = await asyncio.to_thread(decide_all, self.admitter, pods, state)
         entries = {**self._inherit(pods, listed), **decided}
-        left_out = sorted(k for k in entries if not storable(k))
-        if left_out and listed:
+        left_out = sorted(k for k in entries if not storable(k)) if listed else []
+        if left_out:
             log.warning(
                 "%d pod keys cannot be kept in a table (a newline or tab in an annotation "
                 "value); their pods stay unplaced: %r",

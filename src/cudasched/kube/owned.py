@@ -3,9 +3,10 @@ set (created, replaced, deleted), with the API server's optimistic concurrency.
 
 A replace carries the ``resourceVersion`` the writer last listed, so a writer whose view is
 stale (another writer changed the object since) gets ``409 Conflict`` and lists again instead
-of overwriting newer contents. New and changed objects are written before old ones are deleted,
-so a reader selecting by the label never sees the set with an object missing that both the old
-and the new set have.
+of overwriting newer contents; one whose object was deleted since gets ``404`` and lists again
+too (it would otherwise replace the missing object every round). New and changed objects are
+written before old ones are deleted, so a reader selecting by the label never sees the set with
+an object missing that both the old and the new set have.
 
 With ``lean=True`` the objects are kept without ``managedFields``: every replace sends the
 reset Kubernetes defines for them (a list of one empty entry, apimachinery's
@@ -119,7 +120,10 @@ class OwnedObjects:
             try:
                 written = await self._write(obj, old)
             except Exception as exc:
-                if status_code(exc) == 409:
+                # 409: changed since listed; 404 on a replace: deleted since listed (by a
+                # person, or a test). Either way the view is stale: list again, never retry it.
+                code = status_code(exc)
+                if code == 409 or (code == 404 and old is not None):
                     raise StaleView(f"{self.kind.plural}/{'/'.join(key).lstrip('/')}") from None
                 raise
             self.known[key] = written

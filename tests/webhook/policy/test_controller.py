@@ -304,6 +304,33 @@ def test_a_stale_view_is_a_conflict_never_an_overwrite() -> None:
     assert api.tables()["/pods-1-0"]["spec"] == {"v": 2}
 
 
+def test_an_object_deleted_since_listed_is_a_stale_view_then_created_again() -> None:
+    """Someone deletes an owned object after the owner listed it: the next replace finds it
+    gone (404), which is a stale view like a conflict; after listing again the owner creates
+    it. (Found on the real API server: the controller replaced a deleted table every round and
+    never wrote its keys.)"""
+    api = FakeApi()
+    table = {
+        "apiVersion": "cudasched.io/v1alpha1",
+        "kind": PLACEMENT_TABLE.kind,
+        "metadata": {"name": "t", "namespace": "ml", "labels": {}},
+        "spec": {"v": 1},
+    }
+    same = lambda a, b: a["spec"] == b["spec"]  # noqa: E731
+
+    async def run() -> None:
+        owned = OwnedObjects(api, PLACEMENT_TABLE, "l", "v")
+        await owned.converge([table], same=same)
+        api.store.clear()  # deleted behind the owner's back
+        with pytest.raises(StaleView):
+            await owned.converge([{**table, "spec": {"v": 2}}], same=same)
+        await owned.refresh()
+        assert await owned.converge([{**table, "spec": {"v": 2}}], same=same) == 1
+
+    asyncio.run(run())
+    assert api.tables()["ml/t"]["spec"] == {"v": 2}
+
+
 def test_lean_objects_are_written_with_the_managed_fields_reset() -> None:
     """A lean owner sends Kubernetes' reset of managedFields (one empty entry) with every
     replace, and follows a create with such a replace of the same contents, so the API server

@@ -129,8 +129,11 @@ def controller_process(
                 controller.kill()
 
 
-def wait_for_keys(api: Api, keys: set[str], *, timeout: float = 120.0) -> dict[str, JSON]:
-    """Wait until the tables hold every key in ``keys``; returns the table."""
+def wait_for_keys(
+    api: Api, keys: set[str], *, timeout: float = 120.0, controller: Controller | None = None
+) -> dict[str, JSON]:
+    """Wait until the tables hold every key in ``keys``; returns the table. A timeout quotes
+    the end of ``controller``'s log (what it did instead)."""
     limit = time.monotonic() + timeout
     while True:
         held = table_keys(api)
@@ -138,5 +141,10 @@ def wait_for_keys(api: Api, keys: set[str], *, timeout: float = 120.0) -> dict[s
             return held
         if time.monotonic() > limit:
             missing = sorted(keys - held.keys())
-            raise TimeoutError(f"{len(missing)} keys never reached the tables: {missing[:3]}")
+            seen = (
+                f"\n{controller.identity}'s log ends:\n{controller.log()[-4000:]}"
+                if controller
+                else ""
+            )
+            raise TimeoutError(f"{len(missing)} keys never reached the tables: {missing[:3]}{seen}")
         time.sleep(0.5)

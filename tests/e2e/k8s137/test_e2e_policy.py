@@ -149,7 +149,7 @@ def rounds(
         in by_webhook[p["metadata"]["name"]]["metadata"].get("annotations", {})
         and (k := pod_key(p, NS)) is not None
     }
-    wait_for_keys(api, wanted)
+    wait_for_keys(api, wanted, controller=installed.controller)
     _delete_all(plane, api)
     # Round 2: no webhook registered; the API server's policy decides.
     done = _create_all(plane, work, pods_file)
@@ -353,7 +353,7 @@ def test_both_modes_never_both_add_terms(
     create(taught)  # unplaced: the tables learn its key from the running pod
     key = pod_key(taught, ns)
     assert key is not None
-    wait_for_keys(api, {key})
+    wait_for_keys(api, {key}, controller=installed.controller)
     with registered(api, webhook.registration(only_namespaces=[ns], beside_policy=True)):
         create(
             pod("known", "nvcr.io/nvidia/tritonserver:24.05-py3", "main"),

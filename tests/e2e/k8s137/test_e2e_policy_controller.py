@@ -3,6 +3,9 @@ leader that crashes (SIGKILL, its lease not released) is replaced within the lea
 and the tables keep every key with the same placement; a leader whose lease is taken stops
 writing at once and writes again only once it holds the lease again. Keys come from
 ReplicaSets with no replicas: a template is enough for the tables to know its pods.
+
+A namespace being deleted (held so by a finalizer on its ReplicaSet), then gone with its keys
+still kept: no table can be created there, and every other namespace still gets its keys.
 """
 
 from __future__ import annotations
@@ -28,16 +31,18 @@ from tests.harness.policy import (
 )
 
 NS = "e2e-policy-lease"
+CLOSING = "e2e-policy-closing"
+HOLD = "cudasched.io/e2e-hold"
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/cudasched-policy-controller"
 JSON = dict[str, Any]
 
 
-def _replica_set(name: str, image: str) -> JSON:
+def _replica_set(name: str, image: str, namespace: str = NS) -> JSON:
     labels = {"app": name}
     return {
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "replicas": 0,
             "selector": {"matchLabels": labels},
@@ -59,7 +64,8 @@ def _replica_set(name: str, image: str) -> JSON:
 
 def _key(rs: JSON) -> str:
     template = rs["spec"]["template"]
-    key = pod_key({**template, "spec": {**template["spec"], "serviceAccountName": "default"}}, NS)
+    pod = {**template, "spec": {**template["spec"], "serviceAccountName": "default"}}
+    key = pod_key(pod, rs["metadata"]["namespace"])
     assert key is not None
     return key
 
@@ -131,3 +137,42 @@ def test_a_leader_whose_lease_is_taken_stops_writing(
         api.patch(LEASE, {"spec": {"holderIdentity": "", "leaseDurationSeconds": 1}})
         wait_for_keys(api, {_key(third)}, timeout=60)
         assert _holder(api) == "keeper"
+
+
+def test_a_namespace_being_deleted_then_gone_holds_up_no_other(
+    plane: ControlPlane, api: Api, workdir: Path
+) -> None:
+    api.ensure_namespace(CLOSING)
+    held = _replica_set("held", "vllm/vllm-openai:v0.9.0", CLOSING)
+    api.create({**held, "metadata": {**held["metadata"], "finalizers": [HOLD]}})
+    namespace = f"/api/v1/namespaces/{CLOSING}"
+    rs = f"/apis/apps/v1/namespaces/{CLOSING}/replicasets/held"
+    api.delete(namespace)
+    api.wait_for(
+        "the namespace terminating, its ReplicaSet held",
+        lambda: (
+            api.get(namespace)["status"].get("phase") == "Terminating"
+            and "deletionTimestamp" in api.get(rs)["metadata"]
+        ),
+        timeout=60,
+    )
+    # Images no other test here uses: a key another test's ReplicaSet has is in the tables
+    # already, whatever this controller does.
+    fourth = _replica_set("fourth", "nvidia/cuda:12.4.1-runtime-ubuntu22.04")
+    fifth = _replica_set("fifth", "nvidia/cuda:12.6.3-runtime-ubuntu22.04")
+    try:
+        with controller_process(workdir, plane.kubeconfig, "closer") as closer:
+            api.create(fourth)
+            wait_for_keys(api, {_key(fourth)}, timeout=60, controller=closer)
+            assert _key(held) not in table_keys(api)
+            # Gone: the ReplicaSet's key is kept for the window, still with nowhere to go.
+            api.patch(rs, {"metadata": {"finalizers": None}})
+            api.wait_for("the namespace gone", lambda: not api.exists(namespace), timeout=120)
+            api.create(fifth)
+            wait_for_keys(api, {_key(fourth), _key(fifth)}, timeout=60, controller=closer)
+            skipped = f"being deleted or gone: {CLOSING}"
+            api.wait_for("the skip logged", lambda: skipped in closer.log(), timeout=30)
+            assert "round failed" not in closer.log()
+    finally:
+        if api.exists(rs):
+            api.patch(rs, {"metadata": {"finalizers": None}})

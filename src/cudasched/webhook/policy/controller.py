@@ -23,6 +23,9 @@ Why it never writes wrong parameters:
 * **Writes carry the resourceVersion last seen.** A replica whose view of the tables is stale
   (another leader wrote since) gets a conflict and lists again; it never overwrites newer
   contents with older ones.
+* **A namespace being deleted holds up no other.** Its pods and controllers are still
+  listed (their keys kept ``keep_seconds`` once they go) but no table can be created there;
+  that table is skipped and logged, every other is written (:mod:`~cudasched.kube.owned`).
 * **A new leader keeps what the old one kept.** A key stays in the tables ``keep_seconds``
   after its last object went (:mod:`.sources`), but when that was is known only to the replica
   that saw it go. So a replica that lists the tables keeps every key they hold that its own
@@ -129,6 +132,7 @@ class PolicyController:
         self._seen: tuple[int, int] | None = None  # (source changes, snapshot generation)
         self._decided_at = 0.0
         self._listed = False
+        self._closed: set[str] = set()  # namespaces the last write skipped, as logged
         self._inherited: dict[str, tuple[Placement, float]] = {}  # key -> (placement, listed)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -194,6 +198,14 @@ class PolicyController:
             log.info("placement tables changed under us (%s): listing again", exc)
             self._listed = False
             return 0
+        if self.tables.closed != self._closed:
+            self._closed = set(self.tables.closed)
+            if self._closed:
+                log.info(
+                    "no tables written in %d namespaces being deleted or gone: %s",
+                    len(self._closed),
+                    ", ".join(sorted(self._closed)[:5]),
+                )
         if self.lease.held():
             self._seen, self._decided_at = seen, time.monotonic()
         if written:

@@ -3,16 +3,20 @@ webhook's registration, the controller's grants, and the both mode's split of th
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import celpy
+import pytest
 import yaml
 from typer.testing import CliRunner
 
 from cudasched.cli import app
+from cudasched.install import naming
 from cudasched.install.policy import policy_objects, table_crd
 from cudasched.install.registration import webhook_configuration
 from cudasched.placement.merge import INJECTED_KEY
+from cudasched.settings.config import load_config
 from cudasched.vocab.kinds import LEASE, PLACEMENT_TABLE
 from cudasched.vocab.placementtable import MAX_PLACEMENTS, MAX_PODS_TEXT, TABLE_LABEL
 from tests.support.rbac import granted
@@ -112,6 +116,49 @@ def test_the_controller_may_do_what_it_does_and_no_more() -> None:
     assert ("", "pods", "create") not in rights
     assert ("", "secrets", "get") not in rights
     assert ("", "secrets", "get") in grants("--pull-secrets")
+
+
+@pytest.mark.parametrize("mode", ["policy", "both"])
+def test_the_controller_follows_the_bundle_the_webhook_follows(mode: str, tmp_path: Path) -> None:
+    """``--knowledge REF --knowledge-key PEM`` with the policy: the controller's ConfigMap names
+    the same bundle and key as the webhook's (its tables hold the webhook's answers under the
+    same facts), ships the key where its Deployment mounts it, and it may say a refused bundle
+    in an Event; without ``--knowledge`` it judges with the knowledge of its image."""
+    from cudasched.cli.knowledgesource import read_trusted
+    from cudasched.install.policycontroller import CONTROLLER
+    from tests.support.bundles import ed25519_pair
+
+    _, public = ed25519_pair()
+    key = tmp_path / "knowledge.pub"
+    key.write_bytes(public)
+    ref = "registry.example.com/cudasched/knowledge:stable"
+    objects = _render("--mode", mode, "--knowledge", ref, "--knowledge-key", str(key))
+    maps = {o["metadata"]["name"]: o["data"] for o in objects if o["kind"] == "ConfigMap"}
+    data = maps[f"{CONTROLLER}-config"]
+    mounted = tmp_path / "config"
+    mounted.mkdir()
+    for name, text in data.items():
+        (mounted / name).write_text(text)
+    knowledge = load_config(mounted / "config.yaml").knowledge
+    assert knowledge.reference == ref and knowledge.public_keys == ("/config/knowledge.pub",)
+    assert read_trusted([mounted / "knowledge.pub"])
+    if mode == "both":  # the webhook's names the same
+        webhook = yaml.safe_load(maps[f"{naming.APP}-config"]["config.yaml"])["knowledge"]
+        assert webhook == yaml.safe_load(data["config.yaml"])["knowledge"]
+    (deployment,) = [
+        o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == CONTROLLER
+    ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/config"]
+    role = next(o for o in objects if o["kind"] == "Role" and o["metadata"]["name"] == CONTROLLER)
+    assert ("events.k8s.io", "events", "create") in granted(role)
+    plain = _render("--mode", mode)
+    plain_role = next(
+        o for o in plain if o["kind"] == "Role" and o["metadata"]["name"] == CONTROLLER
+    )
+    assert ("events.k8s.io", "events", "create") not in granted(plain_role)
+    plain_maps = {o["metadata"]["name"]: o["data"] for o in plain if o["kind"] == "ConfigMap"}
+    assert "knowledge" not in yaml.safe_load(plain_maps[f"{CONTROLLER}-config"]["config.yaml"])
 
 
 def test_an_unknown_mode_is_refused() -> None:

@@ -566,22 +566,6 @@ def test_the_webhook_follows_the_knowledge_bundle_the_manifests_name(tmp_path: P
     }
 
 
-def test_beside_the_policy_only_the_webhook_follows_the_knowledge() -> None:
-    """``--mode both``: the webhook's settings name the bundle; the policy controller's do
-    not (it judges with the knowledge in its image: its ConfigMap has no key to check a
-    signature with)."""
-    ref = "registry.example.com/cudasched/knowledge:stable"
-    objects = _render("--mode", "both", "--knowledge", ref)
-    configs = {
-        o["metadata"]["name"]: yaml.safe_load(o["data"]["config.yaml"])
-        for o in objects
-        if o["kind"] == "ConfigMap" and "config.yaml" in o["data"]
-    }
-    webhook_config = configs.pop(f"{naming.APP}-config")
-    assert webhook_config["knowledge"] == {"reference": ref}
-    assert configs and all("knowledge" not in c for c in configs.values())
-
-
 def test_the_image_resolver_gets_its_grant_and_an_egress_policy_only_with_its_flag(
     tmp_path: Path,
 ) -> None:

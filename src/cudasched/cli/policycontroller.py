@@ -1,7 +1,8 @@
 """``cudasched policy-controller``: the policy mode's controller (see
 :mod:`cudasched.webhook.policy.controller`), run until SIGTERM. It reads the same configuration
-file as the webhook (policy, label scheme, image table, image resolver), so its tables hold the
-webhook's answers; replicas elect one writer through a Lease in ``--namespace``."""
+file as the webhook (policy, label scheme, image table, image resolver, the knowledge bundle it
+follows), so its tables hold the webhook's answers; replicas elect one writer through a Lease in
+``--namespace``."""
 
 from __future__ import annotations
 
@@ -81,16 +82,18 @@ async def _run(
     identity: str | None,
     refresh_seconds: float,
 ) -> None:
-    from cudasched.cli.inputs import load_images, load_knowledge
+    from cudasched.cli.app import take_notes
+    from cudasched.cli.inputs import follow_knowledge, load_settings
     from cudasched.kube.client import make_client
     from cudasched.placement.merge import AffinityMode
-    from cudasched.settings.config import load_config
+    from cudasched.webhook.background.following import FollowedKnowledge
+    from cudasched.webhook.background.knowledgereport import KnowledgeReporter, own_pod
     from cudasched.webhook.background.watchcache import ClusterCache, StateFromObjects
     from cudasched.webhook.metrics import WebhookMetrics
     from cudasched.webhook.policy.controller import PolicyController
-    from cudasched.webhook.server.assembly import build_admission
+    from cudasched.webhook.server.assembly import admission_builder, build_admission
 
-    cfg = load_config(config)
+    cfg = load_settings(config)  # its knowledge section chooses the knowledge, as the webhook's
     if kubeconfig is not None:
         cfg = cfg.model_copy(
             update={"kube": cfg.kube.model_copy(update={"kubeconfig": kubeconfig})}
@@ -100,13 +103,15 @@ async def _run(
             f"the policy mode places pods with required node affinity only; the configuration "
             f"asks for mode {cfg.mode.value!r}"
         )
-    kb = load_knowledge()
+    started, plan = follow_knowledge()
+    knowledge = FollowedKnowledge(cfg, started, plan, notes=take_notes())
+    judging = knowledge.current
     metrics = WebhookMetrics()
-    admitter, _resolver = build_admission(cfg, metrics, kb, load_images(kb, cfg))
+    admitter, resolver = build_admission(cfg, metrics, judging.kb, judging.images)
     client = make_client(kubeconfig=cfg.kube.kubeconfig, field_manager="cudasched-policy")
     cache = ClusterCache(
         client=client,
-        build_state=StateFromObjects(kb),
+        build_state=StateFromObjects(judging.kb),
         resync_seconds=float(cfg.kube.resync_seconds),
         metrics=metrics,
     )
@@ -118,6 +123,13 @@ async def _run(
         identity=identity,
         refresh_seconds=refresh_seconds,
     )
+    reporter = KnowledgeReporter(
+        metrics,
+        client_of=lambda: client,
+        regarding=own_pod(),
+        reporting_instance=controller.lease.identity,
+    )
+    controller.follow(knowledge, admission_builder(cfg, resolver), reporter)
     task = asyncio.create_task(controller.run())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

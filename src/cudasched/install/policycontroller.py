@@ -11,7 +11,8 @@ ServiceAccount, what it may read and write, its settings and its Deployment.
   full rights on ``PlacementTable`` objects only; Leases in its own namespace only. With
   ``--pull-secrets``, ``get`` on Secrets and ServiceAccounts, as the webhook's image resolver.
 * **The same settings as the webhook**, in its own ConfigMap, so its tables hold the answers the
-  webhook would give.
+  webhook would give: with ``--knowledge`` it follows the same bundle (and may create Events on
+  its own Pod, where a refused bundle is said).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from cudasched.install.naming import object_labels, object_meta
 from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
     CONTROLLERS,
+    EVENT,
     INFERENCE_SERVICE,
     LEASE,
     LLM_INFERENCE_SERVICE,
@@ -39,7 +41,7 @@ CONTROLLER = "cudasched-policy-controller"
 _COMPONENT = "policy-controller"
 
 
-def _rbac(namespace: str, *, pull_secrets: bool) -> list[dict[str, Any]]:
+def _rbac(namespace: str, *, pull_secrets: bool, follows: bool) -> list[dict[str, Any]]:
     watched: dict[str, list[str]] = {"": ["nodes", "pods"]}
     for kind in CONTROLLERS:
         watched.setdefault(kind.group, []).append(kind.plural)
@@ -100,7 +102,13 @@ def _rbac(namespace: str, *, pull_secrets: bool) -> list[dict[str, Any]]:
                     "apiGroups": [LEASE.group],
                     "resources": [LEASE.plural],
                     "verbs": ["get", "create", "update"],
-                }
+                },
+                # Following a bundle: a refused one is said in an Event on the replica's Pod.
+                *(
+                    [{"apiGroups": [EVENT.group], "resources": [EVENT.plural], "verbs": ["create"]}]
+                    if follows
+                    else []
+                ),
             ],
         },
         {
@@ -115,7 +123,11 @@ def _rbac(namespace: str, *, pull_secrets: bool) -> list[dict[str, Any]]:
 
 def _deployment(namespace: str, image: str, replicas: int) -> dict[str, Any]:
     selector = {"app.kubernetes.io/name": "cudasched", "app.kubernetes.io/component": _COMPONENT}
-    field = [("POD_NAME", "metadata.name"), ("POD_NAMESPACE", "metadata.namespace")]
+    field = [
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+        ("POD_UID", "metadata.uid"),  # the knowledge's Events are about the replica's Pod
+    ]
     container = {
         "name": "controller",
         "image": image,
@@ -161,18 +173,24 @@ def controller_objects(
     image: str,
     settings: dict[str, Any],
     *,
+    config_files: dict[str, str] | None = None,
     replicas: int = 2,
     pull_secrets: bool = False,
 ) -> list[dict[str, Any]]:
-    """ServiceAccount and grants, the settings ConfigMap and the Deployment."""
+    """ServiceAccount and grants, the settings ConfigMap (``config_files`` beside the settings,
+    as the webhook's: a bundle signer's public key) and the Deployment."""
     config = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": object_meta(f"{CONTROLLER}-config", namespace, _COMPONENT),
-        "data": {"config.yaml": yaml.safe_dump(settings, sort_keys=False)},
+        "data": {
+            "config.yaml": yaml.safe_dump(settings, sort_keys=False),
+            **(config_files or {}),
+        },
     }
+    follows = bool((settings.get("knowledge") or {}).get("reference"))
     return [
-        *_rbac(namespace, pull_secrets=pull_secrets),
+        *_rbac(namespace, pull_secrets=pull_secrets, follows=follows),
         config,
         _deployment(namespace, image, replicas),
     ]

@@ -353,19 +353,24 @@ def _policy_part(
     namespace: str,
     image: str,
     settings: dict[str, Any],
+    key_files: dict[str, str],
     pull_secrets: bool,
     fail_closed: bool,
     deny_unplaced: bool,
 ) -> list[dict[str, Any]]:
     """The policy mode's objects: its controller (with the webhook's settings, less the
-    server's and the background audit's, ``dra`` included: the policy asks GPUs through the
-    classes in either ``dra.mode``) and the policies."""
+    server's and the background audit's: ``dra`` included, as the policy asks GPUs through the
+    classes in either ``dra.mode``, and ``knowledge`` with its key files, as the controller
+    follows the same bundle) and the policies."""
     from cudasched.install.policy import policy_objects
     from cudasched.install.policycontroller import controller_objects
 
     controller_settings = {k: v for k, v in settings.items() if k not in ("server", "audit")}
+    controller = controller_objects(
+        namespace, image, controller_settings, config_files=key_files, pull_secrets=pull_secrets
+    )
     return [
-        *controller_objects(namespace, image, controller_settings, pull_secrets=pull_secrets),
+        *controller,
         *policy_objects(namespace, fail_closed=fail_closed, deny_unplaced=deny_unplaced),
     ]
 
@@ -455,7 +460,8 @@ def all_objects(
     grant and the egress NetworkPolicy (``registry_cidrs``: internal registries);
     ``pull_secrets`` too, with :func:`pull_secret_objects`; ``audit_minutes`` (0: off)
     :func:`audit_objects` and the background audit; ``toolkit_mode`` goes into the settings;
-    ``knowledge`` (``knowledge_key_pem``: its signer's key) the bundle the webhook follows;
+    ``knowledge`` (``knowledge_key_pem``: its signer's key) the bundle the webhook and the
+    policy controller follow;
     ``dra_mode`` the ``dra:`` settings (and the claims' webhook and grant). The ImageFacts CRD
     and its status policy come with the webhook (:mod:`.imagefacts`)."""
     _check_arguments(namespace, image, mode, audit_minutes, priority_class)
@@ -471,8 +477,9 @@ def all_objects(
         dra_mode=dra_mode,
     )
     if mode != "webhook":
+        with_knowledge = {**settings, **followed}
         objects += _policy_part(
-            namespace, image, settings, pull_secrets, fail_closed, deny_unplaced
+            namespace, image, with_knowledge, key_files, pull_secrets, fail_closed, deny_unplaced
         )
         if mode == "policy":
             return [*objects, *agent_objects]

@@ -6,6 +6,10 @@ ReplicaSets with no replicas: a template is enough for the tables to know its po
 
 A namespace being deleted (held so by a finalizer on its ReplicaSet), then gone with its keys
 still kept: no table can be created there, and every other namespace still gets its keys.
+
+The controller follows a knowledge bundle in a real registry (Debian's ``docker-registry``) as
+the webhook does: a bundle pushed with a new image row is swapped in within
+``knowledge.intervalSeconds`` and the table's answer for that image changes with it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from typing import Any
 
 import pytest
 
+from cudasched.knowledge.bundle import Bundle, builtin_bundle
+from cudasched.registry.bundles import push_bundle
+from cudasched.registry.client import RegistryClient
 from cudasched.workloads.policykey import pod_key
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.kube import Api
@@ -29,6 +36,8 @@ from tests.harness.policy import (
     table_keys,
     wait_for_keys,
 )
+from tests.support.bundles import planted
+from tests.support.registry import Registry, run_registry
 
 NS = "e2e-policy-lease"
 CLOSING = "e2e-policy-closing"
@@ -176,3 +185,32 @@ def test_a_namespace_being_deleted_then_gone_holds_up_no_other(
     finally:
         if api.exists(rs):
             api.patch(rs, {"metadata": {"finalizers": None}})
+
+
+def _push(registry: Registry, reference: str, bundle: Bundle) -> None:
+    with RegistryClient(plain_http=[registry.host]) as c:
+        push_bundle(c, reference, bundle)
+
+
+def test_the_controller_follows_the_knowledge_bundle_and_republishes(
+    plane: ControlPlane, api: Api, workdir: Path
+) -> None:
+    team = _replica_set("team", "registry.example.com/team/llm:cu12.6")  # only a plant knows it
+    with run_registry() as registry:
+        ref = f"{registry.host}/cudasched/policy-e2e:stable"
+        _push(registry, ref, builtin_bundle())
+        config = {
+            "knowledge": {"reference": ref, "intervalSeconds": 10, "plainHttp": [registry.host]}
+        }
+        with controller_process(workdir, plane.kubeconfig, "follower", config=config) as follower:
+            api.create(team)
+            held = wait_for_keys(api, {_key(team)}, controller=follower)
+            _push(registry, ref, planted(["image-row"], version="2026.09.15"))
+
+            def answered() -> bool:
+                return table_keys(api)[_key(team)]["requirement"].startswith("cuda>=12.6")
+
+            api.wait_for("the new bundle's answer in the table", answered, timeout=90)
+            log = follower.log()
+    assert held[_key(team)]["requirement"].startswith("unknown (image not in the image table")
+    assert "judging with knowledge" in log and "knowledge swapped in" in log

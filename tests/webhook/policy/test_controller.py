@@ -22,110 +22,14 @@ from cudasched.kube.owned import OwnedObjects, StaleView, namespace_closed
 from cudasched.settings.config import WebhookConfig
 from cudasched.vocab.kinds import PLACEMENT_TABLE, POD
 from cudasched.webhook.admission.admitter import Admitter
-from cudasched.webhook.policy.controller import PolicyController
-from cudasched.webhook.policy.sources import SOURCE_KINDS, SourceIndex
+from cudasched.webhook.policy.sources import SourceIndex
 from cudasched.webhook.policy.table import table_keys
 from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support.admission import nodes_state
 from tests.support.apierror import ApiError, namespace_not_found, namespace_terminating
+from tests.support.policyfakes import FakeApi, controller_of, gpu_pod, listed
 
 JSON = dict[str, Any]
-
-
-class _Obj:
-    def __init__(self, data: JSON) -> None:
-        self.data = data
-
-    def to_dict(self) -> JSON:
-        return dict(self.data)
-
-
-class FakeApi:
-    """get/list/create/replace/delete over plain dicts with resourceVersions (lightkube's
-    AsyncClient, as far as the controller uses it)."""
-
-    def __init__(self) -> None:
-        self.store: dict[tuple[str, str, str], JSON] = {}
-        self.version = 0
-        self.writes = 0
-        #: (verb, metadata as sent) of every create and replace, in order.
-        self.sent: list[tuple[str, JSON]] = []
-        #: namespace -> the refusal of every create there.
-        self.refuse: dict[str, Exception] = {}
-
-    @staticmethod
-    def _kind(resource: Any) -> str:
-        return str(resource._api_info.resource.kind)
-
-    def _put(self, obj: JSON) -> _Obj:
-        self.version += 1
-        self.writes += 1
-        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
-        meta = obj["metadata"]
-        self.store[(obj["kind"], meta.get("namespace") or "", meta["name"])] = obj
-        return _Obj(obj)
-
-    async def get(self, resource: Any, name: str, namespace: str | None = None) -> _Obj:
-        found = self.store.get((self._kind(resource), namespace or "", name))
-        if found is None:
-            raise ApiError(404)
-        return _Obj(found)
-
-    async def create(self, obj: Any) -> _Obj:
-        data = obj.to_dict()
-        meta = data["metadata"]
-        self.sent.append(("create", meta))
-        if (refusal := self.refuse.get(meta.get("namespace") or "")) is not None:
-            raise refusal
-        if (data["kind"], meta.get("namespace") or "", meta["name"]) in self.store:
-            raise ApiError(409)
-        return self._put(data)
-
-    async def replace(self, obj: Any) -> _Obj:
-        data = obj.to_dict()
-        meta = data["metadata"]
-        self.sent.append(("replace", meta))
-        old = self.store.get((data["kind"], meta.get("namespace") or "", meta["name"]))
-        if old is None:
-            raise ApiError(404)
-        if meta.get("resourceVersion") != old["metadata"]["resourceVersion"]:
-            raise ApiError(409)
-        return self._put(data)
-
-    async def delete(self, resource: Any, name: str, namespace: str | None = None) -> None:
-        if self.store.pop((self._kind(resource), namespace or "", name), None) is None:
-            raise ApiError(404)
-        self.writes += 1
-
-    async def list(self, resource: Any, labels: Any = None, namespace: Any = None) -> Any:
-        for (kind, _, _), obj in list(self.store.items()):
-            if kind == self._kind(resource):
-                yield _Obj(obj)
-
-    def tables(self) -> dict[str, JSON]:
-        """The tables by ``namespace/name``."""
-        return {f"{k[1]}/{k[2]}": v for k, v in self.store.items() if k[0] == PLACEMENT_TABLE.kind}
-
-
-class FakeCache:
-    def __init__(self, state: ClusterState) -> None:
-        self.state = state
-        self.synced = True
-        self.generation = 1
-
-
-def _gpu_pod(name: str, image: str, namespace: str = "team") -> JSON:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "serviceAccountName": "default",
-            "containers": [
-                {"name": "m", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-            ],
-        },
-    }
 
 
 @pytest.fixture(scope="module")
@@ -138,36 +42,12 @@ def state(kb: KnowledgeBase) -> ClusterState:
     return nodes_state(kb)
 
 
-def _controller(api: FakeApi, admitter: Admitter, state: ClusterState, who: str) -> Any:
-    controller = PolicyController(
-        admitter,
-        FakeCache(state),
-        api,
-        namespace="cudasched",
-        identity=who,  # type: ignore[arg-type]
-    )
-    return controller
-
-
-def _listed(sources: SourceIndex, *pods: JSON) -> None:
-    for kind in SOURCE_KINDS:
-        stored = (
-            {
-                (p["metadata"]["namespace"], p["metadata"]["name"]): SourceIndex.transform(p)
-                for p in pods
-            }
-            if kind is POD
-            else {}
-        )
-        sources.on_listed(kind, {}, stored)
-
-
 def test_one_replica_writes_and_the_other_waits(admitter: Admitter, state: ClusterState) -> None:
     api = FakeApi()
-    lead, standby = (_controller(api, admitter, state, who) for who in ("a", "b"))
-    pod = _gpu_pod("p", "nvcr.io/nvidia/tritonserver:24.05-py3")
+    lead, standby = (controller_of(api, admitter, state, who) for who in ("a", "b"))
+    pod = gpu_pod("p", "nvcr.io/nvidia/tritonserver:24.05-py3")
     for controller in (lead, standby):
-        _listed(controller.sources, pod)
+        listed(controller.sources, pod)
 
     async def run() -> tuple[int, int]:
         written = await lead.step()
@@ -188,7 +68,7 @@ def test_nothing_is_written_before_everything_is_listed(
     admitter: Admitter, state: ClusterState
 ) -> None:
     api = FakeApi()
-    controller = _controller(api, admitter, state, "a")
+    controller = controller_of(api, admitter, state, "a")
     controller.sources.on_listed(POD, {}, {})  # the workload controllers not listed yet
     assert asyncio.run(controller.step()) == 0
     assert api.tables() == {}
@@ -198,14 +78,14 @@ def test_a_replica_whose_lease_is_taken_stops_writing(
     admitter: Admitter, state: ClusterState
 ) -> None:
     api = FakeApi()
-    controller = _controller(api, admitter, state, "a")
-    _listed(controller.sources, _gpu_pod("p", "vllm/vllm-openai:v0.9.0"))
+    controller = controller_of(api, admitter, state, "a")
+    listed(controller.sources, gpu_pod("p", "vllm/vllm-openai:v0.9.0"))
     assert asyncio.run(controller.step()) == 1
     lease = api.store[("Lease", "cudasched", "cudasched-policy-controller")]
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     lease["spec"] = {**lease["spec"], "holderIdentity": "thief", "renewTime": now}
     controller.sources.on_event(
-        POD, None, SourceIndex.transform(_gpu_pod("q", "nvidia/cuda:12.8.0-runtime-ubuntu22.04"))
+        POD, None, SourceIndex.transform(gpu_pod("q", "nvidia/cuda:12.8.0-runtime-ubuntu22.04"))
     )
     before = api.tables()
     assert asyncio.run(controller.step()) == 0
@@ -217,9 +97,9 @@ def test_a_new_leader_keeps_the_keys_whose_objects_went_for_the_keep_window(
     admitter: Admitter, state: ClusterState
 ) -> None:
     api = FakeApi()
-    first, second = (_controller(api, admitter, state, who) for who in ("a", "b"))
-    _listed(first.sources, _gpu_pod("p", "nvcr.io/nvidia/tritonserver:24.05-py3"))
-    _listed(second.sources)  # the pod went before the second replica started
+    first, second = (controller_of(api, admitter, state, who) for who in ("a", "b"))
+    listed(first.sources, gpu_pod("p", "nvcr.io/nvidia/tritonserver:24.05-py3"))
+    listed(second.sources)  # the pod went before the second replica started
 
     async def run() -> tuple[JSON, JSON]:
         await first.step()
@@ -241,9 +121,9 @@ def test_a_leader_forgets_a_key_once_its_window_is_over(
     admitter: Admitter, state: ClusterState
 ) -> None:
     api = FakeApi()
-    controller = _controller(api, admitter, state, "a")
-    pod = _gpu_pod("p", "vllm/vllm-openai:v0.9.0")
-    _listed(controller.sources, pod)
+    controller = controller_of(api, admitter, state, "a")
+    pod = gpu_pod("p", "vllm/vllm-openai:v0.9.0")
+    listed(controller.sources, pod)
 
     async def run() -> list[int]:
         await controller.step()
@@ -264,10 +144,10 @@ def test_a_namespace_whose_keys_went_loses_its_tables_and_the_others_keep_theirs
     admitter: Admitter, state: ClusterState
 ) -> None:
     api = FakeApi()
-    controller = _controller(api, admitter, state, "a")
-    gone = _gpu_pod("p", "vllm/vllm-openai:v0.9.0", "gone")
-    kept = _gpu_pod("q", "nvcr.io/nvidia/tritonserver:24.05-py3", "kept")
-    _listed(controller.sources, gone, kept)
+    controller = controller_of(api, admitter, state, "a")
+    gone = gpu_pod("p", "vllm/vllm-openai:v0.9.0", "gone")
+    kept = gpu_pod("q", "nvcr.io/nvidia/tritonserver:24.05-py3", "kept")
+    listed(controller.sources, gone, kept)
 
     async def run() -> tuple[list[str], list[str]]:
         await controller.step()
@@ -291,9 +171,9 @@ def test_a_namespace_being_deleted_or_gone_holds_up_no_other_table(
     and a namespace made again under the same name gets its table in a later round. (Found
     on CI: one such namespace failed every round, so no namespace got a key for minutes.)"""
     api = FakeApi()
-    controller = _controller(api, admitter, state, "a")
-    pods = [_gpu_pod("p", "vllm/vllm-openai:v0.9.0", ns) for ns in ("closing", "gone", "team")]
-    _listed(controller.sources, *pods)
+    controller = controller_of(api, admitter, state, "a")
+    pods = [gpu_pod("p", "vllm/vllm-openai:v0.9.0", ns) for ns in ("closing", "gone", "team")]
+    listed(controller.sources, *pods)
     api.refuse = {
         "closing": namespace_terminating("closing", "pods-1-0", "placementtables"),
         "gone": namespace_not_found("gone"),

@@ -5,7 +5,9 @@ decides, writes.
 What it runs: the webhook's watch cache (nodes, InferenceServices, runtimes,
 LLMInferenceServices: the snapshot decisions read), reflectors over Pods and workload
 controllers (:mod:`.sources`), the webhook's :class:`~cudasched.webhook.admission.admitter.Admitter`
-with its image resolver (``imageResolver``), and a Lease. Every ``interval`` it renews the
+with its image resolver (``imageResolver``), the knowledge bundle it follows as the webhook
+does (``knowledge.reference``; each swap a new admitter and every key decided again), and a
+Lease. Every ``interval`` it renews the
 lease; when it holds it, the snapshot and the sources have been listed once, and something
 changed (the key set, the snapshot) or ``refresh_seconds`` passed (an image resolved in the
 background changes no object), it decides each key (off the event loop) and brings the tables
@@ -41,7 +43,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -65,6 +67,8 @@ from cudasched.workloads.policykey import KEY_VERSION
 
 if TYPE_CHECKING:
     from cudasched.webhook.admission.admitter import Admitter
+    from cudasched.webhook.background.following import FollowedKnowledge, Judging
+    from cudasched.webhook.background.knowledgereport import KnowledgeReporter
     from cudasched.webhook.background.watchcache import ClusterCache
 
 __all__ = ["LEASE_NAME", "PolicyController", "decide_all"]
@@ -129,7 +133,11 @@ class PolicyController:
         )
         self.tables = OwnedObjects(client, PLACEMENT_TABLE, TABLE_LABEL, TABLE_VALUE, lean=True)
         self.writes = 0
-        self._seen: tuple[int, int] | None = None  # (source changes, snapshot generation)
+        #: The knowledge followed (:meth:`follow`); ``None``: the admitter's, never swapped.
+        self.knowledge: FollowedKnowledge | None = None
+        self._swaps = 0  # knowledge swapped in, each a new admitter
+        #: (source changes, snapshot generation, knowledge swaps) last decided
+        self._seen: tuple[int, int, int] | None = None
         self._decided_at = 0.0
         self._listed = False
         self._closed: set[str] = set()  # namespaces the last write skipped, as logged
@@ -143,8 +151,34 @@ class PolicyController:
             )
             self._tasks.append(asyncio.create_task(reflector.run(), name=f"policy-{kind.plural}"))
 
+    def follow(
+        self,
+        knowledge: FollowedKnowledge,
+        build: Callable[[Judging], Admitter],
+        reporter: KnowledgeReporter | None = None,
+    ) -> None:
+        """Judge with ``knowledge`` from :meth:`run` on: each bundle it swaps in gets an
+        admitter of its own (``build``, made before the swap, so a bundle that cannot be built
+        is refused), the watch cache's snapshot is rebuilt with it, and every key is decided
+        again, so the tables are republished wherever the bundle moves a placement.
+        ``reporter``: its metrics and Events, as the webhook's."""
+        knowledge.build = build
+        knowledge.on_swap(lambda _judging, built: self.use_admitter(built))
+        knowledge.on_swap(lambda judging, _built: self.cache.use_knowledge(judging.kb))
+        knowledge.reporter = reporter
+        self.knowledge = knowledge
+
+    def use_admitter(self, admitter: Admitter) -> None:
+        """Decide with ``admitter`` from the next round on (a swap, in the follower's
+        thread: one assignment, read once per round)."""
+        self.admitter = admitter
+        self._swaps += 1
+
+    def _state(self) -> tuple[int, int, int]:
+        return (self.sources.changes, self.cache.generation, self._swaps)
+
     def _due(self) -> bool:
-        seen = (self.sources.changes, self.cache.generation)
+        seen = self._state()
         return seen != self._seen or time.monotonic() - self._decided_at >= self.refresh_seconds
 
     def _inherit(self, pods: Mapping[str, Any], listed: bool) -> dict[str, Placement]:
@@ -179,9 +213,9 @@ class PolicyController:
             await self.tables.refresh()
             self._listed = True
         pods = self.sources.current()  # forgets expired keys first: that is a change too
-        seen = (self.sources.changes, self.cache.generation)
-        state = self.cache.state
-        decided = await asyncio.to_thread(decide_all, self.admitter, pods, state)
+        seen = self._state()
+        admitter, state = self.admitter, self.cache.state
+        decided = await asyncio.to_thread(decide_all, admitter, pods, state)
         entries = {**self._inherit(pods, listed), **decided}
         left_out = sorted(k for k in entries if not storable(k)) if listed else []
         if left_out:
@@ -221,6 +255,8 @@ class PolicyController:
     async def run(self) -> None:
         """Until cancelled; the lease is given up on the way out."""
         await self.cache.start()
+        if self.knowledge is not None:
+            await self.knowledge.start()
         self._start_sources()
         try:
             while True:
@@ -236,4 +272,6 @@ class PolicyController:
                 task.cancel()
             with contextlib.suppress(Exception):
                 await self.lease.release()
+            if self.knowledge is not None:
+                await self.knowledge.stop()
             await self.cache.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cudasched.webhook.metrics import WebhookMetrics
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from cudasched.webhook.background.runtimereader import RuntimeReader
     from cudasched.webhook.state.source import StateSource
 
-__all__ = ["build_admission", "build_app"]
+__all__ = ["admission_builder", "build_admission", "build_app"]
 
 
 def build_admission(
@@ -130,20 +131,11 @@ def follow(
     the app's; a state source that builds snapshots with the knowledge rebuilds its snapshot;
     the outcomes are counted in the app's metrics and said in Events on the webhook's Pod;
     the app starts and stops the following with the server."""
-    from cudasched.webhook.admission.admitter import Admitter
     from cudasched.webhook.background.knowledgereport import KnowledgeReporter, own_pod
     from cudasched.webhook.state.source import KnowledgeUser
 
-    config = knowledge.config
     if rebuild:
-
-        def build(judging: Judging) -> Admitter:
-            images = judging.images
-            if resolver is not None:
-                images = images.with_configs(resolver)
-            return Admitter(config, judging.kb, images, runtimes, pods=runtimes)
-
-        knowledge.build = build
+        knowledge.build = admission_builder(knowledge.config, resolver, runtimes)
         knowledge.on_swap(lambda _judging, built: app.use_admission(built))
     if isinstance(source, KnowledgeUser):
         knowledge.on_swap(lambda judging, _built: source.use_knowledge(judging.kb))
@@ -154,3 +146,22 @@ def follow(
         reporting_instance=os.environ.get("POD_NAME") or socket.gethostname() or "webhook",
     )
     app.knowledge = knowledge
+
+
+def admission_builder(
+    config: WebhookConfig,
+    resolver: BackgroundResolver | None,
+    runtimes: RuntimeReader | None = None,
+) -> Callable[[Judging], Admitter]:
+    """What builds the admission for each new bundle before it is swapped in: an
+    :class:`Admitter` over the bundle's knowledge and image table, with the same image
+    resolver and runtime reader as the one it replaces (what the resolver learnt stays)."""
+    from cudasched.webhook.admission.admitter import Admitter
+
+    def build(judging: Judging) -> Admitter:
+        images = judging.images
+        if resolver is not None:
+            images = images.with_configs(resolver)
+        return Admitter(config, judging.kb, images, runtimes, pods=runtimes)
+
+    return build

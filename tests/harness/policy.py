@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from cudasched.webhook.policy.table import held_placements
 from cudasched.workloads.policykey import KEY_VERSION
 from tests.harness.controlplane.plane import ControlPlane
+from tests.harness.controlplane.processes import free_port
 from tests.harness.fleet import cudasched_command
 from tests.harness.kube import Api
 from tests.harness.webhook import manifests
@@ -79,6 +81,12 @@ class Controller:
     process: subprocess.Popen[bytes]
     identity: str
     log_file: Path
+    #: Where its ``/metrics``, ``/healthz`` and ``/readyz`` answer (``--http-port``).
+    port: int
+
+    def get(self, path: str) -> httpx.Response:
+        """GET ``path`` of its HTTP endpoint."""
+        return httpx.get(f"http://127.0.0.1:{self.port}{path}", timeout=10)
 
     def log(self) -> str:
         return self.log_file.read_text(errors="replace")
@@ -112,12 +120,14 @@ def controller_process(
         identity,
         "--refresh-seconds",
         "2",
+        "--http-port",
+        str(port := free_port()),
     ]
     with log_file.open("wb") as log:
         process = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-    controller = Controller(process, identity, log_file)
+    controller = Controller(process, identity, log_file, port)
     try:
         yield controller
     finally:

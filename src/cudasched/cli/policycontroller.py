@@ -10,13 +10,17 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from cudasched.cli.app import app, fail
 from cudasched.vocab.errors import InputError
+
+if TYPE_CHECKING:
+    from cudasched.webhook.policy.controller import PolicyController
 
 __all__ = ["policy_controller_cmd"]
 
@@ -57,6 +61,15 @@ def policy_controller_cmd(
             "background change no object).",
         ),
     ] = 15.0,
+    http_port: Annotated[
+        int,
+        typer.Option(
+            "--http-port",
+            min=0,
+            max=65535,
+            help="Port of /metrics, /healthz and /readyz (plain HTTP, every address); 0: none.",
+        ),
+    ] = 8080,
     log_level: Annotated[
         str, typer.Option("--log-level", help="debug, info, warning or error.")
     ] = "info",
@@ -70,7 +83,7 @@ def policy_controller_cmd(
     for chatty in ("httpx", "httpx2"):  # a line per request (lease renewals) is noise
         logging.getLogger(chatty).setLevel(max(level, logging.WARNING))
     try:
-        asyncio.run(_run(config, kubeconfig, namespace, identity, refresh_seconds))
+        asyncio.run(_run(config, kubeconfig, namespace, identity, refresh_seconds, http_port))
     except InputError as exc:
         fail(str(exc))
 
@@ -81,6 +94,7 @@ async def _run(
     namespace: str | None,
     identity: str | None,
     refresh_seconds: float,
+    http_port: int,
 ) -> None:
     from cudasched.cli.app import take_notes
     from cudasched.cli.inputs import follow_knowledge, load_settings
@@ -89,9 +103,11 @@ async def _run(
     from cudasched.webhook.background.following import FollowedKnowledge
     from cudasched.webhook.background.knowledgereport import KnowledgeReporter, own_pod
     from cudasched.webhook.background.watchcache import ClusterCache, StateFromObjects
-    from cudasched.webhook.metrics import WebhookMetrics
+    from cudasched.webhook.metrics import ControllerMetrics, WebhookMetrics
     from cudasched.webhook.policy.controller import PolicyController
+    from cudasched.webhook.policy.health import health_app
     from cudasched.webhook.server.assembly import admission_builder, build_admission
+    from cudasched.webhook.server.serving import plain_server
 
     cfg = load_settings(config)  # its knowledge section chooses the knowledge, as the webhook's
     if kubeconfig is not None:
@@ -122,6 +138,7 @@ async def _run(
         namespace=namespace or os.environ.get("POD_NAMESPACE") or "cudasched",
         identity=identity,
         refresh_seconds=refresh_seconds,
+        metrics=ControllerMetrics(metrics.registry),
     )
     reporter = KnowledgeReporter(
         metrics,
@@ -130,13 +147,46 @@ async def _run(
         reporting_instance=controller.lease.identity,
     )
     controller.follow(knowledge, admission_builder(cfg, resolver), reporter)
+    server = plain_server(health_app(controller, metrics), "0.0.0.0", http_port)  # noqa: S104
+    try:
+        await _until_stopped(controller, server, _listen(http_port) if http_port else None)
+    finally:
+        await client.close()
+
+
+async def _until_stopped(
+    controller: PolicyController, server: Any, listening: socket.socket | None
+) -> None:
+    """Run ``controller`` (and ``server`` on ``listening``, if any) until SIGTERM or SIGINT."""
+    serving = asyncio.create_task(server.serve(sockets=[listening])) if listening else None
     task = asyncio.create_task(controller.run())
+
+    def stop() -> None:
+        task.cancel()
+        server.should_exit = True
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+        loop.add_signal_handler(sig, stop)
     try:
         await task
     except asyncio.CancelledError:
         pass
     finally:
-        await client.close()
+        stop()
+        if serving is not None:
+            await serving
+
+
+def _listen(port: int) -> socket.socket:
+    """The listening socket of ``--http-port`` (bound here, so a port in use is one clear
+    error before the controller starts)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("0.0.0.0", port))  # noqa: S104 - the kubelet's probes come from the node
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"cannot listen on --http-port {port}: {exc.strerror}") from None
+    sock.listen(64)
+    return sock

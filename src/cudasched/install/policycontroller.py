@@ -6,6 +6,8 @@ ServiceAccount, what it may read and write, its settings and its Deployment.
   over within the lease's 15 s. It serves no request: the API server never calls it, so a
   controller that is down leaves the tables as they were (stale at worst), never the pods
   unplaced.
+* **Probes and metrics** on plain HTTP port 8080 (``/readyz``, ``/healthz``, ``/metrics``): a
+  replica whose round hangs is restarted rather than holding the lease without writing.
 * **Least privilege.** ``list``/``watch`` of what its decisions read (nodes, KServe's objects)
   and of what creates pods (Pods and the workload controllers: their templates are the keys);
   full rights on ``PlacementTable`` objects only; Leases in its own namespace only. With
@@ -35,9 +37,11 @@ from cudasched.vocab.kinds import (
     SERVING_RUNTIME,
 )
 
-__all__ = ["CONTROLLER", "controller_objects"]
+__all__ = ["CONTROLLER", "HTTP_PORT", "controller_objects"]
 
 CONTROLLER = "cudasched-policy-controller"
+#: Its /metrics, /healthz and /readyz (``--http-port``).
+HTTP_PORT = 8080
 _COMPONENT = "policy-controller"
 
 
@@ -132,7 +136,27 @@ def _deployment(namespace: str, image: str, replicas: int) -> dict[str, Any]:
         "name": "controller",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "args": ["policy-controller", "--config", "/config/config.yaml"],
+        "args": [
+            "policy-controller",
+            "--config",
+            "/config/config.yaml",
+            "--http-port",
+            str(HTTP_PORT),
+        ],
+        "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}],
+        # Ready once its caches are listed; alive while its rounds go on (webhook/policy/health).
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": "http"},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "http"},
+            "initialDelaySeconds": 15,
+            "periodSeconds": 20,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
         "env": [{"name": n, "valueFrom": {"fieldRef": {"fieldPath": p}}} for n, p in field],
         "resources": {
             "requests": {"cpu": "100m", "memory": "128Mi"},

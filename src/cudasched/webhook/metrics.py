@@ -1,4 +1,6 @@
-"""Prometheus metrics of the webhook process.
+"""Prometheus metrics of the webhook process, and of the policy controller (its own families,
+:class:`ControllerMetrics`, beside the webhook's that its watch cache and knowledge follower
+count).
 
 Every server owns its metrics in its own :class:`~prometheus_client.CollectorRegistry` rather
 than the library's global default registry: tests, the ``demo`` command and e2e runs start
@@ -40,8 +42,10 @@ __all__ = [
     "LAYER_READ_OUTCOMES",
     "OUTCOMES",
     "REFUSAL_REASONS",
+    "ROUND_OUTCOMES",
     "UNKNOWN_KINDS",
     "UNKNOWN_REASONS",
+    "ControllerMetrics",
     "KnowledgeMetrics",
     "WebhookMetrics",
     "kept_children",
@@ -421,3 +425,61 @@ class KnowledgeMetrics:
         )
         for outcome in CHECK_OUTCOMES:
             self.checks.labels(outcome=outcome).inc(0)
+
+
+#: What a round did: not the leader, waiting for the first full listing, nothing due, tables
+#: written, decided with nothing to write, a stale view (listing again), failed.
+ROUND_OUTCOMES: Final = (
+    "standby",
+    "unsynced",
+    "idle",
+    "written",
+    "unchanged",
+    "stale",
+    "failed",
+)
+
+
+class ControllerMetrics:
+    """The policy controller's families, on ``registry`` (the webhook metrics' registry, so
+    one ``/metrics`` renders both)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.rounds = Counter(
+            "cudasched_policy_controller_rounds",
+            "Rounds of the policy controller, by what they did.",
+            ("outcome",),
+            registry=registry,
+        )
+        self.writes = Counter(
+            "cudasched_policy_controller_table_writes",
+            "PlacementTable objects created, replaced or deleted.",
+            registry=registry,
+        )
+        self.leader = Gauge(
+            "cudasched_policy_controller_leader",
+            "1 while this replica holds the lease (and may write), else 0.",
+            registry=registry,
+        )
+        self.keys = Gauge(
+            "cudasched_policy_controller_keys",
+            "Pod keys the tables hold after this replica's last write.",
+            registry=registry,
+        )
+        self.tables = Gauge(
+            "cudasched_policy_controller_tables",
+            "PlacementTable objects after this replica's last write.",
+            registry=registry,
+        )
+        self.closed_namespaces = Gauge(
+            "cudasched_policy_controller_closed_namespaces",
+            "Namespaces whose table the last write skipped (being deleted, or gone).",
+            registry=registry,
+        )
+        self.last_written = Gauge(
+            "cudasched_policy_controller_last_converged_timestamp_seconds",
+            "When this replica last brought the tables to its decisions (Unix time).",
+            registry=registry,
+        )
+        for outcome in ROUND_OUTCOMES:
+            self.rounds.labels(outcome=outcome)

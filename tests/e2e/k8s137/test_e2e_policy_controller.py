@@ -9,7 +9,8 @@ still kept: no table can be created there, and every other namespace still gets 
 
 The controller follows a knowledge bundle in a real registry (Debian's ``docker-registry``) as
 the webhook does: a bundle pushed with a new image row is swapped in within
-``knowledge.intervalSeconds`` and the table's answer for that image changes with it.
+``knowledge.intervalSeconds`` and the table's answer for that image changes with it; its own
+HTTP endpoint (``/readyz``, ``/healthz``, ``/metrics``) says so.
 """
 
 from __future__ import annotations
@@ -212,5 +213,16 @@ def test_the_controller_follows_the_knowledge_bundle_and_republishes(
 
             api.wait_for("the new bundle's answer in the table", answered, timeout=90)
             log = follower.log()
+            ready, alive = follower.get("/readyz"), follower.get("/healthz")
+            metrics = set(follower.get("/metrics").text.splitlines())
     assert held[_key(team)]["requirement"].startswith("unknown (image not in the image table")
     assert "judging with knowledge" in log and "knowledge swapped in" in log
+    # Its own endpoint (--http-port) says the same: ready, leading, the bundle in use, counted.
+    assert ready.status_code == 200 and alive.status_code == 200
+    assert "leader" in ready.text.splitlines() and "knowledge 2026.09.15" in ready.text
+    assert "cudasched_policy_controller_leader 1.0" in metrics
+    assert any(
+        m.startswith("cudasched_knowledge_info{") and 'version="2026.09.15"' in m for m in metrics
+    )
+    written = 'cudasched_policy_controller_rounds_total{outcome="written"} '
+    assert any(m.startswith(written) and float(m.split()[-1]) >= 2 for m in metrics)

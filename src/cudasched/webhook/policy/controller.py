@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from cudasched.webhook.background.following import FollowedKnowledge, Judging
     from cudasched.webhook.background.knowledgereport import KnowledgeReporter
     from cudasched.webhook.background.watchcache import ClusterCache
+    from cudasched.webhook.metrics import ControllerMetrics
 
 __all__ = ["LEASE_NAME", "PolicyController", "decide_all"]
 
@@ -115,6 +116,7 @@ class PolicyController:
         refresh_seconds: float = 15.0,
         lease_seconds: int = 15,
         renew_deadline: float = 10.0,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         self.admitter = admitter
         self.cache = cache
@@ -135,6 +137,9 @@ class PolicyController:
         self.writes = 0
         #: The knowledge followed (:meth:`follow`); ``None``: the admitter's, never swapped.
         self.knowledge: FollowedKnowledge | None = None
+        self.metrics = metrics
+        #: When the round in progress began (``time.monotonic``); ``None`` between rounds.
+        self.round_started: float | None = None
         self._swaps = 0  # knowledge swapped in, each a new admitter
         #: (source changes, snapshot generation, knowledge swaps) last decided
         self._seen: tuple[int, int, int] | None = None
@@ -203,11 +208,15 @@ class PolicyController:
         """One round: renew the lease; when leading, synced and due, decide and write. Returns
         the writes made."""
         leading = await self.lease.try_acquire_or_renew()
+        if self.metrics is not None:
+            self.metrics.leader.set(1 if leading else 0)
         if not leading:
             self._listed = False  # a later term starts from a fresh list
-            return 0
-        if not (self.cache.synced and self.sources.synced() and self._due()):
-            return 0
+            return self._outcome("standby")
+        if not (self.cache.synced and self.sources.synced()):
+            return self._outcome("unsynced")
+        if not self._due():
+            return self._outcome("idle")
         listed = not self._listed
         if listed:
             await self.tables.refresh()
@@ -225,13 +234,17 @@ class PolicyController:
                 len(left_out),
                 left_out[:3],
             )
+        return await self._converge(entries, seen)
+
+    async def _converge(self, entries: dict[str, Placement], seen: tuple[int, int, int]) -> int:
+        """Bring the tables to ``entries`` (decided on the view ``seen``); the writes made."""
         desired = tables(entries, KEY_VERSION)
         try:
             written = await self.tables.converge(desired, same=_same, allowed=self.lease.held)
         except StaleView as exc:
             log.info("placement tables changed under us (%s): listing again", exc)
             self._listed = False
-            return 0
+            return self._outcome("stale")
         if self.tables.closed != self._closed:
             self._closed = set(self.tables.closed)
             if self._closed:
@@ -250,7 +263,20 @@ class PolicyController:
                 written,
             )
         self.writes += written
-        return written
+        if self.metrics is not None:
+            self.metrics.writes.inc(written)
+            self.metrics.keys.set(len(entries))
+            self.metrics.tables.set(len(desired))
+            self.metrics.closed_namespaces.set(len(self._closed))
+            self.metrics.last_written.set(time.time())
+        return self._outcome("written" if written else "unchanged", written)
+
+    def _outcome(self, outcome: str, writes: int = 0) -> int:
+        """Count a round's ``outcome`` (one of
+        :data:`~cudasched.webhook.metrics.ROUND_OUTCOMES`); returns ``writes``."""
+        if self.metrics is not None:
+            self.metrics.rounds.labels(outcome=outcome).inc()
+        return writes
 
     async def run(self) -> None:
         """Until cancelled; the lease is given up on the way out."""
@@ -260,12 +286,15 @@ class PolicyController:
         self._start_sources()
         try:
             while True:
+                self.round_started = time.monotonic()
                 try:
                     await self.step()
                 except asyncio.CancelledError:
                     raise
                 except Exception:
                     log.exception("policy controller round failed")
+                    self._outcome("failed")
+                self.round_started = None
                 await asyncio.sleep(self.interval)
         finally:
             for task in self._tasks:

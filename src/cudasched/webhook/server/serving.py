@@ -64,6 +64,7 @@ __all__ = [
     "freeze_heap",
     "http_parser",
     "make_server",
+    "plain_server",
     "run_server",
     "serve_in_thread",
     "uvicorn_config",
@@ -184,6 +185,23 @@ def make_server(config: uvicorn.Config, handshake_timeout: float) -> uvicorn.Ser
             finally:
                 del loop.create_server
 
+    return _Server(config)
+
+
+def plain_server(app: Any, host: str, port: int) -> uvicorn.Server:
+    """A plain-HTTP uvicorn server of the ASGI ``app`` on ``host:port`` for the caller's event
+    loop (the policy controller's probes and metrics): no lifespan, no access log, and no
+    signal handlers of its own (the caller handles SIGTERM and sets ``should_exit``)."""
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    config = uvicorn.Config(
+        app, host=host, port=port, lifespan="off", access_log=False, log_level="warning"
+    )
     return _Server(config)
 
 

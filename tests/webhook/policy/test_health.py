@@ -97,3 +97,31 @@ def test_metrics_count_the_rounds_and_what_they_wrote(parts: Any) -> None:
     assert "cudasched_policy_controller_keys 1.0" in lines
     assert "cudasched_policy_controller_tables 1.0" in lines
     assert "cudasched_policy_controller_table_writes_total 1.0" in lines
+
+
+def test_a_port_in_use_is_one_clear_error(tmp_path: Any) -> None:
+    """``--http-port`` taken by another process: the command says which port and why, and
+    exits 2 before it starts watching anything."""
+    import socket
+
+    from typer.testing import CliRunner
+
+    from cudasched.cli import app
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))  # noqa: S104 - where the command binds
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(
+            app,
+            ["policy-controller", "--kubeconfig", str(kubeconfig), "--http-port", str(port)],
+        )
+    assert result.exit_code == 2
+    assert f"cannot listen on --http-port {port}: Address already in use" in result.output

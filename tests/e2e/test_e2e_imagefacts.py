@@ -24,22 +24,13 @@ from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.fleet import cudasched_command
 from tests.harness.kube import Api
 from tests.harness.webhook import manifests, registered, webhook_process
-from tests.support.layers import ZSTD_LAYER, Link, layer, push_layered
+from tests.support.layers import RUNNERS, layer, push_layered
 from tests.support.registry import Registry, run_registry
 
 NS = "e2e-facts"  # where the webhook's service account lives
 PODS = "e2e-facts-pods"  # where the test's pods are admitted
 SA = "cudasched-webhook"
 FACTS = "/apis/cudasched.io/v1alpha1/imagefacts"
-
-RUNNERS = layer(
-    {
-        "usr/lib/ollama/cuda_v12/libcudart.so.12": Link("libcudart.so.12.8.90"),
-        "usr/lib/ollama/cuda_v12/libcudart.so.12.8.90": b"cudart 12",
-        "usr/lib/ollama/cuda_v13/libcudart.so.13.0.96": b"cudart 13",
-    },
-    ZSTD_LAYER,
-)
 
 
 @dataclass

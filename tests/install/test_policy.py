@@ -161,6 +161,49 @@ def test_the_controller_follows_the_bundle_the_webhook_follows(mode: str, tmp_pa
     assert "knowledge" not in yaml.safe_load(plain_maps[f"{CONTROLLER}-config"]["config.yaml"])
 
 
+@pytest.mark.parametrize("mode", ["policy", "both"])
+def test_the_controllers_resolver_may_share_image_facts_as_the_webhooks(mode: str) -> None:
+    """``--image-resolver`` beside the policy: the controller's resolver reads the same
+    ImageFacts as the webhook's (a person's ``spec.override`` reaches the tables) and shares
+    what it reads, so its account gets the same grant, and the status policy (installed in
+    every mode, with the CRD) admits it beside the webhook's and nobody else."""
+    from cudasched.install.policycontroller import CONTROLLER
+
+    objects = _render("--mode", mode, "--image-resolver")
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert ("CustomResourceDefinition", "imagefacts.cudasched.io") in kinds
+    (role,) = [
+        o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == CONTROLLER
+    ]
+    assert {
+        ("cudasched.io", "imagefacts", "get"),
+        ("cudasched.io", "imagefacts", "create"),
+        ("cudasched.io", "imagefacts/status", "patch"),
+    } <= granted(role)
+    plain = _render("--mode", mode)
+    (plain_role,) = [
+        o for o in plain if o["kind"] == "ClusterRole" and o["metadata"]["name"] == CONTROLLER
+    ]
+    assert not any(g[1].startswith("imagefacts") for g in granted(plain_role))
+    (guard,) = [
+        o
+        for o in plain
+        if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"].endswith("facts")
+    ]
+    env = celpy.Environment()
+    (rule,) = guard["spec"]["validations"]
+    program = env.program(env.compile(rule["expression"]))
+
+    def admits(user: str) -> bool:
+        request = {"userInfo": {"username": user}}
+        return bool(program.evaluate({"request": celpy.json_to_cel(request)}))
+
+    account = "system:serviceaccount:cudasched:"
+    assert admits(account + CONTROLLER) and admits(account + naming.APP)
+    assert not admits(account + "default") and not admits("kubernetes-admin")
+    assert not admits("system:serviceaccount:other:" + CONTROLLER)
+
+
 def test_an_unknown_mode_is_refused() -> None:
     result = CliRunner().invoke(app, ["manifests", "--mode", "sidecar"])
     assert result.exit_code == 2

@@ -18,19 +18,11 @@ from cudasched.registry.configcache import ConfigCache
 from cudasched.registry.layerreads import LayerReads
 from cudasched.registry.layers import LayerBudget
 from cudasched.registry.resolver import BackgroundResolver
-from tests.support.layers import GZIP_LAYER, ZSTD_LAYER, Link, layer, push_layered
+from tests.support.layers import GZIP_LAYER, RUNNERS, layer, push_layered
 from tests.support.registry import Registry, run_registry
 from tests.support.versions import cv
 
 BASE = layer({"etc/os-release": b"ID=ubuntu\nVERSION_ID=24.04\n"})
-RUNNERS = layer(
-    {
-        "usr/lib/ollama/cuda_v12/libcudart.so.12": Link("libcudart.so.12.8.90"),
-        "usr/lib/ollama/cuda_v12/libcudart.so.12.8.90": b"cudart 12",
-        "usr/lib/ollama/cuda_v13/libcudart.so.13.0.96": b"cudart 13",
-    },
-    ZSTD_LAYER,
-)
 
 
 class Counted:

@@ -216,6 +216,19 @@ def spdx_statement(subject: str, packages: Sequence[tuple[str, str, str]]) -> by
 # ---------------------------------------------------------------------- pushing
 
 
+#: An Ollama-style image's runner layer: no CUDA in the config, the CUDA runtimes it ships
+#: (12.8 and 13.0) in its layers, the 12 one behind a symlink. Its CUDA, read from the layers,
+#: is 12.8.
+RUNNERS = layer(
+    {
+        "usr/lib/ollama/cuda_v12/libcudart.so.12": Link("libcudart.so.12.8.90"),
+        "usr/lib/ollama/cuda_v12/libcudart.so.12.8.90": b"cudart 12",
+        "usr/lib/ollama/cuda_v13/libcudart.so.13.0.96": b"cudart 13",
+    },
+    ZSTD_LAYER,
+)
+
+
 def push_layered(
     registry: Registry,
     repo: str,

@@ -1,13 +1,14 @@
 """The ImageFacts custom resource as manifests: its CustomResourceDefinition (a structural
 schema of what :mod:`cudasched.knowledge.imagefacts` writes, printer columns a person reads with
-``kubectl get imagefacts``), who may write it, and the grant the webhook's resolver needs.
+``kubectl get imagefacts``), who may write it, and the grant a resolver needs.
 
-* **The CRD** is always installed (``cudasched manifests``, ``deploy/base``): a person may read
-  and correct facts (``spec.override``) whether or not a resolver writes them, and the commands
-  read them with ``--live``.
-* **Written only by cudasched's service account.** The facts are the object's ``status``
-  (the status subresource: a ``kubectl edit`` or ``apply`` of the object never changes it).
-  RBAC gives the webhook's account ``create`` of objects and ``patch`` of their status, but
+* **The CRD** is always installed (``cudasched manifests`` in every mode, ``deploy/base``): a
+  person may read and correct facts (``spec.override``) whether or not a resolver writes them,
+  and the commands read them with ``--live``.
+* **Written only by cudasched's service accounts** (the webhook's and the policy controller's,
+  whose resolvers read images alike). The facts are the object's ``status`` (the status
+  subresource: a ``kubectl edit`` or ``apply`` of the object never changes it).
+  RBAC gives those accounts ``create`` of objects and ``patch`` of their status, but
   RBAC cannot refuse anything to a cluster admin, so a ValidatingAdmissionPolicy refuses every
   write of the status subresource by anyone else. People write ``spec.override``, which wins
   over what was read, or delete the object to have it read again.
@@ -20,10 +21,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cudasched.install.naming import APP, object_labels, object_meta
+from cudasched.install.naming import APP, POLICY_CONTROLLER, object_labels, object_meta
 from cudasched.vocab.kinds import IMAGE_FACTS
 
 __all__ = [
+    "WRITERS",
     "image_facts_crd",
     "image_facts_grant",
     "image_facts_policy",
@@ -183,13 +185,19 @@ def image_facts_crd() -> JSON:
     return fresh
 
 
-def _account(namespace: str) -> str:
-    return f"system:serviceaccount:{namespace}:{APP}"
+#: The service accounts whose image resolver writes facts: the webhook's and the policy
+#: controller's.
+WRITERS = (APP, POLICY_CONTROLLER)
+
+
+def _accounts(namespace: str) -> str:
+    """The writers' user names as a CEL list literal."""
+    return "[" + ", ".join(f"'system:serviceaccount:{namespace}:{a}'" for a in WRITERS) + "]"
 
 
 def image_facts_policy(namespace: str) -> list[JSON]:
-    """The ValidatingAdmissionPolicy (and binding) that lets only the webhook's service
-    account in ``namespace`` write an ImageFacts status."""
+    """The ValidatingAdmissionPolicy (and binding) that lets only cudasched's service accounts
+    in ``namespace`` (:data:`WRITERS`) write an ImageFacts status."""
     name = f"{APP}-{namespace}-image-facts"
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -209,7 +217,7 @@ def image_facts_policy(namespace: str) -> list[JSON]:
             },
             "validations": [
                 {
-                    "expression": f"request.userInfo.username == '{_account(namespace)}'",
+                    "expression": f"request.userInfo.username in {_accounts(namespace)}",
                     "message": "only cudasched writes what it read of an image; correct it in "
                     "spec.override, or delete the object to have it read again",
                     "reason": "Forbidden",
@@ -227,7 +235,8 @@ def image_facts_policy(namespace: str) -> list[JSON]:
 
 
 def image_facts_grant() -> list[JSON]:
-    """The webhook's rules on ImageFacts (``--image-resolver``)."""
+    """The rules on ImageFacts of a resolver that shares facts (``--image-resolver``): the
+    webhook's, and the policy controller's."""
     group, plural = IMAGE_FACTS.group, IMAGE_FACTS.plural
     return [
         {"apiGroups": [group], "resources": [plural], "verbs": ["get", "create"]},

@@ -14,6 +14,7 @@ __all__ = [
     "CA_CERTIFICATE",
     "DEFAULT_IMAGE",
     "DEFAULT_NAMESPACE",
+    "POLICY_CONTROLLER",
     "PORT",
     "REPLICAS",
     "object_labels",
@@ -23,6 +24,8 @@ __all__ = [
 DEFAULT_NAMESPACE = "cudasched"
 DEFAULT_IMAGE = f"cudasched/cudasched:{__version__}"
 APP = "cudasched-webhook"
+#: The policy mode's controller: its Deployment, ServiceAccount and grants.
+POLICY_CONTROLLER = "cudasched-policy-controller"
 #: The cert-manager CA certificate (and its Issuer and Secret) that signs the serving one.
 CA_CERTIFICATE = f"{APP}-ca"
 PORT = 8443

@@ -23,7 +23,8 @@ from typing import Any
 
 import yaml
 
-from cudasched.install.naming import object_labels, object_meta
+from cudasched.install.imagefacts import image_facts_grant
+from cudasched.install.naming import POLICY_CONTROLLER, object_labels, object_meta
 from cudasched.vocab.kinds import (
     CLUSTER_SERVING_RUNTIME,
     CONTROLLERS,
@@ -39,13 +40,15 @@ from cudasched.vocab.kinds import (
 
 __all__ = ["CONTROLLER", "HTTP_PORT", "controller_objects"]
 
-CONTROLLER = "cudasched-policy-controller"
+CONTROLLER = POLICY_CONTROLLER
 #: Its /metrics, /healthz and /readyz (``--http-port``).
 HTTP_PORT = 8080
 _COMPONENT = "policy-controller"
 
 
-def _rbac(namespace: str, *, pull_secrets: bool, follows: bool) -> list[dict[str, Any]]:
+def _rbac(
+    namespace: str, *, pull_secrets: bool, follows: bool, image_resolver: bool
+) -> list[dict[str, Any]]:
     watched: dict[str, list[str]] = {"": ["nodes", "pods"]}
     for kind in CONTROLLERS:
         watched.setdefault(kind.group, []).append(kind.plural)
@@ -64,6 +67,8 @@ def _rbac(namespace: str, *, pull_secrets: bool, follows: bool) -> list[dict[str
             "verbs": ["get", "list", "watch", "create", "update", "delete"],
         }
     )
+    if image_resolver:  # it shares what it read of an image, and reads people's overrides
+        rules += image_facts_grant()
     if pull_secrets:
         rules.append(
             {
@@ -200,6 +205,7 @@ def controller_objects(
     config_files: dict[str, str] | None = None,
     replicas: int = 2,
     pull_secrets: bool = False,
+    image_resolver: bool = False,
 ) -> list[dict[str, Any]]:
     """ServiceAccount and grants, the settings ConfigMap (``config_files`` beside the settings,
     as the webhook's: a bundle signer's public key) and the Deployment."""
@@ -214,7 +220,9 @@ def controller_objects(
     }
     follows = bool((settings.get("knowledge") or {}).get("reference"))
     return [
-        *_rbac(namespace, pull_secrets=pull_secrets, follows=follows),
+        *_rbac(
+            namespace, pull_secrets=pull_secrets, follows=follows, image_resolver=image_resolver
+        ),
         config,
         _deployment(namespace, image, replicas),
     ]

@@ -366,8 +366,14 @@ def _policy_part(
     from cudasched.install.policycontroller import controller_objects
 
     controller_settings = {k: v for k, v in settings.items() if k not in ("server", "audit")}
+    resolver = bool((settings.get("imageResolver") or {}).get("enabled"))
     controller = controller_objects(
-        namespace, image, controller_settings, config_files=key_files, pull_secrets=pull_secrets
+        namespace,
+        image,
+        controller_settings,
+        config_files=key_files,
+        pull_secrets=pull_secrets,
+        image_resolver=resolver,
     )
     return [
         *controller,
@@ -396,10 +402,9 @@ def _namespace_object(namespace: str) -> dict[str, Any]:
 def _access_objects(
     namespace: str, resolver: bool, pull_secrets: bool, audit_minutes: int, dra_mode: str = "off"
 ) -> list[dict[str, Any]]:
-    """The webhook's identity and grants: the ImageFacts CRD and the policy guarding its
-    status, the RBAC, and the grants the resolver, pull secrets, background audit and DRA
-    (``get`` on the pods claims are made for) add."""
-    objects = [image_facts_crd(), *rbac_objects(namespace), *image_facts_policy(namespace)]
+    """The webhook's identity and grants: the RBAC, and the grants the resolver, pull
+    secrets, background audit and DRA (``get`` on the pods claims are made for) add."""
+    objects = rbac_objects(namespace)
     if resolver:
         objects += image_resolver_objects(namespace)
     if pull_secrets:
@@ -468,7 +473,13 @@ def all_objects(
     resolver = image_resolver or pull_secrets
     _check_registry_cidrs(registry_cidrs, resolver, api_server_cidrs is not None)
     followed, key_files = _knowledge_part(knowledge, knowledge_key_pem)
-    objects: list[dict[str, Any]] = [_namespace_object(namespace)]
+    # The ImageFacts CRD and the policy guarding its status, in every mode: people read and
+    # correct facts whether or not a resolver writes them, and either mode's resolver may.
+    objects: list[dict[str, Any]] = [
+        _namespace_object(namespace),
+        image_facts_crd(),
+        *image_facts_policy(namespace),
+    ]
     settings = webhook_settings(
         pull_secrets=pull_secrets,
         audit_minutes=audit_minutes,

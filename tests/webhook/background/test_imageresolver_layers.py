@@ -28,17 +28,9 @@ from cudasched.webhook.server.serving import serve_in_thread
 from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support.admission import recorded_only
 from tests.support.builders import pod
-from tests.support.layers import ZSTD_LAYER, Link, layer, push_layered
+from tests.support.layers import RUNNERS, layer, push_layered
 from tests.support.registry import Registry, run_registry, serving
 
-RUNNERS = layer(
-    {
-        "usr/lib/ollama/cuda_v12/libcudart.so.12": Link("libcudart.so.12.8.90"),
-        "usr/lib/ollama/cuda_v12/libcudart.so.12.8.90": b"cudart 12",
-        "usr/lib/ollama/cuda_v13/libcudart.so.13.0.96": b"cudart 13",
-    },
-    ZSTD_LAYER,
-)
 BASE = layer({"etc/os-release": b"ID=ubuntu\n"})
 
 

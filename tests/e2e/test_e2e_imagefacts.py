@@ -69,36 +69,7 @@ def installed(
         ),
     )
     api.ensure_namespace(PODS)
-    token = api.call(
-        "POST",
-        f"/api/v1/namespaces/{NS}/serviceaccounts/{SA}/token",
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-    )["status"]["token"]
-    kubeconfig = tmp / "webhook.kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "e2e",
-                        "cluster": {
-                            "server": plane.server,
-                            "certificate-authority": str(plane.pki.ca_cert),
-                        },
-                    }
-                ],
-                "users": [{"name": "webhook", "user": {"token": token}}],
-                "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "webhook"}}],
-                "current-context": "e2e",
-            }
-        )
-    )
+    kubeconfig = plane.service_account_kubeconfig(NS, SA, tmp / "webhook.kubeconfig")
     with run_registry() as registry:
         base = layer({"etc/os-release": b"ID=ubuntu\n"})
         digest = push_layered(registry, "acme/ollama-build", "0.12.3", [base, RUNNERS])

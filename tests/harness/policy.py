@@ -20,7 +20,7 @@ import httpx
 import yaml
 
 from cudasched.webhook.policy.table import held_placements
-from cudasched.workloads.policykey import KEY_VERSION
+from cudasched.workloads.policykey import KEY_VERSION, pod_key
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.controlplane.processes import free_port
 from tests.harness.fleet import cudasched_command
@@ -31,9 +31,11 @@ __all__ = [
     "Controller",
     "controller_process",
     "delete_tables",
+    "gpu_replica_set",
     "install_policy",
     "table_keys",
     "table_path",
+    "template_key",
     "wait_for_keys",
 ]
 
@@ -46,6 +48,33 @@ NAMESPACE = "cudasched"
 def table_path(namespace: str, name: str) -> str:
     """The URL path of one ``PlacementTable`` (namespaced: one table set per namespace)."""
     return f"/apis/cudasched.io/v1alpha1/namespaces/{namespace}/placementtables/{name}"
+
+
+def gpu_replica_set(name: str, image: str, namespace: str) -> JSON:
+    """A ReplicaSet of no replicas whose template asks one GPU with ``image``: a template is
+    enough for the controller to know its pods' key."""
+    labels = {"app": name}
+    container = {"name": "main", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+
+
+def template_key(controller: JSON) -> str:
+    """The key of the pods ``controller``'s template makes, as the API server admits them
+    (the ServiceAccount defaulted)."""
+    template = controller["spec"]["template"]
+    pod = {**template, "spec": {**template["spec"], "serviceAccountName": "default"}}
+    key = pod_key(pod, controller["metadata"]["namespace"])
+    assert key is not None
+    return key
 
 
 def delete_tables(api: Api) -> None:

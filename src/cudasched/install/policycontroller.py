@@ -46,9 +46,9 @@ HTTP_PORT = 8080
 _COMPONENT = "policy-controller"
 
 
-def _rbac(
-    namespace: str, *, pull_secrets: bool, follows: bool, image_resolver: bool
-) -> list[dict[str, Any]]:
+def _cluster_rules(*, pull_secrets: bool, image_resolver: bool) -> list[dict[str, Any]]:
+    """What it reads everywhere (its sources and decisions' inputs), its tables in every
+    namespace, and what the resolver's options add."""
     watched: dict[str, list[str]] = {"": ["nodes", "pods"]}
     for kind in CONTROLLERS:
         watched.setdefault(kind.group, []).append(kind.plural)
@@ -77,6 +77,13 @@ def _rbac(
                 "verbs": ["get"],
             }
         )
+    return rules
+
+
+def _rbac(
+    namespace: str, *, pull_secrets: bool, follows: bool, image_resolver: bool
+) -> list[dict[str, Any]]:
+    rules = _cluster_rules(pull_secrets=pull_secrets, image_resolver=image_resolver)
     subject = [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": namespace}]
 
     def ref(kind: str) -> dict[str, str]:

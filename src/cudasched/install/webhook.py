@@ -468,18 +468,14 @@ def all_objects(
     ``knowledge`` (``knowledge_key_pem``: its signer's key) the bundle the webhook and the
     policy controller follow;
     ``dra_mode`` the ``dra:`` settings (and the claims' webhook and grant). The ImageFacts CRD
-    and its status policy come with the webhook (:mod:`.imagefacts`)."""
+    and its status policy come in every mode (:mod:`.imagefacts`)."""
     _check_arguments(namespace, image, mode, audit_minutes, priority_class)
     resolver = image_resolver or pull_secrets
     _check_registry_cidrs(registry_cidrs, resolver, api_server_cidrs is not None)
     followed, key_files = _knowledge_part(knowledge, knowledge_key_pem)
     # The ImageFacts CRD and the policy guarding its status, in every mode: people read and
     # correct facts whether or not a resolver writes them, and either mode's resolver may.
-    objects: list[dict[str, Any]] = [
-        _namespace_object(namespace),
-        image_facts_crd(),
-        *image_facts_policy(namespace),
-    ]
+    objects = [_namespace_object(namespace), image_facts_crd(), *image_facts_policy(namespace)]
     settings = webhook_settings(
         pull_secrets=pull_secrets,
         audit_minutes=audit_minutes,
@@ -487,10 +483,10 @@ def all_objects(
         toolkit_mode=toolkit_mode,
         dra_mode=dra_mode,
     )
+    settings |= followed
     if mode != "webhook":
-        with_knowledge = {**settings, **followed}
         objects += _policy_part(
-            namespace, image, with_knowledge, key_files, pull_secrets, fail_closed, deny_unplaced
+            namespace, image, settings, key_files, pull_secrets, fail_closed, deny_unplaced
         )
         if mode == "policy":
             return [*objects, *agent_objects]
@@ -501,13 +497,10 @@ def all_objects(
         namespace,
         image,
         priority_class=priority_class,
-        settings={**settings, **followed},
+        settings=settings,
         config_files=key_files,
     )
-    if api_server_cidrs is not None:
-        objects.append(network_policy(namespace, api_server_cidrs))
-        if resolver:
-            objects.append(egress_network_policy(namespace, api_server_cidrs, registry_cidrs))
+    objects += _network_policies(namespace, api_server_cidrs, resolver, registry_cidrs)
     objects.append(
         webhook_configuration(
             namespace,
@@ -520,6 +513,22 @@ def all_objects(
     )
     objects += agent_objects
     return objects
+
+
+def _network_policies(
+    namespace: str,
+    api_server_cidrs: Sequence[str] | None,
+    resolver: bool,
+    registry_cidrs: Sequence[str],
+) -> list[dict[str, Any]]:
+    """The webhook's ingress NetworkPolicy, and its egress one with the resolver (none without
+    ``api_server_cidrs``)."""
+    if api_server_cidrs is None:
+        return []
+    policies = [network_policy(namespace, api_server_cidrs)]
+    if resolver:
+        policies.append(egress_network_policy(namespace, api_server_cidrs, registry_cidrs))
+    return policies
 
 
 def to_yaml(objects: Sequence[dict[str, Any]]) -> str:

@@ -26,15 +26,16 @@ import pytest
 from cudasched.knowledge.bundle import Bundle, builtin_bundle
 from cudasched.registry.bundles import push_bundle
 from cudasched.registry.client import RegistryClient
-from cudasched.workloads.policykey import pod_key
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.kube import Api
 from tests.harness.policy import (
     NAMESPACE,
     TABLES,
     controller_process,
+    gpu_replica_set,
     install_policy,
     table_keys,
+    template_key,
     wait_for_keys,
 )
 from tests.support.bundles import planted
@@ -45,39 +46,6 @@ CLOSING = "e2e-policy-closing"
 HOLD = "cudasched.io/e2e-hold"
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/cudasched-policy-controller"
 JSON = dict[str, Any]
-
-
-def _replica_set(name: str, image: str, namespace: str = NS) -> JSON:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": image,
-                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                        }
-                    ]
-                },
-            },
-        },
-    }
-
-
-def _key(rs: JSON) -> str:
-    template = rs["spec"]["template"]
-    pod = {**template, "spec": {**template["spec"], "serviceAccountName": "default"}}
-    key = pod_key(pod, rs["metadata"]["namespace"])
-    assert key is not None
-    return key
 
 
 def _holder(api: Api) -> str:
@@ -97,11 +65,11 @@ def workdir(
 def test_a_crashed_leader_is_replaced_and_the_tables_keep_their_answers(
     plane: ControlPlane, api: Api, workdir: Path
 ) -> None:
-    first = _replica_set("first", "nvcr.io/nvidia/tritonserver:24.05-py3")
-    second = _replica_set("second", "vllm/vllm-openai:v0.9.0")
+    first = gpu_replica_set("first", "nvcr.io/nvidia/tritonserver:24.05-py3", NS)
+    second = gpu_replica_set("second", "vllm/vllm-openai:v0.9.0", NS)
     with controller_process(workdir, plane.kubeconfig, "lead") as lead:
         api.create(first)
-        wait_for_keys(api, {_key(first)})
+        wait_for_keys(api, {template_key(first)})
         with controller_process(workdir, plane.kubeconfig, "standby"):
             time.sleep(3)
             assert _holder(api) == "lead"
@@ -109,7 +77,7 @@ def test_a_crashed_leader_is_replaced_and_the_tables_keep_their_answers(
             lead.kill()  # a crash: the lease is not released
             began = time.monotonic()
             api.create(second)
-            wait_for_keys(api, {_key(first), _key(second)}, timeout=90)
+            wait_for_keys(api, {template_key(first), template_key(second)}, timeout=90)
             took = time.monotonic() - began
             assert _holder(api) == "standby"
             after = table_keys(api)
@@ -118,7 +86,7 @@ def test_a_crashed_leader_is_replaced_and_the_tables_keep_their_answers(
     # is deleted in the background, and a pod that outlives its runtime is decided again.
     mine = {k for k in before if k.split("|")[1] == NS}
     assert mine and {k: after[k] for k in mine} == {k: before[k] for k in mine}
-    assert after[_key(second)]["requirement"].startswith("cuda>=12.8")
+    assert after[template_key(second)]["requirement"].startswith("cuda>=12.8")
     assert took < 60
     # Kept lean: the API server converts a parameter object whole for every CEL evaluation,
     # managedFields included; the controller's writes leave none (kube/owned, lean=True).
@@ -130,7 +98,7 @@ def test_a_crashed_leader_is_replaced_and_the_tables_keep_their_answers(
 def test_a_leader_whose_lease_is_taken_stops_writing(
     plane: ControlPlane, api: Api, workdir: Path
 ) -> None:
-    third = _replica_set("third", "nvidia/cuda:12.8.0-runtime-ubuntu22.04")
+    third = gpu_replica_set("third", "nvidia/cuda:12.8.0-runtime-ubuntu22.04", NS)
     with controller_process(workdir, plane.kubeconfig, "keeper"):
         api.wait_for("the keeper leads", lambda: _holder(api) == "keeper", timeout=60)
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -142,10 +110,10 @@ def test_a_leader_whose_lease_is_taken_stops_writing(
         held = table_keys(api)
         api.create(third)
         time.sleep(8)
-        assert _key(third) not in table_keys(api)
+        assert template_key(third) not in table_keys(api)
         assert table_keys(api) == held
         api.patch(LEASE, {"spec": {"holderIdentity": "", "leaseDurationSeconds": 1}})
-        wait_for_keys(api, {_key(third)}, timeout=60)
+        wait_for_keys(api, {template_key(third)}, timeout=60)
         assert _holder(api) == "keeper"
 
 
@@ -153,7 +121,7 @@ def test_a_namespace_being_deleted_then_gone_holds_up_no_other(
     plane: ControlPlane, api: Api, workdir: Path
 ) -> None:
     api.ensure_namespace(CLOSING)
-    held = _replica_set("held", "vllm/vllm-openai:v0.9.0", CLOSING)
+    held = gpu_replica_set("held", "vllm/vllm-openai:v0.9.0", CLOSING)
     api.create({**held, "metadata": {**held["metadata"], "finalizers": [HOLD]}})
     namespace = f"/api/v1/namespaces/{CLOSING}"
     rs = f"/apis/apps/v1/namespaces/{CLOSING}/replicasets/held"
@@ -168,18 +136,19 @@ def test_a_namespace_being_deleted_then_gone_holds_up_no_other(
     )
     # Images no other test here uses: a key another test's ReplicaSet has is in the tables
     # already, whatever this controller does.
-    fourth = _replica_set("fourth", "nvidia/cuda:12.4.1-runtime-ubuntu22.04")
-    fifth = _replica_set("fifth", "nvidia/cuda:12.6.3-runtime-ubuntu22.04")
+    fourth = gpu_replica_set("fourth", "nvidia/cuda:12.4.1-runtime-ubuntu22.04", NS)
+    fifth = gpu_replica_set("fifth", "nvidia/cuda:12.6.3-runtime-ubuntu22.04", NS)
     try:
         with controller_process(workdir, plane.kubeconfig, "closer") as closer:
             api.create(fourth)
-            wait_for_keys(api, {_key(fourth)}, timeout=60, controller=closer)
-            assert _key(held) not in table_keys(api)
+            wait_for_keys(api, {template_key(fourth)}, timeout=60, controller=closer)
+            assert template_key(held) not in table_keys(api)
             # Gone: the ReplicaSet's key is kept for the window, still with nowhere to go.
             api.patch(rs, {"metadata": {"finalizers": None}})
             api.wait_for("the namespace gone", lambda: not api.exists(namespace), timeout=120)
             api.create(fifth)
-            wait_for_keys(api, {_key(fourth), _key(fifth)}, timeout=60, controller=closer)
+            both = {template_key(fourth), template_key(fifth)}
+            wait_for_keys(api, both, timeout=60, controller=closer)
             skipped = f"being deleted or gone: {CLOSING}"
             api.wait_for("the skip logged", lambda: skipped in closer.log(), timeout=30)
             assert "round failed" not in closer.log()
@@ -196,7 +165,8 @@ def _push(registry: Registry, reference: str, bundle: Bundle) -> None:
 def test_the_controller_follows_the_knowledge_bundle_and_republishes(
     plane: ControlPlane, api: Api, workdir: Path
 ) -> None:
-    team = _replica_set("team", "registry.example.com/team/llm:cu12.6")  # only a plant knows it
+    # Only the planted image row knows this image.
+    team = gpu_replica_set("team", "registry.example.com/team/llm:cu12.6", NS)
     with run_registry() as registry:
         ref = f"{registry.host}/cudasched/policy-e2e:stable"
         _push(registry, ref, builtin_bundle())
@@ -205,17 +175,18 @@ def test_the_controller_follows_the_knowledge_bundle_and_republishes(
         }
         with controller_process(workdir, plane.kubeconfig, "follower", config=config) as follower:
             api.create(team)
-            held = wait_for_keys(api, {_key(team)}, controller=follower)
+            held = wait_for_keys(api, {template_key(team)}, controller=follower)
             _push(registry, ref, planted(["image-row"], version="2026.09.15"))
 
             def answered() -> bool:
-                return table_keys(api)[_key(team)]["requirement"].startswith("cuda>=12.6")
+                return table_keys(api)[template_key(team)]["requirement"].startswith("cuda>=12.6")
 
             api.wait_for("the new bundle's answer in the table", answered, timeout=90)
             log = follower.log()
             ready, alive = follower.get("/readyz"), follower.get("/healthz")
             metrics = set(follower.get("/metrics").text.splitlines())
-    assert held[_key(team)]["requirement"].startswith("unknown (image not in the image table")
+    unknown = "unknown (image not in the image table"
+    assert held[template_key(team)]["requirement"].startswith(unknown)
     assert "judging with knowledge" in log and "knowledge swapped in" in log
     # Its own endpoint (--http-port) says the same: ready, leading, the bundle in use, counted.
     assert ready.status_code == 200 and alive.status_code == 200

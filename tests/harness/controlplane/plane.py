@@ -24,7 +24,7 @@ import httpx
 import yaml
 
 from tests.harness.binaries import Binaries, ensure_built
-from tests.harness.controlplane.kubeconfig import kubeconfig_yaml
+from tests.harness.controlplane.kubeconfig import kubeconfig_yaml, token_kubeconfig_yaml
 from tests.harness.controlplane.options import CONTROLLERS, Options
 from tests.harness.controlplane.processes import (
     Process,
@@ -92,6 +92,22 @@ class ControlPlane:
     def credentials(self) -> Credentials:
         pki = self.pki
         return Credentials(self.server, pki.ca_cert, pki.cert("admin"), pki.key("admin"))
+
+    def service_account_kubeconfig(self, namespace: str, account: str, path: Path) -> Path:
+        """A kubeconfig at ``path`` that acts as ServiceAccount ``namespace/account`` (a token
+        from the TokenRequest API, valid an hour): what its Pod would be allowed, no more."""
+        issued = self.api().call(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+            body={
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 3600},
+            },
+        )
+        token = issued["status"]["token"]
+        path.write_text(token_kubeconfig_yaml(self.server, self.pki, account, token))
+        return path
 
     def api(self) -> Api:
         """The admin's client (``system:masters``), shared."""

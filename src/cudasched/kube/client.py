@@ -143,8 +143,10 @@ def make_client(
     """A lightkube ``AsyncClient`` for the resolved configuration (see :func:`load_config`).
 
     ``timeout`` bounds each API call (watches have no read timeout); ``field_manager`` is sent
-    with every write. Certificate and key files are loaded now, so a broken one is reported
-    here, not at the first request. Raises :class:`ClusterConfigError`.
+    with every write; a request the server asks to send again (429, or a 5xx with
+    ``Retry-After``) is sent again after the wait it names (:mod:`cudasched.kube.retryafter`).
+    Certificate and key files are loaded now, so a broken one is reported here, not at the
+    first request. Raises :class:`ClusterConfigError`.
     """
     resolved = load_config(
         kubeconfig=kubeconfig,
@@ -152,15 +154,27 @@ def make_client(
         server=server,
         service_account_dir=service_account_dir,
     )
-    from httpx2 import Timeout  # lightkube (>= 1.0, as pyproject pins) is built on httpx2
+    from httpx2 import AsyncHTTPTransport, Timeout  # lightkube (>= 1.0) is built on httpx2
     from lightkube import AsyncClient, ConfigError
+    from lightkube.config.client_adapter import verify_cluster
+    from lightkube.config.models import User
 
+    from cudasched.kube.retryafter import RetryAfterTransport
+
+    settings = resolved.settings
+    trust_env = server is None
     try:
+        # A transport of our own (requests the server asks to send again are sent again)
+        # carries the TLS lightkube would give its own: the cluster's CA, the user's
+        # certificate.
+        user = settings.user or User()
+        tls = verify_cluster(settings.cluster, user, settings.abs_file, trust_env)
         return AsyncClient(
-            resolved.settings,
+            settings,
             timeout=Timeout(timeout),
             field_manager=field_manager,
-            trust_env=server is None,
+            trust_env=trust_env,
+            transport=RetryAfterTransport(AsyncHTTPTransport(verify=tls)),
         )
     except (ConfigError, OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         raise ClusterConfigError(f"cannot use {resolved.origin}: {one_line(exc)}") from None

@@ -107,7 +107,7 @@ async def _run(
     from cudasched.webhook.policy.controller import PolicyController
     from cudasched.webhook.policy.health import health_app
     from cudasched.webhook.server.assembly import admission_builder, build_admission
-    from cudasched.webhook.server.serving import plain_server
+    from cudasched.webhook.server.serving import bind_socket, plain_server
 
     cfg = load_settings(config)  # its knowledge section chooses the knowledge, as the webhook's
     if kubeconfig is not None:
@@ -147,9 +147,13 @@ async def _run(
         reporting_instance=controller.lease.identity,
     )
     controller.follow(knowledge, admission_builder(cfg, resolver), reporter)
-    server = plain_server(health_app(controller, metrics), "0.0.0.0", http_port)  # noqa: S104
+    # Every address: the kubelet's probes come from the node.
+    host = "0.0.0.0"  # noqa: S104
+    server = plain_server(health_app(controller, metrics), host, http_port)
     try:
-        await _until_stopped(controller, server, _listen(http_port) if http_port else None)
+        named = f"--http-port {http_port}"
+        listening = bind_socket(host, http_port, named=named) if http_port else None
+        await _until_stopped(controller, server, listening)
     finally:
         await client.close()
 
@@ -176,17 +180,3 @@ async def _until_stopped(
         stop()
         if serving is not None:
             await serving
-
-
-def _listen(port: int) -> socket.socket:
-    """The listening socket of ``--http-port`` (bound here, so a port in use is one clear
-    error before the controller starts)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("0.0.0.0", port))  # noqa: S104 - the kubelet's probes come from the node
-    except OSError as exc:
-        sock.close()
-        raise InputError(f"cannot listen on --http-port {port}: {exc.strerror}") from None
-    sock.listen(64)
-    return sock

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RunningServer",
     "SourceFactory",
+    "bind_socket",
     "connection_limits",
     "freeze_heap",
     "http_parser",
@@ -230,7 +231,10 @@ class RunningServer:
         self.server.should_exit = True
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind_socket(host: str, port: int, *, named: str | None = None) -> socket.socket:
+    """A socket bound to ``host:port`` for a uvicorn server (which listens on it), bound by the
+    caller so a port in use is one clear error before anything starts; ``named`` is how the
+    error names the address (default ``host:port``)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -238,7 +242,8 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        where = named or f"{host}:{port}"
+        raise InputError(f"cannot listen on {where}: {exc.strerror}") from None
     sock.set_inheritable(True)
     return sock
 
@@ -300,7 +305,7 @@ def serve_in_thread(
         app = build_app(
             cfg, source, admission=admission, kb=kb, metrics=metrics, knowledge=knowledge
         )
-        sock = _bind(host, port)
+        sock = bind_socket(host, port)
         bound_port = sock.getsockname()[1]
         server = make_server(
             uvicorn_config(app, tls, host=host, port=bound_port, settings=cfg.server),
@@ -378,7 +383,7 @@ def run_server(
         if workers == 1:
             _serve_process(config, source_factory, (kb, images, knowledge), cert, key, host, port)
             return
-        sock = _bind(host, port)
+        sock = bind_socket(host, port)
         _prefork(
             workers,
             sock,

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cudasched.knowledge.bundle import Bundle, BundleKind, BundleMeta, builtin_bundle
 from cudasched.knowledge.bundlefiles import directory_files
 from cudasched.knowledge.signing import Signature
+from tests.support.registry import Registry
 
 Tables = dict[str, Any]
 
@@ -190,6 +191,15 @@ def release_overlay(version: str = "610.80.02", released: str = "2026-09-20") ->
             }
         }
     )
+
+
+def push_to(registry: Registry, reference: str, bundle: Bundle) -> str:
+    """``bundle`` pushed to ``reference`` in the test ``registry`` (plain HTTP); its digest."""
+    from cudasched.registry.bundles import push_bundle
+    from cudasched.registry.client import RegistryClient
+
+    with RegistryClient(plain_http=[registry.host]) as client:
+        return push_bundle(client, reference, bundle)
 
 
 def write(directory: Path, bundle: Bundle, signatures: Iterable[Signature] = ()) -> Path:

@@ -23,9 +23,7 @@ from typing import Any
 
 import pytest
 
-from cudasched.knowledge.bundle import Bundle, builtin_bundle
-from cudasched.registry.bundles import push_bundle
-from cudasched.registry.client import RegistryClient
+from cudasched.knowledge.bundle import builtin_bundle
 from tests.harness.controlplane.plane import ControlPlane
 from tests.harness.kube import Api
 from tests.harness.policy import (
@@ -38,8 +36,8 @@ from tests.harness.policy import (
     template_key,
     wait_for_keys,
 )
-from tests.support.bundles import planted
-from tests.support.registry import Registry, run_registry
+from tests.support.bundles import planted, push_to
+from tests.support.registry import run_registry
 
 NS = "e2e-policy-lease"
 CLOSING = "e2e-policy-closing"
@@ -157,11 +155,6 @@ def test_a_namespace_being_deleted_then_gone_holds_up_no_other(
             api.patch(rs, {"metadata": {"finalizers": None}})
 
 
-def _push(registry: Registry, reference: str, bundle: Bundle) -> None:
-    with RegistryClient(plain_http=[registry.host]) as c:
-        push_bundle(c, reference, bundle)
-
-
 def test_the_controller_follows_the_knowledge_bundle_and_republishes(
     plane: ControlPlane, api: Api, workdir: Path
 ) -> None:
@@ -169,14 +162,14 @@ def test_the_controller_follows_the_knowledge_bundle_and_republishes(
     team = gpu_replica_set("team", "registry.example.com/team/llm:cu12.6", NS)
     with run_registry() as registry:
         ref = f"{registry.host}/cudasched/policy-e2e:stable"
-        _push(registry, ref, builtin_bundle())
+        push_to(registry, ref, builtin_bundle())
         config = {
             "knowledge": {"reference": ref, "intervalSeconds": 10, "plainHttp": [registry.host]}
         }
         with controller_process(workdir, plane.kubeconfig, "follower", config=config) as follower:
             api.create(team)
             held = wait_for_keys(api, {template_key(team)}, controller=follower)
-            _push(registry, ref, planted(["image-row"], version="2026.09.15"))
+            push_to(registry, ref, planted(["image-row"], version="2026.09.15"))
 
             def answered() -> bool:
                 return table_keys(api)[template_key(team)]["requirement"].startswith("cuda>=12.6")

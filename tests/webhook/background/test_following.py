@@ -40,7 +40,7 @@ from cudasched.webhook.server.serving import RunningServer, serve_in_thread
 from cudasched.webhook.state.clusterstate import ClusterState
 from tests.support.admission import admitted_pod, client, fleet_node, nodes, ops_of
 from tests.support.builders import pod
-from tests.support.bundles import PLANTS, builtin_tables, bundle_of, planted, raised_12_4
+from tests.support.bundles import PLANTS, builtin_tables, bundle_of, planted, push_to, raised_12_4
 from tests.support.registry import Registry, hanging_server, run_registry
 from tests.support.webhook_process import webhook_process
 
@@ -62,11 +62,6 @@ def registry() -> Iterator[Registry]:
 def _state() -> ClusterState:
     fleet = [*nodes(), fleet_node("b200-r615", "NVIDIA-B200", "615.20.01")]
     return ClusterState.from_objects(fleet, [], [], [], kb=BUILTIN.kb)
-
-
-def _push(registry: Registry, reference: str, bundle: Bundle) -> str:
-    with RegistryClient(plain_http=[registry.host]) as c:
-        return push_bundle(c, reference, bundle)
 
 
 def _followed(reference: str, interval: float = 0.3) -> FollowedKnowledge:
@@ -111,20 +106,20 @@ def test_a_running_webhook_answers_with_a_new_bundle_and_keeps_it_through_bad_on
     registry: Registry,
 ) -> None:
     ref = f"{registry.host}/cudasched/webhook-follow:stable"
-    _push(registry, ref, builtin_bundle())
+    push_to(registry, ref, builtin_bundle())
     knowledge = _followed(ref)
     with _served(knowledge) as srv, client(srv) as http:
         _wait(lambda: knowledge.last is not None)
         llm, team = _answer(http, CUDA_13_4), _answer(http, TEAM_LLM)
-        _push(registry, ref, planted(NEW_FACTS, version="2026.09.15"))
+        push_to(registry, ref, planted(NEW_FACTS, version="2026.09.15"))
         _wait(lambda: _new_facts_used(http))
         placed = _answer(http, CUDA_13_4)
         updated = http.get("/readyz").text
         # A bundle of another schema, then one whose blob the registry's storage altered.
         newer = planted(NEW_FACTS, version="schema.2")
-        _push(registry, ref, dataclasses.replace(newer, meta=_schema_2(newer)))
+        push_to(registry, ref, dataclasses.replace(newer, meta=_schema_2(newer)))
         _wait(lambda: _failures(srv, "schema") == 1)
-        _push(registry, ref, _corrupted(registry))
+        push_to(registry, ref, _corrupted(registry))
         _wait(lambda: _failures(srv, "digest") >= 1)
         refused = http.get("/readyz")
         kept = _new_facts_used(http)
@@ -219,7 +214,7 @@ def test_the_background_audit_reports_the_placements_a_swap_moves(
     admitted = admitted_pod(BUILTIN.kb, sample)
     snapshot = ClusterSnapshot.from_objects([*sample.nodes, admitted])
     ref = f"{registry.host}/cudasched/audit-follow:stable"
-    _push(registry, ref, builtin_bundle())
+    push_to(registry, ref, builtin_bundle())
     knowledge = _followed(ref)
     current = knowledge.current
     audit = AuditLoop(
@@ -237,7 +232,7 @@ def test_the_background_audit_reports_the_placements_a_swap_moves(
         with _served(knowledge):
             _wait(lambda: audit.last is not None and knowledge.last is not None)
             before = _moved(audit)
-            _push(registry, ref, raised_12_4("555.42.02"))
+            push_to(registry, ref, raised_12_4("555.42.02"))
             _wait(lambda: bool(_moved(audit)))
             after = _moved(audit)
     finally:
@@ -258,7 +253,7 @@ def _moved(audit: AuditLoop) -> list[tuple[str, str]]:
 
 def test_what_cannot_be_built_refuses_the_bundle(registry: Registry) -> None:
     ref = f"{registry.host}/cudasched/unbuildable:stable"
-    _push(registry, ref, planted(["new-gpu"], version="unbuildable.1"))
+    push_to(registry, ref, planted(["new-gpu"], version="unbuildable.1"))
     outcomes: list[FollowOutcome] = []
     knowledge = _followed(ref)
 
@@ -283,13 +278,13 @@ def test_the_patch_of_a_swapped_answer_is_the_new_knowledges(registry: Registry)
     """The first answer after a swap is decided again, not recalled from the memo of the
     knowledge before it (each Admitter has its own)."""
     ref = f"{registry.host}/cudasched/memo-follow:stable"
-    _push(registry, ref, builtin_bundle())
+    push_to(registry, ref, builtin_bundle())
     knowledge = _followed(ref)
     with _served(knowledge) as srv, client(srv) as http:
         _wait(lambda: knowledge.last is not None)
         first = [_answer(http, TEAM_LLM, uid=f"a-{i}") for i in range(3)]
         old = srv.app.admission
-        _push(registry, ref, planted(["image-row"], version="memo.1"))
+        push_to(registry, ref, planted(["image-row"], version="memo.1"))
         _wait(lambda: srv.app.admission is not old)
         after = _answer(http, TEAM_LLM, uid="b-1")
     assert not [a for a in first if "cuda>=12.6" in str(ops_of(a))]
@@ -305,7 +300,7 @@ def test_the_webhook_process_follows_the_reference_its_settings_name(
     within ``intervalSeconds`` and keeps it when a schema-invalid one follows."""
     monkeypatch.setenv("CUDASCHED_CACHE_DIR", str(tmp_path / "cache"))
     ref = f"{registry.host}/cudasched/process-follow:stable"
-    _push(registry, ref, planted(["image-row"], version="first.1"))
+    push_to(registry, ref, planted(["image-row"], version="first.1"))
     cluster = tmp_path / "cluster.yaml"
     fleet = [*nodes(), fleet_node("b200-r615", "NVIDIA-B200", "615.20.01")]
     cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": fleet}))
@@ -318,10 +313,10 @@ def test_the_webhook_process_follows_the_reference_its_settings_name(
     ):
         started = http.get("/readyz").text
         before = _answer(http, CUDA_13_4)
-        _push(registry, ref, planted(NEW_FACTS, version="2026.09.15"))
+        push_to(registry, ref, planted(NEW_FACTS, version="2026.09.15"))
         _wait(lambda: _new_facts_used(http), seconds=40)
         newer = planted(NEW_FACTS, version="schema.2")
-        _push(registry, ref, dataclasses.replace(newer, meta=_schema_2(newer)))
+        push_to(registry, ref, dataclasses.replace(newer, meta=_schema_2(newer)))
         _wait(lambda: "refused (schema)" in http.get("/readyz").text, seconds=40)
         kept = _new_facts_used(http)
         metrics = w.metrics()

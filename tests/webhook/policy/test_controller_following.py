@@ -20,8 +20,6 @@ from cudasched.cli.knowledgesource import Following, FollowPlan
 from cudasched.knowledge.bundle import Bundle, builtin_bundle
 from cudasched.knowledge.bundlecheck import builtin_knowledge
 from cudasched.knowledge.following import FollowResult
-from cudasched.registry.bundles import push_bundle
-from cudasched.registry.client import RegistryClient
 from cudasched.settings.config import WebhookConfig
 from cudasched.webhook.background.following import FollowedKnowledge
 from cudasched.webhook.metrics import WebhookMetrics
@@ -29,7 +27,7 @@ from cudasched.webhook.policy.table import held_placements
 from cudasched.webhook.server.assembly import admission_builder, build_admission
 from cudasched.workloads.policykey import KEY_VERSION, pod_key
 from tests.support.admission import nodes_state
-from tests.support.bundles import planted
+from tests.support.bundles import planted, push_to
 from tests.support.policyfakes import FakeApi, FakeCache, controller_of, gpu_pod, listed
 from tests.support.registry import Registry, run_registry
 
@@ -42,11 +40,6 @@ TEAM = gpu_pod("team-llm", "registry.example.com/team/llm:cu12.6")
 def registry() -> Iterator[Registry]:
     with run_registry() as found:
         yield found
-
-
-def _push(registry: Registry, reference: str, bundle: Bundle) -> None:
-    with RegistryClient(plain_http=[registry.host]) as c:
-        push_bundle(c, reference, bundle)
 
 
 def _requirement(api: FakeApi) -> str | None:
@@ -79,7 +72,7 @@ def test_a_bundle_swapped_in_is_decided_again_and_a_refused_one_changes_nothing(
     registry: Registry,
 ) -> None:
     ref = f"{registry.host}/cudasched/policy-follow:stable"
-    _push(registry, ref, builtin_bundle())
+    push_to(registry, ref, builtin_bundle())
     config = WebhookConfig()
     knowledge = FollowedKnowledge(config, BUILTIN, FollowPlan(Following(ref)), interval_seconds=0.3)
     judging = knowledge.current
@@ -95,12 +88,12 @@ def test_a_bundle_swapped_in_is_decided_again_and_a_refused_one_changes_nothing(
         try:
             await _until(api, controller, lambda: knowledge.last is not None)
             before = _requirement(api)
-            _push(registry, ref, planted(["image-row"], version="2026.09.15"))
+            push_to(registry, ref, planted(["image-row"], version="2026.09.15"))
             await _until(api, controller, lambda: (_requirement(api) or "").startswith("cuda"))
             swapped, swaps = _requirement(api), controller._swaps
             # A bundle of a schema this version cannot read: refused, the last good one kept.
             newer = planted(["image-row", "toolkit-minimum"], version="schema.2")
-            _push(registry, ref, dataclasses.replace(newer, meta=_schema_2(newer)))
+            push_to(registry, ref, dataclasses.replace(newer, meta=_schema_2(newer)))
             await _until(api, controller, lambda: _refused(knowledge))
             assert controller._swaps == swaps  # the refused bundle made no admitter
             return before, swapped, _requirement(api)
